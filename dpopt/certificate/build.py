@@ -1,0 +1,68 @@
+"""Assembling the certificate from the records of each pipeline stage."""
+
+from __future__ import annotations
+
+from dpopt._version import __version__
+from dpopt.certificate.checks import Check
+from dpopt.certificate.claims import all_claims
+from dpopt.certificate.model import Certificate
+from dpopt.errors import CalibrationError
+from dpopt.mechanisms import Mechanism, UtilityValue
+from dpopt.optimize.select import Candidate
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.load import spec_document, spec_sha256
+from dpopt.spec.models import Spec
+
+
+def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
+    """The certificate's ``guarantee``: the definition, its parameters and its scope."""
+    return {
+        "definition": spec.privacy.definition,
+        **spec.privacy.parameters,
+        "scope": {
+            "adjacency": spec.adjacency.model_dump(),
+            "adjacency_description": space.adjacency,
+            "invariants": [inv.model_dump() for inv in spec.invariants],
+            "semi_adjacent_parameter": space.semi_adjacent_parameter,
+        },
+    }
+
+
+def certify(
+    spec: Spec,
+    space: SensitivitySpace,
+    mechanism: Mechanism,
+    utility: UtilityValue,
+    candidates: list[Candidate],
+) -> Certificate:
+    """Evaluate every claim independently and assemble the certificate.
+
+    Raises
+    ------
+    CalibrationError
+        If any claim fails: a certificate is never issued for a guarantee that does not hold.
+    """
+    checks: list[Check] = all_claims(spec, space, mechanism)
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        raise CalibrationError(
+            "certification failed: " + "; ".join(f"{c.claim} ({c.detail})" for c in failed)
+        )
+    data = {
+        "dpopt_version": __version__,
+        "spec_sha256": spec_sha256(spec),
+        "spec": spec_document(spec),
+        "guarantee": guarantee_block(spec, space),
+        "sensitivity": space.summary(),
+        "mechanism": {
+            "family": mechanism.family,
+            "title": mechanism.title,
+            "parameters": mechanism.parameters,
+            "privacy": mechanism.privacy_summary(space),
+            "notes": mechanism.notes(),
+        },
+        "utility": utility.to_dict(),
+        "candidates": [c.to_dict() for c in candidates],
+        "checks": [c.to_dict() for c in checks],
+    }
+    return Certificate(data)

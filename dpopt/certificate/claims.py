@@ -1,0 +1,76 @@
+"""The claims a certificate makes, evaluated from the spec and the mechanism alone.
+
+Used twice: when a certificate is issued, and again by ``dpopt verify``, which rebuilds
+the spec, the sensitivity space and the mechanism from the certificate file.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+from dpopt.certificate.checks import Check
+from dpopt.domain.queries import NumericQuery, compile_query
+from dpopt.mechanisms import Mechanism
+from dpopt.sensitivity.enumerate import enumerate_space, record_domain
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Spec
+
+_MAX_ENUMERATED_DATASETS = 3000
+
+
+def enumeration_size(spec: Spec) -> tuple[int, int] | None:
+    """(records per dataset, number of datasets) for a brute-force check, or None if too large."""
+    r = len(record_domain(spec))
+    query = compile_query(spec)
+    fixed_n = spec.adjacency.kind != "add_remove" and spec.data.n is not None
+    k = spec.adjacency.distance if spec.adjacency.kind == "hamming" else 1
+    if isinstance(query, NumericQuery) and query.kind == "mean":
+        if not fixed_n:
+            return None
+        size = spec.data.n  # a mean's differences depend on n itself
+    else:
+        # sums and counting queries: the differences of datasets of any size >= k are
+        # those of size k (a replacement only touches k records), so small datasets suffice
+        size = max(2, k) if spec.data.n is None else min(spec.data.n, max(2, k))
+    count = comb(r + size, size)
+    return (size, count) if count <= _MAX_ENUMERATED_DATASETS else None
+
+
+def sensitivity_claims(spec: Spec, space: SensitivitySpace) -> list[Check]:
+    """The structural sensitivity re-derived by enumerating datasets, where the domain is small."""
+    size = enumeration_size(spec)
+    if size is None:
+        return []
+    brute = enumerate_space(spec, max_records=size[0])
+    same = (brute.l1, brute.l2_squared, brute.linf, brute.rank) == (
+        space.l1,
+        space.l2_squared,
+        space.linf,
+        space.rank,
+    )
+    return [
+        Check(
+            "sensitivity.enumeration",
+            f"brute force over {size[1]} datasets of up to {size[0]} records: every neighbouring pair",
+            same,
+            f"enumerated l1={brute.l1}, l2²={brute.l2_squared}, linf={brute.linf}, rank={brute.rank}; "
+            f"derived l1={space.l1}, l2²={space.l2_squared}, linf={space.linf}, rank={space.rank}",
+        )
+    ]
+
+
+def mechanism_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism) -> list[Check]:
+    """Dimension agreement and the privacy guarantee at the mechanism's parameters."""
+    return [
+        Check(
+            "mechanism.dimension",
+            "noise dimension equals the query dimension",
+            mechanism.dimension == space.dimension,
+            f"{mechanism.dimension} vs {space.dimension}",
+        ),
+        *mechanism.privacy_checks(space, spec.privacy),
+    ]
+
+
+def all_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism) -> list[Check]:
+    return sensitivity_claims(spec, space) + mechanism_claims(spec, space, mechanism)

@@ -1,0 +1,83 @@
+"""The certificate document and atomic file writing."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpopt.errors import CertificateError
+
+REQUIRED_KEYS = (
+    "dpopt_version",
+    "spec_sha256",
+    "spec",
+    "guarantee",
+    "sensitivity",
+    "mechanism",
+    "utility",
+    "checks",
+)
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A certificate: the JSON document of the contract (see DESIGN.md), read-only."""
+
+    data: dict[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    @property
+    def passed(self) -> bool:
+        return all(check["passed"] for check in self.data["checks"])
+
+    def to_json(self) -> str:
+        return json.dumps(self.data, indent=2, ensure_ascii=False) + "\n"
+
+    def write(self, path: str | Path) -> None:
+        write_atomic(path, self.to_json())
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "Certificate":
+        """Read a certificate file.
+
+        Raises
+        ------
+        CertificateError
+            Unreadable, not JSON, or missing a contract key.
+        """
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise CertificateError(f"cannot read certificate {path}: {exc.strerror or exc}") from None
+        except json.JSONDecodeError as exc:
+            raise CertificateError(f"{path} is not JSON: {exc}") from None
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "certificate") -> "Certificate":
+        if not isinstance(data, dict):
+            raise CertificateError(f"{source} is not a dpopt certificate (not a JSON object)")
+        missing = [k for k in REQUIRED_KEYS if k not in data]
+        if missing:
+            raise CertificateError(f"{source} is not a dpopt certificate (missing {', '.join(missing)})")
+        return cls(data)

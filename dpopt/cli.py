@@ -1,0 +1,141 @@
+"""The ``dpopt`` command: solve, verify, release, report.
+
+Exit codes: 0 success; 1 a certificate failed verification; 2 a bad spec, certificate
+or data file (one line on stderr naming the field or cause, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.certificate.report import render_html, render_markdown
+from dpopt.certificate.verify import verify
+from dpopt.domain.queries import compile_query
+from dpopt.domain.records import read_records
+from dpopt.errors import DpoptError
+from dpopt.solve import solve
+from dpopt.spec.load import read_document
+
+
+def _solve(args: argparse.Namespace) -> int:
+    sol = solve(args.spec)
+    cert = sol.certificate
+    if args.out:
+        out = Path(args.out)
+        mechanism = {
+            "family": sol.mechanism.family,
+            "parameters": sol.mechanism.parameters,
+            "dimension": sol.mechanism.dimension,
+            "labels": list(compile_query(sol.spec).labels),
+            "spec_sha256": cert["spec_sha256"],
+        }
+        write_atomic(out / "mechanism.json", json.dumps(mechanism, indent=2) + "\n")
+        cert.write(out / "certificate.json")
+        write_atomic(out / "report.md", render_markdown(cert))
+    if args.json:
+        sys.stdout.write(cert.to_json())
+    elif not args.out or not args.quiet:
+        u = cert["utility"]
+        print(f"{sol.spec.name}: {sol.mechanism.title} {sol.mechanism.parameters} "
+              f"-> {u['metric']} = {u['value']:.6g}; {len(cert['checks'])} checks passed"
+              + (f"; wrote {args.out}/" if args.out else ""))
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    result = verify(args.certificate)
+    for check in result.checks:
+        mark = "PASS" if check.passed else "FAIL"
+        print(f"{mark}  {check.claim}: {check.method} — {check.detail}")
+    if result.passed:
+        print(f"certificate holds: {len(result.checks)} claims re-derived")
+        return 0
+    print("certificate FAILED: " + ", ".join(c.claim for c in result.failed), file=sys.stderr)
+    return 1
+
+
+def _release(args: argparse.Namespace) -> int:
+    sol = solve(args.spec)
+    records = read_records(args.data, sol.spec)
+    query = compile_query(sol.spec)
+    rng = np.random.default_rng(args.seed)
+    noisy = sol.mechanism.release(query.evaluate(records), rng=rng)
+    document = {
+        "name": sol.spec.name,
+        "spec_sha256": sol.certificate["spec_sha256"],
+        "mechanism": {"family": sol.mechanism.family, "parameters": sol.mechanism.parameters},
+        "guarantee": sol.certificate["guarantee"],
+        "release": dict(zip(query.labels, noisy.tolist())),
+        "seed": args.seed,
+        "records": len(records),
+    }
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if args.out:
+        write_atomic(Path(args.out) / "release.json", text)
+        sol.certificate.write(Path(args.out) / "certificate.json")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    document = read_document(args.source)
+    if isinstance(document, dict) and "spec_sha256" in document:
+        cert = Certificate.from_dict(document, source=str(args.source))
+    else:
+        cert = solve(args.source).certificate
+    html_out = args.out is not None and args.out.lower().endswith((".html", ".htm"))
+    text = render_html(cert) if html_out else render_markdown(cert)
+    if args.out:
+        write_atomic(args.out, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpopt", description="Certified differential-privacy mechanisms from a spec.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("solve", help="derive, design and certify a mechanism for a spec")
+    p.add_argument("spec")
+    p.add_argument("--out", help="folder for mechanism.json, certificate.json, report.md")
+    p.add_argument("--json", action="store_true", help="print the certificate as JSON")
+    p.add_argument("--quiet", action="store_true", help="print nothing when --out is given")
+    p.set_defaults(run=_solve)
+
+    p = sub.add_parser("verify", help="re-check every claim of a certificate")
+    p.add_argument("certificate")
+    p.set_defaults(run=_verify)
+
+    p = sub.add_parser("release", help="compute the query on records and release it with noise")
+    p.add_argument("spec")
+    p.add_argument("--data", required=True, help="CSV file of records, one column per attribute")
+    p.add_argument("--seed", type=int, default=None, help="seed the noise (reproductions and tests only)")
+    p.add_argument("--out", help="folder for release.json and certificate.json (default: print)")
+    p.set_defaults(run=_release)
+
+    p = sub.add_parser("report", help="the audit report for a spec or a certificate")
+    p.add_argument("source", help="a spec (YAML/JSON) or a certificate.json")
+    p.add_argument("--out", help="FILE.md or FILE.html (default: Markdown on stdout)")
+    p.set_defaults(run=_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except DpoptError as exc:
+        print(f"dpopt: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

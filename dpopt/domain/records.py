@@ -1,0 +1,66 @@
+"""Reading records from CSV and checking them against the spec's domain."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from dpopt.errors import DataError
+from dpopt.spec.models import NumericAttribute, Spec
+
+
+def read_records(path: str | Path, spec: Spec) -> list[dict[str, object]]:
+    """Read a CSV file of records (a header row naming attributes) and validate it.
+
+    Only the attributes the spec declares are read; other columns are ignored.
+    Categorical values must be declared levels; numeric values must lie within the
+    declared bounds (values are never clipped silently).
+
+    Raises
+    ------
+    DataError
+        Naming the file, row and column of the first value outside the domain.
+    """
+    path = Path(path)
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            rows = list(reader)
+    except OSError as exc:
+        raise DataError(f"cannot read data file {path}: {exc.strerror or exc}") from None
+    return validate_records(rows, spec, source=str(path), header=header)
+
+
+def validate_records(rows: list[dict], spec: Spec, source: str = "records", header=None) -> list[dict]:
+    """Check records against the domain; numeric values are converted to float."""
+    attributes = spec.data.attributes
+    present = set(header) if header is not None else (set(rows[0]) if rows else set(attributes))
+    missing = [a for a in attributes if a not in present]
+    if missing:
+        raise DataError(f"{source}: missing column(s) {', '.join(missing)}")
+    out = []
+    for line, row in enumerate(rows, start=2):
+        record: dict[str, object] = {}
+        for name, domain in attributes.items():
+            value = row[name]
+            if isinstance(domain, NumericAttribute):
+                try:
+                    x = float(value)
+                except (TypeError, ValueError):
+                    raise DataError(f"{source} row {line}, column {name}: {value!r} is not a number") from None
+                if not domain.min <= x <= domain.max:
+                    raise DataError(
+                        f"{source} row {line}, column {name}: {x} is outside [{domain.min}, {domain.max}]"
+                    )
+                record[name] = x
+            else:
+                if str(value) not in domain:
+                    raise DataError(
+                        f"{source} row {line}, column {name}: {value!r} is not a level ({', '.join(domain)})"
+                    )
+                record[name] = str(value)
+        out.append(record)
+    if spec.data.n is not None and len(out) != spec.data.n and spec.adjacency.kind != "add_remove":
+        raise DataError(f"{source}: has {len(out)} records but the spec fixes n = {spec.data.n}")
+    return out

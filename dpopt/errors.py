@@ -1,0 +1,50 @@
+"""Typed errors: one class per failure kind, each with a one-line message.
+
+The CLI turns :class:`SpecError` and :class:`UnsupportedSpecError` into exit code 2
+and a single line naming the field and the problem; no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+
+class DpoptError(Exception):
+    """Base class of every error dpopt raises on purpose."""
+
+
+class SpecError(DpoptError, ValueError):
+    """A spec is malformed or asks for something impossible.
+
+    Parameters
+    ----------
+    field : str
+        Dotted path of the offending field (``privacy.approx.delta``), or ``""``
+        when the problem concerns the whole spec.
+    problem : str
+        What is wrong, in words.
+    """
+
+    def __init__(self, field: str, problem: str):
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}" if field else problem)
+
+
+class UnsupportedSpecError(SpecError):
+    """A well-formed spec asks for a combination dpopt cannot (yet) certify."""
+
+
+class CalibrationError(DpoptError):
+    """No parameter of a mechanism family meets the privacy target (or the
+    request is numerically out of range)."""
+
+
+class SolverError(DpoptError):
+    """An optimisation failed, or its result did not pass the independent check."""
+
+
+class DataError(DpoptError, ValueError):
+    """Records given for a release do not fit the spec's domain."""
+
+
+class CertificateError(DpoptError):
+    """A certificate file cannot be read or is not a dpopt certificate."""

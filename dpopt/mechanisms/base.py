@@ -1,0 +1,196 @@
+"""The mechanism template: families state local facts; the base does the rest.
+
+A family subclasses :class:`Mechanism` and states
+
+* ``family`` (its spec name) and ``title``;
+* ``supports(spec, space)`` → None, or the reason it cannot serve the spec;
+* ``design(spec, space)`` → a calibrated (and, where it has freedom, utility-optimised)
+  instance whose privacy is *certified* by ``privacy_checks``;
+* ``from_parameters(parameters, space)`` → the instance a certificate describes;
+* ``parameters``, ``_sample(rng, size)``;
+* ``privacy_checks(space, privacy)`` → an independent evaluation of the guarantee;
+* closed-form utilities where they exist (``_expected_l2``, ``_expected_l1``,
+  ``_usefulness``, ``_max_variance``); the base falls back to Monte Carlo with a
+  confidence interval when a family returns ``None``.
+
+Subclasses register themselves by name (``registry()``); the selector never changes
+when a family is added (the scipy ``rv_continuous`` template and cvxpy atom pattern).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from dpopt.certificate.checks import Check
+from dpopt.errors import SpecError, UnsupportedSpecError
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Privacy, Spec, Utility
+
+_REGISTRY: dict[str, type["Mechanism"]] = {}
+
+MONTE_CARLO_DRAWS = 200_000
+MONTE_CARLO_SEED = 20260101
+
+IDEALIZED_NUMERICS = (
+    "floating-point sampler (numpy Generator): the guarantee assumes idealized real "
+    "arithmetic; finite-precision attacks on floating-point noise are not covered"
+)
+
+
+@dataclass(frozen=True)
+class UtilityValue:
+    """A predicted utility: its value, how it was obtained, and a CI when estimated."""
+
+    metric: str
+    value: float
+    method: str
+    ci: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict:
+        out = {"metric": self.metric, "value": self.value, "method": self.method}
+        if self.ci is not None:
+            out["ci95"] = list(self.ci)
+        return out
+
+
+def better(metric: str) -> str:
+    """``"higher"`` for utilities to maximise (usefulness, test power), else ``"lower"``."""
+    return "higher" if metric in ("usefulness", "test_power") else "lower"
+
+
+class Mechanism(ABC):
+    """An additive-noise mechanism M(X) = φ(X) + Z, frozen once designed."""
+
+    family: ClassVar[str]
+    title: ClassVar[str]
+    dimension: int
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "family" in cls.__dict__:
+            _REGISTRY[cls.family] = cls
+
+    # ---------------------------------------------------------------- facts
+    @classmethod
+    @abstractmethod
+    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+        """None if the family can meet the spec's target on ``space``, else the reason."""
+
+    @classmethod
+    @abstractmethod
+    def design(cls, spec: Spec, space: SensitivitySpace) -> "Mechanism":
+        """The calibrated instance for the spec's privacy target and utility."""
+
+    @classmethod
+    @abstractmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "Mechanism":
+        """Rebuild the instance a certificate describes."""
+
+    @property
+    @abstractmethod
+    def parameters(self) -> dict:
+        """JSON-ready parameters (enough, with the space, to rebuild the mechanism)."""
+
+    @abstractmethod
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` noise draws, shape (size, d)."""
+
+    @abstractmethod
+    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        """Evaluate the guarantee at these parameters, independently of the calibration."""
+
+    def notes(self) -> list[str]:
+        """Caveats a certificate must carry (numerics, released components)."""
+        return [IDEALIZED_NUMERICS]
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        """The mechanism's own privacy in other languages (e.g. its exact μ, ρ)."""
+        return {}
+
+    def _expected_l2(self, workload: np.ndarray | None) -> float | None:
+        return None
+
+    def _expected_l1(self) -> float | None:
+        return None
+
+    def _usefulness(self, gamma: float) -> float | None:
+        return None
+
+    def _max_variance(self) -> float | None:
+        return None
+
+    # ------------------------------------------------------------ public layer
+    def sample(self, size: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """``size`` draws of the noise, as an array of shape (size, d)."""
+        if int(size) != size or size < 0:
+            raise ValueError(f"size must be a non-negative integer (got {size})")
+        rng = np.random.default_rng() if rng is None else rng
+        out = np.asarray(self._sample(rng, int(size)), dtype=float)
+        return out.reshape(int(size), self.dimension)
+
+    def release(self, true_value, rng: np.random.Generator | None = None) -> np.ndarray:
+        """φ(X) + Z for the query's true answer φ(X) (shape (d,))."""
+        value = np.asarray(true_value, dtype=float).reshape(-1)
+        if value.shape != (self.dimension,):
+            raise ValueError(f"true_value must have {self.dimension} entries (got {value.size})")
+        return value + self.sample(1, rng)[0]
+
+    def expected_utility(self, utility: Utility) -> UtilityValue:
+        """The predicted utility for the spec's metric: closed form, else Monte Carlo.
+
+        Metrics: ``l2`` = E‖W Z‖₂² (W the workload, identity by default); ``l1`` =
+        E‖Z‖₁; ``usefulness`` = mean over coordinates of P(|Z_i| ≤ γ);
+        ``max_variance`` = max_i Var Z_i.
+        """
+        metric = utility.metric
+        workload = None if utility.workload is None else np.asarray(utility.workload, dtype=float)
+        if workload is not None and workload.shape[1] != self.dimension:
+            raise SpecError(
+                "utility.workload",
+                f"has {workload.shape[1]} columns but the query has dimension {self.dimension}",
+            )
+        closed = {
+            "l2": lambda: self._expected_l2(workload),
+            "l1": self._expected_l1,
+            "usefulness": lambda: self._usefulness(utility.gamma),
+            "max_variance": self._max_variance,
+        }
+        if metric not in closed:
+            raise UnsupportedSpecError("utility.metric", f"{self.family} has no '{metric}' prediction")
+        value = closed[metric]()
+        if value is not None:
+            return UtilityValue(metric, float(value), "closed form")
+        return self._monte_carlo(metric, workload, utility.gamma)
+
+    def _monte_carlo(self, metric: str, workload, gamma) -> UtilityValue:
+        rng = np.random.default_rng(MONTE_CARLO_SEED)
+        z = self.sample(MONTE_CARLO_DRAWS, rng)
+        if metric == "l2":
+            wz = z if workload is None else z @ workload.T
+            per = np.sum(wz**2, axis=1)
+        elif metric == "l1":
+            per = np.sum(np.abs(z), axis=1)
+        elif metric == "usefulness":
+            per = np.mean(np.abs(z) <= gamma, axis=1)
+        else:
+            per = None
+        if per is None:
+            v = np.var(z, axis=0)
+            return UtilityValue(metric, float(v.max()), f"Monte Carlo, {MONTE_CARLO_DRAWS} draws")
+        mean, se = float(per.mean()), float(per.std(ddof=1) / math.sqrt(per.size))
+        return UtilityValue(
+            metric,
+            mean,
+            f"Monte Carlo, {MONTE_CARLO_DRAWS} draws, seed {MONTE_CARLO_SEED}",
+            (mean - 1.96 * se, mean + 1.96 * se),
+        )
+
+
+def registry() -> dict[str, type[Mechanism]]:
+    """Registered families by spec name (importing :mod:`dpopt.mechanisms` fills it)."""
+    return dict(_REGISTRY)

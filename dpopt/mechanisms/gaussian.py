@@ -1,0 +1,209 @@
+r"""Gaussian noise: isotropic N(0, σ²I) and projected N(0, σ²P) on the sensitivity span.
+
+Privacy depends on σ only through μ = Δ₂/σ (Δ₂ the l2 sensitivity): the mechanism is
+exactly μ-GDP, (ε, δ(ε; μ))-DP for the analytic-Gaussian profile, and μ²/2-zCDP
+(Dong, Roth & Su 2022; Balle & Wang 2018; Bun & Steinke 2016). When the sensitivity
+space spans a proper subspace V (rank-deficient: e.g. a table under replace-one, whose
+total n is fixed), noise restricted to V, N(0, σ²P_V), has the same guarantee and a
+smaller cost E‖Z‖² = σ² rank(V) instead of σ² d (Lee et al. 2022, Thm 2; Cho & Awan,
+Algorithm 1). The component of φ(X) orthogonal to V is then released without noise;
+it is constant over all datasets the adjacency connects.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+from scipy import special
+
+from dpopt.certificate.checks import Check
+from dpopt.errors import CalibrationError
+from dpopt.mechanisms.base import Mechanism
+from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon, gaussian_mu
+from dpopt.privacy.rounding import nudge_until
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Privacy, Spec
+
+_GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx")
+
+
+def gaussian_sigma(l2_squared: Fraction, privacy: Privacy) -> float:
+    """The smallest σ (in floating point) that :func:`gaussian_privacy_check` accepts.
+
+    gdp μ: σ = Δ₂/μ. zcdp ρ: σ = Δ₂/√(2ρ). approx (ε, δ): σ = Δ₂/μ*(ε, δ) with μ* the
+    analytic-Gaussian threshold (:func:`dpopt.privacy.gaussian.gaussian_mu`).
+
+    Raises
+    ------
+    CalibrationError
+        For targets Gaussian noise cannot meet (pure ε) or out of numeric range.
+    """
+    definition, p = privacy.definition, privacy.parameters
+    if definition == "gdp":
+        mu = p["mu"]
+    elif definition == "zcdp":
+        mu = math.sqrt(2.0 * p["rho"])
+    elif definition == "approx":
+        mu = gaussian_mu(p["epsilon"], p["delta"])
+    else:
+        raise CalibrationError(f"Gaussian noise cannot meet a {definition} target")
+    sigma = math.sqrt(float(l2_squared)) / mu
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise CalibrationError(f"the Gaussian noise scale for this target is out of range (σ = {sigma})")
+    return nudge_until(sigma, lambda s: gaussian_privacy_check(l2_squared, s, privacy).passed, up=True)
+
+
+def gaussian_privacy_check(l2_squared: Fraction, sigma: float, privacy: Privacy) -> Check:
+    """Check that Gaussian noise of scale σ meets the target for sensitivity Δ₂² exactly.
+
+    gdp: Δ₂² ≤ μ²σ² and zcdp: Δ₂² ≤ 2ρσ², in exact rational arithmetic; approx:
+    δ(ε; Δ₂/σ) ≤ δ with the analytic-Gaussian profile evaluated in 60 digits.
+    """
+    definition, p = privacy.definition, privacy.parameters
+    s = Fraction(sigma)
+    if definition == "gdp":
+        bound = Fraction(p["mu"]) ** 2 * s * s
+        return Check(
+            "privacy",
+            "exact rational check Δ₂² ≤ μ²σ² (Gaussian mechanism is exactly Δ₂/σ-GDP; Dong, Roth & Su 2022, Thm 2.7)",
+            l2_squared <= bound,
+            f"Δ₂/σ = {math.sqrt(float(l2_squared)) / sigma:.17g} vs μ = {p['mu']}",
+        )
+    if definition == "zcdp":
+        bound = 2 * Fraction(p["rho"]) * s * s
+        return Check(
+            "privacy",
+            "exact rational check Δ₂²/(2σ²) ≤ ρ (Bun & Steinke 2016, Prop. 1.6)",
+            l2_squared <= bound,
+            f"Δ₂²/(2σ²) = {float(l2_squared) / (2 * sigma * sigma):.17g} vs ρ = {p['rho']}",
+        )
+    if definition == "approx":
+        with mpmath.workdps(60):
+            mu = mpmath.sqrt(mpmath.mpf(l2_squared.numerator) / l2_squared.denominator) / mpmath.mpf(sigma)
+            delta = gaussian_delta_mp(p["epsilon"], mu)
+        return Check(
+            "privacy",
+            "analytic-Gaussian profile δ(ε; Δ₂/σ) in 60-digit arithmetic (Balle & Wang 2018, Thm 8)",
+            bool(delta <= p["delta"]),
+            f"δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}",
+        )
+    return Check("privacy", "Gaussian noise", False, f"Gaussian noise cannot meet a {definition} target")
+
+
+class GaussianMechanism(Mechanism):
+    """Isotropic Gaussian noise N(0, σ² I_d)."""
+
+    family = "gaussian"
+    title = "Gaussian, isotropic"
+
+    def __init__(self, sigma: float, dimension: int):
+        self.sigma = float(sigma)
+        self.dimension = int(dimension)
+
+    @classmethod
+    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+        if spec.privacy.definition not in _GAUSSIAN_TARGETS:
+            return f"Gaussian noise cannot meet a {spec.privacy.definition} target"
+        return None
+
+    @classmethod
+    def design(cls, spec: Spec, space: SensitivitySpace) -> "GaussianMechanism":
+        return cls(gaussian_sigma(space.l2_squared, spec.privacy), space.dimension)
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "GaussianMechanism":
+        return cls(parameters["sigma"], space.dimension)
+
+    @property
+    def parameters(self) -> dict:
+        return {"sigma": self.sigma}
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.normal(0.0, self.sigma, size=(size, self.dimension))
+
+    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        mu = space.l2 / self.sigma
+        return {
+            "mu": mu,
+            "rho": mu * mu / 2.0,
+            "epsilon_at_delta": {
+                f"{delta:g}": gaussian_epsilon(delta, mu) for delta in (1e-5, 1e-6, 1e-10)
+            },
+            "conversion": "exact: μ = Δ₂/σ, analytic-Gaussian (ε, δ) profile",
+        }
+
+    def _covariance_diagonal(self) -> np.ndarray:
+        return np.full(self.dimension, self.sigma**2)
+
+    def _expected_l2(self, workload: np.ndarray | None) -> float:
+        if workload is None:
+            return self.sigma**2 * self.dimension
+        return self.sigma**2 * float(np.sum(workload**2))
+
+    def _expected_l1(self) -> float:
+        return float(math.sqrt(2.0 / math.pi) * np.sum(np.sqrt(self._covariance_diagonal())))
+
+    def _usefulness(self, gamma: float) -> float:
+        sd = np.sqrt(self._covariance_diagonal())
+        with np.errstate(divide="ignore"):
+            return float(np.mean(np.where(sd > 0, special.erf(gamma / (np.sqrt(2.0) * sd)), 1.0)))
+
+    def _max_variance(self) -> float:
+        return float(self._covariance_diagonal().max())
+
+
+class ProjectedGaussianMechanism(GaussianMechanism):
+    """Gaussian noise on the span V of the sensitivity space: N(0, σ² P_V).
+
+    Sampled as P_V z with z ~ N(0, σ² I) (the projector applied implicitly).
+    """
+
+    family = "projected_gaussian"
+    title = "Gaussian, projected on the sensitivity span"
+
+    def __init__(self, sigma: float, space: SensitivitySpace):
+        super().__init__(sigma, space.dimension)
+        self.span = space.span
+
+    @classmethod
+    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+        reason = super().supports(spec, space)
+        if reason is None and not space.rank_deficient:
+            return "the sensitivity space spans all of R^d: projection changes nothing (use gaussian)"
+        return reason
+
+    @classmethod
+    def design(cls, spec: Spec, space: SensitivitySpace) -> "ProjectedGaussianMechanism":
+        return cls(gaussian_sigma(space.l2_squared, spec.privacy), space)
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "ProjectedGaussianMechanism":
+        return cls(parameters["sigma"], space)
+
+    @property
+    def parameters(self) -> dict:
+        return {"sigma": self.sigma, "span_rank": self.span.rank, "span": self.span.name}
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.span.project(rng.normal(0.0, self.sigma, size=(size, self.dimension)))
+
+    def notes(self) -> list[str]:
+        return super().notes() + [
+            f"noise lies in the {self.span.rank}-dimensional span of the sensitivity space; the "
+            "component of the answer orthogonal to it is released exactly (it is the same on "
+            "every dataset the adjacency connects, e.g. the total under replace_one)"
+        ]
+
+    def _covariance_diagonal(self) -> np.ndarray:
+        return self.sigma**2 * self.span.projector_diagonal()
+
+    def _expected_l2(self, workload: np.ndarray | None) -> float:
+        if workload is None:
+            return self.sigma**2 * self.span.rank
+        return self.sigma**2 * float(np.sum(self.span.project(workload) ** 2))

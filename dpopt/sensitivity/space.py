@@ -1,0 +1,132 @@
+r"""The sensitivity space of a query under an adjacency relation.
+
+.. math:: S = \{\varphi(X) - \varphi(X') : X \simeq X'\} \subset \mathbb{R}^d .
+
+Held are its span (with an implicit projector), the l1 / l2 / l∞ sensitivities as exact
+fractions (suprema of convex norms over S are attained at the generators of its convex
+hull), and, when small enough to list, a generating set of the hull.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from dpopt.sensitivity.subspace import Subspace, span_of
+
+
+def exact_norms(vectors: np.ndarray) -> tuple[Fraction, Fraction, Fraction]:
+    """Exact (l1, l2², l∞) suprema over the rows of ``vectors``.
+
+    Floats are binary rationals, so each norm is evaluated exactly with Fractions, on the
+    rows whose float norm is within 1e-9 of the float maximum (the exact maximum is among them).
+    """
+    vectors = np.atleast_2d(np.asarray(vectors, dtype=float))
+
+    def exact_max(float_norms: np.ndarray, exact: Callable[[np.ndarray], Fraction]) -> Fraction:
+        top = float_norms.max(initial=0.0)
+        rows = np.flatnonzero(float_norms >= top * (1 - 1e-9))
+        return max((exact(vectors[i]) for i in rows), default=Fraction(0))
+
+    l1 = exact_max(np.abs(vectors).sum(axis=1), lambda v: sum((abs(Fraction(x)) for x in v), Fraction(0)))
+    l2sq = exact_max((vectors**2).sum(axis=1), lambda v: sum((Fraction(x) ** 2 for x in v), Fraction(0)))
+    linf = exact_max(np.abs(vectors).max(axis=1, initial=0.0), lambda v: max(abs(Fraction(x)) for x in v))
+    return l1, l2sq, linf
+
+
+@dataclass(frozen=True)
+class SensitivitySpace:
+    """The derived sensitivity space.
+
+    Attributes
+    ----------
+    dimension : int
+        d, the query's output dimension (table cells flattened row-major).
+    span : Subspace
+        span(S), with an implicit projector.
+    l1, l2_squared, linf : Fraction
+        sup ‖v‖₁, sup ‖v‖₂², sup ‖v‖∞ over S, exact.
+    method : str
+        How S was obtained ("structural: ..." or "enumeration: ...").
+    adjacency : str
+        The neighbouring relation, in words.
+    complete : bool
+        True when :attr:`vectors` lists every element of S; False when it lists the
+        generators (extreme points) of S's convex hull only.
+    semi_adjacent_parameter : int or None
+        a(t) under invariants (Cho & Awan, Def. 13); None without invariants.
+    """
+
+    dimension: int
+    span: Subspace
+    l1: Fraction
+    l2_squared: Fraction
+    linf: Fraction
+    method: str
+    adjacency: str
+    complete: bool
+    semi_adjacent_parameter: int | None = None
+    _vectors: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def rank(self) -> int:
+        return self.span.rank
+
+    @property
+    def l2(self) -> float:
+        """sup ‖v‖₂ as a float (the exact value is √ :attr:`l2_squared`)."""
+        return float(np.sqrt(float(self.l2_squared)))
+
+    @property
+    def rank_deficient(self) -> bool:
+        return self.rank < self.dimension
+
+    def vectors(self) -> np.ndarray:
+        """The listed vectors (see :attr:`complete`), shape (m, d).
+
+        Raises
+        ------
+        ValueError
+            If the space was derived without listing vectors (too many to hold).
+        """
+        if self._vectors is None:
+            raise ValueError("this sensitivity space is too large to list its vectors")
+        return self._vectors()
+
+    def summary(self) -> dict:
+        """The certificate's ``sensitivity`` block."""
+        return {
+            "dimension": self.dimension,
+            "rank": self.rank,
+            "l1": float(self.l1),
+            "l2": self.l2,
+            "linf": float(self.linf),
+            "l1_exact": str(self.l1),
+            "l2_squared_exact": str(self.l2_squared),
+            "linf_exact": str(self.linf),
+            "span": self.span.describe(),
+            "adjacency": self.adjacency,
+            "method": self.method,
+        }
+
+    @classmethod
+    def from_vectors(
+        cls, vectors: np.ndarray, *, method: str, adjacency: str, complete: bool
+    ) -> "SensitivitySpace":
+        """Build a space from an explicit list of difference vectors (rows)."""
+        vectors = np.unique(np.atleast_2d(np.asarray(vectors, dtype=float)), axis=0)
+        l1, l2sq, linf = exact_norms(vectors)
+        return cls(
+            dimension=vectors.shape[1],
+            span=span_of(vectors.T),
+            l1=l1,
+            l2_squared=l2sq,
+            linf=linf,
+            method=method,
+            adjacency=adjacency,
+            complete=complete,
+            _vectors=lambda: vectors,
+        )

@@ -1,0 +1,76 @@
+"""The pipeline: spec → sensitivity space → candidates → mechanism → certificate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from dpopt.certificate.build import certify
+from dpopt.certificate.model import Certificate
+from dpopt.mechanisms import Mechanism
+from dpopt.optimize.select import Candidate, design_candidates, select
+from dpopt.sensitivity.derive import derive
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.load import load_spec
+from dpopt.spec.models import Spec
+
+
+@dataclass(frozen=True)
+class Solution:
+    """What :func:`solve` returns.
+
+    Attributes
+    ----------
+    spec : Spec
+    space : SensitivitySpace
+    mechanism : Mechanism
+        The selected, certified mechanism.
+    candidates : list of Candidate
+        Every family considered, with its predicted utility or the reason it was excluded.
+    certificate : Certificate
+    """
+
+    spec: Spec
+    space: SensitivitySpace
+    mechanism: Mechanism
+    candidates: list[Candidate]
+    certificate: Certificate
+
+
+def solve(spec: Spec | str | Path | Mapping[str, Any]) -> Solution:
+    """Derive, design, select and certify.
+
+    Parameters
+    ----------
+    spec : Spec, path or dict
+        Anything :func:`dpopt.load_spec` accepts.
+
+    Returns
+    -------
+    Solution
+
+    Raises
+    ------
+    SpecError, UnsupportedSpecError
+        Malformed or unsupported spec.
+    CalibrationError
+        No family meets the target, or certification failed.
+
+    Examples
+    --------
+    >>> import numpy as np, dpopt
+    >>> sol = dpopt.solve({"dpopt": 1, "name": "count", "data": {"attributes": {"a": ["x"]}},
+    ...                    "query": {"kind": "count"}, "adjacency": "add_remove",
+    ...                    "privacy": {"gdp": {"mu": 1.0}}})
+    >>> sol.mechanism.family, sol.mechanism.parameters["sigma"]
+    ('gaussian', 1.0)
+    >>> sol.mechanism.release([42.0], rng=np.random.default_rng(0)).shape
+    (1,)
+    """
+    spec = load_spec(spec)
+    space = derive(spec)
+    candidates = design_candidates(spec, space)
+    chosen = select(candidates, spec.utility.metric)
+    certificate = certify(spec, space, chosen.mechanism, chosen.utility, candidates)
+    return Solution(spec, space, chosen.mechanism, candidates, certificate)
