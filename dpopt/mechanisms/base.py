@@ -68,6 +68,9 @@ class Mechanism(ABC):
 
     family: ClassVar[str]
     title: ClassVar[str]
+    noise_in_span: ClassVar[bool] = False
+    """True when every noise draw lies in span(S): the release then keeps every statistic
+    that is constant on the neighbourhood (required when the spec has invariants)."""
     dimension: int
 
     def __init_subclass__(cls, **kwargs):

@@ -166,6 +166,7 @@ class ProjectedGaussianMechanism(GaussianMechanism):
 
     family = "projected_gaussian"
     title = "Gaussian, projected on the sensitivity span"
+    noise_in_span = True
 
     def __init__(self, sigma: float, space: SensitivitySpace):
         super().__init__(sigma, space.dimension)

@@ -60,6 +60,8 @@ def design_candidates(spec: Spec, space: SensitivitySpace) -> list[Candidate]:
     for family in families:
         cls = available[family]
         reason = cls.supports(spec, space)
+        if reason is None and spec.invariants and not cls.noise_in_span:
+            reason = "its noise leaves the span of the sensitivity space, so it would alter the invariants"
         if reason is not None:
             candidates.append(Candidate(family, reason=reason))
             continue
