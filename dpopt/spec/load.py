@@ -126,6 +126,8 @@ def _first_problem(exc: ValidationError, raw: Any) -> SpecError:
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             path.append(f"[{part}]")
             node = node[part]
+    if err["type"] == "missing" and err["loc"]:
+        path.append(str(err["loc"][-1]))
     field = ".".join(path).replace(".[", "[")
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "missing":
