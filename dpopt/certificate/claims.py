@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from math import comb
 
+import numpy as np
+
 from dpopt.certificate.checks import Check
 from dpopt.domain.queries import NumericQuery, compile_query
 from dpopt.mechanisms import Mechanism
@@ -72,5 +74,35 @@ def mechanism_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism) 
     ]
 
 
+def utility_claims(spec: Spec, mechanism: Mechanism) -> list[Check]:
+    """A closed-form utility agrees with a Monte Carlo of the mechanism's own sampler.
+
+    Catches a wrong closed form and a sampler that does not draw the law it claims
+    (e.g. an under-noised one). Tolerance: 5 standard errors of the Monte Carlo mean
+    (fixed seed, so the check is reproducible). Skipped for utilities that are
+    themselves Monte Carlo estimates and for ``max_variance``.
+    """
+    predicted = mechanism.expected_utility(spec.utility)
+    if predicted.method != "closed form" or spec.utility.metric == "max_variance":
+        return []
+    workload = None if spec.utility.workload is None else np.asarray(spec.utility.workload, dtype=float)
+    draws = min(100_000, max(2_000, 4_000_000 // mechanism.dimension))
+    mc = mechanism._monte_carlo(spec.utility.metric, workload, spec.utility.gamma, draws=draws)
+    se = (mc.ci[1] - mc.ci[0]) / (2 * 1.96)
+    gap = abs(mc.value - predicted.value)
+    return [
+        Check(
+            "utility.sampler",
+            f"closed-form {predicted.metric} vs Monte Carlo of the sampler ({draws} draws, fixed seed), 5 SE",
+            gap <= 5 * se + 1e-12 * abs(predicted.value),
+            f"closed form {predicted.value:.8g}, Monte Carlo {mc.value:.8g} ± {se:.2g} (SE)",
+        )
+    ]
+
+
 def all_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism) -> list[Check]:
-    return sensitivity_claims(spec, space) + mechanism_claims(spec, space, mechanism)
+    return (
+        sensitivity_claims(spec, space)
+        + mechanism_claims(spec, space, mechanism)
+        + utility_claims(spec, mechanism)
+    )

@@ -170,9 +170,15 @@ class Mechanism(ABC):
             return UtilityValue(metric, float(value), "closed form")
         return self._monte_carlo(metric, workload, utility.gamma)
 
-    def _monte_carlo(self, metric: str, workload, gamma) -> UtilityValue:
+    def _monte_carlo(self, metric: str, workload, gamma, draws: int | None = None) -> UtilityValue:
+        """Estimate a metric from ``draws`` noise samples (fixed seed); 95% CI from the standard error.
+
+        By default 200,000 draws, fewer for large d so that draws × d stays ≤ 2·10⁷.
+        """
+        if draws is None:
+            draws = min(MONTE_CARLO_DRAWS, max(2_000, 20_000_000 // self.dimension))
         rng = np.random.default_rng(MONTE_CARLO_SEED)
-        z = self.sample(MONTE_CARLO_DRAWS, rng)
+        z = self.sample(draws, rng)
         if metric == "l2":
             wz = z if workload is None else z @ workload.T
             per = np.sum(wz**2, axis=1)
@@ -184,12 +190,12 @@ class Mechanism(ABC):
             per = None
         if per is None:
             v = np.var(z, axis=0)
-            return UtilityValue(metric, float(v.max()), f"Monte Carlo, {MONTE_CARLO_DRAWS} draws")
+            return UtilityValue(metric, float(v.max()), f"Monte Carlo, {draws} draws")
         mean, se = float(per.mean()), float(per.std(ddof=1) / math.sqrt(per.size))
         return UtilityValue(
             metric,
             mean,
-            f"Monte Carlo, {MONTE_CARLO_DRAWS} draws, seed {MONTE_CARLO_SEED}",
+            f"Monte Carlo, {draws} draws, seed {MONTE_CARLO_SEED}",
             (mean - 1.96 * se, mean + 1.96 * se),
         )
 
