@@ -137,3 +137,21 @@ def test_unavailable_family_is_named():
         pytest.skip("every family is available")
     with pytest.raises(dpopt.UnsupportedSpecError, match=missing[0]):
         _solve(mechanism=missing[0])
+
+
+EXTREME_TARGETS = [
+    {"approx": {"epsilon": 1e-3, "delta": 1e-15}},
+    {"approx": {"epsilon": 50.0, "delta": 0.5}},
+    {"approx": {"epsilon": 50.0, "delta": 1e-15}},
+    {"gdp": {"mu": 1e-3}},
+    {"gdp": {"mu": 20.0}},
+    {"zcdp": {"rho": 1e-6}},
+    {"pure": {"epsilon": 1e-3}},
+    {"pure": {"epsilon": 50.0}},
+]
+
+
+@pytest.mark.parametrize("privacy", EXTREME_TARGETS, ids=lambda p: str(p))
+def test_extreme_targets_solve_and_verify(privacy):
+    sol = _solve(privacy=privacy)
+    assert sol.certificate.passed and dpopt.verify(sol.certificate).passed
