@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dpopt.audit import audit
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.certificate.report import render_html, render_markdown
 from dpopt.certificate.verify import verify
@@ -84,6 +85,20 @@ def _release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit(args: argparse.Namespace) -> int:
+    result = audit(args.source, draws=args.draws, seed=args.seed)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        for row in result.rows:
+            print(f"pair |v|_1={row['l1']:.6g} |v|_2={row['l2']:.6g}: {row['statistic']}, "
+                  f"alpha={row['alpha']:.4g}, beta={row['beta']:.4g} -> {result.parameter} >= {row['lower_bound']:.4g}")
+        verdict = "not refuted" if result.passed else "REFUTED"
+        print(f"{verdict}: {result.confidence:.0%} lower bound {result.parameter} >= {result.lower_bound:.4g}, "
+              f"certified {result.certified:.6g} ({result.draws} draws per dataset, seed {result.seed})")
+    return 0 if result.passed else 1
+
+
 def _report(args: argparse.Namespace) -> int:
     document = read_document(args.source)
     if isinstance(document, dict) and "spec_sha256" in document:
@@ -120,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="seed the noise (reproductions and tests only)")
     p.add_argument("--out", help="folder for release.json and certificate.json (default: print)")
     p.set_defaults(run=_release)
+
+    p = sub.add_parser("audit", help="Monte Carlo attempt to refute the privacy of a spec's or certificate's mechanism")
+    p.add_argument("source", help="a spec (YAML/JSON) or a certificate.json")
+    p.add_argument("--draws", type=int, default=200_000, help="draws per dataset and pair")
+    p.add_argument("--seed", type=int, default=20261122)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_audit)
 
     p = sub.add_parser("report", help="the audit report for a spec or a certificate")
     p.add_argument("source", help="a spec (YAML/JSON) or a certificate.json")

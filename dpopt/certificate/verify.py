@@ -16,8 +16,9 @@ from dpopt.certificate.build import guarantee_block
 from dpopt.certificate.checks import Check
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.model import Certificate
-from dpopt.errors import DpoptError
-from dpopt.mechanisms import registry
+from dpopt.errors import CertificateError, DpoptError
+from dpopt.mechanisms import Mechanism, registry
+from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.derive import derive
 from dpopt.spec.load import load_spec, spec_sha256
 
@@ -85,16 +86,10 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
               data["sensitivity"] == space.summary(),
               f"l1={space.l1}, l2²={space.l2_squared}, linf={space.linf}, rank={space.rank}")
     )
-    family = data["mechanism"].get("family")
-    cls = registry().get(family)
-    if cls is None:
-        return Verification(checks + [Check("mechanism", "rebuild from family and parameters", False,
-                                            f"unknown family {family!r}")])
     try:
-        mechanism = cls.from_parameters(data["mechanism"]["parameters"], space)
-    except (KeyError, TypeError, ValueError) as exc:
-        return Verification(checks + [Check("mechanism", "rebuild from family and parameters", False,
-                                            f"bad parameters: {exc}")])
+        mechanism = rebuild_mechanism(data, space)
+    except CertificateError as exc:
+        return Verification(checks + [Check("mechanism", "rebuild from family and parameters", False, str(exc))])
     recomputed = all_claims(spec, space, mechanism)
     checks.extend(recomputed)
     checks.append(_utility_check(spec, mechanism, data["utility"]))
@@ -105,6 +100,24 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
             checks.append(Check(f"recorded:{claim}", "every recorded claim is re-derived and holds", False,
                                 "this claim was not reproduced by verification"))
     return Verification(checks)
+
+
+def rebuild_mechanism(data: dict, space: SensitivitySpace) -> Mechanism:
+    """The mechanism a certificate describes, rebuilt from its family and parameters.
+
+    Raises
+    ------
+    CertificateError
+        Unknown family or parameters the family does not accept.
+    """
+    family = data["mechanism"].get("family")
+    cls = registry().get(family)
+    if cls is None:
+        raise CertificateError(f"unknown mechanism family {family!r}")
+    try:
+        return cls.from_parameters(data["mechanism"]["parameters"], space)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CertificateError(f"bad parameters for {family}: {exc}") from None
 
 
 def _utility_check(spec, mechanism, recorded: dict) -> Check:

@@ -81,6 +81,10 @@ class LaplaceMechanism(Mechanism):
     def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         return [laplace_privacy_check(space.l1, self.scale, privacy)]
 
+    def log_density(self, z: np.ndarray) -> np.ndarray:
+        """log p(z) up to a constant: −‖z‖₁ / b (rows of ``z``)."""
+        return -np.abs(z).sum(axis=-1) / self.scale
+
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         eps = float(laplace_epsilon(space.l1, self.scale))
         return {"epsilon": eps, "rho": eps * eps / 2.0, "conversion": "ε = Δ₁/b; ε-DP ⇒ ε²/2-zCDP"}
