@@ -126,11 +126,16 @@ def _bound(parameter: str, alpha_up: float, beta_up: float, delta: float) -> flo
 
 
 def _statistic(mechanism: Mechanism, v: np.ndarray, y: np.ndarray) -> tuple[str, np.ndarray]:
-    """Large values favour 'the output came from the shifted dataset'."""
+    """Large values favour 'the output came from the shifted dataset'.
+
+    Coordinates a mechanism does not release (non-finite in its output, whatever the
+    data) carry no information and are left out of the projection.
+    """
     log_density = getattr(mechanism, "log_density", None)
     if log_density is not None:
         return "log-likelihood ratio", log_density(y - v) - log_density(y)
-    return "projection on v", y @ v
+    released = np.isfinite(y).all(axis=0)
+    return "projection on v", y[:, released] @ v[released]
 
 
 def _coarsen(s0: np.ndarray, s1: np.ndarray, digits: int = 9) -> tuple[np.ndarray, np.ndarray]:
