@@ -37,7 +37,7 @@ def test_gaussian_with_halved_sigma_is_caught():
 
 
 def test_laplace_with_halved_scale_is_caught():
-    sol = dpopt.solve(make_spec(privacy={"pure": {"epsilon": 1.0}}))
+    sol = dpopt.solve(make_spec(privacy={"pure": {"epsilon": 1.0}}, mechanism="laplace"))
     broken = LaplaceMechanism(sol.mechanism.scale / 2, sol.mechanism.dimension)  # true epsilon = 2
     assert not audit_mechanism(broken, sol.space, sol.spec.privacy, draws=DRAWS).passed
 

@@ -17,7 +17,8 @@ CONTRACT = {"dpopt_version", "spec_sha256", "guarantee", "sensitivity", "mechani
 
 @pytest.fixture(scope="module")
 def certificate() -> dict:
-    return copy.deepcopy(dpopt.solve(make_spec(privacy={"approx": {"epsilon": 1.0, "delta": 1e-6}})).certificate.data)
+    spec = make_spec(privacy={"approx": {"epsilon": 1.0, "delta": 1e-6}}, mechanism="laplace")
+    return copy.deepcopy(dpopt.solve(spec).certificate.data)
 
 
 def test_contract_keys(certificate):
@@ -62,8 +63,6 @@ TAMPERS = {
 
 @pytest.mark.parametrize("path, value, claim", TAMPERS.values(), ids=TAMPERS.keys())
 def test_tampered_certificate_fails_naming_the_claim(certificate, path, value, claim):
-    if path.startswith("mechanism.parameters") and "scale" not in certificate["mechanism"]["parameters"]:
-        path = "mechanism.parameters.sigma"
     result = dpopt.verify(_tamper(certificate, path, value))
     assert not result.passed
     assert claim in {c.claim for c in result.failed}

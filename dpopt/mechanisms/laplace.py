@@ -1,7 +1,11 @@
 r"""Laplace noise: i.i.d. Laplace(0, b) per coordinate, ε = Δ₁/b (Dwork et al. 2006).
 
 Targets: pure ε (b = Δ₁/ε); approx (ε, δ) through pure ε (δ unused, conservative);
-zCDP ρ through ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4), i.e. ε = √(2ρ).
+zCDP ρ through ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4), i.e. ε = √(2ρ);
+μ-GDP by the tightest result the sensitivity space admits (Lee, Kim, Kwak & Jung 2022):
+the exact 1-D trade-off (Prop. 9), the exact 2-D one when neighbours move at most two
+coordinates (eq. 14; a contingency table is eq. 16, calibrated by Algorithm 1), else the
+universal ε-DP ⇒ μ-GDP conversion (eq. 12) — see :mod:`dpopt.privacy.laplace_gdp`.
 """
 
 from __future__ import annotations
@@ -15,15 +19,27 @@ from dpopt.certificate.checks import Check
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
+from dpopt.privacy.laplace_gdp import LaplaceGDPRoute, laplace_gdp_route
 from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 
 
-def laplace_privacy_check(l1: Fraction, scale: float, privacy: Privacy) -> Check:
-    """Exact rational check that Laplace noise of scale b meets the target for Δ₁ = ``l1``."""
+def laplace_privacy_check(
+    l1: Fraction, scale: float, privacy: Privacy, space: SensitivitySpace | None = None
+) -> Check:
+    """Check that Laplace noise of scale b meets the target for Δ₁ = ``l1``.
+
+    pure/approx/zcdp: exact rational arithmetic. gdp: the route of
+    :func:`~dpopt.privacy.laplace_gdp.laplace_gdp_route` for ``space`` (the universal
+    conversion when no space is given), checked in 60-digit arithmetic or by the
+    certified branch and bound of :func:`~dpopt.privacy.tradeoff.gdp_margin`.
+    """
     eps = laplace_epsilon(l1, scale)
     definition, p = privacy.definition, privacy.parameters
+    if definition == "gdp":
+        route = laplace_gdp_route(space) if space is not None else LaplaceGDPRoute("universal", (), Fraction(l1))
+        return _gdp_check(route, scale, p["mu"])
     if definition in ("pure", "approx"):
         return Check(
             "privacy",
@@ -41,6 +57,11 @@ def laplace_privacy_check(l1: Fraction, scale: float, privacy: Privacy) -> Check
     return Check("privacy", "Laplace noise", False, f"no {definition} guarantee for Laplace noise in this version")
 
 
+def _gdp_check(route: LaplaceGDPRoute, scale: float, mu: float) -> Check:
+    result = route.check(scale, mu)
+    return Check("privacy", result.method, result.passed, result.detail)
+
+
 class LaplaceMechanism(Mechanism):
     """i.i.d. Laplace(0, b) noise on each of the d coordinates."""
 
@@ -53,13 +74,17 @@ class LaplaceMechanism(Mechanism):
 
     @classmethod
     def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
-        if spec.privacy.definition not in ("pure", "approx", "zcdp"):
+        if spec.privacy.definition not in ("pure", "approx", "zcdp", "gdp"):
             return f"no {spec.privacy.definition} calibration for Laplace noise in this version"
         return None
 
     @classmethod
     def design(cls, spec: Spec, space: SensitivitySpace) -> "LaplaceMechanism":
         p = spec.privacy.parameters
+        if spec.privacy.definition == "gdp":
+            route = laplace_gdp_route(space)
+            scale = nudge_until(route.scale(p["mu"]), lambda b: route.check(b, p["mu"]).passed, up=True)
+            return cls(scale, space.dimension)
         eps = p["epsilon"] if "epsilon" in p else math.sqrt(2.0 * p["rho"])
         scale = laplace_scale_for(eps, space.l1)
         scale = nudge_until(scale, lambda b: laplace_privacy_check(space.l1, b, spec.privacy).passed, up=True)
@@ -79,7 +104,7 @@ class LaplaceMechanism(Mechanism):
         return rng.laplace(0.0, self.scale, size=(size, self.dimension))
 
     def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        return [laplace_privacy_check(space.l1, self.scale, privacy)]
+        return [laplace_privacy_check(space.l1, self.scale, privacy, space)]
 
     def log_density(self, z: np.ndarray) -> np.ndarray:
         """log p(z) up to a constant: −‖z‖₁ / b (rows of ``z``)."""
@@ -87,7 +112,14 @@ class LaplaceMechanism(Mechanism):
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         eps = float(laplace_epsilon(space.l1, self.scale))
-        return {"epsilon": eps, "rho": eps * eps / 2.0, "conversion": "ε = Δ₁/b; ε-DP ⇒ ε²/2-zCDP"}
+        summary = {"epsilon": eps, "rho": eps * eps / 2.0, "conversion": "ε = Δ₁/b; ε-DP ⇒ ε²/2-zCDP"}
+        route = laplace_gdp_route(space)
+        try:
+            summary["mu"] = route.mu(self.scale)
+        except CalibrationError:  # a scale so small that μ is beyond floating point: no μ stated
+            return summary
+        summary["mu_route"] = route.description
+        return summary
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
         frob = self.dimension if workload is None else float(np.sum(workload**2))

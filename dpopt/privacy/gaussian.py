@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 import mpmath
+import numpy as np
 from scipy import optimize, special
 
 from dpopt.errors import CalibrationError
@@ -125,13 +126,16 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     return nudge_until(mu, lambda m: gaussian_delta_mp(epsilon, m) <= delta, up=False)
 
 
-def gdp_tradeoff(alpha: float, mu: float) -> float:
+def gdp_tradeoff(alpha, mu: float):
     r"""The Gaussian trade-off function :math:`G_\mu(\alpha) = \Phi(\Phi^{-1}(1-\alpha) - \mu)`.
 
     ``alpha`` is the type-I error; the value is the smallest achievable type-II error
-    (Dong, Roth & Su 2022, eq. 2.4).
+    (Dong, Roth & Su 2022, eq. 2.4). ``alpha`` may be a float (a float is returned) or
+    an array (an array of its shape). :math:`\Phi^{-1}(1-\alpha)` is evaluated as
+    :math:`-\Phi^{-1}(\alpha)`, which keeps full accuracy for α near 0.
     """
-    return float(special.ndtr(special.ndtri(1.0 - alpha) - mu))
+    value = special.ndtr(-special.ndtri(alpha) - mu)
+    return float(value) if np.ndim(value) == 0 else value
 
 
 def _check_delta(delta: float) -> None:

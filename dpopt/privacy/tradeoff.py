@@ -1,0 +1,673 @@
+r"""f-DP trade-off functions as objects, and a certified "is μ-GDP" check.
+
+Convention
+----------
+A trade-off function :math:`T = T(P, Q)` maps the **type-I error** α of a test of
+H0: P (the output on S) against H1: Q (the output on a neighbour S′) to the smallest
+**type-II error** β any test of size α achieves (Dong, Roth & Su 2022, Def. 2.1):
+
+.. math:: T(P, Q)(\alpha) = \inf_\phi \{\beta_\phi : \alpha_\phi \le \alpha\}.
+
+Every method below takes α in this convention (:data:`TYPE_I`). Some authors plot the
+same curve against 1 − α (the specificity); :meth:`TradeOff.curve` accepts either,
+named explicitly (:data:`SPECIFICITY`). The power of the most powerful level-α test is
+1 − T(α) (:meth:`TradeOff.power`).
+
+Families
+--------
+* :class:`GaussianTradeOff` — :math:`G_\mu(\alpha) = \Phi(\Phi^{-1}(1-\alpha) - \mu)`,
+  evaluated by :func:`dpopt.privacy.gaussian.gdp_tradeoff`.
+* :class:`PureDPTradeOff` — ε-DP: :math:`\max\{0, 1 - e^{\varepsilon}\alpha,
+  e^{-\varepsilon}(1-\alpha)\}` (the form the paper misprints in Sec. 3.1).
+* :class:`LaplaceTradeOff` — one-dimensional Laplace shift ε (in units of the scale),
+  :math:`T(\mathrm{Lap}(0,1), \mathrm{Lap}(\varepsilon,1))` (Dong et al.; Lee et al., proof of Prop. 9).
+* :class:`Laplace2DTradeOff` — the exact trade-off of two independent Laplace
+  coordinates shifted by (δ₁, δ₂): Lee, Kim, Kwak & Jung (2022), eq. (14), in explicit
+  Lambert-W form; :func:`contingency_laplace_tradeoff` is its contingency-table case
+  δ = (1/b, −1/b), eq. (16) with the misprint e^{−1+K₁/2} corrected to e^{−1/b+K₁/2}.
+* :class:`GroupTradeOff` — group privacy: an f-DP mechanism is
+  :math:`1 - (1-f)^{\circ k}`-DP for groups of k records (Dong, Roth & Su 2022, Thm 2.14).
+
+The μ-GDP check
+---------------
+:func:`gdp_margin` certifies :math:`T \ge G_\mu` on all of [0, 1] by branch and bound:
+on each interval [a, b] of a grid, T lies above its tangent lines at a and b (every
+trade-off function is convex, Dong, Roth & Su Prop. 2.2) and :math:`G_\mu` lies below
+its chord (it is convex), so
+
+.. math:: \min_{[a,b]} (T - G_\mu) \ \ge\ \min_{x \in [a,b]} \big(\max(\ell_a, \ell_b)(x) - c(x)\big),
+
+a piecewise-linear minimum attained at a, b or where the tangents cross. Intervals whose
+bound does not clear a relative floating-point allowance (10⁻¹¹ of the magnitudes
+involved) are split until every one does (pass), or a grid point with
+:math:`T - G_\mu` below its allowance is found, or the budget runs out (fail). Where T
+and G are near 1 they are compared as 1 − T and 1 − G, each computed directly (e.g.
+:math:`1 - G_\mu(\alpha) = \Phi(\mu + \Phi^{-1}(\alpha))`), so no accuracy is lost at
+tiny α or large μ. An exact touch at a grid point (T(0) = G(0) = 1) is accepted; a
+tangency elsewhere cannot be certified, so calibrations leave a margin of ~10⁻¹⁰.
+When T and :math:`G_\mu` are both symmetric (T = T⁻¹), checking α ≤ Φ(−μ/2), the fixed
+point of :math:`G_\mu`, suffices: a point (α, G(α)) below the diagonal is the mirror
+image of one above it, and f(α′) ≥ G(α′) = α implies f(α) ≥ α′ for a symmetric,
+decreasing f.
+
+References
+----------
+.. [1] J. Dong, A. Roth and W. Su, "Gaussian differential privacy", JRSS-B 84 (2022).
+.. [2] S. Lee, W. Kim, S. Kwak and H. Jung, "Differentially private multivariate
+   statistics with an application to contingency table analysis", 2022.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, special
+
+from dpopt.privacy.gaussian import gdp_tradeoff
+from dpopt.privacy.rounding import nudge_until
+
+TYPE_I = "type_I"
+"""Convention: the argument is the type-I error α (size) of the test."""
+
+SPECIFICITY = "specificity"
+"""Convention: the argument is 1 − α (the probability of accepting H0 under H0)."""
+
+_MAX_EXPONENT = 700.0  # e^700 is the largest exponential kept in double precision
+
+
+def _as_alpha(x) -> np.ndarray:
+    a = np.asarray(x, dtype=float)
+    if np.any(~np.isfinite(a)) or np.any(a < 0.0) or np.any(a > 1.0):
+        raise ValueError("a type-I error must lie in [0, 1]")
+    return a
+
+
+def _out(value: np.ndarray, like):
+    return float(value) if np.ndim(like) == 0 else value
+
+
+class TradeOff(ABC):
+    """A trade-off function T: [0, 1] → [0, 1] (α = type-I error ↦ least type-II error).
+
+    Subclasses implement ``_evaluate`` and may implement ``_complement`` (1 − T computed
+    without cancellation near α = 0) and ``_subgradient`` (a subgradient of the convex
+    T, which makes :func:`gdp_margin` converge quadratically).
+    """
+
+    symmetric: bool = False
+    """True when T = T⁻¹ (e.g. any T(P, Q) whose P and Q are mirror images)."""
+
+    convention = TYPE_I
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """A short description, e.g. ``"G_1"``."""
+
+    @abstractmethod
+    def _evaluate(self, alpha: np.ndarray) -> np.ndarray:
+        """T(α) for α an array in [0, 1]."""
+
+    def _complement(self, alpha: np.ndarray) -> np.ndarray:
+        return 1.0 - self._evaluate(alpha)
+
+    def _subgradient(self, alpha: np.ndarray) -> np.ndarray | None:
+        return None
+
+    def __call__(self, alpha):
+        """T(α), α the type-I error (float or array)."""
+        a = _as_alpha(alpha)
+        return _out(np.clip(self._evaluate(a), 0.0, 1.0), alpha)
+
+    def curve(self, x, convention: str = TYPE_I):
+        """The least type-II error at x, where x is α (``TYPE_I``) or 1 − α (``SPECIFICITY``)."""
+        if convention == TYPE_I:
+            return self(x)
+        if convention == SPECIFICITY:
+            return self(1.0 - _as_alpha(x)) if np.ndim(x) else self(1.0 - float(x))
+        raise ValueError(f"convention must be {TYPE_I!r} or {SPECIFICITY!r} (got {convention!r})")
+
+    def power(self, alpha):
+        """1 − T(α): the power of the most powerful level-α test (accurate near α = 0)."""
+        a = _as_alpha(alpha)
+        return _out(np.clip(self._complement(a), 0.0, 1.0), alpha)
+
+    def subgradient(self, alpha):
+        """A subgradient of T at α (the slope of the piece containing α), or None."""
+        a = _as_alpha(alpha)
+        g = self._subgradient(a)
+        return None if g is None else _out(g, alpha)
+
+    def fixed_point(self) -> float:
+        """The α with T(α) = α (the point of the curve closest to the origin if symmetric)."""
+        return float(optimize.brentq(lambda a: float(self._evaluate(np.asarray(a))) - a, 0.0, 1.0,
+                                     xtol=1e-15, rtol=1e-15))
+
+    def inverse(self, beta):
+        """T⁻¹(β) = inf{α : T(α) ≤ β} (T itself when symmetric)."""
+        if self.symmetric:
+            return self(beta)
+        b = _as_alpha(beta)
+        out = np.array([
+            0.0 if float(self._evaluate(np.asarray(0.0))) <= v else
+            optimize.brentq(lambda a, v=v: float(self._evaluate(np.asarray(a))) - v, 0.0, 1.0,
+                            xtol=1e-15, rtol=1e-15)
+            for v in np.atleast_1d(b)
+        ])
+        return _out(out.reshape(np.shape(b)), beta)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class GaussianTradeOff(TradeOff):
+    r""":math:`G_\mu(\alpha) = \Phi(\Phi^{-1}(1-\alpha) - \mu)` (Dong, Roth & Su 2022, eq. 2.4).
+
+    Subgradient :math:`-\exp(\mu z - \mu^2/2)` with :math:`z = \Phi^{-1}(1-\alpha)`.
+    """
+
+    symmetric = True
+
+    def __init__(self, mu: float):
+        if not (math.isfinite(mu) and mu >= 0):
+            raise ValueError(f"mu must be finite and non-negative (got {mu})")
+        self.mu = float(mu)
+
+    @property
+    def name(self) -> str:
+        return f"G_{self.mu:g}"
+
+    def _evaluate(self, alpha):
+        return np.asarray(gdp_tradeoff(alpha, self.mu), dtype=float)
+
+    def _complement(self, alpha):
+        return special.ndtr(self.mu + special.ndtri(alpha))
+
+    def _subgradient(self, alpha):
+        z = -special.ndtri(alpha)
+        with np.errstate(over="ignore"):
+            return -np.exp(self.mu * z - self.mu**2 / 2.0)
+
+
+class PureDPTradeOff(TradeOff):
+    r"""The ε-DP trade-off :math:`f_\varepsilon(\alpha) = \max\{0, 1 - e^{\varepsilon}\alpha, e^{-\varepsilon}(1-\alpha)\}`.
+
+    Kink at α = 1/(1 + e^ε). (Lee et al. print a different, incorrect expression in
+    Sec. 3.1; this is the standard form, Dong, Roth & Su 2022, eq. 2.3 with δ = 0.)
+    """
+
+    symmetric = True
+
+    def __init__(self, epsilon: float):
+        if not (0 <= epsilon <= _MAX_EXPONENT):
+            raise ValueError(f"epsilon must lie in [0, {_MAX_EXPONENT:g}] (got {epsilon})")
+        self.epsilon = float(epsilon)
+
+    @property
+    def name(self) -> str:
+        return f"{self.epsilon:g}-DP"
+
+    def _evaluate(self, alpha):
+        e = self.epsilon
+        return np.maximum(0.0, np.maximum(1.0 - math.exp(e) * alpha, math.exp(-e) * (1.0 - alpha)))
+
+    def _complement(self, alpha):
+        e = self.epsilon
+        return np.minimum(math.exp(e) * alpha, -math.expm1(-e) + math.exp(-e) * alpha)
+
+    def _subgradient(self, alpha):
+        e = self.epsilon
+        return np.where(alpha < 1.0 / (1.0 + math.exp(e)), -math.exp(e), -math.exp(-e))
+
+
+class LaplaceTradeOff(TradeOff):
+    r"""One Laplace coordinate shifted by ε scale units: :math:`T(\mathrm{Lap}(0,1), \mathrm{Lap}(\varepsilon,1))`.
+
+    .. math::
+        T(\alpha) = \begin{cases} 1 - e^{\varepsilon}\alpha & \alpha < \tfrac12 e^{-\varepsilon} \\
+        e^{-\varepsilon}/(4\alpha) & \tfrac12 e^{-\varepsilon} \le \alpha < \tfrac12 \\
+        e^{-\varepsilon}(1-\alpha) & \alpha \ge \tfrac12 \end{cases}
+
+    (Dong, Roth & Su 2022, Sec. 2; Lee et al. 2022, proof of Prop. 9). A Laplace
+    mechanism of scale b on a query with sensitivity Δ has ε = Δ/b.
+    """
+
+    symmetric = True
+
+    def __init__(self, epsilon: float):
+        if not (0 <= epsilon <= _MAX_EXPONENT):
+            raise ValueError(f"epsilon must lie in [0, {_MAX_EXPONENT:g}] (got {epsilon})")
+        self.epsilon = float(epsilon)
+
+    @property
+    def name(self) -> str:
+        return f"Lap_1({self.epsilon:g})"
+
+    def _pieces(self, alpha):
+        e = self.epsilon
+        return [alpha < 0.5 * math.exp(-e), alpha < 0.5]
+
+    def _evaluate(self, alpha):
+        e = self.epsilon
+        with np.errstate(divide="ignore"):
+            return np.select(self._pieces(alpha),
+                             [1.0 - math.exp(e) * alpha, math.exp(-e) / (4.0 * alpha)],
+                             math.exp(-e) * (1.0 - alpha))
+
+    def _complement(self, alpha):
+        e = self.epsilon
+        with np.errstate(divide="ignore"):
+            return np.select(self._pieces(alpha),
+                             [math.exp(e) * alpha, 1.0 - math.exp(-e) / (4.0 * alpha)],
+                             1.0 - math.exp(-e) * (1.0 - alpha))
+
+    def _subgradient(self, alpha):
+        e = self.epsilon
+        with np.errstate(divide="ignore", over="ignore"):
+            return np.select(self._pieces(alpha),
+                             [np.full_like(alpha, -math.exp(e)), -math.exp(-e) / (4.0 * alpha * alpha)],
+                             -math.exp(-e))
+
+
+class Laplace2DTradeOff(TradeOff):
+    r"""Two independent Laplace(·, 1) coordinates shifted by δ = (δ₁, δ₂): Lee et al. (2022), eq. (14).
+
+    By the symmetries of the Laplace law only a = max|δ_k| and c = min|δ_k| matter
+    (eq. 14 is written for δ₁ = a ≥ 0 ≥ δ₂ = −c); D = a + c = ‖δ‖₁. With the breakpoints
+    A₁ = ¼e^{−D}, A₂ = ¼e^{−a}(1+c), A₃ = ¼e^{−a}(2+c), A₄ = ¼e^{−c}(2+c), A₅ = ¼e^{−c}(3+c):
+
+    1. α < A₁: T = 1 − e^{D} α;
+    2. A₁ ≤ α < A₂: T = ¼e^{1−u}(2+u), u = W₀(4α e^{1+D}) (computed as the Wright ω
+       function of log 4α + 1 + D, no overflow);
+    3. A₂ ≤ α < A₃: T = −e^{a−c} α + ½e^{−c}(2+c);
+    4. A₃ ≤ α < A₄: T = e^{−D}(2+c)²/(16α);
+    5. A₄ ≤ α < A₅: T = −e^{c−a} α + ½e^{−a}(2+c);
+    6. A₅ ≤ α < ¾: T = ¼(v−2)e^{v−3−D}, v = −W₋₁(−4α e^{−3});
+    7. α ≥ ¾: T = e^{−D}(1 − α).
+
+    Pieces 2 and 6 are the paper's implicit K₁, K₂ forms with u = 1 + (D − K₁)/2 and
+    v = 3 + (D + K₂)/2. Slopes: piece 2, −e^{2−2u+D}; piece 6, −e^{2v−6−D}. The case
+    c = 0 reduces to :class:`LaplaceTradeOff` (pieces 2 and 6 are then empty).
+    """
+
+    symmetric = True
+
+    def __init__(self, delta1: float, delta2: float):
+        a, c = max(abs(delta1), abs(delta2)), min(abs(delta1), abs(delta2))
+        if not (math.isfinite(a) and a + c <= _MAX_EXPONENT):
+            raise ValueError(f"the shift's l1 norm must be at most {_MAX_EXPONENT:g} (got {a + c})")
+        self.a, self.c = float(a), float(c)
+
+    @property
+    def name(self) -> str:
+        return f"Lap_2({self.a:g}, {-self.c:g})"
+
+    @property
+    def breakpoints(self) -> tuple[float, float, float, float, float, float]:
+        """(A₁, …, A₅, ¾), the left ends of pieces 2–7."""
+        a, c = self.a, self.c
+        return (0.25 * math.exp(-a - c), 0.25 * math.exp(-a) * (1 + c), 0.25 * math.exp(-a) * (2 + c),
+                0.25 * math.exp(-c) * (2 + c), 0.25 * math.exp(-c) * (3 + c), 0.75)
+
+    def _pieces(self, alpha):
+        return [alpha < b for b in self.breakpoints]
+
+    def _uv(self, alpha):
+        D = self.a + self.c
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = np.real(special.wrightomega(np.log(4.0 * np.maximum(alpha, 1e-320)) + 1.0 + D))
+            arg = np.clip(-4.0 * alpha * math.exp(-3.0), -math.exp(-1.0), 0.0)
+            v = -np.real(special.lambertw(np.where(arg < 0, arg, -1e-300), k=-1))
+        return u, v
+
+    def _evaluate(self, alpha):
+        a, c = self.a, self.c
+        D = a + c
+        u, v = self._uv(alpha)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            values = [
+                1.0 - math.exp(D) * alpha,
+                0.25 * np.exp(1.0 - u) * (2.0 + u),
+                -math.exp(a - c) * alpha + 0.5 * math.exp(-c) * (2 + c),
+                math.exp(-D) * (2 + c) ** 2 / (16.0 * alpha),
+                -math.exp(c - a) * alpha + 0.5 * math.exp(-a) * (2 + c),
+                0.25 * (v - 2.0) * np.exp(v - 3.0 - D),
+            ]
+            return np.select(self._pieces(alpha), values, math.exp(-D) * (1.0 - alpha))
+
+    def _complement(self, alpha):
+        D = self.a + self.c
+        return np.where(alpha < 0.25 * math.exp(-D), math.exp(D) * alpha, 1.0 - self._evaluate(alpha))
+
+    def _subgradient(self, alpha):
+        a, c = self.a, self.c
+        D = a + c
+        u, v = self._uv(alpha)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            slopes = [
+                np.full_like(alpha, -math.exp(D)),
+                -np.exp(2.0 - 2.0 * u + D),
+                np.full_like(alpha, -math.exp(a - c)),
+                -math.exp(-D) * (2 + c) ** 2 / (16.0 * alpha * alpha),
+                np.full_like(alpha, -math.exp(c - a)),
+                -np.exp(2.0 * v - 6.0 - D),
+            ]
+            return np.select(self._pieces(alpha), slopes, -math.exp(-D))
+
+
+def contingency_laplace_tradeoff(scale: float) -> Laplace2DTradeOff:
+    r"""T_b of Laplace(b) noise on a contingency table under replace-one: eq. (16) of Lee et al.
+
+    Neighbouring tables differ by e_i − e_j, so the p-dimensional test reduces to two
+    coordinates shifted by (1/b, −1/b) (Lee et al. 2022, Sec. 3.3):
+    :math:`T_b = T(\mathrm{Lap}_2(0, 1), \mathrm{Lap}_2((1/b, -1/b), 1))`.
+    """
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"the Laplace scale must be positive and finite (got {scale})")
+    return Laplace2DTradeOff(1.0 / scale, -1.0 / scale)
+
+
+def laplace_tradeoff(shift) -> TradeOff:
+    """The exact trade-off of i.i.d. Laplace(·, 1) noise under a shift vector (scale units).
+
+    Up to two non-zero coordinates have a closed form (1-D, eq. 14); a shift with three or
+    more is the paper's Conjecture 12 territory and has none here.
+
+    Raises
+    ------
+    ValueError
+        For a shift with more than two non-zero coordinates.
+    """
+    s = np.sort(np.abs(np.atleast_1d(np.asarray(shift, dtype=float))))[::-1]
+    if s.size > 2 and s[2] > 0:
+        raise ValueError("no closed-form Laplace trade-off for a shift with more than two non-zero coordinates")
+    if s.size < 2 or s[1] == 0:
+        return LaplaceTradeOff(float(s[0]))
+    return Laplace2DTradeOff(float(s[0]), -float(s[1]))
+
+
+class GroupTradeOff(TradeOff):
+    r"""Group privacy: an f-DP mechanism is :math:`1 - (1-f)^{\circ k}`-DP for groups of k records.
+
+    Dong, Roth & Su (2022), Thm 2.14. For :math:`f = G_\mu` this is :math:`G_{k\mu}`
+    (use :func:`group_privacy`, which returns that exact form).
+    """
+
+    def __init__(self, base: TradeOff, k: int):
+        if int(k) != k or k < 1:
+            raise ValueError(f"the group size must be a positive integer (got {k})")
+        self.base, self.k = base, int(k)
+
+    @property
+    def name(self) -> str:
+        return f"group({self.base.name}, k={self.k})"
+
+    def _complement(self, alpha):
+        x = alpha
+        for _ in range(self.k):
+            x = np.clip(self.base._complement(x), 0.0, 1.0)
+        return x
+
+    def _evaluate(self, alpha):
+        # 1 − g(y) = f(y) at the last step: evaluated by f itself, accurate when T is small
+        x = alpha
+        for _ in range(self.k - 1):
+            x = np.clip(self.base._complement(x), 0.0, 1.0)
+        return self.base._evaluate(x)
+
+    def _subgradient(self, alpha):
+        x, slope = alpha, np.ones_like(alpha)
+        for _ in range(self.k):
+            g = self.base._subgradient(x)
+            if g is None:
+                return None
+            with np.errstate(invalid="ignore", over="ignore"):
+                slope = slope * (-g)
+            x = np.clip(self.base._complement(x), 0.0, 1.0)
+        return -slope
+
+
+def group_privacy(tradeoff: TradeOff, k: int) -> TradeOff:
+    """The trade-off for groups of k records (Dong, Roth & Su 2022, Thm 2.14).
+
+    :math:`G_\\mu` gives :math:`G_{k\\mu}` exactly; other families a :class:`GroupTradeOff`.
+    """
+    if isinstance(tradeoff, GaussianTradeOff):
+        if int(k) != k or k < 1:
+            raise ValueError(f"the group size must be a positive integer (got {k})")
+        return GaussianTradeOff(k * tradeoff.mu)
+    return GroupTradeOff(tradeoff, k)
+
+
+# ----------------------------------------------------------------------------- μ-GDP check
+_REL_ALLOWANCE = 1e-11
+_MAX_ROUNDS = 60
+_MAX_NODES = 100_000
+
+
+@dataclass(frozen=True)
+class GDPMargin:
+    """The outcome of :func:`gdp_margin`: is T ≥ G_μ on [0, 1]?
+
+    Attributes
+    ----------
+    mu : float
+    passed : bool
+        True only when every interval's certified lower bound on T − G_μ cleared the
+        floating-point allowance.
+    lower_bound : float
+        The smallest certified lower bound on T − G_μ over the intervals (≥ 0 when passed).
+    observed_min : float
+        T(α) − G_μ(α) at the grid point where T comes closest to G_μ in the μ sense (see
+        ``mu_observed``).
+    argmin : float
+        That grid point α.
+    mu_observed : float
+        The largest Φ⁻¹(1 − α) − Φ⁻¹(T(α)) over the grid points: the μ the curve T
+        reaches there (≤ μ when T ≥ G_μ at the grid points).
+    nodes : int
+        Grid points evaluated.
+    method : str
+    """
+
+    mu: float
+    passed: bool
+    lower_bound: float
+    observed_min: float
+    argmin: float
+    mu_observed: float
+    nodes: int
+    method: str
+
+
+def _split(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    geometric = (a > 0) & (b > 4.0 * a) & (b <= 0.5)
+    upper = (a >= 0.5) & ((1.0 - a) > 4.0 * (1.0 - b)) & (b < 1.0)
+    mid = 0.5 * (a + b)
+    mid = np.where(geometric, np.sqrt(a * b), mid)
+    return np.where(upper, 1.0 - np.sqrt((1.0 - a) * (1.0 - b)), mid)
+
+
+def _values(tradeoff: TradeOff, gauss: GaussianTradeOff, x: np.ndarray) -> np.ndarray:
+    """Rows T, 1 − T, G, 1 − G and a subgradient of T (NaN if none) at the points x."""
+    g = tradeoff._subgradient(x)
+    return np.vstack([tradeoff._evaluate(x), tradeoff._complement(x), gauss._evaluate(x),
+                      gauss._complement(x), np.full_like(x, np.nan) if g is None else g])
+
+
+def _node_view(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """T − G at each point, computed from whichever of (T, G) or (1 − T, 1 − G) is smaller,
+    and the rounding allowance of that difference."""
+    T, CT, G, CG = v[0], v[1], v[2], v[3]
+    direct = T + G <= 1.0
+    diff = np.where(direct, T - G, CG - CT)
+    return diff, _REL_ALLOWANCE * np.where(direct, np.abs(T) + np.abs(G), np.abs(CT) + np.abs(CG))
+
+
+def _interval_bounds(x: np.ndarray, v: np.ndarray, has_slope: bool):
+    """Certified lower bounds of T − G on each [x_i, x_{i+1}], and the same less rounding.
+
+    Returns (lb, slack): an interval is certified when its slack is ≥ 0. Each interval is
+    computed in one representation, T − G = F − H with (F, H) = (T, G) when T + G ≤ 1 at
+    its left end and (F, H) = (T − 1, G − 1) = (−(1 − T), −(1 − G)) otherwise, so that
+    no small difference is taken between numbers close to 1. At a grid point the bound is
+    the value itself, so an exact touch (T(0) = G(0) = 1) is accepted.
+    """
+    a, b = x[:-1], x[1:]
+    direct = v[0, :-1] + v[2, :-1] <= 1.0
+    Fa = np.where(direct, v[0, :-1], -v[1, :-1])
+    Fb = np.where(direct, v[0, 1:], -v[1, 1:])
+    Ha = np.where(direct, v[2, :-1], -v[3, :-1])
+    Hb = np.where(direct, v[2, 1:], -v[3, 1:])
+    w = b - a
+    err_a = _REL_ALLOWANCE * (np.abs(Fa) + np.abs(Ha))
+    err_b = _REL_ALLOWANCE * (np.abs(Fb) + np.abs(Hb))
+    if not has_slope:  # T decreasing: T ≥ T(b); G decreasing: G ≤ G(a)
+        lb = Fb - Ha
+        return lb, lb - _REL_ALLOWANCE * (np.abs(Fb) + np.abs(Ha))
+    ga, gb = v[4, :-1], v[4, 1:]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        fin_a, fin_b = np.isfinite(ga), np.isfinite(gb)
+        sa = np.where(fin_a, np.abs(ga), 0.0) * w
+        sb = np.where(fin_b, np.abs(gb), 0.0) * w
+        end_a, end_b = Fa - Ha, Fb - Hb
+        slack_ends = np.minimum(end_a - err_a, end_b - err_b)
+        # both tangents: the piecewise-linear bound is smallest at a, b or where they cross
+        cross = (Fb - Fa + ga * a - gb * b) / (ga - gb)
+        inside = fin_a & fin_b & (ga < gb) & (cross > a) & (cross < b)
+        t = np.where(inside, (cross - a) / w, 0.0)
+        at_cross = Fa + ga * (cross - a) - (Ha + (Hb - Ha) * t)
+        err_cross = err_a + err_b + _REL_ALLOWANCE * (sa + sb)
+        # one tangent only (an infinite slope at the other end, e.g. G-like curves at 0)
+        b_only = Fb + gb * (a - b) - Ha
+        a_only = Fa + ga * w - Hb
+        lb = np.where(fin_a & fin_b, np.where(inside, np.minimum(np.minimum(end_a, end_b), at_cross),
+                                              np.minimum(end_a, end_b)),
+                      np.where(fin_b, np.minimum(b_only, end_b),
+                               np.where(fin_a, np.minimum(end_a, a_only), Fb - Ha)))
+        slack = np.where(fin_a & fin_b, np.where(inside, np.minimum(slack_ends, at_cross - err_cross), slack_ends),
+                         np.where(fin_b, np.minimum(b_only - err_a - _REL_ALLOWANCE * sb, end_b - err_b),
+                                  np.where(fin_a, np.minimum(end_a - err_a, a_only - err_b - _REL_ALLOWANCE * sa),
+                                           Fb - Ha - err_a - err_b)))
+    bad = np.isnan(lb) | np.isnan(slack)
+    return np.where(bad, -np.inf, lb), np.where(bad, -np.inf, slack)
+
+
+def _mu_at(alpha: np.ndarray, T: np.ndarray, CT: np.ndarray) -> np.ndarray:
+    """Φ⁻¹(1 − α) − Φ⁻¹(T(α)), each inverse taken on the accurate side."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -special.ndtri(alpha) - np.where(T <= 0.5, special.ndtri(T), -special.ndtri(CT))
+
+
+def gdp_margin(tradeoff: TradeOff, mu: float) -> GDPMargin:
+    """Certify T ≥ G_μ on [0, 1] by branch and bound (see the module docstring).
+
+    A :class:`GaussianTradeOff` is compared exactly (G_ν ≥ G_μ iff ν ≤ μ).
+
+    Parameters
+    ----------
+    tradeoff : TradeOff
+        A convex trade-off function, ideally with a subgradient (else a monotone bound is
+        used, which converges slowly).
+    mu : float
+        The GDP parameter to certify.
+
+    Returns
+    -------
+    GDPMargin
+    """
+    if not (mu > 0 and math.isfinite(mu)):
+        raise ValueError(f"mu must be positive and finite (got {mu})")
+    if isinstance(tradeoff, GaussianTradeOff):
+        ok = tradeoff.mu <= mu
+        return GDPMargin(mu, ok, 0.0 if ok else -math.inf, 0.0 if ok else -math.inf, 0.0, tradeoff.mu, 0,
+                         "exact: G_ν ≥ G_μ iff ν ≤ μ (Dong, Roth & Su 2022, eq. 3)")
+    gauss = GaussianTradeOff(mu)
+    if tradeoff.symmetric:
+        top = float(np.nextafter(special.ndtr(-mu / 2.0), 1.0))
+        x = np.unique(np.concatenate([np.logspace(-300, math.log10(top), 200), np.linspace(0.0, top, 200)]))
+        x = x[x <= top]
+        how = f"T and G_μ symmetric: α ∈ [0, Φ(−μ/2) = {top:.6g}] suffices"
+    else:
+        x = np.unique(np.concatenate([np.logspace(-300, math.log10(0.5), 200), np.linspace(0.0, 1.0, 201),
+                                      1.0 - np.logspace(-15, math.log10(0.5), 100)]))
+        how = "α ∈ [0, 1]"
+    v = _values(tradeoff, gauss, x)
+    has_slope = not np.all(np.isnan(v[4]))
+    for _ in range(_MAX_ROUNDS):
+        lb, slack = _interval_bounds(x, v, has_slope)
+        fail = slack < 0
+        # a grid point that cannot itself be certified (T < G there, or T − G below the
+        # rounding allowance) ends the search: no refinement can help
+        diff, err = _node_view(v)
+        if not fail.any() or np.any(diff - err < 0) or x.size > _MAX_NODES:
+            break
+        new = _split(x[:-1][fail], x[1:][fail])
+        x = np.concatenate([x, new])
+        order = np.argsort(x, kind="stable")
+        x, v = x[order], np.hstack([v, _values(tradeoff, gauss, new)])[:, order]
+    lb, slack = _interval_bounds(x, v, has_slope)
+    diff, _ = _node_view(v)
+    interior = np.flatnonzero((x > 0) & (x < 1))  # T(0) = G(0) = 1 and T(1) = G(1) = 0 always
+    mu_seen = _mu_at(x[interior], v[0, interior], v[1, interior])
+    worst = int(interior[np.nanargmax(mu_seen)])
+    return GDPMargin(
+        mu=float(mu),
+        passed=bool(np.all(slack >= 0)),
+        lower_bound=float(lb.min()),
+        observed_min=float(diff[worst]),
+        argmin=float(x[worst]),
+        mu_observed=float(np.nanmax(mu_seen)),
+        nodes=int(x.size),
+        method=("branch and bound on T − G_μ: tangent lines of the convex T against chords of the convex "
+                f"G_μ on {x.size} grid points, relative allowance {_REL_ALLOWANCE:g}; {how}"),
+    )
+
+
+def is_gdp(tradeoff: TradeOff, mu: float) -> bool:
+    """True when :func:`gdp_margin` certifies T ≥ G_μ."""
+    return gdp_margin(tradeoff, mu).passed
+
+
+def mu_of_tradeoff(tradeoff: TradeOff) -> float:
+    r"""The smallest μ with :math:`G_\mu \le T`, estimated: :math:`\sup_\alpha\, \Phi^{-1}(1-\alpha) - \Phi^{-1}(T(\alpha))`.
+
+    :math:`G_\mu(\alpha) \le T(\alpha)` iff :math:`\mu \ge \Phi^{-1}(1-\alpha) - \Phi^{-1}(T(\alpha))`,
+    so μ(T) is the supremum over α of that difference (Lee et al. 2022, Sec. 3.3, μ_b).
+    Maximised on a log grid and refined by bounded Brent; for a symmetric T only
+    α ≤ its fixed point is searched. Use :func:`certified_mu` for a certified value.
+    """
+
+    def mu_at(log_a):
+        a = np.exp(np.asarray(log_a, dtype=float))
+        return _mu_at(a, tradeoff._evaluate(a), tradeoff._complement(a))
+
+    top = tradeoff.fixed_point() if tradeoff.symmetric else 1.0 - 1e-15
+    grid = np.linspace(-690.0, math.log(top), 2000)
+    values = mu_at(grid)
+    i = int(np.argmax(values))
+    if not math.isfinite(values[i]):
+        return float(values[i])
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    res = optimize.minimize_scalar(lambda v: -float(mu_at(v)), bounds=(lo, hi), method="bounded",
+                                   options={"xatol": 1e-13})
+    return max(float(values[i]), -float(res.fun))
+
+
+def certified_mu(tradeoff: TradeOff) -> float:
+    """The estimate of :func:`mu_of_tradeoff`, raised until :func:`gdp_margin` certifies it.
+
+    Raises
+    ------
+    CalibrationError
+        If no nearby μ can be certified.
+    """
+    estimate = mu_of_tradeoff(tradeoff)
+    if not math.isfinite(estimate):
+        return math.inf
+    if isinstance(tradeoff, GaussianTradeOff):
+        return tradeoff.mu
+    return nudge_until(max(estimate, 1e-300) * (1.0 + 1e-12), lambda m: is_gdp(tradeoff, m), up=True)
