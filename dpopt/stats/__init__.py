@@ -1,0 +1,1 @@
+"""Inference on released statistics: confidence regions, tests, random-data designs."""
