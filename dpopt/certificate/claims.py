@@ -14,7 +14,9 @@ import numpy as np
 from dpopt.certificate.checks import Check
 from dpopt.domain.queries import NumericQuery, compile_query
 from dpopt.mechanisms import Mechanism
+from dpopt.mechanisms.base import workload_matrix
 from dpopt.sensitivity.enumerate import enumerate_space, record_domain
+from dpopt.sensitivity.semi_enumerate import semi_sensitivity_claims
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Spec
 
@@ -40,7 +42,13 @@ def enumeration_size(spec: Spec) -> tuple[int, int] | None:
 
 
 def sensitivity_claims(spec: Spec, space: SensitivitySpace) -> list[Check]:
-    """The structural sensitivity re-derived by enumerating datasets, where the domain is small."""
+    """The structural sensitivity re-derived by enumerating datasets, where the domain is small.
+
+    Under invariants: by enumerating conforming datasets, and a(t) by graph search
+    (:func:`dpopt.sensitivity.semi_enumerate.semi_sensitivity_claims`).
+    """
+    if spec.invariants:
+        return semi_sensitivity_claims(spec, space)
     size = enumeration_size(spec)
     if size is None:
         return []
@@ -70,6 +78,7 @@ def mechanism_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism) 
             mechanism.dimension == space.dimension,
             f"{mechanism.dimension} vs {space.dimension}",
         ),
+        *mechanism.scope_checks(spec),
         *mechanism.privacy_checks(space, spec.privacy),
     ]
 
@@ -85,9 +94,11 @@ def utility_claims(spec: Spec, mechanism: Mechanism) -> list[Check]:
     predicted = mechanism.expected_utility(spec.utility)
     if predicted.method != "closed form" or spec.utility.metric == "max_variance":
         return []
-    workload = None if spec.utility.workload is None else np.asarray(spec.utility.workload, dtype=float)
+    workload = workload_matrix(spec.utility)
     draws = min(100_000, max(2_000, 4_000_000 // mechanism.dimension))
-    mc = mechanism._monte_carlo(spec.utility.metric, workload, spec.utility.gamma, draws=draws)
+    alternative = None if spec.utility.alternative is None else np.asarray(spec.utility.alternative, dtype=float)
+    mc = mechanism._monte_carlo(spec.utility.metric, workload, spec.utility.gamma, draws=draws,
+                                alpha=spec.utility.alpha, alternative=alternative)
     se = (mc.ci[1] - mc.ci[0]) / (2 * 1.96)
     gap = abs(mc.value - predicted.value)
     return [

@@ -15,6 +15,25 @@ _DEFINITIONS = {
 }
 
 
+def _short(value) -> str:
+    """A parameter for a table cell: floats (also inside lists and dicts) to 6 significant
+    digits; matrices of more than 16 entries by their shape only."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list):
+        if value and isinstance(value[0], list) and len(value) * len(value[0]) > 16:
+            return f"⟨{len(value)}×{len(value[0])} matrix, in the certificate⟩"
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_short(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def format_parameters(parameters: dict) -> str:
+    """Mechanism parameters on one line, ``k=v`` with values shortened as in the report's tables."""
+    return ", ".join(f"{k}={_short(v)}" for k, v in parameters.items())
+
+
 def _sections(cert: Certificate) -> list[tuple[str, list]]:
     """The report's content as (heading, blocks); a block is a paragraph or a table."""
     d = cert.data
@@ -32,6 +51,11 @@ def _sections(cert: Certificate) -> list[tuple[str, list]]:
             f"Protected unit: neighbouring datasets {g['scope']['adjacency_description']}. "
             + ("Invariants: " + ", ".join(str(i) for i in g["scope"]["invariants"]) + "."
                if g["scope"]["invariants"] else "No statistic is published exactly."),
+            *([f"Semi-DP (a = {g['scope']['semi_adjacent_parameter']}, "
+               f"{g['scope']['semi_dp']['semi_adjacent_parameter_reading'].replace('_', '-')} reading: "
+               f"{g['scope']['semi_dp']['semi_adjacent_parameter_method']}). "
+               + g["scope"]["semi_dp"]["statement"] + " " + g["scope"]["semi_dp"]["not_protected"]]
+              if "semi_dp" in g["scope"] else []),
         ]),
         ("Sensitivity", [
             [["dimension", "rank", "l1", "l2", "linf", "span"],
@@ -41,22 +65,27 @@ def _sections(cert: Certificate) -> list[tuple[str, list]]:
         ]),
         ("Mechanism", [
             f"**{m['title']}** (`{m['family']}`), parameters: "
-            + ", ".join(f"{k} = {v}" for k, v in m["parameters"].items()) + ".",
+            + ", ".join(f"{k} = {_short(v)}" for k, v in m["parameters"].items()) + ".",
             *(["Its own privacy: " + ", ".join(f"{k} = {v}" for k, v in m["privacy"].items()) + "."]
               if m.get("privacy") else []),
             f"Predicted utility: {u['metric']} = {u['value']:.6g} ({u['method']}"
             + (f", 95% CI [{u['ci95'][0]:.6g}, {u['ci95'][1]:.6g}]" if "ci95" in u else "") + ").",
         ]),
     ]
-    rows = [["family", "parameters", f"predicted {u['metric']}", "note"]]
+    from dpopt.mechanisms.base import better  # here: the mechanisms import dpopt.certificate
+
+    direction = better(u["metric"])
+    rows = [["family", "parameters", f"predicted {u['metric']} ({direction} is better)", "method", "note"]]
     for c in d.get("candidates", []):
         if "utility" in c:
+            cu = c["utility"]
             note = "selected" if c["family"] == m["family"] else ""
-            rows.append([c["family"], ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
-                                                 for k, v in c["parameters"].items()),
-                         f"{c['utility']['value']:.6g}", note])
+            rows.append([c["family"], ", ".join(f"{k}={_short(v)}" for k, v in c["parameters"].items()),
+                         f"{cu['value']:.6g}",
+                         cu["method"] + (f", 95% CI [{cu['ci95'][0]:.6g}, {cu['ci95'][1]:.6g}]" if "ci95" in cu else ""),
+                         note])
         else:
-            rows.append([c["family"], "—", "—", c["reason"]])
+            rows.append([c["family"], "—", "—", "—", c["reason"]])
     sections.append(("Candidates compared", [rows]))
     checks = [["claim", "passed", "method", "detail"]] + [
         [c["claim"], "yes" if c["passed"] else "**NO**", c["method"], c["detail"]] for c in d["checks"]

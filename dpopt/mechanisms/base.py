@@ -58,6 +58,14 @@ class UtilityValue:
         return out
 
 
+def workload_matrix(utility: Utility) -> np.ndarray | None:
+    """W of an ``l2`` utility: the ``workload``, Diag(√w) for ``weights`` w (Σ w_i E Z_i² =
+    E‖Diag(√w) Z‖²), or None for the identity."""
+    if utility.weights is not None:
+        return np.diag(np.sqrt(np.asarray(utility.weights, dtype=float)))
+    return None if utility.workload is None else np.asarray(utility.workload, dtype=float)
+
+
 def better(metric: str) -> str:
     """``"higher"`` for utilities to maximise (usefulness, test power), else ``"lower"``."""
     return "higher" if metric in ("usefulness", "test_power") else "lower"
@@ -107,6 +115,10 @@ class Mechanism(ABC):
     def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         """Evaluate the guarantee at these parameters, independently of the calibration."""
 
+    def scope_checks(self, spec: Spec) -> list[Check]:
+        """Checks that parameters taken from the spec (e.g. a public box) match it; none by default."""
+        return []
+
     def notes(self) -> list[str]:
         """Caveats a certificate must carry (numerics, released components)."""
         return [IDEALIZED_NUMERICS]
@@ -127,12 +139,35 @@ class Mechanism(ABC):
     def _max_variance(self) -> float | None:
         return None
 
+    def _ci_volume(self, alpha: float) -> float | None:
+        """Closed-form ``ci_volume`` at level 1 − α (see :meth:`expected_utility`), or None."""
+        return None
+
+    def _test_power(self, alternative: np.ndarray, alpha: float) -> float | None:
+        """Closed-form ``test_power`` against the shift ``alternative`` at level α, or None."""
+        return None
+
+    def _inference_draws(
+        self, metric: str, z: np.ndarray, alpha: float, alternative: np.ndarray | None
+    ) -> np.ndarray | None:
+        """Per-draw Monte Carlo terms whose mean is ``ci_volume`` or ``test_power``, from
+        noise draws ``z`` (shape (size, d)); None when the family has no estimator (it
+        needs the noise law: the region's density threshold, the likelihood ratio)."""
+        return None
+
     # ------------------------------------------------------------ public layer
     def sample(self, size: int, rng: np.random.Generator | None = None) -> np.ndarray:
-        """``size`` draws of the noise, as an array of shape (size, d)."""
+        """``size`` draws of the noise, as an array of shape (size, d).
+
+        Without ``rng`` the draws come from an AES-CTR CSPRNG keyed with OS entropy
+        (:func:`dpopt.release.rng.secure_generator`), never from a predictable seed.
+        """
         if int(size) != size or size < 0:
             raise ValueError(f"size must be a non-negative integer (got {size})")
-        rng = np.random.default_rng() if rng is None else rng
+        if rng is None:
+            from dpopt.release.rng import secure_generator  # imported here: the release layer imports this module
+
+            rng = secure_generator()
         out = np.asarray(self._sample(rng, int(size)), dtype=float)
         return out.reshape(int(size), self.dimension)
 
@@ -146,35 +181,75 @@ class Mechanism(ABC):
     def expected_utility(self, utility: Utility) -> UtilityValue:
         """The predicted utility for the spec's metric: closed form, else Monte Carlo.
 
-        Metrics: ``l2`` = E‖W Z‖₂² (W the workload, identity by default); ``l1`` =
+        Metrics: ``l2`` = E‖W Z‖₂² (W the workload, identity by default; Diag(√w) for
+        ``weights`` w); ``l1`` =
         E‖Z‖₁; ``usefulness`` = mean over coordinates of P(|Z_i| ≤ γ);
-        ``max_variance`` = max_i Var Z_i.
+        ``max_variance`` = max_i Var Z_i; ``ci_volume`` = the r-dimensional volume of the
+        smallest 1 − α confidence region for P_V φ (V = span of the sensitivity space,
+        r = its rank), i.e. the highest-density region of P_V Z: every family is judged on
+        the component the adjacency protects, and projecting a release onto V is free
+        post-processing, so a family that adds noise off V is not charged for it here
+        (``l2`` charges it); ``test_power`` = power of the Neyman–Pearson level-α test of
+        a shift η (``alternative``) from the full release (a shift off V that a family
+        releases exactly is detected with power 1).
         """
         metric = utility.metric
-        workload = None if utility.workload is None else np.asarray(utility.workload, dtype=float)
+        if utility.weights is not None and len(utility.weights) != self.dimension:
+            raise SpecError(
+                "utility.weights",
+                f"has {len(utility.weights)} entries but the query has dimension {self.dimension}",
+            )
+        workload = workload_matrix(utility)
         if workload is not None and workload.shape[1] != self.dimension:
             raise SpecError(
                 "utility.workload",
                 f"has {workload.shape[1]} columns but the query has dimension {self.dimension}",
+            )
+        alternative = None if utility.alternative is None else np.asarray(utility.alternative, dtype=float)
+        if alternative is not None and alternative.shape != (self.dimension,):
+            raise SpecError(
+                "utility.alternative",
+                f"has {alternative.size} entries but the query has dimension {self.dimension}",
             )
         closed = {
             "l2": lambda: self._expected_l2(workload),
             "l1": self._expected_l1,
             "usefulness": lambda: self._usefulness(utility.gamma),
             "max_variance": self._max_variance,
+            "ci_volume": lambda: self._ci_volume(utility.alpha),
+            "test_power": lambda: self._test_power(alternative, utility.alpha),
         }
         if metric not in closed:
             raise UnsupportedSpecError("utility.metric", f"{self.family} has no '{metric}' prediction")
         value = closed[metric]()
+        if metric == "ci_volume" and value is not None and not 0.0 < value < math.inf:
+            raise UnsupportedSpecError(
+                "utility.metric",
+                f"the {self.family} confidence region's volume is {value} in floating point (out of range "
+                "in this dimension); compare l2 instead",
+            )
         if value is not None:
             return UtilityValue(metric, float(value), "closed form")
-        return self._monte_carlo(metric, workload, utility.gamma)
+        return self._monte_carlo(metric, workload, utility.gamma, alpha=utility.alpha, alternative=alternative)
 
-    def _monte_carlo(self, metric: str, workload, gamma, draws: int | None = None) -> UtilityValue:
+    def _monte_carlo(
+        self, metric: str, workload, gamma, draws: int | None = None, alpha=None, alternative=None
+    ) -> UtilityValue:
         """Estimate a metric from ``draws`` noise samples (fixed seed); 95% CI from the standard error.
 
         By default 200,000 draws, fewer for large d so that draws × d stays ≤ 2·10⁷.
+
+        Raises
+        ------
+        UnsupportedSpecError
+            For ``ci_volume`` / ``test_power`` when the family has no estimator.
         """
+        inference = metric in ("ci_volume", "test_power")
+        if inference and type(self)._inference_draws is Mechanism._inference_draws:
+            raise UnsupportedSpecError(
+                "utility.metric",
+                f"{self.family} has no '{metric}' prediction (no closed form, and no estimator for its noise law)",
+            )
         if draws is None:
             draws = min(MONTE_CARLO_DRAWS, max(2_000, 20_000_000 // self.dimension))
         rng = np.random.default_rng(MONTE_CARLO_SEED)
@@ -186,6 +261,8 @@ class Mechanism(ABC):
             per = np.sum(np.abs(z), axis=1)
         elif metric == "usefulness":
             per = np.mean(np.abs(z) <= gamma, axis=1)
+        elif inference:
+            per = self._inference_draws(metric, z, alpha, alternative)
         else:
             per = None
         if per is None:

@@ -23,18 +23,22 @@ from dpopt.certificate.checks import Check
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon, gaussian_mu
+from dpopt.privacy.pdp import gaussian_pdp_bound_mp, gaussian_pdp_sigma
 from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.sensitivity.subspace import FullSpace, Subspace
 from dpopt.spec.models import Privacy, Spec
+from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
 
-_GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx")
+_GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx", "pdp")
 
 
 def gaussian_sigma(l2_squared: Fraction, privacy: Privacy) -> float:
     """The smallest σ (in floating point) that :func:`gaussian_privacy_check` accepts.
 
     gdp μ: σ = Δ₂/μ. zcdp ρ: σ = Δ₂/√(2ρ). approx (ε, δ): σ = Δ₂/μ*(ε, δ) with μ* the
-    analytic-Gaussian threshold (:func:`dpopt.privacy.gaussian.gaussian_mu`).
+    analytic-Gaussian threshold (:func:`dpopt.privacy.gaussian.gaussian_mu`). pdp (ε, δ):
+    Lemma 10 / Eq. 18 of Liu (2019) (:func:`dpopt.privacy.pdp.gaussian_pdp_sigma`).
 
     Raises
     ------
@@ -48,6 +52,8 @@ def gaussian_sigma(l2_squared: Fraction, privacy: Privacy) -> float:
         mu = math.sqrt(2.0 * p["rho"])
     elif definition == "approx":
         mu = gaussian_mu(p["epsilon"], p["delta"])
+    elif definition == "pdp":
+        mu = math.sqrt(float(l2_squared)) / gaussian_pdp_sigma(p["epsilon"], p["delta"], math.sqrt(float(l2_squared)))
     else:
         raise CalibrationError(f"Gaussian noise cannot meet a {definition} target")
     sigma = math.sqrt(float(l2_squared)) / mu
@@ -60,7 +66,8 @@ def gaussian_privacy_check(l2_squared: Fraction, sigma: float, privacy: Privacy)
     """Check that Gaussian noise of scale σ meets the target for sensitivity Δ₂² exactly.
 
     gdp: Δ₂² ≤ μ²σ² and zcdp: Δ₂² ≤ 2ρσ², in exact rational arithmetic; approx:
-    δ(ε; Δ₂/σ) ≤ δ with the analytic-Gaussian profile evaluated in 60 digits.
+    δ(ε; Δ₂/σ) ≤ δ with the analytic-Gaussian profile evaluated in 60 digits; pdp: Lemma 10's
+    bound 2Φ(−(2εσ² − Δ₂²)/(2Δ₂σ)) ≤ δ in 60 digits.
     """
     definition, p = privacy.definition, privacy.parameters
     s = Fraction(sigma)
@@ -90,18 +97,31 @@ def gaussian_privacy_check(l2_squared: Fraction, sigma: float, privacy: Privacy)
             bool(delta <= p["delta"]),
             f"δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}",
         )
+    if definition == "pdp":
+        level = gaussian_pdp_bound_mp(sigma, p["epsilon"], l2_squared)
+        return Check(
+            "privacy",
+            "Lemma 10 (Liu 2019): Pr(|L| > ε) ≤ 2Φ(−(2εσ² − Δ₂²)/(2Δ₂σ)) ≤ δ, 60-digit arithmetic, exact Δ₂²",
+            bool(level <= p["delta"]),
+            f"pDP level bound {mpmath.nstr(level, 17)} vs δ = {p['delta']}",
+        )
     return Check("privacy", "Gaussian noise", False, f"Gaussian noise cannot meet a {definition} target")
 
 
 class GaussianMechanism(Mechanism):
-    """Isotropic Gaussian noise N(0, σ² I_d)."""
+    """Isotropic Gaussian noise N(0, σ² I_d).
+
+    ``span`` is the span V of the sensitivity space (R^d by default): ``ci_volume`` is
+    measured on V (see :meth:`Mechanism.expected_utility`).
+    """
 
     family = "gaussian"
     title = "Gaussian, isotropic"
 
-    def __init__(self, sigma: float, dimension: int):
+    def __init__(self, sigma: float, dimension: int, span: Subspace | None = None):
         self.sigma = float(sigma)
         self.dimension = int(dimension)
+        self.span = FullSpace(self.dimension) if span is None else span
 
     @classmethod
     def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
@@ -111,11 +131,11 @@ class GaussianMechanism(Mechanism):
 
     @classmethod
     def design(cls, spec: Spec, space: SensitivitySpace) -> "GaussianMechanism":
-        return cls(gaussian_sigma(space.l2_squared, spec.privacy), space.dimension)
+        return cls(gaussian_sigma(space.l2_squared, spec.privacy), space.dimension, space.span)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "GaussianMechanism":
-        return cls(parameters["sigma"], space.dimension)
+        return cls(parameters["sigma"], space.dimension, space.span)
 
     @property
     def parameters(self) -> dict:
@@ -156,6 +176,40 @@ class GaussianMechanism(Mechanism):
 
     def _max_variance(self) -> float:
         return float(self._covariance_diagonal().max())
+
+    def noise_covariance(self) -> np.ndarray:
+        """The noise covariance as a dense d × d matrix (for :mod:`dpopt.stats.inference`)."""
+        return self.sigma**2 * np.eye(self.dimension)
+
+    def _ci_volume(self, alpha: float) -> float:
+        # P_V Z ~ N(0, σ² I_r) on V for both the isotropic and the projected noise
+        return ci_volume(self.span.rank, 2.0 * self.span.rank * math.log(self.sigma), alpha)
+
+    def _exact_shift(self, alternative: np.ndarray) -> bool:
+        """Whether part of the shift lies off the noise's support (then it is seen exactly)."""
+        if not self.noise_in_span:
+            return False
+        off = alternative - self.span.project(alternative)
+        return bool(np.linalg.norm(off) > 1e-9 * max(1.0, float(np.linalg.norm(alternative))))
+
+    def _test_power(self, alternative: np.ndarray, alpha: float) -> float:
+        if self._exact_shift(alternative):
+            return 1.0
+        return power_from_noncentrality(float(np.linalg.norm(alternative)) / self.sigma, alpha)
+
+    def _inference_draws(self, metric, z, alpha, alternative) -> np.ndarray:
+        """``test_power``: the LR test's rejections of η + Z (statistic ηᵀ(η+Z)/(σ‖η‖) > z₁₋α);
+        ``ci_volume``: importance weights 1{‖P_V Z‖² ≤ σ²t}/p(P_V Z) (p the N(0, σ²I_r)
+        density on V), whose mean is the region's volume."""
+        if metric == "test_power":
+            if self._exact_shift(alternative):
+                return np.ones(z.shape[0])
+            norm = float(np.linalg.norm(alternative))
+            statistic = (alternative @ alternative + z @ alternative) / (self.sigma * norm)
+            return (statistic > special.ndtri(1.0 - alpha)).astype(float)
+        r = self.span.rank
+        q = np.sum(self.span.project(z) ** 2, axis=1) / self.sigma**2
+        return region_importance_weights(q, r, 2.0 * r * math.log(self.sigma), alpha)
 
 
 class ProjectedGaussianMechanism(GaussianMechanism):
@@ -203,6 +257,10 @@ class ProjectedGaussianMechanism(GaussianMechanism):
 
     def _covariance_diagonal(self) -> np.ndarray:
         return self.sigma**2 * self.span.projector_diagonal()
+
+    def noise_covariance(self) -> np.ndarray:
+        basis = self.span.basis()
+        return self.sigma**2 * (basis @ basis.T)
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
         if workload is None:

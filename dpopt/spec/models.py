@@ -23,8 +23,10 @@ FAMILIES: tuple[str, ...] = (
     "r2dp",
     "discrete_gaussian",
     "discrete_laplace",
+    "query_scaling",
 )
-"""Every mechanism family name the spec format reserves (DESIGN.md)."""
+"""Every mechanism family name the spec format reserves (DESIGN.md); ``query_scaling`` is the
+Shoham–Rinott scaled query (Gaussian noise σ²Diag(ξ)⁻¹ after the inverse transform)."""
 
 Family = Literal[
     "gaussian",
@@ -38,6 +40,7 @@ Family = Literal[
     "r2dp",
     "discrete_gaussian",
     "discrete_laplace",
+    "query_scaling",
 ]
 
 PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -178,6 +181,17 @@ Invariant = Annotated[
 ]
 
 
+class SemiAdjacency(_Model):
+    """How the semi-adjacent parameter a(t) of Cho & Awan (2024, Def. 13) is read.
+
+    ``worst_case`` (default, the reading behind the paper's numbers): the confidential
+    dataset is fixed and only the other dataset is minimised over; ``literal``: the
+    infimum runs over both datasets, as the definition is typeset.
+    """
+
+    reading: Literal["worst_case", "literal"] = "worst_case"
+
+
 # ---------------------------------------------------------------------- adjacency
 class AddRemove(_Model):
     """Neighbours differ by adding or removing one record."""
@@ -261,13 +275,36 @@ class Utility(_Model):
     """The utility metric the design optimises.
 
     ``l2``: E‖W·noise‖₂² (W the optional ``workload``, identity by default);
-    ``l1``: E‖noise‖₁; ``usefulness``: P(|noise| ≤ γ) per coordinate.
+    ``l1``: E‖noise‖₁; ``usefulness``: P(|noise| ≤ γ) per coordinate;
+    ``ci_volume``: volume of the smallest 1 − ``alpha`` confidence region for the
+    protected component of the answer (its projection on the span of the sensitivity
+    space), lower is better; ``test_power``: power of the most powerful level-``alpha``
+    test of H0: φ(X) = θ₀ against H1: φ(X) = θ₀ + ``alternative`` (any θ₀: the noise is
+    additive), higher is better. ``alpha`` defaults to 0.05 for these two metrics.
+    ``weights`` (with ``l2``, instead of a workload): Σ_i w_i E[noise_i²], the weighted
+    per-coordinate error (the workload Diag(√w)).
+    ``kl`` / ``renyi`` (with ``order``): divergence of the released histogram, clipped at
+    ``floor``, from the ``prior`` histogram; ``mallows`` (with ``order`` p): Wasserstein-p
+    distance between the distributions of the ``prior`` values and of the released ones
+    (:mod:`dpopt.mechanisms.noise_metrics`).
     """
 
-    metric: Literal["l1", "l2", "usefulness", "ci_volume", "test_power", "max_variance"]
+    metric: Literal["l1", "l2", "usefulness", "ci_volume", "test_power", "max_variance", "kl", "renyi", "mallows"]
     gamma: PositiveFinite | None = None
     alpha: Probability | None = None
+    alternative: Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=1)] | None = None
     workload: Matrix | None = None
+    weights: Annotated[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]], Field(min_length=1)] | None = None
+    prior: Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=1)] | None = None
+    floor: PositiveFinite | None = None
+    order: PositiveFinite | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_alpha(cls, value: object) -> object:
+        if isinstance(value, dict) and value.get("metric") in ("ci_volume", "test_power") and "alpha" not in value:
+            return {**value, "alpha": 0.05}
+        return value
 
     @field_validator("workload")
     @classmethod
@@ -280,7 +317,47 @@ class Utility(_Model):
             raise ValueError("metric 'usefulness' needs gamma (the accuracy radius)")
         if self.workload is not None and self.metric != "l2":
             raise ValueError("a workload goes with metric 'l2' only")
+        if self.weights is not None:
+            if self.metric != "l2" or self.workload is not None:
+                raise ValueError("weights go with metric 'l2' only, instead of a workload")
+            if not any(self.weights):
+                raise ValueError("weights must not all be 0")
+        if self.alpha is not None and self.metric not in ("ci_volume", "test_power"):
+            raise ValueError("alpha goes with metrics 'ci_volume' and 'test_power' only")
+        if self.metric == "test_power":
+            if self.alternative is None:
+                raise ValueError("metric 'test_power' needs alternative (the shift η the test must detect)")
+            if not any(self.alternative):
+                raise ValueError("alternative must differ from the null hypothesis (all entries are 0)")
+        elif self.alternative is not None:
+            raise ValueError("an alternative goes with metric 'test_power' only")
+        self._check_prior_metric()
         return self
+
+    def _check_prior_metric(self) -> None:
+        """``kl`` / ``renyi`` need a prior histogram (counts ≥ 0) and a floor; ``renyi`` an
+        order ≠ 1; ``mallows`` prior values and an order ≥ 1 (R²DP's Table 1)."""
+        prior_metric = self.metric in ("kl", "renyi", "mallows")
+        if not prior_metric:
+            if self.prior is not None or self.floor is not None or self.order is not None:
+                raise ValueError("prior, floor and order go with metrics 'kl', 'renyi' and 'mallows' only")
+            return
+        if self.prior is None:
+            raise ValueError(f"metric '{self.metric}' needs prior (the anticipated true answer)")
+        if self.metric == "mallows":
+            if self.floor is not None:
+                raise ValueError("a floor goes with metrics 'kl' and 'renyi' only")
+            if self.order is None or self.order < 1:
+                raise ValueError("metric 'mallows' needs order ≥ 1 (the p of the Wasserstein-p distance)")
+            return
+        if self.floor is None:
+            raise ValueError(f"metric '{self.metric}' needs floor (released counts are clipped at it, > 0)")
+        if any(c < 0 for c in self.prior) or not any(self.prior):
+            raise ValueError("prior counts must be non-negative with a positive total")
+        if self.metric == "renyi" and (self.order is None or self.order == 1):
+            raise ValueError("metric 'renyi' needs order > 0 and ≠ 1")
+        if self.metric == "kl" and self.order is not None:
+            raise ValueError("metric 'kl' takes no order")
 
 
 # --------------------------------------------------------------------------- spec
@@ -293,6 +370,7 @@ class Spec(_Model):
     data: Data
     query: Query
     invariants: list[Invariant] = []
+    semi_adjacency: SemiAdjacency | None = None
     adjacency: Adjacency
     privacy: Privacy
     mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] = "auto"
@@ -307,6 +385,12 @@ class Spec(_Model):
     @classmethod
     def _utility_shorthand(cls, value: object) -> object:
         return {"metric": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _semi_adjacency_needs_invariants(self) -> "Spec":
+        if self.semi_adjacency is not None and not self.invariants:
+            raise ValueError("semi_adjacency applies to specs with invariants only")
+        return self
 
     @property
     def families(self) -> tuple[str, ...]:
