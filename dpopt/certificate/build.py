@@ -9,14 +9,21 @@ from dpopt.certificate.model import Certificate
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import Mechanism, UtilityValue
 from dpopt.optimize.select import Candidate
+from dpopt.privacy.pdp import PDP_CAVEAT
+from dpopt.sensitivity.semi_space import semi_dp_block
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import spec_document, spec_sha256
 from dpopt.spec.models import Spec
 
 
 def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
-    """The certificate's ``guarantee``: the definition, its parameters and its scope."""
-    return {
+    """The certificate's ``guarantee``: the definition, its parameters and its scope.
+
+    Under invariants the scope also carries the Semi-DP statement (reading of a(t), what
+    is protected from what, and the guarantee), :func:`dpopt.sensitivity.semi_space.semi_dp_block`.
+    A pdp target carries a ``note`` saying that probabilistic DP is not (ε, δ)-DP.
+    """
+    block = {
         "definition": spec.privacy.definition,
         **spec.privacy.parameters,
         "scope": {
@@ -26,6 +33,11 @@ def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
             "semi_adjacent_parameter": space.semi_adjacent_parameter,
         },
     }
+    if spec.invariants:
+        block["scope"]["semi_dp"] = semi_dp_block(spec, space)
+    if spec.privacy.definition == "pdp":
+        block["note"] = PDP_CAVEAT
+    return block
 
 
 def certify(

@@ -56,15 +56,15 @@ def derive(spec: Spec) -> SensitivitySpace:
     Raises
     ------
     UnsupportedSpecError
-        Invariants (their semantics belong to the Semi-DP derivation); a mean under
-        add/remove; a query that does not change between neighbours.
+        A mean under add/remove; a query that does not change between neighbours;
+        invariants the Semi-DP derivation (:func:`dpopt.sensitivity.semi_space.derive_semi`)
+        cannot serve.
     """
     if spec.invariants:
-        raise UnsupportedSpecError(
-            "invariants",
-            "invariant statistics (Semi-DP) are not supported by this version of dpopt; "
-            "remove them or upgrade (they are never ignored silently)",
-        )
+        # Semi-DP (Cho & Awan): imported here because semi_space builds on this module
+        from dpopt.sensitivity.semi_space import derive_semi
+
+        return derive_semi(spec)
     query = compile_query(spec)
     if isinstance(query, NumericQuery):
         space = _numeric(spec, query)

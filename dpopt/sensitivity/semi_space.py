@@ -1,0 +1,287 @@
+r"""The Semi-DP sensitivity space of a spec with invariants (Cho & Awan 2024, §3–4).
+
+.. math::
+
+    S_{\mathrm{Semi}} = \{\varphi(X) - \varphi(X') : X, X' \in \mathcal{D}_t,\ d(X, X') \le a\}
+
+for every value t the invariants can take, a = max_t a(t) (:mod:`.semi_adjacency`). A
+mechanism calibrated to it is (D_t, A_a, f)-DP for every t, hence (D_t, A_{a(t)}, f)-DP:
+Semi-DP in the sense of Definition 12 with the semi-adjacent parameter of Definition 13.
+
+Routes, each recorded in ``method``:
+
+* only the total invariant: replacing a record keeps n, so a(t) = 1 and S_Semi is the
+  replace-one space (:func:`dpopt.sensitivity.derive.derive`);
+* margins over disjoint attribute groups, any table size: S_Semi = A·M(a)
+  (:mod:`.table_moves`); norms exact on a reduced table; span = the tables whose
+  invariant margins vanish, projected implicitly (:class:`.MarginSubspace`), or
+  range(A P Aᵀ) for another counting query;
+* other invariants (linear, overlapping margins) on small domains: M(a) listed from the
+  integer invariant map, span by SVD;
+* invariant values fixed by the spec: the conforming histograms of n records enumerated
+  and every pair within distance a differenced.
+
+Naive baselines for comparison (Prop. 24): a·S_DP (design for A_1 with f^{∘a}) and
+S_Group (adjacency A_a on the whole dataspace).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from fractions import Fraction
+
+import numpy as np
+from scipy.linalg import null_space
+
+from dpopt.errors import UnsupportedSpecError
+from dpopt.privacy.semi_dp import semi_dp_scope
+from dpopt.sensitivity.invariants import InvariantDomain, conforming_histograms, invariant_domain
+from dpopt.sensitivity.margin_subspace import MarginSubspace
+from dpopt.sensitivity.semi_adjacency import SemiAdjacentParameter, semi_adjacent_parameter
+from dpopt.sensitivity.space import SensitivitySpace, exact_norms
+from dpopt.sensitivity.subspace import DenseSubspace, FullSpace, Subspace, span_of
+from dpopt.sensitivity.table_moves import count_multisets, kernel_moves, margin_moves, reduced_shape
+from dpopt.spec.models import Hamming, Spec, TotalInvariant
+
+_MAX_LISTED_MULTISETS = 2_000_000
+
+
+@dataclass(frozen=True)
+class SemiSensitivitySpace(SensitivitySpace):
+    """A :class:`SensitivitySpace` under invariants, with the Semi-DP record.
+
+    Attributes
+    ----------
+    semi : SemiAdjacentParameter
+        a, its reading, how it was obtained.
+    baselines : dict
+        Norms of the naive spaces a·S_DP and S_Group (Prop. 24), exact as strings.
+    determined_by_invariants : bool
+        True when the noise-free component of the release (orthogonal to the span) is a
+        function of the invariants alone; False when it can reveal more (the conforming
+        space is then not connected by protected steps, digest pitfall 16).
+    """
+
+    semi: SemiAdjacentParameter | None = None
+    baselines: dict = field(default_factory=dict, compare=False)
+    determined_by_invariants: bool = True
+
+    def summary(self) -> dict:
+        out = super().summary()
+        out["semi_dp"] = {
+            "semi_adjacent_parameter": self.semi.to_dict(),
+            "space": "S_Semi = {φ(X) − φ(X′) : X, X′ ∈ D_t, d(X, X′) ≤ a} over every invariant value t",
+            "noise_free_component_determined_by_invariants": self.determined_by_invariants,
+            "baselines": self.baselines,
+        }
+        return out
+
+
+def semi_dp_block(spec: Spec, space: SemiSensitivitySpace) -> dict:
+    """The Semi-DP statement of a certificate (a deterministic function of spec and space)."""
+    return semi_dp_scope(
+        spec.privacy.definition,
+        spec.privacy.parameters,
+        space.semi.value,
+        space.semi.reading,
+        space.semi.method,
+        space.semi.exact,
+        space.determined_by_invariants,
+    )
+
+
+def semi_adjacency_description(a: int) -> str:
+    return (f"replace up to {a} records between datasets of n records with the same invariant "
+            f"values (Semi-DP adjacency A_{a} on D_t)")
+
+
+def derive_semi(spec: Spec) -> SemiSensitivitySpace:
+    """The Semi-DP sensitivity space of a spec with invariants.
+
+    Raises
+    ------
+    UnsupportedSpecError
+        Adjacency other than replace_one; invariants that leave nothing to protect
+        (a = 0) or determine the query; domains too large for the route the invariants need.
+    """
+    reading = spec.semi_adjacency.reading if spec.semi_adjacency is not None else "worst_case"
+    if all(isinstance(inv, TotalInvariant) for inv in spec.invariants):
+        return _total_only(spec, reading)
+    domain = invariant_domain(spec)
+    a = semi_adjacent_parameter(domain, reading)
+    if a.value == 0:
+        raise UnsupportedSpecError(
+            "invariants",
+            "a(t) = 0: the invariants determine the dataset, nothing is left to protect (Cho & Awan, Example 3)",
+        )
+    if domain.known_values:
+        space = _enumerated(domain, a)
+    elif domain.margins_only and domain.disjoint_margins:
+        space = _margins(domain, a)
+    else:
+        space = _listed_moves(domain, a)
+    if space.l2_squared == 0:
+        raise UnsupportedSpecError(
+            "query",
+            f"the query is the same on all datasets with equal invariants within distance a = {a.value}: "
+            "the invariants determine it, so it can be published exactly",
+        )
+    return replace(space, baselines=_baselines(spec, a.value))
+
+
+# ------------------------------------------------------------------ routes
+def _total_only(spec: Spec, reading: str) -> SemiSensitivitySpace:
+    from dpopt.sensitivity.derive import derive  # derive dispatches here: import at call time
+
+    if spec.adjacency.kind != "replace_one":
+        invariant_domain(spec)  # raises the adjacency error
+    base = derive(_plain(spec))
+    a = SemiAdjacentParameter(
+        1, reading, "closed form: replacing one record keeps the total n, so a(t) = 1 (Def. 13)", True
+    )
+    values = {f.name: getattr(base, f.name) for f in fields(SensitivitySpace)}
+    values.update(
+        method=f"{base.method}; S_Semi = S_DP: the total is fixed under replace-one",
+        adjacency=semi_adjacency_description(1),
+        semi_adjacent_parameter=1,
+    )
+    return SemiSensitivitySpace(**values, semi=a, baselines=_baselines(spec, 1))
+
+
+def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivitySpace:
+    shape, groups, degree = domain.shape, domain.margin_groups, a.value
+    fixed = frozenset(domain.query_axes[0]) if domain.query.kind == "linear" else frozenset()
+    small = reduced_shape(shape, domain.covered_axes, fixed, degree)
+    reduced = replace(domain, levels=tuple(lv[:k] for lv, k in zip(domain.levels, small)))
+    moves = margin_moves(small, groups, degree)
+    zero = (Fraction(0), Fraction(0), Fraction(0))
+    l1, l2sq, linf = exact_norms((reduced.query_matrix() @ moves.T.astype(float)).T) if len(moves) else zero
+    kernel = MarginSubspace(shape, groups)
+    span: Subspace = kernel if domain.query_is_table else _image_span(domain, kernel)
+    listable = sum(count_multisets(domain.cells, s, _MAX_LISTED_MULTISETS) for s in range(1, degree + 1)) \
+        <= _MAX_LISTED_MULTISETS
+
+    def vectors() -> np.ndarray:
+        if not listable:
+            raise ValueError("too many Semi-DP sensitivity vectors to list for this table")
+        return _with_zero(domain.query_matrix() @ margin_moves(shape, groups, degree).T.astype(float))
+
+    where = "x".join(map(str, small))
+    return SemiSensitivitySpace(
+        dimension=domain.query.dimension,
+        span=span,
+        l1=l1,
+        l2_squared=l2sq,
+        linf=linf,
+        method=(
+            f"structural: S_Semi = A·M({degree}), M(a) = moves z with zero invariant margins and "
+            f"‖z‖₁ ≤ 2a (rectangles and longer cycles); norms exact on the reduced {where} table; "
+            f"span: {'tables with zero invariant margins (implicit projector)' if span is kernel else 'A·(that kernel)'}"
+        ),
+        adjacency=semi_adjacency_description(degree),
+        complete=listable,
+        semi_adjacent_parameter=degree,
+        _vectors=vectors,
+        semi=a,
+        determined_by_invariants=True,
+    )
+
+
+def _listed_moves(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivitySpace:
+    C = domain.invariant_matrix()
+    try:
+        moves = kernel_moves(C, a.value)
+    except ValueError:
+        raise UnsupportedSpecError(
+            "invariants", f"the record domain ({domain.cells} cells) is too large to list the moves of these invariants"
+        ) from None
+    vectors = _with_zero(domain.query_matrix() @ moves.T.astype(float))
+    return _from_vectors(
+        domain, a, vectors, C,
+        f"structural: S_Semi = A·M({a.value}), M(a) = integer z with C z = 0 and ‖z‖₁ ≤ 2a "
+        "(C the invariant map), listed; span by SVD",
+    )
+
+
+def _enumerated(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivitySpace:
+    n = domain.n
+    A = domain.query_matrix()
+    found = []
+    count = 0
+    for _, H in conforming_histograms(domain, n):
+        count += len(H)
+        close = np.abs(H[:, None, :] - H[None, :, :]).sum(axis=2) <= 2 * a.value
+        i, j = np.nonzero(close)
+        found.append(np.unique(H[i] - H[j], axis=0))
+    vectors = _with_zero(A @ np.vstack(found).T.astype(float))
+    return _from_vectors(
+        domain, a, vectors, domain.invariant_matrix(),
+        f"enumeration: every pair of the {count} conforming histograms of n = {n} records within distance {a.value}",
+    )
+
+
+def _from_vectors(domain, a, vectors, C, method) -> SemiSensitivitySpace:
+    vectors = np.unique(vectors, axis=0)
+    l1, l2sq, linf = exact_norms(vectors)
+    span = span_of(vectors.T)
+    kernel = null_space(C.astype(float))
+    image = domain.query_matrix() @ kernel
+    reachable = np.linalg.matrix_rank(image) if image.size else 0
+    return SemiSensitivitySpace(
+        dimension=domain.query.dimension,
+        span=span,
+        l1=l1,
+        l2_squared=l2sq,
+        linf=linf,
+        method=method,
+        adjacency=semi_adjacency_description(a.value),
+        complete=True,
+        semi_adjacent_parameter=a.value,
+        _vectors=lambda: vectors,
+        semi=a,
+        determined_by_invariants=bool(span.rank == reachable),
+    )
+
+
+# --------------------------------------------------------------- helpers
+def _image_span(domain: InvariantDomain, kernel: MarginSubspace) -> Subspace:
+    """range(A P Aᵀ) = A·ker, with P applied implicitly (d projections of length m)."""
+    A = domain.query_matrix()
+    projected = kernel.project(A.toarray())
+    gram = np.asarray(A @ projected.T)
+    values, vecs = np.linalg.eigh((gram + gram.T) / 2)
+    keep = values > 1e-10 * max(values.max(initial=0.0), 1e-300)
+    if keep.sum() == A.shape[0]:
+        return FullSpace(A.shape[0])
+    return DenseSubspace(vecs[:, keep])
+
+
+def _with_zero(columns: np.ndarray) -> np.ndarray:
+    rows = np.asarray(columns).T
+    return np.vstack([np.zeros((1, rows.shape[1])), rows])
+
+
+def _plain(spec: Spec) -> Spec:
+    return spec.model_copy(update={"invariants": [], "semi_adjacency": None})
+
+
+def _norms(space: SensitivitySpace, factor: int = 1) -> dict:
+    l1, l2sq, linf = space.l1 * factor, space.l2_squared * factor * factor, space.linf * factor
+    return {"l1": float(l1), "l2": math.sqrt(float(l2sq)), "linf": float(linf),
+            "l1_exact": str(l1), "l2_squared_exact": str(l2sq), "linf_exact": str(linf)}
+
+
+def _baselines(spec: Spec, a: int) -> dict:
+    """Norms of a·S_DP and S_Group (Cho & Awan, Prop. 24: S_Semi ⊆ S_Group ⊆ a·Hull(S_DP))."""
+    from dpopt.sensitivity.derive import derive  # derive dispatches here: import at call time
+
+    plain = _plain(spec)
+    dp = derive(plain)
+    group = derive(plain.model_copy(update={"adjacency": Hamming(kind="hamming", distance=a)})) if a > 1 else dp
+    return {
+        "group_scaling": {"description": f"{a}·S_DP: calibrate for replace-one, then group privacy f^∘{a}",
+                          **_norms(dp, a)},
+        "s_group": {"description": f"S_Group: adjacency A_{a} on every dataset of the dataspace",
+                    **_norms(group)},
+    }
