@@ -12,6 +12,7 @@ from math import comb
 import numpy as np
 
 from dpopt.certificate.checks import Check
+from dpopt.certificate.second_route import second_route_claims
 from dpopt.domain.queries import NumericQuery, compile_query
 from dpopt.mechanisms import Mechanism
 from dpopt.mechanisms.base import workload_matrix
@@ -112,8 +113,11 @@ def utility_claims(spec: Spec, mechanism: Mechanism) -> list[Check]:
 
 
 def all_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism) -> list[Check]:
+    """Every claim: sensitivity, the family's own privacy checks, utility, and the second route
+    from the noise law (:mod:`dpopt.certificate.second_route`)."""
     return (
         sensitivity_claims(spec, space)
         + mechanism_claims(spec, space, mechanism)
         + utility_claims(spec, mechanism)
+        + second_route_claims(spec, space, mechanism)
     )

@@ -127,6 +127,16 @@ class Mechanism(ABC):
         """The mechanism's own privacy in other languages (e.g. its exact μ, ρ)."""
         return {}
 
+    def noise_law(self):
+        """The law of the emitted noise (:mod:`dpopt.privacy.noise_law`), or None.
+
+        ``dpopt verify`` analyses it by a second route, independent of
+        :meth:`privacy_checks` (:mod:`dpopt.certificate.second_route`); the audit uses its
+        log density as the likelihood-ratio statistic. None: the certificate says that the
+        second route is not available for this family.
+        """
+        return None
+
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         return None
 
@@ -177,6 +187,18 @@ class Mechanism(ABC):
         if value.shape != (self.dimension,):
             raise ValueError(f"true_value must have {self.dimension} entries (got {value.size})")
         return value + self.sample(1, rng)[0]
+
+    def sample_release(self, true_value, size: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """``size`` independent releases at the true answer φ(X), shape (size, d).
+
+        φ(X) + Z for additive families (the default); a family whose noise depends on the
+        answer (e.g. noise truncated to a public box) overrides it. Audits that compare the
+        outputs on two neighbouring answers should draw them here, not as ``sample() + v``.
+        """
+        value = np.asarray(true_value, dtype=float).reshape(-1)
+        if value.shape != (self.dimension,):
+            raise ValueError(f"true_value must have {self.dimension} entries (got {value.size})")
+        return value + self.sample(size, rng)
 
     def expected_utility(self, utility: Utility) -> UtilityValue:
         """The predicted utility for the spec's metric: closed form, else Monte Carlo.
