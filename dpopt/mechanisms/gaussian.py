@@ -23,6 +23,7 @@ from dpopt.certificate.checks import Check
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon, gaussian_mu
+from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.privacy.pdp import gaussian_pdp_bound_mp, gaussian_pdp_sigma
 from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.space import SensitivitySpace
@@ -53,7 +54,8 @@ def gaussian_sigma(l2_squared: Fraction, privacy: Privacy) -> float:
     elif definition == "approx":
         mu = gaussian_mu(p["epsilon"], p["delta"])
     elif definition == "pdp":
-        mu = math.sqrt(float(l2_squared)) / gaussian_pdp_sigma(p["epsilon"], p["delta"], math.sqrt(float(l2_squared)))
+        l2 = math.sqrt(float(l2_squared))
+        mu = l2 / gaussian_pdp_sigma(p["epsilon"], p["delta"], l2)
     else:
         raise CalibrationError(f"Gaussian noise cannot meet a {definition} target")
     sigma = math.sqrt(float(l2_squared)) / mu
@@ -158,6 +160,10 @@ class GaussianMechanism(Mechanism):
             "conversion": "exact: μ = Δ₂/σ, analytic-Gaussian (ε, δ) profile",
         }
 
+    def noise_law(self) -> ProductLaw:
+        """d i.i.d. N(0, σ²) coordinates."""
+        return ProductLaw.iid(GaussianMarginal(self.sigma), self.dimension, f"N(0, σ²I_d), σ = {self.sigma:.17g}")
+
     def _covariance_diagonal(self) -> np.ndarray:
         return np.full(self.dimension, self.sigma**2)
 
@@ -247,6 +253,11 @@ class ProjectedGaussianMechanism(GaussianMechanism):
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return self.span.project(rng.normal(0.0, self.sigma, size=(size, self.dimension)))
+
+    def noise_law(self) -> ProductLaw:
+        """r i.i.d. N(0, σ²) coordinates in an orthonormal basis of the span (r = its rank)."""
+        return ProductLaw((GaussianMarginal(self.sigma),) * self.span.rank, self.dimension, self.span.basis(), None,
+                          f"N(0, σ²P_V) on the {self.span.rank}-dimensional span V, σ = {self.sigma:.17g}")
 
     def notes(self) -> list[str]:
         return super().notes() + [

@@ -1,0 +1,570 @@
+r"""The generalized Gaussian (GG) mechanism: i.i.d. GG(0, b, p) noise, unbounded or on a box.
+
+Noise density per coordinate :math:`\frac{p}{2b\Gamma(1/p)}e^{-(|x|/b)^p}`
+(:class:`dpopt.noise.GeneralizedGaussian`, re-exported here); p = 1 is Laplace, p = 2 is
+Gaussian with σ = b/√2 (Liu 2019). The family serves two targets:
+
+**Pure ε-DP** (``privacy: {pure: ...}``).
+
+* Unbounded noise is ε-DP only for p = 1 (Claim 4): b = Δ₁/ε, the Laplace mechanism.
+* When the spec implies a public box for the answers (:func:`dpopt.domain.bounds.answer_bounds`:
+  a mean with public n, counts and sums with n fixed by the adjacency), the bounded variants of
+  :mod:`dpopt.privacy.truncated_gg` join: the truncated GG (Def. 5, p = 1, 2, 3) and the
+  boundary-inflated truncated GG (BIT, Def. 6, p = 2, 3), each at the smallest b whose certified worst-case
+  loss bound is ≤ ε (the paper's Eq. 7 is valid but about 3× conservative), and BIT at p = 1,
+  which is Laplace noise followed by clamping (post-processing).
+
+**(ε, δ)-probabilistic DP** (``privacy: {pdp: ...}``, :mod:`dpopt.privacy.pdp`; pDP is not
+(ε, δ)-DP, see the certificate's guarantee). p = 1: b = Δ₁/ε (pure ε-DP implies pDP);
+p = 2: Lemma 10 with Δ₂ (the Gaussian pDP bound, for any query); p = 3, 4: Corollary 8's
+closed form when one neighbour moves one coordinate, else Corollary 7 by Monte Carlo with a
+recorded seed and a Clopper–Pearson bound at a stated confidence.
+
+``design`` calibrates every applicable (p, variant) and keeps the one with the best predicted
+utility for the spec's metric. Bounded variants' noise depends on the true answer: their
+predicted utility is the worst case over true answers in the box (closed forms on a grid), and
+:meth:`sample` draws the noise for a true answer at the centre of the box; :meth:`release`
+uses the actual answer.
+
+References
+----------
+.. [1] F. Liu, "Generalized Gaussian mechanism for differential privacy", IEEE TKDE 31(4), 2019
+   (digest ``papers/002_generalized_gaussian.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+
+from dpopt.certificate.checks import Check
+from dpopt.domain.bounds import answer_bounds
+from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
+from dpopt.mechanisms.base import Mechanism, UtilityValue, better
+from dpopt.noise.generalized_gaussian import GeneralizedGaussian
+from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
+from dpopt.privacy.pdp import (
+    PDP_CAVEAT,
+    gaussian_pdp_bound_mp,
+    gaussian_pdp_sigma,
+    gg_pdp_bound_disjoint_mp,
+    gg_pdp_monte_carlo,
+    gg_pdp_scale_disjoint,
+    gg_pdp_scale_monte_carlo,
+)
+from dpopt.privacy.rounding import nudge_until
+from dpopt.privacy.truncated_gg import (
+    bit_coordinate_loss_mp,
+    tight_scale,
+    truncated_coordinate_loss,
+    truncated_loss_mp,
+    worst_case_loss,
+)
+from dpopt.sensitivity.lp import difference_magnitudes, lp_sensitivity_power
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Privacy, Spec
+
+__all__ = ["GeneralizedGaussian", "GeneralizedGaussianMechanism"]
+
+PDP_SHAPES = (1, 2, 3, 4)
+"""Shapes p tried under pDP."""
+TRUNCATED_SHAPES = (1, 2, 3)
+"""Shapes p tried for the truncated variant under pure ε."""
+BIT_SHAPES = (2, 3)
+"""Shapes p tried for the BIT variant under pure ε by the certified bound (p = 1 is clamped Laplace)."""
+_WORST_CASE_GRID = 101
+
+VARIANTS = ("unbounded", "truncated", "boundary_inflated")
+
+
+def _lemma10_bound(scale: float, epsilon: float, l2_squared: Fraction) -> mpmath.mpf:
+    """Lemma 10's bound for GG(0, b, 2) = N(0, b²/2): σ = b/√2 in 60 digits."""
+    with mpmath.workdps(60):
+        return gaussian_pdp_bound_mp(mpmath.mpf(scale) / mpmath.sqrt(2), epsilon, l2_squared)
+
+
+class GeneralizedGaussianMechanism(Mechanism):
+    """i.i.d. GG(0, b, p) noise; unbounded, truncated to the box, or boundary-inflated.
+
+    Parameters
+    ----------
+    p : int
+        Shape, ≥ 1.
+    scale : float
+        b > 0.
+    dimension : int
+    variant : {'unbounded', 'truncated', 'boundary_inflated'}
+    calibration : str
+        How b was obtained (``laplace``, ``lemma10``, ``corollary8``, ``corollary7_monte_carlo``,
+        ``certified_bound``, ``clamped_laplace``, ``eq7``).
+    lower, upper : array_like, optional
+        The box, for the bounded variants.
+    monte_carlo : dict, optional
+        ``{seed, draws, confidence}`` of a Corollary 7 calibration.
+    """
+
+    family = "generalized_gaussian"
+    title = "Generalized Gaussian"
+
+    def __init__(
+        self,
+        p: int,
+        scale: float,
+        dimension: int,
+        variant: str = "unbounded",
+        calibration: str = "laplace",
+        lower=None,
+        upper=None,
+        monte_carlo: dict | None = None,
+    ):
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS} (got {variant!r})")
+        if int(p) != p or p < 1:
+            raise ValueError(f"p must be an integer >= 1 (got {p})")
+        self.p = int(p)
+        self.scale = float(scale)
+        self.dimension = int(dimension)
+        self.variant = variant
+        self.calibration = calibration
+        self.noise = GeneralizedGaussian(self.p, self.scale)
+        bounded = variant != "unbounded"
+        if bounded and (lower is None or upper is None):
+            raise ValueError(f"the {variant} variant needs the box (lower, upper)")
+        self.lower = np.asarray(lower, dtype=float).reshape(-1) if bounded else None
+        self.upper = np.asarray(upper, dtype=float).reshape(-1) if bounded else None
+        self.monte_carlo = dict(monte_carlo) if monte_carlo else None
+        self._design_notes: list[str] = []
+
+    # ------------------------------------------------------------------ facts
+    @classmethod
+    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+        if spec.privacy.definition not in ("pure", "pdp"):
+            return f"generalized Gaussian noise is calibrated for pure and pdp targets, not {spec.privacy.definition}"
+        return None
+
+    @classmethod
+    def design(cls, spec: Spec, space: SensitivitySpace) -> GeneralizedGaussianMechanism:
+        options, skipped = cls._options(spec, space)
+        if not options:
+            raise CalibrationError(
+                "no generalized Gaussian variant could be calibrated (" + "; ".join(skipped) + ")"
+            )
+        sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
+        scored = []
+        for mechanism in options:
+            try:
+                scored.append((sign * mechanism.expected_utility(spec.utility).value, mechanism))
+            except DpoptError as exc:
+                skipped.append(f"{mechanism._label()}: {exc}")
+        if not scored:
+            raise CalibrationError(
+                "no generalized Gaussian variant predicts this utility (" + "; ".join(skipped) + ")"
+            )
+        best = min(scored, key=lambda item: item[0])[1]
+        best._design_notes = [
+            f"chosen by predicted {spec.utility.metric} among: "
+            + ", ".join(f"{m._label()} ({sign * v:.6g})" for v, m in scored)
+            + ("; not calibrated: " + "; ".join(skipped) if skipped else "")
+        ]
+        return best
+
+    @classmethod
+    def _options(
+        cls, spec: Spec, space: SensitivitySpace
+    ) -> tuple[list[GeneralizedGaussianMechanism], list[str]]:
+        """Every calibrated (p, variant) for the spec, and the reasons the others were skipped."""
+        target = spec.privacy.parameters
+        eps = target["epsilon"]
+        d = space.dimension
+        laplace = laplace_scale_for(eps, space.l1)
+        options = [cls(1, laplace, d, "unbounded", "laplace")]
+        skipped: list[str] = []
+        if spec.privacy.definition == "pdp":
+            delta = target["delta"]
+            magnitudes = difference_magnitudes(space)
+            for p in PDP_SHAPES[1:]:
+                try:
+                    options.append(cls._pdp_option(p, eps, delta, space, magnitudes))
+                except CalibrationError as exc:
+                    skipped.append(f"p={p}: {exc}")
+            return options, skipped
+        box = answer_bounds(spec)
+        if box is None:
+            skipped.append("bounded variants: the spec implies no public box for the answers")
+            return options, skipped
+        if spec.utility.workload is not None:
+            skipped.append("bounded variants: no worst-case prediction for a workload")
+            return options, skipped
+        lower, upper = box
+        rows = difference_magnitudes(space).rows
+        widths = upper - lower
+        options.append(cls(1, laplace, d, "boundary_inflated", "clamped_laplace", lower, upper))
+        for variant, shapes in (("truncated", TRUNCATED_SHAPES), ("boundary_inflated", BIT_SHAPES)):
+            for p in shapes:
+                try:
+                    b = tight_scale(eps, variant, p, widths, rows)
+                except CalibrationError as exc:
+                    skipped.append(f"{variant} p={p}: {exc}")
+                    continue
+                options.append(cls(p, b, d, variant, "certified_bound", lower, upper))
+        return options, skipped
+
+    @classmethod
+    def _pdp_option(cls, p, eps, delta, space, magnitudes) -> GeneralizedGaussianMechanism:
+        d = space.dimension
+        if p == 2:
+            b = math.sqrt(2.0) * gaussian_pdp_sigma(eps, delta, space.l2)
+            b = nudge_until(b, lambda s: _lemma10_bound(s, eps, space.l2_squared) <= delta, up=True)
+            return cls(2, b, d, "unbounded", "lemma10")
+        if magnitudes.disjoint:
+            b = gg_pdp_scale_disjoint(eps, delta, p, float(space.linf))
+            b = nudge_until(b, lambda s: gg_pdp_bound_disjoint_mp(s, eps, p, space.linf) <= delta, up=True)
+            return cls(p, b, d, "unbounded", "corollary8")
+        power, _ = lp_sensitivity_power(space, p)
+        result = gg_pdp_scale_monte_carlo(eps, delta, p, magnitudes.profiles(), lp_power=float(power))
+        return cls(
+            p,
+            result.scale,
+            d,
+            "unbounded",
+            "corollary7_monte_carlo",
+            monte_carlo={"seed": result.seed, "draws": result.draws, "confidence": result.confidence},
+        )
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> GeneralizedGaussianMechanism:
+        return cls(
+            parameters["p"],
+            parameters["scale"],
+            space.dimension,
+            parameters["variant"],
+            parameters["calibration"],
+            parameters.get("lower"),
+            parameters.get("upper"),
+            parameters.get("monte_carlo"),
+        )
+
+    @property
+    def parameters(self) -> dict:
+        out: dict = {
+            "p": self.p,
+            "scale": self.scale,
+            "variant": self.variant,
+            "calibration": self.calibration,
+        }
+        if self.variant != "unbounded":
+            out["lower"] = self.lower.tolist()
+            out["upper"] = self.upper.tolist()
+        if self.monte_carlo:
+            out["monte_carlo"] = dict(self.monte_carlo)
+        return out
+
+    def _label(self) -> str:
+        return f"{self.variant} p={self.p} b={self.scale:.6g}"
+
+    # --------------------------------------------------------------- privacy
+    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        definition, target = privacy.definition, privacy.parameters
+        if definition not in ("pure", "pdp"):
+            return [
+                Check(
+                    "privacy", "generalized Gaussian", False, f"no {definition} calibration for this family"
+                )
+            ]
+        eps = target["epsilon"]
+        if self.p == 1 and self.variant != "truncated":
+            ratio = laplace_epsilon(space.l1, self.scale)
+            post = " followed by clamping to the box (post-processing)" if self.variant != "unbounded" else ""
+            return [
+                Check(
+                    "privacy",
+                    f"exact rational check Δ₁/b ≤ ε (Laplace noise is ε-DP{post}"
+                    + ("; pure ε-DP implies (ε, δ)-pDP" if definition == "pdp" else "")
+                    + ")",
+                    ratio <= Fraction(eps),
+                    f"Δ₁/b = {float(ratio):.17g} vs ε = {eps}",
+                )
+            ]
+        if self.variant != "unbounded":
+            if definition != "pure":
+                return [
+                    Check(
+                        "privacy",
+                        "bounded generalized Gaussian",
+                        False,
+                        "bounded variants are certified for pure ε only",
+                    )
+                ]
+            return self._bounded_checks(space, eps)
+        if definition == "pure":
+            return [
+                Check(
+                    "privacy",
+                    "Claim 4 (Liu 2019)",
+                    False,
+                    f"unbounded GG noise with p = {self.p} ≠ 1 is not ε-DP for any b",
+                )
+            ]
+        return [self._pdp_check(space, eps, target["delta"])]
+
+    def _pdp_check(self, space: SensitivitySpace, eps: float, delta: float) -> Check:
+        if self.p == 2:
+            level = _lemma10_bound(self.scale, eps, space.l2_squared)
+            return Check(
+                "privacy",
+                "Lemma 10 (Liu 2019): 2Φ(−(εb² − Δ₂²)/(√2 Δ₂ b)) ≤ δ for GG(0, b, 2) = N(0, b²/2), "
+                "60-digit arithmetic, exact Δ₂²",
+                bool(level <= delta),
+                f"pDP level bound {mpmath.nstr(level, 12)} vs δ = {delta}",
+            )
+        magnitudes = difference_magnitudes(space)
+        if magnitudes.disjoint:
+            level = gg_pdp_bound_disjoint_mp(self.scale, eps, self.p, space.linf)
+            return Check(
+                "privacy",
+                "Corollary 8 (Liu 2019): one coordinate moves by at most Δ; "
+                "Q(1/p, u*^p) ≤ δ with (u*+Δ/b)^p − u*^p = ε, 60-digit arithmetic",
+                bool(level <= delta),
+                f"pDP level bound {mpmath.nstr(level, 12)} vs δ = {delta} (Δ = {space.linf})",
+            )
+        if not self.monte_carlo:
+            return Check(
+                "privacy",
+                "Corollary 7",
+                False,
+                "no Monte Carlo record for a multi-coordinate pDP calibration",
+            )
+        power, how = lp_sensitivity_power(space, self.p)
+        mc = gg_pdp_monte_carlo(
+            self.scale,
+            eps,
+            self.p,
+            magnitudes.profiles(),
+            lp_power=float(power),
+            draws=int(self.monte_carlo["draws"]),
+            seed=int(self.monte_carlo["seed"]),
+            confidence=float(self.monte_carlo["confidence"]),
+        )
+        return Check(
+            "privacy",
+            f"Corollary 7 (Liu 2019) by Monte Carlo: {mc.draws} draws per difference profile, seed {mc.seed}; "
+            f"one-sided Clopper–Pearson upper bound on Pr(|L| > ε) ≤ δ, joint confidence {mc.confidence} "
+            f"(Bonferroni over {len(mc.profiles)} profile(s)); Δ_p^p {how}",
+            mc.holds(delta),
+            f"exceedances {list(mc.exceedances)}; upper bounds {[f'{u:.6g}' for u in mc.upper_bounds]} vs δ = {delta}"
+            f" — a statistical guarantee, held with confidence {mc.confidence}",
+        )
+
+    def _bounded_checks(self, space: SensitivitySpace, eps: float) -> list[Check]:
+        rows = difference_magnitudes(space).rows
+        widths = self.upper - self.lower
+        bound, how = worst_case_loss(self.variant, self.scale, self.p, widths, rows)
+        checks = [
+            Check(
+                "privacy",
+                f"certified worst-case privacy loss of the {self.variant} GG (Liu 2019, Defs 5–6): "
+                f"max over difference rows of Σ_k ℓ_k(|v_k|), {how}",
+                bound <= eps,
+                f"loss bound {bound:.12g} vs ε = {eps}",
+            )
+        ]
+        pairs = sorted(
+            {(float(w), float(v)) for row in np.minimum(rows, widths) for w, v in zip(widths, row) if v > 0}
+        )
+        if self.variant == "boundary_inflated":
+            gaps = [
+                abs(
+                    float(bit_coordinate_loss_mp(self.scale, self.p, w, v))
+                    - worst_case_loss(self.variant, self.scale, self.p, [w], [[v]])[0]
+                )
+                for w, v in pairs
+            ]
+            method = "closed-form BIT loss re-evaluated in 60-digit arithmetic (mpmath)"
+        else:
+            gaps = []
+            for w, v in pairs:
+                loss = truncated_coordinate_loss(self.scale, self.p, w, v)
+                x, y = loss.argmax
+                gaps.append(abs(float(truncated_loss_mp(self.scale, self.p, w, x, y)) - loss.grid_max))
+            method = "grid maximum of the truncated loss re-evaluated at its maximizer in 60-digit arithmetic"
+        checks.append(
+            Check(
+                "privacy.numerics",
+                method,
+                max(gaps) <= 1e-9,
+                f"largest float-vs-60-digit gap {max(gaps):.3g} (slack 1e-9 is inside the certified bound)",
+            )
+        )
+        return checks
+
+    def scope_checks(self, spec: Spec) -> list[Check]:
+        if self.variant == "unbounded":
+            return []
+        box = answer_bounds(spec)
+        same = box is not None and np.array_equal(box[0], self.lower) and np.array_equal(box[1], self.upper)
+        return [
+            Check(
+                "mechanism.box",
+                "the box of the bounded variant equals the public bounds the spec implies for the answers",
+                same,
+                "box from the spec: "
+                + ("none" if box is None else f"[{box[0].min():g}, {box[1].max():g}] per coordinate"),
+            )
+        ]
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.variant == "truncated" or (self.variant == "boundary_inflated" and self.p > 1):
+            bound, _ = worst_case_loss(
+                self.variant, self.scale, self.p, self.upper - self.lower, difference_magnitudes(space).rows
+            )
+            return {"epsilon_bound": bound, "conversion": "certified worst-case privacy loss on the box"}
+        if self.p == 1:
+            eps = float(laplace_epsilon(space.l1, self.scale))
+            return {
+                "epsilon": eps,
+                "conversion": "Laplace noise: ε = Δ₁/b (pure ε-DP, hence (ε, δ)-pDP for every δ)",
+            }
+        if self.p == 2:
+            mu = math.sqrt(2.0) * space.l2 / self.scale
+            return {
+                "mu": mu,
+                "rho": mu * mu / 2.0,
+                "conversion": "GG(0, b, 2) = N(0, b²/2): exactly μ-GDP with μ = √2 Δ₂/b, μ²/2-zCDP",
+            }
+        return {}
+
+    def notes(self) -> list[str]:
+        notes = super().notes() + list(self._design_notes)
+        if self.variant != "unbounded":
+            notes.append(
+                f"{self.variant} noise on the box: the released values stay in the box; the noise depends "
+                "on the true answer (predicted utility is the worst case over answers in the box; sample() "
+                "draws noise for an answer at the box centre)"
+            )
+        if self.calibration == "corollary7_monte_carlo":
+            mc = self.monte_carlo
+            notes.append(
+                f"the pDP level is certified statistically: Monte Carlo with seed {mc['seed']}, "
+                f"{mc['draws']} draws per profile, Clopper–Pearson at confidence {mc['confidence']}"
+            )
+        if self.calibration in ("lemma10", "corollary8", "corollary7_monte_carlo"):
+            notes.append(PDP_CAVEAT)
+        return notes
+
+    # ----------------------------------------------------------------- noise
+    def _centre(self) -> np.ndarray:
+        return 0.5 * (self.lower + self.upper)
+
+    def _bounded_noise(self, rng: np.random.Generator, value: np.ndarray, size: int) -> np.ndarray:
+        lo, hi = self.lower - value, self.upper - value
+        if self.variant == "truncated":
+            return self.noise.sample_truncated(rng, lo, hi, (size, self.dimension))
+        return np.clip(self.noise.sample(rng, (size, self.dimension)), lo, hi)
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.variant == "unbounded":
+            return self.noise.sample(rng, (size, self.dimension))
+        return self._bounded_noise(rng, self._centre(), size)
+
+    def release(self, true_value, rng: np.random.Generator | None = None) -> np.ndarray:
+        return self.sample_release(true_value, 1, rng)[0]
+
+    def sample_release(self, true_value, size: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Releases at the true answer; bounded variants draw around it inside the box.
+
+        Raises
+        ------
+        DataError
+            For a bounded variant, when the answer lies outside the box (the data do not fit the spec).
+        """
+        if self.variant == "unbounded":
+            return super().sample_release(true_value, size, rng)
+        value = np.asarray(true_value, dtype=float).reshape(-1)
+        if value.shape != (self.dimension,):
+            raise ValueError(f"true_value must have {self.dimension} entries (got {value.size})")
+        if np.any(value < self.lower) or np.any(value > self.upper):
+            raise DataError(
+                "the true answer lies outside the public box the spec implies; the data do not fit the spec"
+            )
+        rng = np.random.default_rng() if rng is None else rng
+        return value + self._bounded_noise(rng, value, int(size))
+
+    # --------------------------------------------------------------- utility
+    def _coordinate_worst(self, quantity: str, gamma: float | None = None) -> np.ndarray:
+        """Per coordinate, the worst value over true answers in the box (grid of offsets;
+        the noise law is symmetric under s ↦ R − s, so offsets in [0, R/2] suffice)."""
+        widths = self.upper - self.lower
+        out = np.empty(self.dimension)
+        cache: dict[float, float] = {}
+        for k, w in enumerate(widths):
+            if w not in cache:
+                s = np.linspace(0.0, w / 2.0, _WORST_CASE_GRID)
+                values = self._moments(quantity, s, w, gamma)
+                cache[w] = float(values.min() if quantity == "usefulness" else values.max())
+            out[k] = cache[w]
+        return out
+
+    def _moments(self, quantity: str, s: np.ndarray, width: float, gamma: float | None) -> np.ndarray:
+        """E|e|, E e², Var e or P(|e| ≤ γ) of the noise for a true answer at offset s from the lower bound."""
+        g = self.noise
+        lo, hi = -s, width - s
+        inside = g.interval_probability(lo, hi)
+        truncated = self.variant == "truncated"
+        below, above = g.cdf(lo), g.sf(hi)
+        if quantity == "usefulness":
+            core = g.interval_probability(np.maximum(-gamma, lo), np.minimum(gamma, hi))
+            if truncated:
+                return core / inside
+            return core + np.where(s <= gamma, below, 0.0) + np.where(width - s <= gamma, above, 0.0)
+
+        def moment(m: int) -> np.ndarray:
+            core = g.partial_abs_moment(m, lo, hi)
+            if truncated:
+                return core / inside
+            return core + s**m * below + (width - s) ** m * above
+
+        if quantity == "abs":
+            return moment(1)
+        if quantity == "square":
+            return moment(2)
+        signed = g.partial_abs_moment(1, 0.0, hi) - g.partial_abs_moment(1, lo, 0.0)
+        mean = signed / inside if truncated else signed - s * below + (width - s) * above
+        return moment(2) - mean**2
+
+    def expected_utility(self, utility) -> UtilityValue:
+        value = super().expected_utility(utility)
+        if self.variant != "unbounded":
+            return UtilityValue(
+                value.metric,
+                value.value,
+                f"worst case over true answers in the box (closed forms on a {_WORST_CASE_GRID}-point grid)",
+            )
+        return value
+
+    def _expected_l2(self, workload: np.ndarray | None) -> float:
+        if self.variant != "unbounded":
+            if workload is not None:
+                raise UnsupportedSpecError(
+                    "utility.workload", "bounded GG variants have no worst-case workload prediction"
+                )
+            return float(np.sum(self._coordinate_worst("square")))
+        frob = self.dimension if workload is None else float(np.sum(workload**2))
+        return self.noise.var * frob
+
+    def _expected_l1(self) -> float:
+        if self.variant != "unbounded":
+            return float(np.sum(self._coordinate_worst("abs")))
+        return self.noise.mean_abs * self.dimension
+
+    def _usefulness(self, gamma: float) -> float:
+        if self.variant != "unbounded":
+            return float(np.mean(self._coordinate_worst("usefulness", gamma)))
+        return float(1.0 - self.noise.tail(gamma))
+
+    def _max_variance(self) -> float:
+        if self.variant != "unbounded":
+            return float(np.max(self._coordinate_worst("variance")))
+        return self.noise.var
