@@ -15,11 +15,12 @@ import numpy as np
 
 from dpopt.audit import audit
 from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.certificate.report import render_html, render_markdown
+from dpopt.certificate.report import Report, build_report, format_parameters, render_markdown, write_report
+from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import verify
 from dpopt.domain.queries import compile_query
-from dpopt.domain.records import read_records
-from dpopt.errors import DpoptError
+from dpopt.errors import DpoptError, SpecError
+from dpopt.release import random_source, release_groups, release_once
 from dpopt.solve import solve
 from dpopt.spec.load import read_document
 
@@ -38,12 +39,13 @@ def _solve(args: argparse.Namespace) -> int:
         }
         write_atomic(out / "mechanism.json", json.dumps(mechanism, indent=2) + "\n")
         cert.write(out / "certificate.json")
-        write_atomic(out / "report.md", render_markdown(cert))
+        report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0))
+        write_report(report, out / "report.md", image_prefix="")
     if args.json:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
         u = cert["utility"]
-        print(f"{sol.spec.name}: {sol.mechanism.title} {sol.mechanism.parameters} "
+        print(f"{sol.spec.name}: {sol.mechanism.title} ({format_parameters(sol.mechanism.parameters)}) "
               f"-> {u['metric']} = {u['value']:.6g}; {len(cert['checks'])} checks passed"
               + (f"; wrote {args.out}/" if args.out else ""))
     return 0
@@ -51,30 +53,45 @@ def _solve(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     result = verify(args.certificate)
+    unavailable = [c for c in result.checks if is_not_available(c)]
     for check in result.checks:
-        mark = "PASS" if check.passed else "FAIL"
+        mark = "N/A " if check in unavailable else "PASS" if check.passed else "FAIL"
         print(f"{mark}  {check.claim}: {check.method} — {check.detail}")
     if result.passed:
-        print(f"certificate holds: {len(result.checks)} claims re-derived")
+        print(f"certificate holds: {len(result.checks) - len(unavailable)} claims re-derived"
+              + (f" ({len(unavailable)} not available: {', '.join(c.claim for c in unavailable)})"
+                 if unavailable else ""))
         return 0
     print("certificate FAILED: " + ", ".join(c.claim for c in result.failed), file=sys.stderr)
     return 1
 
 
 def _release(args: argparse.Namespace) -> int:
-    sol = solve(args.spec)
-    records = read_records(args.data, sol.spec)
+    randomness = random_source(args.seed, args.insecure_seed)
+    if args.group_by:
+        public = {column: args.groups for column in args.group_by} if args.groups else None
+        client = _dask_client(args.scheduler) if args.engine == "dask" else None
+        rel = release_groups(args.spec, args.data, args.group_by, groups=public, randomness=randomness,
+                             engine=args.engine, client=client)
+        if args.out:
+            rel.write(args.out)
+        else:
+            sys.stdout.write(json.dumps(rel.document(), indent=2, ensure_ascii=False) + "\n")
+        return 0
+    if args.groups or args.engine != "duckdb" or args.scheduler:
+        raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
+    sol, noisy, records = release_once(args.spec, args.data, randomness)
     query = compile_query(sol.spec)
-    rng = np.random.default_rng(args.seed)
-    noisy = sol.mechanism.release(query.evaluate(records), rng=rng)
     document = {
         "name": sol.spec.name,
         "spec_sha256": sol.certificate["spec_sha256"],
         "mechanism": {"family": sol.mechanism.family, "parameters": sol.mechanism.parameters},
         "guarantee": sol.certificate["guarantee"],
-        "release": dict(zip(query.labels, noisy.tolist())),
+        # null: a coordinate the design does not release (e.g. a query_scaling test_power design)
+        "release": dict(zip(query.labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
         "seed": args.seed,
-        "records": len(records),
+        "randomness": randomness.describe(),
+        "records": records,
     }
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if args.out:
@@ -85,10 +102,21 @@ def _release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dask_client(address: str | None):
+    """A dask.distributed Client for ``--scheduler ADDRESS``; None uses dask's local scheduler."""
+    if address is None:
+        return None
+    from distributed import Client
+
+    return Client(address)
+
+
 def _audit(args: argparse.Namespace) -> int:
     result = audit(args.source, draws=args.draws, seed=args.seed)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    elif result.note:
+        print(result.note)
     else:
         for row in result.rows:
             print(f"pair |v|_1={row['l1']:.6g} |v|_2={row['l2']:.6g}: {row['statistic']}, "
@@ -105,12 +133,12 @@ def _report(args: argparse.Namespace) -> int:
         cert = Certificate.from_dict(document, source=str(args.source))
     else:
         cert = solve(args.source).certificate
-    html_out = args.out is not None and args.out.lower().endswith((".html", ".htm"))
-    text = render_html(cert) if html_out else render_markdown(cert)
+    report = build_report(cert, audit_draws=None if args.no_audit else args.draws)
     if args.out:
-        write_atomic(args.out, text)
-    else:
-        sys.stdout.write(text)
+        write_report(report, args.out)
+    else:  # figures need a file: Markdown on stdout carries the text, tables and audit
+        sys.stdout.write(render_markdown(Report(cert, (), report.audit,
+                                                report.notes + ("figures: written with --out FILE.html or FILE.md",))))
     return 0
 
 
@@ -131,9 +159,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("release", help="compute the query on records and release it with noise")
     p.add_argument("spec")
-    p.add_argument("--data", required=True, help="CSV file of records, one column per attribute")
-    p.add_argument("--seed", type=int, default=None, help="seed the noise (reproductions and tests only)")
-    p.add_argument("--out", help="folder for release.json and certificate.json (default: print)")
+    p.add_argument("--data", required=True, help="CSV or Parquet file of records, one column per attribute")
+    p.add_argument("--group-by", action="append", metavar="COLUMN",
+                   help="release the query for every group of COLUMN (repeat for several grouping columns)")
+    p.add_argument("--groups", metavar="FILE", help="CSV/Parquet file listing the public groups (a column per "
+                                                    "grouping column); default: the groups found in the data")
+    p.add_argument("--engine", choices=["duckdb", "dask"], default="duckdb",
+                   help="where a grouped release is computed (default: DuckDB on this machine)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="dask.distributed scheduler for --engine dask")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed the noise: refused unless --insecure-seed (default: OS-entropy CSPRNG)")
+    p.add_argument("--insecure-seed", action="store_true",
+                   help="accept predictable noise from --seed (tests and reproductions only)")
+    p.add_argument("--out", help="folder for release.json, certificate.json (and release_COLUMN.parquet); "
+                                 "default: print")
     p.set_defaults(run=_release)
 
     p = sub.add_parser("audit", help="Monte Carlo attempt to refute the privacy of a spec's or certificate's mechanism")
@@ -145,7 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="the audit report for a spec or a certificate")
     p.add_argument("source", help="a spec (YAML/JSON) or a certificate.json")
-    p.add_argument("--out", help="FILE.md or FILE.html (default: Markdown on stdout)")
+    p.add_argument("--out", help="FILE.html (self-contained) or FILE.md (figures as FILE_*.png next to it); "
+                                 "default: Markdown on stdout, without figures")
+    p.add_argument("--draws", type=int, default=50_000, help="draws per dataset and pair for the empirical audit")
+    p.add_argument("--no-audit", action="store_true", help="leave the empirical audit out")
     p.set_defaults(run=_report)
     return parser
 

@@ -49,14 +49,14 @@ def _release(tmp_path, spec_text: str, *extra: str) -> dict:
 def test_release_computes_the_query_on_the_records(tmp_path):
     # With mu = 1e6 the noise has sigma = sqrt(2)/1e6: the release equals the true counts to 1e-4.
     text = TABLE.read_text().replace("mu: 1.0", "mu: 1000000.0")
-    doc = _release(tmp_path, text, "--seed", "1")
+    doc = _release(tmp_path, text, "--seed", "1", "--insecure-seed")
     assert list(doc["release"].values()) == pytest.approx(_true_table(), abs=1e-4)
     assert doc["records"] == 1000 and "race=white,sex=female" in doc["release"]
 
 
 def test_release_with_a_seed_is_reproducible(tmp_path):
-    first = _release(tmp_path, TABLE.read_text(), "--seed", "7")
-    second = _release(tmp_path, TABLE.read_text(), "--seed", "7")
+    first = _release(tmp_path, TABLE.read_text(), "--seed", "7", "--insecure-seed")
+    second = _release(tmp_path, TABLE.read_text(), "--seed", "7", "--insecure-seed")
     assert first["release"] == second["release"]
     assert sum(first["release"].values()) == pytest.approx(1000.0, abs=1e-9)  # the total is invariant here
 
@@ -66,7 +66,7 @@ def test_release_rejects_records_outside_the_domain(tmp_path, capsys):
     bad.write_text("race,sex\nwhite,female\nmartian,male\n")
     spec = TABLE.read_text().replace("n: 1000", "n: 2")
     (tmp_path / "s.yaml").write_text(spec)
-    assert main(["release", str(tmp_path / "s.yaml"), "--data", str(bad), "--seed", "1"]) == 2
+    assert main(["release", str(tmp_path / "s.yaml"), "--data", str(bad), "--seed", "1", "--insecure-seed"]) == 2
     err = capsys.readouterr().err
     assert "row 3, column race" in err and err.count("\n") == 1
 

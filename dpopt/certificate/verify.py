@@ -91,6 +91,10 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     except CertificateError as exc:
         return Verification(checks + [Check("mechanism", "rebuild from family and parameters", False, str(exc))])
     recomputed = all_claims(spec, space, mechanism)
+    if "groups" in data:  # a grouped release (dpopt release --group-by): its composed guarantee
+        from dpopt.release.composition import composition_checks  # the release layer imports this module
+
+        recomputed += composition_checks(spec, data["groups"])
     checks.extend(recomputed)
     checks.append(_utility_check(spec, mechanism, data["utility"]))
     reproduced = {c.claim for c in recomputed}

@@ -1,8 +1,7 @@
-"""Reading records from CSV and checking them against the spec's domain."""
+"""Reading records (CSV or Parquet, through DuckDB) and checking them against the spec's domain."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from dpopt.errors import DataError
@@ -10,26 +9,22 @@ from dpopt.spec.models import NumericAttribute, Spec
 
 
 def read_records(path: str | Path, spec: Spec) -> list[dict[str, object]]:
-    """Read a CSV file of records (a header row naming attributes) and validate it.
+    """Read a CSV or Parquet file of records (a header row naming attributes) and validate it.
 
-    Only the attributes the spec declares are read; other columns are ignored.
-    Categorical values must be declared levels; numeric values must lie within the
-    declared bounds (values are never clipped silently).
+    The file is read through DuckDB (:mod:`dpopt.release.sources`, the default data
+    source) and checked in SQL with the semantics of :func:`validate_records`: every
+    declared attribute must be present (other columns are ignored); categorical values
+    must be declared levels; numeric values must lie within the declared bounds (values
+    are never clipped silently); a fixed ``data.n`` must match.
 
     Raises
     ------
     DataError
         Naming the file, row and column of the first value outside the domain.
     """
-    path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            header = reader.fieldnames or []
-            rows = list(reader)
-    except OSError as exc:
-        raise DataError(f"cannot read data file {path}: {exc.strerror or exc}") from None
-    return validate_records(rows, spec, source=str(path), header=header)
+    from dpopt.release.sources import open_source, read_rows  # the data sources live with the release layer
+
+    return read_rows(open_source(path), spec)
 
 
 def validate_records(rows: list[dict], spec: Spec, source: str = "records", header=None) -> list[dict]:

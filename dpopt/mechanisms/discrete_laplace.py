@@ -1,0 +1,262 @@
+r"""Discrete Laplace noise for integer-valued queries, sampled exactly (Canonne, Kamath & Steinke 2020).
+
+The discrete Laplace distribution of scale b > 0 on the integers,
+
+.. math:: P[Y = y] = \frac{1 - r}{1 + r}\, r^{|y|}, \qquad r = e^{-1/b},
+
+added i.i.d. to each coordinate of a query with integer values and l1 sensitivity Δ₁
+gives exactly ε = Δ₁/b (the privacy loss ratio P[y]/P[y − v] is at most e^{‖v‖₁/b}).
+Targets: pure ε; (ε, δ) through pure ε (δ unused, conservative); ρ-zCDP through
+ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4).
+
+The scale is a dyadic rational b = p/2^k and every draw is made in integer arithmetic
+from uniform integers (no floating point): Algorithm 1 of CKS for Bernoulli(exp(−γ)),
+γ rational, and Algorithm 2 for the discrete Laplace. The samplers are vectorized over
+draws (numpy int64, each draw its own rejection loop); their parameters are limited so
+that no intermediate value can overflow int64.
+
+References
+----------
+.. [1] C. Canonne, G. Kamath and T. Steinke, "The discrete Gaussian for differential
+   privacy", NeurIPS 2020 (arXiv:2004.00010), Algorithms 1 and 2.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt.certificate.checks import Check
+from dpopt.errors import CalibrationError
+from dpopt.mechanisms.integer_noise import (
+    EXACT_SAMPLER_NOTE,
+    IntegerNoiseMechanism,
+    dyadic_ceil,
+    is_integer_valued,
+)
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Privacy, Spec
+
+MAX_SCALE = Fraction(2**40)
+
+
+# ----------------------------------------------------------------- exact samplers
+def _bernoulli_exp_unit(rng: np.random.Generator, num: np.ndarray, den: int) -> np.ndarray:
+    """Bernoulli(exp(−num/den)) for an int64 array 0 ≤ num ≤ den (CKS Algorithm 1).
+
+    K ← 1; repeat A ~ Bernoulli(γ/K), K ← K + 1 while A = 1; return [K odd], since
+    P(K > k) = γ^k/k! gives P(K odd) = Σ_j (−γ)^j/j! = e^{−γ}. All draws still running
+    share the same K, so Bernoulli(num/(den·K)) is one uniform integer below den·K
+    (or Bernoulli(num/den) · Bernoulli(1/K) when den·K would leave int64).
+    """
+    out = np.zeros(num.shape, dtype=bool)
+    live = np.arange(num.size)
+    values = num
+    k = 1
+    while live.size:
+        if den * k < 2**62:
+            accept = rng.integers(0, den * k, size=live.size, dtype=np.int64) < values
+        else:
+            accept = rng.integers(0, den, size=live.size, dtype=np.int64) < values
+            accept &= rng.integers(0, k, size=live.size, dtype=np.int64) == 0
+        if k % 2 == 1:
+            out[live[~accept]] = True
+        live, values = live[accept], values[accept]
+        k += 1
+    return out
+
+
+def _survive_unit_trials(rng: np.random.Generator, count: np.ndarray) -> np.ndarray:
+    """True with probability e^{−count}: ``count`` Bernoulli(exp(−1)) trials all succeed (stops early)."""
+    ok = np.ones(count.shape, dtype=bool)
+    left = count.astype(np.int64, copy=True)
+    live = np.flatnonzero(left > 0)
+    while live.size:
+        success = _bernoulli_exp_unit(rng, np.ones(live.size, dtype=np.int64), 1)
+        ok[live[~success]] = False
+        left[live] -= 1
+        live = live[success & (left[live] > 0)]
+    return ok
+
+
+def bernoulli_exp_split(
+    rng: np.random.Generator, whole: np.ndarray, frac: np.ndarray, den: int
+) -> np.ndarray:
+    """Bernoulli(exp(−γ)) for γ = whole + frac/den (int64 arrays, 0 ≤ frac < den < 2^62), exactly.
+
+    exp(−γ) = exp(−1)^whole · exp(−frac/den) (CKS Algorithm 1, γ > 1 case).
+    """
+    ok = _survive_unit_trials(rng, whole)
+    idx = np.flatnonzero(ok)
+    ok[idx] = _bernoulli_exp_unit(rng, frac[idx], den)
+    return ok
+
+
+def bernoulli_exp(rng: np.random.Generator, num: np.ndarray, den: int) -> np.ndarray:
+    """Bernoulli(exp(−num/den)) for an int64 array num ≥ 0 and an integer 1 ≤ den < 2^62, exactly."""
+    whole, frac = np.divmod(np.asarray(num, dtype=np.int64), den)
+    return bernoulli_exp_split(rng, whole, frac, den)
+
+
+def _unit_successes(rng: np.random.Generator, size: int) -> np.ndarray:
+    """Number of Bernoulli(exp(−1)) successes before the first failure: Geometric, P(V ≥ v) = e^{−v}."""
+    v = np.zeros(size, dtype=np.int64)
+    live = np.arange(size)
+    while live.size:
+        live = live[_bernoulli_exp_unit(rng, np.ones(live.size, dtype=np.int64), 1)]
+        v[live] += 1
+    return v
+
+
+def sample_discrete_laplace(rng: np.random.Generator, t: int, s: int, size: int) -> np.ndarray:
+    """``size`` exact draws of the discrete Laplace of scale t/s (integers t, s ≥ 1; CKS Algorithm 2).
+
+    U ~ Uniform{0..t−1} kept with probability e^{−U/t}; V ~ Geometric(1 − e^{−1});
+    X = U + tV is Geometric(1 − e^{−1/t}); Y = ⌊X/s⌋ is Geometric(1 − e^{−s/t}); a fair
+    sign, rejecting −0, gives P[Z = z] ∝ e^{−|z|s/t}.
+    """
+    if not (1 <= t < 2**62 and 1 <= s < 2**62):
+        raise ValueError(f"discrete Laplace needs integers 1 ≤ t, s < 2^62 (got t={t}, s={s})")
+    out = np.empty(size, dtype=np.int64)
+    pending = np.arange(size)
+    while pending.size:
+        u = rng.integers(0, t, size=pending.size, dtype=np.int64)
+        kept = bernoulli_exp(rng, u, t)
+        rejected = pending[~kept]
+        idx, u = pending[kept], u[kept]
+        y = (u + t * _unit_successes(rng, idx.size)) // s
+        negative = rng.integers(0, 2, size=idx.size, dtype=np.int64)
+        good = ~((negative == 1) & (y == 0))
+        out[idx[good]] = ((1 - 2 * negative) * y)[good]
+        pending = np.concatenate([rejected, idx[~good]])
+    return out
+
+
+# ----------------------------------------------------------------------- privacy
+def discrete_laplace_privacy_check(l1: Fraction, scale: Fraction, privacy: Privacy) -> Check:
+    """Exact rational check that discrete Laplace noise of scale b meets the target: ε = Δ₁/b."""
+    eps = Fraction(l1) / scale
+    definition, p = privacy.definition, privacy.parameters
+    if definition in ("pure", "approx"):
+        return Check(
+            "privacy",
+            "exact rational check Δ₁/b ≤ ε (discrete Laplace on integer queries; Canonne, Kamath & Steinke "
+            "2020; δ is not used)",
+            eps <= Fraction(p["epsilon"]),
+            f"Δ₁/b = {eps} ≈ {float(eps):.17g} vs ε = {p['epsilon']} (b = {scale})",
+        )
+    if definition == "zcdp":
+        return Check(
+            "privacy",
+            "exact rational check (Δ₁/b)²/2 ≤ ρ (ε-DP ⇒ ε²/2-zCDP; Bun & Steinke 2016, Prop. 1.4)",
+            eps * eps / 2 <= Fraction(p["rho"]),
+            f"(Δ₁/b)²/2 = {float(eps * eps / 2):.17g} vs ρ = {p['rho']} (b = {scale})",
+        )
+    return Check(
+        "privacy",
+        "discrete Laplace noise",
+        False,
+        f"no {definition} guarantee for discrete Laplace noise in this version",
+    )
+
+
+def _ceil_sqrt(x: Fraction, q: int) -> Fraction:
+    """The smallest p/q with (p/q)² ≥ x, exactly."""
+    target = x * q * q  # p² ≥ target
+    p = math.isqrt(math.ceil(target))
+    while Fraction(p * p) < target:
+        p += 1
+    return Fraction(p, q)
+
+
+class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
+    """i.i.d. discrete Laplace noise of scale b = p/2^k on each coordinate of an integer query."""
+
+    family = "discrete_laplace"
+    title = "Discrete Laplace (exact sampler)"
+
+    def __init__(self, scale: Fraction, dimension: int):
+        self.scale = Fraction(scale)
+        if not 0 < self.scale <= MAX_SCALE:
+            raise ValueError(
+                f"discrete Laplace scale {self.scale} is outside (0, 2^40] (exact sampler range)"
+            )
+        self.dimension = int(dimension)
+
+    @classmethod
+    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+        if not is_integer_valued(spec):
+            return "discrete noise needs an integer-valued query (counts, histograms, tables, marginals)"
+        if spec.privacy.definition not in ("pure", "approx", "zcdp"):
+            return f"no {spec.privacy.definition} calibration for discrete Laplace noise in this version"
+        return None
+
+    @classmethod
+    def design(cls, spec: Spec, space: SensitivitySpace) -> DiscreteLaplaceMechanism:
+        p = spec.privacy.parameters
+        if space.l1 == 0:
+            raise CalibrationError("the l1 sensitivity is 0: there is nothing to protect with noise")
+        if "epsilon" in p:
+            scale = dyadic_ceil(Fraction(space.l1) / Fraction(p["epsilon"]))
+        else:
+            target = Fraction(space.l1) ** 2 / (2 * Fraction(p["rho"]))  # b² ≥ Δ₁²/(2ρ)
+            scale = _ceil_sqrt(target, dyadic_ceil(Fraction(math.sqrt(float(target)))).denominator)
+        if scale > MAX_SCALE:
+            raise CalibrationError(
+                f"the discrete Laplace scale {float(scale):.6g} exceeds the exact sampler's 2^40"
+            )
+        mechanism = cls(scale, space.dimension)
+        check = discrete_laplace_privacy_check(space.l1, mechanism.scale, spec.privacy)
+        if not check.passed:
+            raise CalibrationError(f"discrete Laplace calibration failed its exact check ({check.detail})")
+        return mechanism
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> DiscreteLaplaceMechanism:
+        return cls(Fraction(parameters["scale_exact"]), space.dimension)
+
+    @property
+    def parameters(self) -> dict:
+        return {"scale": float(self.scale), "scale_exact": str(self.scale)}
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        draws = sample_discrete_laplace(
+            rng, self.scale.numerator, self.scale.denominator, size * self.dimension
+        )
+        return draws.reshape(size, self.dimension)
+
+    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        return [discrete_laplace_privacy_check(space.l1, self.scale, privacy)]
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        eps = Fraction(space.l1) / self.scale
+        return {
+            "epsilon": float(eps),
+            "epsilon_exact": str(eps),
+            "rho": float(eps * eps / 2),
+            "conversion": "exact: ε = Δ₁/b; ε-DP ⇒ ε²/2-zCDP",
+        }
+
+    def notes(self) -> list[str]:
+        return [
+            EXACT_SAMPLER_NOTE.format(algorithm=f"Algorithms 1–2, discrete Laplace of scale {self.scale}")
+        ]
+
+    # r = e^{-1/b}; E|Y| = 2r/(1−r²); E Y² = 2r/(1−r)²; E Y⁴ = 2r(1 + 11r + 11r² + r³)/((1+r)(1−r)⁴)
+    # (Σ_k k^j r^k with the Eulerian numbers of order j); P(|Y| > m) = 2r^{m+1}/(1+r)
+    def _ratio(self) -> tuple[float, float]:
+        x = -1.0 / float(self.scale)
+        return math.exp(x), -math.expm1(x)
+
+    def _abs_moments(self) -> tuple[float, float, float]:
+        r, one_minus_r = self._ratio()
+        m1 = 2.0 * r / (one_minus_r * (1.0 + r))
+        m2 = 2.0 * r / one_minus_r**2
+        m4 = 2.0 * r * (1.0 + 11.0 * r + 11.0 * r * r + r**3) / ((1.0 + r) * one_minus_r**4)
+        return m1, m2, m4
+
+    def _usefulness(self, gamma: float) -> float:
+        r, _ = self._ratio()
+        return 1.0 - 2.0 * r ** (math.floor(gamma) + 1) / (1.0 + r)

@@ -1,0 +1,388 @@
+r"""Releasing the query for every group: one mechanism, one certificate, vectorized noise.
+
+``release_groups(spec, data, group_by)`` solves the spec once (the per-group mechanism
+and its certificate), counts the query for every group of each grouping column in SQL
+(:mod:`dpopt.release.sources`, or on Dask, :mod:`dpopt.release.distributed`), and adds
+noise block by block: the groups, in canonical order (as declared for a public domain,
+sorted otherwise), are cut into blocks of :data:`BLOCK_GROUPS`, and block b of grouping
+column l draws ``mechanism.sample(rows)`` from its own stream ``(l, b)``
+(:class:`dpopt.release.rng.RandomSource`). The noise of a group therefore depends only
+on the root entropy, the group's rank and the block size: the single-machine and the
+Dask paths give bitwise identical releases for a fixed seed.
+
+The certificate is the spec's certificate (the guarantee **per group**) plus a
+``groups`` block: the grouping columns, where each set of groups comes from, the
+neighbouring relation within groups, and the guarantee of the **whole release**,
+composed over the groups one record can touch (:mod:`dpopt.release.composition`),
+with a check that ``dpopt verify`` re-derives.
+
+Where the set of groups comes from matters: groups declared in the spec (the grouping
+column listed with its levels under ``data.attributes``) or given as a public list are
+released whether or not they have records. Groups observed in the data are released as
+found; under add/remove adjacency the set of non-empty groups is then itself published
+and is not protected, and the certificate says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.domain.queries import compile_query
+from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
+from dpopt.mechanisms import Mechanism
+from dpopt.release import sources
+from dpopt.release.composition import (
+    compose,
+    composition_checks,
+    groups_changed,
+    within_group_adjacency,
+)
+from dpopt.release.rng import RandomSource, random_source
+from dpopt.solve import Solution, solve
+from dpopt.spec.load import load_spec
+from dpopt.spec.models import NumericAttribute, Spec
+
+BLOCK_GROUPS = 65_536
+"""Groups per random stream: block b of a grouping column holds the groups of rank [bB, (b+1)B)."""
+
+ENGINES = ("duckdb", "dask")
+
+
+# ------------------------------------------------------------------------- noise
+def noisy_block(mechanism: Mechanism, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``answers`` (n × d) plus n noise draws from ``rng``; integer noise keeps integer answers integer."""
+    noise = mechanism.sample(answers.shape[0], rng)
+    if getattr(type(mechanism), "integer_noise", False):
+        return answers.astype(np.int64) + noise.astype(np.int64)
+    noise += answers
+    return noise
+
+
+def add_noise(
+    mechanism: Mechanism, answers: np.ndarray, randomness: RandomSource, level: int, block: int = BLOCK_GROUPS
+) -> np.ndarray:
+    """The noisy answers of one grouping column: block b from stream (level, b); no loop per group."""
+    integer = getattr(type(mechanism), "integer_noise", False)
+    out = np.empty(answers.shape, dtype=np.int64 if integer else float)
+    for b, start in enumerate(range(0, answers.shape[0], block)):
+        out[start : start + block] = noisy_block(
+            mechanism, answers[start : start + block], randomness.stream(level, b)
+        )
+    return out
+
+
+# ----------------------------------------------------------------------- domains
+@dataclass(frozen=True)
+class GroupDomain:
+    """The groups of one grouping column: their keys in canonical order (None: observed) and their origin."""
+
+    keys: np.ndarray | None
+    description: str
+
+
+def group_domain(spec: Spec, column: str, public: Sequence | str | Path | None = None) -> GroupDomain:
+    """Where the groups of ``column`` come from: the spec's levels, a public list, or the data.
+
+    Parameters
+    ----------
+    public : sequence of keys, or a CSV/Parquet file with a column named ``column``
+        The public groups (sorted into canonical order).
+
+    Raises
+    ------
+    UnsupportedSpecError
+        ``column`` is declared in the spec as a numeric attribute.
+    DataError
+        The public list cannot be read or lacks the column.
+    """
+    declared = spec.data.attributes.get(column)
+    if isinstance(declared, NumericAttribute):
+        raise UnsupportedSpecError(
+            f"data.attributes.{column}",
+            "a grouping column must be categorical (its levels are the groups) or left out of the spec",
+        )
+    if declared is not None:
+        return GroupDomain(np.asarray(declared), f"declared in the spec (data.attributes.{column})")
+    if public is None:
+        return GroupDomain(None, f"observed: the distinct values of {column} in the data")
+    if isinstance(public, (str, Path)):
+        source = sources.open_source(public)
+        con = sources.connect()
+        sources.require_columns(con, source, [column])
+        col = sources.quote_identifier(column)
+        raw = con.execute(f"SELECT DISTINCT {col} FROM {source.sql} WHERE {col} IS NOT NULL").fetchnumpy()[
+            column
+        ]
+        keys = np.asarray(np.ma.getdata(raw))
+        label = f"public list ({Path(public).name})"
+    else:
+        keys, label = np.asarray(list(public)), "public list (given)"
+    if keys.dtype == object:
+        keys = keys.astype(str)
+    return GroupDomain(sources.canonical_keys(keys), label)
+
+
+# ------------------------------------------------------------------ certificate
+def _observed_caveat(column: str) -> dict:
+    return {
+        "caveat": f"the set of non-empty groups of {column} is published as found in the data; the "
+        "guarantee covers the released values given that set, not the set itself"
+    }
+
+
+def groups_block(spec: Spec, levels: Sequence[ReleasedLevel], block: int = BLOCK_GROUPS) -> dict:
+    """The certificate's ``groups`` block (see :mod:`dpopt.release.composition`)."""
+    columns = [level.column for level in levels]
+    m = groups_changed(spec, len(columns))
+    observed_caveat = spec.adjacency.kind == "add_remove"
+    return {
+        "columns": columns,
+        "levels": [
+            {"column": level.column, "groups": len(level.keys), "domain": level.domain}
+            | (
+                _observed_caveat(level.column)
+                if observed_caveat and level.domain.startswith("observed")
+                else {}
+            )
+            for level in levels
+        ],
+        "adjacency": within_group_adjacency(spec),
+        "groups_changed": m,
+        "per_group": "each group's released table satisfies the certificate's guarantee",
+        "composition": compose(spec, m),
+        "streams": {
+            "block_groups": block,
+            "derivation": "noise of block b (groups of rank [bB, (b+1)B) in canonical order) of grouping "
+            "column l drawn from the stream at SeedSequence path (l, b)",
+        },
+    }
+
+
+def group_certificate(
+    solution: Solution, levels: Sequence[ReleasedLevel], block: int = BLOCK_GROUPS
+) -> Certificate:
+    """The spec's certificate with the ``groups`` block and its composition check.
+
+    Raises
+    ------
+    CalibrationError
+        If the composition check fails (a certificate never states an unchecked guarantee).
+    """
+    data = json.loads(solution.certificate.to_json())
+    data["groups"] = groups_block(solution.spec, levels, block)
+    checks = composition_checks(solution.spec, data["groups"])
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        raise CalibrationError(
+            "certification failed: " + "; ".join(f"{c.claim} ({c.detail})" for c in failed)
+        )
+    data["checks"] = data["checks"] + [c.to_dict() for c in checks]
+    return Certificate(data)
+
+
+# ---------------------------------------------------------------------- release
+@dataclass(frozen=True)
+class ReleasedLevel:
+    """The release of one grouping column.
+
+    Attributes
+    ----------
+    column : str
+    keys : numpy.ndarray
+        The groups, in canonical order.
+    values : numpy.ndarray
+        (G, d) noisy answers, row g for ``keys[g]`` (int64 for integer noise, else float64).
+    domain : str
+    records : int
+    """
+
+    column: str
+    keys: np.ndarray
+    values: np.ndarray
+    domain: str
+    records: int
+
+
+@dataclass(frozen=True)
+class GroupRelease:
+    """What :func:`release_groups` returns: the noisy tables of every grouping column and one certificate."""
+
+    spec: Spec
+    mechanism: Mechanism
+    labels: tuple[str, ...]
+    levels: tuple[ReleasedLevel, ...]
+    certificate: Certificate
+    randomness: dict
+
+    def level(self, column: str) -> ReleasedLevel:
+        return next(level for level in self.levels if level.column == column)
+
+    def document(self, include_values: bool = True) -> dict:
+        """The JSON release document (the values as ``{column: {key: {label: value}}}`` when included)."""
+        doc = {
+            "name": self.spec.name,
+            "spec_sha256": self.certificate["spec_sha256"],
+            "mechanism": {
+                "family": self.mechanism.family,
+                "parameters": self.mechanism.parameters,
+                "notes": self.mechanism.notes(),
+            },
+            "guarantee": self.certificate["guarantee"],
+            "groups": self.certificate["groups"],
+            "randomness": self.randomness,
+            "labels": list(self.labels),
+            "records": self.levels[0].records if self.levels else 0,
+        }
+        if include_values:
+            doc["release"] = {
+                level.column: {
+                    str(k): dict(zip(self.labels, row.tolist())) for k, row in zip(level.keys, level.values)
+                }
+                for level in self.levels
+            }
+        return doc
+
+    def write(self, out: str | Path) -> list[Path]:
+        """Write ``release_<column>.parquet`` per grouping column, ``release.json``, ``certificate.json``."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        con = sources.connect()
+        for level in self.levels:
+            keys = level.keys.astype(object) if level.keys.dtype.kind == "U" else level.keys
+            table = {level.column: keys} | {label: level.values[:, j] for j, label in enumerate(self.labels)}
+            con.register("release_table", table)
+            path = out / f"release_{level.column}.parquet"
+            con.execute(f"COPY release_table TO {sources.quote_literal(str(path))} (FORMAT parquet)")
+            con.unregister("release_table")
+            written.append(path)
+        write_atomic(
+            out / "release.json",
+            json.dumps(self.document(include_values=False), indent=2, ensure_ascii=False) + "\n",
+        )
+        self.certificate.write(out / "certificate.json")
+        return written + [out / "release.json", out / "certificate.json"]
+
+
+def _check_grouped_spec(spec: Spec, group_by: Sequence[str]) -> None:
+    if not group_by:
+        raise SpecError("--group-by", "give at least one grouping column")
+    if len(set(group_by)) != len(group_by):
+        raise SpecError("--group-by", "a grouping column is listed twice")
+    if spec.data.n is not None:
+        raise SpecError(
+            "data.n",
+            "fixes the size of the whole dataset, but a grouped release has one size per "
+            "group: remove data.n",
+        )
+
+
+def release_groups(
+    spec: Spec | str | Path | Mapping,
+    data: str | Path,
+    group_by: str | Sequence[str],
+    *,
+    groups: Mapping[str, Sequence | str | Path] | None = None,
+    seed: int | None = None,
+    insecure_seed: bool = False,
+    randomness: RandomSource | None = None,
+    engine: str = "duckdb",
+    client=None,
+    block: int = BLOCK_GROUPS,
+) -> GroupRelease:
+    """Release the spec's query for every group of each grouping column, with one certificate.
+
+    Parameters
+    ----------
+    spec : Spec, path or dict
+    data : path
+        A CSV or Parquet file of records.
+    group_by : str or list of str
+        Grouping column(s); a record counts in one group of each.
+    groups : mapping column → keys or file, optional
+        Public lists of groups (for columns the spec does not declare).
+    seed, insecure_seed :
+        A fixed seed is refused unless ``insecure_seed`` (see :func:`dpopt.release.rng.random_source`).
+    randomness : RandomSource, optional
+        Overrides ``seed``: the streams to draw from.
+    engine : {'duckdb', 'dask'}
+        Where the counts and the noise are computed; ``client`` is a dask.distributed
+        Client for ``'dask'`` (default: the current one, or dask's local scheduler).
+
+    Returns
+    -------
+    GroupRelease
+
+    Raises
+    ------
+    SpecError, UnsupportedSpecError, DataError, CalibrationError, InsecureSeedError
+
+    Examples
+    --------
+    >>> rel = release_groups("specs/block_tables_discrete_zcdp.yaml", "specs/data/blocks.csv", "block",
+    ...                      groups={"block": "specs/data/block_list.csv"})  # doctest: +SKIP
+    >>> rel.level("block").values.shape                                     # doctest: +SKIP
+    (40, 6)
+    """
+    spec = load_spec(spec)
+    group_by = [group_by] if isinstance(group_by, str) else list(group_by)
+    _check_grouped_spec(spec, group_by)
+    if engine not in ENGINES:
+        raise SpecError("--engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})")
+    randomness = random_source(seed, insecure_seed) if randomness is None else randomness
+    solution = solve(spec)
+    query = compile_query(spec)
+    domains = [group_domain(spec, column, (groups or {}).get(column)) for column in group_by]
+    source = sources.open_source(data)
+    if engine == "dask":
+        try:  # dask is an optional dependency (pip install "dpopt[dask]")
+            from dpopt.release.distributed import release_level_dask
+        except ImportError as exc:
+            raise UnsupportedSpecError(
+                "--engine", f"dask is not installed ({exc.name}): pip install 'dpopt[dask]'"
+            ) from None
+    levels = []
+    for index, (column, domain) in enumerate(zip(group_by, domains)):
+        if engine == "dask":
+            keys, values, records = release_level_dask(
+                source,
+                spec,
+                solution.mechanism,
+                column,
+                domain.keys,
+                randomness,
+                index,
+                client=client,
+                block=block,
+            )
+        else:
+            answers = sources.group_answers(
+                sources.connect(), source, spec, column, domain.keys, domain.description
+            )
+            keys, records = answers.keys, answers.records
+            values = add_noise(solution.mechanism, answers.values, randomness, index, block)
+        levels.append(ReleasedLevel(column, keys, values, domain.description, records))
+    certificate = group_certificate(solution, levels, block)
+    return GroupRelease(
+        spec, solution.mechanism, tuple(query.labels), tuple(levels), certificate, randomness.describe()
+    )
+
+
+def release_once(
+    spec: Spec | str | Path | Mapping, data: str | Path, randomness: RandomSource
+) -> tuple[Solution, np.ndarray, int]:
+    """The ungrouped release: φ(X) counted in SQL plus one noise draw from the root stream.
+
+    Returns
+    -------
+    solution, noisy answer (d,), number of records
+    """
+    solution = solve(spec)
+    value, records = sources.answer(sources.connect(), sources.open_source(data), solution.spec)
+    return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records

@@ -1,0 +1,275 @@
+r"""The grouped release on Dask, for record files that outgrow one machine.
+
+The same release as :mod:`dpopt.release.batch`, computed by ``dask.dataframe`` (a
+``dask.distributed`` cluster when a Client is active, dask's local scheduler otherwise):
+
+1. each partition of records is checked against the spec's domain and encoded as
+   (group key, cell, weight) — the cell of the histogram as in :mod:`dpopt.release.sources`,
+   weight 1 for counting queries and the value for a bounded sum;
+2. the weights are summed per (key, cell) across partitions (a distributed group-by,
+   persisted on the workers); only the distinct keys come back to the client, to put the
+   groups in canonical order (sorted, or as declared for a public domain);
+3. the (key, cell) sums are tagged with their group's rank and block b = ⌊rank/B⌋ and
+   shuffled by block; each worker builds the block's answers and adds noise from the
+   block's own stream (l, b), :func:`dpopt.release.batch.noisy_block`.
+
+A block's noise depends only on the root entropy, the block index and the groups in it,
+so the result is bitwise identical to the single-machine path for a fixed seed (for a
+bounded sum the true sums may differ in the last bits: floating-point addition order).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+
+from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
+from dpopt.errors import DataError, UnsupportedSpecError
+from dpopt.mechanisms import Mechanism
+from dpopt.release.batch import BLOCK_GROUPS, noisy_block
+from dpopt.release.rng import RandomSource
+from dpopt.release.sources import (
+    DataSource,
+    GroupAnswers,
+    apply_query,
+    canonical_keys,
+    describe_value,
+    key_index,
+)
+from dpopt.spec.models import NumericAttribute, Spec
+
+
+def read_records(source: DataSource, columns: list[str]) -> dd.DataFrame:
+    """The file as a Dask DataFrame of ``columns``.
+
+    CSV columns are read as text with only empty fields missing, as DuckDB reads them.
+    """
+    try:
+        if source.format == "csv":
+            return dd.read_csv(
+                str(source.path), dtype=str, keep_default_na=False, na_values=[""], usecols=columns
+            )
+        return dd.read_parquet(str(source.path), columns=columns)
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"cannot read data file {source}: {str(exc).splitlines()[0]}") from None
+
+
+def level_codes(series: pd.Series, levels) -> np.ndarray:
+    """Each value's index among the levels (compared as text), −1 when missing or not a level.
+
+    A categorical column (Parquet dictionary) is mapped through its few categories only.
+    """
+    index = pd.Index(list(levels))
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        by_category = index.get_indexer(series.cat.categories.astype(str))
+        codes = series.cat.codes.to_numpy()
+        return np.where(codes >= 0, by_category[codes], -1).astype(np.int64)
+    codes = index.get_indexer(series.astype(str)).astype(np.int64)
+    codes[series.isna().to_numpy()] = -1
+    return codes
+
+
+def _invalid(series: pd.Series, domain) -> np.ndarray:
+    """The pandas reading of :func:`dpopt.release.sources.invalid_sql`."""
+    if isinstance(domain, NumericAttribute):
+        x = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        return series.isna().to_numpy() | np.isnan(x) | (x < domain.min) | (x > domain.max)
+    return level_codes(series, domain) < 0
+
+
+def _problems(part: pd.DataFrame, spec: Spec, column: str) -> pd.DataFrame:
+    """The first off-domain value of this partition (declared attribute order), or a missing group key."""
+    for name, domain in spec.data.attributes.items():
+        bad = np.flatnonzero(_invalid(part[name], domain))
+        if bad.size:
+            value = part[name].iloc[bad[0]]
+            return pd.DataFrame({"column": [name], "value": [None if pd.isna(value) else str(value)]})
+    if part[column].isna().any():
+        return pd.DataFrame({"column": [column], "value": [None]})
+    return pd.DataFrame({"column": pd.Series([], dtype=object), "value": pd.Series([], dtype=object)})
+
+
+def _encode(part: pd.DataFrame, query, column: str) -> pd.DataFrame:
+    """(key, cell, weight) per record; records with an off-domain value get cell −1."""
+    if isinstance(query, CountingQuery):
+        cell = np.zeros(len(part), dtype=np.int64)
+        for attribute, levels in zip(query.attributes, query.levels):
+            codes = level_codes(part[attribute], levels)
+            cell = np.where((cell < 0) | (codes < 0), -1, cell * len(levels) + codes)
+        weight = np.ones(len(part), dtype=np.int64)
+    else:
+        cell = np.zeros(len(part), dtype=np.int64)
+        weight = pd.to_numeric(part[query.attribute], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return pd.DataFrame({"key": part[column].to_numpy(), "cell": cell, "weight": weight}, index=part.index)
+
+
+def _tag(part: pd.DataFrame, keys: np.ndarray, block: int) -> pd.DataFrame:
+    rank = key_index(keys, _plain(part["key"].to_numpy()))
+    return pd.DataFrame(
+        {
+            "rank": rank,
+            "block": rank // block,
+            "cell": part["cell"].to_numpy(),
+            "weight": part["weight"].to_numpy(),
+        }
+    )
+
+
+def _blocks(
+    part: pd.DataFrame,
+    query,
+    mechanism: Mechanism | None,
+    randomness: RandomSource | None,
+    level: int,
+    block: int,
+    groups: int,
+    columns: list[str],
+) -> pd.DataFrame:
+    """Answers (noisy when a mechanism is given) of every block held in this partition."""
+    frames = []
+    for b, rows in part.groupby("block", sort=True):
+        start = int(b) * block
+        size = min(block, groups - start)
+        cells = query.cells if isinstance(query, CountingQuery) else 1
+        dtype = np.int64 if isinstance(query, CountingQuery) else float
+        flat = (rows["rank"].to_numpy() - start) * cells + rows["cell"].to_numpy()
+        sums = np.bincount(flat, weights=rows["weight"].to_numpy(), minlength=size * cells)
+        hist = sums.reshape(size, cells).astype(dtype)  # counts are exact in float64 below 2^53
+        answers = apply_query(query, hist) if isinstance(query, CountingQuery) else hist
+        values = (
+            answers
+            if mechanism is None
+            else noisy_block(mechanism, answers, randomness.stream(level, int(b)))
+        )
+        frame = pd.DataFrame(values, columns=columns)
+        frame.insert(0, "rank", np.arange(start, start + size))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else _empty(columns)
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"rank": pd.Series([], dtype=np.int64)} | {c: pd.Series([], dtype=float) for c in columns}
+    )
+
+
+def _plain(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values)
+    return values.astype(str) if values.dtype == object else values
+
+
+def _blocked_sums(source: DataSource, spec: Spec, column: str, keys: np.ndarray | None, block: int):
+    """(keys, records, a Dask frame of (rank, block, cell, weight) with a zero row in every block)."""
+    query = compile_query(spec)
+    if isinstance(query, NumericQuery) and query.kind == "mean":
+        raise UnsupportedSpecError(
+            "query.kind", "a grouped mean needs a public size per group: release the sum per group instead"
+        )
+    records = read_records(source, list(dict.fromkeys([*spec.data.attributes, column])))
+    problems = records.map_partitions(_problems, spec, column, meta={"column": object, "value": object})
+    coded = records.map_partitions(
+        _encode,
+        query,
+        column,
+        meta={
+            "key": records[column].dtype,
+            "cell": np.int64,
+            "weight": np.int64 if isinstance(query, CountingQuery) else float,
+        },
+    )
+    sums = coded.groupby(["key", "cell"]).weight.sum(split_out=max(1, records.npartitions // 4)).reset_index()
+    sums, problems, total = dask.persist(sums, problems, coded.weight.count())
+    found = problems.compute()
+    if len(found):
+        name, value = found.iloc[0]["column"], found.iloc[0]["value"]
+        if name == column and column not in spec.data.attributes:
+            raise DataError(f"{source}, column {column}: missing group key")
+        raise DataError(f"{source}, {describe_value(source, name, spec.data.attributes[name], value)}")
+    observed = canonical_keys(_plain(sums["key"].unique().compute().to_numpy()))
+    if keys is None:
+        keys = observed
+    else:
+        outside = key_index(keys, observed) < 0
+        if outside.any():
+            raise DataError(
+                f"{source}, column {column}: {observed[outside][0].item()!r} is not one of the public groups"
+            )
+    tagged = sums.map_partitions(
+        _tag,
+        keys,
+        block,
+        meta={"rank": np.int64, "block": np.int64, "cell": np.int64, "weight": sums["weight"].dtype},
+    )
+    n_blocks = -(-len(keys) // block)
+    markers = pd.DataFrame(
+        {
+            "rank": np.arange(n_blocks) * block,
+            "block": np.arange(n_blocks),
+            "cell": 0,
+            "weight": np.zeros(n_blocks, dtype=tagged["weight"].dtype),
+        }
+    )
+    both = dd.concat([tagged, dd.from_pandas(markers, npartitions=1)])
+    return (
+        keys,
+        int(total.compute()),
+        both.shuffle("block", npartitions=max(1, min(n_blocks, both.npartitions))),
+    )
+
+
+def _gather(blocked, query, mechanism, randomness, level: int, block: int, groups: int, d: int) -> np.ndarray:
+    columns = [f"v{j}" for j in range(d)]
+    integer = isinstance(query, CountingQuery) and (
+        mechanism is None or getattr(type(mechanism), "integer_noise", False)
+    )
+    meta = _empty(columns).astype({c: np.int64 if integer else float for c in columns})
+    out = blocked.map_partitions(
+        _blocks, query, mechanism, randomness, level, block, groups, columns, meta=meta
+    ).compute()
+    out = out.sort_values("rank")
+    return out[columns].to_numpy()
+
+
+def group_answers_dask(
+    source: DataSource,
+    spec: Spec,
+    column: str,
+    keys: np.ndarray | None = None,
+    domain: str = "observed",
+    client=None,
+    block: int = BLOCK_GROUPS,
+) -> GroupAnswers:
+    """The true answers per group computed on Dask (the counts the release adds noise to)."""
+    query = compile_query(spec)
+    with client.as_current() if client is not None else nullcontext():
+        keys, records, blocked = _blocked_sums(source, spec, column, keys, block)
+        values = _gather(blocked, query, None, None, 0, block, len(keys), query.dimension)
+    return GroupAnswers(column, keys, values, domain, records)
+
+
+def release_level_dask(
+    source: DataSource,
+    spec: Spec,
+    mechanism: Mechanism,
+    column: str,
+    keys: np.ndarray | None,
+    randomness: RandomSource,
+    level: int,
+    client=None,
+    block: int = BLOCK_GROUPS,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The noisy answers of every group of ``column``, counted and noised on the Dask workers.
+
+    Returns
+    -------
+    keys (canonical order), values (G × d), number of records
+    """
+    query = compile_query(spec)
+    with client.as_current() if client is not None else nullcontext():
+        keys, records, blocked = _blocked_sums(source, spec, column, keys, block)
+        values = _gather(blocked, query, mechanism, randomness, level, block, len(keys), query.dimension)
+    return keys, values, records
