@@ -1,0 +1,460 @@
+r"""Convex polytopes K = conv(points) ⊂ R^s with 0 inside: facets, cone volumes, exact sampling.
+
+K is split into cones from the origin over the simplices of a triangulation of its
+boundary:
+
+.. math:: K = \bigcup_i C_i,\qquad C_i = \operatorname{conv}(0, p_{i1}, \dots, p_{is}),\qquad
+          \operatorname{vol} C_i = |\det(p_{i1}, \dots, p_{is})| / s!
+
+(cones over distinct facets meet only on their boundaries). A uniform point of K is a cone
+C_i drawn with probability vol C_i / vol K, then a uniform point of that simplex,
+Σ_j w_j p_{ij} with (w_0, w_1, …, w_s) ~ Dirichlet(1, …, 1) (w_0 the weight of the apex 0).
+Both steps are exact; a draw costs O(log m + s²) for m cones, whatever the dimension.
+The paper's rejection from a bounding box (Cho & Awan, Algorithm 3) is kept as
+:meth:`Polytope.sample_rejection` for comparison: its acceptance rate vol K / vol(box)
+collapses as s grows.
+
+Facets are written ⟨a_f, y⟩ ≤ 1, so the gauge (the norm whose unit ball is K) is
+‖y‖_K = max_f ⟨a_f, y⟩, and the facet whose cone holds y is the maximiser.
+
+**Building the triangulation.** In s ≤ 4 dimensions qhull triangulates the whole boundary
+(``Qt``) in milliseconds. Above, sensitivity hulls are highly degenerate (facets with tens
+of vertices) and qhull's global merging becomes very slow, so the boundary is found by
+*gift wrapping*: a first facet from a linear program over the polar body
+{a : ⟨a, p⟩ ≤ 1}, then, for each facet F found, its ridges (the facets of F, from qhull
+in the s − 1 coordinates of F's hyperplane) and, across each ridge, the neighbouring
+facet, by rotating F's hyperplane about the ridge until it meets another point. Each
+facet with more than s vertices is triangulated by coning its boundary from its centroid
+(an auxiliary point). The boundary found is certified closed: every ridge is shared by
+exactly two facets. With a time budget the construction runs in a child process that is
+stopped when the budget is spent (a single qhull call cannot be interrupted).
+
+Measured (``benchmarks/bench_k_norm.py``, 2 shared cores) on the sensitivity hulls of k×k
+tables with both one-way margins invariant (s = (k−1)²): k = 3 (30 points, s = 4) takes
+milliseconds; k = 4 (264 points, s = 9) has 3,818 facets with up to 80 vertices each and
+1,858,775 boundary simplices, built in 54–153 s (qhull's global triangulated hull did not
+finish in 10 minutes, its facets alone took 227–359 s); k = 5 (1,400 points, s = 16) was
+not done after 600 s.
+
+Second moments are exact: a simplex with vertices 0, p_1, …, p_s has
+
+.. math:: \mathbb{E}[xx^\top] = \frac{\sum_j p_j p_j^\top + (\sum_j p_j)(\sum_j p_j)^\top}{(s+1)(s+2)} .
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from collections import Counter, deque
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from scipy import sparse
+from scipy.linalg import null_space
+from scipy.optimize import linprog
+from scipy.spatial import ConvexHull, QhullError
+
+from dpopt.errors import SolverError
+
+_CHUNK = 65_536
+_GLOBAL_QHULL_DIMENSION = 4
+_TIGHT = 1e-9
+"""A point p is on facet a when |⟨a, p⟩ − 1| ≤ 1e-9 (coordinates are O(1) after scaling)."""
+
+
+class HullBudgetExceeded(SolverError):
+    """The boundary of a polytope was not triangulated within the time allowed."""
+
+
+@dataclass(frozen=True, eq=False)
+class Polytope:
+    """K = conv(points), full-dimensional in R^s, with the origin in its interior.
+
+    Attributes
+    ----------
+    points : ndarray, shape (n, s)
+        The generating points (extreme or not).
+    auxiliary : tuple of ndarray of int
+        Extra points used by the triangulation: point n + i is the mean of
+        ``points[auxiliary[i]]`` (the centroid of a facet with more than s vertices).
+    normals : ndarray, shape (F, s)
+        One row a_f per facet: K = {y : ⟨a_f, y⟩ ≤ 1 for every f}.
+    simplices : ndarray of int, shape (m, s)
+        A triangulation of the boundary: each row lists s points (generating, then
+        auxiliary) of one (s−1)-simplex.
+    simplex_facet : ndarray of int, shape (m,)
+        The facet each simplex lies on.
+    cone_volumes : ndarray, shape (m,)
+        vol conv(0, simplex) = |det|/s!.
+    reference_volume : float
+        vol K computed independently of ``cone_volumes``: by qhull for the whole hull, or
+        (gift wrapping) as Σ_f vol_{s−1}(F_f)·dist(0, F_f)/s with qhull's facet volumes.
+    open_ridges : int
+        Ridges not shared by exactly two facets (0 for a closed boundary).
+    method : str
+
+    Examples
+    --------
+    >>> square = Polytope.from_points(np.array([[1., 1], [1, -1], [-1, 1], [-1, -1]]))
+    >>> square.volume, len(square.normals)
+    (4.0, 4)
+    >>> square.gauge(np.array([[0.5, -0.25]])).tolist()
+    [0.5]
+    """
+
+    points: np.ndarray
+    auxiliary: tuple
+    normals: np.ndarray
+    simplices: np.ndarray
+    simplex_facet: np.ndarray
+    cone_volumes: np.ndarray
+    reference_volume: float
+    open_ridges: int
+    method: str
+
+    @classmethod
+    def from_points(cls, points: np.ndarray, budget_seconds: float | None = None) -> Polytope:
+        """The hull of ``points`` (rows), which must contain the origin in its interior.
+
+        Raises
+        ------
+        ValueError
+            If the points do not span R^s or the origin is not interior.
+        HullBudgetExceeded
+            If the boundary is not triangulated within ``budget_seconds`` (s > 4).
+        """
+        points = np.atleast_2d(np.asarray(points, dtype=float))
+        s = points.shape[1]
+        if s == 1:
+            return _interval(points)
+        scale = float(np.linalg.norm(points, axis=1).max(initial=0.0))
+        if scale == 0.0:
+            raise ValueError("the origin is not interior to the hull of the points")
+        unit = points / scale
+        if s <= _GLOBAL_QHULL_DIMENSION:
+            parts = _global_qhull(unit)
+        elif budget_seconds is None:
+            parts = _gift_wrap(unit)
+        else:
+            parts = _within(budget_seconds, _gift_wrap, unit)
+        auxiliary, normals, simplices, simplex_facet, reference, open_ridges, method = parts
+        extended = np.vstack([points] + [points[idx].mean(axis=0, keepdims=True) for idx in auxiliary])
+        cones = _abs_determinants(extended, simplices) / math.factorial(s)
+        return cls(points, tuple(auxiliary), normals / scale, simplices, simplex_facet, cones,
+                   reference * scale**s, open_ridges, method)
+
+    @property
+    def dimension(self) -> int:
+        return self.points.shape[1]
+
+    @property
+    def volume(self) -> float:
+        """vol K, the sum of the cone volumes."""
+        return float(self.cone_volumes.sum())
+
+    @property
+    def vertices(self) -> np.ndarray:
+        """Indices of the generating points used by the triangulation (the extreme points)."""
+        used = np.unique(self.simplices)
+        return used[used < len(self.points)]
+
+    def gauge(self, y: np.ndarray) -> np.ndarray:
+        """‖y‖_K = max_f ⟨a_f, y⟩ for the rows of ``y``."""
+        y = np.atleast_2d(np.asarray(y, dtype=float))
+        return np.maximum((y @ self.normals.T).max(axis=1), 0.0)
+
+    def facet_of(self, y: np.ndarray) -> np.ndarray:
+        """Index of the facet whose cone holds each row of ``y``."""
+        return np.argmax(np.atleast_2d(np.asarray(y, dtype=float)) @ self.normals.T, axis=1)
+
+    def facet_cone_volumes(self) -> np.ndarray:
+        """vol conv(0, facet f) for every facet, from the triangulation."""
+        return np.bincount(self.simplex_facet, weights=self.cone_volumes, minlength=len(self.normals))
+
+    def consistency(self) -> dict:
+        """Numbers showing that the cones tile K: their volumes add up to the independently
+        computed volume, the boundary is closed, every simplex lies on its facet and every
+        generating point satisfies every facet inequality."""
+        on_facet = np.einsum("msk,mk->ms", self._extended_points[self.simplices],
+                             self.normals[self.simplex_facet])
+        return {
+            "method": self.method,
+            "facets": len(self.normals),
+            "volume_mismatch": abs(self.volume - self.reference_volume) / self.reference_volume,
+            "open_ridges": self.open_ridges,
+            "max_simplex_off_facet": float(np.abs(on_facet - 1.0).max()),
+            "max_point_gauge": float(self.gauge(self.points).max()),
+        }
+
+    @cached_property
+    def _averaging(self) -> sparse.csr_matrix:
+        rows = np.repeat(np.arange(len(self.auxiliary)), [len(idx) for idx in self.auxiliary])
+        cols = np.concatenate(self.auxiliary) if self.auxiliary else np.zeros(0, dtype=int)
+        vals = np.concatenate([np.full(len(idx), 1.0 / len(idx)) for idx in self.auxiliary]) \
+            if self.auxiliary else np.zeros(0)
+        return sparse.csr_matrix((vals, (rows, cols)), shape=(len(self.auxiliary), len(self.points)))
+
+    def extend(self, images: np.ndarray) -> np.ndarray:
+        """The values of a linear map on the generating and auxiliary points, given its values
+        ``images`` (n × k) on the generating points."""
+        images = np.asarray(images, dtype=float)
+        return np.vstack([images, self._averaging @ images])
+
+    # ------------------------------------------------------------------ sampling
+    def sample_cones(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Draw ``size`` uniform points of K as (cone index, weights of its s points).
+
+        The point is Σ_j w_j p_{ij}; through any linear map L it is Σ_j w_j L p_{ij}
+        (see :meth:`combine`), which is uniform on L K.
+        """
+        s = self.dimension
+        cumulative = np.cumsum(self.cone_volumes)
+        cone = np.searchsorted(cumulative, rng.random(size) * cumulative[-1], side="right")
+        cone = np.minimum(cone, len(cumulative) - 1)
+        e = rng.standard_exponential((size, s + 1))
+        return cone, e[:, :s] / e.sum(axis=1, keepdims=True)
+
+    def combine(self, cone: np.ndarray, weights: np.ndarray, extended_images: np.ndarray) -> np.ndarray:
+        """Σ_j w_j L p_{ij} for the draws of :meth:`sample_cones`, with ``extended_images`` the
+        values of L on every point (see :meth:`extend`)."""
+        out = np.zeros((len(cone), extended_images.shape[1]))
+        for j in range(self.dimension):
+            out += weights[:, j, None] * extended_images[self.simplices[cone, j]]
+        return out
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` exact uniform points of K, shape (size, s) (cone decomposition)."""
+        cone, weights = self.sample_cones(rng, size)
+        return self.combine(cone, weights, self._extended_points)
+
+    @cached_property
+    def _extended_points(self) -> np.ndarray:
+        return self.extend(self.points)
+
+    def sample_rejection(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, int]:
+        """Uniform points by rejection from the bounding box ∏[−c_i, c_i] (Algorithm 3).
+
+        Returns the points (size, s) and the number of box draws used.
+        """
+        half = np.abs(self.points).max(axis=0)
+        out, drawn, kept = np.empty((size, self.dimension)), 0, 0
+        batch = 4_096
+        while kept < size:
+            y = rng.uniform(-1.0, 1.0, size=(batch, self.dimension)) * half
+            inside = y[(y @ self.normals.T).max(axis=1) <= 1.0]
+            take = min(len(inside), size - kept)
+            out[kept:kept + take] = inside[:take]
+            kept += take
+            drawn += batch
+        return out, drawn
+
+    # ------------------------------------------------------------------ moments
+    def mean_l1(self, extended_images: np.ndarray) -> float | None:
+        """E‖x‖₁ for x uniform on L K, when ‖·‖₁ is linear on every image cone, else None.
+
+        On a cone whose points have, coordinate by coordinate, one sign, ‖x‖₁ = ⟨σ, x⟩ and
+        E x = Σ_j L p_j/(s + 1) (the centroid of the simplex 0, L p_1, …, L p_s), so its
+        contribution is Σ_c |Σ_j (L p_j)_c|/(s + 1).
+        """
+        s = self.dimension
+        weights = self.cone_volumes / self.cone_volumes.sum()
+        total = 0.0
+        for start in range(0, len(self.simplices), _CHUNK):
+            corners = extended_images[self.simplices[start:start + _CHUNK]]  # (m, s, k)
+            if np.any((corners.max(axis=1) > 0) & (corners.min(axis=1) < 0)):
+                return None
+            total += float(weights[start:start + _CHUNK] @ np.abs(corners.sum(axis=1)).sum(axis=1))
+        return total / (s + 1)
+
+    def second_moment(self, extended_images: np.ndarray | None = None) -> np.ndarray:
+        """E[xxᵀ] for x uniform on L K (k × k), L given by its values on every point
+        (:meth:`extend`; default: the identity, x uniform on K)."""
+        images = self._extended_points if extended_images is None else extended_images
+        s = self.dimension
+        weights = self.cone_volumes / self.cone_volumes.sum()
+        per_point = np.bincount(self.simplices.reshape(-1), weights=np.repeat(weights, s),
+                                minlength=len(images))
+        sums = np.zeros((len(self.simplices), images.shape[1]))
+        for j in range(s):
+            sums += images[self.simplices[:, j]]
+        moment = images.T @ (per_point[:, None] * images) + sums.T @ (weights[:, None] * sums)
+        return moment / ((s + 1) * (s + 2))
+
+
+# ---------------------------------------------------------------------- builders
+def _interval(points: np.ndarray) -> Polytope:
+    hi, lo = int(np.argmax(points[:, 0])), int(np.argmin(points[:, 0]))
+    top, bottom = float(points[hi, 0]), float(points[lo, 0])
+    if not bottom < 0.0 < top:
+        raise ValueError("the origin is not interior to the hull of the points")
+    return Polytope(points, (), np.array([[1.0 / top], [1.0 / bottom]]), np.array([[hi], [lo]]),
+                    np.array([0, 1]), np.array([top, -bottom]), top - bottom, 0, "interval")
+
+
+def _hull(points: np.ndarray) -> ConvexHull:
+    try:
+        return ConvexHull(points)
+    except QhullError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "qhull failed"
+        raise ValueError(f"the points do not span R^{points.shape[1]} ({first})") from None
+
+
+def _global_qhull(points: np.ndarray):
+    """qhull's triangulated boundary (``Qt``); facets are simplices with equal equations."""
+    hull = _hull(points)
+    offsets = hull.equations[:, -1]
+    if np.any(offsets >= -1e-12):
+        raise ValueError("the origin is not interior to the hull of the points")
+    per_simplex = hull.equations[:, :-1] / -offsets[:, None]
+    _, first, facet = np.unique(np.round(per_simplex, 8), axis=0, return_index=True, return_inverse=True)
+    return [], per_simplex[first], hull.simplices.astype(np.int64), facet.reshape(-1), hull.volume, 0, "qhull"
+
+
+def _first_facet(points: np.ndarray) -> np.ndarray:
+    """A facet normal: a vertex of the polar body {a : Pa ≤ 1}, by LP in a generic direction."""
+    s = points.shape[1]
+    rng = np.random.default_rng(20260101)
+    for _ in range(8):
+        res = linprog(-rng.standard_normal(s), A_ub=points, b_ub=np.ones(len(points)),
+                      bounds=(None, None), method="highs")
+        if res.status == 3:
+            raise ValueError("the origin is not interior to the hull of the points")
+        if res.status != 0:
+            raise SolverError(f"the facet linear program failed: {res.message}")
+        a = res.x
+        tight = points[np.abs(points @ a - 1.0) <= _TIGHT]
+        if len(tight) >= s and np.linalg.matrix_rank(tight[1:] - tight[0], tol=1e-9) == s - 1:
+            return a
+    raise ValueError("the points do not span R^s, or no facet was found")
+
+
+def _within(seconds: float, function, points: np.ndarray):
+    """``function(points)`` in a child process, stopped after ``seconds``.
+
+    Raises
+    ------
+    HullBudgetExceeded
+        When the child has not answered in time.
+    ValueError
+        When ``function`` raised it in the child.
+    """
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(function, points, send), daemon=True)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(seconds):
+            raise HullBudgetExceeded(
+                f"the boundary of the hull of {len(points)} points in dimension {points.shape[1]} "
+                f"was not triangulated within {seconds:g} s"
+            )
+        status, payload = receive.recv()
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if status != "ok":
+        raise ValueError(payload)
+    return payload
+
+
+def _child(function, points: np.ndarray, connection) -> None:
+    try:
+        connection.send(("ok", function(points)))
+    except (ValueError, SolverError) as exc:
+        connection.send(("error", str(exc)))
+    finally:
+        connection.close()
+
+
+def _gift_wrap(points: np.ndarray):
+    """Facets by adjacency (gift wrapping); each facet triangulated from its centroid."""
+    n, s = points.shape
+    first = _first_facet(points)
+    keys = {tuple(np.round(first, 8)): 0}
+    normals, queue = [first], deque([0])
+    auxiliary, simplices, simplex_facet, reference = [], [], [], 0.0
+    ridges: Counter = Counter()
+    while queue:
+        f = queue.popleft()
+        a = normals[f]
+        tight = np.flatnonzero(np.abs(points @ a - 1.0) <= _TIGHT)
+        facet_ridges, facet_simplices, facet_volume, coned = _triangulate_facet(points, a, tight, n + len(auxiliary))
+        if coned:
+            auxiliary.append(tight)
+        reference += facet_volume / np.linalg.norm(a) / s
+        simplices.extend(facet_simplices)
+        simplex_facet.extend([f] * len(facet_simplices))
+        for ridge in facet_ridges:
+            ridge_key = frozenset(ridge.tolist())
+            ridges[ridge_key] += 1
+            if ridges[ridge_key] > 1:  # crossed already, from the facet on the other side
+                continue
+            neighbour = _across(points, a, tight, ridge)
+            key = tuple(np.round(neighbour, 8))
+            if key not in keys:
+                keys[key] = len(normals)
+                normals.append(neighbour)
+                queue.append(keys[key])
+    open_ridges = sum(1 for count in ridges.values() if count != 2)
+    return (auxiliary, np.array(normals), np.array(simplices, dtype=np.int64), np.array(simplex_facet),
+            reference, open_ridges, "gift wrapping")
+
+
+def _triangulate_facet(points: np.ndarray, a: np.ndarray, tight: np.ndarray, centroid_index: int):
+    """The ridges of facet F = conv(points[tight]) (as point-index arrays), a triangulation
+    of F (rows of s point indices; the centroid gets ``centroid_index``), vol_{s−1}(F), and
+    whether the centroid is used (F is not a simplex)."""
+    s = points.shape[1]
+    if len(tight) == s:  # a simplex: its ridges drop one vertex each
+        edges = points[tight[1:]] - points[tight[:1]]
+        volume = math.sqrt(max(np.linalg.det(edges @ edges.T), 0.0)) / math.factorial(s - 1)
+        return [np.delete(tight, j) for j in range(s)], [tight.tolist()], volume, False
+    w = points[tight]
+    basis = null_space(a[None, :])
+    z = (w - w.mean(axis=0)) @ basis
+    if s == 2:  # a segment with interior points: its two ends
+        lo, hi = int(np.argmin(z[:, 0])), int(np.argmax(z[:, 0]))
+        ends = [tight[[lo]], tight[[hi]]]
+        rows = [[centroid_index, int(tight[lo])], [centroid_index, int(tight[hi])]]
+        return ends, rows, float(z[hi, 0] - z[lo, 0]), True
+    hull = _hull(z)
+    _, group = np.unique(np.round(hull.equations, 8), axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    ridges = [tight[np.unique(hull.simplices[group == g])] for g in range(group.max() + 1)]
+    rows = [[centroid_index] + tight[row].tolist() for row in hull.simplices]
+    return ridges, rows, float(hull.volume), True
+
+
+def _across(points: np.ndarray, a: np.ndarray, tight: np.ndarray, ridge: np.ndarray) -> np.ndarray:
+    """The facet on the other side of ``ridge``: rotate the hyperplane ⟨a, y⟩ = 1 about it.
+
+    Normals that keep the ridge on the hyperplane are a + t m with m ⊥ span(ridge); m is
+    oriented so that F's other points leave the hyperplane inwards, and t is the largest
+    value keeping every point inside: t = min over ⟨m, p⟩ > 0 of (1 − ⟨a, p⟩)/⟨m, p⟩.
+    """
+    s = points.shape[1]
+    _, sv, vt = np.linalg.svd(points[ridge])
+    if len(sv) < s - 1 or sv[s - 2] <= 1e-9 * sv[0] or (len(sv) == s and sv[s - 1] > 1e-9 * sv[0]):
+        raise ValueError("a ridge of the hull does not span a hyperplane (degenerate input)")
+    m = vt[-1]
+    others = np.setdiff1d(tight, ridge)
+    if float(np.mean(points[others] @ m)) > 0:
+        m = -m
+    along = points @ m
+    ahead = along > 1e-12
+    t = float(np.min((1.0 - points[ahead] @ a) / along[ahead]))
+    return a + t * m
+
+
+def _abs_determinants(points: np.ndarray, simplices: np.ndarray) -> np.ndarray:
+    """|det| of the s × s matrices points[simplices[i]], in chunks."""
+    out = np.empty(len(simplices))
+    for start in range(0, len(simplices), _CHUNK):
+        block = simplices[start:start + _CHUNK]
+        out[start:start + len(block)] = np.abs(np.linalg.det(points[block]))
+    return out

@@ -1,0 +1,530 @@
+r"""The K-norm mechanism on the span of the sensitivity space (pure ε-DP).
+
+Noise Z on 𝒮 = span(S), s = dim 𝒮, with density (w.r.t. s-dimensional Lebesgue measure
+on 𝒮)
+
+.. math:: f(z) \propto \exp(-\varepsilon \|z\|_K),
+
+where K ⊂ 𝒮 is a convex body, symmetric about 0, that contains S. Then
+‖φ(X) − φ(X′)‖_K ≤ 1 for neighbours and the triangle inequality give
+f(z − φ(X))/f(z − φ(X′)) ≤ e^ε: the release is ε-DP (Hardt & Talwar 2010, Thm 4.3;
+Awan & Slavković 2021). Every neighbouring difference lies in 𝒮, so noise on 𝒮 suffices
+and the component of φ(X) orthogonal to 𝒮 is released exactly (Cho & Awan, Algorithm 2
+and Thm 31, via an isometry of 𝒮 with R^s; invariants are therefore kept).
+
+**Optimal K.** K = Hull(S) is the smallest norm ball containing S, so in the containment
+order it is the optimal K-norm mechanism (Awan & Slavković 2021, Prop. 9; Cho & Awan,
+Thm 31): its noise is stochastically smaller in every direction than that of any other
+valid K-norm mechanism.
+
+**Sampling.** Z = R·U with R ~ Gamma(shape s + 1, rate ε) independent of U uniform on K
+(Cho & Awan, Algorithm 3 step 3; the shape is s + 1: with shape s the density would be
+∝ ‖z‖_K^{−1} e^{−ε‖z‖_K}, unbounded at 0, and not ε-DP). Proof: the density of RU at z
+is ∫ r^{−s} 1{z/r ∈ K} p_R(r) dr / vol K = ∫_{‖z‖_K}^∞ ε^{s+1} e^{−εr}/s! dr / vol K
+= ε^s e^{−ε‖z‖_K} / (s! vol K). U is drawn exactly by the cone decomposition of
+:class:`dpopt.geometry.Polytope`, mapped to R^d through the listed vectors themselves
+(uniformity is preserved by linear maps, so no basis enters the noise).
+
+**Fallback.** Computing the facets of Hull(S) is practical only in moderate dimension
+(:mod:`dpopt.geometry.polytope` lists measured costs). When it does not finish within
+:data:`HULL_BUDGET_SECONDS`, or S cannot be listed, K is the smallest l1, l2 or l∞ ball
+of 𝒮 (in an orthonormal basis B, y = Bᵀz) that contains S, the one with the best
+predicted utility. It is still an exact ε-DP K-norm mechanism, but not the optimal one;
+the certificate says so and bounds its excess cost.
+
+**Costs.** With E R = (s+1)/ε and E R² = (s+1)(s+2)/ε²: E‖WZ‖₂² = E R² · E‖WU‖₂², exact
+from the second moment of U (simplex formula, or the ball's); E‖Z‖_K = s/ε since
+‖U‖_K ~ Beta(s, 1); ‖Z‖_K ~ Gamma(s, rate ε), so the smallest 1 − α region is
+{‖z‖_K ≤ t}, t the Gamma(s, ε) quantile, of volume t^s vol K. E‖Z‖₁ has no closed form
+for a general K: it is exact when ‖·‖₁ is linear on every cone of K (e.g. the
+root polytope of a replace-one histogram), Monte Carlo with its interval otherwise.
+
+References
+----------
+.. [1] M. Hardt and K. Talwar, "On the geometry of differential privacy", STOC 2010.
+.. [2] J. Awan and A. Slavković, "Structure and sensitivity in differential privacy:
+   comparing K-norm mechanisms", JASA 116 (2021), 935–954.
+.. [3] J. Cho and J. Awan, "Formal privacy guarantees with invariant statistics"
+   (digest ``papers/003_semi_dp_invariants.md`` §3.3–3.4).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+from scipy import linalg, special
+from scipy.optimize import linprog
+
+from dpopt.certificate.checks import Check
+from dpopt.errors import CalibrationError, UnsupportedSpecError
+from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope
+from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Privacy, Spec
+
+HULL_BUDGET_SECONDS = 20.0
+"""Time allowed for the facets of Hull(S) before falling back to a norm ball."""
+
+_BALL_MARGIN = 1e-9
+"""Relative margin added to a fallback ball's radius: float rounding in Bᵀv is ~1e-15."""
+
+
+def listed_vectors(space: SensitivitySpace) -> np.ndarray | None:
+    """The listed vectors of S (hull generators), or None when S is too large to list."""
+    try:
+        return np.atleast_2d(np.asarray(space.vectors(), dtype=float))
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------- bodies
+class HullBody:
+    """K = Hull(S), the optimal K: a polytope of span(S), sampled by cone decomposition.
+
+    Parameters
+    ----------
+    vectors : ndarray, shape (n, d)
+        The listed vectors of S (symmetric, spanning 𝒮).
+    basis : ndarray, shape (d, s)
+        An orthonormal basis of 𝒮 (only for the facets, volumes and cone weights).
+    budget_seconds : float or None
+        Time allowed for the facets (None: no limit).
+    """
+
+    kind = "hull"
+    optimal = True
+
+    def __init__(self, vectors: np.ndarray, basis: np.ndarray, budget_seconds: float | None):
+        self.vectors = vectors
+        self.basis = basis
+        self.rank = basis.shape[1]
+        self.polytope = Polytope.from_points(vectors @ basis, budget_seconds=budget_seconds)
+        self.images = self.polytope.extend(vectors)
+        self.log_volume = math.log(self.polytope.volume)
+
+    def uniform(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        cone, weights = self.polytope.sample_cones(rng, size)
+        return self.polytope.combine(cone, weights, self.images)
+
+    def second_moment(self, workload: np.ndarray | None) -> np.ndarray:
+        images = self.images if workload is None else self.images @ workload.T
+        return self.polytope.second_moment(images)
+
+    def gauge(self, z: np.ndarray) -> np.ndarray:
+        """‖z‖_K for the rows of z (in the span)."""
+        return self.polytope.gauge(z @ self.basis)
+
+    def mean_l1(self) -> float | None:
+        """E‖U‖₁ when ‖·‖₁ is linear on each cone (:meth:`Polytope.mean_l1`), else None."""
+        return self.polytope.mean_l1(self.images)
+
+    def mean_l2_norm(self) -> tuple[float, str] | None:
+        """E‖U‖₂ for s = 1 (K a segment: ‖·‖₂ is linear on each half), else None."""
+        if self.rank != 1:
+            return None
+        weights = self.polytope.cone_volumes / self.polytope.volume
+        ends = np.linalg.norm(self.images[self.polytope.simplices[:, 0]], axis=1)
+        return float(weights @ ends) / 2.0, "exact: K is a segment"
+
+    def describe(self) -> dict:
+        return {
+            "norm_ball": "hull",
+            "vertices": len(self.polytope.vertices),
+            "facets": len(self.polytope.normals),
+            "boundary_simplices": len(self.polytope.simplices),
+            "volume": self.polytope.volume,
+            "triangulation": self.polytope.method,
+        }
+
+    def sensitivity_check(self, space: SensitivitySpace) -> tuple[Fraction, Check]:
+        """sup_{v∈S} ‖v‖_K by linear programs over the vertices of K, certified exactly.
+
+        ‖v‖_K = min{Σλ_j : Σ_j λ_j w_j = v, λ ≥ 0} over the vertices w_j of K (valid as K is
+        symmetric). A listed vector of ``space`` that is itself a vertex has ‖v‖_K ≤ 1 with
+        λ = e_v; for the others HiGHS gives λ, whose support is re-solved in rational
+        arithmetic and accepted only if Σλ_J w_J = v holds exactly with λ_J ≥ 0.
+        """
+        vectors = listed_vectors(space)
+        if vectors is None:
+            return Fraction(0), Check("k_norm.sensitivity", "LP over the vertices of K", False,
+                                      "the sensitivity space cannot be listed")
+        vertices = self.vectors[self.polytope.vertices]
+        keys = {row.tobytes() for row in vertices}
+        worst, solved, failures = Fraction(0), 0, []
+        for v in vectors:
+            if not v.any():
+                continue
+            if v.tobytes() in keys:
+                worst = max(worst, Fraction(1))
+                continue
+            value = _exact_gauge_bound(vertices, v)
+            solved += 1
+            if value is None:
+                failures.append(v)
+            else:
+                worst = max(worst, value)
+        passed = not failures and worst <= 1
+        detail = (f"max ‖v‖_K = {float(worst):.17g} over {len(vectors)} listed vectors "
+                  f"({len(vertices)} vertices of K; {solved} others by LP)")
+        if failures:
+            detail += f"; no exact certificate for {len(failures)} vector(s), e.g. {failures[0].tolist()}"
+        return worst, Check(
+            "k_norm.sensitivity",
+            "K-norm sensitivity sup_{v∈S} ‖v‖_K ≤ 1: LP over the vertices of K (HiGHS), each "
+            "optimum re-solved on its support in exact rational arithmetic",
+            passed,
+            detail,
+        )
+
+    def tiling_check(self) -> Check:
+        """The cone decomposition the sampler draws from tiles K (independent of sampling)."""
+        c = self.polytope.consistency()
+        ok = (c["volume_mismatch"] <= 1e-9 and c["open_ridges"] == 0
+              and c["max_simplex_off_facet"] <= 1e-9 and c["max_point_gauge"] <= 1 + 1e-9)
+        return Check(
+            "k_norm.cone_decomposition",
+            f"the sampler's cones tile K ({c['method']}): Σ|det|/s! equals the volume computed "
+            "independently by qhull, every ridge is shared by two facets, every simplex lies on its "
+            "facet, every listed vector satisfies every facet",
+            ok,
+            f"{c['facets']} facets; relative volume mismatch {c['volume_mismatch']:.1e}; open ridges "
+            f"{c['open_ridges']}; max |⟨a_f, p⟩ − 1| on facets {c['max_simplex_off_facet']:.1e}; "
+            f"max gauge {c['max_point_gauge']:.15g}",
+        )
+
+
+class BallBody:
+    """K = c·B_p, the l1, l2 or l∞ ball of radius c in orthonormal coordinates y = Bᵀz of 𝒮."""
+
+    optimal = False
+
+    def __init__(self, kind: str, radius: float, basis: np.ndarray):
+        self.kind = kind
+        self.radius = float(radius)
+        self.basis = basis
+        self.rank = basis.shape[1]
+        self.ball = LpBall(kind, self.rank)
+        self.log_volume = self.ball.log_volume + self.rank * math.log(self.radius)
+
+    @classmethod
+    def smallest(cls, kind: str, space: SensitivitySpace, vectors: np.ndarray | None, basis: np.ndarray):
+        """The smallest ball of this kind containing S; None if S must be listed and cannot be.
+
+        The l2 radius is the exact l2 sensitivity (‖Bᵀv‖₂ = ‖v‖₂ on 𝒮); l1 and l∞ radii
+        are maxima over the listed vectors, enlarged by a relative 1e-9.
+        """
+        if kind == "l2":
+            radius = math.sqrt(float(space.l2_squared))
+            radius = float(np.nextafter(radius, math.inf))
+            while Fraction(radius) ** 2 < space.l2_squared:
+                radius = float(np.nextafter(radius, math.inf))
+            return cls(kind, radius, basis)
+        if vectors is None:
+            return None
+        top = float(LpBall(kind, basis.shape[1]).gauge(vectors @ basis).max())
+        return cls(kind, top * (1 + _BALL_MARGIN), basis)
+
+    def uniform(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return (self.radius * self.ball.sample(rng, size)) @ self.basis.T
+
+    def second_moment(self, workload: np.ndarray | None) -> np.ndarray:
+        image = self.basis if workload is None else workload @ self.basis
+        return self.radius**2 * self.ball.coordinate_second_moment * (image @ image.T)
+
+    def gauge(self, z: np.ndarray) -> np.ndarray:
+        """‖z‖_K = ‖Bᵀz‖_p / c for the rows of z (in the span)."""
+        return self.ball.gauge(z @ self.basis) / self.radius
+
+    def mean_l1(self) -> float | None:
+        """E‖U‖₁ = c·s·E|U_i| when the ambient coordinates are the ball's own (B = I), else None."""
+        if self.basis.shape[0] == self.rank and np.array_equal(self.basis, np.eye(self.rank)):
+            return self.radius * self.rank * self.ball.coordinate_mean_abs
+        return None
+
+    def mean_l2_norm(self) -> tuple[float, str]:
+        """E‖U‖₂ = c·E‖U_B‖₂ (an orthonormal basis keeps ‖·‖₂)."""
+        mean, how = self.ball.mean_l2_norm()
+        return self.radius * mean, how
+
+    def describe(self) -> dict:
+        return {"norm_ball": self.kind, "radius": self.radius}
+
+    def sensitivity_check(self, space: SensitivitySpace, vectors: np.ndarray | None) -> tuple[Fraction, Check]:
+        """sup_{v∈S} ‖Bᵀv‖_p / c: exact for l2 (Δ₂² ≤ c²); float with margin for l1, l∞."""
+        if self.kind == "l2":
+            worst = Fraction(math.sqrt(float(space.l2_squared))) / Fraction(self.radius)
+            ok = space.l2_squared <= Fraction(self.radius) ** 2
+            return worst, Check(
+                "k_norm.sensitivity",
+                "K = c·(l2 ball of span(S)): ‖v‖_K = ‖v‖₂/c on span(S); exact rational check Δ₂² ≤ c²",
+                ok,
+                f"Δ₂² = {space.l2_squared} vs c² = {float(self.radius) ** 2:.17g}",
+            )
+        if vectors is None:
+            return Fraction(math.inf), Check("k_norm.sensitivity", f"{self.kind} ball", False,
+                                             "the sensitivity space cannot be listed")
+        top = float(self.ball.gauge(vectors @ self.basis).max())
+        ok = top * (1 + 1e-12) <= self.radius
+        return Fraction(top) / Fraction(self.radius), Check(
+            "k_norm.sensitivity",
+            f"K = c·({self.kind} ball of span(S) in an orthonormal basis B): max_v ‖Bᵀv‖ ≤ c in "
+            "float64, with a relative margin 1e-12 (rounding of Bᵀv is ~1e-15)",
+            ok,
+            f"max ‖Bᵀv‖ = {top:.17g} vs c = {self.radius:.17g}",
+        )
+
+
+def _exact_gauge_bound(vertices: np.ndarray, v: np.ndarray) -> Fraction | None:
+    """Σλ for an exact representation v = Σ_J λ_j w_j, λ ≥ 0, found by LP; None if none."""
+    res = linprog(np.ones(len(vertices)), A_eq=vertices.T, b_eq=v, bounds=(0, None), method="highs")
+    if res.status != 0:
+        return None
+    support = np.flatnonzero(res.x > 1e-12 * max(1.0, float(res.x.max())))
+    W = [[Fraction(x) for x in row] for row in vertices[support]]  # |J| × d
+    target = [Fraction(x) for x in v]
+    k = len(W)
+    normal = [[sum((a * b for a, b in zip(W[i], W[j])), Fraction(0)) for j in range(k)] for i in range(k)]
+    rhs = [sum((a * b for a, b in zip(W[i], target)), Fraction(0)) for i in range(k)]
+    lam = _solve_exact(normal, rhs)
+    if lam is None or any(x < 0 for x in lam):
+        return None
+    combined = [sum((lam[i] * W[i][c] for i in range(k)), Fraction(0)) for c in range(len(target))]
+    return sum(lam, Fraction(0)) if combined == target else None
+
+
+def _solve_exact(a: list[list[Fraction]], b: list[Fraction]) -> list[Fraction] | None:
+    """Solve a x = b (square) by Gauss–Jordan elimination in Fractions; None if singular."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        pivot = next((r for r in range(col, n) if m[r][col] != 0), None)
+        if pivot is None:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(n):
+            if r != col and m[r][col] != 0:
+                factor = m[r][col] / m[col][col]
+                m[r] = [x - factor * y for x, y in zip(m[r], m[col])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def optimal_cost_lower_bound(vectors: np.ndarray, basis: np.ndarray, epsilon: float) -> tuple[float, str]:
+    r"""A lower bound on E‖Z‖₂² of the optimal K-norm mechanism (K = Hull(S)).
+
+    K contains the cross-polytope conv(±w_1, …, ±w_s) of any s independent vectors of S
+    (S = −S), of volume 2^s |det W| / s!; the s vectors are chosen by pivoted QR. Among
+    sets of a given volume the centred ball has the least ∫‖y‖² (bathtub principle), so
+    E_{U∼K}‖U‖² ≥ s ρ²/(s + 2), ρ the radius of the ball of volume vol K, and
+
+    .. math:: \mathbb{E}\|Z\|_2^2 \ge (s+1)(s+2)/\varepsilon^2 \cdot s\rho^2/(s+2)
+              = s(s+1)\rho^2/\varepsilon^2 .
+    """
+    y = vectors @ basis
+    s = basis.shape[1]
+    _, _, pivots = linalg.qr(y.T, pivoting=True, mode="economic")
+    chosen = y[pivots[:s]]
+    _, logdet = np.linalg.slogdet(chosen)
+    log_volume = s * math.log(2.0) + logdet - math.lgamma(s + 1)
+    log_unit_ball = 0.5 * s * math.log(math.pi) - math.lgamma(0.5 * s + 1)
+    rho_squared = math.exp(2.0 * (log_volume - log_unit_ball) / s)
+    return s * (s + 1) * rho_squared / epsilon**2, (
+        "vol Hull(S) ≥ vol conv(±w_1..±w_s) (s vectors of S by pivoted QR); bathtub principle: "
+        "E‖U‖² ≥ sρ²/(s+2) for the ball of that volume"
+    )
+
+
+# ----------------------------------------------------------------------- mechanism
+class KNormMechanism(Mechanism):
+    """K-norm noise R·U, R ~ Gamma(s + 1, rate ε), U uniform on K ⊂ span(S)."""
+
+    family = "k_norm"
+    title = "K-norm on the span of the sensitivity space"
+    noise_in_span = True
+
+    def __init__(self, epsilon: float, body, space: SensitivitySpace, fallback_reason: str | None = None):
+        self.epsilon = float(epsilon)
+        self.body = body
+        self.rank = body.rank
+        self.dimension = space.dimension
+        self.fallback_reason = fallback_reason
+        self._vectors = body.vectors if isinstance(body, HullBody) else listed_vectors(space)
+        self._basis = None if isinstance(body, HullBody) else body.basis
+
+    # ------------------------------------------------------------------ facts
+    @classmethod
+    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+        if spec.privacy.definition != "pure":
+            return f"K-norm noise is calibrated for pure ε-DP targets only (got {spec.privacy.definition})"
+        return None
+
+    @classmethod
+    def design(cls, spec: Spec, space: SensitivitySpace) -> KNormMechanism:
+        """K = Hull(S) when its facets can be computed in time, else the best fallback ball.
+
+        Raises
+        ------
+        CalibrationError
+            If no fallback ball can be built.
+        """
+        epsilon = spec.privacy.parameters["epsilon"]
+        vectors = listed_vectors(space)
+        basis = space.span.basis()
+        if vectors is not None:
+            try:
+                return cls(epsilon, HullBody(vectors, basis, HULL_BUDGET_SECONDS), space)
+            except HullBudgetExceeded as exc:
+                reason = str(exc)
+            except ValueError as exc:
+                reason = f"the hull of the sensitivity space could not be built ({exc})"
+        else:
+            reason = "the sensitivity space is too large to list, so its hull cannot be built"
+        balls = [BallBody.smallest(kind, space, vectors, basis) for kind in BALL_KINDS]
+        candidates = [cls(epsilon, ball, space, reason) for ball in balls if ball is not None]
+        if not candidates:
+            raise CalibrationError("no K-norm ball could be built for this sensitivity space")
+        sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
+        return min(candidates, key=lambda m: sign * m.expected_utility(spec.utility).value)
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KNormMechanism:
+        kind = parameters["norm_ball"]
+        basis = space.span.basis()
+        if kind == "hull":
+            vectors = listed_vectors(space)
+            if vectors is None:
+                raise ValueError("the certificate's K is Hull(S), but S cannot be listed")
+            body = HullBody(vectors, basis, None)
+        elif kind in BALL_KINDS:
+            body = BallBody(kind, parameters["radius"], basis)
+        else:
+            raise ValueError(f"unknown norm_ball {kind!r}")
+        return cls(parameters["epsilon"], body, space, parameters.get("fallback_reason"))
+
+    @property
+    def parameters(self) -> dict:
+        out = {"epsilon": self.epsilon, "rank": self.rank, **self.body.describe(),
+               "radial_law": "Gamma(shape s + 1, rate ε)", "optimal_k": self.body.optimal}
+        if self.fallback_reason is not None:
+            out["fallback_reason"] = self.fallback_reason
+        return out
+
+    def _radius(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """R ~ Gamma(shape s + 1, rate ε)."""
+        return rng.gamma(self.rank + 1, 1.0 / self.epsilon, size=size)
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self._radius(rng, size)[:, None] * self.body.uniform(rng, size)
+
+    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        if isinstance(self.body, HullBody):
+            worst, sensitivity = self.body.sensitivity_check(space)
+            extra = [self.body.tiling_check()]
+        else:
+            worst, sensitivity = self.body.sensitivity_check(space, self._vectors)
+            extra = self._excess_cost_checks()
+        if privacy.definition != "pure":
+            verdict = Check("privacy", "K-norm mechanism", False,
+                            f"no {privacy.definition} calibration for K-norm noise in this version")
+        else:
+            target = Fraction(privacy.parameters["epsilon"])
+            achieved = Fraction(self.epsilon) * worst
+            verdict = Check(
+                "privacy",
+                "ε-DP of the K-norm mechanism: density ∝ exp(−ε‖z‖_K) on span(S) and "
+                "sup_{v∈S}‖v‖_K ≤ 1 give ε·sup‖v‖_K-DP (Hardt & Talwar 2010; Cho & Awan, Thm 31); "
+                "exact rational comparison",
+                sensitivity.passed and achieved <= target,
+                f"ε·sup‖v‖_K = {float(achieved):.17g} vs ε = {privacy.parameters['epsilon']}",
+            )
+        return [sensitivity, *extra, verdict]
+
+    def _excess_cost_checks(self) -> list[Check]:
+        if self._vectors is None:
+            return [Check("k_norm.excess_cost", "lower bound on the optimal K's cost", True,
+                          "not the optimal K; no bound: the sensitivity space cannot be listed")]
+        bound, how = optimal_cost_lower_bound(self._vectors, self._basis, self.epsilon)
+        cost = self._expected_l2(None)
+        return [Check(
+            "k_norm.excess_cost",
+            f"E‖Z‖₂² of this ball vs a lower bound for K = Hull(S) ({how})",
+            bound > 0 and cost >= bound,
+            f"not the optimal K ({self.body.kind} ball): E‖Z‖₂² = {cost:.6g} ≤ {cost / bound:.4g} × "
+            f"the lower bound {bound:.6g} for the optimal K-norm mechanism",
+        )]
+
+    def notes(self) -> list[str]:
+        notes = super().notes() + [(
+            f"noise R·U on the {self.rank}-dimensional span of the sensitivity space: R ~ Gamma(shape "
+            f"{self.rank + 1}, rate ε), U uniform on K; the component of the answer orthogonal to the "
+            "span (e.g. invariant margins, the total under replace_one) is released exactly"
+        )]
+        if isinstance(self.body, HullBody):
+            notes.append("K = Hull(S), the optimal K-norm mechanism; U drawn exactly by the cone "
+                         "decomposition of K over qhull's triangulated facets")
+        elif self.fallback_reason is not None:
+            notes.append(f"K is NOT the optimal K: {self.fallback_reason}; K is the smallest "
+                         f"{self.body.kind} ball of the span containing S (see check k_norm.excess_cost)")
+        else:
+            notes.append(f"K is the {self.body.kind} ball of radius {self.body.radius:.17g}")
+        return notes
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        return {"epsilon": self.epsilon, "rho": self.epsilon**2 / 2.0,
+                "conversion": "ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4)"}
+
+    # ------------------------------------------------------------------ utility
+    @property
+    def radius_second_moment(self) -> float:
+        """E R² = (s + 1)(s + 2)/ε²."""
+        return (self.rank + 1) * (self.rank + 2) / self.epsilon**2
+
+    def _expected_l2(self, workload: np.ndarray | None) -> float:
+        return self.radius_second_moment * float(np.trace(self.body.second_moment(workload)))
+
+    def _max_variance(self) -> float:
+        return self.radius_second_moment * float(np.diag(self.body.second_moment(None)).max())
+
+    def _expected_l1(self) -> float | None:
+        mean = self.body.mean_l1()
+        return None if mean is None else (self.rank + 1) / self.epsilon * mean
+
+    def expected_l2_norm(self, draws: int = MONTE_CARLO_DRAWS, seed: int = MONTE_CARLO_SEED) -> UtilityValue:
+        """E‖Z‖₂ = E R · E‖U‖₂ with E R = (s + 1)/ε (R and U independent).
+
+        E‖U‖₂ is c·E‖U_B‖₂ for a ball (exact for l2, one-dimensional integration for l1 and
+        l∞; an orthonormal basis keeps ‖·‖₂), exact for a segment, and otherwise a Monte Carlo
+        mean over ``draws`` uniform points of K, with its 95% interval.
+        """
+        factor = (self.rank + 1) / self.epsilon
+        closed = self.body.mean_l2_norm()
+        if closed is not None:
+            return UtilityValue("mean_l2_norm", factor * closed[0], f"(s+1)/ε · E‖U‖₂, {closed[1]}")
+        norms = np.linalg.norm(self.body.uniform(np.random.default_rng(seed), draws), axis=1)
+        mean, se = float(norms.mean()), float(norms.std(ddof=1) / math.sqrt(draws))
+        return UtilityValue("mean_l2_norm", factor * mean,
+                            f"(s+1)/ε · E‖U‖₂, Monte Carlo over {draws} uniform points of K, seed {seed}",
+                            (factor * (mean - 1.96 * se), factor * (mean + 1.96 * se)))
+
+    def _ci_volume(self, alpha: float) -> float:
+        """t^s vol K with t the (1 − α) quantile of ‖Z‖_K ~ Gamma(s, rate ε)."""
+        t = special.gammaincinv(self.rank, 1.0 - alpha) / self.epsilon
+        return math.exp(self.body.log_volume + self.rank * math.log(t))
+
+    def _inference_draws(self, metric, z, alpha, alternative) -> np.ndarray:
+        """``ci_volume``: importance weights 1{‖Z‖_K ≤ t}/f(Z), f(z) = ε^s e^{−ε‖z‖_K}/(s! vol K)
+        the noise density on the span, whose mean is the region's volume.
+
+        Raises
+        ------
+        UnsupportedSpecError
+            For ``test_power`` (no estimator of the K-norm likelihood-ratio test in this version).
+        """
+        if metric != "ci_volume":
+            raise UnsupportedSpecError("utility.metric", f"k_norm has no '{metric}' prediction in this version")
+        s = self.rank
+        g = self.body.gauge(z)
+        t = special.gammaincinv(s, 1.0 - alpha) / self.epsilon
+        log_inverse_density = self.body.log_volume + math.lgamma(s + 1) - s * math.log(self.epsilon)
+        return np.where(g <= t, np.exp(log_inverse_density + self.epsilon * np.minimum(g, t)), 0.0)
