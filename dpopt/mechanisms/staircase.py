@@ -1,0 +1,352 @@
+r"""The staircase mechanism (Geng & Viswanath 2016): the optimal pure-ε additive noise.
+
+Parameters ε₀ (per step), step width Δ₀ and g ∈ [0, 1]; b = e^{−ε₀},
+a = (1 − b) / (2Δ₀(g + (1 − g)b)). The density is symmetric and, for x ≥ 0,
+
+.. math:: f(x) = a\,b^{k} \text{ on } [k\Delta_0, (k+g)\Delta_0), \qquad
+          f(x) = a\,b^{k+1} \text{ on } [(k+g)\Delta_0, (k+1)\Delta_0), \quad k = 0, 1, \dots
+
+so ln f drops by ε₀ exactly at the points ±(g + k)Δ₀, which are Δ₀ apart on each side
+(between −gΔ₀ and gΔ₀ the density is flat at its top). A shift by m changes ln f(x) by at
+most ε₀·⌈m/Δ₀⌉, attained for some x: one coordinate with shift |s| ≤ Δ₀ is ε₀-DP.
+
+**Vector queries (derived).** With i.i.d. staircase noise per coordinate the privacy loss
+of a difference vector v is Σ_i ε₀⌈|v_i|/Δ₀⌉ (independent coordinates; each worst case
+is attainable simultaneously), so the exact guarantee is
+
+.. math:: \varepsilon = \varepsilon_0 \max_{v\in S} \sum_i \lceil |v_i|/\Delta_0 \rceil .
+
+It is *not* ε₀‖v‖₁/Δ₀ as for Laplace: a shift of 0.1Δ₀ costs a full ε₀. Budgeting the l1
+norm like Laplace (ε₀ = ε, Δ₀ = Δ₁) would be ε·max‖v‖₀ — wrong as soon as a neighbour
+moves two coordinates (a histogram under replace-one: 2ε). The design picks Δ₀ among the
+distinct |v_i| divided by 1…4, sets ε₀ = ε/K(Δ₀), and the certificate re-checks
+ε₀·K ≤ ε in exact rational arithmetic over every difference vector.
+
+Costs (closed forms, per coordinate; G&V Thms 4–5 for the optima):
+
+* E|X| = aΔ₀²[(2g + 2b(1−g))S₁ + (g² + b(1−g²))S₀],
+  E X² = (2aΔ₀³/3)[3(g + b(1−g))S₂ + 3(g² + b(1−g²))S₁ + (g³ + b(1−g³))S₀],
+  with S₀ = 1/(1−b), S₁ = b/(1−b)², S₂ = b(1+b)/(1−b)³;
+* l1-optimal g* = 1/(1 + e^{ε₀/2}), E|X| = Δ₀e^{ε₀/2}/(e^{ε₀} − 1);
+* l2-optimal g* = −b/(1−b) + (b − 2b² + 2b⁴ − b⁵)^{1/3}/(2^{1/3}(1−b)²),
+  E X² = Δ₀²(2^{−2/3}b^{2/3}(1+b)^{2/3} + b)/(1−b)²;
+* usefulness P(|X| ≤ γ): g = γ/Δ₀ for γ ≤ Δ₀ (U = r(1−b)/(r + (1−r)b), r = γ/Δ₀), the
+  optimum over *all* ε-DP additive noise (G&V: the staircase is optimal for symmetric
+  costs increasing in |x|, here 1{|x| > γ}); a numerical search over g otherwise.
+
+Sampler (G&V, Algorithm 1): S = ±1, G ~ Geometric(1 − b) on {0, 1, …}, U ~ U[0, 1],
+B = 0 w.p. g/(g + (1−g)b); X = S·Δ₀[(1−B)(G + gU) + B(G + g + (1−g)U)].
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+from scipy import optimize
+
+from dpopt.certificate.checks import Check
+from dpopt.errors import CalibrationError, SpecError
+from dpopt.mechanisms.base import Mechanism, UtilityValue
+from dpopt.mechanisms.noise_metrics import kl_divergence, mallows_distance, renyi_divergence
+from dpopt.privacy.rounding import nudge_until
+from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Privacy, Spec, Utility
+
+PRIOR_METRICS = ("kl", "renyi", "mallows")
+_GL20 = np.polynomial.legendre.leggauss(20)
+"""Metrics that need a prior (``utility.prior``), computed by quadrature of the noise tail."""
+
+
+class StaircaseNoise:
+    """One coordinate of staircase noise, parameters (ε₀, Δ₀, g) (module docstring)."""
+
+    def __init__(self, epsilon0: float, step: float, g: float):
+        if not (epsilon0 > 0 and step > 0 and 0 <= g <= 1 and math.isfinite(epsilon0) and math.isfinite(step)):
+            raise ValueError("staircase needs ε₀ > 0, Δ₀ > 0 and 0 ≤ g ≤ 1")
+        self.epsilon0, self.step, self.g = float(epsilon0), float(step), float(g)
+        self.b = math.exp(-self.epsilon0)
+        self.a = -math.expm1(-self.epsilon0) / (2 * self.step * (self.g + (1 - self.g) * self.b))
+
+    # ------------------------------------------------------------ density
+    def density(self, x) -> np.ndarray:
+        y = np.abs(np.asarray(x, dtype=float)) / self.step
+        k = np.floor(y)
+        return self.a * self.b**k * np.where(y - k < self.g, 1.0, self.b)
+
+    def tail(self, x) -> np.ndarray:
+        """P(X > x) for x ≥ 0: the rest of the current step plus the geometric sum beyond."""
+        y = np.abs(np.asarray(x, dtype=float)) / self.step
+        k = np.floor(y)
+        rem = y - k
+        b, g = self.b, self.g
+        within = (g - np.minimum(rem, g)) + b * ((1 - g) - np.maximum(rem - g, 0.0))
+        beyond = (g + b * (1 - g)) * b / (1 - b)
+        return self.a * self.step * b**k * (within + beyond)
+
+    def abs_moment(self, p: float) -> float:
+        """E|X|^p: closed forms for p = 1, 2; the series of exact step integrals otherwise."""
+        a, b, g, d = self.a, self.b, self.g, self.step
+        s0, s1, s2 = 1 / (1 - b), b / (1 - b) ** 2, b * (1 + b) / (1 - b) ** 3
+        if p == 1:
+            return a * d * d * ((2 * g + 2 * b * (1 - g)) * s1 + (g * g + b * (1 - g * g)) * s0)
+        if p == 2:
+            return (2 * a * d**3 / 3) * (3 * (g + b * (1 - g)) * s2 + 3 * (g * g + b * (1 - g * g)) * s1
+                                         + (g**3 + b * (1 - g**3)) * s0)
+        k = np.arange(int(60.0 / self.epsilon0 + 60 * (1 + p)))
+        lo, mid, hi = k * d, (k + g) * d, (k + 1) * d
+        steps = (mid ** (p + 1) - lo ** (p + 1) + b * (hi ** (p + 1) - mid ** (p + 1))) / (p + 1)
+        return float(2 * a * np.sum(b**k * steps))
+
+    def clipped_expectations(self, h, counts, floor: float) -> np.ndarray:
+        """E[h(max(c + X, τ))] for every count c: the density is constant on each half-step,
+        so the expectation is a sum over half-steps of (density × a 20-point Gauss–Legendre
+        integral of h), split where c + x crosses τ; steps are summed until b^k < 1e-18."""
+        steps = math.ceil(41.5 / self.epsilon0) + 1
+        k = np.arange(steps)
+        d, g, b = self.step, self.g, self.b
+        starts = np.concatenate([k * d, (k + g) * d])
+        ends = np.concatenate([(k + g) * d, (k + 1) * d])
+        dens = self.a * np.concatenate([b**k, b ** (k + 1)])
+        keep = ends > starts
+        starts, ends, dens = starts[keep], ends[keep], dens[keep]
+        lo = np.concatenate([starts, -ends])  # both sides of 0
+        hi = np.concatenate([ends, -starts])
+        rho = np.concatenate([dens, dens])
+        nodes, weights = _GL20
+        out = []
+        for c in np.atleast_1d(np.asarray(counts, dtype=float)):
+            cut = floor - c  # x below the cut is clipped to τ
+            clip_hi = np.clip(cut, lo, hi)
+            mass_clipped = np.sum(rho * (clip_hi - lo))
+            a0, a1 = clip_hi, hi
+            x = a0[:, None] + (a1 - a0)[:, None] * (nodes[None, :] + 1.0) / 2.0
+            smooth = np.sum(rho * (a1 - a0) / 2.0 * (h(np.maximum(c + x, floor)) @ weights))
+            out.append(mass_clipped * h(floor) + smooth)
+        return np.array(out)
+
+    def usefulness(self, gamma: float) -> float:
+        """P(|X| ≤ γ)."""
+        return 1.0 - 2.0 * float(self.tail(gamma))
+
+    def sample(self, rng: np.random.Generator, size) -> np.ndarray:
+        shape = (size,) if np.ndim(size) == 0 else tuple(size)
+        sign = rng.choice([-1.0, 1.0], size=shape)
+        geo = rng.geometric(-math.expm1(-self.epsilon0), size=shape) - 1
+        u = rng.random(shape)
+        inner = rng.random(shape) >= self.g / (self.g + (1 - self.g) * self.b)
+        offset = np.where(inner, self.g + (1 - self.g) * u, self.g * u)
+        return sign * (geo + offset) * self.step
+
+    @property
+    def typical_scale(self) -> float:
+        return self.step * (1.0 + 1.0 / self.epsilon0)
+
+
+# ------------------------------------------------------------ optimal steps
+def l1_optimal_g(epsilon0: float) -> float:
+    """g* = 1/(1 + e^{ε/2}) (Geng & Viswanath 2016, Thm 4)."""
+    return 1.0 / (1.0 + math.exp(epsilon0 / 2.0))
+
+
+def l2_optimal_g(epsilon0: float) -> float:
+    """g* = −b/(1−b) + (b − 2b² + 2b⁴ − b⁵)^{1/3} / (2^{1/3}(1−b)²), b = e^{−ε} (G&V, Thm 5)."""
+    b = math.exp(-epsilon0)
+    return -b / (1 - b) + (b - 2 * b**2 + 2 * b**4 - b**5) ** (1 / 3) / (2 ** (1 / 3) * (1 - b) ** 2)
+
+
+def _best_g(value, higher: bool, coarse: int = 41) -> float:
+    grid = np.linspace(0.0, 1.0, coarse)
+    vals = np.array([value(g) for g in grid])
+    vals = -vals if higher else vals
+    i = int(np.argmin(vals))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, coarse - 1)]
+    res = optimize.minimize_scalar(lambda g: -value(g) if higher else value(g), bounds=(lo, hi),
+                                   method="bounded", options={"xatol": 1e-9})
+    return float(res.x) if res.fun < vals[i] else float(grid[i])
+
+
+def usefulness_optimal_g(epsilon0: float, step: float, gamma: float) -> float:
+    """g = γ/Δ₀ when γ ≤ Δ₀ (G&V optimality for the 0/1 loss); a search over g otherwise."""
+    if gamma <= step:
+        return gamma / step
+    return _best_g(lambda g: StaircaseNoise(epsilon0, step, g).usefulness(gamma), higher=True)
+
+
+def metric_optimal_g(epsilon0: float, step: float, utility: Utility) -> tuple[float, str]:
+    """The g-policy for a metric, and its name (recorded in the certificate)."""
+    metric = utility.metric
+    if metric == "l1":
+        return l1_optimal_g(epsilon0), "l1-optimal"
+    if metric in ("l2", "max_variance"):
+        return l2_optimal_g(epsilon0), "l2-optimal"
+    if metric == "usefulness":
+        return usefulness_optimal_g(epsilon0, step, utility.gamma), f"usefulness-optimal at γ = {utility.gamma:g}"
+    if metric == "mallows":
+        order = utility.order
+        if order in (1, 2):
+            g = l1_optimal_g(epsilon0) if order == 1 else l2_optimal_g(epsilon0)
+            return g, f"l{int(order)}-optimal (the Mallows bound E|X|^p)"
+        return _best_g(lambda g: StaircaseNoise(epsilon0, step, g).abs_moment(order), higher=False), \
+            f"E|X|^{order:g}-optimal (the Mallows bound)"
+    # kl / renyi: to second order in the noise both are proportional to E X² (each cell
+    # contributes ≈ E Z²/(2c) to the KL), so the l2-optimal step is used; a search over g
+    # would cost one quadrature of the staircase tail per trial
+    return l2_optimal_g(epsilon0), f"l2-optimal (second-order proxy for {metric})"
+
+
+def prior_metric(noise, utility: Utility) -> float:
+    """A prior-dependent metric (kl, renyi, mallows) of one coordinate law, over the prior."""
+    if utility.metric == "kl":
+        return kl_divergence(noise, utility.prior, utility.floor)
+    if utility.metric == "renyi":
+        return renyi_divergence(noise, utility.prior, utility.floor, utility.order)
+    return mallows_distance(noise, utility.prior, utility.order)
+
+
+def check_prior(utility: Utility, dimension: int) -> None:
+    """The prior of a prior-dependent metric must have one entry per coordinate."""
+    if utility.metric in PRIOR_METRICS and len(utility.prior) != dimension:
+        raise SpecError("utility.prior", f"has {len(utility.prior)} entries but the query has dimension {dimension}")
+
+
+# -------------------------------------------------------------- exact budget
+def steps_per_shift(pattern: ShiftPattern, step: float) -> int:
+    """K(Δ₀) = max_v Σ_i ⌈|v_i|/Δ₀⌉, exactly (Fractions)."""
+    d0 = Fraction(step)
+    return int(pattern.worst([math.ceil(m / d0) for m in pattern.magnitudes]))
+
+
+def _candidate_steps(pattern: ShiftPattern) -> list[float]:
+    if len(pattern.counts) == 1 and pattern.counts.sum() == 1:
+        return [float(pattern.magnitudes[0])]  # one coordinate moves: Δ₀ = Δ is optimal
+    mags = pattern.magnitudes[-16:]
+    return sorted({float(m) / j for m in mags for j in (1, 2, 3, 4)}, reverse=True)  # ties: the widest step
+
+
+def _calibrate(pattern: ShiftPattern, epsilon: float, step: float) -> tuple[float, float, int]:
+    """(ε₀, Δ₀, K) with ε₀·K(Δ₀) ≤ ε exactly; Δ₀ nudged up so that rounding never adds a step."""
+    target = steps_per_shift(pattern, step)
+    step = nudge_until(step, lambda s: steps_per_shift(pattern, s) <= target, up=True)
+    k = steps_per_shift(pattern, step)
+    eps0 = nudge_until(epsilon / k, lambda e: Fraction(e) * k <= Fraction(epsilon), up=False)
+    return eps0, step, k
+
+
+class StaircaseMechanism(Mechanism):
+    """i.i.d. staircase noise on each coordinate, ε₀ = ε / max_v Σ_i ⌈|v_i|/Δ₀⌉."""
+
+    family = "staircase"
+    title = "Staircase (Geng & Viswanath)"
+
+    def __init__(self, epsilon0: float, step: float, g: float, dimension: int, policy: str = "user"):
+        self.noise = StaircaseNoise(epsilon0, step, g)
+        self.dimension = int(dimension)
+        self.policy = policy
+
+    @classmethod
+    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+        if spec.privacy.definition != "pure":
+            return "the staircase mechanism is certified for pure ε only"
+        if spec.utility.metric in ("ci_volume", "test_power"):
+            return f"no '{spec.utility.metric}' prediction for staircase noise"
+        return coordinatewise_reason(space)
+
+    @classmethod
+    def design(cls, spec: Spec, space: SensitivitySpace) -> StaircaseMechanism:
+        return cls.design_with_value(spec, space)[0]
+
+    @classmethod
+    def design_with_value(cls, spec: Spec, space: SensitivitySpace) -> tuple[StaircaseMechanism, float]:
+        """The designed staircase and its predicted metric (the step Δ₀ with the best metric
+        among the candidates, each with its metric-optimal g)."""
+        check_prior(spec.utility, space.dimension)
+        pattern = shift_pattern(space)
+        epsilon = spec.privacy.parameters["epsilon"]
+        steps = _candidate_steps(pattern)
+        if spec.utility.metric in PRIOR_METRICS:
+            steps = [float(pattern.largest)]  # each prior metric evaluation is a quadrature
+        best = None
+        for step in steps:
+            eps0, step0, _ = _calibrate(pattern, epsilon, step)
+            g, policy = metric_optimal_g(eps0, step0, spec.utility)
+            candidate = cls(eps0, step0, g, space.dimension, policy)
+            value = candidate.expected_utility(spec.utility).value
+            better = best is None or (value > best[0] if spec.utility.metric == "usefulness" else value < best[0])
+            if better:
+                best = (value, candidate)
+        if best is None:
+            raise CalibrationError("no staircase step meets the target")
+        return best[1], best[0]
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> StaircaseMechanism:
+        return cls(parameters["epsilon0"], parameters["step"], parameters["g"], space.dimension,
+                   parameters.get("g_policy", "user"))
+
+    @property
+    def parameters(self) -> dict:
+        return {"epsilon0": self.noise.epsilon0, "step": self.noise.step, "g": self.noise.g,
+                "g_policy": self.policy}
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.noise.sample(rng, (size, self.dimension))
+
+    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        if privacy.definition != "pure":
+            return [Check("privacy", "staircase noise", False, "certified for pure ε only")]
+        reason = coordinatewise_reason(space)
+        if reason is not None:
+            return [Check("privacy", "staircase noise, per coordinate", False, reason)]
+        k = steps_per_shift(shift_pattern(space), self.noise.step)
+        total = Fraction(self.noise.epsilon0) * k
+        eps = Fraction(privacy.parameters["epsilon"])
+        return [Check(
+            "privacy",
+            "exact rational check ε₀·max_v Σ_i ⌈|v_i|/Δ₀⌉ ≤ ε over every difference vector (ln f drops "
+            "by ε₀ at step boundaries Δ₀ apart; Geng & Viswanath 2016; i.i.d. coordinates)",
+            total <= eps,
+            f"ε₀ = {self.noise.epsilon0:.17g}, Δ₀ = {self.noise.step:.17g}, K = {k}: ε₀K = {float(total):.17g} "
+            f"vs ε = {privacy.parameters['epsilon']}",
+        )]
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        k = steps_per_shift(shift_pattern(space), self.noise.step)
+        return {"epsilon": self.noise.epsilon0 * k, "steps_per_worst_shift": k,
+                "conversion": "ε = ε₀ · max_v Σ_i ⌈|v_i|/Δ₀⌉ (exact)"}
+
+    def notes(self) -> list[str]:
+        return super().notes() + [f"staircase step g-policy: {self.policy}"]
+
+    def expected_utility(self, utility: Utility) -> UtilityValue:
+        if utility.metric in PRIOR_METRICS:
+            check_prior(utility, self.dimension)
+            return UtilityValue(utility.metric, prior_metric(self.noise, utility),
+                                "quadrature of the staircase tail (dpopt.mechanisms.noise_metrics)")
+        return super().expected_utility(utility)
+
+    def _expected_l1(self) -> float:
+        return self.dimension * self.noise.abs_moment(1)
+
+    def _expected_l2(self, workload: np.ndarray | None) -> float:
+        frob = self.dimension if workload is None else float(np.sum(workload**2))
+        return self.noise.abs_moment(2) * frob
+
+    def _usefulness(self, gamma: float) -> float:
+        return self.noise.usefulness(gamma)
+
+    def _max_variance(self) -> float:
+        return self.noise.abs_moment(2)
+
+
+__all__ = [
+    "StaircaseMechanism",
+    "StaircaseNoise",
+    "l1_optimal_g",
+    "l2_optimal_g",
+    "metric_optimal_g",
+    "steps_per_shift",
+    "usefulness_optimal_g",
+]

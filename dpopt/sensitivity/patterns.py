@@ -1,0 +1,109 @@
+r"""The sensitivity set seen coordinate by coordinate, for i.i.d. per-coordinate noise.
+
+For noise with independent coordinates whose one-dimensional privacy loss for a shift of
+size m is ℓ(m) (non-decreasing in m), the loss of a difference vector v is Σ_i ℓ(|v_i|):
+the coordinates are independent and each coordinate's supremum can be attained at once.
+The exact ε is therefore :math:`\max_{v\in S} \sum_i \ell(|v_i|)`, which depends on how
+many coordinates a neighbour moves and by how much — not only on ‖v‖₁. For Laplace
+ℓ(m) = m/b is linear and only ‖v‖₁ matters; for the staircase ℓ(m) = ε₀⌈m/Δ₀⌉ and for R²DP
+ℓ is concave, so spreading a shift over several coordinates costs more.
+
+A :class:`ShiftPattern` records, exactly, the distinct non-zero magnitudes |v_i| and for
+each difference vector how many coordinates move by each magnitude. In one dimension
+S ⊂ [−Δ, Δ] and, ℓ being non-decreasing, the single magnitude Δ = ``space.l1`` suffices
+(this holds whether or not S is listed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TypeVar
+
+import numpy as np
+
+from dpopt.sensitivity.space import SensitivitySpace
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ShiftPattern:
+    """Distinct non-zero coordinate shifts of a sensitivity set, and their multiplicities.
+
+    Attributes
+    ----------
+    magnitudes : tuple of Fraction
+        The distinct values of |v_i| > 0 over v ∈ S, exact, increasing.
+    counts : numpy.ndarray
+        (patterns × magnitudes) integers: row p says how many coordinates move by each
+        magnitude in one (or several) v ∈ S. Every v ∈ S is represented.
+    """
+
+    magnitudes: tuple[Fraction, ...]
+    counts: np.ndarray
+
+    @property
+    def max_support(self) -> int:
+        """k = max_v ‖v‖₀."""
+        return int(self.counts.sum(axis=1).max())
+
+    @property
+    def largest(self) -> Fraction:
+        """Δ∞ = max_v ‖v‖∞."""
+        return self.magnitudes[-1]
+
+    @property
+    def uniform(self) -> bool:
+        """True when every non-zero coordinate shift has the same size (then
+        k·ℓ(Δ∞) is the exact loss, not only a bound)."""
+        return len(self.magnitudes) == 1
+
+    def worst(self, loss: Sequence[T], add: Callable[[list[T]], T] = sum) -> T:
+        """max over patterns of Σ_k counts[p, k]·loss[k], the sum formed by ``add`` on the
+        repeated terms (pass exact Fractions or mpmath numbers for an exact maximum)."""
+        best = None
+        for row in self.counts:
+            terms = [loss[k] for k in np.flatnonzero(row) for _ in range(int(row[k]))]
+            total = add(terms)
+            if best is None or total > best:
+                best = total
+        return best
+
+
+def coordinatewise_reason(space: SensitivitySpace) -> str | None:
+    """None when :func:`shift_pattern` can describe the space exactly, else why not."""
+    if space.dimension == 1:
+        return None
+    if not space.complete:
+        return ("per-coordinate noise is certified from every difference vector, but this sensitivity "
+                "space lists only the generators of its hull (e.g. Hamming distance > 1)")
+    try:
+        space.vectors()
+    except ValueError:
+        return "the sensitivity space has too many difference vectors to list"
+    return None
+
+
+def shift_pattern(space: SensitivitySpace) -> ShiftPattern:
+    """The exact :class:`ShiftPattern` of ``space``.
+
+    Raises
+    ------
+    ValueError
+        When :func:`coordinatewise_reason` gives a reason.
+    """
+    reason = coordinatewise_reason(space)
+    if reason is not None:
+        raise ValueError(reason)
+    if space.dimension == 1:
+        return ShiftPattern((Fraction(space.l1),), np.array([[1]]))
+    magnitudes = np.abs(np.asarray(space.vectors(), dtype=float))
+    values, index = np.unique(magnitudes, return_inverse=True)
+    index = index.reshape(magnitudes.shape)
+    nonzero = values > 0
+    counts = np.stack([np.count_nonzero(index == j, axis=1) for j in np.flatnonzero(nonzero)], axis=1)
+    counts = np.unique(counts, axis=0)
+    counts = counts[counts.sum(axis=1) > 0]
+    return ShiftPattern(tuple(Fraction(float(v)) for v in values[nonzero]), counts)
