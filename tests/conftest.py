@@ -28,3 +28,25 @@ def make_spec(**overrides) -> dict:
 @pytest.fixture
 def spec_dict():
     return make_spec()
+
+
+def execute_notebook(name: str):
+    """Execute ``notebooks/<name>.ipynb`` with nbclient (kernel python3, in its own folder).
+
+    Returns
+    -------
+    notebook, text
+        The executed notebook and the concatenated text of all its code-cell outputs.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = ROOT / "notebooks" / f"{name}.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(
+        notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+    text = "".join(
+        o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
+    )
+    return notebook, text

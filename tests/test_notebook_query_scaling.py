@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-import nbformat
 import pytest
-from conftest import ROOT
-from nbclient import NotebookClient
 
-NOTEBOOK = ROOT / "notebooks" / "query_scaling.ipynb"
+from conftest import execute_notebook
 
 
 @pytest.fixture(scope="module")
 def executed():
-    nb = nbformat.read(str(NOTEBOOK), as_version=4)
-    NotebookClient(
-        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
-    ).execute()
-    return nb
-
-
-def _text(nb) -> str:
-    return "".join(
-        out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs
-    )
+    return execute_notebook("query_scaling")
 
 
 def test_notebook_runs_without_errors(executed):
     errors = [
         out
-        for cell in executed.cells
+        for cell in executed[0].cells
         if cell.cell_type == "code"
         for out in cell.outputs
         if out.output_type == "error"
@@ -37,7 +24,7 @@ def test_notebook_runs_without_errors(executed):
 
 
 def test_notebook_prints_the_reproduction_targets(executed):
-    text = _text(executed)
+    text = executed[1]
     # fixed data (digest §6.2): ξ* and ratios, the power example, the end-to-end σ
     assert "[2.5   0.625] volume ratio 0.8" in text and "volume ratio 0.00511841" in text
     assert "power 0.722812 vs xi=1 0.408797" in text and "sigma = 37.3063350" in text
@@ -51,7 +38,7 @@ def test_notebook_prints_the_reproduction_targets(executed):
 def test_notebook_draws_the_power_curves(executed):
     images = [
         out
-        for cell in executed.cells
+        for cell in executed[0].cells
         if cell.cell_type == "code"
         for out in cell.outputs
         if "image/png" in out.get("data", {})
