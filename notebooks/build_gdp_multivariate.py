@@ -1,6 +1,6 @@
 """Build ``notebooks/gdp_multivariate.ipynb`` (Lee, Kim, Kwak & Jung 2022 reproduced with dpopt) with nbformat.
 
-Run ``python notebooks/build_gdp_multivariate.py``; ``tests/test_notebook_gdp_multivariate.py``
+Run ``python notebooks/build_gdp_multivariate.py``; ``tests/test_notebooks.py``
 executes the notebook.
 """
 

@@ -1,6 +1,6 @@
 """Build ``notebooks/generalized_gaussian.ipynb`` (Liu 2019 reproduced with dpopt) with nbformat.
 
-Run ``python notebooks/build_generalized_gaussian.py``; ``tests/test_notebook_generalized_gaussian.py``
+Run ``python notebooks/build_generalized_gaussian.py``; ``tests/test_notebooks.py``
 executes the notebook.
 """
 

@@ -1,6 +1,6 @@
 """Build ``notebooks/k_norm.ipynb`` (the K-norm part of Cho & Awan's Figure 3, with dpopt).
 
-Run ``python notebooks/build_k_norm.py``; ``tests/test_notebook_k_norm.py`` executes it.
+Run ``python notebooks/build_k_norm.py``; ``tests/test_notebooks.py`` executes it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Build ``notebooks/r2dp.ipynb`` (R²DP, Mohammady et al. CCS 2020, reproduced with dpopt) with nbformat.
 
-Run ``python notebooks/build_r2dp.py``; ``tests/test_notebook_r2dp.py`` executes the notebook.
+Run ``python notebooks/build_r2dp.py``; ``tests/test_notebooks.py`` executes the notebook.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Build ``notebooks/semi_dp.ipynb`` (Cho & Awan, invariants and Semi-DP, reproduced with dpopt).
 
-Run ``python notebooks/build_semi_dp.py``; ``tests/test_notebook_semi_dp.py`` executes it.
+Run ``python notebooks/build_semi_dp.py``; ``tests/test_notebooks.py`` executes it.
 """
 
 from __future__ import annotations
