@@ -26,7 +26,7 @@ CELLS = [
         "from dpopt.sensitivity.semi_adjacency import dataset_graph, search_parameter, semi_adjacency_graph\n"
         "from dpopt.sensitivity.table_moves import paper_moves, margin_moves\n"
         "from dpopt.sensitivity.margin_subspace import MarginSubspace\n"
-        "from dpopt.sensitivity.hull import SpanHull\n"
+        "from dpopt.geometry import Polytope\n"
         "from dpopt.privacy.semi_dp import semi_dp_from_dp, semi_dp_tradeoff, compose_semi_dp\n"
         "from dpopt.privacy.tradeoff import PureDPTradeOff\n"
         "from dpopt.privacy.census2020 import census_semi_dp\n"
@@ -89,10 +89,12 @@ CELLS = [
         "assert len(paper) == 19 and len(s33.vectors()) == 31 and s33.l2_squared == 6\n"
         "basis = MarginSubspace((3, 3), ((0,), (1,))).basis()\n"
         "for name, vectors in (('paper set', paper), ('S_Semi', s33.vectors())):\n"
-        "    K = SpanHull.from_vectors(vectors, basis)\n"
+        "    points = vectors @ basis\n"
+        "    K = Polytope.from_points(points[np.abs(points).sum(axis=1) > 1e-12])\n"
         "    print(f'hull of the {name}: {len(K.vertices)} vertices, {len(K.normals)} facets, volume {K.volume:.6g}')\n"
         "cycle = np.array([1, -1, 0, 0, 1, -1, -1, 0, 1.0])\n"
-        "print('6-cycle in the K-norm of the paper hull:', SpanHull.from_vectors(paper, basis).norm_lp(cycle))"
+        "paper_hull = Polytope.from_points(paper_moves(3, 3) @ basis)\n"
+        "print('6-cycle in the K-norm of the paper hull:', paper_hull.gauge(cycle @ basis)[0])"
     ),
     new_markdown_cell(
         "## Expected L2 cost behind Figure 2\n\n"

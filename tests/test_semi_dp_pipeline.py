@@ -12,10 +12,11 @@ import math
 
 import numpy as np
 import pytest
+from scipy.optimize import linprog
 
 import dpopt
 from dpopt.errors import SpecError, UnsupportedSpecError
-from dpopt.sensitivity.hull import SpanHull
+from dpopt.geometry import Polytope
 from dpopt.sensitivity.margin_subspace import MarginSubspace
 from dpopt.sensitivity.table_moves import paper_moves
 
@@ -141,24 +142,36 @@ def test_bad_invariant_specs_are_spec_errors():
     assert "semi_adjacency" in str(info.value)
 
 
+def _lp_gauge(points: np.ndarray, y: np.ndarray) -> float:
+    """‖y‖_K = min Σλ s.t. Σλ_j p_j = y, λ ≥ 0 (valid for S = −S, 0 ∈ S): a route independent of facets."""
+    res = linprog(np.ones(len(points)), A_eq=points.T, b_eq=y, bounds=(0, None), method="highs")
+    assert res.status == 0
+    return float(res.fun)
+
+
 def test_hull_of_the_papers_3x3_set_and_of_s_semi():
     basis = MarginSubspace((3, 3), ((0,), (1,))).basis()
-    paper = SpanHull.from_vectors(np.vstack([np.zeros(9), paper_moves(3, 3)]), basis)
+    points = paper_moves(3, 3) @ basis
+    paper = Polytope.from_points(points)
     assert (len(paper.vertices), len(paper.normals)) == (18, 30)
     assert paper.volume == pytest.approx(24.75, rel=1e-12)
-    cycle = np.array([1, -1, 0, 0, 1, -1, -1, 0, 1.0])
-    assert paper.norm(cycle)[0] == pytest.approx(2.0) and paper.norm_lp(cycle) == pytest.approx(2.0)
-    full = SpanHull.of_space(_derive(_spec()))
+    cycle = np.array([1, -1, 0, 0, 1, -1, -1, 0, 1.0]) @ basis
+    assert paper.gauge(cycle)[0] == pytest.approx(2.0) and _lp_gauge(points, cycle) == pytest.approx(2.0)
+    space = _derive(_spec())
+    full_points = space.vectors() @ space.span.basis()
+    full = Polytope.from_points(full_points[np.abs(full_points).sum(axis=1) > 1e-12])
     assert (len(full.vertices), len(full.normals)) == (30, 18)
     assert full.volume == pytest.approx(47.25, rel=1e-12)
-    assert full.norm(full.points @ full.basis.T).max() == pytest.approx(1.0, abs=1e-12)  # Δ_K = 1 (Prop. 30)
+    assert full.gauge(full.points).max() == pytest.approx(1.0, abs=1e-12)  # Δ_K = 1 (Prop. 30)
 
 
 def test_hull_of_a_one_dimensional_space_is_an_interval():
     spec = _spec(query={"kind": "contingency_table", "attributes": ["c", "c2"]}, invariants=[
         {"kind": "margins", "attributes": ["c"]}, {"kind": "margins", "attributes": ["c2"]}],
         data={"attributes": {**LEVELS, "c2": ["u", "v"]}})
-    hull = SpanHull.of_space(_derive(spec))
+    space = _derive(spec)
+    points = space.vectors() @ space.span.basis()
+    hull = Polytope.from_points(points[np.abs(points).sum(axis=1) > 1e-12])
     assert hull.dimension == 1 and hull.volume == pytest.approx(4.0)
-    u = np.array([0.5, -0.5, -0.5, 0.5])  # unit vector of the span; K = [−2, 2]·u
-    assert hull.norm(u)[0] == pytest.approx(0.5) and hull.norm_lp(u) == pytest.approx(0.5)
+    u = np.array([0.5, -0.5, -0.5, 0.5]) @ space.span.basis()  # unit vector of the span; K = [−2, 2]·u
+    assert hull.gauge(u)[0] == pytest.approx(0.5) and _lp_gauge(points, u) == pytest.approx(0.5)
