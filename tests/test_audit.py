@@ -1,7 +1,7 @@
 """The empirical audit: it does not refute correct mechanisms and it catches broken ones.
 
 A correct mechanism's lower bound exceeds the certified value with probability at most
-1 − confidence = 5% per pair (fixed seeds make each case deterministic). Broken cases are
+1 − confidence = 5% per audit (Bonferroni over its pairs; fixed seeds make each case deterministic). Broken cases are
 chosen so that the true parameter is far above the certified one (×√3 or ×2).
 """
 

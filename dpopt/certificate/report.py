@@ -1,10 +1,28 @@
-"""The audit report a person reads, rendered from a certificate (Markdown or HTML)."""
+"""The audit report a person reads: Markdown (figures as PNG files next to it) or one
+self-contained HTML page (figures embedded as base64 PNG, styles inline, no script, no
+network).
+
+:func:`build_report` gathers what the certificate alone does not hold: the figures (the
+trade-off curve of the mechanism against the target, the noise against its stated law,
+the sensitivity hull in 2-D/3-D projections, the predicted utility against the privacy
+budget) and the empirical audit. :func:`render_markdown` and :func:`render_html` accept a
+:class:`Report` or a bare certificate (then without figures and audit).
+
+Sections: what is released (the spec in words), the guarantee in every language it holds
+in (the target; the mechanism's own ε, δ profile, μ, ρ; the Semi-DP scope under
+invariants), the sensitivity space, the mechanism, the candidates compared, the figures,
+the second route and every check, the empirical audit, caveats and provenance.
+"""
 
 from __future__ import annotations
 
+import base64
 import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from dpopt.certificate.model import Certificate
+from dpopt.certificate.model import Certificate, write_atomic
 
 _DEFINITIONS = {
     "pure": "pure ε-differential privacy",
@@ -13,6 +31,9 @@ _DEFINITIONS = {
     "zcdp": "ρ-zero-concentrated differential privacy",
     "pdp": "(ε, δ)-probabilistic differential privacy",
 }
+_SYMBOLS = {"epsilon": "ε", "delta": "δ", "mu": "μ", "rho": "ρ"}
+_SUMMARY_ROWS = {"mu": "μ-GDP", "rho": "ρ-zCDP", "epsilon": "pure ε-DP"}
+_SECOND_ROUTE = ("privacy.second_route", "privacy.second_route.sampler", "utility.integration")
 
 
 def _short(value) -> str:
@@ -29,47 +50,370 @@ def _short(value) -> str:
     return str(value)
 
 
-def format_parameters(parameters: dict) -> str:
-    """Mechanism parameters on one line, ``k=v`` with values shortened as in the report's tables."""
-    return ", ".join(f"{k}={_short(v)}" for k, v in parameters.items())
+def format_parameters(parameters: dict, width: int = 90) -> str:
+    """Mechanism parameters on one line, ``k=v`` with values shortened as in the report's tables
+    (a value longer than ``width`` characters is left to the certificate)."""
+    def value(v) -> str:
+        text = _short(v)
+        return text if len(text) <= width else "⟨in the certificate⟩"
+
+    return ", ".join(f"{k}={value(v)}" for k, v in parameters.items())
 
 
-def _sections(cert: Certificate) -> list[tuple[str, list]]:
-    """The report's content as (heading, blocks); a block is a paragraph or a table."""
+# ------------------------------------------------------------------------ the report
+@dataclass(frozen=True)
+class Figure:
+    """One figure: ``name`` is its file stem, ``png`` the image."""
+
+    name: str
+    title: str
+    caption: str
+    png: bytes
+
+
+@dataclass(frozen=True)
+class Report:
+    """A certificate with its figures and audit (see :func:`build_report`)."""
+
+    certificate: Certificate
+    figures: tuple[Figure, ...] = ()
+    audit: object | None = None
+    notes: tuple[str, ...] = field(default=())
+    """Figures or parts that could not be produced, and why."""
+
+
+def build_report(
+    certificate: Certificate,
+    *,
+    audit_draws: int | None = 50_000,
+    utility_families: str = "candidates",
+    utility_scales: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0),
+) -> Report:
+    """The certificate's figures and, unless ``audit_draws`` is None, its empirical audit.
+
+    The spec is re-derived and the mechanism rebuilt from the certificate (as ``dpopt
+    verify`` does), so the figures show the mechanism the file describes.
+
+    Parameters
+    ----------
+    certificate : Certificate
+    audit_draws : int or None
+        Draws per dataset and pair for :func:`dpopt.audit.audit` (None: no audit).
+    utility_families : {"candidates", "selected"}
+        Whose predicted utility is drawn against the privacy budget.
+    utility_scales : tuple of float
+        Multiples of the target's ε, μ or ρ at which each family is re-designed.
+    """
+    import numpy as np
+
+    from dpopt.audit.empirical import audit_mechanism
+    from dpopt.certificate import plots, report_data
+    from dpopt.certificate.second_route import mechanism_tradeoff, noise_law_of
+    from dpopt.certificate.verify import rebuild_mechanism
+    from dpopt.errors import DpoptError
+    from dpopt.mechanisms.base import better
+    from dpopt.sensitivity.derive import derive
+    from dpopt.spec.load import load_spec
+
+    data = certificate.data
+    spec = load_spec(data["spec"])
+    space = derive(spec)
+    mechanism = rebuild_mechanism(data, space)
+    law = noise_law_of(mechanism)
+    family = mechanism.family
+    figures: list[Figure] = []
+    notes: list[str] = []
+
+    alpha = np.unique(np.concatenate([np.logspace(-10, -2, 161), np.linspace(0.0, 1.0, 501)]))
+    target = report_data.target_tradeoff(data["guarantee"], alpha)
+    curve = None if isinstance(law, str) else mechanism_tradeoff(law, space, alpha)
+    if curve is None:
+        notes.append("trade-off of the mechanism: not drawn (" + (law if isinstance(law, str) else
+                     "no numerical route for this law or space") + ")")
+    if target is None:
+        notes.append("trade-off of the target: a probabilistic-DP target is not a trade-off guarantee")
+    scope = "Semi-DP neighbours (D_t, A_a)" if "semi_dp" in data["guarantee"]["scope"] else "neighbouring datasets"
+    figures.append(Figure(
+        "tradeoff", "Trade-off curve: mechanism against target",
+        f"Type-II against type-I error of the best test telling apart two {scope}. The mechanism meets an f-DP "
+        "target when its curve lies on or above the target's; the mechanism's curve is a certified lower bound "
+        "(from the pessimistic privacy-loss distribution of the second route).",
+        plots.tradeoff_png(alpha, target, curve, f"{family}: {_DEFINITIONS[data['guarantee']['definition']]}"),
+    ))
+
+    panels = report_data.noise_panels(mechanism, law if not isinstance(law, str) else None)
+    if panels:
+        figures.append(Figure(
+            "noise", "Noise: the sampler against the stated law",
+            f"Histograms of {report_data.NOISE_DRAWS} draws of the mechanism's sampler (seed "
+            f"{report_data.NOISE_SEED}) on the coordinates with the most noise"
+            + ("" if isinstance(law, str) else ", with the density of the law the certificate relies on where it "
+               "is stated per output coordinate") + ".",
+            plots.noise_png(panels, f"{family} noise"),
+        ))
+
+    hull = report_data.hull_points(space)
+    if hull is None:
+        notes.append("sensitivity hull: not drawn (the space is too large to list its vectors)")
+    else:
+        points, rank = hull
+        figures.append(Figure(
+            "sensitivity", "The sensitivity space",
+            f"The {len(points)} listed difference vectors φ(X) − φ(X′) projected on the leading principal "
+            f"directions of their span (rank {rank}), and their convex hull K"
+            + ("" if rank <= 3 else " (a projection of a higher-dimensional polytope)") + ".",
+            plots.hull_png(points, rank, f"rank {rank}, {len(points)} vectors"),
+        ))
+
+    candidates = [c["family"] for c in data.get("candidates", []) if "utility" in c]
+    families = candidates if utility_families == "candidates" else [family]
+    known = {c["family"]: c["utility"]["value"] for c in data.get("candidates", []) if "utility" in c}
+    known.setdefault(family, data["utility"]["value"])
+    curves, parameter, value = report_data.utility_curves(spec, space, families or [family], utility_scales, known)
+    if curves:
+        metric = data["utility"]["metric"]
+        figures.append(Figure(
+            "utility", f"Predicted {metric} against the privacy budget",
+            f"Each family re-designed at {', '.join(f'{s:g}' for s in utility_scales)} × the target {parameter} "
+            "(other parameters kept); points a family cannot meet are left out.",
+            plots.utility_png(curves, value, parameter, metric, better(metric), family,
+                              f"{metric} against {parameter}, {len(curves)} famil{'y' if len(curves) == 1 else 'ies'}"),
+        ))
+    else:
+        notes.append("utility against the privacy budget: no family could be re-designed")
+
+    result = None
+    if audit_draws:
+        try:
+            result = audit_mechanism(mechanism, space, spec.privacy, draws=audit_draws)
+        except (DpoptError, ValueError) as exc:
+            notes.append(f"empirical audit: not run ({exc})")
+    return Report(certificate, tuple(figures), result, tuple(notes))
+
+
+# ------------------------------------------------------------------- the spec in words
+def _attribute(name: str, domain) -> str:
+    if isinstance(domain, list):
+        shown = ", ".join(map(str, domain[:6])) + (", …" if len(domain) > 6 else "")
+        return f"{name} ({len(domain)} levels: {shown})"
+    if isinstance(domain, dict) and {"min", "max"} <= set(domain):
+        return f"{name} (a number between {domain['min']:g} and {domain['max']:g})"
+    return f"{name} ({_short(domain)})"
+
+
+def _query(query: dict, dimension: int) -> str:
+    kind = query["kind"]
+    if kind == "count":
+        return "the number of records"
+    if kind == "histogram":
+        return f"the histogram of {query['attribute']} ({dimension} counts)"
+    if kind == "contingency_table":
+        return (f"the contingency table of {' × '.join(query['attributes'])} ({dimension} cells, row-major, "
+                f"{query['attributes'][0]} varying slowest)")
+    if kind == "marginals":
+        tables = "; ".join(" × ".join(g) for g in query["attributes"])
+        return f"the marginal tables of {tables} ({dimension} counts in all)"
+    if kind == "linear":
+        return f"{dimension} linear combinations of the histogram of {query['attribute']}"
+    if kind in ("sum", "mean"):
+        return f"the {kind} of {query['attribute']}"
+    rest = {k: v for k, v in query.items() if k != "kind"}
+    return f"a {kind.replace('_', ' ')} query {_short(rest)} (dimension {dimension})"
+
+
+def _invariant(inv: dict) -> str:
+    if inv["kind"] == "total":
+        return "the total number of records"
+    if inv["kind"] == "margins":
+        return f"the margins over {' × '.join(inv['attributes'])}"
+    if inv["kind"] == "linear":
+        return f"{len(inv.get('matrix', []))} linear statistics C·φ(X)"
+    return _short(inv)
+
+
+def _target(definition: str, params: dict) -> str:
+    values = ", ".join(f"{_SYMBOLS.get(k, k)} = {v:g}" for k, v in params.items() if isinstance(v, (int, float)))
+    return f"{_DEFINITIONS.get(definition, definition)} with {values}"
+
+
+def _utility(u: dict) -> str:
+    metric = u["metric"]
+    words = {
+        "l2": "the expected squared error E‖W·noise‖₂²" if u.get("workload") or u.get("weights")
+        else "the expected squared error E‖noise‖₂²",
+        "l1": "the expected absolute error E‖noise‖₁",
+        "usefulness": f"the usefulness P(|noise| ≤ γ) per coordinate, γ = {u.get('gamma')}",
+        "max_variance": "the largest variance of a coordinate",
+        "ci_volume": f"the volume of the smallest {1 - u.get('alpha', 0.05):.0%} confidence region",
+        "test_power": f"the power of the level-{u.get('alpha', 0.05):g} test of a shift η",
+    }
+    return words.get(metric, f"the '{metric}' metric " + _short({k: v for k, v in u.items() if k != "metric"}))
+
+
+def spec_in_words(certificate: Certificate) -> list[str]:
+    """The spec of a certificate as sentences."""
+    d = certificate.data
+    spec, g, s = d["spec"], d["guarantee"], d["sensitivity"]
+    data = spec["data"]
+    attributes = "; ".join(_attribute(k, v) for k, v in data["attributes"].items())
+    n = f" The number of records, n = {data['n']}, is public." if data.get("n") is not None else ""
+    request = spec.get("mechanism", "auto")
+    if request == "auto":
+        how = "every mechanism family that can meet the target is calibrated and the best predicted utility is kept"
+    elif isinstance(request, list):
+        how = f"the families {', '.join(request)} are compared and the best kept"
+    else:
+        how = f"the family `{request}` is used"
+    query = _query(spec["query"], s["dimension"])
+    lines = [
+        f"**Data.** Records with {attributes}.{n}",
+        f"**Released.** {query[0].upper() + query[1:]}, with random noise added.",
+        "**Published exactly.** " + ("; ".join(_invariant(i) for i in spec.get("invariants", [])).capitalize() + "."
+                                     if spec.get("invariants") else "Nothing: every released number carries noise."),
+        f"**Who is protected.** Any two datasets that {g['scope']['adjacency_description']}.",
+        f"**Target.** {_target(g['definition'], {k: v for k, v in g.items() if k not in ('definition', 'scope', 'note')})}.",
+        f"**Mechanism.** As requested ({how}), optimising {_utility(spec.get('utility', {'metric': 'l2'}))}.",
+    ]
+    if spec.get("description"):
+        lines.append("**Purpose (from the spec).** " + " ".join(str(spec["description"]).split()))
+    return lines
+
+
+# ---------------------------------------------------------------------- the sections
+@dataclass(frozen=True)
+class _Image:
+    figure: Figure
+
+
+def _guarantee(d: dict) -> list:
+    g, m = d["guarantee"], d["mechanism"]
+    target = {k: v for k, v in g.items() if k not in ("definition", "scope", "note")}
+    blocks: list = [
+        f"The release satisfies **{_target(g['definition'], target)}** between any two datasets that "
+        f"{g['scope']['adjacency_description']}. The family's own check (`privacy`) and the second route from "
+        "the noise law (`privacy.second_route`) both evaluate it; see *Checks*."
+    ]
+    rows = [["language", "value", "obtained by"], ["the certified target", _target(g["definition"], target),
+                                                   "the checks `privacy` and `privacy.second_route`"]]
+    summary = m.get("privacy", {}) or {}
+    how = "; ".join(str(v) for k, v in summary.items() if isinstance(v, str) and not k.endswith("_exact"))
+    for key, value in summary.items():
+        if key in _SUMMARY_ROWS and isinstance(value, (int, float)):
+            exact = summary.get(f"{key}_exact")
+            rows.append([_SUMMARY_ROWS[key], f"{_SYMBOLS[key]} = {value:.6g}" + (f" (exactly {exact})" if exact else ""),
+                         how])
+        elif key == "epsilon_at_delta" and isinstance(value, dict):
+            for delta, eps in value.items():
+                rows.append([f"(ε, δ)-DP at δ = {delta}", f"ε = {eps:.6g}", how])
+    blocks.append(rows)
+    if g.get("note"):
+        blocks.append(f"**Note.** {g['note']}")
+    semi = g["scope"].get("semi_dp")
+    if semi:
+        blocks += [
+            f"**Semi-DP scope (invariants).** {semi.get('notion', '')}. {semi.get('dataspace', '')}. "
+            f"{semi.get('adjacency', '')}.",
+            semi.get("statement", ""),
+            f"**Not protected.** {semi.get('not_protected', '')}",
+        ]
+        table = [["Semi-DP quantity", "value"],
+                 ["semi-adjacent parameter a", f"{g['scope'].get('semi_adjacent_parameter')} "
+                  f"({'exact' if semi.get('semi_adjacent_parameter_exact') else 'a bound'}, "
+                  f"{str(semi.get('semi_adjacent_parameter_reading', '')).replace('_', '-')} reading)"],
+                 ["how a was found", semi.get("semi_adjacent_parameter_method", "")]]
+        for delta, eps in (semi.get("epsilon_at_delta") or {}).items():
+            table.append([f"ε at δ = {delta} within D_t", f"{eps:.6g} ({semi.get('epsilon_conversion', '')})"])
+        ordinary = semi.get("ordinary_dp_read_under_invariants")
+        if ordinary:
+            values = ", ".join(f"{_SYMBOLS[k]} = {ordinary[k]:.6g}" for k in ("epsilon", "mu", "rho")
+                               if isinstance(ordinary.get(k), (int, float)))
+            table.append(["an ordinary-DP mechanism read under the invariants",
+                          ordinary.get("description", "") + (f" ({values})" if values else "")])
+        blocks.append(table)
+    return blocks
+
+
+def _sensitivity(d: dict, figures: dict) -> list:
+    s = d["sensitivity"]
+    blocks: list = [
+        [["dimension d", "rank of the span", "Δ₁", "Δ₂", "Δ∞", "span"],
+         [s["dimension"], s["rank"], s["l1_exact"], f"√{s['l2_squared_exact']} ≈ {s['l2']:.6g}", s["linf_exact"],
+          s["span"].get("kind", _short(s["span"])) if isinstance(s["span"], dict) else s["span"]]],
+        f"Derived by {s['method']}. Neighbours: {s.get('adjacency', '')}.",
+    ]
+    if "sensitivity" in figures:
+        blocks.append(_Image(figures["sensitivity"]))
+    return blocks
+
+
+def _checks_table(d: dict) -> list:
+    from dpopt.certificate.second_route import is_not_available
+
+    def status(c: dict) -> str:
+        return "n/a" if is_not_available(c) else "yes" if c["passed"] else "**NO**"
+
+    return [["claim", "holds", "method", "detail"]] + [
+        [f"`{c['claim']}`", status(c), c["method"], c["detail"]] for c in d["checks"]
+    ]
+
+
+def _second_route(d: dict) -> list:
+    from dpopt.certificate.second_route import is_not_available
+
+    by_claim = {c["claim"]: c for c in d["checks"]}
+    rows = [["second-route claim", "outcome"]]
+    for claim in _SECOND_ROUTE:
+        c = by_claim.get(claim)
+        if c is None:
+            rows.append([f"`{claim}`", "not in this certificate (issued before the second route existed)"])
+        elif is_not_available(c):
+            rows.append([f"`{claim}`", f"not available: {c['detail']}"])
+        else:
+            rows.append([f"`{claim}`", ("" if c["passed"] else "**FAILED** ") + c["detail"]])
+    return [
+        "Independently of the family's own formulas, `dpopt verify` takes the law of the noise the mechanism "
+        "emits and computes the privacy loss at the neighbouring differences numerically (a bracketed "
+        "privacy-loss distribution), checks that the sampler draws that law, and integrates the costs.",
+        rows,
+    ]
+
+
+def _audit(report: Report | None) -> list:
+    if report is None or report.audit is None:
+        return ["Not run for this document (`dpopt report CERT --out report.html` runs it; so does `dpopt audit`)."]
+    a = report.audit
+    symbol = _SYMBOLS.get(a.parameter, a.parameter)
+    if not a.audited:
+        return [a.note]
+    verdict = ("**not refuted**" if a.passed else "**REFUTED**")
+    blocks: list = [
+        f"Monte Carlo on the worst-case neighbouring pairs the spec implies ({a.draws} draws per dataset and "
+        f"pair, seed {a.seed}): {verdict}. The {a.confidence:.0%} lower confidence bound is "
+        f"{symbol} ≥ {a.lower_bound:.4g}, the certified value {symbol} = {a.certified:.6g}. An audit can refute a "
+        "guarantee, never prove one.",
+        [["pair: ‖v‖₁", "‖v‖₂", "test statistic", "type-I α", "type-II β", f"lower bound on {symbol}"]]
+        + [[f"{r['l1']:.6g}", f"{r['l2']:.6g}", r["statistic"], f"{r['alpha']:.4g}", f"{r['beta']:.4g}",
+            f"{r['lower_bound']:.4g}"] for r in a.rows],
+    ]
+    return blocks
+
+
+def _sections(source: Report | Certificate) -> list[tuple[str, list]]:
+    """The report's content as (heading, blocks); a block is a paragraph, a table or an image."""
+    report = source if isinstance(source, Report) else None
+    cert = report.certificate if report else source
+    figures = {f.name: f for f in (report.figures if report else ())}
     d = cert.data
-    spec, g, s, m, u = d["spec"], d["guarantee"], d["sensitivity"], d["mechanism"], d["utility"]
-    params = ", ".join(f"{k} = {v}" for k, v in g.items() if k not in ("definition", "scope"))
-    query = spec["query"]
-    what = query["kind"].replace("_", " ") + (
-        f" over {', '.join(map(str, query['attributes']))}" if "attributes" in query else
-        f" of {query['attribute']}" if "attribute" in query else ""
-    )
+    m, u = d["mechanism"], d["utility"]
     sections: list[tuple[str, list]] = [
-        ("What is released", [
-            f"**{spec['name']}**: the {what}, a vector of dimension {s['dimension']}, "
-            f"with noise added so that the release satisfies {_DEFINITIONS[g['definition']]} ({params}).",
-            f"Protected unit: neighbouring datasets {g['scope']['adjacency_description']}. "
-            + ("Invariants: " + ", ".join(str(i) for i in g["scope"]["invariants"]) + "."
-               if g["scope"]["invariants"] else "No statistic is published exactly."),
-            *([f"Semi-DP (a = {g['scope']['semi_adjacent_parameter']}, "
-               f"{g['scope']['semi_dp']['semi_adjacent_parameter_reading'].replace('_', '-')} reading: "
-               f"{g['scope']['semi_dp']['semi_adjacent_parameter_method']}). "
-               + g["scope"]["semi_dp"]["statement"] + " " + g["scope"]["semi_dp"]["not_protected"]]
-              if "semi_dp" in g["scope"] else []),
-        ]),
-        ("Sensitivity", [
-            [["dimension", "rank", "l1", "l2", "linf", "span"],
-             [s["dimension"], s["rank"], s["l1_exact"], f"√{s['l2_squared_exact']}", s["linf_exact"],
-              s["span"]["kind"]]],
-            f"Derived by {s['method']}.",
-        ]),
+        ("What is released", spec_in_words(cert)),
+        ("The guarantee", _guarantee(d)),
+        ("Sensitivity space", _sensitivity(d, figures)),
         ("Mechanism", [
-            f"**{m['title']}** (`{m['family']}`), parameters: "
-            + ", ".join(f"{k} = {_short(v)}" for k, v in m["parameters"].items()) + ".",
-            *(["Its own privacy: " + ", ".join(f"{k} = {v}" for k, v in m["privacy"].items()) + "."]
-              if m.get("privacy") else []),
+            f"**{m['title']}** (`{m['family']}`), parameters: {format_parameters(m['parameters'])}.",
             f"Predicted utility: {u['metric']} = {u['value']:.6g} ({u['method']}"
             + (f", 95% CI [{u['ci95'][0]:.6g}, {u['ci95'][1]:.6g}]" if "ci95" in u else "") + ").",
+            *[_Image(figures[name]) for name in ("tradeoff", "noise") if name in figures],
         ]),
     ]
     from dpopt.mechanisms.base import better  # here: the mechanisms import dpopt.certificate
@@ -80,59 +424,128 @@ def _sections(cert: Certificate) -> list[tuple[str, list]]:
         if "utility" in c:
             cu = c["utility"]
             note = "selected" if c["family"] == m["family"] else ""
-            rows.append([c["family"], ", ".join(f"{k}={_short(v)}" for k, v in c["parameters"].items()),
-                         f"{cu['value']:.6g}",
+            rows.append([c["family"], format_parameters(c["parameters"]), f"{cu['value']:.6g}",
                          cu["method"] + (f", 95% CI [{cu['ci95'][0]:.6g}, {cu['ci95'][1]:.6g}]" if "ci95" in cu else ""),
                          note])
         else:
             rows.append([c["family"], "—", "—", "—", c["reason"]])
-    sections.append(("Candidates compared", [rows]))
-    checks = [["claim", "passed", "method", "detail"]] + [
-        [c["claim"], "yes" if c["passed"] else "**NO**", c["method"], c["detail"]] for c in d["checks"]
-    ]
-    sections.append(("Checks", [checks]))
-    sections.append(("Caveats", list(m.get("notes", []))))
+    candidates: list = [rows]
+    if "utility" in figures:
+        candidates.append(_Image(figures["utility"]))
+    sections.append(("Candidates compared", candidates))
+    sections.append(("Second route", _second_route(d)))
+    sections.append(("Empirical audit", _audit(report)))
+    sections.append(("Checks", [_checks_table(d)]))
+    caveats = list(m.get("notes", [])) + (list(report.notes) if report else [])
+    sections.append(("Caveats", caveats or ["None recorded."]))
     sections.append(("Provenance", [f"dpopt {d['dpopt_version']}, spec SHA-256 `{d['spec_sha256']}`. "
                                     "Re-check with `dpopt verify certificate.json`."]))
     return sections
 
 
-def render_markdown(cert: Certificate) -> str:
-    """The report as Markdown."""
-    lines = [f"# dpopt report: {cert['spec']['name']}", ""]
-    for heading, blocks in _sections(cert):
+def _summary(cert: Certificate) -> str:
+    d = cert.data
+    g = d["guarantee"]
+    target = {k: v for k, v in g.items() if k not in ("definition", "scope", "note")}
+    held = all(c["passed"] for c in d["checks"])
+    return (f"{d['mechanism']['title']} (`{d['mechanism']['family']}`) releasing a vector of dimension "
+            f"{d['sensitivity']['dimension']} under {_target(g['definition'], target)}; "
+            f"{len(d['checks'])} recorded checks " + ("all hold." if held else "— **some FAIL**."))
+
+
+# ------------------------------------------------------------------------- rendering
+def render_markdown(source: Report | Certificate, image_prefix: str = "") -> str:
+    """The report as Markdown; figures are linked as ``{image_prefix}{name}.png`` (see :func:`write_report`)."""
+    cert = source.certificate if isinstance(source, Report) else source
+    lines = [f"# dpopt report: {cert['spec']['name']}", "", _summary(cert), ""]
+    for heading, blocks in _sections(source):
         lines += [f"## {heading}", ""]
         for block in blocks:
-            if isinstance(block, list):
+            if isinstance(block, _Image):
+                f = block.figure
+                lines += [f"![{f.title}]({image_prefix}{f.name}.png)", "", f"*{f.caption}*"]
+            elif isinstance(block, list):
                 header, *body = block
                 lines.append("| " + " | ".join(map(str, header)) + " |")
                 lines.append("|" + "---|" * len(header))
-                lines += ["| " + " | ".join(str(x).replace("|", "\\|") for x in row) + " |" for row in body]
+                lines += ["| " + " | ".join(str(x).replace("|", "\\|").replace("\n", " ") for x in row) + " |"
+                          for row in body]
             else:
                 lines.append(str(block))
             lines.append("")
     return "\n".join(lines)
 
 
-def render_html(cert: Certificate) -> str:
-    """The report as one self-contained HTML page (no external resources)."""
-    esc = html.escape
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1d1d1f;max-width:72em;margin:2em auto;
+padding:0 1.2em;line-height:1.45}
+h1{font-size:1.6em;border-bottom:2px solid #1f77b4;padding-bottom:.3em}h2{font-size:1.25em;margin-top:1.8em;
+color:#174a7c}
+.summary{background:#eef4fb;border-left:4px solid #1f77b4;padding:.6em 1em}
+.tablewrap{overflow-x:auto;margin:.8em 0}table{border-collapse:collapse;font-size:.88em}
+th{background:#e8eef5;text-align:left}td,th{border:1px solid #c8d0da;padding:.3em .6em;vertical-align:top}
+tr:nth-child(even) td{background:#fafbfd}code{background:#f1f1f4;padding:0 .25em;border-radius:3px}
+figure{margin:1.2em 0;text-align:center}figure img{max-width:100%;height:auto;border:1px solid #e0e0e0}
+figcaption{font-size:.88em;color:#444;max-width:52em;margin:.4em auto 0}
+"""
+
+
+def _inline(text: str) -> str:
+    """Escape, then the Markdown the sections use: **bold**, *italic*, `code`."""
+    out = html.escape(str(text))
+    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"<em>\1</em>", out)
+
+
+def render_html(source: Report | Certificate) -> str:
+    """The report as one self-contained HTML page: styles inline, figures as base64 PNG data URIs."""
+    cert = source.certificate if isinstance(source, Report) else source
+    title = html.escape(cert["spec"]["name"])
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>dpopt report: {esc(cert['spec']['name'])}</title>",
-        "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}"
-        "table{border-collapse:collapse}td,th{border:1px solid #999;padding:.3em .6em}</style>",
-        f"</head><body><h1>dpopt report: {esc(cert['spec']['name'])}</h1>",
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>dpopt report: {title}</title><style>{_CSS}</style></head><body>",
+        f"<h1>dpopt report: {title}</h1>",
+        f"<p class='summary'>{_inline(_summary(cert))}</p>",
     ]
-    for heading, blocks in _sections(cert):
-        parts.append(f"<h2>{esc(heading)}</h2>")
+    for heading, blocks in _sections(source):
+        parts.append(f"<h2>{html.escape(heading)}</h2>")
         for block in blocks:
-            if isinstance(block, list):
+            if isinstance(block, _Image):
+                f = block.figure
+                data = base64.b64encode(f.png).decode("ascii")
+                parts.append(f"<figure><img alt='{html.escape(f.title, quote=True)}' "
+                             f"src='data:image/png;base64,{data}'><figcaption><strong>{html.escape(f.title)}."
+                             f"</strong> {_inline(f.caption)}</figcaption></figure>")
+            elif isinstance(block, list):
                 header, *body = block
-                parts.append("<table><tr>" + "".join(f"<th>{esc(str(h))}</th>" for h in header) + "</tr>")
-                parts += ["<tr>" + "".join(f"<td>{esc(str(x))}</td>" for x in row) + "</tr>" for row in body]
-                parts.append("</table>")
+                parts.append("<div class='tablewrap'><table><thead><tr>"
+                             + "".join(f"<th>{_inline(h)}</th>" for h in header) + "</tr></thead><tbody>")
+                parts += ["<tr>" + "".join(f"<td>{_inline(x)}</td>" for x in row) + "</tr>" for row in body]
+                parts.append("</tbody></table></div>")
             else:
-                parts.append(f"<p>{esc(str(block))}</p>")
+                parts.append(f"<p>{_inline(block)}</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def write_report(report: Report, path: str | Path, image_prefix: str | None = None) -> list[Path]:
+    """Write the report to ``path`` (.html: one self-contained file; otherwise Markdown with a PNG
+    per figure next to it, named ``{image_prefix}{name}.png``, by default ``{stem}_{name}.png``).
+
+    Returns the files written.
+    """
+    path = Path(path)
+    if path.suffix.lower() in (".html", ".htm"):
+        write_atomic(path, render_html(report))
+        return [path]
+    prefix = f"{path.stem}_" if image_prefix is None else image_prefix
+    written = []
+    for f in report.figures:
+        target = path.parent / f"{prefix}{f.name}.png"
+        write_atomic(target, f.png)
+        written.append(target)
+    write_atomic(path, render_markdown(report, prefix))
+    return [path, *written]
+

@@ -20,6 +20,7 @@ from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
 from dpopt.privacy.laplace_gdp import LaplaceGDPRoute, laplace_gdp_route
+from dpopt.privacy.noise_law import LaplaceMarginal, ProductLaw
 from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
@@ -105,6 +106,10 @@ class LaplaceMechanism(Mechanism):
 
     def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         return [laplace_privacy_check(space.l1, self.scale, privacy, space)]
+
+    def noise_law(self) -> ProductLaw:
+        """d i.i.d. Laplace(0, b) coordinates."""
+        return ProductLaw.iid(LaplaceMarginal(self.scale), self.dimension, f"Laplace(0, b)^d, b = {self.scale:.17g}")
 
     def log_density(self, z: np.ndarray) -> np.ndarray:
         """log p(z) up to a constant: −‖z‖₁ / b (rows of ``z``)."""

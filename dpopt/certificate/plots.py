@@ -1,0 +1,176 @@
+"""The report's figures, drawn with matplotlib's object API on the Agg canvas (no pyplot, no
+global backend switch, no display needed) and returned as PNG bytes.
+
+Each function takes plain data (arrays, dicts); the numbers are computed in
+:mod:`dpopt.certificate.report_data` and :mod:`dpopt.certificate.second_route`.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+DPI = 110
+_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def tradeoff_png(alpha: np.ndarray, target: tuple[np.ndarray, str] | None,
+                 mechanism: tuple[np.ndarray, str] | None, title: str) -> bytes:
+    """Type-II against type-I error: the target's curve and the mechanism's (a lower bound), on
+    linear axes and on log–log axes (where strong guarantees and the tails are visible).
+
+    A mechanism meets an f-DP target when its curve lies on or above the target's.
+    """
+    fig = _figure(9.4, 4.6)
+    linear, logs = fig.subplots(1, 2)
+    a = np.asarray(alpha, dtype=float)
+    for ax, log in ((linear, False), (logs, True)):
+        keep = a > 0 if log else np.ones(a.size, bool)
+        ax.plot([1e-12, 1] if log else [0, 1], [1, 1e-12] if log else [1, 0], color="#bbbbbb", lw=0.8, ls=":",
+                label="β = 1 − α (no privacy loss)" if not log else None)
+        if target is not None:
+            ax.plot(a[keep], np.maximum(target[0][keep], 1e-12), color=_COLORS[1], lw=2.0, ls="--",
+                    label=None if log else f"target: {target[1]}")
+        if mechanism is not None:
+            ax.plot(a[keep], np.maximum(mechanism[0][keep], 1e-12), color=_COLORS[0], lw=1.6,
+                    label=None if log else "mechanism (certified lower bound)")
+        if log:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlim(max(float(a[keep].min()), 1e-10), 1)
+            ax.set_ylim(1e-10, 1.05)
+            ax.set_title("log–log axes", fontsize=9)
+        else:
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1)
+            ax.set_aspect("equal")
+            ax.set_title("linear axes", fontsize=9)
+        ax.set_xlabel("type-I error α")
+        ax.set_ylabel("type-II error β")
+        ax.grid(alpha=0.3, which="both")
+    fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    return _png(fig)
+
+
+def noise_png(panels: list[dict], title: str) -> bytes:
+    """Histograms of noise draws, each with the law's density where it is known.
+
+    Each panel: ``{"label", "samples", "density": (x, f) or None, "lattice": bool}``.
+    """
+    fig = _figure(min(3.2 * len(panels), 9.6) + 0.4, 3.2)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, panel in zip(axes, panels):
+        x = np.asarray(panel["samples"], dtype=float)
+        x = x[np.isfinite(x)]
+        if panel.get("lattice"):
+            values, counts = np.unique(np.round(x), return_counts=True)
+            ax.bar(values, counts / x.size, width=0.8, color=_COLORS[0], alpha=0.55, label="sampler")
+        else:
+            lo, hi = np.quantile(x, [0.002, 0.998]) if x.size else (0.0, 1.0)
+            ax.hist(x, bins=80, range=(lo, hi), density=True, color=_COLORS[0], alpha=0.55, label="sampler")
+        if panel.get("density") is not None:
+            gx, gy = panel["density"]
+            style = {"marker": "o", "ms": 3, "ls": "none"} if panel.get("lattice") else {"lw": 1.6}
+            ax.plot(gx, gy, color=_COLORS[1], label="stated law", **style)
+        ax.set_title(panel["label"], fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return _png(fig)
+
+
+def hull_png(points: np.ndarray, rank: int, title: str) -> bytes:
+    """The sensitivity vectors projected on the leading principal directions of their span,
+    with their convex hull: a segment (rank 1), a polygon (2-D) and a polytope (3-D view)."""
+    from scipy.spatial import ConvexHull, QhullError
+
+    three = rank >= 3 and points.shape[1] >= 3
+    fig = _figure(9.6 if three else 5.0, 4.4)
+    ax = fig.add_subplot(1, 2 if three else 1, 1)
+    if rank == 1 or points.shape[1] == 1:
+        x = points[:, 0]
+        ax.plot([x.min(), x.max()], [0, 0], color=_COLORS[0], lw=2.5, label="hull (a segment)")
+        ax.scatter(x, np.zeros_like(x), color=_COLORS[1], zorder=3, s=22, label="difference vectors")
+        ax.set_yticks([])
+        ax.set_xlabel("coordinate along the span")
+    else:
+        xy = points[:, :2]
+        ax.scatter(xy[:, 0], xy[:, 1], color=_COLORS[1], s=14, zorder=3, label="difference vectors")
+        try:
+            hull = ConvexHull(xy)
+            ring = np.append(hull.vertices, hull.vertices[0])
+            ax.fill(xy[ring, 0], xy[ring, 1], color=_COLORS[0], alpha=0.15)
+            ax.plot(xy[ring, 0], xy[ring, 1], color=_COLORS[0], lw=1.4, label="hull, projected")
+        except QhullError:
+            pass
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.set_xlabel("principal direction 1")
+        ax.set_ylabel("principal direction 2")
+    ax.axhline(0, color="#cccccc", lw=0.6)
+    ax.axvline(0, color="#cccccc", lw=0.6)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title("2-D projection" if rank > 1 else "the span is a line", fontsize=9)
+    if three:
+        from mpl_toolkits.mplot3d.art3d import Poly3DCollection
+
+        ax3 = fig.add_subplot(1, 2, 2, projection="3d")
+        xyz = points[:, :3]
+        ax3.scatter(xyz[:, 0], xyz[:, 1], xyz[:, 2], color=_COLORS[1], s=10)
+        try:
+            hull = ConvexHull(xyz)
+            faces = Poly3DCollection([xyz[s] for s in hull.simplices], alpha=0.18, facecolor=_COLORS[0],
+                                     edgecolor=_COLORS[0], linewidths=0.4)
+            ax3.add_collection3d(faces)
+        except QhullError:
+            pass
+        ax3.set_title("3-D projection", fontsize=9)
+        ax3.tick_params(labelsize=6)
+    fig.suptitle(title, fontsize=10)
+    return _png(fig)
+
+
+def utility_png(curves: dict[str, tuple[np.ndarray, np.ndarray]], target: float, parameter: str,
+                metric: str, direction: str, selected: str, title: str) -> bytes:
+    """Predicted utility against the privacy parameter, one line per family."""
+    fig = _figure(5.8, 4.2)
+    ax = fig.add_subplot()
+    positive = all((np.asarray(y) > 0).all() for _, y in curves.values())
+    order = sorted(curves, key=lambda f: f != selected)  # the selected family first, the others over it
+    for k, family in enumerate(order):
+        x, y = curves[family]
+        bold = family == selected
+        ax.plot(x, y, marker="o" if bold else "s", ms=6 if bold else 4, lw=2.4 if bold else 1.2,
+                ls="-" if bold else "--", mfc=None if bold else "none", color=_COLORS[k % len(_COLORS)],
+                label=family + (" (selected)" if bold else ""))
+    ax.axvline(target, color="#888888", ls="--", lw=1.0, label=f"target {parameter} = {target:g}")
+    ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_xticks(sorted({float(x) for x, _ in curves.values() for x in x}))
+    if positive and metric not in ("usefulness", "test_power"):
+        ax.set_yscale("log")
+    ax.set_xlabel(parameter)
+    ax.set_ylabel(f"predicted {metric} ({direction} is better)")
+    ax.set_title(title, fontsize=10, wrap=True)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    return _png(fig)

@@ -1,0 +1,144 @@
+"""The numbers behind the report's figures: target trade-off curves, noise draws against
+the stated law, the sensitivity hull in principal coordinates, utility against the budget."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from dpopt.errors import DpoptError
+from dpopt.mechanisms import Mechanism, registry
+from dpopt.privacy.noise_law import GaugeLaw, PostProcessedLaw, ProductLaw
+from dpopt.privacy.pld import profile_tradeoff
+from dpopt.privacy.tradeoff import GaussianTradeOff, PureDPTradeOff
+from dpopt.privacy.zcdp import zcdp_delta_cks
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.load import load_spec, spec_document
+from dpopt.spec.models import Spec
+
+NOISE_DRAWS = 20_000
+NOISE_SEED = 20261124
+MAX_HULL_POINTS = 20_000
+
+BUDGET_PARAMETER = {"pure": "epsilon", "approx": "epsilon", "pdp": "epsilon", "gdp": "mu", "zcdp": "rho"}
+
+
+def target_tradeoff(guarantee: dict, alpha: np.ndarray) -> tuple[np.ndarray, str] | None:
+    """The target's trade-off curve (Dong, Roth & Su 2022): G_μ; the ε-DP curve; f_{ε,δ};
+    for ρ-zCDP the envelope of f_{ε,δ(ε)} over the CKS conversion δ(ε). None for pDP, which
+    is not a trade-off guarantee."""
+    d = guarantee["definition"]
+    if d == "gdp":
+        return GaussianTradeOff(guarantee["mu"])(alpha), f"G_μ, μ = {guarantee['mu']:g}"
+    if d == "pure":
+        return PureDPTradeOff(guarantee["epsilon"])(alpha), f"ε-DP, ε = {guarantee['epsilon']:g}"
+    if d == "approx":
+        e, delta = guarantee["epsilon"], guarantee["delta"]
+        return profile_tradeoff(alpha, [e], [delta]), f"(ε, δ) = ({e:g}, {delta:g})"
+    if d == "zcdp":
+        rho = guarantee["rho"]
+        eps = np.linspace(0.0, rho + 2.0 * np.sqrt(rho * np.log(1e12)), 120)
+        deltas = [zcdp_delta_cks(float(e), rho) for e in eps]
+        return profile_tradeoff(alpha, eps, deltas), f"ρ-zCDP, ρ = {rho:g} (CKS (ε, δ) envelope)"
+    return None
+
+
+def noise_panels(mechanism: Mechanism, law, draws: int = NOISE_DRAWS, seed: int = NOISE_SEED) -> list[dict]:
+    """Up to three panels: coordinates of the noise (those that vary most) against the law's
+    marginal density where the law states it per output coordinate; for a gauge law, ‖Z‖_K
+    against its Gamma(s, rate ε) density."""
+    from scipy import stats
+
+    z = mechanism.sample(draws, np.random.default_rng(seed))
+    inner = law.inner if isinstance(law, PostProcessedLaw) else law
+    released = np.isfinite(z).all(axis=0)  # a coordinate a design does not release is NaN throughout
+    spread = np.where(released, np.std(np.where(released, z, 0.0), axis=0), -1.0)
+    coords = [int(i) for i in np.argsort(-spread)[:3] if spread[i] > 0]
+    panels = []
+    stage = "Gaussian stage, " if isinstance(law, PostProcessedLaw) else ""
+    for i in coords[: 2 if isinstance(inner, GaugeLaw) else 3]:
+        density, lattice = None, False
+        lo, hi = np.nanquantile(z[:, i], [0.002, 0.998])
+        if isinstance(inner, ProductLaw) and inner.basis is None:
+            m = inner.marginals[i]
+            lattice = m.lattice
+            grid = np.arange(np.floor(lo), np.ceil(hi) + 1.0) if lattice else np.linspace(lo, hi, 400)
+            density = (grid, np.exp(m.log_density(grid)))
+        elif isinstance(inner, ProductLaw) and inner.gaussian and inner.observed is None:
+            # a linear image of independent Gaussians: coordinate i is N(0, Σ_k B_ik² σ_k²)
+            sd = np.array([m.gaussian_sd for m in inner.marginals])
+            var = float(np.asarray(inner.basis)[i] ** 2 @ sd**2)
+            grid = np.linspace(lo, hi, 400)
+            density = (grid, stats.norm(scale=np.sqrt(var)).pdf(grid))
+        panels.append({"label": f"{stage}noise on coordinate {i}", "samples": z[:, i], "density": density,
+                       "lattice": lattice or bool(getattr(mechanism, "integer_noise", False))})
+    if isinstance(inner, GaugeLaw):
+        g = np.asarray(inner.gauge(z), dtype=float)
+        grid = np.linspace(0.0, float(np.quantile(g, 0.998)), 400)
+        panels.append({"label": "‖Z‖_K (radial part)", "samples": g, "lattice": False,
+                       "density": (grid, stats.gamma(inner.rank, scale=1.0 / inner.epsilon).pdf(grid))})
+    return panels
+
+
+def hull_points(space: SensitivitySpace) -> tuple[np.ndarray, int] | None:
+    """The listed difference vectors in the coordinates of the leading principal directions of
+    their span (right singular vectors), at most three; None when they cannot be listed."""
+    try:
+        vectors = np.atleast_2d(np.asarray(space.vectors(), dtype=float))
+    except ValueError:
+        return None
+    if len(vectors) > MAX_HULL_POINTS or not vectors.any():
+        return None
+    _, _, vt = np.linalg.svd(vectors, full_matrices=False)
+    k = min(3, space.rank, vt.shape[0])
+    return vectors @ vt[:k].T, space.rank
+
+
+def utility_curves(spec: Spec, space: SensitivitySpace, families: list[str],
+                   scales=(0.25, 0.5, 1.0, 2.0, 4.0), known: dict[str, float] | None = None) -> tuple[dict, str, float]:
+    """Each family re-designed at the spec's privacy parameter times each scale (δ kept).
+
+    ``known`` holds utilities already predicted at the target (scale 1), e.g. the
+    certificate's candidates: those points are not re-designed.
+
+    Returns
+    -------
+    curves : dict
+        family → (parameter values, predicted utilities); points a family cannot meet are left out.
+    parameter : str
+        ε, μ or ρ.
+    target : float
+        The spec's value of that parameter.
+    """
+    definition = spec.privacy.definition
+    name = BUDGET_PARAMETER[definition]
+    target = float(spec.privacy.parameters[name])
+    document = spec_document(spec)
+    curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for family in families:
+        cls = registry().get(family)
+        if cls is None:
+            continue
+        xs, ys = [], []
+        for scale in scales:
+            if scale == 1.0 and known and family in known:
+                xs.append(target)
+                ys.append(known[family])
+                continue
+            doc = copy.deepcopy(document)
+            doc["privacy"][definition][name] = target * scale
+            doc["mechanism"] = family
+            try:
+                scaled = load_spec(doc)
+                if cls.supports(scaled, space) is not None:
+                    continue
+                value = cls.design(scaled, space).expected_utility(scaled.utility).value
+            except (DpoptError, ValueError, ArithmeticError):
+                continue
+            if np.isfinite(value):
+                xs.append(target * scale)
+                ys.append(value)
+        if xs:
+            curves[family] = (np.array(xs), np.array(ys))
+    return curves, {"epsilon": "ε", "mu": "μ", "rho": "ρ"}[name], target

@@ -1,0 +1,17 @@
+"""Every example spec solved once per test session (shared by the report, audit and
+second-route tests, which only read the solutions)."""
+
+from __future__ import annotations
+
+from functools import cache, lru_cache
+from pathlib import Path
+
+import dpopt
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = sorted((ROOT / "specs").glob("*.yaml"))
+
+
+@cache
+def solved(path: Path) -> dpopt.Solution:
+    return dpopt.solve(path)
