@@ -2,8 +2,7 @@ r"""A second route to a certificate's privacy and cost claims, from the noise la
 
 The family's own ``privacy_checks`` evaluate its closed forms. This module re-derives the
 same claims without them, from the law of the noise the mechanism emits
-(:meth:`Mechanism.noise_law`, :mod:`dpopt.privacy.noise_law`; families written before that
-hook get their law from :mod:`dpopt.certificate.family_laws`):
+(:meth:`Mechanism.noise_law`, stated by each family, :mod:`dpopt.privacy.noise_law`):
 
 ``privacy.second_route``
     For every neighbouring difference v the spec implies (the listed vectors of the
@@ -50,7 +49,6 @@ import numpy as np
 from scipy import stats
 
 from dpopt.certificate.checks import Check
-from dpopt.certificate.family_laws import FAMILY_LAWS
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.mechanisms import Mechanism
 from dpopt.mechanisms.base import workload_matrix
@@ -92,7 +90,7 @@ def is_not_available(check) -> bool:
 
 
 def noise_law_of(mechanism: Mechanism):
-    """The mechanism's noise law: its own :meth:`~Mechanism.noise_law`, else :data:`FAMILY_LAWS`.
+    """The mechanism's noise law (:meth:`~Mechanism.noise_law`).
 
     Returns
     -------
@@ -100,8 +98,6 @@ def noise_law_of(mechanism: Mechanism):
         The law, or the reason there is none.
     """
     law = mechanism.noise_law()
-    if law is None and mechanism.family in FAMILY_LAWS:
-        law = FAMILY_LAWS[mechanism.family](mechanism)
     if law is None:
         return f"the {mechanism.family} family states no noise law (Mechanism.noise_law)"
     return law

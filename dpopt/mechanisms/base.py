@@ -132,8 +132,9 @@ class Mechanism(ABC):
 
         ``dpopt verify`` analyses it by a second route, independent of
         :meth:`privacy_checks` (:mod:`dpopt.certificate.second_route`); the audit uses its
-        log density as the likelihood-ratio statistic. None: the certificate says that the
-        second route is not available for this family.
+        log density as the likelihood-ratio statistic. None, or a string giving the reason
+        (e.g. noise that depends on the answer): the certificate says that the second route
+        is not available for this mechanism.
         """
         return None
 

@@ -50,6 +50,7 @@ from dpopt.privacy.discrete_gaussian import (
     discrete_gaussian_moments,
 )
 from dpopt.privacy.gaussian import gaussian_mu
+from dpopt.privacy.noise_law import DiscreteGaussianMarginal, ProductLaw
 from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.zcdp import zcdp_delta_cks, zcdp_delta_cks_mp, zcdp_epsilon_cks
 from dpopt.sensitivity.space import SensitivitySpace
@@ -241,6 +242,11 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
     @property
     def parameters(self) -> dict:
         return {"sigma": math.sqrt(self.sigma2), "sigma_squared_exact": str(self.sigma2)}
+
+    def noise_law(self) -> ProductLaw:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        return ProductLaw.iid(DiscreteGaussianMarginal(float(self.sigma2)), self.dimension,
+                              f"discrete Gaussian N_Z(0, σ²)^d, σ² = {self.sigma2}")
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         draws = sample_discrete_gaussian(

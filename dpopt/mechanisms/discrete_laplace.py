@@ -36,6 +36,7 @@ from dpopt.mechanisms.integer_noise import (
     dyadic_ceil,
     is_integer_valued,
 )
+from dpopt.privacy.noise_law import DiscreteLaplaceMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 
@@ -220,6 +221,11 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
     @property
     def parameters(self) -> dict:
         return {"scale": float(self.scale), "scale_exact": str(self.scale)}
+
+    def noise_law(self) -> ProductLaw:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        return ProductLaw.iid(DiscreteLaplaceMarginal(float(self.scale)), self.dimension,
+                              f"discrete Laplace^d, scale {self.scale}")
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         draws = sample_discrete_laplace(

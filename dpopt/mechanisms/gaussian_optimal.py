@@ -43,10 +43,14 @@ from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.gaussian import gaussian_privacy_check
 from dpopt.optimize.covariance import OBJECTIVES, Objective, optimal_covariance, target_mu
 from dpopt.privacy.gaussian import gaussian_epsilon
+from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
+
+_EIGEN_RTOL = 1e-12
+"""Eigenvalues of a covariance below this fraction of the largest are taken as 0 in the noise law."""
 
 MAX_DIMENSION = 120
 """Largest query dimension served (Σ is stored densely in the certificate)."""
@@ -268,6 +272,13 @@ class GaussianOptimalMechanism(Mechanism):
     @property
     def parameters(self) -> dict:
         return {"covariance": self.covariance.tolist(), "rank": self.rank, "design": self.design_info}
+
+    def noise_law(self) -> ProductLaw:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        w, q = np.linalg.eigh(np.asarray(self.covariance, dtype=float))
+        keep = w > _EIGEN_RTOL * w.max()
+        return ProductLaw(tuple(GaussianMarginal(float(np.sqrt(x))) for x in w[keep]), self.dimension, q[:, keep], None,
+                          f"N(0, Σ) in the eigenbasis of Σ ({int(keep.sum())} positive eigenvalues)")
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return rng.standard_normal((size, self._factor.shape[1])) @ self._factor.T

@@ -46,6 +46,7 @@ from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpe
 from dpopt.mechanisms.base import Mechanism, UtilityValue, better
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
+from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
 from dpopt.privacy.pdp import (
     PDP_CAVEAT,
     gaussian_pdp_bound_mp,
@@ -463,6 +464,16 @@ class GeneralizedGaussianMechanism(Mechanism):
         if self.variant == "truncated":
             return self.noise.sample_truncated(rng, lo, hi, (size, self.dimension))
         return np.clip(self.noise.sample(rng, (size, self.dimension)), lo, hi)
+
+    def noise_law(self) -> ProductLaw | str:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        if self.variant != "unbounded":
+            return (f"the {self.variant} generalized Gaussian's noise depends on the true answer (it is not "
+                    "additive noise independent of the data)")
+        n = self.noise
+        marginal = NoiseObjectMarginal(n, ("generalized_gaussian", n.p, n.scale), n.scale, log_concave=n.p >= 1,
+                                       tail=n.sf)
+        return ProductLaw.iid(marginal, self.dimension, f"GG(0, b, p)^d, b = {n.scale:.17g}, p = {n.p}")
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         if self.variant == "unbounded":

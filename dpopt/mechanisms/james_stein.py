@@ -47,6 +47,7 @@ from dpopt.certificate.checks import Check
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
 from dpopt.mechanisms.gaussian import gaussian_privacy_check, gaussian_sigma
+from dpopt.privacy.noise_law import GaussianMarginal, PostProcessedLaw, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import SumZeroSpace
 from dpopt.spec.models import Privacy, Spec, Utility
@@ -209,6 +210,14 @@ class JamesSteinMechanism(Mechanism):
                 "public_total": self.public_total}
 
     # --------------------------------------------------------------- sampling
+    def noise_law(self) -> PostProcessedLaw:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        basis = None if self.basis is None else np.asarray(self.basis, dtype=float)
+        k = self.dimension if basis is None else basis.shape[1]
+        stage = ProductLaw((GaussianMarginal(self.sigma),) * k, self.dimension, basis, None,
+                           f"Gaussian stage N(0, σ²BBᵀ), σ = {self.sigma:.17g}, rank {k}")
+        return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description)
+
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Draws of the additive Gaussian stage σBZ (σZ for B = I); the release is
         :meth:`release`, which shrinks φ(X) + σBZ."""

@@ -61,6 +61,7 @@ from dpopt.certificate.checks import Check
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
+from dpopt.privacy.noise_law import GaugeLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 
@@ -413,6 +414,12 @@ class KNormMechanism(Mechanism):
     def _radius(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """R ~ Gamma(shape s + 1, rate ε)."""
         return rng.gamma(self.rank + 1, 1.0 / self.epsilon, size=size)
+
+    def noise_law(self) -> GaugeLaw:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        body = self.body
+        return GaugeLaw(self.epsilon, body.gauge, np.asarray(body.basis, dtype=float), self.dimension,
+                        f"density ∝ exp(−ε‖z‖_K) on the {self.rank}-dimensional span, K = {body.kind}")
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return self._radius(rng, size)[:, None] * self.body.uniform(rng, size)

@@ -46,6 +46,7 @@ from dpopt.optimize.query_scaling import (
     scaled_test_power,
 )
 from dpopt.privacy.gaussian import gaussian_epsilon
+from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 from dpopt.stats.inference import region_importance_weights
@@ -146,6 +147,16 @@ class QueryScalingMechanism(Mechanism):
         """σ²/ξ_i per coordinate: 0 when released exactly, ∞ when not asked."""
         with np.errstate(divide="ignore"):
             return np.where(np.isinf(self.xi), 0.0, self.sigma**2 / self.xi)
+
+    def noise_law(self) -> ProductLaw:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        xi = np.asarray(self.xi, dtype=float)
+        noisy = np.flatnonzero(np.isfinite(xi) & (xi > 0))
+        basis = np.zeros((self.dimension, noisy.size))
+        basis[noisy, np.arange(noisy.size)] = 1.0
+        marginals = tuple(GaussianMarginal(self.sigma / float(np.sqrt(xi[i]))) for i in noisy)
+        return ProductLaw(marginals, self.dimension, basis, xi > 0,
+                          f"N(0, σ²Diag(ξ)⁻¹), σ = {self.sigma:.17g}; ξ = ∞ exact, ξ = 0 not released")
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         sd = np.sqrt(self._variances())

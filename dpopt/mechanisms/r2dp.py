@@ -55,6 +55,7 @@ from dpopt.optimize.r2dp_objectives import (
     usefulness_objective,
 )
 from dpopt.privacy.laplace import laplace_scale_for
+from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
 from dpopt.privacy.r2dp import MP_DIGITS, density_ratio_sup, pattern_epsilon_mp, r2dp_epsilon
 from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.second_folds import SecondFold, fold_from_parameters
@@ -172,6 +173,13 @@ class R2DPMechanism(Mechanism):
         return out
 
     # --------------------------------------------------------------- release
+    def noise_law(self) -> ProductLaw:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        fold = self.fold
+        marginal = NoiseObjectMarginal(fold, ("r2dp", repr(fold.parameters)), 1.0 / fold.mean(), log_concave=False,
+                                       tail=fold.noise_tail)
+        return ProductLaw.iid(marginal, self.dimension, f"R²DP noise^d (Laplace(1/t), t from the second fold {fold!r})")
+
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         rates = self.fold.sample(rng, size * self.dimension).reshape(size, self.dimension)
         return rng.laplace(0.0, 1.0, size=(size, self.dimension)) / rates

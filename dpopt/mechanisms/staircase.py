@@ -50,6 +50,7 @@ from dpopt.certificate.checks import Check
 from dpopt.errors import CalibrationError, SpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.mechanisms.noise_metrics import kl_divergence, mallows_distance, renyi_divergence
+from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
 from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
@@ -290,6 +291,13 @@ class StaircaseMechanism(Mechanism):
     def parameters(self) -> dict:
         return {"epsilon0": self.noise.epsilon0, "step": self.noise.step, "g": self.noise.g,
                 "g_policy": self.policy}
+
+    def noise_law(self) -> ProductLaw:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        n = self.noise
+        marginal = NoiseObjectMarginal(n, ("staircase", n.epsilon0, n.step, n.g), n.typical_scale, log_concave=False)
+        return ProductLaw.iid(marginal, self.dimension, f"staircase^d (ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, "
+                                                     f"g = {n.g:.17g})")
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return self.noise.sample(rng, (size, self.dimension))
