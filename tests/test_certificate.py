@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 
 import pytest
 
@@ -91,3 +92,6 @@ def test_write_atomic_replaces_whole_file(tmp_path):
     write_atomic(target, "two")
     assert target.read_text() == "two"
     assert [p.name for p in target.parent.iterdir()] == ["f.txt"]  # no temporary file left behind
+    mask = os.umask(0)
+    os.umask(mask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~mask  # like open(path, "w"), not owner-only

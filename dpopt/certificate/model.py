@@ -24,11 +24,16 @@ REQUIRED_KEYS = (
 
 
 def write_atomic(path: str | Path, text: str | bytes) -> None:
-    """Write ``text`` (UTF-8) or bytes to ``path`` atomically (a temporary file in the same folder, then rename)."""
+    """Write ``text`` (UTF-8) or bytes to ``path`` atomically (a temporary file in the same folder, then rename).
+
+    The file gets the permissions an ordinary ``open(path, "w")`` would give (0666 less the
+    umask), not the owner-only mode of the temporary file.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.chmod(fd, 0o666 & ~_umask())
         if isinstance(text, bytes):
             with os.fdopen(fd, "wb") as handle:
                 handle.write(text)
@@ -39,6 +44,13 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process umask (read by setting it and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @dataclass(frozen=True)
