@@ -13,6 +13,7 @@ import re
 import struct
 
 import pytest
+from conftest import ROOT
 from solved_specs import SPECS, solved
 
 import dpopt
@@ -159,3 +160,17 @@ def test_every_spec_renders(path, tmp_path):
     written = write_report(report, tmp_path / "report.md")
     assert all(p.stat().st_size > 0 for p in written)
     assert render_html(report).count("data:image/png;base64,") == len(report.figures) >= 3
+
+
+def test_report_states_the_guarantee_of_a_grouped_release(tmp_path):
+    # Grouping by block and by tract: one record changes one group of each, so m = 2 and the
+    # whole release is 2 × 0.5 = 1-zCDP (zCDP composes additively; Bun & Steinke 2016, Lemma 2.3).
+    from dpopt.certificate import Certificate, render_markdown
+
+    spec = ROOT / "specs" / "block_tables_discrete_zcdp.yaml"
+    data = ROOT / "specs" / "data" / "blocks.csv"
+    assert main(["release", str(spec), "--data", str(data), "--group-by", "block", "--group-by", "tract",
+                 "--out", str(tmp_path)]) == 0
+    text = render_markdown(Certificate.from_file(tmp_path / "certificate.json"))
+    assert "## Release by group" in text and "| block |" in text and "| tract |" in text
+    assert "The whole release: zcdp with rho = 1.0" in text

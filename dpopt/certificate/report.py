@@ -398,6 +398,21 @@ def _audit(report: Report | None) -> list:
     return blocks
 
 
+def _groups(g: dict) -> list:
+    """The ``groups`` block of a grouped release (``dpopt release --group-by``) in words."""
+    levels = [["grouping column", "groups", "where the groups come from"]] + [
+        [level["column"], level["groups"], level["domain"]] for level in g["levels"]
+    ]
+    composed = g["composition"]
+    budget = ", ".join(f"{k} = {v}" for k, v in composed.items() if k not in ("definition", "method"))
+    return [
+        levels,
+        f"Protected unit: {g['adjacency']}; a change touches at most {g['groups_changed']} group(s). "
+        f"Per group: {g['per_group']}.",
+        f"The whole release: {composed['definition']} with {budget} ({composed['method']}).",
+    ]
+
+
 def _sections(source: Report | Certificate) -> list[tuple[str, list]]:
     """The report's content as (heading, blocks); a block is a paragraph, a table or an image."""
     report = source if isinstance(source, Report) else None
@@ -433,6 +448,8 @@ def _sections(source: Report | Certificate) -> list[tuple[str, list]]:
     if "utility" in figures:
         candidates.append(_Image(figures["utility"]))
     sections.append(("Candidates compared", candidates))
+    if "groups" in d:
+        sections.append(("Release by group", _groups(d["groups"])))
     sections.append(("Second route", _second_route(d)))
     sections.append(("Empirical audit", _audit(report)))
     sections.append(("Checks", [_checks_table(d)]))
