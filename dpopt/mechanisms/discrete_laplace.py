@@ -36,6 +36,7 @@ from dpopt.mechanisms.integer_noise import (
     dyadic_ceil,
     is_integer_valued,
 )
+from dpopt.mechanisms.laplace import epsilon_dp_check
 from dpopt.privacy.noise_law import DiscreteLaplaceMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
@@ -138,29 +139,8 @@ def sample_discrete_laplace(rng: np.random.Generator, t: int, s: int, size: int)
 # ----------------------------------------------------------------------- privacy
 def discrete_laplace_privacy_check(l1: Fraction, scale: Fraction, privacy: Privacy) -> Check:
     """Exact rational check that discrete Laplace noise of scale b meets the target: ε = Δ₁/b."""
-    eps = Fraction(l1) / scale
-    definition, p = privacy.definition, privacy.parameters
-    if definition in ("pure", "approx"):
-        return Check(
-            "privacy",
-            "exact rational check Δ₁/b ≤ ε (discrete Laplace on integer queries; Canonne, Kamath & Steinke "
-            "2020; δ is not used)",
-            eps <= Fraction(p["epsilon"]),
-            f"Δ₁/b = {eps} ≈ {float(eps):.17g} vs ε = {p['epsilon']} (b = {scale})",
-        )
-    if definition == "zcdp":
-        return Check(
-            "privacy",
-            "exact rational check (Δ₁/b)²/2 ≤ ρ (ε-DP ⇒ ε²/2-zCDP; Bun & Steinke 2016, Prop. 1.4)",
-            eps * eps / 2 <= Fraction(p["rho"]),
-            f"(Δ₁/b)²/2 = {float(eps * eps / 2):.17g} vs ρ = {p['rho']} (b = {scale})",
-        )
-    return Check(
-        "privacy",
-        "discrete Laplace noise",
-        False,
-        f"no {definition} guarantee for discrete Laplace noise in this version",
-    )
+    return epsilon_dp_check(Fraction(l1) / scale, privacy, "discrete Laplace noise on integer queries",
+                            "Canonne, Kamath & Steinke 2020")
 
 
 def _ceil_sqrt(x: Fraction, q: int) -> Fraction:

@@ -41,21 +41,32 @@ def laplace_privacy_check(
     if definition == "gdp":
         route = laplace_gdp_route(space) if space is not None else LaplaceGDPRoute("universal", (), Fraction(l1))
         return _gdp_check(route, scale, p["mu"])
+    return epsilon_dp_check(eps, privacy, "Laplace noise")
+
+
+def epsilon_dp_check(eps: Fraction, privacy: Privacy, noise: str, source: str = "") -> Check:
+    """Exact rational check of an ε-DP mechanism (ε = Δ₁/b, exact) against the target.
+
+    pure and approx: ε ≤ ε_target (δ is not used); zcdp: ε²/2 ≤ ρ (ε-DP ⇒ ε²/2-zCDP,
+    Bun & Steinke 2016, Prop. 1.4). Any other target fails, naming it.
+    """
+    definition, p = privacy.definition, privacy.parameters
+    cite = f"; {source}" if source else ""
     if definition in ("pure", "approx"):
         return Check(
             "privacy",
-            "exact rational check Δ₁/b ≤ ε (Laplace mechanism; δ is not used)",
+            f"exact rational check Δ₁/b ≤ ε ({noise}{cite}; δ is not used)",
             eps <= Fraction(p["epsilon"]),
             f"Δ₁/b = {float(eps):.17g} vs ε = {p['epsilon']}",
         )
     if definition == "zcdp":
         return Check(
             "privacy",
-            "exact rational check (Δ₁/b)²/2 ≤ ρ (ε-DP ⇒ ε²/2-zCDP; Bun & Steinke 2016, Prop. 1.4)",
+            f"exact rational check (Δ₁/b)²/2 ≤ ρ ({noise}{cite}; ε-DP ⇒ ε²/2-zCDP, Bun & Steinke 2016, Prop. 1.4)",
             eps * eps / 2 <= Fraction(p["rho"]),
             f"(Δ₁/b)²/2 = {float(eps * eps / 2):.17g} vs ρ = {p['rho']}",
         )
-    return Check("privacy", "Laplace noise", False, f"no {definition} guarantee for Laplace noise in this version")
+    return Check("privacy", noise, False, f"no {definition} guarantee for {noise} in this version")
 
 
 def _gdp_check(route: LaplaceGDPRoute, scale: float, mu: float) -> Check:
