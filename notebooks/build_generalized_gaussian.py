@@ -6,10 +6,8 @@ executes the notebook.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
+from notebook_writer import write_notebook
 
 CELLS = [
     new_markdown_cell(
@@ -190,13 +188,5 @@ CELLS = [
 ]
 
 
-def build() -> nbformat.NotebookNode:
-    notebook = new_notebook(cells=CELLS)
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return notebook
-
-
 if __name__ == "__main__":
-    path = Path(__file__).with_name("generalized_gaussian.ipynb")
-    nbformat.write(build(), path)
-    print(f"wrote {path}")
+    print(f"wrote {write_notebook(CELLS, 'generalized_gaussian')}")

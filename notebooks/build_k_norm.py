@@ -5,10 +5,8 @@ Run ``python notebooks/build_k_norm.py``; ``tests/test_notebooks.py`` executes i
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
+from notebook_writer import write_notebook
 
 CELLS = [
     new_markdown_cell(
@@ -142,13 +140,5 @@ CELLS = [
 ]
 
 
-def main() -> None:
-    notebook = new_notebook(cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                                  "language": "python"}})
-    path = Path(__file__).with_name("k_norm.ipynb")
-    nbformat.write(notebook, path)
-    print(f"wrote {path}")
-
-
 if __name__ == "__main__":
-    main()
+    print(f"wrote {write_notebook(CELLS, 'k_norm')}")

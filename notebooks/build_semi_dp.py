@@ -5,10 +5,8 @@ Run ``python notebooks/build_semi_dp.py``; ``tests/test_notebooks.py`` executes 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
+from notebook_writer import write_notebook
 
 CELLS = [
     new_markdown_cell(
@@ -151,15 +149,5 @@ CELLS = [
 ]
 
 
-def build(path: Path | None = None) -> Path:
-    """Write the notebook and return its path."""
-    path = path or Path(__file__).with_name("semi_dp.ipynb")
-    nb = new_notebook(cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                            "language": "python"}})
-    nbformat.validate(nb)
-    nbformat.write(nb, str(path))
-    return path
-
-
 if __name__ == "__main__":
-    print(build())
+    print(f"wrote {write_notebook(CELLS, 'semi_dp')}")
