@@ -56,7 +56,7 @@ def main() -> None:
     mech = JamesSteinMechanism(math.sqrt(2) / 0.1, space, "rotated")
     tables = np.random.default_rng(0).multinomial(500, np.full(18, 1 / 18), size=10_000).astype(float)
     per_closed = _median_time(lambda: mech.expected_l2_at(tables), 5) / tables.shape[0]
-    per_release = _median_time(lambda: mech.release_many(tables, np.random.default_rng(1)), 5) / tables.shape[0]
+    per_release = _median_time(lambda: mech.release(tables, np.random.default_rng(1)), 5) / tables.shape[0]
     print(f"rJS (p = 18): closed-form cost {per_closed * 1e6:.2f} us/table vs one release "
           f"{per_release * 1e6:.2f} us/table (a Monte Carlo estimate needs ~1e4 releases)")
 

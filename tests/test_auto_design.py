@@ -203,7 +203,7 @@ def late_family(monkeypatch):
         def _sample(self, rng, size):
             return rng.normal(0.0, self.sigma, size=(size, self.dimension))
 
-        def privacy_checks(self, space, privacy):
+        def _privacy_checks(self, space, privacy):
             return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
 
     try:

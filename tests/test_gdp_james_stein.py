@@ -82,7 +82,7 @@ def test_closed_form_costs_digest_and_monte_carlo(variant):
     mech = JamesSteinMechanism(math.sqrt(2) / 0.25, space, variant)
     assert mech.expected_l2_at(THETA) == pytest.approx(COSTS[variant], rel=1e-9)
     # Monte Carlo of the release; k ≥ 8 so ‖M − θ‖² has a finite variance: 4 SE
-    errors = np.sum((mech.release_many(np.tile(THETA, (200_000, 1)), np.random.default_rng(1)) - THETA) ** 2, axis=1)
+    errors = np.sum((mech.release(np.tile(THETA, (200_000, 1)), np.random.default_rng(1)) - THETA) ** 2, axis=1)
     se = errors.std(ddof=1) / math.sqrt(errors.size)
     assert abs(errors.mean() - COSTS[variant]) < 4 * se
 
@@ -131,7 +131,7 @@ def test_total_is_kept_and_truncation_only_helps():
     # Sec. 4.1: 1ᵀM_r = 1ᵀM_rJS = N almost surely; Prop. 8: max(0, ·) never increases an error
     space, _ = _space(10, mu=0.25)
     mech = JamesSteinMechanism(math.sqrt(32), space, "rotated")
-    released = mech.release_many(np.tile(THETA, (1000, 1)), np.random.default_rng(2))
+    released = mech.release(np.tile(THETA, (1000, 1)), np.random.default_rng(2))
     assert np.abs(released.sum(axis=1) - THETA.sum()).max() < 1e-9 * THETA.sum()
     clipped = truncate_at_zero(released)
     assert clipped.min() >= 0

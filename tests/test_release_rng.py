@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT
 
 from dpopt.cli import main
-from dpopt.release.rng import (
+from dpopt.rng import (
     InsecureSeedError,
     RandomSource,
     aes_generator,
@@ -93,7 +93,7 @@ def test_cli_release_without_a_seed_uses_the_csprng(capsys):
 
 def test_sampling_without_a_generator_draws_from_the_csprng(monkeypatch):
     import dpopt
-    import dpopt.release.rng as rng_module
+    import dpopt.mechanisms.base as base_module
 
     calls = []
 
@@ -101,7 +101,7 @@ def test_sampling_without_a_generator_draws_from_the_csprng(monkeypatch):
         calls.append(1)
         return secure_generator()
 
-    monkeypatch.setattr(rng_module, "secure_generator", counted)
+    monkeypatch.setattr(base_module, "secure_generator", counted)
     mechanism = dpopt.solve(TABLE).mechanism
     mechanism.release(np.zeros(6))
     assert calls == [1]

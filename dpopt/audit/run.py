@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dpopt.audit.empirical import AuditResult, audit_mechanism
+from dpopt.audit.empirical import AuditResult, audit_answer, audit_mechanism
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.verify import rebuild_mechanism
 from dpopt.sensitivity.derive import derive
@@ -32,4 +32,4 @@ def audit(source: Solution | Certificate | str | Path, draws: int = 200_000, see
         spec = load_spec(cert["spec"])
         space = derive(spec)
         mechanism = rebuild_mechanism(cert.data, space)
-    return audit_mechanism(mechanism, space, spec.privacy, draws=draws, seed=seed)
+    return audit_mechanism(mechanism, space, spec.privacy, draws=draws, seed=seed, answer=audit_answer(spec))

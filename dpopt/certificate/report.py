@@ -106,7 +106,7 @@ def build_report(
     """
     import numpy as np
 
-    from dpopt.audit.empirical import audit_mechanism
+    from dpopt.audit.empirical import audit_answer, audit_mechanism
     from dpopt.certificate import plots, report_data
     from dpopt.certificate.second_route import mechanism_tradeoff, noise_law_of
     from dpopt.certificate.verify import rebuild_mechanism
@@ -185,7 +185,7 @@ def build_report(
     result = None
     if audit_draws:
         try:
-            result = audit_mechanism(mechanism, space, spec.privacy, draws=audit_draws)
+            result = audit_mechanism(mechanism, space, spec.privacy, draws=audit_draws, answer=audit_answer(spec))
         except (DpoptError, ValueError) as exc:
             notes.append(f"empirical audit: not run ({exc})")
     return Report(certificate, tuple(figures), result, tuple(notes))

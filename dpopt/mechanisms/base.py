@@ -1,17 +1,37 @@
 """The mechanism template: families state local facts; the base does the rest.
 
-A family subclasses :class:`Mechanism` and states
+As in scipy.stats (``rv_continuous``: public ``rvs``/``pdf`` once in the base, private
+``_rvs``/``_pdf`` per distribution), the public methods of :class:`Mechanism` are
+defined here once and are **final** (a subclass that redefines one is refused when the
+class is created):
+
+* ``sample(size, rng)`` → ``size`` noise draws, shape (size, d);
+* ``release(true_value, rng)`` → the mechanism's output at the true answer(s): shape (d,)
+  for one answer, (m, d) for m answers (one per group), each released independently;
+* ``expected_utility(utility)`` → the predicted utility for the spec's metric;
+* ``privacy_checks(space, privacy)`` → the independent evaluation of the guarantee.
+
+They check arguments, draw from the CSPRNG when no generator is given
+(:func:`dpopt.rng.secure_generator`) and dispatch to the family's private hooks. A family
+subclasses :class:`Mechanism` and states
 
 * ``family`` (its spec name) and ``title``;
 * ``supports(spec, space)`` → None, or the reason it cannot serve the spec;
 * ``design(spec, space)`` → a calibrated (and, where it has freedom, utility-optimised)
   instance whose privacy is *certified* by ``privacy_checks``;
 * ``from_parameters(parameters, space)`` → the instance a certificate describes;
-* ``parameters``, ``_sample(rng, size)``;
-* ``privacy_checks(space, privacy)`` → an independent evaluation of the guarantee;
+* ``parameters``, ``_sample(rng, size)`` (the noise);
+* ``_release(values, rng)`` when its output is not φ(X) + Z with Z independent of the
+  answer (noise truncated around the answer, James–Stein shrinkage, an inverse
+  transform); the default is ``values + _sample(rng, m)``;
+* ``_privacy_checks(space, privacy)`` → an independent evaluation of the guarantee;
 * closed-form utilities where they exist (``_expected_l2``, ``_expected_l1``,
-  ``_usefulness``, ``_max_variance``); the base falls back to Monte Carlo with a
-  confidence interval when a family returns ``None``.
+  ``_usefulness``, ``_max_variance``, ``_ci_volume``, ``_test_power``) and ``_utility``
+  for metrics of its own; the base falls back to Monte Carlo with a confidence interval
+  when a family returns ``None``.
+
+Every path that releases (Python, ``dpopt release``, ``--group-by``, the Dask engine)
+calls the public ``release``, so what is released is what is certified.
 
 Subclasses register themselves by name (``registry()``); the selector never changes
 when a family is added (the scipy ``rv_continuous`` template and cvxpy atom pattern).
@@ -28,10 +48,14 @@ import numpy as np
 
 from dpopt.certificate.checks import Check
 from dpopt.errors import SpecError, UnsupportedSpecError
+from dpopt.rng import secure_generator
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec, Utility
 
 _REGISTRY: dict[str, type["Mechanism"]] = {}
+
+FINAL_METHODS = ("sample", "release", "expected_utility", "privacy_checks")
+"""Public methods defined once in :class:`Mechanism`; families implement the private hooks."""
 
 MONTE_CARLO_DRAWS = 200_000
 MONTE_CARLO_SEED = 20260101
@@ -83,6 +107,12 @@ class Mechanism(ABC):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        overridden = [name for name in FINAL_METHODS if name in cls.__dict__]
+        if overridden:
+            raise TypeError(
+                f"{cls.__name__} redefines {', '.join(overridden)}: these are final in Mechanism; "
+                "implement the private hooks (_sample, _release, _utility, _privacy_checks) instead"
+            )
         if "family" in cls.__dict__:
             _REGISTRY[cls.family] = cls
 
@@ -111,9 +141,25 @@ class Mechanism(ABC):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` noise draws, shape (size, d)."""
 
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The outputs at the true answers ``values`` (shape (m, d)), one independent release per row.
+
+        Default: φ(X) + Z, Z from :meth:`_sample` (additive noise independent of the answer).
+        """
+        return values + self._sample(rng, values.shape[0])
+
     @abstractmethod
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         """Evaluate the guarantee at these parameters, independently of the calibration."""
+
+    def _utility(self, utility: Utility) -> UtilityValue | None:
+        """A family's own prediction for ``utility`` (e.g. a metric only it defines), or None
+        to use the closed forms below, then Monte Carlo. May raise UnsupportedSpecError."""
+        return None
+
+    def _closed_form_method(self) -> str:
+        """How a closed-form prediction is described in a certificate."""
+        return "closed form"
 
     def scope_checks(self, spec: Spec) -> list[Check]:
         """Checks that parameters taken from the spec (e.g. a public box) match it; none by default."""
@@ -171,35 +217,62 @@ class Mechanism(ABC):
         """``size`` draws of the noise, as an array of shape (size, d).
 
         Without ``rng`` the draws come from an AES-CTR CSPRNG keyed with OS entropy
-        (:func:`dpopt.release.rng.secure_generator`), never from a predictable seed.
+        (:func:`dpopt.rng.secure_generator`), never from a predictable seed.
         """
         if int(size) != size or size < 0:
             raise ValueError(f"size must be a non-negative integer (got {size})")
-        if rng is None:
-            from dpopt.release.rng import secure_generator  # imported here: the release layer imports this module
-
-            rng = secure_generator()
+        rng = secure_generator() if rng is None else rng
         out = np.asarray(self._sample(rng, int(size)), dtype=float)
         return out.reshape(int(size), self.dimension)
 
     def release(self, true_value, rng: np.random.Generator | None = None) -> np.ndarray:
-        """φ(X) + Z for the query's true answer φ(X) (shape (d,))."""
-        value = np.asarray(true_value, dtype=float).reshape(-1)
-        if value.shape != (self.dimension,):
-            raise ValueError(f"true_value must have {self.dimension} entries (got {value.size})")
-        return value + self.sample(1, rng)[0]
+        """The mechanism's output M(X) at the query's true answer φ(X).
 
-    def sample_release(self, true_value, size: int, rng: np.random.Generator | None = None) -> np.ndarray:
-        """``size`` independent releases at the true answer φ(X), shape (size, d).
+        Parameters
+        ----------
+        true_value : array_like, shape (d,) or (m, d)
+            One true answer, or m of them (e.g. one per group): each row is released
+            independently, in one vectorised draw.
+        rng : numpy.random.Generator, optional
+            Default: an AES-CTR CSPRNG keyed with OS entropy (:func:`dpopt.rng.secure_generator`).
 
-        φ(X) + Z for additive families (the default); a family whose noise depends on the
-        answer (e.g. noise truncated to a public box) overrides it. Audits that compare the
-        outputs on two neighbouring answers should draw them here, not as ``sample() + v``.
+        Returns
+        -------
+        numpy.ndarray
+            Shape (d,) or (m, d), as ``true_value``.
+
+        Raises
+        ------
+        ValueError
+            ``true_value`` does not have d entries per row.
+        DataError
+            A family whose output depends on a public box gets an answer outside it.
         """
-        value = np.asarray(true_value, dtype=float).reshape(-1)
-        if value.shape != (self.dimension,):
-            raise ValueError(f"true_value must have {self.dimension} entries (got {value.size})")
-        return value + self.sample(size, rng)
+        value = np.asarray(true_value, dtype=float)
+        single = value.ndim <= 1
+        values = value.reshape(1, -1) if single else value
+        if values.ndim != 2 or values.shape[1] != self.dimension:
+            raise ValueError(
+                f"true_value must have {self.dimension} entries per row (got shape {np.shape(true_value)})"
+            )
+        rng = secure_generator() if rng is None else rng
+        out = np.asarray(self._release(values, rng), dtype=float).reshape(values.shape)
+        return out[0] if single else out
+
+    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        """Evaluate the guarantee at these parameters on ``space``, independently of the calibration.
+
+        Raises
+        ------
+        ValueError
+            The space's dimension is not the mechanism's.
+        """
+        if space.dimension != self.dimension:
+            raise ValueError(f"the space has dimension {space.dimension}, the mechanism {self.dimension}")
+        checks = list(self._privacy_checks(space, privacy))
+        if not checks:
+            raise ValueError(f"{type(self).__name__}._privacy_checks returned no check")
+        return checks
 
     def expected_utility(self, utility: Utility) -> UtilityValue:
         """The predicted utility for the spec's metric: closed form, else Monte Carlo.
@@ -234,6 +307,9 @@ class Mechanism(ABC):
                 "utility.alternative",
                 f"has {alternative.size} entries but the query has dimension {self.dimension}",
             )
+        own = self._utility(utility)
+        if own is not None:
+            return own
         closed = {
             "l2": lambda: self._expected_l2(workload),
             "l1": self._expected_l1,
@@ -252,7 +328,7 @@ class Mechanism(ABC):
                 "in this dimension); compare l2 instead",
             )
         if value is not None:
-            return UtilityValue(metric, float(value), "closed form")
+            return UtilityValue(metric, float(value), self._closed_form_method())
         return self._monte_carlo(metric, workload, utility.gamma, alpha=utility.alpha, alternative=alternative)
 
     def _monte_carlo(

@@ -254,7 +254,7 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
         )
         return draws.reshape(size, self.dimension)
 
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         return [discrete_gaussian_privacy_check(space, self.sigma2, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:

@@ -213,7 +213,7 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         )
         return draws.reshape(size, self.dimension)
 
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         return [discrete_laplace_privacy_check(space.l1, self.scale, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:

@@ -146,7 +146,7 @@ class GaussianMechanism(Mechanism):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return rng.normal(0.0, self.sigma, size=(size, self.dimension))
 
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:

@@ -283,7 +283,7 @@ class GaussianOptimalMechanism(Mechanism):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return rng.standard_normal((size, self._factor.shape[1])) @ self._factor.T
 
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if privacy.definition not in _TARGETS:
             return [Check("privacy", "Gaussian noise, designed covariance", False,
                           f"cannot meet a {privacy.definition} target")]

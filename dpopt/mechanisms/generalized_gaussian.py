@@ -267,7 +267,7 @@ class GeneralizedGaussianMechanism(Mechanism):
         return f"{self.variant} p={self.p} b={self.scale:.6g}"
 
     # --------------------------------------------------------------- privacy
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         definition, target = privacy.definition, privacy.parameters
         if definition not in ("pure", "pdp"):
             return [
@@ -480,28 +480,22 @@ class GeneralizedGaussianMechanism(Mechanism):
             return self.noise.sample(rng, (size, self.dimension))
         return self._bounded_noise(rng, self._centre(), size)
 
-    def release(self, true_value, rng: np.random.Generator | None = None) -> np.ndarray:
-        return self.sample_release(true_value, 1, rng)[0]
-
-    def sample_release(self, true_value, size: int, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Releases at the true answer; bounded variants draw around it inside the box.
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Releases at the true answers (rows of ``values``); bounded variants draw the noise
+        around each answer, so that every output lies in the box.
 
         Raises
         ------
         DataError
-            For a bounded variant, when the answer lies outside the box (the data do not fit the spec).
+            For a bounded variant, when an answer lies outside the box (the data do not fit the spec).
         """
         if self.variant == "unbounded":
-            return super().sample_release(true_value, size, rng)
-        value = np.asarray(true_value, dtype=float).reshape(-1)
-        if value.shape != (self.dimension,):
-            raise ValueError(f"true_value must have {self.dimension} entries (got {value.size})")
-        if np.any(value < self.lower) or np.any(value > self.upper):
+            return super()._release(values, rng)
+        if np.any(values < self.lower) or np.any(values > self.upper):
             raise DataError(
                 "the true answer lies outside the public box the spec implies; the data do not fit the spec"
             )
-        rng = np.random.default_rng() if rng is None else rng
-        return value + self._bounded_noise(rng, value, int(size))
+        return values + self._bounded_noise(rng, values, values.shape[0])
 
     # --------------------------------------------------------------- utility
     def _coordinate_worst(self, quantity: str, gamma: float | None = None) -> np.ndarray:
@@ -545,15 +539,10 @@ class GeneralizedGaussianMechanism(Mechanism):
         mean = signed / inside if truncated else signed - s * below + (width - s) * above
         return moment(2) - mean**2
 
-    def expected_utility(self, utility) -> UtilityValue:
-        value = super().expected_utility(utility)
+    def _closed_form_method(self) -> str:
         if self.variant != "unbounded":
-            return UtilityValue(
-                value.metric,
-                value.value,
-                f"worst case over true answers in the box (closed forms on a {_WORST_CASE_GRID}-point grid)",
-            )
-        return value
+            return f"worst case over true answers in the box (closed forms on a {_WORST_CASE_GRID}-point grid)"
+        return super()._closed_form_method()
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
         if self.variant != "unbounded":

@@ -219,17 +219,13 @@ class JamesSteinMechanism(Mechanism):
         return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """Draws of the additive Gaussian stage σBZ (σZ for B = I); the release is
-        :meth:`release`, which shrinks φ(X) + σBZ."""
+        """Draws of the additive Gaussian stage σBZ (σZ for B = I); the release
+        (:meth:`_release`) shrinks φ(X) + σBZ."""
         z = rng.normal(0.0, self.sigma, size=(size, self.k))
         return z if self.basis is None else z @ self.basis.T
 
-    def release_many(self, values: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Independent releases of each row of ``values`` (shape (n, d))."""
-        rng = np.random.default_rng() if rng is None else rng
-        values = np.atleast_2d(np.asarray(values, dtype=float))
-        if values.shape[1] != self.dimension:
-            raise ValueError(f"values must have {self.dimension} columns (got {values.shape[1]})")
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """M(X) = φ(X) − BBᵀφ(X) + B·shrink(Bᵀφ(X) + σZ) for each row φ(X) of ``values`` (m × d)."""
         y = values if self.basis is None else values @ self.basis
         x = y + rng.normal(0.0, self.sigma, size=y.shape)
         shrunk = _shrink(x, self.variant, self.sigma**2)
@@ -237,15 +233,8 @@ class JamesSteinMechanism(Mechanism):
             return shrunk
         return values + (shrunk - y) @ self.basis.T
 
-    def release(self, true_value, rng: np.random.Generator | None = None) -> np.ndarray:
-        """M(X) = φ(X) − BBᵀφ(X) + B·shrink(Bᵀφ(X) + σZ) for the true answer φ(X)."""
-        value = np.asarray(true_value, dtype=float).reshape(-1)
-        if value.shape != (self.dimension,):
-            raise ValueError(f"true_value must have {self.dimension} entries (got {value.size})")
-        return self.release_many(value[None, :], rng)[0]
-
     # ---------------------------------------------------------------- privacy
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         checks = [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
         if self.basis is not None:
             ortho = float(np.abs(self.basis.T @ self.basis - np.eye(self.k)).max())
@@ -324,8 +313,8 @@ class JamesSteinMechanism(Mechanism):
         worst = self.worst_case_answer()
         return self.stage_cost if worst is None else self.expected_l2_at(worst)
 
-    def expected_utility(self, utility: Utility) -> UtilityValue:
-        """The worst-case l2 cost (closed form); other metrics have no prediction.
+    def _utility(self, utility: Utility) -> None:
+        """The worst-case l2 cost is the base's closed form; other metrics have no prediction.
 
         Raises
         ------
@@ -334,7 +323,7 @@ class JamesSteinMechanism(Mechanism):
         """
         if utility.metric != "l2" or utility.workload is not None:
             raise UnsupportedSpecError("utility", "James–Stein has a cost prediction for metric l2 without a workload only")
-        return super().expected_utility(utility)
+        return None
 
     def _monte_carlo(self, metric: str, workload, gamma, draws: int | None = None, alpha=None,
                      alternative=None) -> UtilityValue:
@@ -348,7 +337,7 @@ class JamesSteinMechanism(Mechanism):
         if worst is None:
             per = np.sum(self.sample(draws, rng) ** 2, axis=1)
         else:
-            per = np.sum((self.release_many(np.tile(worst, (draws, 1)), rng) - worst) ** 2, axis=1)
+            per = np.sum((self.release(np.tile(worst, (draws, 1)), rng) - worst) ** 2, axis=1)
         mean, se = float(per.mean()), float(per.std(ddof=1) / math.sqrt(per.size))
         return UtilityValue(metric, mean, f"Monte Carlo, {draws} draws, seed {MONTE_CARLO_SEED}",
                             (mean - 1.96 * se, mean + 1.96 * se))

@@ -424,7 +424,7 @@ class KNormMechanism(Mechanism):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return self._radius(rng, size)[:, None] * self.body.uniform(rng, size)
 
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if isinstance(self.body, HullBody):
             worst, sensitivity = self.body.sensitivity_check(space)
             extra = [self.body.tiling_check()]

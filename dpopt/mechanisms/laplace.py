@@ -115,7 +115,7 @@ class LaplaceMechanism(Mechanism):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return rng.laplace(0.0, self.scale, size=(size, self.dimension))
 
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         return [laplace_privacy_check(space.l1, self.scale, privacy, space)]
 
     def noise_law(self) -> ProductLaw:

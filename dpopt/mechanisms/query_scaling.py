@@ -164,7 +164,7 @@ class QueryScalingMechanism(Mechanism):
         z[:, np.isinf(sd)] = np.nan
         return z
 
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         vectors = space.vectors()
         exact = np.isinf(self.xi)
         moving = np.flatnonzero(exact & (np.asarray(vectors) != 0).any(axis=0))
@@ -220,21 +220,20 @@ class QueryScalingMechanism(Mechanism):
         }
 
     # ------------------------------------------------------------ release
-    def adjusted_release(self, true_value, rng: np.random.Generator | None = None) -> np.ndarray:
-        """What the agency publishes: Diag(ξ)^½ φ + N(0, σ²I) on the asked, changing coordinates;
-        the exact coordinates unchanged; NaN for coordinates not asked."""
-        value = np.asarray(true_value, dtype=float).reshape(-1)
-        if value.shape != (self.dimension,):
-            raise ValueError(f"true_value must have {self.dimension} entries (got {value.size})")
-        rng = np.random.default_rng() if rng is None else rng
+    def _adjusted_release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """What the agency publishes for each row φ of ``values`` (m × d): Diag(ξ)^½ φ + N(0, σ²I)
+        on the asked, changing coordinates; the exact coordinates unchanged; NaN for coordinates not asked."""
         noisy = (self.xi > 0) & np.isfinite(self.xi)
-        out = adjust_query(value, self.xi) + np.where(noisy, rng.normal(0.0, self.sigma, self.dimension), 0.0)
-        out[self.xi == 0] = np.nan
+        draws = rng.normal(0.0, self.sigma, values.shape)
+        adjusted = adjust_query(values.ravel(), np.tile(self.xi, values.shape[0])).reshape(values.shape)
+        out = adjusted + np.where(noisy, draws, 0.0)
+        out[:, self.xi == 0] = np.nan
         return out
 
-    def release(self, true_value, rng: np.random.Generator | None = None) -> np.ndarray:
-        """The inverse transform of :meth:`adjusted_release`: φ + N(0, σ² Diag(ξ)⁻¹), NaN where not asked."""
-        return invert_adjusted_release(self.adjusted_release(true_value, rng), self.xi)
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The inverse transform of the adjusted release: φ + N(0, σ² Diag(ξ)⁻¹), NaN where not asked."""
+        adjusted = self._adjusted_release(values, rng)
+        return invert_adjusted_release(adjusted.ravel(), np.tile(self.xi, values.shape[0])).reshape(values.shape)
 
     def noise_covariance(self) -> np.ndarray:
         """Diag(σ²/ξ): 0 on exact coordinates, ∞ on coordinates not asked."""

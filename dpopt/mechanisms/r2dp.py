@@ -185,7 +185,7 @@ class R2DPMechanism(Mechanism):
         return rng.laplace(0.0, 1.0, size=(size, self.dimension)) / rates
 
     # --------------------------------------------------------------- privacy
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if privacy.definition != "pure":
             return [Check("privacy", "R²DP noise", False, "certified for pure ε only (Thm 4.1)")]
         reason = coordinatewise_reason(space)
@@ -264,12 +264,12 @@ class R2DPMechanism(Mechanism):
         }
 
     # --------------------------------------------------------------- utility
-    def expected_utility(self, utility: Utility) -> UtilityValue:
+    def _utility(self, utility: Utility) -> UtilityValue | None:
         if utility.metric in PRIOR_METRICS:
             check_prior(utility, self.dimension)
             return UtilityValue(utility.metric, prior_metric(R2DPNoise(self.fold), utility),
                                 "quadrature of the noise tail ½M(−x) (R²DP eq. 11)")
-        return super().expected_utility(utility)
+        return None
 
     def _expected_l1(self) -> float:
         return self.dimension * self.fold.inverse_moment(1.0)

@@ -302,7 +302,7 @@ class StaircaseMechanism(Mechanism):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return self.noise.sample(rng, (size, self.dimension))
 
-    def privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if privacy.definition != "pure":
             return [Check("privacy", "staircase noise", False, "certified for pure ε only")]
         reason = coordinatewise_reason(space)
@@ -328,12 +328,12 @@ class StaircaseMechanism(Mechanism):
     def notes(self) -> list[str]:
         return super().notes() + [f"staircase step g-policy: {self.policy}"]
 
-    def expected_utility(self, utility: Utility) -> UtilityValue:
+    def _utility(self, utility: Utility) -> UtilityValue | None:
         if utility.metric in PRIOR_METRICS:
             check_prior(utility, self.dimension)
             return UtilityValue(utility.metric, prior_metric(self.noise, utility),
                                 "quadrature of the staircase tail (dpopt.mechanisms.noise_metrics)")
-        return super().expected_utility(utility)
+        return None
 
     def _expected_l1(self) -> float:
         return self.dimension * self.noise.abs_moment(1)

@@ -3,11 +3,11 @@
 * :func:`release_groups` — the query for every group of one or more columns, one certificate;
 * :mod:`dpopt.release.sources` — CSV and Parquet through DuckDB, counts in SQL;
 * :mod:`dpopt.release.distributed` — the same release on Dask (imported on demand);
-* :mod:`dpopt.release.rng` — AES-CTR CSPRNG streams, seeds refused unless insecure seeding is asked for.
+* :mod:`dpopt.rng` — AES-CTR CSPRNG streams, seeds refused unless insecure seeding is asked for.
 """
 
 from dpopt.release.batch import BLOCK_GROUPS, GroupRelease, ReleasedLevel, release_groups, release_once
-from dpopt.release.rng import InsecureSeedError, RandomSource, random_source, secure_generator
+from dpopt.rng import InsecureSeedError, RandomSource, random_source, secure_generator
 
 __all__ = [
     "BLOCK_GROUPS",

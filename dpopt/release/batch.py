@@ -5,8 +5,9 @@ and its certificate), counts the query for every group of each grouping column i
 (:mod:`dpopt.release.sources`, or on Dask, :mod:`dpopt.release.distributed`), and adds
 noise block by block: the groups, in canonical order (as declared for a public domain,
 sorted otherwise), are cut into blocks of :data:`BLOCK_GROUPS`, and block b of grouping
-column l draws ``mechanism.sample(rows)`` from its own stream ``(l, b)``
-(:class:`dpopt.release.rng.RandomSource`). The noise of a group therefore depends only
+column l is released by ``mechanism.release(answers)`` (the family's one release path,
+vectorised over the groups) from its own stream ``(l, b)``
+(:class:`dpopt.rng.RandomSource`). The noise of a group therefore depends only
 on the root entropy, the group's rank and the block size: the single-machine and the
 Dask paths give bitwise identical releases for a fixed seed.
 
@@ -43,7 +44,7 @@ from dpopt.release.composition import (
     groups_changed,
     within_group_adjacency,
 )
-from dpopt.release.rng import RandomSource, random_source
+from dpopt.rng import RandomSource, random_source
 from dpopt.solve import Solution, solve
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import NumericAttribute, Spec
@@ -56,12 +57,13 @@ ENGINES = ("duckdb", "dask")
 
 # ------------------------------------------------------------------------- noise
 def noisy_block(mechanism: Mechanism, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``answers`` (n × d) plus n noise draws from ``rng``; integer noise keeps integer answers integer."""
-    noise = mechanism.sample(answers.shape[0], rng)
+    """The family's release of each row of ``answers`` (n × d) from ``rng``: one call to the public
+    :meth:`Mechanism.release`, the one release path. Integer noise keeps integer answers integer
+    (int64; the float sum is exact below 2⁵³)."""
+    released = mechanism.release(answers, rng)
     if getattr(type(mechanism), "integer_noise", False):
-        return answers.astype(np.int64) + noise.astype(np.int64)
-    noise += answers
-    return noise
+        return np.rint(released).astype(np.int64)
+    return released
 
 
 def add_noise(
@@ -308,7 +310,7 @@ def release_groups(
     groups : mapping column → keys or file, optional
         Public lists of groups (for columns the spec does not declare).
     seed, insecure_seed :
-        A fixed seed is refused unless ``insecure_seed`` (see :func:`dpopt.release.rng.random_source`).
+        A fixed seed is refused unless ``insecure_seed`` (see :func:`dpopt.rng.random_source`).
     randomness : RandomSource, optional
         Overrides ``seed``: the streams to draw from.
     engine : {'duckdb', 'dask'}

@@ -31,7 +31,7 @@ from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
 from dpopt.errors import DataError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release.batch import BLOCK_GROUPS, noisy_block
-from dpopt.release.rng import RandomSource
+from dpopt.rng import RandomSource
 from dpopt.release.sources import (
     DataSource,
     GroupAnswers,

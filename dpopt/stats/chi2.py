@@ -46,13 +46,10 @@ Privatizer = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 def privatizer(mechanism: Mechanism, truncate: bool = False) -> Privatizer:
     """The release map of a dpopt mechanism, applied row by row, optionally truncated at zero.
 
-    Additive families release φ + Z (Z from :meth:`Mechanism.sample`); a family with a
-    ``release_many`` method (James–Stein) releases through it.
+    Every table goes through the family's public :meth:`Mechanism.release` (vectorised over rows).
     """
     def release(tables: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        tables = np.atleast_2d(np.asarray(tables, dtype=float))
-        many = getattr(mechanism, "release_many", None)
-        out = many(tables, rng) if many is not None else tables + mechanism.sample(tables.shape[0], rng)
+        out = mechanism.release(np.atleast_2d(np.asarray(tables, dtype=float)), rng)
         return truncate_at_zero(out) if truncate else out
 
     return release
