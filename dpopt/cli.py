@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 
 import numpy as np
@@ -25,22 +28,38 @@ from dpopt.solve import solve
 from dpopt.spec.load import read_document
 
 
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to file descriptor 1 to stderr while the block runs.
+
+    At the OS level (``os.dup2``), so that solver banners printed by C code (HiGHS, ...) are
+    caught too, and at the Python level (``sys.stdout``, which an embedding program may
+    have replaced): machine output (``--json``, a release document) is printed after the
+    block, and stdout carries nothing else.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1 (closed stdout): nothing to protect at the OS level
+        saved = None
+    try:
+        if saved is not None:
+            os.dup2(2, 1)
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 def _solve(args: argparse.Namespace) -> int:
-    sol = solve(args.spec)
-    cert = sol.certificate
-    if args.out:
-        out = Path(args.out)
-        mechanism = {
-            "family": sol.mechanism.family,
-            "parameters": sol.mechanism.parameters,
-            "dimension": sol.mechanism.dimension,
-            "labels": list(compile_query(sol.spec).labels),
-            "spec_sha256": cert["spec_sha256"],
-        }
-        write_atomic(out / "mechanism.json", json.dumps(mechanism, indent=2) + "\n")
-        cert.write(out / "certificate.json")
-        report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0))
-        write_report(report, out / "report.md", image_prefix="")
+    with stdout_to_stderr():
+        sol = solve(args.spec)
+        cert = sol.certificate
+        if args.out:
+            _write_solution(sol, args.out)
     if args.json:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
@@ -49,6 +68,23 @@ def _solve(args: argparse.Namespace) -> int:
               f"-> {u['metric']} = {u['value']:.6g}; {len(cert['checks'])} checks passed"
               + (f"; wrote {args.out}/" if args.out else ""))
     return 0
+
+
+def _write_solution(sol, folder: str) -> None:
+    """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``."""
+    out = Path(folder)
+    cert = sol.certificate
+    mechanism = {
+        "family": sol.mechanism.family,
+        "parameters": sol.mechanism.parameters,
+        "dimension": sol.mechanism.dimension,
+        "labels": list(compile_query(sol.spec).labels),
+        "spec_sha256": cert["spec_sha256"],
+    }
+    write_atomic(out / "mechanism.json", json.dumps(mechanism, indent=2) + "\n")
+    cert.write(out / "certificate.json")
+    report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0))
+    write_report(report, out / "report.md", image_prefix="")
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -71,8 +107,9 @@ def _release(args: argparse.Namespace) -> int:
     if args.group_by:
         public = {column: args.groups for column in args.group_by} if args.groups else None
         client = _dask_client(args.scheduler) if args.engine == "dask" else None
-        rel = release_groups(args.spec, args.data, args.group_by, groups=public, randomness=randomness,
-                             engine=args.engine, client=client)
+        with stdout_to_stderr():
+            rel = release_groups(args.spec, args.data, args.group_by, groups=public, randomness=randomness,
+                                 engine=args.engine, client=client)
         if args.out:
             rel.write(args.out)
         else:
@@ -80,7 +117,8 @@ def _release(args: argparse.Namespace) -> int:
         return 0
     if args.groups or args.engine != "duckdb" or args.scheduler:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
-    sol, noisy, records = release_once(args.spec, args.data, randomness)
+    with stdout_to_stderr():
+        sol, noisy, records = release_once(args.spec, args.data, randomness)
     query = compile_query(sol.spec)
     document = {
         "name": sol.spec.name,
@@ -112,7 +150,8 @@ def _dask_client(address: str | None):
 
 
 def _audit(args: argparse.Namespace) -> int:
-    result = audit(args.source, draws=args.draws, seed=args.seed)
+    with stdout_to_stderr():
+        result = audit(args.source, draws=args.draws, seed=args.seed)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     elif result.note:
