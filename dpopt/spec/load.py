@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
+import types
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Literal, Mapping, Union, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from dpopt.errors import SpecError
 from dpopt.spec.models import (
@@ -86,7 +88,9 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
     Raises
     ------
     SpecError
-        With ``field`` the dotted path of the first problem found.
+        With ``field`` the dotted path of the first problem found: an unknown key at any
+        depth first (with the closest valid key), then a value outside a fixed list (with
+        the closest valid value and the list), then pydantic's first error.
 
     Examples
     --------
@@ -101,6 +105,7 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
     raw = dict(source) if isinstance(source, Mapping) else read_document(source)
     if not isinstance(raw, Mapping):
         raise SpecError("", "a spec must be a mapping of fields (got " + type(raw).__name__ + ")")
+    unknown_keys(raw, Spec)
     try:
         spec = Spec.model_validate(raw)
     except ValidationError as exc:
@@ -109,23 +114,129 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
     return spec
 
 
-def _first_problem(exc: ValidationError, raw: Any) -> SpecError:
-    """Turn pydantic's first error into a SpecError with a readable field path.
+# ------------------------------------------------------------------ typos
+def _did_you_mean(word: str, valid: list[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest valid word (difflib ratio ≥ 0.6), else ''."""
+    close = difflib.get_close_matches(word, valid, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
-    Pydantic inserts union-member and tag labels into ``loc``; walking the input
-    alongside ``loc`` keeps only the keys and indices the user actually wrote.
+
+def _members(annotation: Any) -> list[Any]:
+    """The alternatives of a type: Annotated and Optional/Union unwrapped, flattened."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [m for arg in get_args(annotation) for m in _members(arg)]
+    return [annotation]
+
+
+def _model_for(models: list[type[BaseModel]], raw: Mapping) -> type[BaseModel] | None:
+    """The model a mapping is meant for: the only one, or the member whose ``kind`` tag it gives."""
+    if len(models) == 1:
+        return models[0]
+    for model in models:
+        kind = model.model_fields.get("kind")
+        if kind is not None and raw.get("kind") in get_args(kind.annotation):
+            return model
+    return None
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
+
+
+def unknown_keys(raw: Any, annotation: Any, path: str = "") -> None:
+    """Check every mapping of ``raw`` against the model its position calls for, at any depth.
+
+    Raises
+    ------
+    SpecError
+        At the first key no model field has, with the closest valid key
+        (``unknown key 'privcy' (did you mean 'privacy'?)``) or the list of valid keys.
     """
-    errors = exc.errors(include_url=False)
-    err = errors[0]
+    members = _members(annotation)
+    if isinstance(raw, Mapping):
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        if models:
+            model = _model_for(models, raw)
+            # no model chosen (a tagged union without a valid tag): the keys of any member are known
+            fields = model.model_fields if model is not None else {
+                name: None for m in models for name in m.model_fields
+            }
+            for key in raw:
+                if key not in fields:
+                    hint = _did_you_mean(str(key), list(fields)) or f" (valid keys: {', '.join(fields)})"
+                    raise SpecError(path, f"unknown key '{key}'{hint}")
+            if model is not None:
+                for key, value in raw.items():
+                    unknown_keys(value, fields[key].annotation, _join(path, key))
+            return
+        mappings = [m for m in members if get_origin(m) is dict]
+        if mappings:
+            for key, value in raw.items():
+                unknown_keys(value, get_args(mappings[0])[1], _join(path, key))
+    elif isinstance(raw, list):
+        lists = [m for m in members if get_origin(m) is list]
+        if lists:
+            for i, value in enumerate(raw):
+                unknown_keys(value, get_args(lists[0])[0], _join(path, i))
+
+
+def _user_path(raw: Any, loc: tuple) -> list[str]:
+    """The keys and indices of ``loc`` the user wrote (pydantic adds union and tag labels)."""
     path: list[str] = []
     node = raw
-    for part in err["loc"]:
+    for part in loc:
         if isinstance(node, Mapping) and part in node:
             path.append(str(part))
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             path.append(f"[{part}]")
             node = node[part]
+    return path
+
+
+def _options(expected: str) -> list[str]:
+    """The quoted alternatives of pydantic's ``expected`` context (``"'a', 'b' or 'c'"``)."""
+    return re.findall(r"'([^']*)'", expected)
+
+
+def _bad_choice(errors: list[dict], raw: Any) -> SpecError | None:
+    """A value outside a fixed list (a literal, or a tagged union's ``kind``), with the closest
+    valid value and every valid one; the alternatives of a union (``auto`` or a family) are merged."""
+    for err in errors:
+        if err["type"] == "union_tag_invalid":
+            field = ".".join(_user_path(raw, err["loc"]) + ["kind"]).replace(".[", "[")
+            tag, valid = str(err["ctx"]["tag"]), _options(err["ctx"]["expected_tags"])
+            return SpecError(field, f"unknown kind '{tag}'{_did_you_mean(tag, valid)}; valid: {', '.join(valid)}")
+        if err["type"] == "literal_error" and isinstance(err.get("input"), str):
+            path = _user_path(raw, err["loc"])
+            valid = list(dict.fromkeys(
+                option
+                for other in errors
+                if other["type"] == "literal_error" and other.get("input") == err["input"]
+                and _user_path(raw, other["loc"]) == path
+                for option in _options(other["ctx"]["expected"])
+            ))
+            value = err["input"]
+            field = ".".join(path).replace(".[", "[")
+            return SpecError(field, f"unknown value '{value}'{_did_you_mean(value, valid)}; valid: {', '.join(valid)}")
+    return None
+
+
+def _first_problem(exc: ValidationError, raw: Any) -> SpecError:
+    """Turn pydantic's errors into one SpecError with a readable field path.
+
+    A value outside a fixed list is reported first (:func:`_bad_choice`), else the first
+    error. Pydantic inserts union-member and tag labels into ``loc``; walking the input
+    alongside ``loc`` keeps only the keys and indices the user actually wrote.
+    """
+    errors = exc.errors(include_url=False)
+    choice = _bad_choice(errors, raw)
+    if choice is not None:
+        return choice
+    err = errors[0]
+    path = _user_path(raw, err["loc"])
     if err["type"] == "missing" and err["loc"]:
         path.append(str(err["loc"][-1]))
     field = ".".join(path).replace(".[", "[")
