@@ -7,6 +7,7 @@ or data file (one line on stderr naming the field or cause, never a traceback).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import sys
@@ -28,6 +29,17 @@ from dpopt.solve import solve
 from dpopt.spec.load import read_document
 
 
+def _flush_all() -> None:
+    """Flush Python's streams and the C library's stdio buffers (where C code such as a solver
+    writes), so that buffered output lands on the descriptor it was written under."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to load by that name (e.g. Windows): Python only
+        pass
+
+
 @contextmanager
 def stdout_to_stderr() -> Iterator[None]:
     """Send everything written to file descriptor 1 to stderr while the block runs.
@@ -37,7 +49,7 @@ def stdout_to_stderr() -> Iterator[None]:
     have replaced): machine output (``--json``, a release document) is printed after the
     block, and stdout carries nothing else.
     """
-    sys.stdout.flush()
+    _flush_all()
     try:
         saved = os.dup(1)
     except OSError:  # no file descriptor 1 (closed stdout): nothing to protect at the OS level
@@ -48,7 +60,7 @@ def stdout_to_stderr() -> Iterator[None]:
         with redirect_stdout(sys.stderr):
             yield
     finally:
-        sys.stderr.flush()
+        _flush_all()
         if saved is not None:
             os.dup2(saved, 1)
             os.close(saved)
