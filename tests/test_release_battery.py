@@ -409,3 +409,11 @@ def test_public_methods_are_final(name):
     # the template: a family implements the private hooks; redefining a public method is refused
     with pytest.raises(TypeError, match=f"redefines {name}"):
         type("Rogue", (dpopt.Mechanism,), {name: lambda self, *a, **k: None})
+
+
+def test_committee_example_releases_inside_the_box(capfd):
+    # the command: a mean of scores in [0, 10] (true value 8) printed 12.617 before the fix
+    spec, data = ROOT / "specs" / "committee_mean_truncated_gg.yaml", ROOT / "specs" / "data" / "committee.csv"
+    assert main(["release", str(spec), "--data", str(data), "--seed", "6", "--insecure-seed"]) == 0
+    value = json.loads(capfd.readouterr().out)["release"]["value"]
+    assert 0.0 <= value <= 10.0
