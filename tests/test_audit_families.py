@@ -30,7 +30,7 @@ def _first_supported() -> dict[str, tuple]:
     """For every registered family, an example spec it serves: (spec, space, mechanism).
 
     Specs are tried from the smallest query dimension up (cheap audits), and a design with a
-    stated noise law is preferred to one without (which the audit cannot sample).
+    stated noise law is preferred to one without (whose audit statistic is only the projection on v).
     """
     out: dict[str, tuple] = {}
     spaces = [(dpopt.load_spec(p), None) for p in SPECS]

@@ -114,7 +114,8 @@ def test_not_available_parts_are_said(reports):
     text = render_markdown(report)
     assert "not available: the truncated generalized Gaussian's noise depends on the true answer" in text
     assert "trade-off of the mechanism: not drawn" in text
-    assert report.audit is not None and not report.audit.audited and report.audit.note in text
+    # the audit itself runs on the release path (the noise is drawn around each neighbouring answer)
+    assert report.audit is not None and report.audit.audited and report.audit.passed
 
 
 def test_a_bare_certificate_still_renders():
