@@ -333,6 +333,7 @@ def test_python_release_is_vectorised_over_rows(family):
     assert r.out.shape == (N, r.mechanism.dimension)
     one = r.mechanism.release(r.truth, np.random.default_rng(SEED))
     assert one.shape == (r.mechanism.dimension,)
+    assert r.mechanism.release(r.truth[None, :], np.random.default_rng(SEED)).shape == (1, r.mechanism.dimension)
     np.testing.assert_array_equal(np.isnan(one), np.isnan(r.out[0]))
 
 

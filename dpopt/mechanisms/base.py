@@ -230,16 +230,16 @@ class Mechanism(ABC):
 
         Parameters
         ----------
-        true_value : array_like, shape (d,) or (m, d)
-            One true answer, or m of them (e.g. one per group): each row is released
-            independently, in one vectorised draw.
+        true_value : array_like, shape (m, d), or any shape with d entries
+            m true answers (e.g. one per group), each row released independently in one
+            vectorised draw; or one answer (e.g. a table in its own shape, read row-major).
         rng : numpy.random.Generator, optional
             Default: an AES-CTR CSPRNG keyed with OS entropy (:func:`dpopt.rng.secure_generator`).
 
         Returns
         -------
         numpy.ndarray
-            Shape (d,) or (m, d), as ``true_value``.
+            Shape (m, d) for m answers, (d,) for one.
 
         Raises
         ------
@@ -249,12 +249,13 @@ class Mechanism(ABC):
             A family whose output depends on a public box gets an answer outside it.
         """
         value = np.asarray(true_value, dtype=float)
-        single = value.ndim <= 1
-        values = value.reshape(1, -1) if single else value
-        if values.ndim != 2 or values.shape[1] != self.dimension:
+        single = not (value.ndim == 2 and value.shape[1] == self.dimension)
+        if single and value.size != self.dimension:
             raise ValueError(
-                f"true_value must have {self.dimension} entries per row (got shape {np.shape(true_value)})"
+                f"true_value must have {self.dimension} entries, or {self.dimension} per row "
+                f"(got shape {np.shape(true_value)})"
             )
+        values = value.reshape(1, -1) if single else value
         rng = secure_generator() if rng is None else rng
         out = np.asarray(self._release(values, rng), dtype=float).reshape(values.shape)
         return out[0] if single else out
