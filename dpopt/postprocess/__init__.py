@@ -15,7 +15,8 @@ Post-processing reads only the release and the published invariants, so it keeps
 release's guarantee.
 """
 
-from dpopt.postprocess.certify import POSTPROCESSING_THEOREM, hierarchy_checks, table_checks
+from dpopt.postprocess.certify import POSTPROCESSING_THEOREM, cell_checks, hierarchy_checks, table_checks
+from dpopt.postprocess.hierarchy import TopDownResult, topdown
 from dpopt.postprocess.structure import Structure, spec_structure, table_structure
 from dpopt.postprocess.table import PostprocessResult, consistent_table, postprocess_release
 
@@ -23,10 +24,13 @@ __all__ = [
     "POSTPROCESSING_THEOREM",
     "PostprocessResult",
     "Structure",
+    "TopDownResult",
+    "cell_checks",
     "consistent_table",
     "hierarchy_checks",
     "postprocess_release",
     "spec_structure",
     "table_checks",
     "table_structure",
+    "topdown",
 ]

@@ -28,17 +28,24 @@ def _whole(values) -> tuple[bool, np.ndarray]:
     return whole, (np.round(a).astype(np.int64) if whole else a)
 
 
-def table_checks(
-    table, structure: Structure, values, answers=None, *, nonnegative: bool = True, integer: bool = True, prefix: str = "postprocess"
-) -> list[Check]:
-    """Checks of one table: integer, non-negative, invariants, released answers consistent."""
+def cell_checks(table, *, nonnegative: bool = True, integer: bool = True, prefix: str = "postprocess") -> list[Check]:
+    """Whole numbers and no negative cell (exact)."""
     whole, h = _whole(table)
     checks: list[Check] = []
     if integer:
         checks.append(Check(f"{prefix}.integer", "every cell is a whole number (exact)", whole, f"{h.size} cells"))
     if nonnegative:
-        low = int(h.min()) if whole and h.size else float(np.min(h))
+        low = (int(h.min()) if whole else float(np.min(h))) if h.size else 0
         checks.append(Check(f"{prefix}.nonnegative", "every cell ≥ 0 (exact)", bool(low >= 0), f"smallest cell {low}"))
+    return checks
+
+
+def table_checks(
+    table, structure: Structure, values, answers=None, *, nonnegative: bool = True, integer: bool = True, prefix: str = "postprocess"
+) -> list[Check]:
+    """Checks of one table: integer, non-negative, invariants, released answers consistent."""
+    whole, h = _whole(table)
+    checks = cell_checks(table, nonnegative=nonnegative, integer=integer, prefix=prefix)
     if not whole:
         return checks
     t = np.asarray(values, dtype=object)
