@@ -7,8 +7,8 @@ r"""Step 2 of TopDown: the closest non-negative table meeting the same constrain
 (L, E, f from :mod:`dpopt.postprocess.least_squares`): a convex quadratic program, solved
 by cvxpy (Clarabel or OSQP). It is feasible whenever a non-negative table meets the
 invariants, e.g. the confidential table. For many small problems of one shape — the
-children of a parent cell by cell, equal weights — :func:`grouped_simplex_projection` gives
-the exact solution in closed form, vectorised.
+children of a parent cell by cell, equal weights; or one table under disjoint sums such as its
+total — :func:`grouped_simplex_projection` gives the exact solution in closed form, vectorised.
 """
 
 from __future__ import annotations
@@ -34,9 +34,15 @@ def nonnegative_least_squares(noisy, structure: Structure, values, m: Metric) ->
     SolverError
         No non-negative table meets the invariants, or the solver's answer violates them.
     """
+    y = np.nan_to_num(np.asarray(noisy, dtype=float).reshape(-1), nan=0.0)
+    groups = _partition(structure, m)
+    if groups is not None:  # isotropic, cell by cell, disjoint sums: a product of simplices
+        out = np.maximum(y, 0.0)
+        covered = groups >= 0
+        out[covered] = grouped_simplex_projection(y[covered], groups[covered], np.asarray(values, dtype=float))
+        return out
     import cvxpy as cp
 
-    y = np.nan_to_num(np.asarray(noisy, dtype=float).reshape(-1), nan=0.0)
     e, f = equality_system(structure, np.asarray(values), y, m)
     h = cp.Variable(structure.cells)
     constraints = [h >= 0] + ([e @ h == f] if e.shape[0] else [])
@@ -53,6 +59,27 @@ def nonnegative_least_squares(noisy, structure: Structure, values, m: Metric) ->
     if e.shape[0] and np.abs(e @ out - f).max() > FEASIBILITY_TOLERANCE * scale:
         raise SolverError("non-negative least squares: the solver's table does not meet the invariants")
     return out
+
+
+def _partition(structure: Structure, m: Metric) -> np.ndarray | None:
+    """The group of each cell (−1: none) when the problem is a product of simplices, else None.
+
+    That is: the table released cell by cell, isotropic noise, no noiseless direction, and
+    invariants that are sums over disjoint sets of cells (e.g. the total, or one margin).
+    """
+    c = structure.constraints
+    n = structure.cells
+    if m.exact.shape[1] or structure.queries.shape != (n, n) or not np.array_equal(structure.queries, np.eye(n)):
+        return None
+    w = m.whitening
+    if w.shape != (n, n) or not np.allclose(w, w[0, 0] * np.eye(n)):
+        return None
+    if c.size and (not np.isin(c, (0, 1)).all() or np.any(c.sum(axis=0) > 1)):
+        return None
+    groups = np.full(n, -1)
+    for g, row in enumerate(c):
+        groups[row == 1] = g
+    return groups
 
 
 def grouped_simplex_projection(noisy: np.ndarray, groups: np.ndarray, totals: np.ndarray) -> np.ndarray:
