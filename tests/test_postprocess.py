@@ -8,15 +8,23 @@ re-checked here in Python integers.
 
 from __future__ import annotations
 
+import csv
+import json
+from pathlib import Path
+
 import cvxpy as cp
 import numpy as np
 import pytest
 
+from dpopt.certificate.model import Certificate
+from dpopt.certificate.report import render_markdown
+from dpopt.cli import main
 from dpopt.errors import SolverError
 from dpopt.postprocess import consistent_table, spec_structure, table_structure
 from dpopt.postprocess.least_squares import grouped_sum_projection, metric, weighted_least_squares
 from dpopt.postprocess.nonnegative import grouped_simplex_projection, nonnegative_least_squares
 from dpopt.postprocess.rounding import round_grouped, round_integer_program, round_two_way
+from dpopt.spec.load import load_spec
 from dpopt.spec.models import Postprocess
 
 
@@ -190,8 +198,6 @@ def test_postprocessing_lowers_rmse_on_a_sparse_table_and_shows_the_bias():
 
 
 def test_spec_structure_reads_invariants_and_the_public_size():
-    from dpopt.spec.load import load_spec
-
     base = {
         "dpopt": 1, "name": "t", "data": {"attributes": {"a": ["x", "y"], "b": ["u", "v", "w"]}},
         "query": {"kind": "contingency_table", "attributes": ["a", "b"]},
@@ -202,3 +208,35 @@ def test_spec_structure_reads_invariants_and_the_public_size():
     assert s.shape == (2, 3) and s.constraints.shape == (3, 6)  # total + 2 margin rows
     s = spec_structure(load_spec(base | {"data": base["data"] | {"n": 10}}))
     assert s.constraint_names == ("total",)
+
+
+def test_cli_release_post_processes_a_table_with_invariants(tmp_path, capsys):
+    # projected Gaussian (noise on the interaction space of a 3×2 table, margins exact): the published
+    # table is integral, non-negative and has the margins of the data (counted here from the CSV)
+    root = Path(__file__).resolve().parents[1]
+    data = root / "specs" / "data" / "blocks.csv"
+    spec = {
+        "dpopt": 1, "name": "race by sex, margins exact",
+        "data": {"attributes": {"race": ["white", "black", "other"], "sex": ["female", "male"]}},
+        "query": {"kind": "contingency_table", "attributes": ["race", "sex"]},
+        "invariants": [{"kind": "margins", "attributes": ["race"]}, {"kind": "margins", "attributes": ["sex"]}],
+        "adjacency": "replace_one", "privacy": {"gdp": {"mu": 0.5}}, "mechanism": "projected_gaussian",
+        "postprocess": {"nonnegative": True, "integer": True, "consistent": True},
+    }
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    out = tmp_path / "out"
+    assert main(["release", str(tmp_path / "spec.json"), "--data", str(data), "--seed", "2", "--insecure-seed",
+                 "--error-draws", "3", "--out", str(out)]) == 0
+    doc = json.loads((out / "release.json").read_text())
+    published = doc["postprocess"]["values"]
+    assert all(isinstance(v, int) and v >= 0 for v in published.values())
+    rows = list(csv.DictReader(open(data)))
+    for race in spec["data"]["attributes"]["race"]:
+        assert sum(v for k, v in published.items() if k.startswith(f"race={race},")) == sum(r["race"] == race for r in rows)
+    for sex in spec["data"]["attributes"]["sex"]:
+        assert sum(v for k, v in published.items() if k.endswith(f"sex={sex}")) == sum(r["sex"] == sex for r in rows)
+    assert "Σ⁺ of the projected_gaussian" in doc["postprocess"]["method"]["metric"]
+    capsys.readouterr()
+    assert main(["verify", str(out / "certificate.json")]) == 0
+    text = render_markdown(Certificate.from_file(out / "certificate.json"))
+    assert "## Post-processing" in text and "RMSE raw" in text

@@ -167,3 +167,16 @@ def test_geography_spec_validation():
         level_shares(pure)
     given = load_spec(doc | {"geography": {"levels": ["state", "county"], "shares": ["1/4", "1/4", "1/2"]}})
     assert level_shares(given)[0] == [Fraction(1, 4), Fraction(1, 4), Fraction(1, 2)]
+
+
+def test_dask_engine_gives_the_same_per_parent_solutions():
+    rng = np.random.default_rng(9)
+    truth, parents = synthetic(rng, states=2, counties=5, cells=3)
+    noisy = truth[2] + rng.normal(0, 2, truth[2].shape)
+    s = table_structure((3,))
+    local = _per_parent(noisy, parents[1], truth[1], s, None, Postprocess(), "numpy")
+    dask = pytest.importorskip("dask")
+    with dask.config.set(scheduler="synchronous"):
+        remote = _per_parent(noisy, parents[1], truth[1], s, None, Postprocess(), "dask")
+    np.testing.assert_array_equal(local[0], remote[0])
+    np.testing.assert_allclose(local[2], remote[2], atol=1e-9)

@@ -71,6 +71,8 @@ def _check_spec(spec: Spec) -> None:
         raise UnsupportedSpecError("invariants", "a hierarchical release supports no invariants yet (every level is noisy)")
     if spec.data.n is not None:
         raise SpecError("data.n", "fixes the size of the whole dataset; a hierarchy has one size per unit: remove data.n")
+    if spec.postprocess is not None and not spec.postprocess.consistent:
+        raise SpecError("postprocess.consistent", "a hierarchy is post-processed top-down: consistent must be true")
     clash = [c for c in spec.geography.levels if c in spec.data.attributes]
     if clash:
         raise SpecError("geography.levels", f"'{clash[0]}' is a data attribute of the table; levels name unit-code columns")
