@@ -123,7 +123,8 @@ def test_min_cost_flow_equals_the_integer_program():
     for _ in range(10):
         h = rng.integers(0, 6, 12)
         t = s.invariant_values(h)
-        x = nonnegative_least_squares(h + rng.normal(0, 2, 12), s, t, metric(None, 12))
+        x, route = nonnegative_least_squares(h + rng.normal(0, 2, 12), s, t, metric(None, 12))
+        assert route.startswith("cvxpy")
         flow = round_two_way(x.reshape(3, 4), t[1:4].astype(int), t[4:].astype(int)).reshape(-1)
         mip = round_integer_program(x, s.constraints, t)
         _assert_exact(flow, s, t)
@@ -240,3 +241,16 @@ def test_cli_release_post_processes_a_table_with_invariants(tmp_path, capsys):
     assert main(["verify", str(out / "certificate.json")]) == 0
     text = render_markdown(Certificate.from_file(out / "certificate.json"))
     assert "## Post-processing" in text and "RMSE raw" in text
+
+
+def test_integer_without_nonnegativity_keeps_the_sums():
+    s = table_structure((2, 3), margins=[(0,)], total=True)
+    h = np.array([0, 1, 0, 6, 2, 3])
+    t = s.invariant_values(h)
+    y = h + np.array([-2.3, 0.4, -1.7, 0.2, 1.1, -0.5])
+    out = consistent_table(y, s, t, options=Postprocess(nonnegative=False))
+    assert out.nonnegative is None and out.table.dtype.kind == "i"
+    assert np.all(np.abs(out.table - out.least_squares) < 1)
+    cells = _ints(out.table)
+    assert [sum(c * x for c, x in zip(row, cells)) for row in s.constraints.tolist()] == _ints(t)
+    assert min(cells) < 0  # the least-squares table has negative cells here, and rounding keeps them

@@ -18,6 +18,7 @@ post-processing and publishes nothing new about the data.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -138,8 +139,20 @@ def report_blocks(certificate: dict) -> list:
         return []
     method = block["method"]
     steps = method.get("steps") or method.get("levels") or []
+    theorem = method["preserves_guarantee"]
     out: list = [f"The published table is post-processed ({'; '.join(steps)}); the guarantee is "
-                 f"{block['guarantee']}: {method['preserves_guarantee']}"]
+                 f"{block['guarantee']}. {theorem[0].upper()}{theorem[1:]}"]
+    hierarchy = certificate.get("hierarchy")
+    if hierarchy:
+        whole = hierarchy["composition"]
+        budget = ", ".join(f"{k} = {v}" for k, v in whole.items() if k not in ("definition", "method"))
+        levels = [["level", "units", "share of the budget", "privacy", "mechanism", "certificate"]] + [
+            [lv["level"], lv["units"], lv["share"], json.dumps(lv["privacy"]),
+             f"{lv['mechanism']['family']} {json.dumps(lv['mechanism']['parameters'])}", lv["certificate"]]
+            for lv in hierarchy["levels"]
+        ]
+        out += [f"Geographic hierarchy ({hierarchy['shares']}); {hierarchy['adjacency']}.", levels,
+                f"The whole release: {whole['definition']} with {budget} ({whole['method']})."]
     errors = block.get("error")
     if errors:
         header, rows = error_rows(errors["levels"])

@@ -30,7 +30,7 @@ from dpopt.errors import SolverError
 from dpopt.postprocess.certify import POSTPROCESSING_THEOREM, cell_checks, hierarchy_checks
 from dpopt.postprocess.least_squares import grouped_sum_projection
 from dpopt.postprocess.nonnegative import grouped_simplex_projection
-from dpopt.postprocess.rounding import round_grouped
+from dpopt.postprocess.rounding import clean_zeros, round_grouped
 from dpopt.postprocess.structure import Structure
 from dpopt.postprocess.table import consistent_table
 from dpopt.spec.models import Postprocess
@@ -112,7 +112,7 @@ def children_level(
         nn = grouped_simplex_projection(y, groups, totals).reshape(n, m) if options.nonnegative else None
         estimate = (nn if nn is not None else ls).reshape(-1)
         if options.integer:
-            out = round_grouped(np.maximum(estimate, 0.0), groups, totals.astype(np.int64)).reshape(n, m)
+            out = round_grouped(clean_zeros(estimate), groups, totals.astype(np.int64)).reshape(n, m)
         else:
             out = estimate.reshape(n, m)
         return out, ls, nn, "closed form per (parent, cell): mean shift, simplex projection, largest remainders"

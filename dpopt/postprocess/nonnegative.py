@@ -23,8 +23,8 @@ FEASIBILITY_TOLERANCE = 1e-6
 """Largest constraint residual (relative to the table's size) accepted from the QP solver."""
 
 
-def nonnegative_least_squares(noisy, structure: Structure, values, m: Metric) -> np.ndarray:
-    """h̃ ≥ 0 closest to y in the metric m under E h = f (see module).
+def nonnegative_least_squares(noisy, structure: Structure, values, m: Metric) -> tuple[np.ndarray, str]:
+    """h̃ ≥ 0 closest to y in the metric m under E h = f (see module), and the route taken.
 
     The solver's output is clipped at 0 and its constraint residual re-checked here; the
     integer step (:mod:`dpopt.postprocess.rounding`) then enforces the constraints exactly.
@@ -40,7 +40,7 @@ def nonnegative_least_squares(noisy, structure: Structure, values, m: Metric) ->
         out = np.maximum(y, 0.0)
         covered = groups >= 0
         out[covered] = grouped_simplex_projection(y[covered], groups[covered], np.asarray(values, dtype=float))
-        return out
+        return out, "closed form (simplex projection per disjoint sum)"
     import cvxpy as cp
 
     e, f = equality_system(structure, np.asarray(values), y, m)
@@ -58,7 +58,7 @@ def nonnegative_least_squares(noisy, structure: Structure, values, m: Metric) ->
     scale = 1.0 + float(np.abs(f).max(initial=0.0)) + float(np.abs(y).max(initial=0.0))
     if e.shape[0] and np.abs(e @ out - f).max() > FEASIBILITY_TOLERANCE * scale:
         raise SolverError("non-negative least squares: the solver's table does not meet the invariants")
-    return out
+    return out, "cvxpy QP (Clarabel)"
 
 
 def _partition(structure: Structure, m: Metric) -> np.ndarray | None:

@@ -31,6 +31,13 @@ COST_SCALE = 1_000_000
 """Costs 1 − 2f are scaled to integers for the network simplex (exact integer pivots)."""
 
 
+def clean_zeros(estimate, tolerance: float = 1e-9) -> np.ndarray:
+    """The estimate with solver round-off below 0 (|x| < tolerance) set to 0, so that its floor is 0."""
+    x = np.asarray(estimate, dtype=float).copy()
+    x[(x < 0) & (x > -tolerance)] = 0.0
+    return x
+
+
 def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     base = np.floor(x)
     return base.astype(np.int64), x - base
@@ -141,7 +148,7 @@ def controlled_round(estimate, structure: Structure, values) -> tuple[np.ndarray
     Routes: ``nearest`` (no constraint: |x − x̂| ≤ 1/2), ``largest remainders`` (the total
     only), ``min-cost flow`` (a two-way table with both margins), ``integer program``.
     """
-    x = np.maximum(np.asarray(estimate, dtype=float), 0.0)
+    x = clean_zeros(estimate)
     c = structure.constraints
     if c.shape[0] == 0:
         return np.rint(x).astype(np.int64), "nearest integer (no invariant)"

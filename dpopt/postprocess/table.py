@@ -106,11 +106,11 @@ def consistent_table(
         t = np.zeros(0, dtype=np.int64)
         used = Structure(np.eye(y.size), structure.labels, np.zeros((0, y.size), np.int64), (), (y.size,))
     ls = weighted_least_squares(y, used, t, m)
-    nn = nonnegative_least_squares(y, used, t, m) if options.nonnegative else None
+    nn, route = nonnegative_least_squares(y, used, t, m) if options.nonnegative else (None, "")
     estimate = nn if nn is not None else ls
     method = {
         "steps": ["weighted least squares (null-space method)"]
-        + (["non-negative least squares (cvxpy, Clarabel)"] if nn is not None else []),
+        + ([f"non-negative least squares: {route}"] if nn is not None else []),
         "metric": m.source,
         "exact_directions": int(m.exact.shape[1]),
         "consistent": options.consistent,

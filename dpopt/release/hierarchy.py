@@ -34,6 +34,7 @@ from dpopt.postprocess import spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
 from dpopt.release import sources
+from dpopt.release.composition import within_group_adjacency
 from dpopt.release.hierarchy_budget import budget_check, level_privacy, level_shares
 from dpopt.release.rng import RandomSource, random_source
 from dpopt.sensitivity import derive
@@ -216,6 +217,7 @@ def release_hierarchy(
             for name, k, share, s, sol in zip(names, keys, shares, specs, solutions)
         ],
         "shares": how,
+        "adjacency": within_group_adjacency(spec),
         "composition": whole,
         "checks": [check.to_dict()] + [c.to_dict() for c in result.checks],
         "postprocess": {"guarantee": "unchanged by post-processing", "method": result.method},
