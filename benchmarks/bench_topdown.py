@@ -3,8 +3,9 @@
 Generates the records (Parquet, in a temporary folder), then times ``release_hierarchy``
 end to end (budget split, one solve per level, DuckDB counts, one ``Mechanism.release`` per
 unit, TopDown post-processing, exact checks, Monte Carlo error table), and separately the
-post-processing alone, against the baseline route that solves one joint problem per parent
-(cvxpy QP + integer program), timed on a few states and extrapolated per parent.
+post-processing alone (diagonal noise: closed form; correlated noise: one QP per parent), against
+the baseline route that solves one joint problem per parent (null-space least squares, cvxpy QP,
+integer program), timed on a few states and extrapolated per parent.
 
 Run: python benchmarks/bench_topdown.py [--records 10000000] [--error-draws 5]
 """
@@ -78,6 +79,11 @@ def main() -> None:
         topdown(list(rel.noisy), list(rel.parents), structure)
         fast = time.perf_counter() - start
         print(f"TopDown post-processing alone (closed form, vectorised): {fast:.3f} s")
+
+        correlated = 9.0 * np.eye(12) + 0.5  # a correlated noise covariance: NNLS is one QP per parent
+        start = time.perf_counter()
+        topdown(list(rel.noisy), list(rel.parents), structure, covariances=[correlated] * 3)
+        print(f"TopDown with correlated noise (mean shift, one cvxpy QP per parent): {time.perf_counter() - start:.1f} s")
 
         few = 3
         keep = np.isin(rel.parents[1], np.arange(few))

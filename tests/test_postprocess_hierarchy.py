@@ -180,3 +180,21 @@ def test_dask_engine_gives_the_same_per_parent_solutions():
         remote = _per_parent(noisy, parents[1], truth[1], s, None, Postprocess(), "dask")
     np.testing.assert_array_equal(local[0], remote[0])
     np.testing.assert_allclose(local[2], remote[2], atol=1e-9)
+
+
+def test_correlated_noise_mean_shift_and_per_parent_qp_equal_the_joint_problem():
+    # With a correlated Σ the WLS is still the mean shift (Lagrange: W(x_c − y_c) = λ for every child);
+    # checked against the joint generalised least squares with Σ ⊗ I (null-space method), and the
+    # per-parent QP against the joint QP.
+    rng = np.random.default_rng(10)
+    truth, parents = synthetic(rng, states=3, counties=9, cells=4)
+    b = rng.normal(size=(4, 4))
+    sigma = b @ b.T + np.eye(4)
+    noisy = truth[2] + rng.multivariate_normal(np.zeros(4), sigma, truth[2].shape[0])
+    s = table_structure((4,))
+    out, ls, nn, route = children_level(noisy, parents[1], truth[1], s, sigma, Postprocess())
+    assert "QP per parent" in route
+    joint = _per_parent(noisy, parents[1], truth[1], s, sigma, Postprocess(), "numpy")
+    np.testing.assert_allclose(ls, joint[1], atol=1e-8)
+    np.testing.assert_allclose(nn, joint[2], atol=1e-4)
+    _assert_consistent([truth[1], out], [parents[1]])

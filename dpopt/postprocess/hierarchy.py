@@ -12,11 +12,14 @@ first without sign constraint (WLS), then with x ≥ 0 (NNLS), then rounded to i
 still sum to h_p (controlled rounding) — the order of the Census TopDown algorithm (Abowd et
 al. 2022, *The 2020 Census Disclosure Avoidance System TopDown Algorithm*, HDSR, §7).
 
-Fast path (the tables are released cell by cell and the noise covariance is diagonal): the
-problem separates into one problem per (parent, cell), equally weighted across children, whose
-WLS solution is a mean shift, whose NNLS solution is a simplex projection and whose rounding
-is by largest remainders, all vectorised over every parent and cell at once. Otherwise each
-parent's problem is solved by :func:`consistent_table` (optionally on Dask).
+When every unit's table is released cell by cell (A = I) and no direction is noiseless, the
+WLS solution is the mean shift x_c = y_c + (h_p − Σ_c y_c)/k for *any* common metric (the
+Lagrange conditions W(x_c − y_c) = λ give the same shift for every child), and the rounding
+separates per (parent, cell) (largest remainders). With a diagonal covariance the NNLS
+separates too (a simplex projection per (parent, cell)), so the whole level is vectorised; with
+a correlated one the NNLS is one small QP per parent (cvxpy, optionally on Dask). Otherwise
+(tables released through margins, noiseless directions) each parent's problem is solved
+jointly by :func:`consistent_table`.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ import numpy as np
 from dpopt.certificate.checks import Check
 from dpopt.errors import SolverError
 from dpopt.postprocess.certify import POSTPROCESSING_THEOREM, cell_checks, hierarchy_checks
-from dpopt.postprocess.least_squares import grouped_sum_projection
-from dpopt.postprocess.nonnegative import grouped_simplex_projection
+from dpopt.postprocess.least_squares import grouped_sum_projection, metric
+from dpopt.postprocess.nonnegative import FEASIBILITY_TOLERANCE, grouped_simplex_projection
 from dpopt.postprocess.rounding import clean_zeros, round_grouped
 from dpopt.postprocess.structure import Structure
 from dpopt.postprocess.table import consistent_table
@@ -61,15 +64,17 @@ class TopDownResult:
         return all(c.passed for c in self.checks)
 
 
-def _fast(covariance: np.ndarray | None, structure: Structure) -> bool:
-    table_query = structure.queries.shape[0] == structure.cells and np.array_equal(
-        structure.queries, np.eye(structure.cells)
-    )
+def _table_query(structure: Structure) -> bool:
+    n = structure.cells
+    return structure.queries.shape == (n, n) and np.array_equal(structure.queries, np.eye(n))
+
+
+def _diagonal(covariance: np.ndarray | None) -> bool:
     if covariance is None:
-        return table_query
+        return True
     c = np.asarray(covariance, dtype=float)
-    diagonal = np.array_equal(c, np.diag(np.diag(c)))
-    return table_query and diagonal and bool(np.all(np.isfinite(np.diag(c)) & (np.diag(c) > 0)))
+    d = np.diag(c)
+    return bool(np.array_equal(c, np.diag(d)) and np.all(np.isfinite(d) & (d > 0)))
 
 
 def children_level(
@@ -104,19 +109,60 @@ def children_level(
     counts = np.bincount(parent, minlength=upper.shape[0])
     if np.any((counts == 0) & np.any(upper != 0, axis=1)):
         raise SolverError("TopDown: a unit with a non-zero table has no child units")
-    if _fast(covariance, structure):
-        groups = (np.asarray(parent)[:, None] * m + np.arange(m)).ravel()
-        totals = upper.reshape(-1)
-        y = np.asarray(noisy, dtype=float).reshape(-1)
-        ls = grouped_sum_projection(y, groups, totals).reshape(n, m)
-        nn = grouped_simplex_projection(y, groups, totals).reshape(n, m) if options.nonnegative else None
-        estimate = (nn if nn is not None else ls).reshape(-1)
-        if options.integer:
-            out = round_grouped(clean_zeros(estimate), groups, totals.astype(np.int64)).reshape(n, m)
-        else:
-            out = estimate.reshape(n, m)
-        return out, ls, nn, "closed form per (parent, cell): mean shift, simplex projection, largest remainders"
-    return _per_parent(noisy, parent, upper, structure, covariance, options, engine)
+    if not _table_query(structure) or metric(covariance, structure.cells).exact.shape[1]:
+        return _per_parent(noisy, parent, upper, structure, covariance, options, engine)
+    groups = (np.asarray(parent)[:, None] * m + np.arange(m)).ravel()
+    totals = upper.reshape(-1)
+    y = np.asarray(noisy, dtype=float).reshape(-1)
+    ls = grouped_sum_projection(y, groups, totals).reshape(n, m)
+    if not options.nonnegative:
+        nn, route = None, "mean shift"
+    elif _diagonal(covariance):
+        nn, route = grouped_simplex_projection(y, groups, totals).reshape(n, m), "mean shift, simplex projection"
+    else:
+        whitening = metric(covariance, structure.cells).whitening
+        nn = _nonnegative_per_parent(noisy, parent, upper, whitening, engine)
+        route = f"mean shift, one cvxpy QP per parent ({engine})"
+    estimate = (nn if nn is not None else ls).reshape(-1)
+    if options.integer:
+        out = round_grouped(clean_zeros(estimate), groups, totals.astype(np.int64)).reshape(n, m)
+    else:
+        out = estimate.reshape(n, m)
+    return out, ls, nn, f"per (parent, cell): {route}, largest remainders"
+
+
+def _parent_nnls(y: np.ndarray, total: np.ndarray, whitening: np.ndarray) -> np.ndarray:
+    """min Σ_c ‖L(y_c − x_c)‖² over x ≥ 0 with Σ_c x_c = total (children as rows), by cvxpy."""
+    import cvxpy as cp
+
+    x = cp.Variable(y.shape)
+    problem = cp.Problem(cp.Minimize(cp.sum_squares((y - x) @ whitening.T)), [x >= 0, cp.sum(x, axis=0) == total])
+    try:
+        problem.solve(solver=cp.CLARABEL)
+    except cp.error.SolverError as exc:
+        raise SolverError(f"TopDown non-negative least squares: {exc}") from None
+    if x.value is None:
+        raise SolverError(f"TopDown non-negative least squares: {problem.status}")
+    out = np.maximum(np.asarray(x.value, dtype=float), 0.0)
+    if np.abs(out.sum(axis=0) - total).max() > FEASIBILITY_TOLERANCE * (1.0 + float(np.abs(total).max(initial=0))):
+        raise SolverError("TopDown non-negative least squares: the solver's tables do not sum to their parent")
+    return out
+
+
+def _nonnegative_per_parent(noisy, parent, upper, whitening, engine) -> np.ndarray:
+    """The NNLS step for correlated noise: one small QP per parent (optionally on Dask)."""
+    members = [np.nonzero(parent == p)[0] for p in range(upper.shape[0])]
+    tasks = [(idx, noisy[idx], upper[p].astype(float)) for p, idx in enumerate(members) if idx.size]
+    if engine == "dask":
+        import dask
+
+        solved = dask.compute(*[dask.delayed(_parent_nnls)(y, t, whitening) for _, y, t in tasks])
+    else:
+        solved = [_parent_nnls(y, t, whitening) for _, y, t in tasks]
+    out = np.zeros(noisy.shape)
+    for (idx, _, _), x in zip(tasks, solved):
+        out[idx] = x
+    return out
 
 
 def _parent_problem(y_children: np.ndarray, total: np.ndarray, structure: Structure, covariance, options):
