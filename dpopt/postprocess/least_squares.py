@@ -98,9 +98,7 @@ def equality_system(structure: Structure, values: np.ndarray, noisy: np.ndarray,
     return e_r, f_r
 
 
-def weighted_least_squares(
-    noisy, structure: Structure, values, m: Metric
-) -> np.ndarray:
+def weighted_least_squares(noisy, structure: Structure, values, m: Metric) -> np.ndarray:
     """ĥ: the generalised least-squares table under the equality constraints (see module).
 
     Parameters

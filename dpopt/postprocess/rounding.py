@@ -23,6 +23,7 @@ The result is certified by :mod:`dpopt.postprocess.certify`, never by the solver
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
 
 from dpopt.errors import SolverError
 from dpopt.postprocess.structure import Structure, exact_product, margin_rows
@@ -118,8 +119,6 @@ def round_integer_program(estimate, constraints: np.ndarray, values) -> np.ndarr
     SolverError
         No rounding within 1 of every cell meets the constraints.
     """
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
     base, frac = _split(np.asarray(estimate, dtype=float))
     c = np.asarray(constraints, dtype=np.int64)
     free = np.nonzero(frac > 0)[0]
