@@ -8,6 +8,7 @@ numerical minimisation (scipy); composition checked in exact rationals here.
 
 from __future__ import annotations
 
+import csv
 import json
 from fractions import Fraction
 from pathlib import Path
@@ -21,7 +22,8 @@ from dpopt.cli import main
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.postprocess import table_structure, topdown
 from dpopt.postprocess.evaluation import release_units
-from dpopt.postprocess.hierarchy import _per_parent, children_level
+from dpopt.postprocess.hierarchy import _per_parent, children_level, two_way_projection
+from dpopt.postprocess.least_squares import metric, weighted_least_squares
 from dpopt.release.hierarchy import level_specs, release_hierarchy
 from dpopt.release.hierarchy_budget import level_shares
 from dpopt.solve import solve
@@ -198,3 +200,43 @@ def test_correlated_noise_mean_shift_and_per_parent_qp_equal_the_joint_problem()
     np.testing.assert_allclose(ls, joint[1], atol=1e-8)
     np.testing.assert_allclose(nn, joint[2], atol=1e-4)
     _assert_consistent([truth[1], out], [parents[1]])
+
+
+def test_two_way_projection_is_the_constrained_least_squares():
+    # oracle: the null-space generalised least squares with both sets of sums as invariants
+    rng = np.random.default_rng(11)
+    x = rng.poisson(3, (4, 5))
+    y = x + rng.normal(0, 2, x.shape)
+    s = table_structure((4, 5), margins=[(0,), (1,)])
+    values = s.invariant_values(x.reshape(-1))
+    oracle = weighted_least_squares(y.reshape(-1), s, values, metric(None, 20)).reshape(4, 5)
+    np.testing.assert_allclose(two_way_projection(y, x.sum(axis=1), x.sum(axis=0)), oracle, atol=1e-9)
+
+
+def test_topdown_with_exact_unit_totals_meets_them_and_the_parent_sums():
+    rng = np.random.default_rng(12)
+    truth, parents = synthetic(rng, states=4, counties=15, cells=6)
+    noisy = [t + rng.normal(0, 2, t.shape) for t in truth]
+    s = table_structure((6,), total=True)
+    totals = [truth[1].sum(axis=1), truth[2].sum(axis=1)]
+    result = topdown(noisy, parents, s, [int(truth[0].sum())], unit_totals=totals)
+    _assert_consistent(result.tables, parents)
+    assert sum(result.tables[0][0].tolist()) == int(truth[0].sum())
+    for table, total in zip(result.tables[1:], totals):
+        assert [sum(row) for row in table.tolist()] == total.tolist()
+    assert result.passed
+
+
+def test_release_with_exact_unit_totals(tmp_path):
+    doc = load_spec(SPEC).model_dump(mode="json", exclude_none=True)
+    doc["geography"] = doc["geography"] | {"exact_totals": True}
+    with pytest.raises(UnsupportedSpecError, match="exact_totals"):
+        release_hierarchy(doc, DATA, seed=1, insecure_seed=True)
+    doc["adjacency"] = {"kind": "replace_one"}
+    rel = release_hierarchy(doc, DATA, seed=1, insecure_seed=True)
+    rows = list(csv.DictReader(open(DATA)))
+    assert int(rel.tables[0].sum()) == len(rows)
+    for name, keys, table in zip(rel.names[1:], rel.keys[1:], rel.tables[1:]):
+        counted = {k: sum(r[name] == k for r in rows) for k in keys.tolist()}
+        assert [sum(row) for row in table.tolist()] == [counted[k] for k in keys.tolist()]
+    assert all(verify(c).passed for c in rel.certificates)

@@ -97,3 +97,11 @@ def hierarchy_checks(levels: list[np.ndarray], parents: list[np.ndarray], prefix
             )
         )
     return checks
+
+
+def unit_total_checks(tables: np.ndarray, totals, prefix: str) -> list[Check]:
+    """Every unit's table sums to its published total (Python integers)."""
+    ok, t = _whole(tables)
+    same = ok and [sum(int(x) for x in row) for row in t.tolist()] == [int(v) for v in np.asarray(totals).tolist()]
+    return [Check(f"{prefix}.unit_totals", "each unit's cells sum to its published total (Python integers)", bool(same),
+                  f"{len(t)} units")]

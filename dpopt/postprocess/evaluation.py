@@ -77,13 +77,15 @@ def hierarchy_errors(
     nation_values=None,
     covariances=None,
     options: Postprocess = Postprocess(),
+    unit_totals: list[np.ndarray] | None = None,
 ) -> list[dict]:
     """Per-level bias and RMSE of the raw and the TopDown tables over ``draws`` releases."""
     raw = [[] for _ in truth]
     post = [[] for _ in truth]
     for _ in range(draws):
         noisy = [release_units(mech, level, rng) for mech, level in zip(mechanisms, truth)]
-        result = topdown(noisy, parents, structure, nation_values, covariances, options=options)
+        result = topdown(noisy, parents, structure, nation_values, covariances, options=options,
+                         unit_totals=unit_totals)
         for level, (y, out) in enumerate(zip(noisy, result.tables)):
             raw[level].append(y)
             post[level].append(out)

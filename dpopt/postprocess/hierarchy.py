@@ -30,10 +30,10 @@ import numpy as np
 
 from dpopt.certificate.checks import Check
 from dpopt.errors import SolverError
-from dpopt.postprocess.certify import POSTPROCESSING_THEOREM, cell_checks, hierarchy_checks
+from dpopt.postprocess.certify import POSTPROCESSING_THEOREM, cell_checks, hierarchy_checks, unit_total_checks
 from dpopt.postprocess.least_squares import grouped_sum_projection, metric
 from dpopt.postprocess.nonnegative import FEASIBILITY_TOLERANCE, grouped_simplex_projection
-from dpopt.postprocess.rounding import clean_zeros, round_grouped
+from dpopt.postprocess.rounding import clean_zeros, round_grouped, round_two_way
 from dpopt.postprocess.structure import Structure
 from dpopt.postprocess.table import consistent_table
 from dpopt.spec.models import Postprocess
@@ -205,6 +205,90 @@ def _per_parent(noisy, parent, upper, structure, covariance, options, engine):
     return out, ls, nn, f"one joint problem per parent ({engine}): WLS, NNLS (cvxpy), controlled rounding"
 
 
+def two_way_projection(y: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    r"""Least squares (isotropic) of a k × m table y onto given row and column totals.
+
+    .. math:: x_{cj} = y_{cj} + \frac{r_c - y_{c\cdot}}{m} + \frac{s_j - y_{\cdot j}}{k}
+              - \frac{G - y_{\cdot\cdot}}{k m}
+
+    (G = Σ r_c = Σ s_j): the orthogonal projection onto the affine set of tables with those
+    margins (the classical two-way additive adjustment; it meets both margins by construction).
+    """
+    k, m = y.shape
+    grand = float(np.sum(rows))
+    return (y + ((rows - y.sum(axis=1)) / m)[:, None] + ((columns - y.sum(axis=0)) / k)[None, :]
+            - (grand - y.sum()) / (k * m))
+
+
+def _parent_with_totals(y, total, unit_totals, whitening, options):
+    """One parent's children under both sums: cells to the parent's cells, each child to its total."""
+    import cvxpy as cp
+
+    isotropic = np.allclose(whitening, whitening[0, 0] * np.eye(whitening.shape[0]))
+    if isotropic:
+        ls = two_way_projection(y, unit_totals.astype(float), total.astype(float))
+    else:
+        ls = None
+    estimate = ls
+    if options.nonnegative or ls is None:
+        x = cp.Variable(y.shape)
+        constraints = [cp.sum(x, axis=0) == total, cp.sum(x, axis=1) == unit_totals]
+        problem = cp.Problem(cp.Minimize(cp.sum_squares((y - x) @ whitening.T)),
+                             constraints + ([x >= 0] if options.nonnegative else []))
+        try:
+            problem.solve(solver=cp.CLARABEL)
+        except cp.error.SolverError as exc:
+            raise SolverError(f"TopDown with unit totals: {exc}") from None
+        if x.value is None:
+            raise SolverError(f"TopDown with unit totals: no table meets the parent and the unit totals ({problem.status})")
+        solved = np.asarray(x.value, dtype=float)
+        if options.nonnegative:
+            solved = np.maximum(solved, 0.0)
+        ls = ls if ls is not None else solved
+        estimate = solved if options.nonnegative else ls
+    out = round_two_way(clean_zeros(estimate), unit_totals, total) if options.integer else estimate
+    return out, ls, (estimate if options.nonnegative else None)
+
+
+def children_with_totals(noisy, parent, upper, unit_totals, structure, covariance, options, engine="numpy"):
+    """One level of TopDown when every unit's total is published exactly (an invariant).
+
+    Per parent: the children's tables (rows) must sum to the parent's cells (columns) and each
+    to its own total (rows): least squares (closed-form two-way projection when isotropic), NNLS
+    (one cvxpy QP per parent), controlled rounding of a two-way table with both margins by
+    min-cost flow (Cox & Ernst 1982).
+
+    Raises
+    ------
+    SolverError
+        The totals of the children of a parent do not add up to the parent's total.
+    """
+    if not _table_query(structure):
+        raise SolverError("TopDown with unit totals needs every unit's table released cell by cell")
+    totals = np.asarray(unit_totals, dtype=np.int64)
+    sums = np.bincount(parent, weights=totals, minlength=upper.shape[0]).round().astype(np.int64)
+    if np.any(sums != upper.sum(axis=1)):
+        raise SolverError("TopDown: the unit totals of some children do not add up to their parent's total")
+    whitening = metric(covariance, structure.cells).whitening
+    members = [np.nonzero(parent == p)[0] for p in range(upper.shape[0])]
+    tasks = [(idx, noisy[idx], upper[p], totals[idx]) for p, idx in enumerate(members) if idx.size]
+    if engine == "dask":
+        import dask
+
+        solved = dask.compute(*[dask.delayed(_parent_with_totals)(y, t, u, whitening, options) for _, y, t, u in tasks])
+    else:
+        solved = [_parent_with_totals(y, t, u, whitening, options) for _, y, t, u in tasks]
+    n, m = noisy.shape
+    out = np.zeros((n, m), dtype=np.int64 if options.integer else float)
+    ls = np.zeros((n, m))
+    nn = np.zeros((n, m)) if options.nonnegative else None
+    for (idx, _, _, _), (table, wls, nnls) in zip(tasks, solved):
+        out[idx], ls[idx] = table, wls
+        if nn is not None:
+            nn[idx] = nnls
+    return out, ls, nn, f"per parent ({engine}): two-way least squares, NNLS (cvxpy), min-cost-flow rounding"
+
+
 def topdown(
     noisy_levels: list[np.ndarray],
     parents: list[np.ndarray],
@@ -214,6 +298,7 @@ def topdown(
     *,
     options: Postprocess = Postprocess(),
     engine: str = "numpy",
+    unit_totals: list[np.ndarray] | None = None,
 ) -> TopDownResult:
     """Post-process the noisy tables of a hierarchy top-down (see module).
 
@@ -229,6 +314,9 @@ def topdown(
         The nation's invariant values (one per row of ``structure.constraints``).
     covariances : list, optional
         Each level's noise covariance (None: isotropic).
+    unit_totals : list of int arrays, optional
+        ``unit_totals[l]``: the exact total of every unit of level l + 1 (published invariants,
+        e.g. population counts); each child's table then sums to it as well.
 
     Returns
     -------
@@ -254,9 +342,15 @@ def topdown(
     checks = list(nation.checks)
     routes = ["nation: " + "; ".join(nation.method["steps"])]
     for depth, (noisy, parent) in enumerate(zip(noisy_levels[1:], parents), start=1):
-        out, ls, nn, route = children_level(
-            np.asarray(noisy, dtype=float), np.asarray(parent), tables[-1], structure, covariances[depth], options, engine
-        )
+        y, parent = np.asarray(noisy, dtype=float), np.asarray(parent)
+        if unit_totals is not None:
+            out, ls, nn, route = children_with_totals(
+                y, parent, tables[-1], unit_totals[depth - 1], structure, covariances[depth], options, engine
+            )
+            if options.integer:
+                checks += unit_total_checks(out, unit_totals[depth - 1], f"level{depth}")
+        else:
+            out, ls, nn, route = children_level(y, parent, tables[-1], structure, covariances[depth], options, engine)
         tables.append(out)
         ls_levels.append(ls)
         nn_levels.append(nn)

@@ -30,7 +30,7 @@ import numpy as np
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.domain.queries import compile_query
 from dpopt.errors import DataError, SpecError, UnsupportedSpecError
-from dpopt.postprocess import spec_structure, topdown
+from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
 from dpopt.release import sources
@@ -74,6 +74,11 @@ def _check_spec(spec: Spec) -> None:
         raise SpecError("data.n", "fixes the size of the whole dataset; a hierarchy has one size per unit: remove data.n")
     if spec.postprocess is not None and not spec.postprocess.consistent:
         raise SpecError("postprocess.consistent", "a hierarchy is post-processed top-down: consistent must be true")
+    if spec.geography.exact_totals and spec.adjacency.kind == "add_remove":
+        raise UnsupportedSpecError(
+            "geography.exact_totals",
+            "unit totals are protected under add_remove; publish them exactly only under replace_one or hamming",
+        )
     clash = [c for c in spec.geography.levels if c in spec.data.attributes]
     if clash:
         raise SpecError("geography.levels", f"'{clash[0]}' is a data attribute of the table; levels name unit-code columns")
@@ -205,7 +210,14 @@ def release_hierarchy(
         rng = randomness.stream(depth, 0)
         noisy.append(np.vstack([solution.mechanism.release(row, rng) for row in level.astype(float)]))
     covariances = [mechanism_covariance(s.mechanism)[0] for s in solutions]
-    result = topdown(noisy, parents, structure, None, covariances, options=options, engine=engine)
+    nation_values, totals = None, None
+    if spec.geography.exact_totals:
+        structure = Structure(structure.queries, structure.labels, np.ones((1, structure.cells), dtype=np.int64),
+                              ("total",), structure.shape)
+        nation_values = [records]
+        totals = [level.sum(axis=1).astype(np.int64) for level in truth[1:]]
+    result = topdown(noisy, parents, structure, nation_values, covariances, options=options, engine=engine,
+                     unit_totals=totals)
     whole, check = budget_check(spec, specs)
     names = (NATION, *spec.geography.levels)
     block = {
@@ -222,12 +234,16 @@ def release_hierarchy(
         "checks": [check.to_dict()] + [c.to_dict() for c in result.checks],
         "postprocess": {"guarantee": "unchanged by post-processing", "method": result.method},
     }
+    if totals is not None:
+        block["invariants"] = ("the total of the nation and of every unit is published exactly: a record keeps its "
+                               "unit under this adjacency, so unit sizes are not protected (they are in the scope)")
     if spec.adjacency.kind == "add_remove":
         block["caveat"] = ("the set of non-empty units of each level is published as found in the data; the guarantee "
                            "covers the released tables given that set")
     if error_draws:
         errors = hierarchy_errors(list(result.tables), parents, [s.mechanism for s in solutions], structure,
-                                  list(names), error_draws, np.random.default_rng(ERROR_SEED), None, covariances, options)
+                                  list(names), error_draws, np.random.default_rng(ERROR_SEED), nation_values,
+                                  covariances, options, totals)
         block["postprocess"]["error"] = {
             "method": f"Monte Carlo, {error_draws} releases simulated at the published tables (parametric bootstrap), "
                       f"seed {ERROR_SEED}",

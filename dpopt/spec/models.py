@@ -384,11 +384,15 @@ class Geography(_Model):
     as strings such as ``"1/3"`` are accepted), or ``optimal`` (Gaussian noise under
     ``zcdp``/``gdp``: shares ∝ √w_l Δ_l, see :mod:`dpopt.release.hierarchy_budget`);
     ``weights``: the importance w_l of each level's error for ``optimal`` (default 1 each).
+    ``exact_totals``: publish the total of the nation and of every unit exactly (as the Census
+    publishes state populations); only under replace-one or Hamming adjacency, where a record
+    keeps its unit and unit sizes are not protected.
     """
 
     levels: Annotated[list[str], Field(min_length=1)]
     shares: Union[Literal["optimal", "equal"], Annotated[list[Union[PositiveFinite, str]], Field(min_length=2)]] = "equal"
     weights: Annotated[list[PositiveFinite], Field(min_length=2)] | None = None
+    exact_totals: bool = False
 
     @model_validator(mode="after")
     def _sizes(self) -> "Geography":
