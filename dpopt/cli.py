@@ -71,6 +71,8 @@ def _verify(args: argparse.Namespace) -> int:
 def _release(args: argparse.Namespace) -> int:
     randomness = random_source(args.seed, args.insecure_seed)
     spec = load_spec(args.spec)
+    if args.error_draws < 0:
+        raise SpecError("--error-draws", f"must be 0 or more (got {args.error_draws})")
     if spec.geography is not None:
         return _release_hierarchy(args, randomness)
     if args.group_by and spec.postprocess is not None:
