@@ -240,3 +240,17 @@ def test_release_with_exact_unit_totals(tmp_path):
         counted = {k: sum(r[name] == k for r in rows) for k in keys.tolist()}
         assert [sum(row) for row in table.tolist()] == [counted[k] for k in keys.tolist()]
     assert all(verify(c).passed for c in rel.certificates)
+
+
+def test_verify_re_derives_the_hierarchy_block():
+    rel = release_hierarchy(SPEC, DATA, seed=4, insecure_seed=True)
+    cert = rel.certificates[1].data
+    result = verify(cert)
+    assert result.passed
+    assert {"hierarchy.level", "hierarchy.budget", "hierarchy.composition"} <= {c.claim for c in result.checks}
+    tampered = json.loads(json.dumps(cert))
+    tampered["hierarchy"]["levels"][2]["privacy"]["zcdp"]["rho"] = 0.9  # a level claims more budget than re-derived
+    assert [c.claim for c in verify(tampered).failed] == ["hierarchy.composition"]
+    swapped = json.loads(json.dumps(cert))
+    swapped["hierarchy"]["spec"]["privacy"] = {"zcdp": {"rho": 2.0}}  # not the hierarchy this level belongs to
+    assert "hierarchy.level" in [c.claim for c in verify(swapped).failed]

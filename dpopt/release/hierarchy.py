@@ -29,7 +29,8 @@ import numpy as np
 
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.domain.queries import compile_query
-from dpopt.errors import DataError, SpecError, UnsupportedSpecError
+from dpopt.certificate.checks import Check
+from dpopt.errors import DataError, DpoptError, SpecError, UnsupportedSpecError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
@@ -39,7 +40,7 @@ from dpopt.release.hierarchy_budget import budget_check, level_privacy, level_sh
 from dpopt.release.rng import RandomSource, random_source
 from dpopt.sensitivity import derive
 from dpopt.solve import Solution, solve
-from dpopt.spec.load import load_spec, spec_document
+from dpopt.spec.load import load_spec, spec_document, spec_sha256
 from dpopt.spec.models import Postprocess, Spec
 
 NATION = "nation"
@@ -54,6 +55,31 @@ def level_specs(spec: Spec) -> tuple[list[Spec], list, str]:
     names = [NATION] + list(spec.geography.levels)
     specs = [_strip(spec, level_privacy(spec, s), f"{spec.name} — {name} level") for s, name in zip(shares, names)]
     return specs, shares, how
+
+
+def verify_hierarchy(level_spec: Spec, block: dict) -> list[Check]:
+    """Re-derive a level certificate's ``hierarchy`` block (for ``dpopt verify``).
+
+    From the whole spec recorded in the block: the level specs are rebuilt (shares, rounded-down
+    budgets), the certificate's own spec must be one of them, the level budgets must compose to
+    at most the target (exact rationals) and the recorded composition must be the one re-derived.
+    """
+    try:
+        spec = load_spec(block["spec"])
+        specs, shares, _ = level_specs(spec)
+    except (KeyError, TypeError, DpoptError) as exc:
+        return [Check("hierarchy", "rebuild the level specs from the recorded whole spec", False, str(exc))]
+    digests = [spec_sha256(s) for s in specs]
+    whole, budget = budget_check(spec, specs)
+    recorded = [(lv.get("share"), lv.get("privacy")) for lv in block.get("levels", [])]
+    rebuilt = [(str(sh), s.privacy.model_dump(exclude_none=True)) for sh, s in zip(shares, specs)]
+    return [
+        Check("hierarchy.level", "this certificate's spec is one level of the recorded hierarchy (SHA-256)",
+              spec_sha256(level_spec) in digests, f"{len(specs)} levels re-derived"),
+        budget,
+        Check("hierarchy.composition", "recorded shares, level budgets and composition equal the re-derived ones",
+              recorded == rebuilt and block.get("composition") == whole, f"whole release {whole['definition']}"),
+    ]
 
 
 def _strip(spec: Spec, privacy: dict, name: str | None = None) -> Spec:
@@ -221,6 +247,7 @@ def release_hierarchy(
     whole, check = budget_check(spec, specs)
     names = (NATION, *spec.geography.levels)
     block = {
+        "spec": spec_document(spec),
         "levels": [
             {"level": name, "units": int(len(k)), "share": str(share), "privacy": s.privacy.model_dump(exclude_none=True),
              "mechanism": {"family": sol.mechanism.family, "parameters": sol.mechanism.parameters},
