@@ -109,7 +109,8 @@ def children_level(
     counts = np.bincount(parent, minlength=upper.shape[0])
     if np.any((counts == 0) & np.any(upper != 0, axis=1)):
         raise SolverError("TopDown: a unit with a non-zero table has no child units")
-    if not _table_query(structure) or metric(covariance, structure.cells).exact.shape[1]:
+    if (not _table_query(structure) or metric(covariance, structure.cells).exact.shape[1]
+            or not np.all(np.isfinite(noisy))):  # margins, noiseless or unreleased coordinates: jointly
         return _per_parent(noisy, parent, upper, structure, covariance, options, engine)
     groups = (np.asarray(parent)[:, None] * m + np.arange(m)).ravel()
     totals = upper.reshape(-1)
