@@ -254,3 +254,16 @@ def test_verify_re_derives_the_hierarchy_block():
     swapped = json.loads(json.dumps(cert))
     swapped["hierarchy"]["spec"]["privacy"] = {"zcdp": {"rho": 2.0}}  # not the hierarchy this level belongs to
     assert "hierarchy.level" in [c.claim for c in verify(swapped).failed]
+
+
+def test_real_valued_topdown_keeps_the_sums():
+    # integer: false publishes the NNLS tables: non-negative, summing to their parents up to round-off
+    rng = np.random.default_rng(13)
+    truth, parents = synthetic(rng, states=3, counties=7, cells=4)
+    noisy = [t + rng.normal(0, 1, t.shape) for t in truth]
+    result = topdown(noisy, parents, table_structure((4,)), options=Postprocess(integer=False))
+    sums = np.zeros_like(result.tables[1])
+    np.add.at(sums, parents[1], result.tables[2])
+    np.testing.assert_allclose(sums, result.tables[1], atol=1e-6)
+    np.testing.assert_allclose(result.tables[1].sum(axis=0), result.tables[0][0], atol=1e-6)
+    assert result.tables[2].min() >= 0

@@ -146,8 +146,9 @@ def grouped_sum_projection(noisy: np.ndarray, groups: np.ndarray, totals: np.nda
         p_g.
     """
     groups = np.asarray(groups)
+    totals = np.asarray(totals, dtype=float)
     size = np.bincount(groups, minlength=len(totals))
-    if np.any(size == 0):
-        raise ValueError("every group needs at least one entry")
-    gap = (np.asarray(totals, dtype=float) - np.bincount(groups, weights=noisy, minlength=len(totals))) / size
+    if np.any((size == 0) & (totals != 0)):
+        raise ValueError("a group with a non-zero total has no entry")
+    gap = (totals - np.bincount(groups, weights=noisy, minlength=len(totals))) / np.maximum(size, 1)
     return noisy + gap[groups]
