@@ -19,6 +19,7 @@ from dpopt.errors import (
 )
 from dpopt.mechanisms import Mechanism, UtilityValue, registry
 from dpopt.optimize import Candidate
+from dpopt.postprocess import consistent_table, postprocess_release, topdown
 from dpopt.sensitivity import SensitivitySpace, derive
 from dpopt.solve import Solution, solve
 from dpopt.spec import Spec, load_spec
@@ -41,11 +42,14 @@ __all__ = [
     "UtilityValue",
     "Verification",
     "__version__",
+    "consistent_table",
     "derive",
     "load_spec",
+    "postprocess_release",
     "registry",
     "render_html",
     "render_markdown",
     "solve",
+    "topdown",
     "verify",
 ]

@@ -25,8 +25,10 @@ from dpopt.certificate.verify import verify
 from dpopt.domain.queries import compile_query
 from dpopt.errors import DpoptError, SpecError
 from dpopt.release import random_source, release_groups, release_once
+from dpopt.release.hierarchy import release_hierarchy
+from dpopt.release.postprocessed import document_block, postprocess_once
 from dpopt.solve import solve
-from dpopt.spec.load import read_document
+from dpopt.spec.load import load_spec, read_document
 
 
 def _flush_all() -> None:
@@ -116,6 +118,14 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     randomness = random_source(args.seed, args.insecure_seed)
+    spec = load_spec(args.spec)
+    if args.error_draws < 0:
+        raise SpecError("--error-draws", f"must be 0 or more (got {args.error_draws})")
+    if spec.geography is not None:
+        return _release_hierarchy(args, randomness)
+    if args.group_by and spec.postprocess is not None:
+        raise SpecError("postprocess", "a grouped release (--group-by) is not post-processed: declare "
+                                       "geography: {levels: [...]} for tables consistent across units")
     if args.group_by:
         public = {column: args.groups for column in args.group_by} if args.groups else None
         client = _dask_client(args.scheduler) if args.engine == "dask" else None
@@ -143,12 +153,29 @@ def _release(args: argparse.Namespace) -> int:
         "randomness": randomness.describe(),
         "records": records,
     }
+    certificate = sol.certificate
+    if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
+        post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
+        document["postprocess"] = document_block(post, query.labels)
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if args.out:
         write_atomic(Path(args.out) / "release.json", text)
-        sol.certificate.write(Path(args.out) / "certificate.json")
+        certificate.write(Path(args.out) / "certificate.json")
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
+    """A spec with ``geography``: every level released, post-processed top-down."""
+    if args.group_by or args.groups or args.scheduler:
+        raise SpecError("--group-by", "a spec with geography releases its levels itself: drop --group-by, --groups, --scheduler")
+    rel = release_hierarchy(args.spec, args.data, randomness=randomness,
+                            engine="dask" if args.engine == "dask" else "numpy", error_draws=args.error_draws)
+    if args.out:
+        rel.write(args.out)
+    else:
+        sys.stdout.write(json.dumps(rel.document(), indent=2, ensure_ascii=False) + "\n")
     return 0
 
 
@@ -224,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="accept predictable noise from --seed (tests and reproductions only)")
     p.add_argument("--out", help="folder for release.json, certificate.json (and release_COLUMN.parquet); "
                                  "default: print")
+    p.add_argument("--error-draws", type=int, default=20, metavar="N",
+                   help="Monte Carlo releases for the error before/after post-processing (spec with postprocess "
+                        "or geography; 0: none)")
     p.set_defaults(run=_release)
 
     p = sub.add_parser("audit", help="Monte Carlo attempt to refute the privacy of a spec's or certificate's mechanism")

@@ -450,6 +450,10 @@ def _sections(source: Report | Certificate) -> list[tuple[str, list]]:
     sections.append(("Candidates compared", candidates))
     if "groups" in d:
         sections.append(("Release by group", _groups(d["groups"])))
+    if "postprocess" in d:  # here: dpopt.postprocess imports dpopt.certificate
+        from dpopt.postprocess.evaluation import report_blocks
+
+        sections.append(("Post-processing", report_blocks(d)))
     sections.append(("Second route", _second_route(d)))
     sections.append(("Empirical audit", _audit(report)))
     sections.append(("Checks", [_checks_table(d)]))

@@ -95,6 +95,10 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
         from dpopt.release.composition import composition_checks  # the release layer imports this module
 
         recomputed += composition_checks(spec, data["groups"])
+    if "hierarchy" in data:  # one level of a hierarchical release: the levels' budgets and composition
+        from dpopt.release.hierarchy import verify_hierarchy  # the release layer imports this module
+
+        checks.extend(verify_hierarchy(spec, data["hierarchy"]))
     checks.extend(recomputed)
     checks.append(_utility_check(spec, mechanism, data["utility"]))
     reproduced = {c.claim for c in recomputed}

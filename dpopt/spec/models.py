@@ -7,6 +7,7 @@ dp_accounting's ``DpEvent``).
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -360,6 +361,61 @@ class Utility(_Model):
             raise ValueError("metric 'kl' takes no order")
 
 
+# ------------------------------------------------------------------ post-processing
+class Postprocess(_Model):
+    """What the published table must satisfy after the release (:mod:`dpopt.postprocess`).
+
+    ``consistent``: meet every invariant exactly and agree across queries (one table behind
+    every released cell); ``nonnegative``: no negative count; ``integer``: whole counts,
+    by controlled rounding that keeps every published sum.
+    """
+
+    nonnegative: bool = True
+    integer: bool = True
+    consistent: bool = True
+
+
+class Geography(_Model):
+    """A geographic hierarchy: the nation (implicit), then one data column per level.
+
+    ``levels`` name the columns holding each unit's code, coarsest first (e.g. ``[state,
+    county]``); a unit of a level lies in exactly one unit of the level above. ``shares``:
+    the fraction of the privacy budget spent on each level, nation first (exact rationals
+    as strings such as ``"1/3"`` are accepted), or ``optimal`` (Gaussian noise under
+    ``zcdp``/``gdp``: shares ∝ √w_l Δ_l, see :mod:`dpopt.release.hierarchy_budget`);
+    ``weights``: the importance w_l of each level's error for ``optimal`` (default 1 each).
+    ``exact_totals``: publish the total of the nation and of every unit exactly (as the Census
+    publishes state populations); only under replace-one or Hamming adjacency, where a record
+    keeps its unit and unit sizes are not protected.
+    """
+
+    levels: Annotated[list[str], Field(min_length=1)]
+    shares: Union[Literal["optimal", "equal"], Annotated[list[Union[PositiveFinite, str]], Field(min_length=2)]] = "equal"
+    weights: Annotated[list[PositiveFinite], Field(min_length=2)] | None = None
+    exact_totals: bool = False
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "Geography":
+        if len(set(self.levels)) != len(self.levels):
+            raise ValueError("a geography level is listed twice")
+        for name, given in (("shares", self.shares), ("weights", self.weights)):
+            if isinstance(given, list) and len(given) != len(self.levels) + 1:
+                raise ValueError(
+                    f"{name} needs one entry per level, nation first ({len(self.levels) + 1}), got {len(given)}"
+                )
+        if self.weights is not None and self.shares != "optimal":
+            raise ValueError("weights go with shares: optimal only")
+        if isinstance(self.shares, list):
+            for share in self.shares:
+                try:
+                    positive = Fraction(str(share)) > 0
+                except (ValueError, ZeroDivisionError):
+                    positive = False
+                if not positive:
+                    raise ValueError(f"share {share!r} is not a positive number or fraction such as '1/3'")
+        return self
+
+
 # --------------------------------------------------------------------------- spec
 class Spec(_Model):
     """One release: domain, query, invariants, adjacency, privacy target, design choices."""
@@ -375,6 +431,8 @@ class Spec(_Model):
     privacy: Privacy
     mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] = "auto"
     utility: Utility = Utility(metric="l2")
+    postprocess: Postprocess | None = None
+    geography: Geography | None = None
 
     @field_validator("adjacency", mode="before")
     @classmethod

@@ -1,0 +1,109 @@
+r"""The privacy budget of a geographic hierarchy, split across its levels.
+
+Level l (nation first) gets a share s_l of the spec's target, Σ s_l = 1 as exact fractions:
+ρ_l = s_l ρ (zCDP), μ_l = √s_l μ (GDP), ε_l = s_l ε and δ_l = s_l δ (pure, approx, pDP); each
+is rounded **down** to a float. A record lies in one unit per level, so a neighbouring
+dataset changes k units per level (k = 1, or the Hamming distance; group keys are kept, as in
+:mod:`dpopt.release.composition`), and the whole release meets
+
+* zCDP: Σ_l k ρ_l ≤ k ρ (Bun & Steinke 2016, Lemma 2.3); GDP: √(Σ_l k μ_l²) ≤ √k μ
+  (Dong, Roth & Su 2022, Cor. 3.3); pure / approx / pDP: the ε's (and δ's) add up;
+
+i.e. the spec's target composed k times, checked here in exact rational arithmetic.
+
+``shares: optimal`` (Gaussian noise, zCDP or GDP): level l adds noise of variance
+σ_l² = Δ_l²/(2ρ_l) per cell (Bun & Steinke 2016, Prop. 1.6; σ_l = Δ_l/μ_l for GDP, the same
+with ρ = μ²/2), so the weighted error Σ_l w_l d σ_l² = (d/2ρ) Σ_l w_l Δ_l²/s_l is minimised
+over Σ s_l = 1 (Lagrange, or Cauchy–Schwarz: (Σ √(w_l) Δ_l)² ≤ Σ s_l · Σ w_l Δ_l²/s_l) at
+
+.. math:: s_l = \frac{\sqrt{w_l}\,\Delta_l}{\sum_j \sqrt{w_j}\,\Delta_j}.
+
+Every level releases the same per-unit query, so the Δ_l are equal and s_l ∝ √w_l.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from dpopt.certificate.checks import Check
+from dpopt.errors import SpecError, UnsupportedSpecError
+from dpopt.release.composition import compose, groups_changed
+from dpopt.spec.models import Spec
+
+SHARE_DENOMINATOR = 10**6
+"""Optimal shares are rational approximations with at most this denominator, renormalised to sum to 1."""
+
+
+def level_shares(spec: Spec, sensitivities: list[float] | None = None) -> tuple[list[Fraction], str]:
+    """The exact shares s_l (nation first) and how they were set.
+
+    Raises
+    ------
+    UnsupportedSpecError
+        ``optimal`` for a target other than zCDP or GDP (no closed form).
+    """
+    geography = spec.geography
+    count = len(geography.levels) + 1
+    if geography.shares == "equal":
+        return [Fraction(1, count)] * count, "equal shares"
+    if isinstance(geography.shares, list):
+        raw = [Fraction(str(s)) for s in geography.shares]
+        total = sum(raw)
+        return [s / total for s in raw], "given shares (normalised to sum to 1)"
+    if spec.privacy.definition not in ("zcdp", "gdp"):
+        raise UnsupportedSpecError(
+            "geography.shares",
+            f"'optimal' is the closed form for Gaussian noise under zcdp or gdp, not {spec.privacy.definition}; give shares",
+        )
+    weights = geography.weights or [1.0] * count
+    deltas = sensitivities or [1.0] * count
+    scores = [math.sqrt(w) * d for w, d in zip(weights, deltas)]
+    approx = [Fraction(s / sum(scores)).limit_denominator(SHARE_DENOMINATOR) for s in scores]
+    approx[-1] = 1 - sum(approx[:-1])
+    if approx[-1] <= 0:
+        raise SpecError("geography.weights", "the optimal shares are too uneven to represent")
+    return approx, "optimal for Gaussian noise: s_l ∝ √w_l Δ_l (closed form)"
+
+
+def _down(x: Fraction) -> float:
+    f = float(x)
+    return f if Fraction(f) <= x else math.nextafter(f, 0.0)
+
+
+def _sqrt_down(x: Fraction) -> float:
+    f = math.sqrt(float(x))
+    while Fraction(f) ** 2 > x:
+        f = math.nextafter(f, 0.0)
+    return f
+
+
+def level_privacy(spec: Spec, share: Fraction) -> dict:
+    """The privacy block of one level's spec: the share of the target, rounded down."""
+    definition, p = spec.privacy.definition, spec.privacy.parameters
+    if definition == "gdp":
+        return {"gdp": {"mu": _sqrt_down(share * Fraction(p["mu"]) ** 2)}}
+    return {definition: {name: _down(share * Fraction(value)) for name, value in p.items()}}
+
+
+def budget_check(spec: Spec, level_specs: list[Spec]) -> tuple[dict, Check]:
+    """The whole release's guarantee and its exact check (the level budgets add up to the target)."""
+    definition, p = spec.privacy.definition, spec.privacy.parameters
+    k = groups_changed(spec, 1)
+    levels = [s.privacy.parameters for s in level_specs]
+    if definition == "gdp":
+        holds = sum(Fraction(q["mu"]) ** 2 for q in levels) <= Fraction(p["mu"]) ** 2
+    else:
+        holds = all(sum(Fraction(q[name]) for q in levels) <= Fraction(value) for name, value in p.items())
+    whole = compose(spec, k)
+    whole["method"] = (
+        f"each record is in one unit per level ({k} unit(s) change per level): parallel composition within a "
+        f"level; the {len(levels)} levels composed by {compose(spec, 2)['method']}"
+    )
+    return whole, Check(
+        "hierarchy.budget",
+        "the level budgets compose to at most the spec's target (exact rational arithmetic)",
+        bool(holds),
+        f"levels {levels}; target {definition} {p}; whole release {definition} "
+        + ", ".join(f"{n} = {v}" for n, v in whole.items() if n not in ("definition", "method")),
+    )
