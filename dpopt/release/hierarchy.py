@@ -37,7 +37,7 @@ from dpopt.postprocess.table import mechanism_covariance
 from dpopt.release import sources
 from dpopt.release.composition import within_group_adjacency
 from dpopt.release.hierarchy_budget import budget_check, level_privacy, level_shares
-from dpopt.release.rng import RandomSource, random_source
+from dpopt.rng import RandomSource, random_source
 from dpopt.sensitivity import derive
 from dpopt.solve import Solution, solve
 from dpopt.spec.load import load_spec, spec_document, spec_sha256
