@@ -122,8 +122,10 @@ def _audit(args: argparse.Namespace) -> int:
             print(f"pair |v|_1={row['l1']:.6g} |v|_2={row['l2']:.6g}: {row['statistic']}, "
                   f"alpha={row['alpha']:.4g}, beta={row['beta']:.4g} -> {result.parameter} >= {row['lower_bound']:.4g}")
         verdict = "not refuted" if result.passed else "REFUTED"
-        print(f"{verdict}: {result.confidence:.0%} lower bound {result.parameter} >= {result.lower_bound:.4g}, "
-              f"certified {result.certified:.6g} ({result.draws} draws per dataset, seed {result.seed})")
+        at = f" at delta = {result.delta:g}" if result.delta else ""
+        print(f"{verdict}: {result.confidence:.0%} lower bound {result.parameter} >= {result.lower_bound:.4g}{at}, "
+              f"certified {result.certified:.6g}{at}" + (f" ({result.certified_from})" if result.certified_from else "")
+              + f" ({result.draws} draws per dataset, seed {result.seed})")
     return 0 if result.passed else 1
 
 

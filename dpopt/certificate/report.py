@@ -33,6 +33,8 @@ _DEFINITIONS = {
 }
 _SYMBOLS = {"epsilon": "ε", "delta": "δ", "mu": "μ", "rho": "ρ"}
 _SUMMARY_ROWS = {"mu": "μ-GDP", "rho": "ρ-zCDP", "epsilon": "pure ε-DP"}
+_EXACT_PART = "released exactly"
+"""A mechanism note with these words says what is published without noise: it goes under *Published exactly*."""
 _SECOND_ROUTE = ("privacy.second_route", "privacy.second_route.sampler", "utility.integration")
 
 
@@ -48,6 +50,15 @@ def _short(value) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_short(v)}" for k, v in value.items()) + "}"
     return str(value)
+
+
+_LONG_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d{7,}(?:[eE][+-]?\d+)?(?![\w.])")
+
+
+def human(text: str) -> str:
+    """Numbers with more than six decimals (``2.5600000000000001``, ``10.000000000000002``) rounded to six
+    significant digits (``2.56``, ``10``) for a person; the certificate's JSON keeps every digit."""
+    return _LONG_NUMBER.sub(lambda m: f"{float(m.group()):.6g}", str(text))
 
 
 def format_parameters(parameters: dict, width: int = 90) -> str:
@@ -265,11 +276,15 @@ def spec_in_words(certificate: Certificate) -> list[str]:
     else:
         how = f"the family `{request}` is used"
     query = _query(spec["query"], s["dimension"])
+    exact = [note for note in d["mechanism"].get("notes", []) if _EXACT_PART in note]
+    invariants = "; ".join(_invariant(i) for i in spec.get("invariants", []))
+    published = (invariants[:1].upper() + invariants[1:] + "." if invariants else "")
+    if exact:
+        published += (" Also" if invariants else " No invariant is declared, but") + " " + "; ".join(exact) + "."
     lines = [
         f"**Data.** Records with {attributes}.{n}",
         f"**Released.** {query[0].upper() + query[1:]}, with random noise added.",
-        "**Published exactly.** " + ("; ".join(_invariant(i) for i in spec.get("invariants", [])).capitalize() + "."
-                                     if spec.get("invariants") else "Nothing: every released number carries noise."),
+        "**Published exactly.** " + (published.strip() or "Nothing: every released number carries noise."),
         f"**Who is protected.** Any two datasets that {g['scope']['adjacency_description']}.",
         f"**Target.** {_target(g['definition'], {k: v for k, v in g.items() if k not in ('definition', 'scope', 'note')})}.",
         f"**Mechanism.** As requested ({how}), optimising {_utility(spec.get('utility', {'metric': 'l2'}))}.",
@@ -302,10 +317,12 @@ def _guarantee(d: dict) -> list:
             exact = summary.get(f"{key}_exact")
             rows.append([_SUMMARY_ROWS[key], f"{_SYMBOLS[key]} = {value:.6g}" + (f" (exactly {exact})" if exact else ""),
                          how])
-        elif key == "epsilon_at_delta" and isinstance(value, dict):
-            for delta, eps in value.items():
-                rows.append([f"(ε, δ)-DP at δ = {delta}", f"ε = {eps:.6g}", how])
     blocks.append(rows)
+    headline = _epsilon_table(epsilon_by_delta(d))
+    if headline:
+        blocks += ["**ε at each δ.** One headline ε per δ: the smallest of the valid bounds below (every row holds "
+                   "for the same neighbouring datasets); each other figure is a looser bound of the same guarantee, "
+                   "named with its method.", headline]
     if g.get("note"):
         blocks.append(f"**Note.** {g['note']}")
     semi = g["scope"].get("semi_dp")
@@ -321,16 +338,44 @@ def _guarantee(d: dict) -> list:
                   f"({'exact' if semi.get('semi_adjacent_parameter_exact') else 'a bound'}, "
                   f"{str(semi.get('semi_adjacent_parameter_reading', '')).replace('_', '-')} reading)"],
                  ["how a was found", semi.get("semi_adjacent_parameter_method", "")]]
-        for delta, eps in (semi.get("epsilon_at_delta") or {}).items():
-            table.append([f"ε at δ = {delta} within D_t", f"{eps:.6g} ({semi.get('epsilon_conversion', '')})"])
         ordinary = semi.get("ordinary_dp_read_under_invariants")
         if ordinary:
             values = ", ".join(f"{_SYMBOLS[k]} = {ordinary[k]:.6g}" for k in ("epsilon", "mu", "rho")
                                if isinstance(ordinary.get(k), (int, float)))
-            table.append(["an ordinary-DP mechanism read under the invariants",
+            table.append(["for comparison, not this release: an ordinary-DP mechanism read under the invariants",
                           ordinary.get("description", "") + (f" ({values})" if values else "")])
         blocks.append(table)
     return blocks
+
+
+def epsilon_by_delta(d: dict) -> dict[float, list[tuple[float, str]]]:
+    """Every (ε, δ) figure a certificate states for this release, by δ: the mechanism's own
+    profile (``mechanism.privacy.epsilon_at_delta``) and the Semi-DP scope's
+    (``guarantee.scope.semi_dp.epsilon_at_delta``), each as (ε, how it was obtained),
+    smallest ε first: the first is the headline, the others looser bounds."""
+    summary = d["mechanism"].get("privacy", {}) or {}
+    how = "; ".join(str(v) for k, v in summary.items() if isinstance(v, str) and not k.endswith("_exact"))
+    semi = d["guarantee"]["scope"].get("semi_dp") or {}
+    sources = [(summary.get("epsilon_at_delta"), f"the mechanism's own profile ({how})" if how else
+                "the mechanism's own profile"),
+               (semi.get("epsilon_at_delta"), f"Semi-DP scope: {semi.get('epsilon_conversion', '')}")]
+    out: dict[float, list[tuple[float, str]]] = {}
+    for values, method in sources:
+        for delta, eps in (values or {}).items():
+            if isinstance(eps, (int, float)):
+                out.setdefault(float(delta), []).append((float(eps), method))
+    return {delta: sorted(out[delta]) for delta in sorted(out, reverse=True)}
+
+
+def _epsilon_table(by_delta: dict) -> list:
+    if not by_delta:
+        return []
+    rows = [["δ", "headline ε (tightest valid)", "obtained by", "looser bounds of the same guarantee"]]
+    for delta, figures in by_delta.items():
+        (eps, method), *looser = figures
+        rows.append([f"{delta:g}", f"**{eps:.6g}**", method,
+                     "; ".join(f"ε = {e:.6g} by {m}" for e, m in looser) or "—"])
+    return rows
 
 
 def _sensitivity(d: dict, figures: dict) -> list:
@@ -344,6 +389,72 @@ def _sensitivity(d: dict, figures: dict) -> list:
     if "sensitivity" in figures:
         blocks.append(_Image(figures["sensitivity"]))
     return blocks
+
+
+MAX_CELL_ROWS = 60
+
+_GLOSSARY = {
+    "bracket": "**pessimistic / optimistic bracket**: the privacy loss is computed on a grid twice, rounded against "
+               "the mechanism (pessimistic: an upper bound) and in its favour (optimistic: a lower bound); the exact "
+               "value lies between.",
+    "Λ^(-1/2)Bᵀv": "**‖Λ^(-1/2)Bᵀv‖**: a neighbouring difference v measured in standard deviations of the noise along "
+                   "each of its principal axes; for Gaussian noise this length is the whole privacy cost of v.",
+    "margins_kernel": "**margins_kernel**: the tables whose published margins are all zero, i.e. the directions in "
+                      "which a neighbouring dataset can move the table; the noise is added there only.",
+    "sum_zero": "**sum_zero**: the vectors whose entries sum to zero, i.e. the directions in which a neighbouring "
+                "dataset can move the answer when the total is fixed; the noise is added there only.",
+    "Rényi": "**Rényi divergence D_α**: a measure of how distinguishable two output laws are; ρ-zCDP means "
+             "D_α ≤ αρ for every order α > 1.",
+    "Kolmogorov–Smirnov": "**Kolmogorov–Smirnov test**: compares draws of the sampler with the law the privacy "
+                          "proof assumes; a tiny p-value would mean the sampler draws another law.",
+    "Bonferroni": "**Bonferroni**: the level is divided among the tests, so that all of them together keep it.",
+    "5 SE": "**5 SE**: the prediction must lie within five standard errors of the Monte Carlo average.",
+    "span": "**span**: the directions in which neighbouring datasets differ; noise outside it would add error "
+            "without adding privacy.",
+    "gauge": "**‖·‖_K (gauge)**: the norm whose unit ball is the convex hull K of the neighbouring differences.",
+}
+
+
+def _glossary(d: dict) -> list[str]:
+    """One plain-language line for each term of the checks' and sensitivity's wording that needs one."""
+    text = " ".join(f"{c['method']} {c['detail']}" for c in d["checks"]) + " " + str(d["sensitivity"].get("span"))
+    return [line for term, line in _GLOSSARY.items() if term in text]
+
+
+def _per_cell(d: dict) -> list:
+    """The per-cell standard error and 95% margin of error (``utility.per_cell``)."""
+    per_cell = d["utility"].get("per_cell")
+    if not per_cell:
+        return ["Not in this certificate (issued before per-cell errors were recorded)."]
+    cells = per_cell["cells"]
+    released = [c for c in cells if c["standard_error"] is not None]
+    intro = (f"Each released cell differs from the true value by its noise. **Standard error**: the noise's "
+             f"standard deviation. **{per_cell['level']:.0%} margin of error**: the released cell is within this "
+             f"distance of the true value in {per_cell['level']:.0%} of releases. Method: {per_cell['method']}.")
+    values = {(round(c["standard_error"], 4), round(c["margin_of_error"], 4)) for c in released}
+    if len(values) == 1 and len(released) > 1:
+        c = released[0]
+        rows = [["cells", "standard error", f"{per_cell['level']:.0%} margin of error"],
+                [f"every released cell ({len(released)} of {len(cells)})", f"{c['standard_error']:.3g}",
+                 f"± {c['margin_of_error']:.3g}"]]
+    else:
+        rows = [["cell", "standard error", f"{per_cell['level']:.0%} margin of error"]] + [
+            [c["cell"], "not released" if c["standard_error"] is None else f"{c['standard_error']:.3g}",
+             "—" if c["margin_of_error"] is None else f"± {c['margin_of_error']:.3g}"] for c in cells[:MAX_CELL_ROWS]]
+    blocks = [intro, rows]
+    if len(values) > 1 and len(cells) > MAX_CELL_ROWS:
+        blocks.append(f"The other {len(cells) - MAX_CELL_ROWS} cells: `utility.per_cell` in certificate.json.")
+    return blocks
+
+
+def claim_counts(d: dict) -> tuple[int, int]:
+    """(claims `dpopt verify` re-derives, claims whose second route is not available), counted as verify counts
+    them: the recorded checks plus :data:`~dpopt.certificate.verify.STRUCTURAL_CLAIMS`."""
+    from dpopt.certificate.second_route import is_not_available
+    from dpopt.certificate.verify import STRUCTURAL_CLAIMS
+
+    unavailable = sum(1 for c in d["checks"] if is_not_available(c))
+    return len(d["checks"]) + len(STRUCTURAL_CLAIMS) - unavailable, unavailable
 
 
 def _checks_table(d: dict) -> list:
@@ -386,11 +497,20 @@ def _audit(report: Report | None) -> list:
     if not a.audited:
         return [a.note]
     verdict = ("**not refuted**" if a.passed else "**REFUTED**")
+    at = f" at δ = {a.delta:g}" if a.delta else ""
+    certified = f"the audited value {symbol} = {a.certified:.6g}{at}"
+    if a.certified_from:
+        headline = epsilon_by_delta(report.certificate.data).get(a.delta)
+        certified += f" ({a.certified_from}" + (f"; the headline at this δ is ε = {headline[0][0]:.6g}, see *The "
+                                                 "guarantee*)" if headline else ")")
     blocks: list = [
         f"Monte Carlo on the worst-case neighbouring pairs the spec implies ({a.draws} draws per dataset and "
         f"pair, seed {a.seed}): {verdict}. The {a.confidence:.0%} lower confidence bound is "
-        f"{symbol} ≥ {a.lower_bound:.4g}, the certified value {symbol} = {a.certified:.6g}. An audit can refute a "
-        "guarantee, never prove one.",
+        f"{symbol} ≥ {a.lower_bound:.4g}{at}, below {certified}. An audit can refute a "
+        "guarantee, never prove one." if a.passed else
+        f"Monte Carlo on the worst-case neighbouring pairs the spec implies ({a.draws} draws per dataset and "
+        f"pair, seed {a.seed}): {verdict}. The {a.confidence:.0%} lower confidence bound "
+        f"{symbol} ≥ {a.lower_bound:.4g}{at} exceeds {certified}.",
         [["pair: ‖v‖₁", "‖v‖₂", "test statistic", "type-I α", "type-II β", f"lower bound on {symbol}"]]
         + [[f"{r['l1']:.6g}", f"{r['l2']:.6g}", r["statistic"], f"{r['alpha']:.4g}", f"{r['beta']:.4g}",
             f"{r['lower_bound']:.4g}"] for r in a.rows],
@@ -430,6 +550,7 @@ def _sections(source: Report | Certificate) -> list[tuple[str, list]]:
             + (f", 95% CI [{u['ci95'][0]:.6g}, {u['ci95'][1]:.6g}]" if "ci95" in u else "") + ").",
             *[_Image(figures[name]) for name in ("tradeoff", "noise") if name in figures],
         ]),
+        ("Error of each cell", _per_cell(d)),
     ]
     from dpopt.mechanisms.base import better  # here: the mechanisms import dpopt.certificate
 
@@ -452,8 +573,9 @@ def _sections(source: Report | Certificate) -> list[tuple[str, list]]:
         sections.append(("Release by group", _groups(d["groups"])))
     sections.append(("Second route", _second_route(d)))
     sections.append(("Empirical audit", _audit(report)))
-    sections.append(("Checks", [_checks_table(d)]))
-    caveats = list(m.get("notes", [])) + (list(report.notes) if report else [])
+    glossary = _glossary(d)
+    sections.append(("Checks", [_checks_table(d)] + (["**Terms used above.**", *glossary] if glossary else [])))
+    caveats = [n for n in m.get("notes", []) if _EXACT_PART not in n] + (list(report.notes) if report else [])
     sections.append(("Caveats", caveats or ["None recorded."]))
     sections.append(("Provenance", [f"dpopt {d['dpopt_version']}, spec SHA-256 `{d['spec_sha256']}`. "
                                     "Re-check with `dpopt verify certificate.json`."]))
@@ -465,9 +587,29 @@ def _summary(cert: Certificate) -> str:
     g = d["guarantee"]
     target = {k: v for k, v in g.items() if k not in ("definition", "scope", "note")}
     held = all(c["passed"] for c in d["checks"])
-    return (f"{d['mechanism']['title']} (`{d['mechanism']['family']}`) releasing a vector of dimension "
+    claims, unavailable = claim_counts(d)
+    text = (f"{d['mechanism']['title']} (`{d['mechanism']['family']}`) releasing a vector of dimension "
             f"{d['sensitivity']['dimension']} under {_target(g['definition'], target)}; "
-            f"{len(d['checks'])} recorded checks " + ("all hold." if held else "— **some FAIL**."))
+            f"{claims} claims for `dpopt verify` to re-derive" + (f" ({unavailable} not available)" if unavailable else "")
+            + (", all held when issued." if held else " — **some FAIL**."))
+    by_delta = epsilon_by_delta(d)
+    if by_delta:
+        text += " Headline: " + ", ".join(f"ε = {v[0][0]:.4g} at δ = {k:g}" for k, v in by_delta.items()) + "."
+    return text + _ball_fallback(d)
+
+
+def _ball_fallback(d: dict) -> str:
+    """A sentence when a K-norm design fell back from the optimal K = Hull(S) to a ball, with what
+    it may cost (the check ``k_norm.excess_cost``); empty otherwise."""
+    check = next((c for c in d["checks"] if c["claim"] == "k_norm.excess_cost"), None)
+    if check is None:
+        return ""
+    ratio = re.search(r"≤ ([0-9.eE+-]+) ×", check["detail"])
+    reason = next((n for n in d["mechanism"].get("notes", []) if n.startswith("K is NOT the optimal K")), "")
+    return (" **K is not the optimal K-norm body: the design fell back to a ball**"
+            + (f" ({reason[len('K is NOT the optimal K: '):].split(';')[0]})" if reason else "")
+            + (f"; its expected squared error may be up to {float(ratio.group(1)):.3g}× that of the optimal "
+               "K-norm mechanism (check `k_norm.excess_cost`)." if ratio else f"; {check['detail']}."))
 
 
 # ------------------------------------------------------------------------- rendering
@@ -485,10 +627,10 @@ def render_markdown(source: Report | Certificate, image_prefix: str = "") -> str
                 header, *body = block
                 lines.append("| " + " | ".join(map(str, header)) + " |")
                 lines.append("|" + "---|" * len(header))
-                lines += ["| " + " | ".join(str(x).replace("|", "\\|").replace("\n", " ") for x in row) + " |"
+                lines += ["| " + " | ".join(human(x).replace("|", "\\|").replace("\n", " ") for x in row) + " |"
                           for row in body]
             else:
-                lines.append(str(block))
+                lines.append(human(block))
             lines.append("")
     return "\n".join(lines)
 
@@ -509,7 +651,7 @@ figcaption{font-size:.88em;color:#444;max-width:52em;margin:.4em auto 0}
 
 def _inline(text: str) -> str:
     """Escape, then the Markdown the sections use: **bold**, *italic*, `code`."""
-    out = html.escape(str(text))
+    out = html.escape(human(text))
     out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
     out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
     return re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"<em>\1</em>", out)
