@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from dpopt._version import __version__
 from dpopt.audit import audit
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.certificate.report import Report, build_report, format_parameters, render_markdown, write_report
@@ -25,8 +28,39 @@ from dpopt.solve import solve
 from dpopt.spec.load import read_document
 
 
+PROGRESS_AFTER = 2.0
+"""Seconds after which a long step shows its progress on stderr."""
+
+
+@contextmanager
+def _progress(description: str):
+    """Show ``description: stage [elapsed]`` on stderr (tqdm) once a step has taken :data:`PROGRESS_AFTER`
+    seconds, refreshed twice a second until it ends; stderr that is not a terminal gets nothing. Yields a
+    function that names the current stage."""
+    from tqdm import tqdm
+
+    stage = [""]
+    done = threading.Event()
+
+    def tick() -> None:
+        if done.wait(PROGRESS_AFTER):
+            return
+        with tqdm(file=sys.stderr, disable=None, leave=False, bar_format="{desc} [{elapsed}]") as bar:
+            while not done.wait(0.5):
+                bar.set_description_str(f"{description}: {stage[0]}" if stage[0] else description)
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield lambda text: stage.__setitem__(0, text)
+    finally:
+        done.set()
+        thread.join()
+
+
 def _solve(args: argparse.Namespace) -> int:
-    sol = solve(args.spec)
+    with _progress("dpopt solve: deriving, designing and certifying"):
+        sol = solve(args.spec)
     cert = sol.certificate
     if args.out:
         out = Path(args.out)
@@ -36,10 +70,13 @@ def _solve(args: argparse.Namespace) -> int:
             "dimension": sol.mechanism.dimension,
             "labels": list(compile_query(sol.spec).labels),
             "spec_sha256": cert["spec_sha256"],
+            "per_cell": cert["utility"].get("per_cell"),
         }
         write_atomic(out / "mechanism.json", json.dumps(mechanism, indent=2) + "\n")
         cert.write(out / "certificate.json")
-        report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0))
+        with _progress("dpopt solve: report") as stage:
+            report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0),
+                                  progress=stage)
         write_report(report, out / "report.md", image_prefix="")
     if args.json:
         sys.stdout.write(cert.to_json())
@@ -134,10 +171,15 @@ def _report(args: argparse.Namespace) -> int:
     if isinstance(document, dict) and "spec_sha256" in document:
         cert = Certificate.from_dict(document, source=str(args.source))
     else:
-        cert = solve(args.source).certificate
-    report = build_report(cert, audit_draws=None if args.no_audit else args.draws)
+        with _progress("dpopt report: solving the spec"):
+            cert = solve(args.source).certificate
+    with _progress("dpopt report") as stage:
+        report = build_report(cert, audit_draws=None if args.no_audit else args.draws, progress=stage)
     if args.out:
-        write_report(report, args.out)
+        written = write_report(report, args.out)
+        figures = (f"{len(report.figures)} figures embedded" if len(written) == 1
+                   else f"{len(written) - 1} figures next to it")
+        print(f"wrote {written[0]} ({figures}; {len(report.notes)} notes)")
     else:  # figures need a file: Markdown on stdout carries the text, tables and audit
         sys.stdout.write(render_markdown(Report(cert, (), report.audit,
                                                 report.notes + ("figures: written with --out FILE.html or FILE.md",))))
@@ -146,17 +188,23 @@ def _report(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpopt", description="Certified differential-privacy mechanisms from a spec.")
+    parser.add_argument("--version", action="version", version=f"dpopt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("solve", help="derive, design and certify a mechanism for a spec")
-    p.add_argument("spec")
+    p = sub.add_parser("solve", help="derive, design and certify a mechanism for a spec",
+                       description="Derive the sensitivity space of SPEC, design the best mechanism for its "
+                                   "utility metric and certify its privacy guarantee.")
+    p.add_argument("spec", metavar="SPEC",
+                   help="a spec file (YAML or JSON) naming the data's attributes, the query, the invariants "
+                        "published exactly, the adjacency, the privacy target, the mechanism (or auto) and the "
+                        "utility metric; examples in specs/")
     p.add_argument("--out", help="folder for mechanism.json, certificate.json, report.md")
     p.add_argument("--json", action="store_true", help="print the certificate as JSON")
     p.add_argument("--quiet", action="store_true", help="print nothing when --out is given")
     p.set_defaults(run=_solve)
 
     p = sub.add_parser("verify", help="re-check every claim of a certificate")
-    p.add_argument("certificate")
+    p.add_argument("certificate", metavar="CERT.json", help="a certificate.json written by `dpopt solve --out`")
     p.set_defaults(run=_verify)
 
     p = sub.add_parser("release", help="compute the query on records and release it with noise")
@@ -201,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     except DpoptError as exc:
         print(f"dpopt: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("dpopt: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

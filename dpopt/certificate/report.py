@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +100,7 @@ def build_report(
     audit_draws: int | None = 50_000,
     utility_families: str = "candidates",
     utility_scales: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0),
+    progress: Callable[[str], None] | None = None,
 ) -> Report:
     """The certificate's figures and, unless ``audit_draws`` is None, its empirical audit.
 
@@ -114,6 +116,8 @@ def build_report(
         Whose predicted utility is drawn against the privacy budget.
     utility_scales : tuple of float
         Multiples of the target's ε, μ or ρ at which each family is re-designed.
+    progress : callable, optional
+        Called with the name of each stage as it starts (e.g. to show progress on stderr).
     """
     import numpy as np
 
@@ -121,11 +125,14 @@ def build_report(
     from dpopt.certificate import plots, report_data
     from dpopt.certificate.second_route import mechanism_tradeoff, noise_law_of
     from dpopt.certificate.verify import rebuild_mechanism
+    from dpopt.domain.queries import compile_query
     from dpopt.errors import DpoptError
     from dpopt.mechanisms.base import better
     from dpopt.sensitivity.derive import derive
     from dpopt.spec.load import load_spec
 
+    stage = progress or (lambda _: None)
+    stage("rebuilding the mechanism")
     data = certificate.data
     spec = load_spec(data["spec"])
     space = derive(spec)
@@ -135,6 +142,7 @@ def build_report(
     figures: list[Figure] = []
     notes: list[str] = []
 
+    stage("trade-off curve")
     alpha = np.unique(np.concatenate([np.logspace(-10, -2, 161), np.linspace(0.0, 1.0, 501)]))
     target = report_data.target_tradeoff(data["guarantee"], alpha)
     curve = None if isinstance(law, str) else mechanism_tradeoff(law, space, alpha)
@@ -152,7 +160,9 @@ def build_report(
         plots.tradeoff_png(alpha, target, curve, f"{family}: {_DEFINITIONS[data['guarantee']['definition']]}"),
     ))
 
-    panels = report_data.noise_panels(mechanism, law if not isinstance(law, str) else None)
+    stage("noise against its law")
+    panels = report_data.noise_panels(mechanism, law if not isinstance(law, str) else None,
+                                      compile_query(spec).labels)
     if panels:
         figures.append(Figure(
             "noise", "Noise: the sampler against the stated law",
@@ -163,6 +173,7 @@ def build_report(
             plots.noise_png(panels, f"{family} noise"),
         ))
 
+    stage("sensitivity hull")
     hull = report_data.hull_points(space)
     if hull is None:
         notes.append("sensitivity hull: not drawn (the space is too large to list its vectors)")
@@ -180,7 +191,8 @@ def build_report(
     families = candidates if utility_families == "candidates" else [family]
     known = {c["family"]: c["utility"]["value"] for c in data.get("candidates", []) if "utility" in c}
     known.setdefault(family, data["utility"]["value"])
-    curves, parameter, value = report_data.utility_curves(spec, space, families or [family], utility_scales, known)
+    curves, parameter, value = report_data.utility_curves(spec, space, families or [family], utility_scales, known,
+                                                          progress=stage)
     if curves:
         metric = data["utility"]["metric"]
         figures.append(Figure(
@@ -195,6 +207,7 @@ def build_report(
 
     result = None
     if audit_draws:
+        stage(f"empirical audit ({audit_draws} draws per dataset and pair)")
         try:
             result = audit_mechanism(mechanism, space, spec.privacy, draws=audit_draws)
         except (DpoptError, ValueError) as exc:
