@@ -138,6 +138,7 @@ def test_cli_report_from_certificate_and_spec(tmp_path, capsys):
     assert main(["report", str(cert), "--out", str(tmp_path / "r.html"), "--draws", "5000"]) == 0
     page = (tmp_path / "r.html").read_text()
     assert "data:image/png;base64," in page and "Empirical audit" in page
+    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'r.html'}")  # a success is said
     assert main(["report", str(_path("table_2x2_margins_pure")), "--no-audit"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# dpopt report:") and "figures: written with --out" in out
