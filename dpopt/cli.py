@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,7 +19,8 @@ import numpy as np
 from dpopt._version import __version__
 from dpopt.audit import audit
 from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.certificate.report import Report, build_report, format_parameters, render_markdown, write_report
+from dpopt.certificate.report import (Report, build_report, claim_counts, format_parameters, render_markdown,
+                                      write_report)
 from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import verify
 from dpopt.domain.queries import compile_query
@@ -41,11 +43,13 @@ def _progress(description: str):
 
     stage = [""]
     done = threading.Event()
+    started = time.time()
 
     def tick() -> None:
         if done.wait(PROGRESS_AFTER):
             return
-        with tqdm(file=sys.stderr, disable=None, leave=False, bar_format="{desc} [{elapsed}]") as bar:
+        with tqdm(file=sys.stderr, disable=None, leave=False, bar_format="{desc} [{elapsed}]", desc=description) as bar:
+            bar.start_t = started  # the elapsed time of the whole step, not of the bar
             while not done.wait(0.5):
                 bar.set_description_str(f"{description}: {stage[0]}" if stage[0] else description)
 
@@ -82,8 +86,10 @@ def _solve(args: argparse.Namespace) -> int:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
         u = cert["utility"]
+        claims, unavailable = claim_counts(cert.data)
         print(f"{sol.spec.name}: {sol.mechanism.title} ({format_parameters(sol.mechanism.parameters)}) "
-              f"-> {u['metric']} = {u['value']:.6g}; {len(cert['checks'])} checks passed"
+              f"-> {u['metric']} = {u['value']:.6g}; {claims} claims hold (as `dpopt verify` counts them"
+              + (f"; {unavailable} not available)" if unavailable else ")")
               + (f"; wrote {args.out}/" if args.out else ""))
     return 0
 
@@ -179,7 +185,8 @@ def _report(args: argparse.Namespace) -> int:
         written = write_report(report, args.out)
         figures = (f"{len(report.figures)} figures embedded" if len(written) == 1
                    else f"{len(written) - 1} figures next to it")
-        print(f"wrote {written[0]} ({figures}; {len(report.notes)} notes)")
+        notes = f"; {len(report.notes)} part(s) not drawn, see Caveats" if report.notes else ""
+        print(f"wrote {written[0]} ({figures}{notes})")
     else:  # figures need a file: Markdown on stdout carries the text, tables and audit
         sys.stdout.write(render_markdown(Report(cert, (), report.audit,
                                                 report.notes + ("figures: written with --out FILE.html or FILE.md",))))
