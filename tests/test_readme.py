@@ -1,7 +1,7 @@
 """Every Python and bash snippet of README.md runs as written.
 
-Each snippet runs in a fresh process, in a scratch folder where ``specs/`` is the repository's
-(so relative paths resolve as in a checkout), with this tree first on ``PYTHONPATH``. A bash
+Each snippet runs in a fresh process, in a scratch folder where ``specs/``
+and ``notebooks/`` are the repository's (so relative paths resolve as in a checkout), with this tree first on ``PYTHONPATH``. A bash
 block runs line by line (backslash continuations joined); a Python block runs whole. The
 commands in :data:`SKIPPED` are not run here, each for the stated reason; those in
 :data:`SLOW`, and the bash lines outside the Quickstart (each solves, verifies or releases
@@ -68,6 +68,7 @@ def _params(slow: bool):
 def scratch(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("readme")
     (folder / "specs").symlink_to(ROOT / "specs")
+    (folder / "notebooks").symlink_to(ROOT / "notebooks")
     return folder
 
 
