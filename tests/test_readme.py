@@ -1,8 +1,8 @@
 """Every Python and bash snippet of README.md runs as written.
 
-Each snippet runs in a fresh process, in a scratch folder where ``specs/``
-and ``notebooks/`` are the repository's (so relative paths resolve as in a checkout), with this tree first on ``PYTHONPATH``. A bash
-block runs line by line (backslash continuations joined); a Python block runs whole. The
+Each snippet runs in a fresh process, in a scratch folder where ``specs/`` and ``notebooks/`` are
+the repository's (so relative paths resolve as in a checkout), with this tree first on
+``PYTHONPATH``. A bash block runs line by line (backslash continuations joined); a Python block runs whole. The
 commands in :data:`SKIPPED` are not run here, each for the stated reason; those in
 :data:`SLOW`, and the bash lines outside the Quickstart (each solves, verifies or releases
 another example spec, 10–45 s on two shared cores; tests/test_specs.py solves and verifies
