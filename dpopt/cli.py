@@ -19,8 +19,8 @@ import numpy as np
 from dpopt._version import __version__
 from dpopt.audit import audit
 from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.certificate.report import (Report, build_report, claim_counts, format_parameters, render_markdown,
-                                      write_report)
+from dpopt.certificate.report import (Report, build_report, claim_counts, format_parameters, human,
+                                      render_markdown, write_report)
 from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import verify
 from dpopt.domain.queries import compile_query
@@ -99,7 +99,7 @@ def _verify(args: argparse.Namespace) -> int:
     unavailable = [c for c in result.checks if is_not_available(c)]
     for check in result.checks:
         mark = "N/A " if check in unavailable else "PASS" if check.passed else "FAIL"
-        print(f"{mark}  {check.claim}: {check.method} — {check.detail}")
+        print(human(f"{mark}  {check.claim}: {check.method} — {check.detail}"))
     if result.passed:
         print(f"certificate holds: {len(result.checks) - len(unavailable)} claims re-derived"
               + (f" ({len(unavailable)} not available: {', '.join(c.claim for c in unavailable)})"

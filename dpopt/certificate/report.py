@@ -8,10 +8,13 @@ the sensitivity hull in 2-D/3-D projections, the predicted utility against the p
 budget) and the empirical audit. :func:`render_markdown` and :func:`render_html` accept a
 :class:`Report` or a bare certificate (then without figures and audit).
 
-Sections: what is released (the spec in words), the guarantee in every language it holds
-in (the target; the mechanism's own ε, δ profile, μ, ρ; the Semi-DP scope under
-invariants), the sensitivity space, the mechanism, the candidates compared, the figures,
-the second route and every check, the empirical audit, caveats and provenance.
+Sections: what is released (the spec in words, what is published exactly said once), the
+guarantee in every language it holds in (the target; μ, ρ; one headline ε per δ, the
+tightest valid, with every looser figure labelled by its method; the Semi-DP scope under
+invariants), the sensitivity space, the mechanism, each cell's standard error and 95% margin
+of error, the candidates compared, the figures, the second route and every check (with plain
+words for their terms), the empirical audit, caveats and provenance. Numbers in text are
+rounded for people (:func:`human`); the certificate keeps every digit.
 """
 
 from __future__ import annotations
