@@ -19,8 +19,8 @@ import numpy as np
 from dpopt._version import __version__
 from dpopt.audit import audit
 from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.certificate.report import (Report, build_report, claim_counts, format_parameters, human,
-                                      render_markdown, write_report)
+from dpopt.certificate.report import Report, build_report, format_parameters, render_markdown, write_report
+from dpopt.certificate.report_reading import claim_counts, human
 from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import verify
 from dpopt.domain.queries import compile_query

@@ -24,7 +24,8 @@ from solved_specs import SPECS, solved
 import dpopt
 from conftest import make_spec
 from dpopt.certificate import report_data
-from dpopt.certificate.report import build_report, epsilon_by_delta, human, render_markdown
+from dpopt.certificate.report import build_report, render_markdown
+from dpopt.certificate.report_reading import epsilon_by_delta, human
 from dpopt.cli import main
 from dpopt.sensitivity.derive import derive
 
