@@ -514,7 +514,7 @@ def _summary(cert: Certificate) -> str:
             + (", all held when issued." if held else " — **some FAIL**."))
     by_delta = epsilon_by_delta(d)
     if by_delta:
-        text += " Headline: " + ", ".join(f"ε = {v[0][0]:.4g} at δ = {k:g}" for k, v in by_delta.items()) + "."
+        text += (" Headline per group: " if "groups" in d else " Headline: ") + ", ".join(f"ε = {v[0][0]:.4g} at δ = {k:g}" for k, v in by_delta.items()) + "."
     return text + ball_fallback(d)
 
 
