@@ -170,7 +170,7 @@ def build_report(
         figures.append(Figure(
             "noise", "Noise: the sampler against the stated law",
             f"Histograms of {report_data.NOISE_DRAWS} draws of the mechanism's sampler (seed "
-            f"{report_data.NOISE_SEED}) on the coordinates with the most noise"
+            f"{report_data.NOISE_SEED}) on the cells with the most noise"
             + ("" if isinstance(law, str) else ", with the density of the law the certificate relies on where it "
                "is stated per output coordinate") + ".",
             plots.noise_png(panels, f"{family} noise"),
