@@ -14,8 +14,11 @@ How, in order of preference (each cell records its method):
    numerical integration of the marginal (:meth:`Marginal.abs_moment`, exact for Gaussians)
    and m from its tail, 2·P(W > m) = 0.05 (bisection; the smallest integer for a lattice law);
 2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form;
-3. otherwise (K-norm, post-processed laws, families without a law) a Monte Carlo of the
-   mechanism's own sampler (:data:`DRAWS` draws, seed :data:`SEED`).
+3. otherwise (K-norm, families without a law) a Monte Carlo of the mechanism's own sampler
+   (:data:`DRAWS` draws, seed :data:`SEED`).
+
+A post-processed release (e.g. James–Stein shrinkage) is described by its noise stage, and
+says so: the error after the post-processing depends on the true answer.
 """
 
 from __future__ import annotations
@@ -60,8 +63,10 @@ def _from_law(law: ProductLaw) -> tuple[np.ndarray, np.ndarray, str] | None:
         for i, m in enumerate(law.marginals):
             if observed[i]:
                 se[i], moe[i] = cache.setdefault(m.key, _marginal_errors(m))
-        return se, moe, f"from the noise law {law.description or ''}".strip() + ": E W² by integration, " \
-            "the margin from its tail, 2·P(W > m) = 0.05"
+        if law.gaussian:
+            return se, moe, f"closed form: cell i is N(0, σ_i²) under {law.description}; margin 1.96·SE"
+        return se, moe, (f"from the noise law {law.description}: E W² by integration, the margin from its tail, "
+                         "2·P(W > m) = 0.05")
     if law.gaussian:
         sd = np.array([m.gaussian_sd for m in law.marginals])
         se = np.sqrt(np.asarray(law.basis, dtype=float) ** 2 @ sd**2)
@@ -95,10 +100,11 @@ def per_cell_errors(mechanism: Mechanism, labels) -> dict:
         a cell the design does not release has nulls.
     """
     law = mechanism.noise_law()
-    found = _from_law(law) if isinstance(law, ProductLaw) else None
+    inner = law.inner if isinstance(law, PostProcessedLaw) else law
+    found = _from_law(inner) if isinstance(inner, ProductLaw) else None
     se, moe, method = found if found is not None else _monte_carlo(mechanism)
     if isinstance(law, PostProcessedLaw):
-        method += f"; the noise before the post-processing ({law.operation})"
+        method += f"; the noise stage, before the post-processing ({law.operation}), whose error depends on the answer"
     cells = [
         {"cell": ", ".join(str(label).split(",")),
          "standard_error": float(s) if np.isfinite(s) else None,
