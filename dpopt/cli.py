@@ -11,15 +11,19 @@ import ctypes
 import json
 import os
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 
 import numpy as np
 
+from dpopt._version import __version__
 from dpopt.audit import audit
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.certificate.report import Report, build_report, format_parameters, render_markdown, write_report
+from dpopt.certificate.report_reading import claim_counts, human
 from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import verify
 from dpopt.domain.queries import compile_query
@@ -68,9 +72,42 @@ def stdout_to_stderr() -> Iterator[None]:
             os.close(saved)
 
 
+PROGRESS_AFTER = 2.0
+"""Seconds after which a long step shows its progress on stderr."""
+
+
+@contextmanager
+def _progress(description: str):
+    """Show ``description: stage [elapsed]`` on stderr (tqdm) once a step has taken :data:`PROGRESS_AFTER`
+    seconds, refreshed twice a second until it ends; stderr that is not a terminal gets nothing. Yields a
+    function that names the current stage."""
+    from tqdm import tqdm
+
+    stage = [""]
+    done = threading.Event()
+    started = time.time()
+
+    def tick() -> None:
+        if done.wait(PROGRESS_AFTER):
+            return
+        with tqdm(file=sys.stderr, disable=None, leave=False, bar_format="{desc} [{elapsed}]", desc=description) as bar:
+            bar.start_t = started  # the elapsed time of the whole step, not of the bar
+            while not done.wait(0.5):
+                bar.set_description_str(f"{description}: {stage[0]}" if stage[0] else description)
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield lambda text: stage.__setitem__(0, text)
+    finally:
+        done.set()
+        thread.join()
+
+
 def _solve(args: argparse.Namespace) -> int:
     with stdout_to_stderr():
-        sol = solve(args.spec)
+        with _progress("dpopt solve: deriving, designing and certifying"):
+            sol = solve(args.spec)
         cert = sol.certificate
         if args.out:
             _write_solution(sol, args.out)
@@ -78,8 +115,10 @@ def _solve(args: argparse.Namespace) -> int:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
         u = cert["utility"]
+        claims, unavailable = claim_counts(cert.data)
         print(f"{sol.spec.name}: {sol.mechanism.title} ({format_parameters(sol.mechanism.parameters)}) "
-              f"-> {u['metric']} = {u['value']:.6g}; {len(cert['checks'])} checks passed"
+              f"-> {u['metric']} = {u['value']:.6g}; {claims} claims hold (as `dpopt verify` counts them"
+              + (f"; {unavailable} not available)" if unavailable else ")")
               + (f"; wrote {args.out}/" if args.out else ""))
     return 0
 
@@ -94,10 +133,13 @@ def _write_solution(sol, folder: str) -> None:
         "dimension": sol.mechanism.dimension,
         "labels": list(compile_query(sol.spec).labels),
         "spec_sha256": cert["spec_sha256"],
+        "per_cell": cert["utility"].get("per_cell"),
     }
     write_atomic(out / "mechanism.json", json.dumps(mechanism, indent=2) + "\n")
     cert.write(out / "certificate.json")
-    report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0))
+    with _progress("dpopt solve: report") as stage:
+        report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0),
+                              progress=stage)
     write_report(report, out / "report.md", image_prefix="")
 
 
@@ -106,7 +148,7 @@ def _verify(args: argparse.Namespace) -> int:
     unavailable = [c for c in result.checks if is_not_available(c)]
     for check in result.checks:
         mark = "N/A " if check in unavailable else "PASS" if check.passed else "FAIL"
-        print(f"{mark}  {check.claim}: {check.method} — {check.detail}")
+        print(human(f"{mark}  {check.claim}: {check.method} — {check.detail}"))
     if result.passed:
         print(f"certificate holds: {len(result.checks) - len(unavailable)} claims re-derived"
               + (f" ({len(unavailable)} not available: {', '.join(c.claim for c in unavailable)})"
@@ -200,8 +242,10 @@ def _audit(args: argparse.Namespace) -> int:
             print(f"pair |v|_1={row['l1']:.6g} |v|_2={row['l2']:.6g}: {row['statistic']}, "
                   f"alpha={row['alpha']:.4g}, beta={row['beta']:.4g} -> {result.parameter} >= {row['lower_bound']:.4g}")
         verdict = "not refuted" if result.passed else "REFUTED"
-        print(f"{verdict}: {result.confidence:.0%} lower bound {result.parameter} >= {result.lower_bound:.4g}, "
-              f"certified {result.certified:.6g} ({result.draws} draws per dataset, seed {result.seed})")
+        at = f" at delta = {result.delta:g}" if result.delta else ""
+        print(f"{verdict}: {result.confidence:.0%} lower bound {result.parameter} >= {result.lower_bound:.4g}{at}, "
+              f"certified {result.certified:.6g}{at}" + (f" ({result.certified_from})" if result.certified_from else "")
+              + f" ({result.draws} draws per dataset, seed {result.seed})")
     return 0 if result.passed else 1
 
 
@@ -210,10 +254,16 @@ def _report(args: argparse.Namespace) -> int:
     if isinstance(document, dict) and "spec_sha256" in document:
         cert = Certificate.from_dict(document, source=str(args.source))
     else:
-        cert = solve(args.source).certificate
-    report = build_report(cert, audit_draws=None if args.no_audit else args.draws)
+        with _progress("dpopt report: solving the spec"):
+            cert = solve(args.source).certificate
+    with _progress("dpopt report") as stage:
+        report = build_report(cert, audit_draws=None if args.no_audit else args.draws, progress=stage)
     if args.out:
-        write_report(report, args.out)
+        written = write_report(report, args.out)
+        figures = (f"{len(report.figures)} figures embedded" if len(written) == 1
+                   else f"{len(written) - 1} figures next to it")
+        notes = f"; {len(report.notes)} part(s) not drawn, see Caveats" if report.notes else ""
+        print(f"wrote {written[0]} ({figures}{notes})")
     else:  # figures need a file: Markdown on stdout carries the text, tables and audit
         sys.stdout.write(render_markdown(Report(cert, (), report.audit,
                                                 report.notes + ("figures: written with --out FILE.html or FILE.md",))))
@@ -222,17 +272,23 @@ def _report(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpopt", description="Certified differential-privacy mechanisms from a spec.")
+    parser.add_argument("--version", action="version", version=f"dpopt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("solve", help="derive, design and certify a mechanism for a spec")
-    p.add_argument("spec")
+    p = sub.add_parser("solve", help="derive, design and certify a mechanism for a spec",
+                       description="Derive the sensitivity space of SPEC, design the best mechanism for its "
+                                   "utility metric and certify its privacy guarantee.")
+    p.add_argument("spec", metavar="SPEC",
+                   help="a spec file (YAML or JSON) naming the data's attributes, the query, the invariants "
+                        "published exactly, the adjacency, the privacy target, the mechanism (or auto) and the "
+                        "utility metric; examples in specs/")
     p.add_argument("--out", help="folder for mechanism.json, certificate.json, report.md")
     p.add_argument("--json", action="store_true", help="print the certificate as JSON")
     p.add_argument("--quiet", action="store_true", help="print nothing when --out is given")
     p.set_defaults(run=_solve)
 
     p = sub.add_parser("verify", help="re-check every claim of a certificate")
-    p.add_argument("certificate")
+    p.add_argument("certificate", metavar="CERT.json", help="a certificate.json written by `dpopt solve --out`")
     p.set_defaults(run=_verify)
 
     p = sub.add_parser("release", help="compute the query on records and release it with noise")
@@ -280,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     except DpoptError as exc:
         print(f"dpopt: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("dpopt: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,25 +6,29 @@ Run ``python notebooks/build_r2dp.py``; ``tests/test_notebooks.py`` executes the
 from __future__ import annotations
 
 from nbformat.v4 import new_code_cell, new_markdown_cell
-from notebook_writer import write_notebook
+from notebook_writer import INLINE_FIGURES, comparison_cells, reference_cell, write_notebook
 
 CELLS = [
     new_markdown_cell(
         "# R²DP with exact privacy accounting\n\n"
-        "M. Mohammady et al., *R²DP: A Universal and Automated Approach to Optimizing the Randomization "
-        "Mechanisms of Differential Privacy for Utility Metrics with No Known Optimal Distributions* (CCS 2020) "
+        "Mohammady et al. (below) "
         "add Laplace noise whose scale b is itself random; t = 1/b has a *second-fold* law with MGF M, the noise "
         "density is ½M'(−|x|) and the exact privacy is ε = ln(E[t] / M'(−Δ)) (Thm 4.1).\n\n"
         "This notebook reproduces the paper's deterministic lemmas and examples with dpopt, and the "
-        "comparisons that survive exact accounting. Expected values come from the digest "
-        "(`papers/004_r2dp.md`, §3), which computed them independently; several of the paper's claims do "
-        "not survive (Thm B.2, the gains of Figs 3/4/11) and the notebook shows why."
+        "comparisons that survive exact accounting. Expected values come from the digest (§3), which computed "
+        "them independently; several of the paper's claims do not survive (Thm B.2, the gains of Figs 3/4/11) "
+        "and the notebook shows why. The table at the end sets the paper's printed numbers against dpopt's."
+    ),
+    reference_cell(
+        "Meisam Mohammady, Mengyuan Zhang, Shangyu Xie, Lingyu Wang, Yuan Hong, Makan Pourzandi and Mourad "
+        "Debbabi, *R²DP: A Universal and Automated Approach to Optimizing the Randomization Mechanisms of "
+        "Differential Privacy for Utility Metrics with No Known Optimal Distributions*, Proceedings of the 2020 "
+        "ACM SIGSAC Conference on Computer and Communications Security (CCS '20), 2020."
     ),
     new_code_cell(
         "import math\n"
         "import numpy as np\n"
-        "import matplotlib\n"
-        "matplotlib.use('Agg')\n"
+        + INLINE_FIGURES +
         "import matplotlib.pyplot as plt\n"
         "from scipy import optimize\n"
         "import dpopt\n"
@@ -81,7 +85,7 @@ CELLS = [
         "assert abs(float(r2dp_epsilon_mp(DiscreteFold([0.01, 5], [0.99, 0.01]), 1.0)) - 1.776347) < 1e-6"
     ),
     new_markdown_cell(
-        "## Usefulness: the global R²DP optimum, Laplace and the staircase (Fig. 3, exact accounting)\n\n"
+        "## Figure 3 with exact accounting: usefulness of the global R²DP optimum, Laplace and the staircase\n\n"
         "Every Table-1 metric and the exact constraint are linear in the law of t, so the best R²DP mechanism "
         "is an LP over mixture weights (2,000 rates, HiGHS) — its optimum is a two-point law. Γ* is the best "
         "Gamma fold (the paper's parametric search). The staircase with step g = γ/Δ is the optimal ε-DP "
@@ -110,11 +114,11 @@ CELLS = [
         "    ax.plot(eps_grid, r2, label='R²DP* (LP)')\n"
         "    ax.plot(eps_grid, [StaircaseNoise(e, 1, l1_optimal_g(e)).usefulness(r) for e in eps_grid], '--', label='staircase, l1 g')\n"
         "    ax.plot(eps_grid, [StaircaseNoise(e, 1, r).usefulness(r) for e in eps_grid], label='staircase, g = γ/Δ')\n"
-        "    ax.set_title(f'usefulness, γ/Δ = {r}'); ax.set_xlabel('ε')\n"
+        "    ax.set_title(f'usefulness, γ/Δ = {r}'); ax.set_xlabel('ε'); ax.set_ylabel('P(|noise| ≤ γ)')\n"
         "axes[0].legend(); plt.show()"
     ),
     new_markdown_cell(
-        "## l1 and l2 (Fig. 4): Laplace is optimal among R²DP mechanisms below ε ≈ 3.84 (l1) and 4.91 (l2)\n\n"
+        "## l1 and l2 (the paper's Fig. 4): Laplace is optimal among R²DP mechanisms below ε ≈ 3.84 (l1) and 4.91 (l2)\n\n"
         "The dual certificate at the point mass t₀ = ε/Δ: λ* = −c'(t₀)/r'(t₀); Laplace is the global R²DP "
         "optimum iff c + λ* r ≥ c(t₀) everywhere. The thresholds do not depend on Δ (scale invariance), so the "
         "paper's Δ-dependent l1/l2 gains and its 'significantly improved l2 for ε < 3' cannot hold (digest P3–P5)."
@@ -151,7 +155,7 @@ CELLS = [
         "print(f'{\"LP (all laws)\":18s} U = {lp.value:.6f}   bound for every R²DP mechanism: {lp.bound:.6f}')"
     ),
     new_markdown_cell(
-        "## Appendix E (Fig. 11): ε needed for usefulness 0.8 at γ/Δ = 0.1\n\n"
+        "## Appendix E (the paper's Fig. 11): ε needed for usefulness 0.8 at γ/Δ = 0.1\n\n"
         "Digest T16: R²DP* 5.9463, Laplace 10 ln 5 = 16.0944, staircase 3.7136."
     ),
     new_code_cell(
@@ -181,6 +185,16 @@ CELLS = [
         "    w1 = mallows_distance(noise, degrees, 1.0)\n"
         "    mc = mallows_monte_carlo(noise, degrees, 1.0, 500, np.random.default_rng(1))\n"
         "    print(f'Mallows W1 {name:15s}: {w1:.5f} (Monte Carlo {mc:.5f}; paper form E|Z| = {noise.abs_moment(1):.5f})')"
+    ),
+    *comparison_cells(
+        "b8 = TruncatedNormalFold(0.5223, 1.5454, 0.5223)\n"
+        "ln_m, eps_b8 = float(b8.log_mgf(0.6)), float(r2dp_epsilon_mp(b8, 0.6))\n"
+        "rows = [\n"
+        "    ('Lemma B.4: Gamma(k, 0.5) threshold k*, Δ = 1', '1.4094', f'{k_star:.4f}', 'yes' if abs(k_star - 1.4094) < 1e-4 else 'NO'),\n"
+        "    ('Lemma B.8: ln M(0.6) of N^T(0.5223, 1.5454)', '1.2417', f'{ln_m:.4f}', 'yes' if abs(ln_m - 1.2417) < 1e-4 else 'NO'),\n"
+        "    ('Lemma B.8: ε of that second fold, Δ = 0.6 (Thm 4.1)', '1.1703', f'{eps_b8:.4f}',\n"
+        "     'NO: the paper’s 1.1703 understates ε (60-digit Thm 4.1 and brute force agree on 1.1801)'),\n"
+        "]"
     ),
     new_markdown_cell(
         "## End to end: specs with `mechanism: r2dp`\n\n"

@@ -8,6 +8,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted((ROOT / "specs").glob("*.yaml"))
+SLOW_SPECS = {
+    "table_4x4_margins_pure": "the hull of a 9-dimensional sensitivity space exceeds its 20 s budget before the "
+                              "design falls back to a ball: about 40 s per solve (benchmarks/bench_report_4x4.py)",
+}
+"""Example specs whose solve is too slow for the default run: every test parametrized by one of them is
+marked ``slow``."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if any(getattr(v, "stem", v) in SLOW_SPECS for v in params.values() if isinstance(v, (str, Path))):
+            item.add_marker(pytest.mark.slow)
 
 
 def make_spec(**overrides) -> dict:

@@ -86,7 +86,7 @@ def test_semi_dp_report_states_the_scope(reports):
     assert "The margins over region; the margins over age." in text
     assert "semi-adjacent parameter a | 3 (exact, worst-case reading)" in text
     assert "**Not protected.** The invariants are published exactly" in text
-    assert "| μ-GDP | μ = 1 |" in text and "(ε, δ)-DP at δ = 1e-06" in text
+    assert "| μ-GDP | μ = 1 |" in text and "| 1e-06 | **" in text  # the headline ε at δ = 1e-6
     assert "an ordinary-DP mechanism read under the invariants" in text and "μ = 3" in text
 
 
@@ -139,6 +139,7 @@ def test_cli_report_from_certificate_and_spec(tmp_path, capsys):
     assert main(["report", str(cert), "--out", str(tmp_path / "r.html"), "--draws", "5000"]) == 0
     page = (tmp_path / "r.html").read_text()
     assert "data:image/png;base64," in page and "Empirical audit" in page
+    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'r.html'}")  # a success is said
     assert main(["report", str(_path("table_2x2_margins_pure")), "--no-audit"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# dpopt report:") and "figures: written with --out" in out

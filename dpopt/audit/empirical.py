@@ -75,6 +75,10 @@ class AuditResult:
     rows: list[dict] = field(default_factory=list)
     note: str = ""
     """Why no pair was sampled (empty when the audit ran)."""
+    delta: float = 0.0
+    """The δ at which an ε is audited (0 for pure ε and μ)."""
+    certified_from: str = ""
+    """How the certified value was obtained from the target (empty: it is the target's own parameter)."""
 
     @property
     def audited(self) -> bool:
@@ -90,6 +94,8 @@ class AuditResult:
             **({"not_audited": self.note} if self.note else {}),
             "parameter": self.parameter,
             "certified": self.certified,
+            "delta": self.delta,
+            "certified_from": self.certified_from,
             "lower_bound": self.lower_bound,
             "confidence": self.confidence,
             "draws": self.draws,
@@ -106,18 +112,20 @@ def _clopper_pearson_upper(k: int, n: int, level: float) -> float:
     return float(stats.beta.ppf(level, k + 1, n - k))
 
 
-def _target(privacy: Privacy) -> tuple[str, float, float]:
-    """(parameter, certified value, δ used) for the privacy target."""
+def _target(privacy: Privacy) -> tuple[str, float, float, str]:
+    """(parameter, certified value, δ used, how the value follows from the target) for the privacy target."""
     p = privacy.parameters
     if privacy.definition == "gdp":
-        return "mu", p["mu"], 0.0
+        return "mu", p["mu"], 0.0, ""
     if privacy.definition == "pure":
-        return "epsilon", p["epsilon"], 0.0
+        return "epsilon", p["epsilon"], 0.0, ""
     if privacy.definition in ("approx", "pdp"):
-        return "epsilon", p["epsilon"], p["delta"]
+        return "epsilon", p["epsilon"], p["delta"], ""
     if privacy.definition == "zcdp":
         eps, _ = zcdp_epsilon_cks(AUDIT_DELTA_FOR_ZCDP, p["rho"])
-        return "epsilon", eps, AUDIT_DELTA_FOR_ZCDP
+        return "epsilon", eps, AUDIT_DELTA_FOR_ZCDP, (
+            f"ρ = {p['rho']:g} converted to ε at δ = {AUDIT_DELTA_FOR_ZCDP:g} by the CKS bound (Canonne, Kamath & "
+            "Steinke 2020), valid for every ρ-zCDP mechanism and so possibly looser than this mechanism's own profile")
     raise ValueError(f"cannot audit a {privacy.definition} target")
 
 
@@ -219,7 +227,7 @@ def audit_mechanism(
         The reference true answer x: the pair for v is (x − v/2, x + v/2). Default 0; a
         family whose output depends on a public box needs x inside it (:func:`audit_answer`).
     """
-    parameter, certified, delta = _target(privacy)
+    parameter, certified, delta, certified_from = _target(privacy)
     centre = np.zeros(mechanism.dimension) if answer is None else np.asarray(answer, dtype=float).reshape(-1)
     rng = np.random.default_rng(seed)
     half = draws // 2
@@ -254,4 +262,4 @@ def audit_mechanism(
             "threshold": float(chosen), "alpha": k0 / n, "beta": k1 / n,
             "alpha_upper": a_up, "beta_upper": b_up, "lower_bound": bound,
         })
-    return AuditResult(parameter, certified, best, confidence, draws, seed, rows)
+    return AuditResult(parameter, certified, best, confidence, draws, seed, rows, "", delta, certified_from)

@@ -6,6 +6,8 @@ from dpopt._version import __version__
 from dpopt.certificate.checks import Check
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.model import Certificate
+from dpopt.certificate.per_cell import per_cell_errors
+from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import Mechanism, UtilityValue
 from dpopt.optimize.select import Candidate
@@ -73,7 +75,7 @@ def certify(
             "privacy": mechanism.privacy_summary(space),
             "notes": mechanism.notes(),
         },
-        "utility": utility.to_dict(),
+        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, compile_query(spec).labels)},
         "candidates": [c.to_dict() for c in candidates],
         "checks": [c.to_dict() for c in checks],
     }

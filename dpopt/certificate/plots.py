@@ -32,40 +32,26 @@ def _png(fig) -> bytes:
 
 def tradeoff_png(alpha: np.ndarray, target: tuple[np.ndarray, str] | None,
                  mechanism: tuple[np.ndarray, str] | None, title: str) -> bytes:
-    """Type-II against type-I error: the target's curve and the mechanism's (a lower bound), on
-    linear axes and on log–log axes (where strong guarantees and the tails are visible).
+    """Type-II against type-I error: the target's curve and the mechanism's (a lower bound).
 
     A mechanism meets an f-DP target when its curve lies on or above the target's.
     """
-    fig = _figure(9.4, 4.6)
-    linear, logs = fig.subplots(1, 2)
+    fig = _figure(5.6, 5.2)
+    ax = fig.add_subplot()
     a = np.asarray(alpha, dtype=float)
-    for ax, log in ((linear, False), (logs, True)):
-        keep = a > 0 if log else np.ones(a.size, bool)
-        ax.plot([1e-12, 1] if log else [0, 1], [1, 1e-12] if log else [1, 0], color="#bbbbbb", lw=0.8, ls=":",
-                label="β = 1 − α (no privacy loss)" if not log else None)
-        if target is not None:
-            ax.plot(a[keep], np.maximum(target[0][keep], 1e-12), color=_COLORS[1], lw=2.0, ls="--",
-                    label=None if log else f"target: {target[1]}")
-        if mechanism is not None:
-            ax.plot(a[keep], np.maximum(mechanism[0][keep], 1e-12), color=_COLORS[0], lw=1.6,
-                    label=None if log else "mechanism (certified lower bound)")
-        if log:
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlim(max(float(a[keep].min()), 1e-10), 1)
-            ax.set_ylim(1e-10, 1.05)
-            ax.set_title("log–log axes", fontsize=9)
-        else:
-            ax.set_xlim(0, 1)
-            ax.set_ylim(0, 1)
-            ax.set_aspect("equal")
-            ax.set_title("linear axes", fontsize=9)
-        ax.set_xlabel("type-I error α")
-        ax.set_ylabel("type-II error β")
-        ax.grid(alpha=0.3, which="both")
-    fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
-    fig.suptitle(title, fontsize=10)
+    ax.plot([0, 1], [1, 0], color="#bbbbbb", lw=0.8, ls=":", label="β = 1 − α (no privacy loss)")
+    if target is not None:
+        ax.plot(a, target[0], color=_COLORS[1], lw=2.0, ls="--", label=f"target: {target[1]}")
+    if mechanism is not None:
+        ax.plot(a, mechanism[0], color=_COLORS[0], lw=1.6, label="mechanism (certified lower bound)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_aspect("equal")
+    ax.set_xlabel("type-I error α")
+    ax.set_ylabel("type-II error β")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title(title, fontsize=10, wrap=True)
     return _png(fig)
 
 
@@ -89,7 +75,9 @@ def noise_png(panels: list[dict], title: str) -> bytes:
             gx, gy = panel["density"]
             style = {"marker": "o", "ms": 3, "ls": "none"} if panel.get("lattice") else {"lw": 1.6}
             ax.plot(gx, gy, color=_COLORS[1], label="stated law", **style)
-        ax.set_title(panel["label"], fontsize=9)
+        ax.set_title(panel["label"], fontsize=9, wrap=True)
+        ax.set_xlabel(panel.get("xlabel", "noise added"), fontsize=8)
+        ax.set_ylabel("probability" if panel.get("lattice") else "density", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)

@@ -8,10 +8,13 @@ the sensitivity hull in 2-D/3-D projections, the predicted utility against the p
 budget) and the empirical audit. :func:`render_markdown` and :func:`render_html` accept a
 :class:`Report` or a bare certificate (then without figures and audit).
 
-Sections: what is released (the spec in words), the guarantee in every language it holds
-in (the target; the mechanism's own ε, δ profile, μ, ρ; the Semi-DP scope under
-invariants), the sensitivity space, the mechanism, the candidates compared, the figures,
-the second route and every check, the empirical audit, caveats and provenance.
+Sections: what is released (the spec in words, what is published exactly said once), the
+guarantee in every language it holds in (the target; μ, ρ; one headline ε per δ, the
+tightest valid, with every looser figure labelled by its method; the Semi-DP scope under
+invariants), the sensitivity space, the mechanism, each cell's standard error and 95% margin
+of error, the candidates compared, the figures, the second route and every check (with plain
+words for their terms), the empirical audit, caveats and provenance. Numbers in text are
+rounded for people (:func:`human`); the certificate keeps every digit.
 """
 
 from __future__ import annotations
@@ -19,10 +22,20 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.certificate.report_reading import (
+    ball_fallback,
+    claim_counts,
+    epsilon_by_delta,
+    epsilon_table,
+    glossary,
+    human,
+    per_cell_block,
+)
 
 _DEFINITIONS = {
     "pure": "pure ε-differential privacy",
@@ -33,6 +46,8 @@ _DEFINITIONS = {
 }
 _SYMBOLS = {"epsilon": "ε", "delta": "δ", "mu": "μ", "rho": "ρ"}
 _SUMMARY_ROWS = {"mu": "μ-GDP", "rho": "ρ-zCDP", "epsilon": "pure ε-DP"}
+_EXACT_PART = "released exactly"
+"""A mechanism note with these words says what is published without noise: it goes under *Published exactly*."""
 _SECOND_ROUTE = ("privacy.second_route", "privacy.second_route.sampler", "utility.integration")
 
 
@@ -88,6 +103,7 @@ def build_report(
     audit_draws: int | None = 50_000,
     utility_families: str = "candidates",
     utility_scales: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0),
+    progress: Callable[[str], None] | None = None,
 ) -> Report:
     """The certificate's figures and, unless ``audit_draws`` is None, its empirical audit.
 
@@ -103,6 +119,8 @@ def build_report(
         Whose predicted utility is drawn against the privacy budget.
     utility_scales : tuple of float
         Multiples of the target's ε, μ or ρ at which each family is re-designed.
+    progress : callable, optional
+        Called with the name of each stage as it starts (e.g. to show progress on stderr).
     """
     import numpy as np
 
@@ -110,11 +128,14 @@ def build_report(
     from dpopt.certificate import plots, report_data
     from dpopt.certificate.second_route import mechanism_tradeoff, noise_law_of
     from dpopt.certificate.verify import rebuild_mechanism
+    from dpopt.domain.queries import compile_query
     from dpopt.errors import DpoptError
     from dpopt.mechanisms.base import better
     from dpopt.sensitivity.derive import derive
     from dpopt.spec.load import load_spec
 
+    stage = progress or (lambda _: None)
+    stage("rebuilding the mechanism")
     data = certificate.data
     spec = load_spec(data["spec"])
     space = derive(spec)
@@ -124,6 +145,7 @@ def build_report(
     figures: list[Figure] = []
     notes: list[str] = []
 
+    stage("trade-off curve")
     alpha = np.unique(np.concatenate([np.logspace(-10, -2, 161), np.linspace(0.0, 1.0, 501)]))
     target = report_data.target_tradeoff(data["guarantee"], alpha)
     curve = None if isinstance(law, str) else mechanism_tradeoff(law, space, alpha)
@@ -141,17 +163,20 @@ def build_report(
         plots.tradeoff_png(alpha, target, curve, f"{family}: {_DEFINITIONS[data['guarantee']['definition']]}"),
     ))
 
-    panels = report_data.noise_panels(mechanism, law if not isinstance(law, str) else None)
+    stage("noise against its law")
+    panels = report_data.noise_panels(mechanism, law if not isinstance(law, str) else None,
+                                      compile_query(spec).labels)
     if panels:
         figures.append(Figure(
             "noise", "Noise: the sampler against the stated law",
             f"Histograms of {report_data.NOISE_DRAWS} draws of the mechanism's sampler (seed "
-            f"{report_data.NOISE_SEED}) on the coordinates with the most noise"
+            f"{report_data.NOISE_SEED}) on the cells with the most noise"
             + ("" if isinstance(law, str) else ", with the density of the law the certificate relies on where it "
                "is stated per output coordinate") + ".",
             plots.noise_png(panels, f"{family} noise"),
         ))
 
+    stage("sensitivity hull")
     hull = report_data.hull_points(space)
     if hull is None:
         notes.append("sensitivity hull: not drawn (the space is too large to list its vectors)")
@@ -169,7 +194,8 @@ def build_report(
     families = candidates if utility_families == "candidates" else [family]
     known = {c["family"]: c["utility"]["value"] for c in data.get("candidates", []) if "utility" in c}
     known.setdefault(family, data["utility"]["value"])
-    curves, parameter, value = report_data.utility_curves(spec, space, families or [family], utility_scales, known)
+    curves, parameter, value = report_data.utility_curves(spec, space, families or [family], utility_scales, known,
+                                                          progress=stage)
     if curves:
         metric = data["utility"]["metric"]
         figures.append(Figure(
@@ -184,6 +210,7 @@ def build_report(
 
     result = None
     if audit_draws:
+        stage(f"empirical audit ({audit_draws} draws per dataset and pair)")
         try:
             result = audit_mechanism(mechanism, space, spec.privacy, draws=audit_draws, answer=audit_answer(spec))
         except (DpoptError, ValueError) as exc:
@@ -265,11 +292,15 @@ def spec_in_words(certificate: Certificate) -> list[str]:
     else:
         how = f"the family `{request}` is used"
     query = _query(spec["query"], s["dimension"])
+    exact = [note for note in d["mechanism"].get("notes", []) if _EXACT_PART in note]
+    invariants = "; ".join(_invariant(i) for i in spec.get("invariants", []))
+    published = (invariants[:1].upper() + invariants[1:] + "." if invariants else "")
+    if exact:
+        published += (" Also" if invariants else " No invariant is declared, but") + " " + "; ".join(exact) + "."
     lines = [
         f"**Data.** Records with {attributes}.{n}",
         f"**Released.** {query[0].upper() + query[1:]}, with random noise added.",
-        "**Published exactly.** " + ("; ".join(_invariant(i) for i in spec.get("invariants", [])).capitalize() + "."
-                                     if spec.get("invariants") else "Nothing: every released number carries noise."),
+        "**Published exactly.** " + (published.strip() or "Nothing: every released number carries noise."),
         f"**Who is protected.** Any two datasets that {g['scope']['adjacency_description']}.",
         f"**Target.** {_target(g['definition'], {k: v for k, v in g.items() if k not in ('definition', 'scope', 'note')})}.",
         f"**Mechanism.** As requested ({how}), optimising {_utility(spec.get('utility', {'metric': 'l2'}))}.",
@@ -302,10 +333,12 @@ def _guarantee(d: dict) -> list:
             exact = summary.get(f"{key}_exact")
             rows.append([_SUMMARY_ROWS[key], f"{_SYMBOLS[key]} = {value:.6g}" + (f" (exactly {exact})" if exact else ""),
                          how])
-        elif key == "epsilon_at_delta" and isinstance(value, dict):
-            for delta, eps in value.items():
-                rows.append([f"(ε, δ)-DP at δ = {delta}", f"ε = {eps:.6g}", how])
     blocks.append(rows)
+    headline = epsilon_table(epsilon_by_delta(d))
+    if headline:
+        blocks += ["**ε at each δ.** One headline ε per δ: the smallest of the valid bounds below (every row holds "
+                   "for the same neighbouring datasets); each other figure is a looser bound of the same guarantee, "
+                   "named with its method.", headline]
     if g.get("note"):
         blocks.append(f"**Note.** {g['note']}")
     semi = g["scope"].get("semi_dp")
@@ -321,13 +354,11 @@ def _guarantee(d: dict) -> list:
                   f"({'exact' if semi.get('semi_adjacent_parameter_exact') else 'a bound'}, "
                   f"{str(semi.get('semi_adjacent_parameter_reading', '')).replace('_', '-')} reading)"],
                  ["how a was found", semi.get("semi_adjacent_parameter_method", "")]]
-        for delta, eps in (semi.get("epsilon_at_delta") or {}).items():
-            table.append([f"ε at δ = {delta} within D_t", f"{eps:.6g} ({semi.get('epsilon_conversion', '')})"])
         ordinary = semi.get("ordinary_dp_read_under_invariants")
         if ordinary:
             values = ", ".join(f"{_SYMBOLS[k]} = {ordinary[k]:.6g}" for k in ("epsilon", "mu", "rho")
                                if isinstance(ordinary.get(k), (int, float)))
-            table.append(["an ordinary-DP mechanism read under the invariants",
+            table.append(["for comparison, not this release: an ordinary-DP mechanism read under the invariants",
                           ordinary.get("description", "") + (f" ({values})" if values else "")])
         blocks.append(table)
     return blocks
@@ -386,11 +417,20 @@ def _audit(report: Report | None) -> list:
     if not a.audited:
         return [a.note]
     verdict = ("**not refuted**" if a.passed else "**REFUTED**")
+    at = f" at δ = {a.delta:g}" if a.delta else ""
+    certified = f"the audited value {symbol} = {a.certified:.6g}{at}"
+    if a.certified_from:
+        headline = epsilon_by_delta(report.certificate.data).get(a.delta)
+        certified += f" ({a.certified_from}" + (f"; the headline at this δ is ε = {headline[0][0]:.6g}, see *The "
+                                                 "guarantee*)" if headline else ")")
     blocks: list = [
         f"Monte Carlo on the worst-case neighbouring pairs the spec implies ({a.draws} draws per dataset and "
         f"pair, seed {a.seed}): {verdict}. The {a.confidence:.0%} lower confidence bound is "
-        f"{symbol} ≥ {a.lower_bound:.4g}, the certified value {symbol} = {a.certified:.6g}. An audit can refute a "
-        "guarantee, never prove one.",
+        f"{symbol} ≥ {a.lower_bound:.4g}{at}, below {certified}. An audit can refute a "
+        "guarantee, never prove one." if a.passed else
+        f"Monte Carlo on the worst-case neighbouring pairs the spec implies ({a.draws} draws per dataset and "
+        f"pair, seed {a.seed}): {verdict}. The {a.confidence:.0%} lower confidence bound "
+        f"{symbol} ≥ {a.lower_bound:.4g}{at} exceeds {certified}.",
         [["pair: ‖v‖₁", "‖v‖₂", "test statistic", "type-I α", "type-II β", f"lower bound on {symbol}"]]
         + [[f"{r['l1']:.6g}", f"{r['l2']:.6g}", r["statistic"], f"{r['alpha']:.4g}", f"{r['beta']:.4g}",
             f"{r['lower_bound']:.4g}"] for r in a.rows],
@@ -430,6 +470,7 @@ def _sections(source: Report | Certificate) -> list[tuple[str, list]]:
             + (f", 95% CI [{u['ci95'][0]:.6g}, {u['ci95'][1]:.6g}]" if "ci95" in u else "") + ").",
             *[_Image(figures[name]) for name in ("tradeoff", "noise") if name in figures],
         ]),
+        ("Error of each cell", per_cell_block(d)),
     ]
     from dpopt.mechanisms.base import better  # here: the mechanisms import dpopt.certificate
 
@@ -456,8 +497,9 @@ def _sections(source: Report | Certificate) -> list[tuple[str, list]]:
         sections.append(("Post-processing", report_blocks(d)))
     sections.append(("Second route", _second_route(d)))
     sections.append(("Empirical audit", _audit(report)))
-    sections.append(("Checks", [_checks_table(d)]))
-    caveats = list(m.get("notes", [])) + (list(report.notes) if report else [])
+    terms = glossary(d)
+    sections.append(("Checks", [_checks_table(d)] + (["**Terms used above.**", *terms] if terms else [])))
+    caveats = [n for n in m.get("notes", []) if _EXACT_PART not in n] + (list(report.notes) if report else [])
     sections.append(("Caveats", caveats or ["None recorded."]))
     sections.append(("Provenance", [f"dpopt {d['dpopt_version']}, spec SHA-256 `{d['spec_sha256']}`. "
                                     "Re-check with `dpopt verify certificate.json`."]))
@@ -469,9 +511,15 @@ def _summary(cert: Certificate) -> str:
     g = d["guarantee"]
     target = {k: v for k, v in g.items() if k not in ("definition", "scope", "note")}
     held = all(c["passed"] for c in d["checks"])
-    return (f"{d['mechanism']['title']} (`{d['mechanism']['family']}`) releasing a vector of dimension "
+    claims, unavailable = claim_counts(d)
+    text = (f"{d['mechanism']['title']} (`{d['mechanism']['family']}`) releasing a vector of dimension "
             f"{d['sensitivity']['dimension']} under {_target(g['definition'], target)}; "
-            f"{len(d['checks'])} recorded checks " + ("all hold." if held else "— **some FAIL**."))
+            f"{claims} claims for `dpopt verify` to re-derive" + (f" ({unavailable} not available)" if unavailable else "")
+            + (", all held when issued." if held else " — **some FAIL**."))
+    by_delta = epsilon_by_delta(d)
+    if by_delta:
+        text += (" Headline per group: " if "groups" in d else " Headline: ") + ", ".join(f"ε = {v[0][0]:.4g} at δ = {k:g}" for k, v in by_delta.items()) + "."
+    return text + ball_fallback(d)
 
 
 # ------------------------------------------------------------------------- rendering
@@ -489,10 +537,10 @@ def render_markdown(source: Report | Certificate, image_prefix: str = "") -> str
                 header, *body = block
                 lines.append("| " + " | ".join(map(str, header)) + " |")
                 lines.append("|" + "---|" * len(header))
-                lines += ["| " + " | ".join(str(x).replace("|", "\\|").replace("\n", " ") for x in row) + " |"
+                lines += ["| " + " | ".join(human(x).replace("|", "\\|").replace("\n", " ") for x in row) + " |"
                           for row in body]
             else:
-                lines.append(str(block))
+                lines.append(human(block))
             lines.append("")
     return "\n".join(lines)
 
@@ -513,7 +561,7 @@ figcaption{font-size:.88em;color:#444;max-width:52em;margin:.4em auto 0}
 
 def _inline(text: str) -> str:
     """Escape, then the Markdown the sections use: **bold**, *italic*, `code`."""
-    out = html.escape(str(text))
+    out = html.escape(human(text))
     out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
     out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
     return re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"<em>\1</em>", out)

@@ -23,6 +23,14 @@ MAX_HULL_POINTS = 20_000
 
 BUDGET_PARAMETER = {"pure": "epsilon", "approx": "epsilon", "pdp": "epsilon", "gdp": "mu", "zcdp": "rho"}
 
+SCALE_FAMILIES = {("k_norm", "pure"): 1.0}
+"""(family, definition) → k: the family's design at budget b·s is its design at b with the noise divided by
+s^k. K-norm under pure ε (Hardt & Talwar 2010): K = Hull(S), or the fallback ball, does not depend on ε, and
+the noise is R·U with R ~ Gamma(r + 1, rate ε), so Z(sε) has the law of Z(ε)/s. Its hull is the costly part
+of a design, so the utility curve scales the calibrated mechanism's prediction instead of re-designing."""
+METRIC_POWER = {"l2": 2, "max_variance": 2, "l1": 1}
+"""metric → m: the metric of noise c·Z is c^m times that of Z."""
+
 
 def target_tradeoff(guarantee: dict, alpha: np.ndarray) -> tuple[np.ndarray, str] | None:
     """The target's trade-off curve (Dong, Roth & Su 2022): G_μ; the ε-DP curve; f_{ε,δ};
@@ -44,10 +52,11 @@ def target_tradeoff(guarantee: dict, alpha: np.ndarray) -> tuple[np.ndarray, str
     return None
 
 
-def noise_panels(mechanism: Mechanism, law, draws: int = NOISE_DRAWS, seed: int = NOISE_SEED) -> list[dict]:
-    """Up to three panels: coordinates of the noise (those that vary most) against the law's
-    marginal density where the law states it per output coordinate; for a gauge law, ‖Z‖_K
-    against its Gamma(s, rate ε) density."""
+def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAWS,
+                 seed: int = NOISE_SEED) -> list[dict]:
+    """Up to three panels: the cells whose noise varies most (named by ``labels``, e.g.
+    ``race=other,sex=male``) against the law's marginal density where the law states it per
+    output coordinate; for a gauge law, ‖Z‖_K against its Gamma(s, rate ε) density."""
     from scipy import stats
 
     z = mechanism.sample(draws, np.random.default_rng(seed))
@@ -71,12 +80,14 @@ def noise_panels(mechanism: Mechanism, law, draws: int = NOISE_DRAWS, seed: int 
             var = float(np.asarray(inner.basis)[i] ** 2 @ sd**2)
             grid = np.linspace(lo, hi, 400)
             density = (grid, stats.norm(scale=np.sqrt(var)).pdf(grid))
-        panels.append({"label": f"{stage}noise on coordinate {i}", "samples": z[:, i], "density": density,
+        cell = ", ".join(str(labels[i]).split(",")) if labels is not None else f"coordinate {i}"
+        panels.append({"label": f"{stage}cell {cell}", "samples": z[:, i], "density": density,
+                       "xlabel": "noise added to the cell",
                        "lattice": lattice or bool(getattr(mechanism, "integer_noise", False))})
     if isinstance(inner, GaugeLaw):
         g = np.asarray(inner.gauge(z), dtype=float)
         grid = np.linspace(0.0, float(np.quantile(g, 0.998)), 400)
-        panels.append({"label": "‖Z‖_K (radial part)", "samples": g, "lattice": False,
+        panels.append({"label": "‖Z‖_K (radial part)", "samples": g, "lattice": False, "xlabel": "‖Z‖_K",
                        "density": (grid, stats.gamma(inner.rank, scale=1.0 / inner.epsilon).pdf(grid))})
     return panels
 
@@ -96,11 +107,15 @@ def hull_points(space: SensitivitySpace) -> tuple[np.ndarray, int] | None:
 
 
 def utility_curves(spec: Spec, space: SensitivitySpace, families: list[str],
-                   scales=(0.25, 0.5, 1.0, 2.0, 4.0), known: dict[str, float] | None = None) -> tuple[dict, str, float]:
+                   scales=(0.25, 0.5, 1.0, 2.0, 4.0), known: dict[str, float] | None = None,
+                   progress=None) -> tuple[dict, str, float]:
     """Each family re-designed at the spec's privacy parameter times each scale (δ kept).
 
     ``known`` holds utilities already predicted at the target (scale 1), e.g. the
-    certificate's candidates: those points are not re-designed.
+    certificate's candidates: those points are not re-designed. A family of
+    :data:`SCALE_FAMILIES` with a known value and a metric of :data:`METRIC_POWER` is not
+    re-designed at all: its value at scale s is the known value times s^(−k·m) (exact).
+    ``progress`` (optional) is called with the name of each point as it is computed.
 
     Returns
     -------
@@ -121,11 +136,15 @@ def utility_curves(spec: Spec, space: SensitivitySpace, families: list[str],
         if cls is None:
             continue
         xs, ys = [], []
+        power = METRIC_POWER.get(spec.utility.metric)
+        k = SCALE_FAMILIES.get((family, definition))
         for scale in scales:
-            if scale == 1.0 and known and family in known:
-                xs.append(target)
-                ys.append(known[family])
+            if known and family in known and (scale == 1.0 or (k is not None and power is not None)):
+                xs.append(target * scale)
+                ys.append(known[family] * scale ** (-k * power) if scale != 1.0 else known[family])
                 continue
+            if progress is not None:
+                progress(f"utility curve: {family} at {name} = {target * scale:g}")
             doc = copy.deepcopy(document)
             doc["privacy"][definition][name] = target * scale
             doc["mechanism"] = family

@@ -23,6 +23,10 @@ from dpopt.sensitivity.derive import derive
 from dpopt.spec.load import load_spec, spec_sha256
 
 
+STRUCTURAL_CLAIMS = ("spec_sha256", "guarantee", "sensitivity", "utility")
+"""The claims :func:`verify` re-derives besides the certificate's recorded checks."""
+
+
 @dataclass(frozen=True)
 class Verification:
     """The outcome of :func:`verify`: one :class:`Check` per claim."""

@@ -1,0 +1,128 @@
+"""What a statistician reads first in a report (issue 19): one headline ε per δ with the looser
+figures labelled, each cell's standard error and 95% margin of error, the claim count of ``dpopt
+verify``, a K-norm fallback named with its possible cost, plain words for the checks' terms, and
+numbers rounded for people. Each function reads a certificate's data (a dict) and returns text or
+a table (a list of rows) for :mod:`dpopt.certificate.report`.
+"""
+
+from __future__ import annotations
+
+import re
+
+_LONG_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d{7,}(?:[eE][+-]?\d+)?(?![\w.])")
+
+
+def human(text: str) -> str:
+    """Numbers with more than six decimals (``2.5600000000000001``, ``10.000000000000002``) rounded to six
+    significant digits (``2.56``, ``10``) for a person; the certificate's JSON keeps every digit."""
+    return _LONG_NUMBER.sub(lambda m: f"{float(m.group()):.6g}", str(text))
+
+
+def epsilon_by_delta(d: dict) -> dict[float, list[tuple[float, str]]]:
+    """Every (ε, δ) figure a certificate states for this release, by δ: the mechanism's own
+    profile (``mechanism.privacy.epsilon_at_delta``) and the Semi-DP scope's
+    (``guarantee.scope.semi_dp.epsilon_at_delta``), each as (ε, how it was obtained),
+    smallest ε first: the first is the headline, the others looser bounds."""
+    summary = d["mechanism"].get("privacy", {}) or {}
+    how = "; ".join(str(v) for k, v in summary.items() if isinstance(v, str) and not k.endswith("_exact"))
+    semi = d["guarantee"]["scope"].get("semi_dp") or {}
+    sources = [(summary.get("epsilon_at_delta"), f"the mechanism's own profile ({how})" if how else
+                "the mechanism's own profile"),
+               (semi.get("epsilon_at_delta"), f"Semi-DP scope: {semi.get('epsilon_conversion', '')}")]
+    out: dict[float, list[tuple[float, str]]] = {}
+    for values, method in sources:
+        for delta, eps in (values or {}).items():
+            if isinstance(eps, (int, float)):
+                out.setdefault(float(delta), []).append((float(eps), method))
+    return {delta: sorted(out[delta]) for delta in sorted(out, reverse=True)}
+
+
+def epsilon_table(by_delta: dict) -> list:
+    if not by_delta:
+        return []
+    rows = [["δ", "headline ε (tightest valid)", "obtained by", "looser bounds of the same guarantee"]]
+    for delta, figures in by_delta.items():
+        (eps, method), *looser = figures
+        rows.append([f"{delta:g}", f"**{eps:.6g}**", method,
+                     "; ".join(f"ε = {e:.6g} by {m}" for e, m in looser) or "—"])
+    return rows
+
+
+MAX_CELL_ROWS = 60
+
+_GLOSSARY = {
+    "bracket": "**pessimistic / optimistic bracket**: the privacy loss is computed on a grid twice, rounded against "
+               "the mechanism (pessimistic: an upper bound) and in its favour (optimistic: a lower bound); the exact "
+               "value lies between.",
+    "Λ^(-1/2)Bᵀv": "**‖Λ^(-1/2)Bᵀv‖**: a neighbouring difference v measured in standard deviations of the noise along "
+                   "each of its principal axes; for Gaussian noise this length is the whole privacy cost of v.",
+    "margins_kernel": "**margins_kernel**: the tables whose published margins are all zero, i.e. the directions in "
+                      "which a neighbouring dataset can move the table; the noise is added there only.",
+    "sum_zero": "**sum_zero**: the vectors whose entries sum to zero, i.e. the directions in which a neighbouring "
+                "dataset can move the answer when the total is fixed; the noise is added there only.",
+    "Rényi": "**Rényi divergence D_α**: a measure of how distinguishable two output laws are; ρ-zCDP means "
+             "D_α ≤ αρ for every order α > 1.",
+    "Kolmogorov–Smirnov": "**Kolmogorov–Smirnov test**: compares draws of the sampler with the law the privacy "
+                          "proof assumes; a tiny p-value would mean the sampler draws another law.",
+    "Bonferroni": "**Bonferroni**: the level is divided among the tests, so that all of them together keep it.",
+    "5 SE": "**5 SE**: the prediction must lie within five standard errors of the Monte Carlo average.",
+    "span": "**span**: the directions in which neighbouring datasets differ; noise outside it would add error "
+            "without adding privacy.",
+    "gauge": "**‖·‖_K (gauge)**: the norm whose unit ball is the convex hull K of the neighbouring differences.",
+}
+
+
+def glossary(d: dict) -> list[str]:
+    """One plain-language line for each term of the checks' and sensitivity's wording that needs one."""
+    text = " ".join(f"{c['method']} {c['detail']}" for c in d["checks"]) + " " + str(d["sensitivity"].get("span"))
+    return [line for term, line in _GLOSSARY.items() if term in text]
+
+
+def per_cell_block(d: dict) -> list:
+    """The per-cell standard error and 95% margin of error (``utility.per_cell``)."""
+    per_cell = d["utility"].get("per_cell")
+    if not per_cell:
+        return ["Not in this certificate (issued before per-cell errors were recorded)."]
+    cells = per_cell["cells"]
+    released = [c for c in cells if c["standard_error"] is not None]
+    intro = (f"Each released cell differs from the true value by its noise. **Standard error**: the noise's "
+             f"standard deviation. **{per_cell['level']:.0%} margin of error**: the released cell is within this "
+             f"distance of the true value in {per_cell['level']:.0%} of releases. Method: {per_cell['method']}.")
+    values = {(round(c["standard_error"], 4), round(c["margin_of_error"], 4)) for c in released}
+    if len(values) == 1 and len(released) > 1:
+        c = released[0]
+        rows = [["cells", "standard error", f"{per_cell['level']:.0%} margin of error"],
+                [f"every released cell ({len(released)} of {len(cells)})", f"{c['standard_error']:.3g}",
+                 f"± {c['margin_of_error']:.3g}"]]
+    else:
+        rows = [["cell", "standard error", f"{per_cell['level']:.0%} margin of error"]] + [
+            [c["cell"], "not released" if c["standard_error"] is None else f"{c['standard_error']:.3g}",
+             "—" if c["margin_of_error"] is None else f"± {c['margin_of_error']:.3g}"] for c in cells[:MAX_CELL_ROWS]]
+    blocks = [intro, rows]
+    if len(values) > 1 and len(cells) > MAX_CELL_ROWS:
+        blocks.append(f"The other {len(cells) - MAX_CELL_ROWS} cells: `utility.per_cell` in certificate.json.")
+    return blocks
+
+
+def claim_counts(d: dict) -> tuple[int, int]:
+    """(claims `dpopt verify` re-derives, claims whose second route is not available), counted as verify counts
+    them: the recorded checks plus :data:`~dpopt.certificate.verify.STRUCTURAL_CLAIMS`."""
+    from dpopt.certificate.second_route import is_not_available
+    from dpopt.certificate.verify import STRUCTURAL_CLAIMS
+
+    unavailable = sum(1 for c in d["checks"] if is_not_available(c))
+    return len(d["checks"]) + len(STRUCTURAL_CLAIMS) - unavailable, unavailable
+
+
+def ball_fallback(d: dict) -> str:
+    """A sentence when a K-norm design fell back from the optimal K = Hull(S) to a ball, with what
+    it may cost (the check ``k_norm.excess_cost``); empty otherwise."""
+    check = next((c for c in d["checks"] if c["claim"] == "k_norm.excess_cost"), None)
+    if check is None:
+        return ""
+    ratio = re.search(r"≤ ([0-9.eE+-]+) ×", check["detail"])
+    reason = next((n for n in d["mechanism"].get("notes", []) if n.startswith("K is NOT the optimal K")), "")
+    return (" **K is not the optimal K-norm body: the design fell back to a ball**"
+            + (f" ({reason[len('K is NOT the optimal K: '):].split(';')[0]})" if reason else "")
+            + (f"; its expected squared error may be up to {float(ratio.group(1)):.3g}× that of the optimal "
+               "K-norm mechanism (check `k_norm.excess_cost`)." if ratio else f"; {check['detail']}."))

@@ -1,0 +1,196 @@
+"""The report as a statistician reads it first (issue 19): one headline ε per δ with every
+other figure labelled as a looser bound; each cell's standard error and 95% margin of error
+(report, certificate, mechanism.json); what is published exactly, said once; numbers rounded
+for people while the JSON keeps every digit; plain words for the checks' jargon; the claim
+count `dpopt verify` reports; a K-norm fallback to a ball named with its possible cost; the
+utility curve of a K-norm scaled rather than re-designed; the CLI's --version, help, output of
+``report --out`` and Ctrl-C.
+
+Expected values come from closed forms computed here (Balle & Wang's exact Gaussian profile,
+Bun & Steinke's Lemma 40 conversion, the Gaussian and Laplace quantiles, the projector onto
+the tables with fixed state totals), never from the code's own output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import optimize, stats
+from solved_specs import SPECS, solved
+
+import dpopt
+from conftest import make_spec
+from dpopt.certificate import report_data
+from dpopt.certificate.report import build_report, render_markdown
+from dpopt.certificate.report_reading import epsilon_by_delta, human
+from dpopt.cli import main
+from dpopt.sensitivity.derive import derive
+
+
+def _path(stem):
+    return next(p for p in SPECS if p.stem == stem)
+
+
+def _balle_wang_epsilon(mu: float, delta: float) -> float:
+    """ε of μ-GDP at δ: δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Balle & Wang 2018, Thm 8), solved for ε."""
+    def gap(e):
+        return stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2) - delta
+    return optimize.brentq(gap, 0.0, 100.0, xtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def census():
+    return solved(_path("census_2020_states")).certificate
+
+
+def test_census_has_one_headline_epsilon_per_delta(census):
+    # σ = 1.25 and Δ₂ = √8 (a = 2 record changes under the state totals): μ = √8/1.25
+    mu = math.sqrt(8) / 1.25
+    rho = 2.56
+    by_delta = epsilon_by_delta(census.data)
+    assert set(by_delta) == {1e-5, 1e-6, 1e-10}
+    for delta, figures in by_delta.items():
+        headline = figures[0][0]
+        assert headline == pytest.approx(_balle_wang_epsilon(mu, delta), rel=1e-6)  # exact: nothing valid is lower
+        assert all(eps >= headline for eps, _ in figures)
+        lemma40 = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # Bun & Steinke 2016, Prop. 1.3
+        assert all(eps == pytest.approx(lemma40, rel=1e-9) for eps, how in figures[1:] if "Lemma 40" in how)
+    text = render_markdown(census)
+    assert f"| 1e-06 | **{_balle_wang_epsilon(mu, 1e-6):.6g}** |" in text  # 12.7795
+    assert "looser bounds of the same guarantee" in text
+    assert "ε at δ = 1e-06 within D_t" not in text  # the Semi-DP figures are in the one table, labelled
+    assert text.count("Headline: ε = 11.65 at δ = 1e-05, ε = 12.78 at δ = 1e-06") == 1
+
+
+def test_census_audit_states_its_delta_and_conversion(census):
+    report = build_report(census, audit_draws=4_000, utility_families="selected", utility_scales=(1.0,))
+    text = render_markdown(report)
+    cks = report.audit.certified  # the CKS conversion of ρ = 2.56 at δ = 1e-6, the audit's own target
+    assert report.audit.delta == 1e-6 and "Canonne, Kamath & Steinke" in report.audit.certified_from
+    assert f"the audited value ε = {cks:.6g} at δ = 1e-06" in text
+    assert f"the headline at this δ is ε = {_balle_wang_epsilon(math.sqrt(8) / 1.25, 1e-6):.6g}" in text
+
+
+def test_per_cell_errors_of_the_census(census, tmp_path):
+    # N(0, σ²P) with P the projector on tables with fixed state totals: a state's two cells have
+    # P_ii = 1/2, so SE = σ/√2 and the 95% margin is Φ⁻¹(0.975)·SE
+    per_cell = census["utility"]["per_cell"]
+    se, moe = 1.25 / math.sqrt(2), stats.norm.ppf(0.975) * 1.25 / math.sqrt(2)
+    assert per_cell["level"] == 0.95 and len(per_cell["cells"]) == 104
+    assert per_cell["cells"][1]["cell"] == "state=AL, voting_age=under_18"
+    for cell in per_cell["cells"]:
+        assert cell["standard_error"] == pytest.approx(se, rel=1e-12)
+        assert cell["margin_of_error"] == pytest.approx(moe, rel=1e-12)
+    text = render_markdown(census)
+    assert "| every released cell (104 of 104) | 0.884 | ± 1.73 |" in text
+    assert main(["solve", str(_path("census_2020_states")), "--out", str(tmp_path), "--quiet"]) == 0
+    written = json.loads((tmp_path / "mechanism.json").read_text())
+    assert written["per_cell"]["cells"][0]["margin_of_error"] == pytest.approx(moe, rel=1e-12)
+
+
+def test_per_cell_errors_of_laplace_noise():
+    # Laplace(0, b): E W² = 2b² and P(|W| > m) = e^{−m/b} = 0.05 at m = b·ln 20
+    sol = dpopt.solve(make_spec(query={"kind": "histogram", "attribute": "race"}, adjacency={"kind": "add_remove"},
+                                privacy={"pure": {"epsilon": 1.0}}, mechanism="laplace"))
+    b = sol.mechanism.parameters["scale"]
+    cells = sol.certificate["utility"]["per_cell"]["cells"]
+    assert [c["cell"] for c in cells] == ["race=white", "race=black", "race=other"]
+    for c in cells:
+        assert c["standard_error"] == pytest.approx(math.sqrt(2) * b, rel=1e-8)
+        assert c["margin_of_error"] == pytest.approx(b * math.log(20), rel=1e-9)
+
+
+def test_per_cell_errors_of_k_norm_noise_add_up_to_its_l2():
+    # Monte Carlo (20,000 draws): Σ_i E Z_i² is the closed-form E‖Z‖₂² of the certificate; the relative SE
+    # of a mean of Z_i² is about √2/√20000 = 1% per cell, so 5% is beyond 4 SE for the sum
+    cert = solved(_path("table_3x4_margins_pure")).certificate
+    cells = cert["utility"]["per_cell"]["cells"]
+    assert cells[0]["cell"] == "tenure=owner, size=1"
+    total = sum(c["standard_error"] ** 2 for c in cells)
+    assert total == pytest.approx(cert["utility"]["value"], rel=0.05)
+    assert all(c["standard_error"] < c["margin_of_error"] < 4 * c["standard_error"] for c in cells)
+
+
+def test_published_exactly_said_once():
+    text = render_markdown(solved(_path("table_replace_gdp")).certificate)
+    line = next(x for x in text.splitlines() if x.startswith("**Published exactly.**"))
+    assert "Nothing" not in line and "e.g. the total under replace_one" in line
+    assert text.count("released exactly") == 1
+
+
+def test_numbers_are_rounded_for_people_and_kept_in_the_json(census):
+    assert human("Δ₂²/(2σ²) = 2.5600000000000001 vs ρ = 2.56") == "Δ₂²/(2σ²) = 2.56 vs ρ = 2.56"
+    assert human("recorded 10.000000000000002, seed 20261123, 81.188441") == "recorded 10, seed 20261123, 81.188441"
+    assert "2.5600000000000001" in json.dumps(census.data["checks"], ensure_ascii=False)
+    assert "2.5600000000000001" not in render_markdown(census)
+
+
+def test_jargon_is_explained(census):
+    text = render_markdown(census)
+    terms = text[text.index("**Terms used above.**"):text.index("## Caveats")]
+    for term in ("pessimistic / optimistic bracket", "‖Λ^(-1/2)Bᵀv‖", "margins_kernel"):
+        assert f"**{term}**" in terms
+
+
+def test_claim_count_is_the_one_verify_reports():
+    cert = solved(_path("table_2x2_margins_pure")).certificate
+    result = dpopt.verify(cert)
+    counted = sum(1 for c in result.checks if c.method != "second route not available")
+    unavailable = len(result.checks) - counted
+    assert f"{counted} claims for `dpopt verify` to re-derive ({unavailable} not available)" in render_markdown(cert)
+
+
+def test_a_k_norm_ball_fallback_is_named_with_its_cost(monkeypatch):
+    from dpopt.mechanisms import k_norm
+
+    monkeypatch.setattr(k_norm, "HULL_BUDGET_SECONDS", 1e-9)  # no time for the hull: the design falls back
+    cert = dpopt.solve(_path("table_3x4_margins_pure")).certificate
+    check = next(c for c in cert["checks"] if c["claim"] == "k_norm.excess_cost")
+    ratio = float(check["detail"].split("≤ ")[1].split(" ×")[0])
+    summary = render_markdown(cert).split("\n\n")[1]
+    assert "the design fell back to a ball" in summary and f"up to {ratio:.3g}×" in summary
+
+
+def test_k_norm_utility_curve_is_scaled_not_redesigned():
+    # the independent route: every point re-designed (the hull rebuilt) at ε·s
+    sol = solved(_path("table_3x4_margins_pure"))
+    space = derive(sol.spec)
+    known = {"k_norm": sol.certificate["utility"]["value"]}
+    scaled, _, _ = report_data.utility_curves(sol.spec, space, ["k_norm"], (0.5, 1.0, 2.0), known)
+    redesigned, _, _ = report_data.utility_curves(sol.spec, space, ["k_norm"], (0.5, 1.0, 2.0), None)
+    np.testing.assert_allclose(scaled["k_norm"][1], redesigned["k_norm"][1], rtol=1e-9)
+
+
+def test_noise_panels_are_named_by_cell():
+    sol = solved(_path("table_replace_gdp"))
+    panels = report_data.noise_panels(sol.mechanism, sol.mechanism.noise_law(), ["race=white,sex=female"] * 6,
+                                      draws=2_000)
+    assert panels and all(p["label"] == "cell race=white, sex=female" for p in panels)
+
+
+def test_cli_version_help_and_report_out(tmp_path, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"dpopt {dpopt.__version__}"
+    with pytest.raises(SystemExit):
+        main(["solve", "--help"])
+    usage = capsys.readouterr().out
+    assert "SPEC" in usage and "a spec file (YAML or JSON)" in usage
+    cert = tmp_path / "certificate.json"
+    solved(_path("table_replace_gdp")).certificate.write(cert)
+    assert main(["report", str(cert), "--out", str(tmp_path / "r.html"), "--no-audit"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'r.html'} (4 figures embedded")
+
+
+def test_ctrl_c_is_one_line(monkeypatch, capsys):
+    import dpopt.cli
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dpopt.cli, "solve", interrupted)
+    assert main(["solve", str(_path("table_replace_gdp"))]) == 130
+    assert capsys.readouterr().err == "dpopt: interrupted\n"
