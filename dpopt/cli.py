@@ -11,21 +11,18 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from dpopt.audit import audit
-from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.certificate.report import Report, build_report, format_parameters, render_markdown, write_report
-from dpopt.certificate.second_route import is_not_available
-from dpopt.certificate.verify import verify
-from dpopt.domain.queries import compile_query
 from dpopt.errors import DpoptError, SpecError
-from dpopt.release import random_source, release_groups, release_once
-from dpopt.solve import solve
-from dpopt.spec.load import read_document
+
+# Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
+# command that needs few stages (``verify``) do not pay for the others.
 
 
 def _solve(args: argparse.Namespace) -> int:
+    from dpopt.certificate.model import write_atomic
+    from dpopt.certificate.report import build_report, format_parameters, write_report
+    from dpopt.domain.queries import compile_query
+    from dpopt.solve import solve
+
     sol = solve(args.spec)
     cert = sol.certificate
     if args.out:
@@ -52,6 +49,9 @@ def _solve(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from dpopt.certificate.second_route import is_not_available
+    from dpopt.certificate.verify import verify
+
     result = verify(args.certificate)
     unavailable = [c for c in result.checks if is_not_available(c)]
     for check in result.checks:
@@ -67,6 +67,12 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from dpopt.certificate.model import write_atomic
+    from dpopt.domain.queries import compile_query
+    from dpopt.release import random_source, release_groups, release_once
+
     randomness = random_source(args.seed, args.insecure_seed)
     if args.group_by:
         public = {column: args.groups for column in args.group_by} if args.groups else None
@@ -112,6 +118,8 @@ def _dask_client(address: str | None):
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from dpopt.audit import audit
+
     result = audit(args.source, draws=args.draws, seed=args.seed)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
@@ -128,6 +136,11 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from dpopt.certificate.model import Certificate
+    from dpopt.certificate.report import Report, build_report, render_markdown, write_report
+    from dpopt.solve import solve
+    from dpopt.spec.load import read_document
+
     document = read_document(args.source)
     if isinstance(document, dict) and "spec_sha256" in document:
         cert = Certificate.from_dict(document, source=str(args.source))
