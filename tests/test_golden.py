@@ -25,6 +25,10 @@ build_golden = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_golden)
 
 REL = 1e-12
+DIAGNOSTIC_REL = 1e-6
+"""Solver diagnostics (an SDP's duality gap, ~1e-7) are residuals of the solver's path, not
+calibrated values: an input change in the 15th digit moves their 8th, so they are
+compared loosely."""
 
 
 def _params(slow: bool):
@@ -36,12 +40,12 @@ def test_every_spec_has_a_golden_row():
     assert sorted(GOLDEN) == sorted(p.name for p in (ROOT / "specs").glob("*.yaml"))
 
 
-def _same(expected, got) -> bool:
+def _same(expected, got, rel: float = REL) -> bool:
     if isinstance(expected, bool) or not isinstance(expected, (int, float)):
         return expected == got
     if isinstance(got, bool) or not isinstance(got, (int, float)):
         return False
-    return math.isclose(expected, got, rel_tol=REL, abs_tol=0.0) or expected == got
+    return math.isclose(expected, got, rel_tol=rel, abs_tol=0.0) or expected == got
 
 
 def _compare(name: str):
@@ -52,7 +56,7 @@ def _compare(name: str):
     assert _same(expected["utility"]["value"], got["utility"]["value"]), (expected["utility"], got["utility"])
     assert sorted(got["parameters"]) == sorted(expected["parameters"])
     differ = {k: (v, got["parameters"][k]) for k, v in expected["parameters"].items()
-              if not _same(v, got["parameters"][k])}
+              if not _same(v, got["parameters"][k], DIAGNOSTIC_REL if k.endswith("duality_gap") else REL)}
     assert not differ, differ
 
 
