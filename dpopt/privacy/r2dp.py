@@ -109,8 +109,12 @@ def density_ratio_sup(fold: SecondFold, delta: float, half_width: float | None =
     return float(np.max(np.abs(lf - lg)))
 
 
-def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float) -> float:
+def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float, guess: float | None = None) -> float:
     """The factor c with ε(c·t; Δ) = ε in floating point (ε(c·t; Δ) = ε(t; cΔ) increases in c).
+
+    ``guess``: a factor near the answer (e.g. a neighbouring fold's, in a search): the
+    bracket then starts 1e-3 (in log) around it and widens fourfold per step, instead of
+    2 around ε/E[t].
 
     Raises
     ------
@@ -122,17 +126,24 @@ def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float) -> fl
     def excess(log_v: float) -> float:
         return log_mean - float(fold.log_mgf_prime(-math.exp(log_v))) - epsilon
 
-    v0 = epsilon / fold.mean()  # exact for a point mass (Laplace)
+    v0 = epsilon / fold.mean() if guess is None else guess * delta  # ε/E[t]: exact for a point mass (Laplace)
+    step, growth = (2.0, 1.0) if guess is None else (1e-3, 4.0)
     lo = hi = math.log(v0)
+    down = up = step
+    f_lo = f_hi = excess(lo)
     for _ in range(200):
-        if excess(lo) < 0:
+        if f_lo < 0:
             break
-        lo -= 2.0
+        lo -= down
+        down *= growth
+        f_lo = excess(lo)
     for _ in range(200):
-        if excess(hi) > 0:
+        if f_hi > 0:
             break
-        hi += 2.0
-    if not (excess(lo) < 0 < excess(hi)):
+        hi += up
+        up *= growth
+        f_hi = excess(hi)
+    if not (f_lo < 0 < f_hi):
         raise ValueError("could not bracket the scale of the second fold for this ε")
     log_v = optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=1e-15)
     return math.exp(log_v) / delta
