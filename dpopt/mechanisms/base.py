@@ -113,6 +113,14 @@ class Mechanism(ABC):
         """None if the family can meet the spec's target on ``space``, else the reason."""
 
     @classmethod
+    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+        """A proven bound on the predicted utility of any design of this family for the spec
+        (below it for a metric to minimise, above it for one to maximise), cheap next to
+        :meth:`design`; None when the family knows none. The selector does not design a
+        family whose bound a calibrated candidate already beats."""
+        return None
+
+    @classmethod
     @abstractmethod
     def design(cls, spec: Spec, space: SensitivitySpace) -> "Mechanism":
         """The calibrated instance for the spec's privacy target and utility."""
