@@ -59,3 +59,28 @@ def test_auto_prunes_and_selects_what_the_full_comparison_selects(name):
     assert next(c for c in full.candidates if c.family == "r2dp").feasible
     assert auto.mechanism.family == full.mechanism.family
     assert auto.mechanism.parameters == full.mechanism.parameters
+
+
+@pytest.mark.parametrize("spec", [
+    {**COUNT, "privacy": {"gdp": {"mu": 0.5}}, "utility": {"metric": "l1"}},
+    {**COUNT, "privacy": {"gdp": {"mu": 2.0}}, "utility": {"metric": "usefulness", "gamma": 1.0}},
+    {**HISTOGRAM, "privacy": {"gdp": {"mu": 1.0}}, "utility": {"metric": "l2"}},
+    make_spec(privacy={"gdp": {"mu": 0.1}}, utility={"metric": "l2"}),
+], ids=["count-l1", "count-usefulness", "histogram-l2", "table-l2"])
+def test_the_laplace_gdp_bound_never_beats_its_design(spec):
+    spec = load_spec({**spec, "mechanism": "laplace"})
+    space = derive(spec)
+    cls = registry()["laplace"]
+    bound = cls.utility_bound(spec, space)
+    value = cls.design(spec, space).expected_utility(spec.utility).value
+    sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
+    assert sign * value >= sign * bound
+
+
+def test_auto_prunes_laplace_under_gdp_and_selects_the_same():
+    spec = make_spec(privacy={"gdp": {"mu": 0.1}}, utility={"metric": "l2"})
+    auto = dpopt.solve(spec)
+    assert next(c for c in auto.candidates if c.family == "laplace").reason.startswith("not designed")
+    full = dpopt.solve({**spec, "mechanism": [f for f in FAMILIES if f in registry()]})
+    assert auto.mechanism.family == full.mechanism.family
+    assert auto.mechanism.parameters == full.mechanism.parameters
