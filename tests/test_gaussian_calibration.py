@@ -34,9 +34,8 @@ def test_sigma_is_certified_and_within_1e_13_of_the_threshold(epsilon, delta, l2
 def test_mu_is_certified(epsilon, delta):
     mu = gaussian_mu(epsilon, delta)
     assert gaussian_delta_mp(epsilon, mu) <= delta
-    # the walk down from the double-precision root stops within 2e-12 of the threshold
-    # (the double profile loses up to ~1e-12 of μ at ε ≈ 1e-3, where its two terms cancel)
-    assert gaussian_delta_mp(epsilon, mu * (1 + 2e-12)) > delta
+    # documented: 1/σ(Δ = 1) (within 3e-14 of the threshold) rounded down, so 1e-13 higher violates δ
+    assert gaussian_delta_mp(epsilon, mu * (1 + 1e-13)) > delta
 
 
 @pytest.mark.parametrize("epsilon,mu", [(0.0, 0.5), (1e-3, 1e-4), (1.0, 0.2), (10.0, 3.0), (50.0, 12.0)])

@@ -29,6 +29,11 @@ DIAGNOSTIC_REL = 1e-6
 """Solver diagnostics (an SDP's duality gap, ~1e-7) are residuals of the solver's path, not
 calibrated values: an input change in the 15th digit moves their 8th, so they are
 compared loosely."""
+UTILITY_REL = {"ci_volume": 1e-10}
+"""The confidence-region volume of an optimised covariance is ill-conditioned in σ: it
+goes through log det Σ of a covariance with condition number ~1e4 (age_summary_ci_volume),
+so a 1e-14 relative change of the target μ (within the 3e-14 a certified Gaussian
+calibration may move) moves it by ~1e-11."""
 
 
 def _params(slow: bool):
@@ -53,7 +58,8 @@ def _compare(name: str):
     got = build_golden.snapshot(dpopt.solve(ROOT / "specs" / name))
     assert got["family"] == expected["family"]
     assert got["utility"]["metric"] == expected["utility"]["metric"]
-    assert _same(expected["utility"]["value"], got["utility"]["value"]), (expected["utility"], got["utility"])
+    assert _same(expected["utility"]["value"], got["utility"]["value"], UTILITY_REL.get(got["utility"]["metric"], REL)), (
+        expected["utility"], got["utility"])
     assert sorted(got["parameters"]) == sorted(expected["parameters"])
     differ = {k: (v, got["parameters"][k]) for k, v in expected["parameters"].items()
               if not _same(v, got["parameters"][k], DIAGNOSTIC_REL if k.endswith("duality_gap") else REL)}

@@ -35,7 +35,9 @@ _GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx", "pdp")
 
 
 def gaussian_sigma(l2_squared: Fraction, privacy: Privacy) -> float:
-    """The smallest σ (in floating point) that :func:`gaussian_privacy_check` accepts.
+    """The smallest σ (in floating point) that :func:`gaussian_privacy_check` accepts; under
+    (ε, δ), within 3e-14 of it and certified by a rigorous enclosure instead (one
+    high-precision evaluation in the usual case).
 
     gdp μ: σ = Δ₂/μ. zcdp ρ: σ = Δ₂/√(2ρ). approx (ε, δ): σ = Δ₂/μ*(ε, δ) with μ* the
     analytic-Gaussian threshold, confirmed by a rigorous enclosure

@@ -146,10 +146,21 @@ def _ball_at_most(ball, delta: float) -> bool:
 def _mu_root(epsilon: float, delta: float) -> float:
     r"""The root of δ(ε; μ) = δ in double precision (not certified: see :func:`gaussian_mu`).
 
-    Bracket: the tail bound :math:`\delta(\varepsilon;\mu) \le \Pr[L > \varepsilon]
-    \le e^{-(\varepsilon-\mu^2/2)^2/(2\mu^2)}` (L ~ N(μ²/2, μ²) the privacy loss) equals δ at
-    :math:`\mu_0 = \sqrt2\,(\sqrt{\log(1/\delta)+\varepsilon} - \sqrt{\log(1/\delta)})`, so
-    δ(ε; μ₀) ≤ δ and the root lies above μ₀ (δ increases in μ); the upper end doubles from 2μ₀.
+    g(μ) = log δ(ε; μ) − log δ increases in μ, with the exact slope
+    :math:`g'(\mu) = \varphi(a)/\delta(\varepsilon;\mu)`, a = −ε/μ + μ/2
+    (:math:`\partial\delta/\partial\mu = \varphi(a)`, since :math:`e^{\varepsilon}\varphi(a-\mu) = \varphi(a)`).
+    Newton's method starts at the closed-form lower end: the tail bound
+    :math:`\delta(\varepsilon;\mu) \le \Pr[L > \varepsilon] \le e^{-(\varepsilon-\mu^2/2)^2/(2\mu^2)}`
+    (L ~ N(μ²/2, μ²) the privacy loss) equals δ at
+    :math:`\mu_0 = \sqrt2\,(\sqrt{\log(1/\delta)+\varepsilon} - \sqrt{\log(1/\delta)})`, so the root
+    lies above μ₀ (at ε = 0 it starts at the exact root 2Φ⁻¹((1 + δ)/2)). Steps are kept inside the bracket known so far (at most ×4 while no upper
+    end is known), bisecting otherwise; it stops when a step is below 1e-15 of μ, or below
+    1e-12 of μ without halving the previous one (the rounding floor of log δ near ε = 0).
+
+    Raises
+    ------
+    CalibrationError
+        Out of floating-point range.
     """
     _check_delta(delta)
     if not (epsilon >= 0 and math.isfinite(epsilon)):
@@ -157,30 +168,10 @@ def _mu_root(epsilon: float, delta: float) -> float:
     target = math.log(delta)
     log_1_over_delta = -target
     lo = math.sqrt(2.0) * epsilon / (math.sqrt(log_1_over_delta + epsilon) + math.sqrt(log_1_over_delta))
-    hi = 2.0 * lo if lo > 0 else 1.0
-    while gaussian_log_delta(epsilon, hi) < target:
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e8:
-            raise CalibrationError(f"no Gaussian noise level found for epsilon={epsilon}, delta={delta}")
-    if lo <= 0:  # ε = 0: no closed-form lower end
-        lo = hi / 2.0
-        while gaussian_log_delta(epsilon, lo) > target:
-            lo /= 2.0
-            if lo < 1e-250:
-                raise CalibrationError(
-                    f"epsilon={epsilon}, delta={delta} needs Gaussian noise beyond floating-point range"
-                )
-    return _safeguarded_newton(epsilon, target, lo, hi)
-
-
-def _safeguarded_newton(epsilon: float, target: float, lo: float, hi: float) -> float:
-    r"""Root of g(μ) = log δ(ε; μ) − target on [lo, hi] (g(lo) ≤ 0 ≤ g(hi)) by Newton's method
-    with the exact slope :math:`g'(\mu) = \varphi(a)/\delta`, a = −ε/μ + μ/2
-    (:math:`\partial\delta/\partial\mu = \varphi(a)`, since :math:`e^{\varepsilon}\varphi(a-\mu) = \varphi(a)`),
-    falling back to bisection whenever a step leaves the bracket; stops when a step is
-    below 1e-16 of μ or the bracket is that narrow."""
-    mu = hi
-    for _ in range(200):
+    hi = math.inf
+    mu = lo if lo > 0 else -2.0 * float(special.ndtri(0.5 * (1.0 - delta)))  # ε = 0: δ = 2Φ(μ/2) − 1
+    previous_step = math.inf
+    for _ in range(400):
         log_delta = gaussian_log_delta(epsilon, mu)
         g = log_delta - target
         if g == 0.0:
@@ -191,22 +182,27 @@ def _safeguarded_newton(epsilon: float, target: float, lo: float, hi: float) -> 
             hi = mu
         a = -epsilon / mu + mu / 2.0
         log_slope = -0.5 * a * a - 0.5 * math.log(2.0 * math.pi) - log_delta
-        step = g / math.exp(log_slope) if log_slope < 700 else 0.0
-        candidate = mu - step
-        if not (lo < candidate < hi) or not math.isfinite(candidate):
+        candidate = mu - g * math.exp(-log_slope) if log_slope > -700 else math.nan
+        if math.isinf(hi):
+            candidate = min(candidate, 4.0 * mu) if candidate > lo else 4.0 * mu
+        elif not lo < candidate < hi:
             candidate = 0.5 * (lo + hi)
-        if abs(candidate - mu) <= 1e-16 * mu or hi - lo <= 1e-16 * hi:
-            return candidate
+        step = abs(candidate - mu)
+        if step <= 1e-15 * mu or (hi - lo <= 1e-15 * hi < math.inf) or (step < 1e-12 * mu and step > 0.5 * previous_step):
+            return candidate  # converged, or Newton no longer contracts: the evaluation's rounding floor
+        previous_step = step
+        if not (1e-250 < candidate < 1e8):
+            raise CalibrationError(f"epsilon={epsilon}, delta={delta}: the Gaussian noise level is out of floating-point range")
         mu = candidate
-    return mu
+    raise CalibrationError(f"no Gaussian noise level found for epsilon={epsilon}, delta={delta}")
 
 
 def gaussian_mu(epsilon: float, delta: float) -> float:
     r"""The largest μ such that a μ-GDP mechanism is (ε, δ)-DP, rounded down.
 
-    δ(ε; μ) increases in μ, so μ is the root of δ(ε; μ) = δ (:func:`_mu_root`); the
-    returned value is then moved down until the rigorous enclosure of δ(ε; μ)
-    (:func:`gaussian_delta_ball`) lies below δ. The Gaussian mechanism with l2
+    δ(ε; μ) increases in μ, so μ is the root of δ(ε; μ) = δ: 1/σ for the σ of
+    :func:`gaussian_sigma_approx` at Δ = 1 (within 3e-14 of the threshold), moved down until
+    the rigorous enclosure of δ(ε; μ) (:func:`gaussian_delta_ball`) lies below δ. The Gaussian mechanism with l2
     sensitivity Δ is (ε, δ)-DP iff σ ≥ Δ / gaussian_mu(ε, δ) (Balle & Wang 2018, Thm 8).
 
     Raises
@@ -214,7 +210,7 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     CalibrationError
         If ε or δ are outside the range where the answer is a normal float.
     """
-    mu = _mu_root(epsilon, delta)
+    mu = 1.0 / gaussian_sigma_approx(Fraction(1), epsilon, delta)
     return nudge_until(mu, lambda m: _ball_at_most(gaussian_delta_ball(epsilon, Fraction(m) ** 2, 1.0), delta), up=False)
 
 
