@@ -113,8 +113,9 @@ def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float, guess
     """The factor c with ε(c·t; Δ) = ε in floating point (ε(c·t; Δ) = ε(t; cΔ) increases in c).
 
     ``guess``: a factor near the answer (e.g. a neighbouring fold's, in a search): the
-    bracket then starts 1e-3 (in log) around it and widens fourfold per step, instead of
-    2 around ε/E[t].
+    secant method starts from it (log scale, a few evaluations); should it not converge,
+    the bracket starts 1e-3 (in log) around it and widens fourfold per step, instead of 2
+    around ε/E[t]. Either way the factor is a floating-point root; certificates re-check ε.
 
     Raises
     ------
@@ -127,6 +128,14 @@ def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float, guess
         return log_mean - float(fold.log_mgf_prime(-math.exp(log_v))) - epsilon
 
     v0 = epsilon / fold.mean() if guess is None else guess * delta  # ε/E[t]: exact for a point mass (Laplace)
+    if guess is not None:
+        try:
+            log_v, result = optimize.newton(excess, math.log(v0), x1=math.log(v0) + 1e-4, tol=1e-14,
+                                            maxiter=12, full_output=True, disp=False)
+        except (ArithmeticError, ValueError):
+            result = None
+        if result is not None and result.converged and math.isfinite(log_v):  # ε increases in v: a unique root
+            return math.exp(log_v) / delta
     step, growth = (2.0, 1.0) if guess is None else (1e-3, 4.0)
     lo = hi = math.log(v0)
     down = up = step
