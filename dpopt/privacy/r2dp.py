@@ -32,6 +32,7 @@ all non-zero |v_i| are equal, e.g. histograms and marginal tables).
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 
 import mpmath
@@ -130,9 +131,11 @@ def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float, guess
     v0 = epsilon / fold.mean() if guess is None else guess * delta  # ε/E[t]: exact for a point mass (Laplace)
     if guess is not None:
         try:
-            log_v, result = optimize.newton(excess, math.log(v0), x1=math.log(v0) + 1e-4, tol=1e-14,
-                                            maxiter=12, full_output=True, disp=False)
-        except (ArithmeticError, ValueError):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)  # a flat secant: fall back to the bracket
+                log_v, result = optimize.newton(excess, math.log(v0), x1=math.log(v0) + 1e-4, tol=1e-14,
+                                                maxiter=12, full_output=True, disp=False)
+        except (ArithmeticError, ValueError, RuntimeWarning):
             result = None
         if result is not None and result.converged and math.isfinite(log_v):  # ε increases in v: a unique root
             return math.exp(log_v) / delta
