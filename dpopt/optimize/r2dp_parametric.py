@@ -9,9 +9,10 @@ Lagrange multiplier and no stated solver, starts or bounds (digest P16). Here:
   c, so the constraint is active and the scale is *solved* for each shape
   (:func:`dpopt.privacy.r2dp.rate_scale_for_epsilon`); the search runs over shape
   parameters only, unconstrained (logs / logits), by Nelder–Mead from ``starts`` seeded
-  random points (with the dimension-adapted coefficients of Gao & Han 2012 above two
-  parameters, which converge in fewer steps on the six-parameter ensemble; each scale
-  is solved from a bracket around the previous evaluation's);
+  random points (above two parameters with the dimension-adapted coefficients of Gao &
+  Han 2012, stopping once the simplex's values agree to 1e-11: the six-parameter
+  ensemble has flat directions in which the simplex never shrinks; each scale is solved
+  from the previous evaluation's);
 * the result is re-checked exactly (Thm 4.1 at 60 digits) and scaled down until it holds
   (digest P7); the seed and the number of starts are recorded.
 
@@ -154,9 +155,10 @@ def optimize_family(family: str | Family, objective: LinearObjective, epsilon: f
             x0 = rng.uniform(lows, highs)
             if not math.isfinite(loss(x0)):
                 continue
+            many = len(x0) > 2
             res = optimize.minimize(loss, x0, method="Nelder-Mead",
-                                    options={"xatol": 1e-6, "fatol": 1e-11, "maxiter": 300 * len(x0),
-                                             "adaptive": len(x0) > 2})
+                                    options={"xatol": math.inf if many else 1e-6, "fatol": 1e-11,
+                                             "maxiter": 300 * len(x0), "adaptive": many})
             if res.fun < best_loss:
                 best_x, best_loss = res.x, float(res.fun)
     if best_x is None or not math.isfinite(best_loss):
