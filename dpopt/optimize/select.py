@@ -72,7 +72,7 @@ def design_candidates(spec: Spec, space: SensitivitySpace) -> list[Candidate]:
         if reason is not None:
             rows[family] = Candidate(family, reason=reason)
             continue
-        bound = cls.utility_bound(spec, space) if spec.mechanism == "auto" else None
+        bound = _bound(cls, spec, space) if spec.mechanism == "auto" else None
         if bound is None:
             rows[family] = _designed(cls, spec, space)
         else:
@@ -93,6 +93,15 @@ _BOUND_WORD = {"lower": "≥", "higher": "≤"}
 TIE_TOLERANCE = 1e-12
 """Relative difference below which two utilities count as tied (floating-point rounding of
 closed forms): a tie goes to the family listed first, as in :func:`select`."""
+
+
+def _bound(cls: type[Mechanism], spec: Spec, space: SensitivitySpace) -> float | None:
+    """The family's utility bound; None when it has none or the spec upsets it (``design``
+    then reports the problem in the family's row)."""
+    try:
+        return cls.utility_bound(spec, space)
+    except DpoptError:
+        return None
 
 
 def _designed(cls: type[Mechanism], spec: Spec, space: SensitivitySpace) -> Candidate:
