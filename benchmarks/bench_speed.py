@@ -47,7 +47,8 @@ def _wall(args: list[str], repeat: int = 5) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run(args, env=env, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(args, env=env, cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -87,7 +88,8 @@ def calibration(quick: bool) -> None:
     from dpopt.spec.models import Privacy
 
     n = 4 if quick else 8
-    grid = [(float(e), float(d)) for e in np.logspace(-3, math.log10(50), n) for d in np.logspace(-15, math.log10(0.5), n)]
+    epsilons, deltas = np.logspace(-3, math.log10(50), n), np.logspace(-15, math.log10(0.5), n)
+    grid = [(float(e), float(d)) for e in epsilons for d in deltas]
     privacy = {p: Privacy.model_validate({"approx": {"epsilon": p[0], "delta": p[1]}}) for p in grid}
     one = Fraction(1)
     gaussian_sigma(one, privacy[grid[0]])  # imports (python-flint) happen once, as autodp's did above
@@ -110,7 +112,8 @@ def calibration(quick: bool) -> None:
     print(f"  autodp analytic Gaussian (baseline)  {np.median(autodp) * 1e3:7.3f} ms")
     print(f"  dp_accounting PLD calibration        {np.median(pld) * 1e3:7.3f} ms "
           f"({np.median(pld) / np.median(autodp):.0f}x autodp; {len(pld)} targets, one run each)")
-    print(f"  dpopt certified σ (root + one Arb enclosure) {np.median(ours) * 1e3:7.3f} ms = {ratio:.2f}x autodp "
+    print(f"  dpopt certified σ (root + one Arb enclosure) {np.median(ours) * 1e3:7.3f} ms "
+          f"= {ratio:.2f}x autodp "
           f"(total over the grid {ours.sum() / autodp.sum():.2f}x; worst target {ours.max() * 1e3:.2f} ms) "
           f"(target 2x): {_verdict(ratio <= 2.0)}")
 
@@ -142,7 +145,8 @@ def design() -> None:
         ratio = t_auto / t_single
         worst = max(worst, ratio)
         pruned = sum(1 for c in sol.candidates if (c.reason or "").startswith("not designed"))
-        print(f"  {path.name:38s} auto {t_auto * 1e3:8.1f} ms vs {sol.mechanism.family:20s} {t_single * 1e3:8.1f} ms "
+        print(f"  {path.name:38s} auto {t_auto * 1e3:8.1f} ms "
+              f"vs {sol.mechanism.family:20s} {t_single * 1e3:8.1f} ms "
               f"= {ratio:4.2f}x ({pruned} pruned)")
     print(f"  worst ratio {worst:.2f}x (target 2x): {_verdict(worst <= 2.0)}")
 
@@ -169,8 +173,9 @@ def r2dp(numpy_import: float) -> None:
     normalised = seconds * ISSUE_NUMPY_IMPORT / numpy_import
     print("R²DP three-family ensemble search (3 starts, ε = 5, γ/Δ = 0.1):")
     print(f"  Gamma closed form, 1-D search (baseline) {baseline * 1e3:7.2f} ms")
-    print(f"  ensemble {seconds:6.2f} s wall ({cpu:.2f} s CPU) = {seconds / baseline:7.0f}x baseline, U = {res.value:.6f}, "
-          f"{res.evaluations} evaluations; load-normalised {normalised:.2f} s (target 2 s): {_verdict(normalised <= 2.0)}")
+    print(f"  ensemble {seconds:6.2f} s wall ({cpu:.2f} s CPU) = {seconds / baseline:7.0f}x baseline, "
+          f"U = {res.value:.6f}, {res.evaluations} evaluations; load-normalised {normalised:.2f} s "
+          f"(target 2 s): {_verdict(normalised <= 2.0)}")
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from dpopt.privacy.gaussian import gaussian_delta_ball, gaussian_delta_mp, gaussian_mu, gaussian_sigma_approx
 
-GRID = [(float(e), float(d)) for e in np.logspace(-3, math.log10(50), 6) for d in np.logspace(-15, math.log10(0.5), 6)]
+GRID = [(float(e), float(d))
+        for e in np.logspace(-3, math.log10(50), 6) for d in np.logspace(-15, math.log10(0.5), 6)]
 
 
 @pytest.mark.parametrize("epsilon,delta", GRID)

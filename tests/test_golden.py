@@ -38,7 +38,8 @@ calibration may move) moves it by ~1e-11."""
 
 def _params(slow: bool):
     marks = (pytest.mark.slow,) if slow else ()
-    return [pytest.param(name, marks=marks, id=name) for name, row in sorted(GOLDEN.items()) if row["slow"] == slow]
+    return [pytest.param(name, marks=marks, id=name)
+            for name, row in sorted(GOLDEN.items()) if row["slow"] == slow]
 
 
 def test_every_spec_has_a_golden_row():
@@ -58,7 +59,8 @@ def _compare(name: str):
     got = build_golden.snapshot(dpopt.solve(ROOT / "specs" / name))
     assert got["family"] == expected["family"]
     assert got["utility"]["metric"] == expected["utility"]["metric"]
-    assert _same(expected["utility"]["value"], got["utility"]["value"], UTILITY_REL.get(got["utility"]["metric"], REL)), (
+    rel = UTILITY_REL.get(got["utility"]["metric"], REL)
+    assert _same(expected["utility"]["value"], got["utility"]["value"], rel), (
         expected["utility"], got["utility"])
     assert sorted(got["parameters"]) == sorted(expected["parameters"])
     differ = {k: (v, got["parameters"][k]) for k, v in expected["parameters"].items()

@@ -24,7 +24,8 @@ def _loaded_after(code: str) -> set[str]:
     """The heavy libraries present in ``sys.modules`` after running ``code`` in a fresh interpreter."""
     probe = code + f"\nimport sys\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT,
+                         check=True)
     return set(out.stdout.split())
 
 

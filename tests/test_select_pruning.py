@@ -22,8 +22,8 @@ from conftest import ROOT, make_spec
 COUNT = {"dpopt": 1, "name": "count", "data": {"attributes": {"a": ["x"]}}, "query": {"kind": "count"},
          "adjacency": "add_remove", "privacy": {"pure": {"epsilon": 0.5}}}
 HISTOGRAM = make_spec(query={"kind": "histogram", "attribute": "race"}, privacy={"pure": {"epsilon": 1.0}})
-SUM = make_spec(data={"attributes": {"income": {"min": 0, "max": 10}}}, query={"kind": "sum", "attribute": "income"},
-                privacy={"pure": {"epsilon": 1.0}})
+SUM = make_spec(data={"attributes": {"income": {"min": 0, "max": 10}}},
+                query={"kind": "sum", "attribute": "income"}, privacy={"pure": {"epsilon": 1.0}})
 
 
 @pytest.mark.parametrize("spec", [

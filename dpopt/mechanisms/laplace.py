@@ -75,6 +75,10 @@ def _gdp_check(route: LaplaceGDPRoute, scale: float, mu: float) -> Check:
     return Check("privacy", result.method, result.passed, result.detail)
 
 
+_BOUNDED_METRICS = ("l1", "l2", "max_variance", "usefulness")
+"""Metrics monotone in the Laplace scale, for :meth:`LaplaceMechanism.utility_bound`."""
+
+
 class LaplaceMechanism(Mechanism):
     """i.i.d. Laplace(0, b) noise on each of the d coordinates."""
 
@@ -102,10 +106,11 @@ class LaplaceMechanism(Mechanism):
         usefulness falls, so the closed forms at that b (rounded down) bound every
         calibrated design. None for other targets and metrics.
         """
-        if spec.privacy.definition != "gdp" or spec.utility.metric not in ("l1", "l2", "max_variance", "usefulness"):
+        if spec.privacy.definition != "gdp" or spec.utility.metric not in _BOUNDED_METRICS:
             return None
         mu = spec.privacy.parameters["mu"]
-        scale = float(space.linf) / (-2.0 * float(special.log_ndtr(-mu / 2.0)) - 2.0 * math.log(2.0)) * (1 - 1e-12)
+        log_two_phi = math.log(2.0) + float(special.log_ndtr(-mu / 2.0))  # ln 2Φ(−μ/2) < 0
+        scale = float(space.linf) / (-2.0 * log_two_phi) * (1 - 1e-12)
         if not (math.isfinite(scale) and scale > 0):
             return None
         value = cls(scale, space.dimension).expected_utility(spec.utility)

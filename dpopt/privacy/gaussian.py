@@ -121,7 +121,9 @@ def gaussian_delta_ball(epsilon: float, l2_squared: Fraction, sigma: float):
         m = arb(fmpq(l2.numerator, l2.denominator)).sqrt() / arb(sigma)
         half = arb(0.5)
         root_half = half.sqrt()
-        return half * ((e / m - m * half) * root_half).erfc() - half * e.exp() * ((e / m + m * half) * root_half).erfc()
+        upper = ((e / m - m * half) * root_half).erfc()
+        lower = ((e / m + m * half) * root_half).erfc()
+        return half * upper - half * e.exp() * lower
     finally:
         ctx.prec = old
 
@@ -148,14 +150,16 @@ def _mu_root(epsilon: float, delta: float) -> float:
 
     g(μ) = log δ(ε; μ) − log δ increases in μ, with the exact slope
     :math:`g'(\mu) = \varphi(a)/\delta(\varepsilon;\mu)`, a = −ε/μ + μ/2
-    (:math:`\partial\delta/\partial\mu = \varphi(a)`, since :math:`e^{\varepsilon}\varphi(a-\mu) = \varphi(a)`).
-    Newton's method starts at the closed-form lower end: the tail bound
+    (:math:`\partial\delta/\partial\mu = \varphi(a)`, since
+    :math:`e^{\varepsilon}\varphi(a-\mu) = \varphi(a)`). Newton's method starts at the
+    closed-form lower end: the tail bound
     :math:`\delta(\varepsilon;\mu) \le \Pr[L > \varepsilon] \le e^{-(\varepsilon-\mu^2/2)^2/(2\mu^2)}`
     (L ~ N(μ²/2, μ²) the privacy loss) equals δ at
     :math:`\mu_0 = \sqrt2\,(\sqrt{\log(1/\delta)+\varepsilon} - \sqrt{\log(1/\delta)})`, so the root
-    lies above μ₀ (at ε = 0 it starts at the exact root 2Φ⁻¹((1 + δ)/2)). Steps are kept inside the bracket known so far (at most ×4 while no upper
-    end is known), bisecting otherwise; it stops when a step is below 1e-15 of μ, or below
-    1e-12 of μ without halving the previous one (the rounding floor of log δ near ε = 0).
+    lies above μ₀ (at ε = 0 it starts at the exact root 2Φ⁻¹((1 + δ)/2)). Steps are kept
+    inside the bracket known so far (at most ×4 while no upper end is known), bisecting
+    otherwise; it stops when a step is below 1e-15 of μ, or below 1e-12 of μ without
+    halving the previous one (the rounding floor of log δ near ε = 0).
 
     Raises
     ------
@@ -188,11 +192,13 @@ def _mu_root(epsilon: float, delta: float) -> float:
         elif not lo < candidate < hi:
             candidate = 0.5 * (lo + hi)
         step = abs(candidate - mu)
-        if step <= 1e-15 * mu or (hi - lo <= 1e-15 * hi < math.inf) or (step < 1e-12 * mu and step > 0.5 * previous_step):
-            return candidate  # converged, or Newton no longer contracts: the evaluation's rounding floor
+        floor = step < 1e-12 * mu and step > 0.5 * previous_step  # Newton no longer contracts: rounding floor
+        if step <= 1e-15 * mu or (hi - lo <= 1e-15 * hi < math.inf) or floor:
+            return candidate
         previous_step = step
         if not (1e-250 < candidate < 1e8):
-            raise CalibrationError(f"epsilon={epsilon}, delta={delta}: the Gaussian noise level is out of floating-point range")
+            raise CalibrationError(
+                f"epsilon={epsilon}, delta={delta}: the Gaussian noise level is out of floating-point range")
         mu = candidate
     raise CalibrationError(f"no Gaussian noise level found for epsilon={epsilon}, delta={delta}")
 
@@ -202,8 +208,9 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
 
     δ(ε; μ) increases in μ, so μ is the root of δ(ε; μ) = δ: 1/σ for the σ of
     :func:`gaussian_sigma_approx` at Δ = 1 (within 3e-14 of the threshold), moved down until
-    the rigorous enclosure of δ(ε; μ) (:func:`gaussian_delta_ball`) lies below δ. The Gaussian mechanism with l2
-    sensitivity Δ is (ε, δ)-DP iff σ ≥ Δ / gaussian_mu(ε, δ) (Balle & Wang 2018, Thm 8).
+    the rigorous enclosure of δ(ε; μ) (:func:`gaussian_delta_ball`) lies below δ. The
+    Gaussian mechanism with l2 sensitivity Δ is (ε, δ)-DP iff σ ≥ Δ / gaussian_mu(ε, δ)
+    (Balle & Wang 2018, Thm 8).
 
     Raises
     ------
@@ -211,7 +218,8 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
         If ε or δ are outside the range where the answer is a normal float.
     """
     mu = 1.0 / gaussian_sigma_approx(Fraction(1), epsilon, delta)
-    return nudge_until(mu, lambda m: _ball_at_most(gaussian_delta_ball(epsilon, Fraction(m) ** 2, 1.0), delta), up=False)
+    return nudge_until(
+        mu, lambda m: _ball_at_most(gaussian_delta_ball(epsilon, Fraction(m) ** 2, 1.0), delta), up=False)
 
 
 def gaussian_sigma_approx(l2_squared: Fraction, epsilon: float, delta: float) -> float:
@@ -241,7 +249,8 @@ def gaussian_sigma_approx(l2_squared: Fraction, epsilon: float, delta: float) ->
         ball = gaussian_delta_ball(epsilon, l2_squared, sigma)
         holds = _ball_at_most(ball, delta)
         mu = l2 / sigma
-        slope = math.exp(-0.5 * (mu / 2.0 - epsilon / mu) ** 2) / math.sqrt(2.0 * math.pi) * mu / sigma  # -dδ/dσ
+        # −dδ/dσ = φ(a)·μ/σ
+        slope = math.exp(-0.5 * (mu / 2.0 - epsilon / mu) ** 2) / math.sqrt(2.0 * math.pi) * mu / sigma
         if not (slope > 0 and math.isfinite(slope)):
             break
         step = (float(ball.mid()) - delta) / slope  # σ_Newton = σ + step
@@ -252,7 +261,8 @@ def gaussian_sigma_approx(l2_squared: Fraction, epsilon: float, delta: float) ->
         sigma = (sigma + step) * (1.0 + _BIAS)
     if certified is not None:
         return certified
-    return nudge_until(sigma, lambda s: _ball_at_most(gaussian_delta_ball(epsilon, l2_squared, s), delta), up=True)
+    return nudge_until(
+        sigma, lambda s: _ball_at_most(gaussian_delta_ball(epsilon, l2_squared, s), delta), up=True)
 
 
 def gdp_tradeoff(alpha, mu: float):

@@ -110,7 +110,8 @@ def density_ratio_sup(fold: SecondFold, delta: float, half_width: float | None =
     return float(np.max(np.abs(lf - lg)))
 
 
-def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float, guess: float | None = None) -> float:
+def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float,
+                           guess: float | None = None) -> float:
     """The factor c with ε(c·t; Δ) = ε in floating point (ε(c·t; Δ) = ε(t; cΔ) increases in c).
 
     ``guess``: a factor near the answer (e.g. a neighbouring fold's, in a search): the
@@ -137,7 +138,8 @@ def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float, guess
                                                 maxiter=12, full_output=True, disp=False)
         except (ArithmeticError, ValueError, RuntimeWarning):
             result = None
-        if result is not None and result.converged and math.isfinite(log_v):  # ε increases in v: a unique root
+        # ε increases in v: the root is unique
+        if result is not None and result.converged and math.isfinite(log_v):
             return math.exp(log_v) / delta
     step, growth = (2.0, 1.0) if guess is None else (1e-3, 4.0)
     lo = hi = math.log(v0)
