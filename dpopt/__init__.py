@@ -4,52 +4,42 @@
 >>> spec = dpopt.load_spec("specs/count_add_remove.yaml")   # doctest: +SKIP
 >>> sol = dpopt.solve(spec)                                   # doctest: +SKIP
 >>> sol.mechanism.release([1234.0])                           # doctest: +SKIP
+
+The names below are imported on first use (PEP 562, as scipy does), so that ``import
+dpopt`` and ``dpopt --help`` cost next to nothing; every stage's module still imports
+what it needs at its top.
 """
 
-from dpopt._version import __version__
-from dpopt.certificate import Certificate, Check, Verification, render_html, render_markdown, verify
-from dpopt.errors import (
-    CalibrationError,
-    CertificateError,
-    DataError,
-    DpoptError,
-    SolverError,
-    SpecError,
-    UnsupportedSpecError,
-)
-from dpopt.mechanisms import Mechanism, UtilityValue, registry
-from dpopt.optimize import Candidate
-from dpopt.postprocess import consistent_table, postprocess_release, topdown
-from dpopt.sensitivity import SensitivitySpace, derive
-from dpopt.solve import Solution, solve
-from dpopt.spec import Spec, load_spec
+from __future__ import annotations
 
-__all__ = [
-    "CalibrationError",
-    "Candidate",
-    "Certificate",
-    "CertificateError",
-    "Check",
-    "DataError",
-    "DpoptError",
-    "Mechanism",
-    "SensitivitySpace",
-    "SolverError",
-    "Solution",
-    "Spec",
-    "SpecError",
-    "UnsupportedSpecError",
-    "UtilityValue",
-    "Verification",
-    "__version__",
-    "consistent_table",
-    "derive",
-    "load_spec",
-    "postprocess_release",
-    "registry",
-    "render_html",
-    "render_markdown",
-    "solve",
-    "topdown",
-    "verify",
-]
+from dpopt._lazy import lazy_exports
+from dpopt._version import __version__
+
+__all__ = ["__version__", *lazy_exports(__name__, {
+    "CalibrationError": "dpopt.errors",
+    "Candidate": "dpopt.optimize.select",
+    "Certificate": "dpopt.certificate.model",
+    "CertificateError": "dpopt.errors",
+    "Check": "dpopt.certificate.checks",
+    "DataError": "dpopt.errors",
+    "DpoptError": "dpopt.errors",
+    "Mechanism": "dpopt.mechanisms.base",
+    "SensitivitySpace": "dpopt.sensitivity.space",
+    "SolverError": "dpopt.errors",
+    "Solution": "dpopt.solve",
+    "Spec": "dpopt.spec.models",
+    "SpecError": "dpopt.errors",
+    "UnsupportedSpecError": "dpopt.errors",
+    "UtilityValue": "dpopt.mechanisms.base",
+    "Verification": "dpopt.certificate.verify",
+    "consistent_table": "dpopt.postprocess.table",
+    "derive": "dpopt.sensitivity.derive",
+    "load_spec": "dpopt.spec.load",
+    "postprocess_release": "dpopt.postprocess.table",
+    "registry": "dpopt.mechanisms.base",
+    "render_html": "dpopt.certificate.report",
+    "render_markdown": "dpopt.certificate.report",
+    "solve": "dpopt.solve",
+    "topdown": "dpopt.postprocess.hierarchy",
+    "verify": "dpopt.certificate.verify",
+})]

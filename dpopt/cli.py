@@ -17,22 +17,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 
-import numpy as np
-
 from dpopt._version import __version__
-from dpopt.audit import audit
-from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.certificate.report import Report, build_report, format_parameters, render_markdown, write_report
-from dpopt.certificate.report_reading import claim_counts, human
-from dpopt.certificate.second_route import is_not_available
-from dpopt.certificate.verify import verify
-from dpopt.domain.queries import compile_query
 from dpopt.errors import DpoptError, SpecError
-from dpopt.release import random_source, release_groups, release_once
-from dpopt.release.hierarchy import release_hierarchy
-from dpopt.release.postprocessed import document_block, postprocess_once
-from dpopt.solve import solve
-from dpopt.spec.load import load_spec, read_document
+
+# Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
+# command that needs few stages (``verify``) do not pay for the others.
 
 
 def _flush_all() -> None:
@@ -105,6 +94,10 @@ def _progress(description: str):
 
 
 def _solve(args: argparse.Namespace) -> int:
+    from dpopt.certificate.report import format_parameters
+    from dpopt.certificate.report_reading import claim_counts
+    from dpopt.solve import solve
+
     with stdout_to_stderr():
         with _progress("dpopt solve: deriving, designing and certifying"):
             sol = solve(args.spec)
@@ -125,6 +118,10 @@ def _solve(args: argparse.Namespace) -> int:
 
 def _write_solution(sol, folder: str) -> None:
     """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``."""
+    from dpopt.certificate.model import write_atomic
+    from dpopt.certificate.report import build_report, write_report
+    from dpopt.domain.queries import compile_query
+
     out = Path(folder)
     cert = sol.certificate
     mechanism = {
@@ -144,6 +141,10 @@ def _write_solution(sol, folder: str) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from dpopt.certificate.report_reading import human
+    from dpopt.certificate.second_route import is_not_available
+    from dpopt.certificate.verify import verify
+
     result = verify(args.certificate)
     unavailable = [c for c in result.checks if is_not_available(c)]
     for check in result.checks:
@@ -159,6 +160,14 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
+    import numpy as np
+    
+    from dpopt.certificate.model import write_atomic
+    from dpopt.domain.queries import compile_query
+    from dpopt.release import random_source, release_groups, release_once
+    from dpopt.release.postprocessed import document_block, postprocess_once
+    from dpopt.spec.load import load_spec
+
     randomness = random_source(args.seed, args.insecure_seed)
     spec = load_spec(args.spec)
     if args.error_draws < 0:
@@ -210,6 +219,8 @@ def _release(args: argparse.Namespace) -> int:
 
 def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
     """A spec with ``geography``: every level released, post-processed top-down."""
+    from dpopt.release.hierarchy import release_hierarchy
+
     if args.group_by or args.groups or args.scheduler:
         raise SpecError("--group-by", "a spec with geography releases its levels itself: drop --group-by, --groups, --scheduler")
     rel = release_hierarchy(args.spec, args.data, randomness=randomness,
@@ -231,6 +242,8 @@ def _dask_client(address: str | None):
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from dpopt.audit import audit
+
     with stdout_to_stderr():
         result = audit(args.source, draws=args.draws, seed=args.seed)
     if args.json:
@@ -250,6 +263,11 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from dpopt.certificate.model import Certificate
+    from dpopt.certificate.report import Report, build_report, render_markdown, write_report
+    from dpopt.solve import solve
+    from dpopt.spec.load import read_document
+
     document = read_document(args.source)
     if isinstance(document, dict) and "spec_sha256" in document:
         cert = Certificate.from_dict(document, source=str(args.source))

@@ -1,18 +1,21 @@
-"""Certificates: assembly, independent verification, reports."""
+"""Certificates: assembly, independent verification, reports.
 
-from dpopt.certificate.build import certify
-from dpopt.certificate.checks import Check
-from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.certificate.report import render_html, render_markdown
-from dpopt.certificate.verify import Verification, verify
+The names below are imported on first use (PEP 562): :class:`Check` is used by the
+mechanism layer below, which must be able to import it without loading the certificate
+stages that build on the mechanisms.
+"""
 
-__all__ = [
-    "Certificate",
-    "Check",
-    "Verification",
-    "certify",
-    "render_html",
-    "render_markdown",
-    "verify",
-    "write_atomic",
-]
+from __future__ import annotations
+
+from dpopt._lazy import lazy_exports
+
+__all__ = lazy_exports(__name__, {
+    "Certificate": "dpopt.certificate.model",
+    "Check": "dpopt.certificate.checks",
+    "Verification": "dpopt.certificate.verify",
+    "certify": "dpopt.certificate.build",
+    "render_html": "dpopt.certificate.report",
+    "render_markdown": "dpopt.certificate.report",
+    "verify": "dpopt.certificate.verify",
+    "write_atomic": "dpopt.certificate.model",
+})

@@ -1,11 +1,6 @@
-"""Noise families. Every module in this package is imported, so each family registers itself."""
+"""Noise families. Each family's module is imported when the family is first looked up
+in :func:`registry` (declared in :data:`dpopt.mechanisms.base.FAMILY_MODULES`)."""
 
-import importlib
-import pkgutil
+from dpopt.mechanisms.base import FAMILY_MODULES, Mechanism, UtilityValue, better, registry
 
-from dpopt.mechanisms.base import Mechanism, UtilityValue, better, registry
-
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
-
-__all__ = ["Mechanism", "UtilityValue", "better", "registry"]
+__all__ = ["FAMILY_MODULES", "Mechanism", "UtilityValue", "better", "registry"]

@@ -35,12 +35,16 @@ calls the public ``release``, so what is released is what is certified.
 
 Subclasses register themselves by name (``registry()``); the selector never changes
 when a family is added (the scipy ``rv_continuous`` template and cvxpy atom pattern).
+The families of this package are declared by name → module (:data:`FAMILY_MODULES`) and
+imported when first looked up, so that a command pays only for the families it uses.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -56,6 +60,22 @@ _REGISTRY: dict[str, type["Mechanism"]] = {}
 
 FINAL_METHODS = ("sample", "release", "expected_utility", "privacy_checks")
 """Public methods defined once in :class:`Mechanism`; families implement the private hooks."""
+
+FAMILY_MODULES: dict[str, str] = {
+    "gaussian": "dpopt.mechanisms.gaussian",
+    "projected_gaussian": "dpopt.mechanisms.gaussian",
+    "james_stein": "dpopt.mechanisms.james_stein",
+    "gaussian_optimal": "dpopt.mechanisms.gaussian_optimal",
+    "laplace": "dpopt.mechanisms.laplace",
+    "k_norm": "dpopt.mechanisms.k_norm",
+    "generalized_gaussian": "dpopt.mechanisms.generalized_gaussian",
+    "staircase": "dpopt.mechanisms.staircase",
+    "r2dp": "dpopt.mechanisms.r2dp",
+    "discrete_gaussian": "dpopt.mechanisms.discrete_gaussian",
+    "discrete_laplace": "dpopt.mechanisms.discrete_laplace",
+    "query_scaling": "dpopt.mechanisms.query_scaling",
+}
+"""The module that defines each family of this package (imported on first look-up)."""
 
 MONTE_CARLO_DRAWS = 200_000
 MONTE_CARLO_SEED = 20260101
@@ -121,6 +141,14 @@ class Mechanism(ABC):
     @abstractmethod
     def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
         """None if the family can meet the spec's target on ``space``, else the reason."""
+
+    @classmethod
+    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+        """A proven bound on the predicted utility of any design of this family for the spec
+        (below it for a metric to minimise, above it for one to maximise), cheap next to
+        :meth:`design`; None when the family knows none. The selector does not design a
+        family whose bound a calibrated candidate already beats."""
+        return None
 
     @classmethod
     @abstractmethod
@@ -377,6 +405,23 @@ class Mechanism(ABC):
         )
 
 
-def registry() -> dict[str, type[Mechanism]]:
-    """Registered families by spec name (importing :mod:`dpopt.mechanisms` fills it)."""
-    return dict(_REGISTRY)
+class FamilyRegistry(Mapping[str, type[Mechanism]]):
+    """Families by spec name: those of :data:`FAMILY_MODULES`, then any other subclass of
+    :class:`Mechanism` that declares a ``family``. Looking a family up imports its module;
+    listing the names imports nothing."""
+
+    def __getitem__(self, name: str) -> type[Mechanism]:
+        if name not in _REGISTRY and name in FAMILY_MODULES:
+            importlib.import_module(FAMILY_MODULES[name])
+        return _REGISTRY[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*FAMILY_MODULES, *_REGISTRY]))
+
+    def __len__(self) -> int:
+        return len(set(FAMILY_MODULES) | set(_REGISTRY))
+
+
+def registry() -> FamilyRegistry:
+    """Every family by spec name, each imported when first looked up (:class:`FamilyRegistry`)."""
+    return FamilyRegistry()

@@ -22,7 +22,7 @@ from scipy import special
 from dpopt.certificate.checks import Check
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
-from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon, gaussian_mu
+from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon, gaussian_sigma_approx
 from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.privacy.pdp import gaussian_pdp_bound_mp, gaussian_pdp_sigma
 from dpopt.privacy.rounding import nudge_until
@@ -35,10 +35,13 @@ _GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx", "pdp")
 
 
 def gaussian_sigma(l2_squared: Fraction, privacy: Privacy) -> float:
-    """The smallest σ (in floating point) that :func:`gaussian_privacy_check` accepts.
+    """The smallest σ (in floating point) that :func:`gaussian_privacy_check` accepts; under
+    (ε, δ), within 3e-14 of it and certified by a rigorous enclosure instead (one
+    high-precision evaluation in the usual case).
 
     gdp μ: σ = Δ₂/μ. zcdp ρ: σ = Δ₂/√(2ρ). approx (ε, δ): σ = Δ₂/μ*(ε, δ) with μ* the
-    analytic-Gaussian threshold (:func:`dpopt.privacy.gaussian.gaussian_mu`). pdp (ε, δ):
+    analytic-Gaussian threshold, confirmed by a rigorous enclosure
+    (:func:`dpopt.privacy.gaussian.gaussian_sigma_approx`). pdp (ε, δ):
     Lemma 10 / Eq. 18 of Liu (2019) (:func:`dpopt.privacy.pdp.gaussian_pdp_sigma`).
 
     Raises
@@ -52,7 +55,7 @@ def gaussian_sigma(l2_squared: Fraction, privacy: Privacy) -> float:
     elif definition == "zcdp":
         mu = math.sqrt(2.0 * p["rho"])
     elif definition == "approx":
-        mu = gaussian_mu(p["epsilon"], p["delta"])
+        return gaussian_sigma_approx(l2_squared, p["epsilon"], p["delta"])
     elif definition == "pdp":
         l2 = math.sqrt(float(l2_squared))
         mu = l2 / gaussian_pdp_sigma(p["epsilon"], p["delta"], l2)

@@ -14,6 +14,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+from scipy import special
 
 from dpopt.certificate.checks import Check
 from dpopt.errors import CalibrationError
@@ -74,6 +75,10 @@ def _gdp_check(route: LaplaceGDPRoute, scale: float, mu: float) -> Check:
     return Check("privacy", result.method, result.passed, result.detail)
 
 
+_BOUNDED_METRICS = ("l1", "l2", "max_variance", "usefulness")
+"""Metrics monotone in the Laplace scale, for :meth:`LaplaceMechanism.utility_bound`."""
+
+
 class LaplaceMechanism(Mechanism):
     """i.i.d. Laplace(0, b) noise on each of the d coordinates."""
 
@@ -89,6 +94,27 @@ class LaplaceMechanism(Mechanism):
         if spec.privacy.definition not in ("pure", "approx", "zcdp", "gdp"):
             return f"no {spec.privacy.definition} calibration for Laplace noise in this version"
         return None
+
+    @classmethod
+    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+        r"""Under μ-GDP: the utility at the smallest scale total variation allows.
+
+        One coordinate of a neighbour moves by Δ∞ = max_v ‖v‖∞; its marginal is
+        post-processing, so TV(Lap(0, b), Lap(Δ∞, b)) = 1 − e^{−Δ∞/(2b)} cannot exceed the
+        μ-GDP pair's 2Φ(μ/2) − 1 (Dong, Roth & Su 2022: TV = sup_α 1 − α − T(α)), i.e.
+        b ≥ Δ∞ / (−2 ln(2Φ(−μ/2))). l1, l2 (any workload), max_variance grow with b and
+        usefulness falls, so the closed forms at that b (rounded down) bound every
+        calibrated design. None for other targets and metrics.
+        """
+        if spec.privacy.definition != "gdp" or spec.utility.metric not in _BOUNDED_METRICS:
+            return None
+        mu = spec.privacy.parameters["mu"]
+        log_two_phi = math.log(2.0) + float(special.log_ndtr(-mu / 2.0))  # ln 2Φ(−μ/2) < 0
+        scale = float(space.linf) / (-2.0 * log_two_phi) * (1 - 1e-12)
+        if not (math.isfinite(scale) and scale > 0):
+            return None
+        value = cls(scale, space.dimension).expected_utility(spec.utility)
+        return value.value if value.method == "closed form" else None
 
     @classmethod
     def design(cls, spec: Spec, space: SensitivitySpace) -> "LaplaceMechanism":

@@ -42,6 +42,7 @@ from dpopt.mechanisms.staircase import (
     PRIOR_METRICS,
     StaircaseMechanism,
     check_prior,
+    metric_optimal_g,
     prior_metric,
 )
 from dpopt.optimize.r2dp_lp import optimize_mixture
@@ -118,6 +119,32 @@ class R2DPMechanism(Mechanism):
         if spec.utility.metric not in SUPPORTED_METRICS:
             return f"no '{spec.utility.metric}' objective for R²DP (metrics: {', '.join(SUPPORTED_METRICS)})"
         return coordinatewise_reason(space)
+
+    @classmethod
+    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+        r"""The optimal staircase's cost at (ε/c, Δ∞): no R²DP design can do better.
+
+        A neighbour that moves c coordinates by Δ∞ = max_v ‖v‖∞ costs Σ_i ε₁(Δ∞) = c·ε₁(Δ∞)
+        (i.i.d. coordinates, losses add), so each coordinate's noise is (ε/c)-DP at the shift
+        Δ∞, hence at every shift ≤ Δ∞ (R²DP's ε₁ grows with the shift, Thm 4.1). Among all
+        such additive noises the staircase is optimal (Geng & Viswanath 2016, Thms 4–5) for
+        E|Z|, E Z² (so for l1, l2 under any workload — coordinates independent and centred —
+        and max_variance) and for P(|Z| ≤ γ) when γ ≤ Δ∞ (an upper bound there); c is the
+        largest number of coordinates one neighbour moves by Δ∞. Δ∞ is rounded down and ε/c
+        up, each loosening the bound. None for other metrics.
+        """
+        metric = spec.utility.metric
+        if metric not in ("l1", "l2", "max_variance", "usefulness") or cls.supports(spec, space) is not None:
+            return None
+        pattern = shift_pattern(space)
+        shift = math.nextafter(float(pattern.largest), 0.0)
+        if metric == "usefulness" and spec.utility.gamma > shift:
+            return None
+        moved = int(pattern.counts[:, pattern.magnitudes.index(pattern.largest)].max())
+        epsilon0 = math.nextafter(spec.privacy.parameters["epsilon"] / moved, math.inf)
+        g, policy = metric_optimal_g(epsilon0, shift, spec.utility)
+        value = StaircaseMechanism(epsilon0, shift, g, space.dimension, policy).expected_utility(spec.utility)
+        return value.value if value.method == "closed form" else None
 
     @classmethod
     def design(cls, spec: Spec, space: SensitivitySpace) -> R2DPMechanism:

@@ -35,7 +35,6 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import cvxpy as cp
 import numpy as np
 from scipy import optimize
 
@@ -178,6 +177,8 @@ def laplace_optimality(objective: LinearObjective, epsilon: float, delta: float)
 
 
 def _solve_lp(costs: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, float, str]:
+    import cvxpy as cp  # deferred: importing cvxpy is slow, and only this LP needs it
+
     w = cp.Variable(costs.size, nonneg=True)
     constraints = [cp.sum(w) == 1, row @ w <= 0]
     problem = cp.Problem(cp.Minimize(costs @ w), constraints)

@@ -9,7 +9,10 @@ Lagrange multiplier and no stated solver, starts or bounds (digest P16). Here:
   c, so the constraint is active and the scale is *solved* for each shape
   (:func:`dpopt.privacy.r2dp.rate_scale_for_epsilon`); the search runs over shape
   parameters only, unconstrained (logs / logits), by Nelder–Mead from ``starts`` seeded
-  random points;
+  random points (above two parameters with the dimension-adapted coefficients of Gao &
+  Han 2012, stopping once the simplex's values agree to 1e-11: the six-parameter
+  ensemble has flat directions in which the simplex never shrinks; each scale is solved
+  from the previous evaluation's);
 * the result is re-checked exactly (Thm 4.1 at 60 digits) and scaled down until it holds
   (digest P7); the seed and the number of starts are recorded.
 
@@ -106,9 +109,13 @@ class ParametricOptimum:
     seconds: float
 
 
-def _member(family: Family, x: np.ndarray, epsilon: float, delta: float) -> SecondFold:
+def _member(family: Family, x: np.ndarray, epsilon: float, delta: float, guess: float | None = None
+            ) -> tuple[SecondFold, float]:
+    """The member of shape ``x`` scaled to ε(fold) = ε, and the scale factor (``guess``: a
+    neighbouring shape's factor, to start the scale's bracket from)."""
     fold = family.build(x)
-    return fold.scaled(rate_scale_for_epsilon(fold, epsilon, delta))
+    scale = rate_scale_for_epsilon(fold, epsilon, delta, guess)
+    return fold.scaled(scale), scale
 
 
 def optimize_family(family: str | Family, objective: LinearObjective, epsilon: float, delta: float,
@@ -125,11 +132,14 @@ def optimize_family(family: str | Family, objective: LinearObjective, epsilon: f
     sign = -1.0 if objective.higher_is_better else 1.0
     count = 0
 
+    last_scale = None  # Nelder–Mead's consecutive shapes are close: their scales too
+
     def loss(x: np.ndarray) -> float:
-        nonlocal count
+        nonlocal count, last_scale
         count += 1
         try:
-            value = objective.fold_value(_member(fam, x, epsilon, delta))
+            fold, last_scale = _member(fam, x, epsilon, delta, last_scale)
+            value = objective.fold_value(fold)
         except (ValueError, ArithmeticError, OverflowError, FloatingPointError):
             return math.inf
         return sign * value if math.isfinite(value) else math.inf
@@ -145,12 +155,14 @@ def optimize_family(family: str | Family, objective: LinearObjective, epsilon: f
             x0 = rng.uniform(lows, highs)
             if not math.isfinite(loss(x0)):
                 continue
+            many = len(x0) > 2
             res = optimize.minimize(loss, x0, method="Nelder-Mead",
-                                    options={"xatol": 1e-6, "fatol": 1e-11, "maxiter": 300 * len(x0)})
+                                    options={"xatol": math.inf if many else 1e-6, "fatol": 1e-11,
+                                             "maxiter": 300 * len(x0), "adaptive": many})
             if res.fun < best_loss:
                 best_x, best_loss = res.x, float(res.fun)
     if best_x is None or not math.isfinite(best_loss):
         raise SolverError(f"no member of the {fam.name} family has a finite {objective.name}")
-    fold, eps_cert = certify_fold(_member(fam, best_x, epsilon, delta), epsilon, delta)
+    fold, eps_cert = certify_fold(_member(fam, best_x, epsilon, delta)[0], epsilon, delta)
     return ParametricOptimum(fam.name, fold, objective.fold_value(fold), eps_cert, starts, seed, count,
                              time.perf_counter() - start_time)

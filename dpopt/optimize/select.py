@@ -2,6 +2,11 @@
 
 Generic over families: a family registered in :mod:`dpopt.mechanisms` joins the
 comparison without any change here.
+
+Pruning (``auto`` only; a list of families asks for their comparison): a family that
+states a proven bound on its utility (:meth:`Mechanism.utility_bound`) is designed after
+the others, and not at all when a calibrated candidate already beats that bound — it could
+not have been selected. Its row then gives the bound and the candidate that beats it.
 """
 
 from __future__ import annotations
@@ -56,23 +61,76 @@ def design_candidates(spec: Spec, space: SensitivitySpace) -> list[Candidate]:
                 f"(available: {', '.join(f for f in FAMILIES if f in available)})",
             )
     families = [f for f in spec.families if f in available]
-    candidates = []
+    metric = spec.utility.metric
+    rows: dict[str, Candidate] = {}
+    bounded: list[tuple[str, float]] = []
     for family in families:
         cls = available[family]
         reason = cls.supports(spec, space)
         if reason is None and spec.invariants and not cls.noise_in_span:
             reason = "its noise leaves the span of the sensitivity space, so it would alter the invariants"
         if reason is not None:
-            candidates.append(Candidate(family, reason=reason))
+            rows[family] = Candidate(family, reason=reason)
             continue
-        try:
-            mechanism = cls.design(spec, space)
-            utility = mechanism.expected_utility(spec.utility)
-        except DpoptError as exc:
-            candidates.append(Candidate(family, reason=str(exc)))
+        bound = _bound(cls, spec, space) if spec.mechanism == "auto" else None
+        if bound is None:
+            rows[family] = _designed(cls, spec, space)
+        else:
+            bounded.append((family, bound))
+    for family, bound in bounded:
+        winner = _beats(rows, families, family, bound, metric)
+        if winner is None:
+            rows[family] = _designed(available[family], spec, space)
+        else:
+            rows[family] = Candidate(family, reason=(
+                f"not designed: its utility bound ({metric} {_BOUND_WORD[better(metric)]} {bound:.6g}) "
+                f"cannot beat {winner.family} ({winner.utility.value:.6g})"))
+    return [rows[f] for f in families]
+
+
+_BOUND_WORD = {"lower": "≥", "higher": "≤"}
+
+TIE_TOLERANCE = 1e-12
+"""Relative difference below which two utilities count as tied (floating-point rounding of
+closed forms): a tie goes to the family listed first, as in :func:`select`."""
+
+
+def _bound(cls: type[Mechanism], spec: Spec, space: SensitivitySpace) -> float | None:
+    """The family's utility bound; None when it has none or the spec upsets it (``design``
+    then reports the problem in the family's row)."""
+    try:
+        return cls.utility_bound(spec, space)
+    except DpoptError:
+        return None
+
+
+def _designed(cls: type[Mechanism], spec: Spec, space: SensitivitySpace) -> Candidate:
+    try:
+        mechanism = cls.design(spec, space)
+        utility = mechanism.expected_utility(spec.utility)
+    except DpoptError as exc:
+        return Candidate(cls.family, reason=str(exc))
+    return Candidate(cls.family, mechanism, utility)
+
+
+def _beats(rows: dict[str, Candidate], order: list[str], family: str, bound: float,
+           metric: str) -> Candidate | None:
+    """The best designed candidate that ``family`` cannot overtake given its bound, or None.
+
+    A candidate c wins over every design of ``family`` when c's value (a closed form) is
+    better than the bound by more than :data:`TIE_TOLERANCE`, or within it and c is
+    listed first.
+    """
+    sign = -1.0 if better(metric) == "higher" else 1.0
+    winners = []
+    for c in rows.values():
+        if not c.feasible or c.utility.method != "closed form":
             continue
-        candidates.append(Candidate(family, mechanism, utility))
-    return candidates
+        gap = sign * (bound - c.utility.value)  # > 0: c is better than the bound
+        tolerance = TIE_TOLERANCE * max(abs(bound), abs(c.utility.value))
+        if gap > tolerance or (gap >= -tolerance and order.index(c.family) < order.index(family)):
+            winners.append(c)
+    return min(winners, key=lambda c: sign * c.utility.value, default=None)
 
 
 def select(candidates: list[Candidate], metric: str) -> Candidate:

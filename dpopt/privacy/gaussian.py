@@ -15,6 +15,11 @@ profile stays accurate down to δ = 1e-300 and up to ε of several hundred. An
 independent evaluation in 60-digit arithmetic (:func:`gaussian_delta_mp`) is what
 certificates rely on.
 
+Calibration (:func:`gaussian_mu`, :func:`gaussian_sigma_approx`) solves δ(ε; μ) = δ in
+double precision from a closed-form bracket, then confirms the rounded value once with a
+rigorous enclosure of δ in Arb ball arithmetic (:func:`gaussian_delta_ball`, python-flint):
+a value is accepted only when the whole ball lies below the target.
+
 References
 ----------
 .. [1] B. Balle and Y.-X. Wang, "Improving the Gaussian mechanism for differential
@@ -25,6 +30,7 @@ References
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -34,6 +40,9 @@ from dpopt.errors import CalibrationError
 from dpopt.privacy.rounding import nudge_until
 
 _MP_DIGITS = 60
+_BALL_BITS = 128
+"""Working precision of the Arb enclosure: its radius is ~1e-38 of δ, far below any
+double-precision step of the calibrated value."""
 
 
 def gaussian_log_delta(epsilon: float, mu: float) -> float:
@@ -93,12 +102,114 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     return nudge_until(eps, lambda e: gaussian_delta_mp(e, mu) <= delta, up=True)
 
 
+def gaussian_delta_ball(epsilon: float, l2_squared: Fraction, sigma: float):
+    r"""A rigorous enclosure of δ(ε; μ) at μ = √(Δ²)/σ: an Arb ball (python-flint) that
+    contains the exact value.
+
+    Evaluated as :math:`\tfrac12\operatorname{erfc}\big((\varepsilon/\mu - \mu/2)/\sqrt2\big)
+    - \tfrac12 e^{\varepsilon}\operatorname{erfc}\big((\varepsilon/\mu + \mu/2)/\sqrt2\big)`
+    at 128 bits from the exact rational Δ² and the float σ; every Arb operation bounds its
+    own rounding error, so the ball is a proof. Shares no code with
+    :func:`gaussian_log_delta` or :func:`gaussian_delta_mp`.
+    """
+    from flint import arb, ctx, fmpq  # imported here: python-flint loads in ~0.1 s, only calibration needs it
+
+    old, ctx.prec = ctx.prec, _BALL_BITS
+    try:
+        l2 = Fraction(l2_squared)
+        e = arb(epsilon)
+        m = arb(fmpq(l2.numerator, l2.denominator)).sqrt() / arb(sigma)
+        half = arb(0.5)
+        root_half = half.sqrt()
+        upper = ((e / m - m * half) * root_half).erfc()
+        lower = ((e / m + m * half) * root_half).erfc()
+        return half * upper - half * e.exp() * lower
+    finally:
+        ctx.prec = old
+
+
+_NEWTON_STEPS = 4
+_BIAS = 4e-15
+"""Relative step up after a Newton step: above the double rounding of σ + step (a few
+ulps), so that the next enclosure usually lies below δ."""
+_CLOSE = 3e-14
+"""Accept a certified σ once the Newton step left is below this fraction of σ (the
+double-precision root of δ(ε; μ) = δ is that close except for ε ≲ 0.05, where the
+profile's two terms nearly cancel)."""
+
+
+def _ball_at_most(ball, delta: float) -> bool:
+    """True when every point of ``ball`` is ≤ δ (an undecided ball is not accepted)."""
+    from flint import arb
+
+    return bool(ball <= arb(delta))
+
+
+def _mu_root(epsilon: float, delta: float) -> float:
+    r"""The root of δ(ε; μ) = δ in double precision (not certified: see :func:`gaussian_mu`).
+
+    g(μ) = log δ(ε; μ) − log δ increases in μ, with the exact slope
+    :math:`g'(\mu) = \varphi(a)/\delta(\varepsilon;\mu)`, a = −ε/μ + μ/2
+    (:math:`\partial\delta/\partial\mu = \varphi(a)`, since
+    :math:`e^{\varepsilon}\varphi(a-\mu) = \varphi(a)`). Newton's method starts at the
+    closed-form lower end: the tail bound
+    :math:`\delta(\varepsilon;\mu) \le \Pr[L > \varepsilon] \le e^{-(\varepsilon-\mu^2/2)^2/(2\mu^2)}`
+    (L ~ N(μ²/2, μ²) the privacy loss) equals δ at
+    :math:`\mu_0 = \sqrt2\,(\sqrt{\log(1/\delta)+\varepsilon} - \sqrt{\log(1/\delta)})`, so the root
+    lies above μ₀ (at ε = 0 it starts at the exact root 2Φ⁻¹((1 + δ)/2)). Steps are kept
+    inside the bracket known so far (at most ×4 while no upper end is known), bisecting
+    otherwise; it stops when a step is below 1e-15 of μ, or below 1e-12 of μ without
+    halving the previous one (the rounding floor of log δ near ε = 0).
+
+    Raises
+    ------
+    CalibrationError
+        Out of floating-point range.
+    """
+    _check_delta(delta)
+    if not (epsilon >= 0 and math.isfinite(epsilon)):
+        raise CalibrationError(f"epsilon must be finite and non-negative (got {epsilon})")
+    target = math.log(delta)
+    log_1_over_delta = -target
+    lo = math.sqrt(2.0) * epsilon / (math.sqrt(log_1_over_delta + epsilon) + math.sqrt(log_1_over_delta))
+    hi = math.inf
+    mu = lo if lo > 0 else -2.0 * float(special.ndtri(0.5 * (1.0 - delta)))  # ε = 0: δ = 2Φ(μ/2) − 1
+    previous_step = math.inf
+    for _ in range(400):
+        log_delta = gaussian_log_delta(epsilon, mu)
+        g = log_delta - target
+        if g == 0.0:
+            return mu
+        if g < 0:
+            lo = mu
+        else:
+            hi = mu
+        a = -epsilon / mu + mu / 2.0
+        log_slope = -0.5 * a * a - 0.5 * math.log(2.0 * math.pi) - log_delta
+        candidate = mu - g * math.exp(-log_slope) if log_slope > -700 else math.nan
+        if math.isinf(hi):
+            candidate = min(candidate, 4.0 * mu) if candidate > lo else 4.0 * mu
+        elif not lo < candidate < hi:
+            candidate = 0.5 * (lo + hi)
+        step = abs(candidate - mu)
+        floor = step < 1e-12 * mu and step > 0.5 * previous_step  # Newton no longer contracts: rounding floor
+        if step <= 1e-15 * mu or (hi - lo <= 1e-15 * hi < math.inf) or floor:
+            return candidate
+        previous_step = step
+        if not (1e-250 < candidate < 1e8):
+            raise CalibrationError(
+                f"epsilon={epsilon}, delta={delta}: the Gaussian noise level is out of floating-point range")
+        mu = candidate
+    raise CalibrationError(f"no Gaussian noise level found for epsilon={epsilon}, delta={delta}")
+
+
 def gaussian_mu(epsilon: float, delta: float) -> float:
     r"""The largest μ such that a μ-GDP mechanism is (ε, δ)-DP, rounded down.
 
-    δ(ε; μ) increases in μ, so μ is the root of δ(ε; μ) = δ; the returned value is then
-    moved down until the 60-digit evaluation confirms δ(ε; μ) ≤ δ. The Gaussian
-    mechanism with l2 sensitivity Δ is (ε, δ)-DP iff σ ≥ Δ / gaussian_mu(ε, δ)
+    δ(ε; μ) increases in μ, so μ is the root of δ(ε; μ) = δ: 1/σ for the σ of
+    :func:`gaussian_sigma_approx` at Δ = 1 (within 3e-14 of the threshold), moved down until
+    the rigorous enclosure of δ(ε; μ) (:func:`gaussian_delta_ball`) lies below δ. The
+    Gaussian mechanism with l2 sensitivity Δ is (ε, δ)-DP iff σ ≥ Δ / gaussian_mu(ε, δ)
     (Balle & Wang 2018, Thm 8).
 
     Raises
@@ -106,24 +217,52 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     CalibrationError
         If ε or δ are outside the range where the answer is a normal float.
     """
-    _check_delta(delta)
-    if not (epsilon >= 0 and math.isfinite(epsilon)):
-        raise CalibrationError(f"epsilon must be finite and non-negative (got {epsilon})")
-    target = math.log(delta)
-    hi = 1.0
-    while gaussian_log_delta(epsilon, hi) < target:
-        hi *= 2.0
-        if hi > 1e8:
-            raise CalibrationError(f"no Gaussian noise level found for epsilon={epsilon}, delta={delta}")
-    lo = hi / 2.0
-    while gaussian_log_delta(epsilon, lo) > target:
-        lo /= 2.0
-        if lo < 1e-250:
-            raise CalibrationError(
-                f"epsilon={epsilon}, delta={delta} needs Gaussian noise beyond floating-point range"
-            )
-    mu = optimize.brentq(lambda m: gaussian_log_delta(epsilon, m) - target, lo, hi, xtol=1e-300, rtol=1e-15)
-    return nudge_until(mu, lambda m: gaussian_delta_mp(epsilon, m) <= delta, up=False)
+    mu = 1.0 / gaussian_sigma_approx(Fraction(1), epsilon, delta)
+    return nudge_until(
+        mu, lambda m: _ball_at_most(gaussian_delta_ball(epsilon, Fraction(m) ** 2, 1.0), delta), up=False)
+
+
+def gaussian_sigma_approx(l2_squared: Fraction, epsilon: float, delta: float) -> float:
+    r"""A σ within 3e-14 (relative) above the smallest σ for which Gaussian noise N(0, σ²) on
+    l2 sensitivity Δ = √(Δ²) is (ε, δ)-DP, certified by a rigorous enclosure.
+
+    σ starts at Δ/μ·(1 + 4e-15) with μ the double-precision root (:func:`_mu_root`). Each step encloses
+    δ(ε; Δ/σ) in a ball (:func:`gaussian_delta_ball`, Δ exact as √ of the rational Δ²) and
+    takes a Newton step from its centre with the exact slope
+    :math:`\partial\delta/\partial\mu = \varphi(-\varepsilon/\mu + \mu/2)` (the two terms'
+    densities coincide: :math:`e^{\varepsilon}\varphi(a-\mu) = \varphi(a)`), biased up by
+    4e-15; σ is returned once its ball lies below δ and the step left is below 3e-14 of σ
+    (one evaluation in the usual case, where the double-precision root is already that
+    close). Should Newton stall (a slope that underflows), :func:`nudge_until` walks up.
+
+    Raises
+    ------
+    CalibrationError
+        Out of numeric range.
+    """
+    l2 = math.sqrt(float(l2_squared))
+    sigma = l2 / _mu_root(epsilon, delta) * (1.0 + _BIAS)
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise CalibrationError(f"the Gaussian noise scale for this target is out of range (σ = {sigma})")
+    certified = None
+    for _ in range(_NEWTON_STEPS):
+        ball = gaussian_delta_ball(epsilon, l2_squared, sigma)
+        holds = _ball_at_most(ball, delta)
+        mu = l2 / sigma
+        # −dδ/dσ = φ(a)·μ/σ
+        slope = math.exp(-0.5 * (mu / 2.0 - epsilon / mu) ** 2) / math.sqrt(2.0 * math.pi) * mu / sigma
+        if not (slope > 0 and math.isfinite(slope)):
+            break
+        step = (float(ball.mid()) - delta) / slope  # σ_Newton = σ + step
+        if holds:
+            certified = sigma
+            if -step <= _CLOSE * sigma:
+                return sigma
+        sigma = (sigma + step) * (1.0 + _BIAS)
+    if certified is not None:
+        return certified
+    return nudge_until(
+        sigma, lambda s: _ball_at_most(gaussian_delta_ball(epsilon, l2_squared, s), delta), up=True)
 
 
 def gdp_tradeoff(alpha, mu: float):

@@ -32,6 +32,7 @@ all non-zero |v_i| are equal, e.g. histograms and marginal tables).
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 
 import mpmath
@@ -109,8 +110,14 @@ def density_ratio_sup(fold: SecondFold, delta: float, half_width: float | None =
     return float(np.max(np.abs(lf - lg)))
 
 
-def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float) -> float:
+def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float,
+                           guess: float | None = None) -> float:
     """The factor c with ε(c·t; Δ) = ε in floating point (ε(c·t; Δ) = ε(t; cΔ) increases in c).
+
+    ``guess``: a factor near the answer (e.g. a neighbouring fold's, in a search): the
+    secant method starts from it (log scale, a few evaluations); should it not converge,
+    the bracket starts 1e-3 (in log) around it and widens fourfold per step, instead of 2
+    around ε/E[t]. Either way the factor is a floating-point root; certificates re-check ε.
 
     Raises
     ------
@@ -122,17 +129,35 @@ def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float) -> fl
     def excess(log_v: float) -> float:
         return log_mean - float(fold.log_mgf_prime(-math.exp(log_v))) - epsilon
 
-    v0 = epsilon / fold.mean()  # exact for a point mass (Laplace)
+    v0 = epsilon / fold.mean() if guess is None else guess * delta  # ε/E[t]: exact for a point mass (Laplace)
+    if guess is not None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)  # a flat secant: fall back to the bracket
+                log_v, result = optimize.newton(excess, math.log(v0), x1=math.log(v0) + 1e-4, tol=1e-14,
+                                                maxiter=12, full_output=True, disp=False)
+        except (ArithmeticError, ValueError, RuntimeWarning):
+            result = None
+        # ε increases in v: the root is unique
+        if result is not None and result.converged and math.isfinite(log_v):
+            return math.exp(log_v) / delta
+    step, growth = (2.0, 1.0) if guess is None else (1e-3, 4.0)
     lo = hi = math.log(v0)
+    down = up = step
+    f_lo = f_hi = excess(lo)
     for _ in range(200):
-        if excess(lo) < 0:
+        if f_lo < 0:
             break
-        lo -= 2.0
+        lo -= down
+        down *= growth
+        f_lo = excess(lo)
     for _ in range(200):
-        if excess(hi) > 0:
+        if f_hi > 0:
             break
-        hi += 2.0
-    if not (excess(lo) < 0 < excess(hi)):
+        hi += up
+        up *= growth
+        f_hi = excess(hi)
+    if not (f_lo < 0 < f_hi):
         raise ValueError("could not bracket the scale of the second fold for this ε")
     log_v = optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=1e-15)
     return math.exp(log_v) / delta

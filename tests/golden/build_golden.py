@@ -1,0 +1,74 @@
+"""Build the golden snapshot of every example spec's certificate values.
+
+One command, from the repository root::
+
+    PYTHONPATH=$PWD python tests/golden/build_golden.py
+
+It solves every ``specs/*.yaml`` and writes ``tests/golden/certificates.json``: for each
+spec the chosen family, every leaf of the mechanism parameters (numbers, strings,
+booleans, keyed by their path in the parameter tree), the utility metric and value, and
+whether the solve took longer than :data:`SLOW_SECONDS` (those specs are compared only
+in the slow-marked variant of ``tests/test_golden.py``).
+
+The snapshot records the calibrations of the tree it was built on. A change that is
+*meant* to change a calibration (a tighter conversion, a new family that wins) must
+regenerate it with this command and say so in the commit; a change that is only meant
+to be faster must leave it untouched (``tests/test_golden.py`` compares to 1e-12
+relative).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).with_name("certificates.json")
+SLOW_SECONDS = 5.0
+
+
+def leaves(value, prefix: str = "") -> dict:
+    """Every leaf of a JSON-like tree, keyed by its path (``a.b[2].c``)."""
+    if isinstance(value, dict):
+        out = {}
+        for key in sorted(value):
+            out.update(leaves(value[key], f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, (list, tuple)):
+        out = {}
+        for i, item in enumerate(value):
+            out.update(leaves(item, f"{prefix}[{i}]"))
+        return out
+    return {prefix: value}
+
+
+def snapshot(solution) -> dict:
+    """The values of a solution's certificate that a speed-up must not change."""
+    cert = solution.certificate
+    return {
+        "family": cert["mechanism"]["family"],
+        "parameters": leaves(cert["mechanism"]["parameters"]),
+        "utility": {"metric": cert["utility"]["metric"], "value": cert["utility"]["value"]},
+    }
+
+
+def main() -> int:
+    sys.path.insert(0, str(ROOT))
+    import dpopt
+
+    out = {}
+    for path in sorted((ROOT / "specs").glob("*.yaml")):
+        start = time.perf_counter()
+        solution = dpopt.solve(path)
+        seconds = time.perf_counter() - start
+        out[path.name] = {**snapshot(solution), "slow": seconds > SLOW_SECONDS}
+        print(f"{path.name}: {out[path.name]['family']} ({seconds:.2f} s)", file=sys.stderr)
+    GOLDEN.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN.relative_to(ROOT)} ({len(out)} specs)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

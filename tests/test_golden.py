@@ -1,0 +1,78 @@
+"""Every example spec's certificate values against the golden snapshot (to 1e-12 relative).
+
+The snapshot ``tests/golden/certificates.json`` is built by
+``PYTHONPATH=$PWD python tests/golden/build_golden.py`` (see its docstring); a change
+meant to alter a calibration regenerates it, a speed-up must not. Specs whose solve took
+more than 5 s when the snapshot was built run only in the slow-marked variant.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import dpopt
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN_DIR = ROOT / "tests" / "golden"
+GOLDEN = json.loads((GOLDEN_DIR / "certificates.json").read_text())
+_spec = importlib.util.spec_from_file_location("build_golden", GOLDEN_DIR / "build_golden.py")
+build_golden = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_golden)
+
+REL = 1e-12
+DIAGNOSTIC_REL = 1e-6
+"""Solver diagnostics (an SDP's duality gap, ~1e-7) are residuals of the solver's path, not
+calibrated values: an input change in the 15th digit moves their 8th, so they are
+compared loosely."""
+UTILITY_REL = {"ci_volume": 1e-10}
+"""The confidence-region volume of an optimised covariance is ill-conditioned in σ: it
+goes through log det Σ of a covariance with condition number ~1e4 (age_summary_ci_volume),
+so a 1e-14 relative change of the target μ (within the 3e-14 a certified Gaussian
+calibration may move) moves it by ~1e-11."""
+
+
+def _params(slow: bool):
+    marks = (pytest.mark.slow,) if slow else ()
+    return [pytest.param(name, marks=marks, id=name)
+            for name, row in sorted(GOLDEN.items()) if row["slow"] == slow]
+
+
+def test_every_spec_has_a_golden_row():
+    assert sorted(GOLDEN) == sorted(p.name for p in (ROOT / "specs").glob("*.yaml"))
+
+
+def _same(expected, got, rel: float = REL) -> bool:
+    if isinstance(expected, bool) or not isinstance(expected, (int, float)):
+        return expected == got
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return False
+    return math.isclose(expected, got, rel_tol=rel, abs_tol=0.0) or expected == got
+
+
+def _compare(name: str):
+    expected = GOLDEN[name]
+    got = build_golden.snapshot(dpopt.solve(ROOT / "specs" / name))
+    assert got["family"] == expected["family"]
+    assert got["utility"]["metric"] == expected["utility"]["metric"]
+    rel = UTILITY_REL.get(got["utility"]["metric"], REL)
+    assert _same(expected["utility"]["value"], got["utility"]["value"], rel), (
+        expected["utility"], got["utility"])
+    assert sorted(got["parameters"]) == sorted(expected["parameters"])
+    differ = {k: (v, got["parameters"][k]) for k, v in expected["parameters"].items()
+              if not _same(v, got["parameters"][k], DIAGNOSTIC_REL if k.endswith("duality_gap") else REL)}
+    assert not differ, differ
+
+
+@pytest.mark.parametrize("name", _params(slow=False))
+def test_certificate_values_unchanged(name):
+    _compare(name)
+
+
+@pytest.mark.parametrize("name", _params(slow=True))
+def test_certificate_values_unchanged_slow(name):
+    _compare(name)

@@ -1,0 +1,66 @@
+"""Start-up: heavy libraries are imported by the stages that use them, not by ``import dpopt``.
+
+Each check runs in a fresh interpreter (a subprocess), since this test session has
+already imported everything.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpopt.mechanisms import FAMILY_MODULES, registry
+from dpopt.spec.models import FAMILIES
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("cvxpy", "matplotlib", "duckdb", "dask")
+
+
+def _loaded_after(code: str) -> set[str]:
+    """The heavy libraries present in ``sys.modules`` after running ``code`` in a fresh interpreter."""
+    probe = code + f"\nimport sys\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT,
+                         check=True)
+    return set(out.stdout.split())
+
+
+def test_import_dpopt_loads_no_heavy_library():
+    assert _loaded_after("import dpopt") == set()
+
+
+def test_the_public_names_load_no_heavy_library():
+    # every name of the flat namespace (solve, verify, render_html, registry, ...) resolved
+    assert _loaded_after("import dpopt\nfor n in dpopt.__all__: getattr(dpopt, n)") == set()
+
+
+def test_the_cli_module_loads_no_heavy_library():
+    assert _loaded_after("import dpopt.cli\ndpopt.cli.build_parser()") == set()
+
+
+def test_a_gaussian_solve_loads_no_heavy_library():
+    code = ("import dpopt\ndpopt.solve({'dpopt': 1, 'name': 'count', 'data': {'attributes': {'a': ['x']}},"
+            "'query': {'kind': 'count'}, 'adjacency': 'add_remove', 'privacy': {'gdp': {'mu': 1.0}},"
+            "'mechanism': 'gaussian'})")
+    assert _loaded_after(code) == set()
+
+
+def test_a_submodule_import_does_not_hide_the_function_of_the_same_name():
+    import dpopt
+    import dpopt.solve  # noqa: F401  (binds the submodule on the package)
+
+    assert callable(dpopt.solve)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_MODULES))
+def test_every_declared_family_is_defined_in_its_declared_module(family):
+    cls = registry()[family]
+    assert cls.family == family and cls.__module__ == FAMILY_MODULES[family]
+
+
+def test_the_declared_families_are_the_spec_format_s():
+    assert set(FAMILY_MODULES) == set(FAMILIES)

@@ -1,0 +1,86 @@
+"""Pruning in ``auto``: a family whose proven utility bound a calibrated candidate beats is
+not designed, and the selection is the one the full comparison makes.
+
+Oracles: the R²DP family's own LP design (the bound must not beat it; Geng & Viswanath 2016
+is the theorem behind the bound), and the full comparison (the spec's families listed
+explicitly, which are all designed).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import dpopt
+from dpopt.mechanisms import registry
+from dpopt.mechanisms.base import better
+from dpopt.sensitivity.derive import derive
+from dpopt.spec.load import load_spec
+from dpopt.spec.models import FAMILIES
+
+from conftest import ROOT, make_spec
+
+COUNT = {"dpopt": 1, "name": "count", "data": {"attributes": {"a": ["x"]}}, "query": {"kind": "count"},
+         "adjacency": "add_remove", "privacy": {"pure": {"epsilon": 0.5}}}
+HISTOGRAM = make_spec(query={"kind": "histogram", "attribute": "race"}, privacy={"pure": {"epsilon": 1.0}})
+SUM = make_spec(data={"attributes": {"income": {"min": 0, "max": 10}}},
+                query={"kind": "sum", "attribute": "income"}, privacy={"pure": {"epsilon": 1.0}})
+
+
+@pytest.mark.parametrize("spec", [
+    {**COUNT, "utility": {"metric": "l1"}},
+    {**COUNT, "utility": {"metric": "usefulness", "gamma": 0.5}},
+    {**HISTOGRAM, "utility": {"metric": "l2"}},
+    {**HISTOGRAM, "utility": {"metric": "usefulness", "gamma": 0.5}},
+    {**SUM, "utility": {"metric": "l1"}},
+], ids=["count-l1", "count-usefulness", "histogram-l2", "histogram-usefulness", "sum-l1"])
+def test_the_r2dp_bound_never_beats_its_design(spec):
+    spec = load_spec({**spec, "mechanism": "r2dp"})
+    space = derive(spec)
+    cls = registry()["r2dp"]
+    bound = cls.utility_bound(spec, space)
+    value = cls.design(spec, space).expected_utility(spec.utility).value
+    sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
+    assert sign * value >= sign * bound * (1 - 1e-12)
+
+
+def test_the_r2dp_bound_is_none_where_the_theorem_does_not_apply():
+    # usefulness with γ > Δ∞: the staircase's g comes from a search, not a proven optimum
+    spec = load_spec({**COUNT, "mechanism": "r2dp", "utility": {"metric": "usefulness", "gamma": 2.0}})
+    assert registry()["r2dp"].utility_bound(spec, derive(spec)) is None
+
+
+@pytest.mark.parametrize("name", ["count_add_remove.yaml", "table_replace_pure.yaml"])
+def test_auto_prunes_and_selects_what_the_full_comparison_selects(name):
+    auto = dpopt.solve(ROOT / "specs" / name)
+    row = next(c for c in auto.candidates if c.family == "r2dp")
+    assert not row.feasible and row.reason.startswith("not designed: its utility bound")
+    document = load_spec(ROOT / "specs" / name).model_dump(mode="json", by_alias=True, exclude_none=True)
+    full = dpopt.solve({**document, "mechanism": [f for f in FAMILIES if f in registry()]})
+    assert next(c for c in full.candidates if c.family == "r2dp").feasible
+    assert auto.mechanism.family == full.mechanism.family
+    assert auto.mechanism.parameters == full.mechanism.parameters
+
+
+@pytest.mark.parametrize("spec", [
+    {**COUNT, "privacy": {"gdp": {"mu": 0.5}}, "utility": {"metric": "l1"}},
+    {**COUNT, "privacy": {"gdp": {"mu": 2.0}}, "utility": {"metric": "usefulness", "gamma": 1.0}},
+    {**HISTOGRAM, "privacy": {"gdp": {"mu": 1.0}}, "utility": {"metric": "l2"}},
+    make_spec(privacy={"gdp": {"mu": 0.1}}, utility={"metric": "l2"}),
+], ids=["count-l1", "count-usefulness", "histogram-l2", "table-l2"])
+def test_the_laplace_gdp_bound_never_beats_its_design(spec):
+    spec = load_spec({**spec, "mechanism": "laplace"})
+    space = derive(spec)
+    cls = registry()["laplace"]
+    bound = cls.utility_bound(spec, space)
+    value = cls.design(spec, space).expected_utility(spec.utility).value
+    sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
+    assert sign * value >= sign * bound
+
+
+def test_auto_prunes_laplace_under_gdp_and_selects_the_same():
+    spec = make_spec(privacy={"gdp": {"mu": 0.1}}, utility={"metric": "l2"})
+    auto = dpopt.solve(spec)
+    assert next(c for c in auto.candidates if c.family == "laplace").reason.startswith("not designed")
+    full = dpopt.solve({**spec, "mechanism": [f for f in FAMILIES if f in registry()]})
+    assert auto.mechanism.family == full.mechanism.family
+    assert auto.mechanism.parameters == full.mechanism.parameters
