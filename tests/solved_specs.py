@@ -7,6 +7,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 import dpopt
+from dpopt.solve import solve
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted((ROOT / "specs").glob("*.yaml"))
@@ -14,4 +15,4 @@ SPECS = sorted((ROOT / "specs").glob("*.yaml"))
 
 @cache
 def solved(path: Path) -> dpopt.Solution:
-    return dpopt.solve(path)
+    return solve(path)

@@ -7,6 +7,7 @@ tests capture at the file-descriptor level (``capfd``) or read a subprocess's st
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -22,7 +23,8 @@ from dpopt import cli
 def test_solve_json_parses_for_every_spec(path, capfd, monkeypatch):
     # each spec is solved once per session (tests/solved_specs.py); a first solve here runs the
     # solvers inside the redirect, whose C-level output must not reach stdout either
-    monkeypatch.setattr(cli, "solve", solved)
+    # the CLI imports the solve stage when the command runs: patch it where it is defined
+    monkeypatch.setattr(importlib.import_module("dpopt.solve"), "solve", solved)
     assert cli.main(["solve", str(path), "--json"]) == 0
     out = capfd.readouterr().out
     document = json.loads(out)

@@ -13,6 +13,8 @@ the tables with fixed state totals), never from the code's own output.
 
 from __future__ import annotations
 
+import importlib
+
 import json
 import math
 
@@ -186,11 +188,10 @@ def test_cli_version_help_and_report_out(tmp_path, capsys):
 
 
 def test_ctrl_c_is_one_line(monkeypatch, capsys):
-    import dpopt.cli
-
     def interrupted(*_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(dpopt.cli, "solve", interrupted)
+    # the CLI imports the solve stage when the command runs: patch it where it is defined
+    monkeypatch.setattr(importlib.import_module("dpopt.solve"), "solve", interrupted)
     assert main(["solve", str(_path("table_replace_gdp"))]) == 130
     assert capsys.readouterr().err == "dpopt: interrupted\n"
