@@ -47,6 +47,7 @@ from dpopt.mechanisms.integer_noise import (
     IntegerNoiseMechanism,
     dyadic_ceil,
     is_integer_valued,
+    move_patterns,
 )
 from dpopt.privacy.discrete_gaussian import (
     MOVE_MP_BUDGET,
@@ -55,7 +56,6 @@ from dpopt.privacy.discrete_gaussian import (
     discrete_gaussian_move_delta,
     discrete_gaussian_move_delta_mp,
     move_mp_cost,
-    move_pattern,
 )
 from dpopt.privacy.gaussian import gaussian_mu
 from dpopt.privacy.noise_law import DiscreteGaussianMarginal, ProductLaw
@@ -92,24 +92,6 @@ def sample_discrete_gaussian(rng: np.random.Generator, p: int, q: int, size: int
         out[pending[accept]] = y[accept]
         pending = pending[~accept]
     return out
-
-
-def move_patterns(space: SensitivitySpace) -> list[tuple[int, ...]] | None:
-    """The distinct move patterns (sorted non-zero |Δ_k|, :func:`~dpopt.privacy.discrete_gaussian.move_pattern`)
-    of the neighbouring differences; None if S is not listed or a difference is not an integer vector."""
-    if not space.complete:
-        return None
-    try:
-        vectors = space.vectors()
-    except ValueError:
-        return None
-    vectors = vectors[np.any(vectors != 0, axis=1)]
-    if vectors.size == 0:
-        return None
-    try:
-        return sorted({move_pattern(v) for v in vectors})
-    except ValueError:
-        return None
 
 
 def _exact_patterns(space: SensitivitySpace, sigma2: float) -> list[tuple[int, ...]] | None:
