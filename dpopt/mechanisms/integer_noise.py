@@ -33,8 +33,9 @@ from dpopt.privacy.discrete_gaussian import move_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Spec
 
-GRID_BITS = 20
-"""Dyadic parameters p/2^k are rounded (up, the safe direction) to about 20 significant bits."""
+GRID_BITS = 21
+"""Dyadic parameters p/2^k are rounded (up, the safe direction) to 21 significant bits: p > 2^20, so a
+parameter is within 2^-20 < 1e-6 relative of the value it rounds."""
 
 EXACT_SAMPLER_NOTE = (
     "exact sampler in integer arithmetic (Canonne, Kamath & Steinke 2020, {algorithm}); no floating "
