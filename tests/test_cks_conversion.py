@@ -62,3 +62,11 @@ def test_tiny_rho_is_not_inflated():
 def test_cks_delta_reaches_the_infimum(rho, epsilon):
     expected = float(mpmath.exp(_mp_log_delta(rho, epsilon)))
     assert zcdp_delta_cks(epsilon, rho) == pytest.approx(min(1.0, expected), rel=1e-9)
+
+
+def test_orders_near_one_are_evaluated_without_cancellation():
+    # ρ large against ε: the infimum of the CKS δ is approached as α → 1, where it tends to 1
+    # (log δ(α) → 0); the search walks there without evaluating log(1 − 1/α) at α = 1.0
+    assert zcdp_delta_cks(1.0, 50.0) == pytest.approx(1.0, abs=1e-12)
+    eps, _ = zcdp_epsilon_cks(0.9, 100.0)  # optimum at α − 1 ≈ √(log(1/δ)/ρ) ≈ 0.03
+    assert zcdp_epsilon_exact_gaussian(0.9, 100.0) <= eps <= zcdp_epsilon_bun_steinke(0.9, 100.0)

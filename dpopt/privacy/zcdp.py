@@ -31,16 +31,21 @@ from scipy import optimize
 from dpopt.privacy.gaussian import gaussian_epsilon
 
 
+def _a_log_one_minus_inverse(x: float) -> float:
+    """α log(1 − 1/α) at α = 1 + eˣ, as (1 + eˣ)(x − log(1 + eˣ)): no cancellation as α → 1."""
+    return (1.0 + math.exp(x)) * (x - math.log1p(math.exp(x)))
+
+
 def _cks_epsilon_at(x: float, rho: float, delta: float) -> float:
     """ε(α) = αρ + (α log(1 − 1/α) − log(α − 1) − log δ)/(α − 1) at α = 1 + eˣ: valid at every α > 1."""
     a = 1.0 + math.exp(x)
-    return a * rho + (a * math.log1p(-1.0 / a) - x - math.log(delta)) * math.exp(-x)
+    return a * rho + (_a_log_one_minus_inverse(x) - x - math.log(delta)) * math.exp(-x)
 
 
 def _cks_log_delta_at(x: float, rho: float, epsilon: float) -> float:
     """log δ(α) = (α − 1)(αρ − ε) − log(α − 1) + α log(1 − 1/α) at α = 1 + eˣ: valid at every α > 1."""
     a = 1.0 + math.exp(x)
-    return math.exp(x) * (a * rho - epsilon) - x + a * math.log1p(-1.0 / a)
+    return math.exp(x) * (a * rho - epsilon) - x + _a_log_one_minus_inverse(x)
 
 
 _LOG_ORDER_LIMIT = 700.0
