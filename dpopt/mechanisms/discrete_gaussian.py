@@ -182,10 +182,11 @@ def _bisect_log(passes, lo: float, hi: float, steps: int = 80) -> float:
 def _approx_start(space: SensitivitySpace, epsilon: float, delta: float) -> Fraction:
     """σ² meeting (ε, δ) by the float64 profile: the exact one of each move pattern when they are
     listed and the certificate's 50-digit sum stays within its budget at the σ² found (search
-    started from the Gaussian calibration), else ρ-zCDP + CKS."""
+    started from the Gaussian calibration, which also bounds the float64 work: the exact σ² of a
+    move is below its Gaussian one), else ρ-zCDP + CKS."""
     patterns = move_patterns(space)
-    if patterns is not None:
-        guess = float(space.l2_squared) / gaussian_mu(epsilon, delta) ** 2
+    guess = float(space.l2_squared) / gaussian_mu(epsilon, delta) ** 2
+    if patterns is not None and _exact_patterns(space, guess) is not None:
         sigma2 = _bisect_log(
             lambda s2: max(discrete_gaussian_move_delta(epsilon, s2, t) for t in patterns) <= delta,
             guess / 4.0,
