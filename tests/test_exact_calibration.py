@@ -49,7 +49,8 @@ SHAPES = {"count": (COUNT, (1,)), "histogram": (HISTOGRAM, (1, 1))}
 
 
 def _design(family, base: dict, epsilon: float, delta: float):
-    spec = dpopt.load_spec({**base, "privacy": {"approx": {"epsilon": epsilon, "delta": delta}}, "mechanism": family.family})
+    spec = dpopt.load_spec({**base, "privacy": {"approx": {"epsilon": epsilon, "delta": delta}},
+                            "mechanism": family.family})
     return family.design(spec, dpopt.derive(spec))
 
 
