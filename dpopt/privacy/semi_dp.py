@@ -211,9 +211,8 @@ def compose_semi_dp(
 
 
 # ------------------------------------------------------------ certificate scope
-ZCDP_HEADLINE_METHOD = ("CKS: δ = inf_α e^{(α−1)(αρ−ε)}/(α−1)·(1 − 1/α)^α (Canonne, Kamath & Steinke 2020, "
-                        "Prop. 12), the tightest conversion valid for every ρ-zCDP mechanism; a mechanism's own "
-                        "exact profile (mechanism.privacy) can be tighter still")
+ZCDP_HEADLINE_METHOD = ("CKS conversion (Canonne, Kamath & Steinke 2020, Prop. 12), the tightest valid for every "
+                        "ρ-zCDP mechanism; the mechanism's own exact profile (mechanism.privacy) may be tighter")
 GDP_HEADLINE_METHOD = "exact Gaussian profile (Balle & Wang 2018): tight for a μ-GDP guarantee"
 
 
