@@ -10,6 +10,7 @@ marked slow) and each family, the certified parameter must
 and the exact profile it is calibrated on must lie inside the bracket that Google's
 dp_accounting PLD (``pessimistic_estimate`` True / False: upper / lower bounds of δ) gives
 for the same mechanism, composed over the coordinates of the move where it has several.
+Laplace under ρ-zCDP is checked the same way against dp_accounting's RDP accountant.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ from dpopt.mechanisms.integer_noise import GRID_BITS
 from dpopt.mechanisms.laplace import LaplaceMechanism
 from dpopt.privacy.discrete_gaussian import discrete_gaussian_move_delta_mp
 from dpopt.privacy.discrete_laplace import discrete_laplace_delta_mp
-from dpopt.privacy.laplace import laplace_delta_mp
+from dpopt.privacy.laplace import (
+    laplace_delta_mp,
+    laplace_renyi_mp,
+    laplace_scale_for_zcdp,
+    laplace_zcdp_holds,
+)
 
 pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
 logging.getLogger().setLevel(logging.ERROR)  # dp_accounting warns about connect-the-dots choices
@@ -168,3 +174,40 @@ def test_discrete_laplace_scale_is_tight_on_the_exact_profile(shape, epsilon, de
     below = _grid_below(scale)
     assert 1 - below / scale < 1e-6
     assert discrete_laplace_delta_mp(epsilon, below, pattern) > delta
+
+
+# -------------------------------------------------------------------- Laplace zCDP
+@pytest.mark.parametrize("alpha, epsilon0", [(1.5, 1.0), (2.0, 0.3), (7.0, 2.5), (1.001, 1.2)])
+def test_laplace_renyi_divergence_equals_numerical_integration(alpha, epsilon0):
+    from scipy import integrate
+
+    # D_α = log ∫ p^α q^(1−α) / (α − 1) for p = Laplace(0, 1), q = Laplace(ε₀, 1), split at the kinks 0, ε₀
+    f = lambda x: 0.5 * math.exp(-alpha * abs(x) - (1 - alpha) * abs(x - epsilon0))  # noqa: E731
+    pieces = [integrate.quad(f, a, b, epsabs=0, epsrel=1e-13)[0]
+              for a, b in ((-math.inf, 0.0), (0.0, epsilon0), (epsilon0, math.inf))]
+    assert float(laplace_renyi_mp(alpha, epsilon0)) == pytest.approx(math.log(sum(pieces)) / (alpha - 1), rel=1e-10)
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.5, 2.0, 20.0])
+def test_laplace_zcdp_scale_is_tight_and_never_over_target(rho):
+    b = laplace_scale_for_zcdp(rho, 1)
+    assert laplace_zcdp_holds(1, b, rho)[0]
+    # dp_accounting's RDP of the Laplace mechanism (noise multiplier b, sensitivity 1) at its orders
+    from dp_accounting import LaplaceDpEvent
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    orders = [1.0 + 10.0**k for k in range(-6, 3)] + [1.5, 2.0, 3.0, 8.0, 32.0]
+    accountant = rdp_privacy_accountant.RdpAccountant(orders=orders)
+    accountant.compose(LaplaceDpEvent(b))
+    assert max(d / a for d, a in zip(accountant._rdp, orders)) <= rho * (1 + 1e-12)
+    # tight: with 1e-6 less noise the divergence just above α = 1 exceeds ρα (the supremum of D_α/α is
+    # the limit α → 1, the Kullback–Leibler divergence ε₀ + e^{−ε₀} − 1)
+    assert laplace_renyi_mp(1 + 1e-9, 1 / (b * (1 - 1e-6))) / (1 + 1e-9) > rho
+    assert b < 1 / math.sqrt(2 * rho)  # less noise than ε-DP ⇒ ε²/2-zCDP
+
+
+def test_laplace_zcdp_falls_back_to_the_epsilon_dp_bound_for_small_rho():
+    # ρ = 1e-4: the interval bounds cannot separate D_α/α from ρ near the KL limit, and ε-DP ⇒ ε²/2-zCDP
+    # (Bun & Steinke 2016, Prop. 1.4) gives b = 1/√(2ρ), certified in exact rationals
+    b = laplace_scale_for_zcdp(1e-4, 1)
+    assert b == pytest.approx(1 / math.sqrt(2e-4), rel=1e-12) and laplace_zcdp_holds(1, b, 1e-4)[0]

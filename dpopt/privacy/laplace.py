@@ -26,6 +26,12 @@ is monotone in T. The second route of ``dpopt verify`` re-derives the profile of
 listed moves themselves from their privacy-loss distribution.
 
 :func:`laplace_scale_for_approx` inverts the profile: δ(ε) ≤ δ iff Δ₁/b ≤ ε − 2 log(1 − δ).
+
+**zCDP.** The Rényi divergences of the worst move are those of one coordinate
+(:func:`laplace_renyi_mp`; Rényi divergence is monotone under the same ordering);
+:func:`laplace_zcdp_holds` certifies D_α ≤ ρα over all orders, and
+:func:`laplace_scale_for_zcdp` calibrates b on the limit α → 1, ε₀ + e^{−ε₀} − 1 = ρ, which
+needs markedly less noise than ε-DP ⇒ ε²/2-zCDP (b = 0.8345 against 1 at ρ = 0.5, Δ₁ = 1).
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ import math
 from fractions import Fraction
 
 import mpmath
+from scipy import optimize
 
+from dpopt.errors import CalibrationError
 from dpopt.privacy.rounding import nudge_until
 
 _MP_DIGITS = 60
@@ -80,3 +88,99 @@ def laplace_scale_for_approx(epsilon: float, delta: float, l1_sensitivity: float
         return laplace_scale_for(epsilon, l1_sensitivity)
     b = float(l1_sensitivity) / (epsilon - 2.0 * math.log1p(-delta))
     return nudge_until(b, lambda x: laplace_delta_mp(epsilon, l1_sensitivity, x) <= delta, up=True)
+
+
+# ----------------------------------------------------------------------- zCDP
+_ZCDP_FIRST_ORDER = 1e-10
+"""The grid of orders starts at α = 1 + 1e-10 (the interval [1, α₁] is bounded by D_{α₁})."""
+
+_ZCDP_GRID_RATIO = 1.01
+"""Consecutive orders α_{i+1} − 1 = 1.01 (α_i − 1)."""
+
+
+def laplace_renyi_mp(alpha, epsilon0) -> mpmath.mpf:
+    r"""D_α of Laplace(0, b) against Laplace(Δ, b), ε₀ = Δ/b, in 60 digits (Mironov 2017, Table II):
+
+    .. math:: D_\alpha = \frac{1}{\alpha-1}\log\left(\frac{\alpha}{2\alpha-1}e^{(\alpha-1)\varepsilon_0}
+              + \frac{\alpha-1}{2\alpha-1}e^{-\alpha\varepsilon_0}\right).
+    """
+    with mpmath.workdps(_MP_DIGITS):
+        a, e = mpmath.mpf(alpha), mpmath.mpf(epsilon0)
+        return mpmath.log(a / (2 * a - 1) * mpmath.exp((a - 1) * e) + (a - 1) / (2 * a - 1) * mpmath.exp(-a * e)) / (a - 1)
+
+
+def laplace_zcdp_holds(l1_sensitivity: float | Fraction, scale: float, rho: float) -> tuple[bool, str]:
+    r"""Certify that Laplace noise of scale b is ρ-zCDP for l1 sensitivity Δ₁: D_α ≤ ρα for every α > 1.
+
+    ε₀ = Δ₁/b taken exactly; the worst move is the one-axis move of l1 norm Δ₁ (Rényi
+    divergence is monotone under the trade-off ordering of the module docstring). The
+    continuum of orders is covered by intervals: D_α is non-decreasing in α (van Erven &
+    Harremoës 2014, Thm 3), so on [α_i, α_{i+1}] D_α/α ≤ D_{α_{i+1}}/α_i; on [1, α₁] it is at
+    most D_{α₁}; beyond α_max = ε₀/ρ, D_α ≤ ε₀ (the largest loss) ≤ ρα. Each interval bound is
+    evaluated in 60 digits. Either way ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4) also
+    certifies when ε₀²/2 ≤ ρ.
+
+    Returns
+    -------
+    passed, detail : bool, str
+    """
+    ratio = laplace_epsilon(l1_sensitivity, scale)
+    if ratio * ratio / 2 <= Fraction(rho):
+        return True, f"(Δ₁/b)²/2 = {float(ratio * ratio / 2):.17g} ≤ ρ (ε-DP ⇒ ε²/2-zCDP)"
+    with mpmath.workdps(_MP_DIGITS):
+        eps0 = mpmath.mpf(ratio.numerator) / ratio.denominator
+        r = mpmath.mpf(rho)
+        top = eps0 / r  # α_max
+        low, worst, count = mpmath.mpf(1), mpmath.mpf(0), 0
+        t = mpmath.mpf(_ZCDP_FIRST_ORDER)
+        while low < top:
+            high = 1 + t
+            bound = laplace_renyi_mp(high, eps0) / low
+            worst, count = max(worst, bound), count + 1
+            if bound > r:
+                return False, f"D_α/α ≤ {mpmath.nstr(bound, 12)} > ρ on α ∈ [{mpmath.nstr(low, 8)}, {mpmath.nstr(high, 8)}]"
+            low, t = high, t * _ZCDP_GRID_RATIO
+    return True, (f"max over {count} order intervals of D_(α_i+1)/α_i = {mpmath.nstr(worst, 17)} ≤ ρ = {rho} "
+                  f"(Δ₁/b = {float(ratio):.17g}; beyond α = ε₀/ρ, D_α ≤ ε₀)")
+
+
+def laplace_scale_for_zcdp(rho: float, l1_sensitivity: float | Fraction) -> float:
+    r"""The smallest b (to about 1e-8 relative) for which :func:`laplace_zcdp_holds` certifies ρ-zCDP.
+
+    The supremum of D_α/α over α > 1 is the limit α → 1, the Kullback–Leibler divergence
+    ε₀ + e^{−ε₀} − 1, for the Laplace pair (checked by the certificate, which bounds every
+    order); the search solves ε₀ + e^{−ε₀} − 1 = ρ(1 − 1e-8) and moves b up until the
+    certificate holds. It never needs more noise than ε₀ = √(2ρ) (Bun & Steinke).
+
+    Examples
+    --------
+    >>> round(laplace_scale_for_zcdp(0.5, 1), 6)  # b = 1 by ε-DP ⇒ ε²/2-zCDP
+    0.834522
+    """
+    def holds(b: float) -> bool:
+        return laplace_zcdp_holds(l1_sensitivity, b, rho)[0]
+
+    target = rho * (1.0 - 1e-8)
+    eps0 = optimize.brentq(lambda e: e + math.expm1(-e) - target, 0.0, rho + 2.0, xtol=1e-300, rtol=1e-15)
+    bs = laplace_scale_for(math.sqrt(2.0 * rho), l1_sensitivity)
+    if float(Fraction(l1_sensitivity)) / eps0 < bs:
+        try:
+            return min(bs, nudge_until(float(Fraction(l1_sensitivity)) / eps0, holds, up=True, max_steps=6))
+        except CalibrationError:  # ε₀ so small that the interval bounds cannot separate D_α/α from ρ
+            pass
+    return nudge_until(bs, holds, up=True)
+
+
+def laplace_zcdp_rho(l1_sensitivity: float | Fraction, scale: float) -> tuple[float, str]:
+    """A certified ρ for Laplace noise of scale b: the Kullback–Leibler limit ε₀ + e^{−ε₀} − 1 raised by
+    1e-9 (or 1e-7) relative when :func:`laplace_zcdp_holds` certifies it, else ε₀²/2 (Bun & Steinke);
+    with its method."""
+    ratio = laplace_epsilon(l1_sensitivity, scale)
+    eps0 = float(ratio)
+    bound = float(ratio * ratio / 2)
+    for slack in (1e-9, 1e-7):
+        candidate = (eps0 + math.expm1(-eps0)) * (1.0 + slack)
+        if candidate < bound and laplace_zcdp_holds(l1_sensitivity, scale, candidate)[0]:
+            return candidate, ("ρ = sup_α D_α/α of the Laplace Rényi divergences (Mironov 2017), certified on "
+                               "order intervals")
+    return bound, "ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4)"
