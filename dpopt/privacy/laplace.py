@@ -44,6 +44,7 @@ from scipy import optimize
 
 from dpopt.errors import CalibrationError
 from dpopt.privacy.rounding import nudge_until
+from dpopt.privacy.zcdp import renyi_zcdp_holds
 
 _MP_DIGITS = 60
 
@@ -91,13 +92,6 @@ def laplace_scale_for_approx(epsilon: float, delta: float, l1_sensitivity: float
 
 
 # ----------------------------------------------------------------------- zCDP
-_ZCDP_FIRST_ORDER = 1e-10
-"""The grid of orders starts at α = 1 + 1e-10 (the interval [1, α₁] is bounded by D_{α₁})."""
-
-_ZCDP_GRID_RATIO = 1.01
-"""Consecutive orders α_{i+1} − 1 = 1.01 (α_i − 1)."""
-
-
 def laplace_renyi_mp(alpha, epsilon0) -> mpmath.mpf:
     r"""D_α of Laplace(0, b) against Laplace(Δ, b), ε₀ = Δ/b, in 60 digits (Mironov 2017, Table II):
 
@@ -114,11 +108,9 @@ def laplace_zcdp_holds(l1_sensitivity: float | Fraction, scale: float, rho: floa
 
     ε₀ = Δ₁/b taken exactly; the worst move is the one-axis move of l1 norm Δ₁ (Rényi
     divergence is monotone under the trade-off ordering of the module docstring). The
-    continuum of orders is covered by intervals: D_α is non-decreasing in α (van Erven &
-    Harremoës 2014, Thm 3), so on [α_i, α_{i+1}] D_α/α ≤ D_{α_{i+1}}/α_i; on [1, α₁] it is at
-    most D_{α₁}; beyond α_max = ε₀/ρ, D_α ≤ ε₀ (the largest loss) ≤ ρα. Each interval bound is
-    evaluated in 60 digits. Either way ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4) also
-    certifies when ε₀²/2 ≤ ρ.
+    continuum of orders is covered by intervals (:func:`~dpopt.privacy.zcdp.renyi_zcdp_holds`,
+    the largest loss being ε₀). ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4) also certifies
+    when ε₀²/2 ≤ ρ.
 
     Returns
     -------
@@ -129,19 +121,7 @@ def laplace_zcdp_holds(l1_sensitivity: float | Fraction, scale: float, rho: floa
         return True, f"(Δ₁/b)²/2 = {float(ratio * ratio / 2):.17g} ≤ ρ (ε-DP ⇒ ε²/2-zCDP)"
     with mpmath.workdps(_MP_DIGITS):
         eps0 = mpmath.mpf(ratio.numerator) / ratio.denominator
-        r = mpmath.mpf(rho)
-        top = eps0 / r  # α_max
-        low, worst, count = mpmath.mpf(1), mpmath.mpf(0), 0
-        t = mpmath.mpf(_ZCDP_FIRST_ORDER)
-        while low < top:
-            high = 1 + t
-            bound = laplace_renyi_mp(high, eps0) / low
-            worst, count = max(worst, bound), count + 1
-            if bound > r:
-                return False, f"D_α/α ≤ {mpmath.nstr(bound, 12)} > ρ on α ∈ [{mpmath.nstr(low, 8)}, {mpmath.nstr(high, 8)}]"
-            low, t = high, t * _ZCDP_GRID_RATIO
-    return True, (f"max over {count} order intervals of D_(α_i+1)/α_i = {mpmath.nstr(worst, 17)} ≤ ρ = {rho} "
-                  f"(Δ₁/b = {float(ratio):.17g}; beyond α = ε₀/ρ, D_α ≤ ε₀)")
+    return renyi_zcdp_holds(lambda a: laplace_renyi_mp(a, eps0), eps0, rho)
 
 
 def laplace_scale_for_zcdp(rho: float, l1_sensitivity: float | Fraction) -> float:
