@@ -8,8 +8,10 @@ added i.i.d. to each coordinate of a query with integer values and l1 sensitivit
 gives exactly ε = Δ₁/b (the privacy loss ratio P[y]/P[y − v] is at most e^{‖v‖₁/b}).
 Targets: pure ε; (ε, δ) by the exact profile of the noise law, a finite sum for each move
 pattern of the neighbouring differences (:mod:`dpopt.privacy.discrete_laplace`; through
-pure ε, δ unused, when the differences cannot be listed); ρ-zCDP through
-ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4).
+pure ε, δ unused, when the differences cannot be listed); ρ-zCDP by the Rényi divergences
+of each move pattern, certified over intervals of orders, with ε-DP ⇒ ε²/2-zCDP (Bun &
+Steinke 2016, Prop. 1.4) as the fallback (differences not listed, or ρ too small for the
+interval bounds).
 
 The scale is a dyadic rational b = p/2^k and every draw is made in integer arithmetic
 from uniform integers (no floating point): Algorithm 1 of CKS for Bernoulli(exp(−γ)),
@@ -41,7 +43,12 @@ from dpopt.mechanisms.integer_noise import (
     move_patterns,
 )
 from dpopt.mechanisms.laplace import epsilon_dp_check
-from dpopt.privacy.discrete_laplace import discrete_laplace_delta, discrete_laplace_delta_mp
+from dpopt.privacy.discrete_laplace import (
+    discrete_laplace_delta,
+    discrete_laplace_delta_mp,
+    discrete_laplace_renyi_mp,
+    discrete_laplace_zcdp_holds,
+)
 from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.noise_law import DiscreteLaplaceMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
@@ -146,11 +153,23 @@ def sample_discrete_laplace(rng: np.random.Generator, t: int, s: int, size: int)
 def discrete_laplace_privacy_check(space: SensitivitySpace, scale: Fraction, privacy: Privacy) -> Check:
     """Check that discrete Laplace noise of scale b meets the target.
 
-    pure and zcdp: exact rational arithmetic on ε = Δ₁/b; approx: the exact profile of each
-    move pattern in 60 digits (through ε = Δ₁/b, δ unused, when the differences are not listed).
+    pure: exact rational arithmetic on ε = Δ₁/b; approx: the exact profile of each move
+    pattern in 60 digits (through ε = Δ₁/b, δ unused, when the differences are not listed);
+    zcdp: (Δ₁/b)²/2 ≤ ρ in exact rationals, else the Rényi divergences of each move pattern
+    over intervals of orders.
     """
-    patterns = move_patterns(space) if privacy.definition == "approx" else None
-    if patterns is None:
+    patterns = move_patterns(space) if privacy.definition in ("approx", "zcdp") else None
+    eps = Fraction(space.l1) / scale
+    if privacy.definition == "zcdp" and patterns is not None and eps * eps / 2 > Fraction(privacy.parameters["rho"]):
+        passed, detail = discrete_laplace_zcdp_holds(scale, patterns, privacy.parameters["rho"])
+        return Check(
+            "privacy",
+            "discrete-Laplace Rényi divergences D_α ≤ ρα for all α > 1 (geometric series, summed over the "
+            "coordinates of each move pattern); D_α non-decreasing in α bounds each interval of orders (60 digits)",
+            passed,
+            f"{detail} (b = {scale})",
+        )
+    if patterns is None or privacy.definition == "zcdp":
         return epsilon_dp_check(Fraction(space.l1) / scale, privacy, "discrete Laplace noise on integer queries",
                                 "Canonne, Kamath & Steinke 2020")
     p = privacy.parameters
@@ -182,6 +201,25 @@ def _approx_scale(space: SensitivitySpace, epsilon: float, delta: float) -> Frac
         mid = math.sqrt(lo * hi)
         lo, hi = (lo, mid) if passes(mid) else (mid, hi)
     return Fraction(hi)
+
+
+def _zcdp_scale(space: SensitivitySpace, rho: float) -> Fraction | None:
+    """The dyadic b whose Rényi divergences near α = 1 (the Kullback–Leibler limit, where D_α/α peaks)
+    meet ρ(1 − 1e-7) for every move pattern, if the interval-of-orders certificate accepts it; else None."""
+    patterns = move_patterns(space)
+    if patterns is None:
+        return None
+
+    def near_one(b: float) -> float:
+        return max(float(discrete_laplace_renyi_mp(1 + 1e-12, Fraction(b), t)) for t in patterns)
+
+    hi = float(space.l1) / math.sqrt(2.0 * rho)  # ε-DP ⇒ ε²/2-zCDP: enough
+    lo = hi / 4.0
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if near_one(mid) <= rho * (1 - 1e-7) else (mid, hi)
+    scale = dyadic_ceil(Fraction(hi))
+    return scale if discrete_laplace_zcdp_holds(scale, patterns, rho)[0] else None
 
 
 def _ceil_sqrt(x: Fraction, q: int) -> Fraction:
@@ -232,6 +270,8 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         else:
             target = Fraction(space.l1) ** 2 / (2 * Fraction(p["rho"]))  # b² ≥ Δ₁²/(2ρ)
             scale = _ceil_sqrt(target, dyadic_ceil(Fraction(math.sqrt(float(target)))).denominator)
+            renyi = _zcdp_scale(space, p["rho"])
+            scale = renyi if renyi is not None and renyi < scale else scale
         if scale > MAX_SCALE:
             raise CalibrationError(
                 f"the discrete Laplace scale {float(scale):.6g} exceeds the exact sampler's 2^40"
