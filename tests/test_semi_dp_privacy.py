@@ -89,8 +89,16 @@ def test_scope_states_what_is_protected():
     scope = semi_dp_scope("zcdp", {"rho": 2.56}, 2, "worst_case", "closed form: ...", True, True)
     assert "differ in at most 2 records" in scope["statement"]
     assert "not protected" in scope["not_protected"]
-    assert round(scope["epsilon_at_delta"]["1e-10"], 5) == 17.91528
+    # headline: CKS (17.15831 at ρ = 2.56, δ = 1e-10: the stationary point of the CKS bound in 40-digit
+    # mpmath, tests/test_cks_conversion.py); the paper's Lemma 40 figures are kept as labelled looser bounds
+    assert round(scope["epsilon_at_delta"]["1e-10"], 5) == 17.15831
+    assert "CKS" in scope["epsilon_conversion"]
+    assert round(scope["epsilon_looser_bounds"]["bun_steinke"]["epsilon_at_delta"]["1e-10"], 5) == 17.91528
     comparison = scope["ordinary_dp_read_under_invariants"]
-    assert comparison["rho"] == pytest.approx(10.24) and round(comparison["epsilon_at_delta"]["1e-10"], 5) == 40.95057
+    assert comparison["rho"] == pytest.approx(10.24) and round(comparison["epsilon_at_delta"]["1e-10"], 5) == 39.82257
+    assert round(comparison["epsilon_looser_bounds"]["bun_steinke"]["epsilon_at_delta"]["1e-10"], 5) == 40.95057
+    for reading in (scope, comparison):  # the headline is the tightest of the readings listed
+        for key, eps in reading["epsilon_at_delta"].items():
+            assert eps <= reading["epsilon_looser_bounds"]["bun_steinke"]["epsilon_at_delta"][key]
     disconnected = semi_dp_scope("gdp", {"mu": 1.0}, 3, "literal", "x", False, False)
     assert "NOT a function of the invariants" in disconnected["not_protected"]

@@ -5,11 +5,15 @@ i.i.d. N_Z(0, σ²) noise per coordinate, σ² = p/2^k a dyadic rational.
 Privacy (:mod:`dpopt.privacy.discrete_gaussian`):
 
 * ρ-zCDP with ρ = Δ₂²/(2σ²) (CKS Thm 14), checked in exact rational arithmetic;
-* (ε, δ): when every neighbouring difference changes one coordinate (a count, a
-  histogram under add/remove), the exact profile of CKS Thm 7, maximised over the
-  differences and evaluated as an upper bound in 80 digits; otherwise the ρ-zCDP
-  guarantee converted by the CKS bound (Prop. 12; :mod:`dpopt.privacy.zcdp`), checked
-  in 60 digits at one order α (every α > 1 gives a valid bound).
+* (ε, δ): the exact profile of the noise law, maximised over the neighbouring
+  differences. A difference that changes one coordinate has the profile of CKS Thm 7
+  (evaluated as an upper bound in 80 digits); one spread over several coordinates (a
+  histogram under replace-one) the exact profile of the sum of their losses
+  (:func:`~dpopt.privacy.discrete_gaussian.discrete_gaussian_move_delta_mp`, 50 digits,
+  an upper bound). Only when the differences cannot be listed, or the exact sum is beyond
+  its budget (:data:`~dpopt.privacy.discrete_gaussian.MOVE_MP_BUDGET`), the ρ-zCDP
+  guarantee is converted by the CKS bound (Prop. 12; :mod:`dpopt.privacy.zcdp`), checked
+  in 60 digits at one order α (every α > 1 gives a valid bound), which spends more noise.
 
 Sampling is CKS Algorithm 3: with t = ⌊σ⌋ + 1, draw Y from the discrete Laplace of
 scale t and accept it with probability exp(−(|Y| − σ²/t)²/(2σ²)); the product of the two
@@ -43,11 +47,15 @@ from dpopt.mechanisms.integer_noise import (
     IntegerNoiseMechanism,
     dyadic_ceil,
     is_integer_valued,
+    move_patterns,
 )
 from dpopt.privacy.discrete_gaussian import (
-    discrete_gaussian_delta,
+    MOVE_MP_BUDGET,
     discrete_gaussian_delta_mp,
     discrete_gaussian_moments,
+    discrete_gaussian_move_delta,
+    discrete_gaussian_move_delta_mp,
+    move_mp_cost,
 )
 from dpopt.privacy.gaussian import gaussian_mu
 from dpopt.privacy.noise_law import DiscreteGaussianMarginal, ProductLaw
@@ -86,22 +94,18 @@ def sample_discrete_gaussian(rng: np.random.Generator, p: int, q: int, size: int
     return out
 
 
-def one_coordinate_shifts(space: SensitivitySpace) -> list[int] | None:
-    """The distinct |Δ| when every neighbouring difference changes a single coordinate by an
-    integer Δ (the exact one-dimensional profile then applies); None otherwise or if S is not listed."""
-    if not space.complete:
+def _exact_patterns(space: SensitivitySpace, sigma2: float) -> list[tuple[int, ...]] | None:
+    """The move patterns when the exact profile can be certified at σ² within the budget, else None."""
+    patterns = move_patterns(space)
+    if patterns is None or any(len(t) > 1 and move_mp_cost(sigma2, t) > MOVE_MP_BUDGET for t in patterns):
         return None
-    try:
-        vectors = space.vectors()
-    except ValueError:
-        return None
-    vectors = vectors[np.any(vectors != 0, axis=1)]
-    if vectors.size == 0 or np.any(np.count_nonzero(vectors, axis=1) != 1):
-        return None
-    values = np.abs(vectors[vectors != 0])
-    if np.any(values != np.round(values)):
-        return None
-    return sorted({int(v) for v in values})
+    return patterns
+
+
+def _exact_delta_mp(epsilon: float, sigma2: Fraction, pattern: tuple[int, ...]):
+    if len(pattern) == 1:
+        return discrete_gaussian_delta_mp(epsilon, sigma2, pattern[0])
+    return discrete_gaussian_move_delta_mp(epsilon, sigma2, pattern)
 
 
 def _rho(l2_squared: Fraction, sigma2: Fraction) -> Fraction:
@@ -126,14 +130,17 @@ def discrete_gaussian_privacy_check(space: SensitivitySpace, sigma2: Fraction, p
             f"Δ₂²/(2σ²) = {rho} ≈ {float(rho):.17g} vs ρ = {p['rho']} (σ² = {sigma2})",
         )
     if definition == "approx":
-        shifts = one_coordinate_shifts(space)
-        if shifts is not None:
-            delta = max(discrete_gaussian_delta_mp(p["epsilon"], sigma2, d) for d in shifts)
+        patterns = _exact_patterns(space, float(sigma2))
+        if patterns is not None:
+            delta = max(_exact_delta_mp(p["epsilon"], sigma2, t) for t in patterns)
+            shown = ", ".join("(" + ", ".join(map(str, t)) + ")" for t in patterns[:6]) + (
+                ", …" if len(patterns) > 6 else "")
             return Check(
                 "privacy",
-                "exact discrete-Gaussian profile δ(ε) = P[Y > εσ²/Δ − Δ/2] − e^ε P[Y > εσ²/Δ + Δ/2] "
-                f"(CKS 2020, Thm 7), max over one-coordinate shifts Δ ∈ {shifts}; series summed in "
-                "80 digits with a bound on the remainder",
+                "exact discrete-Gaussian profile δ(ε) = P[S > εσ² − ‖Δ‖²/2] − e^ε P[S > εσ² + ‖Δ‖²/2], "
+                "S = Σ_k Δ_k Y_k (CKS 2020, Thm 7 for one coordinate; the loss of a move over several "
+                f"coordinates is a function of S), max over the move patterns |Δ| ∈ {{{shown}}}; "
+                "summed in 80/50 digits with a bound on the truncated remainder",
                 bool(delta <= p["delta"]),
                 f"δ(ε={p['epsilon']}) ≤ {mpmath.nstr(delta, 17)} vs δ = {p['delta']} (σ² = {sigma2})",
             )
@@ -172,6 +179,25 @@ def _bisect_log(passes, lo: float, hi: float, steps: int = 80) -> float:
     return hi
 
 
+def _approx_start(space: SensitivitySpace, epsilon: float, delta: float) -> Fraction:
+    """σ² meeting (ε, δ) by the float64 profile: the exact one of each move pattern when they are
+    listed and the certificate's 50-digit sum stays within its budget at the σ² found (search
+    started from the Gaussian calibration, which also bounds the float64 work: the exact σ² of a
+    move is below its Gaussian one), else ρ-zCDP + CKS."""
+    patterns = move_patterns(space)
+    guess = float(space.l2_squared) / gaussian_mu(epsilon, delta) ** 2
+    if patterns is not None and _exact_patterns(space, guess) is not None:
+        sigma2 = _bisect_log(
+            lambda s2: max(discrete_gaussian_move_delta(epsilon, s2, t) for t in patterns) <= delta,
+            guess / 4.0,
+            guess,
+        )
+        if _exact_patterns(space, sigma2 * 1.001) is not None:
+            return Fraction(sigma2)
+    rho = 1.0 / _bisect_log(lambda inv: zcdp_delta_cks(epsilon, 1.0 / inv) <= delta, 1e-3, 1.0)
+    return Fraction(space.l2_squared) / (2 * Fraction(rho))
+
+
 class DiscreteGaussianMechanism(IntegerNoiseMechanism):
     """i.i.d. discrete Gaussian noise N_Z(0, σ²) on each coordinate of an integer query."""
 
@@ -202,24 +228,7 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
         if spec.privacy.definition == "zcdp":
             start = Fraction(space.l2_squared) / (2 * Fraction(p["rho"]))
         else:
-            shifts = one_coordinate_shifts(space)
-            if shifts is not None:
-                mu = gaussian_mu(p["epsilon"], p["delta"])
-                guess = (max(shifts) / mu) ** 2
-                start = Fraction(
-                    _bisect_log(
-                        lambda s2: (
-                            max(discrete_gaussian_delta(p["epsilon"], s2, d) for d in shifts) <= p["delta"]
-                        ),
-                        guess / 4.0,
-                        guess,
-                    )
-                )
-            else:
-                rho = 1.0 / _bisect_log(
-                    lambda inv: zcdp_delta_cks(p["epsilon"], 1.0 / inv) <= p["delta"], 1e-3, 1.0
-                )
-                start = Fraction(space.l2_squared) / (2 * Fraction(rho))
+            start = _approx_start(space, p["epsilon"], p["delta"])
 
         if dyadic_ceil(start) > MAX_SIGMA2:
             raise CalibrationError(f"σ² = {float(start):.6g} exceeds the exact sampler's range (2^30)")

@@ -6,8 +6,12 @@ The discrete Laplace distribution of scale b > 0 on the integers,
 
 added i.i.d. to each coordinate of a query with integer values and l1 sensitivity Δ₁
 gives exactly ε = Δ₁/b (the privacy loss ratio P[y]/P[y − v] is at most e^{‖v‖₁/b}).
-Targets: pure ε; (ε, δ) through pure ε (δ unused, conservative); ρ-zCDP through
-ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4).
+Targets: pure ε; (ε, δ) by the exact profile of the noise law, a finite sum for each move
+pattern of the neighbouring differences (:mod:`dpopt.privacy.discrete_laplace`; through
+pure ε, δ unused, when the differences cannot be listed); ρ-zCDP by the Rényi divergences
+of each move pattern, certified over intervals of orders, with ε-DP ⇒ ε²/2-zCDP (Bun &
+Steinke 2016, Prop. 1.4) as the fallback (differences not listed, or ρ too small for the
+interval bounds).
 
 The scale is a dyadic rational b = p/2^k and every draw is made in integer arithmetic
 from uniform integers (no floating point): Algorithm 1 of CKS for Bernoulli(exp(−γ)),
@@ -26,6 +30,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 
 from dpopt.certificate.checks import Check
@@ -35,8 +40,16 @@ from dpopt.mechanisms.integer_noise import (
     IntegerNoiseMechanism,
     dyadic_ceil,
     is_integer_valued,
+    move_patterns,
 )
 from dpopt.mechanisms.laplace import epsilon_dp_check
+from dpopt.privacy.discrete_laplace import (
+    discrete_laplace_delta,
+    discrete_laplace_delta_mp,
+    discrete_laplace_renyi_mp,
+    discrete_laplace_zcdp_holds,
+)
+from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.noise_law import DiscreteLaplaceMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
@@ -137,10 +150,76 @@ def sample_discrete_laplace(rng: np.random.Generator, t: int, s: int, size: int)
 
 
 # ----------------------------------------------------------------------- privacy
-def discrete_laplace_privacy_check(l1: Fraction, scale: Fraction, privacy: Privacy) -> Check:
-    """Exact rational check that discrete Laplace noise of scale b meets the target: ε = Δ₁/b."""
-    return epsilon_dp_check(Fraction(l1) / scale, privacy, "discrete Laplace noise on integer queries",
-                            "Canonne, Kamath & Steinke 2020")
+def discrete_laplace_privacy_check(space: SensitivitySpace, scale: Fraction, privacy: Privacy) -> Check:
+    """Check that discrete Laplace noise of scale b meets the target.
+
+    pure: exact rational arithmetic on ε = Δ₁/b; approx: the exact profile of each move
+    pattern in 60 digits (through ε = Δ₁/b, δ unused, when the differences are not listed);
+    zcdp: (Δ₁/b)²/2 ≤ ρ in exact rationals, else the Rényi divergences of each move pattern
+    over intervals of orders.
+    """
+    patterns = move_patterns(space) if privacy.definition in ("approx", "zcdp") else None
+    eps = Fraction(space.l1) / scale
+    if privacy.definition == "zcdp" and patterns is not None and eps * eps / 2 > Fraction(privacy.parameters["rho"]):
+        passed, detail = discrete_laplace_zcdp_holds(scale, patterns, privacy.parameters["rho"])
+        return Check(
+            "privacy",
+            "discrete-Laplace Rényi divergences D_α ≤ ρα for all α > 1 (geometric series, summed over the "
+            "coordinates of each move pattern); D_α non-decreasing in α bounds each interval of orders (60 digits)",
+            passed,
+            f"{detail} (b = {scale})",
+        )
+    if patterns is None or privacy.definition == "zcdp":
+        return epsilon_dp_check(Fraction(space.l1) / scale, privacy, "discrete Laplace noise on integer queries",
+                                "Canonne, Kamath & Steinke 2020")
+    p = privacy.parameters
+    delta = max(discrete_laplace_delta_mp(p["epsilon"], scale, t) for t in patterns)
+    shown = ", ".join("(" + ", ".join(map(str, t)) + ")" for t in patterns[:6]) + (", …" if len(patterns) > 6 else "")
+    return Check(
+        "privacy",
+        "exact discrete-Laplace profile δ(ε) = Σ_J P[J](1 − e^{ε − (‖Δ‖₁ − 2J)/b})₊, the loss of a move being "
+        f"(‖Δ‖₁ − 2J)/b with J a finite integer sum, max over the move patterns |Δ| ∈ {{{shown}}}; 60 digits",
+        bool(delta <= p["delta"]),
+        f"δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']} (b = {scale})",
+    )
+
+
+def _approx_scale(space: SensitivitySpace, epsilon: float, delta: float) -> Fraction | None:
+    """The float64 root of max_patterns δ(ε; b) = δ (bisection in log b), or None if S is not listed."""
+    patterns = move_patterns(space)
+    if patterns is None:
+        return None
+
+    def passes(b: float) -> bool:
+        return max(discrete_laplace_delta(epsilon, b, t) for t in patterns) <= delta
+
+    hi = float(space.l1) / epsilon
+    lo = hi / 2.0
+    while passes(lo) and lo > 1e-12:
+        lo /= 2.0
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if passes(mid) else (mid, hi)
+    return Fraction(hi)
+
+
+def _zcdp_scale(space: SensitivitySpace, rho: float) -> Fraction | None:
+    """The dyadic b whose Rényi divergences near α = 1 (the Kullback–Leibler limit, where D_α/α peaks)
+    meet ρ(1 − 1e-7) for every move pattern, if the interval-of-orders certificate accepts it; else None."""
+    patterns = move_patterns(space)
+    if patterns is None:
+        return None
+
+    def near_one(b: float) -> float:
+        return max(float(discrete_laplace_renyi_mp(1 + 1e-12, Fraction(b), t)) for t in patterns)
+
+    hi = float(space.l1) / math.sqrt(2.0 * rho)  # ε-DP ⇒ ε²/2-zCDP: enough
+    lo = hi / 4.0
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if near_one(mid) <= rho * (1 - 1e-7) else (mid, hi)
+    scale = dyadic_ceil(Fraction(hi))
+    return scale if discrete_laplace_zcdp_holds(scale, patterns, rho)[0] else None
 
 
 def _ceil_sqrt(x: Fraction, q: int) -> Fraction:
@@ -179,17 +258,26 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         p = spec.privacy.parameters
         if space.l1 == 0:
             raise CalibrationError("the l1 sensitivity is 0: there is nothing to protect with noise")
-        if "epsilon" in p:
+        start = _approx_scale(space, p["epsilon"], p["delta"]) if spec.privacy.definition == "approx" else None
+        if start is not None:
+            scale = dyadic_ceil(Fraction(nudge_until(
+                float(dyadic_ceil(start)),
+                lambda b: discrete_laplace_privacy_check(space, dyadic_ceil(Fraction(b)), spec.privacy).passed,
+                up=True,
+            )))
+        elif "epsilon" in p:
             scale = dyadic_ceil(Fraction(space.l1) / Fraction(p["epsilon"]))
         else:
             target = Fraction(space.l1) ** 2 / (2 * Fraction(p["rho"]))  # b² ≥ Δ₁²/(2ρ)
             scale = _ceil_sqrt(target, dyadic_ceil(Fraction(math.sqrt(float(target)))).denominator)
+            renyi = _zcdp_scale(space, p["rho"])
+            scale = renyi if renyi is not None and renyi < scale else scale
         if scale > MAX_SCALE:
             raise CalibrationError(
                 f"the discrete Laplace scale {float(scale):.6g} exceeds the exact sampler's 2^40"
             )
         mechanism = cls(scale, space.dimension)
-        check = discrete_laplace_privacy_check(space.l1, mechanism.scale, spec.privacy)
+        check = discrete_laplace_privacy_check(space, mechanism.scale, spec.privacy)
         if not check.passed:
             raise CalibrationError(f"discrete Laplace calibration failed its exact check ({check.detail})")
         return mechanism
@@ -214,7 +302,7 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         return draws.reshape(size, self.dimension)
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        return [discrete_laplace_privacy_check(space.l1, self.scale, privacy)]
+        return [discrete_laplace_privacy_check(space, self.scale, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         eps = Fraction(space.l1) / self.scale

@@ -3,6 +3,8 @@ r"""What the exact integer-noise families share (``discrete_gaussian``, ``discre
 i.i.d. noise per coordinate with a symmetric law on ℤ, for integer-valued queries:
 
 * the families serve counting queries only (:func:`is_integer_valued`);
+* their exact (ε, δ) profiles depend on a neighbouring difference only through its move
+  pattern, the sorted non-zero |Δ_k| (:func:`move_patterns`);
 * their parameters are dyadic rationals p/2^k rounded up (:func:`dyadic_ceil`), so that
   the exact samplers work in int64;
 * their utilities follow from three moments of one coordinate, m₁ = E|Z|, m₂ = E Z²,
@@ -27,10 +29,13 @@ import numpy as np
 from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
+from dpopt.privacy.discrete_gaussian import move_pattern
+from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Spec
 
-GRID_BITS = 20
-"""Dyadic parameters p/2^k are rounded (up, the safe direction) to about 20 significant bits."""
+GRID_BITS = 21
+"""Dyadic parameters p/2^k are rounded (up, the safe direction) to 21 significant bits: p > 2^20, so a
+parameter is within 2^-20 < 1e-6 relative of the value it rounds."""
 
 EXACT_SAMPLER_NOTE = (
     "exact sampler in integer arithmetic (Canonne, Kamath & Steinke 2020, {algorithm}); no floating "
@@ -56,6 +61,24 @@ def dyadic_ceil(x: Fraction) -> Fraction:
 def is_integer_valued(spec: Spec) -> bool:
     """True for counting queries whose answers are integers (counts, histograms, tables, marginals)."""
     return bool(compile_query(spec).is_integer_valued)
+
+
+def move_patterns(space: SensitivitySpace) -> list[tuple[int, ...]] | None:
+    """The distinct move patterns (sorted non-zero |Δ_k|, :func:`~dpopt.privacy.discrete_gaussian.move_pattern`)
+    of the neighbouring differences; None if S is not listed or a difference is not an integer vector."""
+    if not space.complete:
+        return None
+    try:
+        vectors = space.vectors()
+    except ValueError:
+        return None
+    vectors = vectors[np.any(vectors != 0, axis=1)]
+    if vectors.size == 0:
+        return None
+    try:
+        return sorted({move_pattern(v) for v in vectors})
+    except ValueError:
+        return None
 
 
 class IntegerNoiseMechanism(Mechanism):

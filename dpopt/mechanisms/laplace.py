@@ -1,7 +1,11 @@
 r"""Laplace noise: i.i.d. Laplace(0, b) per coordinate, ε = Δ₁/b (Dwork et al. 2006).
 
-Targets: pure ε (b = Δ₁/ε); approx (ε, δ) through pure ε (δ unused, conservative);
-zCDP ρ through ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4), i.e. ε = √(2ρ);
+Targets: pure ε (b = Δ₁/ε); approx (ε, δ) by the exact Laplace profile
+δ(ε) = 1 − e^{(ε − Δ₁/b)/2}, the worst case over moves of l1 norm Δ₁ (see
+:mod:`dpopt.privacy.laplace`), i.e. b = Δ₁/(ε − 2 log(1 − δ));
+zCDP ρ by the Laplace Rényi divergences D_α ≤ ρα, certified on intervals of orders
+(:func:`~dpopt.privacy.laplace.laplace_zcdp_holds`; ε₀ + e^{−ε₀} − 1 = ρ, against ε₀ = √(2ρ)
+by ε-DP ⇒ ε²/2-zCDP, which remains the fallback for small ρ);
 μ-GDP by the tightest result the sensitivity space admits (Lee, Kim, Kwak & Jung 2022):
 the exact 1-D trade-off (Prop. 9), the exact 2-D one when neighbours move at most two
 coordinates (eq. 14; a contingency table is eq. 16, calibrated by Algorithm 1), else the
@@ -13,13 +17,22 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 from scipy import special
 
 from dpopt.certificate.checks import Check
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
-from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
+from dpopt.privacy.laplace import (
+    laplace_delta_mp,
+    laplace_epsilon,
+    laplace_scale_for,
+    laplace_scale_for_approx,
+    laplace_scale_for_zcdp,
+    laplace_zcdp_holds,
+    laplace_zcdp_rho,
+)
 from dpopt.privacy.laplace_gdp import LaplaceGDPRoute, laplace_gdp_route
 from dpopt.privacy.noise_law import LaplaceMarginal, ProductLaw
 from dpopt.privacy.rounding import nudge_until
@@ -32,7 +45,9 @@ def laplace_privacy_check(
 ) -> Check:
     """Check that Laplace noise of scale b meets the target for Δ₁ = ``l1``.
 
-    pure/approx/zcdp: exact rational arithmetic. gdp: the route of
+    pure: exact rational arithmetic; approx: the exact Laplace profile at ε₀ = Δ₁/b (exact
+    ratio, 60-digit exponential); zcdp: the Rényi divergences on order intervals in 60 digits
+    (or the exact rational ε²/2 ≤ ρ). gdp: the route of
     :func:`~dpopt.privacy.laplace_gdp.laplace_gdp_route` for ``space`` (the universal
     conversion when no space is given), checked in 60-digit arithmetic or by the
     certified branch and bound of :func:`~dpopt.privacy.tradeoff.gdp_margin`.
@@ -42,6 +57,26 @@ def laplace_privacy_check(
     if definition == "gdp":
         route = laplace_gdp_route(space) if space is not None else LaplaceGDPRoute("universal", (), Fraction(l1))
         return _gdp_check(route, scale, p["mu"])
+    if definition == "approx":
+        delta = laplace_delta_mp(p["epsilon"], l1, scale)
+        return Check(
+            "privacy",
+            "exact Laplace profile δ(ε) = max(0, 1 − e^{(ε − Δ₁/b)/2}) of the one-coordinate move of l1 norm "
+            "Δ₁, the worst case over moves of that norm (Lee, Kim, Kwak & Jung 2022, Lemma 10, with the "
+            "monotone tensor product); Δ₁/b exact, exponential in 60 digits",
+            bool(delta <= p["delta"]),
+            f"Δ₁/b = {float(eps):.17g}: δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}",
+        )
+    if definition == "zcdp":
+        passed, detail = laplace_zcdp_holds(l1, scale, p["rho"])
+        return Check(
+            "privacy",
+            "Laplace Rényi divergences D_α ≤ ρα for all α > 1 (Mironov 2017, Table II), the one-axis move of l1 "
+            "norm Δ₁ being the worst case; D_α non-decreasing in α bounds each interval of orders (60 digits), "
+            "or ε-DP ⇒ ε²/2-zCDP in exact rationals",
+            passed,
+            detail,
+        )
     return epsilon_dp_check(eps, privacy, "Laplace noise")
 
 
@@ -123,8 +158,12 @@ class LaplaceMechanism(Mechanism):
             route = laplace_gdp_route(space)
             scale = nudge_until(route.scale(p["mu"]), lambda b: route.check(b, p["mu"]).passed, up=True)
             return cls(scale, space.dimension)
-        eps = p["epsilon"] if "epsilon" in p else math.sqrt(2.0 * p["rho"])
-        scale = laplace_scale_for(eps, space.l1)
+        if spec.privacy.definition == "approx":
+            scale = laplace_scale_for_approx(p["epsilon"], p["delta"], space.l1)
+        elif spec.privacy.definition == "zcdp":
+            scale = laplace_scale_for_zcdp(p["rho"], space.l1)
+        else:
+            scale = laplace_scale_for(p["epsilon"], space.l1)
         scale = nudge_until(scale, lambda b: laplace_privacy_check(space.l1, b, spec.privacy).passed, up=True)
         if not math.isfinite(scale):
             raise CalibrationError("the Laplace scale for this target is out of range")
@@ -154,7 +193,8 @@ class LaplaceMechanism(Mechanism):
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         eps = float(laplace_epsilon(space.l1, self.scale))
-        summary = {"epsilon": eps, "rho": eps * eps / 2.0, "conversion": "ε = Δ₁/b; ε-DP ⇒ ε²/2-zCDP"}
+        rho, how = laplace_zcdp_rho(space.l1, self.scale)
+        summary = {"epsilon": eps, "rho": rho, "conversion": f"ε = Δ₁/b; {how}"}
         route = laplace_gdp_route(space)
         try:
             summary["mu"] = route.mu(self.scale)

@@ -8,7 +8,13 @@ from dpopt.privacy.gaussian import (
     gaussian_mu,
     gdp_tradeoff,
 )
-from dpopt.privacy.laplace import laplace_delta_1d, laplace_epsilon, laplace_scale_for
+from dpopt.privacy.laplace import (
+    laplace_delta_1d,
+    laplace_delta_mp,
+    laplace_epsilon,
+    laplace_scale_for,
+    laplace_scale_for_approx,
+)
 from dpopt.privacy.zcdp import (
     zcdp_delta_cks,
     zcdp_delta_cks_mp,
@@ -25,8 +31,10 @@ __all__ = [
     "gaussian_mu",
     "gdp_tradeoff",
     "laplace_delta_1d",
+    "laplace_delta_mp",
     "laplace_epsilon",
     "laplace_scale_for",
+    "laplace_scale_for_approx",
     "zcdp_delta_cks",
     "zcdp_delta_cks_mp",
     "zcdp_epsilon_bun_steinke",

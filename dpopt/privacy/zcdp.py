@@ -23,40 +23,78 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import mpmath
-import numpy as np
 from scipy import optimize
 
 from dpopt.privacy.gaussian import gaussian_epsilon
 
 
-def _cks_epsilon_at(alpha: float, rho: float, delta: float) -> float:
-    """ε(α) = αρ + (α log(1 − 1/α) − log(α − 1) − log δ)/(α − 1): a valid bound at every α > 1."""
-    return alpha * rho + (alpha * math.log1p(-1.0 / alpha) - math.log(alpha - 1.0) - math.log(delta)) / (alpha - 1.0)
+def _a_log_one_minus_inverse(x: float) -> float:
+    """α log(1 − 1/α) at α = 1 + eˣ, as (1 + eˣ)(x − log(1 + eˣ)): no cancellation as α → 1."""
+    return (1.0 + math.exp(x)) * (x - math.log1p(math.exp(x)))
+
+
+def _cks_epsilon_at(x: float, rho: float, delta: float) -> float:
+    """ε(α) = αρ + (α log(1 − 1/α) − log(α − 1) − log δ)/(α − 1) at α = 1 + eˣ: valid at every α > 1."""
+    a = 1.0 + math.exp(x)
+    return a * rho + (_a_log_one_minus_inverse(x) - x - math.log(delta)) * math.exp(-x)
+
+
+def _cks_log_delta_at(x: float, rho: float, epsilon: float) -> float:
+    """log δ(α) = (α − 1)(αρ − ε) − log(α − 1) + α log(1 − 1/α) at α = 1 + eˣ: valid at every α > 1."""
+    a = 1.0 + math.exp(x)
+    return math.exp(x) * (a * rho - epsilon) - x + _a_log_one_minus_inverse(x)
+
+
+_LOG_ORDER_LIMIT = 700.0
+"""|log(α − 1)| is kept below this (α − 1 within float range)."""
+
+
+def _minimise_log_order(f: Callable[[float], float], x0: float) -> float:
+    """The minimiser over x = log(α − 1) ∈ ℝ of a function that grows at both ends.
+
+    No fixed search interval: starting at ``x0`` (a closed-form guess of the optimum), the
+    step doubles downhill until the value rises, which brackets a minimum (a < b < c with
+    f(b) below both ends); Brent's method then refines it. Both CKS objectives tend to +∞
+    as α → 1 (the −log(α − 1) and 1/(α − 1) terms) and as α → ∞ (the αρ and α²ρ terms),
+    so the walk stops; it is capped at |x| = 700 for ρ so small that α overflows.
+    """
+    x0 = min(max(x0, -_LOG_ORDER_LIMIT + 1.0), _LOG_ORDER_LIMIT - 1.0)
+    f0, step = f(x0), 1.0
+    direction = 1.0 if f(x0 + 1e-3) < f0 else -1.0
+    a, b, fb = x0 - direction * 1e-3, x0, f0
+    while True:
+        c = b + direction * step
+        if abs(c) >= _LOG_ORDER_LIMIT:
+            return b
+        fc = f(c)
+        if fc > fb:
+            break
+        a, b, fb = b, c, fc
+        step *= 2.0
+    lo, hi = sorted((a, c))
+    res = optimize.minimize_scalar(f, bracket=(lo, b, hi), method="brent", tol=1e-12)
+    return float(res.x) if res.fun <= fb and lo <= res.x <= hi else b
 
 
 def zcdp_epsilon_cks(delta: float, rho: float) -> tuple[float, float]:
     """ε of a ρ-zCDP mechanism at δ by the CKS conversion, and the order α attaining it.
 
-    Every α > 1 gives a valid ε (the infimum only tightens it), so the returned ε is
-    a guarantee whatever the optimiser did; :func:`zcdp_delta_cks_mp` re-checks it.
+    The infimum over α > 1 is found without a fixed interval (:func:`_minimise_log_order`,
+    started at the Bun–Steinke optimum α = 1 + √(log(1/δ)/ρ)). Every α > 1 gives a valid ε
+    (the infimum only tightens it), so the returned ε is a guarantee whatever the optimiser
+    did; :func:`zcdp_delta_cks_mp` re-checks it.
 
     Returns
     -------
     epsilon, alpha : float
     """
-    x = np.linspace(-12.0, 12.0, 481)  # log(α − 1)
-    values = [_cks_epsilon_at(1.0 + math.exp(v), rho, delta) for v in x]
-    i = int(np.argmin(values))
-    res = optimize.minimize_scalar(
-        lambda v: _cks_epsilon_at(1.0 + math.exp(v), rho, delta),
-        bounds=(x[max(i - 1, 0)], x[min(i + 1, len(x) - 1)]),
-        method="bounded",
-        options={"xatol": 1e-12},
+    x = _minimise_log_order(
+        lambda v: _cks_epsilon_at(v, rho, delta), 0.5 * math.log(math.log(1.0 / delta) / rho)
     )
-    alpha = 1.0 + math.exp(res.x if res.fun <= values[i] else x[i])
-    return max(_cks_epsilon_at(alpha, rho, delta), 0.0), alpha
+    return max(_cks_epsilon_at(x, rho, delta), 0.0), 1.0 + math.exp(x)
 
 
 def zcdp_delta_cks_mp(epsilon: float, rho: float, alpha: float) -> mpmath.mpf:
@@ -67,20 +105,11 @@ def zcdp_delta_cks_mp(epsilon: float, rho: float, alpha: float) -> mpmath.mpf:
 
 
 def zcdp_delta_cks(epsilon: float, rho: float) -> float:
-    """δ of a ρ-zCDP mechanism at ε by the CKS conversion (infimum over α > 1)."""
-
-    def log_delta(v: float) -> float:
-        a = 1.0 + math.exp(v)
-        return (a - 1.0) * (a * rho - epsilon) - math.log(a - 1.0) + a * math.log1p(-1.0 / a)
-
-    x = np.linspace(-12.0, 12.0, 481)
-    values = [log_delta(v) for v in x]
-    i = int(np.argmin(values))
-    res = optimize.minimize_scalar(
-        log_delta, bounds=(x[max(i - 1, 0)], x[min(i + 1, len(x) - 1)]), method="bounded",
-        options={"xatol": 1e-12},
-    )
-    return min(1.0, math.exp(min(res.fun, values[i])))
+    """δ of a ρ-zCDP mechanism at ε by the CKS conversion (infimum over α > 1, no fixed interval;
+    started at α = (ε + ρ)/(2ρ), the minimiser of the leading term (α − 1)(αρ − ε))."""
+    x0 = math.log(max((epsilon + rho) / (2.0 * rho) - 1.0, 1e-3))
+    x = _minimise_log_order(lambda v: _cks_log_delta_at(v, rho, epsilon), x0)
+    return min(1.0, math.exp(_cks_log_delta_at(x, rho, epsilon)))
 
 
 def zcdp_epsilon_bun_steinke(delta: float, rho: float) -> float:
@@ -91,3 +120,40 @@ def zcdp_epsilon_bun_steinke(delta: float, rho: float) -> float:
 def zcdp_epsilon_exact_gaussian(delta: float, rho: float) -> float:
     """ε of the ρ-zCDP *Gaussian* mechanism at δ: its exact profile, μ = √(2ρ)."""
     return gaussian_epsilon(delta, math.sqrt(2.0 * rho))
+
+
+_ORDER_FIRST = 1e-10
+"""The grid of orders of :func:`renyi_zcdp_holds` starts at α = 1 + 1e-10."""
+
+_ORDER_RATIO = 1.01
+"""Consecutive orders of that grid: α_{i+1} − 1 = 1.01 (α_i − 1)."""
+
+
+def renyi_zcdp_holds(renyi: Callable[[mpmath.mpf], mpmath.mpf], max_loss: mpmath.mpf,
+                     rho: float) -> tuple[bool, str]:
+    r"""Certify D_α ≤ ρα for every order α > 1 from a Rényi divergence evaluated at finitely many orders.
+
+    D_α is non-decreasing in α (van Erven & Harremoës 2014, Thm 3), so on [α_i, α_{i+1}]
+    D_α/α ≤ D_{α_{i+1}}/α_i and on [1, α₁] D_α ≤ D_{α₁}; beyond α_max = L/ρ, with L the largest
+    privacy loss, D_α ≤ L ≤ ρα. The orders are 1 + 10⁻¹⁰·1.01^i up to α_max; ``renyi(α)`` is
+    evaluated in 60-digit arithmetic.
+
+    Returns
+    -------
+    passed, detail : bool, str
+    """
+    with mpmath.workdps(60):
+        r = mpmath.mpf(rho)
+        top = mpmath.mpf(max_loss) / r
+        low, worst, count = mpmath.mpf(1), mpmath.mpf(0), 0
+        t = mpmath.mpf(_ORDER_FIRST)
+        while low < top:
+            high = 1 + t
+            bound = renyi(high) / low
+            worst, count = max(worst, bound), count + 1
+            if bound > r:
+                return False, (f"D_α/α ≤ {mpmath.nstr(bound, 12)} > ρ on α ∈ [{mpmath.nstr(low, 8)}, "
+                               f"{mpmath.nstr(high, 8)}]")
+            low, t = high, t * _ORDER_RATIO
+    return True, (f"max over {count} order intervals of D_(α_i+1)/α_i = {mpmath.nstr(worst, 17)} ≤ ρ = {rho} "
+                  f"(beyond α = L/ρ, D_α ≤ L = {mpmath.nstr(max_loss, 17)}, the largest loss)")
