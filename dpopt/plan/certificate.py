@@ -1,0 +1,179 @@
+"""One certificate for a plan, and its verification.
+
+The plan certificate embeds the plan, the composed guarantee with the method that proves
+it, the allocation, and for every query the full single-query certificate of its design
+under its own target (mechanism, parameters, sensitivity, predicted utility, every check).
+:func:`verify_plan` re-derives all of it: each query's certificate by
+:func:`dpopt.certificate.verify.verify` (its spec must be the plan's query under the recorded
+share), and the composition twice — by the target's composition rule in exact rational
+arithmetic (additive targets) and by a second, numerical route: the privacy-loss
+distributions of the rebuilt mechanisms' dominating pairs, composed by convolution
+(:mod:`dpopt.plan.compose`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from dpopt._version import __version__
+from dpopt.certificate.checks import Check
+from dpopt.certificate.model import Certificate
+from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
+from dpopt.errors import CalibrationError, DpoptError
+from dpopt.plan.allocate import Allocation
+from dpopt.plan.compose import ADDITIVE, additive_check, pld_check
+from dpopt.plan.spec import load_plan, plan_document, plan_sha256, query_spec
+from dpopt.sensitivity.derive import derive
+from dpopt.spec.load import load_spec
+from dpopt.spec.models import Plan, Privacy
+
+KIND = "plan"
+"""``certificate["kind"]`` of a plan certificate."""
+
+
+def is_plan_certificate(data: Any) -> bool:
+    """True for the JSON of a plan certificate."""
+    return isinstance(data, dict) and data.get("kind") == KIND
+
+
+def _guarantee(plan: Plan, method: str) -> dict:
+    return {
+        "definition": plan.privacy.definition,
+        **plan.privacy.parameters,
+        "scope": {
+            "adjacency": plan.adjacency.model_dump(),
+            "invariants": [inv.model_dump() for inv in plan.invariants],
+            "semi_adjacent_parameter": None,
+        },
+        "composition": method,
+    }
+
+
+def _composition_method(definition: str) -> str:
+    if definition in ADDITIVE:
+        return {"zcdp": "ρ = Σ ρ_i", "gdp": "μ = √(Σ μ_i²)", "pure": "ε = Σ ε_i"}[definition] + (
+            ", exact rational arithmetic; second route: composed PLD of the dominating pairs")
+    return ("designed in μ-GDP; (ε, δ) of the composed privacy-loss distributions of the dominating pairs "
+            "(pessimistic side, grid 1e-4 nats)")
+
+
+def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, names: list[str]) -> list[Check]:
+    """The composed guarantee: the exact rule for additive targets, then the PLD route."""
+    checks = []
+    if plan.privacy.definition in ADDITIVE:
+        checks.append(additive_check(plan.privacy, targets, names))
+        checks.append(pld_check(mechanisms, spaces, plan.privacy, claim="composition.second_route"))
+    else:
+        checks.append(pld_check(mechanisms, spaces, plan.privacy, claim="composition.pld"))
+    return checks
+
+
+def plan_certificate(plan: Plan, designs, certificates: list[Certificate], allocation: Allocation,
+                     comparison: dict) -> Certificate:
+    """Assemble the plan certificate (module docstring).
+
+    Raises
+    ------
+    CalibrationError
+        If the composition check fails: no certificate for a guarantee that does not hold.
+    """
+    names = [d.name for d in designs]
+    targets = [d.spec.privacy for d in designs]
+    checks = composition_checks(plan, targets, [d.mechanism for d in designs], [d.space for d in designs], names)
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        raise CalibrationError("plan certification failed: " + "; ".join(f"{c.claim} ({c.detail})" for c in failed))
+    queries = []
+    for d, cert in zip(designs, certificates):
+        queries.append({
+            "name": d.name,
+            "weight": d.weight,
+            "share": d.share,
+            "target": d.target,
+            "family": d.mechanism.family,
+            "parameters": d.mechanism.parameters,
+            "sensitivity": {k: cert["sensitivity"].get(k) for k in ("dimension", "l1", "l2", "linf")},
+            "utility": d.utility.to_dict(),
+            "certificate": cert.data,
+        })
+    total = sum(d.weighted() for d in designs)
+    data = {
+        "dpopt_version": __version__,
+        "kind": KIND,
+        "spec_sha256": plan_sha256(plan),
+        "spec": plan_document(plan),
+        "guarantee": _guarantee(plan, _composition_method(plan.privacy.definition)),
+        "sensitivity": {"queries": {d.name: q["sensitivity"] for d, q in zip(designs, queries)}},
+        "mechanism": {"family": "plan", "parameters": {d.name: d.mechanism.family for d in designs}},
+        "utility": {"metric": "weighted_total", "value": total,
+                    "method": "Σ w_i u_i of the per-query predicted utilities"},
+        "allocation": {**allocation.to_dict(), **comparison},
+        "queries": queries,
+        "candidates": comparison.get("candidates", []),
+        "checks": [c.to_dict() for c in checks],
+    }
+    return Certificate(data)
+
+
+def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
+    """Re-check every claim of a plan certificate (module docstring)."""
+    if isinstance(certificate, (str, Path)):
+        cert = Certificate.from_file(certificate)
+    elif isinstance(certificate, Certificate):
+        cert = certificate
+    else:
+        cert = Certificate.from_dict(certificate)
+    data = cert.data
+    try:
+        plan = load_plan(data["spec"])
+    except DpoptError as exc:
+        return Verification([Check("spec", "re-validate the embedded plan", False, str(exc))])
+    digest = plan_sha256(plan)
+    checks = [Check("spec_sha256", "SHA-256 of the canonical JSON of the embedded plan", digest == data["spec_sha256"],
+                    f"recomputed {digest}")]
+    checks.append(Check("guarantee", "the guarantee equals the plan's target and adjacency",
+                        data["guarantee"] == _guarantee(plan, _composition_method(plan.privacy.definition)),
+                        f"{plan.privacy.definition} {plan.privacy.parameters}"))
+    recorded = data.get("queries", [])
+    if [q.get("name") for q in recorded] != [q.name for q in plan.queries]:
+        return Verification(checks + [Check("queries", "one certificate per query of the plan, in order", False,
+                                            "the recorded queries do not match the plan's")])
+    targets, mechanisms, spaces = [], [], []
+    total = 0.0
+    for i, (q, entry) in enumerate(zip(plan.queries, recorded)):
+        name = q.name
+        sub = entry.get("certificate", {})
+        try:
+            expected = query_spec(plan, i, entry["target"])
+            spec = load_spec(sub["spec"])
+        except (DpoptError, KeyError, TypeError) as exc:
+            checks.append(Check(f"{name}.spec", "the query's spec is the plan's under its recorded target", False,
+                                str(exc)))
+            continue
+        checks.append(Check(f"{name}.spec", "the query's spec is the plan's under its recorded target",
+                            spec == expected, f"target {entry['target']}"))
+        result = verify(sub)
+        checks.extend(Check(f"{name}.{c.claim}", c.method, c.passed, c.detail) for c in result.checks)
+        space = derive(spec)
+        try:
+            mechanism = rebuild_mechanism(sub, space)
+        except DpoptError as exc:
+            checks.append(Check(f"{name}.mechanism", "rebuild from family and parameters", False, str(exc)))
+            continue
+        same = (entry.get("family") == sub["mechanism"]["family"]
+                and entry.get("parameters") == sub["mechanism"]["parameters"])
+        checks.append(Check(f"{name}.parameters", "the plan's row repeats the query certificate's mechanism", same,
+                            f"{mechanism.family}"))
+        targets.append(spec.privacy)
+        mechanisms.append(mechanism)
+        spaces.append(space)
+        total += q.weight * float(sub["utility"]["value"])
+    if len(targets) == len(plan.queries):
+        checks.extend(composition_checks(plan, targets, mechanisms, spaces, [q.name for q in plan.queries]))
+    value = data["utility"].get("value")
+    checks.append(Check("utility", "Σ w_i u_i recomputed from the per-query certificates",
+                        isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
+                        f"recomputed {total:.12g}, recorded {value}"))
+    return Verification(checks)
