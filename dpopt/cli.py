@@ -20,12 +20,43 @@ from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import verify
 from dpopt.domain.queries import compile_query
 from dpopt.errors import DpoptError, SpecError
+from dpopt.plan import is_plan_document, solve_plan, verify_plan
+from dpopt.plan.certificate import is_plan_certificate
+from dpopt.plan.release import release_plan
+from dpopt.plan.report import plan_markdown
 from dpopt.release import random_source, release_groups, release_once
 from dpopt.solve import solve
 from dpopt.spec.load import read_document
 
 
+def _is_plan(path: str) -> bool:
+    """A spec file holding a ``queries`` list (a release plan)."""
+    return is_plan_document(read_document(path))
+
+
+def _solve_plan(args: argparse.Namespace) -> int:
+    sol = solve_plan(args.spec)
+    cert = sol.certificate
+    if args.out:
+        cert.write(Path(args.out) / "certificate.json")
+        write_atomic(Path(args.out) / "report.md", plan_markdown(cert) + "\n")
+    if args.json:
+        sys.stdout.write(cert.to_json())
+    elif not args.out or not args.quiet:
+        a = cert["allocation"]
+        for d in sol.designs:
+            print(f"{d.name}: share {d.share:.4f}, {d.mechanism.title} ({format_parameters(d.mechanism.parameters)})"
+                  f" -> {d.utility.metric} = {d.utility.value:.6g}")
+        print(f"{sol.plan.name}: {len(sol.designs)} queries under {cert['guarantee']['definition']} "
+              f"{sol.plan.privacy.parameters}; weighted total {cert['utility']['value']:.6g} "
+              f"(optimal/equal split = {a['ratio_optimal_to_equal']:.4f}); {len(cert['checks'])} plan checks passed"
+              + (f"; wrote {args.out}/" if args.out else ""))
+    return 0
+
+
 def _solve(args: argparse.Namespace) -> int:
+    if _is_plan(args.spec):
+        return _solve_plan(args)
     sol = solve(args.spec)
     cert = sol.certificate
     if args.out:
@@ -52,7 +83,8 @@ def _solve(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    result = verify(args.certificate)
+    cert = Certificate.from_file(args.certificate)
+    result = verify_plan(cert) if is_plan_certificate(cert.data) else verify(cert)
     unavailable = [c for c in result.checks if is_not_available(c)]
     for check in result.checks:
         mark = "N/A " if check in unavailable else "PASS" if check.passed else "FAIL"
@@ -66,8 +98,25 @@ def _verify(args: argparse.Namespace) -> int:
     return 1
 
 
+def _release_plan(args: argparse.Namespace, randomness) -> int:
+    if args.group_by or args.groups or args.engine != "duckdb" or args.scheduler:
+        raise SpecError("--group-by", "a release plan is released ungrouped (--group-by, --groups, --engine and "
+                                      "--scheduler apply to a single-query spec)")
+    sol, document = release_plan(args.spec, args.data, randomness)
+    document["seed"] = args.seed
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if args.out:
+        write_atomic(Path(args.out) / "release.json", text)
+        sol.certificate.write(Path(args.out) / "certificate.json")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _release(args: argparse.Namespace) -> int:
     randomness = random_source(args.seed, args.insecure_seed)
+    if _is_plan(args.spec):
+        return _release_plan(args, randomness)
     if args.group_by:
         public = {column: args.groups for column in args.group_by} if args.groups else None
         client = _dask_client(args.scheduler) if args.engine == "dask" else None
@@ -129,6 +178,15 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     document = read_document(args.source)
+    if is_plan_document(document) or is_plan_certificate(document):
+        cert = Certificate.from_dict(document, source=str(args.source)) if is_plan_certificate(document) \
+            else solve_plan(args.source).certificate
+        text = plan_markdown(cert) + "\n"
+        if args.out:
+            write_atomic(args.out, text)
+        else:
+            sys.stdout.write(text)
+        return 0
     if isinstance(document, dict) and "spec_sha256" in document:
         cert = Certificate.from_dict(document, source=str(args.source))
     else:

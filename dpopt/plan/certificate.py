@@ -38,14 +38,16 @@ def is_plan_certificate(data: Any) -> bool:
     return isinstance(data, dict) and data.get("kind") == KIND
 
 
-def _guarantee(plan: Plan, method: str) -> dict:
+def _guarantee(plan: Plan, method: str, spaces) -> dict:
+    """The plan's target and scope; a(t) is the same for every query (it depends on the
+    invariants and n only), taken from the first query's space."""
     return {
         "definition": plan.privacy.definition,
         **plan.privacy.parameters,
         "scope": {
             "adjacency": plan.adjacency.model_dump(),
             "invariants": [inv.model_dump() for inv in plan.invariants],
-            "semi_adjacent_parameter": None,
+            "semi_adjacent_parameter": spaces[0].semi_adjacent_parameter,
         },
         "composition": method,
     }
@@ -104,7 +106,7 @@ def plan_certificate(plan: Plan, designs, certificates: list[Certificate], alloc
         "kind": KIND,
         "spec_sha256": plan_sha256(plan),
         "spec": plan_document(plan),
-        "guarantee": _guarantee(plan, _composition_method(plan.privacy.definition)),
+        "guarantee": _guarantee(plan, _composition_method(plan.privacy.definition), [d.space for d in designs]),
         "sensitivity": {"queries": {d.name: q["sensitivity"] for d, q in zip(designs, queries)}},
         "mechanism": {"family": "plan", "parameters": {d.name: d.mechanism.family for d in designs}},
         "utility": {"metric": "weighted_total", "value": total,
@@ -133,9 +135,6 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
     digest = plan_sha256(plan)
     checks = [Check("spec_sha256", "SHA-256 of the canonical JSON of the embedded plan", digest == data["spec_sha256"],
                     f"recomputed {digest}")]
-    checks.append(Check("guarantee", "the guarantee equals the plan's target and adjacency",
-                        data["guarantee"] == _guarantee(plan, _composition_method(plan.privacy.definition)),
-                        f"{plan.privacy.definition} {plan.privacy.parameters}"))
     recorded = data.get("queries", [])
     if [q.get("name") for q in recorded] != [q.name for q in plan.queries]:
         return Verification(checks + [Check("queries", "one certificate per query of the plan, in order", False,
@@ -170,6 +169,12 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
         mechanisms.append(mechanism)
         spaces.append(space)
         total += q.weight * float(sub["utility"]["value"])
+    if spaces:
+        semi = {s.semi_adjacent_parameter for s in spaces}
+        checks.append(Check("guarantee", "the guarantee equals the plan's target, adjacency and a(t) (one for all queries)",
+                            len(semi) == 1 and data["guarantee"] == _guarantee(
+                                plan, _composition_method(plan.privacy.definition), spaces),
+                            f"{plan.privacy.definition} {plan.privacy.parameters}"))
     if len(targets) == len(plan.queries):
         checks.extend(composition_checks(plan, targets, mechanisms, spaces, [q.name for q in plan.queries]))
     value = data["utility"].get("value")

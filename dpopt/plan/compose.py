@@ -131,8 +131,18 @@ def composed_pld(brackets: list[PLDBracket]) -> PLDBracket:
     """The bracket of the composition: the losses of independent mechanisms add (convolution)."""
     total = brackets[0]
     for b in brackets[1:]:
+        total, b = _same_grid(total, b), _same_grid(b, total)
         total = total.compose(b)
     return total
+
+
+def _same_grid(a: PLDBracket, b: PLDBracket) -> PLDBracket:
+    """``a`` on ``b``'s grid when ``b``'s is coarser (a long convolution coarsens its result by
+    powers of 2), rounding the pessimistic side up and the optimistic side down."""
+    factor = int(round(b.upper.step / a.upper.step))
+    if factor <= 1:
+        return a
+    return PLDBracket(a.upper.coarsened(factor, up=True), a.lower.coarsened(factor, up=False))
 
 
 def pld_check(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], privacy: Privacy,
