@@ -83,7 +83,7 @@ def convex_shares(b: np.ndarray, p: np.ndarray, free: float = 1.0) -> np.ndarray
     b, p = np.asarray(b, dtype=float), np.asarray(p, dtype=float)
     scale = b.max()
     s = cp.Variable(b.size, pos=True)
-    terms = [float(bi / scale) * cp.power(s[i], float(-pi)) for i, (bi, pi) in enumerate(zip(b, p))]
+    terms = [float(bi / scale) * cp.power(s[i], float(-pi), approx=False) for i, (bi, pi) in enumerate(zip(b, p))]
     problem = cp.Problem(cp.Minimize(cp.sum(cp.hstack(terms))), [cp.sum(s) == free])
     if not problem.is_dcp():
         raise SolverError("the allocation program is not DCP (an exponent is not positive)")

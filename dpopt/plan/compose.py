@@ -36,6 +36,7 @@ import numpy as np
 from dpopt.certificate.checks import Check
 from dpopt.certificate.second_route import _patterns, evaluate
 from dpopt.mechanisms import Mechanism
+from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.noise_law import GaussianMarginal, LaplaceMarginal, PostProcessedLaw, ProductLaw
 from dpopt.privacy.pld import DEFAULT_STEP, PLDBracket, marginal_pld, product_pld
 from dpopt.sensitivity.space import SensitivitySpace
@@ -97,8 +98,10 @@ def additive_check(privacy: Privacy, targets: list[Privacy], names: list[str]) -
     return Check("composition", f"{rule}, exact rational arithmetic on the per-query targets", ok, detail)
 
 
-def dominating_pair(mechanism: Mechanism, space: SensitivitySpace, step: float = STEP) -> PLDBracket | str:
-    """The PLD bracket of the mechanism's dominating pair (module docstring), or the reason there is none."""
+def dominating_pair(mechanism: Mechanism, space: SensitivitySpace, step: float = STEP) -> float | PLDBracket | str:
+    """The mechanism's dominating pair (module docstring): the whitened shift s of N(0, 1) vs
+    N(s, 1) for Gaussian noise (a float), else the PLD bracket of the pair, or the reason
+    there is none (a str)."""
     law = mechanism.noise_law()
     if isinstance(law, PostProcessedLaw):
         law = law.inner
@@ -113,10 +116,9 @@ def dominating_pair(mechanism: Mechanism, space: SensitivitySpace, step: float =
         return f"{mechanism.family}: a difference leaves the noise's support"
     patterns, _ = _patterns(law, vectors)
     if not patterns:
-        point = marginal_pld(GaussianMarginal(1.0), 0.0, step)
-        return point
+        return 0.0
     if law.gaussian:
-        return marginal_pld(GaussianMarginal(1.0), float(patterns[0].shifts[0]), step)
+        return float(patterns[0].shifts[0])
     if len(patterns) == 1 and all(m.log_concave for m in law.marginals):
         return product_pld(law.marginals, patterns[0].shifts, step)
     scales = {m.b for m in law.marginals if isinstance(m, LaplaceMarginal)}
@@ -127,13 +129,35 @@ def dominating_pair(mechanism: Mechanism, space: SensitivitySpace, step: float =
             "(use a gdp, zcdp or pure target)")
 
 
-def composed_pld(brackets: list[PLDBracket]) -> PLDBracket:
-    """The bracket of the composition: the losses of independent mechanisms add (convolution)."""
+def composed_pld(pairs: list[float | PLDBracket], step: float = STEP) -> PLDBracket:
+    """The bracket of the composition of dominating pairs: the Gaussian ones first, exactly
+    (N(0,1) vs N(s_k,1) compose to N(0,1) vs N(√Σs_k², 1): the losses are independent normals
+    whose means and variances add), then the losses of the others added by convolution."""
+    gaussian = math.sqrt(sum(p * p for p in pairs if isinstance(p, float)))
+    brackets = [p for p in pairs if not isinstance(p, float)]
+    if gaussian > 0 or not brackets:
+        brackets.insert(0, marginal_pld(GaussianMarginal(1.0), gaussian, step))
     total = brackets[0]
     for b in brackets[1:]:
         total, b = _same_grid(total, b), _same_grid(b, total)
         total = total.compose(b)
     return total
+
+
+def epsilon_at(bracket: PLDBracket, delta: float) -> tuple[float, float]:
+    """(optimistic, pessimistic) ε at which δ(ε) = ``delta`` on each side (bisection on the
+    non-increasing δ(ε), to 10⁻¹⁰ nats)."""
+    def solve(side) -> float:
+        lo, hi = 0.0, 1.0
+        while float(side.delta(hi)[0]) > delta:
+            lo, hi = hi, 2.0 * hi
+            if hi > 1e4:
+                return math.inf
+        while hi - lo > 1e-10:
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if float(side.delta(mid)[0]) > delta else (lo, mid)
+        return hi
+    return solve(bracket.lower), solve(bracket.upper)
 
 
 def _same_grid(a: PLDBracket, b: PLDBracket) -> PLDBracket:
@@ -143,6 +167,18 @@ def _same_grid(a: PLDBracket, b: PLDBracket) -> PLDBracket:
     if factor <= 1:
         return a
     return PLDBracket(a.upper.coarsened(factor, up=True), a.lower.coarsened(factor, up=False))
+
+
+def composed_epsilon(pairs: list[float | PLDBracket], delta: float) -> tuple[float, float, str]:
+    """(lower, upper, method) bounds on the composed ε at ``delta``: exact when every pair is
+    Gaussian (μ = √Σs_k², ε from the exact μ-GDP profile, Balle & Wang 2018 / Dong, Roth & Su
+    2022, Cor. 2.13), else read on both sides of the composed PLD bracket."""
+    if all(isinstance(p, float) for p in pairs):
+        mu = math.sqrt(sum(p * p for p in pairs))
+        eps = gaussian_epsilon(delta, mu)
+        return eps, eps, f"exact: Gaussian pairs compose to μ = {mu:.12g}"
+    lo, hi = epsilon_at(composed_pld(pairs), delta)
+    return lo, hi, "composed PLD bracket"
 
 
 def pld_check(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], privacy: Privacy,
@@ -155,11 +191,16 @@ def pld_check(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], priva
     """
     method = ("privacy-loss distributions of each mechanism's dominating pair, composed by convolution "
               f"(pessimistic/optimistic bracket, grid {STEP:g} nats, dpopt.privacy.pld)")
-    brackets = []
+    pairs = []
     for mechanism, space in zip(mechanisms, spaces):
         pair = dominating_pair(mechanism, space)
         if isinstance(pair, str):
             return Check(claim, "second route not available", True, pair)
-        brackets.append(pair)
-    verdict = evaluate(composed_pld(brackets), privacy)
-    return Check(claim, method, not verdict.refuted, verdict.text())
+        pairs.append(pair)
+    bracket = composed_pld(pairs)
+    verdict = evaluate(bracket, privacy)
+    detail = verdict.text()
+    if privacy.definition == "approx":
+        lo, hi, how = composed_epsilon(pairs, privacy.parameters["delta"])
+        detail += f"; composed ε at δ = {privacy.parameters['delta']:g}: [{lo:.10g}, {hi:.10g}] ({how})"
+    return Check(claim, method, not verdict.refuted, detail)

@@ -115,10 +115,10 @@ def _total(plan: Plan) -> float:
 
 
 def _meets_approx(designs: list[QueryDesign], epsilon: float, delta: float) -> bool:
-    brackets = [dominating_pair(d.mechanism, d.space) for d in designs]
-    if any(isinstance(b, str) for b in brackets):
+    pairs = [dominating_pair(d.mechanism, d.space) for d in designs]
+    if any(isinstance(p, str) for p in pairs):
         return False
-    return float(composed_pld(brackets).upper.delta(epsilon)[0]) <= delta
+    return float(composed_pld(pairs).upper.delta(epsilon)[0]) <= delta
 
 
 def _calibrate_approx(plan: Plan, mu: float, designs: list[QueryDesign]) -> tuple[float, list[QueryDesign]]:
