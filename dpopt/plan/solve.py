@@ -3,7 +3,9 @@
 1. Every query is designed (all the families it allows, :func:`dpopt.optimize.select.select`)
    under an **equal split** of the budget's additive currency (:mod:`dpopt.plan.compose`),
    then its chosen family again at half that share: the two designs fit the power law
-   u_i(s) = a_i s^{−p_i} of its utility (:mod:`dpopt.plan.allocate`).
+   u_i(s) = a_i s^{−p_i} of its utility (:mod:`dpopt.plan.allocate`); for Gaussian noise
+   with a variance metric under a zCDP/GDP currency p = 1 exactly and the second design
+   is skipped.
 2. The shares minimising Σ w_i a_i s_i^{−p_i} are found (closed form, else cvxpy), and every
    query is designed again at its share; the weighted total of the *designed* utilities is
    compared with the equal split's (the ratio is reported; the better of the two is kept).
@@ -71,22 +73,36 @@ class PlanSolution:
     certificate: Certificate
 
 
-def _design(plan: Plan, index: int, target: dict, share: float, family: str | None = None) -> QueryDesign:
+def _design(plan: Plan, index: int, target: dict, share: float, family: str | None = None,
+            space: SensitivitySpace | None = None) -> QueryDesign:
     spec = query_spec(plan, index, target)
     if family is not None:
         spec = spec.model_copy(update={"mechanism": family})
-    space = derive(spec)
+    space = derive(spec) if space is None else space
     candidates = design_candidates(spec, space)
     chosen = select(candidates, spec.utility.metric)
     q = plan.queries[index]
     return QueryDesign(q.name, q.weight, share, target, spec, space, chosen.mechanism, chosen.utility, candidates)
 
 
-def _design_all(plan: Plan, total: float, shares: list[float], families: list[str] | None = None) -> list[QueryDesign]:
+def _design_all(plan: Plan, total: float, shares: list[float], spaces: list[SensitivitySpace | None],
+                families: list[str] | None = None) -> list[QueryDesign]:
+    """Every query designed at its share; ``spaces`` caches each query's sensitivity space (it
+    depends on the query, invariants and adjacency only, not on the target)."""
     definition = plan.privacy.definition
     targets = fit_targets(definition, total, shares)
-    return [_design(plan, i, t, s, None if families is None else families[i])
-            for i, (t, s) in enumerate(zip(targets, shares))]
+    designs = [_design(plan, i, t, s, None if families is None else families[i], spaces[i])
+               for i, (t, s) in enumerate(zip(targets, shares))]
+    spaces[:] = [d.space for d in designs]
+    return designs
+
+
+def _exponent_known(design: QueryDesign, definition: str) -> bool:
+    """p = 1 exactly: Gaussian noise under a zCDP/GDP currency with a variance metric. A Gaussian
+    law is μ-GDP iff its whitened sensitivity is ≤ μ (and ρ-zCDP iff it is ≤ √(2ρ)), so the
+    optimal covariance at share s is (s₀/s) times the one at s₀ and E‖WZ‖², max Var ∝ 1/s."""
+    return (definition in ("gdp", "zcdp", "approx") and design.spec.utility.metric in ("l2", "max_variance")
+            and getattr(design.mechanism.noise_law(), "gaussian", False))
 
 
 def _check_plan(plan: Plan) -> None:
@@ -133,7 +149,7 @@ def _calibrate_approx(plan: Plan, mu: float, designs: list[QueryDesign]) -> tupl
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         try:
-            trial = _design_all(plan, mid, shares, families)
+            trial = _design_all(plan, mid, shares, [d.space for d in designs], families)
         except CalibrationError:
             hi = mid
             continue
@@ -168,13 +184,21 @@ def solve_plan(source: Plan | Spec | str | Path | Mapping[str, Any]) -> PlanSolu
     _check_plan(plan)
     total = _total(plan)
     fixed = [q.share for q in plan.queries]
-    equal = _design_all(plan, total, equal_shares(fixed))
-    half = _design_all(plan, total, [s / 2 for s in equal_shares(fixed)], [d.mechanism.family for d in equal])
-    fits = [power_law(e.utility.value, e.share, h.utility.value, h.share) for e, h in zip(equal, half)]
+    spaces: list[SensitivitySpace | None] = [None] * len(plan.queries)
+    equal = _design_all(plan, total, equal_shares(fixed), spaces)
+    definition = plan.privacy.definition
+    fits = []
+    for i, e in enumerate(equal):
+        if _exponent_known(e, definition):
+            fits.append((e.utility.value * e.share, 1.0))
+            continue
+        target = fit_targets(definition, total, [e.share / 2])[0]
+        h = _design(plan, i, target, e.share / 2, e.mechanism.family, spaces[i])
+        fits.append(power_law(e.utility.value, e.share, h.utility.value, h.share))
     b = np.array([d.weight * a for d, (a, _) in zip(equal, fits)])
     p = np.array([pi for _, pi in fits])
     allocation = allocate(b, p, fixed)
-    optimal = _design_all(plan, total, list(allocation.shares))
+    optimal = _design_all(plan, total, list(allocation.shares), spaces)
     equal_total = sum(d.weighted() for d in equal)
     optimal_total = sum(d.weighted() for d in optimal)
     kept = "optimal" if optimal_total <= equal_total else "equal split"

@@ -1,0 +1,103 @@
+"""The example plans through the CLI (solve, verify, report, release) and the one-pass release."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpopt.cli import main
+from dpopt.plan import solve_plan
+from dpopt.plan.release import plan_answers
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANS = sorted((ROOT / "specs").glob("*_plan*.yaml"))
+SURVEY = ROOT / "specs" / "data" / "survey.csv"
+
+
+SURVEY_PLAN = ROOT / "specs" / "survey_plan_zcdp.yaml"
+CENSUS_PLAN = ROOT / "specs" / "census_plan_gdp.yaml"
+
+
+def _solve_and_verify(path: Path, out: Path, capsys) -> dict:
+    assert main(["solve", str(path), "--out", str(out)]) == 0
+    cert = json.loads((out / "certificate.json").read_text())
+    assert cert["kind"] == "plan" and len(cert["queries"]) == len(cert["spec"]["queries"])
+    # the optimal allocation beats an equal split on the examples (the figure is in the report)
+    assert cert["allocation"]["ratio_optimal_to_equal"] < 1.0
+    assert "## Allocation and per-query error" in (out / "report.md").read_text()
+    capsys.readouterr()
+    assert main(["verify", str(out / "certificate.json")]) == 0
+    assert "certificate holds" in capsys.readouterr().out
+    return cert
+
+
+def test_every_example_plan_is_tested():
+    assert PLANS == sorted([SURVEY_PLAN, CENSUS_PLAN])
+
+
+def test_survey_plan_solves_and_verifies_through_the_cli(tmp_path, capsys):
+    cert = _solve_and_verify(SURVEY_PLAN, tmp_path, capsys)
+    assert [q["name"] for q in cert["queries"]] == ["total income", "race", "sex", "age", "race x sex", "mean income"]
+    # tampering: one query's sigma lowered in its certificate and in the plan's row
+    entry = cert["queries"][1]
+    entry["certificate"]["mechanism"]["parameters"]["sigma"] *= 0.8
+    entry["parameters"]["sigma"] *= 0.8
+    (tmp_path / "bad.json").write_text(json.dumps(cert))
+    assert main(["verify", str(tmp_path / "bad.json")]) == 1
+    assert "race.privacy" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # about a minute: the range workload's Semi-DP space (a(t) = 3) and its SDP design
+def test_census_plan_solves_verifies_and_releases_through_the_cli(tmp_path, capsys):
+    _solve_and_verify(CENSUS_PLAN, tmp_path, capsys)
+    out = tmp_path / "release"
+    args = ["release", str(CENSUS_PLAN), "--data", str(SURVEY), "--seed", "3", "--insecure-seed", "--out", str(out)]
+    assert main(args) == 0
+    doc = json.loads((out / "release.json").read_text())
+    assert [t["name"] for t in doc["tables"]] == ["race x sex", "age ranges"]
+    assert len(doc["tables"][1]["release"]) == 15 and doc["records"] == 1000
+    # the projected Gaussian keeps the invariant margins exactly (its noise lies in the margins' kernel)
+    table = np.array(list(doc["tables"][0]["release"].values())).reshape(3, 2)
+    with SURVEY.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    sex = [sum(r["sex"] == s for r in rows) for s in ("female", "male")]
+    np.testing.assert_allclose(table.sum(axis=0), sex, atol=1e-8)
+
+
+def _brute_force(rows: list[dict]) -> dict[str, np.ndarray]:
+    """The survey plan's true answers, counted record by record with the csv module."""
+    def hist(attr, levels):
+        return np.array([sum(r[attr] == lv for r in rows) for lv in levels], dtype=float)
+
+    races, sexes = ["white", "black", "other"], ["female", "male"]
+    ages = ["0-17", "18-34", "35-49", "50-64", "65+"]
+    income = sum(float(r["income"]) for r in rows)
+    table = np.array([sum(r["race"] == a and r["sex"] == b for r in rows) for a in races for b in sexes], dtype=float)
+    return {"total income": np.array([income]), "race": hist("race", races), "sex": hist("sex", sexes),
+            "age": hist("age_group", ages), "race x sex": table, "mean income": np.array([income / len(rows)])}
+
+
+def test_plan_answers_in_one_pass_match_brute_force():
+    with SURVEY.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    sol = solve_plan(ROOT / "specs" / "survey_plan_zcdp.yaml")
+    answers, records = plan_answers(sol, SURVEY)
+    assert records == len(rows)
+    expected = _brute_force(rows)
+    for design, value in zip(sol.designs, answers):
+        np.testing.assert_allclose(value, expected[design.name], rtol=1e-12)
+
+
+def test_cli_release_of_a_plan_is_one_document(tmp_path, capsys):
+    args = ["release", str(SURVEY_PLAN), "--data", str(SURVEY), "--seed", "3", "--insecure-seed"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [t["name"] for t in doc["tables"]] == ["total income", "race", "sex", "age", "race x sex", "mean income"]
+    assert doc["records"] == 1000 and doc["guarantee"]["definition"] == "zcdp"
+    assert len(doc["tables"][4]["release"]) == 6
+    assert main(args + ["--group-by", "disability"]) == 2
+    assert "--group-by" in capsys.readouterr().err
