@@ -44,9 +44,11 @@ def _solve_plan(args: argparse.Namespace) -> int:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
         a = cert["allocation"]
-        for d in sol.designs:
-            print(f"{d.name}: share {d.share:.4f}, {d.mechanism.title} ({format_parameters(d.mechanism.parameters)})"
-                  f" -> {d.utility.metric} = {d.utility.value:.6g}")
+        if sol.joint is not None:
+            print(f"joint design: {sol.joint.mechanism.title} on the shared histogram answers every query")
+        for q in cert["queries"]:
+            print(f"{q['name']}: share {q['share']:.4f}, {q['family']} ({format_parameters(q['parameters'])})"
+                  f" -> {q['utility']['metric']} = {q['utility']['value']:.6g}")
         print(f"{sol.plan.name}: {len(sol.designs)} queries under {cert['guarantee']['definition']} "
               f"{sol.plan.privacy.parameters}; weighted total {cert['utility']['value']:.6g} "
               f"(optimal/equal split = {a['ratio_optimal_to_equal']:.4f}); {len(cert['checks'])} plan checks passed"

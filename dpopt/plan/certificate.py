@@ -24,6 +24,7 @@ from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.plan.allocate import Allocation
 from dpopt.plan.compose import ADDITIVE, additive_check, pld_check
+from dpopt.plan.joint import joint_spec, query_errors
 from dpopt.plan.spec import load_plan, plan_document, plan_sha256, query_spec
 from dpopt.sensitivity.derive import derive
 from dpopt.spec.load import load_spec
@@ -75,15 +76,51 @@ def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, n
     return checks
 
 
+def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocation, comparison: dict,
+                       joint) -> Certificate:
+    """The plan certificate of a joint design: one certified release of the shared histogram, every
+    query its post-processing (:mod:`dpopt.plan.joint`)."""
+    checks = composition_checks(plan, [joint.spec.privacy], [joint.mechanism], [joint.space], ["joint"],
+                                second_route=False)
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        raise CalibrationError("plan certification failed: " + "; ".join(f"{c.claim} ({c.detail})" for c in failed))
+    target = joint.spec.privacy.model_dump(exclude_none=True)
+    queries = [{"name": q.name, "weight": q.weight, "share": 1.0, "target": target, "family": "joint",
+                "parameters": {}, "sensitivity": {"dimension": int(m.shape[0])}, "utility": u.to_dict()}
+               for q, m, u in zip(plan.queries, joint.maps, joint.errors)]
+    return Certificate({
+        "dpopt_version": __version__,
+        "kind": KIND,
+        "spec_sha256": plan_sha256(plan),
+        "spec": plan_document(plan),
+        "guarantee": _guarantee(plan, _composition_method(plan.privacy.definition), [joint.space]),
+        "sensitivity": certificate["sensitivity"],
+        "mechanism": {"family": "plan", "parameters": {"joint": joint.mechanism.family}},
+        "utility": {"metric": "weighted_total", "value": sum(q.weight * u.value for q, u in zip(plan.queries,
+                                                                                              joint.errors)),
+                    "method": "Σ w_i E‖W_i A_i P_i Z‖² of the joint release (closed forms)"},
+        "allocation": {**allocation.to_dict(), **{k: v for k, v in comparison.items() if k != "candidates"}},
+        "design": "joint",
+        "joint": {"certificate": certificate.data},
+        "queries": queries,
+        "candidates": comparison.get("candidates", []),
+        "checks": [c.to_dict() for c in checks],
+    })
+
+
 def plan_certificate(plan: Plan, designs, certificates: list[Certificate], allocation: Allocation,
-                     comparison: dict) -> Certificate:
-    """Assemble the plan certificate (module docstring).
+                     comparison: dict, joint=None) -> Certificate:
+    """Assemble the plan certificate (module docstring); with ``joint`` (a kept joint design),
+    ``certificates`` holds its single certificate.
 
     Raises
     ------
     CalibrationError
         If the composition check fails: no certificate for a guarantee that does not hold.
     """
+    if joint is not None:
+        return _joint_certificate(plan, certificates[0], allocation, comparison, joint)
     names = [d.name for d in designs]
     targets = [d.spec.privacy for d in designs]
     checks = composition_checks(plan, targets, [d.mechanism for d in designs], [d.space for d in designs], names,
@@ -115,7 +152,8 @@ def plan_certificate(plan: Plan, designs, certificates: list[Certificate], alloc
         "mechanism": {"family": "plan", "parameters": {d.name: d.mechanism.family for d in designs}},
         "utility": {"metric": "weighted_total", "value": total,
                     "method": "Σ w_i u_i of the per-query predicted utilities"},
-        "allocation": {**allocation.to_dict(), **comparison},
+        "allocation": {**allocation.to_dict(), **{k: v for k, v in comparison.items() if k != "candidates"}},
+        "design": "separate",
         "queries": queries,
         "candidates": comparison.get("candidates", []),
         "checks": [c.to_dict() for c in checks],
@@ -143,6 +181,8 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
     if [q.get("name") for q in recorded] != [q.name for q in plan.queries]:
         return Verification(checks + [Check("queries", "one certificate per query of the plan, in order", False,
                                             "the recorded queries do not match the plan's")])
+    if data.get("design") == "joint":
+        return Verification(checks + _verify_joint(plan, data))
     targets, mechanisms, spaces = [], [], []
     total = 0.0
     for i, (q, entry) in enumerate(zip(plan.queries, recorded)):
@@ -186,3 +226,43 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
                         isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
                         f"recomputed {total:.12g}, recorded {value}"))
     return Verification(checks)
+
+
+def _verify_joint(plan: Plan, data: dict) -> list[Check]:
+    """A joint design's claims: its spec is the plan's stacked workload, its certificate holds,
+    each query's error and the composition (one mechanism under the whole target) re-derived."""
+    target = data["queries"][0].get("target", {})
+    try:
+        specs = [query_spec(plan, i, target) for i in range(len(plan.queries))]
+        found = joint_spec(plan, specs, target)
+        if isinstance(found, str):
+            return [Check("joint.spec", "the plan's queries stacked on the shared histogram", False, found)]
+        expected, maps = found
+        sub = data["joint"]["certificate"]
+        spec = load_spec(sub["spec"])
+    except (DpoptError, KeyError, TypeError) as exc:
+        return [Check("joint.spec", "the plan's queries stacked on the shared histogram", False, str(exc))]
+    checks = [Check("joint.spec", "the plan's queries stacked on the shared histogram (weights, workloads)",
+                    spec == expected, f"{len(maps)} queries on {' x '.join(spec.query.attributes)}")]
+    checks += [Check(f"joint.{c.claim}", c.method, c.passed, c.detail) for c in verify(sub).checks]
+    space = derive(spec)
+    try:
+        mechanism = rebuild_mechanism(sub, space)
+    except DpoptError as exc:
+        return checks + [Check("joint.mechanism", "rebuild from family and parameters", False, str(exc))]
+    errors = query_errors(mechanism, specs, maps)
+    for q, entry, u in zip(plan.queries, data["queries"], errors):
+        value = entry.get("utility", {}).get("value")
+        checks.append(Check(f"{q.name}.utility", f"E‖W_i A_i P_i Z‖² of the joint release ({u.method})",
+                            isinstance(value, (int, float)) and math.isclose(value, u.value, rel_tol=1e-9),
+                            f"recomputed {u.value:.12g}, recorded {value}"))
+    checks.append(Check("guarantee", "the guarantee equals the plan's target, adjacency and a(t)",
+                        data["guarantee"] == _guarantee(plan, _composition_method(plan.privacy.definition), [space]),
+                        f"{plan.privacy.definition} {plan.privacy.parameters}"))
+    checks += composition_checks(plan, [spec.privacy], [mechanism], [space], ["joint"])
+    total = sum(q.weight * u.value for q, u in zip(plan.queries, errors))
+    value = data["utility"].get("value")
+    checks.append(Check("utility", "Σ w_i u_i recomputed from the joint release",
+                        isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
+                        f"recomputed {total:.12g}, recorded {value}"))
+    return checks

@@ -5,7 +5,9 @@ attributes the plan's counting queries use, and sums every numeric attribute a s
 query uses, per cell. Every query's true answer follows from that table (a marginal of it,
 then the query's matrix; a sum of the per-cell sums; a mean divides by n), and each is
 released by its mechanism's :meth:`~dpopt.mechanisms.Mechanism.release` with its own
-random stream (stream i for query i of the plan).
+random stream (stream i for query i of the plan). A joint design (:mod:`dpopt.plan.joint`)
+releases the shared histogram once (one scan, :func:`dpopt.release.sources.answer`) and
+answers every query from it.
 """
 
 from __future__ import annotations
@@ -92,15 +94,24 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         guarantee and each query's mechanism.
     """
     solution = solve_plan(plan)
-    answers, records = plan_answers(solution, data)
+    joint = solution.joint
     tables = []
-    for i, (design, value) in enumerate(zip(solution.designs, answers)):
-        noisy = design.mechanism.release(value, rng=randomness.stream(i))
+    if joint is not None:  # one release of the shared histogram, every query its post-processing
+        histogram, records = sources.answer(sources.connect(), sources.open_source(data), joint.spec)
+        noisy_histogram = joint.mechanism.release(histogram, rng=randomness.stream(0))
+        noisy_answers = [m @ noisy_histogram for m in joint.maps]
+        mechanism = {"family": joint.mechanism.family, "design": "joint"}
+    else:
+        answers, records = plan_answers(solution, data)
+        noisy_answers = [d.mechanism.release(v, rng=randomness.stream(i))
+                         for i, (d, v) in enumerate(zip(solution.designs, answers))]
+    for design, noisy in zip(solution.designs, noisy_answers):
         labels = compile_query(design.spec).labels
         tables.append({
             "name": design.name,
-            "mechanism": {"family": design.mechanism.family, "parameters": design.mechanism.parameters},
-            "target": design.target,
+            "mechanism": mechanism if joint is not None else
+            {"family": design.mechanism.family, "parameters": design.mechanism.parameters},
+            "target": joint.spec.privacy.model_dump(exclude_none=True) if joint is not None else design.target,
             "release": dict(zip(labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
         })
     document = {

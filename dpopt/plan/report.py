@@ -50,6 +50,9 @@ def plan_markdown(cert: Certificate) -> str:
             f"Shares of the budget: {a['method']}. Weighted total Σ w_i u_i = {cert['utility']['value']:.6g}; "
             f"equal split {a['equal_split_weighted_total']:.6g}; optimal {a['optimal_weighted_total']:.6g} "
             f"(ratio optimal/equal = {a['ratio_optimal_to_equal']:.4f}); kept: {a['kept']}.", ""]
+    if cert.data.get("design") == "joint":
+        out += ["Design kept: **joint** — one release of the shared histogram by `gaussian_optimal` under the "
+                "whole budget; every query is its post-processing (its error below is E‖W_i A_i P_i Z‖²).", ""]
     out += _table(allocation_rows(cert)) + [""]
     if cert.data.get("candidates"):
         out += ["## Designs compared", ""]
@@ -59,9 +62,12 @@ def plan_markdown(cert: Certificate) -> str:
     out += ["## Checks", ""]
     rows = [["claim", "holds", "method", "detail"]]
     rows += [[f"`{c['claim']}`", "yes" if c["passed"] else "**NO**", c["method"], c["detail"]] for c in cert["checks"]]
-    for q in cert["queries"]:
-        sub = q["certificate"]["checks"]
-        rows.append([f"`{q['name']}.*`", "yes" if all(c["passed"] for c in sub) else "**NO**",
+    subs = [(q["name"], q["certificate"]) for q in cert["queries"] if "certificate" in q]
+    if cert.data.get("joint"):
+        subs.append(("joint", cert["joint"]["certificate"]))
+    for name, sub_cert in subs:
+        sub = sub_cert["checks"]
+        rows.append([f"`{name}.*`", "yes" if all(c["passed"] for c in sub) else "**NO**",
                      f"{len(sub)} claims of the query's own certificate", ""])
     out += _table(rows) + [""]
     return "\n".join(out)

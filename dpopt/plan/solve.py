@@ -35,6 +35,7 @@ from dpopt.optimize.select import Candidate, design_candidates, select
 from dpopt.plan.allocate import Allocation, allocate, power_law
 from dpopt.plan.certificate import plan_certificate
 from dpopt.plan.compose import composed_pld, dominating_pair, fit_targets
+from dpopt.plan.joint import JointDesign, design_joint
 from dpopt.plan.spec import load_plan, query_spec
 from dpopt.privacy.gaussian import gaussian_mu
 from dpopt.sensitivity.derive import derive
@@ -73,6 +74,8 @@ class PlanSolution:
     comparison: dict
     certificates: list[Certificate]
     certificate: Certificate
+    joint: JointDesign | None = None
+    """The joint design when it was kept (then every query is answered from its release)."""
 
 
 def _design(plan: Plan, index: int, target: dict, share: float, family: str | None = None,
@@ -215,9 +218,40 @@ def solve_plan(source: Plan | Spec | str | Path | Mapping[str, Any]) -> PlanSolu
     if plan.privacy.definition == "approx":
         mu, designs = _calibrate_approx(plan, total, designs)
         comparison["gdp_design_total_mu"] = mu
+    joint = _joint(plan, designs, total)
+    separate_total = sum(d.weighted() for d in designs)
+    comparison["candidates"] = [
+        {"design": "separate, optimal allocation", "weighted_total": optimal_total},
+        {"design": "separate, equal split", "weighted_total": equal_total},
+        {"design": "joint: gaussian_optimal on the shared histogram",
+         **({"weighted_total": joint.utility.value} if isinstance(joint, JointDesign) else
+            {"weighted_total": None, "note": joint})},
+    ]
+    use_joint = isinstance(joint, JointDesign) and joint.utility.value < separate_total
+    comparison["design"] = "joint" if use_joint else "separate"
     # the second routes (per query and of the composition) are left to dpopt verify: at 50 queries
     # they would dominate the solve (Kolmogorov–Smirnov tests of every coordinate's sampler)
+    if use_joint:
+        certificates = [certify(joint.spec, joint.space, joint.mechanism, joint.utility, joint.candidates,
+                                second_route=False)]
+        certificate = plan_certificate(plan, designs, certificates, allocation, comparison, joint)
+        return PlanSolution(plan, designs, allocation, comparison, certificates, certificate, joint)
     certificates = [certify(d.spec, d.space, d.mechanism, d.utility, d.candidates, second_route=False)
                     for d in designs]
     certificate = plan_certificate(plan, designs, certificates, allocation, comparison)
     return PlanSolution(plan, designs, allocation, comparison, certificates, certificate)
+
+
+def _joint(plan: Plan, designs: list[QueryDesign], total: float) -> JointDesign | str:
+    """The joint design under the whole budget (μ-GDP μ(ε, δ) for an (ε, δ) target, exact for one
+    Gaussian), or the reason there is none."""
+    definition = plan.privacy.definition
+    if definition == "pure":
+        return "the joint design is Gaussian: no pure ε guarantee"
+    allowed = plan.mechanism == "auto" or "gaussian_optimal" in (
+        [plan.mechanism] if isinstance(plan.mechanism, str) else plan.mechanism)
+    if not allowed or any(q.mechanism is not None for q in plan.queries):
+        return "the plan's mechanism choice does not allow gaussian_optimal for all queries"
+    target = {"gdp": {"mu": total}} if definition == "approx" else {definition: plan.privacy.parameters}
+    specs = [query_spec(plan, i, target) for i in range(len(plan.queries))]
+    return design_joint(plan, specs, target, [d.space for d in designs])
