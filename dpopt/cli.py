@@ -21,6 +21,7 @@ from dpopt.certificate.verify import verify
 from dpopt.domain.queries import compile_query
 from dpopt.errors import DpoptError, SpecError
 from dpopt.plan import is_plan_document, solve_plan, verify_plan
+from dpopt.plan.audit import audit_plan
 from dpopt.plan.certificate import is_plan_certificate
 from dpopt.plan.release import release_plan
 from dpopt.plan.report import plan_markdown
@@ -163,7 +164,10 @@ def _dask_client(address: str | None):
 
 
 def _audit(args: argparse.Namespace) -> int:
-    result = audit(args.source, draws=args.draws, seed=args.seed)
+    if _is_plan(args.source):
+        result = audit_plan(solve_plan(args.source), draws=args.draws, seed=args.seed)
+    else:
+        result = audit(args.source, draws=args.draws, seed=args.seed)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     elif result.note:

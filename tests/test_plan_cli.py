@@ -101,3 +101,10 @@ def test_cli_release_of_a_plan_is_one_document(tmp_path, capsys):
     assert len(doc["tables"][4]["release"]) == 6
     assert main(args + ["--group-by", "disability"]) == 2
     assert "--group-by" in capsys.readouterr().err
+
+
+def test_cli_audit_of_the_survey_plan_does_not_refute_it(capsys):
+    """Replace-one with a public n: the mean's difference is (x − x′)/n (a difference of one
+    record's value over n would make this audit refute a correct plan)."""
+    assert main(["audit", str(SURVEY_PLAN), "--draws", "40000"]) == 0
+    assert "not refuted" in capsys.readouterr().out
