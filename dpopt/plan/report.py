@@ -29,7 +29,8 @@ def allocation_rows(cert: Certificate) -> list[list[str]]:
         d = q["sensitivity"].get("dimension") or 1
         rmse = f"{math.sqrt(u['value'] / d):.4g}" if u["metric"] == "l2" else ""
         rows.append([q["name"], f"{q['weight']:.4g}", f"{q['share']:.4f}", _target(definition, params), q["family"],
-                     format_parameters(q["parameters"], width=40), f"{q['sensitivity'].get('l2', 0):.4g}",
+                     format_parameters(q["parameters"], width=40),
+                     f"{q['sensitivity']['l2']:.4g}" if q["sensitivity"].get("l2") is not None else "—",
                      u["metric"], f"{u['value']:.6g}", f"{q['weight'] * u['value']:.6g}", rmse])
     return rows
 
