@@ -33,6 +33,14 @@ from dpopt.spec.models import Plan, Privacy
 KIND = "plan"
 """``certificate["kind"]`` of a plan certificate."""
 
+NOTES = [
+    "each query's second route (privacy-loss distribution of its noise law, sampler tests, utility by "
+    "integration) and the composition's second route are re-derived by dpopt verify, not recorded at solve time",
+    "the shares are optimal for the power-law model of each query's utility fitted on its chosen family; the "
+    "utilities recorded are those of the designed mechanisms",
+]
+"""Caveats every plan certificate carries."""
+
 
 def is_plan_certificate(data: Any) -> bool:
     """True for the JSON of a plan certificate."""
@@ -105,6 +113,7 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
         "joint": {"certificate": certificate.data},
         "queries": queries,
         "candidates": comparison.get("candidates", []),
+        "notes": NOTES,
         "checks": [c.to_dict() for c in checks],
     })
 
@@ -156,6 +165,7 @@ def plan_certificate(plan: Plan, designs, certificates: list[Certificate], alloc
         "design": "separate",
         "queries": queries,
         "candidates": comparison.get("candidates", []),
+        "notes": NOTES,
         "checks": [c.to_dict() for c in checks],
     }
     return Certificate(data)

@@ -60,6 +60,8 @@ def plan_markdown(cert: Certificate) -> str:
         out += _table([["design", "weighted total", "note"]] + [
             [c["design"], f"{c['weighted_total']:.6g}" if c.get("weighted_total") is not None else "—",
              c.get("note", "")] for c in cert["candidates"]]) + [""]
+    if cert.data.get("notes"):
+        out += ["## Notes", ""] + [f"- {n}" for n in cert["notes"]] + [""]
     out += ["## Checks", ""]
     rows = [["claim", "holds", "method", "detail"]]
     rows += [[f"`{c['claim']}`", "yes" if c["passed"] else "**NO**", c["method"], c["detail"]] for c in cert["checks"]]
