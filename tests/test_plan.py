@@ -254,3 +254,11 @@ def test_audit_of_a_joint_plan(overlapping):
 
     result = audit_plan(overlapping, draws=100_000)
     assert result.audited and result.passed, result.to_dict()
+
+
+def test_single_query_verify_points_to_the_plan_verifier():
+    from dpopt.certificate.verify import verify
+    from dpopt.errors import CertificateError
+
+    with pytest.raises(CertificateError, match="verify_plan"):
+        verify(solve_plan(make_plan()).certificate)

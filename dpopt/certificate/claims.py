@@ -112,7 +112,9 @@ def utility_claims(spec: Spec, mechanism: Mechanism) -> list[Check]:
     ]
 
 
-def all_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism, second_route: bool = True) -> list[Check]:
+def all_claims(
+    spec: Spec, space: SensitivitySpace, mechanism: Mechanism, second_route: bool = True
+) -> list[Check]:
     """Every claim: sensitivity, the family's own privacy checks, utility, and (unless
     ``second_route`` is False: left to ``dpopt verify``) the second route from the noise law
     (:mod:`dpopt.certificate.second_route`)."""

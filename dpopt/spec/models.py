@@ -402,7 +402,6 @@ class Spec(_Model):
         return tuple(dict.fromkeys(self.mechanism))
 
 
-
 # --------------------------------------------------------------------------- plan
 class PlanQuery(_Model):
     """One query of a release plan (:class:`Plan`).
