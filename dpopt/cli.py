@@ -23,7 +23,7 @@ from dpopt.errors import DpoptError, SpecError
 from dpopt.plan import is_plan_document, solve_plan, verify_plan
 from dpopt.plan.audit import audit_plan
 from dpopt.plan.certificate import is_plan_certificate
-from dpopt.plan.release import release_plan
+from dpopt.plan.release import release_plan, release_plan_groups
 from dpopt.plan.report import plan_markdown
 from dpopt.release import random_source, release_groups, release_once
 from dpopt.solve import solve
@@ -102,15 +102,19 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _release_plan(args: argparse.Namespace, randomness) -> int:
-    if args.group_by or args.groups or args.engine != "duckdb" or args.scheduler:
-        raise SpecError("--group-by", "a release plan is released ungrouped (--group-by, --groups, --engine and "
-                                      "--scheduler apply to a single-query spec)")
-    sol, document = release_plan(args.spec, args.data, randomness)
+    if args.groups or args.engine != "duckdb" or args.scheduler:
+        raise SpecError("--groups", "a release plan is released with DuckDB and the groups found or declared "
+                                    "(--groups, --engine and --scheduler apply to a single-query spec)")
+    if args.group_by:
+        sol, document, cert = release_plan_groups(args.spec, args.data, args.group_by, randomness)
+    else:
+        sol, document = release_plan(args.spec, args.data, randomness)
+        cert = sol.certificate
     document["seed"] = args.seed
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if args.out:
         write_atomic(Path(args.out) / "release.json", text)
-        sol.certificate.write(Path(args.out) / "certificate.json")
+        cert.write(Path(args.out) / "certificate.json")
     else:
         sys.stdout.write(text)
     return 0

@@ -26,6 +26,7 @@ from dpopt.plan.allocate import Allocation
 from dpopt.plan.compose import ADDITIVE, additive_check, pld_check
 from dpopt.plan.joint import joint_spec, query_errors
 from dpopt.plan.spec import load_plan, plan_document, plan_sha256, query_spec
+from dpopt.release.composition import composition_checks as composition_checks_groups
 from dpopt.sensitivity.derive import derive
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import Plan, Privacy
@@ -116,6 +117,13 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
         "notes": NOTES,
         "checks": [c.to_dict() for c in checks],
     })
+
+
+def group_checks(plan: Plan, block: dict) -> list[Check]:
+    """The ``groups`` block of a grouped plan release (:func:`dpopt.release.composition.composition_checks`
+    with the plan's target as the per-group one)."""
+    per_group = query_spec(plan, 0, plan.privacy.model_dump(exclude_none=True))
+    return composition_checks_groups(per_group, block)
 
 
 def plan_certificate(plan: Plan, designs, certificates: list[Certificate], allocation: Allocation,
@@ -231,6 +239,8 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
                             f"{plan.privacy.definition} {plan.privacy.parameters}"))
     if len(targets) == len(plan.queries):
         checks.extend(composition_checks(plan, targets, mechanisms, spaces, [q.name for q in plan.queries]))
+    if "groups" in data:  # a grouped release: the plan's target composed over the groups a record is in
+        checks.extend(group_checks(plan, data["groups"]))
     value = data["utility"].get("value")
     checks.append(Check("utility", "Σ w_i u_i recomputed from the per-query certificates",
                         isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
@@ -270,6 +280,8 @@ def _verify_joint(plan: Plan, data: dict) -> list[Check]:
                         data["guarantee"] == _guarantee(plan, _composition_method(plan.privacy.definition), [space]),
                         f"{plan.privacy.definition} {plan.privacy.parameters}"))
     checks += composition_checks(plan, [spec.privacy], [mechanism], [space], ["joint"])
+    if "groups" in data:
+        checks += group_checks(plan, data["groups"])
     total = sum(q.weight * u.value for q, u in zip(plan.queries, errors))
     value = data["utility"].get("value")
     checks.append(Check("utility", "Σ w_i u_i recomputed from the joint release",

@@ -29,6 +29,7 @@ tests). Other laws have no dominating pair here, and a plan with them needs an a
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -98,10 +99,22 @@ def additive_check(privacy: Privacy, targets: list[Privacy], names: list[str]) -
     return Check("composition", f"{rule}, exact rational arithmetic on the per-query targets", ok, detail)
 
 
-def dominating_pair(mechanism: Mechanism, space: SensitivitySpace, step: float = STEP) -> float | PLDBracket | str:
+@dataclass(frozen=True)
+class ProductPair:
+    """A non-Gaussian dominating pair: independent coordinates ``marginals`` shifted by ``shifts``."""
+
+    marginals: tuple
+    shifts: tuple
+
+    @property
+    def spread(self) -> float:
+        """Σ |t_k| / scale_k, the loss scale (sets the grid)."""
+        return float(sum(abs(t) / m.scale for t, m in zip(self.shifts, self.marginals)))
+
+
+def dominating_pair(mechanism: Mechanism, space: SensitivitySpace) -> float | ProductPair | str:
     """The mechanism's dominating pair (module docstring): the whitened shift s of N(0, 1) vs
-    N(s, 1) for Gaussian noise (a float), else the PLD bracket of the pair, or the reason
-    there is none (a str)."""
+    N(s, 1) for Gaussian noise (a float), else the product pair, or the reason there is none."""
     law = mechanism.noise_law()
     if isinstance(law, PostProcessedLaw):
         law = law.inner
@@ -120,21 +133,25 @@ def dominating_pair(mechanism: Mechanism, space: SensitivitySpace, step: float =
     if law.gaussian:
         return float(patterns[0].shifts[0])
     if len(patterns) == 1 and all(m.log_concave for m in law.marginals):
-        return product_pld(law.marginals, patterns[0].shifts, step)
+        return ProductPair(tuple(law.marginals), tuple(float(t) for t in patterns[0].shifts))
     scales = {m.b for m in law.marginals if isinstance(m, LaplaceMarginal)}
     if len(scales) == 1 and all(isinstance(m, LaplaceMarginal) for m in law.marginals) and law.basis is None:
         w, _ = law.coordinates(vectors)
-        return marginal_pld(LaplaceMarginal(scales.pop()), float(np.abs(w).sum(axis=1).max()), step)
+        return ProductPair((LaplaceMarginal(scales.pop()),), (float(np.abs(w).sum(axis=1).max()),))
     return (f"{mechanism.family}: {len(patterns)} maximal shift patterns and no dominating pair "
             "(use a gdp, zcdp or pure target)")
 
 
-def composed_pld(pairs: list[float | PLDBracket], step: float = STEP) -> PLDBracket:
+def composed_pld(pairs: list[float | ProductPair], step: float | None = None) -> PLDBracket:
     """The bracket of the composition of dominating pairs: the Gaussian ones first, exactly
     (N(0,1) vs N(s_k,1) compose to N(0,1) vs N(√Σs_k², 1): the losses are independent normals
-    whose means and variances add), then the losses of the others added by convolution."""
+    whose means and variances add), then the losses of the others added by convolution. The
+    grid is :data:`STEP` nats times the loss scale (at least 1), so that its length stays bounded."""
     gaussian = math.sqrt(sum(p * p for p in pairs if isinstance(p, float)))
-    brackets = [p for p in pairs if not isinstance(p, float)]
+    products = [p for p in pairs if isinstance(p, ProductPair)]
+    if step is None:
+        step = STEP * max(1.0, gaussian + sum(p.spread for p in products))
+    brackets = [product_pld(p.marginals, p.shifts, step) for p in products]
     if gaussian > 0 or not brackets:
         brackets.insert(0, marginal_pld(GaussianMarginal(1.0), gaussian, step))
     total = brackets[0]
@@ -190,7 +207,7 @@ def pld_check(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], priva
     with no dominating pair makes the check unavailable (it passes and says so).
     """
     method = ("privacy-loss distributions of each mechanism's dominating pair, composed by convolution "
-              f"(pessimistic/optimistic bracket, grid {STEP:g} nats, dpopt.privacy.pld)")
+              f"(pessimistic/optimistic bracket, grid {STEP:g} nats × the loss scale, dpopt.privacy.pld)")
     pairs = []
     for mechanism, space in zip(mechanisms, spaces):
         pair = dominating_pair(mechanism, space)
