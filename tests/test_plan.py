@@ -262,3 +262,17 @@ def test_single_query_verify_points_to_the_plan_verifier():
 
     with pytest.raises(CertificateError, match="verify_plan"):
         verify(solve_plan(make_plan()).certificate)
+
+
+def test_approx_plan_without_dominating_pair_is_certified_by_the_gdp_route():
+    """A plan whose PLD route is unavailable (a mechanism with no dominating pair) is certified by
+    μ = √Σμ_i² and the exact GDP profile: checked on two μ_i-GDP targets on either side of
+    μ(1, 10⁻⁶) ≈ 0.2368 (the analytic Gaussian mechanism, Balle & Wang 2018, at δ = 10⁻⁶)."""
+    from dpopt.plan.compose import gdp_route_check
+    from dpopt.spec.models import Privacy
+
+    target = Privacy(approx={"epsilon": 1.0, "delta": 1e-6})
+    ok = gdp_route_check(target, [Privacy(gdp={"mu": 0.16}), Privacy(gdp={"mu": 0.17})], ["a", "b"])
+    assert ok.passed  # √(0.16² + 0.17²) = 0.2335 < 0.2368
+    over = gdp_route_check(target, [Privacy(gdp={"mu": 0.17}), Privacy(gdp={"mu": 0.17})], ["a", "b"])
+    assert not over.passed  # 0.2404 > 0.2368

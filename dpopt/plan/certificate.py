@@ -23,7 +23,8 @@ from dpopt.certificate.model import Certificate
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.plan.allocate import Allocation
-from dpopt.plan.compose import ADDITIVE, additive_check, pld_check
+from dpopt.certificate.second_route import is_not_available
+from dpopt.plan.compose import ADDITIVE, additive_check, gdp_route_check, pld_check
 from dpopt.plan.joint import joint_spec, query_errors
 from dpopt.plan.spec import load_plan, plan_document, plan_sha256, query_spec
 from dpopt.release.composition import composition_checks as composition_checks_groups
@@ -81,7 +82,10 @@ def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, n
         if second_route:
             checks.append(pld_check(mechanisms, spaces, plan.privacy, claim="composition.second_route"))
     else:
-        checks.append(pld_check(mechanisms, spaces, plan.privacy, claim="composition.pld"))
+        pld = pld_check(mechanisms, spaces, plan.privacy, claim="composition.pld")
+        checks.append(pld)
+        if is_not_available(pld):  # no dominating pair: the GDP design's own composition is the proof
+            checks.append(gdp_route_check(plan.privacy, targets, names))
     return checks
 
 

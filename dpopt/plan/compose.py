@@ -32,12 +32,13 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 
 from dpopt.certificate.checks import Check
 from dpopt.certificate.second_route import _patterns, evaluate
 from dpopt.mechanisms import Mechanism
-from dpopt.privacy.gaussian import gaussian_epsilon
+from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.noise_law import GaussianMarginal, LaplaceMarginal, PostProcessedLaw, ProductLaw
 from dpopt.privacy.pld import DEFAULT_STEP, PLDBracket, marginal_pld, product_pld
 from dpopt.sensitivity.space import SensitivitySpace
@@ -110,6 +111,23 @@ class ProductPair:
     def spread(self) -> float:
         """Σ |t_k| / scale_k, the loss scale (sets the grid)."""
         return float(sum(abs(t) / m.scale for t, m in zip(self.shifts, self.marginals)))
+
+
+def gdp_route_check(privacy: Privacy, targets: list[Privacy], names: list[str]) -> Check:
+    """``composition.gdp`` for an (ε, δ) plan designed in μ-GDP: the queries' μ_i-GDP compose to
+    μ = √(Σμ_i²)-GDP (Dong, Roth & Su 2022, Cor. 3.3), which is (ε, δ_μ(ε))-DP (Cor. 2.13);
+    δ_μ(ε) ≤ δ is evaluated in 60-digit arithmetic at Σμ_i² taken exactly."""
+    eps, delta = privacy.parameters["epsilon"], privacy.parameters["delta"]
+    wrong = [n for n, t in zip(names, targets) if t.definition != "gdp"]
+    total = sum((Fraction(t.parameters["mu"]) ** 2 for t in targets if t.definition == "gdp"), Fraction(0))
+    with mpmath.workdps(60):
+        mu = mpmath.sqrt(mpmath.mpf(total.numerator) / total.denominator)
+        achieved = gaussian_delta_mp(eps, mu)
+    ok = not wrong and achieved <= delta
+    return Check("composition.gdp", "μ = √(Σ μ_i²) (Dong, Roth & Su 2022, Cor. 3.3), then the exact μ-GDP "
+                                    "(ε, δ) profile (Cor. 2.13) in 60-digit arithmetic", ok,
+                 f"queries {wrong} are not certified under gdp" if wrong else
+                 f"μ = {float(mu):.12g}: δ(ε={eps:g}) = {float(achieved):.6g} vs {delta:g}")
 
 
 def dominating_pair(mechanism: Mechanism, space: SensitivitySpace) -> float | ProductPair | str:
