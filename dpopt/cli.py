@@ -192,6 +192,8 @@ def _report(args: argparse.Namespace) -> int:
         cert = Certificate.from_dict(document, source=str(args.source)) if is_plan_certificate(document) \
             else solve_plan(args.source).certificate
         text = plan_markdown(cert) + "\n"
+        if args.out and not str(args.out).lower().endswith(".md"):
+            raise SpecError("--out", "a plan's report is Markdown: give FILE.md")
         if args.out:
             write_atomic(args.out, text)
         else:
