@@ -42,6 +42,8 @@ def test_every_example_plan_is_tested():
 def test_survey_plan_solves_and_verifies_through_the_cli(tmp_path, capsys):
     cert = _solve_and_verify(SURVEY_PLAN, tmp_path, capsys)
     assert [q["name"] for q in cert["queries"]] == ["total income", "race", "sex", "age", "race x sex", "mean income"]
+    assert main(["report", str(tmp_path / "certificate.json")]) == 0
+    assert "| race x sex | 2 |" in capsys.readouterr().out
     # tampering: one query's sigma lowered in its certificate and in the plan's row
     entry = cert["queries"][1]
     entry["certificate"]["mechanism"]["parameters"]["sigma"] *= 0.8
