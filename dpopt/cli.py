@@ -93,11 +93,50 @@ def _progress(description: str):
         thread.join()
 
 
+def _is_plan(path: str) -> bool:
+    """A spec file holding a ``queries`` list (a release plan)."""
+    from dpopt.plan import is_plan_document
+    from dpopt.spec.load import read_document
+
+    return is_plan_document(read_document(path))
+
+
+def _solve_plan(args: argparse.Namespace) -> int:
+    from dpopt.certificate.model import write_atomic
+    from dpopt.certificate.report import format_parameters
+    from dpopt.plan import solve_plan
+    from dpopt.plan.report import plan_markdown
+
+    with stdout_to_stderr():
+        with _progress("dpopt solve: designing and composing the plan"):
+            sol = solve_plan(args.spec)
+        cert = sol.certificate
+        if args.out:
+            cert.write(Path(args.out) / "certificate.json")
+            write_atomic(Path(args.out) / "report.md", plan_markdown(cert) + "\n")
+    if args.json:
+        sys.stdout.write(cert.to_json())
+    elif not args.out or not args.quiet:
+        a = cert["allocation"]
+        if sol.joint is not None:
+            print(f"joint design: {sol.joint.mechanism.title} on the shared histogram answers every query")
+        for q in cert["queries"]:
+            print(f"{q['name']}: share {q['share']:.4f}, {q['family']} ({format_parameters(q['parameters'])})"
+                  f" -> {q['utility']['metric']} = {q['utility']['value']:.6g}")
+        print(f"{sol.plan.name}: {len(sol.designs)} queries under {cert['guarantee']['definition']} "
+              f"{sol.plan.privacy.parameters}; weighted total {cert['utility']['value']:.6g} "
+              f"(optimal/equal split = {a['ratio_optimal_to_equal']:.4f}); {len(cert['checks'])} plan checks passed"
+              + (f"; wrote {args.out}/" if args.out else ""))
+    return 0
+
+
 def _solve(args: argparse.Namespace) -> int:
     from dpopt.certificate.report import format_parameters
     from dpopt.certificate.report_reading import claim_counts
     from dpopt.solve import solve
 
+    if _is_plan(args.spec):
+        return _solve_plan(args)
     with stdout_to_stderr():
         with _progress("dpopt solve: deriving, designing and certifying"):
             sol = solve(args.spec)
@@ -143,9 +182,13 @@ def _write_solution(sol, folder: str) -> None:
 def _verify(args: argparse.Namespace) -> int:
     from dpopt.certificate.report_reading import human
     from dpopt.certificate.second_route import is_not_available
+    from dpopt.certificate.model import Certificate
     from dpopt.certificate.verify import verify
+    from dpopt.plan import verify_plan
+    from dpopt.plan.certificate import is_plan_certificate
 
-    result = verify(args.certificate)
+    cert = Certificate.from_file(args.certificate)
+    result = verify_plan(cert) if is_plan_certificate(cert.data) else verify(cert)
     unavailable = [c for c in result.checks if is_not_available(c)]
     for check in result.checks:
         mark = "N/A " if check in unavailable else "PASS" if check.passed else "FAIL"
@@ -159,6 +202,29 @@ def _verify(args: argparse.Namespace) -> int:
     return 1
 
 
+def _release_plan(args: argparse.Namespace, randomness) -> int:
+    from dpopt.certificate.model import write_atomic
+    from dpopt.plan.release import release_plan, release_plan_groups
+
+    if args.groups or args.engine != "duckdb" or args.scheduler:
+        raise SpecError("--groups", "a release plan is released with DuckDB and the groups found or declared "
+                                    "(--groups, --engine and --scheduler apply to a single-query spec)")
+    with stdout_to_stderr():
+        if args.group_by:
+            sol, document, cert = release_plan_groups(args.spec, args.data, args.group_by, randomness)
+        else:
+            sol, document = release_plan(args.spec, args.data, randomness)
+            cert = sol.certificate
+    document["seed"] = args.seed
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if args.out:
+        write_atomic(Path(args.out) / "release.json", text)
+        cert.write(Path(args.out) / "certificate.json")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _release(args: argparse.Namespace) -> int:
     import numpy as np
     
@@ -169,6 +235,8 @@ def _release(args: argparse.Namespace) -> int:
     from dpopt.spec.load import load_spec
 
     randomness = random_source(args.seed, args.insecure_seed)
+    if _is_plan(args.spec):
+        return _release_plan(args, randomness)
     spec = load_spec(args.spec)
     if args.error_draws < 0:
         raise SpecError("--error-draws", f"must be 0 or more (got {args.error_draws})")
@@ -243,9 +311,14 @@ def _dask_client(address: str | None):
 
 def _audit(args: argparse.Namespace) -> int:
     from dpopt.audit import audit
+    from dpopt.plan import solve_plan
+    from dpopt.plan.audit import audit_plan
 
     with stdout_to_stderr():
-        result = audit(args.source, draws=args.draws, seed=args.seed)
+        if _is_plan(args.source):
+            result = audit_plan(solve_plan(args.source), draws=args.draws, seed=args.seed)
+        else:
+            result = audit(args.source, draws=args.draws, seed=args.seed)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     elif result.note:
@@ -269,6 +342,8 @@ def _report(args: argparse.Namespace) -> int:
     from dpopt.spec.load import read_document
 
     document = read_document(args.source)
+    if _is_plan_document_or_certificate(document):
+        return _report_plan(args, document)
     if isinstance(document, dict) and "spec_sha256" in document:
         cert = Certificate.from_dict(document, source=str(args.source))
     else:
@@ -285,6 +360,36 @@ def _report(args: argparse.Namespace) -> int:
     else:  # figures need a file: Markdown on stdout carries the text, tables and audit
         sys.stdout.write(render_markdown(Report(cert, (), report.audit,
                                                 report.notes + ("figures: written with --out FILE.html or FILE.md",))))
+    return 0
+
+
+def _is_plan_document_or_certificate(document) -> bool:
+    from dpopt.plan import is_plan_document
+    from dpopt.plan.certificate import is_plan_certificate
+
+    return is_plan_document(document) or is_plan_certificate(document)
+
+
+def _report_plan(args: argparse.Namespace, document) -> int:
+    """A plan's report (Markdown): the allocation and the per-query error."""
+    from dpopt.certificate.model import Certificate, write_atomic
+    from dpopt.plan import solve_plan
+    from dpopt.plan.certificate import is_plan_certificate
+    from dpopt.plan.report import plan_markdown
+
+    if args.out and not str(args.out).lower().endswith(".md"):
+        raise SpecError("--out", "a plan's report is Markdown: give FILE.md")
+    if is_plan_certificate(document):
+        cert = Certificate.from_dict(document, source=str(args.source))
+    else:
+        with stdout_to_stderr():
+            cert = solve_plan(args.source).certificate
+    text = plan_markdown(cert) + "\n"
+    if args.out:
+        write_atomic(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
     return 0
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SPECS = sorted((ROOT / "specs").glob("*.yaml"))
+SPECS = sorted(p for p in (ROOT / "specs").glob("*.yaml") if "_plan" not in p.stem)  # plans: tests/test_plan*.py
 SLOW_SPECS = {
     "table_4x4_margins_pure": "the hull of a 9-dimensional sensitivity space exceeds its 20 s budget before the "
                               "design falls back to a ball: about 40 s per solve (benchmarks/bench_report_4x4.py)",

@@ -48,15 +48,17 @@ def certify(
     mechanism: Mechanism,
     utility: UtilityValue,
     candidates: list[Candidate],
+    second_route: bool = True,
 ) -> Certificate:
-    """Evaluate every claim independently and assemble the certificate.
+    """Evaluate every claim independently and assemble the certificate (``second_route=False``
+    leaves the second route to ``dpopt verify``, which always runs it).
 
     Raises
     ------
     CalibrationError
         If any claim fails: a certificate is never issued for a guarantee that does not hold.
     """
-    checks: list[Check] = all_claims(spec, space, mechanism)
+    checks: list[Check] = all_claims(spec, space, mechanism, second_route)
     failed = [c for c in checks if not c.passed]
     if failed:
         raise CalibrationError(

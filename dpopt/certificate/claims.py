@@ -112,12 +112,15 @@ def utility_claims(spec: Spec, mechanism: Mechanism) -> list[Check]:
     ]
 
 
-def all_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism) -> list[Check]:
-    """Every claim: sensitivity, the family's own privacy checks, utility, and the second route
-    from the noise law (:mod:`dpopt.certificate.second_route`)."""
+def all_claims(
+    spec: Spec, space: SensitivitySpace, mechanism: Mechanism, second_route: bool = True
+) -> list[Check]:
+    """Every claim: sensitivity, the family's own privacy checks, utility, and (unless
+    ``second_route`` is False: left to ``dpopt verify``) the second route from the noise law
+    (:mod:`dpopt.certificate.second_route`)."""
     return (
         sensitivity_claims(spec, space)
         + mechanism_claims(spec, space, mechanism)
         + utility_claims(spec, mechanism)
-        + second_route_claims(spec, space, mechanism)
+        + (second_route_claims(spec, space, mechanism) if second_route else [])
     )

@@ -57,7 +57,7 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     Raises
     ------
     CertificateError
-        The file is not a dpopt certificate at all.
+        The file is not a dpopt certificate at all, or is a plan's (:func:`dpopt.plan.verify_plan`).
     """
     if isinstance(certificate, (str, Path)):
         cert = Certificate.from_file(certificate)
@@ -66,6 +66,9 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     else:
         cert = Certificate.from_dict(certificate)
     data = cert.data
+    if data.get("kind") == "plan":  # the plan layer sits above this one: it verifies its own certificates
+        raise CertificateError("this is a release plan's certificate: verify it with dpopt.plan.verify_plan "
+                               "(or `dpopt verify`)")
     checks: list[Check] = []
 
     try:

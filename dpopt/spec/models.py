@@ -459,3 +459,73 @@ class Spec(_Model):
             return (self.mechanism,)
         return tuple(dict.fromkeys(self.mechanism))
 
+
+# --------------------------------------------------------------------------- plan
+class PlanQuery(_Model):
+    """One query of a release plan (:class:`Plan`).
+
+    ``name`` labels it (default ``q1``, ``q2`` …); ``weight`` w_i scales its utility in the
+    plan's objective Σ w_i u_i; ``utility`` and ``mechanism`` override the plan's; ``share``
+    fixes its fraction of the budget in the target's additive currency (ρ for zCDP, μ² for
+    GDP and for the GDP design of an (ε, δ) target, ε for pure DP) instead of letting dpopt
+    choose it.
+    """
+
+    name: Annotated[str, Field(min_length=1)] | None = None
+    query: Query
+    weight: PositiveFinite = 1.0
+    utility: Utility | None = None
+    mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] | None = None
+    share: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+
+    @field_validator("utility", mode="before")
+    @classmethod
+    def _utility_shorthand(cls, value: object) -> object:
+        return {"metric": value} if isinstance(value, str) else value
+
+
+class Plan(_Model):
+    """A release plan: several queries of the same records under one privacy target.
+
+    ``data``, ``invariants``, ``adjacency`` and ``privacy`` apply to the whole plan;
+    ``mechanism`` and ``utility`` are the defaults of its queries.
+    """
+
+    dpopt: Literal[1]
+    name: Annotated[str, Field(min_length=1)]
+    description: str | None = None
+    data: Data
+    queries: Annotated[list[PlanQuery], Field(min_length=1)]
+    invariants: list[Invariant] = []
+    semi_adjacency: SemiAdjacency | None = None
+    adjacency: Adjacency
+    privacy: Privacy
+    mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] = "auto"
+    utility: Utility = Utility(metric="l2")
+
+    _adjacency = field_validator("adjacency", mode="before")(Spec._adjacency_shorthand.__func__)
+    _utility = field_validator("utility", mode="before")(Spec._utility_shorthand.__func__)
+
+    @field_validator("queries", mode="before")
+    @classmethod
+    def _default_names(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [
+                {**q, "name": q.get("name") or f"q{i + 1}"} if isinstance(q, dict) else q
+                for i, q in enumerate(value)
+            ]
+        return value
+
+    @model_validator(mode="after")
+    def _names_and_shares(self) -> "Plan":
+        names = [q.name for q in self.queries]
+        if len(set(names)) != len(names):
+            raise ValueError("query names must be distinct")
+        shares = [q.share for q in self.queries if q.share is not None]
+        if sum(shares) > 1 + 1e-12:
+            raise ValueError(f"the fixed shares sum to {sum(shares):.6g} > 1")
+        if len(shares) == len(self.queries) and abs(sum(shares) - 1) > 1e-9:
+            raise ValueError(f"every query has a fixed share, so they must sum to 1 (got {sum(shares):.6g})")
+        if self.semi_adjacency is not None and not self.invariants:
+            raise ValueError("semi_adjacency applies to plans with invariants only")
+        return self

@@ -1,0 +1,294 @@
+"""One certificate for a plan, and its verification.
+
+The plan certificate embeds the plan, the composed guarantee with the method that proves
+it, the allocation, and for every query the full single-query certificate of its design
+under its own target (mechanism, parameters, sensitivity, predicted utility, every check).
+:func:`verify_plan` re-derives all of it: each query's certificate by
+:func:`dpopt.certificate.verify.verify` (its spec must be the plan's query under the recorded
+share), and the composition twice — by the target's composition rule in exact rational
+arithmetic (additive targets) and by a second, numerical route: the privacy-loss
+distributions of the rebuilt mechanisms' dominating pairs, composed by convolution
+(:mod:`dpopt.plan.compose`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from dpopt._version import __version__
+from dpopt.certificate.checks import Check
+from dpopt.certificate.model import Certificate
+from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
+from dpopt.errors import CalibrationError, DpoptError
+from dpopt.plan.allocate import Allocation
+from dpopt.certificate.second_route import is_not_available
+from dpopt.plan.compose import ADDITIVE, additive_check, gdp_route_check, pld_check
+from dpopt.plan.joint import joint_spec, query_errors
+from dpopt.plan.spec import load_plan, plan_document, plan_sha256, query_spec
+from dpopt.release.composition import composition_checks as composition_checks_groups
+from dpopt.sensitivity.derive import derive
+from dpopt.spec.load import load_spec
+from dpopt.spec.models import Plan, Privacy
+
+KIND = "plan"
+"""``certificate["kind"]`` of a plan certificate."""
+
+NOTES = [
+    "each query's second route (privacy-loss distribution of its noise law, sampler tests, utility by "
+    "integration) and the composition's second route are re-derived by dpopt verify, not recorded at solve time",
+    "the shares are optimal for the power-law model of each query's utility fitted on its chosen family; the "
+    "utilities recorded are those of the designed mechanisms",
+]
+"""Caveats every plan certificate carries."""
+
+
+def is_plan_certificate(data: Any) -> bool:
+    """True for the JSON of a plan certificate."""
+    return isinstance(data, dict) and data.get("kind") == KIND
+
+
+def _guarantee(plan: Plan, method: str, spaces) -> dict:
+    """The plan's target and scope; a(t) is the same for every query (it depends on the
+    invariants and n only), taken from the first query's space."""
+    return {
+        "definition": plan.privacy.definition,
+        **plan.privacy.parameters,
+        "scope": {
+            "adjacency": plan.adjacency.model_dump(),
+            "invariants": [inv.model_dump() for inv in plan.invariants],
+            "semi_adjacent_parameter": spaces[0].semi_adjacent_parameter,
+        },
+        "composition": method,
+    }
+
+
+def _composition_method(definition: str) -> str:
+    if definition in ADDITIVE:
+        return {"zcdp": "ρ = Σ ρ_i", "gdp": "μ = √(Σ μ_i²)", "pure": "ε = Σ ε_i"}[definition] + (
+            ", exact rational arithmetic; second route (dpopt verify): composed PLD of the dominating pairs")
+    return ("designed in μ-GDP; (ε, δ) of the composed privacy-loss distributions of the dominating pairs "
+            "(pessimistic side, grid 1e-4 nats)")
+
+
+def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, names: list[str],
+                       second_route: bool = True) -> list[Check]:
+    """The composed guarantee: the exact rule for additive targets, then (``second_route``) the
+    PLD route; for (ε, δ) the PLD route is the rule."""
+    checks = []
+    if plan.privacy.definition in ADDITIVE:
+        checks.append(additive_check(plan.privacy, targets, names))
+        if second_route:
+            checks.append(pld_check(mechanisms, spaces, plan.privacy, claim="composition.second_route"))
+    else:
+        pld = pld_check(mechanisms, spaces, plan.privacy, claim="composition.pld")
+        checks.append(pld)
+        if is_not_available(pld):  # no dominating pair: the GDP design's own composition is the proof
+            checks.append(gdp_route_check(plan.privacy, targets, names))
+    return checks
+
+
+def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocation, comparison: dict,
+                       joint) -> Certificate:
+    """The plan certificate of a joint design: one certified release of the shared histogram, every
+    query its post-processing (:mod:`dpopt.plan.joint`)."""
+    checks = composition_checks(plan, [joint.spec.privacy], [joint.mechanism], [joint.space], ["joint"],
+                                second_route=False)
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        raise CalibrationError("plan certification failed: " + "; ".join(f"{c.claim} ({c.detail})" for c in failed))
+    target = joint.spec.privacy.model_dump(exclude_none=True)
+    queries = [{"name": q.name, "weight": q.weight, "share": 1.0, "target": target, "family": "joint",
+                "parameters": {}, "sensitivity": {"dimension": int(m.shape[0])}, "utility": u.to_dict()}
+               for q, m, u in zip(plan.queries, joint.maps, joint.errors)]
+    return Certificate({
+        "dpopt_version": __version__,
+        "kind": KIND,
+        "spec_sha256": plan_sha256(plan),
+        "spec": plan_document(plan),
+        "guarantee": _guarantee(plan, _composition_method(plan.privacy.definition), [joint.space]),
+        "sensitivity": certificate["sensitivity"],
+        "mechanism": {"family": "plan", "parameters": {"joint": joint.mechanism.family}},
+        "utility": {"metric": "weighted_total", "value": sum(q.weight * u.value for q, u in zip(plan.queries,
+                                                                                              joint.errors)),
+                    "method": "Σ w_i E‖W_i A_i P_i Z‖² of the joint release (closed forms)"},
+        "allocation": {**allocation.to_dict(), **{k: v for k, v in comparison.items() if k != "candidates"}},
+        "design": "joint",
+        "joint": {"certificate": certificate.data},
+        "queries": queries,
+        "candidates": comparison.get("candidates", []),
+        "notes": NOTES,
+        "checks": [c.to_dict() for c in checks],
+    })
+
+
+def group_checks(plan: Plan, block: dict) -> list[Check]:
+    """The ``groups`` block of a grouped plan release (:func:`dpopt.release.composition.composition_checks`
+    with the plan's target as the per-group one)."""
+    per_group = query_spec(plan, 0, plan.privacy.model_dump(exclude_none=True))
+    return composition_checks_groups(per_group, block)
+
+
+def plan_certificate(plan: Plan, designs, certificates: list[Certificate], allocation: Allocation,
+                     comparison: dict, joint=None) -> Certificate:
+    """Assemble the plan certificate (module docstring); with ``joint`` (a kept joint design),
+    ``certificates`` holds its single certificate.
+
+    Raises
+    ------
+    CalibrationError
+        If the composition check fails: no certificate for a guarantee that does not hold.
+    """
+    if joint is not None:
+        return _joint_certificate(plan, certificates[0], allocation, comparison, joint)
+    names = [d.name for d in designs]
+    targets = [d.spec.privacy for d in designs]
+    checks = composition_checks(plan, targets, [d.mechanism for d in designs], [d.space for d in designs], names,
+                                second_route=False)
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        raise CalibrationError("plan certification failed: " + "; ".join(f"{c.claim} ({c.detail})" for c in failed))
+    queries = []
+    for d, cert in zip(designs, certificates):
+        queries.append({
+            "name": d.name,
+            "weight": d.weight,
+            "share": d.share,
+            "target": d.target,
+            "family": d.mechanism.family,
+            "parameters": d.mechanism.parameters,
+            "sensitivity": {k: cert["sensitivity"].get(k) for k in ("dimension", "l1", "l2", "linf")},
+            "utility": d.utility.to_dict(),
+            "certificate": cert.data,
+        })
+    total = sum(d.weighted() for d in designs)
+    data = {
+        "dpopt_version": __version__,
+        "kind": KIND,
+        "spec_sha256": plan_sha256(plan),
+        "spec": plan_document(plan),
+        "guarantee": _guarantee(plan, _composition_method(plan.privacy.definition), [d.space for d in designs]),
+        "sensitivity": {"queries": {d.name: q["sensitivity"] for d, q in zip(designs, queries)}},
+        "mechanism": {"family": "plan", "parameters": {d.name: d.mechanism.family for d in designs}},
+        "utility": {"metric": "weighted_total", "value": total,
+                    "method": "Σ w_i u_i of the per-query predicted utilities"},
+        "allocation": {**allocation.to_dict(), **{k: v for k, v in comparison.items() if k != "candidates"}},
+        "design": "separate",
+        "queries": queries,
+        "candidates": comparison.get("candidates", []),
+        "notes": NOTES,
+        "checks": [c.to_dict() for c in checks],
+    }
+    return Certificate(data)
+
+
+def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
+    """Re-check every claim of a plan certificate (module docstring)."""
+    if isinstance(certificate, (str, Path)):
+        cert = Certificate.from_file(certificate)
+    elif isinstance(certificate, Certificate):
+        cert = certificate
+    else:
+        cert = Certificate.from_dict(certificate)
+    data = cert.data
+    try:
+        plan = load_plan(data["spec"])
+    except DpoptError as exc:
+        return Verification([Check("spec", "re-validate the embedded plan", False, str(exc))])
+    digest = plan_sha256(plan)
+    checks = [Check("spec_sha256", "SHA-256 of the canonical JSON of the embedded plan", digest == data["spec_sha256"],
+                    f"recomputed {digest}")]
+    recorded = data.get("queries", [])
+    if [q.get("name") for q in recorded] != [q.name for q in plan.queries]:
+        return Verification(checks + [Check("queries", "one certificate per query of the plan, in order", False,
+                                            "the recorded queries do not match the plan's")])
+    if data.get("design") == "joint":
+        return Verification(checks + _verify_joint(plan, data))
+    targets, mechanisms, spaces = [], [], []
+    total = 0.0
+    for i, (q, entry) in enumerate(zip(plan.queries, recorded)):
+        name = q.name
+        sub = entry.get("certificate", {})
+        try:
+            expected = query_spec(plan, i, entry["target"])
+            spec = load_spec(sub["spec"])
+        except (DpoptError, KeyError, TypeError) as exc:
+            checks.append(Check(f"{name}.spec", "the query's spec is the plan's under its recorded target", False,
+                                str(exc)))
+            continue
+        checks.append(Check(f"{name}.spec", "the query's spec is the plan's under its recorded target",
+                            spec == expected, f"target {entry['target']}"))
+        result = verify(sub)
+        checks.extend(Check(f"{name}.{c.claim}", c.method, c.passed, c.detail) for c in result.checks)
+        space = derive(spec)
+        try:
+            mechanism = rebuild_mechanism(sub, space)
+        except DpoptError as exc:
+            checks.append(Check(f"{name}.mechanism", "rebuild from family and parameters", False, str(exc)))
+            continue
+        same = (entry.get("family") == sub["mechanism"]["family"]
+                and entry.get("parameters") == sub["mechanism"]["parameters"])
+        checks.append(Check(f"{name}.parameters", "the plan's row repeats the query certificate's mechanism", same,
+                            f"{mechanism.family}"))
+        targets.append(spec.privacy)
+        mechanisms.append(mechanism)
+        spaces.append(space)
+        total += q.weight * float(sub["utility"]["value"])
+    if spaces:
+        semi = {s.semi_adjacent_parameter for s in spaces}
+        checks.append(Check("guarantee", "the guarantee equals the plan's target, adjacency and a(t) (one for all queries)",
+                            len(semi) == 1 and data["guarantee"] == _guarantee(
+                                plan, _composition_method(plan.privacy.definition), spaces),
+                            f"{plan.privacy.definition} {plan.privacy.parameters}"))
+    if len(targets) == len(plan.queries):
+        checks.extend(composition_checks(plan, targets, mechanisms, spaces, [q.name for q in plan.queries]))
+    if "groups" in data:  # a grouped release: the plan's target composed over the groups a record is in
+        checks.extend(group_checks(plan, data["groups"]))
+    value = data["utility"].get("value")
+    checks.append(Check("utility", "Σ w_i u_i recomputed from the per-query certificates",
+                        isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
+                        f"recomputed {total:.12g}, recorded {value}"))
+    return Verification(checks)
+
+
+def _verify_joint(plan: Plan, data: dict) -> list[Check]:
+    """A joint design's claims: its spec is the plan's stacked workload, its certificate holds,
+    each query's error and the composition (one mechanism under the whole target) re-derived."""
+    target = data["queries"][0].get("target", {})
+    try:
+        specs = [query_spec(plan, i, target) for i in range(len(plan.queries))]
+        found = joint_spec(plan, specs, target)
+        if isinstance(found, str):
+            return [Check("joint.spec", "the plan's queries stacked on the shared histogram", False, found)]
+        expected, maps = found
+        sub = data["joint"]["certificate"]
+        spec = load_spec(sub["spec"])
+    except (DpoptError, KeyError, TypeError) as exc:
+        return [Check("joint.spec", "the plan's queries stacked on the shared histogram", False, str(exc))]
+    checks = [Check("joint.spec", "the plan's queries stacked on the shared histogram (weights, workloads)",
+                    spec == expected, f"{len(maps)} queries on {' x '.join(spec.query.attributes)}")]
+    checks += [Check(f"joint.{c.claim}", c.method, c.passed, c.detail) for c in verify(sub).checks]
+    space = derive(spec)
+    try:
+        mechanism = rebuild_mechanism(sub, space)
+    except DpoptError as exc:
+        return checks + [Check("joint.mechanism", "rebuild from family and parameters", False, str(exc))]
+    errors = query_errors(mechanism, specs, maps)
+    for q, entry, u in zip(plan.queries, data["queries"], errors):
+        value = entry.get("utility", {}).get("value")
+        checks.append(Check(f"{q.name}.utility", f"E‖W_i A_i P_i Z‖² of the joint release ({u.method})",
+                            isinstance(value, (int, float)) and math.isclose(value, u.value, rel_tol=1e-9),
+                            f"recomputed {u.value:.12g}, recorded {value}"))
+    checks.append(Check("guarantee", "the guarantee equals the plan's target, adjacency and a(t)",
+                        data["guarantee"] == _guarantee(plan, _composition_method(plan.privacy.definition), [space]),
+                        f"{plan.privacy.definition} {plan.privacy.parameters}"))
+    checks += composition_checks(plan, [spec.privacy], [mechanism], [space], ["joint"])
+    if "groups" in data:
+        checks += group_checks(plan, data["groups"])
+    total = sum(q.weight * u.value for q, u in zip(plan.queries, errors))
+    value = data["utility"].get("value")
+    checks.append(Check("utility", "Σ w_i u_i recomputed from the joint release",
+                        isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
+                        f"recomputed {total:.12g}, recorded {value}"))
+    return checks

@@ -1,0 +1,230 @@
+"""Releasing a whole plan from a CSV/Parquet file: one DuckDB pass, one document.
+
+One aggregate scan counts the records of every cell of the table over all the categorical
+attributes the plan's counting queries use, and sums every numeric attribute a sum or mean
+query uses, per cell. Every query's true answer follows from that table (a marginal of it,
+then the query's matrix; a sum of the per-cell sums; a mean divides by n), and each is
+released by its mechanism's :meth:`~dpopt.mechanisms.Mechanism.release` with its own
+random stream (stream i for query i of the plan). A joint design (:mod:`dpopt.plan.joint`)
+releases the shared histogram once (one scan, :func:`dpopt.release.sources.answer`) and
+answers every query from it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from dpopt.certificate.model import Certificate
+from dpopt.domain.queries import CountingQuery, compile_query
+from dpopt.errors import CalibrationError, DataError, SpecError
+from dpopt.plan.solve import PlanSolution, solve_plan
+from dpopt.release import sources
+from dpopt.release.batch import group_domain
+from dpopt.release.composition import compose, composition_checks, groups_changed, within_group_adjacency
+from dpopt.release.rng import RandomSource
+from dpopt.spec.models import Plan, Spec
+
+
+def _union(specs: list[Spec]) -> tuple[list[str], list[tuple[str, ...]], list[str]]:
+    """(categorical attributes of the counting queries, their levels, numeric attributes summed)."""
+    attributes: dict[str, None] = {}
+    numeric: dict[str, None] = {}
+    for spec in specs:
+        query = compile_query(spec)
+        if isinstance(query, CountingQuery):
+            attributes.update(dict.fromkeys(query.attributes))
+        else:
+            numeric[query.attribute] = None
+    levels = [tuple(specs[0].data.attributes[a]) for a in attributes]
+    return list(attributes), levels, list(numeric)
+
+
+def _cell_sql(attributes: list[str], levels) -> str:
+    cell = "0"
+    for attribute, lv in zip(attributes, levels):
+        cell = f"({cell}) * {len(lv)} + {sources.level_code_sql(attribute, lv)}"
+    return cell
+
+
+def _answers(specs: list[Spec], attributes: list[str], shape: tuple, numeric: list[str], counts: np.ndarray,
+             totals: np.ndarray) -> list[np.ndarray]:
+    """Every query's answer from the counts (and numeric sums) of the cells of the shared table."""
+    table = counts.reshape(shape) if shape else counts
+    records = float(counts.sum())
+    answers = []
+    for spec in specs:
+        query = compile_query(spec)
+        if isinstance(query, CountingQuery):
+            own = [attributes.index(a) for a in query.attributes]
+            other = tuple(i for i in range(len(attributes)) if i not in own)
+            marginal = table.sum(axis=other) if other else table
+            kept = sorted(own)  # the summed table keeps the union's axis order; put it in the query's
+            h = np.transpose(marginal, axes=[kept.index(u) for u in own]) if own else marginal
+            answers.append(np.asarray(query.matrix @ np.reshape(h, -1), dtype=float))
+        else:
+            total = float(totals[numeric.index(query.attribute)].sum())
+            answers.append(np.array([total if query.kind == "sum" else total / records]))
+    return answers
+
+
+def plan_answers(solution: PlanSolution, data: str | Path) -> tuple[list[np.ndarray], int]:
+    """Every query's true answer, from one aggregate scan of ``data``, and the number of records.
+
+    Raises
+    ------
+    DataError
+        Missing columns, a value outside its attribute's domain (naming the first such
+        record), or a size that contradicts ``data.n``.
+    """
+    specs = [d.spec for d in solution.designs]
+    con, source = sources.connect(), sources.open_source(data)
+    sources.validate(con, source, specs[0])
+    attributes, levels, numeric = _union(specs)
+    sums = "".join(f", sum({sources._number_sql(a)})" for a in numeric)
+    rows = sources._run(con, source, f"SELECT {_cell_sql(attributes, levels)} AS cell, count(*){sums} "
+                                     f"FROM {source.sql} GROUP BY ALL").fetchall()
+    shape = tuple(len(lv) for lv in levels)
+    cells = int(np.prod(shape)) if shape else 1
+    counts = np.zeros(cells)
+    totals = np.zeros((len(numeric), cells))
+    for row in rows:
+        counts[int(row[0])] = row[1]
+        for k in range(len(numeric)):
+            totals[k, int(row[0])] = row[2 + k] or 0.0
+    records = int(counts.sum())
+    sources.check_size(specs[0], source, records)
+    return _answers(specs, attributes, shape, numeric, counts, totals), records
+
+
+def _units(solution: PlanSolution) -> tuple[list[Spec], list, list]:
+    """What is released: (specs, mechanisms, post-processing maps or None) — the queries, or the
+    joint design's shared histogram with its maps."""
+    if solution.joint is not None:
+        return [solution.joint.spec], [solution.joint.mechanism], [solution.joint.maps]
+    return [d.spec for d in solution.designs], [d.mechanism for d in solution.designs], [None] * len(
+        solution.designs)
+
+
+def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str | Path, group_by: list[str],
+                        randomness: RandomSource) -> tuple[PlanSolution, dict, Certificate]:
+    """The plan released for every group of each grouping column (one scan per column).
+
+    Groups are the column's levels when the plan declares it, else the values found in the
+    data. The plan's guarantee holds per group; a record is in one group of each of the L
+    columns, so the whole release meets the L-fold composition of the plan's target
+    (:func:`dpopt.release.composition.compose`), recorded in the certificate's ``groups`` block
+    and re-checked by ``dpopt verify``. Noise of unit u in group g of column l comes from the
+    stream at path (l, g, u).
+
+    Raises
+    ------
+    SpecError
+        No or repeated grouping columns, or a plan that fixes ``data.n``.
+    """
+    solution = solve_plan(plan)
+    if not group_by or len(set(group_by)) != len(group_by):
+        raise SpecError("--group-by", "give distinct grouping columns")
+    if solution.plan.data.n is not None:
+        raise SpecError("data.n", "fixes the size of the whole dataset, but a grouped release has one size per "
+                                  "group: remove data.n")
+    specs, mechanisms, maps = _units(solution)
+    con, source = sources.connect(), sources.open_source(data)
+    sources.validate(con, source, specs[0])
+    sources.require_columns(con, source, group_by)
+    attributes, levels, numeric = _union(specs)
+    shape = tuple(len(lv) for lv in levels)
+    cells = int(np.prod(shape)) if shape else 1
+    sums = "".join(f", sum({sources._number_sql(a)})" for a in numeric)
+    names = [d.name for d in solution.designs]
+    labels = [compile_query(d.spec).labels for d in solution.designs]
+    released: dict[str, dict] = {}
+    levels_block = []
+    for l, column in enumerate(group_by):
+        domain = group_domain(specs[0], column)
+        key = f"CAST({sources.quote_identifier(column)} AS VARCHAR)"
+        rows = sources._run(con, source, f"SELECT {key} AS g, {_cell_sql(attributes, levels)} AS cell, "
+                                         f"count(*){sums} FROM {source.sql} GROUP BY ALL").fetchall()
+        keys = [str(k) for k in domain.keys] if domain.keys is not None else sorted({str(r[0]) for r in rows})
+        index = {k: i for i, k in enumerate(keys)}
+        counts = np.zeros((len(keys), cells))
+        totals = np.zeros((len(keys), len(numeric), cells))
+        for row in rows:
+            if str(row[0]) not in index:
+                raise DataError(f"{source}: column {column} has the value {row[0]!r}, not one of its groups")
+            g = index[str(row[0])]
+            counts[g, int(row[1])] = row[2]
+            for k in range(len(numeric)):
+                totals[g, k, int(row[1])] = row[3 + k] or 0.0
+        tables = {}
+        for g, k in enumerate(keys):
+            answers = _answers(specs, attributes, shape, numeric, counts[g], totals[g])
+            noisy = [m.release(a, rng=randomness.stream(l, g, u)) for u, (m, a) in enumerate(zip(mechanisms, answers))]
+            per_query = [mp @ noisy[0] for mp in maps[0]] if maps[0] is not None else noisy
+            tables[k] = {n: dict(zip(lb, v.tolist())) for n, lb, v in zip(names, labels, per_query)}
+        released[column] = tables
+        levels_block.append({"column": column, "groups": len(keys), "domain": domain.description})
+    per_group = specs[0].model_copy(update={"privacy": solution.plan.privacy})
+    m = groups_changed(per_group, len(group_by))
+    block = {"columns": list(group_by), "levels": levels_block, "adjacency": within_group_adjacency(per_group),
+             "groups_changed": m, "per_group": "each group's released plan satisfies the plan's guarantee",
+             "composition": compose(per_group, m)}
+    checks = composition_checks(per_group, block)
+    if not all(c.passed for c in checks):
+        raise CalibrationError("certification failed: " + "; ".join(c.detail for c in checks))
+    data_out = json.loads(solution.certificate.to_json())
+    data_out["groups"] = block
+    data_out["checks"] = data_out["checks"] + [c.to_dict() for c in checks]
+    document = {
+        "name": solution.plan.name,
+        "spec_sha256": solution.certificate["spec_sha256"],
+        "guarantee": {"per_group": solution.certificate["guarantee"], "whole_release": block["composition"]},
+        "groups": released,
+        "randomness": randomness.describe(),
+    }
+    return solution, document, Certificate(data_out)
+
+
+def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
+                 randomness: RandomSource) -> tuple[PlanSolution, dict]:
+    """Solve the plan, answer every query in one pass and release each with its mechanism.
+
+    Returns
+    -------
+    solution, document
+        The document holds one table per query (labels → noisy values), the plan's composed
+        guarantee and each query's mechanism.
+    """
+    solution = solve_plan(plan)
+    joint = solution.joint
+    tables = []
+    if joint is not None:  # one release of the shared histogram, every query its post-processing
+        histogram, records = sources.answer(sources.connect(), sources.open_source(data), joint.spec)
+        noisy_histogram = joint.mechanism.release(histogram, rng=randomness.stream(0))
+        noisy_answers = [m @ noisy_histogram for m in joint.maps]
+        mechanism = {"family": joint.mechanism.family, "design": "joint"}
+    else:
+        answers, records = plan_answers(solution, data)
+        noisy_answers = [d.mechanism.release(v, rng=randomness.stream(i))
+                         for i, (d, v) in enumerate(zip(solution.designs, answers))]
+    for design, noisy in zip(solution.designs, noisy_answers):
+        labels = compile_query(design.spec).labels
+        tables.append({
+            "name": design.name,
+            "mechanism": mechanism if joint is not None else
+            {"family": design.mechanism.family, "parameters": design.mechanism.parameters},
+            "target": joint.spec.privacy.model_dump(exclude_none=True) if joint is not None else design.target,
+            "release": dict(zip(labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
+        })
+    document = {
+        "name": solution.plan.name,
+        "spec_sha256": solution.certificate["spec_sha256"],
+        "guarantee": solution.certificate["guarantee"],
+        "tables": tables,
+        "randomness": randomness.describe(),
+        "records": records,
+    }
+    return solution, document
