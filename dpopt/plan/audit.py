@@ -39,8 +39,10 @@ class ComposedRelease:
         return np.hstack([m.sample(size, rng) for m in self.mechanisms])
 
     def release(self, true_value, rng: np.random.Generator | None = None) -> np.ndarray:
-        parts = np.split(np.asarray(true_value, dtype=float), np.cumsum([m.dimension for m in self.mechanisms])[:-1])
-        return np.concatenate([m.release(p, rng) for m, p in zip(self.mechanisms, parts)])
+        """Each query's part of the answer (shape (d,), or (m, d) for m answers) through its family's release."""
+        value = np.asarray(true_value, dtype=float)
+        parts = np.split(value, np.cumsum([m.dimension for m in self.mechanisms])[:-1], axis=-1)
+        return np.concatenate([m.release(p, rng) for m, p in zip(self.mechanisms, parts)], axis=-1)
 
     def noise_law(self):
         """The product of the queries' laws (block-diagonal basis), or why there is none."""
@@ -101,8 +103,8 @@ def audit_composed(plan: Plan, specs, mechanisms, draws: int = 200_000, seed: in
     """Audit the composition of ``mechanisms`` (one per query of ``plan``) against the plan's target."""
     differences = joint_differences(plan, specs)
     if isinstance(differences, str):
-        parameter, certified, _ = _target(plan.privacy)
-        return AuditResult(parameter, certified, -np.inf, 0.95, 0, seed, [], differences)
+        parameter, certified, delta, certified_from = _target(plan.privacy)
+        return AuditResult(parameter, certified, -np.inf, 0.95, 0, seed, [], differences, delta, certified_from)
     return audit_mechanism(ComposedRelease(mechanisms), _Differences(differences), plan.privacy, draws=draws,
                            seed=seed)
 

@@ -25,7 +25,7 @@ from dpopt.plan.solve import PlanSolution, solve_plan
 from dpopt.release import sources
 from dpopt.release.batch import group_domain
 from dpopt.release.composition import compose, composition_checks, groups_changed, within_group_adjacency
-from dpopt.release.rng import RandomSource
+from dpopt.rng import RandomSource
 from dpopt.spec.models import Plan, Spec
 
 
