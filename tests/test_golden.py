@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-import dpopt
-
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN_DIR = ROOT / "tests" / "golden"
 GOLDEN = json.loads((GOLDEN_DIR / "certificates.json").read_text())
@@ -56,7 +54,7 @@ def _same(expected, got, rel: float = REL) -> bool:
 
 def _compare(name: str):
     expected = GOLDEN[name]
-    got = build_golden.snapshot(dpopt.solve(ROOT / "specs" / name))
+    got = build_golden.solve_snapshot(ROOT / "specs" / name)
     assert got["family"] == expected["family"]
     assert got["utility"]["metric"] == expected["utility"]["metric"]
     rel = UTILITY_REL.get(got["utility"]["metric"], REL)

@@ -105,6 +105,9 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
     raw = dict(source) if isinstance(source, Mapping) else read_document(source)
     if not isinstance(raw, Mapping):
         raise SpecError("", "a spec must be a mapping of fields (got " + type(raw).__name__ + ")")
+    if "queries" in raw:
+        raise SpecError("queries", "this is a release plan (a list of queries): solve it with `dpopt solve` or "
+                                   "dpopt.plan.solve_plan, not as a single-query spec")
     unknown_keys(raw, Spec)
     try:
         spec = Spec.model_validate(raw)
