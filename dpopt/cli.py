@@ -202,8 +202,20 @@ def _verify(args: argparse.Namespace) -> int:
     return 1
 
 
-def _release_plan(args: argparse.Namespace, randomness) -> int:
+def _emit_release(document: dict, certificate, out: str | None) -> int:
+    """The release document on stdout, or ``release.json`` and ``certificate.json`` in the folder ``out``."""
     from dpopt.certificate.model import write_atomic
+
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if out:
+        write_atomic(Path(out) / "release.json", text)
+        certificate.write(Path(out) / "certificate.json")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _release_plan(args: argparse.Namespace, randomness) -> int:
     from dpopt.plan.release import release_plan, release_plan_groups
 
     if args.groups or args.engine != "duckdb" or args.scheduler:
@@ -216,19 +228,12 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
             sol, document = release_plan(args.spec, args.data, randomness)
             cert = sol.certificate
     document["seed"] = args.seed
-    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    if args.out:
-        write_atomic(Path(args.out) / "release.json", text)
-        cert.write(Path(args.out) / "certificate.json")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return _emit_release(document, cert, args.out)
 
 
 def _release(args: argparse.Namespace) -> int:
     import numpy as np
-    
-    from dpopt.certificate.model import write_atomic
+
     from dpopt.domain.queries import compile_query
     from dpopt.release import random_source, release_groups, release_once
     from dpopt.release.postprocessed import document_block, postprocess_once
@@ -276,13 +281,7 @@ def _release(args: argparse.Namespace) -> int:
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
         document["postprocess"] = document_block(post, query.labels)
-    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    if args.out:
-        write_atomic(Path(args.out) / "release.json", text)
-        certificate.write(Path(args.out) / "certificate.json")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return _emit_release(document, certificate, args.out)
 
 
 def _release_hierarchy(args: argparse.Namespace, randomness) -> int:

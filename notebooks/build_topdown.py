@@ -35,7 +35,7 @@ CELLS = [
         "from dpopt.postprocess import table_structure, topdown, consistent_table\n"
         "from dpopt.postprocess.evaluation import hierarchy_errors, error_rows\n"
         "from dpopt.postprocess.least_squares import weighted_least_squares, metric\n"
-        "from dpopt.release.hierarchy import release_hierarchy, level_specs\n"
+        "from dpopt.release.hierarchy import release_hierarchy\n"
         "from dpopt.release.hierarchy_budget import level_shares\n"
         "from dpopt.release import sources\n"
         "\n"

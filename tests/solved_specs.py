@@ -3,7 +3,7 @@ second-route tests, which only read the solutions)."""
 
 from __future__ import annotations
 
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 
 import dpopt

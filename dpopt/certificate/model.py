@@ -73,6 +73,15 @@ class Certificate:
         write_atomic(path, self.to_json())
 
     @classmethod
+    def read(cls, certificate: "Certificate | dict | str | Path") -> "Certificate":
+        """A certificate given as itself, a parsed dict or a file path (:meth:`from_file`)."""
+        if isinstance(certificate, Certificate):
+            return certificate
+        if isinstance(certificate, (str, Path)):
+            return cls.from_file(certificate)
+        return cls.from_dict(certificate)
+
+    @classmethod
     def from_file(cls, path: str | Path) -> "Certificate":
         """Read a certificate file.
 

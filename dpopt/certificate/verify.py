@@ -59,12 +59,7 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     CertificateError
         The file is not a dpopt certificate at all, or is a plan's (:func:`dpopt.plan.verify_plan`).
     """
-    if isinstance(certificate, (str, Path)):
-        cert = Certificate.from_file(certificate)
-    elif isinstance(certificate, Certificate):
-        cert = certificate
-    else:
-        cert = Certificate.from_dict(certificate)
+    cert = Certificate.read(certificate)
     data = cert.data
     if data.get("kind") == "plan":  # the plan layer sits above this one: it verifies its own certificates
         raise CertificateError("this is a release plan's certificate: verify it with dpopt.plan.verify_plan "

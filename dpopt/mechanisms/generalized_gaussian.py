@@ -43,7 +43,7 @@ import numpy as np
 from dpopt.certificate.checks import Check
 from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
-from dpopt.mechanisms.base import Mechanism, UtilityValue, better
+from dpopt.mechanisms.base import Mechanism, better
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
 from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw

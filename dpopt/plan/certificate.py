@@ -185,12 +185,7 @@ def plan_certificate(plan: Plan, designs, certificates: list[Certificate], alloc
 
 def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
     """Re-check every claim of a plan certificate (module docstring)."""
-    if isinstance(certificate, (str, Path)):
-        cert = Certificate.from_file(certificate)
-    elif isinstance(certificate, Certificate):
-        cert = certificate
-    else:
-        cert = Certificate.from_dict(certificate)
+    cert = Certificate.read(certificate)
     data = cert.data
     try:
         plan = load_plan(data["spec"])

@@ -8,7 +8,7 @@ import json
 import re
 import types
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, Union, get_args, get_origin
+from typing import Annotated, Any, Mapping, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
