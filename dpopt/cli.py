@@ -218,12 +218,16 @@ def _emit_release(document: dict, certificate, out: str | None) -> int:
 def _release_plan(args: argparse.Namespace, randomness) -> int:
     from dpopt.plan.release import release_plan, release_plan_groups
 
-    if args.groups or args.engine != "duckdb" or args.scheduler:
-        raise SpecError("--groups", "a release plan is released with DuckDB and the groups found or declared "
-                                    "(--groups, --engine and --scheduler apply to a single-query spec)")
+    if args.groups:
+        raise SpecError("--groups", "a release plan is released for the groups found or declared in the plan "
+                                    "(--groups applies to a single-query spec)")
+    if not args.group_by and (args.engine != "duckdb" or args.scheduler):
+        raise SpecError("--group-by", "--engine and --scheduler apply to a grouped release (--group-by)")
     with stdout_to_stderr():
         if args.group_by:
-            sol, document, cert = release_plan_groups(args.spec, args.data, args.group_by, randomness)
+            client = _dask_client(args.scheduler) if args.engine == "dask" else None
+            sol, document, cert = release_plan_groups(args.spec, args.data, args.group_by, randomness,
+                                                      engine=args.engine, client=client)
         else:
             sol, document = release_plan(args.spec, args.data, randomness)
             cert = sol.certificate

@@ -20,10 +20,10 @@ import numpy as np
 
 from dpopt.certificate.model import Certificate
 from dpopt.domain.queries import CountingQuery, compile_query
-from dpopt.errors import CalibrationError, DataError, SpecError
+from dpopt.errors import CalibrationError, DataError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
 from dpopt.release import sources
-from dpopt.release.batch import group_domain
+from dpopt.release.batch import ENGINES, group_domain
 from dpopt.release.composition import compose, composition_checks, groups_changed, within_group_adjacency
 from dpopt.rng import RandomSource
 from dpopt.spec.models import Plan, Spec
@@ -110,7 +110,8 @@ def _units(solution: PlanSolution) -> tuple[list[Spec], list, list]:
 
 
 def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str | Path, group_by: list[str],
-                        randomness: RandomSource) -> tuple[PlanSolution, dict, Certificate]:
+                        randomness: RandomSource, engine: str = "duckdb",
+                        client=None) -> tuple[PlanSolution, dict, Certificate]:
     """The plan released for every group of each grouping column (one scan per column).
 
     Groups are the column's levels when the plan declares it, else the values found in the
@@ -120,34 +121,59 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     and re-checked by ``dpopt verify``. Noise of unit u in group g of column l comes from the
     stream at path (l, g, u).
 
+    Parameters
+    ----------
+    engine : {'duckdb', 'dask'}
+        Where the records are counted per (group, cell): a DuckDB scan, or Dask
+        (:func:`dpopt.release.distributed.table_sums_dask`; ``client`` a dask.distributed
+        Client, default the current one or dask's local scheduler). The same counts, so for a
+        fixed seed the same release bit for bit (a sum or mean query's true sums may differ
+        in the last bits: floating-point addition order).
+
     Raises
     ------
     SpecError
-        No or repeated grouping columns, or a plan that fixes ``data.n``.
+        No or repeated grouping columns, an unknown engine, or a plan that fixes ``data.n``.
     """
     solution = solve_plan(plan)
     if not group_by or len(set(group_by)) != len(group_by):
         raise SpecError("--group-by", "give distinct grouping columns")
+    if engine not in ENGINES:
+        raise SpecError("--engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})")
     if solution.plan.data.n is not None:
         raise SpecError("data.n", "fixes the size of the whole dataset, but a grouped release has one size per "
                                   "group: remove data.n")
     specs, mechanisms, maps = _units(solution)
-    con, source = sources.connect(), sources.open_source(data)
-    sources.validate(con, source, specs[0])
-    sources.require_columns(con, source, group_by)
+    source = sources.open_source(data)
     attributes, levels, numeric = _union(specs)
+    if engine == "dask":
+        try:  # dask is an optional dependency (pip install "dpopt[dask]")
+            from dpopt.release.distributed import table_sums_dask
+        except ImportError as exc:
+            raise UnsupportedSpecError("--engine", f"dask is not installed ({exc.name}): "
+                                                   "pip install 'dpopt[dask]'") from None
+
+        def scan(column: str) -> list[tuple]:
+            return table_sums_dask(source, specs[0], column, attributes, levels, numeric, client=client)
+    else:
+        con = sources.connect()
+        sources.validate(con, source, specs[0])
+        sources.require_columns(con, source, group_by)
+        sums = "".join(f", sum({sources._number_sql(a)})" for a in numeric)
+
+        def scan(column: str) -> list[tuple]:
+            key = f"CAST({sources.quote_identifier(column)} AS VARCHAR)"
+            return sources._run(con, source, f"SELECT {key} AS g, {_cell_sql(attributes, levels)} AS cell, "
+                                             f"count(*){sums} FROM {source.sql} GROUP BY ALL").fetchall()
     shape = tuple(len(lv) for lv in levels)
     cells = int(np.prod(shape)) if shape else 1
-    sums = "".join(f", sum({sources._number_sql(a)})" for a in numeric)
     names = [d.name for d in solution.designs]
     labels = [compile_query(d.spec).labels for d in solution.designs]
     released: dict[str, dict] = {}
     levels_block = []
     for l, column in enumerate(group_by):
         domain = group_domain(specs[0], column)
-        key = f"CAST({sources.quote_identifier(column)} AS VARCHAR)"
-        rows = sources._run(con, source, f"SELECT {key} AS g, {_cell_sql(attributes, levels)} AS cell, "
-                                         f"count(*){sums} FROM {source.sql} GROUP BY ALL").fetchall()
+        rows = scan(column)
         keys = [str(k) for k in domain.keys] if domain.keys is not None else sorted({str(r[0]) for r in rows})
         index = {k: i for i, k in enumerate(keys)}
         counts = np.zeros((len(keys), cells))

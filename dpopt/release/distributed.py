@@ -21,6 +21,7 @@ bounded sum the true sums may differ in the last bits: floating-point addition o
 from __future__ import annotations
 
 from contextlib import nullcontext
+from functools import partial
 
 import dask
 import dask.dataframe as dd
@@ -55,7 +56,8 @@ def read_records(source: DataSource, columns: list[str]) -> dd.DataFrame:
             )
         return dd.read_parquet(str(source.path), columns=columns)
     except (OSError, ValueError, KeyError) as exc:
-        raise DataError(f"cannot read data file {source}: {str(exc).splitlines()[0]}") from None
+        reason = exc.__cause__ or exc  # dask wraps the reader's own message
+        raise DataError(f"cannot read data file {source}: {str(reason).splitlines()[0]}") from None
 
 
 def level_codes(series: pd.Series, levels) -> np.ndarray:
@@ -93,18 +95,52 @@ def _problems(part: pd.DataFrame, spec: Spec, column: str) -> pd.DataFrame:
     return pd.DataFrame({"column": pd.Series([], dtype=object), "value": pd.Series([], dtype=object)})
 
 
-def _encode(part: pd.DataFrame, query, column: str) -> pd.DataFrame:
+def cell_codes(part: pd.DataFrame, attributes, levels) -> np.ndarray:
+    """Each record's cell of the table over ``attributes`` (row-major, the last attribute fastest,
+    as :func:`dpopt.release.sources.level_code_sql` numbers it); −1 when a value is not a level."""
+    cell = np.zeros(len(part), dtype=np.int64)
+    for attribute, lv in zip(attributes, levels):
+        codes = level_codes(part[attribute], lv)
+        cell = np.where((cell < 0) | (codes < 0), -1, cell * len(lv) + codes)
+    return cell
+
+
+def _encode(part: pd.DataFrame, column: str, query) -> pd.DataFrame:
     """(key, cell, weight) per record; records with an off-domain value get cell −1."""
     if isinstance(query, CountingQuery):
-        cell = np.zeros(len(part), dtype=np.int64)
-        for attribute, levels in zip(query.attributes, query.levels):
-            codes = level_codes(part[attribute], levels)
-            cell = np.where((cell < 0) | (codes < 0), -1, cell * len(levels) + codes)
+        cell = cell_codes(part, query.attributes, query.levels)
         weight = np.ones(len(part), dtype=np.int64)
     else:
         cell = np.zeros(len(part), dtype=np.int64)
         weight = pd.to_numeric(part[query.attribute], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     return pd.DataFrame({"key": part[column].to_numpy(), "cell": cell, "weight": weight}, index=part.index)
+
+
+def _encode_table(part: pd.DataFrame, column: str, attributes, levels, numeric) -> pd.DataFrame:
+    """(key, cell, 1, value of each numeric attribute) per record."""
+    frame = {"key": part[column].to_numpy(), "cell": cell_codes(part, attributes, levels),
+             "count": np.ones(len(part), dtype=np.int64)}
+    for k, attribute in enumerate(numeric):
+        frame[f"sum{k}"] = pd.to_numeric(part[attribute], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return pd.DataFrame(frame, index=part.index)
+
+
+def table_sums_dask(source: DataSource, spec: Spec, column: str, attributes: list[str], levels,
+                    numeric: list[str], client=None) -> list[tuple]:
+    """Per group of ``column`` and cell of the table over ``attributes``: the number of records
+    and the sum of each ``numeric`` attribute, counted on Dask (the rows of the SQL
+    ``SELECT key, cell, count(*), sum(x₁), … GROUP BY key, cell``).
+
+    Returns
+    -------
+    list of (key, cell, count, sum₁, …) for the (key, cell) pairs that hold records
+    """
+    weights = {"count": np.int64} | {f"sum{k}": float for k in range(len(numeric))}
+    encode = partial(_encode_table, attributes=attributes, levels=levels, numeric=numeric)
+    with client.as_current() if client is not None else nullcontext():
+        sums, _ = cell_sums(source, spec, column, encode, weights)
+        table = sums.compute()
+    return list(table[["key", "cell", *weights]].itertuples(index=False, name=None))
 
 
 def _tag(part: pd.DataFrame, keys: np.ndarray, block: int) -> pd.DataFrame:
@@ -162,6 +198,36 @@ def _plain(values: np.ndarray) -> np.ndarray:
     return values.astype(str) if values.dtype == object else values
 
 
+def cell_sums(source: DataSource, spec: Spec, column: str, encode, weights: dict) -> tuple[dd.DataFrame, int]:
+    """The weights of the records summed per (group key, cell), persisted on the workers, and the
+    number of records — after checking every value against the spec's domain.
+
+    Parameters
+    ----------
+    encode
+        ``encode(partition, column)`` → a frame of ``key``, ``cell`` and the ``weights`` columns.
+    weights
+        The weight columns' names and dtypes.
+
+    Raises
+    ------
+    DataError
+        An unreadable file or missing column, the first off-domain value, or a missing group key.
+    """
+    records = read_records(source, list(dict.fromkeys([*spec.data.attributes, column])))
+    problems = records.map_partitions(_problems, spec, column, meta={"column": object, "value": object})
+    coded = records.map_partitions(encode, column, meta={"key": records[column].dtype, "cell": np.int64, **weights})
+    sums = coded.groupby(["key", "cell"])[list(weights)].sum(split_out=max(1, records.npartitions // 4))
+    sums, problems, total = dask.persist(sums.reset_index(), problems, coded["cell"].count())
+    found = problems.compute()
+    if len(found):
+        name, value = found.iloc[0]["column"], found.iloc[0]["value"]
+        if name == column and column not in spec.data.attributes:
+            raise DataError(f"{source}, column {column}: missing group key")
+        raise DataError(f"{source}, {describe_value(source, name, spec.data.attributes[name], value)}")
+    return sums, int(total.compute())
+
+
 def _blocked_sums(source: DataSource, spec: Spec, column: str, keys: np.ndarray | None, block: int):
     """(keys, records, a Dask frame of (rank, block, cell, weight) with a zero row in every block)."""
     query = compile_query(spec)
@@ -169,26 +235,8 @@ def _blocked_sums(source: DataSource, spec: Spec, column: str, keys: np.ndarray 
         raise UnsupportedSpecError(
             "query.kind", "a grouped mean needs a public size per group: release the sum per group instead"
         )
-    records = read_records(source, list(dict.fromkeys([*spec.data.attributes, column])))
-    problems = records.map_partitions(_problems, spec, column, meta={"column": object, "value": object})
-    coded = records.map_partitions(
-        _encode,
-        query,
-        column,
-        meta={
-            "key": records[column].dtype,
-            "cell": np.int64,
-            "weight": np.int64 if isinstance(query, CountingQuery) else float,
-        },
-    )
-    sums = coded.groupby(["key", "cell"]).weight.sum(split_out=max(1, records.npartitions // 4)).reset_index()
-    sums, problems, total = dask.persist(sums, problems, coded.weight.count())
-    found = problems.compute()
-    if len(found):
-        name, value = found.iloc[0]["column"], found.iloc[0]["value"]
-        if name == column and column not in spec.data.attributes:
-            raise DataError(f"{source}, column {column}: missing group key")
-        raise DataError(f"{source}, {describe_value(source, name, spec.data.attributes[name], value)}")
+    weight = {"weight": np.int64 if isinstance(query, CountingQuery) else float}
+    sums, total = cell_sums(source, spec, column, partial(_encode, query=query), weight)
     observed = canonical_keys(_plain(sums["key"].unique().compute().to_numpy()))
     if keys is None:
         keys = observed
@@ -216,7 +264,7 @@ def _blocked_sums(source: DataSource, spec: Spec, column: str, keys: np.ndarray 
     both = dd.concat([tagged, dd.from_pandas(markers, npartitions=1)])
     return (
         keys,
-        int(total.compute()),
+        total,
         both.shuffle("block", npartitions=max(1, min(n_blocks, both.npartitions))),
     )
 
