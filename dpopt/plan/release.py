@@ -7,7 +7,8 @@ then the query's matrix; a sum of the per-cell sums; a mean divides by n), and e
 released by its mechanism's :meth:`~dpopt.mechanisms.Mechanism.release` with its own
 random stream (stream i for query i of the plan). A joint design (:mod:`dpopt.plan.joint`)
 releases the shared histogram once (one scan, :func:`dpopt.release.sources.answer`) and
-answers every query from it.
+answers every query from it. A grouped release may count on Dask instead of DuckDB
+(``engine="dask"``); the release from the counts is the same code.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ The same release as :mod:`dpopt.release.batch`, computed by ``dask.dataframe`` (
 A block's noise depends only on the root entropy, the block index and the groups in it,
 so the result is bitwise identical to the single-machine path for a fixed seed (for a
 bounded sum the true sums may differ in the last bits: floating-point addition order).
+
+Steps 1–2 alone (:func:`cell_sums`) also count a release plan's shared table per group
+(:func:`table_sums_dask`, for :func:`dpopt.plan.release.release_plan_groups`).
 """
 
 from __future__ import annotations
