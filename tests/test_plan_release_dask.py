@@ -4,7 +4,7 @@ The per-(group, cell) counts and sums are checked against a brute-force count in
 for a fixed seed the whole document and certificate against the DuckDB engine's bit for bit:
 query u of group g of column l draws from the stream (l, g, u) whichever engine counted the
 records. Incomes are integers, so their sums are exact in either addition order. Dask runs on
-its local (threaded) scheduler.
+its local (threaded) scheduler, and once on a 2-worker dask.distributed cluster in this process.
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ from dpopt.errors import DataError, SpecError
 from dpopt.plan import solve_plan
 from dpopt.plan.release import release_plan_groups
 from dpopt.release import sources
+from dpopt.release.distributed import table_sums_dask
 from dpopt.rng import random_source
-
-pytest.importorskip("dask.dataframe")
-from dpopt.release.distributed import table_sums_dask  # noqa: E402
 
 PLAN = {"dpopt": 1, "name": "grouped plan on dask",
         "data": {"attributes": {"race": ["white", "black", "other"], "sex": ["f", "m"],
@@ -95,3 +93,13 @@ def test_dask_plan_release_names_an_offending_value(records, tmp_path):
         release_plan_groups(PLAN, data, ["tract"], random_source(1, insecure_seed=True), engine="dask")
     with pytest.raises(SpecError, match="--engine"):
         release_plan_groups(PLAN, data, ["tract"], random_source(1, insecure_seed=True), engine="spark")
+
+
+def test_dask_plan_release_on_a_distributed_client(files):
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client:
+        remote = release_plan_groups(PLAN, files["parquet"], ["tract"], random_source(9, insecure_seed=True),
+                                     engine="dask", client=client)
+    local = release_plan_groups(PLAN, files["parquet"], ["tract"], random_source(9, insecure_seed=True))
+    assert local[1] == remote[1] and local[2].data == remote[2].data
