@@ -20,7 +20,7 @@ __all__ = ["__version__", *lazy_exports(__name__, {
     "Candidate": "dpopt.optimize.select",
     "Certificate": "dpopt.certificate.model",
     "CertificateError": "dpopt.errors",
-    "Check": "dpopt.certificate.checks",
+    "Check": "dpopt.core.checks",
     "DataError": "dpopt.errors",
     "DpoptError": "dpopt.errors",
     "Mechanism": "dpopt.mechanisms.base",

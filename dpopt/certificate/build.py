@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dpopt._version import __version__
-from dpopt.certificate.checks import Check
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import per_cell_errors
+from dpopt.core.checks import Check
 from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import Mechanism, UtilityValue

@@ -11,8 +11,8 @@ from math import comb
 
 import numpy as np
 
-from dpopt.certificate.checks import Check
 from dpopt.certificate.second_route import second_route_claims
+from dpopt.core.checks import Check
 from dpopt.domain.queries import NumericQuery, compile_query
 from dpopt.mechanisms import Mechanism
 from dpopt.mechanisms.base import workload_matrix

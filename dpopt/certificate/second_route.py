@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.mechanisms import Mechanism
 from dpopt.mechanisms.base import workload_matrix

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpopt.certificate.build import guarantee_block
-from dpopt.certificate.checks import Check
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.model import Certificate
+from dpopt.core.checks import Check
 from dpopt.errors import CertificateError, DpoptError
 from dpopt.mechanisms import Mechanism, registry
 from dpopt.sensitivity.space import SensitivitySpace

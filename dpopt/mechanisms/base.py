@@ -50,7 +50,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.rng import secure_generator
 from dpopt.sensitivity.space import SensitivitySpace

@@ -19,13 +19,13 @@ import mpmath
 import numpy as np
 from scipy import special
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon, gaussian_sigma_approx
 from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.privacy.pdp import gaussian_pdp_bound_mp, gaussian_pdp_sigma
-from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import FullSpace, Subspace
 from dpopt.spec.models import Privacy, Spec

@@ -20,7 +20,7 @@ rounding allowance, and compares it with the target in exact rational arithmetic
 zcdp) or the 60-digit analytic-Gaussian profile (approx) — the checks of
 :func:`dpopt.mechanisms.gaussian.gaussian_privacy_check` applied to whitened noise of unit
 scale. The design multiplies the solver's Σ by the factor that makes this check hold with
-equality up to rounding (:func:`dpopt.privacy.rounding.nudge_until`), so solver accuracy
+equality up to rounding (:func:`dpopt.core.rounding.nudge_until`), so solver accuracy
 never affects the guarantee, only (slightly) the utility.
 
 Sampling draws z ~ N(0, I_r) and returns F z with F = Q_r Λ_r^{1/2} from the eigendecomposition
@@ -36,7 +36,8 @@ from fractions import Fraction
 import numpy as np
 from scipy import special
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.core.rounding import nudge_until
 from dpopt.domain.queries import CountingQuery, compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
@@ -44,7 +45,6 @@ from dpopt.mechanisms.gaussian import gaussian_privacy_check
 from dpopt.optimize.covariance import OBJECTIVES, Objective, optimal_covariance, target_mu
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
-from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights

@@ -33,7 +33,7 @@ import math
 import numpy as np
 from scipy import special
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.gaussian import gaussian_privacy_check, gaussian_sigma
 from dpopt.optimize.query_scaling import (

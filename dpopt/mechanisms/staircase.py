@@ -46,12 +46,12 @@ from fractions import Fraction
 import numpy as np
 from scipy import optimize
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError, SpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.mechanisms.noise_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
-from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec, Utility

@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import SolverError
 from dpopt.optimize.r2dp_objectives import LinearObjective
 from dpopt.privacy.r2dp import r2dp_epsilon_mp
-from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.second_folds import DiscreteFold, SecondFold
 
 DEFAULT_GRID = 2000

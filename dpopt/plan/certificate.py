@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from dpopt._version import __version__
-from dpopt.certificate.checks import Check
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
+from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.plan.allocate import Allocation
 from dpopt.certificate.second_route import is_not_available

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.errors import SolverError
 from dpopt.postprocess.certify import POSTPROCESSING_THEOREM, cell_checks, hierarchy_checks, unit_total_checks
 from dpopt.postprocess.least_squares import grouped_sum_projection, metric

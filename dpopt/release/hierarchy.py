@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.core.checks import Check
 from dpopt.domain.queries import compile_query
-from dpopt.certificate.checks import Check
 from dpopt.errors import DataError, DpoptError, SpecError, UnsupportedSpecError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors

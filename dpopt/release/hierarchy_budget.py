@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.release.composition import compose, groups_changed
 from dpopt.spec.models import Spec

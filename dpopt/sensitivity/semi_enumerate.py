@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.sensitivity.invariants import invariant_domain
 from dpopt.sensitivity.semi_adjacency import search_max_parameter
 from dpopt.sensitivity.space import SensitivitySpace
