@@ -393,7 +393,7 @@ def test_james_stein_release_error_matches_its_certified_value():
     # release layer's path (noisy_block, as single, grouped and Dask releases) at that answer must
     # match it within 4 standard errors of the Monte Carlo mean; skipping the shrinkage gives the
     # Gaussian stage's kσ² = 17·200 = 3400, more than 20 standard errors away.
-    from dpopt.release.batch import noisy_block
+    from dpopt.release.blocks import noisy_block
 
     sol = dpopt.solve(ROOT / "specs" / "table_age_sex_gdp.yaml")
     m = sol.mechanism

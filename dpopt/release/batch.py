@@ -4,7 +4,7 @@ r"""Releasing the query for every group: one mechanism, one certificate, vectori
 and its certificate), counts the query for every group of each grouping column in SQL
 (:mod:`dpopt.release.sources`, or on Dask, :mod:`dpopt.release.distributed`), and adds
 noise block by block: the groups, in canonical order (as declared for a public domain,
-sorted otherwise), are cut into blocks of :data:`BLOCK_GROUPS`, and block b of grouping
+sorted otherwise), are cut into blocks of :data:`dpopt.release.blocks.BLOCK_GROUPS`, and block b of grouping
 column l is released by ``mechanism.release(answers)`` (the family's one release path,
 vectorised over the groups) from its own stream ``(l, b)``
 (:class:`dpopt.rng.RandomSource`). The noise of a group therefore depends only
@@ -38,6 +38,7 @@ from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
+from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
 from dpopt.release.composition import (
     compose,
     composition_checks,
@@ -49,34 +50,7 @@ from dpopt.solve import Solution, solve
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import NumericAttribute, Spec
 
-BLOCK_GROUPS = 65_536
-"""Groups per random stream: block b of a grouping column holds the groups of rank [bB, (b+1)B)."""
-
 ENGINES = ("duckdb", "dask")
-
-
-# ------------------------------------------------------------------------- noise
-def noisy_block(mechanism: Mechanism, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The family's release of each row of ``answers`` (n × d) from ``rng``: one call to the public
-    :meth:`Mechanism.release`, the one release path. Integer noise keeps integer answers integer
-    (int64; the float sum is exact below 2⁵³)."""
-    released = mechanism.release(answers, rng)
-    if getattr(type(mechanism), "integer_noise", False):
-        return np.rint(released).astype(np.int64)
-    return released
-
-
-def add_noise(
-    mechanism: Mechanism, answers: np.ndarray, randomness: RandomSource, level: int, block: int = BLOCK_GROUPS
-) -> np.ndarray:
-    """The noisy answers of one grouping column: block b from stream (level, b); no loop per group."""
-    integer = getattr(type(mechanism), "integer_noise", False)
-    out = np.empty(answers.shape, dtype=np.int64 if integer else float)
-    for b, start in enumerate(range(0, answers.shape[0], block)):
-        out[start : start + block] = noisy_block(
-            mechanism, answers[start : start + block], randomness.stream(level, b)
-        )
-    return out
 
 
 # ----------------------------------------------------------------------- domains
