@@ -14,7 +14,7 @@ Dask paths give bitwise identical releases for a fixed seed.
 The certificate is the spec's certificate (the guarantee **per group**) plus a
 ``groups`` block: the grouping columns, where each set of groups comes from, the
 neighbouring relation within groups, and the guarantee of the **whole release**,
-composed over the groups one record can touch (:mod:`dpopt.release.composition`),
+composed over the groups one record can touch (:mod:`dpopt.certificate.composition`),
 with a check that ``dpopt verify`` re-derives.
 
 Where the set of groups comes from matters: groups declared in the spec (the grouping
@@ -33,18 +33,18 @@ from pathlib import Path
 
 import numpy as np
 
+from dpopt.certificate.composition import (
+    compose,
+    composition_checks,
+    groups_changed,
+    within_group_adjacency,
+)
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
-from dpopt.release.composition import (
-    compose,
-    composition_checks,
-    groups_changed,
-    within_group_adjacency,
-)
 from dpopt.rng import RandomSource, random_source
 from dpopt.solve import Solution, solve
 from dpopt.spec.load import load_spec
@@ -113,7 +113,7 @@ def _observed_caveat(column: str) -> dict:
 
 
 def groups_block(spec: Spec, levels: Sequence[ReleasedLevel], block: int = BLOCK_GROUPS) -> dict:
-    """The certificate's ``groups`` block (see :mod:`dpopt.release.composition`)."""
+    """The certificate's ``groups`` block (see :mod:`dpopt.certificate.composition`)."""
     columns = [level.column for level in levels]
     m = groups_changed(spec, len(columns))
     observed_caveat = spec.adjacency.kind == "add_remove"

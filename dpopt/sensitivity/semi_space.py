@@ -35,7 +35,6 @@ import numpy as np
 from scipy.linalg import null_space
 
 from dpopt.errors import UnsupportedSpecError
-from dpopt.privacy.semi_dp import semi_dp_scope
 from dpopt.sensitivity.invariants import InvariantDomain, conforming_histograms, invariant_domain
 from dpopt.sensitivity.margin_subspace import MarginSubspace
 from dpopt.sensitivity.plain import derive_plain
@@ -77,19 +76,6 @@ class SemiSensitivitySpace(SensitivitySpace):
             "baselines": self.baselines,
         }
         return out
-
-
-def semi_dp_block(spec: Spec, space: SemiSensitivitySpace) -> dict:
-    """The Semi-DP statement of a certificate (a deterministic function of spec and space)."""
-    return semi_dp_scope(
-        spec.privacy.definition,
-        spec.privacy.parameters,
-        space.semi.value,
-        space.semi.reading,
-        space.semi.method,
-        space.semi.exact,
-        space.determined_by_invariants,
-    )
 
 
 def semi_adjacency_description(a: int) -> str:

@@ -382,7 +382,7 @@ class Geography(_Model):
     county]``); a unit of a level lies in exactly one unit of the level above. ``shares``:
     the fraction of the privacy budget spent on each level, nation first (exact rationals
     as strings such as ``"1/3"`` are accepted), or ``optimal`` (Gaussian noise under
-    ``zcdp``/``gdp``: shares ∝ √w_l Δ_l, see :mod:`dpopt.release.hierarchy_budget`);
+    ``zcdp``/``gdp``: shares ∝ √w_l Δ_l, see :mod:`dpopt.certificate.hierarchy_budget`);
     ``weights``: the importance w_l of each level's error for ``optimal`` (default 1 each).
     ``exact_totals``: publish the total of the nation and of every unit exactly (as the Census
     publishes state populations); only under replace-one or Hamming adjacency, where a record
