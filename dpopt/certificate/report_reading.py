@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 
+from dpopt.certificate.second_route import is_not_available
+from dpopt.certificate.verify import STRUCTURAL_CLAIMS
+
 _LONG_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d{7,}(?:[eE][+-]?\d+)?(?![\w.])")
 
 
@@ -107,9 +110,6 @@ def per_cell_block(d: dict) -> list:
 def claim_counts(d: dict) -> tuple[int, int]:
     """(claims `dpopt verify` re-derives, claims whose second route is not available), counted as verify counts
     them: the recorded checks plus :data:`~dpopt.certificate.verify.STRUCTURAL_CLAIMS`."""
-    from dpopt.certificate.second_route import is_not_available
-    from dpopt.certificate.verify import STRUCTURAL_CLAIMS
-
     unavailable = sum(1 for c in d["checks"] if is_not_available(c))
     return len(d["checks"]) + len(STRUCTURAL_CLAIMS) - unavailable, unavailable
 

@@ -60,6 +60,7 @@ from dpopt.privacy.laplace import laplace_scale_for
 from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
 from dpopt.privacy.r2dp import MP_DIGITS, density_ratio_sup, pattern_epsilon_mp, r2dp_epsilon
 from dpopt.privacy.second_folds import SecondFold, fold_from_parameters
+from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec, Utility
@@ -246,8 +247,6 @@ class R2DPMechanism(Mechanism):
         record = self.design_record
         if not record or record.get("metric") != spec.utility.metric or spec.privacy.definition != "pure":
             return []
-        from dpopt.sensitivity.derive import derive  # the space of the spec, as verify rebuilds it
-
         space = derive(spec)
         epsilon = spec.privacy.parameters["epsilon"]
         laplace = self._laplace_baseline(space, epsilon, spec.utility)
