@@ -103,9 +103,9 @@ def _is_plan(path: str) -> bool:
 
 def _solve_plan(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import write_atomic
-    from dpopt.certificate.report import format_parameters
     from dpopt.plan import solve_plan
     from dpopt.plan.report import plan_markdown
+    from dpopt.report.document import format_parameters
 
     with stdout_to_stderr():
         with _progress("dpopt solve: designing and composing the plan"):
@@ -131,8 +131,8 @@ def _solve_plan(args: argparse.Namespace) -> int:
 
 
 def _solve(args: argparse.Namespace) -> int:
-    from dpopt.certificate.report import format_parameters
-    from dpopt.certificate.report_reading import claim_counts
+    from dpopt.report.document import format_parameters
+    from dpopt.report.reading import claim_counts
     from dpopt.solve import solve
 
     if _is_plan(args.spec):
@@ -158,8 +158,8 @@ def _solve(args: argparse.Namespace) -> int:
 def _write_solution(sol, folder: str) -> None:
     """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``."""
     from dpopt.certificate.model import write_atomic
-    from dpopt.certificate.report import build_report, write_report
     from dpopt.domain.queries import compile_query
+    from dpopt.report.document import build_report, write_report
 
     out = Path(folder)
     cert = sol.certificate
@@ -180,12 +180,12 @@ def _write_solution(sol, folder: str) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from dpopt.certificate.report_reading import human
-    from dpopt.certificate.second_route import is_not_available
     from dpopt.certificate.model import Certificate
+    from dpopt.certificate.second_route import is_not_available
     from dpopt.certificate.verify import verify
     from dpopt.plan import verify_plan
     from dpopt.plan.certificate import is_plan_certificate
+    from dpopt.report.reading import human
 
     cert = Certificate.from_file(args.certificate)
     result = verify_plan(cert) if is_plan_certificate(cert.data) else verify(cert)
@@ -337,7 +337,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import Certificate
-    from dpopt.certificate.report import Report, build_report, render_markdown, write_report
+    from dpopt.report.document import Report, build_report, render_markdown, write_report
     from dpopt.solve import solve
     from dpopt.spec.load import read_document
 

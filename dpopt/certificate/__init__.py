@@ -1,4 +1,4 @@
-"""Certificates: assembly, independent verification, reports.
+"""Certificates: assembly and independent verification (reports: :mod:`dpopt.report`).
 
 The names below are imported on first use (PEP 562). A certificate's
 :class:`~dpopt.core.checks.Check` lives in the bottom layer :mod:`dpopt.core`.
@@ -12,8 +12,6 @@ __all__ = lazy_exports(__name__, {
     "Certificate": "dpopt.certificate.model",
     "Verification": "dpopt.certificate.verify",
     "certify": "dpopt.certificate.build",
-    "render_html": "dpopt.certificate.report",
-    "render_markdown": "dpopt.certificate.report",
     "verify": "dpopt.certificate.verify",
     "write_atomic": "dpopt.certificate.model",
 })
