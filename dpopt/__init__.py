@@ -17,7 +17,7 @@ from dpopt._version import __version__
 
 __all__ = ["__version__", *lazy_exports(__name__, {
     "CalibrationError": "dpopt.errors",
-    "Candidate": "dpopt.optimize.select",
+    "Candidate": "dpopt.design.select",
     "Certificate": "dpopt.certificate.model",
     "CertificateError": "dpopt.errors",
     "Check": "dpopt.core.checks",

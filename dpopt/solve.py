@@ -8,8 +8,8 @@ from typing import Any, Mapping
 
 from dpopt.certificate.build import certify
 from dpopt.certificate.model import Certificate
+from dpopt.design.select import Candidate, design_candidates, select
 from dpopt.mechanisms import Mechanism
-from dpopt.optimize.select import Candidate, design_candidates, select
 from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import load_spec

@@ -20,9 +20,9 @@ from scipy import special, stats
 import dpopt
 from dpopt.mechanisms import Mechanism, better, registry
 from dpopt.mechanisms import base as mechanism_base
-from dpopt.mechanisms.gaussian import gaussian_privacy_check, gaussian_sigma
 from dpopt.optimize import query_scaling
 from dpopt.privacy.gaussian import gaussian_mu
+from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
 from dpopt.spec import models
 
 AGE = dpopt.load_spec(ROOT / "specs" / "age_summary_ci_volume.yaml").model_dump(

@@ -7,10 +7,10 @@ from dpopt.certificate.claims import all_claims
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import per_cell_errors
 from dpopt.core.checks import Check
+from dpopt.design.select import Candidate
 from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import Mechanism, UtilityValue
-from dpopt.optimize.select import Candidate
 from dpopt.privacy.pdp import PDP_CAVEAT
 from dpopt.privacy.semi_dp import semi_dp_block
 from dpopt.sensitivity.space import SensitivitySpace

@@ -10,8 +10,8 @@ import numpy as np
 
 from dpopt.certificate.second_route import second_route_claims
 from dpopt.core.checks import Check
+from dpopt.domain.workload import workload_matrix
 from dpopt.mechanisms import Mechanism
-from dpopt.mechanisms.base import workload_matrix
 from dpopt.sensitivity.enumerate import enumeration_claims
 from dpopt.sensitivity.semi_enumerate import semi_sensitivity_claims
 from dpopt.sensitivity.space import SensitivitySpace

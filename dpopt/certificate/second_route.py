@@ -49,9 +49,9 @@ import numpy as np
 from scipy import stats
 
 from dpopt.core.checks import Check
+from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.mechanisms import Mechanism
-from dpopt.mechanisms.base import workload_matrix
 from dpopt.privacy.gaussian import gaussian_epsilon, gaussian_log_delta, gaussian_mu
 from dpopt.privacy.noise_law import GaugeLaw, GaussianMarginal, PostProcessedLaw, ProductLaw
 from dpopt.privacy.pld import DEFAULT_STEP, PLDBracket, marginal_pld, product_pld, profile_tradeoff

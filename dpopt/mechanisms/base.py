@@ -51,6 +51,7 @@ from typing import ClassVar
 import numpy as np
 
 from dpopt.core.checks import Check
+from dpopt.domain.workload import workload_matrix
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.rng import secure_generator
 from dpopt.sensitivity.space import SensitivitySpace
@@ -100,14 +101,6 @@ class UtilityValue:
         if self.ci is not None:
             out["ci95"] = list(self.ci)
         return out
-
-
-def workload_matrix(utility: Utility) -> np.ndarray | None:
-    """W of an ``l2`` utility: the ``workload``, Diag(√w) for ``weights`` w (Σ w_i E Z_i² =
-    E‖Diag(√w) Z‖²), or None for the identity."""
-    if utility.weights is not None:
-        return np.diag(np.sqrt(np.asarray(utility.weights, dtype=float)))
-    return None if utility.workload is None else np.asarray(utility.workload, dtype=float)
 
 
 def better(metric: str) -> str:

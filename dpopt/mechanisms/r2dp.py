@@ -37,8 +37,8 @@ from scipy import optimize
 
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
-from dpopt.mechanisms.base import Mechanism, UtilityValue, workload_matrix
-from dpopt.mechanisms.noise_metrics import R2DPNoise, laplace_noise
+from dpopt.domain.workload import workload_matrix
+from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.mechanisms.staircase import (
     PRIOR_METRICS,
     StaircaseMechanism,
@@ -58,6 +58,7 @@ from dpopt.optimize.r2dp_objectives import (
 )
 from dpopt.privacy.laplace import laplace_scale_for
 from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
+from dpopt.privacy.noise_metrics import R2DPNoise, laplace_noise
 from dpopt.privacy.r2dp import MP_DIGITS, density_ratio_sup, pattern_epsilon_mp, r2dp_epsilon
 from dpopt.privacy.second_folds import SecondFold, fold_from_parameters
 from dpopt.sensitivity.derive import derive

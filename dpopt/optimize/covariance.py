@@ -16,7 +16,7 @@ semidefinite program
 
 μ is the target's Gaussian parameter: μ for μ-GDP, √(2ρ) for ρ-zCDP, and the analytic-Gaussian
 threshold μ*(ε, δ) for (ε, δ)-DP (Balle & Wang 2018), all through
-:func:`dpopt.mechanisms.gaussian.gaussian_sigma` at unit sensitivity.
+:func:`dpopt.privacy.gaussian_calibration.gaussian_sigma` at unit sensitivity.
 
 Utilities (each convex in Σ):
 
@@ -105,7 +105,9 @@ from importlib import metadata
 import numpy as np
 from scipy import optimize as sp_optimize
 
+from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, SolverError, SpecError, UnsupportedSpecError
+from dpopt.privacy.gaussian_calibration import gaussian_sigma
 from dpopt.spec.models import Privacy, Utility
 
 OBJECTIVES: dict[str, str] = {"l2": "trace", "max_variance": "max_variance", "ci_volume": "log_det"}
@@ -164,8 +166,6 @@ class Objective:
             return cls("max_variance", None, "max_i Σ_ii (worst-coordinate variance)")
         if metric == "ci_volume":
             return cls("log_det", None, "log pdet Σ on the span (confidence-region volume)")
-        from dpopt.mechanisms.base import workload_matrix  # the mechanisms package imports this module
-
         w = workload_matrix(utility)
         if w is None:
             return cls("trace", np.eye(dimension), "tr Σ (expected squared error)")
@@ -196,7 +196,7 @@ class Objective:
 def target_mu(privacy: Privacy) -> float:
     """μ of the target: the largest Mahalanobis sensitivity the noise may have.
 
-    Taken as 1/σ for unit sensitivity from :func:`dpopt.mechanisms.gaussian.gaussian_sigma`
+    Taken as 1/σ for unit sensitivity from :func:`dpopt.privacy.gaussian_calibration.gaussian_sigma`
     (μ, √(2ρ), or the analytic-Gaussian μ*(ε, δ), rounded in the safe direction).
 
     Raises
@@ -204,8 +204,6 @@ def target_mu(privacy: Privacy) -> float:
     CalibrationError
         For targets Gaussian noise cannot meet in this form (pure ε, pDP).
     """
-    from dpopt.mechanisms.gaussian import gaussian_sigma  # mechanisms import this module
-
     if privacy.definition not in ("gdp", "zcdp", "approx"):
         raise CalibrationError(f"the optimal Gaussian covariance serves gdp, zcdp and approx targets, not {privacy.definition}")
     return 1.0 / gaussian_sigma(Fraction(1), privacy)

@@ -64,7 +64,7 @@ import numpy as np
 from scipy import optimize
 
 from dpopt.errors import SolverError
-from dpopt.mechanisms.gaussian import gaussian_sigma
+from dpopt.privacy.gaussian_calibration import gaussian_sigma
 from dpopt.sensitivity.subspace import span_of
 from dpopt.spec.models import ApproxTarget, Privacy
 from dpopt.stats.inference import ci_volume, power_from_noncentrality
