@@ -97,16 +97,15 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 from dataclasses import dataclass
 from fractions import Fraction
-from importlib import metadata
 
 import numpy as np
 from scipy import optimize as sp_optimize
 
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, SolverError, SpecError, UnsupportedSpecError
+from dpopt.optimize.solve import ACCEPTED, solve_convex
 from dpopt.privacy.gaussian_calibration import gaussian_sigma
 from dpopt.spec.models import Privacy, Utility
 
@@ -660,29 +659,20 @@ def _solve_precision(y, objective, basis, factor):
     return 0.5 * (value + value.T), lam, None, solver
 
 
+_SOLVER_OPTIONS = {"SCS": {"eps_abs": 1e-8, "eps_rel": 1e-8, "scale": 0.1, "max_iters": 100_000}, "CLARABEL": {}}
+
+
 def _solve(problem, order) -> str:
     """Solve with the first solver in ``order`` that returns a solution; its name and version."""
-    import cvxpy as cp
-
-    options = {"SCS": {"eps_abs": 1e-8, "eps_rel": 1e-8, "scale": 0.1, "max_iters": 100_000}, "CLARABEL": {}}
-    errors = []
-    for name in order:
-        try:
-            with warnings.catch_warnings():  # an inaccurate solution is recorded, then certified
-                warnings.simplefilter("ignore", UserWarning)
-                problem.solve(solver=name, **options[name])
-        except cp.error.SolverError as exc:
-            errors.append(f"{name}: {exc}")
-            continue
-        if problem.status in ("optimal", "optimal_inaccurate"):
-            tolerance = ", ".join(f"{k}={v:g}" for k, v in options[name].items() if k.startswith("eps"))
-            return (
-                f"{cp.__version__}, {name} {metadata.version(name.lower())}"
-                + (f" ({tolerance})" if tolerance else " (default tolerances)")
-                + (", inaccurate" if problem.status != "optimal" else "")
-            )
-        errors.append(f"{name}: status {problem.status}")
-    raise SolverError("the covariance program failed: " + "; ".join(errors))
+    solution = solve_convex(problem, order, program="the covariance program failed", options=_SOLVER_OPTIONS)
+    if solution.status not in ACCEPTED:
+        raise SolverError(f"the covariance program failed: {solution.solver}: status {solution.status}")
+    tolerance = ", ".join(f"{k}={v:g}" for k, v in _SOLVER_OPTIONS[solution.solver].items() if k.startswith("eps"))
+    return (
+        f"{solution.cvxpy_version}, {solution.solver} {solution.version}"
+        + (f" ({tolerance})" if tolerance else " (default tolerances)")
+        + (", inaccurate" if not solution.accurate else "")
+    )
 
 
 # --------------------------------------------------------------- dual bound
