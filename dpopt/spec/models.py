@@ -10,39 +10,23 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-FAMILIES: tuple[str, ...] = (
-    "gaussian",
-    "projected_gaussian",
-    "james_stein",
-    "gaussian_optimal",
-    "laplace",
-    "k_norm",
-    "generalized_gaussian",
-    "staircase",
-    "r2dp",
-    "discrete_gaussian",
-    "discrete_laplace",
-    "query_scaling",
-)
-"""Every mechanism family name the spec format reserves (DESIGN.md); ``query_scaling`` is the
-Shoham–Rinott scaled query (Gaussian noise σ²Diag(ξ)⁻¹ after the inverse transform)."""
+from dpopt.core.families import family_names
 
-Family = Literal[
-    "gaussian",
-    "projected_gaussian",
-    "james_stein",
-    "gaussian_optimal",
-    "laplace",
-    "k_norm",
-    "generalized_gaussian",
-    "staircase",
-    "r2dp",
-    "discrete_gaussian",
-    "discrete_laplace",
-    "query_scaling",
-]
+
+def _family(value: str) -> str:
+    """A name of :func:`dpopt.core.families.family_names`, reported like a literal when it is not."""
+    names = family_names()
+    if value not in names:
+        expected = ", ".join(f"'{n}'" for n in names[:-1]) + f" or '{names[-1]}'"
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+    return value
+
+
+Family = Annotated[str, AfterValidator(_family)]
+"""A mechanism family name (the registry's list, :mod:`dpopt.core.families`)."""
 
 PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Probability = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
@@ -454,7 +438,7 @@ class Spec(_Model):
     def families(self) -> tuple[str, ...]:
         """The families the design may use (``auto`` means all of them)."""
         if self.mechanism == "auto":
-            return FAMILIES
+            return family_names()
         if isinstance(self.mechanism, str):
             return (self.mechanism,)
         return tuple(dict.fromkeys(self.mechanism))
