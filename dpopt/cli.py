@@ -119,20 +119,11 @@ def _solve(args: argparse.Namespace) -> int:
 def _write_solution(sol, folder: str) -> None:
     """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``."""
     from dpopt.certificate.model import write_atomic
-    from dpopt.domain.queries import compile_query
     from dpopt.report.document import build_report, write_report
 
     out = Path(folder)
     cert = sol.certificate
-    mechanism = {
-        "family": sol.mechanism.family,
-        "parameters": sol.mechanism.parameters,
-        "dimension": sol.mechanism.dimension,
-        "labels": list(compile_query(sol.spec).labels),
-        "spec_sha256": cert["spec_sha256"],
-        "per_cell": cert["utility"].get("per_cell"),
-    }
-    write_atomic(out / "mechanism.json", json.dumps(mechanism, indent=2) + "\n")
+    write_atomic(out / "mechanism.json", json.dumps(sol.mechanism_document(), indent=2) + "\n")
     cert.write(out / "certificate.json")
     with _progress("dpopt solve: report") as stage:
         report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0),
@@ -187,11 +178,10 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    import numpy as np
-    
     from dpopt.certificate.model import write_atomic
     from dpopt.domain.queries import compile_query
     from dpopt.release import random_source, release_groups, release_once
+    from dpopt.release.batch import release_document
     from dpopt.release.postprocessed import document_block, postprocess_once
     from dpopt.spec.load import load_spec
 
@@ -221,22 +211,11 @@ def _release(args: argparse.Namespace) -> int:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
     with stdout_to_stderr():
         sol, noisy, records = release_once(args.spec, args.data, randomness)
-    query = compile_query(sol.spec)
-    document = {
-        "name": sol.spec.name,
-        "spec_sha256": sol.certificate["spec_sha256"],
-        "mechanism": {"family": sol.mechanism.family, "parameters": sol.mechanism.parameters},
-        "guarantee": sol.certificate["guarantee"],
-        # null: a coordinate the design does not release (e.g. a query_scaling test_power design)
-        "release": dict(zip(query.labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
-        "seed": args.seed,
-        "randomness": randomness.describe(),
-        "records": records,
-    }
+    document = release_document(sol, noisy, records, args.seed, randomness)
     certificate = sol.certificate
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
-        document["postprocess"] = document_block(post, query.labels)
+        document["postprocess"] = document_block(post, compile_query(sol.spec).labels)
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if args.out:
         write_atomic(Path(args.out) / "release.json", text)

@@ -362,3 +362,22 @@ def release_once(
     solution = solve(spec)
     value, records = sources.answer(sources.connect(), sources.open_source(data), solution.spec)
     return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records
+
+
+def release_document(solution: Solution, noisy: np.ndarray, records: int, seed: int | None,
+                     randomness: RandomSource) -> dict:
+    """The document of an ungrouped release (``dpopt release`` without ``--group-by``): the
+    mechanism, the guarantee, the released value of each labelled coordinate (null for a
+    coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
+    seed and the randomness used, and the number of records."""
+    query = compile_query(solution.spec)
+    return {
+        "name": solution.spec.name,
+        "spec_sha256": solution.certificate["spec_sha256"],
+        "mechanism": {"family": solution.mechanism.family, "parameters": solution.mechanism.parameters},
+        "guarantee": solution.certificate["guarantee"],
+        "release": dict(zip(query.labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
+        "seed": seed,
+        "randomness": randomness.describe(),
+        "records": records,
+    }
