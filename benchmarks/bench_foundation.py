@@ -11,7 +11,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import dpopt
-from dpopt.mechanisms.gaussian import gaussian_sigma
+from dpopt.privacy.gaussian_calibration import gaussian_sigma
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_release_battery import CASES, spec_for, true_answer  # noqa: E402
 
 import dpopt  # noqa: E402
-from dpopt.release.batch import BLOCK_GROUPS, noisy_block  # noqa: E402
+from dpopt.release.blocks import BLOCK_GROUPS, noisy_block  # noqa: E402
 from dpopt.rng import random_source  # noqa: E402
 
 

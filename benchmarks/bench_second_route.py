@@ -17,8 +17,8 @@ from pathlib import Path
 import dpopt
 from dpopt.audit import audit_mechanism
 from dpopt.certificate.claims import mechanism_claims, sensitivity_claims, utility_claims
-from dpopt.certificate.report import build_report
 from dpopt.certificate.second_route import second_route_claims
+from dpopt.report.document import build_report
 
 SPECS = sorted((Path(__file__).resolve().parents[1] / "specs").glob("*.yaml"))
 

@@ -84,7 +84,7 @@ def calibration(quick: bool) -> None:
     from autodp.privacy_calibrator import ana_gaussian_mech
     from dp_accounting.pld import accountant, common
 
-    from dpopt.mechanisms.gaussian import gaussian_sigma
+    from dpopt.privacy.gaussian_calibration import gaussian_sigma
     from dpopt.spec.models import Privacy
 
     n = 4 if quick else 8

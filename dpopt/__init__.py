@@ -17,10 +17,10 @@ from dpopt._version import __version__
 
 __all__ = ["__version__", *lazy_exports(__name__, {
     "CalibrationError": "dpopt.errors",
-    "Candidate": "dpopt.optimize.select",
+    "Candidate": "dpopt.design.select",
     "Certificate": "dpopt.certificate.model",
     "CertificateError": "dpopt.errors",
-    "Check": "dpopt.certificate.checks",
+    "Check": "dpopt.core.checks",
     "DataError": "dpopt.errors",
     "DpoptError": "dpopt.errors",
     "Mechanism": "dpopt.mechanisms.base",
@@ -37,8 +37,8 @@ __all__ = ["__version__", *lazy_exports(__name__, {
     "load_spec": "dpopt.spec.load",
     "postprocess_release": "dpopt.postprocess.table",
     "registry": "dpopt.mechanisms.base",
-    "render_html": "dpopt.certificate.report",
-    "render_markdown": "dpopt.certificate.report",
+    "render_html": "dpopt.report.document",
+    "render_markdown": "dpopt.report.document",
     "solve": "dpopt.solve",
     "topdown": "dpopt.postprocess.hierarchy",
     "verify": "dpopt.certificate.verify",

@@ -7,58 +7,19 @@ or data file (one line on stderr naming the field or cause, never a traceback).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
-import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, redirect_stdout
+from contextlib import contextmanager
 from pathlib import Path
 
 from dpopt._version import __version__
+from dpopt.core.output import stdout_to_stderr
 from dpopt.errors import DpoptError, SpecError
 
 # Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
 # command that needs few stages (``verify``) do not pay for the others.
-
-
-def _flush_all() -> None:
-    """Flush Python's streams and the C library's stdio buffers (where C code such as a solver
-    writes), so that buffered output lands on the descriptor it was written under."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):  # no C library to load by that name (e.g. Windows): Python only
-        pass
-
-
-@contextmanager
-def stdout_to_stderr() -> Iterator[None]:
-    """Send everything written to file descriptor 1 to stderr while the block runs.
-
-    At the OS level (``os.dup2``), so that solver banners printed by C code (HiGHS, ...) are
-    caught too, and at the Python level (``sys.stdout``, which an embedding program may
-    have replaced): machine output (``--json``, a release document) is printed after the
-    block, and stdout carries nothing else.
-    """
-    _flush_all()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no file descriptor 1 (closed stdout): nothing to protect at the OS level
-        saved = None
-    try:
-        if saved is not None:
-            os.dup2(2, 1)
-        with redirect_stdout(sys.stderr):
-            yield
-    finally:
-        _flush_all()
-        if saved is not None:
-            os.dup2(saved, 1)
-            os.close(saved)
 
 
 PROGRESS_AFTER = 2.0
@@ -103,9 +64,9 @@ def _is_plan(path: str) -> bool:
 
 def _solve_plan(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import write_atomic
-    from dpopt.certificate.report import format_parameters
     from dpopt.plan import solve_plan
     from dpopt.plan.report import plan_markdown
+    from dpopt.report.document import format_parameters
 
     with stdout_to_stderr():
         with _progress("dpopt solve: designing and composing the plan"):
@@ -131,8 +92,8 @@ def _solve_plan(args: argparse.Namespace) -> int:
 
 
 def _solve(args: argparse.Namespace) -> int:
-    from dpopt.certificate.report import format_parameters
-    from dpopt.certificate.report_reading import claim_counts
+    from dpopt.report.document import format_parameters
+    from dpopt.report.reading import claim_counts
     from dpopt.solve import solve
 
     if _is_plan(args.spec):
@@ -158,20 +119,11 @@ def _solve(args: argparse.Namespace) -> int:
 def _write_solution(sol, folder: str) -> None:
     """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``."""
     from dpopt.certificate.model import write_atomic
-    from dpopt.certificate.report import build_report, write_report
-    from dpopt.domain.queries import compile_query
+    from dpopt.report.document import build_report, write_report
 
     out = Path(folder)
     cert = sol.certificate
-    mechanism = {
-        "family": sol.mechanism.family,
-        "parameters": sol.mechanism.parameters,
-        "dimension": sol.mechanism.dimension,
-        "labels": list(compile_query(sol.spec).labels),
-        "spec_sha256": cert["spec_sha256"],
-        "per_cell": cert["utility"].get("per_cell"),
-    }
-    write_atomic(out / "mechanism.json", json.dumps(mechanism, indent=2) + "\n")
+    write_atomic(out / "mechanism.json", json.dumps(sol.mechanism_document(), indent=2) + "\n")
     cert.write(out / "certificate.json")
     with _progress("dpopt solve: report") as stage:
         report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0),
@@ -180,12 +132,12 @@ def _write_solution(sol, folder: str) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from dpopt.certificate.report_reading import human
-    from dpopt.certificate.second_route import is_not_available
     from dpopt.certificate.model import Certificate
+    from dpopt.certificate.second_route import is_not_available
     from dpopt.certificate.verify import verify
     from dpopt.plan import verify_plan
     from dpopt.plan.certificate import is_plan_certificate
+    from dpopt.report.reading import human
 
     cert = Certificate.from_file(args.certificate)
     result = verify_plan(cert) if is_plan_certificate(cert.data) else verify(cert)
@@ -236,10 +188,9 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from dpopt.domain.queries import compile_query
     from dpopt.release import random_source, release_groups, release_once
+    from dpopt.release.batch import release_document
     from dpopt.release.postprocessed import document_block, postprocess_once
     from dpopt.spec.load import load_spec
 
@@ -269,22 +220,11 @@ def _release(args: argparse.Namespace) -> int:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
     with stdout_to_stderr():
         sol, noisy, records = release_once(args.spec, args.data, randomness)
-    query = compile_query(sol.spec)
-    document = {
-        "name": sol.spec.name,
-        "spec_sha256": sol.certificate["spec_sha256"],
-        "mechanism": {"family": sol.mechanism.family, "parameters": sol.mechanism.parameters},
-        "guarantee": sol.certificate["guarantee"],
-        # null: a coordinate the design does not release (e.g. a query_scaling test_power design)
-        "release": dict(zip(query.labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
-        "seed": args.seed,
-        "randomness": randomness.describe(),
-        "records": records,
-    }
+    document = release_document(sol, noisy, records, args.seed, randomness)
     certificate = sol.certificate
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
-        document["postprocess"] = document_block(post, query.labels)
+        document["postprocess"] = document_block(post, compile_query(sol.spec).labels)
     return _emit_release(document, certificate, args.out)
 
 
@@ -340,7 +280,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import Certificate
-    from dpopt.certificate.report import Report, build_report, render_markdown, write_report
+    from dpopt.report.document import Report, build_report, render_markdown, write_report
     from dpopt.solve import solve
     from dpopt.spec.load import read_document
 

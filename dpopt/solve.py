@@ -8,8 +8,9 @@ from typing import Any, Mapping
 
 from dpopt.certificate.build import certify
 from dpopt.certificate.model import Certificate
+from dpopt.design.select import Candidate, design_candidates, select
+from dpopt.domain.queries import compile_query
 from dpopt.mechanisms import Mechanism
-from dpopt.optimize.select import Candidate, design_candidates, select
 from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import load_spec
@@ -36,6 +37,18 @@ class Solution:
     mechanism: Mechanism
     candidates: list[Candidate]
     certificate: Certificate
+
+    def mechanism_document(self) -> dict:
+        """The ``mechanism.json`` of ``dpopt solve --out``: family, parameters, dimension, the
+        label of each released coordinate, the spec's SHA-256 and each cell's error."""
+        return {
+            "family": self.mechanism.family,
+            "parameters": self.mechanism.parameters,
+            "dimension": self.mechanism.dimension,
+            "labels": list(compile_query(self.spec).labels),
+            "spec_sha256": self.certificate["spec_sha256"],
+            "per_cell": self.certificate["utility"].get("per_cell"),
+        }
 
 
 def solve(spec: Spec | str | Path | Mapping[str, Any]) -> Solution:

@@ -36,7 +36,7 @@ CELLS = [
         "from dpopt.mechanisms.gaussian import GaussianMechanism, ProjectedGaussianMechanism\n"
         "from dpopt.mechanisms.james_stein import JamesSteinMechanism, truncate_at_zero\n"
         "from dpopt.mechanisms.laplace import LaplaceMechanism\n"
-        "from dpopt.stats.chi2 import bootstrap_gof, privatizer, simulate_rejection_rate\n"
+        "from dpopt.postprocess.chi2 import bootstrap_gof, privatizer, simulate_rejection_rate\n"
         "\n"
         "def table_space(p, mu):\n"
         "    spec = {'dpopt': 1, 'name': 'table', 'data': {'attributes': {'cell': [f'c{i}' for i in range(p)]}},\n"

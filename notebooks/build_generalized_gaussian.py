@@ -33,7 +33,7 @@ CELLS = [
         "from dpopt.privacy.truncated_gg import paper_scale, tight_scale, worst_case_loss\n"
         "from dpopt.privacy.exponential_gg import exponential_gg_scale, lp_utility_sensitivity, lemma9_utility_sensitivity\n"
         "from dpopt.privacy.exponential_gg import exponential_gg_actual_epsilon\n"
-        "from dpopt.optimize import equal_privacy as eq"
+        "from dpopt.design import equal_privacy as eq"
     ),
     new_markdown_cell(
         "## Figure 1: GG densities\n\n"

@@ -29,7 +29,7 @@ CELLS = [
         + INLINE_FIGURES +
         "import matplotlib.pyplot as plt\n"
         "import dpopt\n"
-        "from dpopt.optimize.k_norm_comparison import semi_dp_k_norm_comparison\n"
+        "from dpopt.design.k_norm_comparison import semi_dp_k_norm_comparison\n"
         "from dpopt.sensitivity.space import SensitivitySpace\n"
         "from dpopt.sensitivity.table_moves import paper_moves\n"
         "\n"

@@ -12,13 +12,14 @@ import json
 from fractions import Fraction
 
 import pytest
+from conftest import SPECS, make_spec
 
 import dpopt
-from conftest import SPECS, make_spec
 from dpopt.audit import audit, audit_mechanism
 from dpopt.cli import main
-from dpopt.mechanisms.gaussian import GaussianMechanism, gaussian_sigma
+from dpopt.mechanisms.gaussian import GaussianMechanism
 from dpopt.mechanisms.laplace import LaplaceMechanism
+from dpopt.privacy.gaussian_calibration import gaussian_sigma
 
 DRAWS = 100_000
 

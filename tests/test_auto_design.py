@@ -18,12 +18,12 @@ from conftest import ROOT, make_spec
 from scipy import special, stats
 
 import dpopt
+from dpopt.core import families
 from dpopt.mechanisms import Mechanism, better, registry
 from dpopt.mechanisms import base as mechanism_base
-from dpopt.mechanisms.gaussian import gaussian_privacy_check, gaussian_sigma
 from dpopt.optimize import query_scaling
 from dpopt.privacy.gaussian import gaussian_mu
-from dpopt.spec import models
+from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
 
 AGE = dpopt.load_spec(ROOT / "specs" / "age_summary_ci_volume.yaml").model_dump(
     mode="json", exclude_none=True
@@ -60,7 +60,7 @@ def test_auto_selects_the_best_prediction_and_records_the_comparison(solved):
     chosen = next(c for c in feasible if c.family == solved.mechanism.family)
     assert chosen.utility.value == best
     # the comparison covers every registered family the spec allows, in FAMILIES order
-    allowed = [f for f in models.FAMILIES if f in registry()]
+    allowed = [f for f in families.family_names() if f in registry()]
     rows = solved.certificate["candidates"]
     assert [row["family"] for row in rows] == allowed
     for row in rows:
@@ -172,12 +172,12 @@ def test_a_list_of_families_compares_only_those():
 
 
 @pytest.fixture
-def late_family(monkeypatch):
+def late_family():
     """A family added after the selector was written: Gaussian noise 1.5× the isotropic σ, with
-    no closed-form utility (so its prediction is a Monte Carlo with a CI). Its name joins the
-    reserved names the way a new family's would (FAMILIES in dpopt.spec.models)."""
+    no closed-form utility (so its prediction is a Monte Carlo with a CI). Defining the class is
+    all it takes: its name joins the registry and the names the spec accepts
+    (:mod:`dpopt.core.families`); the teardown removes it from both."""
     name = "late_gaussian_for_test"
-    monkeypatch.setattr(models, "FAMILIES", models.FAMILIES + (name,))
 
     class LateFamily(Mechanism):
         family = name
@@ -212,6 +212,14 @@ def late_family(monkeypatch):
         yield name
     finally:
         mechanism_base._REGISTRY.pop(name, None)
+        families.FAMILY_MODULES.pop(name, None)
+
+
+def test_a_family_defined_in_one_module_is_a_name_the_spec_accepts(late_family):
+    spec = dpopt.load_spec(make_spec(mechanism=late_family, privacy={"gdp": {"mu": 1.0}}))
+    assert spec.families == (late_family,)
+    assert late_family in families.family_names()
+    assert dpopt.solve(spec).mechanism.family == late_family
 
 
 def test_a_family_registered_later_joins_without_changing_the_selector(late_family):

@@ -18,14 +18,8 @@ from scipy import linalg, optimize
 import dpopt
 from dpopt.mechanisms.gaussian import ProjectedGaussianMechanism
 from dpopt.mechanisms.gaussian_optimal import GaussianOptimalMechanism, mahalanobis_sensitivity
-from dpopt.optimize.covariance import (
-    Objective,
-    distinct_directions,
-    dual_bound,
-    extreme_points,
-    optimal_covariance,
-    target_mu,
-)
+from dpopt.optimize.constraint_set import distinct_directions, extreme_points
+from dpopt.optimize.covariance import Objective, dual_bound, optimal_covariance, target_mu
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Utility
 

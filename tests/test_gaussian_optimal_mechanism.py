@@ -12,13 +12,13 @@ from conftest import ROOT, make_spec
 from scipy import stats
 
 import dpopt
+from dpopt.design.select import design_candidates
 from dpopt.errors import DpoptError, SpecError
 from dpopt.mechanisms.gaussian_optimal import (
     GaussianOptimalMechanism,
     covariance_checks,
     mahalanobis_sensitivity,
 )
-from dpopt.optimize.select import design_candidates
 
 WORKLOAD_SPEC = ROOT / "specs" / "age_cumulative_optimal_gdp.yaml"
 

@@ -19,14 +19,14 @@ import dpopt
 from dpopt.mechanisms.gaussian import GaussianMechanism, ProjectedGaussianMechanism
 from dpopt.mechanisms.james_stein import JamesSteinMechanism
 from dpopt.mechanisms.laplace import LaplaceMechanism
-from dpopt.privacy.laplace_gdp import contingency_laplace_scale
-from dpopt.stats.chi2 import (
+from dpopt.postprocess.chi2 import (
     bootstrap_gof,
     bootstrap_homogeneity,
     chi2_statistic,
     privatizer,
     simulate_rejection_rate,
 )
+from dpopt.privacy.laplace_gdp import contingency_laplace_scale
 
 P = 9
 PI0 = np.arange(1, P + 1) / 45.0     # "Model II" of Sec. 4.2.2 (π_i ∝ i)

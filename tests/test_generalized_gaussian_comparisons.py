@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 import dpopt
-from dpopt.optimize.equal_privacy import (
+from dpopt.design.equal_privacy import (
     equal_privacy_table,
     equal_tail_epsilon,
     equal_tail_ratio_limit,

@@ -27,9 +27,9 @@ from conftest import ROOT
 import dpopt
 import dpopt.mechanisms.k_norm as k_norm_module
 from dpopt.cli import main
+from dpopt.design.k_norm_comparison import semi_dp_k_norm_comparison
 from dpopt.geometry import BALL_KINDS
 from dpopt.mechanisms.k_norm import BallBody, HullBody, KNormMechanism, _exact_gauge_bound
-from dpopt.optimize.k_norm_comparison import semi_dp_k_norm_comparison
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.table_moves import paper_moves
 

@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 import pytest
+from conftest import make_spec
 from scipy import special
 
 import dpopt
-from conftest import make_spec
 from dpopt.mechanisms.gaussian import GaussianMechanism, ProjectedGaussianMechanism
 from dpopt.mechanisms.laplace import LaplaceMechanism
 
@@ -133,7 +133,7 @@ def test_no_family_meets_target_is_a_clear_error():
 
 def test_unavailable_family_is_named(monkeypatch):
     # A family the spec format reserves but this installation does not register is named.
-    select = importlib.import_module("dpopt.optimize.select")  # the package re-exports a function of the same name
+    select = importlib.import_module("dpopt.design.select")  # the package re-exports a function of the same name
     available = {k: v for k, v in dpopt.registry().items() if k != "r2dp"}
     monkeypatch.setattr(select, "registry", lambda: available)
     with pytest.raises(dpopt.UnsupportedSpecError, match="'r2dp' is not available"):

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
+from dpopt.certificate.hierarchy_budget import level_shares, level_specs
 from dpopt.certificate.verify import verify
 from dpopt.cli import main
 from dpopt.errors import SpecError, UnsupportedSpecError
@@ -24,8 +25,7 @@ from dpopt.postprocess import table_structure, topdown
 from dpopt.postprocess.evaluation import release_units
 from dpopt.postprocess.hierarchy import _per_parent, children_level, two_way_projection
 from dpopt.postprocess.least_squares import metric, weighted_least_squares
-from dpopt.release.hierarchy import level_specs, release_hierarchy
-from dpopt.release.hierarchy_budget import level_shares
+from dpopt.release.hierarchy import release_hierarchy
 from dpopt.solve import solve
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import Postprocess

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from dpopt.mechanisms.noise_metrics import (
+from dpopt.mechanisms.staircase import StaircaseNoise
+from dpopt.privacy.noise_metrics import (
     R2DPNoise,
     abs_moment_monte_carlo,
     kl_costs,
@@ -24,7 +25,6 @@ from dpopt.mechanisms.noise_metrics import (
     usefulness,
     usefulness_monte_carlo,
 )
-from dpopt.mechanisms.staircase import StaircaseNoise
 from dpopt.privacy.second_folds import DiscreteFold, GammaFold, SumFold, UniformFold
 
 NOISES = {

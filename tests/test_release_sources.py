@@ -17,9 +17,9 @@ from release_data import RACES, SEXES, make_records, write_csv, write_parquet
 import dpopt
 from dpopt.cli import main
 from dpopt.domain.queries import compile_query
-from dpopt.domain.records import read_records
 from dpopt.errors import DataError, UnsupportedSpecError
 from dpopt.release import sources
+from dpopt.release.sources import read_records
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from conftest import ROOT
 from solved_specs import SPECS, solved
 
 import dpopt
-from dpopt.certificate.report import (
+from dpopt.cli import main
+from dpopt.report.document import (
     Report,
     build_report,
     render_html,
@@ -25,7 +26,6 @@ from dpopt.certificate.report import (
     spec_in_words,
     write_report,
 )
-from dpopt.cli import main
 
 PNG = b"\x89PNG\r\n\x1a\n"
 HEADINGS = ["What is released", "The guarantee", "Sensitivity space", "Mechanism", "Candidates compared",
@@ -167,7 +167,7 @@ def test_every_spec_renders(path, tmp_path):
 def test_report_states_the_guarantee_of_a_grouped_release(tmp_path):
     # Grouping by block and by tract: one record changes one group of each, so m = 2 and the
     # whole release is 2 × 0.5 = 1-zCDP (zCDP composes additively; Bun & Steinke 2016, Lemma 2.3).
-    from dpopt.certificate import Certificate, render_markdown
+    from dpopt.certificate import Certificate
 
     spec = ROOT / "specs" / "block_tables_discrete_zcdp.yaml"
     data = ROOT / "specs" / "data" / "blocks.csv"

@@ -14,21 +14,20 @@ the tables with fixed state totals), never from the code's own output.
 from __future__ import annotations
 
 import importlib
-
 import json
 import math
 
 import numpy as np
 import pytest
+from conftest import make_spec
 from scipy import optimize, stats
 from solved_specs import SPECS, solved
 
 import dpopt
-from conftest import make_spec
-from dpopt.certificate import report_data
-from dpopt.certificate.report import build_report, render_markdown
-from dpopt.certificate.report_reading import epsilon_by_delta, human
 from dpopt.cli import main
+from dpopt.report import data as report_data
+from dpopt.report.document import build_report, render_markdown
+from dpopt.report.reading import epsilon_by_delta, human
 from dpopt.sensitivity.derive import derive
 
 

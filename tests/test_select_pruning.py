@@ -15,7 +15,7 @@ from dpopt.mechanisms import registry
 from dpopt.mechanisms.base import better
 from dpopt.sensitivity.derive import derive
 from dpopt.spec.load import load_spec
-from dpopt.spec.models import FAMILIES
+from dpopt.core.families import family_names
 
 from conftest import ROOT, make_spec
 
@@ -55,7 +55,7 @@ def test_auto_prunes_and_selects_what_the_full_comparison_selects(name):
     row = next(c for c in auto.candidates if c.family == "r2dp")
     assert not row.feasible and row.reason.startswith("not designed: its utility bound")
     document = load_spec(ROOT / "specs" / name).model_dump(mode="json", by_alias=True, exclude_none=True)
-    full = dpopt.solve({**document, "mechanism": [f for f in FAMILIES if f in registry()]})
+    full = dpopt.solve({**document, "mechanism": [f for f in family_names() if f in registry()]})
     assert next(c for c in full.candidates if c.family == "r2dp").feasible
     assert auto.mechanism.family == full.mechanism.family
     assert auto.mechanism.parameters == full.mechanism.parameters
@@ -81,6 +81,6 @@ def test_auto_prunes_laplace_under_gdp_and_selects_the_same():
     spec = make_spec(privacy={"gdp": {"mu": 0.1}}, utility={"metric": "l2"})
     auto = dpopt.solve(spec)
     assert next(c for c in auto.candidates if c.family == "laplace").reason.startswith("not designed")
-    full = dpopt.solve({**spec, "mechanism": [f for f in FAMILIES if f in registry()]})
+    full = dpopt.solve({**spec, "mechanism": [f for f in family_names() if f in registry()]})
     assert auto.mechanism.family == full.mechanism.family
     assert auto.mechanism.parameters == full.mechanism.parameters

@@ -1,8 +1,7 @@
-"""Certificates: assembly, independent verification, reports.
+"""Certificates: assembly and independent verification (reports: :mod:`dpopt.report`).
 
-The names below are imported on first use (PEP 562): :class:`Check` is used by the
-mechanism layer below, which must be able to import it without loading the certificate
-stages that build on the mechanisms.
+The names below are imported on first use (PEP 562). A certificate's
+:class:`~dpopt.core.checks.Check` lives in the bottom layer :mod:`dpopt.core`.
 """
 
 from __future__ import annotations
@@ -11,11 +10,8 @@ from dpopt._lazy import lazy_exports
 
 __all__ = lazy_exports(__name__, {
     "Certificate": "dpopt.certificate.model",
-    "Check": "dpopt.certificate.checks",
     "Verification": "dpopt.certificate.verify",
     "certify": "dpopt.certificate.build",
-    "render_html": "dpopt.certificate.report",
-    "render_markdown": "dpopt.certificate.report",
     "verify": "dpopt.certificate.verify",
     "write_atomic": "dpopt.certificate.model",
 })

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from dpopt._version import __version__
-from dpopt.certificate.checks import Check
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import per_cell_errors
+from dpopt.core.checks import Check
+from dpopt.design.select import Candidate
 from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import Mechanism, UtilityValue
-from dpopt.optimize.select import Candidate
 from dpopt.privacy.pdp import PDP_CAVEAT
-from dpopt.sensitivity.semi_space import semi_dp_block
+from dpopt.privacy.semi_dp import semi_dp_block
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import spec_document, spec_sha256
 from dpopt.spec.models import Spec
@@ -22,7 +22,7 @@ def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
     """The certificate's ``guarantee``: the definition, its parameters and its scope.
 
     Under invariants the scope also carries the Semi-DP statement (reading of a(t), what
-    is protected from what, and the guarantee), :func:`dpopt.sensitivity.semi_space.semi_dp_block`.
+    is protected from what, and the guarantee), :func:`dpopt.privacy.semi_dp.semi_dp_block`.
     A pdp target carries a ``note`` saying that probabilistic DP is not (ε, δ)-DP.
     """
     block = {

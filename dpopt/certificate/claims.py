@@ -6,68 +6,26 @@ the spec, the sensitivity space and the mechanism from the certificate file.
 
 from __future__ import annotations
 
-import math
-from math import comb
-
 import numpy as np
 
-from dpopt.certificate.checks import Check
 from dpopt.certificate.second_route import second_route_claims
-from dpopt.domain.queries import NumericQuery, compile_query
+from dpopt.core.checks import Check
+from dpopt.domain.workload import workload_matrix
 from dpopt.mechanisms import Mechanism
-from dpopt.mechanisms.base import workload_matrix
-from dpopt.sensitivity.enumerate import enumerate_space, record_domain
+from dpopt.sensitivity.enumerate import enumeration_claims
 from dpopt.sensitivity.semi_enumerate import semi_sensitivity_claims
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Spec
-
-_MAX_ENUMERATED_DATASETS = 3000
-
-
-def enumeration_size(spec: Spec) -> tuple[int, int] | None:
-    """(records per dataset, number of datasets) for a brute-force check, or None if too large."""
-    r = len(record_domain(spec))
-    query = compile_query(spec)
-    fixed_n = spec.adjacency.kind != "add_remove" and spec.data.n is not None
-    k = spec.adjacency.distance if spec.adjacency.kind == "hamming" else 1
-    if isinstance(query, NumericQuery) and query.kind == "mean":
-        if not fixed_n:
-            return None
-        size = spec.data.n  # a mean's differences depend on n itself
-    else:
-        # sums and counting queries: the differences of datasets of any size >= k are
-        # those of size k (a replacement only touches k records), so small datasets suffice
-        size = max(2, k) if spec.data.n is None else min(spec.data.n, max(2, k))
-    count = comb(r + size, size)
-    return (size, count) if count <= _MAX_ENUMERATED_DATASETS else None
 
 
 def sensitivity_claims(spec: Spec, space: SensitivitySpace) -> list[Check]:
     """The structural sensitivity re-derived by enumerating datasets, where the domain is small.
 
-    Under invariants: by enumerating conforming datasets, and a(t) by graph search
+    Without invariants: :func:`dpopt.sensitivity.enumerate.enumeration_claims`; under
+    invariants: by enumerating conforming datasets, and a(t) by graph search
     (:func:`dpopt.sensitivity.semi_enumerate.semi_sensitivity_claims`).
     """
-    if spec.invariants:
-        return semi_sensitivity_claims(spec, space)
-    size = enumeration_size(spec)
-    if size is None:
-        return []
-    brute = enumerate_space(spec, max_records=size[0])
-    # enumeration evaluates the query in floating point (a mean divides by n), hence rel. 1e-12
-    same = brute.rank == space.rank and all(
-        math.isclose(float(a), float(b), rel_tol=1e-12)
-        for a, b in ((brute.l1, space.l1), (brute.l2_squared, space.l2_squared), (brute.linf, space.linf))
-    )
-    return [
-        Check(
-            "sensitivity.enumeration",
-            f"brute force over {size[1]} datasets of up to {size[0]} records: every neighbouring pair",
-            same,
-            f"enumerated l1={brute.l1}, l2²={brute.l2_squared}, linf={brute.linf}, rank={brute.rank}; "
-            f"derived l1={space.l1}, l2²={space.l2_squared}, linf={space.linf}, rank={space.rank}",
-        )
-    ]
+    return semi_sensitivity_claims(spec, space) if spec.invariants else enumeration_claims(spec, space)
 
 
 def mechanism_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism) -> list[Check]:

@@ -48,13 +48,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.mechanisms import Mechanism
-from dpopt.mechanisms.base import workload_matrix
 from dpopt.privacy.gaussian import gaussian_epsilon, gaussian_log_delta, gaussian_mu
 from dpopt.privacy.noise_law import GaugeLaw, GaussianMarginal, PostProcessedLaw, ProductLaw
 from dpopt.privacy.pld import DEFAULT_STEP, PLDBracket, marginal_pld, product_pld, profile_tradeoff
+from dpopt.privacy.tradeoff import PureDPTradeOff
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 
@@ -520,8 +521,6 @@ def mechanism_tradeoff(law, space: SensitivitySpace, alpha: np.ndarray) -> tuple
     minimum over patterns. Gauge laws: the ε-DP curve at ε = ε_law·max‖v‖_K. None when the
     law has no analysis or the space cannot be listed.
     """
-    from dpopt.privacy.tradeoff import PureDPTradeOff  # the tradeoff module is only needed for plots
-
     if isinstance(law, PostProcessedLaw):
         law = law.inner
     vectors = _listed(space)

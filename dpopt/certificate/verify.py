@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpopt.certificate.build import guarantee_block
-from dpopt.certificate.checks import Check
 from dpopt.certificate.claims import all_claims
+from dpopt.certificate.composition import composition_checks
+from dpopt.certificate.hierarchy_budget import verify_hierarchy
 from dpopt.certificate.model import Certificate
+from dpopt.core.checks import Check
 from dpopt.errors import CertificateError, DpoptError
 from dpopt.mechanisms import Mechanism, registry
-from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.derive import derive
+from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import load_spec, spec_sha256
-
 
 STRUCTURAL_CLAIMS = ("spec_sha256", "guarantee", "sensitivity", "utility")
 """The claims :func:`verify` re-derives besides the certificate's recorded checks."""
@@ -94,12 +95,8 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
         return Verification(checks + [Check("mechanism", "rebuild from family and parameters", False, str(exc))])
     recomputed = all_claims(spec, space, mechanism)
     if "groups" in data:  # a grouped release (dpopt release --group-by): its composed guarantee
-        from dpopt.release.composition import composition_checks  # the release layer imports this module
-
         recomputed += composition_checks(spec, data["groups"])
     if "hierarchy" in data:  # one level of a hierarchical release: the levels' budgets and composition
-        from dpopt.release.hierarchy import verify_hierarchy  # the release layer imports this module
-
         checks.extend(verify_hierarchy(spec, data["hierarchy"]))
     checks.extend(recomputed)
     checks.append(_utility_check(spec, mechanism, data["utility"]))

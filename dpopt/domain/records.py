@@ -1,30 +1,9 @@
-"""Reading records (CSV or Parquet, through DuckDB) and checking them against the spec's domain."""
+"""Checking records against the spec's domain (files are read by :func:`dpopt.release.sources.read_records`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from dpopt.errors import DataError
 from dpopt.spec.models import NumericAttribute, Spec
-
-
-def read_records(path: str | Path, spec: Spec) -> list[dict[str, object]]:
-    """Read a CSV or Parquet file of records (a header row naming attributes) and validate it.
-
-    The file is read through DuckDB (:mod:`dpopt.release.sources`, the default data
-    source) and checked in SQL with the semantics of :func:`validate_records`: every
-    declared attribute must be present (other columns are ignored); categorical values
-    must be declared levels; numeric values must lie within the declared bounds (values
-    are never clipped silently); a fixed ``data.n`` must match.
-
-    Raises
-    ------
-    DataError
-        Naming the file, row and column of the first value outside the domain.
-    """
-    from dpopt.release.sources import open_source, read_rows  # the data sources live with the release layer
-
-    return read_rows(open_source(path), spec)
 
 
 def validate_records(rows: list[dict], spec: Spec, source: str = "records", header=None) -> list[dict]:

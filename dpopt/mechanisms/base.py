@@ -35,7 +35,7 @@ calls the public ``release``, so what is released is what is certified.
 
 Subclasses register themselves by name (``registry()``); the selector never changes
 when a family is added (the scipy ``rv_continuous`` template and cvxpy atom pattern).
-The families of this package are declared by name → module (:data:`FAMILY_MODULES`) and
+The families are declared by name → module (:data:`dpopt.core.families.FAMILY_MODULES`) and
 imported when first looked up, so that a command pays only for the families it uses.
 """
 
@@ -50,7 +50,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.core.families import FAMILY_MODULES, family_names, register_family
+from dpopt.domain.workload import workload_matrix
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.rng import secure_generator
 from dpopt.sensitivity.space import SensitivitySpace
@@ -60,22 +62,6 @@ _REGISTRY: dict[str, type["Mechanism"]] = {}
 
 FINAL_METHODS = ("sample", "release", "expected_utility", "privacy_checks")
 """Public methods defined once in :class:`Mechanism`; families implement the private hooks."""
-
-FAMILY_MODULES: dict[str, str] = {
-    "gaussian": "dpopt.mechanisms.gaussian",
-    "projected_gaussian": "dpopt.mechanisms.gaussian",
-    "james_stein": "dpopt.mechanisms.james_stein",
-    "gaussian_optimal": "dpopt.mechanisms.gaussian_optimal",
-    "laplace": "dpopt.mechanisms.laplace",
-    "k_norm": "dpopt.mechanisms.k_norm",
-    "generalized_gaussian": "dpopt.mechanisms.generalized_gaussian",
-    "staircase": "dpopt.mechanisms.staircase",
-    "r2dp": "dpopt.mechanisms.r2dp",
-    "discrete_gaussian": "dpopt.mechanisms.discrete_gaussian",
-    "discrete_laplace": "dpopt.mechanisms.discrete_laplace",
-    "query_scaling": "dpopt.mechanisms.query_scaling",
-}
-"""The module that defines each family of this package (imported on first look-up)."""
 
 MONTE_CARLO_DRAWS = 200_000
 MONTE_CARLO_SEED = 20260101
@@ -100,14 +86,6 @@ class UtilityValue:
         if self.ci is not None:
             out["ci95"] = list(self.ci)
         return out
-
-
-def workload_matrix(utility: Utility) -> np.ndarray | None:
-    """W of an ``l2`` utility: the ``workload``, Diag(√w) for ``weights`` w (Σ w_i E Z_i² =
-    E‖Diag(√w) Z‖²), or None for the identity."""
-    if utility.weights is not None:
-        return np.diag(np.sqrt(np.asarray(utility.weights, dtype=float)))
-    return None if utility.workload is None else np.asarray(utility.workload, dtype=float)
 
 
 def better(metric: str) -> str:
@@ -135,6 +113,7 @@ class Mechanism(ABC):
             )
         if "family" in cls.__dict__:
             _REGISTRY[cls.family] = cls
+            register_family(cls.family, cls.__module__)
 
     # ---------------------------------------------------------------- facts
     @classmethod
@@ -406,8 +385,8 @@ class Mechanism(ABC):
 
 
 class FamilyRegistry(Mapping[str, type[Mechanism]]):
-    """Families by spec name: those of :data:`FAMILY_MODULES`, then any other subclass of
-    :class:`Mechanism` that declares a ``family``. Looking a family up imports its module;
+    """Families by spec name (:data:`dpopt.core.families.FAMILY_MODULES`, which every subclass of
+    :class:`Mechanism` that declares a ``family`` joins). Looking a family up imports its module;
     listing the names imports nothing."""
 
     def __getitem__(self, name: str) -> type[Mechanism]:
@@ -416,10 +395,10 @@ class FamilyRegistry(Mapping[str, type[Mechanism]]):
         return _REGISTRY[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*FAMILY_MODULES, *_REGISTRY]))
+        return iter(family_names())
 
     def __len__(self) -> int:
-        return len(set(FAMILY_MODULES) | set(_REGISTRY))
+        return len(family_names())
 
 
 def registry() -> FamilyRegistry:

@@ -39,7 +39,9 @@ from functools import cache
 import mpmath
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.core.roots import bisect_feasible
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.discrete_laplace import bernoulli_exp_split, sample_discrete_laplace
 from dpopt.mechanisms.integer_noise import (
@@ -59,7 +61,6 @@ from dpopt.privacy.discrete_gaussian import (
 )
 from dpopt.privacy.gaussian import gaussian_mu
 from dpopt.privacy.noise_law import DiscreteGaussianMarginal, ProductLaw
-from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.zcdp import zcdp_delta_cks, zcdp_delta_cks_mp, zcdp_epsilon_cks
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
@@ -170,13 +171,7 @@ def _bisect_log(passes, lo: float, hi: float, steps: int = 80) -> float:
         lo, hi = hi, hi * 4.0
     else:
         raise CalibrationError("no discrete Gaussian σ found for this target")
-    for _ in range(steps):
-        mid = math.sqrt(lo * hi)
-        if passes(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return bisect_feasible(passes, lo, hi, steps=steps, geometric=True)
 
 
 def _approx_start(space: SensitivitySpace, epsilon: float, delta: float) -> Fraction:

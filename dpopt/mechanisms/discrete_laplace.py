@@ -33,7 +33,9 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.core.roots import bisect_feasible
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.integer_noise import (
     EXACT_SAMPLER_NOTE,
@@ -49,7 +51,6 @@ from dpopt.privacy.discrete_laplace import (
     discrete_laplace_renyi_mp,
     discrete_laplace_zcdp_holds,
 )
-from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.noise_law import DiscreteLaplaceMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
@@ -197,10 +198,7 @@ def _approx_scale(space: SensitivitySpace, epsilon: float, delta: float) -> Frac
     lo = hi / 2.0
     while passes(lo) and lo > 1e-12:
         lo /= 2.0
-    for _ in range(80):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if passes(mid) else (mid, hi)
-    return Fraction(hi)
+    return Fraction(bisect_feasible(passes, lo, hi, steps=80, geometric=True))
 
 
 def _zcdp_scale(space: SensitivitySpace, rho: float) -> Fraction | None:
@@ -215,9 +213,7 @@ def _zcdp_scale(space: SensitivitySpace, rho: float) -> Fraction | None:
 
     hi = float(space.l1) / math.sqrt(2.0 * rho)  # ε-DP ⇒ ε²/2-zCDP: enough
     lo = hi / 4.0
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if near_one(mid) <= rho * (1 - 1e-7) else (mid, hi)
+    hi = bisect_feasible(lambda b: near_one(b) <= rho * (1 - 1e-7), lo, hi, steps=60, geometric=True)
     scale = dyadic_ceil(Fraction(hi))
     return scale if discrete_laplace_zcdp_holds(scale, patterns, rho)[0] else None
 

@@ -18,9 +18,9 @@ hence (ε, δ(ε; μ_Σ))-DP (analytic Gaussian) and μ_Σ²/2-zCDP. The check c
 eigendecomposition of Σ (numerical rank, every generator in range(Σ)), inflates it by a
 rounding allowance, and compares it with the target in exact rational arithmetic (gdp,
 zcdp) or the 60-digit analytic-Gaussian profile (approx) — the checks of
-:func:`dpopt.mechanisms.gaussian.gaussian_privacy_check` applied to whitened noise of unit
+:func:`dpopt.privacy.gaussian_calibration.gaussian_privacy_check` applied to whitened noise of unit
 scale. The design multiplies the solver's Σ by the factor that makes this check hold with
-equality up to rounding (:func:`dpopt.privacy.rounding.nudge_until`), so solver accuracy
+equality up to rounding (:func:`dpopt.core.rounding.nudge_until`), so solver accuracy
 never affects the guarantee, only (slightly) the utility.
 
 Sampling draws z ~ N(0, I_r) and returns F z with F = Q_r Λ_r^{1/2} from the eigendecomposition
@@ -36,15 +36,15 @@ from fractions import Fraction
 import numpy as np
 from scipy import special
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.core.rounding import nudge_until
 from dpopt.domain.queries import CountingQuery, compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
-from dpopt.mechanisms.gaussian import gaussian_privacy_check
 from dpopt.optimize.covariance import OBJECTIVES, Objective, optimal_covariance, target_mu
 from dpopt.privacy.gaussian import gaussian_epsilon
+from dpopt.privacy.gaussian_calibration import gaussian_privacy_check
 from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
-from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights

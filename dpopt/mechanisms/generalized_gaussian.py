@@ -40,7 +40,8 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.core.rounding import nudge_until
 from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, better
@@ -56,7 +57,6 @@ from dpopt.privacy.pdp import (
     gg_pdp_scale_disjoint,
     gg_pdp_scale_monte_carlo,
 )
-from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.truncated_gg import (
     bit_coordinate_loss_mp,
     tight_scale,

@@ -43,10 +43,10 @@ import math
 import numpy as np
 from scipy import linalg, special
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
-from dpopt.mechanisms.gaussian import gaussian_privacy_check, gaussian_sigma
+from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
 from dpopt.privacy.noise_law import GaussianMarginal, PostProcessedLaw, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import SumZeroSpace

@@ -57,7 +57,7 @@ import numpy as np
 from scipy import linalg, special
 from scipy.optimize import linprog
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better

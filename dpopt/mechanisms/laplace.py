@@ -21,7 +21,8 @@ import mpmath
 import numpy as np
 from scipy import special
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.privacy.laplace import (
@@ -35,7 +36,6 @@ from dpopt.privacy.laplace import (
 )
 from dpopt.privacy.laplace_gdp import LaplaceGDPRoute, laplace_gdp_route
 from dpopt.privacy.noise_law import LaplaceMarginal, ProductLaw
-from dpopt.privacy.rounding import nudge_until
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 

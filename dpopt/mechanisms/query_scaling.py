@@ -33,9 +33,8 @@ import math
 import numpy as np
 from scipy import special
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.mechanisms.base import Mechanism
-from dpopt.mechanisms.gaussian import gaussian_privacy_check, gaussian_sigma
 from dpopt.optimize.query_scaling import (
     OBJECTIVES,
     adjust_query,
@@ -46,6 +45,7 @@ from dpopt.optimize.query_scaling import (
     scaled_test_power,
 )
 from dpopt.privacy.gaussian import gaussian_epsilon
+from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
 from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec

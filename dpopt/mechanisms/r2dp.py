@@ -35,9 +35,10 @@ import mpmath
 import numpy as np
 from scipy import optimize
 
-from dpopt.certificate.checks import Check
-from dpopt.mechanisms.base import Mechanism, UtilityValue, workload_matrix
-from dpopt.mechanisms.noise_metrics import R2DPNoise, laplace_noise
+from dpopt.core.checks import Check
+from dpopt.core.rounding import nudge_until
+from dpopt.domain.workload import workload_matrix
+from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.mechanisms.staircase import (
     PRIOR_METRICS,
     StaircaseMechanism,
@@ -57,9 +58,10 @@ from dpopt.optimize.r2dp_objectives import (
 )
 from dpopt.privacy.laplace import laplace_scale_for
 from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
+from dpopt.privacy.noise_metrics import R2DPNoise, laplace_noise
 from dpopt.privacy.r2dp import MP_DIGITS, density_ratio_sup, pattern_epsilon_mp, r2dp_epsilon
-from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.second_folds import SecondFold, fold_from_parameters
+from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec, Utility
@@ -246,8 +248,6 @@ class R2DPMechanism(Mechanism):
         record = self.design_record
         if not record or record.get("metric") != spec.utility.metric or spec.privacy.definition != "pure":
             return []
-        from dpopt.sensitivity.derive import derive  # the space of the spec, as verify rebuilds it
-
         space = derive(spec)
         epsilon = spec.privacy.parameters["epsilon"]
         laplace = self._laplace_baseline(space, epsilon, spec.utility)

@@ -46,12 +46,12 @@ from fractions import Fraction
 import numpy as np
 from scipy import optimize
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError, SpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
-from dpopt.mechanisms.noise_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
-from dpopt.privacy.rounding import nudge_until
+from dpopt.privacy.noise_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec, Utility
@@ -332,7 +332,7 @@ class StaircaseMechanism(Mechanism):
         if utility.metric in PRIOR_METRICS:
             check_prior(utility, self.dimension)
             return UtilityValue(utility.metric, prior_metric(self.noise, utility),
-                                "quadrature of the staircase tail (dpopt.mechanisms.noise_metrics)")
+                                "quadrature of the staircase tail (dpopt.privacy.noise_metrics)")
         return None
 
     def _expected_l1(self) -> float:

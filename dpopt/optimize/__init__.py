@@ -1,5 +1,2 @@
-"""Mechanism design: calibration and selection across families."""
-
-from dpopt.optimize.select import Candidate, design_candidates, select
-
-__all__ = ["Candidate", "design_candidates", "select"]
+"""Calibrators and convex programs the families design with: the optimal Gaussian covariance,
+query scaling ξ, the R²DP mixture weights (selection across families: :mod:`dpopt.design`)."""

@@ -16,7 +16,7 @@ semidefinite program
 
 μ is the target's Gaussian parameter: μ for μ-GDP, √(2ρ) for ρ-zCDP, and the analytic-Gaussian
 threshold μ*(ε, δ) for (ε, δ)-DP (Balle & Wang 2018), all through
-:func:`dpopt.mechanisms.gaussian.gaussian_sigma` at unit sensitivity.
+:func:`dpopt.privacy.gaussian_calibration.gaussian_sigma` at unit sensitivity.
 
 Utilities (each convex in Σ):
 
@@ -95,17 +95,17 @@ References
 
 from __future__ import annotations
 
-import itertools
 import math
-import warnings
 from dataclasses import dataclass
 from fractions import Fraction
-from importlib import metadata
 
 import numpy as np
-from scipy import optimize as sp_optimize
 
+from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, SolverError, SpecError, UnsupportedSpecError
+from dpopt.optimize.constraint_set import ROUND, candidate_symmetries, distinct_directions, extreme_points
+from dpopt.optimize.solve import ACCEPTED, solve_convex
+from dpopt.privacy.gaussian_calibration import gaussian_sigma
 from dpopt.spec.models import Privacy, Utility
 
 OBJECTIVES: dict[str, str] = {"l2": "trace", "max_variance": "max_variance", "ci_volume": "log_det"}
@@ -119,9 +119,7 @@ WORKLOAD_FLOOR = 1e-6
 mean: directions a workload does not see would otherwise get unbounded noise (the infimum
 is not attained); the reported utility is always the exact tr(WΣWᵀ)."""
 
-_LP_BUDGET = 50  # largest number of points the hull test decides by LP
 _WORKING_SET = 8  # the SDP starts from the 8r points of largest leverage (cutting planes add the rest)
-_ROUND = 9  # decimals for comparing normalised vectors and constraint rows
 
 
 # ------------------------------------------------------------------ objective
@@ -164,8 +162,6 @@ class Objective:
             return cls("max_variance", None, "max_i Σ_ii (worst-coordinate variance)")
         if metric == "ci_volume":
             return cls("log_det", None, "log pdet Σ on the span (confidence-region volume)")
-        from dpopt.mechanisms.base import workload_matrix  # the mechanisms package imports this module
-
         w = workload_matrix(utility)
         if w is None:
             return cls("trace", np.eye(dimension), "tr Σ (expected squared error)")
@@ -196,7 +192,7 @@ class Objective:
 def target_mu(privacy: Privacy) -> float:
     """μ of the target: the largest Mahalanobis sensitivity the noise may have.
 
-    Taken as 1/σ for unit sensitivity from :func:`dpopt.mechanisms.gaussian.gaussian_sigma`
+    Taken as 1/σ for unit sensitivity from :func:`dpopt.privacy.gaussian_calibration.gaussian_sigma`
     (μ, √(2ρ), or the analytic-Gaussian μ*(ε, δ), rounded in the safe direction).
 
     Raises
@@ -204,171 +200,9 @@ def target_mu(privacy: Privacy) -> float:
     CalibrationError
         For targets Gaussian noise cannot meet in this form (pure ε, pDP).
     """
-    from dpopt.mechanisms.gaussian import gaussian_sigma  # mechanisms import this module
-
     if privacy.definition not in ("gdp", "zcdp", "approx"):
         raise CalibrationError(f"the optimal Gaussian covariance serves gdp, zcdp and approx targets, not {privacy.definition}")
     return 1.0 / gaussian_sigma(Fraction(1), privacy)
-
-
-# ---------------------------------------------------------- constraint set
-def distinct_directions(vectors: np.ndarray) -> np.ndarray:
-    """The vectors without zeros, with one of ±v, and with the longest of positive multiples.
-
-    vᵀΣ⁺v is even in v and grows with its scale, so these give the same constraints.
-    """
-    v = np.atleast_2d(np.asarray(vectors, dtype=float))
-    norms = np.linalg.norm(v, axis=1)
-    top = norms.max(initial=0.0)
-    keep = norms > 1e-12 * top
-    v, norms = v[keep], norms[keep]
-    if v.shape[0] == 0:
-        return v
-    u = v / norms[:, None]
-    lead = u[np.arange(u.shape[0]), np.argmax(np.abs(u) > 1e-9, axis=1)]
-    sign = np.where(lead < 0, -1.0, 1.0)
-    u, v = u * sign[:, None], v * sign[:, None]
-    _, group = np.unique(np.round(u, _ROUND) + 0.0, axis=0, return_inverse=True)
-    group = group.reshape(-1)
-    best = np.full(group.max() + 1, -1)
-    for i in np.argsort(norms):  # the last (longest) wins
-        best[group[i]] = i
-    return v[np.sort(best)]
-
-
-def extreme_points(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
-    """The rows of ``y`` (spanning R^r) that are extreme points of conv(±y), their leverages,
-    and how they were found.
-
-    With G = yᵀy, the functional c_j = G⁻¹y_j exposes y_j when its leverage
-    y_jᵀG⁻¹y_j exceeds max_{k≠j} |y_jᵀG⁻¹y_k| (then y_j is the unique maximiser of ⟨c_j, ·⟩
-    over ±y, so an extreme point). The remaining rows are decided by an LP
-    (y_j ∈ conv(±y_k, k ≠ j)?) when they are at most :data:`_LP_BUDGET`, and kept otherwise.
-    Removing non-extreme points leaves conv(±y), hence every constraint, unchanged.
-    """
-    n = y.shape[0]
-    if y.shape[1] == 1:
-        top = int(np.argmax(np.abs(y[:, 0])))
-        return y[[top]], np.ones(1), "rank 1: the longest vector"
-    gram = (y @ np.linalg.inv(y.T @ y)) @ y.T
-    leverage = np.diag(gram).copy()
-    off = np.abs(gram)
-    np.fill_diagonal(off, -np.inf)
-    exposed = leverage > off.max(axis=1, initial=-np.inf) * (1.0 + 1e-9)
-    undecided = np.flatnonzero(~exposed)
-    if undecided.size == 0:
-        return y, leverage, f"all {n} points are exposed vertices (leverage test)"
-    if undecided.size > _LP_BUDGET:
-        return y, leverage, (
-            f"{int(exposed.sum())} exposed vertices (leverage test); {undecided.size} points not tested"
-        )
-    keep = exposed.copy()
-    for j in undecided:
-        others = np.delete(y, j, axis=0)
-        z = np.vstack([others, -others]).T
-        res = sp_optimize.linprog(
-            np.zeros(z.shape[1]), A_ub=np.ones((1, z.shape[1])), b_ub=[1.0], A_eq=z, b_eq=y[j],
-            bounds=(0, None), method="highs",
-        )
-        keep[j] = res.status != 0
-    how = f"{int(keep.sum())} of {n} points are extreme (leverage test, {undecided.size} LPs)"
-    return y[keep], leverage[keep], how
-
-
-# ------------------------------------------------------------------ symmetry
-@dataclass(frozen=True)
-class Symmetry:
-    """A group of signed coordinate permutations with a multiplicity-free decomposition.
-
-    Attributes
-    ----------
-    name : str
-    generators : list of (permutation, signs)
-        g acts as (g x)_i = s_i x_{π(i)}.
-    projectors : list of ndarray
-        Orthogonal projectors onto the isotypic components (they sum to I); the group's
-        commutant is their span.
-    """
-
-    name: str
-    generators: list[tuple[np.ndarray, np.ndarray]]
-    projectors: list[np.ndarray]
-
-    def maps_to_itself(self, vectors: np.ndarray) -> bool:
-        """Whether every generator maps the set ±``vectors`` onto itself."""
-        reference = _canonical_rows(vectors)
-        return all(
-            np.array_equal(_canonical_rows(vectors[:, perm] * signs), reference) for perm, signs in self.generators
-        )
-
-    def preserves(self, objective: Objective) -> bool:
-        """Whether the utility is invariant (max_variance and log det are, under signed permutations)."""
-        if objective.kind != "trace":
-            return True
-        m = objective.matrix
-        tol = 1e-10 * max(float(np.abs(m).max()), 1e-300)
-        return all(
-            np.abs(m[np.ix_(perm, perm)] * np.outer(signs, signs) - m).max() <= tol for perm, signs in self.generators
-        )
-
-
-def _canonical_rows(v: np.ndarray) -> np.ndarray:
-    scale = max(float(np.abs(v).max(initial=0.0)), 1e-300)
-    r = np.round(v / scale, _ROUND) + 0.0
-    lead = r[np.arange(r.shape[0]), np.argmax(r != 0, axis=1)]
-    r = r * np.where(lead < 0, -1.0, 1.0)[:, None] + 0.0
-    return np.unique(r, axis=0)
-
-
-def symmetric_group(d: int) -> Symmetry:
-    """S_d permuting all coordinates: R^d = span(1) ⊕ sum-zero vectors."""
-    ones = np.ones(d)
-    gens = [(np.r_[1, 0, np.arange(2, d)].astype(int), ones), (np.roll(np.arange(d), -1), ones)] if d > 1 else []
-    j = np.full((d, d), 1.0 / d)
-    return Symmetry(f"S_{d} on the coordinates", gens, [j, np.eye(d) - j] if d > 1 else [np.eye(d)])
-
-
-def table_group(shape: tuple[int, ...]) -> Symmetry:
-    """S_{n1}×…×S_{np} permuting the levels of each attribute of a row-major table.
-
-    Components: the ANOVA projectors ⊗_i F_i with F_i = J/n_i or I − J/n_i (main effects and
-    interactions); they are the tensor products of distinct irreducibles, so the
-    decomposition is multiplicity-free.
-    """
-    d = int(np.prod(shape))
-    index = np.arange(d).reshape(shape)
-    gens = []
-    for axis, n in enumerate(shape):
-        if n < 2:
-            continue
-        for order in (np.r_[1, 0, np.arange(2, n)].astype(int), np.roll(np.arange(n), -1)):
-            gens.append((np.take(index, order, axis=axis).reshape(-1), np.ones(d)))
-    projectors = []
-    for choice in itertools.product((False, True), repeat=len(shape)):
-        if any(c and n < 2 for c, n in zip(choice, shape)):
-            continue
-        p = np.ones((1, 1))
-        for c, n in zip(choice, shape):
-            j = np.full((n, n), 1.0 / n)
-            p = np.kron(p, np.eye(n) - j if c else j)
-        projectors.append(p)
-    return Symmetry(f"S_{'×S_'.join(map(str, shape))} on the table's levels", gens, projectors)
-
-
-def sign_flips(d: int) -> Symmetry:
-    """Independent sign flips of each coordinate: the commutant is the diagonal matrices."""
-    ident = np.arange(d)
-    gens = [(ident, np.where(ident == i, -1.0, 1.0)) for i in range(d)]
-    return Symmetry("coordinate sign flips", gens, [np.diag((ident == i).astype(float)) for i in range(d)])
-
-
-def candidate_symmetries(d: int, table_shape: tuple[int, ...] | None) -> list[Symmetry]:
-    """The groups tried, coarsest commutant first."""
-    out = [symmetric_group(d)]
-    if table_shape is not None and len(table_shape) > 1 and int(np.prod(table_shape)) == d:
-        out.append(table_group(tuple(table_shape)))
-    out.append(sign_flips(d))
-    return out
 
 
 # ------------------------------------------------------------------ the design
@@ -464,7 +298,7 @@ def optimal_covariance(
     counts = {"listed": int(v.shape[0]), "distinct": int(distinct.shape[0])}
     if use_symmetry:
         for group in candidate_symmetries(d, table_shape):
-            if group.preserves(objective) and group.maps_to_itself(distinct):
+            if group.preserves(objective.kind, objective.matrix) and group.maps_to_itself(distinct):
                 design = _symmetric_design(distinct, basis, objective, mu, group, counts)
                 if design is not None:
                     return design
@@ -533,7 +367,7 @@ def _symmetric_design(distinct, basis, objective, mu, group, counts) -> Covarian
 
 def _distinct_rows(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale = g.max()
-    _, first, inverse = np.unique(np.round(g / scale, _ROUND), axis=0, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(np.round(g / scale, ROUND), axis=0, return_index=True, return_inverse=True)
     return g[first], inverse.reshape(-1)
 
 
@@ -662,29 +496,20 @@ def _solve_precision(y, objective, basis, factor):
     return 0.5 * (value + value.T), lam, None, solver
 
 
+_SOLVER_OPTIONS = {"SCS": {"eps_abs": 1e-8, "eps_rel": 1e-8, "scale": 0.1, "max_iters": 100_000}, "CLARABEL": {}}
+
+
 def _solve(problem, order) -> str:
     """Solve with the first solver in ``order`` that returns a solution; its name and version."""
-    import cvxpy as cp
-
-    options = {"SCS": {"eps_abs": 1e-8, "eps_rel": 1e-8, "scale": 0.1, "max_iters": 100_000}, "CLARABEL": {}}
-    errors = []
-    for name in order:
-        try:
-            with warnings.catch_warnings():  # an inaccurate solution is recorded, then certified
-                warnings.simplefilter("ignore", UserWarning)
-                problem.solve(solver=name, **options[name])
-        except cp.error.SolverError as exc:
-            errors.append(f"{name}: {exc}")
-            continue
-        if problem.status in ("optimal", "optimal_inaccurate"):
-            tolerance = ", ".join(f"{k}={v:g}" for k, v in options[name].items() if k.startswith("eps"))
-            return (
-                f"{cp.__version__}, {name} {metadata.version(name.lower())}"
-                + (f" ({tolerance})" if tolerance else " (default tolerances)")
-                + (", inaccurate" if problem.status != "optimal" else "")
-            )
-        errors.append(f"{name}: status {problem.status}")
-    raise SolverError("the covariance program failed: " + "; ".join(errors))
+    solution = solve_convex(problem, order, program="the covariance program failed", options=_SOLVER_OPTIONS)
+    if solution.status not in ACCEPTED:
+        raise SolverError(f"the covariance program failed: {solution.solver}: status {solution.status}")
+    tolerance = ", ".join(f"{k}={v:g}" for k, v in _SOLVER_OPTIONS[solution.solver].items() if k.startswith("eps"))
+    return (
+        f"{solution.cvxpy_version}, {solution.solver} {solution.version}"
+        + (f" ({tolerance})" if tolerance else " (default tolerances)")
+        + (", inaccurate" if not solution.accurate else "")
+    )
 
 
 # --------------------------------------------------------------- dual bound

@@ -64,7 +64,8 @@ import numpy as np
 from scipy import optimize
 
 from dpopt.errors import SolverError
-from dpopt.mechanisms.gaussian import gaussian_sigma
+from dpopt.optimize.solve import solve_convex
+from dpopt.privacy.gaussian_calibration import gaussian_sigma
 from dpopt.sensitivity.subspace import span_of
 from dpopt.spec.models import ApproxTarget, Privacy
 from dpopt.stats.inference import ci_volume, power_from_noncentrality
@@ -493,10 +494,7 @@ def _solve_program(a: np.ndarray, objective: str, target: np.ndarray) -> tuple[n
         else:
             obj = cp.Minimize(target @ cp.inv_pos(x))
         problem = cp.Problem(obj, cons)
-        try:
-            problem.solve(solver=cp.CLARABEL)
-        except cp.error.SolverError as exc:
-            raise SolverError(f"query-scaling program failed: {exc}") from exc
+        solve_convex(problem, program="query-scaling program failed")
         if x.value is None or cons[0].dual_value is None:
             raise SolverError(f"query-scaling program failed (status {problem.status})")
         xi = np.maximum(np.asarray(x.value, dtype=float), 1e-300)
@@ -691,10 +689,7 @@ def minimum_volume_adjustment(vectors) -> LinearAdjustment:
         bvar = cp.Variable((r, r), PSD=True)
         cons = [cp.sum(cp.multiply(c @ bvar, c), axis=1) <= 1]
         problem = cp.Problem(cp.Maximize(cp.log_det(bvar)), cons)
-        try:
-            problem.solve(solver=cp.CLARABEL)
-        except cp.error.SolverError as exc:
-            raise SolverError(f"minimum-volume ellipsoid failed: {exc}") from exc
+        solve_convex(problem, program="minimum-volume ellipsoid failed")
         if bvar.value is None or cons[0].dual_value is None:
             raise SolverError(f"minimum-volume ellipsoid failed (status {problem.status})")
         u = np.maximum(np.asarray(cons[0].dual_value, dtype=float), 0.0)

@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import SolverError
 from dpopt.optimize.r2dp_objectives import LinearObjective
+from dpopt.optimize.solve import solve_convex
 from dpopt.privacy.r2dp import r2dp_epsilon_mp
-from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.second_folds import DiscreteFold, SecondFold
 
 DEFAULT_GRID = 2000
@@ -182,18 +183,12 @@ def _solve_lp(costs: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, float, st
     w = cp.Variable(costs.size, nonneg=True)
     constraints = [cp.sum(w) == 1, row @ w <= 0]
     problem = cp.Problem(cp.Minimize(costs @ w), constraints)
-    last = None
-    for solver in ("HIGHS", "CLARABEL"):
-        try:
-            problem.solve(solver=solver)
-        except (cp.error.SolverError, ValueError) as exc:  # ValueError: cvxpy cannot unpack a failed solve
-            last = str(exc)
-            continue
-        if problem.status == cp.OPTIMAL and w.value is not None:
-            lam = float(constraints[1].dual_value)
-            return np.maximum(np.asarray(w.value, dtype=float), 0.0), max(lam, 0.0), solver
-        last = problem.status
-    raise SolverError(f"the R²DP mixture LP did not solve ({last})")
+    solution = solve_convex(problem, ("HIGHS", "CLARABEL"), program="the R²DP mixture LP did not solve",
+                            accept=("optimal",))
+    if solution.status != "optimal" or w.value is None:
+        raise SolverError(f"the R²DP mixture LP did not solve ({solution.status})")
+    lam = float(constraints[1].dual_value)
+    return np.maximum(np.asarray(w.value, dtype=float), 0.0), max(lam, 0.0), solution.solver
 
 
 def _two_atoms(cost, epsilon: float, s1: float, s2: float, use_log: bool) -> tuple[float, float, float]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpopt.mechanisms.noise_metrics import (
+from dpopt.privacy.noise_metrics import (
     R2DPNoise,
     kl_costs,
     kl_divergence,

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpopt.errors import SolverError
+from dpopt.optimize.solve import solve_convex
 
 KKT_RTOL = 1e-3
 """Largest relative spread of the marginal costs accepted from the convex program."""
@@ -87,10 +88,7 @@ def convex_shares(b: np.ndarray, p: np.ndarray, free: float = 1.0) -> np.ndarray
     problem = cp.Problem(cp.Minimize(cp.sum(cp.hstack(terms))), [cp.sum(s) == free])
     if not problem.is_dcp():
         raise SolverError("the allocation program is not DCP (an exponent is not positive)")
-    try:
-        problem.solve()
-    except cp.error.SolverError as exc:
-        raise SolverError(f"allocation: {exc}") from None
+    solve_convex(problem, program="allocation")
     if s.value is None:
         raise SolverError(f"allocation: the convex program returned no solution ({problem.status})")
     shares = np.maximum(np.asarray(s.value, dtype=float), 1e-15)

@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from dpopt._version import __version__
-from dpopt.certificate.checks import Check
+from dpopt.certificate.composition import composition_checks as composition_checks_groups
 from dpopt.certificate.model import Certificate
+from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
+from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.plan.allocate import Allocation
-from dpopt.certificate.second_route import is_not_available
 from dpopt.plan.compose import ADDITIVE, additive_check, gdp_route_check, pld_check
 from dpopt.plan.joint import joint_spec, query_errors
 from dpopt.plan.spec import load_plan, plan_document, plan_sha256, query_spec
-from dpopt.release.composition import composition_checks as composition_checks_groups
 from dpopt.sensitivity.derive import derive
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import Plan, Privacy
@@ -124,7 +124,7 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
 
 
 def group_checks(plan: Plan, block: dict) -> list[Check]:
-    """The ``groups`` block of a grouped plan release (:func:`dpopt.release.composition.composition_checks`
+    """The ``groups`` block of a grouped plan release (:func:`dpopt.certificate.composition.composition_checks`
     with the plan's target as the per-group one)."""
     per_group = query_spec(plan, 0, plan.privacy.model_dump(exclude_none=True))
     return composition_checks_groups(per_group, block)

@@ -35,8 +35,9 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from dpopt.certificate.checks import Check
 from dpopt.certificate.second_route import _patterns, evaluate
+from dpopt.core.checks import Check
+from dpopt.core.roots import bisect_feasible
 from dpopt.mechanisms import Mechanism
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.noise_law import GaussianMarginal, LaplaceMarginal, PostProcessedLaw, ProductLaw
@@ -188,10 +189,7 @@ def epsilon_at(bracket: PLDBracket, delta: float) -> tuple[float, float]:
             lo, hi = hi, 2.0 * hi
             if hi > 1e4:
                 return math.inf
-        while hi - lo > 1e-10:
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if float(side.delta(mid)[0]) > delta else (lo, mid)
-        return hi
+        return bisect_feasible(lambda eps: float(side.delta(eps)[0]) <= delta, lo, hi, atol=1e-10)
     return solve(bracket.lower), solve(bracket.upper)
 
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpopt.design.select import Candidate, design_candidates, select
 from dpopt.domain.queries import CountingQuery, compile_query
+from dpopt.domain.workload import workload_matrix
 from dpopt.errors import DpoptError
 from dpopt.mechanisms import Mechanism, UtilityValue
-from dpopt.mechanisms.base import workload_matrix
-from dpopt.optimize.select import Candidate, design_candidates, select
 from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Plan, Spec, Utility

@@ -19,13 +19,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from dpopt.certificate.composition import compose, composition_checks, groups_changed, within_group_adjacency
 from dpopt.certificate.model import Certificate
 from dpopt.domain.queries import CountingQuery, compile_query
 from dpopt.errors import CalibrationError, DataError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
 from dpopt.release import sources
 from dpopt.release.batch import ENGINES, group_domain
-from dpopt.release.composition import compose, composition_checks, groups_changed, within_group_adjacency
 from dpopt.rng import RandomSource
 from dpopt.spec.models import Plan, Spec
 
@@ -118,7 +118,7 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     Groups are the column's levels when the plan declares it, else the values found in the
     data. The plan's guarantee holds per group; a record is in one group of each of the L
     columns, so the whole release meets the L-fold composition of the plan's target
-    (:func:`dpopt.release.composition.compose`), recorded in the certificate's ``groups`` block
+    (:func:`dpopt.certificate.composition.compose`), recorded in the certificate's ``groups`` block
     and re-checked by ``dpopt verify``. Noise of unit u in group g of column l comes from the
     stream at path (l, g, u).
 

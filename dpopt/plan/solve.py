@@ -1,6 +1,6 @@
 """Solving a plan: allocate the budget, design every query, compose, certify.
 
-1. Every query is designed (all the families it allows, :func:`dpopt.optimize.select.select`)
+1. Every query is designed (all the families it allows, :func:`dpopt.design.select.select`)
    under an **equal split** of the budget's additive currency (:mod:`dpopt.plan.compose`),
    then its chosen family again at half that share: the two designs fit the power law
    u_i(s) = a_i s^{−p_i} of its utility (:mod:`dpopt.plan.allocate`); for Gaussian noise
@@ -29,9 +29,9 @@ import numpy as np
 
 from dpopt.certificate.build import certify
 from dpopt.certificate.model import Certificate
+from dpopt.design.select import Candidate, design_candidates, select
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism, UtilityValue, better
-from dpopt.optimize.select import Candidate, design_candidates, select
 from dpopt.plan.allocate import Allocation, allocate, power_law
 from dpopt.plan.certificate import plan_certificate
 from dpopt.plan.compose import composed_pld, dominating_pair, fit_targets

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.postprocess.structure import Structure, exact_product
 
 POSTPROCESSING_THEOREM = (

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.errors import SolverError
+from dpopt.optimize.solve import solve_convex
 from dpopt.postprocess.certify import POSTPROCESSING_THEOREM, cell_checks, hierarchy_checks, unit_total_checks
 from dpopt.postprocess.least_squares import grouped_sum_projection, metric
 from dpopt.postprocess.nonnegative import FEASIBILITY_TOLERANCE, grouped_simplex_projection
@@ -138,10 +139,7 @@ def _parent_nnls(y: np.ndarray, total: np.ndarray, whitening: np.ndarray) -> np.
 
     x = cp.Variable(y.shape)
     problem = cp.Problem(cp.Minimize(cp.sum_squares((y - x) @ whitening.T)), [x >= 0, cp.sum(x, axis=0) == total])
-    try:
-        problem.solve(solver=cp.CLARABEL)
-    except cp.error.SolverError as exc:
-        raise SolverError(f"TopDown non-negative least squares: {exc}") from None
+    solve_convex(problem, program="TopDown non-negative least squares")
     if x.value is None:
         raise SolverError(f"TopDown non-negative least squares: {problem.status}")
     out = np.maximum(np.asarray(x.value, dtype=float), 0.0)
@@ -236,10 +234,7 @@ def _parent_with_totals(y, total, unit_totals, whitening, options):
         constraints = [cp.sum(x, axis=0) == total, cp.sum(x, axis=1) == unit_totals]
         problem = cp.Problem(cp.Minimize(cp.sum_squares((y - x) @ whitening.T)),
                              constraints + ([x >= 0] if options.nonnegative else []))
-        try:
-            problem.solve(solver=cp.CLARABEL)
-        except cp.error.SolverError as exc:
-            raise SolverError(f"TopDown with unit totals: {exc}") from None
+        solve_convex(problem, program="TopDown with unit totals")
         if x.value is None:
             raise SolverError(f"TopDown with unit totals: no table meets the parent and the unit totals ({problem.status})")
         solved = np.asarray(x.value, dtype=float)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpopt.errors import SolverError
+from dpopt.optimize.solve import solve_convex
 from dpopt.postprocess.least_squares import Metric, equality_system
 from dpopt.postprocess.structure import Structure
 
@@ -48,10 +49,7 @@ def nonnegative_least_squares(noisy, structure: Structure, values, m: Metric) ->
     constraints = [h >= 0] + ([e @ h == f] if e.shape[0] else [])
     objective = cp.Minimize(cp.sum_squares(m.whitening @ (y - structure.queries @ h)))
     problem = cp.Problem(objective, constraints)
-    try:
-        problem.solve(solver=cp.CLARABEL)
-    except cp.error.SolverError as exc:
-        raise SolverError(f"non-negative least squares: {exc}") from None
+    solve_convex(problem, program="non-negative least squares")
     if h.value is None:
         raise SolverError(f"non-negative least squares: no non-negative table meets the invariants ({problem.status})")
     out = np.maximum(np.asarray(h.value, dtype=float), 0.0)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.errors import SolverError
 from dpopt.postprocess.certify import POSTPROCESSING_THEOREM, table_checks
 from dpopt.postprocess.least_squares import metric, weighted_least_squares

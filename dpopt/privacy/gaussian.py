@@ -36,8 +36,8 @@ import mpmath
 import numpy as np
 from scipy import optimize, special
 
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
-from dpopt.privacy.rounding import nudge_until
 
 _MP_DIGITS = 60
 _BALL_BITS = 128

@@ -42,8 +42,8 @@ from fractions import Fraction
 import mpmath
 from scipy import optimize
 
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
-from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.zcdp import renyi_zcdp_holds
 
 _MP_DIGITS = 60

@@ -41,8 +41,9 @@ import mpmath
 import numpy as np
 from scipy import optimize, special
 
+from dpopt.core.roots import bisect_feasible
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
-from dpopt.privacy.rounding import nudge_until
 from dpopt.privacy.tradeoff import Laplace2DTradeOff, certified_mu, gdp_margin
 from dpopt.sensitivity.space import SensitivitySpace
 
@@ -119,13 +120,7 @@ def _bisect_feasible(feasible, lower: float, upper: float, rtol: float) -> float
     """Bisection on a monotone feasibility predicate; returns the feasible end of the bracket."""
     if not feasible(upper):
         raise CalibrationError(f"the starting upper scale {upper:.17g} is not feasible")
-    while upper - lower > rtol * upper:
-        mid = 0.5 * (lower + upper)
-        if feasible(mid):
-            upper = mid
-        else:
-            lower = mid
-    return upper
+    return bisect_feasible(feasible, lower, upper, rtol=rtol)
 
 
 def contingency_laplace_scale(mu: float, rtol: float = 1e-12) -> float:

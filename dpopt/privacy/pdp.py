@@ -50,10 +50,10 @@ import mpmath
 import numpy as np
 from scipy import optimize, special, stats
 
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.privacy.gaussian import gaussian_mu
-from dpopt.privacy.rounding import nudge_until
 
 PDP_CAVEAT = (
     "probabilistic DP: for every pair of neighbouring datasets, with probability at least 1 − δ "

@@ -38,6 +38,8 @@ import numpy as np
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.tradeoff import GaussianTradeOff, PureDPTradeOff, TradeOff, group_privacy
 from dpopt.privacy.zcdp import zcdp_epsilon_bun_steinke, zcdp_epsilon_cks
+from dpopt.sensitivity.semi_space import SemiSensitivitySpace
+from dpopt.spec.models import Spec
 
 REPORTED_DELTAS = (1e-5, 1e-6, 1e-10)
 """The δ at which a Semi-DP scope lists ε (1e-10 is the paper's Census δ)."""
@@ -250,6 +252,19 @@ _TARGET_WORDS = {
     "approx": lambda p: f"(ε, δ)-DP with ε = {p['epsilon']:g}, δ = {p['delta']:g}",
     "pdp": lambda p: f"(ε, δ)-probabilistic DP with ε = {p['epsilon']:g}, δ = {p['delta']:g}",
 }
+
+
+def semi_dp_block(spec: Spec, space: SemiSensitivitySpace) -> dict:
+    """The Semi-DP statement of a certificate (a deterministic function of spec and space)."""
+    return semi_dp_scope(
+        spec.privacy.definition,
+        spec.privacy.parameters,
+        space.semi.value,
+        space.semi.reading,
+        space.semi.method,
+        space.semi.exact,
+        space.determined_by_invariants,
+    )
 
 
 def semi_dp_scope(definition: str, parameters: dict, a: int, reading: str, a_method: str, a_exact: bool,

@@ -66,8 +66,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
+from dpopt.core.rounding import nudge_until
 from dpopt.privacy.gaussian import gdp_tradeoff
-from dpopt.privacy.rounding import nudge_until
 
 TYPE_I = "type_I"
 """Convention: the argument is the type-I error α (size) of the test."""

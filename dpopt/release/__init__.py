@@ -6,7 +6,8 @@
 * :mod:`dpopt.rng` — AES-CTR CSPRNG streams, seeds refused unless insecure seeding is asked for.
 """
 
-from dpopt.release.batch import BLOCK_GROUPS, GroupRelease, ReleasedLevel, release_groups, release_once
+from dpopt.release.batch import GroupRelease, ReleasedLevel, release_groups, release_once
+from dpopt.release.blocks import BLOCK_GROUPS
 from dpopt.rng import InsecureSeedError, RandomSource, random_source, secure_generator
 
 __all__ = [

@@ -4,7 +4,7 @@ r"""Releasing the query for every group: one mechanism, one certificate, vectori
 and its certificate), counts the query for every group of each grouping column in SQL
 (:mod:`dpopt.release.sources`, or on Dask, :mod:`dpopt.release.distributed`), and adds
 noise block by block: the groups, in canonical order (as declared for a public domain,
-sorted otherwise), are cut into blocks of :data:`BLOCK_GROUPS`, and block b of grouping
+sorted otherwise), are cut into blocks of :data:`dpopt.release.blocks.BLOCK_GROUPS`, and block b of grouping
 column l is released by ``mechanism.release(answers)`` (the family's one release path,
 vectorised over the groups) from its own stream ``(l, b)``
 (:class:`dpopt.rng.RandomSource`). The noise of a group therefore depends only
@@ -14,7 +14,7 @@ Dask paths give bitwise identical releases for a fixed seed.
 The certificate is the spec's certificate (the guarantee **per group**) plus a
 ``groups`` block: the grouping columns, where each set of groups comes from, the
 neighbouring relation within groups, and the guarantee of the **whole release**,
-composed over the groups one record can touch (:mod:`dpopt.release.composition`),
+composed over the groups one record can touch (:mod:`dpopt.certificate.composition`),
 with a check that ``dpopt verify`` re-derives.
 
 Where the set of groups comes from matters: groups declared in the spec (the grouping
@@ -33,50 +33,24 @@ from pathlib import Path
 
 import numpy as np
 
-from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.domain.queries import compile_query
-from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
-from dpopt.mechanisms import Mechanism
-from dpopt.release import sources
-from dpopt.release.composition import (
+from dpopt.certificate.composition import (
     compose,
     composition_checks,
     groups_changed,
     within_group_adjacency,
 )
+from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.domain.queries import compile_query
+from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
+from dpopt.mechanisms import Mechanism
+from dpopt.release import sources
+from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
 from dpopt.rng import RandomSource, random_source
 from dpopt.solve import Solution, solve
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import NumericAttribute, Spec
 
-BLOCK_GROUPS = 65_536
-"""Groups per random stream: block b of a grouping column holds the groups of rank [bB, (b+1)B)."""
-
 ENGINES = ("duckdb", "dask")
-
-
-# ------------------------------------------------------------------------- noise
-def noisy_block(mechanism: Mechanism, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The family's release of each row of ``answers`` (n × d) from ``rng``: one call to the public
-    :meth:`Mechanism.release`, the one release path. Integer noise keeps integer answers integer
-    (int64; the float sum is exact below 2⁵³)."""
-    released = mechanism.release(answers, rng)
-    if getattr(type(mechanism), "integer_noise", False):
-        return np.rint(released).astype(np.int64)
-    return released
-
-
-def add_noise(
-    mechanism: Mechanism, answers: np.ndarray, randomness: RandomSource, level: int, block: int = BLOCK_GROUPS
-) -> np.ndarray:
-    """The noisy answers of one grouping column: block b from stream (level, b); no loop per group."""
-    integer = getattr(type(mechanism), "integer_noise", False)
-    out = np.empty(answers.shape, dtype=np.int64 if integer else float)
-    for b, start in enumerate(range(0, answers.shape[0], block)):
-        out[start : start + block] = noisy_block(
-            mechanism, answers[start : start + block], randomness.stream(level, b)
-        )
-    return out
 
 
 # ----------------------------------------------------------------------- domains
@@ -139,7 +113,7 @@ def _observed_caveat(column: str) -> dict:
 
 
 def groups_block(spec: Spec, levels: Sequence[ReleasedLevel], block: int = BLOCK_GROUPS) -> dict:
-    """The certificate's ``groups`` block (see :mod:`dpopt.release.composition`)."""
+    """The certificate's ``groups`` block (see :mod:`dpopt.certificate.composition`)."""
     columns = [level.column for level in levels]
     m = groups_changed(spec, len(columns))
     observed_caveat = spec.adjacency.kind == "add_remove"
@@ -388,3 +362,22 @@ def release_once(
     solution = solve(spec)
     value, records = sources.answer(sources.connect(), sources.open_source(data), solution.spec)
     return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records
+
+
+def release_document(solution: Solution, noisy: np.ndarray, records: int, seed: int | None,
+                     randomness: RandomSource) -> dict:
+    """The document of an ungrouped release (``dpopt release`` without ``--group-by``): the
+    mechanism, the guarantee, the released value of each labelled coordinate (null for a
+    coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
+    seed and the randomness used, and the number of records."""
+    query = compile_query(solution.spec)
+    return {
+        "name": solution.spec.name,
+        "spec_sha256": solution.certificate["spec_sha256"],
+        "mechanism": {"family": solution.mechanism.family, "parameters": solution.mechanism.parameters},
+        "guarantee": solution.certificate["guarantee"],
+        "release": dict(zip(query.labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
+        "seed": seed,
+        "randomness": randomness.describe(),
+        "records": records,
+    }

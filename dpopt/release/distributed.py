@@ -11,7 +11,7 @@ The same release as :mod:`dpopt.release.batch`, computed by ``dask.dataframe`` (
    groups in canonical order (sorted, or as declared for a public domain);
 3. the (key, cell) sums are tagged with their group's rank and block b = ⌊rank/B⌋ and
    shuffled by block; each worker builds the block's answers and adds noise from the
-   block's own stream (l, b), :func:`dpopt.release.batch.noisy_block`.
+   block's own stream (l, b), :func:`dpopt.release.blocks.noisy_block`.
 
 A block's noise depends only on the root entropy, the block index and the groups in it,
 so the result is bitwise identical to the single-machine path for a fixed seed (for a
@@ -34,7 +34,7 @@ import pandas as pd
 from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
 from dpopt.errors import DataError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
-from dpopt.release.batch import BLOCK_GROUPS, noisy_block
+from dpopt.release.blocks import BLOCK_GROUPS, noisy_block
 from dpopt.rng import RandomSource
 from dpopt.release.sources import (
     DataSource,

@@ -2,7 +2,7 @@ r"""A TopDown-style release of a geographic hierarchy: every level released, the
 
 ``release_hierarchy(spec, data)`` for a spec with ``geography: {levels: [state, county]}``:
 
-1. splits the privacy target across the levels, nation first (:mod:`dpopt.release.hierarchy_budget`)
+1. splits the privacy target across the levels, nation first (:mod:`dpopt.certificate.hierarchy_budget`)
    and solves one spec per level (the spec with that level's budget), each with its own
    certificate that ``dpopt verify`` re-checks;
 2. counts the query for the nation and every unit of every level in SQL (DuckDB,
@@ -27,68 +27,22 @@ from pathlib import Path
 
 import numpy as np
 
+from dpopt.certificate.composition import within_group_adjacency
+from dpopt.certificate.hierarchy_budget import NATION, budget_check, level_specs
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.domain.queries import compile_query
-from dpopt.certificate.checks import Check
-from dpopt.errors import DataError, DpoptError, SpecError, UnsupportedSpecError
+from dpopt.errors import DataError, SpecError, UnsupportedSpecError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
 from dpopt.release import sources
-from dpopt.release.composition import within_group_adjacency
-from dpopt.release.hierarchy_budget import budget_check, level_privacy, level_shares
 from dpopt.rng import RandomSource, random_source
-from dpopt.sensitivity import derive
 from dpopt.solve import Solution, solve
-from dpopt.spec.load import load_spec, spec_document, spec_sha256
+from dpopt.spec.load import load_spec, spec_document
 from dpopt.spec.models import Postprocess, Spec
 
-NATION = "nation"
 ERROR_SEED = 20260102
 """Seed of the Monte Carlo error estimate (a simulation at the published tables, not a release)."""
-
-
-def level_specs(spec: Spec) -> tuple[list[Spec], list, str]:
-    """One spec per level (nation first): the spec without geography, with the level's budget."""
-    delta2 = [derive(_strip(spec, spec.privacy.model_dump(exclude_none=True))).l2] * (len(spec.geography.levels) + 1)
-    shares, how = level_shares(spec, delta2)
-    names = [NATION] + list(spec.geography.levels)
-    specs = [_strip(spec, level_privacy(spec, s), f"{spec.name} — {name} level") for s, name in zip(shares, names)]
-    return specs, shares, how
-
-
-def verify_hierarchy(level_spec: Spec, block: dict) -> list[Check]:
-    """Re-derive a level certificate's ``hierarchy`` block (for ``dpopt verify``).
-
-    From the whole spec recorded in the block: the level specs are rebuilt (shares, rounded-down
-    budgets), the certificate's own spec must be one of them, the level budgets must compose to
-    at most the target (exact rationals) and the recorded composition must be the one re-derived.
-    """
-    try:
-        spec = load_spec(block["spec"])
-        specs, shares, _ = level_specs(spec)
-    except (KeyError, TypeError, DpoptError) as exc:
-        return [Check("hierarchy", "rebuild the level specs from the recorded whole spec", False, str(exc))]
-    digests = [spec_sha256(s) for s in specs]
-    whole, budget = budget_check(spec, specs)
-    recorded = [(lv.get("share"), lv.get("privacy")) for lv in block.get("levels", [])]
-    rebuilt = [(str(sh), s.privacy.model_dump(exclude_none=True)) for sh, s in zip(shares, specs)]
-    return [
-        Check("hierarchy.level", "this certificate's spec is one level of the recorded hierarchy (SHA-256)",
-              spec_sha256(level_spec) in digests, f"{len(specs)} levels re-derived"),
-        budget,
-        Check("hierarchy.composition", "recorded shares, level budgets and composition equal the re-derived ones",
-              recorded == rebuilt and block.get("composition") == whole, f"whole release {whole['definition']}"),
-    ]
-
-
-def _strip(spec: Spec, privacy: dict, name: str | None = None) -> Spec:
-    doc = spec_document(spec)
-    doc.pop("geography", None)
-    doc["privacy"] = privacy
-    if name:
-        doc["name"] = name
-    return load_spec(doc)
 
 
 def _check_spec(spec: Spec) -> None:

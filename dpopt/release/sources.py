@@ -449,3 +449,20 @@ def read_rows(source: DataSource, spec: Spec) -> list[dict[str, object]]:
     ]
     check_size(spec, source, len(records))
     return records
+
+
+def read_records(path: str | Path, spec: Spec) -> list[dict[str, object]]:
+    """Read a CSV or Parquet file of records (a header row naming attributes) and validate it.
+
+    The file is read through DuckDB and checked in SQL with the semantics of
+    :func:`dpopt.domain.records.validate_records`: every
+    declared attribute must be present (other columns are ignored); categorical values
+    must be declared levels; numeric values must lie within the declared bounds (values
+    are never clipped silently); a fixed ``data.n`` must match.
+
+    Raises
+    ------
+    DataError
+        Naming the file, row and column of the first value outside the domain.
+    """
+    return read_rows(open_source(path), spec)

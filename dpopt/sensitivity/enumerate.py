@@ -9,12 +9,15 @@ neighbouring datasets contributes φ(X) − φ(X').
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
+from math import comb
 
 import numpy as np
 
+from dpopt.core.checks import Check
 from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
-from dpopt.sensitivity.derive import describe_adjacency
+from dpopt.sensitivity.plain import describe_adjacency
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import NumericAttribute, Spec
 
@@ -78,6 +81,50 @@ def enumerate_space(spec: Spec, max_records: int = 3) -> SensitivitySpace:
         adjacency=describe_adjacency(spec),
         complete=kind != "hamming" and query.dimension >= 1 and isinstance(query, CountingQuery),
     )
+
+
+_MAX_ENUMERATED_DATASETS = 3000
+
+
+def enumeration_size(spec: Spec) -> tuple[int, int] | None:
+    """(records per dataset, number of datasets) for a brute-force check, or None if too large."""
+    r = len(record_domain(spec))
+    query = compile_query(spec)
+    fixed_n = spec.adjacency.kind != "add_remove" and spec.data.n is not None
+    k = spec.adjacency.distance if spec.adjacency.kind == "hamming" else 1
+    if isinstance(query, NumericQuery) and query.kind == "mean":
+        if not fixed_n:
+            return None
+        size = spec.data.n  # a mean's differences depend on n itself
+    else:
+        # sums and counting queries: the differences of datasets of any size >= k are
+        # those of size k (a replacement only touches k records), so small datasets suffice
+        size = max(2, k) if spec.data.n is None else min(spec.data.n, max(2, k))
+    count = comb(r + size, size)
+    return (size, count) if count <= _MAX_ENUMERATED_DATASETS else None
+
+
+def enumeration_claims(spec: Spec, space: SensitivitySpace) -> list[Check]:
+    """The structural sensitivity of a spec without invariants re-derived by enumerating
+    datasets (:func:`enumerate_space`), where the domain is small."""
+    size = enumeration_size(spec)
+    if size is None:
+        return []
+    brute = enumerate_space(spec, max_records=size[0])
+    # enumeration evaluates the query in floating point (a mean divides by n), hence rel. 1e-12
+    same = brute.rank == space.rank and all(
+        math.isclose(float(a), float(b), rel_tol=1e-12)
+        for a, b in ((brute.l1, space.l1), (brute.l2_squared, space.l2_squared), (brute.linf, space.linf))
+    )
+    return [
+        Check(
+            "sensitivity.enumeration",
+            f"brute force over {size[1]} datasets of up to {size[0]} records: every neighbouring pair",
+            same,
+            f"enumerated l1={brute.l1}, l2²={brute.l2_squared}, linf={brute.linf}, rank={brute.rank}; "
+            f"derived l1={space.l1}, l2²={space.l2_squared}, linf={space.linf}, rank={space.rank}",
+        )
+    ]
 
 
 def _replacements(dataset: tuple[int, ...], r: int, k: int):

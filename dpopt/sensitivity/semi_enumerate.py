@@ -20,7 +20,8 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
+from dpopt.sensitivity.enumerate import enumeration_claims
 from dpopt.sensitivity.invariants import invariant_domain
 from dpopt.sensitivity.semi_adjacency import search_max_parameter
 from dpopt.sensitivity.space import SensitivitySpace
@@ -62,9 +63,7 @@ def semi_sensitivity_claims(spec: Spec, space) -> list[Check]:
     """The Semi-DP space and a(t) re-derived by brute force, where the domain is small."""
     if all(isinstance(inv, TotalInvariant) for inv in spec.invariants) and spec.query.kind in ("sum", "mean"):
         # S_Semi = S_DP (the total is fixed under replace-one): the ordinary brute force applies
-        from dpopt.certificate.claims import sensitivity_claims  # claims dispatches here
-
-        return sensitivity_claims(spec.model_copy(update={"invariants": [], "semi_adjacency": None}), space)
+        return enumeration_claims(spec.model_copy(update={"invariants": [], "semi_adjacency": None}), space)
     domain = invariant_domain(spec)
     a = space.semi_adjacent_parameter
     checks = []

@@ -35,9 +35,9 @@ import numpy as np
 from scipy.linalg import null_space
 
 from dpopt.errors import UnsupportedSpecError
-from dpopt.privacy.semi_dp import semi_dp_scope
 from dpopt.sensitivity.invariants import InvariantDomain, conforming_histograms, invariant_domain
 from dpopt.sensitivity.margin_subspace import MarginSubspace
+from dpopt.sensitivity.plain import derive_plain
 from dpopt.sensitivity.semi_adjacency import SemiAdjacentParameter, semi_adjacent_parameter
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
 from dpopt.sensitivity.subspace import DenseSubspace, FullSpace, Subspace, span_of
@@ -76,19 +76,6 @@ class SemiSensitivitySpace(SensitivitySpace):
             "baselines": self.baselines,
         }
         return out
-
-
-def semi_dp_block(spec: Spec, space: SemiSensitivitySpace) -> dict:
-    """The Semi-DP statement of a certificate (a deterministic function of spec and space)."""
-    return semi_dp_scope(
-        spec.privacy.definition,
-        spec.privacy.parameters,
-        space.semi.value,
-        space.semi.reading,
-        space.semi.method,
-        space.semi.exact,
-        space.determined_by_invariants,
-    )
 
 
 def semi_adjacency_description(a: int) -> str:
@@ -132,11 +119,9 @@ def derive_semi(spec: Spec) -> SemiSensitivitySpace:
 
 # ------------------------------------------------------------------ routes
 def _total_only(spec: Spec, reading: str) -> SemiSensitivitySpace:
-    from dpopt.sensitivity.derive import derive  # derive dispatches here: import at call time
-
     if spec.adjacency.kind != "replace_one":
         invariant_domain(spec)  # raises the adjacency error
-    base = derive(_plain(spec))
+    base = derive_plain(_plain(spec))
     a = SemiAdjacentParameter(
         1, reading, "closed form: replacing one record keeps the total n, so a(t) = 1 (Def. 13)", True
     )
@@ -274,11 +259,9 @@ def _norms(space: SensitivitySpace, factor: int = 1) -> dict:
 
 def _baselines(spec: Spec, a: int) -> dict:
     """Norms of a·S_DP and S_Group (Cho & Awan, Prop. 24: S_Semi ⊆ S_Group ⊆ a·Hull(S_DP))."""
-    from dpopt.sensitivity.derive import derive  # derive dispatches here: import at call time
-
     plain = _plain(spec)
-    dp = derive(plain)
-    group = derive(plain.model_copy(update={"adjacency": Hamming(kind="hamming", distance=a)})) if a > 1 else dp
+    dp = derive_plain(plain)
+    group = derive_plain(plain.model_copy(update={"adjacency": Hamming(kind="hamming", distance=a)})) if a > 1 else dp
     return {
         "group_scaling": {"description": f"{a}·S_DP: calibrate for replace-one, then group privacy f^∘{a}",
                           **_norms(dp, a)},

@@ -10,39 +10,23 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-FAMILIES: tuple[str, ...] = (
-    "gaussian",
-    "projected_gaussian",
-    "james_stein",
-    "gaussian_optimal",
-    "laplace",
-    "k_norm",
-    "generalized_gaussian",
-    "staircase",
-    "r2dp",
-    "discrete_gaussian",
-    "discrete_laplace",
-    "query_scaling",
-)
-"""Every mechanism family name the spec format reserves (DESIGN.md); ``query_scaling`` is the
-Shoham–Rinott scaled query (Gaussian noise σ²Diag(ξ)⁻¹ after the inverse transform)."""
+from dpopt.core.families import family_names
 
-Family = Literal[
-    "gaussian",
-    "projected_gaussian",
-    "james_stein",
-    "gaussian_optimal",
-    "laplace",
-    "k_norm",
-    "generalized_gaussian",
-    "staircase",
-    "r2dp",
-    "discrete_gaussian",
-    "discrete_laplace",
-    "query_scaling",
-]
+
+def _family(value: str) -> str:
+    """A name of :func:`dpopt.core.families.family_names`, reported like a literal when it is not."""
+    names = family_names()
+    if value not in names:
+        expected = ", ".join(f"'{n}'" for n in names[:-1]) + f" or '{names[-1]}'"
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+    return value
+
+
+Family = Annotated[str, AfterValidator(_family)]
+"""A mechanism family name (the registry's list, :mod:`dpopt.core.families`)."""
 
 PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Probability = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
@@ -287,7 +271,7 @@ class Utility(_Model):
     ``kl`` / ``renyi`` (with ``order``): divergence of the released histogram, clipped at
     ``floor``, from the ``prior`` histogram; ``mallows`` (with ``order`` p): Wasserstein-p
     distance between the distributions of the ``prior`` values and of the released ones
-    (:mod:`dpopt.mechanisms.noise_metrics`).
+    (:mod:`dpopt.privacy.noise_metrics`).
     """
 
     metric: Literal["l1", "l2", "usefulness", "ci_volume", "test_power", "max_variance", "kl", "renyi", "mallows"]
@@ -382,7 +366,7 @@ class Geography(_Model):
     county]``); a unit of a level lies in exactly one unit of the level above. ``shares``:
     the fraction of the privacy budget spent on each level, nation first (exact rationals
     as strings such as ``"1/3"`` are accepted), or ``optimal`` (Gaussian noise under
-    ``zcdp``/``gdp``: shares ∝ √w_l Δ_l, see :mod:`dpopt.release.hierarchy_budget`);
+    ``zcdp``/``gdp``: shares ∝ √w_l Δ_l, see :mod:`dpopt.certificate.hierarchy_budget`);
     ``weights``: the importance w_l of each level's error for ``optimal`` (default 1 each).
     ``exact_totals``: publish the total of the nation and of every unit exactly (as the Census
     publishes state populations); only under replace-one or Hamming adjacency, where a record
@@ -454,7 +438,7 @@ class Spec(_Model):
     def families(self) -> tuple[str, ...]:
         """The families the design may use (``auto`` means all of them)."""
         if self.mechanism == "auto":
-            return FAMILIES
+            return family_names()
         if isinstance(self.mechanism, str):
             return (self.mechanism,)
         return tuple(dict.fromkeys(self.mechanism))

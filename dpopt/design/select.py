@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dpopt.core.families import family_names
 from dpopt.errors import CalibrationError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism, UtilityValue, better, registry
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import FAMILIES, Spec
+from dpopt.spec.models import Spec
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def design_candidates(spec: Spec, space: SensitivitySpace) -> list[Candidate]:
             raise UnsupportedSpecError(
                 "mechanism",
                 f"family {', '.join(repr(m) for m in missing)} is not available in this version "
-                f"(available: {', '.join(f for f in FAMILIES if f in available)})",
+                f"(available: {', '.join(f for f in family_names() if f in available)})",
             )
     families = [f for f in spec.families if f in available]
     metric = spec.utility.metric

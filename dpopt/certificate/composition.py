@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpopt.certificate.checks import Check
+from dpopt.core.checks import Check
 from dpopt.spec.models import Spec
 
 _METHODS = {

@@ -26,8 +26,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from dpopt.audit.empirical import audit_answer, audit_mechanism
 from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.certificate.report_reading import (
+from dpopt.certificate.second_route import is_not_available, mechanism_tradeoff, noise_law_of
+from dpopt.certificate.verify import rebuild_mechanism
+from dpopt.domain.queries import compile_query
+from dpopt.errors import DpoptError
+from dpopt.mechanisms.base import better
+from dpopt.postprocess.evaluation import report_blocks
+from dpopt.report import data as report_data
+from dpopt.report import plots
+from dpopt.report.reading import (
     ball_fallback,
     claim_counts,
     epsilon_by_delta,
@@ -36,6 +47,8 @@ from dpopt.certificate.report_reading import (
     human,
     per_cell_block,
 )
+from dpopt.sensitivity.derive import derive
+from dpopt.spec.load import load_spec
 
 _DEFINITIONS = {
     "pure": "pure ε-differential privacy",
@@ -122,18 +135,6 @@ def build_report(
     progress : callable, optional
         Called with the name of each stage as it starts (e.g. to show progress on stderr).
     """
-    import numpy as np
-
-    from dpopt.audit.empirical import audit_answer, audit_mechanism
-    from dpopt.certificate import plots, report_data
-    from dpopt.certificate.second_route import mechanism_tradeoff, noise_law_of
-    from dpopt.certificate.verify import rebuild_mechanism
-    from dpopt.domain.queries import compile_query
-    from dpopt.errors import DpoptError
-    from dpopt.mechanisms.base import better
-    from dpopt.sensitivity.derive import derive
-    from dpopt.spec.load import load_spec
-
     stage = progress or (lambda _: None)
     stage("rebuilding the mechanism")
     data = certificate.data
@@ -378,8 +379,6 @@ def _sensitivity(d: dict, figures: dict) -> list:
 
 
 def _checks_table(d: dict) -> list:
-    from dpopt.certificate.second_route import is_not_available
-
     def status(c: dict) -> str:
         return "n/a" if is_not_available(c) else "yes" if c["passed"] else "**NO**"
 
@@ -389,8 +388,6 @@ def _checks_table(d: dict) -> list:
 
 
 def _second_route(d: dict) -> list:
-    from dpopt.certificate.second_route import is_not_available
-
     by_claim = {c["claim"]: c for c in d["checks"]}
     rows = [["second-route claim", "outcome"]]
     for claim in _SECOND_ROUTE:
@@ -472,8 +469,6 @@ def _sections(source: Report | Certificate) -> list[tuple[str, list]]:
         ]),
         ("Error of each cell", per_cell_block(d)),
     ]
-    from dpopt.mechanisms.base import better  # here: the mechanisms import dpopt.certificate
-
     direction = better(u["metric"])
     rows = [["family", "parameters", f"predicted {u['metric']} ({direction} is better)", "method", "note"]]
     for c in d.get("candidates", []):
@@ -491,9 +486,7 @@ def _sections(source: Report | Certificate) -> list[tuple[str, list]]:
     sections.append(("Candidates compared", candidates))
     if "groups" in d:
         sections.append(("Release by group", _groups(d["groups"])))
-    if "postprocess" in d:  # here: dpopt.postprocess imports dpopt.certificate
-        from dpopt.postprocess.evaluation import report_blocks
-
+    if "postprocess" in d:
         sections.append(("Post-processing", report_blocks(d)))
     sections.append(("Second route", _second_route(d)))
     sections.append(("Empirical audit", _audit(report)))

@@ -4,7 +4,7 @@ Level l (nation first) gets a share s_l of the spec's target, Σ s_l = 1 as exac
 ρ_l = s_l ρ (zCDP), μ_l = √s_l μ (GDP), ε_l = s_l ε and δ_l = s_l δ (pure, approx, pDP); each
 is rounded **down** to a float. A record lies in one unit per level, so a neighbouring
 dataset changes k units per level (k = 1, or the Hamming distance; group keys are kept, as in
-:mod:`dpopt.release.composition`), and the whole release meets
+:mod:`dpopt.certificate.composition`), and the whole release meets
 
 * zCDP: Σ_l k ρ_l ≤ k ρ (Bun & Steinke 2016, Lemma 2.3); GDP: √(Σ_l k μ_l²) ≤ √k μ
   (Dong, Roth & Su 2022, Cor. 3.3); pure / approx / pDP: the ε's (and δ's) add up;
@@ -19,6 +19,10 @@ over Σ s_l = 1 (Lagrange, or Cauchy–Schwarz: (Σ √(w_l) Δ_l)² ≤ Σ s_l 
 .. math:: s_l = \frac{\sqrt{w_l}\,\Delta_l}{\sum_j \sqrt{w_j}\,\Delta_j}.
 
 Every level releases the same per-unit query, so the Δ_l are equal and s_l ∝ √w_l.
+
+The level specs themselves (:func:`level_specs`: the spec without geography, at the level's
+budget) and the re-derivation of a level certificate's ``hierarchy`` block by ``dpopt verify``
+(:func:`verify_hierarchy`) are here too, below the release layer that writes them.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpopt.certificate.checks import Check
-from dpopt.errors import SpecError, UnsupportedSpecError
-from dpopt.release.composition import compose, groups_changed
+from dpopt.certificate.composition import compose, groups_changed
+from dpopt.core.checks import Check
+from dpopt.errors import DpoptError, SpecError, UnsupportedSpecError
+from dpopt.sensitivity.derive import derive
+from dpopt.spec.load import load_spec, spec_document, spec_sha256
 from dpopt.spec.models import Spec
 
 SHARE_DENOMINATOR = 10**6
@@ -107,3 +113,49 @@ def budget_check(spec: Spec, level_specs: list[Spec]) -> tuple[dict, Check]:
         f"levels {levels}; target {definition} {p}; whole release {definition} "
         + ", ".join(f"{n} = {v}" for n, v in whole.items() if n not in ("definition", "method")),
     )
+
+
+NATION = "nation"
+
+
+def level_specs(spec: Spec) -> tuple[list[Spec], list, str]:
+    """One spec per level (nation first): the spec without geography, with the level's budget."""
+    delta2 = [derive(_strip(spec, spec.privacy.model_dump(exclude_none=True))).l2] * (len(spec.geography.levels) + 1)
+    shares, how = level_shares(spec, delta2)
+    names = [NATION] + list(spec.geography.levels)
+    specs = [_strip(spec, level_privacy(spec, s), f"{spec.name} — {name} level") for s, name in zip(shares, names)]
+    return specs, shares, how
+
+
+def verify_hierarchy(level_spec: Spec, block: dict) -> list[Check]:
+    """Re-derive a level certificate's ``hierarchy`` block (for ``dpopt verify``).
+
+    From the whole spec recorded in the block: the level specs are rebuilt (shares, rounded-down
+    budgets), the certificate's own spec must be one of them, the level budgets must compose to
+    at most the target (exact rationals) and the recorded composition must be the one re-derived.
+    """
+    try:
+        spec = load_spec(block["spec"])
+        specs, shares, _ = level_specs(spec)
+    except (KeyError, TypeError, DpoptError) as exc:
+        return [Check("hierarchy", "rebuild the level specs from the recorded whole spec", False, str(exc))]
+    digests = [spec_sha256(s) for s in specs]
+    whole, budget = budget_check(spec, specs)
+    recorded = [(lv.get("share"), lv.get("privacy")) for lv in block.get("levels", [])]
+    rebuilt = [(str(sh), s.privacy.model_dump(exclude_none=True)) for sh, s in zip(shares, specs)]
+    return [
+        Check("hierarchy.level", "this certificate's spec is one level of the recorded hierarchy (SHA-256)",
+              spec_sha256(level_spec) in digests, f"{len(specs)} levels re-derived"),
+        budget,
+        Check("hierarchy.composition", "recorded shares, level budgets and composition equal the re-derived ones",
+              recorded == rebuilt and block.get("composition") == whole, f"whole release {whole['definition']}"),
+    ]
+
+
+def _strip(spec: Spec, privacy: dict, name: str | None = None) -> Spec:
+    doc = spec_document(spec)
+    doc.pop("geography", None)
+    doc["privacy"] = privacy
+    if name:
+        doc["name"] = name
+    return load_spec(doc)

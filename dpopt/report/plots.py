@@ -2,7 +2,7 @@
 global backend switch, no display needed) and returned as PNG bytes.
 
 Each function takes plain data (arrays, dicts); the numbers are computed in
-:mod:`dpopt.certificate.report_data` and :mod:`dpopt.certificate.second_route`.
+:mod:`dpopt.report.data` and :mod:`dpopt.certificate.second_route`.
 """
 
 from __future__ import annotations

@@ -2,12 +2,15 @@
 figures labelled, each cell's standard error and 95% margin of error, the claim count of ``dpopt
 verify``, a K-norm fallback named with its possible cost, plain words for the checks' terms, and
 numbers rounded for people. Each function reads a certificate's data (a dict) and returns text or
-a table (a list of rows) for :mod:`dpopt.certificate.report`.
+a table (a list of rows) for :mod:`dpopt.report.document`.
 """
 
 from __future__ import annotations
 
 import re
+
+from dpopt.certificate.second_route import is_not_available
+from dpopt.certificate.verify import STRUCTURAL_CLAIMS
 
 _LONG_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d{7,}(?:[eE][+-]?\d+)?(?![\w.])")
 
@@ -107,9 +110,6 @@ def per_cell_block(d: dict) -> list:
 def claim_counts(d: dict) -> tuple[int, int]:
     """(claims `dpopt verify` re-derives, claims whose second route is not available), counted as verify counts
     them: the recorded checks plus :data:`~dpopt.certificate.verify.STRUCTURAL_CLAIMS`."""
-    from dpopt.certificate.second_route import is_not_available
-    from dpopt.certificate.verify import STRUCTURAL_CLAIMS
-
     unavailable = sum(1 for c in d["checks"] if is_not_available(c))
     return len(d["checks"]) + len(STRUCTURAL_CLAIMS) - unavailable, unavailable
 

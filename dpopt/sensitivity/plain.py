@@ -1,0 +1,168 @@
+r"""Structural derivation of the sensitivity space of a spec without invariants (closed forms).
+
+Counting queries φ(X) = A h(X) (A is d × m, h the histogram over m cells):
+
+* add/remove one record: S = {±A e_j}; the span is range(A).
+* replace one record: S = {A(e_i − e_j) : i ≠ j}; the span is A·{sum-zero vectors}.
+  For a histogram or contingency table (A = I): ‖·‖₁ = 2, ‖·‖₂² = 2, ‖·‖∞ = 1 and the
+  span is the sum-zero subspace (rank m − 1). For g marginal tables: each record adds
+  one to one cell of each table, so two records that differ in every attribute move
+  every table with at least two cells: ‖·‖₁ = 2g′, ‖·‖₂² = 2g′, ‖·‖∞ = 1.
+* Hamming distance k (same n): sums of k replacements; its hull is k·hull(S_replace)
+  (min(k, n) when n is public), so all norms scale by that factor and the span is unchanged.
+
+Bounded sum over [a, b]: add/remove gives sup|x| = max(|a|, |b|), replace gives b − a.
+Bounded mean with public n: replace gives (b − a)/n.
+
+Every closed form is checked against brute-force enumeration on small domains
+(:mod:`dpopt.sensitivity.enumerate`, ``tests/test_sensitivity.py``).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
+from dpopt.errors import UnsupportedSpecError
+from dpopt.sensitivity.space import SensitivitySpace, exact_norms
+from dpopt.sensitivity.subspace import FullSpace, SumZeroSpace, span_of
+from dpopt.spec.models import Spec
+
+_MAX_LISTED_ENTRIES = 20_000_000
+
+
+def describe_adjacency(spec: Spec) -> str:
+    adj = spec.adjacency
+    if adj.kind == "add_remove":
+        return "add or remove one record"
+    if adj.kind == "replace_one":
+        return "replace one record (n fixed)"
+    return f"replace up to {adj.distance} records (n fixed)"
+
+
+def hamming_factor(spec: Spec) -> int:
+    """How many replacements neighbours may differ by: k, capped at a public n."""
+    if spec.adjacency.kind != "hamming":
+        return 1
+    k = spec.adjacency.distance
+    return min(k, spec.data.n) if spec.data.n is not None else k
+
+
+def derive_plain(spec: Spec) -> SensitivitySpace:
+    """Derive the sensitivity space of the spec's query under its adjacency, ignoring invariants.
+
+    Raises
+    ------
+    UnsupportedSpecError
+        A mean under add/remove; a query that does not change between neighbours.
+    """
+    query = compile_query(spec)
+    if isinstance(query, NumericQuery):
+        space = _numeric(spec, query)
+    else:
+        space = _counting(spec, query)
+    if space.l2_squared == 0:
+        raise UnsupportedSpecError(
+            "query",
+            "the query takes the same value on all neighbouring datasets (sensitivity 0); "
+            "it can be published exactly and needs no mechanism",
+        )
+    return space
+
+
+def _numeric(spec: Spec, query: NumericQuery) -> SensitivitySpace:
+    factor = hamming_factor(spec)
+    if spec.adjacency.kind == "add_remove":
+        if query.kind == "mean":
+            raise UnsupportedSpecError(
+                "adjacency",
+                "a mean under add_remove has no bounded sensitivity with a fixed public n; "
+                "use replace_one, or release a sum and a count",
+            )
+        bound = max(abs(Fraction(query.lower)), abs(Fraction(query.upper)))
+        how = "sup |x| over [min, max]"
+    else:
+        bound = query.width * factor
+        how = "(max − min)" + (f" × {factor}" if factor > 1 else "")
+        if query.kind == "mean":
+            bound /= query.n
+            how += " / n"
+    value = float(bound)
+    return SensitivitySpace(
+        dimension=1,
+        span=FullSpace(1),
+        l1=bound,
+        l2_squared=bound * bound,
+        linf=bound,
+        method=f"structural: bounded {query.kind}, sensitivity = {how}",
+        adjacency=describe_adjacency(spec),
+        complete=False,
+        _vectors=lambda: np.array([[value], [-value]]),
+    )
+
+
+def _counting(spec: Spec, query: CountingQuery) -> SensitivitySpace:
+    A = query.matrix
+    d, m = A.shape
+    factor = hamming_factor(spec)
+    adjacency = describe_adjacency(spec)
+    identity = query.kind in ("histogram", "contingency_table")
+    if spec.adjacency.kind == "add_remove":
+        columns = lambda: _signed_columns(A.toarray())  # noqa: E731
+        if query.user_matrix is None:  # 0/1 matrices with one 1 per group and column
+            g = len(query.groups)
+            l1, l2sq, linf = Fraction(g), Fraction(g), Fraction(1)
+            how = f"±A e_j; each record adds 1 to one cell of each of {g} table(s)"
+        else:
+            l1, l2sq, linf = exact_norms(query.user_matrix.T)
+            how = "±A e_j; norms are maxima over the columns of A"
+        span = FullSpace(d) if identity else span_of(A.toarray())
+        return SensitivitySpace(
+            d, span, l1, l2sq, linf, f"structural: {how}", adjacency, complete=True, _vectors=columns
+        )
+    if identity:
+        l1, l2sq, linf = Fraction(2), Fraction(2), Fraction(1)
+        span = SumZeroSpace(d)
+        how = "e_i − e_j over distinct cells"
+    else:
+        dense = A.toarray()
+        centred = dense - dense.mean(axis=1, keepdims=True)
+        span = span_of(centred)
+        if query.user_matrix is None:
+            moving = sum(1 for g in query.groups if _cells(query, g) >= 2)
+            l1, l2sq, linf = Fraction(2 * moving), Fraction(2 * moving), Fraction(min(moving, 1))
+            how = f"A(e_i − e_j); records differing in every attribute move all {moving} table(s)"
+        else:
+            l1, l2sq, linf = exact_norms(_pair_differences(query.user_matrix))
+            how = "A(e_i − e_j); norms are maxima over pairs of columns of A"
+    if factor > 1:
+        l1, l2sq, linf = l1 * factor, l2sq * factor * factor, linf * factor
+        how += f"; hull scaled by {factor} replacements"
+    listed = m * (m - 1) * d <= _MAX_LISTED_ENTRIES
+
+    def pairs() -> np.ndarray:
+        if not listed:
+            raise ValueError("too many difference vectors to list")
+        return factor * np.unique(_pair_differences(A.toarray()), axis=0)
+
+    return SensitivitySpace(
+        d, span, l1, l2sq, linf, f"structural: {how}", adjacency, complete=factor == 1, _vectors=pairs
+    )
+
+
+def _cells(query: CountingQuery, group: tuple[str, ...]) -> int:
+    return int(np.prod([len(query.levels[query.attributes.index(a)]) for a in group]))
+
+
+def _signed_columns(A: np.ndarray) -> np.ndarray:
+    cols = A.T
+    return np.unique(np.vstack([cols, -cols]), axis=0)
+
+
+def _pair_differences(A: np.ndarray) -> np.ndarray:
+    """Rows A e_i − A e_j for all i ≠ j (A is d × m)."""
+    cols = A.T
+    i, j = np.nonzero(~np.eye(cols.shape[0], dtype=bool))
+    return cols[i] - cols[j]
