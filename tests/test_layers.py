@@ -45,6 +45,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 OPTIONAL_DEPENDENCIES = {
     ("dpopt.release.batch", "dpopt.release.distributed"):
         "dask is optional (pip install 'dpopt[dask]'): the Dask engine is imported when asked for",
+    ("dpopt.plan.release", "dpopt.release.distributed"):
+        "the same optional Dask engine, for a grouped release plan (--engine dask)",
 }
 """The only dpopt imports inside functions outside the CLI, each with its reason."""
 
