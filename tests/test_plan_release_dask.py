@@ -95,6 +95,15 @@ def test_dask_plan_release_names_an_offending_value(records, tmp_path):
         release_plan_groups(PLAN, data, ["tract"], random_source(1, insecure_seed=True), engine="spark")
 
 
+@pytest.mark.parametrize("engine", ["duckdb", "dask"])
+def test_a_missing_group_key_is_refused_by_both_engines(records, tmp_path, engine):
+    rows = [dict(r) for r in records]
+    rows[3]["tract"] = None
+    data = write_csv(tmp_path / "missing.csv", rows)
+    with pytest.raises(DataError, match="column tract: missing group key"):
+        release_plan_groups(PLAN, data, ["tract"], random_source(1, insecure_seed=True), engine=engine)
+
+
 def test_dask_plan_release_on_a_distributed_client(files):
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None)

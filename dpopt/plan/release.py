@@ -175,6 +175,8 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     for l, column in enumerate(group_by):
         domain = group_domain(specs[0], column)
         rows = scan(column)
+        if any(row[0] is None for row in rows):  # as the Dask engine: an empty key is no group of its own
+            raise DataError(f"{source}, column {column}: missing group key")
         keys = [str(k) for k in domain.keys] if domain.keys is not None else sorted({str(r[0]) for r in rows})
         index = {k: i for i, k in enumerate(keys)}
         counts = np.zeros((len(keys), cells))
