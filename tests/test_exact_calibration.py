@@ -30,12 +30,12 @@ from dpopt.mechanisms.laplace import LaplaceMechanism
 from dpopt.privacy.discrete_gaussian import discrete_gaussian_move_delta_mp
 from dpopt.privacy.discrete_laplace import (
     discrete_laplace_delta_mp,
-    discrete_laplace_renyi_mp,
+    discrete_laplace_renyi,
     discrete_laplace_zcdp_holds,
 )
 from dpopt.privacy.laplace import (
     laplace_delta_mp,
-    laplace_renyi_mp,
+    laplace_renyi,
     laplace_scale_for_zcdp,
     laplace_zcdp_holds,
 )
@@ -189,7 +189,7 @@ def test_laplace_renyi_divergence_equals_numerical_integration(alpha, epsilon0):
     f = lambda x: 0.5 * math.exp(-alpha * abs(x) - (1 - alpha) * abs(x - epsilon0))  # noqa: E731
     pieces = [integrate.quad(f, a, b, epsabs=0, epsrel=1e-13)[0]
               for a, b in ((-math.inf, 0.0), (0.0, epsilon0), (epsilon0, math.inf))]
-    assert float(laplace_renyi_mp(alpha, epsilon0)) == pytest.approx(math.log(sum(pieces)) / (alpha - 1), rel=1e-10)
+    assert float(laplace_renyi(alpha, epsilon0)) == pytest.approx(math.log(sum(pieces)) / (alpha - 1), rel=1e-10)
 
 
 @pytest.mark.parametrize("rho", [0.05, 0.5, 2.0, 20.0])
@@ -206,7 +206,7 @@ def test_laplace_zcdp_scale_is_tight_and_never_over_target(rho):
     assert max(d / a for d, a in zip(accountant._rdp, orders)) <= rho * (1 + 1e-12)
     # tight: with 1e-6 less noise the divergence just above α = 1 exceeds ρα (the supremum of D_α/α is
     # the limit α → 1, the Kullback–Leibler divergence ε₀ + e^{−ε₀} − 1)
-    assert laplace_renyi_mp(1 + 1e-9, 1 / (b * (1 - 1e-6))) / (1 + 1e-9) > rho
+    assert laplace_renyi(1 + 1e-9, 1 / (b * (1 - 1e-6))) / (1 + 1e-9) > rho
     assert b < 1 / math.sqrt(2 * rho)  # less noise than ε-DP ⇒ ε²/2-zCDP
 
 
@@ -227,7 +227,7 @@ def test_discrete_laplace_renyi_divergence_equals_the_direct_sum(scale, pattern,
         pmf = lambda y: (1 - r) / (1 + r) * r ** abs(y)  # noqa: E731
         direct = sum(mpmath.log(mpmath.fsum(pmf(y) ** alpha * pmf(y - t) ** (1 - alpha) for y in range(-400, 401)))
                      for t in pattern) / (alpha - 1)
-    assert float(discrete_laplace_renyi_mp(alpha, scale, pattern)) == pytest.approx(float(direct), rel=1e-12)
+    assert float(discrete_laplace_renyi(alpha, scale, pattern)) == pytest.approx(float(direct), rel=1e-12)
 
 
 @pytest.mark.parametrize("shape", ["count", "histogram"])
@@ -238,5 +238,5 @@ def test_discrete_laplace_zcdp_scale_is_tight_and_below_the_epsilon_dp_bound(sha
     assert discrete_laplace_zcdp_holds(scale, [pattern], 0.5)[0]
     # tight: one grid step less noise (< 1e-6 relative) brings D_α/α just above α = 1 (the Kullback–Leibler
     # limit, where it peaks) to within 2e-6 of ρ (the search aims at ρ(1 − 1e-7))
-    assert discrete_laplace_renyi_mp(1 + 1e-9, _grid_below(scale), pattern) / (1 + 1e-9) > 0.5 * (1 - 2e-6)
+    assert discrete_laplace_renyi(1 + 1e-9, _grid_below(scale), pattern) / (1 + 1e-9) > 0.5 * (1 - 2e-6)
     assert scale < sum(pattern)  # ε-DP ⇒ ε²/2-zCDP needs b = Δ₁/√(2ρ) = Δ₁

@@ -48,7 +48,7 @@ from dpopt.mechanisms.laplace import epsilon_dp_check
 from dpopt.privacy.discrete_laplace import (
     discrete_laplace_delta,
     discrete_laplace_delta_mp,
-    discrete_laplace_renyi_mp,
+    discrete_laplace_renyi,
     discrete_laplace_zcdp_holds,
 )
 from dpopt.privacy.noise_law import DiscreteLaplaceMarginal, ProductLaw
@@ -209,7 +209,7 @@ def _zcdp_scale(space: SensitivitySpace, rho: float) -> Fraction | None:
         return None
 
     def near_one(b: float) -> float:
-        return max(float(discrete_laplace_renyi_mp(1 + 1e-12, Fraction(b), t)) for t in patterns)
+        return max(float(discrete_laplace_renyi(1 + 1e-12, Fraction(b), t).mid()) for t in patterns)
 
     hi = float(space.l1) / math.sqrt(2.0 * rho)  # ε-DP ⇒ ε²/2-zCDP: enough
     lo = hi / 4.0

@@ -33,11 +33,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import mpmath
 import numpy as np
 
-from dpopt.privacy.zcdp import renyi_zcdp_holds
+from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
+
+if TYPE_CHECKING:
+    from flint import arb
 
 _MP_DIGITS = 60
 
@@ -85,19 +89,22 @@ def discrete_laplace_delta_mp(epsilon: float, scale: Fraction, pattern: Sequence
         )
 
 
-def discrete_laplace_renyi_mp(alpha, scale: Fraction, pattern: Sequence[int]) -> mpmath.mpf:
-    """D_α of i.i.d. discrete Laplace noise of scale b against a move with |t_k| = ``pattern`` (60 digits)."""
-    with mpmath.workdps(_MP_DIGITS):
-        a = mpmath.mpf(alpha)
-        rate = mpmath.mpf(scale.denominator) / scale.numerator  # 1/b; r^x = e^{−x/b}
-        r = mpmath.exp(-rate)
-        q = mpmath.exp(-(2 * a - 1) * rate)
-        total = mpmath.mpf(0)
+def discrete_laplace_renyi(alpha: float | arb, scale: Fraction, pattern: Sequence[int]) -> arb:
+    """D_α of i.i.d. discrete Laplace noise of scale b against a move with |t_k| = ``pattern``, as an
+    Arb ball of :data:`~dpopt.privacy.zcdp.RENYI_BITS` bits that contains it."""
+    from flint import ctx
+
+    with ctx.workprec(RENYI_BITS):
+        a = renyi_ball(alpha)
+        rate = renyi_ball(1 / Fraction(scale))  # 1/b; r^x = e^{−x/b}
+        r = (-rate).exp()
+        q = (-(2 * a - 1) * rate).exp()
+        total = renyi_ball(0.0)
         for t in (int(v) for v in pattern if v):
-            near = mpmath.exp(-(1 - a) * t * rate)
-            between = near * q * (1 - q ** (t - 1)) / (1 - q) if t > 1 else mpmath.mpf(0)
-            inner = (near + mpmath.exp(-a * t * rate)) / (1 - r) + between
-            total += mpmath.log((1 - r) / (1 + r) * inner)
+            near = (-(1 - a) * t * rate).exp()
+            between = near * q * (1 - q ** (t - 1)) / (1 - q) if t > 1 else renyi_ball(0.0)
+            inner = (near + (-a * t * rate).exp()) / (1 - r) + between
+            total += ((1 - r) / (1 + r) * inner).log()
         return total / (a - 1)
 
 
@@ -105,9 +112,8 @@ def discrete_laplace_zcdp_holds(scale: Fraction, patterns, rho: float) -> tuple[
     """Certify that discrete Laplace noise of scale b is ρ-zCDP for every move pattern in ``patterns``."""
     details = []
     for pattern in patterns:
-        with mpmath.workdps(_MP_DIGITS):
-            largest = mpmath.mpf(sum(int(v) for v in pattern)) * scale.denominator / scale.numerator
-        passed, detail = renyi_zcdp_holds(lambda a, t=pattern: discrete_laplace_renyi_mp(a, scale, t), largest, rho)
+        largest = sum(int(v) for v in pattern) / Fraction(scale)
+        passed, detail = renyi_zcdp_holds(lambda a, t=pattern: discrete_laplace_renyi(a, scale, t), largest, rho)
         if not passed:
             return False, f"move {tuple(pattern)}: {detail}"
         details.append(detail)

@@ -28,7 +28,7 @@ listed moves themselves from their privacy-loss distribution.
 :func:`laplace_scale_for_approx` inverts the profile: δ(ε) ≤ δ iff Δ₁/b ≤ ε − 2 log(1 − δ).
 
 **zCDP.** The Rényi divergences of the worst move are those of one coordinate
-(:func:`laplace_renyi_mp`; Rényi divergence is monotone under the same ordering);
+(:func:`laplace_renyi`; Rényi divergence is monotone under the same ordering);
 :func:`laplace_zcdp_holds` certifies D_α ≤ ρα over all orders, and
 :func:`laplace_scale_for_zcdp` calibrates b on the limit α → 1, ε₀ + e^{−ε₀} − 1 = ρ, which
 needs markedly less noise than ε-DP ⇒ ε²/2-zCDP (b = 0.8345 against 1 at ρ = 0.5, Δ₁ = 1).
@@ -38,13 +38,17 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import mpmath
 from scipy import optimize
 
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
-from dpopt.privacy.zcdp import renyi_zcdp_holds
+from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
+
+if TYPE_CHECKING:
+    from flint import arb
 
 _MP_DIGITS = 60
 
@@ -92,15 +96,18 @@ def laplace_scale_for_approx(epsilon: float, delta: float, l1_sensitivity: float
 
 
 # ----------------------------------------------------------------------- zCDP
-def laplace_renyi_mp(alpha, epsilon0) -> mpmath.mpf:
-    r"""D_α of Laplace(0, b) against Laplace(Δ, b), ε₀ = Δ/b, in 60 digits (Mironov 2017, Table II):
+def laplace_renyi(alpha: float | arb, epsilon0: float | Fraction | arb) -> arb:
+    r"""D_α of Laplace(0, b) against Laplace(Δ, b), ε₀ = Δ/b, as an Arb ball of
+    :data:`~dpopt.privacy.zcdp.RENYI_BITS` bits that contains it (Mironov 2017, Table II):
 
     .. math:: D_\alpha = \frac{1}{\alpha-1}\log\left(\frac{\alpha}{2\alpha-1}e^{(\alpha-1)\varepsilon_0}
               + \frac{\alpha-1}{2\alpha-1}e^{-\alpha\varepsilon_0}\right).
     """
-    with mpmath.workdps(_MP_DIGITS):
-        a, e = mpmath.mpf(alpha), mpmath.mpf(epsilon0)
-        return mpmath.log(a / (2 * a - 1) * mpmath.exp((a - 1) * e) + (a - 1) / (2 * a - 1) * mpmath.exp(-a * e)) / (a - 1)
+    from flint import ctx
+
+    with ctx.workprec(RENYI_BITS):
+        a, e = renyi_ball(alpha), renyi_ball(epsilon0)
+        return (a / (2 * a - 1) * ((a - 1) * e).exp() + (a - 1) / (2 * a - 1) * (-a * e).exp()).log() / (a - 1)
 
 
 def laplace_zcdp_holds(l1_sensitivity: float | Fraction, scale: float, rho: float) -> tuple[bool, str]:
@@ -119,9 +126,7 @@ def laplace_zcdp_holds(l1_sensitivity: float | Fraction, scale: float, rho: floa
     ratio = laplace_epsilon(l1_sensitivity, scale)
     if ratio * ratio / 2 <= Fraction(rho):
         return True, f"(Δ₁/b)²/2 = {float(ratio * ratio / 2):.17g} ≤ ρ (ε-DP ⇒ ε²/2-zCDP)"
-    with mpmath.workdps(_MP_DIGITS):
-        eps0 = mpmath.mpf(ratio.numerator) / ratio.denominator
-    return renyi_zcdp_holds(lambda a: laplace_renyi_mp(a, eps0), eps0, rho)
+    return renyi_zcdp_holds(lambda a: laplace_renyi(a, ratio), ratio, rho)
 
 
 def laplace_scale_for_zcdp(rho: float, l1_sensitivity: float | Fraction) -> float:
