@@ -17,6 +17,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
+from conftest import ROOT, make_spec
 
 import dpopt
 from dpopt.core.families import family_names
@@ -30,8 +31,6 @@ from dpopt.privacy.truncated_gg import scale_lower_bound, tight_scale
 from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.lp import difference_magnitudes
 from dpopt.spec.load import load_spec
-
-from conftest import ROOT, make_spec
 
 COUNT = {"dpopt": 1, "name": "count", "data": {"attributes": {"a": ["x"]}}, "query": {"kind": "count"},
          "adjacency": "add_remove"}
