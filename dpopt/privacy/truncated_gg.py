@@ -71,6 +71,17 @@ def grid_points(width: float, shift: float) -> int | None:
     return n if n <= _MAX_GRID else None
 
 
+def _grid_size(width: float, shift: float, points: int | None = None) -> int:
+    """``points``, else :func:`grid_points`; a CalibrationError when the box is too wide for the grid."""
+    n = points or grid_points(width, shift)
+    if n is None:
+        raise CalibrationError(
+            f"the box is {width / shift:.3g} sensitivities wide: too wide to certify the truncated "
+            f"bound on a grid of at most {_MAX_GRID} points"
+        )
+    return n
+
+
 # ----------------------------------------------------------- paper's Eq. 7/8
 def paper_scale_power(epsilon, p: int, widths, per_coordinate, lp_power, loose: bool = False) -> Fraction:
     r"""The right side of Eq. 7 (or Eq. 8 when ``loose``): the smallest admissible :math:`b^p`, exactly.
@@ -182,12 +193,7 @@ def truncated_coordinate_loss(
     shift = min(shift, width)
     if shift <= 0:
         return CoordinateLoss(0.0, "coordinate does not move")
-    n = points or grid_points(width, shift)
-    if n is None:
-        raise CalibrationError(
-            f"the box is {width / shift:.3g} sensitivities wide: too wide to certify the truncated "
-            f"bound on a grid of at most {_MAX_GRID} points"
-        )
+    n = _grid_size(width, shift, points)
     g = GeneralizedGaussian(p, scale)
     x = np.linspace(0.0, width, n + 1)
     h = width / n
@@ -345,6 +351,9 @@ def tight_scale(epsilon: float, variant: str, p: float, widths, rows) -> float:
         raise CalibrationError("BIT at p = 1 is clamped Laplace noise: use b = Δ₁/ε (post-processing)")
     rows = np.atleast_2d(np.asarray(rows, dtype=float))
     pattern = move_pattern(widths, rows)
+    if variant == "truncated":  # the certified bound's grid depends on R/D only: fail before searching
+        for w, v in pattern.pairs:
+            _grid_size(float(w), float(v))
 
     def proxy(b: float) -> float:
         return pattern_loss(variant, b, p, pattern, points=4000, proxy=True)[0]
