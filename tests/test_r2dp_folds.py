@@ -53,6 +53,19 @@ def test_log_domain_mgf_matches_multiprecision_closed_form(name):
             assert float(fold.log_mgf_prime(u)) == pytest.approx(ref_d, rel=1e-11, abs=1e-11)
 
 
+@pytest.mark.parametrize("name", FOLDS)
+def test_scalar_and_array_evaluations_agree(name):
+    # the optimisers' scalar fast paths (plain floats) against the vectorised array code,
+    # a separate implementation of the same closed forms (checked against mpmath above);
+    # u = 10 takes the truncated normal's lower tail (B = β − σu ≤ 0) and u = 1 its middle
+    fold = FOLDS[name]
+    args = ARGS + ([1.0, 10.0] if name == "truncnorm_two_sided" else [])
+    log_m, dlog = fold.log_mgf(np.array(args)), fold.dlog_mgf(np.array(args))
+    for i, u in enumerate(args):
+        assert float(fold.log_mgf(u)) == pytest.approx(log_m[i], rel=1e-13, abs=1e-13)
+        assert float(fold.dlog_mgf(u)) == pytest.approx(dlog[i], rel=1e-13, abs=1e-300)
+
+
 CONTINUOUS = {
     "gamma": (GammaFold(2.0, 0.5), stats.gamma(2.0, scale=0.5)),
     "uniform": (UniformFold(0.5, 9.0), stats.uniform(0.5, 8.5)),

@@ -5,8 +5,8 @@ comparison without any change here.
 
 Pruning (``auto`` only; a list of families asks for their comparison): a family that
 states a proven bound on its utility (:meth:`Mechanism.utility_bound`) is designed after
-the others, and not at all when a calibrated candidate already beats that bound — it could
-not have been selected. Its row then gives the bound and the candidate that beats it.
+the others (the best bound first, so that its design can rule out the rest), and not at all
+when a calibrated candidate already beats that bound — it could not have been selected. Its row then gives the bound and the candidate that beats it.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def design_candidates(spec: Spec, space: SensitivitySpace) -> list[Candidate]:
             rows[family] = _designed(cls, spec, space)
         else:
             bounded.append((family, bound))
-    for family, bound in bounded:
+    sign = -1.0 if better(metric) == "higher" else 1.0
+    for family, bound in sorted(bounded, key=lambda item: sign * item[1]):  # the most promising first
         winner = _beats(rows, families, family, bound, metric)
         if winner is None:
             rows[family] = _designed(available[family], spec, space)

@@ -44,10 +44,11 @@ from dpopt.mechanisms.integer_noise import (
     is_integer_valued,
     move_patterns,
 )
-from dpopt.mechanisms.laplace import epsilon_dp_check
+from dpopt.mechanisms.laplace import SCALE_MONOTONE_METRICS, epsilon_dp_check
 from dpopt.privacy.discrete_laplace import (
     discrete_laplace_delta,
     discrete_laplace_delta_mp,
+    discrete_laplace_kl_scale,
     discrete_laplace_renyi,
     discrete_laplace_zcdp_holds,
 )
@@ -248,6 +249,35 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         if spec.privacy.definition not in ("pure", "approx", "zcdp"):
             return f"no {spec.privacy.definition} calibration for discrete Laplace noise in this version"
         return None
+
+    @classmethod
+    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+        r"""Under ρ-zCDP: the utility at the smallest scale the Kullback–Leibler limit allows.
+
+        The design certifies every move pattern t (D_α ≤ ρα for α > 1, or (Δ₁/b)²/2 ≤ ρ,
+        which implies it for ‖t‖₁ ≤ Δ₁: Bun & Steinke 2016, Prop. 1.4), so letting α → 1 its
+        KL divergence (:func:`~dpopt.privacy.discrete_laplace.discrete_laplace_kl`, decreasing
+        in b) is ≤ ρ: b is at least the root of max_t KL = ρ
+        (:func:`~dpopt.privacy.discrete_laplace.discrete_laplace_kl_scale`); Δ₁/√(2ρ) when the
+        moves are not listed (the design then uses that scale, rounded up). E|Y|, E Y² grow with
+        b (r = e^{−1/b}: 2r/(1 − r²), 2r/(1 − r)²) and P(|Y| ≤ γ) = 1 − 2r^{⌊γ⌋+1}/(1 + r)
+        falls, so the closed forms at that b (rounded down) bound the design for l1, l2 (any
+        workload), max_variance and usefulness. None for other targets and metrics.
+        """
+        if (spec.privacy.definition != "zcdp" or spec.utility.metric not in SCALE_MONOTONE_METRICS
+                or cls.supports(spec, space) is not None or space.l1 == 0):
+            return None
+        rho = spec.privacy.parameters["rho"]
+        patterns = move_patterns(space)
+        if patterns is None:
+            scale = float(space.l1) / math.sqrt(2.0 * rho)
+        else:
+            scale = discrete_laplace_kl_scale(patterns, rho)
+        scale *= 1 - 1e-9
+        if not (math.isfinite(scale) and 0 < scale <= MAX_SCALE):
+            return None
+        value = cls(Fraction(scale), space.dimension).expected_utility(spec.utility)
+        return value.value if value.method == "closed form" else None
 
     @classmethod
     def design(cls, spec: Spec, space: SensitivitySpace) -> DiscreteLaplaceMechanism:

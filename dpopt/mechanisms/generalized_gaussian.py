@@ -45,6 +45,7 @@ from dpopt.core.rounding import nudge_until
 from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, better
+from dpopt.mechanisms.laplace import SCALE_MONOTONE_METRICS
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
 from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
@@ -59,6 +60,7 @@ from dpopt.privacy.pdp import (
 )
 from dpopt.privacy.truncated_gg import (
     bit_coordinate_loss_mp,
+    scale_lower_bound,
     tight_scale,
     truncated_coordinate_loss,
     truncated_loss_mp,
@@ -145,6 +147,54 @@ class GeneralizedGaussianMechanism(Mechanism):
         if spec.privacy.definition not in ("pure", "pdp"):
             return f"generalized Gaussian noise is calibrated for pure and pdp targets, not {spec.privacy.definition}"
         return None
+
+    @classmethod
+    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+        r"""Under pure ε: a bound on every option :meth:`design` can choose, the best of
+
+        * the two p = 1 options (b = Δ₁/ε, unbounded and clamped), exactly: no calibration;
+        * each bounded (variant, p) calibrated by :func:`~dpopt.privacy.truncated_gg.tight_scale`:
+          its worst case over true answers at b ≥ :func:`~dpopt.privacy.truncated_gg.scale_lower_bound`
+          is at least its value for the answer at the centre of the box (one of the grid's
+          offsets), and that value, evaluated at the lower bound on b, is smaller still: at the
+          centre the noise is a GG(0, b, p) conditioned on (truncated) or clamped to (BIT)
+          [−R/2, R/2], whose |Z| grows stochastically with b (the truncated law's density
+          ratio e^{(|z|/b')^p − (|z|/b)^p}, b' > b, falls in |z|: a likelihood-ratio order), so
+          E|Z|, E Z² (= the variance: the law is symmetric) grow and P(|Z| ≤ γ) falls.
+
+        None under pdp, for metrics other than l1, l2, max_variance and usefulness, or when a
+        prediction is not a closed form.
+        """
+        if spec.privacy.definition != "pure" or spec.utility.metric not in SCALE_MONOTONE_METRICS:
+            return None
+        eps = spec.privacy.parameters["epsilon"]
+        d = space.dimension
+        laplace = laplace_scale_for(eps, space.l1)
+        options = [cls(1, laplace, d, "unbounded", "laplace")]
+        box = answer_bounds(spec)
+        if box is not None and spec.utility.workload is None:
+            lower, upper = box
+            rows = difference_magnitudes(space).rows
+            widths = upper - lower
+            options.append(cls(1, laplace, d, "boundary_inflated", "clamped_laplace", lower, upper))
+            for variant, shapes in (("truncated", TRUNCATED_SHAPES), ("boundary_inflated", BIT_SHAPES)):
+                for p in shapes:
+                    b = scale_lower_bound(eps, variant, p, widths, rows)
+                    if b > 0:
+                        option = cls(p, b, d, variant, "scale_lower_bound", lower, upper)
+                        option._centre_only = True
+                        options.append(option)
+        values = []
+        for option in options:
+            try:
+                value = option.expected_utility(spec.utility)
+            except DpoptError:  # design cannot score this option either
+                continue
+            if value.method != option._closed_form_method():
+                return None
+            values.append(value.value)
+        best = max if better(spec.utility.metric) == "higher" else min
+        return best(values) if values else None
 
     @classmethod
     def design(cls, spec: Spec, space: SensitivitySpace) -> GeneralizedGaussianMechanism:
@@ -498,6 +548,9 @@ class GeneralizedGaussianMechanism(Mechanism):
         return values + self._bounded_noise(rng, values, values.shape[0])
 
     # --------------------------------------------------------------- utility
+    _centre_only = False
+    """True for :meth:`utility_bound`'s options: the value at the centre of the box only."""
+
     def _coordinate_worst(self, quantity: str, gamma: float | None = None) -> np.ndarray:
         """Per coordinate, the worst value over true answers in the box (grid of offsets;
         the noise law is symmetric under s ↦ R − s, so offsets in [0, R/2] suffice)."""
@@ -506,7 +559,7 @@ class GeneralizedGaussianMechanism(Mechanism):
         cache: dict[float, float] = {}
         for k, w in enumerate(widths):
             if w not in cache:
-                s = np.linspace(0.0, w / 2.0, _WORST_CASE_GRID)
+                s = np.array([w / 2.0]) if self._centre_only else np.linspace(0.0, w / 2.0, _WORST_CASE_GRID)
                 values = self._moments(quantity, s, w, gamma)
                 cache[w] = float(values.min() if quantity == "usefulness" else values.max())
             out[k] = cache[w]

@@ -28,6 +28,7 @@ from dpopt.mechanisms.base import Mechanism
 from dpopt.privacy.laplace import (
     laplace_delta_mp,
     laplace_epsilon,
+    laplace_kl_epsilon,
     laplace_scale_for,
     laplace_scale_for_approx,
     laplace_scale_for_zcdp,
@@ -110,8 +111,9 @@ def _gdp_check(route: LaplaceGDPRoute, scale: float, mu: float) -> Check:
     return Check("privacy", result.method, result.passed, result.detail)
 
 
-_BOUNDED_METRICS = ("l1", "l2", "max_variance", "usefulness")
-"""Metrics monotone in the Laplace scale, for :meth:`LaplaceMechanism.utility_bound`."""
+SCALE_MONOTONE_METRICS = ("l1", "l2", "max_variance", "usefulness")
+"""Metrics monotone in a noise scale (l1, l2, max_variance grow with it, usefulness falls), for
+the scale-based utility bounds (:meth:`LaplaceMechanism.utility_bound`, discrete Laplace)."""
 
 
 class LaplaceMechanism(Mechanism):
@@ -132,20 +134,31 @@ class LaplaceMechanism(Mechanism):
 
     @classmethod
     def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
-        r"""Under μ-GDP: the utility at the smallest scale total variation allows.
+        r"""The utility at the smallest scale the target allows, under μ-GDP and ρ-zCDP.
 
-        One coordinate of a neighbour moves by Δ∞ = max_v ‖v‖∞; its marginal is
+        μ-GDP: one coordinate of a neighbour moves by Δ∞ = max_v ‖v‖∞; its marginal is
         post-processing, so TV(Lap(0, b), Lap(Δ∞, b)) = 1 − e^{−Δ∞/(2b)} cannot exceed the
         μ-GDP pair's 2Φ(μ/2) − 1 (Dong, Roth & Su 2022: TV = sup_α 1 − α − T(α)), i.e.
-        b ≥ Δ∞ / (−2 ln(2Φ(−μ/2))). l1, l2 (any workload), max_variance grow with b and
-        usefulness falls, so the closed forms at that b (rounded down) bound every
-        calibrated design. None for other targets and metrics.
+        b ≥ Δ∞ / (−2 ln(2Φ(−μ/2))).
+
+        ρ-zCDP: the design certifies the one-axis move of l1 norm Δ₁ (D_α ≤ ρα for α > 1, or
+        (Δ₁/b)²/2 ≤ ρ, which implies it: Bun & Steinke 2016, Prop. 1.4); letting α → 1, its
+        Kullback–Leibler divergence ε₀ + e^{−ε₀} − 1 at ε₀ = Δ₁/b is ≤ ρ (Mironov 2017, Table II)
+        and increases in ε₀, so b ≥ Δ₁/ε₀(ρ) (:func:`~dpopt.privacy.laplace.laplace_kl_epsilon`).
+
+        l1, l2 (any workload), max_variance grow with b and usefulness falls, so the closed
+        forms at that b (rounded down) bound every calibrated design. None for other targets
+        and metrics.
         """
-        if spec.privacy.definition != "gdp" or spec.utility.metric not in _BOUNDED_METRICS:
+        definition = spec.privacy.definition
+        if definition not in ("gdp", "zcdp") or spec.utility.metric not in SCALE_MONOTONE_METRICS:
             return None
-        mu = spec.privacy.parameters["mu"]
-        log_two_phi = math.log(2.0) + float(special.log_ndtr(-mu / 2.0))  # ln 2Φ(−μ/2) < 0
-        scale = float(space.linf) / (-2.0 * log_two_phi) * (1 - 1e-12)
+        if definition == "gdp":
+            mu = spec.privacy.parameters["mu"]
+            log_two_phi = math.log(2.0) + float(special.log_ndtr(-mu / 2.0))  # ln 2Φ(−μ/2) < 0
+            scale = float(space.linf) / (-2.0 * log_two_phi) * (1 - 1e-12)
+        else:
+            scale = float(space.l1) / laplace_kl_epsilon(spec.privacy.parameters["rho"]) * (1 - 1e-9)
         if not (math.isfinite(scale) and scale > 0):
             return None
         value = cls(scale, space.dimension).expected_utility(spec.utility)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import mpmath
 import numpy as np
+from scipy import optimize
 
 from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
 
@@ -106,6 +107,47 @@ def discrete_laplace_renyi(alpha: float | arb, scale: Fraction, pattern: Sequenc
             inner = (near + (-a * t * rate).exp()) / (1 - r) + between
             total += ((1 - r) / (1 + r) * inner).log()
         return total / (a - 1)
+
+
+def discrete_laplace_kl(scale: float, pattern: Sequence[int]) -> float:
+    r"""The Kullback–Leibler divergence (the α → 1 limit of D_α) of i.i.d. discrete Laplace
+    noise of scale b against a move with |t_k| = ``pattern`` (float64).
+
+    The log-ratio at y is (|y − t| − |y|)/b per coordinate, and E|Y − t| − E|Y| =
+    Σ_{j=1}^{t} (1 − 2P[Y ≥ j]) with P[Y ≥ j] = r^j/(1 + r), so
+
+    .. math:: \mathrm{KL} = \frac1b \sum_k \sum_{j=1}^{|t_k|} \frac{(1 - r^j) + r(1 - r^{j-1})}{1 + r},
+
+    each term written with ``expm1`` (no cancellation for large b). Every term grows with
+    1/b, and so does their product with 1/b: KL decreases in b.
+    """
+    rate = 1.0 / scale
+    r = math.exp(-rate)
+    total = 0.0
+    for t in (int(v) for v in pattern if v):
+        j = np.arange(1, t + 1, dtype=float)
+        total += float(np.sum(-np.expm1(-j * rate) - r * np.expm1(-(j - 1) * rate))) / (1.0 + r)
+    return total * rate
+
+
+def discrete_laplace_kl_scale(patterns: Sequence[Sequence[int]], rho: float) -> float:
+    r"""The b at which the largest :func:`discrete_laplace_kl` over ``patterns`` equals ρ
+    (floating-point root in log b): ρ-zCDP (D_α ≤ ρα for α > 1, hence KL ≤ ρ) needs b at
+    least this. The bracket's upper end Δ/√(2ρ), Δ the largest ‖t‖₁, has KL ≤ ρ (each move
+    is (‖t‖₁/b)-DP, and ε-DP ⇒ ε²/2-zCDP: Bun & Steinke 2016, Prop. 1.4)."""
+    def excess(log_b: float) -> float:
+        b = math.exp(log_b)
+        return max(discrete_laplace_kl(b, t) for t in patterns) - rho
+
+    hi = math.log(max(sum(int(v) for v in t) for t in patterns) / math.sqrt(2.0 * rho))
+    lo = hi - math.log(2.0)
+    for _ in range(200):
+        if excess(lo) > 0:
+            break
+        lo -= math.log(2.0)
+    if excess(hi) >= 0:
+        return math.exp(hi)
+    return math.exp(optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=1e-15))
 
 
 def discrete_laplace_zcdp_holds(scale: Fraction, patterns, rho: float) -> tuple[bool, str]:

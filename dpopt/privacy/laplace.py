@@ -129,6 +129,21 @@ def laplace_zcdp_holds(l1_sensitivity: float | Fraction, scale: float, rho: floa
     return renyi_zcdp_holds(lambda a: laplace_renyi(a, ratio), ratio, rho)
 
 
+def laplace_kl_epsilon(rho: float) -> float:
+    r"""The ε₀ = Δ/b > 0 at which the Kullback–Leibler divergence of Laplace(0, b) from
+    Laplace(Δ, b), ε₀ + e^{−ε₀} − 1 (the α → 1 limit of :func:`laplace_renyi`), equals ρ.
+
+    It increases in ε₀, so ρ-zCDP (D_α ≤ ρα for α > 1, hence KL ≤ ρ) forces Δ/b ≤ ε₀; a
+    floating-point root (brentq, relative tolerance 1e-15).
+
+    Examples
+    --------
+    >>> e = laplace_kl_epsilon(0.5); round(e + math.exp(-e) - 1, 12)
+    0.5
+    """
+    return optimize.brentq(lambda e: e + math.expm1(-e) - rho, 0.0, rho + 2.0, xtol=1e-300, rtol=1e-15)
+
+
 def laplace_scale_for_zcdp(rho: float, l1_sensitivity: float | Fraction) -> float:
     r"""The smallest b (to about 1e-8 relative) for which :func:`laplace_zcdp_holds` certifies ρ-zCDP.
 
@@ -145,8 +160,7 @@ def laplace_scale_for_zcdp(rho: float, l1_sensitivity: float | Fraction) -> floa
     def holds(b: float) -> bool:
         return laplace_zcdp_holds(l1_sensitivity, b, rho)[0]
 
-    target = rho * (1.0 - 1e-8)
-    eps0 = optimize.brentq(lambda e: e + math.expm1(-e) - target, 0.0, rho + 2.0, xtol=1e-300, rtol=1e-15)
+    eps0 = laplace_kl_epsilon(rho * (1.0 - 1e-8))
     bs = laplace_scale_for(math.sqrt(2.0 * rho), l1_sensitivity)
     if float(Fraction(l1_sensitivity)) / eps0 < bs:
         try:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from fractions import Fraction
 
 import mpmath
@@ -133,13 +134,12 @@ def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float,
     if guess is not None:
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("error", RuntimeWarning)  # a flat secant: fall back to the bracket
-                log_v, result = optimize.newton(excess, math.log(v0), x1=math.log(v0) + 1e-4, tol=1e-14,
-                                                maxiter=12, full_output=True, disp=False)
+                warnings.simplefilter("error", RuntimeWarning)  # an overflow: fall back to the bracket
+                log_v = _secant(excess, math.log(v0), math.log(v0) + 1e-4, tol=1e-14, maxiter=12)
         except (ArithmeticError, ValueError, RuntimeWarning):
-            result = None
+            log_v = None
         # ε increases in v: the root is unique
-        if result is not None and result.converged and math.isfinite(log_v):
+        if log_v is not None and math.isfinite(log_v):
             return math.exp(log_v) / delta
     step, growth = (2.0, 1.0) if guess is None else (1e-3, 4.0)
     lo = hi = math.log(v0)
@@ -161,6 +161,30 @@ def rate_scale_for_epsilon(fold: SecondFold, epsilon: float, delta: float,
         raise ValueError("could not bracket the scale of the second fold for this ε")
     log_v = optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=1e-15)
     return math.exp(log_v) / delta
+
+
+def _secant(f: Callable[[float], float], x0: float, x1: float, tol: float, maxiter: int) -> float | None:
+    """The secant iteration of :func:`scipy.optimize.newton` without a derivative (same
+    steps, stopping when a step is at most ``tol``), in plain floats: ``newton``'s per-step
+    ``np.isclose`` cost more than the function in the R²DP search. None when it does not
+    converge in ``maxiter`` steps or two values coincide (a flat secant)."""
+    p0, p1 = x0, x1
+    q0, q1 = f(p0), f(p1)
+    if abs(q1) < abs(q0):
+        p0, p1, q0, q1 = p1, p0, q1, q0
+    for _ in range(maxiter):
+        if q1 == q0:
+            return None
+        if abs(q1) > abs(q0):
+            p = (-q0 / q1 * p1 + p0) / (1 - q0 / q1)
+        else:
+            p = (-q1 / q0 * p0 + p1) / (1 - q1 / q0)
+        if abs(p - p1) <= tol:
+            return p
+        p0, q0 = p1, q1
+        p1 = p
+        q1 = f(p1)
+    return None
 
 
 def usefulness_gain_possible(fold: SecondFold, delta: float) -> bool:

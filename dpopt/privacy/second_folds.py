@@ -44,6 +44,12 @@ def _arr(u) -> np.ndarray:
     return np.asarray(u, dtype=float)
 
 
+def _is_scalar(u) -> bool:
+    """True for a number (the optimisers' calls take the scalar paths): floats first, as
+    ``np.ndim`` costs more than a scalar path's arithmetic."""
+    return isinstance(u, (float, int)) or np.ndim(u) == 0
+
+
 def _gamma_ratio(a, p: float):
     """Γ(a − p)/Γ(a) for a > p, without cancelling huge log-gammas: a product for integer p,
     the asymptotic a^{−p}(1 + p(p+1)/(2a)) for a > 1e8 (relative error O(a^{−2}))."""
@@ -249,11 +255,17 @@ class GammaFold(SecondFold):
         self.shape, self.scale = float(shape), float(scale)
 
     def log_mgf(self, u):
+        if _is_scalar(u):  # the optimisers' scalar calls, without array and errstate overhead
+            x = self.scale * float(u)
+            return np.float64(-self.shape * math.log1p(-x) if x < 1 else math.inf)
         u = _arr(u)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.scale * u < 1, -self.shape * np.log1p(-self.scale * u), np.inf)
 
     def dlog_mgf(self, u):
+        if _is_scalar(u):
+            x = self.scale * float(u)
+            return np.float64(self.shape * self.scale / (1 - x) if x < 1 else math.inf)
         u = _arr(u)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.scale * u < 1, self.shape * self.scale / (1 - self.scale * u), np.inf)
@@ -286,7 +298,7 @@ class GammaFold(SecondFold):
 # ------------------------------------------------------------------- uniform
 def _tilted_uniform_mean(x: np.ndarray) -> np.ndarray:
     """Mean of v on [0, 1] with density ∝ e^{xv}: 1/(1 − e^{−x}) − 1/x (½ at x = 0)."""
-    if np.ndim(x) == 0:
+    if _is_scalar(x):
         x = float(x)
         if abs(x) < 1e-3:
             return np.float64(0.5 + x / 12.0 - x**3 / 720.0)
@@ -313,6 +325,16 @@ class UniformFold(SecondFold):
         self.low, self.high = float(low), float(high)
 
     def log_mgf(self, u):
+        if _is_scalar(u):
+            u = float(u)
+            x = u * (self.high - self.low)
+            if abs(x) < 1e-8:
+                ratio = x / 2.0
+            elif x < 0:
+                ratio = math.log(math.expm1(x) / x)
+            else:
+                ratio = x + math.log(-math.expm1(-x) / x)
+            return np.float64(u * self.low + ratio)
         u = _arr(u)
         x = u * (self.high - self.low)
         small = np.abs(x) < 1e-8
@@ -369,6 +391,15 @@ def _log_gauss_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     lb = np.where(upper, special.log_ndtr(-a), special.log_ndtr(b))
     with np.errstate(divide="ignore"):
         return lb + np.log1p(-np.exp(la - lb))
+
+
+def _log_gauss_mass_scalar(a: float, b: float) -> float:
+    """Scalar :func:`_log_gauss_mass`."""
+    if a > 0:
+        la, lb = float(special.log_ndtr(-b)), float(special.log_ndtr(-a))
+    else:
+        la, lb = float(special.log_ndtr(a)), float(special.log_ndtr(b))
+    return lb + math.log1p(-math.exp(la - lb)) if la < lb else -math.inf
 
 
 _MILLS_SERIES = (1.0, -2.0, 10.0, -74.0, 706.0, -8162.0)
@@ -437,6 +468,16 @@ def _mills_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def _mills_shift_scalar(a: float, b: float) -> float:
+    """Scalar :func:`_mills_shift`."""
+    if a >= 0:
+        return a + _truncated_excess_scalar(a, b)
+    if b <= 0:
+        return b - _truncated_excess_scalar(-b, -a)
+    mass = float(special.ndtr(b)) - float(special.ndtr(a))
+    return (math.exp(-a * a / 2.0) - math.exp(-b * b / 2.0)) / math.sqrt(2.0 * math.pi) / mass
+
+
 def _mp_gauss_mass(a, b):
     """Φ(b) − Φ(a) in mpmath, reflected in the upper tail (no cancellation against 1)."""
     if a > 0:
@@ -468,7 +509,7 @@ class TruncatedNormalFold(SecondFold):
         self.mu, self.sigma, self.low, self.high = float(mu), float(sigma), float(low), float(high)
         self._alpha = (self.low - self.mu) / self.sigma
         self._beta = (self.high - self.mu) / self.sigma
-        self._log_z = float(_log_gauss_mass(self._alpha, self._beta))
+        self._log_z = _log_gauss_mass_scalar(self._alpha, self._beta)
         # for α > 0: ln Z + α²/2, computed without forming α²/2 (it cancels in ln M)
         self._log_z_tail = self._log_z + self._alpha**2 / 2.0
         if self._alpha > 0:
@@ -486,10 +527,10 @@ class TruncatedNormalFold(SecondFold):
             if not math.isinf(self.high):
                 bracket -= float(special.erfcx(B / _SQRT2)) * math.exp(-(B - A) * (B + A) / 2.0)
             return u * self.low + math.log(0.5 * bracket) - self._log_z_tail
-        return self.mu * u + (s * u) ** 2 / 2.0 + float(_log_gauss_mass(A, B)) - self._log_z
+        return self.mu * u + (s * u) ** 2 / 2.0 + _log_gauss_mass_scalar(A, B) - self._log_z
 
     def log_mgf(self, u):
-        if np.ndim(u) == 0:
+        if _is_scalar(u):
             return np.float64(self._log_mgf_scalar(float(u)))
         u = _arr(u)
         s = self.sigma
@@ -511,10 +552,11 @@ class TruncatedNormalFold(SecondFold):
         # the tilted law is N(μ + σ²u, σ²) on [lo, hi]; in the upper tail (A ≥ 0) its mean
         # is lo + σ·E[X − A] exactly (μ + σ²u + σA = lo), which avoids cancelling μ + σ²u
         s = self.sigma
-        if np.ndim(u) == 0:
+        if _is_scalar(u):
             A, B = self._alpha - s * float(u), self._beta - s * float(u)
             if A >= 0:
                 return np.float64(self.low + s * _truncated_excess_scalar(A, B))
+            return np.float64(self.mu + s * s * float(u) + s * _mills_shift_scalar(A, B))
         u = _arr(u)
         A, B = self._alpha - s * u, self._beta - s * u
         Au = np.where(A >= 0, A, 0.0)

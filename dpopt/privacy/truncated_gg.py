@@ -53,7 +53,7 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from scipy import special
+from scipy import optimize, special
 
 from dpopt.errors import CalibrationError
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
@@ -69,6 +69,17 @@ def grid_points(width: float, shift: float) -> int | None:
     n = math.ceil(_GRID_PER_SENSITIVITY * width / shift) if shift > 0 else 2
     n = max(n, 4000)
     return n if n <= _MAX_GRID else None
+
+
+def _grid_size(width: float, shift: float, points: int | None = None) -> int:
+    """``points``, else :func:`grid_points`; a CalibrationError when the box is too wide for the grid."""
+    n = points or grid_points(width, shift)
+    if n is None:
+        raise CalibrationError(
+            f"the box is {width / shift:.3g} sensitivities wide: too wide to certify the truncated "
+            f"bound on a grid of at most {_MAX_GRID} points"
+        )
+    return n
 
 
 # ----------------------------------------------------------- paper's Eq. 7/8
@@ -182,12 +193,7 @@ def truncated_coordinate_loss(
     shift = min(shift, width)
     if shift <= 0:
         return CoordinateLoss(0.0, "coordinate does not move")
-    n = points or grid_points(width, shift)
-    if n is None:
-        raise CalibrationError(
-            f"the box is {width / shift:.3g} sensitivities wide: too wide to certify the truncated "
-            f"bound on a grid of at most {_MAX_GRID} points"
-        )
+    n = _grid_size(width, shift, points)
     g = GeneralizedGaussian(p, scale)
     x = np.linspace(0.0, width, n + 1)
     h = width / n
@@ -345,6 +351,9 @@ def tight_scale(epsilon: float, variant: str, p: float, widths, rows) -> float:
         raise CalibrationError("BIT at p = 1 is clamped Laplace noise: use b = Δ₁/ε (post-processing)")
     rows = np.atleast_2d(np.asarray(rows, dtype=float))
     pattern = move_pattern(widths, rows)
+    if variant == "truncated":  # the certified bound's grid depends on R/D only: fail before searching
+        for w, v in pattern.pairs:
+            _grid_size(float(w), float(v))
 
     def proxy(b: float) -> float:
         return pattern_loss(variant, b, p, pattern, points=4000, proxy=True)[0]
@@ -367,3 +376,53 @@ def tight_scale(epsilon: float, variant: str, p: float, widths, rows) -> float:
             return hi
         hi *= 1.001
     raise CalibrationError(f"the {variant} GG scale could not be certified for epsilon={epsilon}")
+
+
+def scale_lower_bound(epsilon: float, variant: str, p: float, widths, rows) -> float:
+    r"""A b below every scale :func:`tight_scale` can return: a necessary condition on the
+    certified bound, from loss values the worst case must reach (module docstring's notation).
+
+    :func:`tight_scale` returns a b whose certified bound Σ_k ℓ_k(|v_k|) is ≤ ε for every row,
+    and each certified ℓ_k is at least the true supremum of |F(x) − F(y)| over |x − y| ≤ D
+    (truncated) or equals the closed form (BIT). The supremum is at least
+
+    * BIT: the interior ratio (R^p − (R − D)^p)/b^p (a term of its closed form);
+    * truncated: F(D') − F(0) ≥ (D'/b)^p with D' = min(D, R/2) (A(x), the mass of a window
+      of width R around −x, grows as the window centres on 0, i.e. on [0, R/2]); and
+      F(R) − F(R − D) ≥ (R^p − (R − D)^p)/b^p + log A(0), as A(R) = A(0) and A ≤ 1, with
+      A(0) = ½ P(|X| ≤ R) = ½ P(1/p, (R/b)^p) (regularised lower incomplete gamma).
+
+    Every one of these decreases in b, so the largest row sum of each family of terms, set
+    equal to ε, gives a root (closed form, or Brent's method in log b for the term with
+    log A(0)); the result is the larger root, rounded down by 1e-9 relative.
+    """
+    pattern = move_pattern(widths, rows)
+    if pattern.pairs.size == 0:
+        return 0.0
+    width, shift = pattern.pairs[:, 0], pattern.pairs[:, 1]
+
+    def row_sums(per_pair: np.ndarray) -> float:
+        return float(np.append(per_pair, 0.0)[pattern.index].sum(axis=1).max())
+
+    far = width**p - (width - shift) ** p  # times b^{−p}: the interior ratio at the far bound
+    if variant == "boundary_inflated":
+        return (row_sums(far) / epsilon) ** (1.0 / p) * (1 - 1e-9)
+    near = np.minimum(shift, width / 2.0) ** p
+    b_near = (row_sums(near) / epsilon) ** (1.0 / p)
+
+    def excess(log_b: float) -> float:
+        b = math.exp(log_b)
+        log_mass = np.log(0.5 * special.gammainc(1.0 / p, (width / b) ** p))
+        return row_sums(far / b**p + log_mass) - epsilon
+
+    hi = math.log((row_sums(far) / epsilon) ** (1.0 / p))  # log A(0) < 0: the root lies below
+    if excess(hi) > 0:
+        return max(b_near, math.exp(hi)) * (1 - 1e-9)
+    lo = hi
+    for _ in range(200):
+        lo -= math.log(2.0)
+        if excess(lo) > 0:
+            break
+    else:
+        return b_near * (1 - 1e-9)
+    return max(b_near, math.exp(optimize.brentq(excess, lo, hi, xtol=1e-12))) * (1 - 1e-9)
