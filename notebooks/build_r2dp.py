@@ -32,7 +32,7 @@ CELLS = [
         "import matplotlib.pyplot as plt\n"
         "from scipy import optimize\n"
         "import dpopt\n"
-        "from dpopt.privacy.second_folds import (DiscreteFold, GammaFold, UniformFold, TruncatedNormalFold,\n"
+        "from dpopt.noise.second_folds import (DiscreteFold, GammaFold, UniformFold, TruncatedNormalFold,\n"
         "                                       NoncentralChi2Fold, RayleighFold, SumFold)\n"
         "from dpopt.privacy.r2dp import r2dp_epsilon_mp, density_ratio_sup, usefulness_gain_possible\n"
         "from dpopt.optimize.r2dp_objectives import usefulness_objective, l1_objective, l2_objective\n"

@@ -10,6 +10,7 @@ import pytest
 from scipy import integrate
 
 from dpopt.mechanisms.staircase import StaircaseNoise
+from dpopt.noise.second_folds import DiscreteFold, GammaFold, SumFold, UniformFold
 from dpopt.privacy.noise_metrics import (
     R2DPNoise,
     abs_moment_monte_carlo,
@@ -25,7 +26,6 @@ from dpopt.privacy.noise_metrics import (
     usefulness,
     usefulness_monte_carlo,
 )
-from dpopt.privacy.second_folds import DiscreteFold, GammaFold, SumFold, UniformFold
 
 NOISES = {
     "laplace": laplace_noise(0.7),

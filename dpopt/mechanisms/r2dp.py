@@ -46,6 +46,7 @@ from dpopt.mechanisms.staircase import (
     metric_optimal_g,
     prior_metric,
 )
+from dpopt.noise.second_folds import SecondFold, fold_from_parameters
 from dpopt.optimize.r2dp_lp import optimize_mixture
 from dpopt.optimize.r2dp_objectives import (
     LinearObjective,
@@ -60,7 +61,6 @@ from dpopt.privacy.laplace import laplace_scale_for
 from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
 from dpopt.privacy.noise_metrics import R2DPNoise, laplace_noise
 from dpopt.privacy.r2dp import MP_DIGITS, density_ratio_sup, pattern_epsilon_mp, r2dp_epsilon
-from dpopt.privacy.second_folds import SecondFold, fold_from_parameters
 from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpopt.noise.second_folds import SecondFold
 from dpopt.privacy.noise_metrics import (
     R2DPNoise,
     kl_costs,
@@ -37,7 +38,6 @@ from dpopt.privacy.noise_metrics import (
     renyi_bracket_costs,
     renyi_divergence,
 )
-from dpopt.privacy.second_folds import SecondFold
 
 
 @dataclass(frozen=True)
