@@ -50,7 +50,7 @@ def laplace_privacy_check(
     (or the exact rational ε²/2 ≤ ρ). gdp: the route of
     :func:`~dpopt.privacy.laplace_gdp.laplace_gdp_route` for ``space`` (the universal
     conversion when no space is given), checked in 60-digit arithmetic or by the
-    certified branch and bound of :func:`~dpopt.privacy.tradeoff.gdp_margin`.
+    certified branch and bound of :func:`~dpopt.privacy.gdp_check.gdp_margin`.
     """
     eps = laplace_epsilon(l1, scale)
     definition, p = privacy.definition, privacy.parameters
