@@ -66,7 +66,7 @@ def _solve_plan(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import write_atomic
     from dpopt.plan import solve_plan
     from dpopt.plan.report import plan_markdown
-    from dpopt.report.document import format_parameters
+    from dpopt.report.words import format_parameters
 
     with stdout_to_stderr():
         with _progress("dpopt solve: designing and composing the plan"):
@@ -92,8 +92,8 @@ def _solve_plan(args: argparse.Namespace) -> int:
 
 
 def _solve(args: argparse.Namespace) -> int:
-    from dpopt.report.document import format_parameters
     from dpopt.report.reading import claim_counts
+    from dpopt.report.words import format_parameters
     from dpopt.solve import solve
 
     if _is_plan(args.spec):
@@ -119,7 +119,8 @@ def _solve(args: argparse.Namespace) -> int:
 def _write_solution(sol, folder: str) -> None:
     """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``."""
     from dpopt.certificate.model import write_atomic
-    from dpopt.report.document import build_report, write_report
+    from dpopt.report.document import build_report
+    from dpopt.report.render import write_report
 
     out = Path(folder)
     cert = sol.certificate
@@ -280,7 +281,8 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import Certificate
-    from dpopt.report.document import Report, build_report, render_markdown, write_report
+    from dpopt.report.document import Report, build_report
+    from dpopt.report.render import render_markdown, write_report
     from dpopt.solve import solve
     from dpopt.spec.load import read_document
 
