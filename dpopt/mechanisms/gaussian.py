@@ -19,9 +19,10 @@ from scipy import special
 
 from dpopt.core.checks import Check
 from dpopt.mechanisms.base import Mechanism
+from dpopt.noise.gaussian import GaussianMarginal
+from dpopt.noise.law import ProductLaw
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
-from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import FullSpace, Subspace
 from dpopt.spec.models import Privacy, Spec

@@ -61,7 +61,7 @@ from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
-from dpopt.privacy.noise_law import GaugeLaw
+from dpopt.noise.law import GaugeLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 
@@ -416,7 +416,7 @@ class KNormMechanism(Mechanism):
         return rng.gamma(self.rank + 1, 1.0 / self.epsilon, size=size)
 
     def noise_law(self) -> GaugeLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         body = self.body
         return GaugeLaw(self.epsilon, body.gauge, np.asarray(body.basis, dtype=float), self.dimension,
                         f"density ∝ exp(−ε‖z‖_K) on the {self.rank}-dimensional span, K = {body.kind}")

@@ -25,6 +25,8 @@ from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
+from dpopt.noise.laplace import LaplaceMarginal
+from dpopt.noise.law import ProductLaw
 from dpopt.privacy.laplace import (
     laplace_delta_mp,
     laplace_epsilon,
@@ -35,7 +37,6 @@ from dpopt.privacy.laplace import (
     laplace_zcdp_rho,
 )
 from dpopt.privacy.laplace_gdp import LaplaceGDPRoute, laplace_gdp_route
-from dpopt.privacy.noise_law import LaplaceMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 

@@ -35,6 +35,8 @@ from scipy import special
 
 from dpopt.core.checks import Check
 from dpopt.mechanisms.base import Mechanism
+from dpopt.noise.gaussian import GaussianMarginal
+from dpopt.noise.law import ProductLaw
 from dpopt.optimize.query_scaling import (
     OBJECTIVES,
     adjust_query,
@@ -46,7 +48,6 @@ from dpopt.optimize.query_scaling import (
 )
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
-from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 from dpopt.stats.inference import region_importance_weights
@@ -149,7 +150,7 @@ class QueryScalingMechanism(Mechanism):
             return np.where(np.isinf(self.xi), 0.0, self.sigma**2 / self.xi)
 
     def noise_law(self) -> ProductLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         xi = np.asarray(self.xi, dtype=float)
         noisy = np.flatnonzero(np.isfinite(xi) & (xi > 0))
         basis = np.zeros((self.dimension, noisy.size))

@@ -50,7 +50,8 @@ from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError, SpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
-from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
+from dpopt.noise.law import ProductLaw
+from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.privacy.noise_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
@@ -293,7 +294,7 @@ class StaircaseMechanism(Mechanism):
                 "g_policy": self.policy}
 
     def noise_law(self) -> ProductLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         n = self.noise
         marginal = NoiseObjectMarginal(n, ("staircase", n.epsilon0, n.step, n.g), n.typical_scale, log_concave=False)
         return ProductLaw.iid(marginal, self.dimension, f"staircase^d (ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, "

@@ -19,7 +19,7 @@ from scipy.linalg import block_diag
 
 from dpopt.audit.empirical import AuditResult, _target, audit_mechanism
 from dpopt.domain.queries import compile_query
-from dpopt.privacy.noise_law import PostProcessedLaw, ProductLaw
+from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.spec.models import NumericAttribute, Plan
 
 MAX_RECORDS = 12

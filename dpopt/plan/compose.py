@@ -39,8 +39,10 @@ from dpopt.certificate.second_route import _patterns, evaluate
 from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
 from dpopt.mechanisms import Mechanism
+from dpopt.noise.gaussian import GaussianMarginal
+from dpopt.noise.laplace import LaplaceMarginal
+from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
-from dpopt.privacy.noise_law import GaussianMarginal, LaplaceMarginal, PostProcessedLaw, ProductLaw
 from dpopt.privacy.pld import DEFAULT_STEP, PLDBracket, marginal_pld, product_pld
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy

@@ -9,7 +9,7 @@ import numpy as np
 
 from dpopt.errors import DpoptError
 from dpopt.mechanisms import Mechanism, registry
-from dpopt.privacy.noise_law import GaugeLaw, PostProcessedLaw, ProductLaw
+from dpopt.noise.law import GaugeLaw, PostProcessedLaw, ProductLaw
 from dpopt.privacy.pld import profile_tradeoff
 from dpopt.privacy.tradeoff import GaussianTradeOff, PureDPTradeOff
 from dpopt.privacy.zcdp import zcdp_delta_cks

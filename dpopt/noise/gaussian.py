@@ -1,0 +1,35 @@
+r"""The Gaussian law N(0, σ²): density :math:`e^{-x^2/(2\sigma^2)}/(\sigma\sqrt{2\pi})`, tail Φ(−x/σ)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from dpopt.noise.marginal import Marginal
+
+
+class GaussianMarginal(Marginal):
+    """N(0, σ²)."""
+
+    def __init__(self, sd: float):
+        if not (sd > 0 and math.isfinite(sd)):
+            raise ValueError(f"the standard deviation must be positive and finite (got {sd})")
+        self.sd = float(sd)
+        self.gaussian_sd = self.sd
+
+    @property
+    def key(self) -> tuple:
+        return ("gaussian", self.sd)
+
+    @property
+    def scale(self) -> float:
+        return self.sd
+
+    def log_density(self, x):
+        z = np.asarray(x, dtype=float) / self.sd
+        return -0.5 * z * z - math.log(self.sd) - 0.5 * math.log(2.0 * math.pi)
+
+    def tail(self, x):
+        return special.ndtr(-np.asarray(x, dtype=float) / self.sd)
