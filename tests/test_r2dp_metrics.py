@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from dpopt.mechanisms.staircase import StaircaseNoise
-from dpopt.noise.second_folds import DiscreteFold, GammaFold, SumFold, UniformFold
-from dpopt.privacy.noise_metrics import (
+from dpopt.noise.prior_metrics import (
     R2DPNoise,
     abs_moment_monte_carlo,
     kl_costs,
@@ -26,6 +24,8 @@ from dpopt.privacy.noise_metrics import (
     usefulness,
     usefulness_monte_carlo,
 )
+from dpopt.noise.second_folds import DiscreteFold, GammaFold, SumFold, UniformFold
+from dpopt.noise.staircase import StaircaseNoise
 
 NOISES = {
     "laplace": laplace_noise(0.7),

@@ -41,7 +41,7 @@ from dpopt.core.rounding import nudge_until
 from dpopt.domain.queries import CountingQuery, compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
-from dpopt.noise.gaussian import GaussianMarginal
+from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.covariance import OBJECTIVES, Objective, optimal_covariance, target_mu
 from dpopt.privacy.gaussian import gaussian_epsilon
@@ -337,12 +337,10 @@ class GaussianOptimalMechanism(Mechanism):
         return np.maximum(np.diag(self.covariance), 0.0)
 
     def _expected_l1(self) -> float:
-        return float(math.sqrt(2.0 / math.pi) * np.sum(np.sqrt(self._variances())))
+        return expected_l1(np.sqrt(self._variances()))
 
     def _usefulness(self, gamma: float) -> float:
-        sd = np.sqrt(self._variances())
-        with np.errstate(divide="ignore"):
-            return float(np.mean(np.where(sd > 0, special.erf(gamma / (np.sqrt(2.0) * sd)), 1.0)))
+        return mean_usefulness(np.sqrt(self._variances()), gamma)
 
     def _max_variance(self) -> float:
         return float(self._variances().max())

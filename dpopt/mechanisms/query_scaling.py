@@ -35,7 +35,7 @@ from scipy import special
 
 from dpopt.core.checks import Check
 from dpopt.mechanisms.base import Mechanism
-from dpopt.noise.gaussian import GaussianMarginal
+from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.query_scaling import (
     OBJECTIVES,
@@ -247,12 +247,10 @@ class QueryScalingMechanism(Mechanism):
         return float(np.sum(np.where(w > 0, w * var, 0.0)))
 
     def _expected_l1(self) -> float:
-        return float(math.sqrt(2.0 / math.pi) * np.sum(np.sqrt(self._variances())))
+        return expected_l1(np.sqrt(self._variances()))
 
     def _usefulness(self, gamma: float) -> float:
-        sd = np.sqrt(self._variances())
-        with np.errstate(divide="ignore"):
-            return float(np.mean(np.where(sd > 0, special.erf(gamma / (math.sqrt(2.0) * sd)), 1.0)))
+        return mean_usefulness(np.sqrt(self._variances()), gamma)
 
     def _max_variance(self) -> float:
         return float(self._variances().max())

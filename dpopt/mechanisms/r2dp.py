@@ -48,6 +48,7 @@ from dpopt.mechanisms.staircase import (
 )
 from dpopt.noise.law import ProductLaw
 from dpopt.noise.marginal import NoiseObjectMarginal
+from dpopt.noise.prior_metrics import R2DPNoise, laplace_noise
 from dpopt.noise.second_folds import SecondFold, fold_from_parameters
 from dpopt.optimize.r2dp_lp import optimize_mixture
 from dpopt.optimize.r2dp_objectives import (
@@ -60,7 +61,6 @@ from dpopt.optimize.r2dp_objectives import (
     usefulness_objective,
 )
 from dpopt.privacy.laplace import laplace_scale_for
-from dpopt.privacy.noise_metrics import R2DPNoise, laplace_noise
 from dpopt.privacy.r2dp import MP_DIGITS, density_ratio_sup, pattern_epsilon_mp, r2dp_epsilon
 from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern

@@ -33,3 +33,16 @@ class GaussianMarginal(Marginal):
 
     def tail(self, x):
         return special.ndtr(-np.asarray(x, dtype=float) / self.sd)
+
+
+def expected_l1(sd) -> float:
+    r"""E‖Z‖₁ for independent Z_i ~ N(0, sd_i²): :math:`\sqrt{2/\pi}\,\sum_i sd_i`."""
+    return float(math.sqrt(2.0 / math.pi) * np.sum(sd))
+
+
+def mean_usefulness(sd, gamma: float) -> float:
+    r"""The mean over coordinates of P(|Z_i| ≤ γ), Z_i ~ N(0, sd_i²): :math:`\mathrm{erf}(\gamma/(\sqrt2\,sd_i))`
+    (1 for a coordinate released exactly, sd_i = 0)."""
+    sd = np.asarray(sd, dtype=float)
+    with np.errstate(divide="ignore"):
+        return float(np.mean(np.where(sd > 0, special.erf(gamma / (np.sqrt(2.0) * sd)), 1.0)))

@@ -113,7 +113,7 @@ class NoiseObjectMarginal(Marginal):
     """A symmetric law given by a family's own noise object.
 
     The object provides P(W > x) for x ≥ 0 and either ``log_density`` / ``logpdf`` or
-    ``density`` (the :class:`dpopt.privacy.noise_metrics.SymmetricNoise` protocol).
+    ``density`` (the :class:`dpopt.noise.prior_metrics.SymmetricNoise` protocol).
 
     Parameters
     ----------
