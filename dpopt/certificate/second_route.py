@@ -244,13 +244,6 @@ class Pattern:
     shifts: np.ndarray
 
 
-def _listed(space: SensitivitySpace) -> np.ndarray | None:
-    try:
-        return np.atleast_2d(np.asarray(space.vectors(), dtype=float))
-    except ValueError:
-        return None
-
-
 def _patterns(law: ProductLaw, vectors: np.ndarray) -> tuple[list[Pattern], str]:
     """The shift patterns to check, and the reduction applied (see the module docstring)."""
     w, _ = law.coordinates(vectors)
@@ -317,7 +310,7 @@ def privacy_claim(law, space: SensitivitySpace, privacy: Privacy) -> Check:
     if isinstance(law, PostProcessedLaw):
         prefix = f"post-processing ({law.operation}) of a release with noise {law.inner.description}; "
         law = law.inner
-    vectors = _listed(space)
+    vectors = space.listed()
     if isinstance(law, GaugeLaw):
         return _gauge_claim(law, space, vectors, privacy, prefix)
     if not isinstance(law, ProductLaw):
@@ -524,7 +517,7 @@ def mechanism_tradeoff(law, space: SensitivitySpace, alpha: np.ndarray) -> tuple
     """
     if isinstance(law, PostProcessedLaw):
         law = law.inner
-    vectors = _listed(space)
+    vectors = space.listed()
     if vectors is None:
         return None
     if isinstance(law, GaugeLaw):

@@ -141,9 +141,8 @@ def dominating_pair(mechanism: Mechanism, space: SensitivitySpace) -> float | Pr
         law = law.inner
     if not isinstance(law, ProductLaw):
         return f"{mechanism.family}: no dominating pair for a noise law of type {type(law).__name__}"
-    try:
-        vectors = np.atleast_2d(np.asarray(space.vectors(), dtype=float))
-    except ValueError:
+    vectors = space.listed()
+    if vectors is None:
         return f"{mechanism.family}: the sensitivity space is too large to list its differences"
     _, residual = law.coordinates(vectors)
     if (residual > 1e-9 * np.maximum(1.0, np.abs(vectors).max(axis=1))).any():
