@@ -255,14 +255,17 @@ def _dask_client(address: str | None):
 
 def _audit(args: argparse.Namespace) -> int:
     from dpopt.audit import audit
+    from dpopt.audit.empirical import AUDIT_DRAWS, AUDIT_SEED
     from dpopt.plan import solve_plan
     from dpopt.plan.audit import audit_plan
 
+    draws = AUDIT_DRAWS if args.draws is None else args.draws
+    seed = AUDIT_SEED if args.seed is None else args.seed
     with stdout_to_stderr():
         if _is_plan(args.source):
-            result = audit_plan(solve_plan(args.source), draws=args.draws, seed=args.seed)
+            result = audit_plan(solve_plan(args.source), draws=draws, seed=seed)
         else:
-            result = audit(args.source, draws=args.draws, seed=args.seed)
+            result = audit(args.source, draws=draws, seed=seed)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     elif result.note:
@@ -289,9 +292,8 @@ def _report(args: argparse.Namespace) -> int:
     document = read_document(args.source)
     if _is_plan_document_or_certificate(document):
         return _report_plan(args, document)
-    if isinstance(document, dict) and "spec_sha256" in document:
-        cert = Certificate.from_dict(document, source=str(args.source))
-    else:
+    cert = Certificate.from_document(document, source=str(args.source))
+    if cert is None:
         with _progress("dpopt report: solving the spec"):
             cert = solve(args.source).certificate
     with _progress("dpopt report") as stage:
@@ -382,8 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("audit", help="Monte Carlo attempt to refute the privacy of a spec's or certificate's mechanism")
     p.add_argument("source", help="a spec (YAML/JSON) or a certificate.json")
-    p.add_argument("--draws", type=int, default=200_000, help="draws per dataset and pair")
-    p.add_argument("--seed", type=int, default=20261122)
+    p.add_argument("--draws", type=int, default=None, help="draws per dataset and pair (default: AUDIT_DRAWS of dpopt.audit.empirical)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the audit's draws (default: AUDIT_SEED of dpopt.audit.empirical)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_audit)
 
