@@ -157,14 +157,12 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _emit_release(document: dict, certificate, out: str | None) -> int:
     """The release document on stdout, or ``release.json`` and ``certificate.json`` in the folder ``out``."""
-    from dpopt.certificate.model import write_atomic
+    from dpopt.release.batch import release_json, write_release
 
-    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if out:
-        write_atomic(Path(out) / "release.json", text)
-        certificate.write(Path(out) / "certificate.json")
+        write_release(document, certificate, out)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(release_json(document))
     return 0
 
 
@@ -191,7 +189,7 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
 def _release(args: argparse.Namespace) -> int:
     from dpopt.domain.queries import compile_query
     from dpopt.release import random_source, release_groups, release_once
-    from dpopt.release.batch import release_document
+    from dpopt.release.batch import release_document, release_json
     from dpopt.release.postprocessed import document_block, postprocess_once
     from dpopt.spec.load import load_spec
 
@@ -215,7 +213,7 @@ def _release(args: argparse.Namespace) -> int:
         if args.out:
             rel.write(args.out)
         else:
-            sys.stdout.write(json.dumps(rel.document(), indent=2, ensure_ascii=False) + "\n")
+            sys.stdout.write(release_json(rel.document()))
         return 0
     if args.groups or args.engine != "duckdb" or args.scheduler:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
@@ -231,6 +229,7 @@ def _release(args: argparse.Namespace) -> int:
 
 def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
     """A spec with ``geography``: every level released, post-processed top-down."""
+    from dpopt.release.batch import release_json
     from dpopt.release.hierarchy import release_hierarchy
 
     if args.group_by or args.groups or args.scheduler:
@@ -240,7 +239,7 @@ def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
     if args.out:
         rel.write(args.out)
     else:
-        sys.stdout.write(json.dumps(rel.document(), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(release_json(rel.document()))
     return 0
 
 
