@@ -1,14 +1,9 @@
 r"""The staircase mechanism (Geng & Viswanath 2016): the optimal pure-ε additive noise.
 
-Parameters ε₀ (per step), step width Δ₀ and g ∈ [0, 1]; b = e^{−ε₀},
-a = (1 − b) / (2Δ₀(g + (1 − g)b)). The density is symmetric and, for x ≥ 0,
-
-.. math:: f(x) = a\,b^{k} \text{ on } [k\Delta_0, (k+g)\Delta_0), \qquad
-          f(x) = a\,b^{k+1} \text{ on } [(k+g)\Delta_0, (k+1)\Delta_0), \quad k = 0, 1, \dots
-
-so ln f drops by ε₀ exactly at the points ±(g + k)Δ₀, which are Δ₀ apart on each side
-(between −gΔ₀ and gΔ₀ the density is flat at its top). A shift by m changes ln f(x) by at
-most ε₀·⌈m/Δ₀⌉, attained for some x: one coordinate with shift |s| ≤ Δ₀ is ε₀-DP.
+The staircase law of parameters ε₀ (per step), step width Δ₀ and g ∈ [0, 1]
+(:mod:`dpopt.noise.staircase`, its density, moments and sampler) has ln f dropping by ε₀
+exactly at ±(g + k)Δ₀, Δ₀ apart on each side: a shift by m changes ln f(x) by at most
+ε₀·⌈m/Δ₀⌉, attained for some x, so one coordinate with shift |s| ≤ Δ₀ is ε₀-DP.
 
 **Vector queries (derived).** With i.i.d. staircase noise per coordinate the privacy loss
 of a difference vector v is Σ_i ε₀⌈|v_i|/Δ₀⌉ (independent coordinates; each worst case
