@@ -118,18 +118,10 @@ def _solve(args: argparse.Namespace) -> int:
 
 def _write_solution(sol, folder: str) -> None:
     """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``."""
-    from dpopt.certificate.model import write_atomic
-    from dpopt.report.document import build_report
-    from dpopt.report.render import write_report
+    from dpopt.report.folder import write_solution
 
-    out = Path(folder)
-    cert = sol.certificate
-    write_atomic(out / "mechanism.json", json.dumps(sol.mechanism_document(), indent=2) + "\n")
-    cert.write(out / "certificate.json")
     with _progress("dpopt solve: report") as stage:
-        report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0),
-                              progress=stage)
-    write_report(report, out / "report.md", image_prefix="")
+        write_solution(sol, folder, progress=stage)
 
 
 def _verify(args: argparse.Namespace) -> int:
