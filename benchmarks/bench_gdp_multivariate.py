@@ -16,8 +16,9 @@ import numpy as np
 
 import dpopt
 from dpopt.mechanisms.james_stein import JamesSteinMechanism
+from dpopt.privacy.gdp_check import gdp_margin
 from dpopt.privacy.laplace_gdp import contingency_laplace_scale, laplace_scale_2d, laplace_scale_l1
-from dpopt.privacy.tradeoff import contingency_laplace_tradeoff, gdp_margin
+from dpopt.privacy.tradeoff import contingency_laplace_tradeoff
 
 ROOT = Path(__file__).resolve().parents[1]
 MUS = (0.1, 0.3, 1.0, 3.0, 10.0)

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from randomgen import ChaCha
 
 import dpopt
-from dpopt.mechanisms.discrete_gaussian import sample_discrete_gaussian
+from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.release import random_source, release_groups, sources
 from dpopt.release.batch import BLOCK_GROUPS, add_noise
 

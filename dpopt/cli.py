@@ -66,7 +66,7 @@ def _solve_plan(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import write_atomic
     from dpopt.plan import solve_plan
     from dpopt.plan.report import plan_markdown
-    from dpopt.report.document import format_parameters
+    from dpopt.report.words import format_parameters
 
     with stdout_to_stderr():
         with _progress("dpopt solve: designing and composing the plan"):
@@ -92,8 +92,8 @@ def _solve_plan(args: argparse.Namespace) -> int:
 
 
 def _solve(args: argparse.Namespace) -> int:
-    from dpopt.report.document import format_parameters
     from dpopt.report.reading import claim_counts
+    from dpopt.report.words import format_parameters
     from dpopt.solve import solve
 
     if _is_plan(args.spec):
@@ -118,17 +118,10 @@ def _solve(args: argparse.Namespace) -> int:
 
 def _write_solution(sol, folder: str) -> None:
     """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``."""
-    from dpopt.certificate.model import write_atomic
-    from dpopt.report.document import build_report, write_report
+    from dpopt.report.folder import write_solution
 
-    out = Path(folder)
-    cert = sol.certificate
-    write_atomic(out / "mechanism.json", json.dumps(sol.mechanism_document(), indent=2) + "\n")
-    cert.write(out / "certificate.json")
     with _progress("dpopt solve: report") as stage:
-        report = build_report(cert, audit_draws=None, utility_families="selected", utility_scales=(0.5, 1.0, 2.0),
-                              progress=stage)
-    write_report(report, out / "report.md", image_prefix="")
+        write_solution(sol, folder, progress=stage)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -156,14 +149,12 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _emit_release(document: dict, certificate, out: str | None) -> int:
     """The release document on stdout, or ``release.json`` and ``certificate.json`` in the folder ``out``."""
-    from dpopt.certificate.model import write_atomic
+    from dpopt.release.batch import release_json, write_release
 
-    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if out:
-        write_atomic(Path(out) / "release.json", text)
-        certificate.write(Path(out) / "certificate.json")
+        write_release(document, certificate, out)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(release_json(document))
     return 0
 
 
@@ -190,7 +181,7 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
 def _release(args: argparse.Namespace) -> int:
     from dpopt.domain.queries import compile_query
     from dpopt.release import random_source, release_groups, release_once
-    from dpopt.release.batch import release_document
+    from dpopt.release.batch import release_document, release_json
     from dpopt.release.postprocessed import document_block, postprocess_once
     from dpopt.spec.load import load_spec
 
@@ -214,7 +205,7 @@ def _release(args: argparse.Namespace) -> int:
         if args.out:
             rel.write(args.out)
         else:
-            sys.stdout.write(json.dumps(rel.document(), indent=2, ensure_ascii=False) + "\n")
+            sys.stdout.write(release_json(rel.document()))
         return 0
     if args.groups or args.engine != "duckdb" or args.scheduler:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
@@ -230,6 +221,7 @@ def _release(args: argparse.Namespace) -> int:
 
 def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
     """A spec with ``geography``: every level released, post-processed top-down."""
+    from dpopt.release.batch import release_json
     from dpopt.release.hierarchy import release_hierarchy
 
     if args.group_by or args.groups or args.scheduler:
@@ -239,7 +231,7 @@ def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
     if args.out:
         rel.write(args.out)
     else:
-        sys.stdout.write(json.dumps(rel.document(), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(release_json(rel.document()))
     return 0
 
 
@@ -254,14 +246,17 @@ def _dask_client(address: str | None):
 
 def _audit(args: argparse.Namespace) -> int:
     from dpopt.audit import audit
+    from dpopt.audit.empirical import AUDIT_DRAWS, AUDIT_SEED
     from dpopt.plan import solve_plan
     from dpopt.plan.audit import audit_plan
 
+    draws = AUDIT_DRAWS if args.draws is None else args.draws
+    seed = AUDIT_SEED if args.seed is None else args.seed
     with stdout_to_stderr():
         if _is_plan(args.source):
-            result = audit_plan(solve_plan(args.source), draws=args.draws, seed=args.seed)
+            result = audit_plan(solve_plan(args.source), draws=draws, seed=seed)
         else:
-            result = audit(args.source, draws=args.draws, seed=args.seed)
+            result = audit(args.source, draws=draws, seed=seed)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     elif result.note:
@@ -280,16 +275,16 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import Certificate
-    from dpopt.report.document import Report, build_report, render_markdown, write_report
+    from dpopt.report.document import Report, build_report
+    from dpopt.report.render import render_markdown, write_report
     from dpopt.solve import solve
     from dpopt.spec.load import read_document
 
     document = read_document(args.source)
     if _is_plan_document_or_certificate(document):
         return _report_plan(args, document)
-    if isinstance(document, dict) and "spec_sha256" in document:
-        cert = Certificate.from_dict(document, source=str(args.source))
-    else:
+    cert = Certificate.from_document(document, source=str(args.source))
+    if cert is None:
         with _progress("dpopt report: solving the spec"):
             cert = solve(args.source).certificate
     with _progress("dpopt report") as stage:
@@ -380,8 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("audit", help="Monte Carlo attempt to refute the privacy of a spec's or certificate's mechanism")
     p.add_argument("source", help="a spec (YAML/JSON) or a certificate.json")
-    p.add_argument("--draws", type=int, default=200_000, help="draws per dataset and pair")
-    p.add_argument("--seed", type=int, default=20261122)
+    p.add_argument("--draws", type=int, default=None, help="draws per dataset and pair (default: AUDIT_DRAWS of dpopt.audit.empirical)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the audit's draws (default: AUDIT_SEED of dpopt.audit.empirical)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_audit)
 

@@ -32,14 +32,15 @@ CELLS = [
         "import matplotlib.pyplot as plt\n"
         "from scipy import optimize\n"
         "import dpopt\n"
-        "from dpopt.privacy.second_folds import (DiscreteFold, GammaFold, UniformFold, TruncatedNormalFold,\n"
+        "from dpopt.noise.second_folds import (DiscreteFold, GammaFold, UniformFold, TruncatedNormalFold,\n"
         "                                       NoncentralChi2Fold, RayleighFold, SumFold)\n"
         "from dpopt.privacy.r2dp import r2dp_epsilon_mp, density_ratio_sup, usefulness_gain_possible\n"
         "from dpopt.optimize.r2dp_objectives import usefulness_objective, l1_objective, l2_objective\n"
         "from dpopt.optimize.r2dp_lp import optimize_mixture, laplace_optimality\n"
         "from dpopt.optimize.r2dp_parametric import optimize_family\n"
-        "from dpopt.mechanisms.staircase import StaircaseNoise, l1_optimal_g, l2_optimal_g\n"
-        "from dpopt.privacy.noise_metrics import (R2DPNoise, laplace_noise, kl_divergence, mallows_distance,\n"
+        "from dpopt.mechanisms.staircase import l1_optimal_g, l2_optimal_g\n"
+        "from dpopt.noise.staircase import StaircaseNoise\n"
+        "from dpopt.noise.prior_metrics import (R2DPNoise, laplace_noise, kl_divergence, mallows_distance,\n"
         "                                           kl_divergence_monte_carlo, mallows_monte_carlo)"
     ),
     new_markdown_cell(

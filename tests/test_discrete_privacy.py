@@ -26,11 +26,8 @@ import dpopt
 from dpopt.mechanisms.base import IDEALIZED_NUMERICS
 from dpopt.mechanisms.discrete_gaussian import DiscreteGaussianMechanism, discrete_gaussian_privacy_check
 from dpopt.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
-from dpopt.privacy.discrete_gaussian import (
-    discrete_gaussian_delta,
-    discrete_gaussian_delta_mp,
-    discrete_gaussian_moments,
-)
+from dpopt.noise.discrete_gaussian import discrete_gaussian_moments
+from dpopt.privacy.discrete_gaussian import discrete_gaussian_delta, discrete_gaussian_delta_mp
 from dpopt.privacy.zcdp import zcdp_delta_cks
 
 COUNT = {

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpopt.mechanisms.discrete_gaussian import sample_discrete_gaussian
-from dpopt.mechanisms.discrete_laplace import bernoulli_exp, sample_discrete_laplace
 from dpopt.mechanisms.integer_noise import dyadic_ceil
+from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
+from dpopt.noise.discrete_laplace import bernoulli_exp, sample_discrete_laplace
 
 N = 200_000
 CHI2_LEVEL = 1e-6

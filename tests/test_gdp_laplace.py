@@ -14,6 +14,7 @@ from conftest import make_spec
 from scipy import special
 
 import dpopt
+from dpopt.privacy.gdp_check import gdp_margin, mu_of_tradeoff
 from dpopt.privacy.laplace_gdp import (
     _piece2_gap,
     contingency_laplace_scale,
@@ -28,7 +29,7 @@ from dpopt.privacy.laplace_gdp import (
     mu_laplace_tight,
     mu_universal,
 )
-from dpopt.privacy.tradeoff import contingency_laplace_tradeoff, gdp_margin, mu_of_tradeoff
+from dpopt.privacy.tradeoff import contingency_laplace_tradeoff
 
 
 def test_conversions_digest_values():

@@ -24,9 +24,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core", "rng"),  # Check, directed rounding, bisection; the CSPRNG
     ("spec",),  # pydantic models, loading, validation
     ("domain",),  # record domains, compiled queries, workloads
-    ("geometry", "noise"),  # norm balls and polytopes; noise laws without privacy
+    ("geometry", "noise"),  # norm balls and polytopes; noise laws (densities, samplers, moments), no privacy
     ("sensitivity",),  # sensitivity spaces, Semi-DP neighbourhoods
-    ("privacy",),  # accounting, conversions, PLDs, noise laws and metrics, Gaussian calibration
+    ("privacy",),  # accounting, conversions, PLDs, trade-offs, Gaussian calibration
     ("stats",),  # confidence regions, test power, random-data designs
     ("optimize",),  # calibrators and convex programs the families design with
     ("mechanisms",),  # the families

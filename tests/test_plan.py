@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from dpopt.errors import SpecError, UnsupportedSpecError
+from dpopt.noise.laplace import LaplaceMarginal
 from dpopt.plan import load_plan, solve_plan, verify_plan
 from dpopt.plan.allocate import allocate, closed_form_shares, convex_shares, model_objective
 from dpopt.plan.compose import dominating_pair
-from dpopt.privacy.noise_law import LaplaceMarginal
 from dpopt.privacy.pld import marginal_pld, product_pld
 
 

@@ -23,7 +23,7 @@ from dpopt.postprocess import consistent_table, spec_structure, table_structure
 from dpopt.postprocess.least_squares import grouped_sum_projection, metric, weighted_least_squares
 from dpopt.postprocess.nonnegative import grouped_simplex_projection, nonnegative_least_squares
 from dpopt.postprocess.rounding import round_grouped, round_integer_program, round_two_way
-from dpopt.report.document import render_markdown
+from dpopt.report.render import render_markdown
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import Postprocess
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from dpopt.privacy.second_folds import (
+from dpopt.noise.second_folds import (
     DiscreteFold,
     GammaFold,
     NoncentralChi2Fold,

@@ -11,8 +11,8 @@ import pytest
 
 import dpopt
 from dpopt.cli import main
+from dpopt.noise.second_folds import fold_from_parameters
 from dpopt.privacy.r2dp import r2dp_epsilon_mp
-from dpopt.privacy.second_folds import fold_from_parameters
 
 
 def _spec(**overrides):

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from dpopt.mechanisms.staircase import StaircaseNoise
-from dpopt.privacy.noise_metrics import (
+from dpopt.noise.prior_metrics import (
     R2DPNoise,
     abs_moment_monte_carlo,
     kl_costs,
@@ -25,7 +24,8 @@ from dpopt.privacy.noise_metrics import (
     usefulness,
     usefulness_monte_carlo,
 )
-from dpopt.privacy.second_folds import DiscreteFold, GammaFold, SumFold, UniformFold
+from dpopt.noise.second_folds import DiscreteFold, GammaFold, SumFold, UniformFold
+from dpopt.noise.staircase import StaircaseNoise
 
 NOISES = {
     "laplace": laplace_noise(0.7),

@@ -7,7 +7,8 @@ import math
 import pytest
 from scipy import optimize
 
-from dpopt.mechanisms.staircase import StaircaseNoise, l1_optimal_g, l2_optimal_g
+from dpopt.mechanisms.staircase import l1_optimal_g, l2_optimal_g
+from dpopt.noise.staircase import StaircaseNoise
 from dpopt.optimize.r2dp_lp import laplace_optimality, optimize_mixture
 from dpopt.optimize.r2dp_objectives import l1_objective, l2_objective, usefulness_objective
 from dpopt.optimize.r2dp_parametric import FAMILIES, optimize_family

@@ -8,15 +8,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from dpopt.privacy.r2dp import (
-    density_ratio_sup,
-    pattern_epsilon_mp,
-    r2dp_epsilon,
-    r2dp_epsilon_mp,
-    rate_scale_for_epsilon,
-    usefulness_gain_possible,
-)
-from dpopt.privacy.second_folds import (
+from dpopt.noise.second_folds import (
     DiscreteFold,
     GammaFold,
     NoncentralChi2Fold,
@@ -24,6 +16,14 @@ from dpopt.privacy.second_folds import (
     SumFold,
     TruncatedNormalFold,
     UniformFold,
+)
+from dpopt.privacy.r2dp import (
+    density_ratio_sup,
+    pattern_epsilon_mp,
+    r2dp_epsilon,
+    r2dp_epsilon_mp,
+    rate_scale_for_epsilon,
+    usefulness_gain_possible,
 )
 from dpopt.sensitivity.patterns import ShiftPattern
 

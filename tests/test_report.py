@@ -18,14 +18,9 @@ from solved_specs import SPECS, solved
 
 import dpopt
 from dpopt.cli import main
-from dpopt.report.document import (
-    Report,
-    build_report,
-    render_html,
-    render_markdown,
-    spec_in_words,
-    write_report,
-)
+from dpopt.report.document import Report, build_report
+from dpopt.report.render import render_html, render_markdown, write_report
+from dpopt.report.words import spec_in_words
 
 PNG = b"\x89PNG\r\n\x1a\n"
 HEADINGS = ["What is released", "The guarantee", "Sensitivity space", "Mechanism", "Candidates compared",

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 from solved_specs import SPECS, solved
 
-from dpopt.report.document import build_report, render_html
+from dpopt.report.document import build_report
+from dpopt.report.render import render_html
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)

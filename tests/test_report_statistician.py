@@ -26,8 +26,9 @@ from solved_specs import SPECS, solved
 import dpopt
 from dpopt.cli import main
 from dpopt.report import data as report_data
-from dpopt.report.document import build_report, render_markdown
+from dpopt.report.document import build_report
 from dpopt.report.reading import epsilon_by_delta, human
+from dpopt.report.render import render_markdown
 from dpopt.sensitivity.derive import derive
 
 

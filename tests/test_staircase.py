@@ -12,12 +12,12 @@ from scipy import integrate, optimize, stats
 import dpopt
 from dpopt.mechanisms.staircase import (
     StaircaseMechanism,
-    StaircaseNoise,
     l1_optimal_g,
     l2_optimal_g,
     steps_per_shift,
     usefulness_optimal_g,
 )
+from dpopt.noise.staircase import StaircaseNoise
 from dpopt.sensitivity.patterns import shift_pattern
 
 

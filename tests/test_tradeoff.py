@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import optimize, special
 
+from dpopt.privacy.gdp_check import certified_mu, gdp_margin, mu_of_tradeoff
 from dpopt.privacy.laplace_gdp import eps_laplace_tight, eps_universal, mu_laplace_tight, mu_universal
 from dpopt.privacy.tradeoff import (
     SPECIFICITY,
@@ -23,12 +24,9 @@ from dpopt.privacy.tradeoff import (
     Laplace2DTradeOff,
     LaplaceTradeOff,
     PureDPTradeOff,
-    certified_mu,
     contingency_laplace_tradeoff,
-    gdp_margin,
     group_privacy,
     laplace_tradeoff,
-    mu_of_tradeoff,
 )
 
 GRID = np.linspace(0.0, 1.0, 20001)

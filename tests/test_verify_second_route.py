@@ -34,14 +34,12 @@ from dpopt.cli import main
 from dpopt.mechanisms import registry
 from dpopt.mechanisms.k_norm import KNormMechanism
 from dpopt.mechanisms.laplace import LaplaceMechanism
+from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
+from dpopt.noise.discrete_laplace import DiscreteLaplaceMarginal
+from dpopt.noise.gaussian import GaussianMarginal
+from dpopt.noise.laplace import LaplaceMarginal
+from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.privacy.gaussian import gaussian_delta
-from dpopt.privacy.noise_law import (
-    DiscreteGaussianMarginal,
-    DiscreteLaplaceMarginal,
-    GaussianMarginal,
-    LaplaceMarginal,
-    NoiseObjectMarginal,
-)
 from dpopt.privacy.pld import marginal_pld, product_pld, profile_tradeoff
 from dpopt.privacy.tradeoff import contingency_laplace_tradeoff
 from dpopt.spec.models import Privacy

@@ -43,6 +43,12 @@ from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 
+AUDIT_DRAWS = 200_000
+"""Draws per dataset and pair of an audit, unless asked otherwise."""
+
+AUDIT_SEED = 20261122
+"""The seed of an audit's draws: an audit is a reproducible test, not a release."""
+
 AUDIT_DELTA_FOR_ZCDP = 1e-6
 
 
@@ -198,8 +204,8 @@ def audit_mechanism(
     mechanism: Mechanism,
     space: SensitivitySpace,
     privacy: Privacy,
-    draws: int = 200_000,
-    seed: int = 20261122,
+    draws: int = AUDIT_DRAWS,
+    seed: int = AUDIT_SEED,
     confidence: float = 0.95,
     pairs: int = 3,
     answer=None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dpopt.audit.empirical import AuditResult, audit_answer, audit_mechanism
+from dpopt.audit.empirical import AUDIT_DRAWS, AUDIT_SEED, AuditResult, audit_answer, audit_mechanism
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.verify import rebuild_mechanism
 from dpopt.sensitivity.derive import derive
@@ -12,7 +12,7 @@ from dpopt.solve import Solution, solve
 from dpopt.spec.load import load_spec, read_document
 
 
-def audit(source: Solution | Certificate | str | Path, draws: int = 200_000, seed: int = 20261122) -> AuditResult:
+def audit(source: Solution | Certificate | str | Path, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> AuditResult:
     """Empirically audit the mechanism of a solution, a certificate file or a spec.
 
     A certificate is audited as written: its spec is re-derived and its mechanism rebuilt
@@ -24,9 +24,7 @@ def audit(source: Solution | Certificate | str | Path, draws: int = 200_000, see
         if isinstance(source, Certificate):
             cert = source
         else:
-            document = read_document(source)
-            is_cert = isinstance(document, dict) and "spec_sha256" in document
-            cert = Certificate.from_dict(document, str(source)) if is_cert else None
+            cert = Certificate.from_document(read_document(source), str(source))
             if cert is None:
                 return audit(solve(source), draws=draws, seed=seed)
         spec = load_spec(cert["spec"])

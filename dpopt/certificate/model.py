@@ -106,3 +106,11 @@ class Certificate:
         if missing:
             raise CertificateError(f"{source} is not a dpopt certificate (missing {', '.join(missing)})")
         return cls(data)
+
+    @classmethod
+    def from_document(cls, document: Any, source: str = "certificate") -> "Certificate | None":
+        """The certificate a parsed spec-or-certificate file holds, or None for a spec (a certificate
+        records its spec's SHA-256; a spec does not)."""
+        if isinstance(document, dict) and "spec_sha256" in document:
+            return cls.from_dict(document, source)
+        return None

@@ -29,7 +29,7 @@ import numpy as np
 from scipy import optimize, special
 
 from dpopt.mechanisms import Mechanism
-from dpopt.privacy.noise_law import PostProcessedLaw, ProductLaw
+from dpopt.noise.law import PostProcessedLaw, ProductLaw
 
 LEVEL = 0.95
 Z_975 = float(special.ndtri(0.975))  # 1.959963984540054

@@ -2,7 +2,7 @@ r"""A second route to a certificate's privacy and cost claims, from the noise la
 
 The family's own ``privacy_checks`` evaluate its closed forms. This module re-derives the
 same claims without them, from the law of the noise the mechanism emits
-(:meth:`Mechanism.noise_law`, stated by each family, :mod:`dpopt.privacy.noise_law`):
+(:meth:`Mechanism.noise_law`, stated by each family, :mod:`dpopt.noise.law`):
 
 ``privacy.second_route``
     For every neighbouring difference v the spec implies (the listed vectors of the
@@ -52,8 +52,9 @@ from dpopt.core.checks import Check
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.mechanisms import Mechanism
+from dpopt.noise.gaussian import GaussianMarginal
+from dpopt.noise.law import GaugeLaw, PostProcessedLaw, ProductLaw
 from dpopt.privacy.gaussian import gaussian_epsilon, gaussian_log_delta, gaussian_mu
-from dpopt.privacy.noise_law import GaugeLaw, GaussianMarginal, PostProcessedLaw, ProductLaw
 from dpopt.privacy.pld import DEFAULT_STEP, PLDBracket, marginal_pld, product_pld, profile_tradeoff
 from dpopt.privacy.tradeoff import PureDPTradeOff
 from dpopt.sensitivity.space import SensitivitySpace
@@ -243,13 +244,6 @@ class Pattern:
     shifts: np.ndarray
 
 
-def _listed(space: SensitivitySpace) -> np.ndarray | None:
-    try:
-        return np.atleast_2d(np.asarray(space.vectors(), dtype=float))
-    except ValueError:
-        return None
-
-
 def _patterns(law: ProductLaw, vectors: np.ndarray) -> tuple[list[Pattern], str]:
     """The shift patterns to check, and the reduction applied (see the module docstring)."""
     w, _ = law.coordinates(vectors)
@@ -316,7 +310,7 @@ def privacy_claim(law, space: SensitivitySpace, privacy: Privacy) -> Check:
     if isinstance(law, PostProcessedLaw):
         prefix = f"post-processing ({law.operation}) of a release with noise {law.inner.description}; "
         law = law.inner
-    vectors = _listed(space)
+    vectors = space.listed()
     if isinstance(law, GaugeLaw):
         return _gauge_claim(law, space, vectors, privacy, prefix)
     if not isinstance(law, ProductLaw):
@@ -523,7 +517,7 @@ def mechanism_tradeoff(law, space: SensitivitySpace, alpha: np.ndarray) -> tuple
     """
     if isinstance(law, PostProcessedLaw):
         law = law.inner
-    vectors = _listed(space)
+    vectors = space.listed()
     if vectors is None:
         return None
     if isinstance(law, GaugeLaw):

@@ -181,7 +181,7 @@ class Mechanism(ABC):
         return {}
 
     def noise_law(self):
-        """The law of the emitted noise (:mod:`dpopt.privacy.noise_law`), or None.
+        """The law of the emitted noise (:mod:`dpopt.noise.law`), or None.
 
         ``dpopt verify`` analyses it by a second route, independent of
         :meth:`privacy_checks` (:mod:`dpopt.certificate.second_route`); the audit uses its

@@ -15,14 +15,9 @@ Privacy (:mod:`dpopt.privacy.discrete_gaussian`):
   guarantee is converted by the CKS bound (Prop. 12; :mod:`dpopt.privacy.zcdp`), checked
   in 60 digits at one order α (every α > 1 gives a valid bound), which spends more noise.
 
-Sampling is CKS Algorithm 3: with t = ⌊σ⌋ + 1, draw Y from the discrete Laplace of
-scale t and accept it with probability exp(−(|Y| − σ²/t)²/(2σ²)); the product of the two
-is proportional to exp(−Y²/(2σ²)). Everything is integer arithmetic on uniform integers.
-The parameter range (σ² ≤ 2^30, numerator < 2^31, denominator ≤ 2^30) keeps every
-product within int64 except |Y| beyond ≈ 2^31/(tq) (probability below e^{−2000} for
-σ ≥ 1), which is handled with Python integers; the number of exp(−1) trials of those
-rare proposals is capped at 2^62 (the capped and exact samplers differ only if 2^62
-consecutive Bernoulli(1/e) trials succeed).
+Sampling is CKS Algorithm 3 in integer arithmetic (:mod:`dpopt.noise.discrete_gaussian`,
+which also holds the law's moments); the parameter range σ² ≤ 2^30, numerator < 2^31,
+denominator ≤ 2^30 is the sampler's int64 range.
 
 References
 ----------
@@ -43,7 +38,6 @@ from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
-from dpopt.mechanisms.discrete_laplace import bernoulli_exp_split, sample_discrete_laplace
 from dpopt.mechanisms.integer_noise import (
     EXACT_SAMPLER_NOTE,
     IntegerNoiseMechanism,
@@ -51,48 +45,25 @@ from dpopt.mechanisms.integer_noise import (
     is_integer_valued,
     move_patterns,
 )
+from dpopt.noise.discrete_gaussian import (
+    DiscreteGaussianMarginal,
+    discrete_gaussian_moments,
+    sample_discrete_gaussian,
+)
+from dpopt.noise.law import ProductLaw
 from dpopt.privacy.discrete_gaussian import (
     MOVE_MP_BUDGET,
     discrete_gaussian_delta_mp,
-    discrete_gaussian_moments,
     discrete_gaussian_move_delta,
     discrete_gaussian_move_delta_mp,
     move_mp_cost,
 )
 from dpopt.privacy.gaussian import gaussian_mu
-from dpopt.privacy.noise_law import DiscreteGaussianMarginal, ProductLaw
 from dpopt.privacy.zcdp import zcdp_delta_cks, zcdp_delta_cks_mp, zcdp_epsilon_cks
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 
 MAX_SIGMA2 = Fraction(2**30)
-_CAP = 2**62
-
-
-def sample_discrete_gaussian(rng: np.random.Generator, p: int, q: int, size: int) -> np.ndarray:
-    """``size`` exact draws of N_Z(0, p/q) (CKS Algorithm 3); q a power of two ≤ 2^30, p < 2^31."""
-    t = math.isqrt(p // q) + 1  # ⌊σ⌋ + 1
-    den = 2 * p * q * t * t  # γ = (|Y| t q − p)² / den
-    if den >= 2**62:
-        raise ValueError(f"σ² = {p}/{q} is outside the exact sampler's int64 range")
-    safe = 2**31 // (t * q)  # |Y| ≤ safe ⇒ | |Y| t q − p | < 2^31 ⇒ its square fits in int64
-    out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
-    while pending.size:
-        y = sample_discrete_laplace(rng, t, 1, pending.size)
-        magnitude = np.abs(y)
-        whole = np.empty(y.size, dtype=np.int64)
-        frac = np.empty(y.size, dtype=np.int64)
-        small = magnitude <= safe
-        a = magnitude[small] * (t * q) - p
-        whole[small], frac[small] = np.divmod(a * a, den)
-        for i in np.flatnonzero(~small):  # exact Python integers for far-tail proposals
-            w, f = divmod((int(magnitude[i]) * t * q - p) ** 2, den)
-            whole[i], frac[i] = min(w, _CAP), f
-        accept = bernoulli_exp_split(rng, whole, frac, den)
-        out[pending[accept]] = y[accept]
-        pending = pending[~accept]
-    return out
 
 
 def _exact_patterns(space: SensitivitySpace, sigma2: float) -> list[tuple[int, ...]] | None:
@@ -248,7 +219,7 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
         return {"sigma": math.sqrt(self.sigma2), "sigma_squared_exact": str(self.sigma2)}
 
     def noise_law(self) -> ProductLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         return ProductLaw.iid(DiscreteGaussianMarginal(float(self.sigma2)), self.dimension,
                               f"discrete Gaussian N_Z(0, σ²)^d, σ² = {self.sigma2}")
 

@@ -14,10 +14,8 @@ Steinke 2016, Prop. 1.4) as the fallback (differences not listed, or ρ too smal
 interval bounds).
 
 The scale is a dyadic rational b = p/2^k and every draw is made in integer arithmetic
-from uniform integers (no floating point): Algorithm 1 of CKS for Bernoulli(exp(−γ)),
-γ rational, and Algorithm 2 for the discrete Laplace. The samplers are vectorized over
-draws (numpy int64, each draw its own rejection loop); their parameters are limited so
-that no intermediate value can overflow int64.
+from uniform integers by the exact sampler of :mod:`dpopt.noise.discrete_laplace` (CKS
+Algorithms 1 and 2), which also holds the law's moments.
 
 References
 ----------
@@ -45,6 +43,12 @@ from dpopt.mechanisms.integer_noise import (
     move_patterns,
 )
 from dpopt.mechanisms.laplace import SCALE_MONOTONE_METRICS, epsilon_dp_check
+from dpopt.noise.discrete_laplace import (
+    DiscreteLaplaceMarginal,
+    discrete_laplace_moments,
+    sample_discrete_laplace,
+)
+from dpopt.noise.law import ProductLaw
 from dpopt.privacy.discrete_laplace import (
     discrete_laplace_delta,
     discrete_laplace_delta_mp,
@@ -52,103 +56,10 @@ from dpopt.privacy.discrete_laplace import (
     discrete_laplace_renyi,
     discrete_laplace_zcdp_holds,
 )
-from dpopt.privacy.noise_law import DiscreteLaplaceMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 
 MAX_SCALE = Fraction(2**40)
-
-
-# ----------------------------------------------------------------- exact samplers
-def _bernoulli_exp_unit(rng: np.random.Generator, num: np.ndarray, den: int) -> np.ndarray:
-    """Bernoulli(exp(−num/den)) for an int64 array 0 ≤ num ≤ den (CKS Algorithm 1).
-
-    K ← 1; repeat A ~ Bernoulli(γ/K), K ← K + 1 while A = 1; return [K odd], since
-    P(K > k) = γ^k/k! gives P(K odd) = Σ_j (−γ)^j/j! = e^{−γ}. All draws still running
-    share the same K, so Bernoulli(num/(den·K)) is one uniform integer below den·K
-    (or Bernoulli(num/den) · Bernoulli(1/K) when den·K would leave int64).
-    """
-    out = np.zeros(num.shape, dtype=bool)
-    live = np.arange(num.size)
-    values = num
-    k = 1
-    while live.size:
-        if den * k < 2**62:
-            accept = rng.integers(0, den * k, size=live.size, dtype=np.int64) < values
-        else:
-            accept = rng.integers(0, den, size=live.size, dtype=np.int64) < values
-            accept &= rng.integers(0, k, size=live.size, dtype=np.int64) == 0
-        if k % 2 == 1:
-            out[live[~accept]] = True
-        live, values = live[accept], values[accept]
-        k += 1
-    return out
-
-
-def _survive_unit_trials(rng: np.random.Generator, count: np.ndarray) -> np.ndarray:
-    """True with probability e^{−count}: ``count`` Bernoulli(exp(−1)) trials all succeed (stops early)."""
-    ok = np.ones(count.shape, dtype=bool)
-    left = count.astype(np.int64, copy=True)
-    live = np.flatnonzero(left > 0)
-    while live.size:
-        success = _bernoulli_exp_unit(rng, np.ones(live.size, dtype=np.int64), 1)
-        ok[live[~success]] = False
-        left[live] -= 1
-        live = live[success & (left[live] > 0)]
-    return ok
-
-
-def bernoulli_exp_split(
-    rng: np.random.Generator, whole: np.ndarray, frac: np.ndarray, den: int
-) -> np.ndarray:
-    """Bernoulli(exp(−γ)) for γ = whole + frac/den (int64 arrays, 0 ≤ frac < den < 2^62), exactly.
-
-    exp(−γ) = exp(−1)^whole · exp(−frac/den) (CKS Algorithm 1, γ > 1 case).
-    """
-    ok = _survive_unit_trials(rng, whole)
-    idx = np.flatnonzero(ok)
-    ok[idx] = _bernoulli_exp_unit(rng, frac[idx], den)
-    return ok
-
-
-def bernoulli_exp(rng: np.random.Generator, num: np.ndarray, den: int) -> np.ndarray:
-    """Bernoulli(exp(−num/den)) for an int64 array num ≥ 0 and an integer 1 ≤ den < 2^62, exactly."""
-    whole, frac = np.divmod(np.asarray(num, dtype=np.int64), den)
-    return bernoulli_exp_split(rng, whole, frac, den)
-
-
-def _unit_successes(rng: np.random.Generator, size: int) -> np.ndarray:
-    """Number of Bernoulli(exp(−1)) successes before the first failure: Geometric, P(V ≥ v) = e^{−v}."""
-    v = np.zeros(size, dtype=np.int64)
-    live = np.arange(size)
-    while live.size:
-        live = live[_bernoulli_exp_unit(rng, np.ones(live.size, dtype=np.int64), 1)]
-        v[live] += 1
-    return v
-
-
-def sample_discrete_laplace(rng: np.random.Generator, t: int, s: int, size: int) -> np.ndarray:
-    """``size`` exact draws of the discrete Laplace of scale t/s (integers t, s ≥ 1; CKS Algorithm 2).
-
-    U ~ Uniform{0..t−1} kept with probability e^{−U/t}; V ~ Geometric(1 − e^{−1});
-    X = U + tV is Geometric(1 − e^{−1/t}); Y = ⌊X/s⌋ is Geometric(1 − e^{−s/t}); a fair
-    sign, rejecting −0, gives P[Z = z] ∝ e^{−|z|s/t}.
-    """
-    if not (1 <= t < 2**62 and 1 <= s < 2**62):
-        raise ValueError(f"discrete Laplace needs integers 1 ≤ t, s < 2^62 (got t={t}, s={s})")
-    out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
-    while pending.size:
-        u = rng.integers(0, t, size=pending.size, dtype=np.int64)
-        kept = bernoulli_exp(rng, u, t)
-        rejected = pending[~kept]
-        idx, u = pending[kept], u[kept]
-        y = (u + t * _unit_successes(rng, idx.size)) // s
-        negative = rng.integers(0, 2, size=idx.size, dtype=np.int64)
-        good = ~((negative == 1) & (y == 0))
-        out[idx[good]] = ((1 - 2 * negative) * y)[good]
-        pending = np.concatenate([rejected, idx[~good]])
-    return out
 
 
 # ----------------------------------------------------------------------- privacy
@@ -317,7 +228,7 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         return {"scale": float(self.scale), "scale_exact": str(self.scale)}
 
     def noise_law(self) -> ProductLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         return ProductLaw.iid(DiscreteLaplaceMarginal(float(self.scale)), self.dimension,
                               f"discrete Laplace^d, scale {self.scale}")
 
@@ -344,19 +255,9 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
             EXACT_SAMPLER_NOTE.format(algorithm=f"Algorithms 1–2, discrete Laplace of scale {self.scale}")
         ]
 
-    # r = e^{-1/b}; E|Y| = 2r/(1−r²); E Y² = 2r/(1−r)²; E Y⁴ = 2r(1 + 11r + 11r² + r³)/((1+r)(1−r)⁴)
-    # (Σ_k k^j r^k with the Eulerian numbers of order j); P(|Y| > m) = 2r^{m+1}/(1+r)
-    def _ratio(self) -> tuple[float, float]:
-        x = -1.0 / float(self.scale)
-        return math.exp(x), -math.expm1(x)
-
     def _abs_moments(self) -> tuple[float, float, float]:
-        r, one_minus_r = self._ratio()
-        m1 = 2.0 * r / (one_minus_r * (1.0 + r))
-        m2 = 2.0 * r / one_minus_r**2
-        m4 = 2.0 * r * (1.0 + 11.0 * r + 11.0 * r * r + r**3) / ((1.0 + r) * one_minus_r**4)
-        return m1, m2, m4
+        m = discrete_laplace_moments(float(self.scale))
+        return m["mean_abs"], m["second_moment"], m["fourth_moment"]
 
     def _usefulness(self, gamma: float) -> float:
-        r, _ = self._ratio()
-        return 1.0 - 2.0 * r ** (math.floor(gamma) + 1) / (1.0 + r)
+        return discrete_laplace_moments(float(self.scale), gamma)["within"]

@@ -19,9 +19,10 @@ from scipy import special
 
 from dpopt.core.checks import Check
 from dpopt.mechanisms.base import Mechanism
+from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
+from dpopt.noise.law import ProductLaw
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
-from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import FullSpace, Subspace
 from dpopt.spec.models import Privacy, Spec
@@ -93,12 +94,10 @@ class GaussianMechanism(Mechanism):
         return self.sigma**2 * float(np.sum(workload**2))
 
     def _expected_l1(self) -> float:
-        return float(math.sqrt(2.0 / math.pi) * np.sum(np.sqrt(self._covariance_diagonal())))
+        return expected_l1(np.sqrt(self._covariance_diagonal()))
 
     def _usefulness(self, gamma: float) -> float:
-        sd = np.sqrt(self._covariance_diagonal())
-        with np.errstate(divide="ignore"):
-            return float(np.mean(np.where(sd > 0, special.erf(gamma / (np.sqrt(2.0) * sd)), 1.0)))
+        return mean_usefulness(np.sqrt(self._covariance_diagonal()), gamma)
 
     def _max_variance(self) -> float:
         return float(self._covariance_diagonal().max())

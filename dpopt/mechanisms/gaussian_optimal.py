@@ -41,10 +41,11 @@ from dpopt.core.rounding import nudge_until
 from dpopt.domain.queries import CountingQuery, compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
+from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
+from dpopt.noise.law import ProductLaw
 from dpopt.optimize.covariance import OBJECTIVES, Objective, optimal_covariance, target_mu
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check
-from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
@@ -274,7 +275,7 @@ class GaussianOptimalMechanism(Mechanism):
         return {"covariance": self.covariance.tolist(), "rank": self.rank, "design": self.design_info}
 
     def noise_law(self) -> ProductLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         w, q = np.linalg.eigh(np.asarray(self.covariance, dtype=float))
         keep = w > _EIGEN_RTOL * w.max()
         return ProductLaw(tuple(GaussianMarginal(float(np.sqrt(x))) for x in w[keep]), self.dimension, q[:, keep], None,
@@ -336,12 +337,10 @@ class GaussianOptimalMechanism(Mechanism):
         return np.maximum(np.diag(self.covariance), 0.0)
 
     def _expected_l1(self) -> float:
-        return float(math.sqrt(2.0 / math.pi) * np.sum(np.sqrt(self._variances())))
+        return expected_l1(np.sqrt(self._variances()))
 
     def _usefulness(self, gamma: float) -> float:
-        sd = np.sqrt(self._variances())
-        with np.errstate(divide="ignore"):
-            return float(np.mean(np.where(sd > 0, special.erf(gamma / (np.sqrt(2.0) * sd)), 1.0)))
+        return mean_usefulness(np.sqrt(self._variances()), gamma)
 
     def _max_variance(self) -> float:
         return float(self._variances().max())

@@ -47,8 +47,9 @@ from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpe
 from dpopt.mechanisms.base import Mechanism, better
 from dpopt.mechanisms.laplace import SCALE_MONOTONE_METRICS
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
+from dpopt.noise.law import ProductLaw
+from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
-from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
 from dpopt.privacy.pdp import (
     PDP_CAVEAT,
     gaussian_pdp_bound_mp,
@@ -516,7 +517,7 @@ class GeneralizedGaussianMechanism(Mechanism):
         return np.clip(self.noise.sample(rng, (size, self.dimension)), lo, hi)
 
     def noise_law(self) -> ProductLaw | str:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         if self.variant != "unbounded":
             return (f"the {self.variant} generalized Gaussian's noise depends on the true answer (it is not "
                     "additive noise independent of the data)")

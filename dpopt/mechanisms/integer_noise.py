@@ -68,9 +68,8 @@ def move_patterns(space: SensitivitySpace) -> list[tuple[int, ...]] | None:
     of the neighbouring differences; None if S is not listed or a difference is not an integer vector."""
     if not space.complete:
         return None
-    try:
-        vectors = space.vectors()
-    except ValueError:
+    vectors = space.listed()
+    if vectors is None:
         return None
     vectors = vectors[np.any(vectors != 0, axis=1)]
     if vectors.size == 0:

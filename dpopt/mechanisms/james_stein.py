@@ -46,8 +46,9 @@ from scipy import linalg, special
 from dpopt.core.checks import Check
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
+from dpopt.noise.gaussian import GaussianMarginal
+from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
-from dpopt.privacy.noise_law import GaussianMarginal, PostProcessedLaw, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import SumZeroSpace
 from dpopt.spec.models import Privacy, Spec, Utility
@@ -211,7 +212,7 @@ class JamesSteinMechanism(Mechanism):
 
     # --------------------------------------------------------------- sampling
     def noise_law(self) -> PostProcessedLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         basis = None if self.basis is None else np.asarray(self.basis, dtype=float)
         k = self.dimension if basis is None else basis.shape[1]
         stage = ProductLaw((GaussianMarginal(self.sigma),) * k, self.dimension, basis, None,

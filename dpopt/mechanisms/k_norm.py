@@ -61,7 +61,7 @@ from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
-from dpopt.privacy.noise_law import GaugeLaw
+from dpopt.noise.law import GaugeLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 
@@ -70,14 +70,6 @@ HULL_BUDGET_SECONDS = 20.0
 
 _BALL_MARGIN = 1e-9
 """Relative margin added to a fallback ball's radius: float rounding in Bᵀv is ~1e-15."""
-
-
-def listed_vectors(space: SensitivitySpace) -> np.ndarray | None:
-    """The listed vectors of S (hull generators), or None when S is too large to list."""
-    try:
-        return np.atleast_2d(np.asarray(space.vectors(), dtype=float))
-    except ValueError:
-        return None
 
 
 # ---------------------------------------------------------------------------- bodies
@@ -147,7 +139,7 @@ class HullBody:
         λ = e_v; for the others HiGHS gives λ, whose support is re-solved in rational
         arithmetic and accepted only if Σλ_J w_J = v holds exactly with λ_J ≥ 0.
         """
-        vectors = listed_vectors(space)
+        vectors = space.listed()
         if vectors is None:
             return Fraction(0), Check("k_norm.sensitivity", "LP over the vertices of K", False,
                                       "the sensitivity space cannot be listed")
@@ -350,7 +342,7 @@ class KNormMechanism(Mechanism):
         self.rank = body.rank
         self.dimension = space.dimension
         self.fallback_reason = fallback_reason
-        self._vectors = body.vectors if isinstance(body, HullBody) else listed_vectors(space)
+        self._vectors = body.vectors if isinstance(body, HullBody) else space.listed()
         self._basis = None if isinstance(body, HullBody) else body.basis
 
     # ------------------------------------------------------------------ facts
@@ -370,7 +362,7 @@ class KNormMechanism(Mechanism):
             If no fallback ball can be built.
         """
         epsilon = spec.privacy.parameters["epsilon"]
-        vectors = listed_vectors(space)
+        vectors = space.listed()
         basis = space.span.basis()
         if vectors is not None:
             try:
@@ -393,7 +385,7 @@ class KNormMechanism(Mechanism):
         kind = parameters["norm_ball"]
         basis = space.span.basis()
         if kind == "hull":
-            vectors = listed_vectors(space)
+            vectors = space.listed()
             if vectors is None:
                 raise ValueError("the certificate's K is Hull(S), but S cannot be listed")
             body = HullBody(vectors, basis, None)
@@ -416,7 +408,7 @@ class KNormMechanism(Mechanism):
         return rng.gamma(self.rank + 1, 1.0 / self.epsilon, size=size)
 
     def noise_law(self) -> GaugeLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         body = self.body
         return GaugeLaw(self.epsilon, body.gauge, np.asarray(body.basis, dtype=float), self.dimension,
                         f"density ∝ exp(−ε‖z‖_K) on the {self.rank}-dimensional span, K = {body.kind}")

@@ -25,6 +25,8 @@ from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
+from dpopt.noise.laplace import LaplaceMarginal
+from dpopt.noise.law import ProductLaw
 from dpopt.privacy.laplace import (
     laplace_delta_mp,
     laplace_epsilon,
@@ -36,7 +38,6 @@ from dpopt.privacy.laplace import (
     laplace_zcdp_rho,
 )
 from dpopt.privacy.laplace_gdp import LaplaceGDPRoute, laplace_gdp_route
-from dpopt.privacy.noise_law import LaplaceMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 
@@ -51,7 +52,7 @@ def laplace_privacy_check(
     (or the exact rational ε²/2 ≤ ρ). gdp: the route of
     :func:`~dpopt.privacy.laplace_gdp.laplace_gdp_route` for ``space`` (the universal
     conversion when no space is given), checked in 60-digit arithmetic or by the
-    certified branch and bound of :func:`~dpopt.privacy.tradeoff.gdp_margin`.
+    certified branch and bound of :func:`~dpopt.privacy.gdp_check.gdp_margin`.
     """
     eps = laplace_epsilon(l1, scale)
     definition, p = privacy.definition, privacy.parameters

@@ -35,6 +35,8 @@ from scipy import special
 
 from dpopt.core.checks import Check
 from dpopt.mechanisms.base import Mechanism
+from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
+from dpopt.noise.law import ProductLaw
 from dpopt.optimize.query_scaling import (
     OBJECTIVES,
     adjust_query,
@@ -46,7 +48,6 @@ from dpopt.optimize.query_scaling import (
 )
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
-from dpopt.privacy.noise_law import GaussianMarginal, ProductLaw
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 from dpopt.stats.inference import region_importance_weights
@@ -95,9 +96,8 @@ class QueryScalingMechanism(Mechanism):
                 "the sensitivity span is not a coordinate subspace, so a diagonal scaling would add noise "
                 "to a direction that never changes (use projected_gaussian or gaussian_optimal)"
             )
-        try:
-            vectors = space.vectors()
-        except ValueError:
+        vectors = space.listed()
+        if vectors is None:
             return "the sensitivity space is too large to list the generators of its hull"
         changing = (np.asarray(vectors) != 0).any(axis=0)
         if int(changing.sum()) != space.rank:
@@ -149,7 +149,7 @@ class QueryScalingMechanism(Mechanism):
             return np.where(np.isinf(self.xi), 0.0, self.sigma**2 / self.xi)
 
     def noise_law(self) -> ProductLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         xi = np.asarray(self.xi, dtype=float)
         noisy = np.flatnonzero(np.isfinite(xi) & (xi > 0))
         basis = np.zeros((self.dimension, noisy.size))
@@ -246,12 +246,10 @@ class QueryScalingMechanism(Mechanism):
         return float(np.sum(np.where(w > 0, w * var, 0.0)))
 
     def _expected_l1(self) -> float:
-        return float(math.sqrt(2.0 / math.pi) * np.sum(np.sqrt(self._variances())))
+        return expected_l1(np.sqrt(self._variances()))
 
     def _usefulness(self, gamma: float) -> float:
-        sd = np.sqrt(self._variances())
-        with np.errstate(divide="ignore"):
-            return float(np.mean(np.where(sd > 0, special.erf(gamma / (math.sqrt(2.0) * sd)), 1.0)))
+        return mean_usefulness(np.sqrt(self._variances()), gamma)
 
     def _max_variance(self) -> float:
         return float(self._variances().max())

@@ -46,6 +46,10 @@ from dpopt.mechanisms.staircase import (
     metric_optimal_g,
     prior_metric,
 )
+from dpopt.noise.law import ProductLaw
+from dpopt.noise.marginal import NoiseObjectMarginal
+from dpopt.noise.prior_metrics import R2DPNoise, laplace_noise
+from dpopt.noise.second_folds import SecondFold, fold_from_parameters
 from dpopt.optimize.r2dp_lp import optimize_mixture
 from dpopt.optimize.r2dp_objectives import (
     LinearObjective,
@@ -57,10 +61,7 @@ from dpopt.optimize.r2dp_objectives import (
     usefulness_objective,
 )
 from dpopt.privacy.laplace import laplace_scale_for
-from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
-from dpopt.privacy.noise_metrics import R2DPNoise, laplace_noise
 from dpopt.privacy.r2dp import MP_DIGITS, density_ratio_sup, pattern_epsilon_mp, r2dp_epsilon
-from dpopt.privacy.second_folds import SecondFold, fold_from_parameters
 from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
@@ -203,7 +204,7 @@ class R2DPMechanism(Mechanism):
 
     # --------------------------------------------------------------- release
     def noise_law(self) -> ProductLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         fold = self.fold
         marginal = NoiseObjectMarginal(fold, ("r2dp", repr(fold.parameters)), 1.0 / fold.mean(), log_concave=False,
                                        tail=fold.noise_tail)

@@ -1,14 +1,9 @@
 r"""The staircase mechanism (Geng & Viswanath 2016): the optimal pure-ε additive noise.
 
-Parameters ε₀ (per step), step width Δ₀ and g ∈ [0, 1]; b = e^{−ε₀},
-a = (1 − b) / (2Δ₀(g + (1 − g)b)). The density is symmetric and, for x ≥ 0,
-
-.. math:: f(x) = a\,b^{k} \text{ on } [k\Delta_0, (k+g)\Delta_0), \qquad
-          f(x) = a\,b^{k+1} \text{ on } [(k+g)\Delta_0, (k+1)\Delta_0), \quad k = 0, 1, \dots
-
-so ln f drops by ε₀ exactly at the points ±(g + k)Δ₀, which are Δ₀ apart on each side
-(between −gΔ₀ and gΔ₀ the density is flat at its top). A shift by m changes ln f(x) by at
-most ε₀·⌈m/Δ₀⌉, attained for some x: one coordinate with shift |s| ≤ Δ₀ is ε₀-DP.
+The staircase law of parameters ε₀ (per step), step width Δ₀ and g ∈ [0, 1]
+(:mod:`dpopt.noise.staircase`, its density, moments and sampler) has ln f dropping by ε₀
+exactly at ±(g + k)Δ₀, Δ₀ apart on each side: a shift by m changes ln f(x) by at most
+ε₀·⌈m/Δ₀⌉, attained for some x, so one coordinate with shift |s| ≤ Δ₀ is ε₀-DP.
 
 **Vector queries (derived).** With i.i.d. staircase noise per coordinate the privacy loss
 of a difference vector v is Σ_i ε₀⌈|v_i|/Δ₀⌉ (independent coordinates; each worst case
@@ -24,9 +19,7 @@ distinct |v_i| divided by 1…4, sets ε₀ = ε/K(Δ₀), and the certificate r
 
 Costs (closed forms, per coordinate; G&V Thms 4–5 for the optima):
 
-* E|X| = aΔ₀²[(2g + 2b(1−g))S₁ + (g² + b(1−g²))S₀],
-  E X² = (2aΔ₀³/3)[3(g + b(1−g))S₂ + 3(g² + b(1−g²))S₁ + (g³ + b(1−g³))S₀],
-  with S₀ = 1/(1−b), S₁ = b/(1−b)², S₂ = b(1+b)/(1−b)³;
+* E|X| and E X² in closed form (:class:`~dpopt.noise.staircase.StaircaseNoise`);
 * l1-optimal g* = 1/(1 + e^{ε₀/2}), E|X| = Δ₀e^{ε₀/2}/(e^{ε₀} − 1);
 * l2-optimal g* = −b/(1−b) + (b − 2b² + 2b⁴ − b⁵)^{1/3}/(2^{1/3}(1−b)²),
   E X² = Δ₀²(2^{−2/3}b^{2/3}(1+b)^{2/3} + b)/(1−b)²;
@@ -34,8 +27,7 @@ Costs (closed forms, per coordinate; G&V Thms 4–5 for the optima):
   optimum over *all* ε-DP additive noise (G&V: the staircase is optimal for symmetric
   costs increasing in |x|, here 1{|x| > γ}); a numerical search over g otherwise.
 
-Sampler (G&V, Algorithm 1): S = ±1, G ~ Geometric(1 − b) on {0, 1, …}, U ~ U[0, 1],
-B = 0 w.p. g/(g + (1−g)b); X = S·Δ₀[(1−B)(G + gU) + B(G + g + (1−g)U)].
+Density, tail, moments and sampler: :mod:`dpopt.noise.staircase`.
 """
 
 from __future__ import annotations
@@ -50,100 +42,16 @@ from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError, SpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
-from dpopt.privacy.noise_law import NoiseObjectMarginal, ProductLaw
-from dpopt.privacy.noise_metrics import kl_divergence, mallows_distance, renyi_divergence
+from dpopt.noise.law import ProductLaw
+from dpopt.noise.marginal import NoiseObjectMarginal
+from dpopt.noise.prior_metrics import kl_divergence, mallows_distance, renyi_divergence
+from dpopt.noise.staircase import StaircaseNoise
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec, Utility
 
 PRIOR_METRICS = ("kl", "renyi", "mallows")
-_GL20 = np.polynomial.legendre.leggauss(20)
 """Metrics that need a prior (``utility.prior``), computed by quadrature of the noise tail."""
-
-
-class StaircaseNoise:
-    """One coordinate of staircase noise, parameters (ε₀, Δ₀, g) (module docstring)."""
-
-    def __init__(self, epsilon0: float, step: float, g: float):
-        if not (epsilon0 > 0 and step > 0 and 0 <= g <= 1 and math.isfinite(epsilon0) and math.isfinite(step)):
-            raise ValueError("staircase needs ε₀ > 0, Δ₀ > 0 and 0 ≤ g ≤ 1")
-        self.epsilon0, self.step, self.g = float(epsilon0), float(step), float(g)
-        self.b = math.exp(-self.epsilon0)
-        self.a = -math.expm1(-self.epsilon0) / (2 * self.step * (self.g + (1 - self.g) * self.b))
-
-    # ------------------------------------------------------------ density
-    def density(self, x) -> np.ndarray:
-        y = np.abs(np.asarray(x, dtype=float)) / self.step
-        k = np.floor(y)
-        return self.a * self.b**k * np.where(y - k < self.g, 1.0, self.b)
-
-    def tail(self, x) -> np.ndarray:
-        """P(X > x) for x ≥ 0: the rest of the current step plus the geometric sum beyond."""
-        y = np.abs(np.asarray(x, dtype=float)) / self.step
-        k = np.floor(y)
-        rem = y - k
-        b, g = self.b, self.g
-        within = (g - np.minimum(rem, g)) + b * ((1 - g) - np.maximum(rem - g, 0.0))
-        beyond = (g + b * (1 - g)) * b / (1 - b)
-        return self.a * self.step * b**k * (within + beyond)
-
-    def abs_moment(self, p: float) -> float:
-        """E|X|^p: closed forms for p = 1, 2; the series of exact step integrals otherwise."""
-        a, b, g, d = self.a, self.b, self.g, self.step
-        s0, s1, s2 = 1 / (1 - b), b / (1 - b) ** 2, b * (1 + b) / (1 - b) ** 3
-        if p == 1:
-            return a * d * d * ((2 * g + 2 * b * (1 - g)) * s1 + (g * g + b * (1 - g * g)) * s0)
-        if p == 2:
-            return (2 * a * d**3 / 3) * (3 * (g + b * (1 - g)) * s2 + 3 * (g * g + b * (1 - g * g)) * s1
-                                         + (g**3 + b * (1 - g**3)) * s0)
-        k = np.arange(int(60.0 / self.epsilon0 + 60 * (1 + p)))
-        lo, mid, hi = k * d, (k + g) * d, (k + 1) * d
-        steps = (mid ** (p + 1) - lo ** (p + 1) + b * (hi ** (p + 1) - mid ** (p + 1))) / (p + 1)
-        return float(2 * a * np.sum(b**k * steps))
-
-    def clipped_expectations(self, h, counts, floor: float) -> np.ndarray:
-        """E[h(max(c + X, τ))] for every count c: the density is constant on each half-step,
-        so the expectation is a sum over half-steps of (density × a 20-point Gauss–Legendre
-        integral of h), split where c + x crosses τ; steps are summed until b^k < 1e-18."""
-        steps = math.ceil(41.5 / self.epsilon0) + 1
-        k = np.arange(steps)
-        d, g, b = self.step, self.g, self.b
-        starts = np.concatenate([k * d, (k + g) * d])
-        ends = np.concatenate([(k + g) * d, (k + 1) * d])
-        dens = self.a * np.concatenate([b**k, b ** (k + 1)])
-        keep = ends > starts
-        starts, ends, dens = starts[keep], ends[keep], dens[keep]
-        lo = np.concatenate([starts, -ends])  # both sides of 0
-        hi = np.concatenate([ends, -starts])
-        rho = np.concatenate([dens, dens])
-        nodes, weights = _GL20
-        out = []
-        for c in np.atleast_1d(np.asarray(counts, dtype=float)):
-            cut = floor - c  # x below the cut is clipped to τ
-            clip_hi = np.clip(cut, lo, hi)
-            mass_clipped = np.sum(rho * (clip_hi - lo))
-            a0, a1 = clip_hi, hi
-            x = a0[:, None] + (a1 - a0)[:, None] * (nodes[None, :] + 1.0) / 2.0
-            smooth = np.sum(rho * (a1 - a0) / 2.0 * (h(np.maximum(c + x, floor)) @ weights))
-            out.append(mass_clipped * h(floor) + smooth)
-        return np.array(out)
-
-    def usefulness(self, gamma: float) -> float:
-        """P(|X| ≤ γ)."""
-        return 1.0 - 2.0 * float(self.tail(gamma))
-
-    def sample(self, rng: np.random.Generator, size) -> np.ndarray:
-        shape = (size,) if np.ndim(size) == 0 else tuple(size)
-        sign = rng.choice([-1.0, 1.0], size=shape)
-        geo = rng.geometric(-math.expm1(-self.epsilon0), size=shape) - 1
-        u = rng.random(shape)
-        inner = rng.random(shape) >= self.g / (self.g + (1 - self.g) * self.b)
-        offset = np.where(inner, self.g + (1 - self.g) * u, self.g * u)
-        return sign * (geo + offset) * self.step
-
-    @property
-    def typical_scale(self) -> float:
-        return self.step * (1.0 + 1.0 / self.epsilon0)
 
 
 # ------------------------------------------------------------ optimal steps
@@ -293,7 +201,7 @@ class StaircaseMechanism(Mechanism):
                 "g_policy": self.policy}
 
     def noise_law(self) -> ProductLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.privacy.noise_law`)."""
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
         n = self.noise
         marginal = NoiseObjectMarginal(n, ("staircase", n.epsilon0, n.step, n.g), n.typical_scale, log_concave=False)
         return ProductLaw.iid(marginal, self.dimension, f"staircase^d (ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, "
@@ -332,7 +240,7 @@ class StaircaseMechanism(Mechanism):
         if utility.metric in PRIOR_METRICS:
             check_prior(utility, self.dimension)
             return UtilityValue(utility.metric, prior_metric(self.noise, utility),
-                                "quadrature of the staircase tail (dpopt.privacy.noise_metrics)")
+                                "quadrature of the staircase tail (dpopt.noise.prior_metrics)")
         return None
 
     def _expected_l1(self) -> float:
@@ -351,7 +259,6 @@ class StaircaseMechanism(Mechanism):
 
 __all__ = [
     "StaircaseMechanism",
-    "StaircaseNoise",
     "l1_optimal_g",
     "l2_optimal_g",
     "metric_optimal_g",

@@ -1,7 +1,19 @@
-"""Noise distributions: densities, moments, tails and samplers, with no privacy calibration.
+"""Noise laws: densities, tails, moments and samplers, with no privacy calibration.
 
-Mechanisms (:mod:`dpopt.mechanisms`) and privacy calibrations (:mod:`dpopt.privacy`) both
-build on these facts; keeping them in a leaf package lets either import them.
+The one home of the facts about each law, read by the families (:mod:`dpopt.mechanisms`),
+the privacy-loss distributions of the second route (:mod:`dpopt.privacy.pld`,
+:mod:`dpopt.certificate.second_route`) and the audit:
+
+* :mod:`~dpopt.noise.marginal` — the interface of a symmetric unimodal law on ℝ or ℤ
+  (log-density, tail; CDF, window, absolute moments, P(|W| ≤ γ) derived);
+* :mod:`~dpopt.noise.gaussian`, :mod:`~dpopt.noise.laplace`,
+  :mod:`~dpopt.noise.discrete_gaussian`, :mod:`~dpopt.noise.discrete_laplace` (with the
+  exact integer samplers), :mod:`~dpopt.noise.generalized_gaussian`,
+  :mod:`~dpopt.noise.staircase`, :mod:`~dpopt.noise.second_folds` (R²DP: Laplace noise
+  with a random rate) — one module per law;
+* :mod:`~dpopt.noise.law` — the multivariate law a mechanism emits (products in an
+  orthonormal basis, K-norm densities, post-processed stages);
+* :mod:`~dpopt.noise.prior_metrics` — prior-dependent utility metrics of a law (R²DP Table 1).
 """
 
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian

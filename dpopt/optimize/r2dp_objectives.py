@@ -30,14 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpopt.privacy.noise_metrics import (
+from dpopt.noise.prior_metrics import (
     R2DPNoise,
     kl_costs,
     kl_divergence,
     renyi_bracket_costs,
     renyi_divergence,
 )
-from dpopt.privacy.second_folds import SecondFold
+from dpopt.noise.second_folds import SecondFold
 
 
 @dataclass(frozen=True)

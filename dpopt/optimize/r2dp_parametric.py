@@ -31,10 +31,7 @@ import numpy as np
 from scipy import optimize, special
 
 from dpopt.errors import SolverError
-from dpopt.optimize.r2dp_lp import certify_fold
-from dpopt.optimize.r2dp_objectives import LinearObjective
-from dpopt.privacy.r2dp import rate_scale_for_epsilon
-from dpopt.privacy.second_folds import (
+from dpopt.noise.second_folds import (
     DiscreteFold,
     GammaFold,
     NoncentralChi2Fold,
@@ -44,6 +41,9 @@ from dpopt.privacy.second_folds import (
     TruncatedNormalFold,
     UniformFold,
 )
+from dpopt.optimize.r2dp_lp import certify_fold
+from dpopt.optimize.r2dp_objectives import LinearObjective
+from dpopt.privacy.r2dp import rate_scale_for_epsilon
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ import itertools
 import numpy as np
 from scipy.linalg import block_diag
 
-from dpopt.audit.empirical import AuditResult, _target, audit_mechanism
+from dpopt.audit.empirical import AUDIT_DRAWS, AUDIT_SEED, AuditResult, _target, audit_mechanism
 from dpopt.domain.queries import compile_query
-from dpopt.privacy.noise_law import PostProcessedLaw, ProductLaw
+from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.spec.models import NumericAttribute, Plan
 
 MAX_RECORDS = 12
@@ -99,7 +99,7 @@ def joint_differences(plan: Plan, specs) -> np.ndarray | str:
     return f"not audited: {plan.adjacency.kind} adjacency"
 
 
-def audit_composed(plan: Plan, specs, mechanisms, draws: int = 200_000, seed: int = 20261122) -> AuditResult:
+def audit_composed(plan: Plan, specs, mechanisms, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> AuditResult:
     """Audit the composition of ``mechanisms`` (one per query of ``plan``) against the plan's target."""
     differences = joint_differences(plan, specs)
     if isinstance(differences, str):
@@ -109,7 +109,7 @@ def audit_composed(plan: Plan, specs, mechanisms, draws: int = 200_000, seed: in
                            seed=seed)
 
 
-def audit_plan(solution, draws: int = 200_000, seed: int = 20261122) -> AuditResult:
+def audit_plan(solution, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> AuditResult:
     """Audit a solved plan (:class:`dpopt.plan.solve.PlanSolution`): its separate designs, or its
     joint release (every query is post-processing of it, so auditing it bounds them all)."""
     if solution.joint is not None:

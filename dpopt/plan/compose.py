@@ -39,8 +39,10 @@ from dpopt.certificate.second_route import _patterns, evaluate
 from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
 from dpopt.mechanisms import Mechanism
+from dpopt.noise.gaussian import GaussianMarginal
+from dpopt.noise.laplace import LaplaceMarginal
+from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
-from dpopt.privacy.noise_law import GaussianMarginal, LaplaceMarginal, PostProcessedLaw, ProductLaw
 from dpopt.privacy.pld import DEFAULT_STEP, PLDBracket, marginal_pld, product_pld
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
@@ -139,9 +141,8 @@ def dominating_pair(mechanism: Mechanism, space: SensitivitySpace) -> float | Pr
         law = law.inner
     if not isinstance(law, ProductLaw):
         return f"{mechanism.family}: no dominating pair for a noise law of type {type(law).__name__}"
-    try:
-        vectors = np.atleast_2d(np.asarray(space.vectors(), dtype=float))
-    except ValueError:
+    vectors = space.listed()
+    if vectors is None:
         return f"{mechanism.family}: the sensitivity space is too large to list its differences"
     _, residual = law.coordinates(vectors)
     if (residual > 1e-9 * np.maximum(1.0, np.abs(vectors).max(axis=1))).any():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from dpopt.certificate.model import Certificate
-from dpopt.report.document import format_parameters
+from dpopt.report.words import format_parameters
 
 
 def _table(rows: list[list[str]]) -> list[str]:

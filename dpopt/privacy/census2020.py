@@ -14,8 +14,9 @@ and with Lemma 40 (ε = ρ + 2√(ρ log(1/δ))) at δ = 10⁻¹⁰ the advertis
 becomes ε = 40.95057 — the paper's figures. The module also gives the CKS conversion
 (:func:`dpopt.privacy.zcdp.zcdp_epsilon_cks`, tighter, not used in the paper).
 
-Run ``python -m dpopt.privacy.census2020`` to print the analysis; ``specs/census_2020_states.yaml``
-is the matching spec (state × voting age with the state totals invariant).
+:func:`census_semi_dp` returns the figures (``notebooks/semi_dp.ipynb`` tabulates them against the
+paper's); ``specs/census_2020_states.yaml`` is the matching spec (state × voting age with the
+state totals invariant).
 """
 
 from __future__ import annotations
@@ -82,15 +83,3 @@ def census_semi_dp(rho: float = float(RHO_PERSONS), a: int = A_STATE_TOTALS, del
         epsilon_advertised_cks=zcdp_epsilon_cks(delta, rho)[0],
         epsilon_effective_cks=zcdp_epsilon_cks(delta, effective)[0],
     )
-
-
-def main() -> None:
-    r = census_semi_dp()
-    print("2020 Census person tables, state populations invariant (Cho & Awan §6)")
-    print(f"  advertised: (D, A_1, {r.rho_advertised:g})-zCDP  -> ε = {r.epsilon_advertised:.5f} at δ = {r.delta:g}")
-    print(f"  effective:  (D_t, A_{r.a}, {r.rho_effective:g})-zCDP -> ε = {r.epsilon_effective:.5f} at δ = {r.delta:g}")
-    print(f"  (Lemma 40; the CKS conversion gives {r.epsilon_advertised_cks:.5f} and {r.epsilon_effective_cks:.5f})")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -225,22 +225,3 @@ def discrete_gaussian_move_delta_mp(epsilon: float, sigma2: Fraction, pattern: S
         outside = k * remainder * (z + remainder) ** (k - 1)
         upper = (a_box + outside) / z**k - mpmath.exp(eps) * b_box / (z + remainder) ** k
         return max(mpmath.mpf(0), upper)
-
-
-def discrete_gaussian_moments(sigma2: float, gamma: float | None = None) -> dict[str, float]:
-    """E|Y|, E[Y²], E[Y⁴] and, given γ, P(|Y| ≤ γ) of N_Z(0, σ²), by summing the series in float64.
-
-    Terms beyond |y| = 40σ + 2 are below e^{−800} of the largest and are left out.
-    """
-    top = math.ceil(40.0 * math.sqrt(sigma2) + 2)
-    y = np.arange(-top, top + 1, dtype=float)
-    w = np.exp(-(y * y) / (2.0 * sigma2))
-    w /= w.sum()
-    out = {
-        "mean_abs": float(np.sum(w * np.abs(y))),
-        "second_moment": float(np.sum(w * y * y)),
-        "fourth_moment": float(np.sum(w * y**4)),
-    }
-    if gamma is not None:
-        out["within"] = float(np.sum(w[np.abs(y) <= gamma]))
-    return out

@@ -21,7 +21,7 @@ The paper calls both ε_μ and ε′_μ "ε_μ" (digest §7.3); here they are
 :func:`laplace_gdp_route` reads from a sensitivity space which of these results applies
 (one coordinate moves; at most two move; more), and :class:`LaplaceGDPRoute` calibrates,
 checks (independently of the calibration: closed forms in 60-digit arithmetic, or the
-branch-and-bound certificate of :func:`dpopt.privacy.tradeoff.gdp_margin`) and reports
+branch-and-bound certificate of :func:`dpopt.privacy.gdp_check.gdp_margin`) and reports
 the mechanism's exact μ.
 
 References
@@ -44,7 +44,8 @@ from scipy import optimize, special
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
-from dpopt.privacy.tradeoff import Laplace2DTradeOff, certified_mu, gdp_margin
+from dpopt.privacy.gdp_check import certified_mu, gdp_margin
+from dpopt.privacy.tradeoff import Laplace2DTradeOff
 from dpopt.sensitivity.space import SensitivitySpace
 
 _MP_DIGITS = 60
@@ -154,7 +155,7 @@ def laplace_scale_2d(mu: float, a: float, c: float, rtol: float = 1e-9) -> float
     c = 0: :math:`a/\varepsilon'_\mu` (Prop. 9, closed form). Otherwise bisection between
     :math:`a/\varepsilon'_\mu` (one coordinate alone) and :math:`(a+c)/\varepsilon'_\mu`
     (Thm 11 / Lemma 10), each candidate decided by the certified
-    :func:`~dpopt.privacy.tradeoff.gdp_margin` of eq. (14); returns the feasible end.
+    :func:`~dpopt.privacy.gdp_check.gdp_margin` of eq. (14); returns the feasible end.
     """
     a, c = max(a, c), min(a, c)
     if c == 0:

@@ -11,7 +11,7 @@ y ~ P, and every privacy notion is a functional of its law (the PLD; Meiser & Mo
 pure ε-DP is ess sup L ≤ ε, probabilistic DP bounds P(|L| > ε).
 
 **Discretisation with a bracket.** The line is cut into intervals I on a window [−X, X]
-with P(|W| > X) ≤ 2·10⁻¹⁸ (:data:`dpopt.privacy.noise_law.TAIL_FLOOR`); the mass of each
+with P(|W| > X) ≤ 2·10⁻¹⁸ (:data:`dpopt.noise.marginal.TAIL_FLOOR`); the mass of each
 interval is exact (from the law's tail function) and the loss on it is bounded above and
 below: by its values at the ends when the density is log-concave (L is then monotone),
 otherwise by the unimodality of the density alone (log f on an interval is largest at
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from dpopt.privacy.noise_law import Marginal
+from dpopt.noise.marginal import Marginal
 
 DEFAULT_STEP = 1e-4
 """Loss grid step (and target width of a discretisation bracket), in nats."""

@@ -40,7 +40,7 @@ import mpmath
 import numpy as np
 from scipy import optimize
 
-from dpopt.privacy.second_folds import SecondFold
+from dpopt.noise.second_folds import SecondFold
 from dpopt.sensitivity.patterns import ShiftPattern
 
 MP_DIGITS = 60

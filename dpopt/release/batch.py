@@ -238,10 +238,7 @@ class GroupRelease:
             con.execute(f"COPY release_table TO {sources.quote_literal(str(path))} (FORMAT parquet)")
             con.unregister("release_table")
             written.append(path)
-        write_atomic(
-            out / "release.json",
-            json.dumps(self.document(include_values=False), indent=2, ensure_ascii=False) + "\n",
-        )
+        write_atomic(out / "release.json", release_json(self.document(include_values=False)))
         self.certificate.write(out / "certificate.json")
         return written + [out / "release.json", out / "certificate.json"]
 
@@ -362,6 +359,19 @@ def release_once(
     solution = solve(spec)
     value, records = sources.answer(sources.connect(), sources.open_source(data), solution.spec)
     return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records
+
+
+def release_json(document: dict) -> str:
+    """A release document as ``dpopt release`` prints or writes it: indented JSON, UTF-8 text, one final newline."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_release(document: dict, certificate: Certificate, out: str | Path) -> list[Path]:
+    """An ungrouped release in the folder ``out``: ``release.json`` and ``certificate.json``."""
+    written = [Path(out) / "release.json", Path(out) / "certificate.json"]
+    write_atomic(written[0], release_json(document))
+    certificate.write(written[1])
+    return written
 
 
 def release_document(solution: Solution, noisy: np.ndarray, records: int, seed: int | None,

@@ -9,7 +9,7 @@ import numpy as np
 
 from dpopt.errors import DpoptError
 from dpopt.mechanisms import Mechanism, registry
-from dpopt.privacy.noise_law import GaugeLaw, PostProcessedLaw, ProductLaw
+from dpopt.noise.law import GaugeLaw, PostProcessedLaw, ProductLaw
 from dpopt.privacy.pld import profile_tradeoff
 from dpopt.privacy.tradeoff import GaussianTradeOff, PureDPTradeOff
 from dpopt.privacy.zcdp import zcdp_delta_cks
@@ -95,11 +95,8 @@ def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAW
 def hull_points(space: SensitivitySpace) -> tuple[np.ndarray, int] | None:
     """The listed difference vectors in the coordinates of the leading principal directions of
     their span (right singular vectors), at most three; None when they cannot be listed."""
-    try:
-        vectors = np.atleast_2d(np.asarray(space.vectors(), dtype=float))
-    except ValueError:
-        return None
-    if len(vectors) > MAX_HULL_POINTS or not vectors.any():
+    vectors = space.listed()
+    if vectors is None or len(vectors) > MAX_HULL_POINTS or not vectors.any():
         return None
     _, _, vt = np.linalg.svd(vectors, full_matrices=False)
     k = min(3, space.rank, vt.shape[0])

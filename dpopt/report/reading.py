@@ -2,7 +2,7 @@
 figures labelled, each cell's standard error and 95% margin of error, the claim count of ``dpopt
 verify``, a K-norm fallback named with its possible cost, plain words for the checks' terms, and
 numbers rounded for people. Each function reads a certificate's data (a dict) and returns text or
-a table (a list of rows) for :mod:`dpopt.report.document`.
+a table (a list of rows) for :mod:`dpopt.report.sections`.
 """
 
 from __future__ import annotations

@@ -33,13 +33,6 @@ import numpy as np
 from dpopt.sensitivity.space import SensitivitySpace
 
 
-def _listed(space: SensitivitySpace) -> np.ndarray | None:
-    try:
-        return np.atleast_2d(np.asarray(space.vectors(), dtype=float))
-    except ValueError:
-        return None
-
-
 def lp_sensitivity_power(space: SensitivitySpace, p: int) -> tuple[Fraction, str]:
     r""":math:`\Delta_p^p` for an integer p ≥ 1, exactly, and how it was obtained.
 
@@ -60,7 +53,7 @@ def lp_sensitivity_power(space: SensitivitySpace, p: int) -> tuple[Fraction, str
         return space.l1, "exact: l1 sensitivity"
     if p == 2:
         return space.l2_squared, "exact: l2 sensitivity squared"
-    vectors = _listed(space)
+    vectors = space.listed()
     if vectors is None:
         return (
             space.linf ** (p - 2) * space.l2_squared,
@@ -85,7 +78,7 @@ def coordinate_sensitivities(space: SensitivitySpace) -> np.ndarray:
     Maxima over the listed hull generators; the l∞ sensitivity for every coordinate when the
     space is too large to list (a valid upper bound).
     """
-    vectors = _listed(space)
+    vectors = space.listed()
     if vectors is None:
         return np.full(space.dimension, float(space.linf))
     return np.abs(vectors).max(axis=0)
@@ -148,7 +141,7 @@ def difference_magnitudes(space: SensitivitySpace) -> DifferenceMagnitudes:
     """
     if space.dimension == 1:
         return DifferenceMagnitudes(np.array([[float(space.l1)]]), True, "scalar query: |v| ≤ Δ₁")
-    vectors = _listed(space) if space.complete else None
+    vectors = space.listed() if space.complete else None
     if vectors is not None:
         rows = np.unique(np.abs(vectors), axis=0)
         return DifferenceMagnitudes(

@@ -96,6 +96,14 @@ class SensitivitySpace:
             raise ValueError("this sensitivity space is too large to list its vectors")
         return self._vectors()
 
+    def listed(self) -> np.ndarray | None:
+        """The listed vectors as a float array of shape (m, d), or None when the space is too
+        large to list them (where :meth:`vectors` raises)."""
+        try:
+            return np.atleast_2d(np.asarray(self.vectors(), dtype=float))
+        except ValueError:
+            return None
+
     def summary(self) -> dict:
         """The certificate's ``sensitivity`` block."""
         return {

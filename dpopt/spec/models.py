@@ -271,7 +271,7 @@ class Utility(_Model):
     ``kl`` / ``renyi`` (with ``order``): divergence of the released histogram, clipped at
     ``floor``, from the ``prior`` histogram; ``mallows`` (with ``order`` p): Wasserstein-p
     distance between the distributions of the ``prior`` values and of the released ones
-    (:mod:`dpopt.privacy.noise_metrics`).
+    (:mod:`dpopt.noise.prior_metrics`).
     """
 
     metric: Literal["l1", "l2", "usefulness", "ci_volume", "test_power", "max_variance", "kl", "renyi", "mallows"]

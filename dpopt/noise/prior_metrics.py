@@ -40,7 +40,7 @@ from typing import Protocol
 import numpy as np
 from scipy import integrate, optimize
 
-from dpopt.privacy.second_folds import DiscreteFold, SecondFold
+from dpopt.noise.second_folds import DiscreteFold, SecondFold
 
 
 class SymmetricNoise(Protocol):
