@@ -28,7 +28,6 @@ from dpopt.plan.allocate import Allocation
 from dpopt.plan.compose import ADDITIVE, additive_check, gdp_route_check, pld_check
 from dpopt.plan.joint import joint_spec, query_errors
 from dpopt.plan.spec import load_plan, plan_document, plan_sha256, query_spec
-from dpopt.sensitivity.derive import derive
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import Plan, Privacy
 
@@ -216,7 +215,9 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
                             spec == expected, f"target {entry['target']}"))
         result = verify(sub)
         checks.extend(Check(f"{name}.{c.claim}", c.method, c.passed, c.detail) for c in result.checks)
-        space = derive(spec)
+        if result.problem is None:  # the query's spec did not compile: verify named the failure
+            continue
+        space = result.problem.space
         try:
             mechanism = rebuild_mechanism(sub, space)
         except DpoptError as exc:
@@ -263,8 +264,11 @@ def _verify_joint(plan: Plan, data: dict) -> list[Check]:
         return [Check("joint.spec", "the plan's queries stacked on the shared histogram", False, str(exc))]
     checks = [Check("joint.spec", "the plan's queries stacked on the shared histogram (weights, workloads)",
                     spec == expected, f"{len(maps)} queries on {' x '.join(spec.query.attributes)}")]
-    checks += [Check(f"joint.{c.claim}", c.method, c.passed, c.detail) for c in verify(sub).checks]
-    space = derive(spec)
+    result = verify(sub)
+    checks += [Check(f"joint.{c.claim}", c.method, c.passed, c.detail) for c in result.checks]
+    if result.problem is None:  # the joint spec did not compile: verify named the failure
+        return checks
+    space = result.problem.space
     try:
         mechanism = rebuild_mechanism(sub, space)
     except DpoptError as exc:

@@ -27,7 +27,7 @@ from dpopt.domain.queries import CountingQuery, compile_query
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import DpoptError
 from dpopt.mechanisms import Mechanism, UtilityValue
-from dpopt.sensitivity.derive import derive
+from dpopt.problem import Problem, compile
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Plan, Spec, Utility
 
@@ -40,15 +40,22 @@ MAX_GENERATORS = 2_000
 
 @dataclass(frozen=True)
 class JointDesign:
-    """The shared histogram's spec, its certified mechanism and each query's map and error."""
+    """The shared histogram's compiled spec, its certified mechanism and each query's map and error."""
 
-    spec: Spec
-    space: SensitivitySpace
+    problem: Problem
     mechanism: Mechanism
     utility: UtilityValue
     candidates: list[Candidate]
     maps: list[np.ndarray]
     errors: list[UtilityValue]
+
+    @property
+    def spec(self) -> Spec:
+        return self.problem.spec
+
+    @property
+    def space(self) -> SensitivitySpace:
+        return self.problem.space
 
 
 def query_maps(specs: list[Spec]) -> tuple[list[str], list[np.ndarray]] | str:
@@ -110,38 +117,39 @@ def query_errors(mechanism: Mechanism, specs: list[Spec], maps: list[np.ndarray]
     return out
 
 
-def _cached_space(plan: Plan, specs: list[Spec], spaces: list[SensitivitySpace], joint: Spec):
-    """The space of the plan's table over exactly the shared attributes (the same query, hence the
-    same space: it does not depend on the target or the utility), or None."""
-    for spec, space in zip(specs, spaces):
-        if spec.query.kind == "contingency_table" and spec.query.attributes == joint.query.attributes:
-            return space
+def _cached_problem(problems: list[Problem], joint: Spec) -> Problem | None:
+    """The plan's table over exactly the shared attributes, compiled, restated for the joint spec
+    (the same query, hence the same space: it does not depend on the target or the utility), or None."""
+    for problem in problems:
+        query = problem.spec.query
+        if query.kind == "contingency_table" and query.attributes == joint.query.attributes:
+            return problem.restated(joint)
     return None
 
 
-def design_joint(plan: Plan, specs: list[Spec], target: dict,
-                 spaces: list[SensitivitySpace]) -> JointDesign | str:
+def design_joint(plan: Plan, specs: list[Spec], target: dict, problems: list[Problem]) -> JointDesign | str:
     """The joint design under ``target`` (the plan's whole budget), or the reason it is not available.
 
-    Under invariants the shared histogram must be one of the plan's tables (its Semi-DP space,
-    costly to derive, is then reused); without, its space is derived.
+    ``problems`` are the plan's queries compiled. Under invariants the shared histogram must be
+    one of the plan's tables (its Semi-DP space, costly to derive, is then reused); without, it
+    is compiled.
     """
     found = joint_spec(plan, specs, target)
     if isinstance(found, str):
         return found
     spec, maps = found
-    space = _cached_space(plan, specs, spaces, spec)
-    if space is None and plan.invariants:
+    problem = _cached_problem(problems, spec)
+    if problem is None and plan.invariants:
         return ("under invariants the shared histogram (" + " x ".join(spec.query.attributes)
                 + ") must be one of the plan's tables")
     try:
-        space = derive(spec) if space is None else space
-        generators = len(space.vectors())
+        problem = compile(spec) if problem is None else problem
+        generators = len(problem.space.vectors())
         if generators > MAX_GENERATORS:
             return f"the shared histogram's sensitivity space has {generators} generators (limit {MAX_GENERATORS})"
-        candidates = design_candidates(spec, space)
+        candidates = design_candidates(problem)
         chosen = select(candidates, "l2")
         errors = query_errors(chosen.mechanism, specs, maps)
     except (DpoptError, ValueError) as exc:
         return f"{FAMILY} on the shared histogram: {exc}"
-    return JointDesign(spec, space, chosen.mechanism, chosen.utility, candidates, maps, errors)
+    return JointDesign(problem, chosen.mechanism, chosen.utility, candidates, maps, errors)

@@ -149,7 +149,7 @@ def spec_structure(spec: Spec) -> Structure:
             "integer, consistent tables need a counting query (count, histogram, contingency_table, marginals)",
         )
     if spec.invariants:
-        domain = invariant_domain(spec)
+        domain = invariant_domain(spec, query)
         a = np.asarray(domain.query_matrix().toarray(), dtype=float)
         c = domain.invariant_matrix()
         names = ["total"] + [f"invariant row {i}" for i in range(1, c.shape[0])]

@@ -370,7 +370,7 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, seed: 
     mechanism, the guarantee, the released value of each labelled coordinate (null for a
     coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
     seed and the randomness used, and the number of records."""
-    query = compile_query(solution.spec)
+    query = solution.problem.query
     return {
         "name": solution.spec.name,
         "spec_sha256": solution.certificate["spec_sha256"],

@@ -30,7 +30,6 @@ import numpy as np
 from dpopt.certificate.composition import within_group_adjacency
 from dpopt.certificate.hierarchy_budget import NATION, budget_check, level_specs
 from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.domain.queries import compile_query
 from dpopt.errors import DataError, SpecError, UnsupportedSpecError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
@@ -108,7 +107,7 @@ class HierarchyRelease:
 
     def document(self, include_values: bool = True) -> dict:
         """The release document: levels, budget, post-processing, and (optionally) every table."""
-        labels = list(compile_query(self.solutions[0].spec).labels)
+        labels = list(self.solutions[0].problem.labels)
         doc = {"name": self.spec.name, "spec": spec_document(self.spec), "labels": labels,
                "hierarchy": self.block, "randomness": self.randomness, "records": self.records}
         if include_values:
