@@ -61,13 +61,14 @@ class Solution:
         }
 
 
-def solve(spec: Spec | str | Path | Mapping[str, Any]) -> Solution:
+def solve(spec: Problem | Spec | str | Path | Mapping[str, Any]) -> Solution:
     """Compile, design, select and certify.
 
     Parameters
     ----------
-    spec : Spec, path or dict
-        Anything :func:`dpopt.load_spec` accepts.
+    spec : Problem, Spec, path or dict
+        A compiled spec (:func:`dpopt.compile`, e.g. restated for another target), used as
+        it is; or anything :func:`dpopt.load_spec` accepts, compiled here.
 
     Returns
     -------
@@ -91,7 +92,7 @@ def solve(spec: Spec | str | Path | Mapping[str, Any]) -> Solution:
     >>> sol.mechanism.release([42.0], rng=np.random.default_rng(0)).shape
     (1,)
     """
-    problem = compile(spec)
+    problem = spec if isinstance(spec, Problem) else compile(spec)
     candidates = design_candidates(problem)
     chosen = select(candidates, problem.spec.utility.metric)
     certificate = certify(problem, chosen.mechanism, chosen.utility, candidates)

@@ -117,6 +117,18 @@ def test_restating_a_problem_keeps_its_compilation_for_another_target_only():
         problem.restated(other)
 
 
+def test_solving_a_restated_problem_compiles_nothing_and_equals_solving_its_spec():
+    problem = dpopt.compile(SPECS / "table_2x2_margins_gdp.yaml")
+    spec = problem.spec.model_copy(update={"privacy": dpopt.load_spec(SPECS / "table_2x2_margins_pure.yaml").privacy})
+    with counting() as counts:
+        restated = dpopt.solve(problem.restated(spec))
+    assert counts == {}
+    direct = dpopt.solve(spec)
+    assert restated.mechanism.family == direct.mechanism.family
+    assert restated.mechanism.parameters == direct.mechanism.parameters
+    assert restated.certificate["spec_sha256"] == direct.certificate["spec_sha256"]
+
+
 def test_a_bad_spec_fails_in_compile_with_one_message():
     spec = dpopt.load_spec(SPECS / "table_2x2_margins_gdp.yaml").model_copy(
         update={"adjacency": dpopt.load_spec(SPECS / "count_add_remove.yaml").adjacency})

@@ -40,7 +40,6 @@ from dpopt.certificate.composition import (
     within_group_adjacency,
 )
 from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
@@ -313,7 +312,7 @@ def release_groups(
         raise SpecError("--engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})")
     randomness = random_source(seed, insecure_seed) if randomness is None else randomness
     solution = solve(spec)
-    query = compile_query(spec)
+    query = solution.problem.query
     domains = [group_domain(spec, column, (groups or {}).get(column)) for column in group_by]
     source = sources.open_source(data)
     if engine == "dask":

@@ -34,6 +34,7 @@ from dpopt.errors import DataError, SpecError, UnsupportedSpecError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
+from dpopt.problem import compile
 from dpopt.release import sources
 from dpopt.rng import RandomSource, random_source
 from dpopt.solve import Solution, solve
@@ -169,7 +170,8 @@ def release_hierarchy(
     options = spec.postprocess or Postprocess()
     randomness = random_source(seed, insecure_seed) if randomness is None else randomness
     specs, shares, how = level_specs(spec)
-    solutions = [solve(s) for s in specs]
+    problem = compile(specs[0])  # the levels differ in their budget only: one compilation serves all
+    solutions = [solve(problem.restated(s)) for s in specs]
     structure = spec_structure(specs[0])
     con = sources.connect()
     source = sources.open_source(data)

@@ -21,8 +21,8 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from dpopt.core.checks import Check
-from dpopt.sensitivity.enumerate import enumeration_claims
 from dpopt.domain.queries import CountingQuery, NumericQuery
+from dpopt.sensitivity.enumerate import enumeration_claims
 from dpopt.sensitivity.invariants import InvariantDomain
 from dpopt.sensitivity.semi_adjacency import search_max_parameter
 from dpopt.sensitivity.space import SensitivitySpace
