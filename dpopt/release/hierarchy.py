@@ -172,7 +172,7 @@ def release_hierarchy(
     specs, shares, how = level_specs(spec)
     problem = compile(specs[0])  # the levels differ in their budget only: one compilation serves all
     solutions = [solve(problem.restated(s)) for s in specs]
-    structure = spec_structure(specs[0])
+    structure = spec_structure(problem)
     con = sources.connect()
     source = sources.open_source(data)
     sources.require_columns(con, source, spec.geography.levels)

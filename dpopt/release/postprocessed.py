@@ -34,7 +34,7 @@ def invariant_values(solution: Solution, data: str | Path) -> np.ndarray | None:
     UnsupportedSpecError
         Invariants on a query that is not the full table (its cells cannot be read off φ(X)).
     """
-    structure = spec_structure(solution.spec)
+    structure = spec_structure(solution.problem)
     if not solution.spec.invariants:
         return None
     if structure.queries.shape[0] != structure.cells or not np.array_equal(structure.queries, np.eye(structure.cells)):
@@ -56,7 +56,7 @@ def postprocess_once(
     block = certificate_block(result)
     if error_draws:
         covariance = mechanism_covariance(solution.mechanism)[0]
-        structure = spec_structure(solution.spec)
+        structure = spec_structure(solution.problem)
         t = values if values is not None else structure.invariant_values(result.table) if structure.constraints.shape[0] else None
         block["error"] = {
             "method": f"Monte Carlo, {error_draws} releases simulated at the published table (parametric bootstrap), "
