@@ -42,7 +42,8 @@ class Step:
     Attributes
     ----------
     stage : str
-        ``load``, ``query``, ``invariants`` or ``sensitivity``.
+        ``load``, ``query``, ``invariants`` or ``sensitivity``; ``restate`` for
+        :meth:`Problem.restated`.
     function : str
         The function that ran (dotted path).
     result : str
@@ -94,7 +95,7 @@ class Problem:
 
         The query, invariant domain and sensitivity space depend on
         :data:`SENSITIVITY_FIELDS` only, so a plan designing one query at several budgets
-        compiles it once.
+        compiles it once. The record ends with one ``restate`` step naming the new spec.
 
         Raises
         ------
@@ -104,9 +105,11 @@ class Problem:
         changed = [f for f in SENSITIVITY_FIELDS if getattr(spec, f) != getattr(self.spec, f)]
         if changed:
             raise ValueError(f"the spec differs in {', '.join(changed)}: compile it instead of restating")
-        return replace(self, spec=spec)
+        step = Step("restate", "dpopt.problem.Problem.restated",
+                    f"spec {spec.name!r}, SHA-256 {spec_sha256(spec)}: query, invariants and sensitivity reused")
+        return replace(self, spec=spec, steps=(*(s for s in self.steps if s.stage != "restate"), step))
 
-    def to_dict(self) -> list[dict]:
+    def record(self) -> list[dict]:
         """The compilation record (JSON-ready), one entry per stage."""
         return [step.to_dict() for step in self.steps]
 

@@ -21,6 +21,7 @@ import pytest
 
 import dpopt
 from dpopt.domain.queries import compile_query
+from dpopt.plan import solve_plan
 from dpopt.sensitivity.derive import derive_space
 from dpopt.sensitivity.invariants import invariant_domain
 
@@ -93,7 +94,7 @@ def test_problem_records_each_stage_and_is_frozen():
     assert problem.domain.shape == (52, 2)
     with pytest.raises(dataclasses.FrozenInstanceError):
         problem.space = None
-    assert problem.to_dict()[0]["stage"] == "load"
+    assert problem.record()[0]["stage"] == "load"
 
 
 def test_the_pipeline_hands_its_problem_down():
@@ -112,6 +113,8 @@ def test_restating_a_problem_keeps_its_compilation_for_another_target_only():
     spec = problem.spec.model_copy(update={"privacy": dpopt.load_spec(SPECS / "table_2x2_margins_pure.yaml").privacy})
     restated = problem.restated(spec)
     assert restated.spec is spec and restated.space is problem.space and restated.query is problem.query
+    assert [s.stage for s in restated.steps] == ["load", "query", "invariants", "sensitivity", "restate"]
+    assert [s.stage for s in restated.restated(spec).steps] == [s.stage for s in restated.steps]
     other = problem.spec.model_copy(update={"invariants": []})
     with pytest.raises(ValueError, match="invariants"):
         problem.restated(other)
@@ -127,6 +130,19 @@ def test_solving_a_restated_problem_compiles_nothing_and_equals_solving_its_spec
     assert restated.mechanism.family == direct.mechanism.family
     assert restated.mechanism.parameters == direct.mechanism.parameters
     assert restated.certificate["spec_sha256"] == direct.certificate["spec_sha256"]
+
+
+def test_a_plan_compiles_each_query_once_for_every_budget_share():
+    # two queries designed at the equal split, at half shares (Laplace: its exponent is not
+    # known in advance) and at the optimal shares: three targets each, one compilation each
+    plan = {"dpopt": 1, "name": "p", "data": {"attributes": {"a": ["x", "y", "z"], "b": ["u", "v"]}},
+            "queries": [{"query": {"kind": "histogram", "attribute": "a"}},
+                        {"query": {"kind": "histogram", "attribute": "b"}, "weight": 3}],
+            "adjacency": "add_remove", "privacy": {"pure": {"epsilon": 1.0}}, "mechanism": "laplace"}
+    with counting() as counts:
+        sol = solve_plan(plan)
+    assert [d.mechanism.family for d in sol.designs] == ["laplace", "laplace"]
+    assert counts == {"compile_query": 2, "derive_space": 2}
 
 
 def test_a_bad_spec_fails_in_compile_with_one_message():

@@ -23,6 +23,7 @@ from dpopt.certificate.model import Certificate
 from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.core.checks import Check
+from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.plan.allocate import Allocation
 from dpopt.plan.compose import ADDITIVE, additive_check, gdp_route_check, pld_check
@@ -254,7 +255,7 @@ def _verify_joint(plan: Plan, data: dict) -> list[Check]:
     target = data["queries"][0].get("target", {})
     try:
         specs = [query_spec(plan, i, target) for i in range(len(plan.queries))]
-        found = joint_spec(plan, specs, target)
+        found = joint_spec(plan, specs, target, [compile_query(s) for s in specs])
         if isinstance(found, str):
             return [Check("joint.spec", "the plan's queries stacked on the shared histogram", False, found)]
         expected, maps = found

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpopt.design.select import Candidate, design_candidates, select
-from dpopt.domain.queries import CountingQuery, compile_query
+from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import DpoptError
 from dpopt.mechanisms import Mechanism, UtilityValue
@@ -58,9 +58,10 @@ class JointDesign:
         return self.problem.space
 
 
-def query_maps(specs: list[Spec]) -> tuple[list[str], list[np.ndarray]] | str:
-    """The shared histogram's attributes and each query's map A_i P_i onto it, or why there is none."""
-    queries = [compile_query(s) for s in specs]
+def query_maps(specs: list[Spec],
+               queries: list[CountingQuery | NumericQuery]) -> tuple[list[str], list[np.ndarray]] | str:
+    """The shared histogram's attributes and each compiled query's map A_i P_i onto it, or why
+    there is none."""
     if not all(isinstance(q, CountingQuery) for q in queries):
         return "a sum or mean is not a linear query of the histogram"
     used = {a for q in queries for a in q.attributes}
@@ -83,11 +84,13 @@ def query_maps(specs: list[Spec]) -> tuple[list[str], list[np.ndarray]] | str:
     return attributes, maps
 
 
-def joint_spec(plan: Plan, specs: list[Spec], target: dict) -> tuple[Spec, list[np.ndarray]] | str:
-    """The shared histogram's spec (workload W of the module docstring, whole target), or why there is none."""
+def joint_spec(plan: Plan, specs: list[Spec], target: dict,
+               queries: list[CountingQuery | NumericQuery]) -> tuple[Spec, list[np.ndarray]] | str:
+    """The shared histogram's spec (workload W of the module docstring, whole target), or why there is
+    none; ``queries`` are the specs' compiled queries."""
     if any(s.utility.metric != "l2" for s in specs):
         return "the joint workload needs an l2 metric for every query"
-    found = query_maps(specs)
+    found = query_maps(specs, queries)
     if isinstance(found, str):
         return found
     attributes, maps = found
@@ -134,7 +137,7 @@ def design_joint(plan: Plan, specs: list[Spec], target: dict, problems: list[Pro
     one of the plan's tables (its Semi-DP space, costly to derive, is then reused); without, it
     is compiled.
     """
-    found = joint_spec(plan, specs, target)
+    found = joint_spec(plan, specs, target, [p.query for p in problems])
     if isinstance(found, str):
         return found
     spec, maps = found
