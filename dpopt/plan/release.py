@@ -234,7 +234,8 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
     joint = solution.joint
     tables = []
     if joint is not None:  # one release of the shared histogram, every query its post-processing
-        histogram, records = sources.answer(sources.connect(), sources.open_source(data), joint.spec)
+        histogram, records = sources.answer(sources.connect(), sources.open_source(data), joint.spec,
+                                            query=joint.problem.query)
         noisy_histogram = joint.mechanism.release(histogram, rng=randomness.stream(0))
         noisy_answers = [m @ noisy_histogram for m in joint.maps]
         mechanism = {"family": joint.mechanism.family, "design": "joint"}

@@ -338,7 +338,7 @@ def release_groups(
             )
         else:
             answers = sources.group_answers(
-                sources.connect(), source, spec, column, domain.keys, domain.description
+                sources.connect(), source, spec, column, domain.keys, domain.description, query=query
             )
             keys, records = answers.keys, answers.records
             values = add_noise(solution.mechanism, answers.values, randomness, index, block)
@@ -359,7 +359,8 @@ def release_once(
     solution, noisy answer (d,), number of records
     """
     solution = solve(spec)
-    value, records = sources.answer(sources.connect(), sources.open_source(data), solution.spec)
+    value, records = sources.answer(sources.connect(), sources.open_source(data), solution.spec,
+                                    query=solution.problem.query)
     return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records
 
 

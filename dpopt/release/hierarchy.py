@@ -176,10 +176,10 @@ def release_hierarchy(
     con = sources.connect()
     source = sources.open_source(data)
     sources.require_columns(con, source, spec.geography.levels)
-    nation, records = sources.answer(con, source, specs[0])
+    nation, records = sources.answer(con, source, specs[0], query=problem.query)
     truth, keys = [nation[None, :]], [np.array([NATION])]
     for column in spec.geography.levels:
-        answers = sources.group_answers(con, source, specs[0], column)
+        answers = sources.group_answers(con, source, specs[0], column, query=problem.query)
         truth.append(answers.values)
         keys.append(answers.keys)
     parents = [np.zeros(len(keys[1]), dtype=np.int64)]

@@ -42,7 +42,8 @@ def invariant_values(solution: Solution, data: str | Path) -> np.ndarray | None:
             "postprocess", "with invariants, the command-line release post-processes a full table (histogram or "
             "contingency_table over the invariants' attributes); use dpopt.postprocess from Python otherwise"
         )
-    value, _ = sources.answer(sources.connect(), sources.open_source(data), solution.spec)
+    value, _ = sources.answer(sources.connect(), sources.open_source(data), solution.spec,
+                              query=solution.problem.query)
     return structure.invariant_values(value)
 
 
