@@ -29,8 +29,8 @@ def _timed(f, *args, **kwargs):
     return value, time.perf_counter() - start
 
 
-def _own_claims(spec, space, mechanism):
-    return sensitivity_claims(spec, space) + mechanism_claims(spec, space, mechanism) + utility_claims(spec, mechanism)
+def _own_claims(problem, mechanism):
+    return sensitivity_claims(problem) + mechanism_claims(problem, mechanism) + utility_claims(problem.spec, mechanism)
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     for path in SPECS:
         sol = dpopt.solve(path)
         spec, space, m = sol.spec, sol.space, sol.mechanism
-        _, own = _timed(_own_claims, spec, space, m)
+        _, own = _timed(_own_claims, sol.problem, m)
         checks, second = _timed(second_route_claims, spec, space, m)
         _, report = _timed(build_report, sol.certificate, audit_draws=None, utility_families="selected",
                            utility_scales=(0.5, 1.0, 2.0))

@@ -179,7 +179,6 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from dpopt.domain.queries import compile_query
     from dpopt.release import random_source, release_groups, release_once
     from dpopt.release.batch import release_document, release_json
     from dpopt.release.postprocessed import document_block, postprocess_once
@@ -215,7 +214,7 @@ def _release(args: argparse.Namespace) -> int:
     certificate = sol.certificate
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
-        document["postprocess"] = document_block(post, compile_query(sol.spec).labels)
+        document["postprocess"] = document_block(post, sol.problem.labels)
     return _emit_release(document, certificate, args.out)
 
 

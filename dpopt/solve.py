@@ -1,4 +1,9 @@
-"""The pipeline: spec → sensitivity space → candidates → mechanism → certificate."""
+"""The pipeline: spec → compiled problem → candidates → mechanism → certificate.
+
+Each stage takes the previous stage's output: :func:`dpopt.compile` the spec into a
+:class:`~dpopt.problem.Problem` (query, invariant domain, sensitivity space), design every
+family on it, select, certify from its records.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,9 @@ from typing import Any, Mapping
 from dpopt.certificate.build import certify
 from dpopt.certificate.model import Certificate
 from dpopt.design.select import Candidate, design_candidates, select
-from dpopt.domain.queries import compile_query
 from dpopt.mechanisms import Mechanism
-from dpopt.sensitivity.derive import derive
+from dpopt.problem import Problem, compile
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.load import load_spec
 from dpopt.spec.models import Spec
 
 
@@ -23,8 +26,8 @@ class Solution:
 
     Attributes
     ----------
-    spec : Spec
-    space : SensitivitySpace
+    problem : Problem
+        The compiled spec (:func:`dpopt.compile`); ``spec`` and ``space`` are its own.
     mechanism : Mechanism
         The selected, certified mechanism.
     candidates : list of Candidate
@@ -32,11 +35,18 @@ class Solution:
     certificate : Certificate
     """
 
-    spec: Spec
-    space: SensitivitySpace
+    problem: Problem
     mechanism: Mechanism
     candidates: list[Candidate]
     certificate: Certificate
+
+    @property
+    def spec(self) -> Spec:
+        return self.problem.spec
+
+    @property
+    def space(self) -> SensitivitySpace:
+        return self.problem.space
 
     def mechanism_document(self) -> dict:
         """The ``mechanism.json`` of ``dpopt solve --out``: family, parameters, dimension, the
@@ -45,19 +55,20 @@ class Solution:
             "family": self.mechanism.family,
             "parameters": self.mechanism.parameters,
             "dimension": self.mechanism.dimension,
-            "labels": list(compile_query(self.spec).labels),
+            "labels": list(self.problem.labels),
             "spec_sha256": self.certificate["spec_sha256"],
             "per_cell": self.certificate["utility"].get("per_cell"),
         }
 
 
-def solve(spec: Spec | str | Path | Mapping[str, Any]) -> Solution:
-    """Derive, design, select and certify.
+def solve(spec: Problem | Spec | str | Path | Mapping[str, Any]) -> Solution:
+    """Compile, design, select and certify.
 
     Parameters
     ----------
-    spec : Spec, path or dict
-        Anything :func:`dpopt.load_spec` accepts.
+    spec : Problem, Spec, path or dict
+        A compiled spec (:func:`dpopt.compile`, e.g. restated for another target), used as
+        it is; or anything :func:`dpopt.load_spec` accepts, compiled here.
 
     Returns
     -------
@@ -81,9 +92,8 @@ def solve(spec: Spec | str | Path | Mapping[str, Any]) -> Solution:
     >>> sol.mechanism.release([42.0], rng=np.random.default_rng(0)).shape
     (1,)
     """
-    spec = load_spec(spec)
-    space = derive(spec)
-    candidates = design_candidates(spec, space)
-    chosen = select(candidates, spec.utility.metric)
-    certificate = certify(spec, space, chosen.mechanism, chosen.utility, candidates)
-    return Solution(spec, space, chosen.mechanism, candidates, certificate)
+    problem = spec if isinstance(spec, Problem) else compile(spec)
+    candidates = design_candidates(problem)
+    chosen = select(candidates, problem.spec.utility.metric)
+    certificate = certify(problem, chosen.mechanism, chosen.utility, candidates)
+    return Solution(problem, chosen.mechanism, candidates, certificate)

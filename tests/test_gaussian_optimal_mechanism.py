@@ -134,7 +134,8 @@ def test_unsupported_targets_and_metrics_give_a_reason():
     assert "gdp, zcdp and approx" in GaussianOptimalMechanism.supports(spec, space)
     spec, space = table(utility={"metric": "l1"})
     assert "not a convex function" in GaussianOptimalMechanism.supports(spec, space)
-    candidates = design_candidates(*table(utility={"metric": "usefulness", "gamma": 1.0}))
+    candidates = design_candidates(dpopt.compile(make_spec(mechanism="gaussian_optimal",
+                                                           utility={"metric": "usefulness", "gamma": 1.0})))
     assert candidates[0].reason is not None
 
 

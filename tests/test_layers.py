@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("domain",),  # record domains, compiled queries, workloads
     ("geometry", "noise"),  # norm balls and polytopes; noise laws (densities, samplers, moments), no privacy
     ("sensitivity",),  # sensitivity spaces, Semi-DP neighbourhoods
+    ("problem",),  # compile a spec once: query, invariant domain, sensitivity space
     ("privacy",),  # accounting, conversions, PLDs, trade-offs, Gaussian calibration
     ("stats",),  # confidence regions, test power, random-data designs
     ("optimize",),  # calibrators and convex programs the families design with

@@ -16,6 +16,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
+import dpopt
 from dpopt.certificate.model import Certificate
 from dpopt.cli import main
 from dpopt.errors import SolverError
@@ -24,7 +25,6 @@ from dpopt.postprocess.least_squares import grouped_sum_projection, metric, weig
 from dpopt.postprocess.nonnegative import grouped_simplex_projection, nonnegative_least_squares
 from dpopt.postprocess.rounding import round_grouped, round_integer_program, round_two_way
 from dpopt.report.render import render_markdown
-from dpopt.spec.load import load_spec
 from dpopt.spec.models import Postprocess
 
 
@@ -205,9 +205,9 @@ def test_spec_structure_reads_invariants_and_the_public_size():
         "adjacency": "replace_one", "privacy": {"gdp": {"mu": 1}},
         "postprocess": {"nonnegative": True, "integer": True, "consistent": True},
     }
-    s = spec_structure(load_spec(base | {"invariants": [{"kind": "margins", "attributes": ["a"]}]}))
+    s = spec_structure(dpopt.compile(base | {"invariants": [{"kind": "margins", "attributes": ["a"]}]}))
     assert s.shape == (2, 3) and s.constraints.shape == (3, 6)  # total + 2 margin rows
-    s = spec_structure(load_spec(base | {"data": base["data"] | {"n": 10}}))
+    s = spec_structure(dpopt.compile(base | {"data": base["data"] | {"n": 10}}))
     assert s.constraint_names == ("total",)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import dpopt
+from dpopt.domain.queries import compile_query
 from dpopt.sensitivity.invariants import conforming_histograms, histograms, invariant_domain
 from dpopt.sensitivity.semi_adjacency import (
     closed_form_parameter,
@@ -119,7 +120,7 @@ def _domain(levels: tuple[int, ...], n: int | None, groups=None, query=None):
         "invariants": [{"kind": "margins", "attributes": g} for g in groups],
         "adjacency": "replace_one", "privacy": {"gdp": {"mu": 1.0}},
     })
-    return invariant_domain(spec)
+    return invariant_domain(spec, compile_query(spec))
 
 
 @pytest.mark.parametrize("levels,n", [((2, 2), 2), ((2, 2), 3), ((2, 2), 4), ((2, 3), 3), ((3, 3), 2),

@@ -43,9 +43,10 @@ def _nonzero(vectors) -> set:
 
 
 def _assert_equal_to_brute_force(spec, size=None):
-    space = dpopt.derive(spec)
+    problem = dpopt.compile(spec)
+    space = problem.space
     a = space.semi_adjacent_parameter
-    brute = enumerate_semi_space(spec, size or a, a)
+    brute = enumerate_semi_space(problem.domain, size or a, a)
     assert space.complete
     assert _nonzero(space.vectors()) == _nonzero(brute.vectors())
     assert (space.l1, space.l2_squared, space.linf, space.rank) == (brute.l1, brute.l2_squared, brute.linf, brute.rank)

@@ -8,11 +8,11 @@ from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import per_cell_errors
 from dpopt.core.checks import Check
 from dpopt.design.select import Candidate
-from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import Mechanism, UtilityValue
 from dpopt.privacy.pdp import PDP_CAVEAT
 from dpopt.privacy.semi_dp import semi_dp_block
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import spec_document, spec_sha256
 from dpopt.spec.models import Spec
@@ -43,8 +43,7 @@ def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
 
 
 def certify(
-    spec: Spec,
-    space: SensitivitySpace,
+    problem: Problem,
     mechanism: Mechanism,
     utility: UtilityValue,
     candidates: list[Candidate],
@@ -53,12 +52,16 @@ def certify(
     """Evaluate every claim independently and assemble the certificate (``second_route=False``
     leaves the second route to ``dpopt verify``, which always runs it).
 
+    The certificate is assembled from the records of the compiled problem (the spec, its
+    guarantee and sensitivity space, the labels of the compiled query) and of the design.
+
     Raises
     ------
     CalibrationError
         If any claim fails: a certificate is never issued for a guarantee that does not hold.
     """
-    checks: list[Check] = all_claims(spec, space, mechanism, second_route)
+    spec, space = problem.spec, problem.space
+    checks: list[Check] = all_claims(problem, mechanism, second_route)
     failed = [c for c in checks if not c.passed]
     if failed:
         raise CalibrationError(
@@ -77,7 +80,7 @@ def certify(
             "privacy": mechanism.privacy_summary(space),
             "notes": mechanism.notes(),
         },
-        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, compile_query(spec).labels)},
+        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels)},
         "candidates": [c.to_dict() for c in candidates],
         "checks": [c.to_dict() for c in checks],
     }

@@ -1,7 +1,7 @@
-"""The claims a certificate makes, evaluated from the spec and the mechanism alone.
+"""The claims a certificate makes, evaluated from the compiled spec and the mechanism alone.
 
-Used twice: when a certificate is issued, and again by ``dpopt verify``, which rebuilds
-the spec, the sensitivity space and the mechanism from the certificate file.
+Used twice: when a certificate is issued, and again by ``dpopt verify``, which compiles
+the spec of the certificate file itself (:func:`dpopt.compile`) and rebuilds the mechanism.
 """
 
 from __future__ import annotations
@@ -12,24 +12,29 @@ from dpopt.certificate.second_route import second_route_claims
 from dpopt.core.checks import Check
 from dpopt.domain.workload import workload_matrix
 from dpopt.mechanisms import Mechanism
+from dpopt.problem import Problem
 from dpopt.sensitivity.enumerate import enumeration_claims
 from dpopt.sensitivity.semi_enumerate import semi_sensitivity_claims
-from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Spec
 
 
-def sensitivity_claims(spec: Spec, space: SensitivitySpace) -> list[Check]:
+def sensitivity_claims(problem: Problem) -> list[Check]:
     """The structural sensitivity re-derived by enumerating datasets, where the domain is small.
 
     Without invariants: :func:`dpopt.sensitivity.enumerate.enumeration_claims`; under
     invariants: by enumerating conforming datasets, and a(t) by graph search
-    (:func:`dpopt.sensitivity.semi_enumerate.semi_sensitivity_claims`).
+    (:func:`dpopt.sensitivity.semi_enumerate.semi_sensitivity_claims`). Both evaluate the
+    compiled query and invariants record by record, never through their matrices.
     """
-    return semi_sensitivity_claims(spec, space) if spec.invariants else enumeration_claims(spec, space)
+    spec, query, space = problem.spec, problem.query, problem.space
+    if spec.invariants:
+        return semi_sensitivity_claims(spec, query, problem.domain, space)
+    return enumeration_claims(spec, query, space)
 
 
-def mechanism_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism) -> list[Check]:
+def mechanism_claims(problem: Problem, mechanism: Mechanism) -> list[Check]:
     """Dimension agreement and the privacy guarantee at the mechanism's parameters."""
+    spec, space = problem.spec, problem.space
     return [
         Check(
             "mechanism.dimension",
@@ -37,7 +42,7 @@ def mechanism_claims(spec: Spec, space: SensitivitySpace, mechanism: Mechanism) 
             mechanism.dimension == space.dimension,
             f"{mechanism.dimension} vs {space.dimension}",
         ),
-        *mechanism.scope_checks(spec),
+        *mechanism.scope_checks(spec, space),
         *mechanism.privacy_checks(space, spec.privacy),
     ]
 
@@ -70,15 +75,13 @@ def utility_claims(spec: Spec, mechanism: Mechanism) -> list[Check]:
     ]
 
 
-def all_claims(
-    spec: Spec, space: SensitivitySpace, mechanism: Mechanism, second_route: bool = True
-) -> list[Check]:
+def all_claims(problem: Problem, mechanism: Mechanism, second_route: bool = True) -> list[Check]:
     """Every claim: sensitivity, the family's own privacy checks, utility, and (unless
     ``second_route`` is False: left to ``dpopt verify``) the second route from the noise law
     (:mod:`dpopt.certificate.second_route`)."""
     return (
-        sensitivity_claims(spec, space)
-        + mechanism_claims(spec, space, mechanism)
-        + utility_claims(spec, mechanism)
-        + (second_route_claims(spec, space, mechanism) if second_route else [])
+        sensitivity_claims(problem)
+        + mechanism_claims(problem, mechanism)
+        + utility_claims(problem.spec, mechanism)
+        + (second_route_claims(problem.spec, problem.space, mechanism) if second_route else [])
     )

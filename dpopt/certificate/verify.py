@@ -1,7 +1,8 @@
 """``dpopt verify``: re-derive every claim of a certificate from the spec it embeds.
 
-Nothing computed when the certificate was issued is trusted: the spec is re-validated
-and re-hashed, the sensitivity space re-derived (and re-enumerated where small), the
+Nothing computed when the certificate was issued is trusted: the spec is re-validated,
+re-hashed and compiled here (:func:`dpopt.compile`, once: its query, invariant domain and
+sensitivity space serve every re-check), the sensitivity re-enumerated where small, the
 mechanism rebuilt from its recorded parameters and its privacy re-evaluated against the
 spec's target (exact or 60-digit arithmetic), and the predicted utility recomputed.
 """
@@ -20,7 +21,7 @@ from dpopt.certificate.model import Certificate
 from dpopt.core.checks import Check
 from dpopt.errors import CertificateError, DpoptError
 from dpopt.mechanisms import Mechanism, registry
-from dpopt.sensitivity.derive import derive
+from dpopt.problem import Problem, compile
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import load_spec, spec_sha256
 
@@ -30,9 +31,12 @@ STRUCTURAL_CLAIMS = ("spec_sha256", "guarantee", "sensitivity", "utility")
 
 @dataclass(frozen=True)
 class Verification:
-    """The outcome of :func:`verify`: one :class:`Check` per claim."""
+    """The outcome of :func:`verify`: one :class:`Check` per claim, and the problem the
+    verifier compiled from the embedded spec (None when it could not), for a caller that
+    re-checks more on the same spec (a plan's per-query certificates)."""
 
     checks: list[Check]
+    problem: Problem | None = None
 
     @property
     def passed(self) -> bool:
@@ -77,9 +81,10 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
               f"recomputed {digest}")
     )
     try:
-        space = derive(spec)
+        problem = compile(spec)
     except DpoptError as exc:
         return Verification(checks + [Check("sensitivity", "re-derive from the spec", False, str(exc))])
+    space = problem.space
     checks.append(
         Check("guarantee", "the guarantee and its scope equal the spec's target and adjacency",
               data["guarantee"] == guarantee_block(spec, space), f"{spec.privacy.definition} {spec.privacy.parameters}")
@@ -92,8 +97,9 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     try:
         mechanism = rebuild_mechanism(data, space)
     except CertificateError as exc:
-        return Verification(checks + [Check("mechanism", "rebuild from family and parameters", False, str(exc))])
-    recomputed = all_claims(spec, space, mechanism)
+        return Verification(checks + [Check("mechanism", "rebuild from family and parameters", False, str(exc))],
+                            problem)
+    recomputed = all_claims(problem, mechanism)
     if "groups" in data:  # a grouped release (dpopt release --group-by): its composed guarantee
         recomputed += composition_checks(spec, data["groups"])
     if "hierarchy" in data:  # one level of a hierarchical release: the levels' budgets and composition
@@ -106,7 +112,7 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
         if claim not in reproduced or recorded.get("passed") is not True:
             checks.append(Check(f"recorded:{claim}", "every recorded claim is re-derived and holds", False,
                                 "this claim was not reproduced by verification"))
-    return Verification(checks)
+    return Verification(checks, problem)
 
 
 def rebuild_mechanism(data: dict, space: SensitivitySpace) -> Mechanism:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from dpopt.core.families import family_names
 from dpopt.errors import CalibrationError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism, UtilityValue, better, registry
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Spec
 
@@ -44,14 +45,16 @@ class Candidate:
         return row
 
 
-def design_candidates(spec: Spec, space: SensitivitySpace) -> list[Candidate]:
-    """Design each family the spec allows (``auto``: every registered family).
+def design_candidates(problem: Problem) -> list[Candidate]:
+    """Design each family the spec allows (``auto``: every registered family) on the compiled
+    problem's sensitivity space (a family reads its target and utility from ``problem.spec``).
 
     Raises
     ------
     UnsupportedSpecError
         When the spec names a family this version does not provide.
     """
+    spec, space = problem.spec, problem.space
     available = registry()
     if spec.mechanism != "auto":
         missing = [f for f in spec.families if f not in available]

@@ -34,6 +34,9 @@ from dpopt.spec.models import (
 
 Record = Mapping[str, object]
 
+INTEGER_VALUED_KINDS = frozenset({"count", "histogram", "contingency_table", "marginals"})
+"""Query kinds whose answers are integers (counts of records; a linear query's matrix is the user's)."""
+
 
 @dataclass(frozen=True)
 class CountingQuery:
@@ -74,7 +77,7 @@ class CountingQuery:
 
     @property
     def is_integer_valued(self) -> bool:
-        return self.user_matrix is None
+        return self.kind in INTEGER_VALUED_KINDS
 
     def evaluate(self, records: Sequence[Record]) -> np.ndarray:
         """φ(X), counted record by record."""

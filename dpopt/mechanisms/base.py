@@ -168,8 +168,9 @@ class Mechanism(ABC):
         """How a closed-form prediction is described in a certificate."""
         return "closed form"
 
-    def scope_checks(self, spec: Spec) -> list[Check]:
-        """Checks that parameters taken from the spec (e.g. a public box) match it; none by default."""
+    def scope_checks(self, spec: Spec, space: SensitivitySpace) -> list[Check]:
+        """Checks that parameters taken from the spec and its space (e.g. a public box) match
+        them; none by default."""
         return []
 
     def notes(self) -> list[str]:

@@ -38,7 +38,6 @@ from scipy import special
 
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
-from dpopt.domain.queries import CountingQuery, compile_query
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
@@ -146,10 +145,13 @@ def covariance_checks(sigma: np.ndarray, vectors: np.ndarray, space: Sensitivity
 
 
 def table_shape(spec: Spec) -> tuple[int, ...] | None:
-    """Levels per attribute when the query's coordinates are the cells of one table."""
-    query = compile_query(spec)
-    if isinstance(query, CountingQuery) and query.kind in ("histogram", "contingency_table"):
-        return tuple(len(levels) for levels in query.levels)
+    """Levels per attribute when the query's coordinates are the cells of one table (read from
+    the spec's query and attributes, without compiling the query)."""
+    query = spec.query
+    if query.kind == "histogram":
+        return (len(spec.data.attributes[query.attribute]),)
+    if query.kind == "contingency_table":
+        return tuple(len(spec.data.attributes[a]) for a in query.attributes)
     return None
 
 

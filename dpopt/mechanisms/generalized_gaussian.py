@@ -452,7 +452,7 @@ class GeneralizedGaussianMechanism(Mechanism):
         )
         return checks
 
-    def scope_checks(self, spec: Spec) -> list[Check]:
+    def scope_checks(self, spec: Spec, space: SensitivitySpace) -> list[Check]:
         if self.variant == "unbounded":
             return []
         box = answer_bounds(spec)

@@ -26,7 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from dpopt.domain.queries import compile_query
+from dpopt.domain.queries import INTEGER_VALUED_KINDS
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.privacy.discrete_gaussian import move_pattern
@@ -59,8 +59,9 @@ def dyadic_ceil(x: Fraction) -> Fraction:
 
 
 def is_integer_valued(spec: Spec) -> bool:
-    """True for counting queries whose answers are integers (counts, histograms, tables, marginals)."""
-    return bool(compile_query(spec).is_integer_valued)
+    """True for counting queries whose answers are integers (counts, histograms, tables, marginals):
+    read from the query kind, without compiling the query."""
+    return spec.query.kind in INTEGER_VALUED_KINDS
 
 
 def move_patterns(space: SensitivitySpace) -> list[tuple[int, ...]] | None:

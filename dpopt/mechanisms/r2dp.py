@@ -62,7 +62,6 @@ from dpopt.optimize.r2dp_objectives import (
 )
 from dpopt.privacy.laplace import laplace_scale_for
 from dpopt.privacy.r2dp import MP_DIGITS, density_ratio_sup, pattern_epsilon_mp, r2dp_epsilon
-from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec, Utility
@@ -244,12 +243,11 @@ class R2DPMechanism(Mechanism):
         )
         return [exact, ratio]
 
-    def scope_checks(self, spec: Spec) -> list[Check]:
+    def scope_checks(self, spec: Spec, space: SensitivitySpace) -> list[Check]:
         """The recorded comparison with Laplace and the staircase, recomputed."""
         record = self.design_record
         if not record or record.get("metric") != spec.utility.metric or spec.privacy.definition != "pure":
             return []
-        space = derive(spec)
         epsilon = spec.privacy.parameters["epsilon"]
         laplace = self._laplace_baseline(space, epsilon, spec.utility)
         stair = StaircaseMechanism.from_parameters(record["baselines"]["staircase"]["parameters"], space)

@@ -23,12 +23,12 @@ from dpopt.certificate.model import Certificate
 from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.core.checks import Check
+from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.plan.allocate import Allocation
 from dpopt.plan.compose import ADDITIVE, additive_check, gdp_route_check, pld_check
 from dpopt.plan.joint import joint_spec, query_errors
 from dpopt.plan.spec import load_plan, plan_document, plan_sha256, query_spec
-from dpopt.sensitivity.derive import derive
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import Plan, Privacy
 
@@ -216,7 +216,9 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
                             spec == expected, f"target {entry['target']}"))
         result = verify(sub)
         checks.extend(Check(f"{name}.{c.claim}", c.method, c.passed, c.detail) for c in result.checks)
-        space = derive(spec)
+        if result.problem is None:  # the query's spec did not compile: verify named the failure
+            continue
+        space = result.problem.space
         try:
             mechanism = rebuild_mechanism(sub, space)
         except DpoptError as exc:
@@ -253,7 +255,7 @@ def _verify_joint(plan: Plan, data: dict) -> list[Check]:
     target = data["queries"][0].get("target", {})
     try:
         specs = [query_spec(plan, i, target) for i in range(len(plan.queries))]
-        found = joint_spec(plan, specs, target)
+        found = joint_spec(plan, specs, target, [compile_query(s) for s in specs])
         if isinstance(found, str):
             return [Check("joint.spec", "the plan's queries stacked on the shared histogram", False, found)]
         expected, maps = found
@@ -263,8 +265,11 @@ def _verify_joint(plan: Plan, data: dict) -> list[Check]:
         return [Check("joint.spec", "the plan's queries stacked on the shared histogram", False, str(exc))]
     checks = [Check("joint.spec", "the plan's queries stacked on the shared histogram (weights, workloads)",
                     spec == expected, f"{len(maps)} queries on {' x '.join(spec.query.attributes)}")]
-    checks += [Check(f"joint.{c.claim}", c.method, c.passed, c.detail) for c in verify(sub).checks]
-    space = derive(spec)
+    result = verify(sub)
+    checks += [Check(f"joint.{c.claim}", c.method, c.passed, c.detail) for c in result.checks]
+    if result.problem is None:  # the joint spec did not compile: verify named the failure
+        return checks
+    space = result.problem.space
     try:
         mechanism = rebuild_mechanism(sub, space)
     except DpoptError as exc:

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpopt.design.select import Candidate, design_candidates, select
-from dpopt.domain.queries import CountingQuery, compile_query
+from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import DpoptError
 from dpopt.mechanisms import Mechanism, UtilityValue
-from dpopt.sensitivity.derive import derive
+from dpopt.problem import Problem, compile
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Plan, Spec, Utility
 
@@ -40,20 +40,28 @@ MAX_GENERATORS = 2_000
 
 @dataclass(frozen=True)
 class JointDesign:
-    """The shared histogram's spec, its certified mechanism and each query's map and error."""
+    """The shared histogram's compiled spec, its certified mechanism and each query's map and error."""
 
-    spec: Spec
-    space: SensitivitySpace
+    problem: Problem
     mechanism: Mechanism
     utility: UtilityValue
     candidates: list[Candidate]
     maps: list[np.ndarray]
     errors: list[UtilityValue]
 
+    @property
+    def spec(self) -> Spec:
+        return self.problem.spec
 
-def query_maps(specs: list[Spec]) -> tuple[list[str], list[np.ndarray]] | str:
-    """The shared histogram's attributes and each query's map A_i P_i onto it, or why there is none."""
-    queries = [compile_query(s) for s in specs]
+    @property
+    def space(self) -> SensitivitySpace:
+        return self.problem.space
+
+
+def query_maps(specs: list[Spec],
+               queries: list[CountingQuery | NumericQuery]) -> tuple[list[str], list[np.ndarray]] | str:
+    """The shared histogram's attributes and each compiled query's map A_i P_i onto it, or why
+    there is none."""
     if not all(isinstance(q, CountingQuery) for q in queries):
         return "a sum or mean is not a linear query of the histogram"
     used = {a for q in queries for a in q.attributes}
@@ -76,11 +84,13 @@ def query_maps(specs: list[Spec]) -> tuple[list[str], list[np.ndarray]] | str:
     return attributes, maps
 
 
-def joint_spec(plan: Plan, specs: list[Spec], target: dict) -> tuple[Spec, list[np.ndarray]] | str:
-    """The shared histogram's spec (workload W of the module docstring, whole target), or why there is none."""
+def joint_spec(plan: Plan, specs: list[Spec], target: dict,
+               queries: list[CountingQuery | NumericQuery]) -> tuple[Spec, list[np.ndarray]] | str:
+    """The shared histogram's spec (workload W of the module docstring, whole target), or why there is
+    none; ``queries`` are the specs' compiled queries."""
     if any(s.utility.metric != "l2" for s in specs):
         return "the joint workload needs an l2 metric for every query"
-    found = query_maps(specs)
+    found = query_maps(specs, queries)
     if isinstance(found, str):
         return found
     attributes, maps = found
@@ -110,38 +120,39 @@ def query_errors(mechanism: Mechanism, specs: list[Spec], maps: list[np.ndarray]
     return out
 
 
-def _cached_space(plan: Plan, specs: list[Spec], spaces: list[SensitivitySpace], joint: Spec):
-    """The space of the plan's table over exactly the shared attributes (the same query, hence the
-    same space: it does not depend on the target or the utility), or None."""
-    for spec, space in zip(specs, spaces):
-        if spec.query.kind == "contingency_table" and spec.query.attributes == joint.query.attributes:
-            return space
+def _cached_problem(problems: list[Problem], joint: Spec) -> Problem | None:
+    """The plan's table over exactly the shared attributes, compiled, restated for the joint spec
+    (the same query, hence the same space: it does not depend on the target or the utility), or None."""
+    for problem in problems:
+        query = problem.spec.query
+        if query.kind == "contingency_table" and query.attributes == joint.query.attributes:
+            return problem.restated(joint)
     return None
 
 
-def design_joint(plan: Plan, specs: list[Spec], target: dict,
-                 spaces: list[SensitivitySpace]) -> JointDesign | str:
+def design_joint(plan: Plan, specs: list[Spec], target: dict, problems: list[Problem]) -> JointDesign | str:
     """The joint design under ``target`` (the plan's whole budget), or the reason it is not available.
 
-    Under invariants the shared histogram must be one of the plan's tables (its Semi-DP space,
-    costly to derive, is then reused); without, its space is derived.
+    ``problems`` are the plan's queries compiled. Under invariants the shared histogram must be
+    one of the plan's tables (its Semi-DP space, costly to derive, is then reused); without, it
+    is compiled.
     """
-    found = joint_spec(plan, specs, target)
+    found = joint_spec(plan, specs, target, [p.query for p in problems])
     if isinstance(found, str):
         return found
     spec, maps = found
-    space = _cached_space(plan, specs, spaces, spec)
-    if space is None and plan.invariants:
+    problem = _cached_problem(problems, spec)
+    if problem is None and plan.invariants:
         return ("under invariants the shared histogram (" + " x ".join(spec.query.attributes)
                 + ") must be one of the plan's tables")
     try:
-        space = derive(spec) if space is None else space
-        generators = len(space.vectors())
+        problem = compile(spec) if problem is None else problem
+        generators = len(problem.space.vectors())
         if generators > MAX_GENERATORS:
             return f"the shared histogram's sensitivity space has {generators} generators (limit {MAX_GENERATORS})"
-        candidates = design_candidates(spec, space)
+        candidates = design_candidates(problem)
         chosen = select(candidates, "l2")
         errors = query_errors(chosen.mechanism, specs, maps)
     except (DpoptError, ValueError) as exc:
         return f"{FAMILY} on the shared histogram: {exc}"
-    return JointDesign(spec, space, chosen.mechanism, chosen.utility, candidates, maps, errors)
+    return JointDesign(problem, chosen.mechanism, chosen.utility, candidates, maps, errors)

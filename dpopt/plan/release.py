@@ -21,26 +21,27 @@ import numpy as np
 
 from dpopt.certificate.composition import compose, composition_checks, groups_changed, within_group_adjacency
 from dpopt.certificate.model import Certificate
-from dpopt.domain.queries import CountingQuery, compile_query
+from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, DataError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
+from dpopt.problem import Problem
 from dpopt.release import sources
 from dpopt.release.batch import ENGINES, group_domain
 from dpopt.rng import RandomSource
-from dpopt.spec.models import Plan, Spec
+from dpopt.spec.models import Plan
 
 
-def _union(specs: list[Spec]) -> tuple[list[str], list[tuple[str, ...]], list[str]]:
-    """(categorical attributes of the counting queries, their levels, numeric attributes summed)."""
+def _union(problems: list[Problem]) -> tuple[list[str], list[tuple[str, ...]], list[str]]:
+    """(categorical attributes of the compiled counting queries, their levels, numeric attributes summed)."""
     attributes: dict[str, None] = {}
     numeric: dict[str, None] = {}
-    for spec in specs:
-        query = compile_query(spec)
+    for problem in problems:
+        query = problem.query
         if isinstance(query, CountingQuery):
             attributes.update(dict.fromkeys(query.attributes))
         else:
             numeric[query.attribute] = None
-    levels = [tuple(specs[0].data.attributes[a]) for a in attributes]
+    levels = [tuple(problems[0].spec.data.attributes[a]) for a in attributes]
     return list(attributes), levels, list(numeric)
 
 
@@ -51,14 +52,14 @@ def _cell_sql(attributes: list[str], levels) -> str:
     return cell
 
 
-def _answers(specs: list[Spec], attributes: list[str], shape: tuple, numeric: list[str], counts: np.ndarray,
-             totals: np.ndarray) -> list[np.ndarray]:
-    """Every query's answer from the counts (and numeric sums) of the cells of the shared table."""
+def _answers(problems: list[Problem], attributes: list[str], shape: tuple, numeric: list[str],
+             counts: np.ndarray, totals: np.ndarray) -> list[np.ndarray]:
+    """Every compiled query's answer from the counts (and numeric sums) of the cells of the shared table."""
     table = counts.reshape(shape) if shape else counts
     records = float(counts.sum())
     answers = []
-    for spec in specs:
-        query = compile_query(spec)
+    for problem in problems:
+        query = problem.query
         if isinstance(query, CountingQuery):
             own = [attributes.index(a) for a in query.attributes]
             other = tuple(i for i in range(len(attributes)) if i not in own)
@@ -81,10 +82,11 @@ def plan_answers(solution: PlanSolution, data: str | Path) -> tuple[list[np.ndar
         Missing columns, a value outside its attribute's domain (naming the first such
         record), or a size that contradicts ``data.n``.
     """
-    specs = [d.spec for d in solution.designs]
+    problems = [d.problem for d in solution.designs]
+    spec = problems[0].spec
     con, source = sources.connect(), sources.open_source(data)
-    sources.validate(con, source, specs[0])
-    attributes, levels, numeric = _union(specs)
+    sources.validate(con, source, spec)
+    attributes, levels, numeric = _union(problems)
     sums = "".join(f", sum({sources._number_sql(a)})" for a in numeric)
     rows = sources._run(con, source, f"SELECT {_cell_sql(attributes, levels)} AS cell, count(*){sums} "
                                      f"FROM {source.sql} GROUP BY ALL").fetchall()
@@ -97,16 +99,16 @@ def plan_answers(solution: PlanSolution, data: str | Path) -> tuple[list[np.ndar
         for k in range(len(numeric)):
             totals[k, int(row[0])] = row[2 + k] or 0.0
     records = int(counts.sum())
-    sources.check_size(specs[0], source, records)
-    return _answers(specs, attributes, shape, numeric, counts, totals), records
+    sources.check_size(spec, source, records)
+    return _answers(problems, attributes, shape, numeric, counts, totals), records
 
 
-def _units(solution: PlanSolution) -> tuple[list[Spec], list, list]:
-    """What is released: (specs, mechanisms, post-processing maps or None) — the queries, or the
-    joint design's shared histogram with its maps."""
+def _units(solution: PlanSolution) -> tuple[list[Problem], list, list]:
+    """What is released: (compiled specs, mechanisms, post-processing maps or None) — the queries,
+    or the joint design's shared histogram with its maps."""
     if solution.joint is not None:
-        return [solution.joint.spec], [solution.joint.mechanism], [solution.joint.maps]
-    return [d.spec for d in solution.designs], [d.mechanism for d in solution.designs], [None] * len(
+        return [solution.joint.problem], [solution.joint.mechanism], [solution.joint.maps]
+    return [d.problem for d in solution.designs], [d.mechanism for d in solution.designs], [None] * len(
         solution.designs)
 
 
@@ -144,9 +146,10 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     if solution.plan.data.n is not None:
         raise SpecError("data.n", "fixes the size of the whole dataset, but a grouped release has one size per "
                                   "group: remove data.n")
-    specs, mechanisms, maps = _units(solution)
+    problems, mechanisms, maps = _units(solution)
+    specs = [p.spec for p in problems]
     source = sources.open_source(data)
-    attributes, levels, numeric = _union(specs)
+    attributes, levels, numeric = _union(problems)
     if engine == "dask":
         try:  # dask is an optional dependency (pip install "dpopt[dask]")
             from dpopt.release.distributed import table_sums_dask
@@ -169,7 +172,7 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     shape = tuple(len(lv) for lv in levels)
     cells = int(np.prod(shape)) if shape else 1
     names = [d.name for d in solution.designs]
-    labels = [compile_query(d.spec).labels for d in solution.designs]
+    labels = [d.problem.labels for d in solution.designs]
     released: dict[str, dict] = {}
     levels_block = []
     for l, column in enumerate(group_by):
@@ -190,7 +193,7 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
                 totals[g, k, int(row[1])] = row[3 + k] or 0.0
         tables = {}
         for g, k in enumerate(keys):
-            answers = _answers(specs, attributes, shape, numeric, counts[g], totals[g])
+            answers = _answers(problems, attributes, shape, numeric, counts[g], totals[g])
             noisy = [m.release(a, rng=randomness.stream(l, g, u)) for u, (m, a) in enumerate(zip(mechanisms, answers))]
             per_query = [mp @ noisy[0] for mp in maps[0]] if maps[0] is not None else noisy
             tables[k] = {n: dict(zip(lb, v.tolist())) for n, lb, v in zip(names, labels, per_query)}
@@ -231,7 +234,8 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
     joint = solution.joint
     tables = []
     if joint is not None:  # one release of the shared histogram, every query its post-processing
-        histogram, records = sources.answer(sources.connect(), sources.open_source(data), joint.spec)
+        histogram, records = sources.answer(sources.connect(), sources.open_source(data), joint.spec,
+                                            query=joint.problem.query)
         noisy_histogram = joint.mechanism.release(histogram, rng=randomness.stream(0))
         noisy_answers = [m @ noisy_histogram for m in joint.maps]
         mechanism = {"family": joint.mechanism.family, "design": "joint"}
@@ -240,7 +244,7 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         noisy_answers = [d.mechanism.release(v, rng=randomness.stream(i))
                          for i, (d, v) in enumerate(zip(solution.designs, answers))]
     for design, noisy in zip(solution.designs, noisy_answers):
-        labels = compile_query(design.spec).labels
+        labels = design.problem.labels
         tables.append({
             "name": design.name,
             "mechanism": mechanism if joint is not None else

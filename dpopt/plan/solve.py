@@ -38,7 +38,7 @@ from dpopt.plan.compose import composed_pld, dominating_pair, fit_targets
 from dpopt.plan.joint import JointDesign, design_joint
 from dpopt.plan.spec import load_plan, query_spec
 from dpopt.privacy.gaussian import gaussian_mu
-from dpopt.sensitivity.derive import derive
+from dpopt.problem import Problem, compile
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Plan, Spec
 
@@ -48,17 +48,24 @@ BISECTION_STEPS = 12
 
 @dataclass(frozen=True)
 class QueryDesign:
-    """One query designed under its share of the budget."""
+    """One query designed under its share of the budget, on its compiled problem."""
 
     name: str
     weight: float
     share: float
     target: dict
-    spec: Spec
-    space: SensitivitySpace
+    problem: Problem
     mechanism: Mechanism
     utility: UtilityValue
     candidates: list[Candidate]
+
+    @property
+    def spec(self) -> Spec:
+        return self.problem.spec
+
+    @property
+    def space(self) -> SensitivitySpace:
+        return self.problem.space
 
     def weighted(self) -> float:
         return self.weight * self.utility.value
@@ -79,26 +86,28 @@ class PlanSolution:
 
 
 def _design(plan: Plan, index: int, target: dict, share: float, family: str | None = None,
-            space: SensitivitySpace | None = None) -> QueryDesign:
+            problem: Problem | None = None) -> QueryDesign:
+    """Query ``index`` designed under ``target``; ``problem`` is the query compiled under another
+    target (:meth:`Problem.restated`), else it is compiled here."""
     spec = query_spec(plan, index, target)
     if family is not None:
         spec = spec.model_copy(update={"mechanism": family})
-    space = derive(spec) if space is None else space
-    candidates = design_candidates(spec, space)
+    problem = compile(spec) if problem is None else problem.restated(spec)
+    candidates = design_candidates(problem)
     chosen = select(candidates, spec.utility.metric)
     q = plan.queries[index]
-    return QueryDesign(q.name, q.weight, share, target, spec, space, chosen.mechanism, chosen.utility, candidates)
+    return QueryDesign(q.name, q.weight, share, target, problem, chosen.mechanism, chosen.utility, candidates)
 
 
-def _design_all(plan: Plan, total: float, shares: list[float], spaces: list[SensitivitySpace | None],
+def _design_all(plan: Plan, total: float, shares: list[float], problems: list[Problem | None],
                 families: list[str] | None = None) -> list[QueryDesign]:
-    """Every query designed at its share; ``spaces`` caches each query's sensitivity space (it
-    depends on the query, invariants and adjacency only, not on the target)."""
+    """Every query designed at its share; ``problems`` holds each query compiled once (its query,
+    invariant domain and sensitivity space depend on neither the target nor the family)."""
     definition = plan.privacy.definition
     targets = fit_targets(definition, total, shares)
-    designs = [_design(plan, i, t, s, None if families is None else families[i], spaces[i])
+    designs = [_design(plan, i, t, s, None if families is None else families[i], problems[i])
                for i, (t, s) in enumerate(zip(targets, shares))]
-    spaces[:] = [d.space for d in designs]
+    problems[:] = [d.problem for d in designs]
     return designs
 
 
@@ -154,7 +163,7 @@ def _calibrate_approx(plan: Plan, mu: float, designs: list[QueryDesign]) -> tupl
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         try:
-            trial = _design_all(plan, mid, shares, [d.space for d in designs], families)
+            trial = _design_all(plan, mid, shares, [d.problem for d in designs], families)
         except CalibrationError:
             hi = mid
             continue
@@ -189,8 +198,8 @@ def solve_plan(source: Plan | Spec | str | Path | Mapping[str, Any]) -> PlanSolu
     _check_plan(plan)
     total = _total(plan)
     fixed = [q.share for q in plan.queries]
-    spaces: list[SensitivitySpace | None] = [None] * len(plan.queries)
-    equal = _design_all(plan, total, equal_shares(fixed), spaces)
+    problems: list[Problem | None] = [None] * len(plan.queries)
+    equal = _design_all(plan, total, equal_shares(fixed), problems)
     definition = plan.privacy.definition
     fits = []
     for i, e in enumerate(equal):
@@ -198,12 +207,12 @@ def solve_plan(source: Plan | Spec | str | Path | Mapping[str, Any]) -> PlanSolu
             fits.append((e.utility.value * e.share, 1.0))
             continue
         target = fit_targets(definition, total, [e.share / 2])[0]
-        h = _design(plan, i, target, e.share / 2, e.mechanism.family, spaces[i])
+        h = _design(plan, i, target, e.share / 2, e.mechanism.family, problems[i])
         fits.append(power_law(e.utility.value, e.share, h.utility.value, h.share))
     b = np.array([d.weight * a for d, (a, _) in zip(equal, fits)])
     p = np.array([pi for _, pi in fits])
     allocation = allocate(b, p, fixed)
-    optimal = _design_all(plan, total, list(allocation.shares), spaces)
+    optimal = _design_all(plan, total, list(allocation.shares), problems)
     equal_total = sum(d.weighted() for d in equal)
     optimal_total = sum(d.weighted() for d in optimal)
     kept = "optimal" if optimal_total <= equal_total else "equal split"
@@ -232,11 +241,10 @@ def solve_plan(source: Plan | Spec | str | Path | Mapping[str, Any]) -> PlanSolu
     # the second routes (per query and of the composition) are left to dpopt verify: at 50 queries
     # they would dominate the solve (Kolmogorov–Smirnov tests of every coordinate's sampler)
     if use_joint:
-        certificates = [certify(joint.spec, joint.space, joint.mechanism, joint.utility, joint.candidates,
-                                second_route=False)]
+        certificates = [certify(joint.problem, joint.mechanism, joint.utility, joint.candidates, second_route=False)]
         certificate = plan_certificate(plan, designs, certificates, allocation, comparison, joint)
         return PlanSolution(plan, designs, allocation, comparison, certificates, certificate, joint)
-    certificates = [certify(d.spec, d.space, d.mechanism, d.utility, d.candidates, second_route=False)
+    certificates = [certify(d.problem, d.mechanism, d.utility, d.candidates, second_route=False)
                     for d in designs]
     certificate = plan_certificate(plan, designs, certificates, allocation, comparison)
     return PlanSolution(plan, designs, allocation, comparison, certificates, certificate)
@@ -254,4 +262,4 @@ def _joint(plan: Plan, designs: list[QueryDesign], total: float) -> JointDesign 
         return "the plan's mechanism choice does not allow gaussian_optimal for all queries"
     target = {"gdp": {"mu": total}} if definition == "approx" else {definition: plan.privacy.parameters}
     specs = [query_spec(plan, i, target) for i in range(len(plan.queries))]
-    return design_joint(plan, specs, target, [d.space for d in designs])
+    return design_joint(plan, specs, target, [d.problem for d in designs])

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpopt.domain.queries import CountingQuery, compile_query
+from dpopt.domain.queries import CountingQuery
 from dpopt.errors import SpecError, UnsupportedSpecError
-from dpopt.sensitivity.invariants import invariant_domain
-from dpopt.spec.models import Spec
+from dpopt.problem import Problem
 
 
 @dataclass(frozen=True)
@@ -128,8 +127,9 @@ def table_structure(
     return Structure(a, labels, c, tuple(names), shape, tuple(tuple(g) for g in margins))
 
 
-def spec_structure(spec: Spec) -> Structure:
-    """The structure of a spec's release: its counting query and its invariants.
+def spec_structure(problem: Problem) -> Structure:
+    """The structure of a spec's release: its counting query and its invariants, read from the
+    compiled spec (:func:`dpopt.compile`).
 
     With invariants (replace-one, Semi-DP) C is the invariant map of
     :class:`dpopt.sensitivity.invariants.InvariantDomain`: the total (fixed by the
@@ -142,14 +142,13 @@ def spec_structure(spec: Spec) -> Structure:
     UnsupportedSpecError
         A numeric query, or a linear query with a user matrix (not a count of cells).
     """
-    query = compile_query(spec)
+    spec, query, domain = problem.spec, problem.query, problem.domain
     if not isinstance(query, CountingQuery) or not query.is_integer_valued:
         raise UnsupportedSpecError(
             "postprocess",
             "integer, consistent tables need a counting query (count, histogram, contingency_table, marginals)",
         )
-    if spec.invariants:
-        domain = invariant_domain(spec)
+    if domain is not None:
         a = np.asarray(domain.query_matrix().toarray(), dtype=float)
         c = domain.invariant_matrix()
         names = ["total"] + [f"invariant row {i}" for i in range(1, c.shape[0])]

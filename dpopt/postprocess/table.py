@@ -157,7 +157,7 @@ def postprocess_release(solution, noisy, table=None, values=None, options: Postp
     options : Postprocess, optional
         Defaults to the spec's ``postprocess`` block, else all properties.
     """
-    structure = spec_structure(solution.spec)
+    structure = spec_structure(solution.problem)
     if values is None:
         values = structure.invariant_values(table) if table is not None else None
     if values is None and structure.constraints.shape[0]:

@@ -40,7 +40,6 @@ from dpopt.certificate.composition import (
     within_group_adjacency,
 )
 from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.domain.queries import compile_query
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
@@ -310,7 +309,7 @@ def release_groups(
         raise SpecError("--engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})")
     randomness = random_source(seed, insecure_seed) if randomness is None else randomness
     solution = solve(spec)
-    query = compile_query(spec)
+    query = solution.problem.query
     domains = [group_domain(spec, column, (groups or {}).get(column)) for column in group_by]
     source = sources.open_source(data)
     if engine == "dask":
@@ -336,7 +335,7 @@ def release_groups(
             )
         else:
             answers = sources.group_answers(
-                sources.connect(), source, spec, column, domain.keys, domain.description
+                sources.connect(), source, spec, column, domain.keys, domain.description, query=query
             )
             keys, records = answers.keys, answers.records
             values = add_noise(solution.mechanism, answers.values, randomness, index, block)
@@ -357,7 +356,8 @@ def release_once(
     solution, noisy answer (d,), number of records
     """
     solution = solve(spec)
-    value, records = sources.answer(sources.connect(), sources.open_source(data), solution.spec)
+    value, records = sources.answer(sources.connect(), sources.open_source(data), solution.spec,
+                                    query=solution.problem.query)
     return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records
 
 
@@ -380,7 +380,7 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, seed: 
     mechanism, the guarantee, the released value of each labelled coordinate (null for a
     coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
     seed and the randomness used, and the number of records."""
-    query = compile_query(solution.spec)
+    query = solution.problem.query
     return {
         "name": solution.spec.name,
         "spec_sha256": solution.certificate["spec_sha256"],

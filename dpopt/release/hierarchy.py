@@ -30,11 +30,11 @@ import numpy as np
 from dpopt.certificate.composition import within_group_adjacency
 from dpopt.certificate.hierarchy_budget import NATION, budget_check, level_specs
 from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.domain.queries import compile_query
 from dpopt.errors import DataError, SpecError, UnsupportedSpecError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
+from dpopt.problem import compile
 from dpopt.release import sources
 from dpopt.rng import RandomSource, random_source
 from dpopt.solve import Solution, solve
@@ -108,7 +108,7 @@ class HierarchyRelease:
 
     def document(self, include_values: bool = True) -> dict:
         """The release document: levels, budget, post-processing, and (optionally) every table."""
-        labels = list(compile_query(self.solutions[0].spec).labels)
+        labels = list(self.solutions[0].problem.labels)
         doc = {"name": self.spec.name, "spec": spec_document(self.spec), "labels": labels,
                "hierarchy": self.block, "randomness": self.randomness, "records": self.records}
         if include_values:
@@ -170,15 +170,16 @@ def release_hierarchy(
     options = spec.postprocess or Postprocess()
     randomness = random_source(seed, insecure_seed) if randomness is None else randomness
     specs, shares, how = level_specs(spec)
-    solutions = [solve(s) for s in specs]
-    structure = spec_structure(specs[0])
+    problem = compile(specs[0])  # the levels differ in their budget only: one compilation serves all
+    solutions = [solve(problem.restated(s)) for s in specs]
+    structure = spec_structure(problem)
     con = sources.connect()
     source = sources.open_source(data)
     sources.require_columns(con, source, spec.geography.levels)
-    nation, records = sources.answer(con, source, specs[0])
+    nation, records = sources.answer(con, source, specs[0], query=problem.query)
     truth, keys = [nation[None, :]], [np.array([NATION])]
     for column in spec.geography.levels:
-        answers = sources.group_answers(con, source, specs[0], column)
+        answers = sources.group_answers(con, source, specs[0], column, query=problem.query)
         truth.append(answers.values)
         keys.append(answers.keys)
     parents = [np.zeros(len(keys[1]), dtype=np.int64)]

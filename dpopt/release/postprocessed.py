@@ -34,7 +34,7 @@ def invariant_values(solution: Solution, data: str | Path) -> np.ndarray | None:
     UnsupportedSpecError
         Invariants on a query that is not the full table (its cells cannot be read off φ(X)).
     """
-    structure = spec_structure(solution.spec)
+    structure = spec_structure(solution.problem)
     if not solution.spec.invariants:
         return None
     if structure.queries.shape[0] != structure.cells or not np.array_equal(structure.queries, np.eye(structure.cells)):
@@ -42,7 +42,8 @@ def invariant_values(solution: Solution, data: str | Path) -> np.ndarray | None:
             "postprocess", "with invariants, the command-line release post-processes a full table (histogram or "
             "contingency_table over the invariants' attributes); use dpopt.postprocess from Python otherwise"
         )
-    value, _ = sources.answer(sources.connect(), sources.open_source(data), solution.spec)
+    value, _ = sources.answer(sources.connect(), sources.open_source(data), solution.spec,
+                              query=solution.problem.query)
     return structure.invariant_values(value)
 
 
@@ -56,7 +57,7 @@ def postprocess_once(
     block = certificate_block(result)
     if error_draws:
         covariance = mechanism_covariance(solution.mechanism)[0]
-        structure = spec_structure(solution.spec)
+        structure = spec_structure(solution.problem)
         t = values if values is not None else structure.invariant_values(result.table) if structure.constraints.shape[0] else None
         block["error"] = {
             "method": f"Monte Carlo, {error_draws} releases simulated at the published table (parametric bootstrap), "

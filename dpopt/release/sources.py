@@ -236,8 +236,12 @@ def _precheck(
         validate(con, source, spec)
 
 
-def answer(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec) -> tuple[np.ndarray, int]:
+def answer(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec, *,
+           query: CountingQuery | NumericQuery | None = None) -> tuple[np.ndarray, int]:
     """φ(X) on the whole file, counted in SQL, and the number of records.
+
+    ``query`` is the spec's compiled query when the caller holds it (``Problem.query``); else
+    it is compiled here.
 
     Raises
     ------
@@ -245,7 +249,7 @@ def answer(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec) -> tu
         As :func:`validate` (every declared attribute is checked), or a size that
         contradicts ``data.n``.
     """
-    query = compile_query(spec)
+    query = compile_query(spec) if query is None else query
     _precheck(con, source, spec, query)
     if isinstance(query, CountingQuery):
         rows = _run(
@@ -366,6 +370,8 @@ def group_answers(
     column: str,
     keys: np.ndarray | None = None,
     domain: str = "observed",
+    *,
+    query: CountingQuery | NumericQuery | None = None,
 ) -> GroupAnswers:
     """φ(X_g) for every group g of ``column``, counted in SQL and laid out in numpy.
 
@@ -374,6 +380,8 @@ def group_answers(
     keys : numpy.ndarray, optional
         The public groups, in their canonical order (a group without records gets the
         answer of an empty dataset); by default the groups observed in the file, sorted.
+    query : CountingQuery or NumericQuery, optional
+        The spec's compiled query when the caller holds it; else it is compiled here.
 
     Raises
     ------
@@ -382,7 +390,7 @@ def group_answers(
     UnsupportedSpecError
         A mean (it divides by a public n that a group does not have).
     """
-    query = compile_query(spec)
+    query = compile_query(spec) if query is None else query
     if isinstance(query, NumericQuery) and query.kind == "mean":
         raise UnsupportedSpecError(
             "query.kind", "a grouped mean needs a public size per group: release the sum per group instead"

@@ -22,9 +22,8 @@ from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import NumericAttribute, Spec
 
 
-def record_domain(spec: Spec) -> list[dict]:
-    """Every record over the attributes the query reads (numeric ones on a small grid)."""
-    query = compile_query(spec)
+def record_domain(spec: Spec, query: CountingQuery | NumericQuery) -> list[dict]:
+    """Every record over the attributes the compiled query reads (numeric ones on a small grid)."""
     if isinstance(query, CountingQuery):
         names = list(query.groups[0]) if query.kind == "linear" else list(query.attributes)
         values = [list(spec.data.attributes[a]) for a in names]  # type: ignore[arg-type]
@@ -38,14 +37,17 @@ def record_domain(spec: Spec) -> list[dict]:
     return [dict(zip(names, combo)) for combo in itertools.product(*values)]
 
 
-def enumerate_space(spec: Spec, max_records: int = 3) -> SensitivitySpace:
+def enumerate_space(spec: Spec, max_records: int = 3, *,
+                    query: CountingQuery | NumericQuery | None = None) -> SensitivitySpace:
     """The sensitivity space found by enumerating all datasets of up to ``max_records``
     records (a mean: exactly ``data.n`` records, since its differences depend on n).
 
-    Only for small domains: the number of datasets grows as C(|domain| + N, N).
+    ``query`` is the spec's compiled query when the caller holds it (the query is evaluated
+    record by record, never through its matrix); else it is compiled here. Only for small
+    domains: the number of datasets grows as C(|domain| + N, N).
     """
-    query = compile_query(spec)
-    domain = record_domain(spec)
+    query = compile_query(spec) if query is None else query
+    domain = record_domain(spec, query)
     r = len(domain)
     value_cache: dict[tuple[int, ...], np.ndarray] = {}
 
@@ -86,10 +88,9 @@ def enumerate_space(spec: Spec, max_records: int = 3) -> SensitivitySpace:
 _MAX_ENUMERATED_DATASETS = 3000
 
 
-def enumeration_size(spec: Spec) -> tuple[int, int] | None:
+def enumeration_size(spec: Spec, query: CountingQuery | NumericQuery) -> tuple[int, int] | None:
     """(records per dataset, number of datasets) for a brute-force check, or None if too large."""
-    r = len(record_domain(spec))
-    query = compile_query(spec)
+    r = len(record_domain(spec, query))
     fixed_n = spec.adjacency.kind != "add_remove" and spec.data.n is not None
     k = spec.adjacency.distance if spec.adjacency.kind == "hamming" else 1
     if isinstance(query, NumericQuery) and query.kind == "mean":
@@ -104,13 +105,13 @@ def enumeration_size(spec: Spec) -> tuple[int, int] | None:
     return (size, count) if count <= _MAX_ENUMERATED_DATASETS else None
 
 
-def enumeration_claims(spec: Spec, space: SensitivitySpace) -> list[Check]:
+def enumeration_claims(spec: Spec, query: CountingQuery | NumericQuery, space: SensitivitySpace) -> list[Check]:
     """The structural sensitivity of a spec without invariants re-derived by enumerating
-    datasets (:func:`enumerate_space`), where the domain is small."""
-    size = enumeration_size(spec)
+    datasets (:func:`enumerate_space`, on the compiled query), where the domain is small."""
+    size = enumeration_size(spec, query)
     if size is None:
         return []
-    brute = enumerate_space(spec, max_records=size[0])
+    brute = enumerate_space(spec, max_records=size[0], query=query)
     # enumeration evaluates the query in floating point (a mean divides by n), hence rel. 1e-12
     same = brute.rank == space.rank and all(
         math.isclose(float(a), float(b), rel_tol=1e-12)

@@ -33,7 +33,7 @@ from fractions import Fraction
 import numpy as np
 from scipy import sparse
 
-from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
+from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.spec.models import LinearInvariant, MarginsInvariant, Spec, TotalInvariant
 
@@ -243,17 +243,15 @@ def _scale_to_integers(rows: list[list[Fraction]], values: list[Fraction] | None
     return LinearRows(tuple(scaled), tuple(scaled_values) if values is not None and attainable else None, attainable)
 
 
-def invariant_domain(spec: Spec) -> InvariantDomain:
-    """The record domain and invariant map of a spec with invariants.
+def require_semi_adjacency(spec: Spec) -> None:
+    """Invariants need the replace-one adjacency.
 
     Raises
     ------
     UnsupportedSpecError
         Adjacency other than ``replace_one`` (Semi-DP is defined on datasets of n records
         under the Hamming metric, Cho & Awan Def. 13; add/remove semi-adjacency is not
-        worked out in the paper); margins or linear invariants of a numeric query.
-    SpecError
-        A linear invariant whose matrix does not fit the query's dimension.
+        worked out in the paper).
     """
     if spec.adjacency.kind != "replace_one":
         raise UnsupportedSpecError(
@@ -262,7 +260,39 @@ def invariant_domain(spec: Spec) -> InvariantDomain:
             f"(Hamming) metric (Cho & Awan, Def. 13); use adjacency replace_one, not {spec.adjacency.kind} "
             "(the semi-adjacent parameter a(t) then sets how many records may differ)",
         )
-    query = compile_query(spec)
+
+
+def invariant_stage(spec: Spec, query: CountingQuery | NumericQuery) -> InvariantDomain | None:
+    """The invariant stage of compilation: the record domain and invariant map of a spec with
+    invariants; None without invariants, or for a sum or mean with the total only (fixed by
+    replace-one, which is still checked: a numeric query has no record domain of cells).
+
+    Raises
+    ------
+    UnsupportedSpecError, SpecError
+        As :func:`invariant_domain`.
+    """
+    if not spec.invariants:
+        return None
+    if isinstance(query, NumericQuery) and all(isinstance(inv, TotalInvariant) for inv in spec.invariants):
+        require_semi_adjacency(spec)
+        return None
+    return invariant_domain(spec, query)
+
+
+def invariant_domain(spec: Spec, query: CountingQuery | NumericQuery) -> InvariantDomain:
+    """The record domain and invariant map of a spec with invariants, over its compiled query
+    (:func:`dpopt.domain.queries.compile_query`).
+
+    Raises
+    ------
+    UnsupportedSpecError
+        Adjacency other than ``replace_one`` (:func:`require_semi_adjacency`); margins or
+        linear invariants of a numeric query.
+    SpecError
+        A linear invariant whose matrix does not fit the query's dimension.
+    """
+    require_semi_adjacency(spec)
     if isinstance(query, NumericQuery):
         raise UnsupportedSpecError(
             "invariants",

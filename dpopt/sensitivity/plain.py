@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
+from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
 from dpopt.sensitivity.subspace import FullSpace, SumZeroSpace, span_of
@@ -50,15 +50,14 @@ def hamming_factor(spec: Spec) -> int:
     return min(k, spec.data.n) if spec.data.n is not None else k
 
 
-def derive_plain(spec: Spec) -> SensitivitySpace:
-    """Derive the sensitivity space of the spec's query under its adjacency, ignoring invariants.
+def derive_plain(spec: Spec, query: CountingQuery | NumericQuery) -> SensitivitySpace:
+    """Derive the sensitivity space of the spec's compiled query under its adjacency, ignoring invariants.
 
     Raises
     ------
     UnsupportedSpecError
         A mean under add/remove; a query that does not change between neighbours.
     """
-    query = compile_query(spec)
     if isinstance(query, NumericQuery):
         space = _numeric(spec, query)
     else:

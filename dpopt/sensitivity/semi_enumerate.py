@@ -21,21 +21,21 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from dpopt.core.checks import Check
+from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.sensitivity.enumerate import enumeration_claims
-from dpopt.sensitivity.invariants import invariant_domain
+from dpopt.sensitivity.invariants import InvariantDomain
 from dpopt.sensitivity.semi_adjacency import search_max_parameter
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.table_moves import count_multisets
-from dpopt.spec.models import Spec, TotalInvariant
+from dpopt.spec.models import Spec
 
 _MAX_DATASETS = 3000
 _MAX_SEARCH_NODES = 300
 
 
-def enumerate_semi_space(spec: Spec, size: int, a: int) -> SensitivitySpace:
+def enumerate_semi_space(domain: InvariantDomain, size: int, a: int) -> SensitivitySpace:
     """{φ(X) − φ(X') : X, X' of ``size`` records, T(X) = T(X') allowed by the spec,
-    at most ``a`` records apart}, by enumeration."""
-    domain = invariant_domain(spec)
+    at most ``a`` records apart}, by enumeration over the invariant domain's records."""
     records = [domain.record(c) for c in range(domain.cells)]
     groups: dict[tuple, list[tuple[Counter, np.ndarray]]] = defaultdict(list)
     count = 0
@@ -59,12 +59,17 @@ def enumerate_semi_space(spec: Spec, size: int, a: int) -> SensitivitySpace:
     )
 
 
-def semi_sensitivity_claims(spec: Spec, space) -> list[Check]:
-    """The Semi-DP space and a(t) re-derived by brute force, where the domain is small."""
-    if all(isinstance(inv, TotalInvariant) for inv in spec.invariants) and spec.query.kind in ("sum", "mean"):
-        # S_Semi = S_DP (the total is fixed under replace-one): the ordinary brute force applies
-        return enumeration_claims(spec.model_copy(update={"invariants": [], "semi_adjacency": None}), space)
-    domain = invariant_domain(spec)
+def semi_sensitivity_claims(spec: Spec, query: CountingQuery | NumericQuery, domain: InvariantDomain | None,
+                            space) -> list[Check]:
+    """The Semi-DP space and a(t) re-derived by brute force, where the domain is small.
+
+    ``query`` and ``domain`` are the spec's compiled query and invariant domain
+    (:func:`dpopt.compile`); the brute force evaluates both record by record, never through
+    their matrices.
+    """
+    if domain is None:  # a sum or mean with the total only: S_Semi = S_DP (the total is fixed
+        # under replace-one), so the ordinary brute force applies
+        return enumeration_claims(spec.model_copy(update={"invariants": [], "semi_adjacency": None}), query, space)
     a = space.semi_adjacent_parameter
     checks = []
     n = domain.n
@@ -75,7 +80,7 @@ def semi_sensitivity_claims(spec: Spec, space) -> list[Check]:
     else:
         size = None
     if size is not None:
-        brute = enumerate_semi_space(spec, size, a)
+        brute = enumerate_semi_space(domain, size, a)
         same = (brute.l1, brute.l2_squared, brute.linf, brute.rank) == (
             space.l1, space.l2_squared, space.linf, space.rank)
         checks.append(Check(

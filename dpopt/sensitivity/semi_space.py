@@ -34,8 +34,9 @@ from fractions import Fraction
 import numpy as np
 from scipy.linalg import null_space
 
+from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
-from dpopt.sensitivity.invariants import InvariantDomain, conforming_histograms, invariant_domain
+from dpopt.sensitivity.invariants import InvariantDomain, conforming_histograms
 from dpopt.sensitivity.margin_subspace import MarginSubspace
 from dpopt.sensitivity.plain import derive_plain
 from dpopt.sensitivity.semi_adjacency import SemiAdjacentParameter, semi_adjacent_parameter
@@ -83,8 +84,11 @@ def semi_adjacency_description(a: int) -> str:
             f"values (Semi-DP adjacency A_{a} on D_t)")
 
 
-def derive_semi(spec: Spec) -> SemiSensitivitySpace:
-    """The Semi-DP sensitivity space of a spec with invariants.
+def derive_semi(spec: Spec, query: CountingQuery | NumericQuery,
+                domain: InvariantDomain | None) -> SemiSensitivitySpace:
+    """The Semi-DP sensitivity space of a spec with invariants, from its compiled query and its
+    invariant domain (:func:`dpopt.sensitivity.invariants.invariant_stage`; None for a sum or
+    mean with the total only).
 
     Raises
     ------
@@ -94,8 +98,7 @@ def derive_semi(spec: Spec) -> SemiSensitivitySpace:
     """
     reading = spec.semi_adjacency.reading if spec.semi_adjacency is not None else "worst_case"
     if all(isinstance(inv, TotalInvariant) for inv in spec.invariants):
-        return _total_only(spec, reading)
-    domain = invariant_domain(spec)
+        return _total_only(spec, query, reading)
     a = semi_adjacent_parameter(domain, reading)
     if a.value == 0:
         raise UnsupportedSpecError(
@@ -114,14 +117,12 @@ def derive_semi(spec: Spec) -> SemiSensitivitySpace:
             f"the query is the same on all datasets with equal invariants within distance a = {a.value}: "
             "the invariants determine it, so it can be published exactly",
         )
-    return replace(space, baselines=_baselines(spec, a.value))
+    return replace(space, baselines=_baselines(spec, query, a.value))
 
 
 # ------------------------------------------------------------------ routes
-def _total_only(spec: Spec, reading: str) -> SemiSensitivitySpace:
-    if spec.adjacency.kind != "replace_one":
-        invariant_domain(spec)  # raises the adjacency error
-    base = derive_plain(_plain(spec))
+def _total_only(spec: Spec, query: CountingQuery | NumericQuery, reading: str) -> SemiSensitivitySpace:
+    base = derive_plain(_plain(spec), query)
     a = SemiAdjacentParameter(
         1, reading, "closed form: replacing one record keeps the total n, so a(t) = 1 (Def. 13)", True
     )
@@ -131,7 +132,7 @@ def _total_only(spec: Spec, reading: str) -> SemiSensitivitySpace:
         adjacency=semi_adjacency_description(1),
         semi_adjacent_parameter=1,
     )
-    return SemiSensitivitySpace(**values, semi=a, baselines=_baselines(spec, 1))
+    return SemiSensitivitySpace(**values, semi=a, baselines=_baselines(spec, query, 1))
 
 
 def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivitySpace:
@@ -257,11 +258,12 @@ def _norms(space: SensitivitySpace, factor: int = 1) -> dict:
             "l1_exact": str(l1), "l2_squared_exact": str(l2sq), "linf_exact": str(linf)}
 
 
-def _baselines(spec: Spec, a: int) -> dict:
+def _baselines(spec: Spec, query: CountingQuery | NumericQuery, a: int) -> dict:
     """Norms of a·S_DP and S_Group (Cho & Awan, Prop. 24: S_Semi ⊆ S_Group ⊆ a·Hull(S_DP))."""
     plain = _plain(spec)
-    dp = derive_plain(plain)
-    group = derive_plain(plain.model_copy(update={"adjacency": Hamming(kind="hamming", distance=a)})) if a > 1 else dp
+    dp = derive_plain(plain, query)
+    group = derive_plain(plain.model_copy(update={"adjacency": Hamming(kind="hamming", distance=a)}),
+                         query) if a > 1 else dp
     return {
         "group_scaling": {"description": f"{a}·S_DP: calibrate for replace-one, then group privacy f^∘{a}",
                           **_norms(dp, a)},
