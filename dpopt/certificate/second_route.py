@@ -46,7 +46,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from dpopt.core.checks import Check
 from dpopt.domain.workload import workload_matrix
@@ -410,7 +410,7 @@ def sampler_claim(law, mechanism: Mechanism, draws: int = SAMPLER_DRAWS, seed: i
     if isinstance(law, GaugeLaw):
         residual = law.residual(z)
         g = np.asarray(law.gauge(z), dtype=float)
-        p = float(stats.kstest(g, stats.gamma(law.rank, scale=1.0 / law.epsilon).cdf).pvalue)
+        p = _ks_continuous(g, lambda t: special.gammainc(law.rank, law.epsilon * t))
         tests, worst, what = 1, p, f"‖Z‖_K vs Gamma({law.rank}, rate ε)"
         scale = 1.0 / law.epsilon
     else:
@@ -439,14 +439,33 @@ def _ks_pvalue(x: np.ndarray, marginal) -> float:
     never too small; scipy's ``kstest`` mis-handles ties).
     """
     if not marginal.lattice:
-        return float(stats.kstest(x, marginal.cdf).pvalue)
+        return _ks_continuous(x, marginal.cdf)
     if (x != np.round(x)).any():
         return 0.0
     k = np.arange(x.min(), x.max() + 1.0)
     empirical = np.searchsorted(np.sort(x), k, side="right") / x.size
     gap = float(np.max(np.abs(empirical - marginal.cdf(k))))
     gap = max(gap, float(marginal.cdf(k[0] - 1.0)), float(1.0 - marginal.cdf(k[-1])))
-    return float(stats.kstwo.sf(gap, x.size))
+    return _ks_sf(gap, x.size)
+
+
+def _ks_continuous(x: np.ndarray, cdf) -> float:
+    r"""Two-sided Kolmogorov–Smirnov p-value of ``x`` against a continuous ``cdf``:
+    D = max(D⁺, D⁻), D⁺ = max_i (i/n − F(x_(i))), D⁻ = max_i (F(x_(i)) − (i − 1)/n)."""
+    f = np.asarray(cdf(np.sort(x)), dtype=float)
+    n = f.size
+    i = np.arange(1, n + 1)
+    return _ks_sf(float(max(np.max(i / n - f), np.max(f - (i - 1) / n))), n)
+
+
+def _ks_sf(gap: float, n: int) -> float:
+    r"""P(D_n ≥ gap) for the two-sided KS statistic of n draws from a continuous law, bounded
+    above by P(D⁺_n ≥ gap) + P(D⁻_n ≥ gap) = 2·S_n(gap), with S_n Smirnov's exact one-sided
+    law (``scipy.special.smirnov``; Birnbaum & Tingey 1951). The bound is a valid p-value for
+    every n and agrees with the exact two-sided one where tests reject (both 2.2181e-7 at
+    n = 20 000, D = 0.02, against ``scipy.stats.kstwo``; the overlap of the two events is of
+    order p⁴ asymptotically, the second term of Kolmogorov's series)."""
+    return float(min(1.0, 2.0 * special.smirnov(n, gap)))
 
 
 # ------------------------------------------------------------------ costs by integration
