@@ -64,7 +64,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from dpopt.core.rounding import nudge_until
 from dpopt.privacy.gaussian import gdp_tradeoff
@@ -143,6 +143,8 @@ class TradeOff(ABC):
 
     def fixed_point(self) -> float:
         """The α with T(α) = α (the point of the curve closest to the origin if symmetric)."""
+        from scipy import optimize  # imported where used (start-up of `dpopt verify`)
+
         return float(optimize.brentq(lambda a: float(self._evaluate(np.asarray(a))) - a, 0.0, 1.0,
                                      xtol=1e-15, rtol=1e-15))
 
@@ -150,6 +152,8 @@ class TradeOff(ABC):
         """T⁻¹(β) = inf{α : T(α) ≤ β} (T itself when symmetric)."""
         if self.symmetric:
             return self(beta)
+        from scipy import optimize
+
         b = _as_alpha(beta)
         out = np.array([
             0.0 if float(self._evaluate(np.asarray(0.0))) <= v else
@@ -651,6 +655,8 @@ def mu_of_tradeoff(tradeoff: TradeOff) -> float:
     i = int(np.argmax(values))
     if not math.isfinite(values[i]):
         return float(values[i])
+    from scipy import optimize
+
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
     res = optimize.minimize_scalar(lambda v: -float(mu_at(v)), bounds=(lo, hi), method="bounded",
                                    options={"xatol": 1e-13})

@@ -26,7 +26,6 @@ import math
 from collections.abc import Callable
 
 import mpmath
-from scipy import optimize
 
 from dpopt.privacy.gaussian import gaussian_epsilon
 
@@ -74,6 +73,8 @@ def _minimise_log_order(f: Callable[[float], float], x0: float) -> float:
             break
         a, b, fb = b, c, fc
         step *= 2.0
+    from scipy import optimize  # imported where used (start-up of `dpopt verify`)
+
     lo, hi = sorted((a, c))
     res = optimize.minimize_scalar(f, bracket=(lo, b, hi), method="brent", tol=1e-12)
     return float(res.x) if res.fun <= fb and lo <= res.x <= hi else b
