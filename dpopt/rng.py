@@ -28,7 +28,6 @@ import secrets
 from dataclasses import dataclass, field
 
 import numpy as np
-from randomgen import AESCounter
 
 from dpopt.errors import DpoptError
 
@@ -37,6 +36,8 @@ _POOL_WORDS = ENTROPY_BITS // 32
 
 
 def _description() -> str:
+    from randomgen import AESCounter  # imported where used, as below (start-up of `dpopt verify`)
+
     hardware = "AES-NI" if AESCounter(key=0).use_aesni else "software AES (no AES-NI on this CPU)"
     return (
         f"AES-128-CTR CSPRNG (randomgen.AESCounter, {hardware}), keys from 256 bits of OS entropy; "
@@ -50,6 +51,8 @@ class InsecureSeedError(DpoptError):
 
 def aes_generator(key: int) -> np.random.Generator:
     """A Generator drawing AES-128(key, counter) for counters 0, 1, 2, … (128-bit ``key``)."""
+    from randomgen import AESCounter
+
     return np.random.Generator(AESCounter(key=key, counter=0))
 
 

@@ -18,11 +18,16 @@ from dpopt.mechanisms import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("cvxpy", "matplotlib", "duckdb", "dask")
+VERIFY_NEEDS_NONE_OF = HEAVY + ("scipy.stats", "scipy.optimize", "scipy.integrate", "scipy.spatial", "networkx",
+                                "sympy", "randomgen")
+"""Not imported by ``dpopt verify`` of a Gaussian certificate (each costs one or more numpy imports' time)."""
+GAUSSIAN_COUNT = {"dpopt": 1, "name": "count", "data": {"attributes": {"a": ["x"]}}, "query": {"kind": "count"},
+                  "adjacency": "add_remove", "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "gaussian"}
 
 
-def _loaded_after(code: str) -> set[str]:
-    """The heavy libraries present in ``sys.modules`` after running ``code`` in a fresh interpreter."""
-    probe = code + f"\nimport sys\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+def _loaded_after(code: str, libraries: tuple[str, ...] = HEAVY) -> set[str]:
+    """The ``libraries`` present in ``sys.modules`` after running ``code`` in a fresh interpreter."""
+    probe = code + f"\nimport sys\nprint(' '.join(m for m in {libraries!r} if m in sys.modules))"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT,
                          check=True)
@@ -47,6 +52,17 @@ def test_a_gaussian_solve_loads_no_heavy_library():
             "'query': {'kind': 'count'}, 'adjacency': 'add_remove', 'privacy': {'gdp': {'mu': 1.0}},"
             "'mechanism': 'gaussian'})")
     assert _loaded_after(code) == set()
+
+
+@pytest.mark.parametrize("utility", [{"metric": "l2"}, {"metric": "l1"}, {"metric": "usefulness", "gamma": 1.0}])
+def test_verify_of_a_gaussian_certificate_loads_none_of_the_slow_libraries(tmp_path, utility):
+    import dpopt
+
+    path = tmp_path / "certificate.json"
+    dpopt.solve(dict(GAUSSIAN_COUNT, utility=utility)).certificate.write(path)
+    code = ("import contextlib, io\nimport dpopt.cli\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert dpopt.cli.main(['verify', {str(path)!r}]) == 0")
+    assert _loaded_after(code, VERIFY_NEEDS_NONE_OF) == set()
 
 
 def test_a_submodule_import_does_not_hide_the_function_of_the_same_name():

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from dpopt.mechanisms import Mechanism
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
@@ -48,6 +48,8 @@ def _marginal_errors(marginal) -> tuple[float, float]:
         while float(marginal.tail(k)) > excess:
             k += 1
         return se, float(k)
+    from scipy import optimize  # imported where used (start-up of `dpopt verify`)
+
     hi = marginal.scale
     while float(marginal.tail(hi)) > excess:
         hi *= 2.0

@@ -26,7 +26,8 @@ same claims without them, from the law of the noise the mechanism emits
 ``privacy.second_route.sampler``
     The law analysed is the law the sampler draws: Kolmogorov–Smirnov tests of the
     mechanism's own draws (fixed seed) against each marginal of the law (or ‖Z‖_K against
-    its Gamma(s, rate ε) law), family-wise level 10⁻⁶, and every draw in the law's support.
+    its Gamma(s, rate ε) law), family-wise level 10⁻⁶ (p-values bounded by the
+    Dvoretzky–Kiefer–Wolfowitz–Massart inequality), and every draw in the law's support.
 
 ``utility.integration``
     The predicted cost recomputed by numerical integration of the law's marginals.
@@ -46,7 +47,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from dpopt.core.checks import Check
 from dpopt.domain.workload import workload_matrix
@@ -404,7 +405,7 @@ def sampler_claim(law, mechanism: Mechanism, draws: int = SAMPLER_DRAWS, seed: i
     if isinstance(law, GaugeLaw):
         residual = law.residual(z)
         g = np.asarray(law.gauge(z), dtype=float)
-        p = float(stats.kstest(g, stats.gamma(law.rank, scale=1.0 / law.epsilon).cdf).pvalue)
+        p = _ks_continuous(g, lambda t: special.gammainc(law.rank, law.epsilon * t))
         tests, worst, what = 1, p, f"‖Z‖_K vs Gamma({law.rank}, rate ε)"
         scale = 1.0 / law.epsilon
     else:
@@ -418,10 +419,10 @@ def sampler_claim(law, mechanism: Mechanism, draws: int = SAMPLER_DRAWS, seed: i
     return Check(
         claim,
         f"Kolmogorov–Smirnov tests of {draws} draws of the mechanism's sampler (seed {seed}) against the law "
-        f"analysed by the second route, family-wise level {SAMPLER_LEVEL:g} (Bonferroni over {tests}); every "
-        "draw in the law's support",
+        f"analysed by the second route, family-wise level {SAMPLER_LEVEL:g} (Bonferroni over {tests}; p-values "
+        "bounded by the DKW–Massart inequality 2·exp(−2nD²)); every draw in the law's support",
         ok,
-        f"smallest p-value {worst:.3g} ({what}); largest distance from the support {inside:.3g}",
+        f"smallest p-value ≤ {worst:.3g} ({what}); largest distance from the support {inside:.3g}",
     )
 
 
@@ -433,14 +434,33 @@ def _ks_pvalue(x: np.ndarray, marginal) -> float:
     never too small; scipy's ``kstest`` mis-handles ties).
     """
     if not marginal.lattice:
-        return float(stats.kstest(x, marginal.cdf).pvalue)
+        return _ks_continuous(x, marginal.cdf)
     if (x != np.round(x)).any():
         return 0.0
     k = np.arange(x.min(), x.max() + 1.0)
     empirical = np.searchsorted(np.sort(x), k, side="right") / x.size
     gap = float(np.max(np.abs(empirical - marginal.cdf(k))))
     gap = max(gap, float(marginal.cdf(k[0] - 1.0)), float(1.0 - marginal.cdf(k[-1])))
-    return float(stats.kstwo.sf(gap, x.size))
+    return _ks_sf(gap, x.size)
+
+
+def _ks_continuous(x: np.ndarray, cdf) -> float:
+    r"""Two-sided Kolmogorov–Smirnov p-value of ``x`` against a continuous ``cdf``:
+    D = max(D⁺, D⁻), D⁺ = max_i (i/n − F(x_(i))), D⁻ = max_i (F(x_(i)) − (i − 1)/n)."""
+    f = np.asarray(cdf(np.sort(x)), dtype=float)
+    n = f.size
+    i = np.arange(1, n + 1)
+    return _ks_sf(float(max(np.max(i / n - f), np.max(f - (i - 1) / n))), n)
+
+
+def _ks_sf(gap: float, n: int) -> float:
+    r"""A p-value for the two-sided KS statistic D_n of n draws: the Dvoretzky–Kiefer–Wolfowitz
+    inequality with Massart's constant (Massart 1990), P(D_n > d) ≤ 2·exp(−2n d²), for every n
+    (for a discrete law D_n is stochastically smaller, so it holds too). It is never below
+    the exact p-value, so a rejection is a rejection of the exact test too; at the levels used
+    here (10⁻⁶ with Bonferroni, n ≥ 2000) the D it rejects at is within 0.2% of the exact
+    test's (``scipy.stats.kstwo``), and it costs O(1) where the exact law of D costs O(n)."""
+    return float(min(1.0, 2.0 * math.exp(-2.0 * n * gap * gap)))
 
 
 # ------------------------------------------------------------------ costs by integration

@@ -1,6 +1,16 @@
-"""Record domains, queries and records."""
+"""Record domains, queries and records.
 
-from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
-from dpopt.domain.records import validate_records
+The names below are imported on first use (PEP 562), so that a command imports only the
+modules it uses (e.g. ``dpopt verify`` of a Gaussian certificate).
+"""
 
-__all__ = ["CountingQuery", "NumericQuery", "compile_query", "validate_records"]
+from __future__ import annotations
+
+from dpopt._lazy import lazy_exports
+
+__all__ = lazy_exports(__name__, {
+    "CountingQuery": "dpopt.domain.queries",
+    "NumericQuery": "dpopt.domain.queries",
+    "compile_query": "dpopt.domain.queries",
+    "validate_records": "dpopt.domain.records",
+})

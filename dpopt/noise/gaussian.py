@@ -13,6 +13,8 @@ from dpopt.noise.marginal import Marginal
 class GaussianMarginal(Marginal):
     """N(0, σ²)."""
 
+    analytic_tail = True
+
     def __init__(self, sd: float):
         if not (sd > 0 and math.isfinite(sd)):
             raise ValueError(f"the standard deviation must be positive and finite (got {sd})")

@@ -12,6 +12,8 @@ from dpopt.noise.marginal import Marginal
 class LaplaceMarginal(Marginal):
     """Laplace(0, b): density e^{−|x|/b}/(2b)."""
 
+    analytic_tail = True
+
     def __init__(self, scale: float):
         if not (scale > 0 and math.isfinite(scale)):
             raise ValueError(f"the Laplace scale must be positive and finite (got {scale})")

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
-from scipy import integrate
 
 TAIL_FLOOR = 1e-18
 """The window of a marginal is cut where P(W > x) falls below this (the rest is tail mass)."""
@@ -30,6 +29,8 @@ class Marginal(ABC):
     log_concave: bool = True
     gaussian_sd: float | None = None
     """σ when the marginal is N(0, σ²): products of Gaussians are whitened to one coordinate."""
+    analytic_tail: ClassVar[bool] = False
+    """P(W > x) is analytic on x > 0 (no kink): :meth:`abs_moment` may use Gauss–Legendre panels."""
 
     @property
     @abstractmethod
@@ -76,9 +77,12 @@ class Marginal(ABC):
         r"""E|W|^p by numerical integration of the law.
 
         Continuous laws: :math:`\mathbb E|W|^p = \int_0^\infty p x^{p-1}\, 2P(W > x)\,dx`
-        (integration by parts; the tail is continuous even where the density steps), by
-        adaptive quadrature over panels of width s/2 up to 200 s (s = :attr:`scale`), then
-        geometric panels to the window; lattice laws: the sum of |k|^p·pmf over the window.
+        (integration by parts; the tail is continuous even where the density steps), over
+        panels of width s/2 up to 200 s (s = :attr:`scale`), then geometric panels to the
+        window: by 40-point Gauss–Legendre rules when the tail is analytic (accepted when the
+        20-point rules agree to 10⁻¹², which holds for an entire integrand on panels of s/2),
+        otherwise by adaptive quadrature (QUADPACK); lattice laws: the sum of |k|^p·pmf over
+        the window.
         """
         top = self.window()
         if self.lattice:
@@ -89,8 +93,16 @@ class Marginal(ABC):
         while edges[-1] < top:
             edges.append(min(top, max(edges[-1] + 0.5 * s, 2.0 * edges[-1])))
 
+        if self.analytic_tail:
+            rules = [_panel_gauss_legendre(lambda x: p * x ** (p - 1.0) * 2.0 * self.tail(x), edges, n)
+                     for n in (20, 40)]
+            if abs(rules[1] - rules[0]) <= 1e-12 * abs(rules[1]):
+                return rules[1]
+
         def integrand(x: float) -> float:
             return p * x ** (p - 1.0) * 2.0 * float(self.tail(x)) if x > 0 else 0.0
+
+        from scipy import integrate  # imported where used (several numpy imports' time)
 
         total = 0.0
         with warnings.catch_warnings():  # a roundoff notice at 1e-11 is far below any use of the result
@@ -107,6 +119,17 @@ class Marginal(ABC):
     def __repr__(self) -> str:
         args = ", ".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in self.key[1:])
         return f"{self.key[0]}({args})"
+
+
+def _panel_gauss_legendre(f: Callable, edges: list[float], n: int) -> float:
+    r"""Σ over panels [a, b] of the n-point Gauss–Legendre rule for ∫_a^b f (``f`` vectorised):
+    :math:`\tfrac{b-a}2\sum_i w_i f\big(\tfrac{a+b}2 + \tfrac{b-a}2 t_i\big)` with the nodes
+    t_i and weights w_i of :func:`numpy.polynomial.legendre.leggauss`."""
+    t, w = np.polynomial.legendre.leggauss(n)
+    a, b = np.asarray(edges[:-1]), np.asarray(edges[1:])
+    half = (0.5 * (b - a))[:, None]
+    x = (0.5 * (a + b))[:, None] + half * t
+    return float(np.sum(half * w * np.asarray(f(x), dtype=float)))
 
 
 class NoiseObjectMarginal(Marginal):

@@ -34,8 +34,9 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
+from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 
@@ -91,14 +92,15 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
 
     Bracketed by ε = 0 and :math:`\mu^2/2 + \mu\sqrt{2\log(1/\delta)}`, where
     :math:`\delta(\varepsilon) \le \Pr[L > \varepsilon] \le e^{-(\varepsilon-\mu^2/2)^2/(2\mu^2)} = \delta`.
-    The root is then moved up until the 60-digit evaluation confirms δ(ε) ≤ δ.
+    The bracket is halved (:func:`~dpopt.core.roots.bisect_feasible`, δ(ε) decreasing) to a
+    relative width of 10⁻¹⁵, then moved up until the 60-digit evaluation confirms δ(ε) ≤ δ.
     """
     _check_delta(delta)
-    if gaussian_log_delta(0.0, mu) <= math.log(delta):
+    target = math.log(delta)
+    if gaussian_log_delta(0.0, mu) <= target:
         return 0.0
     hi = mu * mu / 2.0 + mu * math.sqrt(2.0 * math.log(1.0 / delta))
-    target = math.log(delta)
-    eps = optimize.brentq(lambda e: gaussian_log_delta(e, mu) - target, 0.0, hi, xtol=1e-14, rtol=1e-15)
+    eps = bisect_feasible(lambda e: gaussian_log_delta(e, mu) <= target, 0.0, hi, rtol=1e-15)
     return nudge_until(eps, lambda e: gaussian_delta_mp(e, mu) <= delta, up=True)
 
 

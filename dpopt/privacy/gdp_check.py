@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from dpopt.core.rounding import nudge_until
 from dpopt.privacy.tradeoff import GaussianTradeOff, TradeOff
@@ -244,6 +244,8 @@ def mu_of_tradeoff(tradeoff: TradeOff) -> float:
     i = int(np.argmax(values))
     if not math.isfinite(values[i]):
         return float(values[i])
+    from scipy import optimize  # imported where used (start-up of `dpopt verify`)
+
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
     res = optimize.minimize_scalar(lambda v: -float(mu_at(v)), bounds=(lo, hi), method="bounded",
                                    options={"xatol": 1e-13})

@@ -48,7 +48,7 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
 
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
@@ -142,6 +142,8 @@ def gaussian_pdp_sigma_exact(epsilon: float, delta: float, l2_sensitivity: float
     lo = hi
     while gaussian_pdp_level(lo, epsilon, l2_sensitivity) <= delta:
         lo /= 2.0
+    from scipy import optimize  # imported where used, as below (start-up of `dpopt verify`)
+
     return optimize.brentq(
         lambda s: gaussian_pdp_level(s, epsilon, l2_sensitivity) - delta, lo, hi, xtol=1e-14
     )
@@ -254,6 +256,8 @@ def gg_pdp_level_scalar(scale: float, epsilon: float, p: float, sensitivity: flo
     def loss(e: float) -> float:
         return abs(e + sensitivity) ** p - abs(e) ** p
 
+    from scipy import optimize
+
     span = scale * 10.0 + sensitivity
     while loss(span) <= level:
         span *= 2.0
@@ -270,6 +274,8 @@ def gg_pdp_scale_scalar_exact(epsilon: float, delta: float, p: float, sensitivit
     lo = hi
     while gg_pdp_level_scalar(lo, epsilon, p, sensitivity) <= delta:
         lo /= 2.0
+    from scipy import optimize
+
     return optimize.brentq(
         lambda b: gg_pdp_level_scalar(b, epsilon, p, sensitivity) - delta, lo, hi, xtol=1e-12
     )
@@ -306,6 +312,8 @@ class MonteCarloPDP:
 
     def holds(self, delta: float) -> bool:
         """Every upper confidence bound is ≤ δ (binomial tail test, see :func:`clopper_pearson_upper`)."""
+        from scipy import stats
+
         alpha = (1.0 - self.confidence) / len(self.profiles)
         return all(float(stats.binom.cdf(k, self.draws, delta)) <= alpha for k in self.exceedances)
 
@@ -315,6 +323,8 @@ def clopper_pearson_upper(k: int, n: int, confidence: float) -> float:
 
     Equivalently :math:`\mathrm{Beta}^{-1}(c; k+1, n-k)` (1 when k = n).
     """
+    from scipy import stats
+
     return 1.0 if k >= n else float(stats.beta.ppf(confidence, k + 1, n - k))
 
 
@@ -398,6 +408,8 @@ def gg_pdp_monte_carlo(
 
 def _largest_certifiable_count(draws: int, delta: float, alpha: float) -> int:
     """The largest k with Pr(Bin(draws, δ) ≤ k) ≤ α (−1 if even k = 0 fails)."""
+    from scipy import stats
+
     k = int(stats.binom.ppf(alpha, draws, delta))
     while k >= 0 and stats.binom.cdf(k, draws, delta) > alpha:
         k -= 1

@@ -41,7 +41,7 @@ import math
 from abc import ABC, abstractmethod
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from dpopt.privacy.gaussian import gdp_tradeoff
 
@@ -119,6 +119,8 @@ class TradeOff(ABC):
 
     def fixed_point(self) -> float:
         """The α with T(α) = α (the point of the curve closest to the origin if symmetric)."""
+        from scipy import optimize  # imported where used (start-up of `dpopt verify`)
+
         return float(optimize.brentq(lambda a: float(self._evaluate(np.asarray(a))) - a, 0.0, 1.0,
                                      xtol=1e-15, rtol=1e-15))
 
@@ -126,6 +128,8 @@ class TradeOff(ABC):
         """T⁻¹(β) = inf{α : T(α) ≤ β} (T itself when symmetric)."""
         if self.symmetric:
             return self(beta)
+        from scipy import optimize
+
         b = _as_alpha(beta)
         out = np.array([
             0.0 if float(self._evaluate(np.asarray(0.0))) <= v else

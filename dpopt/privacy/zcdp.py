@@ -28,7 +28,6 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import mpmath
-from scipy import optimize
 
 from dpopt.privacy.gaussian import gaussian_epsilon
 
@@ -79,6 +78,8 @@ def _minimise_log_order(f: Callable[[float], float], x0: float) -> float:
             break
         a, b, fb = b, c, fc
         step *= 2.0
+    from scipy import optimize  # imported where used (start-up of `dpopt verify`)
+
     lo, hi = sorted((a, c))
     res = optimize.minimize_scalar(f, bracket=(lo, b, hi), method="brent", tol=1e-12)
     return float(res.x) if res.fun <= fb and lo <= res.x <= hi else b

@@ -1,17 +1,20 @@
-"""Sensitivity spaces: derivation (closed forms), enumeration (brute force), subspaces."""
+"""Sensitivity spaces: derivation (closed forms), enumeration (brute force), subspaces.
 
-from dpopt.sensitivity.derive import derive
-from dpopt.sensitivity.enumerate import enumerate_space
-from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.sensitivity.subspace import DenseSubspace, FullSpace, Subspace, SumZeroSpace, span_of
+The names below are imported on first use (PEP 562), so that a command imports only the
+modules it uses (e.g. ``dpopt verify`` of a Gaussian certificate).
+"""
 
-__all__ = [
-    "DenseSubspace",
-    "FullSpace",
-    "SensitivitySpace",
-    "Subspace",
-    "SumZeroSpace",
-    "derive",
-    "enumerate_space",
-    "span_of",
-]
+from __future__ import annotations
+
+from dpopt._lazy import lazy_exports
+
+__all__ = lazy_exports(__name__, {
+    "DenseSubspace": "dpopt.sensitivity.subspace",
+    "FullSpace": "dpopt.sensitivity.subspace",
+    "SensitivitySpace": "dpopt.sensitivity.space",
+    "Subspace": "dpopt.sensitivity.subspace",
+    "SumZeroSpace": "dpopt.sensitivity.subspace",
+    "derive": "dpopt.sensitivity.derive",
+    "enumerate_space": "dpopt.sensitivity.enumerate",
+    "span_of": "dpopt.sensitivity.subspace",
+})

@@ -40,13 +40,16 @@ import itertools
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.invariants import InvariantDomain, conforming_histograms
 from dpopt.sensitivity.table_moves import count_multisets
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 READINGS = ("worst_case", "literal")
 _MAX_HISTOGRAMS = 20_000
@@ -83,6 +86,8 @@ class SemiAdjacentParameter:
 def dataset_graph(m: int, n: int) -> nx.Graph:
     """The replace-one graph on X^n: ordered datasets of n records over m values, an edge
     when exactly one record differs. Its geodesic distance is the Hamming metric."""
+    import networkx as nx  # imported by the graph routes only (it takes several numpy imports' time)
+
     graph = nx.Graph()
     nodes = list(itertools.product(range(m), repeat=n))
     graph.add_nodes_from(nodes)
@@ -94,6 +99,8 @@ def dataset_graph(m: int, n: int) -> nx.Graph:
 
 
 def _distances(graph: nx.Graph, sources: Sequence[tuple], cutoff: int) -> dict[tuple, dict[tuple, int]]:
+    import networkx as nx
+
     return {X: nx.single_source_shortest_path_length(graph, X, cutoff=cutoff) for X in sources}
 
 
@@ -162,6 +169,8 @@ def semi_adjacency_graph(graph: nx.Graph, conforming: Sequence[tuple], a: int) -
     """G_t: the datasets of D_t, an edge when d(X, X') ≤ a (d measured in the whole
     dataspace, paths may leave D_t). ``nx.is_connected(G_t)`` tells whether every two
     conforming datasets are linked by protected steps (digest pitfall 16)."""
+    import networkx as nx
+
     conforming = list(conforming)
     out = nx.Graph()
     out.add_nodes_from(conforming)

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 
 import numpy as np
-from scipy.linalg import null_space
 
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
@@ -211,6 +210,8 @@ def _from_vectors(domain, a, vectors, C, method) -> SemiSensitivitySpace:
     vectors = np.unique(vectors, axis=0)
     l1, l2sq, linf = exact_norms(vectors)
     span = span_of(vectors.T)
+    from scipy.linalg import null_space  # imported where used (start-up of `dpopt verify`)
+
     kernel = null_space(C.astype(float))
     image = domain.query_matrix() @ kernel
     reachable = np.linalg.matrix_rank(image) if image.size else 0

@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 _RTOL = 1e-12
 
@@ -54,6 +54,8 @@ def log_unit_ball_volume(r: int) -> float:
 
 def chi2_radius(r: int, alpha: float) -> float:
     """t = the (1 − α) quantile of χ²_r (the squared Mahalanobis radius of a 1 − α region)."""
+    from scipy import stats  # imported where used (several numpy imports' time)
+
     _check_alpha(alpha)
     return float(stats.chi2.isf(alpha, r))
 
