@@ -174,7 +174,6 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
         else:
             sol, document = release_plan(args.spec, args.data, randomness)
             cert = sol.certificate
-    document["seed"] = args.seed
     return _emit_release(document, cert, args.out)
 
 
@@ -210,7 +209,7 @@ def _release(args: argparse.Namespace) -> int:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
     with stdout_to_stderr():
         sol, noisy, records = release_once(args.spec, args.data, randomness)
-    document = release_document(sol, noisy, records, args.seed, randomness)
+    document = release_document(sol, noisy, records, randomness)
     certificate = sol.certificate
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)

@@ -215,6 +215,7 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
         "spec_sha256": solution.certificate["spec_sha256"],
         "guarantee": {"per_group": solution.certificate["guarantee"], "whole_release": block["composition"]},
         "groups": released,
+        "seed": randomness.seed,
         "randomness": randomness.describe(),
     }
     return solution, document, Certificate(data_out)
@@ -257,6 +258,7 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         "spec_sha256": solution.certificate["spec_sha256"],
         "guarantee": solution.certificate["guarantee"],
         "tables": tables,
+        "seed": randomness.seed,
         "randomness": randomness.describe(),
         "records": records,
     }

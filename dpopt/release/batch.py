@@ -374,8 +374,7 @@ def write_release(document: dict, certificate: Certificate, out: str | Path) -> 
     return written
 
 
-def release_document(solution: Solution, noisy: np.ndarray, records: int, seed: int | None,
-                     randomness: RandomSource) -> dict:
+def release_document(solution: Solution, noisy: np.ndarray, records: int, randomness: RandomSource) -> dict:
     """The document of an ungrouped release (``dpopt release`` without ``--group-by``): the
     mechanism, the guarantee, the released value of each labelled coordinate (null for a
     coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
@@ -387,7 +386,7 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, seed: 
         "mechanism": {"family": solution.mechanism.family, "parameters": solution.mechanism.parameters},
         "guarantee": solution.certificate["guarantee"],
         "release": dict(zip(query.labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
-        "seed": seed,
+        "seed": randomness.seed,
         "randomness": randomness.describe(),
         "records": records,
     }
