@@ -67,9 +67,10 @@ from dpopt.privacy.truncated_gg import (
     truncated_loss_mp,
     worst_case_loss,
 )
+from dpopt.problem import Problem
 from dpopt.sensitivity.lp import difference_magnitudes, lp_sensitivity_power
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec
+from dpopt.spec.models import Privacy
 
 __all__ = ["GeneralizedGaussian", "GeneralizedGaussianMechanism"]
 
@@ -144,13 +145,14 @@ class GeneralizedGaussianMechanism(Mechanism):
 
     # ------------------------------------------------------------------ facts
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
-        if spec.privacy.definition not in ("pure", "pdp"):
-            return f"generalized Gaussian noise is calibrated for pure and pdp targets, not {spec.privacy.definition}"
+    def supports(cls, problem: Problem) -> str | None:
+        privacy = problem.spec.privacy
+        if privacy.definition not in ("pure", "pdp"):
+            return f"generalized Gaussian noise is calibrated for pure and pdp targets, not {privacy.definition}"
         return None
 
     @classmethod
-    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+    def utility_bound(cls, problem: Problem) -> float | None:
         r"""Under pure ε: a bound on every option :meth:`design` can choose, the best of
 
         * the two p = 1 options (b = Δ₁/ε, unbounded and clamped), exactly: no calibration;
@@ -166,13 +168,14 @@ class GeneralizedGaussianMechanism(Mechanism):
         None under pdp, for metrics other than l1, l2, max_variance and usefulness, or when a
         prediction is not a closed form.
         """
+        spec, space = problem.spec, problem.space
         if spec.privacy.definition != "pure" or spec.utility.metric not in SCALE_MONOTONE_METRICS:
             return None
         eps = spec.privacy.parameters["epsilon"]
         d = space.dimension
         laplace = laplace_scale_for(eps, space.l1)
         options = [cls(1, laplace, d, "unbounded", "laplace")]
-        box = answer_bounds(spec)
+        box = answer_bounds(spec, problem.query)
         if box is not None and spec.utility.workload is None:
             lower, upper = box
             rows = difference_magnitudes(space).rows
@@ -198,8 +201,9 @@ class GeneralizedGaussianMechanism(Mechanism):
         return best(values) if values else None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> GeneralizedGaussianMechanism:
-        options, skipped = cls._options(spec, space)
+    def design(cls, problem: Problem) -> GeneralizedGaussianMechanism:
+        spec, space = problem.spec, problem.space
+        options, skipped = cls._options(problem)
         if not options:
             raise CalibrationError(
                 "no generalized Gaussian variant could be calibrated (" + "; ".join(skipped) + ")"
@@ -224,10 +228,9 @@ class GeneralizedGaussianMechanism(Mechanism):
         return best
 
     @classmethod
-    def _options(
-        cls, spec: Spec, space: SensitivitySpace
-    ) -> tuple[list[GeneralizedGaussianMechanism], list[str]]:
+    def _options(cls, problem: Problem) -> tuple[list[GeneralizedGaussianMechanism], list[str]]:
         """Every calibrated (p, variant) for the spec, and the reasons the others were skipped."""
+        spec, space = problem.spec, problem.space
         target = spec.privacy.parameters
         eps = target["epsilon"]
         d = space.dimension
@@ -243,7 +246,7 @@ class GeneralizedGaussianMechanism(Mechanism):
                 except CalibrationError as exc:
                     skipped.append(f"p={p}: {exc}")
             return options, skipped
-        box = answer_bounds(spec)
+        box = answer_bounds(spec, problem.query)
         if box is None:
             skipped.append("bounded variants: the spec implies no public box for the answers")
             return options, skipped
@@ -452,10 +455,10 @@ class GeneralizedGaussianMechanism(Mechanism):
         )
         return checks
 
-    def scope_checks(self, spec: Spec, space: SensitivitySpace) -> list[Check]:
+    def scope_checks(self, problem: Problem) -> list[Check]:
         if self.variant == "unbounded":
             return []
-        box = answer_bounds(spec)
+        box = answer_bounds(problem.spec, problem.query)
         same = box is not None and np.array_equal(box[0], self.lower) and np.array_equal(box[1], self.upper)
         return [
             Check(
