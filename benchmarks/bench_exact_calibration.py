@@ -35,12 +35,11 @@ COUNT = {"dpopt": 1, "name": "c", "data": {"attributes": {"a": ["x", "y"]}}, "qu
 
 
 def design(family, base: dict, epsilon: float, delta: float):
-    spec = dpopt.load_spec({**base, "privacy": {"approx": {"epsilon": epsilon, "delta": delta}},
-                            "mechanism": family.family})
-    space = dpopt.derive(spec)
+    problem = dpopt.compile({**base, "privacy": {"approx": {"epsilon": epsilon, "delta": delta}},
+                             "mechanism": family.family})
     start = time.perf_counter()
-    mechanism = family.design(spec, space)
-    return mechanism, space, time.perf_counter() - start
+    mechanism = family.design(problem)
+    return mechanism, problem.space, time.perf_counter() - start
 
 
 def cks_sigma2(l2_squared: Fraction, epsilon: float, delta: float) -> float:
@@ -67,9 +66,9 @@ def main() -> None:
               f"{100 * ((mech.scale / pure) ** 2 - 1):+.2f}%; design {seconds * 1e3:.1f} ms")
     print("Laplace, count, ρ-zCDP: b from the Rényi divergences vs ε-DP ⇒ ε²/2-zCDP (b = 1/√(2ρ))")
     for rho in (0.05, 0.5, 2.0):
-        spec = dpopt.load_spec({**COUNT, "privacy": {"zcdp": {"rho": rho}}, "mechanism": "laplace"})
+        problem = dpopt.compile({**COUNT, "privacy": {"zcdp": {"rho": rho}}, "mechanism": "laplace"})
         start = time.perf_counter()
-        mech = LaplaceMechanism.design(spec, dpopt.derive(spec))
+        mech = LaplaceMechanism.design(problem)
         seconds = time.perf_counter() - start
         bs = 1.0 / math.sqrt(2.0 * rho)
         print(f"  ρ = {rho:g}: b = {mech.scale:.6f} vs {bs:.6f}, variance {100 * ((mech.scale / bs) ** 2 - 1):+.1f}%; "
@@ -81,10 +80,10 @@ def main() -> None:
             pure = float(space.l1) / epsilon
             print(f"  {name} (ε, δ) = ({epsilon:g}, {delta:g}): b = {float(mech.scale):.6f} vs {pure:.6f}; "
                   f"design {seconds * 1e3:.1f} ms")
-        spec = dpopt.load_spec({**base, "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "discrete_laplace"})
-        space = dpopt.derive(spec)
+        problem = dpopt.compile({**base, "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "discrete_laplace"})
+        space = problem.space
         start = time.perf_counter()
-        mech = DiscreteLaplaceMechanism.design(spec, space)
+        mech = DiscreteLaplaceMechanism.design(problem)
         print(f"  {name} ρ = 0.5: b = {float(mech.scale):.6f} vs {float(space.l1):.6f} (ε-DP ⇒ ε²/2-zCDP); "
               f"design {time.perf_counter() - start:.2f} s")
     print("CKS conversion at tiny ρ (ρ = 1e-10, δ = 1e-12)")

@@ -46,9 +46,10 @@ def workload_30x500() -> None:
             "adjacency": {"kind": "add_remove"}, "privacy": {"zcdp": {"rho": 0.5}},
             "mechanism": "gaussian_optimal", "utility": {"metric": metric, **extra},
         })
-        space = dpopt.derive(spec)
+        problem = dpopt.compile(spec)
+        space = problem.space
         with Timer() as solve_and_certify:
-            mech = GaussianOptimalMechanism.design(spec, space)
+            mech = GaussianOptimalMechanism.design(problem)
         with Timer() as recheck:
             checks = mech.privacy_checks(space, spec.privacy)
         info = mech.design_info

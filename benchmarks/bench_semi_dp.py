@@ -62,8 +62,9 @@ def listed_span():
 
 
 def implicit_release(spec: dpopt.Spec, table: np.ndarray):
-    space = dpopt.derive(spec)
-    mechanism = ProjectedGaussianMechanism.design(spec, space)
+    problem = dpopt.compile(spec)
+    space = problem.space
+    mechanism = ProjectedGaussianMechanism.design(problem)
     noisy = mechanism.release(table.ravel(), rng=np.random.default_rng(0))
     return space, noisy
 

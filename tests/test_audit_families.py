@@ -33,15 +33,15 @@ def _first_supported() -> dict[str, tuple]:
     stated noise law is preferred to one without (whose audit statistic is only the projection on v).
     """
     out: dict[str, tuple] = {}
-    spaces = [(dpopt.load_spec(p), None) for p in SPECS]
-    spaces = sorted(((spec, dpopt.derive(spec)) for spec, _ in spaces), key=lambda sp: sp[1].dimension)
-    for spec, space in spaces:
+    problems = sorted((dpopt.compile(p) for p in SPECS), key=lambda problem: problem.space.dimension)
+    for problem in problems:
+        spec, space = problem.spec, problem.space
         for family, cls in registry().items():
             done = family in out and not isinstance(noise_law_of(out[family][2]), str)
-            if done or cls.supports(spec, space) is not None:
+            if done or cls.supports(problem) is not None:
                 continue
             try:
-                mechanism = cls.design(spec, space)
+                mechanism = cls.design(problem)
             except dpopt.DpoptError:
                 continue
             if family not in out or not isinstance(noise_law_of(mechanism), str):

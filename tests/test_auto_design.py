@@ -187,12 +187,13 @@ def late_family():
             self.sigma, self.dimension = float(sigma), int(dimension)
 
         @classmethod
-        def supports(cls, spec, space):
-            return None if spec.privacy.definition in ("gdp", "zcdp", "approx") else "Gaussian targets only"
+        def supports(cls, problem):
+            return None if problem.spec.privacy.definition in ("gdp", "zcdp", "approx") else "Gaussian targets only"
 
         @classmethod
-        def design(cls, spec, space):
-            return cls(1.5 * gaussian_sigma(space.l2_squared, spec.privacy), space.dimension)
+        def design(cls, problem):
+            space = problem.space
+            return cls(1.5 * gaussian_sigma(space.l2_squared, problem.spec.privacy), space.dimension)
 
         @classmethod
         def from_parameters(cls, parameters, space):

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
 
 import dpopt
 from dpopt.domain.queries import compile_query
@@ -65,6 +66,23 @@ def test_one_solve_without_invariants_compiles_the_query_once():
     assert not spec.invariants
     with counting() as counts:
         dpopt.solve(spec)
+    assert counts == {"compile_query": 1, "derive_space": 1}
+
+
+# pure ε without invariants under ``auto``: the generalized Gaussian's utility bound, its
+# bounded options and its certificate's box check read the public answer box from the
+# compiled query (``answer_bounds(spec, problem.query)``), never compiling it again
+PURE_SPECS = ["committee_mean_truncated_gg.yaml", "table_replace_pure.yaml"]
+
+
+@pytest.mark.parametrize("name", PURE_SPECS)
+def test_one_auto_solve_of_a_pure_spec_without_invariants_compiles_the_query_once(name):
+    document = yaml.safe_load((SPECS / name).read_text(encoding="utf-8"))
+    spec = dpopt.load_spec({**document, "mechanism": "auto"})
+    assert not spec.invariants and spec.privacy.definition == "pure"
+    with counting() as counts:
+        sol = dpopt.solve(spec)
+    assert "generalized_gaussian" in {c.family for c in sol.candidates}
     assert counts == {"compile_query": 1, "derive_space": 1}
 
 

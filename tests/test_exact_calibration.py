@@ -59,9 +59,8 @@ SHAPES = {"count": (COUNT, (1,)), "histogram": (HISTOGRAM, (1, 1))}
 
 
 def _design(family, base: dict, epsilon: float, delta: float):
-    spec = dpopt.load_spec({**base, "privacy": {"approx": {"epsilon": epsilon, "delta": delta}},
-                            "mechanism": family.family})
-    return family.design(spec, dpopt.derive(spec))
+    return family.design(dpopt.compile({**base, "privacy": {"approx": {"epsilon": epsilon, "delta": delta}},
+                                        "mechanism": family.family}))
 
 
 def _dpa_bracket(make, pattern, epsilon: float) -> tuple[float, float]:
@@ -161,9 +160,9 @@ def test_discrete_gaussian_move_profile_equals_the_hockey_stick_sum(sigma2, epsi
 def test_issue_figure_five_level_histogram():
     # the issue's example: a 5-level histogram under replace-one at (1, 1e-6) needed σ² = 41.06 by
     # ρ-zCDP + CKS; the exact two-coordinate profile allows ≈ 35.72 (dp_accounting agrees, above)
-    spec = dpopt.load_spec({**HISTOGRAM, "data": {"attributes": {"a": list("abcde")}, "n": 10},
-                            "privacy": {"approx": {"epsilon": 1.0, "delta": 1e-6}}, "mechanism": "discrete_gaussian"})
-    sigma2 = DiscreteGaussianMechanism.design(spec, dpopt.derive(spec)).sigma2
+    problem = dpopt.compile({**HISTOGRAM, "data": {"attributes": {"a": list("abcde")}, "n": 10},
+                             "privacy": {"approx": {"epsilon": 1.0, "delta": 1e-6}}, "mechanism": "discrete_gaussian"})
+    sigma2 = DiscreteGaussianMechanism.design(problem).sigma2
     assert 35.70 < sigma2 < 35.75
 
 
@@ -233,8 +232,8 @@ def test_discrete_laplace_renyi_divergence_equals_the_direct_sum(scale, pattern,
 @pytest.mark.parametrize("shape", ["count", "histogram"])
 def test_discrete_laplace_zcdp_scale_is_tight_and_below_the_epsilon_dp_bound(shape):
     base, pattern = SHAPES[shape]
-    spec = dpopt.load_spec({**base, "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "discrete_laplace"})
-    scale = DiscreteLaplaceMechanism.design(spec, dpopt.derive(spec)).scale
+    problem = dpopt.compile({**base, "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "discrete_laplace"})
+    scale = DiscreteLaplaceMechanism.design(problem).scale
     assert discrete_laplace_zcdp_holds(scale, [pattern], 0.5)[0]
     # tight: one grid step less noise (< 1e-6 relative) brings D_α/α just above α = 1 (the Kullback–Leibler
     # limit, where it peaks) to within 2e-6 of ρ (the search aims at ρ(1 − 1e-7))

@@ -57,12 +57,11 @@ def design(vectors, objective, mu, **kw):
 def test_table_with_fixed_n_is_the_rank_deficient_gaussian(metric, privacy, mu):
     """Lee et al. (2022), Ex. 1: a table under replace-one gets N(0, (2/μ²)(I − J/p)); it is
     invariant under permuting cells, so every symmetric utility has this optimum."""
-    spec = dpopt.load_spec(make_spec(privacy=privacy, utility={"metric": metric}))
-    space = dpopt.derive(spec)
-    mech = GaussianOptimalMechanism.design(spec, space)
+    problem = dpopt.compile(make_spec(privacy=privacy, utility={"metric": metric}))
+    mech = GaussianOptimalMechanism.design(problem)
     expected = 2.0 / mu**2 * centering(6)
     np.testing.assert_allclose(mech.covariance, expected, rtol=1e-8, atol=1e-9 * expected.max())
-    projected = ProjectedGaussianMechanism.design(spec, space)
+    projected = ProjectedGaussianMechanism.design(problem)
     np.testing.assert_allclose(mech.covariance, projected.noise_covariance(), rtol=1e-8, atol=1e-9 * expected.max())
     assert "closed form" in mech.design_info["method"]
 
@@ -135,10 +134,10 @@ def test_margins_invariant_is_the_projected_gaussian(shape, vectors, l2_squared,
 
 def test_margins_spec_from_the_invariants_derivation():
     """The Semi-DP space derived from a spec with one-way margins invariant (issue 3's derive)."""
-    spec = dpopt.load_spec(ROOT / "specs" / "table_3x3_margins_gdp.yaml")
-    space = dpopt.derive(spec)
+    problem = dpopt.compile(ROOT / "specs" / "table_3x3_margins_gdp.yaml")
+    spec, space = problem.spec, problem.space
     assert float(space.l2_squared) == 6.0  # √6 with the six-cycles (digest 003 pitfall 2)
-    mech = GaussianOptimalMechanism.design(spec, space)
+    mech = GaussianOptimalMechanism.design(problem)
     mu = spec.privacy.gdp.mu
     expected = 6.0 / mu**2 * np.kron(centering(3), centering(3))
     np.testing.assert_allclose(mech.covariance, expected, atol=1e-9)

@@ -24,8 +24,7 @@ WORKLOAD_SPEC = ROOT / "specs" / "age_cumulative_optimal_gdp.yaml"
 
 
 def table(**overrides):
-    spec = dpopt.load_spec(make_spec(mechanism="gaussian_optimal", **overrides))
-    return spec, dpopt.derive(spec)
+    return dpopt.compile(make_spec(mechanism="gaussian_optimal", **overrides))
 
 
 def prefix_spec(d: int = 6, **overrides):
@@ -42,9 +41,9 @@ def prefix_spec(d: int = 6, **overrides):
 # ------------------------------------------------------------ certification
 def test_certified_sensitivity_is_tight_and_within_the_target():
     for privacy in ({"gdp": {"mu": 0.8}}, {"zcdp": {"rho": 0.3}}, {"approx": {"epsilon": 0.5, "delta": 1e-6}}):
-        spec = dpopt.load_spec(prefix_spec(privacy=privacy))
-        space = dpopt.derive(spec)
-        mech = GaussianOptimalMechanism.design(spec, space)
+        problem = dpopt.compile(prefix_spec(privacy=privacy))
+        spec, space = problem.spec, problem.space
+        mech = GaussianOptimalMechanism.design(problem)
         checks = mech.privacy_checks(space, spec.privacy)
         assert [c.claim for c in checks] == ["covariance.range", "privacy"] and all(c.passed for c in checks)
         sens = mahalanobis_sensitivity(mech.covariance, space.vectors())
@@ -55,8 +54,9 @@ def test_certified_sensitivity_is_tight_and_within_the_target():
 
 
 def test_checks_reject_an_under_noised_or_misplaced_covariance():
-    spec, space = table()
-    mech = GaussianOptimalMechanism.design(spec, space)
+    problem = table()
+    spec, space = problem.spec, problem.space
+    mech = GaussianOptimalMechanism.design(problem)
     vectors = space.vectors()
     under = covariance_checks(mech.covariance * 0.999, vectors, space, spec.privacy)
     assert [c.passed for c in under] == [True, False]
@@ -102,8 +102,8 @@ def test_verify_does_not_need_cvxpy(monkeypatch):
 
 # ----------------------------------------------------------------- sampling
 def test_samples_follow_the_covariance_and_keep_the_total():
-    spec, space = table()
-    mech = GaussianOptimalMechanism.design(spec, space)
+    problem = table()
+    mech = GaussianOptimalMechanism.design(problem)
     n = 100_000
     z = mech.sample(n, np.random.default_rng(2024))
     assert np.abs(z.sum(axis=1)).max() < 1e-9  # range(Σ) = sum-zero vectors: the total is exact
@@ -116,8 +116,8 @@ def test_samples_follow_the_covariance_and_keep_the_total():
 
 
 def test_power_and_region_volume_closed_forms():
-    spec, space = table()
-    mech = GaussianOptimalMechanism.design(spec, space)  # Σ = 2(I − J/6) at μ = 1
+    problem = table()
+    mech = GaussianOptimalMechanism.design(problem)  # Σ = 2(I − J/6) at μ = 1
     eta = np.array([1.0, -1.0, 0, 0, 0, 0])
     # ηᵀΣ⁺η = ‖η‖²/2 = 1: power 1 − Φ(z_{0.95} − 1)
     assert mech._test_power(eta, 0.05) == pytest.approx(stats.norm.sf(stats.norm.isf(0.05) - 1.0), rel=1e-9)
@@ -130,10 +130,10 @@ def test_power_and_region_volume_closed_forms():
 
 # ---------------------------------------------------------------- the spec
 def test_unsupported_targets_and_metrics_give_a_reason():
-    spec, space = table(privacy={"pure": {"epsilon": 1.0}})
-    assert "gdp, zcdp and approx" in GaussianOptimalMechanism.supports(spec, space)
-    spec, space = table(utility={"metric": "l1"})
-    assert "not a convex function" in GaussianOptimalMechanism.supports(spec, space)
+    problem = table(privacy={"pure": {"epsilon": 1.0}})
+    assert "gdp, zcdp and approx" in GaussianOptimalMechanism.supports(problem)
+    problem = table(utility={"metric": "l1"})
+    assert "not a convex function" in GaussianOptimalMechanism.supports(problem)
     candidates = design_candidates(dpopt.compile(make_spec(mechanism="gaussian_optimal",
                                                            utility={"metric": "usefulness", "gamma": 1.0})))
     assert candidates[0].reason is not None

@@ -26,8 +26,7 @@ COMMITTEE = ROOT / "specs" / "committee_mean_truncated_gg.yaml"
 
 
 def _options(spec_dict):
-    spec = dpopt.load_spec(spec_dict)
-    return GeneralizedGaussianMechanism._options(spec, dpopt.derive(spec))[0]
+    return GeneralizedGaussianMechanism._options(dpopt.compile(spec_dict))[0]
 
 
 def test_family_is_registered_and_round_trips():

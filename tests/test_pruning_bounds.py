@@ -27,7 +27,6 @@ from dpopt.mechanisms.base import better
 from dpopt.privacy.discrete_laplace import discrete_laplace_kl, discrete_laplace_renyi
 from dpopt.privacy.laplace import laplace_kl_epsilon, laplace_renyi
 from dpopt.privacy.truncated_gg import scale_lower_bound, tight_scale
-from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.lp import difference_magnitudes
 from dpopt.spec.load import load_spec
 
@@ -47,12 +46,12 @@ ZCDP_IDS = ["count-l1", "count-usefulness", "histogram-l2", "table-l2", "margina
 
 
 def _never_beats(family: str, document: dict) -> None:
-    spec = load_spec({**document, "mechanism": family})
-    space = derive(spec)
+    problem = dpopt.compile({**document, "mechanism": family})
+    spec = problem.spec
     cls = registry()[family]
-    bound = cls.utility_bound(spec, space)
+    bound = cls.utility_bound(problem)
     assert bound is not None
-    value = cls.design(spec, space).expected_utility(spec.utility).value
+    value = cls.design(problem).expected_utility(spec.utility).value
     sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
     assert sign * value >= sign * bound
 
@@ -113,9 +112,9 @@ GG_IDS = ["mean-l2", "mean-l1", "mean-usefulness", "sum-max-variance", "small-ta
 @pytest.mark.parametrize("variant, p", [("truncated", 1), ("truncated", 2), ("truncated", 3),
                                         ("boundary_inflated", 2), ("boundary_inflated", 3)])
 def test_the_gg_scale_bound_is_below_tight_scale(document, variant, p):
-    spec = load_spec({**document, "mechanism": "generalized_gaussian"})
-    space = derive(spec)
-    lower, upper = answer_bounds(spec)
+    problem = dpopt.compile({**document, "mechanism": "generalized_gaussian"})
+    spec, space = problem.spec, problem.space
+    lower, upper = answer_bounds(spec, problem.query)
     rows, eps = difference_magnitudes(space).rows, spec.privacy.parameters["epsilon"]
     bound = scale_lower_bound(eps, variant, p, upper - lower, rows)
     try:
@@ -131,8 +130,8 @@ def test_the_gg_bound_never_beats_its_design(document):
 
 
 def test_the_gg_bound_is_none_under_pdp():
-    spec = load_spec({**MEAN, "privacy": {"pdp": {"epsilon": 1.0, "delta": 1e-3}}, "utility": {"metric": "l2"}})
-    assert registry()["generalized_gaussian"].utility_bound(spec, derive(spec)) is None
+    problem = dpopt.compile({**MEAN, "privacy": {"pdp": {"epsilon": 1.0, "delta": 1e-3}}, "utility": {"metric": "l2"}})
+    assert registry()["generalized_gaussian"].utility_bound(problem) is None
 
 
 # -------------------------------------------------------------- auto end to end

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -341,8 +342,7 @@ def test_family_power_design_asks_one_coordinate():
     ],
 )
 def test_family_says_why_it_does_not_apply(overrides, reason):
-    spec = dpopt.load_spec(_spec(**overrides))
-    assert reason in QueryScalingMechanism.supports(spec, dpopt.derive(spec))
+    assert reason in QueryScalingMechanism.supports(dpopt.compile(_spec(**overrides)))
 
 
 def test_zero_coordinate_of_the_region_is_released_exactly():
@@ -353,8 +353,9 @@ def test_zero_coordinate_of_the_region_is_released_exactly():
         adjacency="test",
         complete=False,
     )
-    spec = dpopt.load_spec(_spec(query={"kind": "linear", "attribute": "g", "matrix": [[1, 1, 1, 1]] * 3}))
-    mech = QueryScalingMechanism.design(spec, space)
+    problem = dpopt.compile(_spec(query={"kind": "linear", "attribute": "g", "matrix": [[1, 1, 1, 1]] * 3}))
+    spec = problem.spec
+    mech = QueryScalingMechanism.design(replace(problem, space=space))  # the region above, not the derived one
     assert mech.parameters["xi"][1] is None
     assert all(c.passed for c in mech.privacy_checks(space, spec.privacy))
     assert mech.release([5.0, 7.0, 9.0], rng=np.random.default_rng(1))[1] == 7.0
@@ -362,9 +363,9 @@ def test_zero_coordinate_of_the_region_is_released_exactly():
 
 
 def test_family_privacy_check_catches_tampered_parameters():
-    spec = dpopt.load_spec(_spec())
-    space = dpopt.derive(spec)
-    mech = QueryScalingMechanism.design(spec, space)
+    problem = dpopt.compile(_spec())
+    spec, space = problem.spec, problem.space
+    mech = QueryScalingMechanism.design(problem)
     p = mech.parameters
 
     def passes(**change) -> bool:

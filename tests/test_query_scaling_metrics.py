@@ -72,10 +72,10 @@ def test_gaussian_ci_volume_is_measured_on_the_sensitivity_span():
 
 
 def test_gaussian_test_power_closed_forms():
-    spec = dpopt.load_spec(make_spec(utility={"metric": "test_power", "alternative": [3, -3, 0, 0, 0, 0]}))
-    space = dpopt.derive(spec)
-    iso = GaussianMechanism.design(spec, space)
-    proj = ProjectedGaussianMechanism.design(spec, space)
+    problem = dpopt.compile(make_spec(utility={"metric": "test_power", "alternative": [3, -3, 0, 0, 0, 0]}))
+    spec = problem.spec
+    iso = GaussianMechanism.design(problem)
+    proj = ProjectedGaussianMechanism.design(problem)
     power = special.ndtr(math.sqrt(18.0) / iso.sigma - Z95)
     assert iso.expected_utility(spec.utility).value == pytest.approx(power, rel=1e-12)
     assert proj.expected_utility(spec.utility).value == pytest.approx(power, rel=1e-12)
@@ -93,10 +93,10 @@ def test_gaussian_test_power_closed_forms():
 def test_closed_forms_agree_with_monte_carlo_of_the_sampler(utility):
     # the base's Monte Carlo (importance weights for the volume, LR rejections for the power) on
     # 200,000 draws must cover the closed form within 4 of its standard errors
-    spec = dpopt.load_spec(make_spec(utility=utility, privacy={"approx": {"epsilon": 1.0, "delta": 1e-6}}))
-    space = dpopt.derive(spec)
+    problem = dpopt.compile(make_spec(utility=utility, privacy={"approx": {"epsilon": 1.0, "delta": 1e-6}}))
+    spec = problem.spec
     for cls in (GaussianMechanism, ProjectedGaussianMechanism):
-        mech = cls.design(spec, space)
+        mech = cls.design(problem)
         closed = mech.expected_utility(spec.utility)
         alt = None if spec.utility.alternative is None else np.asarray(spec.utility.alternative)
         mc = mech._monte_carlo(spec.utility.metric, None, None, alpha=spec.utility.alpha, alternative=alt)

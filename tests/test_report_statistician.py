@@ -29,7 +29,6 @@ from dpopt.report import data as report_data
 from dpopt.report.document import build_report
 from dpopt.report.reading import epsilon_by_delta, human
 from dpopt.report.render import render_markdown
-from dpopt.sensitivity.derive import derive
 
 
 def _path(stem):
@@ -159,10 +158,9 @@ def test_a_k_norm_ball_fallback_is_named_with_its_cost(monkeypatch):
 def test_k_norm_utility_curve_is_scaled_not_redesigned():
     # the independent route: every point re-designed (the hull rebuilt) at ε·s
     sol = solved(_path("table_3x4_margins_pure"))
-    space = derive(sol.spec)
     known = {"k_norm": sol.certificate["utility"]["value"]}
-    scaled, _, _ = report_data.utility_curves(sol.spec, space, ["k_norm"], (0.5, 1.0, 2.0), known)
-    redesigned, _, _ = report_data.utility_curves(sol.spec, space, ["k_norm"], (0.5, 1.0, 2.0), None)
+    scaled, _, _ = report_data.utility_curves(sol.problem, ["k_norm"], (0.5, 1.0, 2.0), known)
+    redesigned, _, _ = report_data.utility_curves(sol.problem, ["k_norm"], (0.5, 1.0, 2.0), None)
     np.testing.assert_allclose(scaled["k_norm"][1], redesigned["k_norm"][1], rtol=1e-9)
 
 

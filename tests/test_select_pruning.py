@@ -13,7 +13,6 @@ import pytest
 import dpopt
 from dpopt.mechanisms import registry
 from dpopt.mechanisms.base import better
-from dpopt.sensitivity.derive import derive
 from dpopt.spec.load import load_spec
 from dpopt.core.families import family_names
 
@@ -34,19 +33,19 @@ SUM = make_spec(data={"attributes": {"income": {"min": 0, "max": 10}}},
     {**SUM, "utility": {"metric": "l1"}},
 ], ids=["count-l1", "count-usefulness", "histogram-l2", "histogram-usefulness", "sum-l1"])
 def test_the_r2dp_bound_never_beats_its_design(spec):
-    spec = load_spec({**spec, "mechanism": "r2dp"})
-    space = derive(spec)
+    problem = dpopt.compile({**spec, "mechanism": "r2dp"})
+    spec = problem.spec
     cls = registry()["r2dp"]
-    bound = cls.utility_bound(spec, space)
-    value = cls.design(spec, space).expected_utility(spec.utility).value
+    bound = cls.utility_bound(problem)
+    value = cls.design(problem).expected_utility(spec.utility).value
     sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
     assert sign * value >= sign * bound * (1 - 1e-12)
 
 
 def test_the_r2dp_bound_is_none_where_the_theorem_does_not_apply():
     # usefulness with γ > Δ∞: the staircase's g comes from a search, not a proven optimum
-    spec = load_spec({**COUNT, "mechanism": "r2dp", "utility": {"metric": "usefulness", "gamma": 2.0}})
-    assert registry()["r2dp"].utility_bound(spec, derive(spec)) is None
+    problem = dpopt.compile({**COUNT, "mechanism": "r2dp", "utility": {"metric": "usefulness", "gamma": 2.0}})
+    assert registry()["r2dp"].utility_bound(problem) is None
 
 
 @pytest.mark.parametrize("name", ["count_add_remove.yaml", "table_replace_pure.yaml"])
@@ -68,11 +67,11 @@ def test_auto_prunes_and_selects_what_the_full_comparison_selects(name):
     make_spec(privacy={"gdp": {"mu": 0.1}}, utility={"metric": "l2"}),
 ], ids=["count-l1", "count-usefulness", "histogram-l2", "table-l2"])
 def test_the_laplace_gdp_bound_never_beats_its_design(spec):
-    spec = load_spec({**spec, "mechanism": "laplace"})
-    space = derive(spec)
+    problem = dpopt.compile({**spec, "mechanism": "laplace"})
+    spec = problem.spec
     cls = registry()["laplace"]
-    bound = cls.utility_bound(spec, space)
-    value = cls.design(spec, space).expected_utility(spec.utility).value
+    bound = cls.utility_bound(problem)
+    value = cls.design(problem).expected_utility(spec.utility).value
     sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
     assert sign * value >= sign * bound
 

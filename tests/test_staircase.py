@@ -215,5 +215,4 @@ def test_tampered_certificate_fails():
     ({"adjacency": {"kind": "hamming", "distance": 2}}, "generators of its hull"),
 ])
 def test_unsupported_specs_say_why(overrides, reason):
-    spec = dpopt.load_spec(_spec(**overrides))
-    assert reason in StaircaseMechanism.supports(spec, dpopt.derive(spec))
+    assert reason in StaircaseMechanism.supports(dpopt.compile(_spec(**overrides)))

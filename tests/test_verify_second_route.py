@@ -205,13 +205,13 @@ def test_every_family_has_a_law_or_a_stated_reason():
     """Every registered family, on the first example spec it supports: a law, or the reason."""
     seen = set()
     for path in SPECS:
-        spec = dpopt.load_spec(path)
-        space = dpopt.derive(spec)
+        problem = dpopt.compile(path)
+        spec, space = problem.spec, problem.space
         for family, cls in registry().items():
-            if family in seen or cls.supports(spec, space) is not None:
+            if family in seen or cls.supports(problem) is not None:
                 continue
             try:
-                mechanism = cls.design(spec, space)
+                mechanism = cls.design(problem)
             except dpopt.DpoptError:
                 continue
             seen.add(family)

@@ -163,9 +163,10 @@ def _bound(parameter: str, alpha_up: float, beta_up: float, delta: float) -> flo
 def audit_answer(spec: Spec) -> np.ndarray:
     """The reference true answer of an audit: the centre of the public box the spec implies
     (:func:`dpopt.domain.bounds.answer_bounds`), so that x ± v/2 stay in it; else 0."""
-    bounds = answer_bounds(spec)
+    query = compile_query(spec)
+    bounds = answer_bounds(spec, query)
     if bounds is None:
-        return np.zeros(compile_query(spec).dimension)
+        return np.zeros(query.dimension)
     lower, upper = bounds
     return 0.5 * (np.asarray(lower, dtype=float) + np.asarray(upper, dtype=float))
 

@@ -42,7 +42,7 @@ def mechanism_claims(problem: Problem, mechanism: Mechanism) -> list[Check]:
             mechanism.dimension == space.dimension,
             f"{mechanism.dimension} vs {space.dimension}",
         ),
-        *mechanism.scope_checks(spec, space),
+        *mechanism.scope_checks(problem),
         *mechanism.privacy_checks(space, spec.privacy),
     ]
 

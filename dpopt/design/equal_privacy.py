@@ -37,7 +37,7 @@ from scipy import special
 from dpopt.mechanisms import registry
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.privacy.pdp import classical_gaussian_sigma, gaussian_pdp_sigma, gg_pdp_scale_disjoint
-from dpopt.sensitivity.derive import derive
+from dpopt.problem import compile
 from dpopt.spec.load import load_spec
 
 MEANINGFUL_TAIL = 1e-4
@@ -139,7 +139,7 @@ def _staircase_row(epsilon: float, t: float) -> dict | None:
                 "utility": {"metric": metric, **extra},
             }
         )
-        mechanism = cls.design(spec, derive(spec))
+        mechanism = cls.design(compile(spec))
         value = mechanism.expected_utility(spec.utility).value
         row[key] = 1.0 - value if metric == "usefulness" else value
     return row

@@ -21,7 +21,7 @@ the K-norm against 15.06/ε, 16.97/ε, 16.83/ε for l1, l2, l∞; k = 3: 6.103/�
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from dpopt.errors import UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, UtilityValue
 from dpopt.mechanisms.k_norm import BallBody, KNormMechanism
+from dpopt.problem import compile
 from dpopt.sensitivity.derive import derive
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import load_spec
@@ -106,9 +107,9 @@ def semi_dp_k_norm_comparison(
     spec = load_spec(spec)
     if spec.privacy.definition != "pure" or not spec.invariants:
         raise UnsupportedSpecError("privacy", "the K-norm comparison needs a pure-ε spec with invariants")
-    derived = derive(spec)
-    a = derived.semi_adjacent_parameter
-    ours = KNormMechanism.design(spec, derived if semi_space is None else semi_space)
+    problem = compile(spec)
+    a = problem.space.semi_adjacent_parameter
+    ours = KNormMechanism.design(problem if semi_space is None else replace(problem, space=semi_space))
     rows = [_row("K-norm, K = Hull(S_Semi)" if ours.body.optimal else f"K-norm, {ours.body.kind} ball",
                  ours, draws, seed)]
     for kind, mechanism in naive_lp_mechanisms(spec, a).items():

@@ -17,8 +17,6 @@ from dpopt.core.families import family_names
 from dpopt.errors import CalibrationError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism, UtilityValue, better, registry
 from dpopt.problem import Problem
-from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Spec
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ def design_candidates(problem: Problem) -> list[Candidate]:
     UnsupportedSpecError
         When the spec names a family this version does not provide.
     """
-    spec, space = problem.spec, problem.space
+    spec = problem.spec
     available = registry()
     if spec.mechanism != "auto":
         missing = [f for f in spec.families if f not in available]
@@ -70,22 +68,22 @@ def design_candidates(problem: Problem) -> list[Candidate]:
     bounded: list[tuple[str, float]] = []
     for family in families:
         cls = available[family]
-        reason = cls.supports(spec, space)
+        reason = cls.supports(problem)
         if reason is None and spec.invariants and not cls.noise_in_span:
             reason = "its noise leaves the span of the sensitivity space, so it would alter the invariants"
         if reason is not None:
             rows[family] = Candidate(family, reason=reason)
             continue
-        bound = _bound(cls, spec, space) if spec.mechanism == "auto" else None
+        bound = _bound(cls, problem) if spec.mechanism == "auto" else None
         if bound is None:
-            rows[family] = _designed(cls, spec, space)
+            rows[family] = _designed(cls, problem)
         else:
             bounded.append((family, bound))
     sign = -1.0 if better(metric) == "higher" else 1.0
     for family, bound in sorted(bounded, key=lambda item: sign * item[1]):  # the most promising first
         winner = _beats(rows, families, family, bound, metric)
         if winner is None:
-            rows[family] = _designed(available[family], spec, space)
+            rows[family] = _designed(available[family], problem)
         else:
             rows[family] = Candidate(family, reason=(
                 f"not designed: its utility bound ({metric} {_BOUND_WORD[better(metric)]} {bound:.6g}) "
@@ -100,19 +98,19 @@ TIE_TOLERANCE = 1e-12
 closed forms): a tie goes to the family listed first, as in :func:`select`."""
 
 
-def _bound(cls: type[Mechanism], spec: Spec, space: SensitivitySpace) -> float | None:
+def _bound(cls: type[Mechanism], problem: Problem) -> float | None:
     """The family's utility bound; None when it has none or the spec upsets it (``design``
     then reports the problem in the family's row)."""
     try:
-        return cls.utility_bound(spec, space)
+        return cls.utility_bound(problem)
     except DpoptError:
         return None
 
 
-def _designed(cls: type[Mechanism], spec: Spec, space: SensitivitySpace) -> Candidate:
+def _designed(cls: type[Mechanism], problem: Problem) -> Candidate:
     try:
-        mechanism = cls.design(spec, space)
-        utility = mechanism.expected_utility(spec.utility)
+        mechanism = cls.design(problem)
+        utility = mechanism.expected_utility(problem.spec.utility)
     except DpoptError as exc:
         return Candidate(cls.family, reason=str(exc))
     return Candidate(cls.family, mechanism, utility)

@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpopt.domain.queries import NumericQuery, compile_query
+from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.spec.models import Spec
 
 
-def answer_bounds(spec: Spec) -> tuple[np.ndarray, np.ndarray] | None:
-    """(lower, upper), each of shape (d,), or None when the spec implies no public box."""
-    query = compile_query(spec)
+def answer_bounds(spec: Spec, query: CountingQuery | NumericQuery) -> tuple[np.ndarray, np.ndarray] | None:
+    """(lower, upper), each of shape (d,), or None when the spec implies no public box.
+
+    Parameters
+    ----------
+    spec : Spec
+        Read for the public size ``data.n`` and the adjacency.
+    query : CountingQuery or NumericQuery
+        The spec's compiled query (:func:`dpopt.domain.queries.compile_query`, or
+        ``Problem.query``), not compiled again here.
+    """
     n = spec.data.n
     fixed_size = spec.adjacency.kind != "add_remove" and n is not None
     if isinstance(query, NumericQuery):

@@ -16,8 +16,10 @@ They check arguments, draw from the CSPRNG when no generator is given
 subclasses :class:`Mechanism` and states
 
 * ``family`` (its spec name) and ``title``;
-* ``supports(spec, space)`` → None, or the reason it cannot serve the spec;
-* ``design(spec, space)`` → a calibrated (and, where it has freedom, utility-optimised)
+* ``supports(problem)`` → None, or the reason it cannot serve the compiled spec
+  (:class:`~dpopt.problem.Problem`: target and utility in ``problem.spec``, the sensitivity
+  space in ``problem.space``, the compiled query in ``problem.query``);
+* ``design(problem)`` → a calibrated (and, where it has freedom, utility-optimised)
   instance whose privacy is *certified* by ``privacy_checks``;
 * ``from_parameters(parameters, space)`` → the instance a certificate describes;
 * ``parameters``, ``_sample(rng, size)`` (the noise);
@@ -54,9 +56,10 @@ from dpopt.core.checks import Check
 from dpopt.core.families import FAMILY_MODULES, family_names, register_family
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import SpecError, UnsupportedSpecError
+from dpopt.problem import Problem
 from dpopt.rng import secure_generator
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec, Utility
+from dpopt.spec.models import Privacy, Utility
 
 _REGISTRY: dict[str, type["Mechanism"]] = {}
 
@@ -118,11 +121,11 @@ class Mechanism(ABC):
     # ---------------------------------------------------------------- facts
     @classmethod
     @abstractmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
-        """None if the family can meet the spec's target on ``space``, else the reason."""
+    def supports(cls, problem: Problem) -> str | None:
+        """None if the family can meet the spec's target on ``problem.space``, else the reason."""
 
     @classmethod
-    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+    def utility_bound(cls, problem: Problem) -> float | None:
         """A proven bound on the predicted utility of any design of this family for the spec
         (below it for a metric to minimise, above it for one to maximise), cheap next to
         :meth:`design`; None when the family knows none. The selector does not design a
@@ -131,7 +134,7 @@ class Mechanism(ABC):
 
     @classmethod
     @abstractmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> "Mechanism":
+    def design(cls, problem: Problem) -> "Mechanism":
         """The calibrated instance for the spec's privacy target and utility."""
 
     @classmethod
@@ -168,9 +171,9 @@ class Mechanism(ABC):
         """How a closed-form prediction is described in a certificate."""
         return "closed form"
 
-    def scope_checks(self, spec: Spec, space: SensitivitySpace) -> list[Check]:
-        """Checks that parameters taken from the spec and its space (e.g. a public box) match
-        them; none by default."""
+    def scope_checks(self, problem: Problem) -> list[Check]:
+        """Checks that parameters taken from the compiled spec (e.g. a public box) match it;
+        none by default."""
         return []
 
     def notes(self) -> list[str]:

@@ -60,8 +60,9 @@ from dpopt.privacy.discrete_gaussian import (
 )
 from dpopt.privacy.gaussian import gaussian_mu
 from dpopt.privacy.zcdp import zcdp_delta_cks, zcdp_delta_cks_mp, zcdp_epsilon_cks
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec
+from dpopt.spec.models import Privacy
 
 MAX_SIGMA2 = Fraction(2**30)
 
@@ -179,7 +180,8 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
         self.dimension = int(dimension)
 
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+    def supports(cls, problem: Problem) -> str | None:
+        spec = problem.spec
         if not is_integer_valued(spec):
             return "discrete noise needs an integer-valued query (counts, histograms, tables, marginals)"
         if spec.privacy.definition not in ("zcdp", "approx"):
@@ -187,7 +189,8 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
         return None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> DiscreteGaussianMechanism:
+    def design(cls, problem: Problem) -> DiscreteGaussianMechanism:
+        spec, space = problem.spec, problem.space
         if space.l2_squared == 0:
             raise CalibrationError("the l2 sensitivity is 0: there is nothing to protect with noise")
         p = spec.privacy.parameters

@@ -56,8 +56,9 @@ from dpopt.privacy.discrete_laplace import (
     discrete_laplace_renyi,
     discrete_laplace_zcdp_holds,
 )
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec
+from dpopt.spec.models import Privacy
 
 MAX_SCALE = Fraction(2**40)
 
@@ -154,7 +155,8 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         self.dimension = int(dimension)
 
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+    def supports(cls, problem: Problem) -> str | None:
+        spec = problem.spec
         if not is_integer_valued(spec):
             return "discrete noise needs an integer-valued query (counts, histograms, tables, marginals)"
         if spec.privacy.definition not in ("pure", "approx", "zcdp"):
@@ -162,7 +164,7 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         return None
 
     @classmethod
-    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+    def utility_bound(cls, problem: Problem) -> float | None:
         r"""Under ρ-zCDP: the utility at the smallest scale the Kullback–Leibler limit allows.
 
         The design certifies every move pattern t (D_α ≤ ρα for α > 1, or (Δ₁/b)²/2 ≤ ρ,
@@ -175,8 +177,9 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         falls, so the closed forms at that b (rounded down) bound the design for l1, l2 (any
         workload), max_variance and usefulness. None for other targets and metrics.
         """
+        spec, space = problem.spec, problem.space
         if (spec.privacy.definition != "zcdp" or spec.utility.metric not in SCALE_MONOTONE_METRICS
-                or cls.supports(spec, space) is not None or space.l1 == 0):
+                or cls.supports(problem) is not None or space.l1 == 0):
             return None
         rho = spec.privacy.parameters["rho"]
         patterns = move_patterns(space)
@@ -191,7 +194,8 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         return value.value if value.method == "closed form" else None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> DiscreteLaplaceMechanism:
+    def design(cls, problem: Problem) -> DiscreteLaplaceMechanism:
+        spec, space = problem.spec, problem.space
         p = spec.privacy.parameters
         if space.l1 == 0:
             raise CalibrationError("the l1 sensitivity is 0: there is nothing to protect with noise")

@@ -23,9 +23,10 @@ from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
 from dpopt.noise.law import ProductLaw
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import FullSpace, Subspace
-from dpopt.spec.models import Privacy, Spec
+from dpopt.spec.models import Privacy
 from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
 
 _GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx", "pdp")
@@ -47,14 +48,16 @@ class GaussianMechanism(Mechanism):
         self.span = FullSpace(self.dimension) if span is None else span
 
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
-        if spec.privacy.definition not in _GAUSSIAN_TARGETS:
-            return f"Gaussian noise cannot meet a {spec.privacy.definition} target"
+    def supports(cls, problem: Problem) -> str | None:
+        privacy = problem.spec.privacy
+        if privacy.definition not in _GAUSSIAN_TARGETS:
+            return f"Gaussian noise cannot meet a {privacy.definition} target"
         return None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> "GaussianMechanism":
-        return cls(gaussian_sigma(space.l2_squared, spec.privacy), space.dimension, space.span)
+    def design(cls, problem: Problem) -> "GaussianMechanism":
+        space = problem.space
+        return cls(gaussian_sigma(space.l2_squared, problem.spec.privacy), space.dimension, space.span)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "GaussianMechanism":
@@ -152,15 +155,15 @@ class ProjectedGaussianMechanism(GaussianMechanism):
         self.span = space.span
 
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
-        reason = super().supports(spec, space)
-        if reason is None and not space.rank_deficient:
+    def supports(cls, problem: Problem) -> str | None:
+        reason = super().supports(problem)
+        if reason is None and not problem.space.rank_deficient:
             return "the sensitivity space spans all of R^d: projection changes nothing (use gaussian)"
         return reason
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> "ProjectedGaussianMechanism":
-        return cls(gaussian_sigma(space.l2_squared, spec.privacy), space)
+    def design(cls, problem: Problem) -> "ProjectedGaussianMechanism":
+        return cls(gaussian_sigma(problem.space.l2_squared, problem.spec.privacy), problem.space)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "ProjectedGaussianMechanism":

@@ -45,6 +45,7 @@ from dpopt.noise.law import ProductLaw
 from dpopt.optimize.covariance import OBJECTIVES, Objective, optimal_covariance, target_mu
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
@@ -197,7 +198,8 @@ class GaussianOptimalMechanism(Mechanism):
 
     # ---------------------------------------------------------------- facts
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+    def supports(cls, problem: Problem) -> str | None:
+        spec, space = problem.spec, problem.space
         if spec.privacy.definition not in _TARGETS:
             return f"Gaussian noise with a designed covariance serves gdp, zcdp and approx targets, not {spec.privacy.definition}"
         if spec.utility.metric not in OBJECTIVES:
@@ -210,7 +212,7 @@ class GaussianOptimalMechanism(Mechanism):
         return None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> GaussianOptimalMechanism:
+    def design(cls, problem: Problem) -> GaussianOptimalMechanism:
         """Solve for Σ, certify it, and scale it by the factor the certification needs.
 
         Raises
@@ -220,6 +222,7 @@ class GaussianOptimalMechanism(Mechanism):
         SolverError
             The convex program failed.
         """
+        spec, space = problem.spec, problem.space
         vectors = _generators(space)
         objective = Objective.for_utility(spec.utility, space.dimension)
         mu = target_mu(spec.privacy)

@@ -24,7 +24,8 @@ recorded seed and a Clopper–Pearson bound at a stated confidence.
 utility for the spec's metric. Bounded variants' noise depends on the true answer: their
 predicted utility is the worst case over true answers in the box (closed forms on a grid), and
 :meth:`sample` draws the noise for a true answer at the centre of the box; :meth:`release`
-uses the actual answer.
+uses the actual answer. The privacy checks at given parameters (pDP bounds, the bounded
+variants' certified loss) are in :mod:`dpopt.mechanisms.generalized_gaussian_checks`.
 
 References
 ----------
@@ -37,7 +38,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
 from dpopt.core.checks import Check
@@ -45,6 +45,7 @@ from dpopt.core.rounding import nudge_until
 from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, better
+from dpopt.mechanisms.generalized_gaussian_checks import bounded_checks, lemma10_bound, pdp_check
 from dpopt.mechanisms.laplace import SCALE_MONOTONE_METRICS
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.noise.law import ProductLaw
@@ -52,24 +53,20 @@ from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
 from dpopt.privacy.pdp import (
     PDP_CAVEAT,
-    gaussian_pdp_bound_mp,
     gaussian_pdp_sigma,
     gg_pdp_bound_disjoint_mp,
-    gg_pdp_monte_carlo,
     gg_pdp_scale_disjoint,
     gg_pdp_scale_monte_carlo,
 )
 from dpopt.privacy.truncated_gg import (
-    bit_coordinate_loss_mp,
     scale_lower_bound,
     tight_scale,
-    truncated_coordinate_loss,
-    truncated_loss_mp,
     worst_case_loss,
 )
+from dpopt.problem import Problem
 from dpopt.sensitivity.lp import difference_magnitudes, lp_sensitivity_power
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec
+from dpopt.spec.models import Privacy
 
 __all__ = ["GeneralizedGaussian", "GeneralizedGaussianMechanism"]
 
@@ -82,12 +79,6 @@ BIT_SHAPES = (2, 3)
 _WORST_CASE_GRID = 101
 
 VARIANTS = ("unbounded", "truncated", "boundary_inflated")
-
-
-def _lemma10_bound(scale: float, epsilon: float, l2_squared: Fraction) -> mpmath.mpf:
-    """Lemma 10's bound for GG(0, b, 2) = N(0, b²/2): σ = b/√2 in 60 digits."""
-    with mpmath.workdps(60):
-        return gaussian_pdp_bound_mp(mpmath.mpf(scale) / mpmath.sqrt(2), epsilon, l2_squared)
 
 
 class GeneralizedGaussianMechanism(Mechanism):
@@ -144,13 +135,14 @@ class GeneralizedGaussianMechanism(Mechanism):
 
     # ------------------------------------------------------------------ facts
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
-        if spec.privacy.definition not in ("pure", "pdp"):
-            return f"generalized Gaussian noise is calibrated for pure and pdp targets, not {spec.privacy.definition}"
+    def supports(cls, problem: Problem) -> str | None:
+        privacy = problem.spec.privacy
+        if privacy.definition not in ("pure", "pdp"):
+            return f"generalized Gaussian noise is calibrated for pure and pdp targets, not {privacy.definition}"
         return None
 
     @classmethod
-    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+    def utility_bound(cls, problem: Problem) -> float | None:
         r"""Under pure ε: a bound on every option :meth:`design` can choose, the best of
 
         * the two p = 1 options (b = Δ₁/ε, unbounded and clamped), exactly: no calibration;
@@ -166,13 +158,14 @@ class GeneralizedGaussianMechanism(Mechanism):
         None under pdp, for metrics other than l1, l2, max_variance and usefulness, or when a
         prediction is not a closed form.
         """
+        spec, space = problem.spec, problem.space
         if spec.privacy.definition != "pure" or spec.utility.metric not in SCALE_MONOTONE_METRICS:
             return None
         eps = spec.privacy.parameters["epsilon"]
         d = space.dimension
         laplace = laplace_scale_for(eps, space.l1)
         options = [cls(1, laplace, d, "unbounded", "laplace")]
-        box = answer_bounds(spec)
+        box = answer_bounds(spec, problem.query)
         if box is not None and spec.utility.workload is None:
             lower, upper = box
             rows = difference_magnitudes(space).rows
@@ -198,8 +191,9 @@ class GeneralizedGaussianMechanism(Mechanism):
         return best(values) if values else None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> GeneralizedGaussianMechanism:
-        options, skipped = cls._options(spec, space)
+    def design(cls, problem: Problem) -> GeneralizedGaussianMechanism:
+        spec = problem.spec
+        options, skipped = cls._options(problem)
         if not options:
             raise CalibrationError(
                 "no generalized Gaussian variant could be calibrated (" + "; ".join(skipped) + ")"
@@ -224,10 +218,9 @@ class GeneralizedGaussianMechanism(Mechanism):
         return best
 
     @classmethod
-    def _options(
-        cls, spec: Spec, space: SensitivitySpace
-    ) -> tuple[list[GeneralizedGaussianMechanism], list[str]]:
+    def _options(cls, problem: Problem) -> tuple[list[GeneralizedGaussianMechanism], list[str]]:
         """Every calibrated (p, variant) for the spec, and the reasons the others were skipped."""
+        spec, space = problem.spec, problem.space
         target = spec.privacy.parameters
         eps = target["epsilon"]
         d = space.dimension
@@ -243,7 +236,7 @@ class GeneralizedGaussianMechanism(Mechanism):
                 except CalibrationError as exc:
                     skipped.append(f"p={p}: {exc}")
             return options, skipped
-        box = answer_bounds(spec)
+        box = answer_bounds(spec, problem.query)
         if box is None:
             skipped.append("bounded variants: the spec implies no public box for the answers")
             return options, skipped
@@ -269,7 +262,7 @@ class GeneralizedGaussianMechanism(Mechanism):
         d = space.dimension
         if p == 2:
             b = math.sqrt(2.0) * gaussian_pdp_sigma(eps, delta, space.l2)
-            b = nudge_until(b, lambda s: _lemma10_bound(s, eps, space.l2_squared) <= delta, up=True)
+            b = nudge_until(b, lambda s: lemma10_bound(s, eps, space.l2_squared) <= delta, up=True)
             return cls(2, b, d, "unbounded", "lemma10")
         if magnitudes.disjoint:
             b = gg_pdp_scale_disjoint(eps, delta, p, float(space.linf))
@@ -350,7 +343,7 @@ class GeneralizedGaussianMechanism(Mechanism):
                         "bounded variants are certified for pure ε only",
                     )
                 ]
-            return self._bounded_checks(space, eps)
+            return bounded_checks(self.variant, self.scale, self.p, self.lower, self.upper, space, eps)
         if definition == "pure":
             return [
                 Check(
@@ -360,102 +353,12 @@ class GeneralizedGaussianMechanism(Mechanism):
                     f"unbounded GG noise with p = {self.p} ≠ 1 is not ε-DP for any b",
                 )
             ]
-        return [self._pdp_check(space, eps, target["delta"])]
+        return [pdp_check(self.scale, self.p, self.monte_carlo, space, eps, target["delta"])]
 
-    def _pdp_check(self, space: SensitivitySpace, eps: float, delta: float) -> Check:
-        if self.p == 2:
-            level = _lemma10_bound(self.scale, eps, space.l2_squared)
-            return Check(
-                "privacy",
-                "Lemma 10 (Liu 2019): 2Φ(−(εb² − Δ₂²)/(√2 Δ₂ b)) ≤ δ for GG(0, b, 2) = N(0, b²/2), "
-                "60-digit arithmetic, exact Δ₂²",
-                bool(level <= delta),
-                f"pDP level bound {mpmath.nstr(level, 12)} vs δ = {delta}",
-            )
-        magnitudes = difference_magnitudes(space)
-        if magnitudes.disjoint:
-            level = gg_pdp_bound_disjoint_mp(self.scale, eps, self.p, space.linf)
-            return Check(
-                "privacy",
-                "Corollary 8 (Liu 2019): one coordinate moves by at most Δ; "
-                "Q(1/p, u*^p) ≤ δ with (u*+Δ/b)^p − u*^p = ε, 60-digit arithmetic",
-                bool(level <= delta),
-                f"pDP level bound {mpmath.nstr(level, 12)} vs δ = {delta} (Δ = {space.linf})",
-            )
-        if not self.monte_carlo:
-            return Check(
-                "privacy",
-                "Corollary 7",
-                False,
-                "no Monte Carlo record for a multi-coordinate pDP calibration",
-            )
-        power, how = lp_sensitivity_power(space, self.p)
-        mc = gg_pdp_monte_carlo(
-            self.scale,
-            eps,
-            self.p,
-            magnitudes.profiles(),
-            lp_power=float(power),
-            draws=int(self.monte_carlo["draws"]),
-            seed=int(self.monte_carlo["seed"]),
-            confidence=float(self.monte_carlo["confidence"]),
-        )
-        return Check(
-            "privacy",
-            f"Corollary 7 (Liu 2019) by Monte Carlo: {mc.draws} draws per difference profile, seed {mc.seed}; "
-            f"one-sided Clopper–Pearson upper bound on Pr(|L| > ε) ≤ δ, joint confidence {mc.confidence} "
-            f"(Bonferroni over {len(mc.profiles)} profile(s)); Δ_p^p {how}",
-            mc.holds(delta),
-            f"exceedances {list(mc.exceedances)}; upper bounds {[f'{u:.6g}' for u in mc.upper_bounds]} vs δ = {delta}"
-            f" — a statistical guarantee, held with confidence {mc.confidence}",
-        )
-
-    def _bounded_checks(self, space: SensitivitySpace, eps: float) -> list[Check]:
-        rows = difference_magnitudes(space).rows
-        widths = self.upper - self.lower
-        bound, how = worst_case_loss(self.variant, self.scale, self.p, widths, rows)
-        checks = [
-            Check(
-                "privacy",
-                f"certified worst-case privacy loss of the {self.variant} GG (Liu 2019, Defs 5–6): "
-                f"max over difference rows of Σ_k ℓ_k(|v_k|), {how}",
-                bound <= eps,
-                f"loss bound {bound:.12g} vs ε = {eps}",
-            )
-        ]
-        pairs = sorted(
-            {(float(w), float(v)) for row in np.minimum(rows, widths) for w, v in zip(widths, row) if v > 0}
-        )
-        if self.variant == "boundary_inflated":
-            gaps = [
-                abs(
-                    float(bit_coordinate_loss_mp(self.scale, self.p, w, v))
-                    - worst_case_loss(self.variant, self.scale, self.p, [w], [[v]])[0]
-                )
-                for w, v in pairs
-            ]
-            method = "closed-form BIT loss re-evaluated in 60-digit arithmetic (mpmath)"
-        else:
-            gaps = []
-            for w, v in pairs:
-                loss = truncated_coordinate_loss(self.scale, self.p, w, v)
-                x, y = loss.argmax
-                gaps.append(abs(float(truncated_loss_mp(self.scale, self.p, w, x, y)) - loss.grid_max))
-            method = "grid maximum of the truncated loss re-evaluated at its maximizer in 60-digit arithmetic"
-        checks.append(
-            Check(
-                "privacy.numerics",
-                method,
-                max(gaps) <= 1e-9,
-                f"largest float-vs-60-digit gap {max(gaps):.3g} (slack 1e-9 is inside the certified bound)",
-            )
-        )
-        return checks
-
-    def scope_checks(self, spec: Spec, space: SensitivitySpace) -> list[Check]:
+    def scope_checks(self, problem: Problem) -> list[Check]:
         if self.variant == "unbounded":
             return []
-        box = answer_bounds(spec)
+        box = answer_bounds(problem.spec, problem.query)
         same = box is not None and np.array_equal(box[0], self.lower) and np.array_equal(box[1], self.upper)
         return [
             Check(

@@ -49,6 +49,7 @@ from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import SumZeroSpace
 from dpopt.spec.models import Privacy, Spec, Utility
@@ -177,7 +178,8 @@ class JamesSteinMechanism(Mechanism):
         return min(options, key=lambda m: m._expected_l2(None))
 
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+    def supports(cls, problem: Problem) -> str | None:
+        spec, space = problem.spec, problem.space
         if spec.privacy.definition not in _TARGETS:
             return f"Gaussian noise cannot meet a {spec.privacy.definition} target"
         if spec.utility.metric != "l2" or spec.utility.workload is not None:
@@ -195,8 +197,8 @@ class JamesSteinMechanism(Mechanism):
         return None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> JamesSteinMechanism:
-        return cls._best(spec, space)
+    def design(cls, problem: Problem) -> JamesSteinMechanism:
+        return cls._best(problem.spec, problem.space)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> JamesSteinMechanism:

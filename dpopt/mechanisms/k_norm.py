@@ -62,8 +62,9 @@ from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.noise.law import GaugeLaw
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec
+from dpopt.spec.models import Privacy
 
 HULL_BUDGET_SECONDS = 20.0
 """Time allowed for the facets of Hull(S) before falling back to a norm ball."""
@@ -347,13 +348,14 @@ class KNormMechanism(Mechanism):
 
     # ------------------------------------------------------------------ facts
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+    def supports(cls, problem: Problem) -> str | None:
+        spec = problem.spec
         if spec.privacy.definition != "pure":
             return f"K-norm noise is calibrated for pure ε-DP targets only (got {spec.privacy.definition})"
         return None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> KNormMechanism:
+    def design(cls, problem: Problem) -> KNormMechanism:
         """K = Hull(S) when its facets can be computed in time, else the best fallback ball.
 
         Raises
@@ -361,6 +363,7 @@ class KNormMechanism(Mechanism):
         CalibrationError
             If no fallback ball can be built.
         """
+        spec, space = problem.spec, problem.space
         epsilon = spec.privacy.parameters["epsilon"]
         vectors = space.listed()
         basis = space.span.basis()

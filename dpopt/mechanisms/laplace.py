@@ -38,8 +38,9 @@ from dpopt.privacy.laplace import (
     laplace_zcdp_rho,
 )
 from dpopt.privacy.laplace_gdp import LaplaceGDPRoute, laplace_gdp_route
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec
+from dpopt.spec.models import Privacy
 
 
 def laplace_privacy_check(
@@ -128,13 +129,14 @@ class LaplaceMechanism(Mechanism):
         self.dimension = int(dimension)
 
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
-        if spec.privacy.definition not in ("pure", "approx", "zcdp", "gdp"):
-            return f"no {spec.privacy.definition} calibration for Laplace noise in this version"
+    def supports(cls, problem: Problem) -> str | None:
+        privacy = problem.spec.privacy
+        if privacy.definition not in ("pure", "approx", "zcdp", "gdp"):
+            return f"no {privacy.definition} calibration for Laplace noise in this version"
         return None
 
     @classmethod
-    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+    def utility_bound(cls, problem: Problem) -> float | None:
         r"""The utility at the smallest scale the target allows, under μ-GDP and ρ-zCDP.
 
         μ-GDP: one coordinate of a neighbour moves by Δ∞ = max_v ‖v‖∞; its marginal is
@@ -151,6 +153,7 @@ class LaplaceMechanism(Mechanism):
         forms at that b (rounded down) bound every calibrated design. None for other targets
         and metrics.
         """
+        spec, space = problem.spec, problem.space
         definition = spec.privacy.definition
         if definition not in ("gdp", "zcdp") or spec.utility.metric not in SCALE_MONOTONE_METRICS:
             return None
@@ -166,7 +169,8 @@ class LaplaceMechanism(Mechanism):
         return value.value if value.method == "closed form" else None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> "LaplaceMechanism":
+    def design(cls, problem: Problem) -> "LaplaceMechanism":
+        spec, space = problem.spec, problem.space
         p = spec.privacy.parameters
         if spec.privacy.definition == "gdp":
             route = laplace_gdp_route(space)

@@ -48,8 +48,9 @@ from dpopt.optimize.query_scaling import (
 )
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec
+from dpopt.spec.models import Privacy
 from dpopt.stats.inference import region_importance_weights
 
 _GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx")
@@ -78,7 +79,8 @@ class QueryScalingMechanism(Mechanism):
 
     # ---------------------------------------------------------------- facts
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+    def supports(cls, problem: Problem) -> str | None:
+        spec, space = problem.spec, problem.space
         if spec.privacy.definition not in _GAUSSIAN_TARGETS:
             return f"Gaussian noise cannot meet a {spec.privacy.definition} target"
         metric = spec.utility.metric
@@ -108,8 +110,9 @@ class QueryScalingMechanism(Mechanism):
         return None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> "QueryScalingMechanism":
+    def design(cls, problem: Problem) -> "QueryScalingMechanism":
         """ξ optimal for the spec's metric, scaled so that Δ(f_ξ) = Δ(f); σ certified for Δ(f_ξ)."""
+        spec, space = problem.spec, problem.space
         vectors = space.vectors()
         u = spec.utility
         scaling = optimal_diagonal_scaling(

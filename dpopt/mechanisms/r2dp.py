@@ -62,9 +62,10 @@ from dpopt.optimize.r2dp_objectives import (
 )
 from dpopt.privacy.laplace import laplace_scale_for
 from dpopt.privacy.r2dp import MP_DIGITS, density_ratio_sup, pattern_epsilon_mp, r2dp_epsilon
+from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec, Utility
+from dpopt.spec.models import Privacy, Utility
 
 SUPPORTED_METRICS = ("l1", "l2", "usefulness", "max_variance", *PRIOR_METRICS)
 
@@ -115,7 +116,8 @@ class R2DPMechanism(Mechanism):
 
     # ---------------------------------------------------------------- design
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+    def supports(cls, problem: Problem) -> str | None:
+        spec, space = problem.spec, problem.space
         if spec.privacy.definition != "pure":
             return "R²DP is certified for pure ε only (Thm 4.1)"
         if spec.utility.metric not in SUPPORTED_METRICS:
@@ -123,7 +125,7 @@ class R2DPMechanism(Mechanism):
         return coordinatewise_reason(space)
 
     @classmethod
-    def utility_bound(cls, spec: Spec, space: SensitivitySpace) -> float | None:
+    def utility_bound(cls, problem: Problem) -> float | None:
         r"""The optimal staircase's cost at (ε/c, Δ∞): no R²DP design can do better.
 
         A neighbour that moves c coordinates by Δ∞ = max_v ‖v‖∞ costs Σ_i ε₁(Δ∞) = c·ε₁(Δ∞)
@@ -135,8 +137,9 @@ class R2DPMechanism(Mechanism):
         largest number of coordinates one neighbour moves by Δ∞. Δ∞ is rounded down and ε/c
         up, each loosening the bound. None for other metrics.
         """
+        spec, space = problem.spec, problem.space
         metric = spec.utility.metric
-        if metric not in ("l1", "l2", "max_variance", "usefulness") or cls.supports(spec, space) is not None:
+        if metric not in ("l1", "l2", "max_variance", "usefulness") or cls.supports(problem) is not None:
             return None
         pattern = shift_pattern(space)
         shift = math.nextafter(float(pattern.largest), 0.0)
@@ -149,7 +152,8 @@ class R2DPMechanism(Mechanism):
         return value.value if value.method == "closed form" else None
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> R2DPMechanism:
+    def design(cls, problem: Problem) -> R2DPMechanism:
+        spec, space = problem.spec, problem.space
         utility = spec.utility
         check_prior(utility, space.dimension)
         pattern = shift_pattern(space)
@@ -161,7 +165,7 @@ class R2DPMechanism(Mechanism):
         mechanism = cls(fold, space.dimension)
         value = mechanism.expected_utility(utility).value
         laplace = cls._laplace_baseline(space, epsilon, utility)
-        staircase = cls._staircase_baseline(spec, space)
+        staircase = cls._staircase_baseline(problem)
         bound = _spec_value(optimum.bound, utility, space.dimension) if utility.metric != "mallows" else None
         record = {
             "metric": utility.metric,
@@ -186,8 +190,8 @@ class R2DPMechanism(Mechanism):
         return {"scale": scale, "value": _noise_value(laplace_noise(scale), utility, space.dimension)}
 
     @staticmethod
-    def _staircase_baseline(spec: Spec, space: SensitivitySpace) -> dict:
-        mech, value = StaircaseMechanism.design_with_value(spec, space)
+    def _staircase_baseline(problem: Problem) -> dict:
+        mech, value = StaircaseMechanism.design_with_value(problem)
         return {"parameters": mech.parameters, "value": value}
 
     @classmethod
@@ -243,8 +247,9 @@ class R2DPMechanism(Mechanism):
         )
         return [exact, ratio]
 
-    def scope_checks(self, spec: Spec, space: SensitivitySpace) -> list[Check]:
+    def scope_checks(self, problem: Problem) -> list[Check]:
         """The recorded comparison with Laplace and the staircase, recomputed."""
+        spec, space = problem.spec, problem.space
         record = self.design_record
         if not record or record.get("metric") != spec.utility.metric or spec.privacy.definition != "pure":
             return []

@@ -46,9 +46,10 @@ from dpopt.noise.law import ProductLaw
 from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.noise.prior_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.noise.staircase import StaircaseNoise
+from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec, Utility
+from dpopt.spec.models import Privacy, Utility
 
 PRIOR_METRICS = ("kl", "renyi", "mallows")
 """Metrics that need a prior (``utility.prior``), computed by quadrature of the noise tail."""
@@ -156,7 +157,8 @@ class StaircaseMechanism(Mechanism):
         self.policy = policy
 
     @classmethod
-    def supports(cls, spec: Spec, space: SensitivitySpace) -> str | None:
+    def supports(cls, problem: Problem) -> str | None:
+        spec, space = problem.spec, problem.space
         if spec.privacy.definition != "pure":
             return "the staircase mechanism is certified for pure ε only"
         if spec.utility.metric in ("ci_volume", "test_power"):
@@ -164,13 +166,14 @@ class StaircaseMechanism(Mechanism):
         return coordinatewise_reason(space)
 
     @classmethod
-    def design(cls, spec: Spec, space: SensitivitySpace) -> StaircaseMechanism:
-        return cls.design_with_value(spec, space)[0]
+    def design(cls, problem: Problem) -> StaircaseMechanism:
+        return cls.design_with_value(problem)[0]
 
     @classmethod
-    def design_with_value(cls, spec: Spec, space: SensitivitySpace) -> tuple[StaircaseMechanism, float]:
+    def design_with_value(cls, problem: Problem) -> tuple[StaircaseMechanism, float]:
         """The designed staircase and its predicted metric (the step Δ₀ with the best metric
         among the candidates, each with its metric-optimal g)."""
+        spec, space = problem.spec, problem.space
         check_prior(spec.utility, space.dimension)
         pattern = shift_pattern(space)
         epsilon = spec.privacy.parameters["epsilon"]

@@ -13,9 +13,9 @@ from dpopt.noise.law import GaugeLaw, PostProcessedLaw, ProductLaw
 from dpopt.privacy.pld import profile_tradeoff
 from dpopt.privacy.tradeoff import GaussianTradeOff, PureDPTradeOff
 from dpopt.privacy.zcdp import zcdp_delta_cks
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import load_spec, spec_document
-from dpopt.spec.models import Spec
 
 NOISE_DRAWS = 20_000
 NOISE_SEED = 20261124
@@ -103,10 +103,11 @@ def hull_points(space: SensitivitySpace) -> tuple[np.ndarray, int] | None:
     return vectors @ vt[:k].T, space.rank
 
 
-def utility_curves(spec: Spec, space: SensitivitySpace, families: list[str],
+def utility_curves(problem: Problem, families: list[str],
                    scales=(0.25, 0.5, 1.0, 2.0, 4.0), known: dict[str, float] | None = None,
                    progress=None) -> tuple[dict, str, float]:
-    """Each family re-designed at the spec's privacy parameter times each scale (δ kept).
+    """Each family re-designed at the spec's privacy parameter times each scale (δ kept), on the
+    compiled problem restated at each budget (:meth:`~dpopt.problem.Problem.restated`).
 
     ``known`` holds utilities already predicted at the target (scale 1), e.g. the
     certificate's candidates: those points are not re-designed. A family of
@@ -123,6 +124,7 @@ def utility_curves(spec: Spec, space: SensitivitySpace, families: list[str],
     target : float
         The spec's value of that parameter.
     """
+    spec = problem.spec
     definition = spec.privacy.definition
     name = BUDGET_PARAMETER[definition]
     target = float(spec.privacy.parameters[name])
@@ -146,10 +148,10 @@ def utility_curves(spec: Spec, space: SensitivitySpace, families: list[str],
             doc["privacy"][definition][name] = target * scale
             doc["mechanism"] = family
             try:
-                scaled = load_spec(doc)
-                if cls.supports(scaled, space) is not None:
+                scaled = problem.restated(load_spec(doc))
+                if cls.supports(scaled) is not None:
                     continue
-                value = cls.design(scaled, space).expected_utility(scaled.utility).value
+                value = cls.design(scaled).expected_utility(scaled.spec.utility).value
             except (DpoptError, ValueError, ArithmeticError):
                 continue
             if np.isfinite(value):

@@ -28,14 +28,12 @@ from dpopt.audit.empirical import audit_answer, audit_mechanism
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.second_route import mechanism_tradeoff, noise_law_of
 from dpopt.certificate.verify import rebuild_mechanism
-from dpopt.domain.queries import compile_query
 from dpopt.errors import DpoptError
 from dpopt.mechanisms.base import better
+from dpopt.problem import compile
 from dpopt.report import data as report_data
 from dpopt.report import plots
 from dpopt.report.words import DEFINITIONS
-from dpopt.sensitivity.derive import derive
-from dpopt.spec.load import load_spec
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,7 @@ def build_report(
 ) -> Report:
     """The certificate's figures and, unless ``audit_draws`` is None, its empirical audit.
 
-    The spec is re-derived and the mechanism rebuilt from the certificate (as ``dpopt
+    The spec is compiled again and the mechanism rebuilt from the certificate (as ``dpopt
     verify`` does), so the figures show the mechanism the file describes.
 
     Parameters
@@ -87,8 +85,8 @@ def build_report(
     stage = progress or (lambda _: None)
     stage("rebuilding the mechanism")
     data = certificate.data
-    spec = load_spec(data["spec"])
-    space = derive(spec)
+    problem = compile(data["spec"])
+    spec, space = problem.spec, problem.space
     mechanism = rebuild_mechanism(data, space)
     law = noise_law_of(mechanism)
     family = mechanism.family
@@ -115,7 +113,7 @@ def build_report(
 
     stage("noise against its law")
     panels = report_data.noise_panels(mechanism, law if not isinstance(law, str) else None,
-                                      compile_query(spec).labels)
+                                      problem.labels)
     if panels:
         figures.append(Figure(
             "noise", "Noise: the sampler against the stated law",
@@ -144,7 +142,7 @@ def build_report(
     families = candidates if utility_families == "candidates" else [family]
     known = {c["family"]: c["utility"]["value"] for c in data.get("candidates", []) if "utility" in c}
     known.setdefault(family, data["utility"]["value"])
-    curves, parameter, value = report_data.utility_curves(spec, space, families or [family], utility_scales, known,
+    curves, parameter, value = report_data.utility_curves(problem, families or [family], utility_scales, known,
                                                           progress=stage)
     if curves:
         metric = data["utility"]["metric"]
