@@ -154,6 +154,11 @@ class Polytope:
         return float(self.cone_volumes.sum())
 
     @property
+    def boundary_simplices(self) -> int:
+        """Simplices of the boundary triangulation."""
+        return len(self.simplices)
+
+    @property
     def vertices(self) -> np.ndarray:
         """Indices of the generating points used by the triangulation (the extreme points)."""
         used = np.unique(self.simplices)

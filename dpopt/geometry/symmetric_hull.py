@@ -50,6 +50,9 @@ from dpopt.geometry.polytope import (
     _TIGHT, _abs_determinants, _across, _first_facet, _triangulate_facet, _within,
 )
 
+_BLOCK = 2_000_000
+"""Entries of y·normalsᵀ evaluated at once by the gauge."""
+
 MAX_GROUP_ORDER = 200_000
 """Largest group of table moves that is enumerated (row and column permutations, transpose)."""
 
@@ -240,12 +243,18 @@ class SymmetricPolytope:
     def gauge(self, y: np.ndarray) -> np.ndarray:
         """‖y‖_K = max_f ⟨a_f, y⟩ over every facet, for the rows of ``y``."""
         y = np.atleast_2d(np.asarray(y, dtype=float))
-        return np.maximum((y @ self.normals.T).max(axis=1), 0.0)
+        return np.maximum(self._by_rows(y, lambda block: block.max(axis=1)), 0.0)
 
     def orbit_of(self, y: np.ndarray) -> np.ndarray:
         """The facet orbit whose cones hold each row of ``y`` (the maximising facet's orbit)."""
-        facet = np.argmax(np.atleast_2d(np.asarray(y, dtype=float)) @ self.normals.T, axis=1)
-        return self._normal_orbit[facet]
+        y = np.atleast_2d(np.asarray(y, dtype=float))
+        return self._normal_orbit[self._by_rows(y, lambda block: block.argmax(axis=1))]
+
+    def _by_rows(self, y: np.ndarray, reduce) -> np.ndarray:
+        """``reduce`` of y·normalsᵀ, a block of rows at a time (the full matrix can be GBs)."""
+        rows = max(1, _BLOCK // max(1, len(self.normals)))
+        return np.concatenate([reduce(y[i:i + rows] @ self.normals.T) for i in range(0, len(y), rows)]
+                              or [np.zeros(0)])
 
     @cached_property
     def _normal_orbit(self) -> np.ndarray:
@@ -282,17 +291,15 @@ class SymmetricPolytope:
         centroid's image is the centroid of the image facet)."""
         n = len(self.points)
         element, simplex = cone[:, 0], cone[:, 1]
-        perms = self.permutations[element]
         out = np.zeros((len(cone), extended_images.shape[1]))
         for j in range(self.dimension):
             index = self.simplices[simplex, j]
             plain = index < n
-            out[plain] += weights[plain, j, None] * extended_images[perms[plain, index[plain]]]
+            out[plain] += weights[plain, j, None] * extended_images[self.permutations[element[plain], index[plain]]]
             for centre in np.unique(index[~plain]):
                 rows = np.flatnonzero(index == centre)
-                tight = self.tight[centre - n]
-                centroid = extended_images[perms[rows][:, tight]].mean(axis=1)
-                out[rows] += weights[rows, j, None] * centroid
+                moved = self.permutations[element[rows][:, None], self.tight[centre - n][None, :]]
+                out[rows] += weights[rows, j, None] * extended_images[moved].mean(axis=1)
         return out
 
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
