@@ -45,13 +45,14 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 
 import numpy as np
+from scipy import linalg
 
 from dpopt.geometry.polytope import (
     _TIGHT, _abs_determinants, _across, _first_facet, _triangulate_facet, _within,
 )
 
 _BLOCK = 2_000_000
-"""Entries of y·normalsᵀ evaluated at once by the gauge."""
+"""Numbers held at once by the gauge (y·normalsᵀ) and the symmetry check (M_g p_i)."""
 
 MAX_GROUP_ORDER = 200_000
 """Largest group of table moves that is enumerated (row and column permutations, transpose)."""
@@ -145,7 +146,7 @@ class SymmetricPolytope:
     permutations : ndarray of int, shape (|G|, n)
         π_g for every g ∈ G (see :func:`table_symmetries`).
     maps : ndarray, shape (|G|, s, s)
-        The linear map M_g with M_g p_i = p_{π_g(i)} (least squares; its error is in
+        The linear map M_g with M_g p_i = p_{π_g(i)} (solved on s independent points; its error is in
         :meth:`consistency`).
     tight : tuple of ndarray of int
         The vertex set of each representative facet F_r.
@@ -360,8 +361,7 @@ class SymmetricPolytope:
         centroids = np.array([self.points[t].mean(axis=0) for t in self.tight])
         extended = np.vstack([self.points, centroids])
         on_facet = np.einsum("msk,mk->ms", extended[self.simplices], self.rep_normals[self.simplex_rep])
-        moved = np.einsum("gij,nj->gni", self.maps, self.points)
-        symmetry_error = float(np.abs(moved - self.points[self.permutations]).max())
+        symmetry_error = _symmetry_residual(self.points, self.permutations, self.maps)
         return {
             "method": self.method,
             "facets": len(self.normals),
@@ -428,16 +428,36 @@ def _facet_orbits(points: np.ndarray, permutations: np.ndarray):
 
 
 def _group_maps(points: np.ndarray, permutations: np.ndarray) -> np.ndarray:
-    """M_g with M_g p_i ≈ p_{π_g(i)} (least squares over the points, which span R^s).
+    """M_g with M_g p_i = p_{π_g(i)}: solved on s independent points p_J (pivoted QR), then
+    checked on every point.
 
     Raises
     ------
     ValueError
         If some π_g is not induced by a linear map.
     """
-    pinv = np.linalg.pinv(points)  # s × n
-    maps = np.einsum("in,gnj->gji", pinv, points[permutations])
-    residual = np.abs(np.einsum("gij,nj->gni", maps, points) - points[permutations]).max()
+    s = points.shape[1]
+    _, _, pivots = linalg.qr(points.T, pivoting=True, mode="economic")
+    basis = pivots[:s]
+    inverse = np.linalg.inv(points[basis])  # M_g P_Jᵀ = P_{π_g(J)}ᵀ
+    maps = np.matmul(inverse, points[permutations[:, basis]]).transpose(0, 2, 1)
+    residual = _symmetry_residual(points, permutations, maps)
     if residual > 1e-9:
         raise ValueError(f"a symmetry of the points is not linear (residual {residual:.1e})")
     return maps
+
+
+def _symmetry_residual(points: np.ndarray, permutations: np.ndarray, maps: np.ndarray) -> float:
+    """max_{g, i} |M_g p_i − p_{π_g(i)}|."""
+    residual, start = 0.0, 0
+    for block in _blocks(permutations, points.shape[1]):
+        moved = np.matmul(points, maps[start:start + len(block)].transpose(0, 2, 1))
+        residual = max(residual, float(np.abs(moved - points[block]).max()))
+        start += len(block)
+    return residual
+
+
+def _blocks(permutations: np.ndarray, width: int) -> list[np.ndarray]:
+    """The rows of ``permutations`` in blocks of about :data:`_BLOCK` / ``width`` point indices."""
+    rows = max(1, _BLOCK // (permutations.shape[1] * width))
+    return [permutations[i:i + rows] for i in range(0, len(permutations), rows)]
