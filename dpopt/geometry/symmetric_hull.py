@@ -272,8 +272,11 @@ class SymmetricPolytope:
         return out
 
     def extend(self, images: np.ndarray) -> np.ndarray:
-        """The values of a linear map on the points (the centroids are formed when drawing)."""
-        return np.asarray(images, dtype=float)
+        """The values of a linear map L on the points, then on the centroid of every facet
+        g F_r (row n + r·|G| + g: the mean of L over the points π_g(F_r))."""
+        images = np.asarray(images, dtype=float)
+        centroids = [images[self.permutations[:, t]].mean(axis=1) for t in self.tight]
+        return np.vstack([images, *centroids])
 
     # ------------------------------------------------------------------ sampling
     def sample_cones(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -295,18 +298,19 @@ class SymmetricPolytope:
         out = np.zeros((len(cone), extended_images.shape[1]))
         for j in range(self.dimension):
             index = self.simplices[simplex, j]
-            plain = index < n
-            out[plain] += weights[plain, j, None] * extended_images[self.permutations[element[plain], index[plain]]]
-            for centre in np.unique(index[~plain]):
-                rows = np.flatnonzero(index == centre)
-                moved = self.permutations[element[rows][:, None], self.tight[centre - n][None, :]]
-                out[rows] += weights[rows, j, None] * extended_images[moved].mean(axis=1)
+            moved = np.where(index < n, self.permutations[element, np.minimum(index, n - 1)],
+                             n + (index - n) * self.group_order + element)
+            out += weights[:, j, None] * extended_images[moved]
         return out
 
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` exact uniform points of K, shape (size, s)."""
         cone, weights = self.sample_cones(rng, size)
-        return self.combine(cone, weights, self.points)
+        return self.combine(cone, weights, self._extended_points)
+
+    @cached_property
+    def _extended_points(self) -> np.ndarray:
+        return self.extend(self.points)
 
     # ------------------------------------------------------------------ moments
     @cached_property
@@ -329,10 +333,11 @@ class SymmetricPolytope:
         return solution.T
 
     def second_moment(self, extended_images: np.ndarray | None = None) -> np.ndarray:
-        """E[xxᵀ] for x uniform on L K, L given by its values on the points (default: K)."""
+        """E[xxᵀ] for x uniform on L K, L given by its values on the points (:meth:`extend`;
+        default: the identity)."""
         if extended_images is None:
             return self._second_moment
-        L = self._linear_map(extended_images)
+        L = self._linear_map(np.asarray(extended_images)[:len(self.points)])
         return L @ self._second_moment @ L.T
 
     def mean_l1(self, extended_images: np.ndarray) -> float | None:
@@ -342,7 +347,7 @@ class SymmetricPolytope:
         Then each orbit contributes |G F_r| times its representative's cones, each
         Σ_c |Σ_j (L p_j)_c|/(s + 1) as in :meth:`Polytope.mean_l1`.
         """
-        images = np.asarray(extended_images, dtype=float)
+        images = np.asarray(extended_images, dtype=float)[:len(self.points)]
         if not all(_signed_column_permutation(images, images[perm]) for perm in self.permutations):
             return None
         s = self.dimension

@@ -26,7 +26,9 @@ is ∫ r^{−s} 1{z/r ∈ K} p_R(r) dr / vol K = ∫_{‖z‖_K}^∞ ε^{s+1} e^
 (uniformity is preserved by linear maps, so no basis enters the noise).
 
 **Fallback.** Computing the facets of Hull(S) is practical only in moderate dimension
-(:mod:`dpopt.geometry.polytope` lists measured costs). When it does not finish within
+(:mod:`dpopt.geometry.polytope` and :mod:`dpopt.geometry.symmetric_hull` list measured
+costs; a hull with a group of table moves is built up to it: the 4×4 table with both
+margins in seconds, the 5×5 one not at all). When it does not finish within
 :data:`HULL_BUDGET_SECONDS`, or S cannot be listed, K is the smallest l1, l2 or l∞ ball
 of 𝒮 (in an orthonormal basis B, y = Bᵀz) that contains S, the one with the best
 predicted utility. It is still an exact ε-DP K-norm mechanism, but not the optimal one;
