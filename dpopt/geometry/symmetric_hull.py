@@ -32,8 +32,9 @@ representative cone.
 
 Measured (``benchmarks/bench_k_norm.py``, 2 shared cores) on k×k tables with both one-way
 margins invariant, G = S_k × S_k × transpose × sign (order 4·(k!)²: 144, 2,304, 57,600
-for k = 3, 4, 5): k = 4 (s = 9) has 7 facet orbits (3,818 facets); k = 5 (s = 16) is out of
-reach: its facets have 37–72 vertices in 15 dimensions and neither qhull (> 600 s) nor
+for k = 3, 4, 5): k = 4 (s = 9) has 9 facet orbits (3,818 facets), built in about 2.4 s
+(plain gift wrapping: 73 s in the same run); k = 5 (s = 16) is out of
+reach: its facets have 37–360 vertices in 15 dimensions and neither qhull (> 600 s) nor
 cddlib (> 300 s) lists the ridges of a single one.
 """
 
