@@ -204,3 +204,23 @@ def test_small_ranks_keep_the_plain_construction():
     pinned by the example certificates)."""
     m = mechanism(table_vectors(3, 4), 1.0)
     assert m.rank == 6 < SYMMETRIC_HULL_MIN_RANK and isinstance(m.body.polytope, Polytope)
+
+
+def test_root_polytope_up_to_symmetry():
+    """The hull of a replace-one histogram of 8 cells, conv{e_i − e_j} (s = 7), read as a 2×4
+    table (G of order 2·2!·4! = 96): 2^8 − 2 = 254 facets, gauge ‖x‖₁/2 on sum-zero x, and
+    E‖U‖₁ = 2·E‖U‖_K = 2s/(s + 1) (‖U‖_K ~ Beta(s, 1)), exact because ‖·‖₁ is linear on every
+    cone (see test_k_norm_geometry.py for these facts)."""
+    m = 8
+    eye = np.eye(m)
+    vectors = np.array([eye[i] - eye[j] for i, j in itertools.permutations(range(m), 2)])
+    y, basis = span(vectors)
+    group = table_symmetries(vectors)
+    assert group.shape == (96, len(vectors))
+    K = SymmetricPolytope.from_points(y, group)
+    assert len(K.normals) == 2**m - 2
+    x = np.random.default_rng(4).standard_normal((200, m))
+    x -= x.mean(axis=1, keepdims=True)
+    assert np.allclose(K.gauge(x @ basis), np.abs(x).sum(axis=1) / 2, rtol=1e-12, atol=1e-12)
+    s = m - 1
+    assert K.mean_l1(K.extend(vectors)) == pytest.approx(2 * s / (s + 1), rel=1e-12)

@@ -349,12 +349,12 @@ class SymmetricPolytope:
         Σ_c |Σ_j (L p_j)_c|/(s + 1) as in :meth:`Polytope.mean_l1`.
         """
         images = np.asarray(extended_images, dtype=float)[:len(self.points)]
-        if not all(_signed_column_permutation(images, images[perm]) for perm in self.permutations):
-            return None
         s = self.dimension
         extended = np.vstack([images, [images[t].mean(axis=0) for t in self.tight]])
         corners = extended[self.simplices]
         if np.any((corners.max(axis=1) > 0) & (corners.min(axis=1) < 0)):
+            return None
+        if not all(_signed_column_permutation(images, images[perm]) for perm in self.permutations):
             return None
         weights = self.cone_volumes * self.orbit_sizes[self.simplex_rep] / self.volume
         return float(weights @ np.abs(corners.sum(axis=1)).sum(axis=1)) / (s + 1)
