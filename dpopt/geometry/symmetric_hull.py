@@ -65,10 +65,10 @@ def table_symmetries(vectors: np.ndarray) -> np.ndarray | None:
     themselves, as point permutations; None when no table shape has such a group.
 
     The vectors are read as row-major r×c tables for every factorisation d = r·c with
-    r, c ≥ 2; for each one, the group S_r × S_c (× transpose when r = c) × {±1} is checked
-    element by element (an element whose image of some vector is not a listed vector
-    rejects the shape) and the largest verified group of order ≤ :data:`MAX_GROUP_ORDER`
-    is returned.
+    r, c ≥ 2; for each one, the generators of S_r × S_c (× transpose when r = c) × {±1}
+    are checked on the vectors (one whose image of some vector is not a listed vector
+    rejects the shape), every element's point permutation is composed from theirs, and
+    the largest verified group of order ≤ :data:`MAX_GROUP_ORDER` is returned.
 
     Returns
     -------
@@ -165,7 +165,7 @@ class SymmetricPolytope:
     reference_volume : float
         Σ_r |G F_r| vol_{s−1}(F_r)·dist(0, F_r)/s with qhull's facet volumes.
     open_ridges : int
-        Representative ridges whose neighbouring facet is not listed or does not hold them.
+        Representative ridges not held by the facet found across them.
     """
 
     points: np.ndarray
