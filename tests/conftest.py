@@ -9,8 +9,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted(p for p in (ROOT / "specs").glob("*.yaml") if "_plan" not in p.stem)  # plans: tests/test_plan*.py
 SLOW_SPECS = {
-    "table_4x4_margins_pure": "the hull of a 9-dimensional sensitivity space exceeds its 20 s budget before the "
-                              "design falls back to a ball: about 40 s per solve (benchmarks/bench_report_4x4.py)",
+    "table_4x4_margins_pure": "the hull of a 9-dimensional sensitivity space (built up to its symmetry group, "
+                              "a few seconds) and its certificate checks: 10–20 s per solve on 2 shared cores",
 }
 """Example specs whose solve is too slow for the default run: every test parametrized by one of them is
 marked ``slow``."""

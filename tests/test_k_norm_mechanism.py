@@ -33,7 +33,7 @@ from dpopt.mechanisms.k_norm import BallBody, HullBody, KNormMechanism, _exact_g
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.table_moves import paper_moves
 
-SPECS = ["table_2x2_margins_pure", "table_3x4_margins_pure", "table_replace_pure"]
+SPECS = ["table_2x2_margins_pure", "table_3x4_margins_pure", "table_4x4_margins_pure", "table_replace_pure"]
 
 
 def table_spec(k: int, epsilon: float = 1.0, margins: bool = True, **extra) -> dict:

@@ -3,9 +3,12 @@
 * :mod:`dpopt.geometry.balls`: the l1, l2 and l∞ unit balls of R^s.
 * :mod:`dpopt.geometry.polytope`: convex polytopes K = conv(points) with the origin inside
   (facets, the cone decomposition over the facets, an exact sampler, exact second moments).
+* :mod:`dpopt.geometry.symmetric_hull`: the same built up to a symmetry group of table moves
+  (facet orbits, orbit-wise exact sampling).
 """
 
 from dpopt.geometry.balls import BALL_KINDS, LpBall
 from dpopt.geometry.polytope import HullBudgetExceeded, Polytope
+from dpopt.geometry.symmetric_hull import SymmetricPolytope, table_symmetries
 
-__all__ = ["BALL_KINDS", "HullBudgetExceeded", "LpBall", "Polytope"]
+__all__ = ["BALL_KINDS", "HullBudgetExceeded", "LpBall", "Polytope", "SymmetricPolytope", "table_symmetries"]

@@ -34,7 +34,8 @@ tables with both one-way margins invariant (s = (k−1)²): k = 3 (30 points, s 
 milliseconds; k = 4 (264 points, s = 9) has 3,818 facets with up to 80 vertices each and
 1,858,775 boundary simplices, built in 54–153 s (qhull's global triangulated hull did not
 finish in 10 minutes, its facets alone took 227–359 s); k = 5 (1,400 points, s = 16) was
-not done after 600 s.
+not done after 600 s. :mod:`dpopt.geometry.symmetric_hull` builds such hulls up to their
+symmetry group (k = 4 in about 2 s).
 
 Second moments are exact: a simplex with vertices 0, p_1, …, p_s has
 
@@ -152,6 +153,11 @@ class Polytope:
     def volume(self) -> float:
         """vol K, the sum of the cone volumes."""
         return float(self.cone_volumes.sum())
+
+    @property
+    def boundary_simplices(self) -> int:
+        """Simplices of the boundary triangulation."""
+        return len(self.simplices)
 
     @property
     def vertices(self) -> np.ndarray:
