@@ -158,6 +158,21 @@ def compile(spec: Spec | str | Path | Mapping[str, Any]) -> Problem:
     return Problem(spec, query, domain, space, tuple(steps))
 
 
+
+class OnProblem:
+    """A mixin for results that hold a compiled ``problem``: its ``spec`` and ``space`` as properties."""
+
+    problem: Problem
+
+    @property
+    def spec(self) -> Spec:
+        return self.problem.spec
+
+    @property
+    def space(self) -> SensitivitySpace:
+        return self.problem.space
+
+
 def _describe_query(query: CountingQuery | NumericQuery) -> str:
     if isinstance(query, NumericQuery):
         return f"bounded {query.kind} of {query.attribute} over [{query.lower}, {query.upper}]"

@@ -15,13 +15,12 @@ from dpopt.certificate.build import certify
 from dpopt.certificate.model import Certificate
 from dpopt.design.select import Candidate, design_candidates, select
 from dpopt.mechanisms import Mechanism
-from dpopt.problem import Problem, compile
-from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.problem import OnProblem, Problem, compile
 from dpopt.spec.models import Spec
 
 
 @dataclass(frozen=True)
-class Solution:
+class Solution(OnProblem):
     """What :func:`solve` returns.
 
     Attributes
@@ -39,14 +38,6 @@ class Solution:
     mechanism: Mechanism
     candidates: list[Candidate]
     certificate: Certificate
-
-    @property
-    def spec(self) -> Spec:
-        return self.problem.spec
-
-    @property
-    def space(self) -> SensitivitySpace:
-        return self.problem.space
 
     def mechanism_document(self) -> dict:
         """The ``mechanism.json`` of ``dpopt solve --out``: family, parameters, dimension, the

@@ -27,8 +27,7 @@ from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import DpoptError
 from dpopt.mechanisms import Mechanism, UtilityValue
-from dpopt.problem import Problem, compile
-from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.problem import OnProblem, Problem, compile
 from dpopt.spec.models import Plan, Spec, Utility
 
 FAMILY = "gaussian_optimal"
@@ -39,7 +38,7 @@ MAX_GENERATORS = 2_000
 
 
 @dataclass(frozen=True)
-class JointDesign:
+class JointDesign(OnProblem):
     """The shared histogram's compiled spec, its certified mechanism and each query's map and error."""
 
     problem: Problem
@@ -48,14 +47,6 @@ class JointDesign:
     candidates: list[Candidate]
     maps: list[np.ndarray]
     errors: list[UtilityValue]
-
-    @property
-    def spec(self) -> Spec:
-        return self.problem.spec
-
-    @property
-    def space(self) -> SensitivitySpace:
-        return self.problem.space
 
 
 def query_maps(specs: list[Spec],

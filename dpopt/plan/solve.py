@@ -38,8 +38,7 @@ from dpopt.plan.compose import composed_pld, dominating_pair, fit_targets
 from dpopt.plan.joint import JointDesign, design_joint
 from dpopt.plan.spec import load_plan, query_spec
 from dpopt.privacy.gaussian import gaussian_mu
-from dpopt.problem import Problem, compile
-from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.problem import OnProblem, Problem, compile
 from dpopt.spec.models import Plan, Spec
 
 BISECTION_STEPS = 12
@@ -47,7 +46,7 @@ BISECTION_STEPS = 12
 
 
 @dataclass(frozen=True)
-class QueryDesign:
+class QueryDesign(OnProblem):
     """One query designed under its share of the budget, on its compiled problem."""
 
     name: str
@@ -58,14 +57,6 @@ class QueryDesign:
     mechanism: Mechanism
     utility: UtilityValue
     candidates: list[Candidate]
-
-    @property
-    def spec(self) -> Spec:
-        return self.problem.spec
-
-    @property
-    def space(self) -> SensitivitySpace:
-        return self.problem.space
 
     def weighted(self) -> float:
         return self.weight * self.utility.value
