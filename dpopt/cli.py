@@ -128,12 +128,16 @@ def _verify(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import Certificate
     from dpopt.certificate.second_route import is_not_available
     from dpopt.certificate.verify import verify
-    from dpopt.plan import verify_plan
-    from dpopt.plan.certificate import is_plan_certificate
+    from dpopt.plan import is_plan_certificate
     from dpopt.report.reading import human
 
     cert = Certificate.from_file(args.certificate)
-    result = verify_plan(cert) if is_plan_certificate(cert.data) else verify(cert)
+    if is_plan_certificate(cert.data):
+        from dpopt.plan import verify_plan  # a plan's verifier designs its queries: loaded only for plans
+
+        result = verify_plan(cert)
+    else:
+        result = verify(cert)
     unavailable = [c for c in result.checks if is_not_available(c)]
     for check in result.checks:
         mark = "N/A " if check in unavailable else "PASS" if check.passed else "FAIL"
@@ -300,8 +304,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _is_plan_document_or_certificate(document) -> bool:
-    from dpopt.plan import is_plan_document
-    from dpopt.plan.certificate import is_plan_certificate
+    from dpopt.plan import is_plan_certificate, is_plan_document
 
     return is_plan_document(document) or is_plan_certificate(document)
 
@@ -309,8 +312,7 @@ def _is_plan_document_or_certificate(document) -> bool:
 def _report_plan(args: argparse.Namespace, document) -> int:
     """A plan's report (Markdown): the allocation and the per-query error."""
     from dpopt.certificate.model import Certificate, write_atomic
-    from dpopt.plan import solve_plan
-    from dpopt.plan.certificate import is_plan_certificate
+    from dpopt.plan import is_plan_certificate, solve_plan
     from dpopt.plan.report import plan_markdown
 
     if args.out and not str(args.out).lower().endswith(".md"):

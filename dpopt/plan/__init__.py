@@ -6,8 +6,15 @@ composed exactly under the plan's target (:mod:`dpopt.plan.compose`), certified 
 document (:mod:`dpopt.plan.certificate`) and released in one pass (:mod:`dpopt.plan.release`).
 """
 
-from dpopt.plan.certificate import verify_plan
-from dpopt.plan.solve import PlanSolution, solve_plan
-from dpopt.plan.spec import is_plan_document, load_plan
+from __future__ import annotations
 
-__all__ = ["PlanSolution", "is_plan_document", "load_plan", "solve_plan", "verify_plan"]
+from dpopt._lazy import lazy_exports
+
+__all__ = lazy_exports(__name__, {
+    "PlanSolution": "dpopt.plan.solve",
+    "is_plan_certificate": "dpopt.plan.spec",
+    "is_plan_document": "dpopt.plan.spec",
+    "load_plan": "dpopt.plan.spec",
+    "solve_plan": "dpopt.plan.solve",
+    "verify_plan": "dpopt.plan.certificate",
+})

@@ -28,12 +28,9 @@ from dpopt.errors import CalibrationError, DpoptError
 from dpopt.plan.allocate import Allocation
 from dpopt.plan.compose import ADDITIVE, additive_check, gdp_route_check, pld_check
 from dpopt.plan.joint import joint_spec, query_errors
-from dpopt.plan.spec import load_plan, plan_document, plan_sha256, query_spec
+from dpopt.plan.spec import KIND, load_plan, plan_document, plan_sha256, query_spec
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import Plan, Privacy
-
-KIND = "plan"
-"""``certificate["kind"]`` of a plan certificate."""
 
 NOTES = [
     "each query's second route (privacy-loss distribution of its noise law, sampler tests, utility by "
@@ -42,11 +39,6 @@ NOTES = [
     "utilities recorded are those of the designed mechanisms",
 ]
 """Caveats every plan certificate carries."""
-
-
-def is_plan_certificate(data: Any) -> bool:
-    """True for the JSON of a plan certificate."""
-    return isinstance(data, dict) and data.get("kind") == KIND
 
 
 def _guarantee(plan: Plan, method: str, spaces) -> dict:

@@ -16,10 +16,18 @@ SPEC_KEYS = ("dpopt", "name", "description", "data", "invariants", "semi_adjacen
              "mechanism", "utility")
 """Keys a single-query spec shares with a plan."""
 
+KIND = "plan"
+"""``certificate["kind"]`` of a plan certificate."""
+
 
 def is_plan_document(document: Any) -> bool:
     """True for a plan (a mapping with a ``queries`` list)."""
     return isinstance(document, Mapping) and "queries" in document
+
+
+def is_plan_certificate(data: Any) -> bool:
+    """True for the JSON of a plan certificate."""
+    return isinstance(data, dict) and data.get("kind") == KIND
 
 
 def load_plan(source: str | Path | Mapping[str, Any] | Plan | Spec) -> Plan:
