@@ -77,9 +77,10 @@ def test_report_from_spec_and_certificate(tmp_path, suffix, capsys):
     assert main(["report", str(TABLE), "--out", str(out)]) == 0
     text = out.read_text()
     assert "projected_gaussian" in text and "Candidates compared" in text
-    main(["solve", str(TABLE), "--out", str(tmp_path / "o"), "--quiet"])
-    assert main(["report", str(tmp_path / "o" / "certificate.json")]) == 0
-    assert "Checks" in capsys.readouterr().out
+    if suffix == ".md":  # from a certificate (the format of --out does not matter here)
+        main(["solve", str(TABLE), "--out", str(tmp_path / "o"), "--quiet"])
+        assert main(["report", str(tmp_path / "o" / "certificate.json")]) == 0
+        assert "Checks" in capsys.readouterr().out
 
 
 def test_console_script_is_installed():
