@@ -68,8 +68,23 @@ class HullBudgetExceeded(SolverError):
     """The boundary of a polytope was not triangulated within the time allowed."""
 
 
+class ConeSampler:
+    """Exact uniform sampling of K by its cone decomposition: a cone over a boundary simplex
+    drawn by volume (:meth:`sample_cones`), then a Dirichlet point in it (:meth:`combine`),
+    both stated by the polytope class."""
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` exact uniform points of K, shape (size, s)."""
+        cone, weights = self.sample_cones(rng, size)
+        return self.combine(cone, weights, self._extended_points)
+
+    @cached_property
+    def _extended_points(self) -> np.ndarray:
+        return self.extend(self.points)
+
+
 @dataclass(frozen=True, eq=False)
-class Polytope:
+class Polytope(ConeSampler):
     """K = conv(points), full-dimensional in R^s, with the origin in its interior.
 
     Attributes
@@ -228,15 +243,6 @@ class Polytope:
         for j in range(self.dimension):
             out += weights[:, j, None] * extended_images[self.simplices[cone, j]]
         return out
-
-    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """``size`` exact uniform points of K, shape (size, s) (cone decomposition)."""
-        cone, weights = self.sample_cones(rng, size)
-        return self.combine(cone, weights, self._extended_points)
-
-    @cached_property
-    def _extended_points(self) -> np.ndarray:
-        return self.extend(self.points)
 
     def sample_rejection(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, int]:
         """Uniform points by rejection from the bounding box ∏[−c_i, c_i] (Algorithm 3).

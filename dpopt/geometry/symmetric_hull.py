@@ -49,7 +49,7 @@ import numpy as np
 from scipy import linalg
 
 from dpopt.geometry.polytope import (
-    _TIGHT, _abs_determinants, _across, _first_facet, _triangulate_facet, _within,
+    _TIGHT, ConeSampler, _abs_determinants, _across, _first_facet, _triangulate_facet, _within,
 )
 
 _BLOCK = 2_000_000
@@ -138,7 +138,7 @@ def _row_keys(rows: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------- the polytope
 @dataclass(frozen=True, eq=False)
-class SymmetricPolytope:
+class SymmetricPolytope(ConeSampler):
     """K = conv(points) ⊂ R^s (origin interior) with a group G of symmetries of the points.
 
     Attributes
@@ -303,15 +303,6 @@ class SymmetricPolytope:
                              n + (index - n) * self.group_order + element)
             out += weights[:, j, None] * extended_images[moved]
         return out
-
-    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """``size`` exact uniform points of K, shape (size, s)."""
-        cone, weights = self.sample_cones(rng, size)
-        return self.combine(cone, weights, self._extended_points)
-
-    @cached_property
-    def _extended_points(self) -> np.ndarray:
-        return self.extend(self.points)
 
     # ------------------------------------------------------------------ moments
     @cached_property
