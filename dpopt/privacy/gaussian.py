@@ -34,8 +34,8 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
@@ -55,8 +55,8 @@ def gaussian_log_delta(epsilon: float, mu: float) -> float:
     if mu <= 0:
         return -math.inf
     a = -epsilon / mu + mu / 2.0
-    log_phi_a = float(special.log_ndtr(a))
-    log_ratio = epsilon + float(special.log_ndtr(a - mu)) - log_phi_a
+    log_phi_a = float(normal.log_ndtr(a))
+    log_ratio = epsilon + float(normal.log_ndtr(a - mu)) - log_phi_a
     if log_ratio >= 0.0:  # only at ε < 0 or rounding at ε ≈ 0, μ → 0
         return -math.inf
     return log_phi_a + math.log(-math.expm1(log_ratio))
@@ -76,8 +76,8 @@ def gaussian_delta(epsilon: float, mu: float) -> float:
 def gaussian_delta_mp(epsilon: float, mu: float | mpmath.mpf) -> mpmath.mpf:
     """δ(ε; μ) evaluated in 60-digit arithmetic: the independent check certificates use.
 
-    Shares no code with :func:`gaussian_log_delta` (no scipy, no log-space tricks): it
-    evaluates the closed form directly with mpmath's normal CDF.
+    Shares no code with :func:`gaussian_log_delta` (no :mod:`dpopt.core.normal`, no log-space
+    tricks): it evaluates the closed form directly with mpmath's normal CDF.
     """
     with mpmath.workdps(_MP_DIGITS):
         eps = mpmath.mpf(epsilon)
@@ -175,7 +175,7 @@ def _mu_root(epsilon: float, delta: float) -> float:
     log_1_over_delta = -target
     lo = math.sqrt(2.0) * epsilon / (math.sqrt(log_1_over_delta + epsilon) + math.sqrt(log_1_over_delta))
     hi = math.inf
-    mu = lo if lo > 0 else -2.0 * float(special.ndtri(0.5 * (1.0 - delta)))  # ε = 0: δ = 2Φ(μ/2) − 1
+    mu = lo if lo > 0 else -2.0 * float(normal.ndtri(0.5 * (1.0 - delta)))  # ε = 0: δ = 2Φ(μ/2) − 1
     previous_step = math.inf
     for _ in range(400):
         log_delta = gaussian_log_delta(epsilon, mu)
@@ -275,7 +275,7 @@ def gdp_tradeoff(alpha, mu: float):
     an array (an array of its shape). :math:`\Phi^{-1}(1-\alpha)` is evaluated as
     :math:`-\Phi^{-1}(\alpha)`, which keeps full accuracy for α near 0.
     """
-    value = special.ndtr(-special.ndtri(alpha) - mu)
+    value = normal.ndtr(-normal.ndtri(alpha) - mu)
     return float(value) if np.ndim(value) == 0 else value
 
 
