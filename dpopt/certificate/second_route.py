@@ -47,7 +47,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from dpopt.core.checks import Check
 from dpopt.domain.workload import workload_matrix
@@ -403,6 +402,8 @@ def sampler_claim(law, mechanism: Mechanism, draws: int = SAMPLER_DRAWS, seed: i
     draws = min(draws, max(2_000, 1_000_000 // max(1, law.dimension)))
     z = mechanism.sample(draws, np.random.default_rng(seed))
     if isinstance(law, GaugeLaw):
+        from scipy import special  # imported where used (start-up of `dpopt verify`)
+
         residual = law.residual(z)
         g = np.asarray(law.gauge(z), dtype=float)
         p = _ks_continuous(g, lambda t: special.gammainc(law.rank, law.epsilon * t))

@@ -45,7 +45,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from dpopt.noise.marginal import Marginal
 
@@ -164,6 +163,8 @@ class DiscretePLD:
 
     def renyi(self, orders) -> np.ndarray:
         r"""D_α = log(Σ m_i e^{(α−1)L_i})/(α − 1) for an array of orders α > 1 (+∞ with a +∞ atom)."""
+        from scipy import special  # imported where used (start-up of `dpopt verify`)
+
         alphas = np.atleast_1d(np.asarray(orders, dtype=float))
         if self.plus_infinity > 0:
             return np.full(alphas.shape, math.inf)
