@@ -12,7 +12,8 @@ Tolerances, in units u = 2⁻⁵³ of the relative rounding:
   for AS 241), below u; a Horner sum of degree n ≤ 8 costs at most γ_2n ≈ 16u when its terms
   share a sign (Higham, *Accuracy and Stability of Numerical Algorithms*, 2002, eq. 5.3), so
   numerator, denominator, the division, the two exponentials of e^{−x²} and the products
-  stay within 48u.
+  stay within 48u. A float argument of erf and erfc goes to the C library, whose documented
+  errors (a few units: glibc manual, "Errors in Math Functions") are within it too.
 * Φ(x) and log Φ(x) are computed from t = x/√2, rounded (relative 1.5u: the constant and the
   product); a relative change ε of t changes erfc(t) by a relative at most (1 + 2t²)ε
   = (1 + x²)ε, hence ``EVAL + 2u(1 + x²)`` for Φ(−|x|). log Φ adds the rounding of the
