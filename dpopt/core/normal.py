@@ -11,8 +11,8 @@ certificate, whose start-up scipy's array-API layer would double). Each function
   0.46875 < x ≤ 4; erfcx x = (1/√π − x⁻²R₃(x⁻²))/x beyond. Each rational function
   approximates its target to at least 18 significant digits [1]_, so a result is a few
   roundings away from the exact value; erfc x = e^{−x²} erfcx x with e^{−x²} evaluated as
-  :math:`e^{-s^2}e^{-(x-s)(x+s)}`, s = ⌊16x⌋/16 (s² is exact), so erfc keeps its relative
-  accuracy down to its underflow (x ≈ 26.5). Negative arguments use erfc(−x) = 2 − erfc x
+  :math:`e^{-s^2}e^{-(x-s)(x+s)}`, s = x rounded to a multiple of 1/16 (s² is exact), so erfc
+  keeps its relative accuracy down to its underflow (x ≈ 26.5). Negative arguments use erfc(−x) = 2 − erfc x
   and erfcx(−x) = 2e^{x²} − erfcx x. A float argument of erf and erfc goes to the C
   library's ``erf``/``erfc`` (:mod:`math`), of the same accuracy and faster for one value.
 * Φ and log Φ — with t = x/√2, :math:`\Phi(x) = \tfrac12\operatorname{erfc}(-t)`;
@@ -64,8 +64,11 @@ _ERFC_UNDERFLOW = 26.543
 """erfc x underflows (below the smallest normal double) beyond this x (Cody's XBIG)."""
 _ERFCX_OVERFLOW = -26.628
 """erfcx x = 2e^{x²} − erfcx(−x) overflows below this x (Cody's XNEG)."""
-_HUGE = 1e300
-"""Arguments of e^{±x²} are capped here, so that x = ±∞ gives 0 or ∞ rather than ∞ − ∞."""
+_SQUARE_CAP = 32.0
+"""Arguments of e^{±x²} are capped here (e^{−1024} = 0 and e^{1024} = ∞ in double precision),
+so that the split below stays exact and x = ±∞ gives 0 or ∞ rather than ∞ − ∞."""
+_ROUNDER = 1.5 * 2.0**52
+"""(t + 1.5·2⁵²) − 1.5·2⁵² is t rounded to an integer, for |t| < 2⁵¹ (round to nearest)."""
 
 # Cody (1969) via CALERF, each polynomial's coefficients from the highest degree down.
 _ERF_NUM = (1.85777706184603153e-1, 3.16112374387056560e0, 1.13864154151050156e2,
@@ -105,7 +108,14 @@ _PPND_TAIL_DEN = (2.0442631033899397856e-15, 1.4215117583164458887e-7, 1.8463183
 
 
 def _horner(coefficients: Sequence[float], x):
-    """The polynomial with these coefficients (highest degree first) at x (a float or an array)."""
+    """The polynomial with these coefficients (highest degree first) at x (a float or an array;
+    an array's steps run in place)."""
+    if isinstance(x, np.ndarray):
+        value = np.full_like(x, coefficients[0])
+        for c in coefficients[1:]:
+            value *= x
+            value += c
+        return value
     value = coefficients[0]
     for c in coefficients[1:]:
         value = value * x + c
@@ -133,9 +143,11 @@ def _erfcx_tail(y):
     return (_INV_SQRT_PI - z * _rational(_ERFCX_TAIL_NUM, _ERFCX_TAIL_DEN, z)) / y
 
 
-def _exp_square(y, sign: float, exp: Callable, trunc: Callable):
-    r""":math:`e^{\pm y^2}` as :math:`e^{\pm s^2}e^{\pm(y-s)(y+s)}`, s = ⌊16y⌋/16: s² is exact."""
-    s = trunc(16.0 * y) / 16.0
+def _exp_square(y, sign: float, exp: Callable):
+    r""":math:`e^{\pm y^2}` for 0 ≤ y ≤ 32 as :math:`e^{\pm s^2}e^{\pm(y-s)(y+s)}`, with s = y rounded
+    to a multiple of 1/16: s² is exact, and |(y − s)(y + s)| ≤ 4 carries the rounding of y² alone
+    (Cody's split, with ⌊16y⌋ rounded to nearest instead)."""
+    s = ((16.0 * y + _ROUNDER) - _ROUNDER) / 16.0
     return exp(sign * s * s) * exp(sign * (y - s) * (y + s))
 
 
@@ -149,7 +161,7 @@ def _erfcx_float(x: float) -> float:
         return value
     if x < _ERFCX_OVERFLOW:
         return math.inf
-    return 2.0 * _exp_square(y, 1.0, math.exp, math.trunc) - value
+    return 2.0 * _exp_square(y, 1.0, math.exp) - value
 
 
 def _erfcx_outer(y: np.ndarray) -> np.ndarray:
@@ -162,8 +174,8 @@ def _erfcx_outer(y: np.ndarray) -> np.ndarray:
 
 
 def _exp_square_array(y: np.ndarray, sign: float) -> np.ndarray:
-    """:func:`_exp_square` elementwise, with e^{−∞} = 0 and e^{∞} = ∞."""
-    return _exp_square(np.minimum(y, _HUGE), sign, np.exp, np.trunc)
+    """:func:`_exp_square` elementwise, of y capped at 32 (so e^{−∞} = 0 and e^{∞} = ∞)."""
+    return _exp_square(np.minimum(y, _SQUARE_CAP), sign, np.exp)
 
 
 def _erfc_array(x: np.ndarray) -> np.ndarray:
