@@ -45,8 +45,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import mpmath
 import numpy as np
 
 from dpopt.core import normal
@@ -54,6 +54,9 @@ from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.privacy.gaussian import gaussian_mu
+
+if TYPE_CHECKING:
+    import mpmath
 
 PDP_CAVEAT = (
     "probabilistic DP: for every pair of neighbouring datasets, with probability at least 1 − δ "
@@ -78,6 +81,8 @@ def _check_target(epsilon: float, delta: float) -> None:
 
 
 def _mp(x: float | Fraction) -> mpmath.mpf:
+    import mpmath  # imported where used (start-up of `dpopt verify`)
+
     if isinstance(x, Fraction):
         return mpmath.mpf(x.numerator) / x.denominator
     return mpmath.mpf(x)
@@ -116,6 +121,8 @@ def gaussian_pdp_bound(sigma: float, epsilon: float, l2_sensitivity: float) -> f
 
 def gaussian_pdp_bound_mp(sigma: float, epsilon: float, l2_squared: Fraction) -> mpmath.mpf:
     """:func:`gaussian_pdp_bound` in 60-digit arithmetic from the exact Δ₂² (the certificate check)."""
+    import mpmath  # imported where used (start-up of `dpopt verify`)
+
     with mpmath.workdps(_MP_DIGITS):
         s, e, d2 = _mp(sigma), _mp(epsilon), _mp(l2_squared)
         x = (2 * e * s * s - d2) / (2 * mpmath.sqrt(d2) * s)
@@ -224,6 +231,8 @@ def gg_pdp_bound_disjoint_mp(
     conservative u) is used: the bound is :math:`Q(1/p, u_-^{\,p})`. For p = 1 the loss bound is
     the constant c, so the level is 0 if c ≤ ε and 1 otherwise.
     """
+    import mpmath  # imported where used (start-up of `dpopt verify`)
+
     with mpmath.workdps(_MP_DIGITS):
         pp, e, c = _mp(p), _mp(epsilon), _mp(sensitivity) / _mp(scale)
 
