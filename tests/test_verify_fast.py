@@ -9,7 +9,8 @@
   E|W|^p = σ^p 2^{p/2} Γ((p+1)/2)/√π for N(0, σ²) (Winkelbauer 2012, eq. 18) and
   E|W|^p = b^p Γ(p+1) for Laplace(b).
 * ``gaussian_epsilon`` (bisection, no scipy.optimize): against autodp's analytic-Gaussian
-  profile and the defining equation δ(ε; μ) = δ.
+  profile and the defining equation δ(ε; μ) = δ; its uncertified root and ``gaussian_mu``'s
+  (the second route's window end and μ bracket) against the same equation in 60 digits.
 * A Gaussian certificate still fails verification when σ is lowered by 1e-12 or a claim is
   edited (the checks did not get weaker).
 """
@@ -25,7 +26,7 @@ from scipy import optimize, stats
 
 import dpopt
 from dpopt.certificate.second_route import SAMPLER_LEVEL, _ks_continuous, _ks_sf
-from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
+from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon, gaussian_mu
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.laplace import LaplaceMarginal
 
@@ -82,6 +83,21 @@ def test_gaussian_epsilon_is_the_smallest_certified_epsilon(mu, delta):
     # autodp's analytic Gaussian (sigma = 1/mu, sensitivity 1) agrees to its own tolerance
     autodp = GaussianMechanism(sigma=1.0 / mu, RDP_off=True).get_approxDP(delta)
     assert eps == pytest.approx(autodp, rel=1e-6)
+
+
+@pytest.mark.parametrize("mu", [0.1, 1.0, 10.0, 1e6])
+@pytest.mark.parametrize("delta", [1e-12, 1e-6, 1e-2])
+def test_uncertified_gaussian_epsilon_and_mu_are_the_roots(mu, delta):
+    # the second route's window end and μ bracket: the double-precision roots of δ(ε; μ) = δ,
+    # checked in 60 digits (a relative 1e-13 of ε or μ moves δ by far less than the bracket's
+    # resolution); no mpmath or python-flint is needed to compute them
+    eps = gaussian_epsilon(delta, mu, certify=False)
+    assert eps == pytest.approx(gaussian_epsilon(delta, mu), rel=1e-13)
+    assert gaussian_delta_mp(eps * (1 + 1e-13), mu) <= delta < gaussian_delta_mp(eps * (1 - 1e-13), mu)
+    if mu < 1e3:  # gaussian_mu's certified route needs a normal-range σ
+        root = gaussian_mu(eps, delta, certify=False)
+        assert root == pytest.approx(gaussian_mu(eps, delta), rel=3e-14)
+        assert gaussian_delta_mp(eps, root * (1 - 1e-13)) <= delta < gaussian_delta_mp(eps, root * (1 + 1e-13))
 
 
 @pytest.fixture(scope="module")

@@ -33,9 +33,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
 from dpopt.certificate.second_route import noise_law_of, relative_shift
+from dpopt.core import normal
 from dpopt.domain.bounds import answer_bounds
 from dpopt.domain.queries import compile_query
 from dpopt.mechanisms import Mechanism
@@ -152,7 +153,7 @@ def _bound(parameter: str, alpha_up: float, beta_up: float, delta: float) -> flo
     if parameter == "mu":
         if alpha_up >= 1 or beta_up >= 1:
             return -math.inf
-        return float(special.ndtri(1 - alpha_up) - special.ndtri(beta_up))
+        return float(normal.ndtri(1 - alpha_up) - normal.ndtri(beta_up))
     best = -math.inf
     for a, b in ((alpha_up, beta_up), (beta_up, alpha_up)):
         if a > 0 and 1 - delta - b > 0:

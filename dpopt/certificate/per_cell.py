@@ -26,13 +26,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.mechanisms import Mechanism
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
 
 LEVEL = 0.95
-Z_975 = float(special.ndtri(0.975))  # 1.959963984540054
+Z_975 = float(normal.ndtri(0.975))  # 1.959963984540054
 DRAWS = 20_000
 SEED = 20261125
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 from collections.abc import Iterator
@@ -12,6 +11,8 @@ from contextlib import contextmanager, redirect_stdout
 def _flush_all() -> None:
     """Flush Python's streams and the C library's stdio buffers (where C code such as a solver
     writes), so that buffered output lands on the descriptor it was written under."""
+    import ctypes  # imported where used (start-up of every CLI command)
+
     sys.stdout.flush()
     sys.stderr.flush()
     try:

@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.mechanisms import registry
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.privacy.pdp import classical_gaussian_sigma, gaussian_pdp_sigma, gg_pdp_scale_disjoint
@@ -46,7 +46,7 @@ MEANINGFUL_TAIL = 1e-4
 
 def _eq18_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """Eq. 18 without the safe-direction rounding (for curves; calibration uses :func:`gaussian_pdp_sigma`)."""
-    z = float(special.ndtri(delta / 2.0))
+    z = float(normal.ndtri(delta / 2.0))
     return sensitivity * (math.sqrt(z * z + 2.0 * epsilon) - z) / (2.0 * epsilon)
 
 
@@ -57,14 +57,14 @@ def laplace_tail(t, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
 
 def gaussian_tail(t, sigma: float) -> np.ndarray:
     r""":math:`p_2 = \Pr(|e_2| > |t|) = 2\Phi(-|t|/\sigma)`."""
-    return 2.0 * special.ndtr(-np.abs(np.asarray(t, dtype=float)) / sigma)
+    return 2.0 * normal.ndtr(-np.abs(np.asarray(t, dtype=float)) / sigma)
 
 
 def tail_ratio(t, epsilon: float, delta: float, sensitivity: float = 1.0) -> np.ndarray:
     """Fig. 4: p₁/p₂, Laplace at ε over the (ε, δ)-pDP Gaussian (Eq. 18), at |t|."""
     sigma = _eq18_sigma(epsilon, delta, sensitivity)
     t = np.abs(np.asarray(t, dtype=float))
-    log_p2 = math.log(2.0) + special.log_ndtr(-t / sigma)
+    log_p2 = math.log(2.0) + normal.log_ndtr(-t / sigma)
     with np.errstate(over="ignore"):  # far in the tails the ratio is +inf, correctly
         return np.exp(-t * epsilon / sensitivity - log_p2)
 
@@ -81,34 +81,34 @@ def equal_tail_epsilon(t, epsilon1: float, delta: float, sensitivity: float = 1.
     r"""Fig. 5: the ε₂ at which the (ε₂, δ)-pDP Gaussian has the tail of the ε₁-DP Laplace at |t| > 0."""
     t = np.abs(np.asarray(t, dtype=float))
     p1 = np.exp(-t * epsilon1 / sensitivity)
-    sigma_t = t / (-special.ndtri(p1 / 2.0))
-    z = float(special.ndtri(delta / 2.0))
+    sigma_t = t / (-normal.ndtri(p1 / 2.0))
+    z = float(normal.ndtri(delta / 2.0))
     return sensitivity**2 / (2.0 * sigma_t**2) - z * sensitivity / sigma_t
 
 
 def equal_tail_ratio_limit(epsilon1: float, delta: float) -> float:
     r"""The t → 0 limit of ε₂/ε₁: :math:`\pi\varepsilon_1/4 + |z|\sqrt{\pi/2}` (digest §6)."""
-    z = float(special.ndtri(delta / 2.0))
+    z = float(normal.ndtri(delta / 2.0))
     return math.pi * epsilon1 / 4.0 + abs(z) * math.sqrt(math.pi / 2.0)
 
 
 def variance_ratio(epsilon: float, delta: float) -> float:
     r"""Lemma 11 (corrected G.15): :math:`\mathrm{Var}_G/\mathrm{Var}_L = (\sqrt{z^2+2\varepsilon}-z)^2/8`,
     the (ε, δ)-pDP Gaussian (Eq. 18) against the ε-DP Laplace, same sensitivity."""
-    z = float(special.ndtri(delta / 2.0))
+    z = float(normal.ndtri(delta / 2.0))
     return (math.sqrt(z * z + 2.0 * epsilon) - z) ** 2 / 8.0
 
 
 def lemma11_threshold() -> float:
     """Lemma 11's sufficient condition: the Gaussian variance is larger whenever δ < 2Φ(−√2)."""
-    return float(2.0 * special.ndtr(-math.sqrt(2.0)))
+    return float(2.0 * normal.ndtr(-math.sqrt(2.0)))
 
 
 def variance_ratio_threshold(epsilon: float) -> float:
     r"""The exact threshold at ε: ratio > 1 ⇔ δ < 2Φ(−(4−ε)/(2√2)) (every δ for ε ≥ 4)."""
     if epsilon >= 4.0:
         return 1.0
-    return float(2.0 * special.ndtr(-(4.0 - epsilon) / (2.0 * math.sqrt(2.0))))
+    return float(2.0 * normal.ndtr(-(4.0 - epsilon) / (2.0 * math.sqrt(2.0))))
 
 
 def pdp_to_classical_ratio(epsilon: float, delta: float) -> float:

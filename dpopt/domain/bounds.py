@@ -40,5 +40,5 @@ def answer_bounds(spec: Spec, query: CountingQuery | NumericQuery) -> tuple[np.n
         return None
     if not fixed_size:
         return None
-    dense = query.matrix.toarray()
+    dense = query.dense()
     return n * dense.min(axis=1), n * dense.max(axis=1)

@@ -2,8 +2,9 @@ r"""Queries compiled from a spec: how to evaluate them on records, and their str
 
 Counting queries (count, histogram, contingency table, marginals, linear) are linear
 maps of the histogram ``h`` of the records over the cells of the attributes they use:
-φ(X) = A h(X), with A a sparse (d × m) matrix. Cells are ordered row-major, the first
-listed attribute varying slowest. Bounded sum and mean are the numeric queries.
+φ(X) = A h(X), with A a (d × m) matrix (sparse; :meth:`CountingQuery.dense` as an array). Cells
+are ordered row-major, the first listed attribute varying slowest. Bounded sum and mean are the
+numeric queries.
 
 ``evaluate`` works record by record (counting matches), independently of ``A``; the
 brute-force sensitivity check relies on that independence.
@@ -12,12 +13,13 @@ brute-force sensitivity check relies on that independence.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
-from scipy import sparse
 
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.spec.models import (
@@ -31,6 +33,9 @@ from dpopt.spec.models import (
     Spec,
     SumQuery,
 )
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 Record = Mapping[str, object]
 
@@ -52,28 +57,68 @@ class CountingQuery:
         Their levels.
     groups : tuple of tuple of str
         For tables/marginals: the attribute groups, one output block each; for a
-        linear query, the single attribute; empty for a count.
-    matrix : scipy.sparse.csr_matrix
-        A (d × m).
+        linear query, the single attribute; a count has one empty group.
     labels : tuple of str
         One label per output coordinate.
+    user_matrix : numpy.ndarray or None
+        A linear query's own matrix (over the levels of its attribute).
+
+    A itself is :attr:`matrix` (sparse, built on first use: scipy.sparse is not imported by
+    stages that need only the structure, such as ``dpopt verify`` of a count) or
+    :meth:`dense`.
     """
 
     kind: str
     attributes: tuple[str, ...]
     levels: tuple[tuple[str, ...], ...]
     groups: tuple[tuple[str, ...], ...]
-    matrix: sparse.csr_matrix = field(repr=False)
     labels: tuple[str, ...]
     user_matrix: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def dimension(self) -> int:
-        return self.matrix.shape[0]
+        """d, the number of output coordinates."""
+        return len(self.labels)
 
     @property
     def cells(self) -> int:
-        return self.matrix.shape[1]
+        """m, the number of cells of the histogram (1 for a count)."""
+        return math.prod(len(lv) for lv in self.levels)
+
+    def _blocks(self) -> Iterator[tuple[np.ndarray, int]]:
+        """For each group, its block size and the row of every cell in the group's own
+        row-major table (a 0/1 block with one 1 per column)."""
+        shape = tuple(len(lv) for lv in self.levels)
+        m = self.cells
+        coords = np.unravel_index(np.arange(m), shape) if shape else ()
+        for group in self.groups:
+            axes = [self.attributes.index(a) for a in group]
+            group_shape = [shape[i] for i in axes]
+            rows = np.ravel_multi_index([coords[i] for i in axes], group_shape) if group else np.zeros(m, int)
+            yield rows, math.prod(group_shape)
+
+    @cached_property
+    def matrix(self) -> sparse.csr_matrix:
+        """A (d × m) as a sparse matrix."""
+        from scipy import sparse  # imported where used (start-up of `dpopt verify`)
+
+        if self.user_matrix is not None:
+            return sparse.csr_matrix(self.user_matrix)
+        m = self.cells
+        return sparse.vstack([sparse.csr_matrix((np.ones(m), (rows, np.arange(m))), shape=(size, m))
+                              for rows, size in self._blocks()]).tocsr()
+
+    def dense(self) -> np.ndarray:
+        """A (d × m) as a new dense array."""
+        if self.user_matrix is not None:
+            return np.array(self.user_matrix, dtype=float)
+        m = self.cells
+        out = np.zeros((self.dimension, m))
+        offset = 0
+        for rows, size in self._blocks():
+            out[offset + rows, np.arange(m)] = 1.0
+            offset += size
+        return out
 
     @property
     def is_integer_valued(self) -> bool:
@@ -164,28 +209,13 @@ def compile_query(spec: Spec) -> CountingQuery | NumericQuery:
         raise UnsupportedSpecError("query.kind", f"unknown query kind {q.kind}")
     used = tuple(dict.fromkeys(a for g in groups for a in g))
     levels = tuple(tuple(attrs[a]) for a in used)  # type: ignore[arg-type]
-    shape = tuple(len(lv) for lv in levels)
-    m = int(np.prod(shape)) if shape else 1
-    blocks, labels = [], []
+    labels = []
     for group in groups:
-        axes = [used.index(a) for a in group]
-        group_shape = [shape[i] for i in axes]
-        block_size = int(np.prod(group_shape)) if group else 1
-        # row of each cell: its position in the group's own row-major table
-        coords = np.unravel_index(np.arange(m), shape) if shape else ()
-        rows = (
-            np.ravel_multi_index([coords[i] for i in axes], group_shape)
-            if group
-            else np.zeros(m, dtype=int)
-        )
-        blocks.append(sparse.csr_matrix((np.ones(m), (rows, np.arange(m))), shape=(block_size, m)))
-        group_levels = [levels[i] for i in axes]
+        group_levels = [levels[used.index(a)] for a in group]
         for cell in itertools.product(*group_levels):
             labels.append(",".join(f"{a}={v}" for a, v in zip(group, cell)) if group else "count")
-    matrix = sparse.vstack(blocks).tocsr()
     user = None
     if isinstance(q, LinearQuery):
         user = np.asarray(q.matrix, dtype=float)
-        matrix = sparse.csr_matrix(user)
         labels = [f"row {i}" for i in range(user.shape[0])]
-    return CountingQuery(q.kind, used, levels, groups, matrix, tuple(labels), user)
+    return CountingQuery(q.kind, used, levels, groups, tuple(labels), user)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.mechanisms.base import Mechanism
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
@@ -134,7 +134,7 @@ class GaussianMechanism(Mechanism):
                 return np.ones(z.shape[0])
             norm = float(np.linalg.norm(alternative))
             statistic = (alternative @ alternative + z @ alternative) / (self.sigma * norm)
-            return (statistic > special.ndtri(1.0 - alpha)).astype(float)
+            return (statistic > normal.ndtri(1.0 - alpha)).astype(float)
         r = self.span.rank
         q = np.sum(self.span.project(z) ** 2, axis=1) / self.sigma**2
         return region_importance_weights(q, r, 2.0 * r * math.log(self.sigma), alpha)

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
@@ -375,6 +375,6 @@ class GaussianOptimalMechanism(Mechanism):
             if a is None:
                 return np.ones(z.shape[0])
             statistic = (a @ a + white @ a) / np.linalg.norm(a)
-            return (statistic > special.ndtri(1.0 - alpha)).astype(float)
+            return (statistic > normal.ndtri(1.0 - alpha)).astype(float)
         q = np.sum(white**2, axis=1)
         return region_importance_weights(q, self.rank, float(np.sum(np.log(self._eigenvalues))), alpha)

@@ -19,8 +19,8 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
@@ -159,7 +159,7 @@ class LaplaceMechanism(Mechanism):
             return None
         if definition == "gdp":
             mu = spec.privacy.parameters["mu"]
-            log_two_phi = math.log(2.0) + float(special.log_ndtr(-mu / 2.0))  # ln 2Φ(−μ/2) < 0
+            log_two_phi = math.log(2.0) + float(normal.log_ndtr(-mu / 2.0))  # ln 2Φ(−μ/2) < 0
             scale = float(space.linf) / (-2.0 * log_two_phi) * (1 - 1e-12)
         else:
             scale = float(space.l1) / laplace_kl_epsilon(spec.privacy.parameters["rho"]) * (1 - 1e-9)

@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.mechanisms.base import Mechanism
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
@@ -273,7 +273,7 @@ class QueryScalingMechanism(Mechanism):
             weight = self.xi[noisy] * alternative[noisy] / self.sigma**2
             lam = math.sqrt(float(weight @ alternative[noisy]))
             statistic = (alternative[noisy] + z[:, noisy]) @ weight / lam
-            return (statistic > special.ndtri(1.0 - alpha)).astype(float)
+            return (statistic > normal.ndtri(1.0 - alpha)).astype(float)
         if (self.xi == 0).any():
             return np.full(z.shape[0], np.inf)
         q = np.sum(self.xi[noisy] * z[:, noisy] ** 2, axis=1) / self.sigma**2

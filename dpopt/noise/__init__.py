@@ -14,8 +14,13 @@ the privacy-loss distributions of the second route (:mod:`dpopt.privacy.pld`,
 * :mod:`~dpopt.noise.law` — the multivariate law a mechanism emits (products in an
   orthonormal basis, K-norm densities, post-processed stages);
 * :mod:`~dpopt.noise.prior_metrics` — prior-dependent utility metrics of a law (R²DP Table 1).
+
+``GeneralizedGaussian`` is imported on first use (PEP 562), so that a Gaussian law does not
+load the generalized Gaussian's module (scipy.special's gamma functions).
 """
 
-from dpopt.noise.generalized_gaussian import GeneralizedGaussian
+from __future__ import annotations
 
-__all__ = ["GeneralizedGaussian"]
+from dpopt._lazy import lazy_exports
+
+__all__ = lazy_exports(__name__, {"GeneralizedGaussian": "dpopt.noise.generalized_gaussian"})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.noise.marginal import Marginal
 
 
@@ -34,7 +34,7 @@ class GaussianMarginal(Marginal):
         return -0.5 * z * z - math.log(self.sd) - 0.5 * math.log(2.0 * math.pi)
 
     def tail(self, x):
-        return special.ndtr(-np.asarray(x, dtype=float) / self.sd)
+        return normal.ndtr(-np.asarray(x, dtype=float) / self.sd)
 
 
 def expected_l1(sd) -> float:
@@ -47,4 +47,4 @@ def mean_usefulness(sd, gamma: float) -> float:
     (1 for a coordinate released exactly, sd_i = 0)."""
     sd = np.asarray(sd, dtype=float)
     with np.errstate(divide="ignore"):
-        return float(np.mean(np.where(sd > 0, special.erf(gamma / (np.sqrt(2.0) * sd)), 1.0)))
+        return float(np.mean(np.where(sd > 0, normal.erf(gamma / (np.sqrt(2.0) * sd)), 1.0)))

@@ -30,7 +30,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ class GeneralizedGaussian:
     @classmethod
     def from_variance(cls, p: float, variance: float, loc: float = 0.0) -> GeneralizedGaussian:
         r"""The GG of shape p and the given variance: :math:`b = \sqrt{v\,\Gamma(1/p)/\Gamma(3/p)}`."""
-        return cls(p, math.sqrt(variance * math.exp(special.gammaln(1 / p) - special.gammaln(3 / p))), loc)
+        return cls(p, math.sqrt(variance * math.exp(math.lgamma(1 / p) - math.lgamma(3 / p))), loc)
 
     @classmethod
     def from_sigma(cls, sigma: float, loc: float = 0.0) -> GeneralizedGaussian:
@@ -71,7 +70,7 @@ class GeneralizedGaussian:
     @property
     def log_normalizer(self) -> float:
         r""":math:`\log(2b\,\Gamma(1/p)/p)`, the log of the integral of the unnormalized density."""
-        return math.log(2.0 * self.scale / self.p) + float(special.gammaln(1.0 / self.p))
+        return math.log(2.0 * self.scale / self.p) + math.lgamma(1.0 / self.p)
 
     @property
     def normalizer(self) -> float:
@@ -80,7 +79,7 @@ class GeneralizedGaussian:
 
     def abs_moment(self, m: float) -> float:
         r""":math:`E|X-\mu|^m = b^m\,\Gamma((m+1)/p)/\Gamma(1/p)`, m > −1."""
-        return self.scale**m * math.exp(special.gammaln((m + 1) / self.p) - special.gammaln(1 / self.p))
+        return self.scale**m * math.exp(math.lgamma((m + 1) / self.p) - math.lgamma(1 / self.p))
 
     @property
     def var(self) -> float:
@@ -102,6 +101,8 @@ class GeneralizedGaussian:
 
     def tail(self, t) -> np.ndarray:
         r"""Two-sided tail :math:`\Pr(|X-\mu| > t) = Q(1/p, (t/b)^p)` for t ≥ 0 (1 for t < 0)."""
+        from scipy import special  # imported where used (start-up of `dpopt verify`)
+
         t = np.asarray(t, dtype=float)
         return np.where(
             t > 0, special.gammaincc(1 / self.p, (np.maximum(t, 0.0) / self.scale) ** self.p), 1.0
@@ -121,6 +122,8 @@ class GeneralizedGaussian:
 
     def ppf(self, u) -> np.ndarray:
         """The quantile function: the inverse of :meth:`cdf` on (0, 1)."""
+        from scipy import special  # imported where used (start-up of `dpopt verify`)
+
         u = np.asarray(u, dtype=float)
         lower = u < 0.5
         tail = np.where(lower, 2.0 * u, 2.0 * (1.0 - u))  # Pr(|X - μ| > |x - μ|)
@@ -140,10 +143,12 @@ class GeneralizedGaussian:
         return self._half_integral(float(m), lo, hi)
 
     def _half_integral(self, m: float, lo, hi) -> np.ndarray:
+        from scipy import special  # imported where used (start-up of `dpopt verify`)
+
         a = np.asarray(lo, dtype=float) - self.loc
         c = np.asarray(hi, dtype=float) - self.loc
         shape = (m + 1.0) / self.p
-        k = 0.5 * self.scale**m * math.exp(special.gammaln(shape) - special.gammaln(1.0 / self.p))
+        k = 0.5 * self.scale**m * math.exp(math.lgamma(shape) - math.lgamma(1.0 / self.p))
 
         a, c = np.broadcast_arrays(a, c)
         straddle = (a < 0) & (c > 0)

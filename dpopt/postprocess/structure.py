@@ -154,7 +154,7 @@ def spec_structure(problem: Problem) -> Structure:
         names = ["total"] + [f"invariant row {i}" for i in range(1, c.shape[0])]
         return Structure(a, tuple(query.labels), c, tuple(names), domain.shape, domain.margin_groups)
     shape = tuple(len(levels) for levels in query.levels) or (1,)
-    a = np.asarray(query.matrix.toarray(), dtype=float)
+    a = query.dense()
     if spec.data.n is not None:
         return Structure(a, tuple(query.labels), np.ones((1, a.shape[1]), dtype=np.int64), ("total",), shape)
     return Structure(a, tuple(query.labels), np.zeros((0, a.shape[1]), dtype=np.int64), (), shape)

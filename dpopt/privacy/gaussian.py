@@ -31,14 +31,17 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import mpmath
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
+
+if TYPE_CHECKING:
+    import mpmath
 
 _MP_DIGITS = 60
 _BALL_BITS = 128
@@ -55,8 +58,8 @@ def gaussian_log_delta(epsilon: float, mu: float) -> float:
     if mu <= 0:
         return -math.inf
     a = -epsilon / mu + mu / 2.0
-    log_phi_a = float(special.log_ndtr(a))
-    log_ratio = epsilon + float(special.log_ndtr(a - mu)) - log_phi_a
+    log_phi_a = float(normal.log_ndtr(a))
+    log_ratio = epsilon + float(normal.log_ndtr(a - mu)) - log_phi_a
     if log_ratio >= 0.0:  # only at ε < 0 or rounding at ε ≈ 0, μ → 0
         return -math.inf
     return log_phi_a + math.log(-math.expm1(log_ratio))
@@ -76,9 +79,11 @@ def gaussian_delta(epsilon: float, mu: float) -> float:
 def gaussian_delta_mp(epsilon: float, mu: float | mpmath.mpf) -> mpmath.mpf:
     """δ(ε; μ) evaluated in 60-digit arithmetic: the independent check certificates use.
 
-    Shares no code with :func:`gaussian_log_delta` (no scipy, no log-space tricks): it
-    evaluates the closed form directly with mpmath's normal CDF.
+    Shares no code with :func:`gaussian_log_delta` (no :mod:`dpopt.core.normal`, no log-space
+    tricks): it evaluates the closed form directly with mpmath's normal CDF.
     """
+    import mpmath  # imported where used (start-up of `dpopt verify`)
+
     with mpmath.workdps(_MP_DIGITS):
         eps = mpmath.mpf(epsilon)
         m = mpmath.mpf(mu)
@@ -87,13 +92,16 @@ def gaussian_delta_mp(epsilon: float, mu: float | mpmath.mpf) -> mpmath.mpf:
         return mpmath.ncdf(-eps / m + m / 2) - mpmath.exp(eps) * mpmath.ncdf(-eps / m - m / 2)
 
 
-def gaussian_epsilon(delta: float, mu: float) -> float:
+def gaussian_epsilon(delta: float, mu: float, *, certify: bool = True) -> float:
     r"""The smallest ε with δ(ε; μ) ≤ δ for a μ-GDP mechanism, rounded up.
 
     Bracketed by ε = 0 and :math:`\mu^2/2 + \mu\sqrt{2\log(1/\delta)}`, where
     :math:`\delta(\varepsilon) \le \Pr[L > \varepsilon] \le e^{-(\varepsilon-\mu^2/2)^2/(2\mu^2)} = \delta`.
     The bracket is halved (:func:`~dpopt.core.roots.bisect_feasible`, δ(ε) decreasing) to a
     relative width of 10⁻¹⁵, then moved up until the 60-digit evaluation confirms δ(ε) ≤ δ.
+    ``certify=False`` skips that confirmation: the bisection's end, feasible in double
+    precision and within about 1e-15 of the exact ε, for a value that no claim rests on (a
+    window end of the second route, whose resolution is coarser by far).
     """
     _check_delta(delta)
     target = math.log(delta)
@@ -101,6 +109,8 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
         return 0.0
     hi = mu * mu / 2.0 + mu * math.sqrt(2.0 * math.log(1.0 / delta))
     eps = bisect_feasible(lambda e: gaussian_log_delta(e, mu) <= target, 0.0, hi, rtol=1e-15)
+    if not certify:
+        return eps
     return nudge_until(eps, lambda e: gaussian_delta_mp(e, mu) <= delta, up=True)
 
 
@@ -175,7 +185,7 @@ def _mu_root(epsilon: float, delta: float) -> float:
     log_1_over_delta = -target
     lo = math.sqrt(2.0) * epsilon / (math.sqrt(log_1_over_delta + epsilon) + math.sqrt(log_1_over_delta))
     hi = math.inf
-    mu = lo if lo > 0 else -2.0 * float(special.ndtri(0.5 * (1.0 - delta)))  # ε = 0: δ = 2Φ(μ/2) − 1
+    mu = lo if lo > 0 else -2.0 * float(normal.ndtri(0.5 * (1.0 - delta)))  # ε = 0: δ = 2Φ(μ/2) − 1
     previous_step = math.inf
     for _ in range(400):
         log_delta = gaussian_log_delta(epsilon, mu)
@@ -205,20 +215,24 @@ def _mu_root(epsilon: float, delta: float) -> float:
     raise CalibrationError(f"no Gaussian noise level found for epsilon={epsilon}, delta={delta}")
 
 
-def gaussian_mu(epsilon: float, delta: float) -> float:
+def gaussian_mu(epsilon: float, delta: float, *, certify: bool = True) -> float:
     r"""The largest μ such that a μ-GDP mechanism is (ε, δ)-DP, rounded down.
 
     δ(ε; μ) increases in μ, so μ is the root of δ(ε; μ) = δ: 1/σ for the σ of
     :func:`gaussian_sigma_approx` at Δ = 1 (within 3e-14 of the threshold), moved down until
     the rigorous enclosure of δ(ε; μ) (:func:`gaussian_delta_ball`) lies below δ. The
     Gaussian mechanism with l2 sensitivity Δ is (ε, δ)-DP iff σ ≥ Δ / gaussian_mu(ε, δ)
-    (Balle & Wang 2018, Thm 8).
+    (Balle & Wang 2018, Thm 8). ``certify=False`` returns the double-precision root
+    (:func:`_mu_root`, within about 1e-14 of the exact μ, not rounded in either direction) and
+    loads no python-flint: for a value that no claim rests on.
 
     Raises
     ------
     CalibrationError
         If ε or δ are outside the range where the answer is a normal float.
     """
+    if not certify:
+        return _mu_root(epsilon, delta)
     mu = 1.0 / gaussian_sigma_approx(Fraction(1), epsilon, delta)
     return nudge_until(
         mu, lambda m: _ball_at_most(gaussian_delta_ball(epsilon, Fraction(m) ** 2, 1.0), delta), up=False)
@@ -275,7 +289,7 @@ def gdp_tradeoff(alpha, mu: float):
     an array (an array of its shape). :math:`\Phi^{-1}(1-\alpha)` is evaluated as
     :math:`-\Phi^{-1}(\alpha)`, which keeps full accuracy for α near 0.
     """
-    value = special.ndtr(-special.ndtri(alpha) - mu)
+    value = normal.ndtr(-normal.ndtri(alpha) - mu)
     return float(value) if np.ndim(value) == 0 else value
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import mpmath
-
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
@@ -79,6 +77,8 @@ def gaussian_privacy_check(l2_squared: Fraction, sigma: float, privacy: Privacy)
             f"Δ₂²/(2σ²) = {float(l2_squared) / (2 * sigma * sigma):.17g} vs ρ = {p['rho']}",
         )
     if definition == "approx":
+        import mpmath  # imported where used (start-up of `dpopt verify`)
+
         with mpmath.workdps(60):
             mu = mpmath.sqrt(mpmath.mpf(l2_squared.numerator) / l2_squared.denominator) / mpmath.mpf(sigma)
             delta = gaussian_delta_mp(p["epsilon"], mu)
@@ -89,6 +89,8 @@ def gaussian_privacy_check(l2_squared: Fraction, sigma: float, privacy: Privacy)
             f"δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}",
         )
     if definition == "pdp":
+        import mpmath  # imported where used (start-up of `dpopt verify`)
+
         level = gaussian_pdp_bound_mp(sigma, p["epsilon"], l2_squared)
         return Check(
             "privacy",

@@ -31,8 +31,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.core.rounding import nudge_until
 from dpopt.privacy.tradeoff import GaussianTradeOff, TradeOff
 
@@ -152,7 +152,7 @@ def _interval_bounds(x: np.ndarray, v: np.ndarray, has_slope: bool):
 def _mu_at(alpha: np.ndarray, T: np.ndarray, CT: np.ndarray) -> np.ndarray:
     """Φ⁻¹(1 − α) − Φ⁻¹(T(α)), each inverse taken on the accurate side."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return -special.ndtri(alpha) - np.where(T <= 0.5, special.ndtri(T), -special.ndtri(CT))
+        return -normal.ndtri(alpha) - np.where(T <= 0.5, normal.ndtri(T), -normal.ndtri(CT))
 
 
 def gdp_margin(tradeoff: TradeOff, mu: float) -> GDPMargin:
@@ -180,7 +180,7 @@ def gdp_margin(tradeoff: TradeOff, mu: float) -> GDPMargin:
                          "exact: G_ν ≥ G_μ iff ν ≤ μ (Dong, Roth & Su 2022, eq. 3)")
     gauss = GaussianTradeOff(mu)
     if tradeoff.symmetric:
-        top = float(np.nextafter(special.ndtr(-mu / 2.0), 1.0))
+        top = float(np.nextafter(normal.ndtr(-mu / 2.0), 1.0))
         x = np.unique(np.concatenate([np.logspace(-300, math.log10(top), 200), np.linspace(0.0, top, 200)]))
         x = x[x <= top]
         how = f"T and G_μ symmetric: α ∈ [0, Φ(−μ/2) = {top:.6g}] suffices"

@@ -41,6 +41,7 @@ import mpmath
 import numpy as np
 from scipy import optimize, special
 
+from dpopt.core import normal
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
@@ -60,12 +61,12 @@ def eps_universal(mu: float) -> float:
     >>> round(eps_universal(1.0), 10)
     0.8069653463
     """
-    return float(special.log_ndtr(mu / 2.0) - special.log_ndtr(-mu / 2.0))
+    return float(normal.log_ndtr(mu / 2.0) - normal.log_ndtr(-mu / 2.0))
 
 
 def mu_universal(epsilon: float) -> float:
     r"""The inverse of :func:`eps_universal`: an ε-DP mechanism is μ-GDP for :math:`\mu = 2\Phi^{-1}(e^\varepsilon/(1+e^\varepsilon))`."""
-    return float(-2.0 * special.ndtri(special.expit(-epsilon)))
+    return float(-2.0 * normal.ndtri(special.expit(-epsilon)))
 
 
 def eps_laplace_tight(mu: float) -> float:
@@ -76,7 +77,7 @@ def eps_laplace_tight(mu: float) -> float:
     >>> round(eps_laplace_tight(1.0), 10)
     0.9655291621
     """
-    return float(-2.0 * (math.log(2.0) + special.log_ndtr(-mu / 2.0)))
+    return float(-2.0 * (math.log(2.0) + normal.log_ndtr(-mu / 2.0)))
 
 
 def mu_laplace_tight(epsilon: float) -> float:
@@ -106,7 +107,7 @@ def _piece2_gap(scale: float, mu: float) -> float:
 
     def gap(u: float) -> float:
         log_alpha = math.log(u / 4.0) + u - 1.0 - 2.0 * d
-        g = special.ndtr(-special.ndtri_exp(log_alpha) - mu)
+        g = normal.ndtr(-special.ndtri_exp(log_alpha) - mu)
         return 0.25 * math.exp(1.0 - u) * (2.0 + u) - float(g)
 
     grid = np.linspace(1.0, 1.0 + d, 65)

@@ -45,15 +45,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import mpmath
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.privacy.gaussian import gaussian_mu
+
+if TYPE_CHECKING:
+    import mpmath
 
 PDP_CAVEAT = (
     "probabilistic DP: for every pair of neighbouring datasets, with probability at least 1 − δ "
@@ -78,6 +81,8 @@ def _check_target(epsilon: float, delta: float) -> None:
 
 
 def _mp(x: float | Fraction) -> mpmath.mpf:
+    import mpmath  # imported where used (start-up of `dpopt verify`)
+
     if isinstance(x, Fraction):
         return mpmath.mpf(x.numerator) / x.denominator
     return mpmath.mpf(x)
@@ -96,7 +101,7 @@ def gaussian_pdp_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> f
     2.188437
     """
     _check_target(epsilon, delta)
-    z = float(special.ndtri(delta / 2.0))
+    z = float(normal.ndtri(delta / 2.0))
     sigma = l2_sensitivity * (math.sqrt(z * z + 2.0 * epsilon) - z) / (2.0 * epsilon)
     l2_squared = Fraction(l2_sensitivity) ** 2
     return nudge_until(sigma, lambda s: gaussian_pdp_bound_mp(s, epsilon, l2_squared) <= delta, up=True)
@@ -111,11 +116,13 @@ def gaussian_pdp_bound(sigma: float, epsilon: float, l2_sensitivity: float) -> f
     supremum is at ‖d‖ = Δ₂ (digest §4.4).
     """
     x = (2.0 * epsilon * sigma * sigma - l2_sensitivity**2) / (2.0 * l2_sensitivity * sigma)
-    return min(1.0, 2.0 * float(special.ndtr(-x)))
+    return min(1.0, 2.0 * float(normal.ndtr(-x)))
 
 
 def gaussian_pdp_bound_mp(sigma: float, epsilon: float, l2_squared: Fraction) -> mpmath.mpf:
     """:func:`gaussian_pdp_bound` in 60-digit arithmetic from the exact Δ₂² (the certificate check)."""
+    import mpmath  # imported where used (start-up of `dpopt verify`)
+
     with mpmath.workdps(_MP_DIGITS):
         s, e, d2 = _mp(sigma), _mp(epsilon), _mp(l2_squared)
         x = (2 * e * s * s - d2) / (2 * mpmath.sqrt(d2) * s)
@@ -132,7 +139,7 @@ def gaussian_pdp_level(sigma: float, epsilon: float, l2_sensitivity: float) -> f
     hence attained at ‖d‖ = Δ₂.
     """
     mu = l2_sensitivity / sigma
-    return float(special.ndtr(-epsilon / mu - mu / 2.0) + special.ndtr(mu / 2.0 - epsilon / mu))
+    return float(normal.ndtr(-epsilon / mu - mu / 2.0) + normal.ndtr(mu / 2.0 - epsilon / mu))
 
 
 def gaussian_pdp_sigma_exact(epsilon: float, delta: float, l2_sensitivity: float) -> float:
@@ -206,6 +213,8 @@ def gg_pdp_scale_disjoint(epsilon: float, delta: float, p: float, sensitivity: f
     _check_target(epsilon, delta)
     if p < 1:
         raise CalibrationError(f"the generalized Gaussian pDP bound needs p >= 1 (got {p})")
+    from scipy import special  # imported where used (start-up of `dpopt verify`)
+
     q = float(special.gammainccinv(1.0 / p, delta))
     gap = q ** (1.0 / p) * math.expm1(math.log1p(epsilon / q) / p) if q > 0 else epsilon ** (1.0 / p)
     b = sensitivity / gap
@@ -222,6 +231,8 @@ def gg_pdp_bound_disjoint_mp(
     conservative u) is used: the bound is :math:`Q(1/p, u_-^{\,p})`. For p = 1 the loss bound is
     the constant c, so the level is 0 if c ≤ ε and 1 otherwise.
     """
+    import mpmath  # imported where used (start-up of `dpopt verify`)
+
     with mpmath.workdps(_MP_DIGITS):
         pp, e, c = _mp(p), _mp(epsilon), _mp(sensitivity) / _mp(scale)
 

@@ -45,7 +45,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from dpopt.noise.marginal import Marginal
 
@@ -164,6 +163,8 @@ class DiscretePLD:
 
     def renyi(self, orders) -> np.ndarray:
         r"""D_α = log(Σ m_i e^{(α−1)L_i})/(α − 1) for an array of orders α > 1 (+∞ with a +∞ atom)."""
+        from scipy import special  # imported where used (start-up of `dpopt verify`)
+
         alphas = np.atleast_1d(np.asarray(orders, dtype=float))
         if self.plus_infinity > 0:
             return np.full(alphas.shape, math.inf)
@@ -193,9 +194,11 @@ def _sparse_convolve(a: np.ndarray, nza: np.ndarray, b: np.ndarray, nzb: np.ndar
     return out
 
 
-def _interval_masses(marginal: Marginal, a: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """P(a ≤ W ≤ c) for a continuous symmetric law, from the tail on the far side."""
-    ta, tc = marginal.tail(np.abs(a)), marginal.tail(np.abs(c))
+def _interval_masses(marginal: Marginal, points: np.ndarray) -> np.ndarray:
+    """P(a ≤ W ≤ c) on each interval [a, c] between consecutive ``points``, for a continuous
+    symmetric law, from the tail on the far side (evaluated once per point)."""
+    tail = marginal.tail(np.abs(points))
+    a, c, ta, tc = points[:-1], points[1:], tail[:-1], tail[1:]
     right = ta - tc                  # 0 ≤ a
     left = tc - ta                   # c ≤ 0
     across = 1.0 - ta - tc           # a < 0 < c
@@ -283,7 +286,7 @@ def marginal_pld(marginal: Marginal, shift: float, step: float = DEFAULT_STEP) -
             break
         points = _refine(points, widths, step)
         up, low = _loss_bounds(marginal, t, points)
-    masses = _interval_masses(marginal, points[:-1], points[1:])
+    masses = _interval_masses(marginal, points)
     return PLDBracket(DiscretePLD.from_losses(up, masses, step, up=True, plus_infinity=tails),
                       DiscretePLD.from_losses(low, masses, step, up=False, minus_infinity=tails))
 

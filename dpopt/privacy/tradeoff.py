@@ -41,8 +41,8 @@ import math
 from abc import ABC, abstractmethod
 
 import numpy as np
-from scipy import special
 
+from dpopt.core import normal
 from dpopt.privacy.gaussian import gdp_tradeoff
 
 TYPE_I = "type_I"
@@ -164,10 +164,10 @@ class GaussianTradeOff(TradeOff):
         return np.asarray(gdp_tradeoff(alpha, self.mu), dtype=float)
 
     def _complement(self, alpha):
-        return special.ndtr(self.mu + special.ndtri(alpha))
+        return normal.ndtr(self.mu + normal.ndtri(alpha))
 
     def _subgradient(self, alpha):
-        z = -special.ndtri(alpha)
+        z = -normal.ndtri(alpha)
         with np.errstate(over="ignore"):
             return -np.exp(self.mu * z - self.mu**2 / 2.0)
 
@@ -296,6 +296,8 @@ class Laplace2DTradeOff(TradeOff):
         return [alpha < b for b in self.breakpoints]
 
     def _uv(self, alpha):
+        from scipy import special  # imported where used (start-up of `dpopt verify`)
+
         D = self.a + self.c
         with np.errstate(divide="ignore", invalid="ignore"):
             u = np.real(special.wrightomega(np.log(4.0 * np.maximum(alpha, 1e-320)) + 1.0 + D))

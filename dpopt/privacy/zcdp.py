@@ -27,11 +27,10 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import mpmath
-
 from dpopt.privacy.gaussian import gaussian_epsilon
 
 if TYPE_CHECKING:
+    import mpmath
     from flint import arb
 
 
@@ -105,6 +104,8 @@ def zcdp_epsilon_cks(delta: float, rho: float) -> tuple[float, float]:
 
 def zcdp_delta_cks_mp(epsilon: float, rho: float, alpha: float) -> mpmath.mpf:
     """The CKS δ at (ε, ρ) for one order α, in 60-digit arithmetic (an upper bound on δ)."""
+    import mpmath  # imported where used (start-up of `dpopt verify`)
+
     with mpmath.workdps(60):
         a, r, e = mpmath.mpf(alpha), mpmath.mpf(rho), mpmath.mpf(epsilon)
         return mpmath.exp((a - 1) * (a * r - e)) / (a - 1) * (1 - 1 / a) ** a

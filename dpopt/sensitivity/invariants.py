@@ -29,13 +29,16 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse
 
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.spec.models import LinearInvariant, MarginsInvariant, Spec, TotalInvariant
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 Key = tuple[int, ...]
 
@@ -139,6 +142,8 @@ class InvariantDomain:
     # --------------------------------------------------------------- matrices
     def query_matrix(self) -> sparse.csr_matrix:
         """A (d × m): φ(X) = A h(X) over the record-domain cells (built from the axes)."""
+        from scipy import sparse  # imported where used (start-up of `dpopt verify`)
+
         shape = self.shape
         m = self.cells
         if self.query.kind == "linear":

@@ -103,13 +103,12 @@ def _numeric(spec: Spec, query: NumericQuery) -> SensitivitySpace:
 
 
 def _counting(spec: Spec, query: CountingQuery) -> SensitivitySpace:
-    A = query.matrix
-    d, m = A.shape
+    d, m = query.dimension, query.cells
     factor = hamming_factor(spec)
     adjacency = describe_adjacency(spec)
     identity = query.kind in ("histogram", "contingency_table")
     if spec.adjacency.kind == "add_remove":
-        columns = lambda: _signed_columns(A.toarray())  # noqa: E731
+        columns = lambda: _signed_columns(query.dense())  # noqa: E731
         if query.user_matrix is None:  # 0/1 matrices with one 1 per group and column
             g = len(query.groups)
             l1, l2sq, linf = Fraction(g), Fraction(g), Fraction(1)
@@ -117,7 +116,7 @@ def _counting(spec: Spec, query: CountingQuery) -> SensitivitySpace:
         else:
             l1, l2sq, linf = exact_norms(query.user_matrix.T)
             how = "±A e_j; norms are maxima over the columns of A"
-        span = FullSpace(d) if identity else span_of(A.toarray())
+        span = FullSpace(d) if identity else span_of(query.dense())
         return SensitivitySpace(
             d, span, l1, l2sq, linf, f"structural: {how}", adjacency, complete=True, _vectors=columns
         )
@@ -126,7 +125,7 @@ def _counting(spec: Spec, query: CountingQuery) -> SensitivitySpace:
         span = SumZeroSpace(d)
         how = "e_i − e_j over distinct cells"
     else:
-        dense = A.toarray()
+        dense = query.dense()
         centred = dense - dense.mean(axis=1, keepdims=True)
         span = span_of(centred)
         if query.user_matrix is None:
@@ -144,7 +143,7 @@ def _counting(spec: Spec, query: CountingQuery) -> SensitivitySpace:
     def pairs() -> np.ndarray:
         if not listed:
             raise ValueError("too many difference vectors to list")
-        return factor * np.unique(_pair_differences(A.toarray()), axis=0)
+        return factor * np.unique(_pair_differences(query.dense()), axis=0)
 
     return SensitivitySpace(
         d, span, l1, l2sq, linf, f"structural: {how}", adjacency, complete=factor == 1, _vectors=pairs

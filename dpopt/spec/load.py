@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import re
@@ -10,7 +11,6 @@ import types
 from pathlib import Path
 from typing import Annotated, Any, Mapping, Union, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from dpopt.errors import SpecError
@@ -28,26 +28,31 @@ from dpopt.spec.models import (
 )
 
 
-class _SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading ``1e-5`` as a float.
+_YAML_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+
+
+@functools.cache
+def _spec_loader() -> type:
+    """PyYAML's safe loader, reading ``1e-5`` as a float (built on first use).
 
     PyYAML follows YAML 1.1, whose float pattern needs a dot (``1.0e-5``); a spec
-    written ``delta: 1e-5`` would otherwise arrive as the string ``"1e-5"``.
+    written ``delta: 1e-5`` would otherwise arrive as the string ``"1e-5"``. PyYAML is
+    imported here, by the first YAML document read (a JSON certificate needs none).
     """
+    import yaml  # imported where used (start-up of `dpopt verify`)
 
+    class SpecLoader(yaml.SafeLoader):
+        pass
 
-_SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.X,
-    ),
-    list("-+0123456789."),
-)
+    SpecLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
+    return SpecLoader
 
 
 def read_document(path: str | Path) -> Any:
@@ -63,13 +68,22 @@ def read_document(path: str | Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError("", f"cannot read spec file {path}: {exc.strerror or exc}") from None
-    try:
-        if path.suffix.lower() == ".json":
+    if path.suffix.lower() == ".json":
+        try:
             return json.loads(text)
-        return yaml.load(text, Loader=_SpecLoader)  # noqa: S506 - a SafeLoader subclass
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        line = str(exc).replace("\n", " ")
-        raise SpecError("", f"{path} is not valid YAML/JSON: {line}") from None
+        except json.JSONDecodeError as exc:
+            raise _not_a_document(path, exc) from None
+    import yaml  # imported where used, as in _spec_loader
+
+    try:
+        return yaml.load(text, Loader=_spec_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise _not_a_document(path, exc) from None
+
+
+def _not_a_document(path: Path, exc: Exception) -> SpecError:
+    line = str(exc).replace("\n", " ")
+    return SpecError("", f"{path} is not valid YAML/JSON: {line}")
 
 
 def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:

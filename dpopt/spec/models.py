@@ -416,7 +416,7 @@ class Spec(_Model):
     adjacency: Adjacency
     privacy: Privacy
     mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] = "auto"
-    utility: Utility = Utility(metric="l2")
+    utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
     postprocess: Postprocess | None = None
     geography: Geography | None = None
 
@@ -487,7 +487,7 @@ class Plan(_Model):
     adjacency: Adjacency
     privacy: Privacy
     mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] = "auto"
-    utility: Utility = Utility(metric="l2")
+    utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
 
     _adjacency = field_validator("adjacency", mode="before")(Spec._adjacency_shorthand.__func__)
     _utility = field_validator("utility", mode="before")(Spec._utility_shorthand.__func__)

@@ -42,7 +42,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+
+from dpopt.core import normal
 
 _RTOL = 1e-12
 
@@ -103,7 +104,7 @@ def power_from_noncentrality(lam: float, alpha: float) -> float:
     _check_alpha(alpha)
     if math.isinf(lam):
         return 1.0
-    return float(special.ndtr(lam - special.ndtri(1.0 - alpha)))
+    return float(normal.ndtr(lam - normal.ndtri(1.0 - alpha)))
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,7 @@ def likelihood_ratio_test(release, covariance, null, alternative, alpha: float =
     if math.isinf(lam):
         statistic, threshold = float(direction @ x), 0.5
     else:
-        statistic, threshold = float(direction @ x), float(special.ndtri(1.0 - alpha))
+        statistic, threshold = float(direction @ x), float(normal.ndtri(1.0 - alpha))
     power = power_from_noncentrality(lam, alpha)
     return LikelihoodRatioTest(statistic, threshold, statistic > threshold, power, lam)
 

@@ -56,8 +56,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, stats
 
+from dpopt.core import normal
 from dpopt.privacy.gaussian import gaussian_mu
 from dpopt.stats.inference import log_ci_volume, power_from_noncentrality
 
@@ -272,7 +273,7 @@ class RandomDPDesign:
         prec = np.linalg.inv(self.sigma_n)
         a = float(eta @ prec @ eta)
         b = float(np.sum((prec @ eta) ** 2))
-        z = float(special.ndtri(1.0 - alpha))
+        z = float(normal.ndtri(1.0 - alpha))
 
         def lr(mechanism: str) -> float:
             cov = self.estimate_covariance(mechanism)
@@ -283,7 +284,7 @@ class RandomDPDesign:
             optimal_fg=lr("fg"),
             optimal_f=lr("f"),
             adjusted_g=lr("g"),
-            super_naive_size=float(special.ndtr(-z * math.sqrt(a) / math.sqrt(a + self.sigma_f**2 * b))),
+            super_naive_size=float(normal.ndtr(-z * math.sqrt(a) / math.sqrt(a + self.sigma_f**2 * b))),
         )
 
     def log_ci_volume(self, mechanism: str, alpha: float = 0.05) -> float:

@@ -9,6 +9,7 @@ import mpmath
 import numpy as np
 from scipy import special
 
+from dpopt.core import normal
 from dpopt.noise.second_folds.base import SecondFold, as_array, gamma_ratio, is_scalar, mp_exact
 
 _SQRT2 = math.sqrt(2.0)
@@ -253,7 +254,7 @@ class RayleighFold(SecondFold):
             raise ValueError("the Rayleigh fold is evaluated at u ≤ 0 only")
         big = w > _RAYLEIGH_SWITCH
         ws = np.where(big, 1.0, w)
-        ex = special.erfcx(ws)
+        ex = normal.erfcx(ws)
         m_direct = 1.0 - _SQRT_PI * ws * ex
         d_direct = 0.5 * _SQRT_PI * (1 + 2 * ws * ws) * ex - ws
         wb = np.where(big, w, _RAYLEIGH_SWITCH)

@@ -7,8 +7,9 @@ import math
 
 import mpmath
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
+from dpopt.core import normal
 from dpopt.noise.second_folds.base import SecondFold, as_array, is_scalar, mp_exact
 
 _SQRT2 = math.sqrt(2.0)
@@ -18,8 +19,8 @@ def _log_gauss_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """ln(Φ(b) − Φ(a)) for a < b, stable in both tails."""
     a, b = np.broadcast_arrays(as_array(a), as_array(b))
     upper = a > 0  # both in the upper tail: reflect
-    la = np.where(upper, special.log_ndtr(-b), special.log_ndtr(a))
-    lb = np.where(upper, special.log_ndtr(-a), special.log_ndtr(b))
+    la = np.where(upper, normal.log_ndtr(-b), normal.log_ndtr(a))
+    lb = np.where(upper, normal.log_ndtr(-a), normal.log_ndtr(b))
     with np.errstate(divide="ignore"):
         return lb + np.log1p(-np.exp(la - lb))
 
@@ -27,9 +28,9 @@ def _log_gauss_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _log_gauss_mass_scalar(a: float, b: float) -> float:
     """Scalar :func:`_log_gauss_mass`."""
     if a > 0:
-        la, lb = float(special.log_ndtr(-b)), float(special.log_ndtr(-a))
+        la, lb = float(normal.log_ndtr(-b)), float(normal.log_ndtr(-a))
     else:
-        la, lb = float(special.log_ndtr(a)), float(special.log_ndtr(b))
+        la, lb = float(normal.log_ndtr(a)), float(normal.log_ndtr(b))
     return lb + math.log1p(-math.exp(la - lb)) if la < lb else -math.inf
 
 
@@ -45,14 +46,14 @@ def _mills_excess(a: np.ndarray) -> np.ndarray:
     ab = np.where(big, a, 50.0)
     series = sum(c * ab ** (-(2 * i + 1)) for i, c in enumerate(_MILLS_SERIES))
     ad = np.where(big, 0.0, a)
-    direct = math.sqrt(2.0 / math.pi) / special.erfcx(ad / _SQRT2) - ad
+    direct = math.sqrt(2.0 / math.pi) / normal.erfcx(ad / _SQRT2) - ad
     return np.where(big, series, direct)
 
 
 def _mills_excess_scalar(a: float) -> float:
     if a > 50.0:
         return sum(c * a ** (-(2 * i + 1)) for i, c in enumerate(_MILLS_SERIES))
-    return math.sqrt(2.0 / math.pi) / float(special.erfcx(a / _SQRT2)) - a
+    return math.sqrt(2.0 / math.pi) / float(normal.erfcx(a / _SQRT2)) - a
 
 
 def _truncated_excess_scalar(a: float, b: float) -> float:
@@ -60,7 +61,7 @@ def _truncated_excess_scalar(a: float, b: float) -> float:
     if math.isinf(b):
         return _mills_excess_scalar(a)
     decay = math.exp(-(b - a) * (b + a) / 2.0)
-    surv = decay * float(special.erfcx(b / _SQRT2)) / float(special.erfcx(a / _SQRT2))
+    surv = decay * float(normal.erfcx(b / _SQRT2)) / float(normal.erfcx(a / _SQRT2))
     return (_mills_excess_scalar(a) - surv * (b - a + _mills_excess_scalar(b))) / (1.0 - surv)
 
 
@@ -74,8 +75,8 @@ def _truncated_excess(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     finite = np.isfinite(b)
     bf = np.where(finite, b, a + 1.0)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        surv = np.where(finite, np.exp(-(bf - a) * (bf + a) / 2.0) * special.erfcx(bf / _SQRT2)
-                        / special.erfcx(a / _SQRT2), 0.0)
+        surv = np.where(finite, np.exp(-(bf - a) * (bf + a) / 2.0) * normal.erfcx(bf / _SQRT2)
+                        / normal.erfcx(a / _SQRT2), 0.0)
         rb = np.where(finite, _mills_excess(bf), 0.0)
         return (_mills_excess(a) - surv * (bf - a + rb)) / (1.0 - surv)
 
@@ -94,7 +95,7 @@ def _mills_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         out[low] = b[low] - _truncated_excess(-b[low], -a[low])
     if mid.any():
         am, bm = a[mid], b[mid]
-        mass = special.ndtr(bm) - special.ndtr(am)
+        mass = normal.ndtr(bm) - normal.ndtr(am)
         out[mid] = (stats.norm.pdf(am) - stats.norm.pdf(bm)) / mass
     return out
 
@@ -105,7 +106,7 @@ def _mills_shift_scalar(a: float, b: float) -> float:
         return a + _truncated_excess_scalar(a, b)
     if b <= 0:
         return b - _truncated_excess_scalar(-b, -a)
-    mass = float(special.ndtr(b)) - float(special.ndtr(a))
+    mass = float(normal.ndtr(b)) - float(normal.ndtr(a))
     return (math.exp(-a * a / 2.0) - math.exp(-b * b / 2.0)) / math.sqrt(2.0 * math.pi) / mass
 
 
@@ -145,18 +146,18 @@ class TruncatedNormalFold(SecondFold):
         self._log_z_tail = self._log_z + self._alpha**2 / 2.0
         if self._alpha > 0:
             a, b = self._alpha, self._beta
-            bracket = float(special.erfcx(a / _SQRT2))
+            bracket = float(normal.erfcx(a / _SQRT2))
             if math.isfinite(b):
-                bracket -= float(special.erfcx(b / _SQRT2)) * math.exp(-(b - a) * (b + a) / 2.0)
+                bracket -= float(normal.erfcx(b / _SQRT2)) * math.exp(-(b - a) * (b + a) / 2.0)
             self._log_z_tail = math.log(0.5 * bracket)
 
     def _log_mgf_scalar(self, u: float) -> float:
         s = self.sigma
         A, B = self._alpha - s * u, self._beta - s * u
         if A > 0:
-            bracket = float(special.erfcx(A / _SQRT2))
+            bracket = float(normal.erfcx(A / _SQRT2))
             if not math.isinf(self.high):
-                bracket -= float(special.erfcx(B / _SQRT2)) * math.exp(-(B - A) * (B + A) / 2.0)
+                bracket -= float(normal.erfcx(B / _SQRT2)) * math.exp(-(B - A) * (B + A) / 2.0)
             return u * self.low + math.log(0.5 * bracket) - self._log_z_tail
         return self.mu * u + (s * u) ** 2 / 2.0 + _log_gauss_mass_scalar(A, B) - self._log_z
 
@@ -171,10 +172,10 @@ class TruncatedNormalFold(SecondFold):
         Ap = np.where(A > 0, A, 1.0)
         with np.errstate(over="ignore", invalid="ignore"):
             if math.isinf(self.high):
-                bracket = special.erfcx(Ap / _SQRT2)
+                bracket = normal.erfcx(Ap / _SQRT2)
             else:
                 Bp = np.where(A > 0, B, 2.0)
-                bracket = special.erfcx(Ap / _SQRT2) - special.erfcx(Bp / _SQRT2) * np.exp(-(Bp - Ap) * (Bp + Ap) / 2.0)
+                bracket = normal.erfcx(Ap / _SQRT2) - normal.erfcx(Bp / _SQRT2) * np.exp(-(Bp - Ap) * (Bp + Ap) / 2.0)
             tail = u * self.low + np.log(0.5 * bracket) - self._log_z_tail
         direct = self.mu * u + (s * u) ** 2 / 2.0 + _log_gauss_mass(np.where(A > 0, -1.0, A), np.where(A > 0, 0.0, B))
         return np.where(A > 0, tail, direct - self._log_z)
