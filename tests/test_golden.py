@@ -27,6 +27,15 @@ DIAGNOSTIC_REL = 1e-6
 """Solver diagnostics (an SDP's duality gap, ~1e-7) are residuals of the solver's path, not
 calibrated values: an input change in the 15th digit moves their 8th, so they are
 compared loosely."""
+MINIMISER_REL = {"parameters": 1e-4, "utility": 1e-7}
+"""R²DP's second fold is a minimiser's end point: an LP over a grid, then a Nelder–Mead polish
+of the two atoms (``dpopt.optimize.r2dp_lp._two_atoms``) on a cost that is flat at its
+minimum. numpy's vectorised exp/log round differently in their last bit on CPUs with
+AVX-512 and without, which moves that end point: 1.6e-6 relative in the atoms and weights
+and 4.2e-9 in the cost (``r2dp_histogram_kl``, measured against the snapshot with
+``NPY_DISABLE_CPU_FEATURES`` naming the AVX-512 features, which reproduces it exactly).
+The family's values are compared at 1e-4 and 1e-7, over 20× that spread; its privacy is
+certified exactly for whatever atoms it ends at."""
 UTILITY_REL = {"ci_volume": 1e-10}
 """The confidence-region volume of an optimised covariance is ill-conditioned in σ: it
 goes through log det Σ of a covariance with condition number ~1e4 (age_summary_ci_volume),
@@ -57,12 +66,14 @@ def _compare(name: str):
     got = build_golden.solve_snapshot(ROOT / "specs" / name)
     assert got["family"] == expected["family"]
     assert got["utility"]["metric"] == expected["utility"]["metric"]
-    rel = UTILITY_REL.get(got["utility"]["metric"], REL)
+    minimiser = got["family"] == "r2dp"
+    rel = MINIMISER_REL["utility"] if minimiser else UTILITY_REL.get(got["utility"]["metric"], REL)
     assert _same(expected["utility"]["value"], got["utility"]["value"], rel), (
         expected["utility"], got["utility"])
     assert sorted(got["parameters"]) == sorted(expected["parameters"])
+    default = MINIMISER_REL["parameters"] if minimiser else REL
     differ = {k: (v, got["parameters"][k]) for k, v in expected["parameters"].items()
-              if not _same(v, got["parameters"][k], DIAGNOSTIC_REL if k.endswith("duality_gap") else REL)}
+              if not _same(v, got["parameters"][k], DIAGNOSTIC_REL if k.endswith("duality_gap") else default)}
     assert not differ, differ
 
 

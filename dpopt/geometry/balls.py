@@ -38,6 +38,8 @@ from typing import Literal
 import numpy as np
 from scipy import integrate, special
 
+from dpopt.core import normal
+
 BallKind = Literal["l1", "l2", "linf"]
 BALL_KINDS: tuple[str, ...] = ("l1", "l2", "linf")
 
@@ -61,7 +63,7 @@ def _log_phi_uniform(t: float) -> float:
 
 def _log_phi_laplace(t: float) -> float:
     """log E e^{−tL²}, L ~ Laplace(0, 1)."""
-    return 0.5 * math.log(math.pi / (4.0 * t)) + math.log(special.erfcx(1.0 / (2.0 * math.sqrt(t))))
+    return 0.5 * math.log(math.pi / (4.0 * t)) + math.log(normal.erfcx(1.0 / (2.0 * math.sqrt(t))))
 
 
 @dataclass(frozen=True)
