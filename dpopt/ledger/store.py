@@ -233,7 +233,8 @@ class Ledger:
             entries.append(entry)
         recorded = {e.get("certificate") for e in entries}
         folder = self.path / CERTIFICATES
-        stored = {f"{CERTIFICATES}/{p.name}" for p in folder.iterdir()} if folder.is_dir() else set()
+        stored = ({f"{CERTIFICATES}/{p.name}" for p in folder.iterdir() if not p.name.endswith(".tmp")}
+                  if folder.is_dir() else set())  # a .tmp file: a crash while a certificate was written
         unrecorded = sorted(stored - recorded)
         return entries, problems, unrecorded
 
