@@ -204,6 +204,10 @@ def _release(args: argparse.Namespace) -> int:
     from dpopt.spec.load import load_spec
 
     randomness = random_source(args.seed, args.insecure_seed)
+    if args.ledger:  # a missing or damaged ledger fails before the design, not after it
+        from dpopt.ledger import Ledger
+
+        Ledger(args.ledger)
     if _is_plan(args.spec):
         return _release_plan(args, randomness)
     spec = load_spec(args.spec)

@@ -26,6 +26,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp
 from scipy.stats import norm
 
 from conftest import ROOT
+from test_plan_cli import GROUPED
 from dpopt.cli import main
 from dpopt.errors import BudgetExceededError, LedgerError, UnsupportedSpecError
 from dpopt.ledger import Ledger, spending
@@ -238,3 +239,31 @@ def test_removed_or_reordered_entries_are_detected(small_ledger, tmp_path):
         shutil.copytree(small_ledger, copy)
         (copy / "entries.jsonl").write_bytes(b"".join(lines))
         assert _detected(copy)
+
+
+PLAN = GROUPED | {"name": "two tables", "privacy": {"zcdp": {"rho": 0.25}}}
+
+
+def test_plans_and_grouped_releases_charge_their_whole_release_guarantee(tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(PLAN))
+    ledger = str(tmp_path / "L")
+    assert main(["ledger", "init", ledger, "--budget", "zcdp: {rho: 1}"]) == 0
+    assert main(["release", str(plan), "--data", str(DATA), "--ledger", ledger, "--out", str(tmp_path / "a")]) == 0
+    # a record is in one group of each of the 2 grouping columns: the whole release is 2ρ = 0.5
+    # (Bun & Steinke 2016, Lemma 2.3), which with the first plan's 0.25 is 0.75
+    assert main(["release", str(plan), "--data", str(DATA), "--group-by", "age_group", "--group-by", "disability",
+                 "--ledger", ledger, "--out", str(tmp_path / "b")]) == 0
+    grouped = json.loads((tmp_path / "b" / "release.json").read_text())["ledger"]
+    assert grouped["spent"]["rho"]["exact"] == "3/4" and grouped["remaining"]["rho"]["exact"] == "1/4"
+    spec = tmp_path / "count.json"  # one grouping column: parallel composition, the whole release is ρ = 0.25
+    spec.write_text(json.dumps(read_document(COUNT) | {"privacy": {"zcdp": {"rho": 0.25}}}))
+    assert main(["release", str(spec), "--data", str(DATA), "--group-by", "age_group", "--ledger", ledger,
+                 "--out", str(tmp_path / "c")]) == 0
+    assert json.loads((tmp_path / "c" / "release.json").read_text())["ledger"]["spent"]["rho"]["exact"] == "1"
+    capsys.readouterr()
+    assert main(["release", str(spec), "--data", str(DATA), "--group-by", "age_group", "--ledger", ledger]) == 3
+    assert capsys.readouterr().out == ""
+    kinds = [e["kind"] for e in Ledger(ledger).entries]
+    assert kinds == ["plan", "grouped plan", "grouped spec"]
+    assert main(["ledger", "verify", ledger]) == 0

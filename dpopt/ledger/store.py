@@ -103,10 +103,9 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def _write_durable(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all, and on disk before returning (temporary file, fsync, rename, fsync)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def _write_synced(path: Path, data: bytes, flags: int) -> None:
+    """Write all of ``data`` to ``path`` opened with ``flags``, and fsync it before returning."""
+    fd = os.open(path, os.O_WRONLY | flags, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -114,20 +113,19 @@ def _write_durable(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _write_durable(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all, and on disk before returning (temporary file, fsync, rename, fsync)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    _write_synced(tmp, data, os.O_CREAT | os.O_TRUNC)
     os.replace(tmp, path)
     _fsync_folder(path.parent)
 
 
 def _append_durable(path: Path, data: bytes) -> None:
-    """Append ``data`` to ``path`` (O_APPEND) and fsync it before returning."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Append ``data`` to ``path`` (O_APPEND: one write at the end) and fsync it before returning."""
+    _write_synced(path, data, os.O_APPEND)
 
 
 def _certificate_name(index: int) -> str:
