@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dpopt._version import __version__
 from dpopt.core.output import stdout_to_stderr
-from dpopt.errors import DpoptError, SpecError, UnsupportedSpecError
+from dpopt.errors import DpoptError, LedgerError, SpecError, UnsupportedSpecError
 
 # Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
 # command that needs few stages (``verify``) do not pay for the others.
@@ -460,7 +460,6 @@ def _ledger_show(args: argparse.Namespace) -> int:
 
 
 def _ledger_verify(args: argparse.Namespace) -> int:
-    from dpopt.errors import LedgerError
     from dpopt.ledger import Ledger
 
     try:

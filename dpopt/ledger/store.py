@@ -364,12 +364,13 @@ class Ledger:
     # ------------------------------------------------------------------ showing
     def show(self) -> str:
         """Budget, spent, remaining, and one line per release (``dpopt ledger show``)."""
-        entries = self.entries
-        total = self.spending()
+        entries, problems, _ = self._read()
+        total = spending(self.budget, [e["guarantee"] for e in entries], [_label(e) for e in entries])
         by_kind: dict[str, list[dict]] = {}
         for e in entries:
             by_kind.setdefault(e["guarantee"]["definition"], []).append(e["guarantee"])
-        lines = [f"ledger {self.path}: budget {budget_text(self.budget)}; {len(entries)} release(s)",
+        lines = [f"DAMAGED ({problems[0]}): run `dpopt ledger verify`"] if problems else []
+        lines += [f"ledger {self.path}: budget {budget_text(self.budget)}; {len(entries)} release(s)",
                  f"spent: {_spent_text(total)}; remaining: {_remaining_text(total)}",
                  f"composition: {total.method}"]
         lines += [f"  {definition} releases: {len(gs)}, {_own_sum(definition, gs)}" for definition, gs in by_kind.items()]
