@@ -188,6 +188,20 @@ def test_eight_concurrent_releases_against_a_budget_for_three_end_with_three(tmp
     assert ledger.verify(recheck_certificates=False).passed
 
 
+@pytest.mark.slow
+def test_eight_concurrent_cli_releases_against_a_budget_for_three_end_with_three(tmp_path):
+    """The same race through the command line: 8 `dpopt release` processes started together (each
+    designs the count, ε = 0.5, for 2–5 s, so their charges meet at the lock), budget ε = 1.5."""
+    assert main(["ledger", "init", str(tmp_path / "L"), "--budget", "pure: {epsilon: 1.5}"]) == 0
+    runs = [subprocess.Popen([sys.executable, "-m", "dpopt.cli", "release", str(COUNT), "--data", str(DATA),
+                              "--ledger", str(tmp_path / "L"), "--out", str(tmp_path / f"out{i}")],
+                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(8)]
+    codes = sorted(run.wait(timeout=600) for run in runs)
+    assert codes == [0] * 3 + [3] * 5
+    assert len(list(tmp_path.glob("out*/release.json"))) == 3
+    assert len(Ledger(tmp_path / "L").entries) == 3
+
+
 @pytest.fixture(scope="module")
 def small_ledger(tmp_path_factory, certificates) -> Path:
     path = tmp_path_factory.mktemp("chain") / "L"

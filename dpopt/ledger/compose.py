@@ -7,10 +7,11 @@ composition of a grouped release, the plan's target for a plan), and the composi
 evaluated in the budget's definition:
 
 * **ρ-zCDP budget** — ρ = Σ ρ_i (Bun & Steinke 2016, Lemma 2.3), exact rational sum;
-  a μ-GDP release counts μ²/2 (it is a post-processing of the Gaussian pair N(0, 1) vs
-  N(μ, 1), Blackwell's theorem as in Dong, Roth & Su 2022, Prop. 2.10, and Rényi divergences
-  do not grow under post-processing: D_α ≤ αμ²/2, tight for Gaussian noise); a pure ε-DP
-  release counts ε²/2 (Bun & Steinke 2016, Prop. 1.4).
+  a μ-GDP release counts μ²/2 (its pair of output laws is a post-processing of the Gaussian
+  pair N(0, 1) vs N(μ, 1) by Blackwell's theorem, as Dong, Roth & Su 2022 state it for
+  trade-off functions, and Rényi divergences do not grow under post-processing:
+  D_α ≤ αμ²/2, tight for Gaussian noise); a pure ε-DP release counts ε²/2 (Bun & Steinke
+  2016, Prop. 1.4).
 * **μ-GDP budget** — μ² = Σ μ_i² (Dong, Roth & Su 2022, Cor. 3.3), exact rational sum;
   a pure ε-DP release counts μ_ε² with μ_ε = 2Φ⁻¹(e^ε/(1 + e^ε)), the smallest μ with
   f_{ε,0} ≥ G_μ (derivation: G_μ is convex, equals f_{ε,0} at α = 0, 1 and, for this μ, at
@@ -20,8 +21,8 @@ evaluated in the budget's definition:
 * **(ε, δ) budget** — δ(ε) of the composition, by the tighter of two valid routes:
   the **PLD route** (:mod:`dpopt.plan.compose`, :mod:`dpopt.privacy.pld`): every guarantee is
   replaced by its dominating pair — N(0, 1) vs N(μ, 1) for μ-GDP, randomised response
-  (losses ±ε) for pure ε-DP, the four-point pair of Kairouz, Oh & Viswanath (2015, Thm 2.1:
-  loss +∞ with probability δ, ±ε otherwise) for (ε, δ)-DP — the Gaussian pairs are composed
+  (losses ±ε) for pure ε-DP, the four-point pair on which Kairouz, Oh & Viswanath (2015)
+  prove their composition theorem (loss +∞ with probability δ, ±ε otherwise) for (ε, δ)-DP — the Gaussian pairs are composed
   exactly, the others by convolution of their pessimistic PLDs, and δ(ε) is read on the
   pessimistic side (exact for Gaussian pairs alone: the μ-GDP profile in 60 digits);
   the **zCDP route** when no release is (ε, δ): ρ as for a zCDP budget, then δ(ε) by the
