@@ -30,6 +30,7 @@ from test_plan_cli import GROUPED
 from dpopt.cli import main
 from dpopt.errors import BudgetExceededError, LedgerError, UnsupportedSpecError
 from dpopt.ledger import Ledger, spending
+from dpopt.ledger.compose import MIXED_SHARES
 from dpopt.solve import solve
 from dpopt.spec.load import read_document
 
@@ -113,11 +114,31 @@ def test_no_valid_conversion_is_refused_naming_it(certificates, tmp_path):
     ledger = Ledger.create(tmp_path / "L", {"zcdp": {"rho": 5.0}})
     with pytest.raises(UnsupportedSpecError, match="approx, which does not convert"):
         ledger.charge(certificates["approx"])
-    approx = Ledger.create(tmp_path / "A", {"approx": {"epsilon": 5.0, "delta": 1e-3}})
-    approx.charge(certificates["zcdp"])
-    with pytest.raises(UnsupportedSpecError, match="zCDP and"):
-        approx.charge(certificates["approx"])
-    assert len(approx.entries) == 1 and not (tmp_path / "L" / "certificates" / "000001.json").exists()
+    assert not (tmp_path / "L" / "certificates" / "000001.json").exists()
+    with pytest.raises(UnsupportedSpecError, match="pdp"):
+        spending({"definition": "approx", "epsilon": 5.0, "delta": 1e-3},
+                 [{"definition": "pdp", "epsilon": 1.0, "delta": 1e-4}])
+
+
+def test_zcdp_and_approx_releases_under_an_approx_budget_bracketed_by_dp_accounting(tmp_path, certificates):
+    ledger = Ledger.create(tmp_path / "L", {"approx": {"epsilon": 3.0, "delta": 1e-5}})
+    ledger.charge(certificates["zcdp"])  # ρ = 0.1
+    spent = ledger.charge(certificates["approx"])["spent"]["delta"]  # (0.5, 1e-6)
+    # The same route in dp_accounting: for each share s of δ the mixed route tries (δ_z = s·δ), its RDP
+    # accountant gives ε_z of ρ = 0.1 at δ_z (a Gaussian event with 1/(2σ²) = ρ has exactly ρ's Rényi
+    # curve; CKS conversion on 20,000 orders), then its PLD of the two (ε, δ) pairs; the best share is
+    # kept. The two 1e-4-nat grids differ by at most 4e-4 nats: ≤ 5e-3 relative (as in the first test).
+    accountant = rdp.RdpAccountant(orders=list(np.linspace(1.01, 200, 20000)))
+    accountant.compose(dp_event.GaussianDpEvent(1.0 / math.sqrt(2 * 0.1)))
+    above = min(_dp(accountant.get_epsilon(s * 1e-5), s * 1e-5).compose(_dp(0.5, 1e-6)).get_delta_for_epsilon(3.0)
+                for s in MIXED_SHARES)
+    # Below: a Gaussian mechanism is one ρ-zCDP release (μ = √(2ρ)); no bound for every ρ-zCDP release
+    # can be smaller than its composition with the (0.5, 1e-6) pair (dp_accounting's PLD, whose grid
+    # rounding of 2 pairs is covered by the same 5e-3).
+    gauss = pld.from_gaussian_mechanism(1.0 / math.sqrt(2 * 0.1), sensitivity=1.0)
+    below = gauss.compose(_dp(0.5, 1e-6)).get_delta_for_epsilon(3.0)
+    assert below * (1 - 5e-3) <= spent <= above * (1 + 5e-3)
+    assert spent == pytest.approx(above, rel=5e-3)
 
 
 def test_refusal_exit_code_3_one_line_and_nothing_released(tmp_path, capsys):

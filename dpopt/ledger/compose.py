@@ -26,11 +26,13 @@ evaluated in the budget's definition:
   exactly, the others by convolution of their pessimistic PLDs, and δ(ε) is read on the
   pessimistic side (exact for Gaussian pairs alone: the μ-GDP profile in 60 digits);
   the **zCDP route** when no release is (ε, δ): ρ as for a zCDP budget, then δ(ε) by the
-  conversion of Canonne, Kamath & Steinke (2020, Prop. 12).
+  conversion of Canonne, Kamath & Steinke (2020, Prop. 12); and, with zCDP releases among
+  others, the **mixed route**: the zCDP releases' ρ = Σρ_i as one (ε_z, δ_z)-DP guarantee (CKS),
+  δ_z a share of the budget's δ (the best of :data:`MIXED_SHARES`), in the PLD route.
 
 Conversions that do not exist are refused, naming the release: nothing converts (ε, δ)
-or (ε, δ)-pDP to zCDP, GDP or pure ε, nor zCDP to GDP or pure ε; and an (ε, δ) budget
-with both zCDP and (ε, δ) releases is refused (no single tight route composes both).
+or (ε, δ)-pDP to zCDP, GDP or pure ε, nor zCDP to GDP or pure ε; pDP releases are not
+composed under an (ε, δ) budget either.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from dpopt.errors import UnsupportedSpecError
 from dpopt.plan.compose import composed_pld, epsilon_at
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.pld import DiscretePLD, PLDBracket
-from dpopt.privacy.zcdp import zcdp_delta_cks
+from dpopt.privacy.zcdp import zcdp_delta_cks, zcdp_epsilon_cks
 
 BUDGETS = ("zcdp", "gdp", "pure", "approx")
 """Definitions a ledger's budget may be given in."""
@@ -63,8 +65,8 @@ RULES = {
     "gdp": "μ² = Σ μ_i² (Dong, Roth & Su 2022, Cor. 3.3), exact rational sum; pure ε counts (2Φ⁻¹(e^ε/(1+e^ε)))²",
     "pure": "ε = Σ ε_i (basic composition), exact rational sum",
     "approx": "δ(ε) of the composition: PLD of the dominating pairs (μ-GDP: Gaussian; ε: randomised response; "
-              "(ε, δ): Kairouz–Oh–Viswanath) or, without (ε, δ) releases, ρ-zCDP then Canonne–Kamath–Steinke "
-              "Prop. 12; the tighter of the two",
+              "(ε, δ): Kairouz–Oh–Viswanath; zCDP: one (ε, δ) pair by Canonne–Kamath–Steinke) or, without "
+              "(ε, δ) releases, ρ-zCDP then Canonne–Kamath–Steinke Prop. 12; the tightest",
 }
 """How each budget composes, as the ledger states it."""
 
@@ -172,32 +174,46 @@ def _approx_spending(budget: dict, guarantees: list[dict], names: list[str]) -> 
     eps, delta = budget["epsilon"], budget["delta"]
     kinds = {g["definition"] for g in guarantees}
     refused = [n for g, n in zip(guarantees, names) if g["definition"] == "pdp"]
-    if refused or {"zcdp", "approx"} <= kinds:
-        raise UnsupportedSpecError("--ledger", (f"{refused[0]} is certified under pdp" if refused else
-                                                "zCDP and (ε, δ) releases together") +
-                                   ": no valid composition under an (ε, δ) budget is implemented")
+    if refused:
+        raise UnsupportedSpecError("--ledger", f"{refused[0]} is certified under pdp: no valid composition "
+                                               "under an (ε, δ) budget is implemented")
     routes = []
     if "zcdp" not in kinds:
         routes.append(_pld_route(guarantees, eps, delta))
     if "approx" not in kinds:
-        exact = sum((currency("zcdp", g) for g in guarantees), Fraction(0))
-        rho = nudge_until(float(exact), lambda r: Fraction(r) >= exact, up=True)
+        rho = _rho_above(guarantees)
         spent_delta = zcdp_delta_cks(eps, rho) if rho > 0 else 0.0
-        routes.append(({"delta": spent_delta, "epsilon": _cks_epsilon(rho, delta)},
+        routes.append(({"delta": spent_delta, "epsilon": zcdp_epsilon_cks(delta, rho)[0] if rho > 0 else 0.0},
                        f"zCDP route: ρ = {rho:.12g}, then Canonne–Kamath–Steinke 2020, Prop. 12"))
+    if "zcdp" in kinds and kinds != {"zcdp"}:
+        routes.append(_mixed_route(guarantees, eps, delta))
     spent, how = min(routes, key=lambda route: route[0]["delta"])
     return Spending(budget, spent, spent["delta"] <= delta, f"{RULES['approx']}; used: {how}")
 
 
-def _cks_epsilon(rho: float, delta: float) -> float:
-    """ε at δ of ρ-zCDP (CKS), the smallest ε on a bisection of the monotone δ(ε)."""
-    if rho <= 0:
-        return 0.0
-    lo, hi = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))  # Bun & Steinke 2016, Prop. 1.3
-    for _ in range(80):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if zcdp_delta_cks(mid, rho) <= delta else (mid, hi)
-    return hi
+def _rho_above(guarantees: list[dict]) -> float:
+    """Σ ρ_i of the guarantees converted to zCDP (module docstring), rounded up to a float."""
+    exact = sum((currency("zcdp", g) for g in guarantees), Fraction(0))
+    return nudge_until(float(exact), lambda r: Fraction(r) >= exact, up=True)
+
+
+MIXED_SHARES = (0.01, 0.05, 0.1, 0.25, 0.5)
+"""Shares of the budget's δ tried for the zCDP releases' (ε_z, δ_z) pair in the mixed route."""
+
+
+def _mixed_route(guarantees: list[dict], eps: float, delta: float) -> tuple[dict, str]:
+    """The zCDP releases composed (ρ = Σρ_i) and replaced by one (ε_z, δ_z)-DP guarantee that ρ-zCDP
+    implies (Canonne, Kamath & Steinke 2020, Prop. 12), δ_z = s·δ for each s of :data:`MIXED_SHARES`;
+    that guarantee's dominating pair then joins the others' in the PLD route; the smallest δ(ε) is kept
+    (each is valid)."""
+    rho = _rho_above([g for g in guarantees if g["definition"] == "zcdp"])
+    others = [g for g in guarantees if g["definition"] != "zcdp"]
+    pairs = [{"definition": "approx", "epsilon": zcdp_epsilon_cks(s * delta, rho)[0], "delta": s * delta}
+             for s in MIXED_SHARES]
+    best = min(pairs, key=lambda pair: _pld_route(others + [pair], eps, delta, with_epsilon=False)[0]["delta"])
+    spent, how = _pld_route(others + [best], eps, delta)
+    return spent, (f"mixed route: the zCDP releases (ρ = {rho:.12g}) as one ({best['epsilon']:.6g}, "
+                   f"{best['delta']:.3g})-DP pair (CKS), then {how}")
 
 
 def _discrete_pair(epsilon: float, delta: float, upper_step: float, lower_step: float) -> PLDBracket:
@@ -211,8 +227,8 @@ def _discrete_pair(epsilon: float, delta: float, upper_step: float, lower_step: 
     return PLDBracket(upper, lower)
 
 
-def _pld_route(guarantees: list[dict], eps: float, delta: float) -> tuple[dict, str]:
-    """(spent, method) of the PLD route: δ at ε_budget and ε at δ_budget, pessimistic side."""
+def _pld_route(guarantees: list[dict], eps: float, delta: float, with_epsilon: bool = True) -> tuple[dict, str]:
+    """(spent, method) of the PLD route: δ at ε_budget and (``with_epsilon``) ε at δ_budget, pessimistic side."""
     gaussian = [g["mu"] for g in guarantees if g["definition"] == "gdp"]
     others = [g for g in guarantees if g["definition"] in ("pure", "approx")]
     if not others:
@@ -230,5 +246,5 @@ def _pld_route(guarantees: list[dict], eps: float, delta: float) -> tuple[dict, 
         bracket = bracket.compose(_discrete_pair(g["epsilon"], g.get("delta", 0.0),
                                                  bracket.upper.step, bracket.lower.step))
     spent_delta = min(1.0, float(bracket.upper.delta(eps)[0]))
-    return ({"delta": spent_delta, "epsilon": epsilon_at(bracket, delta)[1]},
+    return ({"delta": spent_delta, "epsilon": epsilon_at(bracket, delta)[1] if with_epsilon else math.nan},
             f"PLD route: pessimistic composed PLD, grid {bracket.upper.step:.3g} nats")
