@@ -2,7 +2,8 @@ r"""What a sequence of releases from one data set spends, under the ledger's bud
 
 Every release recorded in a ledger is one certified guarantee on the same records; the
 releases use independent noise, so their joint output meets the composition of the
-guarantees. Each release contributes its **whole-release** guarantee (the ``groups``
+guarantees, on the neighbouring datasets every release's scope covers (one neighbouring
+relation per ledger; with invariants, the datasets that agree on all of them). Each release contributes its **whole-release** guarantee (the ``groups``
 composition of a grouped release, the plan's target for a plan), and the composition is
 evaluated in the budget's definition:
 
