@@ -302,3 +302,13 @@ def test_plans_and_grouped_releases_charge_their_whole_release_guarantee(tmp_pat
     kinds = [e["kind"] for e in Ledger(ledger).entries]
     assert kinds == ["plan", "grouped plan", "grouped spec"]
     assert main(["ledger", "verify", ledger]) == 0
+
+
+def test_a_release_under_another_neighbouring_relation_is_refused(tmp_path, certificates):
+    ledger = Ledger.create(tmp_path / "L", {"gdp": {"mu": 3.0}})
+    ledger.charge(certificates["gdp"])  # add/remove
+    replace = solve(read_document(COUNT) | {"query": {"kind": "histogram", "attribute": "disability"},
+                                            "adjacency": {"kind": "replace_one"}, "privacy": {"gdp": {"mu": 0.5}}})
+    with pytest.raises(UnsupportedSpecError, match="one neighbouring relation per ledger"):
+        ledger.charge(replace.certificate)
+    assert len(ledger.entries) == 1

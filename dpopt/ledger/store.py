@@ -47,7 +47,7 @@ from dpopt._version import __version__
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.verify import Verification, verify
 from dpopt.core.checks import Check
-from dpopt.errors import BudgetExceededError, LedgerError, SpecError
+from dpopt.errors import BudgetExceededError, LedgerError, SpecError, UnsupportedSpecError
 from dpopt.ledger.compose import BUDGETS, CURRENCY, PARAMETERS, Spending, release_guarantee, spending
 from dpopt.plan.certificate import verify_plan
 from dpopt.plan.spec import is_plan_certificate
@@ -292,8 +292,9 @@ class Ledger:
                 raise LedgerError(f"{self.path} is damaged ({problems[0]}): nothing released; "
                                   "run `dpopt ledger verify`")
             if entries and adjacency != entries[0]["adjacency"]:
-                raise SpecError("--ledger", f"the release protects {adjacency}, the ledger's releases "
-                                            f"{entries[0]['adjacency']}: one neighbouring relation per ledger")
+                raise UnsupportedSpecError("--ledger", f"the release protects {adjacency}, the ledger's releases "
+                                                       f"{entries[0]['adjacency']}: one neighbouring relation "
+                                                       "per ledger")
             name = cert["spec"].get("name", "release") if isinstance(cert["spec"], dict) else "release"
             total = spending(self.budget, [e["guarantee"] for e in entries] + [guarantee],
                              [_label(e) for e in entries] + [f"this release ({name})"])
