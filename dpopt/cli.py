@@ -1,7 +1,8 @@
 """The ``dpopt`` command: solve, verify, release, report.
 
-Exit codes: 0 success; 1 a certificate failed verification; 2 a bad spec, certificate
-or data file (one line on stderr naming the field or cause, never a traceback).
+Exit codes: 0 success; 1 a certificate (or a ledger) failed verification; 2 a bad spec, certificate,
+data file or ledger (one line on stderr naming the field or cause, never a traceback); 3 a release
+refused by its ledger (``--ledger``: the budget would be exceeded; nothing released).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from dpopt._version import __version__
 from dpopt.core.output import stdout_to_stderr
-from dpopt.errors import DpoptError, SpecError
+from dpopt.errors import DpoptError, LedgerError, SpecError, UnsupportedSpecError
 
 # Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
 # command that needs few stages (``verify``) do not pay for the others.
@@ -151,12 +152,27 @@ def _verify(args: argparse.Namespace) -> int:
     return 1
 
 
-def _emit_release(document: dict, certificate, out: str | None) -> int:
-    """The release document on stdout, or ``release.json`` and ``certificate.json`` in the folder ``out``."""
+def _charge(args: argparse.Namespace, certificate) -> dict | None:
+    """With ``--ledger``: the release charged to the ledger before anything is output (refused past the
+    budget: BudgetExceededError, exit 3), and the ``ledger`` block of its document; None without."""
+    if not args.ledger:
+        return None
+    from dpopt.ledger import Ledger
+
+    ledger = Ledger(args.ledger)
+    return ledger.release_block(ledger.charge(certificate, data=str(args.data)))
+
+
+def _emit_release(document: dict, certificate, args: argparse.Namespace) -> int:
+    """The release document on stdout, or ``release.json`` and ``certificate.json`` in the folder ``--out``
+    (charged to ``--ledger`` first)."""
     from dpopt.release.batch import release_json, write_release
 
-    if out:
-        write_release(document, certificate, out)
+    block = _charge(args, certificate)
+    if block is not None:
+        document = document | {"ledger": block}
+    if args.out:
+        write_release(document, certificate, args.out)
     else:
         sys.stdout.write(release_json(document))
     return 0
@@ -178,7 +194,7 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
         else:
             sol, document = release_plan(args.spec, args.data, randomness)
             cert = sol.certificate
-    return _emit_release(document, cert, args.out)
+    return _emit_release(document, cert, args)
 
 
 def _release(args: argparse.Namespace) -> int:
@@ -188,6 +204,10 @@ def _release(args: argparse.Namespace) -> int:
     from dpopt.spec.load import load_spec
 
     randomness = random_source(args.seed, args.insecure_seed)
+    if args.ledger:  # a missing or damaged ledger fails before the design, not after it
+        from dpopt.ledger import Ledger
+
+        Ledger(args.ledger)
     if _is_plan(args.spec):
         return _release_plan(args, randomness)
     spec = load_spec(args.spec)
@@ -204,10 +224,11 @@ def _release(args: argparse.Namespace) -> int:
         with stdout_to_stderr():
             rel = release_groups(args.spec, args.data, args.group_by, groups=public, randomness=randomness,
                                  engine=args.engine, client=client)
+        block = _charge(args, rel.certificate)
         if args.out:
-            rel.write(args.out)
+            rel.write(args.out, ledger=block)
         else:
-            sys.stdout.write(release_json(rel.document()))
+            sys.stdout.write(release_json(rel.document() | ({"ledger": block} if block else {})))
         return 0
     if args.groups or args.engine != "duckdb" or args.scheduler:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
@@ -218,7 +239,7 @@ def _release(args: argparse.Namespace) -> int:
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
         document["postprocess"] = document_block(post, sol.problem.labels)
-    return _emit_release(document, certificate, args.out)
+    return _emit_release(document, certificate, args)
 
 
 def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
@@ -228,6 +249,9 @@ def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
 
     if args.group_by or args.groups or args.scheduler:
         raise SpecError("--group-by", "a spec with geography releases its levels itself: drop --group-by, --groups, --scheduler")
+    if args.ledger:
+        raise UnsupportedSpecError("--ledger", "a spec with geography (one certificate per level) is not charged "
+                                               "to a ledger: release its levels as single specs or a plan")
     rel = release_hierarchy(args.spec, args.data, randomness=randomness,
                             engine="dask" if args.engine == "dask" else "numpy", error_draws=args.error_draws)
     if args.out:
@@ -371,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--error-draws", type=int, default=20, metavar="N",
                    help="Monte Carlo releases for the error before/after post-processing (spec with postprocess "
                         "or geography; 0: none)")
+    p.add_argument("--ledger", metavar="LEDGER",
+                   help="charge the release to this privacy budget ledger (`dpopt ledger init`) before it is "
+                        "output; refused with exit code 3, nothing released, when the budget would be exceeded")
     p.set_defaults(run=_release)
 
     p = sub.add_parser("audit", help="Monte Carlo attempt to refute the privacy of a spec's or certificate's mechanism")
@@ -387,7 +414,66 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draws", type=int, default=50_000, help="draws per dataset and pair for the empirical audit")
     p.add_argument("--no-audit", action="store_true", help="leave the empirical audit out")
     p.set_defaults(run=_report)
+    _ledger_parser(sub)
     return parser
+
+
+def _ledger_parser(sub) -> None:
+    """``dpopt ledger init|show|verify``."""
+    p = sub.add_parser("ledger", help="a privacy budget ledger: every release from one data set, composed",
+                       description="A ledger folder records every release from one data set (its certificate, "
+                                   "in a hash chain) and refuses a release that would exceed its budget.")
+    lsub = p.add_subparsers(dest="ledger_command", required=True)
+    q = lsub.add_parser("init", help="create an empty ledger with its budget")
+    q.add_argument("ledger", metavar="LEDGER", help="a folder (created; must be new or empty)")
+    q.add_argument("--budget", required=True,
+                   help="the total budget, as in a spec's privacy: 'zcdp: {rho: 2.56}', 'gdp: {mu: 1}', "
+                        "'pure: {epsilon: 2}' or 'approx: {epsilon: 3, delta: 1e-6}'")
+    q.set_defaults(run=_ledger_init)
+    q = lsub.add_parser("show", help="spent and remaining budget, and the table of releases")
+    q.add_argument("ledger", metavar="LEDGER")
+    q.add_argument("--json", action="store_true", help="the spending and the entries as JSON")
+    q.set_defaults(run=_ledger_show)
+    q = lsub.add_parser("verify", help="re-derive the composition from the stored certificates")
+    q.add_argument("ledger", metavar="LEDGER")
+    q.set_defaults(run=_ledger_verify)
+
+
+def _ledger_init(args: argparse.Namespace) -> int:
+    from dpopt.ledger.store import Ledger, budget_text
+
+    ledger = Ledger.create(args.ledger, args.budget)
+    print(f"created ledger {ledger.path} with budget {budget_text(ledger.budget)}")
+    return 0
+
+
+def _ledger_show(args: argparse.Namespace) -> int:
+    from dpopt.ledger import Ledger
+
+    ledger = Ledger(args.ledger)
+    if args.json:
+        sys.stdout.write(json.dumps({**ledger.spending().to_dict(), "head_sha256": ledger.head(),
+                                     "entries": ledger.entries}, indent=2, ensure_ascii=False) + "\n")
+    else:
+        print(ledger.show())
+    return 0
+
+
+def _ledger_verify(args: argparse.Namespace) -> int:
+    from dpopt.ledger import Ledger
+
+    try:
+        result = Ledger(args.ledger).verify()
+    except LedgerError as exc:
+        print(f"ledger FAILED: {exc}", file=sys.stderr)
+        return 1
+    for check in result.checks:
+        print(f"{'PASS' if check.passed else 'FAIL'}  {check.claim}: {check.method} — {check.detail}")
+    if result.passed:
+        print(f"ledger holds: {len(result.checks)} checks re-derived")
+        return 0
+    print("ledger FAILED: " + ", ".join(c.claim for c in result.failed), file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -396,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except DpoptError as exc:
         print(f"dpopt: error: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_code", 2)
     except KeyboardInterrupt:
         print("dpopt: interrupted", file=sys.stderr)
         return 130

@@ -223,8 +223,9 @@ class GroupRelease:
             }
         return doc
 
-    def write(self, out: str | Path) -> list[Path]:
-        """Write ``release_<column>.parquet`` per grouping column, ``release.json``, ``certificate.json``."""
+    def write(self, out: str | Path, ledger: dict | None = None) -> list[Path]:
+        """Write ``release_<column>.parquet`` per grouping column, ``release.json`` (with the ``ledger``
+        block of a release charged to a ledger), ``certificate.json``."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         written = []
@@ -237,7 +238,8 @@ class GroupRelease:
             con.execute(f"COPY release_table TO {sources.quote_literal(str(path))} (FORMAT parquet)")
             con.unregister("release_table")
             written.append(path)
-        write_atomic(out / "release.json", release_json(self.document(include_values=False)))
+        document = self.document(include_values=False) | ({"ledger": ledger} if ledger else {})
+        write_atomic(out / "release.json", release_json(document))
         self.certificate.write(out / "certificate.json")
         return written + [out / "release.json", out / "certificate.json"]
 
