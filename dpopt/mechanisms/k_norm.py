@@ -64,6 +64,7 @@ from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.noise.law import GaugeLaw
+from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
@@ -392,8 +393,8 @@ class KNormMechanism(Mechanism):
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
         spec = problem.spec
-        if spec.privacy.definition != "pure":
-            return f"K-norm noise is calibrated for pure ε-DP targets only (got {spec.privacy.definition})"
+        if spec.privacy.definition not in PURE_TARGETS:
+            return f"no conversion from ε-DP to a {spec.privacy.definition} target for K-norm noise"
         return None
 
     @classmethod
@@ -406,7 +407,7 @@ class KNormMechanism(Mechanism):
             If no fallback ball can be built.
         """
         spec, space = problem.spec, problem.space
-        epsilon = spec.privacy.parameters["epsilon"]
+        epsilon = pure_epsilon_for(spec.privacy)
         vectors = space.listed()
         basis = space.span.basis()
         if vectors is not None:
@@ -468,20 +469,13 @@ class KNormMechanism(Mechanism):
         else:
             worst, sensitivity = self.body.sensitivity_check(space, self._vectors)
             extra = self._excess_cost_checks()
-        if privacy.definition != "pure":
-            verdict = Check("privacy", "K-norm mechanism", False,
-                            f"no {privacy.definition} calibration for K-norm noise in this version")
-        else:
-            target = Fraction(privacy.parameters["epsilon"])
-            achieved = Fraction(self.epsilon) * worst
-            verdict = Check(
-                "privacy",
-                "ε-DP of the K-norm mechanism: density ∝ exp(−ε‖z‖_K) on span(S) and "
-                "sup_{v∈S}‖v‖_K ≤ 1 give ε·sup‖v‖_K-DP (Hardt & Talwar 2010; Cho & Awan, Thm 31); "
-                "exact rational comparison",
-                sensitivity.passed and achieved <= target,
-                f"ε·sup‖v‖_K = {float(achieved):.17g} vs ε = {privacy.parameters['epsilon']}",
-            )
+        achieved = Fraction(self.epsilon) * worst
+        verdict = pure_privacy_check(
+            achieved, privacy,
+            "ε-DP of the K-norm mechanism: density ∝ exp(−ε‖z‖_K) on span(S) and sup_{v∈S}‖v‖_K ≤ 1 give "
+            "ε·sup‖v‖_K-DP (Hardt & Talwar 2010; Cho & Awan, Thm 31); exact rational product",
+            f"ε·sup‖v‖_K = {float(achieved):.17g}", premise=sensitivity.passed,
+        )
         return [sensitivity, *extra, verdict]
 
     def _excess_cost_checks(self) -> list[Check]:
