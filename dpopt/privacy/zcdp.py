@@ -27,6 +27,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from dpopt.core.rounding import nudge_until
 from dpopt.privacy.gaussian import gaussian_epsilon
 
 if TYPE_CHECKING:
@@ -35,8 +36,10 @@ if TYPE_CHECKING:
 
 
 def _a_log_one_minus_inverse(x: float) -> float:
-    """α log(1 − 1/α) at α = 1 + eˣ, as (1 + eˣ)(x − log(1 + eˣ)): no cancellation as α → 1."""
-    return (1.0 + math.exp(x)) * (x - math.log1p(math.exp(x)))
+    """α log(1 − 1/α) at α = 1 + eˣ, as (1 + eˣ)·log(eˣ/(1 + eˣ)) with the logarithm written
+    x − log1p(eˣ) for x ≤ 0 and −log1p(e⁻ˣ) for x > 0: no cancellation as α → 1 or α → ∞."""
+    log_ratio = x - math.log1p(math.exp(x)) if x <= 0 else -math.log1p(math.exp(-x))
+    return (1.0 + math.exp(x)) * log_ratio
 
 
 def _cks_epsilon_at(x: float, rho: float, delta: float) -> float:
@@ -90,7 +93,7 @@ def zcdp_epsilon_cks(delta: float, rho: float) -> tuple[float, float]:
     The infimum over α > 1 is found without a fixed interval (:func:`_minimise_log_order`,
     started at the Bun–Steinke optimum α = 1 + √(log(1/δ)/ρ)). Every α > 1 gives a valid ε
     (the infimum only tightens it), so the returned ε is a guarantee whatever the optimiser
-    did; :func:`zcdp_delta_cks_mp` re-checks it.
+    did; it is moved up (by ulps) until :func:`zcdp_delta_cks_mp` confirms δ(ε) ≤ δ at that α.
 
     Returns
     -------
@@ -99,7 +102,11 @@ def zcdp_epsilon_cks(delta: float, rho: float) -> tuple[float, float]:
     x = _minimise_log_order(
         lambda v: _cks_epsilon_at(v, rho, delta), 0.5 * math.log(math.log(1.0 / delta) / rho)
     )
-    return max(_cks_epsilon_at(x, rho, delta), 0.0), 1.0 + math.exp(x)
+    alpha = 1.0 + math.exp(x)
+    epsilon = max(_cks_epsilon_at(x, rho, delta), 0.0)
+    if epsilon > 0.0:  # the float evaluation is within a few ulps: move up until δ(ε) ≤ δ in 60 digits
+        epsilon = nudge_until(epsilon, lambda e: zcdp_delta_cks_mp(e, rho, alpha) <= delta, up=True)
+    return epsilon, alpha
 
 
 def zcdp_delta_cks_mp(epsilon: float, rho: float, alpha: float) -> mpmath.mpf:
