@@ -56,6 +56,7 @@ from dpopt.privacy.discrete_laplace import (
     discrete_laplace_renyi,
     discrete_laplace_zcdp_holds,
 )
+from dpopt.privacy.zcdp import renyi_peak
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
@@ -115,20 +116,28 @@ def _approx_scale(space: SensitivitySpace, epsilon: float, delta: float) -> Frac
 
 
 def _zcdp_scale(space: SensitivitySpace, rho: float) -> Fraction | None:
-    """The dyadic b whose Rényi divergences near α = 1 (the Kullback–Leibler limit, where D_α/α peaks)
-    meet ρ(1 − 1e-7) for every move pattern, if the interval-of-orders certificate accepts it; else None."""
+    """The dyadic b whose peak sup_α D_α/α (:func:`~dpopt.privacy.zcdp.renyi_peak`: at α → 1 for large
+    ρ, at an interior order for small ρ) meets ρ(1 − 1e-8) for every move pattern, moved up until
+    the interval-of-orders certificate accepts it; None when the differences are not listed or the
+    certificate does not accept it within a few steps."""
     patterns = move_patterns(space)
     if patterns is None:
         return None
 
-    def near_one(b: float) -> float:
-        return max(float(discrete_laplace_renyi(1 + 1e-12, Fraction(b), t).mid()) for t in patterns)
+    def peak(b: float) -> float:
+        scale = Fraction(b)
+        return max(renyi_peak(lambda a, t=t: float(discrete_laplace_renyi(a, scale, t).mid()),
+                              sum(t) / b, rho) for t in patterns)
 
     hi = float(space.l1) / math.sqrt(2.0 * rho)  # ε-DP ⇒ ε²/2-zCDP: enough
     lo = hi / 4.0
-    hi = bisect_feasible(lambda b: near_one(b) <= rho * (1 - 1e-7), lo, hi, steps=60, geometric=True)
+    hi = bisect_feasible(lambda b: peak(b) <= rho * (1 - 1e-8), lo, hi, steps=40, geometric=True)
     scale = dyadic_ceil(Fraction(hi))
-    return scale if discrete_laplace_zcdp_holds(scale, patterns, rho)[0] else None
+    for _ in range(4):
+        if discrete_laplace_zcdp_holds(scale, patterns, rho)[0]:
+            return scale
+        scale = dyadic_ceil(scale * (1 + Fraction(1, 10**8)))
+    return None
 
 
 def _ceil_sqrt(x: Fraction, q: int) -> Fraction:
