@@ -113,3 +113,30 @@ def test_pure_families_serve_every_target_and_verify(privacy):
         assert cert.passed and verify(cert).passed
         if family == "k_norm":
             assert cert["mechanism"]["parameters"]["epsilon"] == eps0  # the l1 ball: ‖v‖_K ≤ 1 for v = e_i
+
+
+TABLE_3X2 = {"dpopt": 1, "name": "t", "data": {"attributes": {"r": ["a", "b", "c"], "s": ["f", "m"]}},
+             "query": {"kind": "contingency_table", "attributes": ["r", "s"]}, "adjacency": {"kind": "replace_one"},
+             "utility": {"metric": "l2"}, "mechanism": "k_norm"}
+
+
+@pytest.mark.parametrize("privacy", [
+    {"pure": {"epsilon": 1.0}}, {"approx": {"epsilon": 1.0, "delta": 1e-6}}, {"zcdp": {"rho": 0.5}},
+    {"gdp": {"mu": 0.5}},
+])
+def test_knorm_utility_bound_never_beats_its_design(privacy):
+    # the oracle is the family's own design (the optimal K of the root polytope): the selector may skip
+    # K-norm only when a candidate beats a bound that no K-norm design can beat
+    from dpopt.mechanisms.k_norm import KNormMechanism
+
+    problem = dpopt.compile({**TABLE_3X2, "privacy": privacy})
+    bound = KNormMechanism.utility_bound(problem)
+    value = KNormMechanism.design(problem).expected_utility(problem.spec.utility).value
+    assert bound is not None and 0 < bound <= value
+
+
+def test_knorm_is_pruned_under_strong_gdp():
+    # specs/table_age_sex_gdp.yaml: James–Stein 3205 beats the K-norm bound (≈ 5570 at μ = 0.1), so
+    # the hull (20 s budget) is not built
+    rows = {c.family: c for c in dpopt.solve("specs/table_age_sex_gdp.yaml").candidates}
+    assert rows["k_norm"].reason.startswith("not designed: its utility bound")

@@ -398,6 +398,22 @@ class KNormMechanism(Mechanism):
         return None
 
     @classmethod
+    def utility_bound(cls, problem: Problem) -> float | None:
+        """For metric l2 without workload or weights, :func:`optimal_cost_lower_bound` at the ε₀ the
+        target allows (:func:`~dpopt.privacy.pure_conversion.pure_epsilon_for`), rounded down by
+        1e-9 relative: it bounds the optimal K and every fallback ball (each contains S, hence the
+        cross-polytope the bound is built on). None otherwise, or when S cannot be listed."""
+        spec, space = problem.spec, problem.space
+        utility = spec.utility
+        if utility.metric != "l2" or utility.workload is not None or utility.weights is not None:
+            return None
+        vectors = space.listed()
+        if vectors is None or space.rank == 0:
+            return None
+        bound, _ = optimal_cost_lower_bound(vectors, space.span.basis(), pure_epsilon_for(spec.privacy))
+        return bound * (1 - 1e-9) if math.isfinite(bound) and bound > 0 else None
+
+    @classmethod
     def design(cls, problem: Problem) -> KNormMechanism:
         """K = Hull(S) when its facets can be computed in time, else the best fallback ball.
 
