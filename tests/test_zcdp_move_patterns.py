@@ -81,3 +81,17 @@ def test_discrete_laplace_histogram_within_1e6_of_the_exact_calibration(rho):
     assert exact * (1 - 1e-9) <= b <= exact * (1 + 2e-6)
     assert b < 2 / math.sqrt(2 * rho) * 0.99  # well below the ε-DP ⇒ ε²/2 fallback (Δ₁ = 2)
     assert verify(sol.certificate).passed
+
+
+@pytest.mark.parametrize("low, high", [(1 + 1e-9, 1 + 1e-6), (1.0001, 1.0002), (1.5, 3.0), (1.01, 40.0)])
+def test_chord_bound_covers_every_order_of_the_interval(low, high):
+    # the bound on D_α/α over [low, high] must not be below its value at any order of a dense grid
+    # (dp_accounting's Laplace RDP for two coordinates shifted by 0.3, the histogram move at b = 1/0.3)
+    from flint import arb
+
+    from dpopt.privacy.laplace import laplace_renyi
+    from dpopt.privacy.zcdp import _chord_bound
+
+    bound = _chord_bound(lambda a: 2 * laplace_renyi(a, 0.3), arb(low), arb(high))
+    orders = np.linspace(low, high, 2001)
+    assert float(bound.upper()) >= max(_laplace_pair(1 / 0.3, a) / a for a in orders) * (1 - 1e-12)

@@ -9,9 +9,9 @@ gives exactly ε = Δ₁/b (the privacy loss ratio P[y]/P[y − v] is at most e^
 Targets: pure ε; (ε, δ) by the exact profile of the noise law, a finite sum for each move
 pattern of the neighbouring differences (:mod:`dpopt.privacy.discrete_laplace`; through
 pure ε, δ unused, when the differences cannot be listed); ρ-zCDP by the Rényi divergences
-of each move pattern, certified over intervals of orders, with ε-DP ⇒ ε²/2-zCDP (Bun &
-Steinke 2016, Prop. 1.4) as the fallback (differences not listed, or ρ too small for the
-interval bounds).
+of each move pattern, calibrated on the peak of D_α/α (an interior order at small ρ) and
+certified over intervals of orders, with ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4) as
+the fallback when the differences are not listed.
 
 The scale is a dyadic rational b = p/2^k and every draw is made in integer arithmetic
 from uniform integers by the exact sampler of :mod:`dpopt.noise.discrete_laplace` (CKS
