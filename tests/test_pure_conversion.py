@@ -140,3 +140,14 @@ def test_knorm_is_pruned_under_strong_gdp():
     # the hull (20 s budget) is not built
     rows = {c.family: c for c in dpopt.solve("specs/table_age_sex_gdp.yaml").candidates}
     assert rows["k_norm"].reason.startswith("not designed: its utility bound")
+
+
+def test_discrete_laplace_serves_gdp_through_the_pure_conversion():
+    # ε₀ = Δ₁/b ≤ log(Φ(μ/2)/Φ(−μ/2)) = 0.8069653463 at μ = 1 (Lee et al. 2022, eq. 12), b dyadic rounded up
+    spec = {"dpopt": 1, "name": "histogram", "data": {"attributes": {"race": ["a", "b", "c"]}},
+            "query": {"kind": "histogram", "attribute": "race"}, "adjacency": {"kind": "add_remove"},
+            "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "discrete_laplace", "utility": {"metric": "l2"}}
+    solution = dpopt.solve(spec)
+    assert 1 / float(solution.mechanism.scale) == pytest.approx(0.8069653463, rel=2e-6)
+    assert 1 / float(solution.mechanism.scale) <= 0.8069653463050  # the bound rounded up in its 13th digit
+    assert verify(solution.certificate).passed

@@ -8,7 +8,8 @@ added i.i.d. to each coordinate of a query with integer values and l1 sensitivit
 gives exactly ε = Δ₁/b (the privacy loss ratio P[y]/P[y − v] is at most e^{‖v‖₁/b}).
 Targets: pure ε; (ε, δ) by the exact profile of the noise law, a finite sum for each move
 pattern of the neighbouring differences (:mod:`dpopt.privacy.discrete_laplace`; through
-pure ε, δ unused, when the differences cannot be listed); ρ-zCDP by the Rényi divergences
+pure ε, δ unused, when the differences cannot be listed); μ-GDP through ε-DP
+(:mod:`dpopt.privacy.pure_conversion`); ρ-zCDP by the Rényi divergences
 of each move pattern, calibrated on the peak of D_α/α (an interior order at small ρ) and
 certified over intervals of orders, with ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4) as
 the fallback when the differences are not listed.
@@ -56,6 +57,7 @@ from dpopt.privacy.discrete_laplace import (
     discrete_laplace_renyi,
     discrete_laplace_zcdp_holds,
 )
+from dpopt.privacy.pure_conversion import pure_epsilon_for, pure_privacy_check
 from dpopt.privacy.zcdp import renyi_peak
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
@@ -73,8 +75,11 @@ def discrete_laplace_privacy_check(space: SensitivitySpace, scale: Fraction, pri
     zcdp: (Δ₁/b)²/2 ≤ ρ in exact rationals, else the Rényi divergences of each move pattern
     over intervals of orders.
     """
-    patterns = move_patterns(space) if privacy.definition in ("approx", "zcdp") else None
     eps = Fraction(space.l1) / scale
+    if privacy.definition == "gdp":
+        return pure_privacy_check(eps, privacy, "ε = Δ₁/b of discrete Laplace noise (Canonne, Kamath & Steinke "
+                                  "2020), exact rational", f"Δ₁/b = {float(eps):.17g} (b = {scale})")
+    patterns = move_patterns(space) if privacy.definition in ("approx", "zcdp") else None
     if privacy.definition == "zcdp" and patterns is not None and eps * eps / 2 > Fraction(privacy.parameters["rho"]):
         passed, detail = discrete_laplace_zcdp_holds(scale, patterns, privacy.parameters["rho"])
         return Check(
@@ -168,7 +173,7 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         spec = problem.spec
         if not is_integer_valued(spec):
             return "discrete noise needs an integer-valued query (counts, histograms, tables, marginals)"
-        if spec.privacy.definition not in ("pure", "approx", "zcdp"):
+        if spec.privacy.definition not in ("pure", "approx", "zcdp", "gdp"):
             return f"no {spec.privacy.definition} calibration for discrete Laplace noise in this version"
         return None
 
@@ -217,6 +222,8 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
             )))
         elif "epsilon" in p:
             scale = dyadic_ceil(Fraction(space.l1) / Fraction(p["epsilon"]))
+        elif spec.privacy.definition == "gdp":  # ε-DP ⇒ μ-GDP (randomized response, Lee et al. 2022, eq. 12)
+            scale = dyadic_ceil(Fraction(space.l1) / Fraction(pure_epsilon_for(spec.privacy)))
         else:
             target = Fraction(space.l1) ** 2 / (2 * Fraction(p["rho"]))  # b² ≥ Δ₁²/(2ρ)
             scale = _ceil_sqrt(target, dyadic_ceil(Fraction(math.sqrt(float(target)))).denominator)
