@@ -9,7 +9,8 @@ The sampled scale is **never disclosed** — conditional on b the release is Lap
 with ε = Δ/b, which for the optimal folds is many times the target (digest P10); the
 certificate holds only the second fold's law.
 
-Privacy (pure ε only): exact, ε(Δ) = ln(E[t]/M'(−Δ)) (Thm 4.1; :mod:`dpopt.privacy.r2dp`),
+Privacy (ε-DP; other targets through :mod:`dpopt.privacy.pure_conversion`): exact,
+ε(Δ) = ln(E[t]/M'(−Δ)) (Thm 4.1; :mod:`dpopt.privacy.r2dp`),
 never Thm 4.5's "average leakage" nor Thm B.2. One independent t per coordinate; the
 vector guarantee is max_{v∈S} Σ_i ε(|v_i|) (derived there), certified over every
 difference vector in 60-digit arithmetic and cross-checked against a brute-force
