@@ -37,10 +37,11 @@ def distinct_directions(vectors: np.ndarray) -> np.ndarray:
     sign = np.where(lead < 0, -1.0, 1.0)
     u, v = u * sign[:, None], v * sign[:, None]
     keys = np.ascontiguousarray(np.round(u, ROUND) + 0.0)  # + 0.0: −0 and 0 are one key
-    index: dict[bytes, int] = {}  # rows grouped by hashing: np.unique(axis=0) sorts 10⁵ rows lexically
-    group = np.fromiter((index.setdefault(row.tobytes(), len(index)) for row in keys), dtype=np.int64,
-                        count=keys.shape[0])
-    best = np.full(len(index), -1)
+    # each row as one opaque byte string: np.unique(axis=0) would sort 10⁵ rows column by column
+    rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).reshape(-1)
+    _, group = np.unique(rows, return_inverse=True)
+    group = group.reshape(-1)
+    best = np.full(int(group.max()) + 1, -1)
     order = np.argsort(norms)
     np.maximum.at(best, group[order], np.arange(order.size))  # per group, its last (longest) in `order`
     return v[np.sort(order[best])]
