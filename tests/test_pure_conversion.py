@@ -13,6 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from scipy import stats
 
 import dpopt
@@ -89,7 +90,7 @@ def test_gdp_epsilon_is_tight_on_a_grid():
 def test_knorm_table_under_approx_beats_gaussian():
     # Issue 26 done-means: the 3×4 table with both margins fixed under (2, 1e-9) takes the optimal
     # K-norm (l2 = 30.67 at ε = 2 in the pure-ε example, against 291.3 for the projected Gaussian).
-    spec = dpopt.load_spec("specs/table_3x4_margins_pure.yaml").model_dump(mode="json", exclude_none=True)
+    spec = dpopt.load_spec(ROOT / "specs" / "table_3x4_margins_pure.yaml").model_dump(mode="json", exclude_none=True)
     spec["privacy"] = {"approx": {"epsilon": 2, "delta": 1e-9}}
     cert = dpopt.solve(dpopt.load_spec(spec)).certificate
     assert cert["mechanism"]["family"] == "k_norm"
@@ -138,7 +139,7 @@ def test_knorm_utility_bound_never_beats_its_design(privacy):
 def test_knorm_is_pruned_under_strong_gdp():
     # specs/table_age_sex_gdp.yaml: James–Stein 3205 beats the K-norm bound (≈ 5570 at μ = 0.1), so
     # the hull (20 s budget) is not built
-    rows = {c.family: c for c in dpopt.solve("specs/table_age_sex_gdp.yaml").candidates}
+    rows = {c.family: c for c in dpopt.solve(ROOT / "specs" / "table_age_sex_gdp.yaml").candidates}
     assert rows["k_norm"].reason.startswith("not designed: its utility bound")
 
 
