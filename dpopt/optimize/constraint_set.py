@@ -36,12 +36,15 @@ def distinct_directions(vectors: np.ndarray) -> np.ndarray:
     lead = u[np.arange(u.shape[0]), np.argmax(np.abs(u) > 1e-9, axis=1)]
     sign = np.where(lead < 0, -1.0, 1.0)
     u, v = u * sign[:, None], v * sign[:, None]
-    _, group = np.unique(np.round(u, ROUND) + 0.0, axis=0, return_inverse=True)
+    keys = np.ascontiguousarray(np.round(u, ROUND) + 0.0)  # + 0.0: −0 and 0 are one key
+    # each row as one opaque byte string: np.unique(axis=0) would sort 10⁵ rows column by column
+    rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).reshape(-1)
+    _, group = np.unique(rows, return_inverse=True)
     group = group.reshape(-1)
-    best = np.full(group.max() + 1, -1)
-    for i in np.argsort(norms):  # the last (longest) wins
-        best[group[i]] = i
-    return v[np.sort(best)]
+    best = np.full(int(group.max()) + 1, -1)
+    order = np.argsort(norms)
+    np.maximum.at(best, group[order], np.arange(order.size))  # per group, its last (longest) in `order`
+    return v[np.sort(order[best])]
 
 
 def extreme_points(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:

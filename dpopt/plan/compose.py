@@ -176,8 +176,7 @@ def composed_pld(pairs: list[float | ProductPair], step: float | None = None) ->
         brackets.insert(0, marginal_pld(GaussianMarginal(1.0), gaussian, step))
     total = brackets[0]
     for b in brackets[1:]:
-        total, b = _same_grid(total, b), _same_grid(b, total)
-        total = total.compose(b)
+        total = total.compose(b)  # on the coarser grid of the two (DiscretePLD.compose)
     return total
 
 
@@ -192,15 +191,6 @@ def epsilon_at(bracket: PLDBracket, delta: float) -> tuple[float, float]:
                 return math.inf
         return bisect_feasible(lambda eps: float(side.delta(eps)[0]) <= delta, lo, hi, atol=1e-10)
     return solve(bracket.lower), solve(bracket.upper)
-
-
-def _same_grid(a: PLDBracket, b: PLDBracket) -> PLDBracket:
-    """``a`` on ``b``'s grid when ``b``'s is coarser (a long convolution coarsens its result by
-    powers of 2), rounding the pessimistic side up and the optimistic side down."""
-    factor = int(round(b.upper.step / a.upper.step))
-    if factor <= 1:
-        return a
-    return PLDBracket(a.upper.coarsened(factor, up=True), a.lower.coarsened(factor, up=False))
 
 
 def composed_epsilon(pairs: list[float | PLDBracket], delta: float) -> tuple[float, float, str]:
