@@ -87,57 +87,105 @@ def _solve_plan(args: argparse.Namespace) -> int:
         print(f"{sol.plan.name}: {len(sol.designs)} queries under {cert['guarantee']['definition']} "
               f"{sol.plan.privacy.parameters}; weighted total {cert['utility']['value']:.6g} "
               f"(optimal/equal split = {a['ratio_optimal_to_equal']:.4f}); {len(cert['checks'])} plan checks passed"
-              + (f"; wrote {args.out}/" if args.out else ""))
+              + _wrote([Path(args.out) / "certificate.json", Path(args.out) / "report.md"] if args.out else []))
     return 0
 
 
+def _wrote(paths) -> str:
+    """``; wrote out/a.json, out/b.json`` for the files a command wrote (empty when none)."""
+    return "; wrote " + ", ".join(str(p) for p in paths) if paths else ""
+
+
+def _is_hierarchy(path: str) -> bool:
+    """A spec file with a ``geography`` block (a hierarchical release)."""
+    from dpopt.spec.load import read_document
+
+    document = read_document(path)
+    return isinstance(document, dict) and document.get("geography") is not None
+
+
 def _solve(args: argparse.Namespace) -> int:
-    from dpopt.report.reading import claim_counts
+    from dpopt.report.reading import claim_counts, epsilon_by_delta, epsilon_line
     from dpopt.report.words import format_parameters
     from dpopt.solve import solve
 
     if _is_plan(args.spec):
         return _solve_plan(args)
+    if _is_hierarchy(args.spec):
+        return _solve_hierarchy(args)
+    written = []
     with stdout_to_stderr():
         with _progress("dpopt solve: deriving, designing and certifying"):
             sol = solve(args.spec)
         cert = sol.certificate
         if args.out:
-            _write_solution(sol, args.out)
+            written = _write_solution(sol, args.out)
     if args.json:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
         u = cert["utility"]
         claims, unavailable = claim_counts(cert.data)
+        eps = epsilon_line(epsilon_by_delta(cert.data))
         print(f"{sol.spec.name}: {sol.mechanism.title} ({format_parameters(sol.mechanism.parameters)}) "
-              f"-> {u['metric']} = {u['value']:.6g}; {claims} claims hold (as `dpopt verify` counts them"
-              + (f"; {unavailable} not available)" if unavailable else ")")
-              + (f"; wrote {args.out}/" if args.out else ""))
+              f"-> {u['metric']} = {u['value']:.6g}; " + (f"{eps}; " if eps else "")
+              + f"{claims} claims hold (as `dpopt verify` counts them"
+              + (f"; {unavailable} not available)" if unavailable else ")") + _wrote(written))
     return 0
 
 
-def _write_solution(sol, folder: str) -> None:
-    """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``."""
+def _solve_hierarchy(args: argparse.Namespace) -> int:
+    """A spec with ``geography``: every level designed and the whole release certified, as ``release`` does it."""
+    from dpopt.release.hierarchy_design import solve_hierarchy
+    from dpopt.report.reading import epsilon_line
+    from dpopt.report.words import format_parameters
+
+    written = []
+    with stdout_to_stderr():
+        with _progress("dpopt solve: designing and certifying every level"):
+            sol = solve_hierarchy(args.spec)
+            cert = sol.certificate()
+        if args.out:
+            written = sol.write(args.out)
+    if args.json:
+        sys.stdout.write(cert.to_json())
+    elif not args.out or not args.quiet:
+        for level, share, solution in zip(sol.names, sol.shares, sol.solutions):
+            print(f"{level}: share {float(share):.4f}, {solution.mechanism.title} "
+                  f"({format_parameters(solution.mechanism.parameters)}) under "
+                  f"{solution.spec.privacy.definition} {format_parameters(solution.spec.privacy.parameters)}")
+        g = cert["guarantee"]
+        eps = epsilon_line(g["epsilon_at_delta"] or {})
+        print(f"{sol.spec.name}: the whole release is {g['definition']} "
+              f"{format_parameters({k: g[k] for k in sol.spec.privacy.parameters})}"
+              + (f"; {eps}" if eps else "") + f"; {len(cert['checks'])} composition check(s) hold" + _wrote(written))
+    return 0
+
+
+def _write_solution(sol, folder: str) -> list:
+    """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``; the files written."""
     from dpopt.report.folder import write_solution
 
     with _progress("dpopt solve: report") as stage:
-        write_solution(sol, folder, progress=stage)
+        return write_solution(sol, folder, progress=stage)
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from dpopt.certificate.model import Certificate
+    from dpopt.certificate.hierarchy_release import is_hierarchy_certificate, verify_hierarchy_release
     from dpopt.certificate.second_route import is_not_available
     from dpopt.certificate.verify import verify
     from dpopt.plan import is_plan_certificate
     from dpopt.report.reading import human
 
-    cert = Certificate.from_file(args.certificate)
-    if is_plan_certificate(cert.data):
-        from dpopt.plan import verify_plan  # a plan's verifier designs its queries: loaded only for plans
+    cert = _read_certificate(args.certificate)
+    with _progress("dpopt verify: re-deriving every claim"):
+        if is_plan_certificate(cert.data):
+            from dpopt.plan import verify_plan  # a plan's verifier designs its queries: loaded only for plans
 
-        result = verify_plan(cert)
-    else:
-        result = verify(cert)
+            result = verify_plan(cert)
+        elif is_hierarchy_certificate(cert.data):
+            result = verify_hierarchy_release(cert)
+        else:
+            result = verify(cert)
     unavailable = [c for c in result.checks if is_not_available(c)]
     for check in result.checks:
         mark = "N/A " if check in unavailable else "PASS" if check.passed else "FAIL"
@@ -149,6 +197,31 @@ def _verify(args: argparse.Namespace) -> int:
         return 0
     print("certificate FAILED: " + ", ".join(c.claim for c in result.failed), file=sys.stderr)
     return 1
+
+
+def _read_certificate(path: str):
+    """The certificate in ``path``; a spec given instead is named as one.
+
+    Raises
+    ------
+    CertificateError
+    """
+    from dpopt.certificate.model import Certificate
+    from dpopt.errors import CertificateError
+
+    advice = f"{path} is a spec: verify takes a certificate; to check a spec, run `dpopt solve {path}`"
+    if Path(path).suffix.lower() in (".yaml", ".yml"):
+        raise CertificateError(advice)
+    try:
+        return Certificate.from_file(path)
+    except CertificateError:
+        try:
+            document = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # unreadable or not JSON: from_file's message says so
+            document = None
+        if isinstance(document, dict) and "spec_sha256" not in document and ("query" in document or "queries" in document):
+            raise CertificateError(advice) from None
+        raise
 
 
 def _emit_release(document: dict, certificate, out: str | None) -> int:

@@ -40,6 +40,15 @@ def epsilon_by_delta(d: dict) -> dict[float, list[tuple[float, str]]]:
     return {delta: sorted(out[delta]) for delta in sorted(out, reverse=True)}
 
 
+def epsilon_line(by_delta: dict) -> str:
+    """The headline ε at each δ on one line (``ε = 4.38 at δ = 1e-05, ...``), as a report's headline
+    states them: ``by_delta`` maps δ to ε, or to the figures of :func:`epsilon_by_delta` (tightest first)."""
+    def first(value):
+        return value[0][0] if isinstance(value, list) else value
+
+    return ", ".join(f"ε = {first(eps):.4g} at δ = {float(delta):g}" for delta, eps in by_delta.items())
+
+
 def epsilon_table(by_delta: dict) -> list:
     if not by_delta:
         return []
