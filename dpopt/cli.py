@@ -224,14 +224,23 @@ def _read_certificate(path: str):
         raise
 
 
-def _emit_release(document: dict, certificate, out: str | None) -> int:
-    """The release document on stdout, or ``release.json`` and ``certificate.json`` in the folder ``out``."""
-    from dpopt.release.batch import release_json, write_release
+def _emit_release(document: dict, certificate, args: argparse.Namespace) -> int:
+    """The release document on stdout (JSON, or the per-cell CSV with ``--format csv``), or ``release.json``,
+    ``release.csv`` and ``certificate.json`` in the folder ``--out``."""
+    from dpopt.release.batch import write_release
 
-    if out:
-        write_release(document, certificate, out)
+    return _emit(document, args, lambda: write_release(document, certificate, args.out))
+
+
+def _emit(document: dict, args: argparse.Namespace, write) -> int:
+    """Call ``write`` (files in ``--out``; it returns them) and name what it wrote, or print ``document``."""
+    from dpopt.release.batch import release_json
+    from dpopt.release.cells import document_csv
+
+    if args.out:
+        print(_wrote(write()).removeprefix("; "), file=sys.stderr)
     else:
-        sys.stdout.write(release_json(document))
+        sys.stdout.write(document_csv(document) if args.format == "csv" else release_json(document))
     return 0
 
 
@@ -243,7 +252,7 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
                                     "(--groups applies to a single-query spec)")
     if not args.group_by and (args.engine != "duckdb" or args.scheduler):
         raise SpecError("--group-by", "--engine and --scheduler apply to a grouped release (--group-by)")
-    with stdout_to_stderr():
+    with stdout_to_stderr(), _progress("dpopt release: designing the plan, counting and releasing"):
         if args.group_by:
             client = _dask_client(args.scheduler) if args.engine == "dask" else None
             sol, document, cert = release_plan_groups(args.spec, args.data, args.group_by, randomness,
@@ -251,12 +260,13 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
         else:
             sol, document = release_plan(args.spec, args.data, randomness)
             cert = sol.certificate
-    return _emit_release(document, cert, args.out)
+    return _emit_release(document, cert, args)
 
 
 def _release(args: argparse.Namespace) -> int:
     from dpopt.release import random_source, release_groups, release_once
-    from dpopt.release.batch import release_document, release_json
+    from dpopt.release.batch import release_document
+    from dpopt.release.cells import release_cells
     from dpopt.release.postprocessed import document_block, postprocess_once
     from dpopt.spec.load import load_spec
 
@@ -274,40 +284,35 @@ def _release(args: argparse.Namespace) -> int:
     if args.group_by:
         public = {column: args.groups for column in args.group_by} if args.groups else None
         client = _dask_client(args.scheduler) if args.engine == "dask" else None
-        with stdout_to_stderr():
+        with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing every group"):
             rel = release_groups(args.spec, args.data, args.group_by, groups=public, randomness=randomness,
                                  engine=args.engine, client=client)
-        if args.out:
-            rel.write(args.out)
-        else:
-            sys.stdout.write(release_json(rel.document()))
-        return 0
+        return _emit(rel.document(), args, lambda: rel.write(args.out))
     if args.groups or args.engine != "duckdb" or args.scheduler:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
-    with stdout_to_stderr():
+    with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing"):
         sol, noisy, records = release_once(args.spec, args.data, randomness)
     document = release_document(sol, noisy, records, randomness)
     certificate = sol.certificate
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
         document["postprocess"] = document_block(post, sol.problem.labels)
-    return _emit_release(document, certificate, args.out)
+        document["cells"] = release_cells(certificate["utility"]["per_cell"], sol.problem.labels, noisy,
+                                          post.answers, "; ".join(post.method["steps"]))
+    return _emit_release(document, certificate, args)
 
 
 def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
     """A spec with ``geography``: every level released, post-processed top-down."""
-    from dpopt.release.batch import release_json
     from dpopt.release.hierarchy import release_hierarchy
 
     if args.group_by or args.groups or args.scheduler:
         raise SpecError("--group-by", "a spec with geography releases its levels itself: drop --group-by, --groups, --scheduler")
-    rel = release_hierarchy(args.spec, args.data, randomness=randomness,
-                            engine="dask" if args.engine == "dask" else "numpy", error_draws=args.error_draws)
-    if args.out:
-        rel.write(args.out)
-    else:
-        sys.stdout.write(release_json(rel.document()))
-    return 0
+    with stdout_to_stderr():
+        with _progress("dpopt release: designing, releasing and post-processing every level"):
+            rel = release_hierarchy(args.spec, args.data, randomness=randomness,
+                                    engine="dask" if args.engine == "dask" else "numpy", error_draws=args.error_draws)
+    return _emit(rel.document(), args, lambda: rel.write(args.out))
 
 
 def _dask_client(address: str | None):
@@ -322,13 +327,18 @@ def _dask_client(address: str | None):
 def _audit(args: argparse.Namespace) -> int:
     from dpopt.audit import audit
     from dpopt.audit.empirical import AUDIT_DRAWS, AUDIT_SEED
-    from dpopt.plan import solve_plan
-    from dpopt.plan.audit import audit_plan
+    from dpopt.certificate.model import Certificate
+    from dpopt.plan import is_plan_certificate, solve_plan
+    from dpopt.plan.audit import audit_plan, audit_plan_certificate
+    from dpopt.spec.load import read_document
 
     draws = AUDIT_DRAWS if args.draws is None else args.draws
     seed = AUDIT_SEED if args.seed is None else args.seed
-    with stdout_to_stderr():
-        if _is_plan(args.source):
+    document = read_document(args.source)
+    with stdout_to_stderr(), _progress(f"dpopt audit: {draws} draws per dataset and pair"):
+        if is_plan_certificate(document):
+            result = audit_plan_certificate(Certificate.from_dict(document, str(args.source)), draws=draws, seed=seed)
+        elif _is_plan(args.source):
             result = audit_plan(solve_plan(args.source), draws=draws, seed=seed)
         else:
             result = audit(args.source, draws=draws, seed=seed)
@@ -439,8 +449,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed the noise: refused unless --insecure-seed (default: OS-entropy CSPRNG)")
     p.add_argument("--insecure-seed", action="store_true",
                    help="accept predictable noise from --seed (tests and reproductions only)")
-    p.add_argument("--out", help="folder for release.json, certificate.json (and release_COLUMN.parquet); "
-                                 "default: print")
+    p.add_argument("--out", help="folder for release.json, release.csv (each cell's value, standard error and 95%% "
+                                 "margin of error), certificate.json (and release_COLUMN.parquet); default: print")
+    p.add_argument("--format", choices=["json", "csv"], default="json",
+                   help="what is printed without --out: the release document (json) or its per-cell table (csv)")
     p.add_argument("--error-draws", type=int, default=20, metavar="N",
                    help="Monte Carlo releases for the error before/after post-processing (spec with postprocess "
                         "or geography; 0: none)")

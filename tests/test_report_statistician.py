@@ -81,7 +81,7 @@ def test_per_cell_errors_of_the_census(census, tmp_path):
     per_cell = census["utility"]["per_cell"]
     se, moe = 1.25 / math.sqrt(2), stats.norm.ppf(0.975) * 1.25 / math.sqrt(2)
     assert per_cell["level"] == 0.95 and len(per_cell["cells"]) == 104
-    assert per_cell["cells"][1]["cell"] == "state=AL, voting_age=under_18"
+    assert per_cell["cells"][1]["cell"] == "state=AL,voting_age=under_18"
     for cell in per_cell["cells"]:
         assert cell["standard_error"] == pytest.approx(se, rel=1e-12)
         assert cell["margin_of_error"] == pytest.approx(moe, rel=1e-12)
@@ -109,7 +109,7 @@ def test_per_cell_errors_of_k_norm_noise_add_up_to_its_l2():
     # of a mean of Z_i² is about √2/√20000 = 1% per cell, so 5% is beyond 4 SE for the sum
     cert = solved(_path("table_3x4_margins_pure")).certificate
     cells = cert["utility"]["per_cell"]["cells"]
-    assert cells[0]["cell"] == "tenure=owner, size=1"
+    assert cells[0]["cell"] == "tenure=owner,size=1"
     total = sum(c["standard_error"] ** 2 for c in cells)
     assert total == pytest.approx(cert["utility"]["value"], rel=0.05)
     assert all(c["standard_error"] < c["margin_of_error"] < 4 * c["standard_error"] for c in cells)

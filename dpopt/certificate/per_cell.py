@@ -86,6 +86,37 @@ def _monte_carlo(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str]:
                      "margin = the 95% quantile of |Z_i|")
 
 
+def _block(labels, se, moe, method: str) -> dict:
+    cells = [
+        {"cell": str(label),
+         "standard_error": float(s) if np.isfinite(s) else None,
+         "margin_of_error": float(m) if np.isfinite(m) else None}
+        for label, s, m in zip(labels, se, moe)
+    ]
+    return {"level": LEVEL, "method": method, "cells": cells}
+
+
+def mapped_per_cell_errors(mechanism: Mechanism, matrix, labels) -> dict:
+    r"""The per-cell errors of M·Z, a linear post-processing of the mechanism's noise Z (e.g. a plan's
+    query answered from a jointly released histogram), in the block format of :func:`per_cell_errors`.
+
+    Gaussian noise Z = B·W, W ~ N(0, diag σ_k²): cell i of M·Z is N(0, Σ_k (MB)_ik² σ_k²), a closed
+    form (margin 1.96·SE); otherwise a Monte Carlo of the mechanism's sampler mapped by M.
+    """
+    matrix = np.atleast_2d(np.asarray(matrix, dtype=float))
+    law = mechanism.noise_law()
+    if isinstance(law, ProductLaw) and law.gaussian and law.observed is None:
+        sd = np.array([m.gaussian_sd for m in law.marginals])
+        mb = matrix if law.basis is None else matrix @ np.asarray(law.basis, dtype=float)
+        se = np.sqrt(mb**2 @ sd**2)
+        return _block(labels, se, Z_975 * se, f"closed form: cell i of M·Z is N(0, Σ_k (MB)_ik² σ_k²) under "
+                                                f"{law.description}; margin 1.96·SE")
+    z = mechanism.sample(DRAWS, np.random.default_rng(SEED)) @ matrix.T
+    return _block(labels, np.sqrt(np.mean(z**2, axis=0)), np.quantile(np.abs(z), LEVEL, axis=0),
+                  f"Monte Carlo of the mechanism's sampler mapped by M ({DRAWS} draws, seed {SEED}): "
+                  "SE = √(mean (MZ)_i²), margin = the 95% quantile of |(MZ)_i|")
+
+
 def per_cell_errors(mechanism: Mechanism, labels) -> dict:
     """Each released cell's standard error and 95% margin of error (see the module docstring).
 
@@ -93,7 +124,8 @@ def per_cell_errors(mechanism: Mechanism, labels) -> dict:
     ----------
     mechanism : Mechanism
     labels : sequence of str
-        The query's cell labels (``race=other,sex=male``), in the order of the release.
+        The query's cell labels (``race=other,sex=male``), in the order of the release; each cell
+        carries its label unchanged, the same string as the release's (:mod:`dpopt.release.cells`).
 
     Returns
     -------
@@ -107,10 +139,4 @@ def per_cell_errors(mechanism: Mechanism, labels) -> dict:
     se, moe, method = found if found is not None else _monte_carlo(mechanism)
     if isinstance(law, PostProcessedLaw):
         method += f"; the noise stage, before the post-processing ({law.operation}), whose error depends on the answer"
-    cells = [
-        {"cell": ", ".join(str(label).split(",")),
-         "standard_error": float(s) if np.isfinite(s) else None,
-         "margin_of_error": float(m) if np.isfinite(m) else None}
-        for label, s, m in zip(labels, se, moe)
-    ]
-    return {"level": LEVEL, "method": method, "cells": cells}
+    return _block(labels, se, moe, method)

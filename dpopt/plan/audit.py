@@ -18,8 +18,13 @@ import numpy as np
 from scipy.linalg import block_diag
 
 from dpopt.audit.empirical import AUDIT_DRAWS, AUDIT_SEED, AuditResult, _target, audit_mechanism
+from dpopt.certificate.model import Certificate
+from dpopt.certificate.verify import rebuild_mechanism
 from dpopt.domain.queries import compile_query
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
+from dpopt.plan.spec import load_plan
+from dpopt.sensitivity.derive import derive
+from dpopt.spec.load import load_spec
 from dpopt.spec.models import NumericAttribute, Plan
 
 MAX_RECORDS = 12
@@ -116,3 +121,15 @@ def audit_plan(solution, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> Au
         return audit_composed(solution.plan, [solution.joint.spec], [solution.joint.mechanism], draws, seed)
     return audit_composed(solution.plan, [d.spec for d in solution.designs], [d.mechanism for d in solution.designs],
                           draws, seed)
+
+
+def audit_plan_certificate(certificate: Certificate, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> AuditResult:
+    """Audit a plan certificate as written: the plan and each query's spec re-read from it, each mechanism
+    rebuilt from its recorded family and parameters (the joint release's, for a joint design), as
+    :func:`dpopt.audit.audit` does for a single certificate."""
+    plan = load_plan(certificate["spec"])
+    data = certificate.data
+    subs = [data["joint"]["certificate"]] if data.get("design") == "joint" else [q["certificate"] for q in data["queries"]]
+    specs = [load_spec(sub["spec"]) for sub in subs]
+    mechanisms = [rebuild_mechanism(sub, derive(spec)) for sub, spec in zip(subs, specs)]
+    return audit_composed(plan, specs, mechanisms, draws, seed)

@@ -21,12 +21,14 @@ import numpy as np
 
 from dpopt.certificate.composition import compose, composition_checks, groups_changed, within_group_adjacency
 from dpopt.certificate.model import Certificate
+from dpopt.certificate.per_cell import mapped_per_cell_errors
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, DataError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
 from dpopt.problem import Problem
 from dpopt.release import sources
 from dpopt.release.batch import ENGINES, group_domain
+from dpopt.release.cells import cell_rows, cells_block
 from dpopt.rng import RandomSource
 from dpopt.spec.models import Plan
 
@@ -244,8 +246,11 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         answers, records = plan_answers(solution, data)
         noisy_answers = [d.mechanism.release(v, rng=randomness.stream(i))
                          for i, (d, v) in enumerate(zip(solution.designs, answers))]
-    for design, noisy in zip(solution.designs, noisy_answers):
+    per_cells = plan_per_cell(solution)
+    rows = []
+    for design, noisy, per_cell in zip(solution.designs, noisy_answers, per_cells):
         labels = design.problem.labels
+        rows += [{"query": design.name} | row for row in cell_rows(labels, noisy, per_cell)]
         tables.append({
             "name": design.name,
             "mechanism": mechanism if joint is not None else
@@ -258,8 +263,20 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         "spec_sha256": solution.certificate["spec_sha256"],
         "guarantee": solution.certificate["guarantee"],
         "tables": tables,
+        "cells": cells_block(rows, per_cells[0]) | {"keys": ["query"], "errors": "each query's own noise: "
+                                                    + "; ".join(sorted({p["method"] for p in per_cells}))},
         "seed": randomness.seed,
         "randomness": randomness.describe(),
         "records": records,
     }
     return solution, document
+
+
+def plan_per_cell(solution: PlanSolution) -> list[dict]:
+    """Each query's per-cell standard error and 95% margin of error (the ``utility.per_cell`` block format):
+    its certificate's, or for a joint design the shared histogram's noise mapped by the query's map
+    (:func:`dpopt.certificate.per_cell.mapped_per_cell_errors`)."""
+    if solution.joint is not None:
+        return [mapped_per_cell_errors(solution.joint.mechanism, m, d.problem.labels)
+                for m, d in zip(solution.joint.maps, solution.designs)]
+    return [c["utility"]["per_cell"] for c in solution.certificates]

@@ -44,6 +44,7 @@ from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
+from dpopt.release.cells import cell_errors, cell_rows, cells_block, document_csv, release_cells
 from dpopt.rng import RandomSource, random_source
 from dpopt.solve import Solution, solve
 from dpopt.spec.load import load_spec
@@ -221,7 +222,18 @@ class GroupRelease:
                 }
                 for level in self.levels
             }
+        doc["cells"] = self.cells(include_values)
         return doc
+
+    def cells(self, include_values: bool = True) -> dict:
+        """The per-cell table (:mod:`dpopt.release.cells`), one row per group and cell (keys ``column``,
+        ``group``); without values, each cell's errors (the same in every group)."""
+        per_cell = self.certificate["utility"]["per_cell"]
+        if not include_values:
+            return cells_block(cell_rows(self.labels, [None] * len(self.labels), per_cell), per_cell)
+        rows = [{"column": level.column, "group": str(k)} | row for level in self.levels
+                for k, values in zip(level.keys, level.values) for row in cell_rows(self.labels, values, per_cell)]
+        return cells_block(rows, per_cell) | {"keys": ["column", "group"]}
 
     def write(self, out: str | Path) -> list[Path]:
         """Write ``release_<column>.parquet`` per grouping column, ``release.json``, ``certificate.json``."""
@@ -229,17 +241,22 @@ class GroupRelease:
         out.mkdir(parents=True, exist_ok=True)
         written = []
         con = sources.connect()
+        se, moe = cell_errors(self.certificate["utility"]["per_cell"], self.labels)
         for level in self.levels:
             keys = level.keys.astype(object) if level.keys.dtype.kind == "U" else level.keys
-            table = {level.column: keys} | {label: level.values[:, j] for j, label in enumerate(self.labels)}
+            table = {level.column: keys}
+            for j, label in enumerate(self.labels):  # each cell's value, standard error and 95% margin of error
+                table |= {label: level.values[:, j], f"{label} standard_error": np.full(len(keys), se[j], float),
+                          f"{label} margin_of_error_95": np.full(len(keys), moe[j], float)}
             con.register("release_table", table)
             path = out / f"release_{level.column}.parquet"
             con.execute(f"COPY release_table TO {sources.quote_literal(str(path))} (FORMAT parquet)")
             con.unregister("release_table")
             written.append(path)
         write_atomic(out / "release.json", release_json(self.document(include_values=False)))
+        write_atomic(out / "release.csv", document_csv({"cells": self.cells()}))
         self.certificate.write(out / "certificate.json")
-        return written + [out / "release.json", out / "certificate.json"]
+        return written + [out / "release.json", out / "release.csv", out / "certificate.json"]
 
 
 def _check_grouped_spec(spec: Spec, group_by: Sequence[str]) -> None:
@@ -367,10 +384,12 @@ def release_json(document: dict) -> str:
 
 
 def write_release(document: dict, certificate: Certificate, out: str | Path) -> list[Path]:
-    """An ungrouped release in the folder ``out``: ``release.json`` and ``certificate.json``."""
-    written = [Path(out) / "release.json", Path(out) / "certificate.json"]
+    """An ungrouped release in the folder ``out``: ``release.json``, ``release.csv`` (the per-cell table,
+    :func:`dpopt.release.cells.document_csv`) and ``certificate.json``."""
+    written = [Path(out) / "release.json", Path(out) / "release.csv", Path(out) / "certificate.json"]
     write_atomic(written[0], release_json(document))
-    certificate.write(written[1])
+    write_atomic(written[1], document_csv(document))
+    certificate.write(written[2])
     return written
 
 
@@ -378,14 +397,17 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
     """The document of an ungrouped release (``dpopt release`` without ``--group-by``): the
     mechanism, the guarantee, the released value of each labelled coordinate (null for a
     coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
-    seed and the randomness used, and the number of records."""
+    seed and the randomness used, the number of records, and the per-cell table (value, standard error,
+    95% margin of error: :mod:`dpopt.release.cells`)."""
     query = solution.problem.query
+    per_cell = solution.certificate["utility"]["per_cell"]
     return {
         "name": solution.spec.name,
         "spec_sha256": solution.certificate["spec_sha256"],
         "mechanism": {"family": solution.mechanism.family, "parameters": solution.mechanism.parameters},
         "guarantee": solution.certificate["guarantee"],
         "release": dict(zip(query.labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
+        "cells": release_cells(per_cell, query.labels, noisy),
         "seed": randomness.seed,
         "randomness": randomness.describe(),
         "records": records,

@@ -35,6 +35,7 @@ from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
 from dpopt.release import sources
+from dpopt.release.cells import cell_rows, cells_block, document_csv
 from dpopt.release.hierarchy_design import HierarchySolution, check_hierarchy_spec, solve_hierarchy
 from dpopt.rng import RandomSource, random_source
 from dpopt.spec.load import load_spec, spec_document
@@ -93,16 +94,34 @@ class HierarchyRelease:
         if include_values:
             doc["tables"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.tables)}
             doc["noisy"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.noisy)}
+            doc["cells"] = self.cells()
         return doc
 
+    def cells(self) -> dict:
+        """The per-cell table (:mod:`dpopt.release.cells`): one row per level, unit and cell, the noisy value
+        with its level's standard error and 95% margin of error, and the published (post-processed) value."""
+        labels = list(self.design.problem.labels)
+        rows = []
+        for name, keys, noisy, tables, solution in zip(self.names, self.keys, self.noisy, self.tables,
+                                                        self.design.solutions):
+            per_cell = solution.certificate["utility"]["per_cell"]
+            rows += [{"level": name, "unit": str(k)} | row for k, v, t in zip(keys, noisy, tables)
+                     for row in cell_rows(labels, v, per_cell, t)]
+        first = self.design.solutions[0].certificate["utility"]["per_cell"]
+        return cells_block(rows, first, self.block["postprocess"]["method"]["algorithm"]) | {
+            "keys": ["level", "unit"],
+            "errors": "each level's own noise (its certificate's utility.per_cell): " + first["method"]}
+
     def write(self, out: str | Path) -> list[Path]:
-        """``release.json`` (with the tables), ``certificate.json`` (the whole release), ``certificate_<level>.json``
-        per level."""
+        """``release.json`` (with the tables), ``release.csv`` (the per-cell table), ``certificate.json`` (the
+        whole release), ``certificate_<level>.json`` per level."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        written = [out / "release.json", out / "certificate.json"]
-        write_atomic(written[0], json.dumps(self.document(), indent=1, ensure_ascii=False) + "\n")
-        self.certificate.write(written[1])
+        written = [out / "release.json", out / "release.csv", out / "certificate.json"]
+        document = self.document()
+        write_atomic(written[0], json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+        write_atomic(written[1], document_csv(document))
+        self.certificate.write(written[2])
         for name, cert in zip(self.names, self.certificates):
             cert.write(out / f"certificate_{name}.json")
             written.append(out / f"certificate_{name}.json")
