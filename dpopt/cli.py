@@ -393,19 +393,21 @@ def _is_plan_document_or_certificate(document) -> bool:
 
 
 def _report_plan(args: argparse.Namespace, document) -> int:
-    """A plan's report (Markdown): the allocation and the per-query error."""
+    """A plan's report: the composed guarantee with its ε per δ, the allocation, the per-query and per-cell error;
+    Markdown, or one HTML page for ``--out FILE.html``."""
     from dpopt.certificate.model import Certificate, write_atomic
     from dpopt.plan import is_plan_certificate, solve_plan
-    from dpopt.plan.report import plan_markdown
+    from dpopt.plan.report import plan_html, plan_markdown
 
-    if args.out and not str(args.out).lower().endswith(".md"):
-        raise SpecError("--out", "a plan's report is Markdown: give FILE.md")
+    html = bool(args.out) and Path(args.out).suffix.lower() in (".html", ".htm")
+    if args.out and not html and Path(args.out).suffix.lower() != ".md":
+        raise SpecError("--out", "a report is FILE.html (one page) or FILE.md")
     if is_plan_certificate(document):
         cert = Certificate.from_dict(document, source=str(args.source))
     else:
-        with stdout_to_stderr():
+        with stdout_to_stderr(), _progress("dpopt report: solving the plan"):
             cert = solve_plan(args.source).certificate
-    text = plan_markdown(cert) + "\n"
+    text = (plan_html(cert) if html else plan_markdown(cert)) + "\n"
     if args.out:
         write_atomic(args.out, text)
         print(f"wrote {args.out}")

@@ -104,23 +104,26 @@ def joint_differences(plan: Plan, specs) -> np.ndarray | str:
     return f"not audited: {plan.adjacency.kind} adjacency"
 
 
-def audit_composed(plan: Plan, specs, mechanisms, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> AuditResult:
-    """Audit the composition of ``mechanisms`` (one per query of ``plan``) against the plan's target."""
+def audit_composed(plan: Plan, specs, mechanisms, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED,
+                   profile: dict | None = None) -> AuditResult:
+    """Audit the composition of ``mechanisms`` (one per query of ``plan``) against the plan's target (``profile``:
+    the plan's composed ε by δ, ``guarantee.epsilon_at_delta`` of its certificate)."""
     differences = joint_differences(plan, specs)
     if isinstance(differences, str):
-        parameter, certified, delta, certified_from = _target(plan.privacy)
+        parameter, certified, delta, certified_from = _target(plan.privacy, profile)
         return AuditResult(parameter, certified, -np.inf, 0.95, 0, seed, [], differences, delta, certified_from)
     return audit_mechanism(ComposedRelease(mechanisms), _Differences(differences), plan.privacy, draws=draws,
-                           seed=seed)
+                           seed=seed, profile=profile or {})
 
 
 def audit_plan(solution, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> AuditResult:
     """Audit a solved plan (:class:`dpopt.plan.solve.PlanSolution`): its separate designs, or its
     joint release (every query is post-processing of it, so auditing it bounds them all)."""
+    profile = solution.certificate["guarantee"].get("epsilon_at_delta")
     if solution.joint is not None:
-        return audit_composed(solution.plan, [solution.joint.spec], [solution.joint.mechanism], draws, seed)
+        return audit_composed(solution.plan, [solution.joint.spec], [solution.joint.mechanism], draws, seed, profile)
     return audit_composed(solution.plan, [d.spec for d in solution.designs], [d.mechanism for d in solution.designs],
-                          draws, seed)
+                          draws, seed, profile)
 
 
 def audit_plan_certificate(certificate: Certificate, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> AuditResult:
@@ -132,4 +135,4 @@ def audit_plan_certificate(certificate: Certificate, draws: int = AUDIT_DRAWS, s
     subs = [data["joint"]["certificate"]] if data.get("design") == "joint" else [q["certificate"] for q in data["queries"]]
     specs = [load_spec(sub["spec"]) for sub in subs]
     mechanisms = [rebuild_mechanism(sub, derive(spec)) for sub, spec in zip(subs, specs)]
-    return audit_composed(plan, specs, mechanisms, draws, seed)
+    return audit_composed(plan, specs, mechanisms, draws, seed, data["guarantee"].get("epsilon_at_delta"))

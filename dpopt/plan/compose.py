@@ -238,3 +238,20 @@ def pld_check(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], priva
         lo, hi, how = composed_epsilon(pairs, privacy.parameters["delta"])
         detail += f"; composed ε at δ = {privacy.parameters['delta']:g}: [{lo:.10g}, {hi:.10g}] ({how})"
     return Check(claim, method, not verdict.refuted, detail)
+
+
+def epsilon_per_delta(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], deltas) -> dict:
+    """The composed ε at each δ of ``deltas`` (``{"epsilon_at_delta", "epsilon_method"}``): exact when every
+    dominating pair is Gaussian, else the pessimistic side of the composed PLD bracket (an upper bound, to the
+    loss grid), :func:`composed_epsilon`; None (with the reason) when a mechanism has no dominating pair."""
+    pairs = []
+    for mechanism, space in zip(mechanisms, spaces):
+        pair = dominating_pair(mechanism, space)
+        if isinstance(pair, str):
+            return {"epsilon_at_delta": None, "epsilon_method": f"not stated: {pair}"}
+        pairs.append(pair)
+    found = {f"{d:g}": composed_epsilon(pairs, d) for d in deltas}
+    methods = {how for _, _, how in found.values()}
+    return {"epsilon_at_delta": {d: hi if math.isfinite(hi) else None for d, (_, hi, _) in found.items()},
+            "epsilon_method": "; ".join(sorted(methods))
+            + ("" if all(isinstance(p, float) for p in pairs) else " (pessimistic side: an upper bound)")}

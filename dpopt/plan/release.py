@@ -177,6 +177,8 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     labels = [d.problem.labels for d in solution.designs]
     released: dict[str, dict] = {}
     levels_block = []
+    per_cells = plan_per_cell(solution)
+    cell_table = []
     for l, column in enumerate(group_by):
         domain = group_domain(specs[0], column)
         rows = scan(column)
@@ -199,6 +201,8 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
             noisy = [m.release(a, rng=randomness.stream(l, g, u)) for u, (m, a) in enumerate(zip(mechanisms, answers))]
             per_query = [mp @ noisy[0] for mp in maps[0]] if maps[0] is not None else noisy
             tables[k] = {n: dict(zip(lb, v.tolist())) for n, lb, v in zip(names, labels, per_query)}
+            cell_table += [{"column": column, "group": str(k), "query": n} | row
+                           for n, lb, v, pc in zip(names, labels, per_query, per_cells) for row in cell_rows(lb, v, pc)]
         released[column] = tables
         levels_block.append({"column": column, "groups": len(keys), "domain": domain.description})
     per_group = specs[0].model_copy(update={"privacy": solution.plan.privacy})
@@ -217,6 +221,7 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
         "spec_sha256": solution.certificate["spec_sha256"],
         "guarantee": {"per_group": solution.certificate["guarantee"], "whole_release": block["composition"]},
         "groups": released,
+        "cells": _cells(cell_table, per_cells, ["column", "group", "query"]),
         "seed": randomness.seed,
         "randomness": randomness.describe(),
     }
@@ -263,13 +268,18 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         "spec_sha256": solution.certificate["spec_sha256"],
         "guarantee": solution.certificate["guarantee"],
         "tables": tables,
-        "cells": cells_block(rows, per_cells[0]) | {"keys": ["query"], "errors": "each query's own noise: "
-                                                    + "; ".join(sorted({p["method"] for p in per_cells}))},
+        "cells": _cells(rows, per_cells, ["query"]),
         "seed": randomness.seed,
         "randomness": randomness.describe(),
         "records": records,
     }
     return solution, document
+
+
+def _cells(rows: list[dict], per_cells: list[dict], keys: list[str]) -> dict:
+    """The ``cells`` block of a plan release (:mod:`dpopt.release.cells`): one row per query (and group) and cell."""
+    return cells_block(rows, per_cells[0]) | {
+        "keys": keys, "errors": "each query's own noise: " + "; ".join(sorted({p["method"] for p in per_cells}))}
 
 
 def plan_per_cell(solution: PlanSolution) -> list[dict]:

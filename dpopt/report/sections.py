@@ -132,8 +132,9 @@ def _audit(report: Report | None) -> list:
     certified = f"the audited value {symbol} = {a.certified:.6g}{at}"
     if a.certified_from:
         headline = epsilon_by_delta(report.certificate.data).get(a.delta)
+        differs = headline and f"{headline[0][0]:.6g}" != f"{a.certified:.6g}"
         certified += f" ({a.certified_from}" + (f"; the headline at this δ is ε = {headline[0][0]:.6g}, see *The "
-                                                 "guarantee*)" if headline else ")")
+                                                 "guarantee*)" if differs else ")")
     blocks: list = [
         f"Monte Carlo on the worst-case neighbouring pairs the spec implies ({a.draws} draws per dataset and "
         f"pair, seed {a.seed}): {verdict}. The {a.confidence:.0%} lower confidence bound is "
