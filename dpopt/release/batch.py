@@ -325,10 +325,11 @@ def release_groups(
     if engine not in ENGINES:
         raise SpecError("--engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})")
     randomness = random_source(seed, insecure_seed) if randomness is None else randomness
-    solution = solve(spec)
-    query = solution.problem.query
     domains = [group_domain(spec, column, (groups or {}).get(column)) for column in group_by]
     source = sources.open_source(data)
+    _check_data(source, spec, group_by)
+    solution = solve(spec)
+    query = solution.problem.query
     if engine == "dask":
         try:  # dask is an optional dependency (pip install "dpopt[dask]")
             from dpopt.release.distributed import release_level_dask
@@ -372,10 +373,25 @@ def release_once(
     -------
     solution, noisy answer (d,), number of records
     """
+    spec = load_spec(spec)
+    source = sources.open_source(data)
+    _check_data(source, spec)
     solution = solve(spec)
-    value, records = sources.answer(sources.connect(), sources.open_source(data), solution.spec,
-                                    query=solution.problem.query)
+    value, records = sources.answer(sources.connect(), source, solution.spec, query=solution.problem.query)
     return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records
+
+
+def _check_data(source: sources.DataSource, spec: Spec, columns: Sequence[str] = ()) -> None:
+    """The file has the spec's attributes (and the grouping ``columns``), every value in its domain: checked in
+    SQL before the design, so that a data error is one line before any design work.
+
+    Raises
+    ------
+    DataError
+    """
+    con = sources.connect()
+    sources.require_columns(con, source, [*spec.data.attributes, *columns])
+    sources.validate(con, source, spec)
 
 
 def release_json(document: dict) -> str:
