@@ -135,7 +135,9 @@ def _solve(args: argparse.Namespace) -> int:
 
 def _solve_hierarchy(args: argparse.Namespace) -> int:
     """A spec with ``geography``: every level designed and the whole release certified, as ``release`` does it."""
+    from dpopt.certificate.model import write_atomic
     from dpopt.release.hierarchy_design import solve_hierarchy
+    from dpopt.report.hierarchy import hierarchy_markdown
     from dpopt.report.reading import epsilon_line
     from dpopt.report.words import format_parameters
 
@@ -145,7 +147,8 @@ def _solve_hierarchy(args: argparse.Namespace) -> int:
             sol = solve_hierarchy(args.spec)
             cert = sol.certificate()
         if args.out:
-            written = sol.write(args.out)
+            written = sol.write(args.out) + [Path(args.out) / "report.md"]
+            write_atomic(written[-1], hierarchy_markdown(cert) + "\n")
     if args.json:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
@@ -366,8 +369,8 @@ def _report(args: argparse.Namespace) -> int:
     from dpopt.spec.load import read_document
 
     document = read_document(args.source)
-    if _is_plan_document_or_certificate(document):
-        return _report_plan(args, document)
+    if _is_composed(document):
+        return _report_composed(args, document)
     cert = Certificate.from_document(document, source=str(args.source))
     if cert is None:
         with _progress("dpopt report: solving the spec"):
@@ -386,28 +389,36 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_plan_document_or_certificate(document) -> bool:
+def _is_composed(document) -> bool:
+    """A plan or a hierarchical release (spec or certificate): reported by :func:`_report_composed`."""
+    from dpopt.certificate.hierarchy_release import is_hierarchy_certificate
     from dpopt.plan import is_plan_certificate, is_plan_document
 
-    return is_plan_document(document) or is_plan_certificate(document)
+    geography = isinstance(document, dict) and document.get("geography") is not None and "spec_sha256" not in document
+    return is_plan_document(document) or is_plan_certificate(document) or is_hierarchy_certificate(document) or geography
 
 
-def _report_plan(args: argparse.Namespace, document) -> int:
-    """A plan's report: the composed guarantee with its ε per δ, the allocation, the per-query and per-cell error;
-    Markdown, or one HTML page for ``--out FILE.html``."""
+def _report_composed(args: argparse.Namespace, document) -> int:
+    """The report of a plan or a hierarchical release: the composed guarantee with its ε per δ, the parts (queries
+    or levels) and their per-cell error, the checks; Markdown, or one HTML page for ``--out FILE.html``."""
+    from dpopt.certificate.hierarchy_release import is_hierarchy_certificate
     from dpopt.certificate.model import Certificate, write_atomic
-    from dpopt.plan import is_plan_certificate, solve_plan
+    from dpopt.plan import is_plan_certificate, is_plan_document, solve_plan
     from dpopt.plan.report import plan_html, plan_markdown
+    from dpopt.release.hierarchy_design import solve_hierarchy
+    from dpopt.report.hierarchy import hierarchy_html, hierarchy_markdown
 
     html = bool(args.out) and Path(args.out).suffix.lower() in (".html", ".htm")
     if args.out and not html and Path(args.out).suffix.lower() != ".md":
-        raise SpecError("--out", "a report is FILE.html (one page) or FILE.md")
-    if is_plan_certificate(document):
+        raise SpecError("--out", "this report is FILE.html (one page) or FILE.md")
+    plan = is_plan_document(document) or is_plan_certificate(document)
+    if is_plan_certificate(document) or is_hierarchy_certificate(document):
         cert = Certificate.from_dict(document, source=str(args.source))
     else:
-        with stdout_to_stderr(), _progress("dpopt report: solving the plan"):
-            cert = solve_plan(args.source).certificate
-    text = (plan_html(cert) if html else plan_markdown(cert)) + "\n"
+        with stdout_to_stderr(), _progress("dpopt report: designing"):
+            cert = solve_plan(args.source).certificate if plan else solve_hierarchy(args.source).certificate()
+    render = (plan_html if html else plan_markdown) if plan else (hierarchy_html if html else hierarchy_markdown)
+    text = render(cert) + "\n"
     if args.out:
         write_atomic(args.out, text)
         print(f"wrote {args.out}")

@@ -75,6 +75,8 @@ def test_cli_solve_and_release_agree_and_name_what_they_wrote(tmp_path, capsys):
     assert main(["release", str(SPEC), "--data", str(DATA), "--out", str(released), "--seed", "3",
                  "--insecure-seed", "--error-draws", "0"]) == 0
     assert f"wrote {released / 'release.json'}" in capsys.readouterr().err
+    report = (solved / "report.md").read_text()  # the whole release's headline: one ε per δ, as the certificate's
+    assert f"ε = {_balle_wang_epsilon(math.sqrt(2), 1e-6):.4g} at δ = 1e-06" in report and "## Levels" in report
     a = json.loads((solved / "certificate.json").read_text())
     b = json.loads((released / "certificate.json").read_text())
     sigmas = [{lv["level"]: lv["mechanism"]["parameters"]["sigma"] for lv in c["hierarchy"]["levels"]} for c in (a, b)]

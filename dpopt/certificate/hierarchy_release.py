@@ -60,7 +60,8 @@ def _mu_above(k: int, mus: list[float]) -> float:
 
 
 def whole_epsilon(spec: Spec, level_mus: list[float | None]) -> dict:
-    """The whole release's ε per δ (module docstring): ``{"epsilon_at_delta", "epsilon_method"}``.
+    """The whole release's ε per δ (module docstring): ``{"epsilon_at_delta", "epsilon_method"}``, and the
+    whole release's μ-GDP parameter ``gdp_mu`` (rounded up) when every level is Gaussian.
 
     Parameters
     ----------
@@ -70,7 +71,7 @@ def whole_epsilon(spec: Spec, level_mus: list[float | None]) -> dict:
     k = groups_changed(spec, 1)
     if level_mus and all(m is not None for m in level_mus):
         mu = _mu_above(k, level_mus)
-        return {"mu": mu, "epsilon_at_delta": {f"{d:g}": gaussian_epsilon(d, mu) for d in REPORTED_DELTAS},
+        return {"gdp_mu": mu, "epsilon_at_delta": {f"{d:g}": gaussian_epsilon(d, mu) for d in REPORTED_DELTAS},
                 "epsilon_method": EPSILON_METHOD}
     if spec.privacy.definition == "pure":
         eps = k * spec.privacy.parameters["epsilon"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from dpopt.certificate.model import Certificate
-from dpopt.report.reading import MAX_CELL_ROWS, epsilon_line
+from dpopt.report.reading import MAX_CELL_ROWS, composed_epsilon_blocks, epsilon_line
 from dpopt.report.render import html_page, markdown_page
 from dpopt.report.words import format_parameters
 
@@ -31,15 +31,6 @@ def allocation_rows(cert: Certificate) -> list[list[str]]:
                      f"{q['sensitivity']['l2']:.4g}" if q["sensitivity"].get("l2") is not None else "—",
                      u["metric"], f"{u['value']:.6g}", f"{q['weight'] * u['value']:.6g}", rmse])
     return rows
-
-
-def _epsilon_blocks(g: dict) -> list:
-    eps = g.get("epsilon_at_delta")
-    if not eps:
-        return [f"ε per δ: {g.get('epsilon_method', 'not stated')}."]
-    rows = [["δ", "ε of the whole plan", "obtained by"]]
-    rows += [[delta, f"**{e:.6g}**" if e is not None else "—", g["epsilon_method"]] for delta, e in eps.items()]
-    return [rows]
 
 
 def _cell_rows(cert: Certificate) -> list:
@@ -68,7 +59,7 @@ def plan_sections(cert: Certificate) -> tuple[str, list]:
         f"adjacency `{g['scope']['adjacency']['kind']}`"
         + (f", invariants {len(g['scope']['invariants'])}, a(t) = {g['scope']['semi_adjacent_parameter']}"
            if g["scope"]["invariants"] else "") + ".",
-        f"Composition: {g['composition']}.", *_epsilon_blocks(g)]))
+        f"Composition: {g['composition']}.", *composed_epsilon_blocks(g)]))
     blocks = [f"Shares of the budget: {a['method']}. Weighted total Σ w_i u_i = {cert['utility']['value']:.6g}; "
               f"equal split {a['equal_split_weighted_total']:.6g}; optimal {a['optimal_weighted_total']:.6g} "
               f"(ratio optimal/equal = {a['ratio_optimal_to_equal']:.4f}); kept: {a['kept']}."]

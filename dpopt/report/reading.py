@@ -49,6 +49,16 @@ def epsilon_line(by_delta: dict) -> str:
     return ", ".join(f"ε = {first(eps):.4g} at δ = {float(delta):g}" for delta, eps in by_delta.items())
 
 
+def composed_epsilon_blocks(guarantee: dict) -> list:
+    """A composed guarantee's ε per δ (``epsilon_at_delta`` and ``epsilon_method`` of a plan's or a
+    hierarchy's ``guarantee``) as a report block: a table, or a sentence saying why none is stated."""
+    eps = guarantee.get("epsilon_at_delta")
+    if not eps:
+        return [f"ε per δ: {guarantee.get('epsilon_method', 'not stated')}."]
+    return [[["δ", "ε of the whole release", "obtained by"]] + [
+        [delta, f"**{e:.6g}**" if e is not None else "—", guarantee["epsilon_method"]] for delta, e in eps.items()]]
+
+
 def epsilon_table(by_delta: dict) -> list:
     if not by_delta:
         return []
