@@ -126,6 +126,34 @@ def per_cell_block(d: dict) -> list:
     return blocks
 
 
+_INDEXED = re.compile(r"worst difference \{([^}]*)\}")
+
+
+def name_cells(text: str, d: dict) -> str:
+    """``worst difference {94: 2, 95: -2}`` (cell indices, as the certificate records a long vector) with the
+    cells' labels from ``utility.per_cell`` instead: ``worst difference {state=WY,voting_age=under_18: 2, ...}``."""
+    labels = [c["cell"] for c in (d["utility"].get("per_cell") or {}).get("cells", [])]
+
+    def named(match: re.Match) -> str:
+        parts = []
+        for item in match.group(1).split(", "):
+            index, sep, value = item.partition(": ")
+            parts.append(f"{labels[int(index)]}: {value}" if sep and index.isdigit() and int(index) < len(labels)
+                         else item)
+        return "worst difference {" + ", ".join(parts) + "}"
+
+    return _INDEXED.sub(named, str(text))
+
+
+def checks_sentence(d: dict) -> str:
+    """How the checks table adds up to the claim count of the report's first paragraph (:func:`claim_counts`)."""
+    claims, unavailable = claim_counts(d)
+    return (f"{claims} claims in all, as `dpopt verify` counts them: the {len(d['checks']) - unavailable} recorded "
+            f"checks below that hold" + (f" (and {unavailable} marked n/a: not available)" if unavailable else "")
+            + f", plus {len(STRUCTURAL_CLAIMS)} that verify re-derives from the embedded spec: "
+            + ", ".join(f"`{c}`" for c in STRUCTURAL_CLAIMS) + ".")
+
+
 def claim_counts(d: dict) -> tuple[int, int]:
     """(claims `dpopt verify` re-derives, claims whose second route is not available), counted as verify counts
     them: the recorded checks plus :data:`~dpopt.certificate.verify.STRUCTURAL_CLAIMS`."""
