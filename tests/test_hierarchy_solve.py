@@ -17,7 +17,8 @@ import math
 from pathlib import Path
 
 import pytest
-from scipy import optimize, stats
+from exact_gdp import balle_wang_epsilon
+from scipy import stats
 
 from dpopt.certificate.hierarchy_release import verify_hierarchy_release
 from dpopt.cli import main
@@ -36,11 +37,6 @@ SIGMAS = {name: 1 / math.sqrt(2 * s) for name, s in SHARES.items()}  # Δ₂ = 1
 # σ moves by well under 1e-5 relative
 REL = 1e-5
 
-
-def _balle_wang_epsilon(mu: float, delta: float) -> float:
-    def gap(e):
-        return stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2) - delta
-    return optimize.brentq(gap, 0.0, 100.0, xtol=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +72,7 @@ def test_cli_solve_and_release_agree_and_name_what_they_wrote(tmp_path, capsys):
                  "--insecure-seed", "--error-draws", "0"]) == 0
     assert f"wrote {released / 'release.json'}" in capsys.readouterr().err
     report = (solved / "report.md").read_text()  # the whole release's headline: one ε per δ, as the certificate's
-    assert f"ε = {_balle_wang_epsilon(math.sqrt(2), 1e-6):.4g} at δ = 1e-06" in report and "## Levels" in report
+    assert f"ε = {balle_wang_epsilon(math.sqrt(2), 1e-6):.4g} at δ = 1e-06" in report and "## Levels" in report
     a = json.loads((solved / "certificate.json").read_text())
     b = json.loads((released / "certificate.json").read_text())
     sigmas = [{lv["level"]: lv["mechanism"]["parameters"]["sigma"] for lv in c["hierarchy"]["levels"]} for c in (a, b)]
@@ -93,7 +89,7 @@ def test_whole_release_states_one_epsilon_per_delta(design):
     mu = math.sqrt(sum(1 / s**2 for s in design.sigmas().values()))
     assert mu == pytest.approx(math.sqrt(2), rel=REL)
     for delta in ("1e-05", "1e-06", "1e-10"):
-        assert g["epsilon_at_delta"][delta] == pytest.approx(_balle_wang_epsilon(mu, float(delta)), rel=1e-9)
+        assert g["epsilon_at_delta"][delta] == pytest.approx(balle_wang_epsilon(mu, float(delta)), rel=1e-9)
     assert "Dong, Roth & Su" in g["epsilon_method"]
 
 

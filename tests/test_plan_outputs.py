@@ -7,12 +7,11 @@ plan is μ-GDP with μ² = 2ρ = 1 (Bun & Steinke 2016, Prop. 1.6; Dong, Roth & 
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
 import pytest
-from scipy import optimize, stats
+from exact_gdp import balle_wang_epsilon
 
 from dpopt.cli import main
 from dpopt.plan import solve_plan, verify_plan
@@ -20,11 +19,6 @@ from dpopt.plan import solve_plan, verify_plan
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "specs" / "survey_plan_zcdp.yaml"
 
-
-def _balle_wang_epsilon(mu: float, delta: float) -> float:
-    def gap(e):
-        return stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2) - delta
-    return optimize.brentq(gap, 0.0, 100.0, xtol=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +33,7 @@ def test_plan_certificate_states_epsilon_per_delta_and_verifies():
     g = cert["guarantee"]
     for delta in ("1e-05", "1e-06", "1e-10"):
         # the shares' budgets are rounded down: μ is 1 to about 1e-12
-        assert g["epsilon_at_delta"][delta] == pytest.approx(_balle_wang_epsilon(1.0, float(delta)), rel=1e-9)
+        assert g["epsilon_at_delta"][delta] == pytest.approx(balle_wang_epsilon(1.0, float(delta)), rel=1e-9)
     assert g["epsilon_method"].startswith("exact")
     assert verify_plan(cert).passed
 
@@ -49,7 +43,7 @@ def test_plan_html_report(solved, capsys):
     assert main(["report", str(solved / "certificate.json"), "--out", str(page)]) == 0
     text = page.read_text()
     assert text.startswith("<!doctype html>") and "Error of each cell" in text and "Composed guarantee" in text
-    assert f"<strong>{_balle_wang_epsilon(1.0, 1e-6):.6g}</strong>" in text  # 4.88655, in the ε per δ table
+    assert f"<strong>{balle_wang_epsilon(1.0, 1e-6):.6g}</strong>" in text  # 4.88655, in the ε per δ table
     assert main(["report", str(solved / "certificate.json"), "--out", str(solved / "plan.pdf")]) == 2
 
 
@@ -57,5 +51,5 @@ def test_plan_audit_of_the_certificate_states_the_report_headline(solved, capsys
     assert main(["audit", str(solved / "certificate.json"), "--draws", "4000"]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
     certified = float(re.search(r"certified ([0-9.]+) at delta = 1e-06", line).group(1))
-    assert certified == pytest.approx(_balle_wang_epsilon(1.0, 1e-6), rel=1e-5)  # not the CKS 5.22
+    assert certified == pytest.approx(balle_wang_epsilon(1.0, 1e-6), rel=1e-5)  # not the CKS 5.22
     assert line.startswith("not refuted")

@@ -7,14 +7,9 @@ from __future__ import annotations
 import math
 
 from dpopt.certificate.model import Certificate
-from dpopt.report.reading import MAX_CELL_ROWS, composed_epsilon_blocks, epsilon_line
+from dpopt.report.reading import MAX_CELL_ROWS, composed_epsilon_blocks, composed_opening, target_text
 from dpopt.report.render import html_page, markdown_page
 from dpopt.report.words import format_parameters
-
-
-def _target(definition: str, params: dict) -> str:
-    return ", ".join(f"{k}={params[k]:.6g}" for k in ("epsilon", "delta", "mu", "rho") if k in params) + \
-        f" ({definition})"
 
 
 def allocation_rows(cert: Certificate) -> list[list[str]]:
@@ -26,7 +21,7 @@ def allocation_rows(cert: Certificate) -> list[list[str]]:
         u = q["utility"]
         d = q["sensitivity"].get("dimension") or 1
         rmse = f"{math.sqrt(u['value'] / d):.4g}" if u["metric"] == "l2" else ""
-        rows.append([q["name"], f"{q['weight']:.4g}", f"{q['share']:.4f}", _target(definition, params), q["family"],
+        rows.append([q["name"], f"{q['weight']:.4g}", f"{q['share']:.4f}", target_text(definition, params), q["family"],
                      format_parameters(q["parameters"], width=40),
                      f"{q['sensitivity']['l2']:.4g}" if q["sensitivity"].get("l2") is not None else "—",
                      u["metric"], f"{u['value']:.6g}", f"{q['weight'] * u['value']:.6g}", rmse])
@@ -46,16 +41,10 @@ def _cell_rows(cert: Certificate) -> list:
 def plan_sections(cert: Certificate) -> tuple[str, list]:
     """(summary paragraph, ``(heading, blocks)`` sections) of a plan report."""
     g, a = cert["guarantee"], cert["allocation"]
-    eps = epsilon_line(g.get("epsilon_at_delta") or {})
-    checks = len(cert["checks"])
-    summary = (f"{len(cert['queries'])} queries released under **{_target(g['definition'], g)}** for the whole "
-               f"plan" + (f"; {eps}" if eps else "") + f". {checks} plan check(s) hold, each query's own "
-               "certificate inside.")
-    sections = []
-    if cert["spec"].get("description"):
-        sections.append(("What is released", [cert["spec"]["description"].strip()]))
+    summary, sections = composed_opening(cert.data, f"{len(cert['queries'])} queries", "whole plan",
+                                         "each query's own certificate is inside")
     sections.append(("Composed guarantee", [
-        f"**{_target(g['definition'], g)}** for the whole plan of {len(cert['queries'])} queries, "
+        f"**{target_text(g['definition'], g)}** for the whole plan of {len(cert['queries'])} queries, "
         f"adjacency `{g['scope']['adjacency']['kind']}`"
         + (f", invariants {len(g['scope']['invariants'])}, a(t) = {g['scope']['semi_adjacent_parameter']}"
            if g["scope"]["invariants"] else "") + ".",

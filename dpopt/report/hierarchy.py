@@ -9,15 +9,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpopt.certificate.model import Certificate
-from dpopt.report.reading import MAX_CELL_ROWS, composed_epsilon_blocks, epsilon_line
+from dpopt.report.reading import MAX_CELL_ROWS, composed_epsilon_blocks, composed_opening, target_text
 from dpopt.report.render import html_page, markdown_page
 from dpopt.report.words import format_parameters
-
-_PARAMETERS = ("epsilon", "delta", "mu", "rho")
-
-
-def _target(definition: str, params: dict) -> str:
-    return ", ".join(f"{k} = {params[k]:.6g}" for k in _PARAMETERS if k in params) + f" ({definition})"
 
 
 def _errors(level_cert: dict) -> tuple[str, str]:
@@ -34,7 +28,7 @@ def level_rows(cert: Certificate) -> list[list[str]]:
     for lv in cert["hierarchy"]["levels"]:
         definition, params = next(iter(lv["privacy"].items()))
         se, moe = _errors(cert["levels"][lv["level"]])
-        rows.append([lv["level"], f"{float(Fraction(lv['share'])):.4f}", _target(definition, params),
+        rows.append([lv["level"], f"{float(Fraction(lv['share'])):.4f}", target_text(definition, params),
                      lv["mechanism"]["family"], format_parameters(lv["mechanism"]["parameters"], width=40),
                      str(lv.get("units", "designed per unit")), se, moe])
     return rows
@@ -71,14 +65,9 @@ def hierarchy_sections(cert: Certificate) -> tuple[str, list]:
     """(summary paragraph, ``(heading, blocks)`` sections) of a hierarchy report."""
     g, block = cert["guarantee"], cert["hierarchy"]
     names = [lv["level"] for lv in block["levels"]]
-    eps = epsilon_line(g.get("epsilon_at_delta") or {})
-    summary = (f"{len(names)} levels ({', '.join(names)}) released under **{_target(g['definition'], g)}** for the "
-               f"whole release" + (f"; {eps}" if eps else "") + f". {len(cert['checks'])} check(s) of the whole "
-               "release hold, and each level's own certificate inside.")
-    sections = []
-    if cert["spec"].get("description"):
-        sections.append(("What is released", [cert["spec"]["description"].strip()]))
-    guarantee = [f"**{_target(g['definition'], g)}** for the whole release: {g['composition']}.",
+    summary, sections = composed_opening(cert.data, f"{len(names)} levels ({', '.join(names)})", "whole release",
+                                         "each level's own certificate is inside")
+    guarantee = [f"**{target_text(g['definition'], g)}** for the whole release: {g['composition']}.",
                  g["scope"]["adjacency_description"][:1].upper() + g["scope"]["adjacency_description"][1:] + "."]
     if block.get("caveat"):
         guarantee.append(f"Caveat: {block['caveat']}.")

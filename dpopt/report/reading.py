@@ -49,6 +49,23 @@ def epsilon_line(by_delta: dict) -> str:
     return ", ".join(f"ε = {first(eps):.4g} at δ = {float(delta):g}" for delta, eps in by_delta.items())
 
 
+def target_text(definition: str, params: dict) -> str:
+    """A privacy target on one line: ``rho = 0.5 (zcdp)``."""
+    return ", ".join(f"{k} = {params[k]:.6g}" for k in ("epsilon", "delta", "mu", "rho") if k in params) + \
+        f" ({definition})"
+
+
+def composed_opening(d: dict, parts: str, whole: str, inside: str) -> tuple[str, list]:
+    """The opening of a plan's or a hierarchy's report: the summary sentence (``parts``, the target of the
+    ``whole``, its ε per δ, the checks, what is ``inside``) and the *What is released* section, if described."""
+    g = d["guarantee"]
+    eps = epsilon_line(g.get("epsilon_at_delta") or {})
+    summary = (f"{parts} released under **{target_text(g['definition'], g)}** for the {whole}"
+               + (f"; {eps}" if eps else "") + f". {len(d['checks'])} check(s) of the {whole} hold; {inside}.")
+    description = d["spec"].get("description")
+    return summary, [("What is released", [description.strip()])] if description else []
+
+
 def composed_epsilon_blocks(guarantee: dict) -> list:
     """A composed guarantee's ε per δ (``epsilon_at_delta`` and ``epsilon_method`` of a plan's or a
     hierarchy's ``guarantee``) as a report block: a table, or a sentence saying why none is stated."""
