@@ -332,7 +332,9 @@ def _audit(args: argparse.Namespace) -> int:
     from dpopt.audit.empirical import AUDIT_DRAWS, AUDIT_SEED
     from dpopt.certificate.model import Certificate
     from dpopt.plan import is_plan_certificate, solve_plan
-    from dpopt.plan.audit import audit_plan, audit_plan_certificate
+    from dpopt.certificate.hierarchy_release import is_hierarchy_certificate
+    from dpopt.plan.audit import audit_hierarchy_certificate, audit_plan, audit_plan_certificate
+    from dpopt.release.hierarchy_design import solve_hierarchy
     from dpopt.spec.load import read_document
 
     draws = AUDIT_DRAWS if args.draws is None else args.draws
@@ -343,6 +345,10 @@ def _audit(args: argparse.Namespace) -> int:
             result = audit_plan_certificate(Certificate.from_dict(document, str(args.source)), draws=draws, seed=seed)
         elif _is_plan(args.source):
             result = audit_plan(solve_plan(args.source), draws=draws, seed=seed)
+        elif is_hierarchy_certificate(document) or _is_hierarchy(args.source):
+            cert = (Certificate.from_dict(document, str(args.source)) if is_hierarchy_certificate(document)
+                    else solve_hierarchy(args.source).certificate())
+            result = audit_hierarchy_certificate(cert, draws=draws, seed=seed)
         else:
             result = audit(args.source, draws=draws, seed=seed)
     if args.json:

@@ -151,3 +151,20 @@ def test_hierarchy_release_csv_has_every_unit_and_cell(tmp_path, capsys):
         assert float(r["standard_error"]) == pytest.approx(SIGMAS[r["level"]], rel=REL)
         assert float(r["margin_of_error_95"]) == pytest.approx(stats.norm.ppf(0.975) * SIGMAS[r["level"]], rel=REL)
         assert float(r["postprocessed"]) == int(r["postprocessed"]) >= 0  # TopDown: non-negative integers
+
+
+def test_audit_of_the_whole_release(design):
+    from dpopt.certificate.model import Certificate
+    from dpopt.plan.audit import audit_hierarchy_certificate
+
+    cert = design.certificate()
+    result = audit_hierarchy_certificate(cert, draws=4_000)
+    # the audit tests the whole release's headline ε at δ = 1e-6 (μ = √2, Balle & Wang), not a level's
+    assert result.passed and result.certified == pytest.approx(balle_wang_epsilon(math.sqrt(2), 1e-6), rel=1e-6)
+    # every level with σ = 0.1 (μ = 10 each, √300 ≈ 17 in all): its ε at 1e-6 is far above the certified 7.29;
+    # 20,000 draws can show at most about 7.6 (the bound saturates: the rates' Clopper–Pearson limits), enough
+    broken = json.loads(json.dumps(cert.data))
+    for level in broken["levels"].values():
+        level["mechanism"]["parameters"]["sigma"] = 0.1
+    refuted = audit_hierarchy_certificate(Certificate(broken), draws=20_000)
+    assert not refuted.passed and refuted.lower_bound > refuted.certified

@@ -7,7 +7,8 @@ changed (replace-one), and tests them with the log-likelihood ratio of the produ
 queries' stated noise laws (:func:`dpopt.audit.empirical.audit_mechanism`, which turns the
 test's error rates into a lower confidence bound on the plan's ε or μ). A plan whose
 composition was under-counted (every query given the whole budget, say) is refuted; a
-correct one is not, up to the audit's 5% failure probability.
+correct one is not, up to the audit's 5% failure probability. The levels of a hierarchical release are
+audited the same way (:func:`audit_hierarchy_certificate`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.plan.spec import load_plan
 from dpopt.sensitivity.derive import derive
 from dpopt.spec.load import load_spec
-from dpopt.spec.models import NumericAttribute, Plan
+from dpopt.spec.models import NumericAttribute, Plan, Privacy
 
 MAX_RECORDS = 12
 """Records (or replaced pairs) whose differences are audited."""
@@ -136,3 +137,20 @@ def audit_plan_certificate(certificate: Certificate, draws: int = AUDIT_DRAWS, s
     specs = [load_spec(sub["spec"]) for sub in subs]
     mechanisms = [rebuild_mechanism(sub, derive(spec)) for sub, spec in zip(subs, specs)]
     return audit_composed(plan, specs, mechanisms, draws, seed, data["guarantee"].get("epsilon_at_delta"))
+
+
+def audit_hierarchy_certificate(certificate: Certificate, draws: int = AUDIT_DRAWS,
+                                seed: int = AUDIT_SEED) -> AuditResult:
+    """Audit a hierarchical release's certificate (:mod:`dpopt.certificate.hierarchy_release`) as written: the
+    levels' mechanisms rebuilt from their certificates, composed as for a plan. A record lies in one unit per
+    level, so a neighbouring dataset moves the table of one unit of every level by the same difference v: the
+    composed release's difference is (v, …, v), tested against the whole release's guarantee and its ε per δ."""
+    data = certificate.data
+    subs = list(data["levels"].values())
+    spec = load_spec(subs[0]["spec"])
+    space = derive(spec)
+    mechanisms = [rebuild_mechanism(sub, derive(load_spec(sub["spec"]))) for sub in subs]
+    g = data["guarantee"]
+    whole = Privacy.model_validate({g["definition"]: {k: g[k] for k in spec.privacy.parameters}})
+    return audit_mechanism(ComposedRelease(mechanisms), _Differences(np.hstack([space.vectors()] * len(subs))),
+                           whole, draws=draws, seed=seed, profile=g.get("epsilon_at_delta") or {})
