@@ -25,6 +25,7 @@ from dpopt.certificate.per_cell import mapped_per_cell_errors
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, DataError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
+from dpopt.plan.spec import load_plan, query_spec
 from dpopt.problem import Problem
 from dpopt.release import sources
 from dpopt.release.batch import ENGINES, group_domain
@@ -105,6 +106,21 @@ def plan_answers(solution: PlanSolution, data: str | Path) -> tuple[list[np.ndar
     return _answers(problems, attributes, shape, numeric, counts, totals), records
 
 
+def _checked(plan: Plan | str | Path | Mapping[str, Any], data: str | Path, columns: list[str] = ()) -> Plan:
+    """The plan, once the data file has its attributes (and the grouping ``columns``) with every value in its
+    domain: checked in SQL before the design, so that a data error is one line before any design work.
+
+    Raises
+    ------
+    DataError
+    """
+    plan = load_plan(plan)
+    con, source = sources.connect(), sources.open_source(data)
+    sources.require_columns(con, source, [*plan.data.attributes, *columns])
+    sources.validate(con, source, query_spec(plan, 0, plan.privacy.model_dump(exclude_none=True)))
+    return plan
+
+
 def _units(solution: PlanSolution) -> tuple[list[Problem], list, list]:
     """What is released: (compiled specs, mechanisms, post-processing maps or None) — the queries,
     or the joint design's shared histogram with its maps."""
@@ -140,14 +156,15 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     SpecError
         No or repeated grouping columns, an unknown engine, or a plan that fixes ``data.n``.
     """
-    solution = solve_plan(plan)
+    plan = load_plan(plan)
     if not group_by or len(set(group_by)) != len(group_by):
         raise SpecError("--group-by", "give distinct grouping columns")
     if engine not in ENGINES:
         raise SpecError("--engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})")
-    if solution.plan.data.n is not None:
+    if plan.data.n is not None:
         raise SpecError("data.n", "fixes the size of the whole dataset, but a grouped release has one size per "
                                   "group: remove data.n")
+    solution = solve_plan(_checked(plan, data, group_by))
     problems, mechanisms, maps = _units(solution)
     specs = [p.spec for p in problems]
     source = sources.open_source(data)
@@ -162,9 +179,7 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
         def scan(column: str) -> list[tuple]:
             return table_sums_dask(source, specs[0], column, attributes, levels, numeric, client=client)
     else:
-        con = sources.connect()
-        sources.validate(con, source, specs[0])
-        sources.require_columns(con, source, group_by)
+        con = sources.connect()  # columns and values were checked before the design (_checked)
         sums = "".join(f", sum({sources._number_sql(a)})" for a in numeric)
 
         def scan(column: str) -> list[tuple]:
@@ -238,7 +253,7 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         The document holds one table per query (labels → noisy values), the plan's composed
         guarantee and each query's mechanism.
     """
-    solution = solve_plan(plan)
+    solution = solve_plan(_checked(plan, data))
     joint = solution.joint
     tables = []
     if joint is not None:  # one release of the shared histogram, every query its post-processing
