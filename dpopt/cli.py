@@ -96,12 +96,16 @@ def _wrote(paths) -> str:
     return "; wrote " + ", ".join(str(p) for p in paths) if paths else ""
 
 
+def _has_geography(document) -> bool:
+    """A spec (not a certificate) with a ``geography`` block: a hierarchical release."""
+    return isinstance(document, dict) and document.get("geography") is not None and "spec_sha256" not in document
+
+
 def _is_hierarchy(path: str) -> bool:
-    """A spec file with a ``geography`` block (a hierarchical release)."""
+    """A spec file with a ``geography`` block."""
     from dpopt.spec.load import read_document
 
-    document = read_document(path)
-    return isinstance(document, dict) and document.get("geography") is not None
+    return _has_geography(read_document(path))
 
 
 def _solve(args: argparse.Namespace) -> int:
@@ -232,18 +236,19 @@ def _emit_release(document: dict, certificate, args: argparse.Namespace) -> int:
     ``release.csv`` and ``certificate.json`` in the folder ``--out``."""
     from dpopt.release.batch import write_release
 
-    return _emit(document, args, lambda: write_release(document, certificate, args.out))
+    return _emit(lambda: document, args, lambda: write_release(document, certificate, args.out))
 
 
-def _emit(document: dict, args: argparse.Namespace, write) -> int:
-    """Call ``write`` (files in ``--out``; it returns them) and name what it wrote, or print ``document``."""
+def _emit(document, args: argparse.Namespace, write) -> int:
+    """Call ``write`` (files in ``--out``; it returns them) and name what it wrote, or print ``document()`` (built
+    only then: with every group's values, it is large)."""
     from dpopt.release.batch import release_json
     from dpopt.release.cells import document_csv
 
     if args.out:
         print(_wrote(write()).removeprefix("; "), file=sys.stderr)
     else:
-        sys.stdout.write(document_csv(document) if args.format == "csv" else release_json(document))
+        sys.stdout.write(document_csv(document()) if args.format == "csv" else release_json(document()))
     return 0
 
 
@@ -290,7 +295,7 @@ def _release(args: argparse.Namespace) -> int:
         with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing every group"):
             rel = release_groups(args.spec, args.data, args.group_by, groups=public, randomness=randomness,
                                  engine=args.engine, client=client)
-        return _emit(rel.document(), args, lambda: rel.write(args.out))
+        return _emit(rel.document, args, lambda: rel.write(args.out, csv=args.format == "csv"))
     if args.groups or args.engine != "duckdb" or args.scheduler:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
     with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing"):
@@ -315,7 +320,7 @@ def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
         with _progress("dpopt release: designing, releasing and post-processing every level"):
             rel = release_hierarchy(args.spec, args.data, randomness=randomness,
                                     engine="dask" if args.engine == "dask" else "numpy", error_draws=args.error_draws)
-    return _emit(rel.document(), args, lambda: rel.write(args.out))
+    return _emit(rel.document, args, lambda: rel.write(args.out))
 
 
 def _dask_client(address: str | None):
@@ -330,9 +335,9 @@ def _dask_client(address: str | None):
 def _audit(args: argparse.Namespace) -> int:
     from dpopt.audit import audit
     from dpopt.audit.empirical import AUDIT_DRAWS, AUDIT_SEED
-    from dpopt.certificate.model import Certificate
-    from dpopt.plan import is_plan_certificate, solve_plan
     from dpopt.certificate.hierarchy_release import is_hierarchy_certificate
+    from dpopt.certificate.model import Certificate
+    from dpopt.plan import is_plan_certificate, is_plan_document, solve_plan
     from dpopt.plan.audit import audit_hierarchy_certificate, audit_plan, audit_plan_certificate
     from dpopt.release.hierarchy_design import solve_hierarchy
     from dpopt.spec.load import read_document
@@ -343,9 +348,9 @@ def _audit(args: argparse.Namespace) -> int:
     with stdout_to_stderr(), _progress(f"dpopt audit: {draws} draws per dataset and pair"):
         if is_plan_certificate(document):
             result = audit_plan_certificate(Certificate.from_dict(document, str(args.source)), draws=draws, seed=seed)
-        elif _is_plan(args.source):
+        elif is_plan_document(document):
             result = audit_plan(solve_plan(args.source), draws=draws, seed=seed)
-        elif is_hierarchy_certificate(document) or _is_hierarchy(args.source):
+        elif is_hierarchy_certificate(document) or _has_geography(document):
             cert = (Certificate.from_dict(document, str(args.source)) if is_hierarchy_certificate(document)
                     else solve_hierarchy(args.source).certificate())
             result = audit_hierarchy_certificate(cert, draws=draws, seed=seed)
@@ -400,8 +405,8 @@ def _is_composed(document) -> bool:
     from dpopt.certificate.hierarchy_release import is_hierarchy_certificate
     from dpopt.plan import is_plan_certificate, is_plan_document
 
-    geography = isinstance(document, dict) and document.get("geography") is not None and "spec_sha256" not in document
-    return is_plan_document(document) or is_plan_certificate(document) or is_hierarchy_certificate(document) or geography
+    return (is_plan_document(document) or is_plan_certificate(document) or is_hierarchy_certificate(document)
+            or _has_geography(document))
 
 
 def _report_composed(args: argparse.Namespace, document) -> int:
@@ -471,7 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for release.json, release.csv (each cell's value, standard error and 95%% "
                                  "margin of error), certificate.json (and release_COLUMN.parquet); default: print")
     p.add_argument("--format", choices=["json", "csv"], default="json",
-                   help="what is printed without --out: the release document (json) or its per-cell table (csv)")
+                   help="what is printed without --out: the release document (json) or its per-cell table (csv); "
+                        "with --out and --group-by, csv also writes release_COLUMN.csv")
     p.add_argument("--error-draws", type=int, default=100, metavar="N",
                    help="Monte Carlo releases for the error before/after post-processing (spec with postprocess "
                         "or geography; 0: none); 100 state the RMSE to about 2 significant digits")

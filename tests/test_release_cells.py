@@ -76,7 +76,7 @@ def test_grouped_parquet_and_csv_carry_the_discrete_gaussian_errors(tmp_path, ca
     spec = ROOT / "specs" / "block_tables_discrete_zcdp.yaml"
     out = tmp_path / "out"
     assert main(["release", str(spec), "--data", str(ROOT / "specs" / "data" / "blocks.csv"), "--group-by", "tract",
-                 "--seed", "2", "--insecure-seed", "--out", str(out)]) == 0
+                 "--seed", "2", "--insecure-seed", "--out", str(out), "--format", "csv"]) == 0
     capsys.readouterr()
     k = np.arange(-60, 61)
     pmf = np.exp(-k**2 / 2.0)
@@ -89,10 +89,16 @@ def test_grouped_parquet_and_csv_carry_the_discrete_gaussian_errors(tmp_path, ca
     label = "race=white,sex=female"
     assert table[f"{label} standard_error"].to_numpy() == pytest.approx(se, rel=1e-9)
     assert (table[f"{label} margin_of_error_95"] == moe).all()
-    rows = _csv((out / "release.csv").read_text())
-    assert len(rows) == len(table) * 6 and list(rows[0])[:3] == ["column", "group", "label"]
-    first = next(r for r in rows if r["group"] == table["tract"][0] and r["label"] == label)
-    assert int(first["value"]) == table[label][0] and float(first["margin_of_error_95"]) == moe
+    rows = _csv((out / "release_tract.csv").read_text())  # the same table, for a spreadsheet
+    assert len(rows) == len(table) and list(rows[0]) == list(table.columns)
+    assert list(rows[0])[:4] == ["tract", label, f"{label} standard_error", f"{label} margin_of_error_95"]
+    first = next(r for r in rows if r["tract"] == table["tract"][0])
+    assert int(first[label]) == table[label][0] and float(first[f"{label} margin_of_error_95"]) == moe
+    capsys.readouterr()
+    assert main(["release", str(spec), "--data", str(ROOT / "specs" / "data" / "blocks.csv"), "--group-by", "tract",
+                 "--seed", "2", "--insecure-seed", "--format", "csv"]) == 0
+    long = _csv(capsys.readouterr().out)  # printed: one row per group and cell
+    assert len(long) == len(table) * 6 and list(long[0])[:3] == ["column", "group", "label"]
 
 
 def test_plan_release_cells_per_query(capsys):
@@ -122,3 +128,22 @@ def test_errors_of_a_linear_map_of_the_noise():
     # of X² has relative SE √((72/16 − 1)/20000) = 1.3% and its root 0.66%: 3.5% is more than 5 standard errors
     assert block["cells"][0]["standard_error"] == pytest.approx(2 * b, rel=0.035)
     assert "Monte Carlo" in block["method"]
+
+
+def test_data_errors_come_before_the_design(tmp_path, monkeypatch):
+    from dpopt.errors import DataError
+    from dpopt.release import batch, random_source, release_groups, release_once
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("race,sex\nwhite,female\npurple,male\n")
+
+    def no_design(problem):
+        raise AssertionError("the design ran before the data were checked")
+
+    monkeypatch.setattr(batch, "solve", no_design)
+    with pytest.raises(DataError, match="purple"):
+        release_once(RACE, bad, random_source(1, insecure_seed=True))
+    with pytest.raises(DataError, match="purple"):
+        release_groups(RACE, bad, "sex", seed=1, insecure_seed=True)
+    with pytest.raises(DataError, match="tract"):
+        release_groups(RACE, bad, "tract", seed=1, insecure_seed=True)
