@@ -42,7 +42,6 @@ __all__ = ["__version__", *lazy_exports(__name__, {
     "render_html": "dpopt.report.render",
     "render_markdown": "dpopt.report.render",
     "solve": "dpopt.solve",
-    "solve_hierarchy": "dpopt.release.hierarchy_design",
     "topdown": "dpopt.postprocess.hierarchy",
     "verify": "dpopt.certificate.verify",
     "verify_hierarchy_release": "dpopt.certificate.hierarchy_release",
