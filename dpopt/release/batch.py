@@ -409,12 +409,14 @@ def release_json(document: dict) -> str:
 
 def write_release(document: dict, certificate: Certificate, out: str | Path) -> list[Path]:
     """An ungrouped release in the folder ``out``: ``release.json``, ``release.csv`` (the per-cell table,
-    :func:`dpopt.release.cells.document_csv`) and ``certificate.json``."""
-    written = [Path(out) / "release.json", Path(out) / "release.csv", Path(out) / "certificate.json"]
-    write_atomic(written[0], release_json(document))
-    write_atomic(written[1], document_csv(document))
-    certificate.write(written[2])
-    return written
+    :func:`dpopt.release.cells.document_csv`, when the document has one) and ``certificate.json``."""
+    out = Path(out)
+    write_atomic(out / "release.json", release_json(document))
+    tables = [out / "release.csv"] if "cells" in document else []
+    for path in tables:
+        write_atomic(path, document_csv(document))
+    certificate.write(out / "certificate.json")
+    return [out / "release.json", *tables, out / "certificate.json"]
 
 
 def release_document(solution: Solution, noisy: np.ndarray, records: int, randomness: RandomSource) -> dict:
