@@ -64,7 +64,7 @@ def test_cli_solve_and_release_agree_and_name_what_they_wrote(tmp_path, capsys):
     solved, released = tmp_path / "solved", tmp_path / "released"
     assert main(["solve", str(SPEC), "--out", f"{solved}/"]) == 0
     out = capsys.readouterr().out
-    assert "//" not in out and f"wrote {solved / 'certificate.json'}" in out
+    assert "//" not in out and f"wrote {solved / 'mechanism.json'}, {solved / 'certificate.json'}" in out
     for name, sigma in SIGMAS.items():  # one line per level with its σ, then the whole release
         line = next(x for x in out.splitlines() if x.startswith(f"{name}:"))
         assert f"sigma={sigma:.6g}" in line

@@ -21,7 +21,7 @@ from pathlib import Path
 from dpopt.certificate.composition import within_group_adjacency
 from dpopt.certificate.hierarchy_budget import NATION, budget_check, level_specs
 from dpopt.certificate.hierarchy_release import hierarchy_certificate, level_mu
-from dpopt.certificate.model import Certificate
+from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.problem import Problem, compile
 from dpopt.solve import Solution, solve
@@ -103,11 +103,16 @@ class HierarchySolution:
         return hierarchy_certificate(self.spec, block, self.level_certificates(block), mus)
 
     def write(self, out: str | Path) -> list[Path]:
-        """``certificate.json`` (the whole release) and ``certificate_<level>.json`` per level in ``out``."""
+        """``mechanism.json`` (each level's :meth:`~dpopt.solve.Solution.mechanism_document`), ``certificate.json``
+        (the whole release) and ``certificate_<level>.json`` per level in ``out``."""
         out = Path(out)
-        written = [out / "certificate.json"] + [out / f"certificate_{n}.json" for n in self.names]
-        self.certificate().write(written[0])
-        for path, cert in zip(written[1:], self.level_certificates()):
+        written = [out / "mechanism.json", out / "certificate.json"] + [out / f"certificate_{n}.json" for n in self.names]
+        certificate = self.certificate()
+        mechanisms = {"kind": "hierarchy", "spec_sha256": certificate["spec_sha256"],
+                      "levels": {n: s.mechanism_document() for n, s in zip(self.names, self.solutions)}}
+        write_atomic(written[0], json.dumps(mechanisms, indent=2) + "\n")
+        certificate.write(written[1])
+        for path, cert in zip(written[2:], self.level_certificates()):
             cert.write(path)
         return written
 
