@@ -250,8 +250,12 @@ def epsilon_per_delta(mechanisms: list[Mechanism], spaces: list[SensitivitySpace
         if isinstance(pair, str):
             return {"epsilon_at_delta": None, "epsilon_method": f"not stated: {pair}"}
         pairs.append(pair)
-    found = {f"{d:g}": composed_epsilon(pairs, d) for d in deltas}
-    methods = {how for _, _, how in found.values()}
-    return {"epsilon_at_delta": {d: hi if math.isfinite(hi) else None for d, (_, hi, _) in found.items()},
-            "epsilon_method": "; ".join(sorted(methods))
-            + ("" if all(isinstance(p, float) for p in pairs) else " (pessimistic side: an upper bound)")}
+    if all(isinstance(p, float) for p in pairs):
+        found = {f"{d:g}": composed_epsilon(pairs, d) for d in deltas}
+        return {"epsilon_at_delta": {d: hi for d, (_, hi, _) in found.items()},
+                "epsilon_method": next(iter(found.values()))[2]}
+    bracket = composed_pld(pairs)  # composed once, read at every δ
+    upper = {f"{d:g}": epsilon_at(bracket, d)[1] for d in deltas}
+    return {"epsilon_at_delta": {d: e if math.isfinite(e) else None for d, e in upper.items()},
+            "epsilon_method": "composed PLD bracket of the dominating pairs, pessimistic side (an upper bound, to the "
+                              "loss grid)"}
