@@ -47,4 +47,5 @@ __all__ = ["__version__", *lazy_exports(__name__, {
     "solve": "dpopt.solve",
     "topdown": "dpopt.postprocess.hierarchy",
     "verify": "dpopt.certificate.verify",
+    "verify_hierarchy_release": "dpopt.certificate.hierarchy_release",
 })]
