@@ -13,7 +13,8 @@ How, in order of preference (each cell records its method):
 1. the noise law is a product Z = B·W of independent marginals with B the identity: E W² by
    numerical integration of the marginal (:meth:`Marginal.abs_moment`, exact for Gaussians)
    and m from its tail, 2·P(W > m) = 0.05 (bisection; the smallest integer for a lattice law);
-2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form;
+2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form; Gaussian noise too
+   large to state as a law: the family's closed-form variances (:meth:`Mechanism.cell_variances`);
 3. otherwise (K-norm, families without a law) a Monte Carlo of the mechanism's own sampler
    (:data:`DRAWS` draws, seed :data:`SEED`).
 
@@ -77,6 +78,14 @@ def _from_law(law: ProductLaw) -> tuple[np.ndarray, np.ndarray, str] | None:
     return None
 
 
+def _from_variances(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str] | None:
+    variances = mechanism.cell_variances()
+    if variances is None:
+        return None
+    se = np.sqrt(np.asarray(variances, dtype=float))
+    return se, Z_975 * se, "closed form: cell i is N(0, Var Z_i) (the family's closed-form variances); margin 1.96·SE"
+
+
 def _monte_carlo(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str]:
     z = mechanism.sample(DRAWS, np.random.default_rng(SEED))
     with np.errstate(invalid="ignore"):
@@ -103,7 +112,7 @@ def per_cell_errors(mechanism: Mechanism, labels) -> dict:
     """
     law = mechanism.noise_law()
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
-    found = _from_law(inner) if isinstance(inner, ProductLaw) else None
+    found = _from_law(inner) if isinstance(inner, ProductLaw) else _from_variances(mechanism)
     se, moe, method = found if found is not None else _monte_carlo(mechanism)
     if isinstance(law, PostProcessedLaw):
         method += f"; the noise stage, before the post-processing ({law.operation}), whose error depends on the answer"
