@@ -84,6 +84,9 @@ are enumerated, exactly, by the privacy check)."""
 _VIOLATION = 1e-9
 """Relative violation above which a pattern joins the cutting-plane working set."""
 
+_TIGHT = {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13, "tol_ktratio": 1e-10}
+"""Clarabel's tolerances: tight, so that the design is optimal to rounding (the dual bound certifies it)."""
+
 _ADD_PER_ROUND = 64
 _MAX_ROUNDS = 60
 
@@ -284,7 +287,8 @@ def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns
         matrix = np.array([row(d) for d in working])
         constraint = matrix @ beta <= 1.0
         program = cp.Problem(cp.Minimize(weights @ cp.inv_pos(beta)), [constraint])
-        solution = solve_convex(program, ("CLARABEL", "SCS"), program="marginal covariance (replace-one)")
+        solution = solve_convex(program, ("CLARABEL", "SCS"), program="marginal covariance (replace-one)",
+                                options={"CLARABEL": _TIGHT})
         if beta.value is None or solution.status not in ("optimal", "optimal_inaccurate"):
             raise SolverError(f"marginal covariance (replace-one): solver status {solution.status}")
         value = np.maximum(np.asarray(beta.value, dtype=float), 1e-300)
