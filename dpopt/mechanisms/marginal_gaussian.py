@@ -47,7 +47,6 @@ from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
-from dpopt.optimize.covariance import target_mu
 from dpopt.optimize.marginal_covariance import (
     MAX_PATTERN_ATTRIBUTES,
     components,
@@ -57,7 +56,7 @@ from dpopt.optimize.marginal_covariance import (
     svd_bound,
 )
 from dpopt.privacy.gaussian import gaussian_epsilon
-from dpopt.privacy.gaussian_calibration import gaussian_privacy_check
+from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import hamming_factor
 from dpopt.sensitivity.space import SensitivitySpace
@@ -71,6 +70,12 @@ MAX_LAW_DIMENSION = 1500
 second route of ``dpopt verify`` and the audit); above it the law is described in words."""
 
 _TARGETS = ("gdp", "zcdp", "approx")
+
+
+def target_mu(privacy: Privacy) -> float:
+    """μ of the target: 1/σ at unit sensitivity (μ, √(2ρ), or the analytic-Gaussian μ*(ε, δ), rounded
+    safely), as :func:`dpopt.optimize.covariance.target_mu` (which imports the SDP's constraint tools)."""
+    return 1.0 / gaussian_sigma(Fraction(1), privacy)
 
 
 def query_workload(query: CountingQuery) -> MarginalWorkload:
