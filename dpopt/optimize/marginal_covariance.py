@@ -298,6 +298,10 @@ def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns
         new = [int(d) for d in violated[np.argsort(loads[violated])[::-1]] if int(d) not in known]
         if not new:
             break
+        if len(working) > 2 * len(ts):  # keep the working set small: drop slack patterns with no multiplier
+            duals = np.asarray(constraint.dual_value, dtype=float).reshape(-1)
+            keep = (duals > 1e-9 * duals.max()) | (loads[working] > 1.0 - 1e-6)
+            working = [d for d, kept in zip(working, keep) if kept]
         working = sorted(set(working) | set(new[:_ADD_PER_ROUND]))
     else:
         raise SolverError(f"marginal covariance (replace-one): no convergence in {_MAX_ROUNDS} cutting-plane rounds")
