@@ -85,6 +85,34 @@ def query_workload(query: CountingQuery) -> MarginalWorkload:
     return MarginalWorkload(algebra, tuple(tuple(query.attributes.index(a) for a in g) for g in query.groups))
 
 
+def _fixed_sets(problem: Problem) -> tuple[Subset, ...]:
+    """The attribute sets (as query axes) of the spec's invariant margins."""
+    attributes = problem.query.attributes
+    return tuple(tuple(sorted(attributes.index(a) for a in inv.attributes))
+                 for inv in problem.spec.invariants if inv.kind == "margins")
+
+
+def _multiplier(problem: Problem) -> int:
+    """a under invariants (Semi-DP), else the Hamming factor (1 for add/remove and replace-one)."""
+    a = problem.space.semi_adjacent_parameter
+    return int(a) if problem.spec.invariants and a is not None else hamming_factor(problem.spec)
+
+
+def _invariants_reason(problem: Problem) -> str | None:
+    """Why invariants are not served (None when they are): margins over the query's attributes under replace-one."""
+    spec, attributes = problem.spec, problem.query.attributes
+    if spec.adjacency.kind != "replace_one":
+        return "invariants are served under replace_one adjacency only"
+    for inv in spec.invariants:
+        if inv.kind == "linear":
+            return "a linear invariant is not a margin: the algebra expresses invariant margins only"
+        if inv.kind == "margins" and any(a not in attributes for a in inv.attributes):
+            return "an invariant margin over an attribute outside the query's table is not served"
+    if problem.space.semi_adjacent_parameter is None:
+        return "the sensitivity space gives no semi-adjacent parameter a"
+    return None
+
+
 class MarginalGaussianMechanism(Mechanism):
     """Gaussian noise W ξ, ξ ~ N(0, (Σ_T a_T E_T)⁺), on a marginal workload W.
 
@@ -95,10 +123,13 @@ class MarginalGaussianMechanism(Mechanism):
     workload : MarginalWorkload
     replace : bool
         Replace-one (or Hamming) neighbours: the grand total gets no noise.
-    hamming : int
-        How many replacements neighbours may differ by (1 for add/remove and replace-one).
+    multiplier : int
+        How many replace-one differences a neighbouring difference sums: the Hamming distance
+        (capped at a public n), the semi-adjacent parameter a under invariants, else 1.
     coefficients : dict
         a_T for each T of :func:`~dpopt.optimize.marginal_covariance.components`.
+    fixed : tuple of Subset
+        The attribute sets of the invariant margins (their components are released exactly).
     design : dict, optional
         How the coefficients were obtained (recorded for the reader, not used to rebuild).
     """
@@ -107,12 +138,13 @@ class MarginalGaussianMechanism(Mechanism):
     title = "Gaussian, optimal covariance of a marginal workload (ANOVA algebra)"
     noise_in_span = True
 
-    def __init__(self, attributes: tuple[str, ...], workload: MarginalWorkload, replace: bool, hamming: int,
-                 coefficients: dict[Subset, float], design: dict | None = None):
+    def __init__(self, attributes: tuple[str, ...], workload: MarginalWorkload, replace: bool, multiplier: int,
+                 coefficients: dict[Subset, float], design: dict | None = None, fixed: tuple[Subset, ...] = ()):
         self.attributes = tuple(attributes)
         self.workload = workload
         self.replace = bool(replace)
-        self.hamming = int(hamming)
+        self.multiplier = int(multiplier)
+        self.fixed = tuple(tuple(sorted(f)) for f in fixed)
         self.coefficients = {tuple(t): float(a) for t, a in coefficients.items()}
         self.design_info = dict(design or {})
         self.dimension = workload.dimension
@@ -131,8 +163,9 @@ class MarginalGaussianMechanism(Mechanism):
             return ("the algebra optimises the unweighted l2 error of the marginals; a workload, per-cell weights or "
                     f"the '{spec.utility.metric}' metric break the symmetry that puts the optimum in the algebra "
                     "(gaussian_optimal serves them up to 120 cells)")
-        if spec.invariants:
-            return "invariants are not handled by the marginal algebra in this version"
+        reason = _invariants_reason(problem) if spec.invariants else None
+        if reason is not None:
+            return reason
         if spec.adjacency.kind != "add_remove":
             moving = sum(1 for levels in query.levels if len(levels) >= 2)
             if moving > MAX_PATTERN_ATTRIBUTES:
@@ -162,19 +195,20 @@ class MarginalGaussianMechanism(Mechanism):
         spec, space = problem.spec, problem.space
         workload = query_workload(problem.query)
         replace = spec.adjacency.kind != "add_remove"
-        k = hamming_factor(spec)
+        k, fixed = _multiplier(problem), _fixed_sets(problem)
         mu = target_mu(spec.privacy)
-        result = optimal_coefficients(workload, mu / k, replace)
+        result = optimal_coefficients(workload, mu / k, replace, fixed)
         attributes = tuple(problem.query.attributes)
 
         def scaled(factor: float) -> MarginalGaussianMechanism:
-            return cls(attributes, workload, replace, k, {t: a * factor for t, a in result.coefficients.items()})
+            return cls(attributes, workload, replace, k, {t: a * factor for t, a in result.coefficients.items()},
+                       fixed=fixed)
 
         factor = float(nudge_until(1.0, lambda f: all(c.passed for c in scaled(f).privacy_checks(space, spec.privacy)),
                                    up=False))
         mechanism = scaled(factor)
         error = expected_error(workload, mechanism.coefficients)
-        exact = exact_mahalanobis_squared(workload, mechanism.coefficients, replace) * k * k
+        exact = mechanism._mahalanobis_squared()
         sigma2 = float(space.l2_squared) / (mu * mu)
         identity = (2.0 if replace else 1.0) * k * k / (mu * mu) * len(workload.blocks) * workload.algebra.cells
         info = {
@@ -194,7 +228,7 @@ class MarginalGaussianMechanism(Mechanism):
         }
         if not replace:
             info["svd_bound"] = svd_bound(workload, mu)
-        return cls(attributes, workload, replace, k, mechanism.coefficients, info)
+        return cls(attributes, workload, replace, k, mechanism.coefficients, info, fixed)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> MarginalGaussianMechanism:
@@ -216,8 +250,9 @@ class MarginalGaussianMechanism(Mechanism):
         adjacency = parameters["adjacency"]
         if adjacency not in ("add_remove", "replace_one"):
             raise ValueError(f"adjacency {adjacency!r}")
-        return cls(attributes, workload, adjacency == "replace_one", int(parameters["hamming_distance"]),
-                   coefficients, parameters.get("design"))
+        fixed = tuple(tuple(sorted(attributes.index(a) for a in f)) for f in parameters["invariant_margins"])
+        return cls(attributes, workload, adjacency == "replace_one", int(parameters["multiplier"]),
+                   coefficients, parameters.get("design"), fixed)
 
     @property
     def parameters(self) -> dict:
@@ -227,7 +262,8 @@ class MarginalGaussianMechanism(Mechanism):
             "levels": list(self.workload.algebra.sizes),
             "blocks": [[names[k] for k in block] for block in self.workload.blocks],
             "adjacency": "replace_one" if self.replace else "add_remove",
-            "hamming_distance": self.hamming,
+            "multiplier": self.multiplier,
+            "invariant_margins": [[names[k] for k in f] for f in self.fixed],
             "coefficients": [{"component": [names[k] for k in t], "a": a} for t, a in self.coefficients.items()],
             "design": self.design_info,
         }
@@ -240,24 +276,28 @@ class MarginalGaussianMechanism(Mechanism):
             compiled = query_workload(problem.query)
             ok = (compiled.algebra == self.workload.algebra and compiled.blocks == self.workload.blocks
                   and tuple(problem.query.attributes) == self.attributes
-                  and (spec.adjacency.kind != "add_remove") == self.replace and hamming_factor(spec) == self.hamming)
+                  and (spec.adjacency.kind != "add_remove") == self.replace and _multiplier(problem) == self.multiplier
+                  and _fixed_sets(problem) == self.fixed)
         return [Check("mechanism.workload",
-                      "attributes, levels, marginal blocks and adjacency of the parameters equal the compiled spec's",
+                      "attributes, levels, marginal blocks, adjacency, multiplier (Hamming distance or semi-adjacent "
+                      "parameter) and invariant margins of the parameters equal the compiled spec's",
                       ok, f"{len(self.workload.blocks)} blocks over {len(self.attributes)} attributes, "
-                          f"{'replace' if self.replace else 'add/remove'}, Hamming factor {self.hamming}")]
+                          f"{'replace' if self.replace else 'add/remove'}, multiplier {self.multiplier}, "
+                          f"{len(self.fixed)} invariant margin(s)")]
 
     def _mahalanobis_squared(self) -> Fraction:
-        return exact_mahalanobis_squared(self.workload, self.coefficients, self.replace) * self.hamming ** 2
+        return exact_mahalanobis_squared(self.workload, self.coefficients, self.replace) * self.multiplier ** 2
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        needed = set(components(self.workload, self.replace))
+        needed = set(components(self.workload, self.replace, self.fixed))
         rank = sum(self.workload.algebra.multiplicity(t) for t in needed)
         range_ok = set(self.coefficients) == needed and rank == space.rank and all(
             math.isfinite(a) and a > 0 for a in self.coefficients.values())
         range_check = Check(
             "covariance.range",
             "a positive finite a_T for exactly the components T of the workload's closure that neighbours move "
-            "(m_T > 0; ∅ only under add/remove), so range(Σ) = span(S); its rank Σ m_T equals the space's",
+            "(m_T > 0; ∅ only under add/remove; none inside an invariant margin), so range(Σ) = span(S); its rank "
+            "Σ m_T equals the space's",
             range_ok, f"{len(self.coefficients)} coefficients for {len(needed)} components; rank {rank} vs {space.rank}")
         if privacy.definition not in _TARGETS:
             return [range_check, Check("privacy", "Gaussian noise", False, f"cannot meet a {privacy.definition} target")]
@@ -269,7 +309,8 @@ class MarginalGaussianMechanism(Mechanism):
         privacy_check = Check(
             "privacy",
             f"exact Mahalanobis sensitivity μ_Σ² = {how}"
-            + (f", × {self.hamming}² (Hamming)" if self.hamming != 1 else "")
+            + (f", × {self.multiplier}² ({'semi-adjacent parameter a, triangle inequality of the G-seminorm' if self.fixed else 'Hamming'})"
+               if self.multiplier != 1 else "")
             + f", in rational arithmetic from the stored a_T; N(0, Σ) is then exactly μ_Σ-GDP: {inner.method}",
             range_ok and inner.passed,
             f"μ_Σ = {math.sqrt(float(squared)):.17g}; {inner.detail}",
@@ -290,6 +331,9 @@ class MarginalGaussianMechanism(Mechanism):
         out = super().notes()
         if self.replace:
             out.append("the grand total is the same on neighbouring datasets and is released exactly")
+        if self.fixed:
+            out.append(f"Semi-DP: the components inside the invariant margins get no noise; μ_Σ ≤ a · max over record "
+                       f"pairs (a = {self.multiplier}), a valid bound that can exceed the exact Semi-DP sensitivity")
         info = self.design_info
         if info:
             out.append(f"coefficients from {info.get('method')}; scaled by {info.get('scale_factor'):.17g} so that the "

@@ -63,6 +63,16 @@ dual gives the lower bound
 (minimise the Lagrangian over b, then over the scale of ν), evaluated here in numpy from the
 solver's multipliers: the relative gap (error − L)/error is certified whatever the solver did.
 Hamming-k neighbours: the hull of differences is k times replace-one's, so μ is divided by k.
+
+**Invariant margins** (Semi-DP, replace-one, margins over attribute sets I_j published
+exactly). The components T ⊆ some I_j are fixed by the invariants and get no noise (a_T = ∞);
+a difference x − x′ of conforming datasets within the semi-adjacent parameter a has no
+component there and is a sum of at most a replace-one differences e_p − e_q, so by the
+triangle inequality of the seminorm ‖δ‖_G = √(δᵀGδ) (G supported on the free components)
+:math:`\mu_\Sigma \le a \max_{p,q}\|e_p - e_q\|_G`: the same program over the free
+components with μ divided by a. This bound is valid but not always tight (S_Semi can be
+smaller than a times the pair hull), so the certified gap is relative to it, not to the
+dense SDP on S_Semi itself.
 """
 
 from __future__ import annotations
@@ -91,11 +101,13 @@ _ADD_PER_ROUND = 64
 _MAX_ROUNDS = 60
 
 
-def components(workload: MarginalWorkload, replace: bool) -> tuple[Subset, ...]:
+def components(workload: MarginalWorkload, replace: bool, fixed: tuple[Subset, ...] = ()) -> tuple[Subset, ...]:
     """The T that get noise: the workload's closure without rank-0 components (an attribute
-    with one level), and without ∅ under replace-one (released exactly)."""
+    with one level), without ∅ under replace-one, and without the T inside an invariant
+    margin's attribute set ``fixed`` (those components are published exactly)."""
     alg = workload.algebra
-    return tuple(t for t in workload.closure if alg.multiplicity(t) > 0 and not (replace and t == ()))
+    return tuple(t for t in workload.closure if alg.multiplicity(t) > 0 and not (replace and t == ())
+                 and not any(set(t) <= set(f) for f in fixed))
 
 
 def expected_error(workload: MarginalWorkload, coefficients: dict[Subset, float]) -> float:
@@ -223,8 +235,10 @@ class MarginalDesign:
         return max(0.0, (self.error - self.lower_bound) / self.error)
 
 
-def optimal_coefficients(workload: MarginalWorkload, mu: float, replace: bool) -> MarginalDesign:
-    """The optimal a_T for target μ (μ already divided by the Hamming distance), with its certificate.
+def optimal_coefficients(workload: MarginalWorkload, mu: float, replace: bool,
+                         fixed: tuple[Subset, ...] = ()) -> MarginalDesign:
+    """The optimal a_T for target μ (μ already divided by the Hamming distance or the semi-adjacent
+    parameter), with its certificate; ``fixed``: the attribute sets of invariant margins (replace-one).
 
     Raises
     ------
@@ -234,7 +248,7 @@ def optimal_coefficients(workload: MarginalWorkload, mu: float, replace: bool) -
     SolverError
         The cutting-plane program failed.
     """
-    ts = components(workload, replace)
+    ts = components(workload, replace, fixed)
     if not ts:
         raise CalibrationError("the workload has no component that changes between neighbours")
     if not replace:
