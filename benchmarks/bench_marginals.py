@@ -126,7 +126,7 @@ def _print(row: dict) -> None:
     for key, label in (("direct", "direct (iid noise)"), ("direct_least_squares", "direct + least squares"),
                        ("identity_strategy", "identity strategy"), ("hdmm", "HDMM (quoted, issue 25)")):
         if key in row:
-            print(f"    vs {label:<26} {row[key]:>14.6g}  ratio {row['certified_l2'] / row[key]:.4f}")
+            print(f"    vs {label:<26} {row[key]:>14.6g}  ratio {row['certified_l2'] / row[key]:.4g}")
 
 
 def main() -> None:

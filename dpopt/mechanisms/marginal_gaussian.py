@@ -78,13 +78,6 @@ def target_mu(privacy: Privacy) -> float:
     return 1.0 / gaussian_sigma(Fraction(1), privacy)
 
 
-def query_workload(query: CountingQuery) -> MarginalWorkload:
-    """The marginal workload of a compiled marginal query: the table over ``query.attributes``,
-    one block per group (attributes in the group's order, as the cells are laid out)."""
-    algebra = MarginalAlgebra(tuple(len(levels) for levels in query.levels))
-    return MarginalWorkload(algebra, tuple(tuple(query.attributes.index(a) for a in g) for g in query.groups))
-
-
 def _fixed_sets(problem: Problem) -> tuple[Subset, ...]:
     """The attribute sets (as query axes) of the spec's invariant margins."""
     attributes = problem.query.attributes
@@ -179,7 +172,7 @@ class MarginalGaussianMechanism(Mechanism):
         spec = problem.spec
         if spec.adjacency.kind != "add_remove" or cls.supports(problem) is not None:
             return None
-        return svd_bound(query_workload(problem.query), target_mu(spec.privacy))
+        return svd_bound(problem.query.workload, target_mu(spec.privacy))
 
     @classmethod
     def design(cls, problem: Problem) -> MarginalGaussianMechanism:
@@ -193,7 +186,7 @@ class MarginalGaussianMechanism(Mechanism):
             The replace-one program failed.
         """
         spec, space = problem.spec, problem.space
-        workload = query_workload(problem.query)
+        workload = problem.query.workload
         replace = spec.adjacency.kind != "add_remove"
         k, fixed = _multiplier(problem), _fixed_sets(problem)
         mu = target_mu(spec.privacy)
@@ -273,7 +266,7 @@ class MarginalGaussianMechanism(Mechanism):
         spec = problem.spec
         ok = isinstance(problem.query, CountingQuery) and problem.query.kind in MARGINAL_KINDS
         if ok:
-            compiled = query_workload(problem.query)
+            compiled = problem.query.workload
             ok = (compiled.algebra == self.workload.algebra and compiled.blocks == self.workload.blocks
                   and tuple(problem.query.attributes) == self.attributes
                   and (spec.adjacency.kind != "add_remove") == self.replace and _multiplier(problem) == self.multiplier
