@@ -147,6 +147,13 @@ def test_privacy_check_rejects_inflated_coefficients(adjacency):
     assert failed == ["privacy"]
 
 
+def test_parameters_round_trip_through_json():
+    problem = dpopt.compile(spec(MIXED, {"kind": "hamming", "distance": 2}))
+    cls = registry()["marginal_gaussian"]
+    params = json.loads(json.dumps(cls.design(problem).parameters))
+    assert cls.from_parameters(params, problem.space).parameters == params
+
+
 def test_a_missing_component_fails_the_range_check():
     problem = dpopt.compile(spec(ALL_2WAY, "replace_one"))
     cls = registry()["marginal_gaussian"]
