@@ -78,6 +78,63 @@ def target_mu(privacy: Privacy) -> float:
     return 1.0 / gaussian_sigma(Fraction(1), privacy)
 
 
+def synthesize_noise(workload: MarginalWorkload, parts: dict[Subset, np.ndarray], batch: int) -> np.ndarray:
+    """Released vectors (batch, d) of the components ``parts`` (leading axis ``batch``; the
+    closure's other components are 0)."""
+    alg = workload.algebra
+    full = {t: parts[t] if t in parts else np.zeros((batch,) + alg.table_shape(t)) for t in workload.closure}
+    return workload.from_components(full).reshape(batch, workload.dimension)
+
+
+def cell_variances(workload: MarginalWorkload, coefficients: dict[Subset, float]) -> np.ndarray:
+    """diag W(Σ_T a_T E_T)⁺Wᵀ: in a cell of block S, Σ_{T⊆S} (∏_{k∉T} n_k / a_T)(m_T/∏_{k∈T} n_k)/(∏_{S∖T} n_k)²."""
+    alg = workload.algebra
+    out = np.empty(workload.dimension)
+    for i, s in enumerate(workload.sets):
+        value = 0.0
+        for t in subsets(s):
+            a = coefficients.get(t)
+            if a is not None:
+                rest = alg.size(tuple(k for k in s if k not in t))
+                value += alg.co_size(t) / a * alg.multiplicity(t) / alg.size(t) / (rest * rest)
+        out[workload.offsets[i]: workload.offsets[i + 1]] = value
+    return out
+
+
+def workload_scope_check(problem: Problem, mechanism) -> Check:
+    """The attributes, levels, blocks, adjacency, multiplier and invariant margins a marginal family
+    recorded (``attributes``, ``workload``, ``replace``, ``multiplier``, ``fixed``) equal the compiled spec's."""
+    spec, query = problem.spec, problem.query
+    ok = isinstance(query, CountingQuery) and query.kind in MARGINAL_KINDS
+    if ok:
+        compiled = query.workload
+        ok = (compiled.algebra == mechanism.workload.algebra and compiled.blocks == mechanism.workload.blocks
+              and tuple(query.attributes) == mechanism.attributes
+              and (spec.adjacency.kind != "add_remove") == mechanism.replace
+              and _multiplier(problem) == mechanism.multiplier and _fixed_sets(problem) == mechanism.fixed)
+    return Check("mechanism.workload",
+                 "attributes, levels, marginal blocks, adjacency, multiplier (Hamming distance or semi-adjacent "
+                 "parameter) and invariant margins of the parameters equal the compiled spec's",
+                 ok, f"{len(mechanism.workload.blocks)} blocks over {len(mechanism.attributes)} attributes, "
+                     f"{'replace' if mechanism.replace else 'add/remove'}, multiplier {mechanism.multiplier}, "
+                     f"{len(mechanism.fixed)} invariant margin(s)")
+
+
+def workload_from_parameters(parameters: dict, space: SensitivitySpace) -> tuple[tuple[str, ...], MarginalWorkload]:
+    """The attribute names and the workload recorded in a marginal family's parameters."""
+    attributes = tuple(str(a) for a in parameters["attributes"])
+    sizes = tuple(int(n) for n in parameters["levels"])
+    if len(sizes) != len(attributes) or min(sizes, default=1) < 1:
+        raise ValueError("attributes and levels do not match")
+    blocks = tuple(tuple(attributes.index(a) for a in block) for block in parameters["blocks"])
+    workload = MarginalWorkload(MarginalAlgebra(sizes), blocks)
+    if workload.dimension != space.dimension:
+        raise ValueError(f"the blocks have {workload.dimension} cells, the query dimension is {space.dimension}")
+    if parameters["adjacency"] not in ("add_remove", "replace_one"):
+        raise ValueError(f"adjacency {parameters['adjacency']!r}")
+    return attributes, workload
+
+
 def _fixed_sets(problem: Problem) -> tuple[Subset, ...]:
     """The attribute sets (as query axes) of the spec's invariant margins."""
     attributes = problem.query.attributes
@@ -225,14 +282,7 @@ class MarginalGaussianMechanism(Mechanism):
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> MarginalGaussianMechanism:
-        attributes = tuple(str(a) for a in parameters["attributes"])
-        sizes = tuple(int(n) for n in parameters["levels"])
-        if len(sizes) != len(attributes) or min(sizes, default=1) < 1:
-            raise ValueError("attributes and levels do not match")
-        blocks = tuple(tuple(attributes.index(a) for a in block) for block in parameters["blocks"])
-        workload = MarginalWorkload(MarginalAlgebra(sizes), blocks)
-        if workload.dimension != space.dimension:
-            raise ValueError(f"the blocks have {workload.dimension} cells, the query dimension is {space.dimension}")
+        attributes, workload = workload_from_parameters(parameters, space)
         coefficients = {}
         for entry in parameters["coefficients"]:
             t = tuple(sorted(attributes.index(a) for a in entry["component"]))
@@ -241,8 +291,6 @@ class MarginalGaussianMechanism(Mechanism):
                 raise ValueError(f"coefficient of {entry['component']}: {entry['a']!r} (positive, finite, once)")
             coefficients[t] = a
         adjacency = parameters["adjacency"]
-        if adjacency not in ("add_remove", "replace_one"):
-            raise ValueError(f"adjacency {adjacency!r}")
         fixed = tuple(tuple(sorted(attributes.index(a) for a in f)) for f in parameters["invariant_margins"])
         return cls(attributes, workload, adjacency == "replace_one", int(parameters["multiplier"]),
                    coefficients, parameters.get("design"), fixed)
@@ -263,20 +311,7 @@ class MarginalGaussianMechanism(Mechanism):
 
     def scope_checks(self, problem: Problem) -> list[Check]:
         """The table, blocks and adjacency in the parameters are those the spec compiles to."""
-        spec = problem.spec
-        ok = isinstance(problem.query, CountingQuery) and problem.query.kind in MARGINAL_KINDS
-        if ok:
-            compiled = problem.query.workload
-            ok = (compiled.algebra == self.workload.algebra and compiled.blocks == self.workload.blocks
-                  and tuple(problem.query.attributes) == self.attributes
-                  and (spec.adjacency.kind != "add_remove") == self.replace and _multiplier(problem) == self.multiplier
-                  and _fixed_sets(problem) == self.fixed)
-        return [Check("mechanism.workload",
-                      "attributes, levels, marginal blocks, adjacency, multiplier (Hamming distance or semi-adjacent "
-                      "parameter) and invariant margins of the parameters equal the compiled spec's",
-                      ok, f"{len(self.workload.blocks)} blocks over {len(self.attributes)} attributes, "
-                          f"{'replace' if self.replace else 'add/remove'}, multiplier {self.multiplier}, "
-                          f"{len(self.fixed)} invariant margin(s)")]
+        return [workload_scope_check(problem, self)]
 
     def _mahalanobis_squared(self) -> Fraction:
         return exact_mahalanobis_squared(self.workload, self.coefficients, self.replace) * self.multiplier ** 2
@@ -340,16 +375,9 @@ class MarginalGaussianMechanism(Mechanism):
         alg = self.workload.algebra
         return {t: math.sqrt(alg.co_size(t) / a) for t, a in self.coefficients.items()}
 
-    def _synthesize(self, parts: dict[Subset, np.ndarray], batch: int) -> np.ndarray:
-        """Released vectors (batch, d) of the components ``parts`` (leading axis ``batch``; the
-        closure's other components are 0)."""
-        alg = self.workload.algebra
-        full = {t: parts[t] if t in parts else np.zeros((batch,) + alg.table_shape(t)) for t in self.workload.closure}
-        return self.workload.from_components(full).reshape(batch, self.dimension)
-
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         alg = self.workload.algebra
-        return self._synthesize({t: s * alg.center(rng.standard_normal((size,) + alg.table_shape(t)), len(t))
+        return synthesize_noise(self.workload, {t: s * alg.center(rng.standard_normal((size,) + alg.table_shape(t)), len(t))
                                  for t, s in self._scales().items()}, size)
 
     def _factors(self) -> dict[Subset, np.ndarray]:
@@ -358,7 +386,7 @@ class MarginalGaussianMechanism(Mechanism):
         out = {}
         for t, s in self._scales().items():
             eye = np.eye(alg.size(t)).reshape((alg.size(t),) + alg.table_shape(t))
-            out[t] = s * self._synthesize({t: alg.center(eye, len(t))}, alg.size(t)).T
+            out[t] = s * synthesize_noise(self.workload, {t: alg.center(eye, len(t))}, alg.size(t)).T
         return out
 
     def noise_law(self) -> ProductLaw | str:
@@ -382,17 +410,7 @@ class MarginalGaussianMechanism(Mechanism):
 
     def cell_variances(self) -> np.ndarray:
         """Var Z_i per released cell, in closed form (module docstring)."""
-        alg = self.workload.algebra
-        out = np.empty(self.dimension)
-        for i, s in enumerate(self.workload.sets):
-            value = 0.0
-            for t in subsets(s):
-                a = self.coefficients.get(t)
-                if a is not None:
-                    rest = alg.size(tuple(k for k in s if k not in t))
-                    value += alg.co_size(t) / a * alg.multiplicity(t) / alg.size(t) / (rest * rest)
-            out[self.workload.offsets[i]: self.workload.offsets[i + 1]] = value
-        return out
+        return cell_variances(self.workload, self.coefficients)
 
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:
