@@ -75,6 +75,8 @@ CASES: dict[str, dict] = {
     "gaussian_optimal": dict(query=TABLE, adjacency="replace_one", privacy={"gdp": {"mu": 1.0}}),
     "marginal_gaussian": dict(query={"kind": "marginals", "attributes": [["group"], ["group", "sex"]]},
                               adjacency="replace_one", privacy={"gdp": {"mu": 1.0}}),
+    "marginal_laplace": dict(query={"kind": "marginals", "attributes": [["group"], ["group", "sex"]]},
+                             adjacency="add_remove", privacy={"pure": {"epsilon": 1.0}}),
     # a test_power design: ξ = (1, 1, 0, 0), the last two coordinates not released (NaN)
     "query_scaling": dict(query=HISTOGRAM, adjacency="add_remove", privacy={"gdp": {"mu": 1.0}},
                           utility={"metric": "test_power", "alternative": [1, 2, 0, 0]}),
@@ -228,6 +230,15 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         if np.abs(e @ u[:, ~on]).max() > 1e-6:
             return 0.0
         return _ks(e @ u[:, on] / np.sqrt(lam[on]), stats.norm.cdf)
+    if family == "marginal_laplace":
+        # reference errors drawn here: W (AᵀA)⁻¹ Aᵀ z, z i.i.d. Laplace(b) on the weighted marginals A = [θ_S M_S]
+        w = np.vstack([np.kron(np.eye(4), np.ones((1, 2))), np.eye(8)])
+        rows = {("group",): np.kron(np.eye(4), np.ones((1, 2))), ("group", "sex"): np.eye(8),
+                ("sex",): np.kron(np.ones((1, 4)), np.eye(2)), (): np.ones((1, 8))}
+        a = np.vstack([s["weight"] * rows[tuple(s["marginal"])] for s in p["strategy"]])
+        z = np.random.default_rng(SEED + 1).laplace(0.0, p["scale"], (e.shape[0], a.shape[0]))
+        reference = z @ (w @ np.linalg.pinv(a.T @ a) @ a.T).T
+        return min(float(stats.ks_2samp(e[:, i], reference[:, i]).pvalue) for i in (0, 4)) * 2
     if family == "query_scaling":
         xi = np.array([math.inf if x is None else x for x in p["xi"]])
         noisy = np.isfinite(xi) & (xi > 0)
