@@ -120,6 +120,19 @@ def workload_scope_check(problem: Problem, mechanism) -> Check:
                      f"{len(mechanism.fixed)} invariant margin(s)")
 
 
+def workload_parameters(mechanism) -> dict:
+    """The recorded attributes, levels, blocks, adjacency and multiplier of a marginal family
+    (read back by :func:`workload_from_parameters`)."""
+    names = mechanism.attributes
+    return {
+        "attributes": list(names),
+        "levels": list(mechanism.workload.algebra.sizes),
+        "blocks": [[names[k] for k in block] for block in mechanism.workload.blocks],
+        "adjacency": "replace_one" if mechanism.replace else "add_remove",
+        "multiplier": mechanism.multiplier,
+    }
+
+
 def workload_from_parameters(parameters: dict, space: SensitivitySpace) -> tuple[tuple[str, ...], MarginalWorkload]:
     """The attribute names and the workload recorded in a marginal family's parameters."""
     attributes = tuple(str(a) for a in parameters["attributes"])
@@ -133,6 +146,19 @@ def workload_from_parameters(parameters: dict, space: SensitivitySpace) -> tuple
     if parameters["adjacency"] not in ("add_remove", "replace_one"):
         raise ValueError(f"adjacency {parameters['adjacency']!r}")
     return attributes, workload
+
+
+def positive_by_set(attributes: tuple[str, ...], entries: list, set_key: str, value_key: str) -> dict[Subset, float]:
+    """``{attribute set: value}`` from recorded entries ``{set_key: [names], value_key: x}``, each set
+    once, every value positive and finite (else ValueError)."""
+    out: dict[Subset, float] = {}
+    for entry in entries:
+        key = tuple(sorted(attributes.index(a) for a in entry[set_key]))
+        value = float(entry[value_key])
+        if not (math.isfinite(value) and value > 0) or key in out:
+            raise ValueError(f"{value_key} of {entry[set_key]}: {entry[value_key]!r} (positive, finite, once)")
+        out[key] = value
+    return out
 
 
 def _fixed_sets(problem: Problem) -> tuple[Subset, ...]:
@@ -283,13 +309,7 @@ class MarginalGaussianMechanism(Mechanism):
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> MarginalGaussianMechanism:
         attributes, workload = workload_from_parameters(parameters, space)
-        coefficients = {}
-        for entry in parameters["coefficients"]:
-            t = tuple(sorted(attributes.index(a) for a in entry["component"]))
-            a = float(entry["a"])
-            if not (math.isfinite(a) and a > 0) or t in coefficients:
-                raise ValueError(f"coefficient of {entry['component']}: {entry['a']!r} (positive, finite, once)")
-            coefficients[t] = a
+        coefficients = positive_by_set(attributes, parameters["coefficients"], "component", "a")
         adjacency = parameters["adjacency"]
         fixed = tuple(tuple(sorted(attributes.index(a) for a in f)) for f in parameters["invariant_margins"])
         return cls(attributes, workload, adjacency == "replace_one", int(parameters["multiplier"]),
@@ -299,11 +319,7 @@ class MarginalGaussianMechanism(Mechanism):
     def parameters(self) -> dict:
         names = self.attributes
         return {
-            "attributes": list(names),
-            "levels": list(self.workload.algebra.sizes),
-            "blocks": [[names[k] for k in block] for block in self.workload.blocks],
-            "adjacency": "replace_one" if self.replace else "add_remove",
-            "multiplier": self.multiplier,
+            **workload_parameters(self),
             "invariant_margins": [[names[k] for k in f] for f in self.fixed],
             "coefficients": [{"component": [names[k] for k in t], "a": a} for t, a in self.coefficients.items()],
             "design": self.design_info,

@@ -37,8 +37,10 @@ from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.laplace import laplace_privacy_check
 from dpopt.mechanisms.marginal_gaussian import (
     MARGINAL_KINDS,
+    positive_by_set,
     synthesize_noise,
     workload_from_parameters,
+    workload_parameters,
     workload_scope_check,
 )
 from dpopt.optimize.marginal_covariance import components, expected_error
@@ -133,13 +135,7 @@ class MarginalLaplaceMechanism(Mechanism):
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> MarginalLaplaceMechanism:
         attributes, workload = workload_from_parameters(parameters, space)
-        weights = {}
-        for entry in parameters["strategy"]:
-            s = tuple(sorted(attributes.index(a) for a in entry["marginal"]))
-            w = float(entry["weight"])
-            if not (math.isfinite(w) and w > 0) or s in weights:
-                raise ValueError(f"weight of {entry['marginal']}: {entry['weight']!r} (positive, finite, once)")
-            weights[s] = w
+        weights = positive_by_set(attributes, parameters["strategy"], "marginal", "weight")
         scale = float(parameters["scale"])
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"scale {parameters['scale']!r}")
@@ -150,11 +146,7 @@ class MarginalLaplaceMechanism(Mechanism):
     def parameters(self) -> dict:
         names = self.attributes
         return {
-            "attributes": list(names),
-            "levels": list(self.workload.algebra.sizes),
-            "blocks": [[names[k] for k in block] for block in self.workload.blocks],
-            "adjacency": "replace_one" if self.replace else "add_remove",
-            "multiplier": self.multiplier,
+            **workload_parameters(self),
             "strategy": [{"marginal": [names[k] for k in s], "weight": w} for s, w in self.weights.items()],
             "scale": self.scale,
             "design": self.design_info,
