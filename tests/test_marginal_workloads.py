@@ -147,3 +147,41 @@ def test_marginal_counts_name_an_off_domain_record(tmp_path):
     _records(tmp_path / "r.csv", 20, 6, bad=True)
     with pytest.raises(DataError, match="row 9, column c: 'c9' is not a level"):
         sources.answer(sources.connect(), sources.open_source(tmp_path / "r.csv"), spec)
+
+
+SEMI_CASES = {
+    "free_tables": [["a", "c"], ["b", "c"]],
+    "inside_one_group": [["a", "c"], ["c"], ["a"]],
+    "crossed_groups": [["a", "b"], ["a", "c"], ["b", "c"]],  # no closed form: the reduced-table route
+}
+
+
+@pytest.mark.parametrize("name", SEMI_CASES)
+def test_semi_dp_marginals_under_one_way_margins_equal_enumeration(name):
+    # a 2 x 2 x 3 table with the a and b margins invariant: a = 3 (Cho & Awan, Thm 16, p = 2);
+    # every pair of conforming datasets of 3 records, evaluated record by record
+    from dpopt.sensitivity.semi_enumerate import enumerate_semi_space
+
+    data = {"attributes": {"a": ["a0", "a1"], "b": ["b0", "b1"], "c": ["c0", "c1", "c2"]}}
+    problem = dpopt.compile(make_spec(
+        data=data, query={"kind": "marginals", "attributes": SEMI_CASES[name]},
+        invariants=[{"kind": "margins", "attributes": ["a"]}, {"kind": "margins", "attributes": ["b"]}]))
+    space = problem.space
+    assert space.semi_adjacent_parameter == 3
+    assert ("closed form" in space.method) == (name != "crossed_groups")
+    brute = enumerate_semi_space(problem.domain, 3, 3)
+    assert (space.l1, space.l2_squared, space.linf, space.rank) == (brute.l1, brute.l2_squared, brute.linf, brute.rank)
+    assert space.span.contains(brute.vectors())
+
+
+def test_semi_dp_agency_spec_compiles_in_closed_form():
+    problem = dpopt.compile(ROOT / "specs" / "marginals_8attr_3way_invariants.yaml")
+    # 56 three-way tables, each holding an attribute other than sex and region; a = 3 (two one-way margins)
+    assert problem.space.semi_adjacent_parameter == 3
+    assert (problem.space.l1, problem.space.l2_squared, problem.space.linf) == (2 * 3 * 56, 2 * 9 * 56, 3)
+    sizes = [len(levels) for levels in problem.spec.data.attributes.values()]
+    invariant = {1, 7}  # sex, region
+    free = [t for r in range(1, 4) for t in itertools.combinations(range(8), r) if not set(t) <= {1} and
+            not set(t) <= {7}]
+    assert problem.space.rank == sum(math.prod(sizes[k] - 1 for k in t) for t in free)
+    assert invariant and isinstance(problem.space.span, MarginalSpan)

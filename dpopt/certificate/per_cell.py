@@ -78,11 +78,12 @@ def _from_law(law: ProductLaw) -> tuple[np.ndarray, np.ndarray, str] | None:
 
 
 def _monte_carlo(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str]:
-    z = mechanism.sample(DRAWS, np.random.default_rng(SEED))
+    draws = min(DRAWS, max(2_000, 40_000_000 // max(1, mechanism.dimension)))  # at most ~4·10⁷ numbers
+    z = mechanism.sample(draws, np.random.default_rng(SEED))
     with np.errstate(invalid="ignore"):
         se = np.sqrt(np.mean(z**2, axis=0))
         moe = np.quantile(np.abs(z), LEVEL, axis=0)
-    return se, moe, (f"Monte Carlo of the mechanism's sampler ({DRAWS} draws, seed {SEED}): SE = √(mean Z_i²), "
+    return se, moe, (f"Monte Carlo of the mechanism's sampler ({draws} draws, seed {SEED}): SE = √(mean Z_i²), "
                      "margin = the 95% quantile of |Z_i|")
 
 
