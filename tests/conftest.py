@@ -11,6 +11,11 @@ SPECS = sorted(p for p in (ROOT / "specs").glob("*.yaml") if "_plan" not in p.st
 SLOW_SPECS = {
     "table_4x4_margins_pure": "the hull of a 9-dimensional sensitivity space (built up to its symmetry group, "
                               "a few seconds) and its certificate checks: 10–20 s per solve on 2 shared cores",
+    "marginals_10attr_2way_zcdp": "4,114 released counts over a 1.47e9-cell domain: the second route, the report's "
+                                  "noise draws and the audit work on d = 4,114 coordinates (~20 s per solve, "
+                                  "~60 s with the report)",
+    "marginals_8attr_3way_invariants": "10,325 released counts, Semi-DP span of rank 6,300: the report's and the "
+                                       "per-cell Monte Carlo draws and the audit (~45 s per solve with the report)",
 }
 """Example specs whose solve is too slow for the default run: every test parametrized by one of them is
 marked ``slow``."""

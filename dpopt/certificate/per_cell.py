@@ -16,7 +16,7 @@ How, in order of preference (each cell records its method):
 2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form; Gaussian noise too
    large to state as a law: the family's closed-form variances (:meth:`Mechanism.cell_variances`);
 3. otherwise (K-norm, families without a law) a Monte Carlo of the mechanism's own sampler
-   (:data:`DRAWS` draws, fewer when d is large: at most :data:`MAX_ENTRIES` numbers; seed :data:`SEED`).
+   (:data:`DRAWS` draws, fewer when d is large; seed :data:`SEED`).
 
 A post-processed release (e.g. James–Stein shrinkage) is described by its noise stage, and
 says so: the error after the post-processing depends on the true answer.
@@ -35,8 +35,6 @@ from dpopt.noise.law import PostProcessedLaw, ProductLaw
 LEVEL = 0.95
 Z_975 = float(normal.ndtri(0.975))  # 1.959963984540054
 DRAWS = 20_000
-MAX_ENTRIES = 20_000_000
-"""The Monte Carlo draws fewer than :data:`DRAWS` when draws × d would exceed this (memory)."""
 SEED = 20261125
 
 
@@ -89,7 +87,7 @@ def _from_variances(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str] 
 
 
 def _monte_carlo(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str]:
-    draws = min(DRAWS, max(2_000, MAX_ENTRIES // mechanism.dimension))
+    draws = min(DRAWS, max(2_000, 40_000_000 // max(1, mechanism.dimension)))  # at most ~4·10⁷ numbers
     z = mechanism.sample(draws, np.random.default_rng(SEED))
     with np.errstate(invalid="ignore"):
         se = np.sqrt(np.mean(z**2, axis=0))

@@ -67,7 +67,12 @@ class MarginalSpan(Subspace):
         return tuple(t for t in self.workload.closure if t not in self.without and alg.multiplicity(t) > 0)
 
     def project(self, x: np.ndarray) -> np.ndarray:
-        return self.workload.project(x, self.without)
+        """:meth:`MarginalWorkload.project` without the components :attr:`without`; a table all of
+        whose components are left out gets zeros (a zero grand total stands in for them)."""
+        x = np.asarray(x, dtype=float)
+        kept = {t: c for t, c in self.workload.consistent_components(x).items() if t not in self.without}
+        kept.setdefault((), np.zeros(x.shape[:-1]))
+        return self.workload.from_components(kept)
 
     def projector_diagonal(self) -> np.ndarray:
         return self.workload.projector_diagonal(self.without)
@@ -89,7 +94,7 @@ class MarginalSpan(Subspace):
             for k in t:
                 factor = np.kron(factor, helmert(alg.sizes[k]))
             tables = factor.T.reshape((factor.shape[1],) + alg.table_shape(t))
-            zero_total = np.zeros(len(tables))  # every block gets a component, the blocks outside T zeros
+            zero_total = np.zeros(len(tables))  # as in project: the tables without T get zeros
             vectors = self.workload.from_components({(): zero_total, t: tables}) / math.sqrt(self.workload.precision(t))
             columns.append(vectors.T)
         return np.hstack(columns) if columns else np.zeros((self.ambient, 0))
