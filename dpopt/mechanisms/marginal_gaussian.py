@@ -43,7 +43,6 @@ from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload, Subset, subsets
 from dpopt.domain.queries import CountingQuery
-from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
