@@ -170,7 +170,8 @@ def test_semi_dp_marginals_under_one_way_margins_equal_enumeration(name):
     assert space.semi_adjacent_parameter == 3
     assert ("closed form" in space.method) == (name != "crossed_groups")
     brute = enumerate_semi_space(problem.domain, 3, 3)
-    assert (space.l1, space.l2_squared, space.linf, space.rank) == (brute.l1, brute.l2_squared, brute.linf, brute.rank)
+    assert (space.l1, space.l2_squared, space.linf) == (brute.l1, brute.l2_squared, brute.linf)
+    assert space.rank == brute.rank
     assert space.span.contains(brute.vectors())
 
 

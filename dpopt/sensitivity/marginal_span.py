@@ -85,8 +85,8 @@ class MarginalSpan(Subspace):
         MemoryLimitError
             When d × rank floats exceed the memory limit.
         """
-        require_memory(dense_bytes(self.ambient, self.rank), f"the dense {self.ambient} x {self.rank} basis of "
-                                                             "the span of the marginal workload")
+        require_memory(dense_bytes(self.ambient, self.rank),
+                       f"the dense {self.ambient} x {self.rank} basis of the span of the marginal workload")
         alg = self.workload.algebra
         columns = []
         for t in self.components:
@@ -95,7 +95,8 @@ class MarginalSpan(Subspace):
                 factor = np.kron(factor, helmert(alg.sizes[k]))
             tables = factor.T.reshape((factor.shape[1],) + alg.table_shape(t))
             zero_total = np.zeros(len(tables))  # as in project: the tables without T get zeros
-            vectors = self.workload.from_components({(): zero_total, t: tables}) / math.sqrt(self.workload.precision(t))
+            vectors = self.workload.from_components({(): zero_total, t: tables})
+            vectors /= math.sqrt(self.workload.precision(t))
             columns.append(vectors.T)
         return np.hstack(columns) if columns else np.zeros((self.ambient, 0))
 

@@ -170,7 +170,8 @@ def _replaced(spec: Spec, query: CountingQuery, span: Subspace, norms: tuple[Fra
         return factor * np.unique(_pair_differences(query.dense()), axis=0)
 
     return SensitivitySpace(
-        d, span, l1, l2sq, linf, f"structural: {how}", describe_adjacency(spec), complete=factor == 1, _vectors=pairs
+        d, span, l1, l2sq, linf, f"structural: {how}", describe_adjacency(spec), complete=factor == 1,
+        _vectors=pairs,
     )
 
 

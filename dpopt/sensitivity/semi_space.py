@@ -33,9 +33,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.domain.marginal_algebra import subsets
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
-from dpopt.domain.marginal_algebra import subsets
 from dpopt.sensitivity.invariants import InvariantDomain, conforming_histograms
 from dpopt.sensitivity.margin_subspace import MarginSubspace
 from dpopt.sensitivity.marginal_span import MarginalSpan
@@ -154,8 +154,8 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
         l1, l2sq, linf = exact_norms((reduced.query_matrix() @ moves.T.astype(float)).T) if len(moves) else zero
         kernel = MarginSubspace(shape, groups)
         span = kernel if domain.query_is_table else _image_span(domain, kernel)
-        how = (f"norms exact on the reduced {'x'.join(map(str, small))} table; span: "
-               f"{'tables with zero invariant margins (implicit projector)' if span is kernel else 'A·(that kernel)'}")
+        kind = "tables with zero invariant margins (implicit projector)" if span is kernel else "A·(that kernel)"
+        how = f"norms exact on the reduced {'x'.join(map(str, small))} table; span: {kind}"
     listable = sum(count_multisets(domain.cells, s, _MAX_LISTED_MULTISETS) for s in range(1, degree + 1)) \
         <= _MAX_LISTED_MULTISETS
 
@@ -213,7 +213,9 @@ def marginal_closed_form(domain: InvariantDomain, a: int):
     invariant = {k for g in groups for k in g}
     free = [any(k not in invariant and sizes[k] >= 2 for k in s) for s in workload.sets]
     inside_one = [any(set(s) <= set(g) for g in groups) for s in workload.sets]
-    if any(not f and not one and workload.algebra.size(s) >= 2 for f, one, s in zip(free, inside_one, workload.sets)):
+    crossed = [not f and not one and workload.algebra.size(s) >= 2
+               for f, one, s in zip(free, inside_one, workload.sets)]
+    if any(crossed):
         return None
     g = sum(free)
     fixed = {()} | {t for group in groups for t in subsets(group)}
