@@ -139,7 +139,7 @@ def _target(privacy: Privacy) -> tuple[str, float, float, str]:
 def _pairs(space: SensitivitySpace, most: int, law=None) -> np.ndarray:
     """The sensitivity vectors to audit: the largest for the stated noise law
     (:func:`~dpopt.certificate.second_route.relative_shift`), then those of largest l2 and l1 norm."""
-    vectors = space.vectors()
+    vectors = space.extreme_vectors()
     l2 = np.sum(vectors**2, axis=1)
     l1 = np.sum(np.abs(vectors), axis=1)
     first = [int(np.argmax(l2)), int(np.argmax(l1))]

@@ -34,6 +34,16 @@ from dpopt.sensitivity.margin_subspace import helmert
 from dpopt.sensitivity.subspace import Subspace
 
 
+def workload_column(workload: MarginalWorkload, cell: tuple[int, ...]) -> np.ndarray:
+    """W e_j for the cell j with these level indices (one per attribute): a 1 in one cell of each table."""
+    out = np.zeros(workload.dimension)
+    for i, block in enumerate(workload.blocks):
+        sizes = [workload.algebra.sizes[k] for k in block]
+        index = int(np.ravel_multi_index([cell[k] for k in block], sizes)) if block else 0
+        out[workload.offsets[i] + index] += 1.0
+    return out
+
+
 class MarginalSpan(Subspace):
     """range(W) of a marginal workload W, without the components ``without``.
 
