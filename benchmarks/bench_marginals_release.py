@@ -61,20 +61,24 @@ def main() -> None:
             con = duckdb.connect(":memory:")
             start = time.perf_counter()
             first, second = list(spec.data.attributes)[:2]
-            con.execute(f"SELECT {first}, {second}, count(*) FROM read_parquet('{path}') GROUP BY ALL").fetchall()
+            table = f"SELECT {first}, {second}, count(*) FROM read_parquet('{path}') GROUP BY ALL"
+            con.execute(table).fetchall()
             scan = time.perf_counter() - start
             start = time.perf_counter()
-            values, counted = sources.answer(sources.connect(), sources.open_source(path), spec, query=problem.query)
+            source = sources.open_source(path)
+            values, counted = sources.answer(sources.connect(), source, spec, query=problem.query)
             sql = time.perf_counter() - start
             assert counted == records and values.sum() == records * len(problem.query.groups)
             start = time.perf_counter()
-            command = [sys.executable, "-m", "dpopt.cli", "release", str(SPEC), "--data", str(path), "--seed", "1", "--insecure-seed"]
+            command = [sys.executable, "-m", "dpopt.cli", "release", str(SPEC), "--data", str(path),
+                       "--seed", "1", "--insecure-seed"]
             done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
             whole = time.perf_counter() - start
             peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             status = "ok" if done.returncode == 0 else f"exit {done.returncode}: {done.stderr.strip()[-200:]}"
             print(f"{records:>11,} records (written in {made:.1f} s): marginal counts in SQL {sql:.2f} s "
-                  f"(DuckDB's GROUP BY of one table {scan:.2f} s); `dpopt release` {whole:.1f} s, peak {peak:.0f} MB "
+                  f"(DuckDB's GROUP BY of one table {scan:.2f} s); `dpopt release` {whole:.1f} s, "
+                  f"peak {peak:.0f} MB "
                   f"(largest child so far) [{status}]")
 
 

@@ -85,6 +85,13 @@ def test_marginal_span_and_norms_equal_brute_force(wname, aname):
     own = space.span.basis()
     np.testing.assert_allclose(own.T @ own, np.eye(space.rank), atol=1e-12)
     np.testing.assert_allclose(own @ own.T, dense, atol=1e-12)
+    _assert_extreme(space._extremes(), brute)
+
+
+def _assert_extreme(vector, brute):
+    """The constructed extreme difference is an enumerated one and attains the three norms."""
+    assert any(np.array_equal(vector, v) for v in brute.vectors())
+    assert (np.abs(vector).sum(), (vector**2).sum(), np.abs(vector).max()) == (brute.l1, brute.l2_squared, brute.linf)
 
 
 AGENCY = ROOT / "specs" / "marginals_10attr_2way_zcdp.yaml"
@@ -170,8 +177,11 @@ def test_semi_dp_marginals_under_one_way_margins_equal_enumeration(name):
     assert space.semi_adjacent_parameter == 3
     assert ("closed form" in space.method) == (name != "crossed_groups")
     brute = enumerate_semi_space(problem.domain, 3, 3)
-    assert (space.l1, space.l2_squared, space.linf, space.rank) == (brute.l1, brute.l2_squared, brute.linf, brute.rank)
+    assert (space.l1, space.l2_squared, space.linf) == (brute.l1, brute.l2_squared, brute.linf)
+    assert space.rank == brute.rank
     assert space.span.contains(brute.vectors())
+    if space._extremes is not None:
+        _assert_extreme(space._extremes(), brute)
 
 
 def test_semi_dp_agency_spec_compiles_in_closed_form():

@@ -195,8 +195,9 @@ class JamesSteinMechanism(Mechanism):
         if gain < MIN_GUARANTEED_GAIN:
             why = ("no public total n: over unbounded tables the worst case equals the Gaussian stage"
                    if n is None else f"worst case over tables with total {n}")
-            return (f"guaranteed L2 gain of James–Stein ({'any variant' if best is None else best.variant}) over "
-                    f"its Gaussian stage is {100 * gain:.3g}% < {100 * MIN_GUARANTEED_GAIN:g}% ({why}); the unbiased additive "
+            variant = "any variant" if best is None else best.variant
+            return (f"guaranteed L2 gain of James–Stein ({variant}) over its Gaussian stage is "
+                    f"{100 * gain:.3g}% < {100 * MIN_GUARANTEED_GAIN:g}% ({why}); the unbiased additive "
                     "mechanism is preferred (request james_stein by name to use it)")
         return None
 

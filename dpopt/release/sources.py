@@ -10,7 +10,9 @@ the histogram h (row-major over the query's attributes, first attribute slowest,
       + (CASE CAST(b AS VARCHAR) WHEN 'b0' THEN 0 ... END)
 
 and DuckDB counts records per (group, cell); the answer is φ = A h with the query's
-sparse matrix A. A value outside the spec's domain gives a NULL cell, which the same
+sparse matrix A. A ``marginals`` query is counted table by table instead, in one
+``GROUP BY GROUPING SETS`` scan over the level codes (:func:`marginals_by_key`): the
+histogram over all its attributes is never formed. A value outside the spec's domain gives a NULL cell, which the same
 scan detects; only then does a second query locate the first offending record so that
 the :class:`~dpopt.errors.DataError` names the row, the column and the value, with the
 messages of :func:`dpopt.domain.records.validate_records` (CSV files are read as text,
@@ -374,9 +376,9 @@ def marginals_by_key(con, source: DataSource, query: CountingQuery, column: str 
     selected = [f"{quote_identifier(column)} AS key" for _ in key] + [
         f"{level_code_sql(a, lv)} AS c{i}" for i, (a, lv) in enumerate(zip(query.attributes, query.levels))]
     grouping = ", ".join("(" + ", ".join([*key, *(f"c{k}" for k in t)]) + ")" for t in sets)
-    result = _run(con, source, f"SELECT GROUPING_ID({', '.join(names)}) AS gid, {', '.join(names)}, count(*) AS n "
-                               f"FROM (SELECT {', '.join(selected)} FROM {source.sql}) "
-                               f"GROUP BY GROUPING SETS ({grouping})").fetchnumpy()
+    sql = (f"SELECT GROUPING_ID({', '.join(names)}) AS gid, {', '.join(names)}, count(*) AS n "
+           f"FROM (SELECT {', '.join(selected)} FROM {source.sql}) GROUP BY GROUPING SETS ({grouping})")
+    result = _run(con, source, sql).fetchnumpy()
     gid = np.asarray(result["gid"], dtype=np.int64)
     bit = {name: 1 << (len(names) - 1 - i) for i, name in enumerate(names)}
     mine = {t: gid == sum(bit[f"c{k}"] for k in range(len(query.attributes)) if k not in t) for t in sets}

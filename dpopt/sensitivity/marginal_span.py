@@ -34,6 +34,16 @@ from dpopt.sensitivity.margin_subspace import helmert
 from dpopt.sensitivity.subspace import Subspace
 
 
+def workload_column(workload: MarginalWorkload, cell: tuple[int, ...]) -> np.ndarray:
+    """W e_j for the cell j with these level indices (one per attribute): a 1 in one cell of each table."""
+    out = np.zeros(workload.dimension)
+    for i, block in enumerate(workload.blocks):
+        sizes = [workload.algebra.sizes[k] for k in block]
+        index = int(np.ravel_multi_index([cell[k] for k in block], sizes)) if block else 0
+        out[workload.offsets[i] + index] += 1.0
+    return out
+
+
 class MarginalSpan(Subspace):
     """range(W) of a marginal workload W, without the components ``without``.
 
@@ -85,8 +95,8 @@ class MarginalSpan(Subspace):
         MemoryLimitError
             When d × rank floats exceed the memory limit.
         """
-        require_memory(dense_bytes(self.ambient, self.rank), f"the dense {self.ambient} x {self.rank} basis of "
-                                                             "the span of the marginal workload")
+        require_memory(dense_bytes(self.ambient, self.rank),
+                       f"the dense {self.ambient} x {self.rank} basis of the span of the marginal workload")
         alg = self.workload.algebra
         columns = []
         for t in self.components:
@@ -95,7 +105,8 @@ class MarginalSpan(Subspace):
                 factor = np.kron(factor, helmert(alg.sizes[k]))
             tables = factor.T.reshape((factor.shape[1],) + alg.table_shape(t))
             zero_total = np.zeros(len(tables))  # as in project: the tables without T get zeros
-            vectors = self.workload.from_components({(): zero_total, t: tables}) / math.sqrt(self.workload.precision(t))
+            vectors = self.workload.from_components({(): zero_total, t: tables})
+            vectors /= math.sqrt(self.workload.precision(t))
             columns.append(vectors.T)
         return np.hstack(columns) if columns else np.zeros((self.ambient, 0))
 

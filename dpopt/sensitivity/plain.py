@@ -25,13 +25,14 @@ Every closed form is checked against brute-force enumeration on small domains
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
 
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
-from dpopt.sensitivity.marginal_span import MarginalSpan
+from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
 from dpopt.sensitivity.subspace import FullSpace, Subspace, SumZeroSpace, span_of
 from dpopt.spec.models import Spec
@@ -125,8 +126,10 @@ def _counting(spec: Spec, query: CountingQuery) -> SensitivitySpace:
 
         span = FullSpace(d) if workload.rank() == d else MarginalSpan(workload)
         how = f"±A e_j; each record adds 1 to one cell of each of {g} table(s)"
+        corner = (0,) * len(workload.algebra.sizes)
         return SensitivitySpace(d, span, Fraction(g), Fraction(g), Fraction(1), f"structural: {how}",
-                                describe_adjacency(spec), complete=True, _vectors=columns)
+                                describe_adjacency(spec), complete=True, _vectors=columns,
+                                _extremes=lambda: workload_column(workload, corner))
     moving = sum(1 for group in query.groups if _cells(query, group) >= 2)
     if query.kind in ("histogram", "contingency_table"):
         span = SumZeroSpace(d)
@@ -135,7 +138,11 @@ def _counting(spec: Spec, query: CountingQuery) -> SensitivitySpace:
         span = MarginalSpan(workload, without=((),))
         how = f"A(e_i − e_j); records differing in every attribute move all {moving} table(s)"
     l1, l2sq, linf = Fraction(2 * moving), Fraction(2 * moving), Fraction(min(moving, 1))
-    return _replaced(spec, query, span, (l1, l2sq, linf), how)
+    sizes = workload.algebra.sizes
+    # a record replaced by one that differs in every attribute moves every table with two cells or more
+    far = hamming_factor(spec) * (workload_column(workload, (0,) * len(sizes))
+                                  - workload_column(workload, tuple(n - 1 for n in sizes)))
+    return _replaced(spec, query, span, (l1, l2sq, linf), how, lambda: far)
 
 
 def _linear(spec: Spec, query: CountingQuery) -> SensitivitySpace:
@@ -149,11 +156,11 @@ def _linear(spec: Spec, query: CountingQuery) -> SensitivitySpace:
                                 complete=True, _vectors=lambda: _signed_columns(query.dense()))
     span = span_of(dense - dense.mean(axis=1, keepdims=True))
     norms = exact_norms(_pair_differences(query.user_matrix))
-    return _replaced(spec, query, span, norms, "A(e_i − e_j); norms are maxima over pairs of columns of A")
+    return _replaced(spec, query, span, norms, "A(e_i − e_j); norms are maxima over pairs of columns of A", None)
 
 
 def _replaced(spec: Spec, query: CountingQuery, span: Subspace, norms: tuple[Fraction, Fraction, Fraction],
-              how: str) -> SensitivitySpace:
+              how: str, extremes: Callable[[], np.ndarray] | None) -> SensitivitySpace:
     """The replace-one (Hamming: scaled by k) space of a counting query with these one-replacement norms."""
     d, m = query.dimension, query.cells
     factor = hamming_factor(spec)
@@ -170,7 +177,8 @@ def _replaced(spec: Spec, query: CountingQuery, span: Subspace, norms: tuple[Fra
         return factor * np.unique(_pair_differences(query.dense()), axis=0)
 
     return SensitivitySpace(
-        d, span, l1, l2sq, linf, f"structural: {how}", describe_adjacency(spec), complete=factor == 1, _vectors=pairs
+        d, span, l1, l2sq, linf, f"structural: {how}", describe_adjacency(spec), complete=factor == 1,
+        _vectors=pairs, _extremes=extremes,
     )
 
 

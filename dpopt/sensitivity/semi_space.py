@@ -33,12 +33,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.domain.marginal_algebra import subsets
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
-from dpopt.domain.marginal_algebra import subsets
 from dpopt.sensitivity.invariants import InvariantDomain, conforming_histograms
 from dpopt.sensitivity.margin_subspace import MarginSubspace
-from dpopt.sensitivity.marginal_span import MarginalSpan
+from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
 from dpopt.sensitivity.plain import derive_plain
 from dpopt.sensitivity.semi_adjacency import SemiAdjacentParameter, semi_adjacent_parameter
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
@@ -139,8 +139,9 @@ def _total_only(spec: Spec, query: CountingQuery | NumericQuery, reading: str) -
 def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivitySpace:
     shape, groups, degree = domain.shape, domain.margin_groups, a.value
     closed = marginal_closed_form(domain, degree) if domain.query.kind == "marginals" else None
+    extremes = None
     if closed is not None:
-        (l1, l2sq, linf), span, how = closed
+        (l1, l2sq, linf), span, how, extremes = closed
     else:
         fixed = frozenset(domain.query_axes[0]) if domain.query.kind == "linear" else frozenset()
         small = reduced_shape(shape, domain.covered_axes, fixed, degree)
@@ -154,8 +155,8 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
         l1, l2sq, linf = exact_norms((reduced.query_matrix() @ moves.T.astype(float)).T) if len(moves) else zero
         kernel = MarginSubspace(shape, groups)
         span = kernel if domain.query_is_table else _image_span(domain, kernel)
-        how = (f"norms exact on the reduced {'x'.join(map(str, small))} table; span: "
-               f"{'tables with zero invariant margins (implicit projector)' if span is kernel else 'A·(that kernel)'}")
+        kind = "tables with zero invariant margins (implicit projector)" if span is kernel else "A·(that kernel)"
+        how = f"norms exact on the reduced {'x'.join(map(str, small))} table; span: {kind}"
     listable = sum(count_multisets(domain.cells, s, _MAX_LISTED_MULTISETS) for s in range(1, degree + 1)) \
         <= _MAX_LISTED_MULTISETS
 
@@ -178,6 +179,7 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
         complete=listable,
         semi_adjacent_parameter=degree,
         _vectors=vectors,
+        _extremes=extremes,
         semi=a,
         determined_by_invariants=True,
     )
@@ -200,7 +202,8 @@ def marginal_closed_form(domain: InvariantDomain, a: int):
 
     The span is :math:`W` applied to the tables with zero invariant margins: the ANOVA
     components of the workload's closure that lie in no invariant group (and are not the
-    total), a :class:`~dpopt.sensitivity.marginal_span.MarginalSpan`. Returns None when a table
+    total), a :class:`~dpopt.sensitivity.marginal_span.MarginalSpan`. Returns the norms, the span,
+    the method in words and that extreme :math:`Wz` (a callable); None when a table
     lies inside :math:`I` across two groups (e.g. sex × region with both margins invariant),
     whose moves by crossed records have no closed form here.
     """
@@ -213,7 +216,9 @@ def marginal_closed_form(domain: InvariantDomain, a: int):
     invariant = {k for g in groups for k in g}
     free = [any(k not in invariant and sizes[k] >= 2 for k in s) for s in workload.sets]
     inside_one = [any(set(s) <= set(g) for g in groups) for s in workload.sets]
-    if any(not f and not one and workload.algebra.size(s) >= 2 for f, one, s in zip(free, inside_one, workload.sets)):
+    crossed = [not f and not one and workload.algebra.size(s) >= 2
+               for f, one, s in zip(free, inside_one, workload.sets)]
+    if any(crossed):
         return None
     g = sum(free)
     fixed = {()} | {t for group in groups for t in subsets(group)}
@@ -221,7 +226,9 @@ def marginal_closed_form(domain: InvariantDomain, a: int):
     how = (f"closed form: {g} table(s) hold an attribute outside the invariant margins, each moved by at most "
            f"‖z‖₁ ≤ 2a, attained by a records replaced by a copies of one cell agreeing on the invariant "
            f"attributes; span: the ANOVA components in no invariant group (implicit)")
-    return (Fraction(2 * a * g), Fraction(2 * a * a * g), Fraction(a if g else 0)), span, how
+    far = tuple(0 if k in invariant else n - 1 for k, n in enumerate(sizes))
+    extreme = a * (workload_column(workload, (0,) * len(sizes)) - workload_column(workload, far))
+    return (Fraction(2 * a * g), Fraction(2 * a * a * g), Fraction(a if g else 0)), span, how, lambda: extreme
 
 
 def _listed_moves(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivitySpace:

@@ -310,8 +310,8 @@ def check_references(spec: Spec) -> None:
         among = len(query.over) if query.over is not None else sum(
             not isinstance(levels, NumericAttribute) for levels in attributes.values())
         if query.all_of_size > among:
-            raise SpecError("query.all_of_size", f"is {query.all_of_size}, but there are only {among} categorical "
-                                                 "attribute(s) to choose from")
+            raise SpecError("query.all_of_size",
+                            f"is {query.all_of_size}, but there are only {among} categorical attribute(s) to choose from")
     if isinstance(query, LinearQuery):
         levels = len(attributes[query.attribute])
         if len(query.matrix[0]) != levels:

@@ -121,7 +121,8 @@ class MarginalsQuery(_Model):
     @model_validator(mode="after")
     def _one_form(self) -> "MarginalsQuery":
         if (self.attributes is None) == (self.all_of_size is None):
-            raise ValueError("give exactly one of attributes (the groups) and all_of_size (every group of that size)")
+            raise ValueError("give exactly one of attributes (the groups) and all_of_size "
+                             "(every group of that size)")
         if self.over is not None and self.all_of_size is None:
             raise ValueError("over goes with all_of_size only")
         return self
