@@ -34,6 +34,16 @@ class UnsupportedSpecError(SpecError):
     """A well-formed spec asks for a combination dpopt cannot (yet) certify."""
 
 
+class MemoryLimitError(UnsupportedSpecError):
+    """A structure the spec needs would take more memory than the limit allows.
+
+    Raised by :func:`dpopt.core.memory.require_memory` before anything of that size is
+    allocated; ``field`` names the structure, ``problem`` the estimate and the limit. A
+    family whose structure would exceed the limit refuses the spec, as for any other
+    unsupported combination.
+    """
+
+
 class CalibrationError(DpoptError):
     """No parameter of a mechanism family meets the privacy target (or the
     request is numerically out of range)."""

@@ -13,6 +13,11 @@ SLOW_SPECS = {
                               "a few seconds) and its certificate checks: 10–20 s per solve on 2 shared cores",
     "census_part2_age_ranges_gdp": "gaussian_optimal's semidefinite program for 15 age ranges under the margins: "
                                    "about 12 s of CPU per solve",
+    "marginals_10attr_2way_zcdp": "4,114 released counts over a 1.47e9-cell domain: the second route, the report's "
+                                  "noise draws and the audit work on d = 4,114 coordinates (~20 s per solve, "
+                                  "~60 s with the report)",
+    "marginals_8attr_3way_invariants": "10,325 released counts, Semi-DP span of rank 6,300: the report's and the "
+                                       "per-cell Monte Carlo draws and the audit (~45 s per solve with the report)",
 }
 """Example specs whose solve is too slow for the default run: every test parametrized by one of them is
 marked ``slow``."""

@@ -17,6 +17,7 @@ from conftest import SPECS, make_spec
 import dpopt
 from dpopt.audit import audit, audit_mechanism
 from dpopt.cli import main
+from dpopt.errors import MemoryLimitError
 from dpopt.mechanisms.gaussian import GaussianMechanism
 from dpopt.mechanisms.laplace import LaplaceMechanism
 from dpopt.privacy.gaussian_calibration import gaussian_sigma
@@ -24,8 +25,16 @@ from dpopt.privacy.gaussian_calibration import gaussian_sigma
 DRAWS = 100_000
 
 
+LARGE = {"marginals_10attr_2way_zcdp", "marginals_8attr_3way_invariants"}
+"""Specs whose audit at DRAWS draws (4 · DRAWS · d floats, d ≥ 4,114) is refused by the memory guard."""
+
+
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
 def test_example_specs_are_not_refuted(path):
+    if path.stem in LARGE:
+        with pytest.raises(MemoryLimitError, match="the audit's"):
+            audit(path, draws=DRAWS)
+        return
     result = audit(path, draws=DRAWS)
     assert result.passed, result.to_dict()
 

@@ -37,6 +37,7 @@ from scipy import stats
 
 from dpopt.certificate.second_route import noise_law_of, relative_shift
 from dpopt.core import normal
+from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.domain.bounds import answer_bounds
 from dpopt.domain.queries import compile_query
 from dpopt.mechanisms import Mechanism
@@ -148,7 +149,7 @@ def _target(privacy: Privacy, profile: dict | None = None) -> tuple[str, float, 
 def _pairs(space: SensitivitySpace, most: int, law=None) -> np.ndarray:
     """The sensitivity vectors to audit: the largest for the stated noise law
     (:func:`~dpopt.certificate.second_route.relative_shift`), then those of largest l2 and l1 norm."""
-    vectors = space.vectors()
+    vectors = space.extreme_vectors()
     l2 = np.sum(vectors**2, axis=1)
     l1 = np.sum(np.abs(vectors), axis=1)
     first = [int(np.argmax(l2)), int(np.argmax(l1))]
@@ -246,10 +247,18 @@ def audit_mechanism(
         family whose output depends on a public box needs x inside it (:func:`audit_answer`).
     profile : dict, optional
         ε by δ of the certified release (default: the mechanism's own ``privacy_summary``), see :func:`_target`.
+
+    Raises
+    ------
+    MemoryLimitError
+        When the draws of one pair (about 4 · draws · d floats) exceed the memory limit.
     """
     if profile is None and hasattr(mechanism, "privacy_summary"):
         profile = mechanism.privacy_summary(space).get("epsilon_at_delta")
     parameter, certified, delta, certified_from = _target(privacy, profile)
+    # the answers, the two releases and the noise of one pair are held at once
+    require_memory(dense_bytes(4, draws, mechanism.dimension),
+                   f"the audit's {draws} draws of {mechanism.dimension} coordinates per dataset")
     centre = np.zeros(mechanism.dimension) if answer is None else np.asarray(answer, dtype=float).reshape(-1)
     rng = np.random.default_rng(seed)
     half = draws // 2

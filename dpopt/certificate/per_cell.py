@@ -13,11 +13,12 @@ How, in order of preference (each cell records its method):
 1. the noise law is a product Z = B·W of independent marginals with B the identity: E W² by
    numerical integration of the marginal (:meth:`Marginal.abs_moment`, exact for Gaussians)
    and m from its tail, 2·P(W > m) = 0.05 (bisection; the smallest integer for a lattice law);
-2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form;
+2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form; Gaussian noise too
+   large to state as a law: the family's closed-form variances (:meth:`Mechanism.cell_variances`);
 3. otherwise (K-norm, families without a law) a Monte Carlo of the mechanism's own sampler
-   (:data:`DRAWS` draws, seed :data:`SEED`), pooled over cells that a symmetry makes equal: a swap of
-   two levels of one attribute that maps the listed neighbouring differences onto themselves maps the
-   noise law onto itself (the law is built from those differences alone, e.g. K = their convex hull),
+   (:data:`DRAWS` draws, fewer when d is large; seed :data:`SEED`), pooled over cells that a symmetry makes
+   equal: a swap of two levels of one attribute that maps the listed neighbouring differences onto themselves
+   maps the noise law onto itself (the law is built from those differences alone, e.g. K = their convex hull),
    so the cells of one orbit (:func:`cell_orbits`) have one law. When every cell is in one orbit
    and E‖Z‖² has a closed form, each cell's SE is exactly √(E‖Z‖²/d); otherwise each cell records the
    Monte Carlo standard error of its SE (``monte_carlo_se``, from the per-draw orbit means).
@@ -83,6 +84,14 @@ def _from_law(law: ProductLaw) -> tuple[np.ndarray, np.ndarray, str] | None:
     return None
 
 
+def _from_variances(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str] | None:
+    variances = mechanism.cell_variances()
+    if variances is None:
+        return None
+    se = np.sqrt(np.asarray(variances, dtype=float))
+    return se, Z_975 * se, "closed form: cell i is N(0, Var Z_i) (the family's closed-form variances); margin 1.96·SE"
+
+
 def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
     """The orbit of each cell under the swaps of two levels of one attribute that map the set of
     neighbouring differences ``vectors`` (rows) onto itself; None when the labels are not
@@ -122,8 +131,9 @@ def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
 
 def _monte_carlo(mechanism: Mechanism, orbits: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """(SE, margin, Monte Carlo SE of the SE, method) from the mechanism's sampler, pooled over ``orbits``."""
-    z = mechanism.sample(DRAWS, np.random.default_rng(SEED))
-    d = z.shape[1]
+    d = mechanism.dimension
+    draws = min(DRAWS, max(2_000, 40_000_000 // max(1, d)))  # at most ~4·10⁷ numbers
+    z = mechanism.sample(draws, np.random.default_rng(SEED))
     orbits = np.arange(d) if orbits is None else orbits
     se, moe, mc = (np.full(d, np.nan) for _ in range(3))
     with np.errstate(invalid="ignore"):
@@ -131,10 +141,10 @@ def _monte_carlo(mechanism: Mechanism, orbits: np.ndarray | None) -> tuple[np.nd
             cells = np.flatnonzero(orbits == orbit)
             per_draw = np.mean(z[:, cells] ** 2, axis=1)
             se[cells] = math.sqrt(float(np.mean(per_draw)))
-            mc[cells] = float(np.std(per_draw) / math.sqrt(DRAWS) / (2.0 * se[cells[0]]))
+            mc[cells] = float(np.std(per_draw) / math.sqrt(draws) / (2.0 * se[cells[0]]))
             moe[cells] = float(np.quantile(np.abs(z[:, cells]), LEVEL))
     pooled = len(np.unique(orbits)) < d
-    method = (f"Monte Carlo of the mechanism's sampler ({DRAWS} draws, seed {SEED}): SE = √(mean Z_i²), margin = the "
+    method = (f"Monte Carlo of the mechanism's sampler ({draws} draws, seed {SEED}): SE = √(mean Z_i²), margin = the "
               "95% quantile of |Z_i|" + (f", pooled over the {len(np.unique(orbits))} orbit(s) of cells that the "
                                          "symmetries of the neighbouring differences make equal" if pooled else ""))
     if np.all(orbits == orbits[0]) and np.all(np.isfinite(se)):
@@ -144,7 +154,7 @@ def _monte_carlo(mechanism: Mechanism, orbits: np.ndarray | None) -> tuple[np.nd
             mc[:] = 0.0
             method = (f"exact by symmetry: every cell is in one orbit of the neighbouring differences' symmetries, "
                       f"so E Z_i² = E‖Z‖²/d ({exact.method}); margin: the 95% quantile of |Z_i| by Monte Carlo "
-                      f"({DRAWS} draws pooled over the cells, seed {SEED})")
+                      f"({draws} draws pooled over the cells, seed {SEED})")
     return se, moe, mc, method
 
 
@@ -202,7 +212,7 @@ def per_cell_errors(mechanism: Mechanism, labels, vectors: np.ndarray | None = N
     """
     law = mechanism.noise_law()
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
-    found = _from_law(inner) if isinstance(inner, ProductLaw) else None
+    found = _from_law(inner) if isinstance(inner, ProductLaw) else _from_variances(mechanism)
     mc = None
     if found is not None:
         se, moe, method = found

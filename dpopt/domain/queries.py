@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from dpopt.core.memory import dense_bytes, require_memory
+from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.spec.models import (
     ContingencyTableQuery,
@@ -65,7 +67,8 @@ class CountingQuery:
 
     A itself is :attr:`matrix` (sparse, built on first use: scipy.sparse is not imported by
     stages that need only the structure, such as ``dpopt verify`` of a count) or
-    :meth:`dense`.
+    :meth:`dense`; both are memory-guarded. Every query but ``linear`` is a stack of
+    marginals, :attr:`workload`, which the sensitivity and release stages use instead of A.
     """
 
     kind: str
@@ -98,21 +101,49 @@ class CountingQuery:
             yield rows, math.prod(group_shape)
 
     @cached_property
+    def workload(self) -> MarginalWorkload | None:
+        """The query as an implicit stack of marginals (:mod:`dpopt.domain.marginal_algebra`),
+        None for a ``linear`` query (its matrix is the user's).
+
+        A count is the marginal over no attribute, a histogram or contingency table the
+        marginal over all of its attributes; nothing of the histogram's size is formed.
+        """
+        if self.user_matrix is not None:
+            return None
+        algebra = MarginalAlgebra(tuple(len(lv) for lv in self.levels))
+        return MarginalWorkload(algebra, tuple(tuple(self.attributes.index(a) for a in g) for g in self.groups))
+
+    @cached_property
     def matrix(self) -> sparse.csr_matrix:
-        """A (d × m) as a sparse matrix."""
+        """A (d × m) as a sparse matrix.
+
+        Raises
+        ------
+        MemoryLimitError
+            When its entries (and the cell indices that build them) exceed the memory limit.
+        """
         from scipy import sparse  # imported where used (start-up of `dpopt verify`)
 
         if self.user_matrix is not None:
             return sparse.csr_matrix(self.user_matrix)
         m = self.cells
+        entries = m * (len(self.groups) + len(self.levels))
+        require_memory(dense_bytes(entries, 3), f"the sparse {self.dimension} x {m} query matrix")
         return sparse.vstack([sparse.csr_matrix((np.ones(m), (rows, np.arange(m))), shape=(size, m))
                               for rows, size in self._blocks()]).tocsr()
 
     def dense(self) -> np.ndarray:
-        """A (d × m) as a new dense array."""
+        """A (d × m) as a new dense array.
+
+        Raises
+        ------
+        MemoryLimitError
+            When it exceeds the memory limit (:func:`dpopt.core.memory.require_memory`).
+        """
         if self.user_matrix is not None:
             return np.array(self.user_matrix, dtype=float)
         m = self.cells
+        require_memory(dense_bytes(self.dimension, m), f"the dense {self.dimension} x {m} query matrix")
         out = np.zeros((self.dimension, m))
         offset = 0
         for rows, size in self._blocks():
@@ -204,7 +235,7 @@ def compile_query(spec: Spec) -> CountingQuery | NumericQuery:
     elif isinstance(q, ContingencyTableQuery):
         groups = (tuple(q.attributes),)
     elif isinstance(q, MarginalsQuery):
-        groups = tuple(tuple(g) for g in q.attributes)
+        groups = tuple(tuple(g) for g in q.groups(spec.data))
     else:  # pragma: no cover - the spec union is closed
         raise UnsupportedSpecError("query.kind", f"unknown query kind {q.kind}")
     used = tuple(dict.fromkeys(a for g in groups for a in g))

@@ -31,6 +31,10 @@ from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_im
 
 _GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx", "pdp")
 
+MAX_LAW_BASIS_ENTRIES = 20_000_000
+"""Entries of the span's basis above which the projected Gaussian states no noise law (160 MB; the
+second route projects its sampler's draws on that basis)."""
+
 
 class GaussianMechanism(Mechanism):
     """Isotropic Gaussian noise N(0, σ² I_d).
@@ -176,8 +180,12 @@ class ProjectedGaussianMechanism(GaussianMechanism):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return self.span.project(rng.normal(0.0, self.sigma, size=(size, self.dimension)))
 
-    def noise_law(self) -> ProductLaw:
-        """r i.i.d. N(0, σ²) coordinates in an orthonormal basis of the span (r = its rank)."""
+    def noise_law(self) -> ProductLaw | str:
+        """r i.i.d. N(0, σ²) coordinates in an orthonormal basis of the span (r = its rank); the
+        reason it is not built when that d × r basis has more than :data:`MAX_LAW_BASIS_ENTRIES`."""
+        if self.span.ambient * self.span.rank > MAX_LAW_BASIS_ENTRIES:
+            return (f"the {self.span.ambient} x {self.span.rank} basis of the span is too large for the second "
+                    f"route (more than {MAX_LAW_BASIS_ENTRIES} entries)")
         return ProductLaw((GaussianMarginal(self.sigma),) * self.span.rank, self.dimension, self.span.basis(), None,
                           f"N(0, σ²P_V) on the {self.span.rank}-dimensional span V, σ = {self.sigma:.17g}")
 

@@ -53,6 +53,7 @@ from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
 from dpopt.privacy.pdp import (
     PDP_CAVEAT,
+    PDP_MONTE_CARLO_DRAWS,
     gaussian_pdp_sigma,
     gg_pdp_bound_disjoint_mp,
     gg_pdp_scale_disjoint,
@@ -79,6 +80,10 @@ BIT_SHAPES = (2, 3)
 _WORST_CASE_GRID = 101
 
 VARIANTS = ("unbounded", "truncated", "boundary_inflated")
+
+MAX_MONTE_CARLO_COORDINATES = 200
+"""Moving coordinates (summed over the profiles) above which Corollary 7's Monte Carlo calibration
+(:data:`PDP_MONTE_CARLO_DRAWS` draws of each) is not attempted: its time grows with their product."""
 
 
 class GeneralizedGaussianMechanism(Mechanism):
@@ -268,6 +273,10 @@ class GeneralizedGaussianMechanism(Mechanism):
             b = gg_pdp_scale_disjoint(eps, delta, p, float(space.linf))
             b = nudge_until(b, lambda s: gg_pdp_bound_disjoint_mp(s, eps, p, space.linf) <= delta, up=True)
             return cls(p, b, d, "unbounded", "corollary8")
+        coordinates = sum(len(profile) for profile in magnitudes.profiles())
+        if coordinates > MAX_MONTE_CARLO_COORDINATES:
+            raise CalibrationError(f"the Monte Carlo calibration (Corollary 7) would draw {PDP_MONTE_CARLO_DRAWS} "
+                                   f"times {coordinates} moving coordinates (limit {MAX_MONTE_CARLO_COORDINATES})")
         power, _ = lp_sensitivity_power(space, p)
         result = gg_pdp_scale_monte_carlo(eps, delta, p, magnitudes.profiles(), lp_power=float(power))
         return cls(

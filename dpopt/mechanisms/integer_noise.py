@@ -29,7 +29,6 @@ import numpy as np
 from dpopt.domain.queries import INTEGER_VALUED_KINDS
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
-from dpopt.privacy.discrete_gaussian import move_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Spec
 
@@ -72,13 +71,12 @@ def move_patterns(space: SensitivitySpace) -> list[tuple[int, ...]] | None:
     vectors = space.listed()
     if vectors is None:
         return None
-    vectors = vectors[np.any(vectors != 0, axis=1)]
-    if vectors.size == 0:
+    magnitudes = np.abs(vectors[np.any(vectors != 0, axis=1)])
+    if magnitudes.size == 0 or np.any(magnitudes != np.round(magnitudes)):
         return None
-    try:
-        return sorted({move_pattern(v) for v in vectors})
-    except ValueError:
-        return None
+    values = np.unique(magnitudes[magnitudes > 0])
+    counts = np.unique(np.stack([np.count_nonzero(magnitudes == v, axis=1) for v in values], axis=1), axis=0)
+    return sorted(tuple(int(v) for v, c in zip(values, row) for _ in range(int(c))) for row in counts)
 
 
 class IntegerNoiseMechanism(Mechanism):

@@ -186,12 +186,17 @@ class JamesSteinMechanism(Mechanism):
             return "James–Stein has a cost prediction for metric l2 without a workload only"
         if not cls._variants(space):
             return "James–Stein shrinkage needs at least 3 dimensions"
-        best = cls._best(spec, space)
-        gain = 1.0 - best._expected_l2(None) / best.stage_cost
-        if spec.mechanism != "james_stein" and gain < MIN_GUARANTEED_GAIN:
+        if spec.mechanism == "james_stein":
+            return None
+        n = cls._public_total(spec)
+        # without a public total the worst case is the Gaussian stage (gain 0): no variant is built
+        best = None if n is None else cls._best(spec, space)
+        gain = 0.0 if best is None else 1.0 - best._expected_l2(None) / best.stage_cost
+        if gain < MIN_GUARANTEED_GAIN:
             why = ("no public total n: over unbounded tables the worst case equals the Gaussian stage"
-                   if best.public_total is None else f"worst case over tables with total {best.public_total}")
-            return (f"guaranteed L2 gain of James–Stein ({best.variant}) over its Gaussian stage is "
+                   if n is None else f"worst case over tables with total {n}")
+            variant = "any variant" if best is None else best.variant
+            return (f"guaranteed L2 gain of James–Stein ({variant}) over its Gaussian stage is "
                     f"{100 * gain:.3g}% < {100 * MIN_GUARANTEED_GAIN:g}% ({why}); the unbiased additive "
                     "mechanism is preferred (request james_stein by name to use it)")
         return None

@@ -124,6 +124,9 @@ class HullBody:
         images = self.images if workload is None else self.images @ workload.T
         return self.polytope.second_moment(images)
 
+    def second_moment_trace(self, workload: np.ndarray | None) -> float:
+        return float(np.trace(self.second_moment(workload)))
+
     def gauge(self, z: np.ndarray) -> np.ndarray:
         """‖z‖_K for the rows of z (in the span)."""
         return self.polytope.gauge(z @ self.basis)
@@ -269,6 +272,11 @@ class BallBody:
     def second_moment(self, workload: np.ndarray | None) -> np.ndarray:
         image = self.basis if workload is None else workload @ self.basis
         return self.radius**2 * self.ball.coordinate_second_moment * (image @ image.T)
+
+    def second_moment_trace(self, workload: np.ndarray | None) -> float:
+        """tr of :meth:`second_moment` as c² E U_i² ‖W B‖_F², without the d × d product."""
+        image = self.basis if workload is None else workload @ self.basis
+        return self.radius**2 * self.ball.coordinate_second_moment * float(np.sum(image**2))
 
     def gauge(self, z: np.ndarray) -> np.ndarray:
         """‖z‖_K = ‖Bᵀz‖_p / c for the rows of z (in the span)."""
@@ -539,7 +547,7 @@ class KNormMechanism(Mechanism):
         return (self.rank + 1) * (self.rank + 2) / self.epsilon**2
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
-        return self.radius_second_moment * float(np.trace(self.body.second_moment(workload)))
+        return self.radius_second_moment * self.body.second_moment_trace(workload)
 
     def _max_variance(self) -> float:
         return self.radius_second_moment * float(np.diag(self.body.second_moment(None)).max())

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize as sp_optimize
 
+from dpopt.core.memory import dense_bytes, require_memory
+
 _LP_BUDGET = 50  # largest number of points the hull test decides by LP
 ROUND = 9
 """Decimals for comparing normalised vectors and constraint rows."""
@@ -56,11 +58,17 @@ def extreme_points(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
     over ±y, so an extreme point). The remaining rows are decided by an LP
     (y_j ∈ conv(±y_k, k ≠ j)?) when they are at most :data:`_LP_BUDGET`, and kept otherwise.
     Removing non-extreme points leaves conv(±y), hence every constraint, unchanged.
+
+    Raises
+    ------
+    MemoryLimitError
+        When the n × n matrices of the test exceed the memory limit (:mod:`dpopt.core.memory`).
     """
     n = y.shape[0]
     if y.shape[1] == 1:
         top = int(np.argmax(np.abs(y[:, 0])))
         return y[[top]], np.ones(1), "rank 1: the longest vector"
+    require_memory(2 * dense_bytes(n, n), f"the leverage test's {n} x {n} matrices over the sensitivity vectors")
     gram = (y @ np.linalg.inv(y.T @ y)) @ y.T
     leverage = np.diag(gram).copy()
     off = np.abs(gram)

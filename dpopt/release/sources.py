@@ -10,7 +10,9 @@ the histogram h (row-major over the query's attributes, first attribute slowest,
       + (CASE CAST(b AS VARCHAR) WHEN 'b0' THEN 0 ... END)
 
 and DuckDB counts records per (group, cell); the answer is φ = A h with the query's
-sparse matrix A. A value outside the spec's domain gives a NULL cell, which the same
+sparse matrix A. A ``marginals`` query is counted table by table instead, in one
+``GROUP BY GROUPING SETS`` scan over the level codes (:func:`marginals_by_key`): the
+histogram over all its attributes is never formed. A value outside the spec's domain gives a NULL cell, which the same
 scan detects; only then does a second query locate the first offending record so that
 the :class:`~dpopt.errors.DataError` names the row, the column and the value, with the
 messages of :func:`dpopt.domain.records.validate_records` (CSV files are read as text,
@@ -27,6 +29,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
 from dpopt.errors import DataError, UnsupportedSpecError
 from dpopt.spec.models import NumericAttribute, Spec
@@ -251,7 +254,15 @@ def answer(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec, *,
     """
     query = compile_query(spec) if query is None else query
     _precheck(con, source, spec, query)
+    if isinstance(query, CountingQuery) and query.kind == "marginals":
+        _, values, off_domain = marginals_by_key(con, source, query)
+        if off_domain:
+            validate(con, source, spec)
+        records = int(values[0, : query.workload.offsets[1]].sum())  # each record is in one cell of a table
+        check_size(spec, source, records)
+        return values[0].astype(float), records
     if isinstance(query, CountingQuery):
+        require_memory(dense_bytes(query.cells), f"the {query.cells}-cell histogram of the query's attributes")
         rows = _run(
             con, source, f"SELECT {cell_sql(query)} AS cell, count(*) FROM {source.sql} GROUP BY ALL"
         ).fetchall()
@@ -336,6 +347,59 @@ def apply_query(query: CountingQuery, counts: np.ndarray) -> np.ndarray:
     return np.asarray((a @ counts.T).T)
 
 
+def marginals_by_key(con, source: DataSource, query: CountingQuery, column: str | None = None):
+    """Every table of a marginals query counted from records in one SQL scan, never the histogram.
+
+    One ``GROUP BY GROUPING SETS`` over the level codes of the query's attributes (each
+    table's attributes, with the key ``column`` when given); numpy lays the counts out as
+    the released vector (each table row-major in its listed order).
+
+    Returns
+    -------
+    keys : numpy.ndarray or None
+        The distinct keys in canonical order (None without ``column``).
+    values : numpy.ndarray or None
+        (G, d) int64 answers, one row per key (one row without ``column``); None when
+        ``off_domain``.
+    off_domain : bool
+        Whether some record has a value of a table's attribute outside its levels.
+
+    Raises
+    ------
+    DataError
+        A record without a key.
+    """
+    workload = query.workload
+    sets = sorted(set(workload.sets))
+    key = [] if column is None else ["key"]
+    names = [*key, *(f"c{i}" for i in range(len(query.attributes)))]
+    selected = [f"{quote_identifier(column)} AS key" for _ in key] + [
+        f"{level_code_sql(a, lv)} AS c{i}" for i, (a, lv) in enumerate(zip(query.attributes, query.levels))]
+    grouping = ", ".join("(" + ", ".join([*key, *(f"c{k}" for k in t)]) + ")" for t in sets)
+    sql = (f"SELECT GROUPING_ID({', '.join(names)}) AS gid, {', '.join(names)}, count(*) AS n "
+           f"FROM (SELECT {', '.join(selected)} FROM {source.sql}) GROUP BY GROUPING SETS ({grouping})")
+    result = _run(con, source, sql).fetchnumpy()
+    gid = np.asarray(result["gid"], dtype=np.int64)
+    bit = {name: 1 << (len(names) - 1 - i) for i, name in enumerate(names)}
+    mine = {t: gid == sum(bit[f"c{k}"] for k in range(len(query.attributes)) if k not in t) for t in sets}
+    if any(np.ma.is_masked(result[f"c{k}"][mine[t]]) for t in sets for k in t):
+        return None, None, True
+    if column is None:
+        keys, row = None, np.zeros(len(gid), dtype=np.int64)
+    else:
+        observed = _key_values(con, source, column, result["key"])
+        keys = canonical_keys(observed)
+        row = key_index(keys, observed)
+    values = np.zeros((1 if keys is None else len(keys), workload.dimension), dtype=np.int64)
+    counts = np.asarray(result["n"], dtype=np.int64)
+    for i, (listed, t) in enumerate(zip(workload.blocks, workload.sets)):
+        codes = [np.asarray(np.ma.getdata(result[f"c{k}"])[mine[t]], dtype=np.int64) for k in listed]
+        sizes = [workload.algebra.sizes[k] for k in listed]
+        cell = np.ravel_multi_index(codes, sizes) if listed else np.zeros(int(mine[t].sum()), dtype=np.int64)
+        np.add.at(values, (row[mine[t]], workload.offsets[i] + cell), counts[mine[t]])
+    return keys, values, False
+
+
 PIVOT_CELLS = 64
 """Up to this many cells, DuckDB counts each group's whole histogram in one row (one count per
 cell); beyond, it counts (group, cell) pairs and numpy gathers them."""
@@ -396,6 +460,14 @@ def group_answers(
             "query.kind", "a grouped mean needs a public size per group: release the sum per group instead"
         )
     _precheck(con, source, spec, query, [column])
+    if isinstance(query, CountingQuery) and query.kind == "marginals":
+        found, rows, off_domain = marginals_by_key(con, source, query, column)
+        if off_domain:
+            validate(con, source, spec)
+        keys = found if keys is None else keys
+        values = np.zeros((len(keys), query.dimension), dtype=np.int64)
+        values[_index_or_raise(con, source, column, keys, found)] = rows
+        return GroupAnswers(column, keys, values, domain, int(rows[:, : query.workload.offsets[1]].sum()))
     if isinstance(query, CountingQuery):
         raw_keys, rows, off_domain = _histograms_by_key(con, source, query, column)
         if off_domain:

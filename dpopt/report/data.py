@@ -52,6 +52,11 @@ def target_tradeoff(guarantee: dict, alpha: np.ndarray) -> tuple[np.ndarray, str
     return None
 
 
+def noise_draws(dimension: int, draws: int = NOISE_DRAWS) -> int:
+    """The draws :func:`noise_panels` takes: ``draws``, fewer for a large query (at most 4·10⁷ numbers)."""
+    return min(draws, max(2_000, 40_000_000 // max(1, dimension)))
+
+
 def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAWS,
                  seed: int = NOISE_SEED) -> list[dict]:
     """Up to three panels: the cells whose noise varies most (named by ``labels``, e.g.
@@ -59,7 +64,7 @@ def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAW
     output coordinate; for a gauge law, ‖Z‖_K against its Gamma(s, rate ε) density."""
     from scipy import stats
 
-    z = mechanism.sample(draws, np.random.default_rng(seed))
+    z = mechanism.sample(noise_draws(mechanism.dimension, draws), np.random.default_rng(seed))
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
     released = np.isfinite(z).all(axis=0)  # a coordinate a design does not release is NaN throughout
     spread = np.where(released, np.std(np.where(released, z, 0.0), axis=0), -1.0)

@@ -80,6 +80,9 @@ def _query(query: dict, dimension: int) -> str:
     if kind == "contingency_table":
         return (f"the contingency table of {' × '.join(query['attributes'])} ({dimension} cells, row-major, "
                 f"{query['attributes'][0]} varying slowest)")
+    if kind == "marginals" and "all_of_size" in query:
+        over = f" of {', '.join(query['over'])}" if "over" in query else ""
+        return f"every marginal table of {query['all_of_size']} attributes{over} ({dimension} counts in all)"
     if kind == "marginals":
         tables = "; ".join(" × ".join(g) for g in query["attributes"])
         return f"the marginal tables of {tables} ({dimension} counts in all)"

@@ -24,6 +24,12 @@ from dpopt.spec.models import NumericAttribute, Spec
 
 def record_domain(spec: Spec, query: CountingQuery | NumericQuery) -> list[dict]:
     """Every record over the attributes the compiled query reads (numeric ones on a small grid)."""
+    names, values = _record_values(spec, query)
+    return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+
+
+def _record_values(spec: Spec, query: CountingQuery | NumericQuery) -> tuple[list[str], list[list]]:
+    """The attributes the compiled query reads and the values of each (numeric ones on a small grid)."""
     if isinstance(query, CountingQuery):
         names = list(query.groups[0]) if query.kind == "linear" else list(query.attributes)
         values = [list(spec.data.attributes[a]) for a in names]  # type: ignore[arg-type]
@@ -34,7 +40,7 @@ def record_domain(spec: Spec, query: CountingQuery | NumericQuery) -> list[dict]
         if bounds.min < 0 < bounds.max:
             grid.add(0.0)
         values = [sorted(grid)]
-    return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+    return names, values
 
 
 def enumerate_space(spec: Spec, max_records: int = 3, *,
@@ -90,7 +96,7 @@ _MAX_ENUMERATED_DATASETS = 3000
 
 def enumeration_size(spec: Spec, query: CountingQuery | NumericQuery) -> tuple[int, int] | None:
     """(records per dataset, number of datasets) for a brute-force check, or None if too large."""
-    r = len(record_domain(spec, query))
+    r = math.prod(len(v) for v in _record_values(spec, query)[1])  # not listed: the domain may be huge
     fixed_n = spec.adjacency.kind != "add_remove" and spec.data.n is not None
     k = spec.adjacency.distance if spec.adjacency.kind == "hamming" else 1
     if isinstance(query, NumericQuery) and query.kind == "mean":

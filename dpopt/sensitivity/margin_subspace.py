@@ -30,7 +30,7 @@ import numpy as np
 from dpopt.sensitivity.subspace import Subspace
 
 
-def _helmert(n: int) -> np.ndarray:
+def helmert(n: int) -> np.ndarray:
     """An orthonormal basis of the sum-zero vectors of R^n, shape (n, n − 1)."""
     q, _ = np.linalg.qr(np.eye(n)[:, :-1] - 1.0 / n)
     return q
@@ -93,7 +93,7 @@ class MarginSubspace(Subspace):
         """An orthonormal basis (d × rank), one Kronecker block per component V_S not fixed
         by the margins. Memory O(d · rank): for small tables."""
         p = len(self.shape)
-        helmert = [_helmert(n) for n in self.shape]
+        helmert_bases = [helmert(n) for n in self.shape]
         ones = [np.full((n, 1), 1.0 / math.sqrt(n)) for n in self.shape]
         blocks = []
         for k in range(1, p + 1):
@@ -102,7 +102,7 @@ class MarginSubspace(Subspace):
                     continue
                 factor = np.ones((1, 1))
                 for j in range(p):
-                    factor = np.kron(factor, helmert[j] if j in S else ones[j])
+                    factor = np.kron(factor, helmert_bases[j] if j in S else ones[j])
                 if factor.shape[1]:
                     blocks.append(factor)
         return np.hstack(blocks) if blocks else np.zeros((self.ambient, 0))

@@ -8,6 +8,10 @@ Counting queries φ(X) = A h(X) (A is d × m, h the histogram over m cells):
   span is the sum-zero subspace (rank m − 1). For g marginal tables: each record adds
   one to one cell of each table, so two records that differ in every attribute move
   every table with at least two cells: ‖·‖₁ = 2g′, ‖·‖₂² = 2g′, ‖·‖∞ = 1.
+* The span of a marginal workload (every counting query but ``linear``) is built from its
+  ANOVA components (:class:`dpopt.sensitivity.marginal_span.MarginalSpan`): range(W)
+  under add/remove, range(W) without the grand total under replace-one; the difference
+  vectors are listed only when there are few (nothing of the domain's size otherwise).
 * Hamming distance k (same n): sums of k replacements; its hull is k·hull(S_replace)
   (min(k, n) when n is public), so all norms scale by that factor and the span is unchanged.
 
@@ -20,14 +24,17 @@ Every closed form is checked against brute-force enumeration on small domains
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
 
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
+from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
-from dpopt.sensitivity.subspace import FullSpace, SumZeroSpace, span_of
+from dpopt.sensitivity.subspace import FullSpace, Subspace, SumZeroSpace, span_of
 from dpopt.spec.models import Spec
 
 _MAX_LISTED_ENTRIES = 20_000_000
@@ -103,50 +110,75 @@ def _numeric(spec: Spec, query: NumericQuery) -> SensitivitySpace:
 
 
 def _counting(spec: Spec, query: CountingQuery) -> SensitivitySpace:
+    if query.workload is None:
+        return _linear(spec, query)
+    workload = query.workload
     d, m = query.dimension, query.cells
-    factor = hamming_factor(spec)
-    adjacency = describe_adjacency(spec)
-    identity = query.kind in ("histogram", "contingency_table")
     if spec.adjacency.kind == "add_remove":
-        columns = lambda: _signed_columns(query.dense())  # noqa: E731
-        if query.user_matrix is None:  # 0/1 matrices with one 1 per group and column
-            g = len(query.groups)
-            l1, l2sq, linf = Fraction(g), Fraction(g), Fraction(1)
-            how = f"±A e_j; each record adds 1 to one cell of each of {g} table(s)"
-        else:
-            l1, l2sq, linf = exact_norms(query.user_matrix.T)
-            how = "±A e_j; norms are maxima over the columns of A"
-        span = FullSpace(d) if identity else span_of(query.dense())
-        return SensitivitySpace(
-            d, span, l1, l2sq, linf, f"structural: {how}", adjacency, complete=True, _vectors=columns
-        )
-    if identity:
-        l1, l2sq, linf = Fraction(2), Fraction(2), Fraction(1)
+        g = len(query.groups)
+        listed = m * d <= _MAX_LISTED_ENTRIES
+
+        @functools.cache  # listed once per space: several families read them
+        def columns() -> np.ndarray:
+            if not listed:
+                raise ValueError(f"too many difference vectors to list ({m} cells)")
+            return _signed_columns(query.dense())
+
+        span = FullSpace(d) if workload.rank() == d else MarginalSpan(workload)
+        how = f"±A e_j; each record adds 1 to one cell of each of {g} table(s)"
+        corner = (0,) * len(workload.algebra.sizes)
+        return SensitivitySpace(d, span, Fraction(g), Fraction(g), Fraction(1), f"structural: {how}",
+                                describe_adjacency(spec), complete=True, _vectors=columns,
+                                _extremes=lambda: workload_column(workload, corner))
+    moving = sum(1 for group in query.groups if _cells(query, group) >= 2)
+    if query.kind in ("histogram", "contingency_table"):
         span = SumZeroSpace(d)
         how = "e_i − e_j over distinct cells"
     else:
-        dense = query.dense()
-        centred = dense - dense.mean(axis=1, keepdims=True)
-        span = span_of(centred)
-        if query.user_matrix is None:
-            moving = sum(1 for g in query.groups if _cells(query, g) >= 2)
-            l1, l2sq, linf = Fraction(2 * moving), Fraction(2 * moving), Fraction(min(moving, 1))
-            how = f"A(e_i − e_j); records differing in every attribute move all {moving} table(s)"
-        else:
-            l1, l2sq, linf = exact_norms(_pair_differences(query.user_matrix))
-            how = "A(e_i − e_j); norms are maxima over pairs of columns of A"
+        span = MarginalSpan(workload, without=((),))
+        how = f"A(e_i − e_j); records differing in every attribute move all {moving} table(s)"
+    l1, l2sq, linf = Fraction(2 * moving), Fraction(2 * moving), Fraction(min(moving, 1))
+    sizes = workload.algebra.sizes
+    # a record replaced by one that differs in every attribute moves every table with two cells or more
+    far = hamming_factor(spec) * (workload_column(workload, (0,) * len(sizes))
+                                  - workload_column(workload, tuple(n - 1 for n in sizes)))
+    return _replaced(spec, query, span, (l1, l2sq, linf), how, lambda: far)
+
+
+def _linear(spec: Spec, query: CountingQuery) -> SensitivitySpace:
+    """A ``linear`` query: norms over the columns (pairs of columns) of the user's small matrix."""
+    d = query.dimension
+    dense = query.dense()
+    if spec.adjacency.kind == "add_remove":
+        l1, l2sq, linf = exact_norms(query.user_matrix.T)
+        how = "±A e_j; norms are maxima over the columns of A"
+        return SensitivitySpace(d, span_of(dense), l1, l2sq, linf, f"structural: {how}", describe_adjacency(spec),
+                                complete=True, _vectors=lambda: _signed_columns(query.dense()))
+    span = span_of(dense - dense.mean(axis=1, keepdims=True))
+    norms = exact_norms(_pair_differences(query.user_matrix))
+    return _replaced(spec, query, span, norms, "A(e_i − e_j); norms are maxima over pairs of columns of A", None)
+
+
+def _replaced(spec: Spec, query: CountingQuery, span: Subspace, norms: tuple[Fraction, Fraction, Fraction],
+              how: str, extremes: Callable[[], np.ndarray] | None) -> SensitivitySpace:
+    """The replace-one (Hamming: scaled by k) space of a counting query with these one-replacement norms."""
+    d, m = query.dimension, query.cells
+    factor = hamming_factor(spec)
+    l1, l2sq, linf = norms
     if factor > 1:
         l1, l2sq, linf = l1 * factor, l2sq * factor * factor, linf * factor
         how += f"; hull scaled by {factor} replacements"
     listed = m * (m - 1) * d <= _MAX_LISTED_ENTRIES
 
+    @functools.cache  # listed once per space: several families read them
     def pairs() -> np.ndarray:
         if not listed:
             raise ValueError("too many difference vectors to list")
         return factor * np.unique(_pair_differences(query.dense()), axis=0)
 
     return SensitivitySpace(
-        d, span, l1, l2sq, linf, f"structural: {how}", adjacency, complete=factor == 1, _vectors=pairs
+        d, span, l1, l2sq, linf, f"structural: {how}", describe_adjacency(spec), complete=factor == 1,
+        _vectors=pairs, _extremes=extremes,
     )
 
 

@@ -33,10 +33,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.domain.marginal_algebra import subsets
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.invariants import InvariantDomain, conforming_histograms
 from dpopt.sensitivity.margin_subspace import MarginSubspace
+from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
 from dpopt.sensitivity.plain import derive_plain
 from dpopt.sensitivity.semi_adjacency import SemiAdjacentParameter, semi_adjacent_parameter
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
@@ -141,14 +143,25 @@ def _total_only(spec: Spec, query: CountingQuery | NumericQuery, reading: str) -
 
 def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivitySpace:
     shape, groups, degree = domain.shape, domain.margin_groups, a.value
-    fixed = frozenset(domain.query_axes[0]) if domain.query.kind == "linear" else frozenset()
-    small = reduced_shape(shape, domain.covered_axes, fixed, degree)
-    reduced = replace(domain, levels=tuple(lv[:k] for lv, k in zip(domain.levels, small)))
-    moves = margin_moves(small, groups, degree)
-    zero = (Fraction(0), Fraction(0), Fraction(0))
-    l1, l2sq, linf = exact_norms((reduced.query_matrix() @ moves.T.astype(float)).T) if len(moves) else zero
-    kernel = MarginSubspace(shape, groups)
-    span: Subspace = kernel if domain.query_is_table else _image_span(domain, kernel)
+    closed = marginal_closed_form(domain, degree) if domain.query.kind == "marginals" else None
+    extremes = None
+    if closed is not None:
+        (l1, l2sq, linf), span, how, extremes = closed
+    else:
+        fixed = frozenset(domain.query_axes[0]) if domain.query.kind == "linear" else frozenset()
+        small = reduced_shape(shape, domain.covered_axes, fixed, degree)
+        reduced = replace(domain, levels=tuple(lv[:k] for lv, k in zip(domain.levels, small)))
+        try:
+            moves = margin_moves(small, groups, degree)
+        except ValueError as exc:
+            raise UnsupportedSpecError("invariants", f"the Semi-DP norms need the moves of a reduced "
+                                                     f"{'x'.join(map(str, small))} table: {exc}") from None
+        zero = (Fraction(0), Fraction(0), Fraction(0))
+        l1, l2sq, linf = exact_norms((reduced.query_matrix() @ moves.T.astype(float)).T) if len(moves) else zero
+        kernel = MarginSubspace(shape, groups)
+        span = kernel if domain.query_is_table else _image_span(domain, kernel)
+        kind = "tables with zero invariant margins (implicit projector)" if span is kernel else "A·(that kernel)"
+        how = f"norms exact on the reduced {'x'.join(map(str, small))} table; span: {kind}"
     listable = sum(count_multisets(domain.cells, s, _MAX_LISTED_MULTISETS) for s in range(1, degree + 1)) \
         <= _MAX_LISTED_MULTISETS
 
@@ -165,7 +178,6 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
             kept.append(out)
         return out.copy()
 
-    where = "x".join(map(str, small))
     return SemiSensitivitySpace(
         dimension=domain.query.dimension,
         span=span,
@@ -174,16 +186,62 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
         linf=linf,
         method=(
             f"structural: S_Semi = A·M({degree}), M(a) = moves z with zero invariant margins and "
-            f"‖z‖₁ ≤ 2a (rectangles and longer cycles); norms exact on the reduced {where} table; "
-            f"span: {'tables with zero invariant margins (implicit projector)' if span is kernel else 'A·(that kernel)'}"
+            f"‖z‖₁ ≤ 2a (rectangles and longer cycles); {how}"
         ),
         adjacency=semi_adjacency_description(degree),
         complete=listable,
         semi_adjacent_parameter=degree,
         _vectors=vectors,
+        _extremes=extremes,
         semi=a,
         determined_by_invariants=True,
     )
+
+
+def marginal_closed_form(domain: InvariantDomain, a: int):
+    r"""Exact Semi-DP norms and span of a marginals query under margins over disjoint groups, or None.
+
+    Let :math:`I` be the query's attributes in an invariant group and call a table *free* when
+    it holds an attribute outside :math:`I` with two levels or more. A move
+    :math:`z \in M(a)` has zero invariant margins, so :math:`M_S z = 0` for a table
+    :math:`S` inside one group; every other table has :math:`\|M_S z\|_1 \le \|z\|_1 \le 2a`
+    and, :math:`M_S z` summing to zero, :math:`\|M_S z\|_2^2 \le 2a^2`,
+    :math:`\|M_S z\|_\infty \le a`. When no table lies inside :math:`I` across two groups or
+    more, the non-zero tables are the :math:`g` free ones, and :math:`z = a(e_x - e_y)` with
+    cells :math:`x, y` equal on :math:`I` and different on every other attribute (a copies of
+    y replaced by x: the same invariant values, distance a ≤ n) attains all three bounds:
+
+    .. math:: \Delta_1 = 2ag,\quad \Delta_2^2 = 2a^2 g,\quad \Delta_\infty = a\ (g > 0).
+
+    The span is :math:`W` applied to the tables with zero invariant margins: the ANOVA
+    components of the workload's closure that lie in no invariant group (and are not the
+    total), a :class:`~dpopt.sensitivity.marginal_span.MarginalSpan`. Returns the norms, the span,
+    the method in words and that extreme :math:`Wz` (a callable); None when a table
+    lies inside :math:`I` across two groups (e.g. sex × region with both margins invariant),
+    whose moves by crossed records have no closed form here.
+    """
+    query = domain.query
+    workload = query.workload
+    sizes = workload.algebra.sizes
+    position = {name: i for i, name in enumerate(query.attributes)}
+    groups = [tuple(sorted(position[domain.attributes[k]] for k in g if domain.attributes[k] in position))
+              for g in domain.margin_groups]
+    invariant = {k for g in groups for k in g}
+    free = [any(k not in invariant and sizes[k] >= 2 for k in s) for s in workload.sets]
+    inside_one = [any(set(s) <= set(g) for g in groups) for s in workload.sets]
+    crossed = [not f and not one and workload.algebra.size(s) >= 2
+               for f, one, s in zip(free, inside_one, workload.sets)]
+    if any(crossed):
+        return None
+    g = sum(free)
+    fixed = {()} | {t for group in groups for t in subsets(group)}
+    span = MarginalSpan(workload, without=tuple(t for t in workload.closure if t in fixed))
+    how = (f"closed form: {g} table(s) hold an attribute outside the invariant margins, each moved by at most "
+           f"‖z‖₁ ≤ 2a, attained by a records replaced by a copies of one cell agreeing on the invariant "
+           f"attributes; span: the ANOVA components in no invariant group (implicit)")
+    far = tuple(0 if k in invariant else n - 1 for k, n in enumerate(sizes))
+    extreme = a * (workload_column(workload, (0,) * len(sizes)) - workload_column(workload, far))
+    return (Fraction(2 * a * g), Fraction(2 * a * a * g), Fraction(a if g else 0)), span, how, lambda: extreme
 
 
 def _listed_moves(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivitySpace:

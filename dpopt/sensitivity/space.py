@@ -73,6 +73,7 @@ class SensitivitySpace:
     complete: bool
     semi_adjacent_parameter: int | None = None
     _vectors: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _extremes: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def rank(self) -> int:
@@ -106,6 +107,23 @@ class SensitivitySpace:
             return np.atleast_2d(np.asarray(self.vectors(), dtype=float))
         except ValueError:
             return None
+
+    def extreme_vectors(self) -> np.ndarray:
+        """Elements of S attaining its l1, l2 and l∞ sensitivities, shape (m, d): the listed vectors
+        when they can be listed, else the few the derivation constructs (e.g. one record of a marginal
+        workload replaced by one that differs in every attribute).
+
+        Raises
+        ------
+        ValueError
+            If the space can neither be listed nor states such vectors.
+        """
+        listed = self.listed()
+        if listed is not None:
+            return listed
+        if self._extremes is None:
+            raise ValueError("this sensitivity space is too large to list its vectors and states no extreme ones")
+        return np.atleast_2d(np.asarray(self._extremes(), dtype=float))
 
     def summary(self) -> dict:
         """The certificate's ``sensitivity`` block."""

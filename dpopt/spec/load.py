@@ -297,11 +297,21 @@ def check_references(spec: Spec) -> None:
         distinct(query.attributes, "query.attributes")
         for i, name in enumerate(query.attributes):
             categorical(name, f"query.attributes[{i}]")
-    if isinstance(query, MarginalsQuery):
+    if isinstance(query, MarginalsQuery) and query.attributes is not None:
         for i, group in enumerate(query.attributes):
             distinct(group, f"query.attributes[{i}]")
             for j, name in enumerate(group):
                 categorical(name, f"query.attributes[{i}][{j}]")
+    if isinstance(query, MarginalsQuery) and query.all_of_size is not None:
+        if query.over is not None:
+            distinct(query.over, "query.over")
+            for j, name in enumerate(query.over):
+                categorical(name, f"query.over[{j}]")
+        among = len(query.over) if query.over is not None else sum(
+            not isinstance(levels, NumericAttribute) for levels in attributes.values())
+        if query.all_of_size > among:
+            raise SpecError("query.all_of_size",
+                            f"is {query.all_of_size}, but there are only {among} categorical attribute(s) to choose from")
     if isinstance(query, LinearQuery):
         levels = len(attributes[query.attribute])
         if len(query.matrix[0]) != levels:

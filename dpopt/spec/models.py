@@ -7,6 +7,7 @@ dp_accounting's ``DpEvent``).
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 from typing import Annotated, Literal, Union
 
@@ -107,8 +108,32 @@ class ContingencyTableQuery(_Model):
 
 
 class MarginalsQuery(_Model):
+    """Marginal tables: the groups listed in ``attributes``, or every group of ``all_of_size``
+    attributes among ``over`` (default: every categorical attribute, in the order of
+    ``data.attributes``), in the order of :func:`itertools.combinations`. Exactly one of
+    ``attributes`` and ``all_of_size``."""
+
     kind: Literal["marginals"]
-    attributes: Annotated[list[Annotated[list[str], Field(min_length=1)]], Field(min_length=1)]
+    attributes: Annotated[list[Annotated[list[str], Field(min_length=1)]], Field(min_length=1)] | None = None
+    all_of_size: Annotated[int, Field(ge=1)] | None = None
+    over: Annotated[list[str], Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "MarginalsQuery":
+        if (self.attributes is None) == (self.all_of_size is None):
+            raise ValueError("give exactly one of attributes (the groups) and all_of_size "
+                             "(every group of that size)")
+        if self.over is not None and self.all_of_size is None:
+            raise ValueError("over goes with all_of_size only")
+        return self
+
+    def groups(self, data: Data) -> list[list[str]]:
+        """The attribute group of each marginal table, ``all_of_size`` expanded over ``data``."""
+        if self.attributes is not None:
+            return [list(g) for g in self.attributes]
+        over = self.over if self.over is not None else [
+            name for name, levels in data.attributes.items() if not isinstance(levels, NumericAttribute)]
+        return [list(g) for g in itertools.combinations(over, self.all_of_size)]
 
 
 class LinearQuery(_Model):
