@@ -269,6 +269,9 @@ def _check_grouped_spec(spec: Spec, group_by: Sequence[str]) -> None:
         raise SpecError("--group-by", "give at least one grouping column")
     if len(set(group_by)) != len(group_by):
         raise SpecError("--group-by", "a grouping column is listed twice")
+    if spec.data.privacy_unit is not None:
+        raise SpecError("--group-by", "a grouped release with a privacy_unit is not supported yet (a person's rows "
+                                      "may span groups): put the grouping attribute in the query instead")
     if spec.data.n is not None:
         raise SpecError(
             "data.n",

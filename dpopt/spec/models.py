@@ -65,11 +65,33 @@ class NumericAttribute(_Model):
 Levels = Annotated[list[str], Field(min_length=1)]
 
 
+class PrivacyUnit(_Model):
+    """Who is protected when a person has several rows: the ``id`` column and the contribution bounds.
+
+    ``max_rows`` (k) rows in all, ``max_groups`` (g) cells of the query's histogram, ``max_rows_per_group``
+    (c) rows in any one cell; each optional, but k or c must be given (g alone leaves a person's rows
+    unbounded). Rows beyond the bounds are dropped at random on release (:mod:`dpopt.release.bounding`).
+    """
+
+    id: Annotated[str, Field(min_length=1)]
+    max_rows: Annotated[int, Field(ge=1)] | None = None
+    max_groups: Annotated[int, Field(ge=1)] | None = None
+    max_rows_per_group: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "PrivacyUnit":
+        if self.max_rows is None and self.max_rows_per_group is None:
+            raise ValueError("give max_rows or max_rows_per_group (max_groups alone does not bound a person's rows)")
+        return self
+
+
 class Data(_Model):
-    """Record domain: categorical attributes (their levels) and bounded numeric ones."""
+    """Record domain: categorical attributes (their levels) and bounded numeric ones; ``privacy_unit``
+    when a person may have several rows."""
 
     attributes: dict[str, Union[Levels, NumericAttribute]]
     n: Annotated[int, Field(ge=1)] | None = None
+    privacy_unit: PrivacyUnit | None = None
 
     @field_validator("attributes", mode="before")
     @classmethod
