@@ -63,10 +63,12 @@ MAX_LISTED_ENTRIES = 2_000_000
 def describe_unit(spec: Spec) -> str:
     """The person-level adjacency in words, with the bounds rows are truncated to."""
     unit = spec.data.privacy_unit
-    verb = "add or remove one person" if spec.adjacency.kind == "add_remove" else "replace one person's rows"
+    verb = "add or remove" if spec.adjacency.kind == "add_remove" else "replace"
+    other = "" if spec.adjacency.kind == "add_remove" else " by another person's rows (either possibly none)"
     bounds = [f"≤ {n} {what}" for n, what in ((unit.max_rows, "rows"), (unit.max_groups, "groups (cells)"),
                                               (unit.max_rows_per_group, "rows per group")) if n is not None]
-    return f"{verb} (id column {unit.id}) with all their rows, after bounding to " + ", ".join(bounds) + " per person"
+    return (f"{verb} one person (id column {unit.id}) with all their rows{other}, after bounding to "
+            + ", ".join(bounds) + " per person")
 
 
 def most_rows(unit: PrivacyUnit, cells: int) -> tuple[int, int, int]:
@@ -106,7 +108,7 @@ def table_norms(unit: PrivacyUnit, cells: int, replace: bool) -> tuple[Fraction,
 
 
 def contributions(unit: PrivacyUnit, cells: int, limit: int) -> Iterator[tuple[int, ...]]:
-    """Every allowed contribution v (including 0) on ``cells`` cells, in lexicographic order.
+    """Every allowed contribution v on ``cells`` cells, by support size (v = 0 first).
 
     Raises
     ------
