@@ -285,3 +285,27 @@ def test_audit_refutes_when_truncation_is_skipped(tmp_path):
                                              adjacency="add/remove person P", complete=True)
     result = audit_mechanism(sol.mechanism, observed, spec.privacy, draws=AUDIT_DRAWS)
     assert result.audited and not result.passed, result.to_dict()
+
+
+def test_out_of_bounds_values_are_clamped_and_counted(tmp_path):
+    # durations 150 and 130 (above the bound 120) and −3 (below 0): three values clamped; nothing truncated
+    # (max_rows 20 ≥ any person's rows), so the sum counted is the clamped sum by hand:
+    # 10 + 120 + 120 + 0 + 50 = 300
+    rows = [("A", "0-17", "north", 10), ("A", "0-17", "north", 150), ("B", "65+", "west", 130),
+            ("B", "65+", "west", -3), ("C", "18-39", "east", 50)]
+    data = write_csv(tmp_path / "out.csv", rows)
+    base = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
+    spec = dpopt.load_spec({**base, "query": {"kind": "sum", "attribute": "duration"},
+                            "data": {**base["data"], "privacy_unit": {"id": "person_id", "max_rows": 20}}})
+    con, source = sources.connect(), sources.open_source(data)
+    bounded, report = bound_contributions(con, source, spec, compile_query(spec), random_source(1, True))
+    assert report["clamped"] == {"duration": 3} and report["rows_dropped"] == 0
+    value, records = sources.answer(con, bounded, spec)
+    assert value.tolist() == [300.0] and records == 5
+
+
+def test_a_value_that_is_not_a_number_is_still_refused(tmp_path, capsys):
+    data = write_csv(tmp_path / "bad.csv", [("A", "0-17", "north", 10), ("B", "0-17", "north", "long")])
+    assert main(["release", str(VISITS_SPEC), "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "row 3" in err and "duration" in err and "not a number" in err

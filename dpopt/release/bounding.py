@@ -28,8 +28,11 @@ uniformly random subset, independent across persons. Without the secret nobody c
 which rows are kept. The choice for one person does not depend on the others' rows, so
 bounding then adding noise calibrated to the person-level sensitivity is DP for persons.
 
-The release document reports how many rows and persons were truncated. **These counts are
-computed from the confidential data without noise and are not protected by the certificate.**
+Numeric values outside their declared bounds are clamped to them first (a value that is not a
+number is still refused), and counted per attribute: the certificate's sensitivity holds for the
+clamped values. The release document reports how many values were clamped and how many rows and
+persons were truncated. **These counts are computed from the confidential data without noise and
+are not protected by the certificate.**
 """
 
 from __future__ import annotations
@@ -43,20 +46,20 @@ from dpopt.errors import DataError
 from dpopt.release.sources import DataSource, _run, first_row_where, level_code_sql, quote_identifier, \
     quote_literal, require_columns, validate
 from dpopt.rng import RandomSource
-from dpopt.spec.models import Spec
+from dpopt.spec.models import NumericAttribute, Spec
 
 BOUNDING_STREAM = (1 << 31,)
 """The path of the CSPRNG stream the bounding secret is drawn from (noise streams use () and (l, b))."""
 
-TRUNCATION_CAVEAT = ("rows_dropped and persons_truncated are computed from the confidential data without noise: "
-                     "they are not covered by the certificate")
+TRUNCATION_CAVEAT = ("clamped, rows_dropped and persons_truncated are computed from the confidential data without "
+                     "noise: they are not covered by the certificate")
 
 
 @dataclass(frozen=True)
 class BoundedSource(DataSource):
-    """The kept rows of a bounded file: a temporary table of the connection that bounded them."""
+    """The kept (or clamped) rows of a file: a temporary table or view of the connection that made them."""
 
-    table: str = "dpopt_bounded"
+    table: str
 
     @property
     def sql(self) -> str:
@@ -93,17 +96,39 @@ def bounding_sql(source: DataSource, spec: Spec, query: CountingQuery | NumericQ
     return f"SELECT * EXCLUDE ({extra}) FROM ({step})"
 
 
+def _clamp(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec) -> tuple[DataSource, dict[str, int]]:
+    """A view of the file with every number outside its attribute's bounds clamped to them, and how many
+    values of each numeric attribute were (NULL, NaN and non-numbers are left for validation to refuse)."""
+    numeric = {n: d for n, d in spec.data.attributes.items() if isinstance(d, NumericAttribute)}
+    if not numeric:
+        return source, {}
+    outside, replaced = [], []
+    for name, domain in numeric.items():
+        x = f"TRY_CAST(trim(CAST({quote_identifier(name)} AS VARCHAR)) AS DOUBLE)"
+        out = f"({x} IS NOT NULL AND NOT isnan({x}) AND ({x} < {domain.min!r} OR {x} > {domain.max!r}))"
+        outside.append(f"count(*) FILTER (WHERE {out})")
+        replaced.append(f"CASE WHEN {out} THEN CAST(least(greatest({x}, {domain.min!r}), {domain.max!r}) AS VARCHAR) "
+                        f"ELSE CAST({quote_identifier(name)} AS VARCHAR) END AS {quote_identifier(name)}")
+    counts = _run(con, source, f"SELECT {', '.join(outside)} FROM {source.sql}").fetchone()
+    view = BoundedSource(source.path, source.format, "dpopt_clamped")
+    _run(con, source, f"CREATE OR REPLACE TEMP VIEW {view.sql} AS SELECT * REPLACE ({', '.join(replaced)}) "
+                      f"FROM {source.sql}")
+    return view, {name: int(n) for name, n in zip(numeric, counts)}
+
+
 def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec,
                         query: CountingQuery | NumericQuery, randomness: RandomSource) -> tuple[BoundedSource, dict]:
-    """Validate the file, keep each person's rows within the bounds, and say how many were dropped.
+    """Clamp numbers to their bounds, validate the file, keep each person's rows within the bounds, and say
+    how many values were clamped and rows dropped.
 
     Returns
     -------
     source : BoundedSource
         The kept rows, to count on ``con``.
     report : dict
-        ``privacy_unit``, ``rows``, ``rows_kept``, ``rows_dropped``, ``persons``,
-        ``persons_truncated`` and the ``note`` that these counts are not private.
+        ``privacy_unit``, ``clamped`` (values clamped to their bounds, per numeric attribute), ``rows``,
+        ``rows_kept``, ``rows_dropped``, ``persons``, ``persons_truncated`` and the ``note`` that these
+        counts are not private.
 
     Raises
     ------
@@ -112,14 +137,15 @@ def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec
         outside the spec's domain (as :func:`dpopt.release.sources.validate`).
     """
     unit = spec.data.privacy_unit
-    require_columns(con, source, [unit.id])
+    require_columns(con, source, [*spec.data.attributes, unit.id])
+    source, clamped = _clamp(con, source, spec)
     validate(con, source, spec)
     pid = quote_identifier(unit.id)
     missing = first_row_where(con, source, f"{pid} IS NULL", unit.id)
     if missing is not None:
         raise DataError(f"{source} {source.where(missing[0])}, column {unit.id}: missing person id")
     secret = randomness.stream(*BOUNDING_STREAM).bytes(32).hex()
-    bounded = BoundedSource(source.path, source.format)
+    bounded = BoundedSource(source.path, source.format, "dpopt_bounded")
     _run(con, source, f"CREATE OR REPLACE TEMP TABLE {bounded.sql} AS {bounding_sql(source, spec, query, secret)}")
     rows, persons = _run(con, source, f"SELECT count(*), count(DISTINCT {pid}) FROM {source.sql}").fetchone()
     kept = _run(con, source, f"SELECT count(*) FROM {bounded.sql}").fetchone()[0]
@@ -129,6 +155,7 @@ def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec
     )).fetchone()[0]
     report = {
         "privacy_unit": unit.model_dump(exclude_none=True),
+        "clamped": clamped,
         "rows": int(rows), "rows_kept": int(kept), "rows_dropped": int(rows - kept),
         "persons": int(persons), "persons_truncated": int(truncated),
         "method": "per person, uniformly random rows (SQL window functions ordered by SHA-256 keyed with a "
