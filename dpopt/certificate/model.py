@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpopt.errors import CertificateError
+from dpopt.core.documents import decode, parse_json
+from dpopt.errors import CertificateError, DocumentError
 
 REQUIRED_KEYS = (
     "dpopt_version",
@@ -88,14 +89,17 @@ class Certificate:
         Raises
         ------
         CertificateError
-            Unreadable, not JSON, or missing a contract key.
+            Unreadable, not UTF-8, not JSON, a key given twice, nested too deep
+            (:func:`dpopt.core.documents.parse_json`), or missing a contract key.
         """
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            raw = Path(path).read_bytes()
         except OSError as exc:
             raise CertificateError(f"cannot read certificate {path}: {exc.strerror or exc}") from None
-        except json.JSONDecodeError as exc:
-            raise CertificateError(f"{path} is not JSON: {exc}") from None
+        try:
+            data = parse_json(decode(raw))
+        except DocumentError as exc:
+            raise CertificateError(f"{path} {exc}") from None
         return cls.from_dict(data, source=str(path))
 
     @classmethod
