@@ -1,7 +1,9 @@
 """The ``dpopt`` command: solve, verify, release, report.
 
 Exit codes: 0 success; 1 a certificate failed verification; 2 a bad spec, certificate
-or data file (one line on stderr naming the field or cause, never a traceback).
+or data file, or an output folder that cannot be written (one line on stderr naming the
+field or cause, never a traceback); 130 interrupted (Ctrl-C, also during a DuckDB query:
+"dpopt: interrupted"). An ``--out`` folder is written whole or not at all.
 """
 
 from __future__ import annotations
@@ -12,10 +14,9 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 from dpopt._version import __version__
-from dpopt.core.output import stdout_to_stderr
+from dpopt.core.output import output_folder, stdout_to_stderr
 from dpopt.errors import DpoptError, SpecError
 
 # Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
@@ -73,8 +74,9 @@ def _solve_plan(args: argparse.Namespace) -> int:
             sol = solve_plan(args.spec)
         cert = sol.certificate
         if args.out:
-            cert.write(Path(args.out) / "certificate.json")
-            write_atomic(Path(args.out) / "report.md", plan_markdown(cert) + "\n")
+            with output_folder(args.out) as staging:
+                cert.write(staging / "certificate.json")
+                write_atomic(staging / "report.md", plan_markdown(cert) + "\n")
     if args.json:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
@@ -400,6 +402,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dpopt: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if not _is_interrupted_query(exc):
+            raise
+        print("dpopt: interrupted", file=sys.stderr)
+        return 130
+
+
+def _is_interrupted_query(exc: Exception) -> bool:
+    """DuckDB's answer to Ctrl-C during a query (``duckdb.InterruptException``), recognised
+    without importing DuckDB."""
+    kind = type(exc)
+    return kind.__name__ == "InterruptException" and kind.__module__.lstrip("_") == "duckdb"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -63,5 +63,10 @@ class DataError(DpoptError, ValueError):
     """Records given for a release do not fit the spec's domain."""
 
 
+class OutputError(DpoptError):
+    """An output folder cannot be written: it is a file, holds files dpopt did not write, or
+    another run keeps its lock (:func:`dpopt.core.output.output_folder`)."""
+
+
 class CertificateError(DpoptError):
     """A certificate file cannot be read or is not a dpopt certificate."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dpopt.core.documents import decode, parse_json
+from dpopt.core.output import umask
 from dpopt.errors import CertificateError, DocumentError
 
 REQUIRED_KEYS = (
@@ -34,7 +35,7 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        os.chmod(fd, 0o666 & ~_umask())
+        os.chmod(fd, 0o666 & ~umask())
         if isinstance(text, bytes):
             with os.fdopen(fd, "wb") as handle:
                 handle.write(text)
@@ -45,13 +46,6 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _umask() -> int:
-    """The process umask (read by setting it and restoring it)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from dpopt.certificate.composition import (
     within_group_adjacency,
 )
 from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.core.output import output_folder
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
@@ -224,22 +225,20 @@ class GroupRelease:
         return doc
 
     def write(self, out: str | Path) -> list[Path]:
-        """Write ``release_<column>.parquet`` per grouping column, ``release.json``, ``certificate.json``."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-        con = sources.connect()
-        for level in self.levels:
-            keys = level.keys.astype(object) if level.keys.dtype.kind == "U" else level.keys
-            table = {level.column: keys} | {label: level.values[:, j] for j, label in enumerate(self.labels)}
-            con.register("release_table", table)
-            path = out / f"release_{level.column}.parquet"
-            con.execute(f"COPY release_table TO {sources.quote_literal(str(path))} (FORMAT parquet)")
-            con.unregister("release_table")
-            written.append(path)
-        write_atomic(out / "release.json", release_json(self.document(include_values=False)))
-        self.certificate.write(out / "certificate.json")
-        return written + [out / "release.json", out / "certificate.json"]
+        """Write ``release_<column>.parquet`` per grouping column, ``release.json``, ``certificate.json``
+        (the folder whole or not at all, :func:`~dpopt.core.output.output_folder`)."""
+        names = [f"release_{level.column}.parquet" for level in self.levels] + ["release.json", "certificate.json"]
+        with output_folder(out) as staging:
+            con = sources.connect()
+            for level, name in zip(self.levels, names):
+                keys = level.keys.astype(object) if level.keys.dtype.kind == "U" else level.keys
+                table = {level.column: keys} | {label: level.values[:, j] for j, label in enumerate(self.labels)}
+                con.register("release_table", table)
+                con.execute(f"COPY release_table TO {sources.quote_literal(str(staging / name))} (FORMAT parquet)")
+                con.unregister("release_table")
+            write_atomic(staging / "release.json", release_json(self.document(include_values=False)))
+            self.certificate.write(staging / "certificate.json")
+        return [Path(out) / name for name in names]
 
 
 def _check_grouped_spec(spec: Spec, group_by: Sequence[str]) -> None:
@@ -367,11 +366,12 @@ def release_json(document: dict) -> str:
 
 
 def write_release(document: dict, certificate: Certificate, out: str | Path) -> list[Path]:
-    """An ungrouped release in the folder ``out``: ``release.json`` and ``certificate.json``."""
-    written = [Path(out) / "release.json", Path(out) / "certificate.json"]
-    write_atomic(written[0], release_json(document))
-    certificate.write(written[1])
-    return written
+    """An ungrouped release in the folder ``out``: ``release.json`` and ``certificate.json`` (the
+    folder whole or not at all, :func:`~dpopt.core.output.output_folder`)."""
+    with output_folder(out) as staging:
+        write_atomic(staging / "release.json", release_json(document))
+        certificate.write(staging / "certificate.json")
+    return [Path(out) / "release.json", Path(out) / "certificate.json"]
 
 
 def release_document(solution: Solution, noisy: np.ndarray, records: int, randomness: RandomSource) -> dict:

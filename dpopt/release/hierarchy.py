@@ -30,6 +30,7 @@ import numpy as np
 from dpopt.certificate.composition import within_group_adjacency
 from dpopt.certificate.hierarchy_budget import NATION, budget_check, level_specs
 from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.core.output import output_folder
 from dpopt.errors import DataError, SpecError, UnsupportedSpecError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
@@ -117,15 +118,14 @@ class HierarchyRelease:
         return doc
 
     def write(self, out: str | Path) -> list[Path]:
-        """``release.json`` (with the tables), ``certificate_<level>.json`` per level."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        written = [out / "release.json"]
-        write_atomic(written[0], json.dumps(self.document(), indent=1, ensure_ascii=False) + "\n")
-        for name, cert in zip(self.names, self.certificates):
-            cert.write(out / f"certificate_{name}.json")
-            written.append(out / f"certificate_{name}.json")
-        return written
+        """``release.json`` (with the tables), ``certificate_<level>.json`` per level (the folder
+        whole or not at all, :func:`~dpopt.core.output.output_folder`)."""
+        names = ["release.json"] + [f"certificate_{name}.json" for name in self.names]
+        with output_folder(out) as staging:
+            write_atomic(staging / names[0], json.dumps(self.document(), indent=1, ensure_ascii=False) + "\n")
+            for name, cert in zip(names[1:], self.certificates):
+                cert.write(staging / name)
+        return [Path(out) / name for name in names]
 
 
 def _as_dict(keys, table, labels) -> dict:
