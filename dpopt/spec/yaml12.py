@@ -47,7 +47,9 @@ def _loader() -> type:
     """The loader class (built on first use: PyYAML is imported by the first YAML document read)."""
     import yaml  # imported where used (start-up of `dpopt verify`, which reads JSON)
 
-    class CoreLoader(yaml.SafeLoader):
+    base = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader  # LibYAML parses 5x faster
+
+    class CoreLoader(base):
         yaml_implicit_resolvers: dict = {}
         yaml_constructors = {
             tag: yaml.SafeLoader.yaml_constructors[tag]
