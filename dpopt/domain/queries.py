@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.spec.models import (
     ContingencyTableQuery,
@@ -109,10 +110,11 @@ class CountingQuery:
                               for rows, size in self._blocks()]).tocsr()
 
     def dense(self) -> np.ndarray:
-        """A (d × m) as a new dense array."""
+        """A (d × m) as a new dense array (refused above the memory limit, before it is built)."""
         if self.user_matrix is not None:
             return np.array(self.user_matrix, dtype=float)
         m = self.cells
+        require_memory(dense_bytes(self.dimension, m), f"the dense {self.dimension} x {m} matrix of the {self.kind} query")
         out = np.zeros((self.dimension, m))
         offset = 0
         for rows, size in self._blocks():
