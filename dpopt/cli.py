@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 
 from dpopt._version import __version__
-from dpopt.core.output import output_folder, stdout_to_stderr
+from dpopt.core.output import check_output_folder, output_folder, stdout_to_stderr
 from dpopt.errors import DpoptError, SpecError
 
 # Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
@@ -395,6 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command in ("solve", "release") and args.out:  # refused before the work, not after
+            check_output_folder(args.out)
         return args.run(args)
     except DpoptError as exc:
         print(f"dpopt: error: {exc}", file=sys.stderr)

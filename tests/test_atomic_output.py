@@ -248,3 +248,16 @@ def test_concurrent_grouped_releases_into_one_folder_end_whole(tmp_path, count):
     assert table["block"] == [str(k) for k in expected.keys]
     labels = [c for c in table if c != "block"]
     assert [[table[c][i] for c in labels] for i in range(len(table["block"]))] == expected.values.tolist()
+
+
+def test_the_cli_refuses_a_foreign_folder_before_the_work(tmp_path, capsys, monkeypatch):
+    import dpopt.cli
+
+    def never(args):
+        raise AssertionError("the command ran")
+
+    monkeypatch.setattr(dpopt.cli, "_solve", never)
+    _fill(tmp_path / "out", {"records.csv": "a\nx\n"})
+    assert dpopt.cli.main(["solve", str(TABLE), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds records.csv, which dpopt did not write" in err

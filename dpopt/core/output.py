@@ -122,6 +122,12 @@ def output_folder(path: str | Path, owned: tuple[str, ...] = OUTPUT_NAMES) -> It
         raise
 
 
+def check_output_folder(path: str | Path, owned: tuple[str, ...] = OUTPUT_NAMES) -> None:
+    """Raise the :class:`OutputError` :func:`output_folder` would raise for ``path``, before a
+    run spends its time (the CLI checks ``--out`` first)."""
+    _check_replaceable(Path(path).resolve(), owned)
+
+
 def _check_replaceable(target: Path, owned: tuple[str, ...]) -> None:
     if not os.path.lexists(target):
         return
