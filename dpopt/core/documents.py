@@ -48,9 +48,13 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) == len(pairs):
         return obj
-    seen: set[str] = set()
     marked = _Duplicated(obj)
-    marked.key = next(key for key, _ in pairs if key in seen or seen.add(key))
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            marked.key = key
+            break
+        seen.add(key)
     return marked
 
 

@@ -37,6 +37,7 @@ def _family(value: str) -> str:
 Family = Annotated[str, AfterValidator(_family)]
 """A mechanism family name (the registry's list, :mod:`dpopt.core.families`)."""
 
+
 def _number(value: object) -> object:
     """Refuse a boolean or a string where a number is expected (pydantic's lax mode reads
     ``true`` as 1 and ``"1e-5"`` as a float); any other value goes on to the number check."""
