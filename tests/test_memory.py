@@ -123,7 +123,8 @@ def test_noise_draws_and_the_privacy_loss_grid_are_refused(monkeypatch):
 
 @pytest.mark.slow
 def test_auto_on_a_1000_by_1000_table_refuses_under_the_default_limit(monkeypatch):
-    """The issue's case: a dense Helmert basis of 7.28 TiB was allocated (MemoryError, or the machine taken)."""
+    """The issue's case: a dense Helmert basis of 7.28 TiB was allocated (MemoryError, or the machine taken).
+    Its construction takes three 10^6 x 999,999 arrays: 3 x 10^6 x 999,999 x 8 B = 2.4e13 B = 21.8 TiB."""
     monkeypatch.delenv("DPOPT_MEMORY_LIMIT", raising=False)
     with pytest.raises(dpopt.errors.CalibrationError, match="1000000 x 999999 Helmert basis .* would take 21.8 TiB"):
         dpopt.solve(_table(1000, 1000))
