@@ -1,8 +1,10 @@
 """The ``dpopt`` command: solve, verify, release, report.
 
 Exit codes: 0 success; 1 a certificate (or a ledger) failed verification; 2 a bad spec, certificate,
-data file or ledger (one line on stderr naming the field or cause, never a traceback); 3 a release
-refused by its ledger (``--ledger``: the budget would be exceeded; nothing released).
+data file or ledger, or an output folder that cannot be written (one line on stderr naming the field or
+cause, never a traceback); 3 a release refused by its ledger (``--ledger``: the budget would be exceeded;
+nothing released); 130 interrupted (Ctrl-C, also during a DuckDB query: "dpopt: interrupted"). An
+``--out`` folder is written whole or not at all.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dpopt._version import __version__
-from dpopt.core.output import stdout_to_stderr
+from dpopt.core.output import check_output_folder, output_folder, stdout_to_stderr
 from dpopt.errors import DpoptError, LedgerError, SpecError, UnsupportedSpecError
 
 # Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
@@ -74,8 +76,9 @@ def _solve_plan(args: argparse.Namespace) -> int:
             sol = solve_plan(args.spec)
         cert = sol.certificate
         if args.out:
-            cert.write(Path(args.out) / "certificate.json")
-            write_atomic(Path(args.out) / "report.md", plan_markdown(cert) + "\n")
+            with output_folder(args.out) as staging:
+                cert.write(staging / "certificate.json")
+                write_atomic(staging / "report.md", plan_markdown(cert) + "\n")
     if args.json:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
@@ -226,6 +229,7 @@ def _read_certificate(path: str):
     CertificateError
     """
     from dpopt.certificate.model import Certificate
+    from dpopt.core.documents import decode, parse_json
     from dpopt.errors import CertificateError
 
     advice = f"{path} is a spec: verify takes a certificate; to check a spec, run `dpopt solve {path}`"
@@ -235,8 +239,8 @@ def _read_certificate(path: str):
         return Certificate.from_file(path)
     except CertificateError:
         try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # unreadable or not JSON: from_file's message says so
+            document = parse_json(decode(Path(path).read_bytes()))
+        except (OSError, DpoptError):  # unreadable, not strict JSON: from_file's message says so
             document = None
         if isinstance(document, dict) and "spec_sha256" not in document and ("query" in document or "queries" in document):
             raise CertificateError(advice) from None
@@ -589,6 +593,8 @@ def _ledger_verify(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command in ("solve", "release") and args.out:  # refused before the work, not after
+            check_output_folder(args.out)
         return args.run(args)
     except DpoptError as exc:
         print(f"dpopt: error: {exc}", file=sys.stderr)
@@ -596,6 +602,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dpopt: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if not _is_interrupted_query(exc):
+            raise
+        print("dpopt: interrupted", file=sys.stderr)
+        return 130
+
+
+def _is_interrupted_query(exc: Exception) -> bool:
+    """DuckDB's answer to Ctrl-C during a query (``duckdb.InterruptException``), recognised
+    without importing DuckDB."""
+    kind = type(exc)
+    return kind.__name__ == "InterruptException" and kind.__module__.lstrip("_") == "duckdb"
 
 
 if __name__ == "__main__":  # pragma: no cover

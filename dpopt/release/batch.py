@@ -40,6 +40,7 @@ from dpopt.certificate.composition import (
     within_group_adjacency,
 )
 from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.core.output import output_folder
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
@@ -240,28 +241,29 @@ class GroupRelease:
         """Write ``release_<column>.parquet`` per grouping column (one row per group: the key, then each cell's
         value, standard error and 95% margin of error), and with ``csv`` the same as ``release_<column>.csv``
         (DuckDB writes doubles as text at about 1.5 M values/s: 20 s for a million groups of 12 cells);
-        ``release.json`` (with the ``ledger`` block of a release charged to a ledger), ``certificate.json``."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-        con = sources.connect()
+        ``release.json`` (with the ``ledger`` block of a release charged to a ledger), ``certificate.json``;
+        the folder whole or not at all (:func:`~dpopt.core.output.output_folder`)."""
+        forms = [("parquet", "parquet")] + ([("csv", "csv, header true")] if csv else [])
+        names = [f"release_{level.column}.{suffix}" for level in self.levels for suffix, _ in forms]
+        names += ["release.json", "certificate.json"]
         se, moe = cell_errors(self.certificate["utility"]["per_cell"], self.labels)
-        for level in self.levels:
-            keys = level.keys.astype(object) if level.keys.dtype.kind == "U" else level.keys
-            table = {level.column: keys}
-            for j, label in enumerate(self.labels):  # each cell's value, standard error and 95% margin of error
-                table |= {label: level.values[:, j], f"{label} standard_error": np.full(len(keys), se[j], float),
-                          f"{label} margin_of_error_95": np.full(len(keys), moe[j], float)}
-            con.register("release_table", table)
-            forms = [("parquet", "parquet")] + ([("csv", "csv, header true")] if csv else [])
-            for path, form in ((out / f"release_{level.column}.{suffix}", form) for suffix, form in forms):
-                con.execute(f"COPY release_table TO {sources.quote_literal(str(path))} (FORMAT {form})")
-                written.append(path)
-            con.unregister("release_table")
-        document = self.document(include_values=False) | ({"ledger": ledger} if ledger else {})
-        write_atomic(out / "release.json", release_json(document))
-        self.certificate.write(out / "certificate.json")
-        return written + [out / "release.json", out / "certificate.json"]
+        with output_folder(out) as staging:
+            con = sources.connect()
+            for level in self.levels:
+                keys = level.keys.astype(object) if level.keys.dtype.kind == "U" else level.keys
+                table = {level.column: keys}
+                for j, label in enumerate(self.labels):  # each cell's value, standard error and 95% margin of error
+                    table |= {label: level.values[:, j], f"{label} standard_error": np.full(len(keys), se[j], float),
+                              f"{label} margin_of_error_95": np.full(len(keys), moe[j], float)}
+                con.register("release_table", table)
+                for suffix, form in forms:
+                    path = staging / f"release_{level.column}.{suffix}"
+                    con.execute(f"COPY release_table TO {sources.quote_literal(str(path))} (FORMAT {form})")
+                con.unregister("release_table")
+            document = self.document(include_values=False) | ({"ledger": ledger} if ledger else {})
+            write_atomic(staging / "release.json", release_json(document))
+            self.certificate.write(staging / "certificate.json")
+        return [Path(out) / name for name in names]
 
 
 def _check_grouped_spec(spec: Spec, group_by: Sequence[str]) -> None:
@@ -410,14 +412,15 @@ def release_json(document: dict) -> str:
 
 def write_release(document: dict, certificate: Certificate, out: str | Path) -> list[Path]:
     """An ungrouped release in the folder ``out``: ``release.json``, ``release.csv`` (the per-cell table,
-    :func:`dpopt.release.cells.document_csv`, when the document has one) and ``certificate.json``."""
-    out = Path(out)
-    write_atomic(out / "release.json", release_json(document))
-    tables = [out / "release.csv"] if "cells" in document else []
-    for path in tables:
-        write_atomic(path, document_csv(document))
-    certificate.write(out / "certificate.json")
-    return [out / "release.json", *tables, out / "certificate.json"]
+    :func:`dpopt.release.cells.document_csv`, when the document has one) and ``certificate.json``; the
+    folder whole or not at all (:func:`~dpopt.core.output.output_folder`)."""
+    names = ["release.json"] + (["release.csv"] if "cells" in document else []) + ["certificate.json"]
+    with output_folder(out) as staging:
+        write_atomic(staging / "release.json", release_json(document))
+        if "cells" in document:
+            write_atomic(staging / "release.csv", document_csv(document))
+        certificate.write(staging / "certificate.json")
+    return [Path(out) / name for name in names]
 
 
 def release_document(solution: Solution, noisy: np.ndarray, records: int, randomness: RandomSource) -> dict:

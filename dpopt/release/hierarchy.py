@@ -30,6 +30,7 @@ import numpy as np
 
 from dpopt.certificate.hierarchy_budget import NATION
 from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.core.output import output_folder
 from dpopt.errors import DataError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
@@ -114,18 +115,17 @@ class HierarchyRelease:
 
     def write(self, out: str | Path) -> list[Path]:
         """``release.json`` (with the tables), ``release.csv`` (the per-cell table), ``certificate.json`` (the
-        whole release), ``certificate_<level>.json`` per level."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        written = [out / "release.json", out / "release.csv", out / "certificate.json"]
+        whole release), ``certificate_<level>.json`` per level; the folder whole or not at all
+        (:func:`~dpopt.core.output.output_folder`)."""
+        names = ["release.json", "release.csv", "certificate.json"] + [f"certificate_{n}.json" for n in self.names]
         document = self.document()
-        write_atomic(written[0], json.dumps(document, indent=1, ensure_ascii=False) + "\n")
-        write_atomic(written[1], document_csv(document))
-        self.certificate.write(written[2])
-        for name, cert in zip(self.names, self.certificates):
-            cert.write(out / f"certificate_{name}.json")
-            written.append(out / f"certificate_{name}.json")
-        return written
+        with output_folder(out) as staging:
+            write_atomic(staging / names[0], json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+            write_atomic(staging / names[1], document_csv(document))
+            self.certificate.write(staging / names[2])
+            for name, cert in zip(names[3:], self.certificates):
+                cert.write(staging / name)
+        return [Path(out) / name for name in names]
 
 
 def _as_dict(keys, table, labels) -> dict:
