@@ -90,11 +90,11 @@ class RandomSource:
     def describe(self) -> dict:
         """What a release document records about its randomness (never the secret entropy)."""
         if self.seeded:
-            return {
+            return {  # the seed itself is never published: the release minus its noise is the true answer
                 "kind": "insecure_seed",
-                "seed": self._entropy,
-                "generator": "AES-128-CTR (randomgen.AESCounter) keyed from the seed (numpy SeedSequence)",
-                "warning": "the noise is predictable to anyone who knows the seed: not for production",
+                "generator": "AES-128-CTR (randomgen.AESCounter) keyed from a caller's seed (numpy SeedSequence)",
+                "warning": "a test release: the noise is predictable to anyone who knows the seed, which is not "
+                           "published; not for production",
             }
         return {"kind": "csprng", "generator": _description()}
 

@@ -83,5 +83,6 @@ def certify(
         "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels)},
         "candidates": [c.to_dict() for c in candidates],
         "checks": [c.to_dict() for c in checks],
+        "whole_release": None,
     }
     return Certificate(data)

@@ -4,20 +4,25 @@ Nothing computed when the certificate was issued is trusted: the spec is re-vali
 re-hashed and compiled here (:func:`dpopt.compile`, once: its query, invariant domain and
 sensitivity space serve every re-check), the sensitivity re-enumerated where small, the
 mechanism rebuilt from its recorded parameters and its privacy re-evaluated against the
-spec's target (exact or 60-digit arithmetic), and the predicted utility recomputed.
+spec's target (exact or 60-digit arithmetic), and the predicted utility recomputed. Every
+number the certificate records is then compared with its recomputation, and every key it
+holds must be known (:mod:`dpopt.certificate.recorded`): what ``dpopt report`` prints and
+``dpopt release`` uses is what was verified.
 """
 
 from __future__ import annotations
 
-import math
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from dpopt.certificate.build import guarantee_block
 from dpopt.certificate.claims import all_claims
-from dpopt.certificate.composition import composition_checks
+from dpopt.certificate.composition import composition_checks, groups_record_check
 from dpopt.certificate.hierarchy_budget import verify_hierarchy
 from dpopt.certificate.model import Certificate
+from dpopt.certificate.per_cell import per_cell_errors
+from dpopt.certificate.recorded import certificate_schema, compare, difference
 from dpopt.core.checks import Check
 from dpopt.errors import CertificateError, DpoptError
 from dpopt.mechanisms import Mechanism, registry
@@ -48,7 +53,7 @@ class Verification:
 
 
 def verify(certificate: Certificate | dict | str | Path) -> Verification:
-    """Re-check every claim of a certificate.
+    """Re-check every claim of a certificate, and every number it records.
 
     Parameters
     ----------
@@ -57,7 +62,11 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     Returns
     -------
     Verification
-        ``passed`` is True only when every claim holds; failed claims are named.
+        ``passed`` is True only when every claim holds; failed claims are named. A block
+        holding a key verify does not know fails the claim ``schema``
+        (:mod:`dpopt.certificate.recorded`); recorded parameters, privacy summary, utility,
+        per-cell errors and composition blocks that differ from their recomputation fail
+        their own claims.
 
     Raises
     ------
@@ -69,12 +78,15 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     if data.get("kind") == "plan":  # the plan layer sits above this one: it verifies its own certificates
         raise CertificateError("this is a release plan's certificate: verify it with dpopt.plan.verify_plan "
                                "(or `dpopt verify`)")
-    checks: list[Check] = []
-
+    schema = certificate_schema(data)
+    if not all(isinstance(data.get(k), dict) for k in ("spec", "guarantee", "sensitivity", "mechanism", "utility")) \
+            or not isinstance(data.get("checks"), list):
+        return Verification([schema])
+    checks: list[Check] = [schema]
     try:
         spec = load_spec(data["spec"])
     except DpoptError as exc:
-        return Verification([Check("spec", "re-validate the embedded spec", False, str(exc))])
+        return Verification(checks + [Check("spec", "re-validate the embedded spec", False, str(exc))])
     digest = spec_sha256(spec)
     checks.append(
         Check("spec_sha256", "SHA-256 of the canonical JSON of the embedded spec", digest == data["spec_sha256"],
@@ -96,16 +108,20 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     )
     try:
         mechanism = rebuild_mechanism(data, space)
+        recomputed = all_claims(problem, mechanism)
+        checks.extend(record_checks(data, problem, mechanism))
     except CertificateError as exc:
         return Verification(checks + [Check("mechanism", "rebuild from family and parameters", False, str(exc))],
                             problem)
-    recomputed = all_claims(problem, mechanism)
+    except (DpoptError, ArithmeticError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        # a hostile certificate (σ = 0, NaN, a list for a number) may break an evaluation: it fails, named
+        return Verification(checks + [Check("mechanism", "evaluate the recorded mechanism", False,
+                                            f"{type(exc).__name__}: {exc}")], problem)
     if "groups" in data:  # a grouped release (dpopt release --group-by): its composed guarantee
-        recomputed += composition_checks(spec, data["groups"])
+        recomputed += [groups_record_check(spec, data["groups"])] + composition_checks(spec, data["groups"])
     if "hierarchy" in data:  # one level of a hierarchical release: the levels' budgets and composition
-        checks.extend(verify_hierarchy(spec, data["hierarchy"]))
+        checks.extend(verify_hierarchy(spec, data["hierarchy"], data))
     checks.extend(recomputed)
-    checks.append(_utility_check(spec, mechanism, data["utility"]))
     reproduced = {c.claim for c in recomputed}
     for recorded in data["checks"]:
         claim = recorded.get("claim") if isinstance(recorded, dict) else None
@@ -113,6 +129,47 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
             checks.append(Check(f"recorded:{claim}", "every recorded claim is re-derived and holds", False,
                                 "this claim was not reproduced by verification"))
     return Verification(checks, problem)
+
+
+def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Check]:
+    """Every number the certificate records about its mechanism, recomputed and compared
+    (:func:`dpopt.certificate.recorded.compare`): the parameters (derived fields such as a span,
+    its rank or a K-norm ball's volume included), the privacy summary (μ, ρ, ε at each δ), the
+    title and caveats, the predicted utility and its per-cell errors, and the chosen candidate."""
+    record = data["mechanism"]
+    space, spec = problem.space, problem.spec
+    predicted = mechanism.expected_utility(spec.utility)
+    utility = {k: v for k, v in data["utility"].items() if k != "per_cell"}
+    notes = record.get("notes")
+    missing = [n for n in mechanism.notes() if not isinstance(notes, list) or n not in notes]
+    chosen = [row for row in data.get("candidates") or [] if isinstance(row, dict)
+              and row.get("family") == mechanism.family and "parameters" in row]
+    expected_row = {"family": mechanism.family, "parameters": _json(mechanism.parameters),
+                    "utility": _json(predicted.to_dict())}
+    return [
+        compare("mechanism.parameters", "mechanism parameters (rebuilt from the spec's sensitivity space)",
+                record.get("parameters"), _json(mechanism.parameters)),
+        compare("mechanism.privacy", "privacy summary (μ, ρ, ε at each δ)", record.get("privacy"),
+                _json(mechanism.privacy_summary(space))),
+        Check("mechanism.title", "the recorded title and caveats are the family's",
+              record.get("title") == mechanism.title and not missing
+              and all(isinstance(n, str) for n in notes or []),
+              "equal" if not missing else f"caveat missing: {missing[0][:80]}"),
+        compare("utility", f"predicted utility E[{predicted.metric}] ({predicted.method})", utility,
+                _json(predicted.to_dict())),
+        compare("utility.per_cell", "per-cell standard errors and margins", data["utility"].get("per_cell"),
+                _json(per_cell_errors(mechanism, problem.labels))),
+        Check("candidates.chosen", "the comparison's row of the chosen family is the certified mechanism",
+              len(chosen) == 1 and difference(chosen[0], expected_row) is None,
+              f"{len(chosen)} row(s) for {mechanism.family}"
+              + (f"; {difference(chosen[0], expected_row)}" if len(chosen) == 1 and difference(chosen[0], expected_row)
+                 else "")),
+    ]
+
+
+def _json(value):
+    """``value`` as the certificate's JSON would hold it."""
+    return json.loads(json.dumps(value))
 
 
 def rebuild_mechanism(data: dict, space: SensitivitySpace) -> Mechanism:
@@ -131,18 +188,3 @@ def rebuild_mechanism(data: dict, space: SensitivitySpace) -> Mechanism:
         return cls.from_parameters(data["mechanism"]["parameters"], space)
     except (KeyError, TypeError, ValueError) as exc:
         raise CertificateError(f"bad parameters for {family}: {exc}") from None
-
-
-def _utility_check(spec, mechanism, recorded: dict) -> Check:
-    try:
-        predicted = mechanism.expected_utility(spec.utility)
-    except DpoptError as exc:
-        return Check("utility", "recompute the predicted utility", False, str(exc))
-    value = recorded.get("value")
-    ok = (
-        recorded.get("metric") == predicted.metric
-        and isinstance(value, (int, float))
-        and math.isclose(value, predicted.value, rel_tol=1e-9, abs_tol=1e-12)
-    )
-    return Check("utility", f"recompute E[{predicted.metric}] ({predicted.method})", ok,
-                 f"recomputed {predicted.value:.12g}, recorded {value}")

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from dpopt.certificate.composition import compose, composition_checks, groups_changed, within_group_adjacency
+from dpopt.certificate.composition import PLAN_PER_GROUP, composition_checks, groups_block
 from dpopt.certificate.model import Certificate
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, DataError, SpecError, UnsupportedSpecError
@@ -198,24 +198,21 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
             per_query = [mp @ noisy[0] for mp in maps[0]] if maps[0] is not None else noisy
             tables[k] = {n: dict(zip(lb, v.tolist())) for n, lb, v in zip(names, labels, per_query)}
         released[column] = tables
-        levels_block.append({"column": column, "groups": len(keys), "domain": domain.description})
+        levels_block.append((column, len(keys), domain.description))
     per_group = specs[0].model_copy(update={"privacy": solution.plan.privacy})
-    m = groups_changed(per_group, len(group_by))
-    block = {"columns": list(group_by), "levels": levels_block, "adjacency": within_group_adjacency(per_group),
-             "groups_changed": m, "per_group": "each group's released plan satisfies the plan's guarantee",
-             "composition": compose(per_group, m)}
+    block = groups_block(per_group, levels_block, PLAN_PER_GROUP)
     checks = composition_checks(per_group, block)
     if not all(c.passed for c in checks):
         raise CalibrationError("certification failed: " + "; ".join(c.detail for c in checks))
     data_out = json.loads(solution.certificate.to_json())
     data_out["groups"] = block
+    data_out["whole_release"] = "groups"
     data_out["checks"] = data_out["checks"] + [c.to_dict() for c in checks]
     document = {
         "name": solution.plan.name,
         "spec_sha256": solution.certificate["spec_sha256"],
         "guarantee": {"per_group": solution.certificate["guarantee"], "whole_release": block["composition"]},
         "groups": released,
-        "seed": randomness.seed,
         "randomness": randomness.describe(),
     }
     return solution, document, Certificate(data_out)
@@ -258,7 +255,6 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         "spec_sha256": solution.certificate["spec_sha256"],
         "guarantee": solution.certificate["guarantee"],
         "tables": tables,
-        "seed": randomness.seed,
         "randomness": randomness.describe(),
         "records": records,
     }

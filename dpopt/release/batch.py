@@ -33,16 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from dpopt.certificate.composition import (
-    compose,
-    composition_checks,
-    groups_changed,
-    within_group_adjacency,
-)
+from dpopt.certificate.composition import PER_GROUP, composition_checks, groups_block
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
+from dpopt.release.bind import as_test_release, certificate_sha256, sha256_bytes
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
 from dpopt.rng import RandomSource, random_source
 from dpopt.solve import Solution, solve
@@ -104,41 +100,6 @@ def group_domain(spec: Spec, column: str, public: Sequence | str | Path | None =
 
 
 # ------------------------------------------------------------------ certificate
-def _observed_caveat(column: str) -> dict:
-    return {
-        "caveat": f"the set of non-empty groups of {column} is published as found in the data; the "
-        "guarantee covers the released values given that set, not the set itself"
-    }
-
-
-def groups_block(spec: Spec, levels: Sequence[ReleasedLevel], block: int = BLOCK_GROUPS) -> dict:
-    """The certificate's ``groups`` block (see :mod:`dpopt.certificate.composition`)."""
-    columns = [level.column for level in levels]
-    m = groups_changed(spec, len(columns))
-    observed_caveat = spec.adjacency.kind == "add_remove"
-    return {
-        "columns": columns,
-        "levels": [
-            {"column": level.column, "groups": len(level.keys), "domain": level.domain}
-            | (
-                _observed_caveat(level.column)
-                if observed_caveat and level.domain.startswith("observed")
-                else {}
-            )
-            for level in levels
-        ],
-        "adjacency": within_group_adjacency(spec),
-        "groups_changed": m,
-        "per_group": "each group's released table satisfies the certificate's guarantee",
-        "composition": compose(spec, m),
-        "streams": {
-            "block_groups": block,
-            "derivation": "noise of block b (groups of rank [bB, (b+1)B) in canonical order) of grouping "
-            "column l drawn from the stream at SeedSequence path (l, b)",
-        },
-    }
-
-
 def group_certificate(
     solution: Solution, levels: Sequence[ReleasedLevel], block: int = BLOCK_GROUPS
 ) -> Certificate:
@@ -150,7 +111,9 @@ def group_certificate(
         If the composition check fails (a certificate never states an unchecked guarantee).
     """
     data = json.loads(solution.certificate.to_json())
-    data["groups"] = groups_block(solution.spec, levels, block)
+    data["groups"] = groups_block(solution.spec, [(lv.column, len(lv.keys), lv.domain) for lv in levels],
+                                  PER_GROUP, block)
+    data["whole_release"] = "groups"
     checks = composition_checks(solution.spec, data["groups"])
     failed = [c for c in checks if not c.passed]
     if failed:
@@ -199,10 +162,12 @@ class GroupRelease:
         return next(level for level in self.levels if level.column == column)
 
     def document(self, include_values: bool = True) -> dict:
-        """The JSON release document (the values as ``{column: {key: {label: value}}}`` when included)."""
+        """The JSON release document (the values as ``{column: {key: {label: value}}}`` when included),
+        naming its certificate's SHA-256 (:mod:`dpopt.release.bind`)."""
         doc = {
             "name": self.spec.name,
             "spec_sha256": self.certificate["spec_sha256"],
+            "certificate_sha256": certificate_sha256(self.certificate),
             "mechanism": {
                 "family": self.mechanism.family,
                 "parameters": self.mechanism.parameters,
@@ -237,7 +202,9 @@ class GroupRelease:
             con.execute(f"COPY release_table TO {sources.quote_literal(str(path))} (FORMAT parquet)")
             con.unregister("release_table")
             written.append(path)
-        write_atomic(out / "release.json", release_json(self.document(include_values=False)))
+        document = self.document(include_values=False)
+        document["files_sha256"] = {path.name: sha256_bytes(path.read_bytes()) for path in written}
+        write_atomic(out / "release.json", release_json(document))
         self.certificate.write(out / "certificate.json")
         return written + [out / "release.json", out / "certificate.json"]
 
@@ -340,7 +307,7 @@ def release_groups(
             keys, records = answers.keys, answers.records
             values = add_noise(solution.mechanism, answers.values, randomness, index, block)
         levels.append(ReleasedLevel(column, keys, values, domain.description, records))
-    certificate = group_certificate(solution, levels, block)
+    certificate = as_test_release(group_certificate(solution, levels, block), randomness.seeded)
     return GroupRelease(
         spec, solution.mechanism, tuple(query.labels), tuple(levels), certificate, randomness.describe()
     )
@@ -367,7 +334,8 @@ def release_json(document: dict) -> str:
 
 
 def write_release(document: dict, certificate: Certificate, out: str | Path) -> list[Path]:
-    """An ungrouped release in the folder ``out``: ``release.json`` and ``certificate.json``."""
+    """An ungrouped release in the folder ``out``: ``release.json`` and ``certificate.json``
+    (the document as :func:`dpopt.release.bind.bind` returns it, naming the certificate's SHA-256)."""
     written = [Path(out) / "release.json", Path(out) / "certificate.json"]
     write_atomic(written[0], release_json(document))
     certificate.write(written[1])
@@ -378,7 +346,7 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
     """The document of an ungrouped release (``dpopt release`` without ``--group-by``): the
     mechanism, the guarantee, the released value of each labelled coordinate (null for a
     coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
-    seed and the randomness used, and the number of records."""
+    randomness used (never a seed: :mod:`dpopt.release.bind`), and the number of records."""
     query = solution.problem.query
     return {
         "name": solution.spec.name,
@@ -386,7 +354,6 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
         "mechanism": {"family": solution.mechanism.family, "parameters": solution.mechanism.parameters},
         "guarantee": solution.certificate["guarantee"],
         "release": dict(zip(query.labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
-        "seed": randomness.seed,
         "randomness": randomness.describe(),
         "records": records,
     }

@@ -36,6 +36,7 @@ from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
 from dpopt.problem import compile
 from dpopt.release import sources
+from dpopt.release.bind import as_test_release, certificate_sha256, is_seeded
 from dpopt.rng import RandomSource, random_source
 from dpopt.solve import Solution, solve
 from dpopt.spec.load import load_spec, spec_document
@@ -102,15 +103,19 @@ class HierarchyRelease:
         for solution in self.solutions:
             data = json.loads(solution.certificate.to_json())
             data["hierarchy"] = self.block
+            data["whole_release"] = "hierarchy"
             data["postprocess"] = self.block["postprocess"]
-            out.append(Certificate(data))
+            out.append(as_test_release(Certificate(data), is_seeded(self.randomness)))
         return out
 
     def document(self, include_values: bool = True) -> dict:
-        """The release document: levels, budget, post-processing, and (optionally) every table."""
+        """The release document: levels, budget, post-processing, the SHA-256 of each level's
+        certificate (:mod:`dpopt.release.bind`), and (optionally) every table."""
         labels = list(self.solutions[0].problem.labels)
+        digests = {f"certificate_{name}.json": certificate_sha256(cert) for name, cert in zip(self.names, self.certificates)}
         doc = {"name": self.spec.name, "spec": spec_document(self.spec), "labels": labels,
-               "hierarchy": self.block, "randomness": self.randomness, "records": self.records}
+               "hierarchy": self.block, "certificate_sha256": digests, "randomness": self.randomness,
+               "records": self.records}
         if include_values:
             doc["tables"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.tables)}
             doc["noisy"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.noisy)}
