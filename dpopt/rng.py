@@ -82,11 +82,6 @@ class RandomSource:
         low, high = (int(w) for w in child.generate_state(2, np.uint64))
         return aes_generator(low | high << 64)
 
-    @property
-    def seed(self) -> int | None:
-        """The caller's seed of a seeded source; None for OS entropy (never revealed)."""
-        return self._entropy if self.seeded else None
-
     def describe(self) -> dict:
         """What a release document records about its randomness (never the secret entropy)."""
         if self.seeded:

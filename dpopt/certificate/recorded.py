@@ -154,37 +154,51 @@ def _rows(block, name: str, path: str) -> list[str]:
     return [p for i, row in enumerate(block) for p in schema_problems(row, name, f"{path}[{i}]")]
 
 
+_OBJECTS = ("spec", "guarantee", "sensitivity", "mechanism", "utility", "groups", "hierarchy", "postprocess")
+_LISTS = ("checks", "candidates", "queries")
+
+
 def certificate_schema(data: dict, top: str = "certificate") -> Check:
-    """The claim ``schema``: every block holds the keys it must and no other (:data:`SCHEMA`);
-    ``whole_release`` names exactly the composition block present; ``test_release`` is true
-    when present."""
+    """The claim ``schema``: every block holds the keys it must and no other (:data:`SCHEMA`), each
+    of the right type; ``whole_release`` names exactly the composition block present;
+    ``test_release`` is true when present. ``top`` is ``certificate`` or ``plan``."""
     problems = schema_problems(data, top, "certificate")
-    for key, name in (("mechanism", "mechanism"), ("utility", "utility")):
-        if key in data and top == "certificate":
-            problems += schema_problems(data[key], name, key)
+    problems += [f"{k} is not an object" for k in _OBJECTS if k in data and not isinstance(data[k], dict)]
+    problems += [f"{k} is not a list" for k in _LISTS if k in data and not isinstance(data[k], list)]
+    if not isinstance(data.get("spec_sha256"), str):
+        problems.append("spec_sha256 is not a string")
+    blocks = {"mechanism": "mechanism", "utility": "utility"} if top == "certificate" else {}
+    blocks |= {"groups": "groups", "postprocess": "postprocess"}
+    problems += [p for key, name in blocks.items() if isinstance(data.get(key), dict)
+                 for p in schema_problems(data[key], name, key)]
     if isinstance(data.get("checks"), list):
         problems += _rows(data["checks"], "check", "checks")
     if top == "certificate" and isinstance(data.get("candidates"), list):
         problems += _rows(data["candidates"], "candidate", "candidates")
         problems += [p for i, row in enumerate(data["candidates"]) if isinstance(row, dict) and "utility" in row
                      for p in schema_problems(row["utility"], "candidate.utility", f"candidates[{i}].utility")]
-    elif "candidates" in data and not isinstance(data["candidates"], list):
-        problems.append("candidates is not a list")
-    if "groups" in data:
-        groups = data["groups"]
-        problems += schema_problems(groups, "groups", "groups")
-        if isinstance(groups, dict):
-            problems += _rows(groups.get("levels"), "groups.level", "groups.levels")
-            if "streams" in groups:
-                problems += schema_problems(groups["streams"], "groups.streams", "groups.streams")
-    if "hierarchy" in data:
+    groups = data.get("groups")
+    if isinstance(groups, dict):
+        problems += _rows(groups.get("levels"), "groups.level", "groups.levels")
+        if "streams" in groups:
+            problems += schema_problems(groups["streams"], "groups.streams", "groups.streams")
+    if isinstance(data.get("hierarchy"), dict):
         problems += _hierarchy_schema(data["hierarchy"])
-    if "postprocess" in data:
-        problems += schema_problems(data["postprocess"], "postprocess", "postprocess")
-        if isinstance(data["postprocess"], dict) and "error" in data["postprocess"]:
-            problems += schema_problems(data["postprocess"]["error"], "postprocess.error", "postprocess.error")
-    if top == "plan":
-        problems += _rows(data.get("queries"), "plan.query", "queries")
+    postprocess = data.get("postprocess")
+    if isinstance(postprocess, dict) and "error" in postprocess:
+        problems += schema_problems(postprocess["error"], "postprocess.error", "postprocess.error")
+    if top == "plan" and isinstance(data.get("queries"), list):
+        problems += _rows(data["queries"], "plan.query", "queries")
+    problems += _release_markers(data)
+    return Check("schema", "every block holds exactly the keys dpopt verify knows (required and optional), and the "
+                           "composition block named by whole_release", not problems,
+                 "; ".join(problems[:6]) + (f"; … {len(problems) - 6} more" if len(problems) > 6 else "")
+                 if problems else "every key known")
+
+
+def _release_markers(data: dict) -> list[str]:
+    """Problems with ``whole_release`` (and the composition block it names) and ``test_release``."""
+    problems = []
     whole = data.get("whole_release", "missing")
     if whole not in WHOLE_RELEASE:
         problems.append(f"whole_release: {whole!r} is not one of null, 'groups', 'hierarchy'")
@@ -195,16 +209,11 @@ def certificate_schema(data: dict, top: str = "certificate") -> Check:
                             "a grouped or hierarchical release's certificate must keep its composition block")
     if "test_release" in data and data["test_release"] is not True:
         problems.append("test_release: only true is allowed")
-    return Check("schema", "every block holds exactly the keys dpopt verify knows (required and optional), and the "
-                           "composition block named by whole_release", not problems,
-                 "; ".join(problems[:6]) + (f"; … {len(problems) - 6} more" if len(problems) > 6 else "")
-                 if problems else "every key known")
+    return problems
 
 
-def _hierarchy_schema(block) -> list[str]:
+def _hierarchy_schema(block: dict) -> list[str]:
     problems = schema_problems(block, "hierarchy", "hierarchy")
-    if not isinstance(block, dict):
-        return problems
     problems += _rows(block.get("levels"), "hierarchy.level", "hierarchy.levels")
     for i, row in enumerate(block.get("levels") if isinstance(block.get("levels"), list) else []):
         if isinstance(row, dict) and "mechanism" in row:
@@ -212,8 +221,7 @@ def _hierarchy_schema(block) -> list[str]:
                                         f"hierarchy.levels[{i}].mechanism")
     if "postprocess" in block:
         problems += schema_problems(block["postprocess"], "postprocess", "hierarchy.postprocess")
-    if isinstance(block.get("checks"), list):
-        problems += _rows(block["checks"], "check", "hierarchy.checks")
+    problems += _rows(block.get("checks"), "check", "hierarchy.checks")
     return problems
 
 

@@ -30,7 +30,11 @@ from dpopt.problem import Problem, compile
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import load_spec, spec_sha256
 
-STRUCTURAL_CLAIMS = ("spec_sha256", "guarantee", "sensitivity", "utility")
+_HOSTILE = (DpoptError, ArithmeticError, ValueError, TypeError, KeyError, AttributeError, IndexError)
+"""What evaluating a hostile certificate's numbers may raise; verify turns it into a failed claim."""
+
+STRUCTURAL_CLAIMS = ("schema", "spec_sha256", "guarantee", "sensitivity", "mechanism.parameters", "mechanism.privacy",
+                     "mechanism.title", "utility", "utility.per_cell", "candidates.chosen")
 """The claims :func:`verify` re-derives besides the certificate's recorded checks."""
 
 
@@ -80,8 +84,9 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
                                "(or `dpopt verify`)")
     schema = certificate_schema(data)
     if not all(isinstance(data.get(k), dict) for k in ("spec", "guarantee", "sensitivity", "mechanism", "utility")) \
-            or not isinstance(data.get("checks"), list):
-        return Verification([schema])
+            or not isinstance(data.get("checks"), list) \
+            or any(k in data and not isinstance(data[k], dict) for k in ("groups", "hierarchy", "postprocess")):
+        return Verification([schema])  # a block is not even an object: nothing else can be read
     checks: list[Check] = [schema]
     try:
         spec = load_spec(data["spec"])
@@ -113,14 +118,17 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     except CertificateError as exc:
         return Verification(checks + [Check("mechanism", "rebuild from family and parameters", False, str(exc))],
                             problem)
-    except (DpoptError, ArithmeticError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
-        # a hostile certificate (σ = 0, NaN, a list for a number) may break an evaluation: it fails, named
+    except _HOSTILE as exc:  # a hostile certificate (σ = 0, NaN, a list for a number) breaks an evaluation
         return Verification(checks + [Check("mechanism", "evaluate the recorded mechanism", False,
                                             f"{type(exc).__name__}: {exc}")], problem)
-    if "groups" in data:  # a grouped release (dpopt release --group-by): its composed guarantee
-        recomputed += [groups_record_check(spec, data["groups"])] + composition_checks(spec, data["groups"])
-    if "hierarchy" in data:  # one level of a hierarchical release: the levels' budgets and composition
-        checks.extend(verify_hierarchy(spec, data["hierarchy"], data))
+    try:
+        if "groups" in data:  # a grouped release (dpopt release --group-by): its composed guarantee
+            recomputed += [groups_record_check(spec, data["groups"])] + composition_checks(spec, data["groups"])
+        if "hierarchy" in data:  # one level of a hierarchical release: the levels' budgets and composition
+            checks.extend(verify_hierarchy(spec, data["hierarchy"], data))
+    except _HOSTILE as exc:
+        checks.append(Check("composition", "evaluate the recorded composition block", False,
+                            f"{type(exc).__name__}: {exc}"))
     checks.extend(recomputed)
     reproduced = {c.claim for c in recomputed}
     for recorded in data["checks"]:
