@@ -21,6 +21,7 @@ for publication.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -128,6 +129,26 @@ def difference(recorded, expected, path: str = "", abs_tol: float = 0.0) -> str 
 def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+_NUMBER = re.compile(r"[-+−]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+TEXT_REL_TOL = 1e-4
+"""Relative tolerance of a number printed in a check's text (printed with 6 or more significant digits)."""
+
+
+def same_text(recorded, expected: str) -> bool:
+    """True when a recorded check's text says what its recomputation says: the words equal, every
+    number within :data:`TEXT_REL_TOL` relative (a number printed to 6 digits may round the other
+    way on another machine)."""
+    if not isinstance(recorded, str):
+        return False
+    words_a, words_b = _NUMBER.split(recorded), _NUMBER.split(expected)
+    numbers_a, numbers_b = _NUMBER.findall(recorded), _NUMBER.findall(expected)
+    if words_a != words_b or len(numbers_a) != len(numbers_b):
+        return False
+    return all(math.isclose(float(a.replace("−", "-")), float(b.replace("−", "-")), rel_tol=TEXT_REL_TOL,
+                            abs_tol=1e-12) for a, b in zip(numbers_a, numbers_b))
 
 
 def compare(claim: str, what: str, recorded, expected) -> Check:

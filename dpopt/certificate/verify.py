@@ -22,7 +22,7 @@ from dpopt.certificate.composition import composition_checks, groups_record_chec
 from dpopt.certificate.hierarchy_budget import verify_hierarchy
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import per_cell_errors
-from dpopt.certificate.recorded import certificate_schema, compare, difference
+from dpopt.certificate.recorded import certificate_schema, compare, difference, same_text
 from dpopt.core.checks import Check
 from dpopt.errors import CertificateError, DpoptError
 from dpopt.mechanisms import Mechanism, registry
@@ -130,13 +130,26 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
         checks.append(Check("composition", "evaluate the recorded composition block", False,
                             f"{type(exc).__name__}: {exc}"))
     checks.extend(recomputed)
-    reproduced = {c.claim for c in recomputed}
-    for recorded in data["checks"]:
-        claim = recorded.get("claim") if isinstance(recorded, dict) else None
-        if claim not in reproduced or recorded.get("passed") is not True:
-            checks.append(Check(f"recorded:{claim}", "every recorded claim is re-derived and holds", False,
-                                "this claim was not reproduced by verification"))
+    checks.extend(recorded_check_claims(data["checks"], recomputed))
     return Verification(checks, problem)
+
+
+def recorded_check_claims(recorded: list, recomputed: list[Check]) -> list[Check]:
+    """A failed ``recorded:CLAIM`` for every recorded check that verification did not reproduce,
+    that does not hold, or whose text (method, detail) says something else than the re-derived
+    one (:func:`dpopt.certificate.recorded.same_text`)."""
+    reproduced = {c.claim: c for c in recomputed}
+    out = []
+    for row in recorded:
+        claim = row.get("claim") if isinstance(row, dict) else None
+        again = reproduced.get(claim)
+        if again is None or row.get("passed") is not True:
+            out.append(Check(f"recorded:{claim}", "every recorded claim is re-derived and holds", False,
+                             "this claim was not reproduced by verification"))
+        elif not (same_text(row.get("method"), again.method) and same_text(row.get("detail"), again.detail)):
+            out.append(Check(f"recorded:{claim}", "the recorded text of a claim is the re-derived one", False,
+                             f"re-derived: {again.detail[:120]}"))
+    return out
 
 
 def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Check]:
@@ -154,6 +167,7 @@ def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Ch
               and row.get("family") == mechanism.family and "parameters" in row]
     expected_row = {"family": mechanism.family, "parameters": _json(mechanism.parameters),
                     "utility": _json(predicted.to_dict())}
+    off = difference(chosen[0], expected_row) if len(chosen) == 1 else f"{len(chosen)} rows for {mechanism.family}"
     return [
         compare("mechanism.parameters", "mechanism parameters (rebuilt from the spec's sensitivity space)",
                 record.get("parameters"), _json(mechanism.parameters)),
@@ -168,10 +182,7 @@ def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Ch
         compare("utility.per_cell", "per-cell standard errors and margins", data["utility"].get("per_cell"),
                 _json(per_cell_errors(mechanism, problem.labels))),
         Check("candidates.chosen", "the comparison's row of the chosen family is the certified mechanism",
-              len(chosen) == 1 and difference(chosen[0], expected_row) is None,
-              f"{len(chosen)} row(s) for {mechanism.family}"
-              + (f"; {difference(chosen[0], expected_row)}" if len(chosen) == 1 and difference(chosen[0], expected_row)
-                 else "")),
+              off is None, off or f"the row of {mechanism.family} equals the mechanism and its utility"),
     ]
 
 
