@@ -5,8 +5,9 @@ reader, ``dpopt report`` and ``dpopt release`` read the numbers the certificate 
 So every recorded number is recomputed from the spec and the rebuilt mechanism and
 compared (:func:`difference`): strings, booleans, integers and null exactly, floats to a
 relative 10⁻⁹ (the evaluation of the same closed form on another machine; an array's
-entries to 10⁻⁹ of its largest entry), NaN only where the recomputation gives NaN. And
-every block has a schema of the keys it may hold (:data:`SCHEMA`): a key ``dpopt verify``
+entries to 10⁻⁹ of its largest entry), NaN only where the recomputation gives NaN; the text
+of a recorded claim must say what its re-derivation says (words equal, printed numbers to
+10⁻⁴: :func:`same_text`). And every block has a schema of the keys it may hold (:data:`SCHEMA`): a key ``dpopt verify``
 does not know fails the claim ``schema`` rather than being ignored.
 
 ``whole_release`` (required) names the block that states the guarantee of the whole
