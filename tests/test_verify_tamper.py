@@ -483,3 +483,14 @@ def test_cli_names_the_failed_claim_and_never_prints_a_traceback(tmp_path, capsy
         code = main(["verify", str(path)])
         err = capsys.readouterr().err
         assert code in (1, 2) and "Traceback" not in err and err.count("\n") == 1, broken
+
+
+def test_report_refuses_a_certificate_whose_headline_is_not_its_mechanisms():
+    """`dpopt report` printed ε = 0.4377 at δ = 1e-5 for a mechanism at 4.377 (the issue)."""
+    from dpopt.certificate.model import Certificate
+    from dpopt.report.document import build_report
+
+    cert = certificate("laplace")
+    cert["mechanism"]["privacy"]["epsilon"] *= 0.1
+    with pytest.raises(CertificateError, match="mechanism.privacy"):
+        build_report(Certificate(cert), audit_draws=None)

@@ -169,10 +169,7 @@ def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Ch
                     "utility": _json(predicted.to_dict())}
     off = difference(chosen[0], expected_row) if len(chosen) == 1 else f"{len(chosen)} rows for {mechanism.family}"
     return [
-        compare("mechanism.parameters", "mechanism parameters (rebuilt from the spec's sensitivity space)",
-                record.get("parameters"), _json(mechanism.parameters)),
-        compare("mechanism.privacy", "privacy summary (μ, ρ, ε at each δ)", record.get("privacy"),
-                _json(mechanism.privacy_summary(space))),
+        *mechanism_record_checks(record, space, mechanism),
         Check("mechanism.title", "the recorded title and caveats are the family's",
               record.get("title") == mechanism.title and not missing
               and all(isinstance(n, str) for n in notes or []),
@@ -183,6 +180,17 @@ def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Ch
                 _json(per_cell_errors(mechanism, problem.labels))),
         Check("candidates.chosen", "the comparison's row of the chosen family is the certified mechanism",
               off is None, off or f"the row of {mechanism.family} equals the mechanism and its utility"),
+    ]
+
+
+def mechanism_record_checks(record: dict, space: SensitivitySpace, mechanism: Mechanism) -> list[Check]:
+    """The recorded ``parameters`` and ``privacy`` of a certificate's mechanism block against the
+    rebuilt mechanism's (what ``dpopt report`` prints as the headline)."""
+    return [
+        compare("mechanism.parameters", "mechanism parameters (rebuilt from the spec's sensitivity space)",
+                record.get("parameters"), _json(mechanism.parameters)),
+        compare("mechanism.privacy", "privacy summary (μ, ρ, ε at each δ)", record.get("privacy"),
+                _json(mechanism.privacy_summary(space))),
     ]
 
 

@@ -129,6 +129,9 @@ def verify_folder(folder: str | Path, verify_certificate: Callable[[Certificate]
         No ``release.json`` in the folder, or it is not a JSON object.
     """
     folder = Path(folder)
+    if not (folder / RELEASE_FILE).is_file():
+        raise CertificateError(f"{folder} holds no {RELEASE_FILE}: not a release folder (give a certificate file, "
+                               f"e.g. {folder / 'certificate.json'})")
     document = _read_json(folder / RELEASE_FILE)
     lines: list[FileCheck] = []
     files = _certificate_files(document)
