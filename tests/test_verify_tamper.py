@@ -275,6 +275,8 @@ def _spec_edits(family: str):
     edits = {"stronger target": _stronger_target, "other adjacency": _other_adjacency}
     if cert["spec"].get("invariants"):
         edits["no invariants"] = lambda spec: spec.update(invariants=[])
+    if cert["spec"]["adjacency"] in ("replace_one", {"kind": "replace_one"}):  # the issue's K-norm case
+        edits["hamming 2"] = lambda spec: spec.update(adjacency={"kind": "hamming", "distance": 2})
     for label, edit in edits.items():
         try:
             tampered = _respec(cert, edit)
@@ -328,6 +330,9 @@ def test_the_issues_named_edits_are_rejected():
     go = certificate("gaussian_optimal")
     go["mechanism"]["parameters"]["rank"] = -5
     assert rejected(go)
+    replace = copy.deepcopy(solved(ROOT / "specs" / "table_replace_pure.yaml").certificate.data)  # K-norm, no invariants
+    moved = _respec(replace, lambda spec: spec.update(adjacency={"kind": "hamming", "distance": 2}))
+    assert "mechanism.parameters" in [c.claim for c in dpopt.verify(moved).failed]  # the hull's volume is not Hamming-2's
 
 
 # ------------------------------------------------------------------------------ grouped
