@@ -426,6 +426,19 @@ def test_hierarchy_level_certificates_pass_and_their_tampers_fail(hierarchy):
         assert rejected(tampered), label
 
 
+def test_a_hierarchy_release_folder_verifies_and_a_swapped_certificate_fails(hierarchy, tmp_path, capsys):
+    hierarchy.write(tmp_path)
+    assert main(["verify", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("PASS") == 4 and out.count("TEST RELEASE") == 3  # release.json and 3 level certificates
+    state, county = tmp_path / "certificate_state.json", tmp_path / "certificate_county.json"
+    text = state.read_text()
+    state.write_text(county.read_text())
+    county.write_text(text)
+    assert main(["verify", str(tmp_path)]) == 1
+    assert "FAIL  release.json" in capsys.readouterr().out
+
+
 # --------------------------------------------------------------------------------- plan
 @pytest.fixture(scope="module")
 def plan_certificate() -> dict:

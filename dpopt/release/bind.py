@@ -66,7 +66,6 @@ class FileCheck:
     file: str
     passed: bool
     detail: str
-    test_release: bool = False
 
 
 def _read_json(path: Path) -> dict:
@@ -153,7 +152,7 @@ def verify_folder(folder: str | Path, verify_certificate: Callable[[Certificate]
             signed = signature(path)
             failed = failed or ([] if signed.passed else ["signature"])
             detail += f"; signature: {signed.detail}"
-        lines.append(FileCheck(name, not failed, detail + (f"; {TEST_RELEASE}" if test else ""), test))
+        lines.append(FileCheck(name, not failed, detail + (f"; {TEST_RELEASE}" if test else "")))
         problems += [f"its {block} differs from {name}'s" for block in _repeated_blocks(document, certificate.data)]
         if test != is_seeded(document.get("randomness", {})):
             problems.append(f"randomness and {name}'s test_release disagree")
