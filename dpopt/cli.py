@@ -408,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="re-check every claim of a certificate, or a release folder")
     p.add_argument("certificate", metavar="CERT.json|DIR",
                    help="a certificate.json (from `dpopt solve --out` or `dpopt release --out`), or a release folder")
-    p.add_argument("--public-key", metavar="PUB.pem", help="also check CERT.json.sig, the Ed25519 signature by this key")
+    p.add_argument("--public-key", metavar="PUB.pem",
+                   help="also check CERT.json.sig, the Ed25519 signature by this key")
     p.set_defaults(run=_verify)
 
     p = sub.add_parser("sign", help="sign a certificate file with an Ed25519 private key (writes CERT.json.sig)")

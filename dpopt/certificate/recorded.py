@@ -7,8 +7,9 @@ compared (:func:`difference`): strings, booleans, integers and null exactly, flo
 relative 10⁻⁹ (the evaluation of the same closed form on another machine; an array's
 entries to 10⁻⁹ of its largest entry), NaN only where the recomputation gives NaN; the text
 of a recorded claim must say what its re-derivation says (words equal, printed numbers to
-10⁻⁴: :func:`same_text`). And every block has a schema of the keys it may hold (:data:`SCHEMA`): a key ``dpopt verify``
-does not know fails the claim ``schema`` rather than being ignored.
+10⁻⁴: :func:`same_text`). And every block has a schema of the keys it may hold
+(:data:`SCHEMA`): a key ``dpopt verify`` does not know fails the claim ``schema`` rather than
+being ignored.
 
 ``whole_release`` (required) names the block that states the guarantee of the whole
 release — ``groups`` for a grouped release (:mod:`dpopt.certificate.composition`),

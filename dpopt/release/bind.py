@@ -46,9 +46,9 @@ def as_test_release(certificate: Certificate, seeded: bool) -> Certificate:
     return Certificate({**certificate.data, "test_release": True})
 
 
-def is_seeded(randomness: dict) -> bool:
+def is_seeded(randomness) -> bool:
     """True for the ``randomness`` record of a seeded release (:meth:`dpopt.rng.RandomSource.describe`)."""
-    return randomness.get("kind") == "insecure_seed"
+    return isinstance(randomness, dict) and randomness.get("kind") == "insecure_seed"
 
 
 def bind(document: dict, certificate: Certificate) -> tuple[dict, Certificate]:
@@ -103,10 +103,10 @@ def _repeated_blocks(document: dict, certificate: dict) -> list[str]:
     if isinstance(groups, dict) and "composition" in groups and groups != certificate.get("groups"):
         bad.append("groups")
     mechanism, recorded = document.get("mechanism"), certificate.get("mechanism")
-    if isinstance(mechanism, dict) and isinstance(recorded, dict) and "parameters" in mechanism \
-            and {k: mechanism.get(k) for k in ("family", "parameters")} != {k: recorded.get(k) for k in ("family", "parameters")}:
-        bad.append("mechanism")
-    if "groups" in certificate and not (isinstance(groups, dict) or "groups" in document):
+    if isinstance(mechanism, dict) and isinstance(recorded, dict) and "parameters" in mechanism:
+        if any(mechanism.get(k) != recorded.get(k) for k in ("family", "parameters")):
+            bad.append("mechanism")
+    if "groups" in certificate and "groups" not in document:
         bad.append("groups (missing from the document)")
     return bad
 
@@ -160,12 +160,13 @@ def verify_folder(folder: str | Path, verify_certificate: Callable[[Certificate]
     listed = set(tables) if isinstance(tables, dict) else set()
     written = {p.name for p in folder.glob("release_*.parquet")}
     for name in sorted(listed | written):
-        ok = name in listed and (folder / name).is_file() and sha256_bytes((folder / name).read_bytes()) == tables[name]
+        path = folder / name
+        ok = name in listed and path.is_file() and sha256_bytes(path.read_bytes()) == tables[name]
         lines.append(FileCheck(name, ok, "SHA-256 named by release.json" if ok else
                                "not named by release.json, missing, or its SHA-256 differs"))
     if "seed" in document or isinstance(document.get("randomness"), dict) and "seed" in document["randomness"]:
         problems.append("it publishes a seed (the true answers are the release minus the seed's noise)")
-    lines.insert(0, FileCheck(RELEASE_FILE, not problems, "; ".join(problems) if problems else
-                              f"names the SHA-256 of {', '.join(files)}" + (f" and {len(listed)} table(s)" if listed else "")
-                              + "; repeats their blocks unchanged"))
+    named = f"names the SHA-256 of {', '.join(files)}" + (f" and {len(listed)} table(s)" if listed else "")
+    lines.insert(0, FileCheck(RELEASE_FILE, not problems,
+                              "; ".join(problems) if problems else named + "; repeats their blocks unchanged"))
     return lines

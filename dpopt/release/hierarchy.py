@@ -112,7 +112,8 @@ class HierarchyRelease:
         """The release document: levels, budget, post-processing, the SHA-256 of each level's
         certificate (:mod:`dpopt.release.bind`), and (optionally) every table."""
         labels = list(self.solutions[0].problem.labels)
-        digests = {f"certificate_{name}.json": certificate_sha256(cert) for name, cert in zip(self.names, self.certificates)}
+        digests = {f"certificate_{name}.json": certificate_sha256(cert)
+                   for name, cert in zip(self.names, self.certificates)}
         doc = {"name": self.spec.name, "spec": spec_document(self.spec), "labels": labels,
                "hierarchy": self.block, "certificate_sha256": digests, "randomness": self.randomness,
                "records": self.records}
