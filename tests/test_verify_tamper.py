@@ -475,6 +475,7 @@ def test_plan_certificate_passes_and_its_tampers_fail(plan_certificate):
                                                       c["queries"][1]["certificate"]["mechanism"]["parameters"]
                                                       .update(sigma=sigma / 2)),
         "plan mechanism block": lambda c: c["mechanism"]["parameters"].update(q1="laplace"),
+        "allocation share": lambda c: c["allocation"]["shares"].__setitem__(0, 0.9),
         "unknown key": lambda c: c.update(x_unknown=1),
         "unknown key in a row": lambda c: c["queries"][0].update(x_unknown=1),
         "whole_release groups": lambda c: c.update(whole_release="groups"),

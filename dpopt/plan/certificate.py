@@ -235,11 +235,14 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
         spaces.append(space)
         total += q.weight * float(sub["utility"]["value"])
     if len(targets) == len(plan.queries):
-        summary = {"mechanism": {"family": "plan", "parameters": {q.name: e.get("family")
-                                                                  for q, e in zip(plan.queries, recorded)}},
-                   "sensitivity": {"queries": {q.name: e.get("sensitivity") for q, e in zip(plan.queries, recorded)}}}
-        checks.append(Check("plan.summary", "the plan's mechanism and sensitivity blocks list its queries' rows",
-                            all(data.get(k) == v for k, v in summary.items()), f"{len(recorded)} queries"))
+        rows = list(zip(plan.queries, recorded))
+        summary = {"mechanism": {"family": "plan", "parameters": {q.name: e.get("family") for q, e in rows}},
+                   "sensitivity": {"queries": {q.name: e.get("sensitivity") for q, e in rows}}, "notes": NOTES}
+        allocation = data.get("allocation")
+        same = (all(data.get(k) == v for k, v in summary.items()) and isinstance(allocation, dict)
+                and allocation.get("shares") == [e.get("share") for _, e in rows])
+        checks.append(Check("plan.summary", "the plan's mechanism, sensitivity, notes and allocation shares repeat "
+                                            "its queries' rows", same, f"{len(recorded)} queries"))
     if spaces:
         semi = {s.semi_adjacent_parameter for s in spaces}
         checks.append(Check("guarantee", "the guarantee equals the plan's target, adjacency and a(t) (one for all queries)",
