@@ -16,6 +16,7 @@ from dpopt._lazy import lazy_exports
 from dpopt._version import __version__
 
 __all__ = ["__version__", *lazy_exports(__name__, {
+    "BudgetExceededError": "dpopt.errors",
     "CalibrationError": "dpopt.errors",
     "Candidate": "dpopt.design.select",
     "Certificate": "dpopt.certificate.model",
@@ -23,6 +24,8 @@ __all__ = ["__version__", *lazy_exports(__name__, {
     "Check": "dpopt.core.checks",
     "DataError": "dpopt.errors",
     "DpoptError": "dpopt.errors",
+    "Ledger": "dpopt.ledger.store",
+    "LedgerError": "dpopt.errors",
     "Mechanism": "dpopt.mechanisms.base",
     "Problem": "dpopt.problem",
     "SensitivitySpace": "dpopt.sensitivity.space",
@@ -44,4 +47,5 @@ __all__ = ["__version__", *lazy_exports(__name__, {
     "solve": "dpopt.solve",
     "topdown": "dpopt.postprocess.hierarchy",
     "verify": "dpopt.certificate.verify",
+    "verify_hierarchy_release": "dpopt.certificate.hierarchy_release",
 })]

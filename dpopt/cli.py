@@ -1,7 +1,8 @@
 """The ``dpopt`` command: solve, verify, release, report.
 
-Exit codes: 0 success; 1 a certificate failed verification; 2 a bad spec, certificate
-or data file (one line on stderr naming the field or cause, never a traceback).
+Exit codes: 0 success; 1 a certificate (or a ledger) failed verification; 2 a bad spec, certificate,
+data file or ledger (one line on stderr naming the field or cause, never a traceback); 3 a release
+refused by its ledger (``--ledger``: the budget would be exceeded; nothing released).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from dpopt._version import __version__
 from dpopt.core.output import stdout_to_stderr
-from dpopt.errors import DpoptError, SpecError
+from dpopt.errors import DpoptError, LedgerError, SpecError, UnsupportedSpecError
 
 # Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
 # command that needs few stages (``verify``) do not pay for the others.
@@ -87,57 +88,112 @@ def _solve_plan(args: argparse.Namespace) -> int:
         print(f"{sol.plan.name}: {len(sol.designs)} queries under {cert['guarantee']['definition']} "
               f"{sol.plan.privacy.parameters}; weighted total {cert['utility']['value']:.6g} "
               f"(optimal/equal split = {a['ratio_optimal_to_equal']:.4f}); {len(cert['checks'])} plan checks passed"
-              + (f"; wrote {args.out}/" if args.out else ""))
+              + _wrote([Path(args.out) / "certificate.json", Path(args.out) / "report.md"] if args.out else []))
     return 0
 
 
+def _wrote(paths) -> str:
+    """``; wrote out/a.json, out/b.json`` for the files a command wrote (empty when none)."""
+    return "; wrote " + ", ".join(str(p) for p in paths) if paths else ""
+
+
+def _has_geography(document) -> bool:
+    """A spec (not a certificate) with a ``geography`` block: a hierarchical release."""
+    return isinstance(document, dict) and document.get("geography") is not None and "spec_sha256" not in document
+
+
+def _is_hierarchy(path: str) -> bool:
+    """A spec file with a ``geography`` block."""
+    from dpopt.spec.load import read_document
+
+    return _has_geography(read_document(path))
+
+
 def _solve(args: argparse.Namespace) -> int:
-    from dpopt.report.reading import claim_counts
+    from dpopt.report.reading import claim_counts, epsilon_by_delta, epsilon_line
     from dpopt.report.words import format_parameters
     from dpopt.solve import solve
 
     if _is_plan(args.spec):
         return _solve_plan(args)
+    if _is_hierarchy(args.spec):
+        return _solve_hierarchy(args)
+    written = []
     with stdout_to_stderr():
         with _progress("dpopt solve: deriving, designing and certifying"):
             sol = solve(args.spec)
         cert = sol.certificate
         if args.out:
-            _write_solution(sol, args.out)
+            written = _write_solution(sol, args.out)
     if args.json:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
         u = cert["utility"]
         claims, unavailable = claim_counts(cert.data)
+        eps = epsilon_line(epsilon_by_delta(cert.data))
         print(f"{sol.spec.name}: {sol.mechanism.title} ({format_parameters(sol.mechanism.parameters)}) "
-              f"-> {u['metric']} = {u['value']:.6g}; {claims} claims hold (as `dpopt verify` counts them"
-              + (f"; {unavailable} not available)" if unavailable else ")")
-              + (f"; wrote {args.out}/" if args.out else ""))
+              f"-> {u['metric']} = {u['value']:.6g}; " + (f"{eps}; " if eps else "")
+              + f"{claims} claims hold (as `dpopt verify` counts them"
+              + (f"; {unavailable} not available)" if unavailable else ")") + _wrote(written))
     return 0
 
 
-def _write_solution(sol, folder: str) -> None:
-    """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``."""
+def _solve_hierarchy(args: argparse.Namespace) -> int:
+    """A spec with ``geography``: every level designed and the whole release certified, as ``release`` does it."""
+    from dpopt.certificate.model import write_atomic
+    from dpopt.release.hierarchy_design import solve_hierarchy
+    from dpopt.report.hierarchy import hierarchy_markdown
+    from dpopt.report.reading import epsilon_line
+    from dpopt.report.words import format_parameters
+
+    written = []
+    with stdout_to_stderr():
+        with _progress("dpopt solve: designing and certifying every level"):
+            sol = solve_hierarchy(args.spec)
+            cert = sol.certificate()
+        if args.out:
+            written = sol.write(args.out) + [Path(args.out) / "report.md"]
+            write_atomic(written[-1], hierarchy_markdown(cert) + "\n")
+    if args.json:
+        sys.stdout.write(cert.to_json())
+    elif not args.out or not args.quiet:
+        for level, share, solution in zip(sol.names, sol.shares, sol.solutions):
+            print(f"{level}: share {float(share):.4f}, {solution.mechanism.title} "
+                  f"({format_parameters(solution.mechanism.parameters)}) under "
+                  f"{solution.spec.privacy.definition} {format_parameters(solution.spec.privacy.parameters)}")
+        g = cert["guarantee"]
+        eps = epsilon_line(g["epsilon_at_delta"] or {})
+        print(f"{sol.spec.name}: the whole release is {g['definition']} "
+              f"{format_parameters({k: g[k] for k in sol.spec.privacy.parameters})}"
+              + (f"; {eps}" if eps else "") + f"; {len(cert['checks'])} composition check(s) hold" + _wrote(written))
+    return 0
+
+
+def _write_solution(sol, folder: str) -> list:
+    """``mechanism.json``, ``certificate.json`` and ``report.md`` of a solution in ``folder``; the files written."""
     from dpopt.report.folder import write_solution
 
     with _progress("dpopt solve: report") as stage:
-        write_solution(sol, folder, progress=stage)
+        return write_solution(sol, folder, progress=stage)
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from dpopt.certificate.model import Certificate
+    from dpopt.certificate.hierarchy_release import is_hierarchy_certificate, verify_hierarchy_release
     from dpopt.certificate.second_route import is_not_available
     from dpopt.certificate.verify import verify
     from dpopt.plan import is_plan_certificate
     from dpopt.report.reading import human
 
-    cert = Certificate.from_file(args.certificate)
-    if is_plan_certificate(cert.data):
-        from dpopt.plan import verify_plan  # a plan's verifier designs its queries: loaded only for plans
+    cert = _read_certificate(args.certificate)
+    with _progress("dpopt verify: re-deriving every claim"):
+        if is_plan_certificate(cert.data):
+            from dpopt.plan import verify_plan  # a plan's verifier designs its queries: loaded only for plans
 
-        result = verify_plan(cert)
-    else:
-        result = verify(cert)
+            result = verify_plan(cert)
+        elif is_hierarchy_certificate(cert.data):
+            result = verify_hierarchy_release(cert)
+        else:
+            result = verify(cert)
     unavailable = [c for c in result.checks if is_not_available(c)]
     for check in result.checks:
         mark = "N/A " if check in unavailable else "PASS" if check.passed else "FAIL"
@@ -151,14 +207,63 @@ def _verify(args: argparse.Namespace) -> int:
     return 1
 
 
-def _emit_release(document: dict, certificate, out: str | None) -> int:
-    """The release document on stdout, or ``release.json`` and ``certificate.json`` in the folder ``out``."""
-    from dpopt.release.batch import release_json, write_release
+def _charge(args: argparse.Namespace, certificate) -> dict | None:
+    """With ``--ledger``: the release charged to the ledger before anything is output (refused past the
+    budget: BudgetExceededError, exit 3), and the ``ledger`` block of its document; None without."""
+    if not args.ledger:
+        return None
+    from dpopt.ledger import Ledger
 
-    if out:
-        write_release(document, certificate, out)
+    ledger = Ledger(args.ledger)
+    return ledger.release_block(ledger.charge(certificate, data=str(args.data)))
+
+
+def _read_certificate(path: str):
+    """The certificate in ``path``; a spec given instead is named as one.
+
+    Raises
+    ------
+    CertificateError
+    """
+    from dpopt.certificate.model import Certificate
+    from dpopt.errors import CertificateError
+
+    advice = f"{path} is a spec: verify takes a certificate; to check a spec, run `dpopt solve {path}`"
+    if Path(path).suffix.lower() in (".yaml", ".yml"):
+        raise CertificateError(advice)
+    try:
+        return Certificate.from_file(path)
+    except CertificateError:
+        try:
+            document = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # unreadable or not JSON: from_file's message says so
+            document = None
+        if isinstance(document, dict) and "spec_sha256" not in document and ("query" in document or "queries" in document):
+            raise CertificateError(advice) from None
+        raise
+
+
+def _emit_release(document: dict, certificate, args: argparse.Namespace) -> int:
+    """The release document on stdout (JSON, or the per-cell CSV with ``--format csv``), or ``release.json``,
+    ``release.csv`` and ``certificate.json`` in the folder ``--out`` (charged to ``--ledger`` first)."""
+    from dpopt.release.batch import write_release
+
+    block = _charge(args, certificate)
+    if block is not None:
+        document = document | {"ledger": block}
+    return _emit(lambda: document, args, lambda: write_release(document, certificate, args.out))
+
+
+def _emit(document, args: argparse.Namespace, write) -> int:
+    """Call ``write`` (files in ``--out``; it returns them) and name what it wrote, or print ``document()`` (built
+    only then: with every group's values, it is large)."""
+    from dpopt.release.batch import release_json
+    from dpopt.release.cells import document_csv
+
+    if args.out:
+        print(_wrote(write()).removeprefix("; "), file=sys.stderr)
     else:
-        sys.stdout.write(release_json(document))
+        sys.stdout.write(document_csv(document()) if args.format == "csv" else release_json(document()))
     return 0
 
 
@@ -170,7 +275,7 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
                                     "(--groups applies to a single-query spec)")
     if not args.group_by and (args.engine != "duckdb" or args.scheduler):
         raise SpecError("--group-by", "--engine and --scheduler apply to a grouped release (--group-by)")
-    with stdout_to_stderr():
+    with stdout_to_stderr(), _progress("dpopt release: designing the plan, counting and releasing"):
         if args.group_by:
             client = _dask_client(args.scheduler) if args.engine == "dask" else None
             sol, document, cert = release_plan_groups(args.spec, args.data, args.group_by, randomness,
@@ -178,16 +283,21 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
         else:
             sol, document = release_plan(args.spec, args.data, randomness)
             cert = sol.certificate
-    return _emit_release(document, cert, args.out)
+    return _emit_release(document, cert, args)
 
 
 def _release(args: argparse.Namespace) -> int:
     from dpopt.release import random_source, release_groups, release_once
-    from dpopt.release.batch import release_document, release_json
+    from dpopt.release.batch import release_document
+    from dpopt.release.cells import release_cells
     from dpopt.release.postprocessed import document_block, postprocess_once
     from dpopt.spec.load import load_spec
 
     randomness = random_source(args.seed, args.insecure_seed)
+    if args.ledger:  # a missing or damaged ledger fails before the design, not after it
+        from dpopt.ledger import Ledger
+
+        Ledger(args.ledger)
     if _is_plan(args.spec):
         return _release_plan(args, randomness)
     spec = load_spec(args.spec)
@@ -201,40 +311,40 @@ def _release(args: argparse.Namespace) -> int:
     if args.group_by:
         public = {column: args.groups for column in args.group_by} if args.groups else None
         client = _dask_client(args.scheduler) if args.engine == "dask" else None
-        with stdout_to_stderr():
+        with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing every group"):
             rel = release_groups(args.spec, args.data, args.group_by, groups=public, randomness=randomness,
                                  engine=args.engine, client=client)
-        if args.out:
-            rel.write(args.out)
-        else:
-            sys.stdout.write(release_json(rel.document()))
-        return 0
+        block = _charge(args, rel.certificate)
+        document = rel.document if block is None else (lambda: rel.document() | {"ledger": block})
+        return _emit(document, args, lambda: rel.write(args.out, csv=args.format == "csv", ledger=block))
     if args.groups or args.engine != "duckdb" or args.scheduler:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
-    with stdout_to_stderr():
+    with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing"):
         sol, noisy, records = release_once(args.spec, args.data, randomness)
     document = release_document(sol, noisy, records, randomness)
     certificate = sol.certificate
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
         document["postprocess"] = document_block(post, sol.problem.labels)
-    return _emit_release(document, certificate, args.out)
+        document["cells"] = release_cells(certificate["utility"]["per_cell"], sol.problem.labels, noisy,
+                                          post.answers, "; ".join(post.method["steps"]))
+    return _emit_release(document, certificate, args)
 
 
 def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
     """A spec with ``geography``: every level released, post-processed top-down."""
-    from dpopt.release.batch import release_json
     from dpopt.release.hierarchy import release_hierarchy
 
     if args.group_by or args.groups or args.scheduler:
         raise SpecError("--group-by", "a spec with geography releases its levels itself: drop --group-by, --groups, --scheduler")
-    rel = release_hierarchy(args.spec, args.data, randomness=randomness,
-                            engine="dask" if args.engine == "dask" else "numpy", error_draws=args.error_draws)
-    if args.out:
-        rel.write(args.out)
-    else:
-        sys.stdout.write(release_json(rel.document()))
-    return 0
+    if args.ledger:
+        raise UnsupportedSpecError("--ledger", "a spec with geography (one certificate per level) is not charged "
+                                               "to a ledger: release its levels as single specs or a plan")
+    with stdout_to_stderr():
+        with _progress("dpopt release: designing, releasing and post-processing every level"):
+            rel = release_hierarchy(args.spec, args.data, randomness=randomness,
+                                    engine="dask" if args.engine == "dask" else "numpy", error_draws=args.error_draws)
+    return _emit(rel.document, args, lambda: rel.write(args.out))
 
 
 def _dask_client(address: str | None):
@@ -249,14 +359,25 @@ def _dask_client(address: str | None):
 def _audit(args: argparse.Namespace) -> int:
     from dpopt.audit import audit
     from dpopt.audit.empirical import AUDIT_DRAWS, AUDIT_SEED
-    from dpopt.plan import solve_plan
-    from dpopt.plan.audit import audit_plan
+    from dpopt.certificate.hierarchy_release import is_hierarchy_certificate
+    from dpopt.certificate.model import Certificate
+    from dpopt.plan import is_plan_certificate, is_plan_document, solve_plan
+    from dpopt.plan.audit import audit_hierarchy_certificate, audit_plan, audit_plan_certificate
+    from dpopt.release.hierarchy_design import solve_hierarchy
+    from dpopt.spec.load import read_document
 
     draws = AUDIT_DRAWS if args.draws is None else args.draws
     seed = AUDIT_SEED if args.seed is None else args.seed
-    with stdout_to_stderr():
-        if _is_plan(args.source):
+    document = read_document(args.source)
+    with stdout_to_stderr(), _progress(f"dpopt audit: {draws} draws per dataset and pair"):
+        if is_plan_certificate(document):
+            result = audit_plan_certificate(Certificate.from_dict(document, str(args.source)), draws=draws, seed=seed)
+        elif is_plan_document(document):
             result = audit_plan(solve_plan(args.source), draws=draws, seed=seed)
+        elif is_hierarchy_certificate(document) or _has_geography(document):
+            cert = (Certificate.from_dict(document, str(args.source)) if is_hierarchy_certificate(document)
+                    else solve_hierarchy(args.source).certificate())
+            result = audit_hierarchy_certificate(cert, draws=draws, seed=seed)
         else:
             result = audit(args.source, draws=draws, seed=seed)
     if args.json:
@@ -283,8 +404,8 @@ def _report(args: argparse.Namespace) -> int:
     from dpopt.spec.load import read_document
 
     document = read_document(args.source)
-    if _is_plan_document_or_certificate(document):
-        return _report_plan(args, document)
+    if _is_composed(document):
+        return _report_composed(args, document)
     cert = Certificate.from_document(document, source=str(args.source))
     if cert is None:
         with _progress("dpopt report: solving the spec"):
@@ -303,26 +424,36 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_plan_document_or_certificate(document) -> bool:
+def _is_composed(document) -> bool:
+    """A plan or a hierarchical release (spec or certificate): reported by :func:`_report_composed`."""
+    from dpopt.certificate.hierarchy_release import is_hierarchy_certificate
     from dpopt.plan import is_plan_certificate, is_plan_document
 
-    return is_plan_document(document) or is_plan_certificate(document)
+    return (is_plan_document(document) or is_plan_certificate(document) or is_hierarchy_certificate(document)
+            or _has_geography(document))
 
 
-def _report_plan(args: argparse.Namespace, document) -> int:
-    """A plan's report (Markdown): the allocation and the per-query error."""
+def _report_composed(args: argparse.Namespace, document) -> int:
+    """The report of a plan or a hierarchical release: the composed guarantee with its ε per δ, the parts (queries
+    or levels) and their per-cell error, the checks; Markdown, or one HTML page for ``--out FILE.html``."""
+    from dpopt.certificate.hierarchy_release import is_hierarchy_certificate
     from dpopt.certificate.model import Certificate, write_atomic
-    from dpopt.plan import is_plan_certificate, solve_plan
-    from dpopt.plan.report import plan_markdown
+    from dpopt.plan import is_plan_certificate, is_plan_document, solve_plan
+    from dpopt.plan.report import plan_html, plan_markdown
+    from dpopt.release.hierarchy_design import solve_hierarchy
+    from dpopt.report.hierarchy import hierarchy_html, hierarchy_markdown
 
-    if args.out and not str(args.out).lower().endswith(".md"):
-        raise SpecError("--out", "a plan's report is Markdown: give FILE.md")
-    if is_plan_certificate(document):
+    html = bool(args.out) and Path(args.out).suffix.lower() in (".html", ".htm")
+    if args.out and not html and Path(args.out).suffix.lower() != ".md":
+        raise SpecError("--out", "this report is FILE.html (one page) or FILE.md")
+    plan = is_plan_document(document) or is_plan_certificate(document)
+    if is_plan_certificate(document) or is_hierarchy_certificate(document):
         cert = Certificate.from_dict(document, source=str(args.source))
     else:
-        with stdout_to_stderr():
-            cert = solve_plan(args.source).certificate
-    text = plan_markdown(cert) + "\n"
+        with stdout_to_stderr(), _progress("dpopt report: designing"):
+            cert = solve_plan(args.source).certificate if plan else solve_hierarchy(args.source).certificate()
+    render = (plan_html if html else plan_markdown) if plan else (hierarchy_html if html else hierarchy_markdown)
+    text = render(cert) + "\n"
     if args.out:
         write_atomic(args.out, text)
         print(f"wrote {args.out}")
@@ -366,11 +497,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed the noise: refused unless --insecure-seed (default: OS-entropy CSPRNG)")
     p.add_argument("--insecure-seed", action="store_true",
                    help="accept predictable noise from --seed (tests and reproductions only)")
-    p.add_argument("--out", help="folder for release.json, certificate.json (and release_COLUMN.parquet); "
-                                 "default: print")
-    p.add_argument("--error-draws", type=int, default=20, metavar="N",
+    p.add_argument("--out", help="folder for release.json, release.csv (each cell's value, standard error and 95%% "
+                                 "margin of error), certificate.json (and release_COLUMN.parquet); default: print")
+    p.add_argument("--format", choices=["json", "csv"], default="json",
+                   help="what is printed without --out: the release document (json) or its per-cell table (csv); "
+                        "with --out and --group-by, csv also writes release_COLUMN.csv")
+    p.add_argument("--error-draws", type=int, default=100, metavar="N",
                    help="Monte Carlo releases for the error before/after post-processing (spec with postprocess "
-                        "or geography; 0: none)")
+                        "or geography; 0: none); 100 state the RMSE to about 2 significant digits")
+    p.add_argument("--ledger", metavar="LEDGER",
+                   help="charge the release to this privacy budget ledger (`dpopt ledger init`) before it is "
+                        "output; refused with exit code 3, nothing released, when the budget would be exceeded")
     p.set_defaults(run=_release)
 
     p = sub.add_parser("audit", help="Monte Carlo attempt to refute the privacy of a spec's or certificate's mechanism")
@@ -387,7 +524,66 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draws", type=int, default=50_000, help="draws per dataset and pair for the empirical audit")
     p.add_argument("--no-audit", action="store_true", help="leave the empirical audit out")
     p.set_defaults(run=_report)
+    _ledger_parser(sub)
     return parser
+
+
+def _ledger_parser(sub) -> None:
+    """``dpopt ledger init|show|verify``."""
+    p = sub.add_parser("ledger", help="a privacy budget ledger: every release from one data set, composed",
+                       description="A ledger folder records every release from one data set (its certificate, "
+                                   "in a hash chain) and refuses a release that would exceed its budget.")
+    lsub = p.add_subparsers(dest="ledger_command", required=True)
+    q = lsub.add_parser("init", help="create an empty ledger with its budget")
+    q.add_argument("ledger", metavar="LEDGER", help="a folder (created; must be new or empty)")
+    q.add_argument("--budget", required=True,
+                   help="the total budget, as in a spec's privacy: 'zcdp: {rho: 2.56}', 'gdp: {mu: 1}', "
+                        "'pure: {epsilon: 2}' or 'approx: {epsilon: 3, delta: 1e-6}'")
+    q.set_defaults(run=_ledger_init)
+    q = lsub.add_parser("show", help="spent and remaining budget, and the table of releases")
+    q.add_argument("ledger", metavar="LEDGER")
+    q.add_argument("--json", action="store_true", help="the spending and the entries as JSON")
+    q.set_defaults(run=_ledger_show)
+    q = lsub.add_parser("verify", help="re-derive the composition from the stored certificates")
+    q.add_argument("ledger", metavar="LEDGER")
+    q.set_defaults(run=_ledger_verify)
+
+
+def _ledger_init(args: argparse.Namespace) -> int:
+    from dpopt.ledger.store import Ledger, budget_text
+
+    ledger = Ledger.create(args.ledger, args.budget)
+    print(f"created ledger {ledger.path} with budget {budget_text(ledger.budget)}")
+    return 0
+
+
+def _ledger_show(args: argparse.Namespace) -> int:
+    from dpopt.ledger import Ledger
+
+    ledger = Ledger(args.ledger)
+    if args.json:
+        sys.stdout.write(json.dumps({**ledger.spending().to_dict(), "head_sha256": ledger.head(),
+                                     "entries": ledger.entries}, indent=2, ensure_ascii=False) + "\n")
+    else:
+        print(ledger.show())
+    return 0
+
+
+def _ledger_verify(args: argparse.Namespace) -> int:
+    from dpopt.ledger import Ledger
+
+    try:
+        result = Ledger(args.ledger).verify()
+    except LedgerError as exc:
+        print(f"ledger FAILED: {exc}", file=sys.stderr)
+        return 1
+    for check in result.checks:
+        print(f"{'PASS' if check.passed else 'FAIL'}  {check.claim}: {check.method} — {check.detail}")
+    if result.passed:
+        print(f"ledger holds: {len(result.checks)} checks re-derived")
+        return 0
+    print("ledger FAILED: " + ", ".join(c.claim for c in result.failed), file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -396,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except DpoptError as exc:
         print(f"dpopt: error: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_code", 2)
     except KeyboardInterrupt:
         print("dpopt: interrupted", file=sys.stderr)
         return 130

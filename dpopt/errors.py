@@ -2,6 +2,7 @@
 
 The CLI turns :class:`SpecError` and :class:`UnsupportedSpecError` into exit code 2
 and a single line naming the field and the problem; no traceback reaches the user.
+An error class may set ``exit_code`` to another code (:class:`BudgetExceededError`: 3).
 """
 
 from __future__ import annotations
@@ -58,3 +59,16 @@ class DataError(DpoptError, ValueError):
 
 class CertificateError(DpoptError):
     """A certificate file cannot be read or is not a dpopt certificate."""
+
+
+class BudgetExceededError(DpoptError):
+    """A release would bring a privacy budget ledger past its budget: refused, nothing released.
+
+    The CLI exits with :attr:`exit_code` (3), distinct from a bad spec (2).
+    """
+
+    exit_code = 3
+
+
+class LedgerError(DpoptError):
+    """A privacy budget ledger is missing or damaged (its hash chain does not hold)."""

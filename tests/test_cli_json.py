@@ -23,8 +23,10 @@ from dpopt import cli
 def test_solve_json_parses_for_every_spec(path, capfd, monkeypatch):
     # each spec is solved once per session (tests/solved_specs.py); a first solve here runs the
     # solvers inside the redirect, whose C-level output must not reach stdout either
-    # the CLI imports the solve stage when the command runs: patch it where it is defined
-    monkeypatch.setattr(importlib.import_module("dpopt.solve"), "solve", solved)
+    # the CLI imports the solve stage when the command runs: patch it where it is defined (a geography
+    # spec is designed level by level, dpopt.release.hierarchy_design, in about 2 s: not patched)
+    if "geography" not in path.read_text():
+        monkeypatch.setattr(importlib.import_module("dpopt.solve"), "solve", solved)
     assert cli.main(["solve", str(path), "--json"]) == 0
     out = capfd.readouterr().out
     document = json.loads(out)

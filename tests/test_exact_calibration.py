@@ -209,11 +209,16 @@ def test_laplace_zcdp_scale_is_tight_and_never_over_target(rho):
     assert b < 1 / math.sqrt(2 * rho)  # less noise than ε-DP ⇒ ε²/2-zCDP
 
 
-def test_laplace_zcdp_falls_back_to_the_epsilon_dp_bound_for_small_rho():
-    # ρ = 1e-4: the interval bounds cannot separate D_α/α from ρ near the KL limit, and ε-DP ⇒ ε²/2-zCDP
-    # (Bun & Steinke 2016, Prop. 1.4) gives b = 1/√(2ρ), certified in exact rationals
+def test_laplace_zcdp_needs_no_fallback_at_small_rho():
+    # ρ = 1e-4: the chord bound of the certificate separates D_α/α from ρ near the KL limit, so b is the
+    # root of ε₀ + e^{−ε₀} − 1 = ρ (1/b = 0.014175..., dp_accounting's α = 1 Laplace RDP), not ε-DP's 1/√(2ρ)
+    from dp_accounting.rdp import rdp_privacy_accountant
+    from scipy import optimize
+
     b = laplace_scale_for_zcdp(1e-4, 1)
-    assert b == pytest.approx(1 / math.sqrt(2e-4), rel=1e-12) and laplace_zcdp_holds(1, b, 1e-4)[0]
+    exact = 1 / optimize.brentq(lambda e: rdp_privacy_accountant._laplace_rdp(e, 1) - 1e-4, 1e-3, 1.0, xtol=1e-16)
+    assert exact <= b <= exact * (1 + 1e-6) and laplace_zcdp_holds(1, b, 1e-4)[0]
+    assert b < 1 / math.sqrt(2e-4)
 
 
 # ----------------------------------------------------------- discrete Laplace zCDP

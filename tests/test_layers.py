@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("release",),  # releases at scale, hierarchies
     ("report",),  # the report a person reads
     ("plan",),  # several queries under one budget
+    ("ledger",),  # a privacy budget ledger across releases and processes
     ("cli",),
     ("__init__",),  # the flat namespace of ``import dpopt`` (names resolved on first use)
 )

@@ -70,3 +70,7 @@ def test_heterogeneous_plan_brackets_dp_accounting():
     assert hi <= 1.0  # the certified plan meets its target on the pessimistic side
     check = next(c for c in sol.certificate["checks"] if c["claim"] == "composition.pld")
     assert check["passed"] and check["detail"].startswith("confirmed")
+    # the certificate's ε per δ is that pessimistic side: above dp_accounting's ε, within the bracket's width
+    stated = sol.certificate["guarantee"]["epsilon_at_delta"][f"{DELTA:g}"]
+    assert reference - 1e-6 <= stated <= reference + 2e-3 and "upper bound" in sol.certificate["guarantee"][
+        "epsilon_method"]

@@ -131,7 +131,6 @@ def test_auto_compares_honestly():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"privacy": {"approx": {"epsilon": 1.0, "delta": 1e-6}}}, "pure ε only"),
     ({"adjacency": {"kind": "hamming", "distance": 2}, "query": {"kind": "histogram", "attribute": "age"}},
      "generators of its hull"),
     ({"utility": {"metric": "kl", "prior": [1.0, 2.0], "floor": 0.5}}, "utility.prior: has 2 entries"),

@@ -73,6 +73,10 @@ CASES: dict[str, dict] = {
     "projected_gaussian": dict(query=TABLE, adjacency="replace_one", privacy={"gdp": {"mu": 1.0}}),
     "james_stein": dict(query=HISTOGRAM, adjacency="replace_one", privacy={"gdp": {"mu": 0.5}}),
     "gaussian_optimal": dict(query=TABLE, adjacency="replace_one", privacy={"gdp": {"mu": 1.0}}),
+    "marginal_gaussian": dict(query={"kind": "marginals", "attributes": [["group"], ["group", "sex"]]},
+                              adjacency="replace_one", privacy={"gdp": {"mu": 1.0}}),
+    "marginal_laplace": dict(query={"kind": "marginals", "attributes": [["group"], ["group", "sex"]]},
+                             adjacency="add_remove", privacy={"pure": {"epsilon": 1.0}}),
     # a test_power design: ξ = (1, 1, 0, 0), the last two coordinates not released (NaN)
     "query_scaling": dict(query=HISTOGRAM, adjacency="add_remove", privacy={"gdp": {"mu": 1.0}},
                           utility={"metric": "test_power", "alternative": [1, 2, 0, 0]}),
@@ -107,8 +111,11 @@ def true_answer(spec: dict) -> np.ndarray:
         return np.array([np.mean([r["score"] for r in RECORDS])])
     if query["kind"] == "histogram":
         return np.array([sum(r["group"] == g for r in RECORDS) for g in GROUPS], dtype=float)
-    return np.array([sum(r["group"] == g and r["sex"] == s for r in RECORDS) for g in GROUPS for s in SEXES],
-                    dtype=float)
+    table = np.array([sum(r["group"] == g and r["sex"] == s for r in RECORDS) for g in GROUPS for s in SEXES],
+                     dtype=float)
+    if query["kind"] == "marginals":  # [group], [group, sex]
+        return np.concatenate([table.reshape(4, 2).sum(axis=1), table])
+    return table
 
 
 class Release:
@@ -212,6 +219,26 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         if np.abs(e @ u[:, ~on]).max() > 1e-6:
             return 0.0
         return _ks(e @ u[:, on] / np.sqrt(lam[on]), stats.norm.cdf)
+    if family == "marginal_gaussian":
+        # Σ = W (Σ_T a_T E_T)⁺ Wᵀ built densely: W = [group margin; group × sex table], E_T = ⊗ (I − J/n or J/n)
+        sizes = p["levels"]
+        w = np.vstack([np.kron(np.eye(4), np.ones((1, 2))), np.eye(8)])
+        g_plus = sum(np.kron(*[np.eye(n) - 1 / n if k in c["component"] else np.full((n, n), 1 / n)
+                               for k, n in zip(p["attributes"], sizes)]) / c["a"] for c in p["coefficients"])
+        lam, u = linalg.eigh(w @ g_plus @ w.T)
+        on = lam > 1e-10 * lam.max()
+        if np.abs(e @ u[:, ~on]).max() > 1e-6:
+            return 0.0
+        return _ks(e @ u[:, on] / np.sqrt(lam[on]), stats.norm.cdf)
+    if family == "marginal_laplace":
+        # reference errors drawn here: W (AᵀA)⁻¹ Aᵀ z, z i.i.d. Laplace(b) on the weighted marginals A = [θ_S M_S]
+        w = np.vstack([np.kron(np.eye(4), np.ones((1, 2))), np.eye(8)])
+        rows = {("group",): np.kron(np.eye(4), np.ones((1, 2))), ("group", "sex"): np.eye(8),
+                ("sex",): np.kron(np.ones((1, 4)), np.eye(2)), (): np.ones((1, 8))}
+        a = np.vstack([s["weight"] * rows[tuple(s["marginal"])] for s in p["strategy"]])
+        z = np.random.default_rng(SEED + 1).laplace(0.0, p["scale"], (e.shape[0], a.shape[0]))
+        reference = z @ (w @ np.linalg.pinv(a.T @ a) @ a.T).T
+        return min(float(stats.ks_2samp(e[:, i], reference[:, i]).pvalue) for i in (0, 4)) * 2
     if family == "query_scaling":
         xi = np.array([math.inf if x is None else x for x in p["xi"]])
         noisy = np.isfinite(xi) & (xi > 0)

@@ -129,3 +129,61 @@ def test_screenshot_shows_the_plots_and_the_per_cell_table(page, seen, tmp_path)
     region = pixels[top: top + height, left: left + width]
     dark = np.mean((region < 0.5).all(axis=2))  # glyphs (the table's rules are light grey)
     assert 0.01 < dark < 0.5, dark
+
+
+# ------------------------------------------------------------- plan and hierarchy reports
+EPSILON_PROBE = """<script>
+addEventListener('load', () => {
+  const h = [...document.querySelectorAll('h2')].find(h => h.textContent.includes('guarantee'));
+  let e = h.nextElementSibling;
+  while (e && !e.querySelector('table')) e = e.nextElementSibling;
+  const t = e.querySelector('table'), r = t.getBoundingClientRect();
+  document.body.setAttribute('data-probe', JSON.stringify({
+    headings: [...document.querySelectorAll('h2')].map(h => h.textContent),
+    tables: [...document.querySelectorAll('table')].map(t => t.rows.length),
+    epsilon: {rows: [...t.rows].map(row => [...row.cells].map(c => c.textContent)),
+              box: [r.left + scrollX, r.top + scrollY, r.width, r.height]},
+  }));
+});
+</script>"""
+
+
+@pytest.fixture(scope="module", params=["plan", "hierarchy"])
+def composed_page(request, tmp_path_factory) -> tuple:
+    """The HTML report of the survey plan's certificate, or of a hierarchical release's, written by ``dpopt report``."""
+    from dpopt.cli import main
+
+    root = SPECS[0].parents[1]
+    folder = tmp_path_factory.mktemp(request.param)
+    if request.param == "plan":
+        assert main(["solve", str(root / "specs" / "survey_plan_zcdp.yaml"), "--out", str(folder), "--quiet"]) == 0
+    else:
+        assert main(["release", str(root / "specs" / "hierarchy_topdown_zcdp.yaml"), "--data",
+                     str(root / "specs" / "data" / "hierarchy.csv"), "--out", str(folder), "--seed", "1",
+                     "--insecure-seed", "--error-draws", "5"]) == 0
+    assert main(["report", str(folder / "certificate.json"), "--out", str(folder / "report.html")]) == 0
+    cert = json.loads((folder / "certificate.json").read_text())
+    return folder, (folder / "report.html").read_text(encoding="utf-8"), cert
+
+
+def test_plan_and_hierarchy_reports_in_the_browser(composed_page, tmp_path):
+    from matplotlib import image
+
+    folder, text, cert = composed_page
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", EPSILON_PROBE + "</body>"), encoding="utf-8")
+    result = _browse(tmp_path, f"--window-size={WINDOW[0]},{WINDOW[1]}", "--virtual-time-budget=10000", "--dump-dom",
+                     probe.as_uri())
+    seen = json.loads(html.unescape(re.search(r'data-probe="([^"]*)"', result.stdout).group(1)))
+    assert {"Error of each cell", "Checks"} <= set(seen["headings"]) and all(n >= 2 for n in seen["tables"])
+    # the ε per δ table the browser laid out is the certificate's, one ε per δ
+    header, *rows = seen["epsilon"]["rows"]
+    assert header[:2] == ["δ", "ε of the whole release"]
+    assert {r[0]: r[1] for r in rows} == {d: f"{e:.6g}" for d, e in cert["guarantee"]["epsilon_at_delta"].items()}
+    shot = tmp_path / "shot.png"
+    _browse(tmp_path, f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--screenshot={shot}", f"file://{folder}/report.html")
+    pixels = image.imread(shot)[:, :, :3]
+    left, top, width, height = (int(round(v)) for v in seen["epsilon"]["box"])
+    assert top + height <= pixels.shape[0] and height >= 40
+    dark = np.mean((pixels[top: top + height, left: left + width] < 0.5).all(axis=2))  # the table's glyphs
+    assert 0.01 < dark < 0.5, dark

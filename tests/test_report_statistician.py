@@ -20,7 +20,8 @@ import math
 import numpy as np
 import pytest
 from conftest import make_spec
-from scipy import optimize, stats
+from exact_gdp import balle_wang_epsilon
+from scipy import stats
 from solved_specs import SPECS, solved
 
 import dpopt
@@ -34,12 +35,6 @@ from dpopt.report.render import render_markdown
 def _path(stem):
     return next(p for p in SPECS if p.stem == stem)
 
-
-def _balle_wang_epsilon(mu: float, delta: float) -> float:
-    """ε of μ-GDP at δ: δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Balle & Wang 2018, Thm 8), solved for ε."""
-    def gap(e):
-        return stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2) - delta
-    return optimize.brentq(gap, 0.0, 100.0, xtol=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +50,12 @@ def test_census_has_one_headline_epsilon_per_delta(census):
     assert set(by_delta) == {1e-5, 1e-6, 1e-10}
     for delta, figures in by_delta.items():
         headline = figures[0][0]
-        assert headline == pytest.approx(_balle_wang_epsilon(mu, delta), rel=1e-6)  # exact: nothing valid is lower
+        assert headline == pytest.approx(balle_wang_epsilon(mu, delta), rel=1e-6)  # exact: nothing valid is lower
         assert all(eps >= headline for eps, _ in figures)
         lemma40 = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # Bun & Steinke 2016, Prop. 1.3
         assert all(eps == pytest.approx(lemma40, rel=1e-9) for eps, how in figures[1:] if "Lemma 40" in how)
     text = render_markdown(census)
-    assert f"| 1e-06 | **{_balle_wang_epsilon(mu, 1e-6):.6g}** |" in text  # 12.7795
+    assert f"| 1e-06 | **{balle_wang_epsilon(mu, 1e-6):.6g}** |" in text  # 12.7795
     assert "looser bounds of the same guarantee" in text
     assert "ε at δ = 1e-06 within D_t" not in text  # the Semi-DP figures are in the one table, labelled
     assert text.count("Headline: ε = 11.65 at δ = 1e-05, ε = 12.78 at δ = 1e-06") == 1
@@ -69,10 +64,13 @@ def test_census_has_one_headline_epsilon_per_delta(census):
 def test_census_audit_states_its_delta_and_conversion(census):
     report = build_report(census, audit_draws=4_000, utility_families="selected", utility_scales=(1.0,))
     text = render_markdown(report)
-    cks = report.audit.certified  # the CKS conversion of ρ = 2.56 at δ = 1e-6, the audit's own target
-    assert report.audit.delta == 1e-6 and "Canonne, Kamath & Steinke" in report.audit.certified_from
-    assert f"the audited value ε = {cks:.6g} at δ = 1e-06" in text
-    assert f"the headline at this δ is ε = {_balle_wang_epsilon(math.sqrt(8) / 1.25, 1e-6):.6g}" in text
+    # the audit's target is the report's headline at δ = 1e-6 (the exact Gaussian profile, 12.7795), not the
+    # looser CKS conversion of ρ = 2.56 (13.5678): one ε per δ on the page and on the terminal
+    headline = balle_wang_epsilon(math.sqrt(8) / 1.25, 1e-6)
+    assert report.audit.delta == 1e-6 and report.audit.certified == pytest.approx(headline, rel=1e-9)
+    assert "CKS bound gives the looser 13.5678" in report.audit.certified_from
+    assert f"the audited value ε = {headline:.6g} at δ = 1e-06" in text
+    assert "the headline at this δ is" not in text
 
 
 def test_per_cell_errors_of_the_census(census, tmp_path):
@@ -81,7 +79,7 @@ def test_per_cell_errors_of_the_census(census, tmp_path):
     per_cell = census["utility"]["per_cell"]
     se, moe = 1.25 / math.sqrt(2), stats.norm.ppf(0.975) * 1.25 / math.sqrt(2)
     assert per_cell["level"] == 0.95 and len(per_cell["cells"]) == 104
-    assert per_cell["cells"][1]["cell"] == "state=AL, voting_age=under_18"
+    assert per_cell["cells"][1]["cell"] == "state=AL,voting_age=under_18"
     for cell in per_cell["cells"]:
         assert cell["standard_error"] == pytest.approx(se, rel=1e-12)
         assert cell["margin_of_error"] == pytest.approx(moe, rel=1e-12)
@@ -109,7 +107,7 @@ def test_per_cell_errors_of_k_norm_noise_add_up_to_its_l2():
     # of a mean of Z_i² is about √2/√20000 = 1% per cell, so 5% is beyond 4 SE for the sum
     cert = solved(_path("table_3x4_margins_pure")).certificate
     cells = cert["utility"]["per_cell"]["cells"]
-    assert cells[0]["cell"] == "tenure=owner, size=1"
+    assert cells[0]["cell"] == "tenure=owner,size=1"
     total = sum(c["standard_error"] ** 2 for c in cells)
     assert total == pytest.approx(cert["utility"]["value"], rel=0.05)
     assert all(c["standard_error"] < c["margin_of_error"] < 4 * c["standard_error"] for c in cells)

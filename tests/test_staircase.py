@@ -211,7 +211,6 @@ def test_tampered_certificate_fails():
 
 
 @pytest.mark.parametrize("overrides, reason", [
-    ({"privacy": {"approx": {"epsilon": 1.0, "delta": 1e-6}}}, "pure ε only"),
     ({"adjacency": {"kind": "hamming", "distance": 2}}, "generators of its hull"),
 ])
 def test_unsupported_specs_say_why(overrides, reason):

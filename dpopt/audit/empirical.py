@@ -120,8 +120,12 @@ def _clopper_pearson_upper(k: int, n: int, level: float) -> float:
     return float(stats.beta.ppf(level, k + 1, n - k))
 
 
-def _target(privacy: Privacy) -> tuple[str, float, float, str]:
-    """(parameter, certified value, δ used, how the value follows from the target) for the privacy target."""
+def _target(privacy: Privacy, profile: dict | None = None) -> tuple[str, float, float, str]:
+    """(parameter, certified value, δ used, how the value follows from the target) for the privacy target.
+
+    A zCDP target is audited at δ = :data:`AUDIT_DELTA_FOR_ZCDP`, at the ε the certificate's headline states
+    there: the mechanism's own exact profile (``profile``, ε by δ as in ``mechanism.privacy.epsilon_at_delta``)
+    when it has one, else the CKS conversion of ρ (valid for every ρ-zCDP mechanism)."""
     p = privacy.parameters
     if privacy.definition == "gdp":
         return "mu", p["mu"], 0.0, ""
@@ -131,6 +135,11 @@ def _target(privacy: Privacy) -> tuple[str, float, float, str]:
         return "epsilon", p["epsilon"], p["delta"], ""
     if privacy.definition == "zcdp":
         eps, _ = zcdp_epsilon_cks(AUDIT_DELTA_FOR_ZCDP, p["rho"])
+        own = (profile or {}).get(f"{AUDIT_DELTA_FOR_ZCDP:g}")
+        if isinstance(own, (int, float)) and own <= eps:
+            return "epsilon", float(own), AUDIT_DELTA_FOR_ZCDP, (
+                f"the mechanism's own exact (ε, δ) profile at δ = {AUDIT_DELTA_FOR_ZCDP:g}, the report's headline "
+                f"(ρ = {p['rho']:g} by the CKS bound gives the looser {eps:.6g})")
         return "epsilon", eps, AUDIT_DELTA_FOR_ZCDP, (
             f"ρ = {p['rho']:g} converted to ε at δ = {AUDIT_DELTA_FOR_ZCDP:g} by the CKS bound (Canonne, Kamath & "
             "Steinke 2020), valid for every ρ-zCDP mechanism and so possibly looser than this mechanism's own profile")
@@ -212,6 +221,7 @@ def audit_mechanism(
     confidence: float = 0.95,
     pairs: int = 3,
     answer=None,
+    profile: dict | None = None,
 ) -> AuditResult:
     """Run the empirical audit of ``mechanism`` against the certified ``privacy`` on ``space``.
 
@@ -235,13 +245,17 @@ def audit_mechanism(
     answer : array_like, shape (d,), optional
         The reference true answer x: the pair for v is (x − v/2, x + v/2). Default 0; a
         family whose output depends on a public box needs x inside it (:func:`audit_answer`).
+    profile : dict, optional
+        ε by δ of the certified release (default: the mechanism's own ``privacy_summary``), see :func:`_target`.
 
     Raises
     ------
     MemoryLimitError
         When the draws of one pair (about 4 · draws · d floats) exceed the memory limit.
     """
-    parameter, certified, delta, certified_from = _target(privacy)
+    if profile is None and hasattr(mechanism, "privacy_summary"):
+        profile = mechanism.privacy_summary(space).get("epsilon_at_delta")
+    parameter, certified, delta, certified_from = _target(privacy, profile)
     # the answers, the two releases and the noise of one pair are held at once
     require_memory(dense_bytes(4, draws, mechanism.dimension),
                    f"the audit's {draws} draws of {mechanism.dimension} coordinates per dataset")

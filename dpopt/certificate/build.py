@@ -42,6 +42,15 @@ def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
     return block
 
 
+def _symmetric_differences(problem: Problem):
+    """The listed neighbouring differences when the design depends on them alone (no workload, weights or
+    alternative in the utility, which could break their symmetries), for the per-cell pooling; else None."""
+    u = problem.spec.utility
+    if u.workload is not None or u.weights is not None or u.alternative is not None:
+        return None
+    return problem.space.listed()
+
+
 def certify(
     problem: Problem,
     mechanism: Mechanism,
@@ -80,7 +89,7 @@ def certify(
             "privacy": mechanism.privacy_summary(space),
             "notes": mechanism.notes(),
         },
-        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels)},
+        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels, _symmetric_differences(problem))},
         "candidates": [c.to_dict() for c in candidates],
         "checks": [c.to_dict() for c in checks],
     }

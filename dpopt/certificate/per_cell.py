@@ -13,9 +13,15 @@ How, in order of preference (each cell records its method):
 1. the noise law is a product Z = B·W of independent marginals with B the identity: E W² by
    numerical integration of the marginal (:meth:`Marginal.abs_moment`, exact for Gaussians)
    and m from its tail, 2·P(W > m) = 0.05 (bisection; the smallest integer for a lattice law);
-2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form;
+2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form; Gaussian noise too
+   large to state as a law: the family's closed-form variances (:meth:`Mechanism.cell_variances`);
 3. otherwise (K-norm, families without a law) a Monte Carlo of the mechanism's own sampler
-   (:data:`DRAWS` draws, seed :data:`SEED`).
+   (:data:`DRAWS` draws, fewer when d is large; seed :data:`SEED`), pooled over cells that a symmetry makes
+   equal: a swap of two levels of one attribute that maps the listed neighbouring differences onto themselves
+   maps the noise law onto itself (the law is built from those differences alone, e.g. K = their convex hull),
+   so the cells of one orbit (:func:`cell_orbits`) have one law. When every cell is in one orbit
+   and E‖Z‖² has a closed form, each cell's SE is exactly √(E‖Z‖²/d); otherwise each cell records the
+   Monte Carlo standard error of its SE (``monte_carlo_se``, from the per-draw orbit means).
 
 A post-processed release (e.g. James–Stein shrinkage) is described by its noise stage, and
 says so: the error after the post-processing depends on the true answer.
@@ -30,6 +36,7 @@ import numpy as np
 from dpopt.core import normal
 from dpopt.mechanisms import Mechanism
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
+from dpopt.spec.models import Utility
 
 LEVEL = 0.95
 Z_975 = float(normal.ndtri(0.975))  # 1.959963984540054
@@ -77,24 +84,125 @@ def _from_law(law: ProductLaw) -> tuple[np.ndarray, np.ndarray, str] | None:
     return None
 
 
-def _monte_carlo(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str]:
-    draws = min(DRAWS, max(2_000, 40_000_000 // max(1, mechanism.dimension)))  # at most ~4·10⁷ numbers
+def _from_variances(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str] | None:
+    variances = mechanism.cell_variances()
+    if variances is None:
+        return None
+    se = np.sqrt(np.asarray(variances, dtype=float))
+    return se, Z_975 * se, "closed form: cell i is N(0, Var Z_i) (the family's closed-form variances); margin 1.96·SE"
+
+
+def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
+    """The orbit of each cell under the swaps of two levels of one attribute that map the set of
+    neighbouring differences ``vectors`` (rows) onto itself; None when the labels are not
+    ``attribute=level`` lists or the differences are not listed."""
+    if vectors is None:
+        return None
+    try:
+        cells = [tuple(part.split("=", 1)[1] for part in str(label).split(",")) for label in labels]
+    except IndexError:
+        return None
+    index = {cell: i for i, cell in enumerate(cells)}
+    if len(index) != len(cells) or vectors.shape[1] != len(cells):
+        return None
+    rows = {tuple(r) for r in np.round(vectors, 9).tolist()}
+    parent = list(range(len(cells)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for axis in range(len(cells[0])):
+        levels = list(dict.fromkeys(c[axis] for c in cells))
+        for a, b in ((a, b) for k, a in enumerate(levels) for b in levels[k + 1:]):
+            swap = {a: b, b: a}
+            image = [index.get(c[:axis] + (swap.get(c[axis], c[axis]),) + c[axis + 1:]) for c in cells]
+            if None in image:
+                continue
+            moved = np.empty_like(vectors)
+            moved[:, image] = vectors
+            if {tuple(r) for r in np.round(moved, 9).tolist()} == rows:
+                for i, j in enumerate(image):
+                    parent[root(i)] = root(j)
+    return np.array([root(i) for i in range(len(cells))])
+
+
+def _monte_carlo(mechanism: Mechanism, orbits: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """(SE, margin, Monte Carlo SE of the SE, method) from the mechanism's sampler, pooled over ``orbits``."""
+    d = mechanism.dimension
+    draws = min(DRAWS, max(2_000, 40_000_000 // max(1, d)))  # at most ~4·10⁷ numbers
     z = mechanism.sample(draws, np.random.default_rng(SEED))
+    orbits = np.arange(d) if orbits is None else orbits
+    se, moe, mc = (np.full(d, np.nan) for _ in range(3))
     with np.errstate(invalid="ignore"):
-        se = np.sqrt(np.mean(z**2, axis=0))
-        moe = np.quantile(np.abs(z), LEVEL, axis=0)
-    return se, moe, (f"Monte Carlo of the mechanism's sampler ({draws} draws, seed {SEED}): SE = √(mean Z_i²), "
-                     "margin = the 95% quantile of |Z_i|")
+        for orbit in np.unique(orbits):
+            cells = np.flatnonzero(orbits == orbit)
+            per_draw = np.mean(z[:, cells] ** 2, axis=1)
+            se[cells] = math.sqrt(float(np.mean(per_draw)))
+            mc[cells] = float(np.std(per_draw) / math.sqrt(draws) / (2.0 * se[cells[0]]))
+            moe[cells] = float(np.quantile(np.abs(z[:, cells]), LEVEL))
+    pooled = len(np.unique(orbits)) < d
+    method = (f"Monte Carlo of the mechanism's sampler ({draws} draws, seed {SEED}): SE = √(mean Z_i²), margin = the "
+              "95% quantile of |Z_i|" + (f", pooled over the {len(np.unique(orbits))} orbit(s) of cells that the "
+                                         "symmetries of the neighbouring differences make equal" if pooled else ""))
+    if np.all(orbits == orbits[0]) and np.all(np.isfinite(se)):
+        exact = mechanism.expected_utility(Utility(metric="l2"))
+        if exact.method.startswith("closed form"):
+            se[:] = math.sqrt(exact.value / d)
+            mc[:] = 0.0
+            method = (f"exact by symmetry: every cell is in one orbit of the neighbouring differences' symmetries, "
+                      f"so E Z_i² = E‖Z‖²/d ({exact.method}); margin: the 95% quantile of |Z_i| by Monte Carlo "
+                      f"({draws} draws pooled over the cells, seed {SEED})")
+    return se, moe, mc, method
 
 
-def per_cell_errors(mechanism: Mechanism, labels) -> dict:
+def _block(labels, se, moe, method: str, mc=None) -> dict:
+    cells = [
+        {"cell": str(label),
+         "standard_error": float(s) if np.isfinite(s) else None,
+         "margin_of_error": float(m) if np.isfinite(m) else None}
+        for label, s, m in zip(labels, se, moe)
+    ]
+    if mc is not None:
+        for cell, e in zip(cells, mc):
+            cell["monte_carlo_se"] = float(e) if np.isfinite(e) else None
+    return {"level": LEVEL, "method": method, "cells": cells}
+
+
+def mapped_per_cell_errors(mechanism: Mechanism, matrix, labels) -> dict:
+    r"""The per-cell errors of M·Z, a linear post-processing of the mechanism's noise Z (e.g. a plan's
+    query answered from a jointly released histogram), in the block format of :func:`per_cell_errors`.
+
+    Gaussian noise Z = B·W, W ~ N(0, diag σ_k²): cell i of M·Z is N(0, Σ_k (MB)_ik² σ_k²), a closed
+    form (margin 1.96·SE); otherwise a Monte Carlo of the mechanism's sampler mapped by M.
+    """
+    matrix = np.atleast_2d(np.asarray(matrix, dtype=float))
+    law = mechanism.noise_law()
+    if isinstance(law, ProductLaw) and law.gaussian and law.observed is None:
+        sd = np.array([m.gaussian_sd for m in law.marginals])
+        mb = matrix if law.basis is None else matrix @ np.asarray(law.basis, dtype=float)
+        se = np.sqrt(mb**2 @ sd**2)
+        return _block(labels, se, Z_975 * se, f"closed form: cell i of M·Z is N(0, Σ_k (MB)_ik² σ_k²) under "
+                                                f"{law.description}; margin 1.96·SE")
+    z = mechanism.sample(DRAWS, np.random.default_rng(SEED)) @ matrix.T
+    return _block(labels, np.sqrt(np.mean(z**2, axis=0)), np.quantile(np.abs(z), LEVEL, axis=0),
+                  f"Monte Carlo of the mechanism's sampler mapped by M ({DRAWS} draws, seed {SEED}): "
+                  "SE = √(mean (MZ)_i²), margin = the 95% quantile of |(MZ)_i|")
+
+
+def per_cell_errors(mechanism: Mechanism, labels, vectors: np.ndarray | None = None) -> dict:
     """Each released cell's standard error and 95% margin of error (see the module docstring).
 
     Parameters
     ----------
     mechanism : Mechanism
     labels : sequence of str
-        The query's cell labels (``race=other,sex=male``), in the order of the release.
+        The query's cell labels (``race=other,sex=male``), in the order of the release; each cell
+        carries its label unchanged, the same string as the release's (:mod:`dpopt.release.cells`).
+    vectors : array (m, d), optional
+        The listed neighbouring differences, whose symmetries pool a Monte Carlo (:func:`cell_orbits`).
 
     Returns
     -------
@@ -104,14 +212,12 @@ def per_cell_errors(mechanism: Mechanism, labels) -> dict:
     """
     law = mechanism.noise_law()
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
-    found = _from_law(inner) if isinstance(inner, ProductLaw) else None
-    se, moe, method = found if found is not None else _monte_carlo(mechanism)
+    found = _from_law(inner) if isinstance(inner, ProductLaw) else _from_variances(mechanism)
+    mc = None
+    if found is not None:
+        se, moe, method = found
+    else:
+        se, moe, mc, method = _monte_carlo(mechanism, cell_orbits(labels, vectors))
     if isinstance(law, PostProcessedLaw):
         method += f"; the noise stage, before the post-processing ({law.operation}), whose error depends on the answer"
-    cells = [
-        {"cell": ", ".join(str(label).split(",")),
-         "standard_error": float(s) if np.isfinite(s) else None,
-         "margin_of_error": float(m) if np.isfinite(m) else None}
-        for label, s, m in zip(labels, se, moe)
-    ]
-    return {"level": LEVEL, "method": method, "cells": cells}
+    return _block(labels, se, moe, method, mc)

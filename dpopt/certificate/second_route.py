@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, DpoptError
@@ -385,11 +386,17 @@ def _gauge_claim(law: GaugeLaw, space, vectors, privacy: Privacy, prefix: str) -
     k = int(np.argmax(gauges))
     eps = law.epsilon * float(gauges[k])
     p, definition = privacy.parameters, privacy.definition
-    if definition in ("pure", "approx", "pdp"):
-        target, quantity = p["epsilon"], "ε"
-        value = eps
+    if definition in ("pure", "pdp"):
+        target, quantity, value = p["epsilon"], "ε", eps
+    elif definition == "approx":  # randomized response, the worst ε-DP pair (dpopt.privacy.pure_conversion)
+        target = math.log(math.exp(p["epsilon"]) + p["delta"]) - math.log1p(-p["delta"])
+        quantity, value = "ε vs log((e^ε + δ)/(1 − δ)) (ε-DP ⇒ (ε, δ): randomized response)", eps
     elif definition == "zcdp":
-        target, quantity, value = p["rho"], "ρ = ε²/2", eps * eps / 2.0
+        target, quantity, value = p["rho"], "ρ = ε tanh(ε/2) (KL of randomized response)", eps * math.tanh(eps / 2.0)
+    elif definition == "gdp":
+        target = float(normal.log_ndtr(p["mu"] / 2.0) - normal.log_ndtr(-p["mu"] / 2.0))
+        quantity = "ε vs log(Φ(μ/2)/Φ(−μ/2)) (ε-DP ⇒ μ-GDP)"
+        value = eps
     else:
         return not_available(claim, f"no {definition} route for a K-norm density")
     status = "refuted" if value > target * (1 + _REL) + _ABS else ("confirmed" if value <= target else "consistent")

@@ -13,6 +13,8 @@ FAMILY_MODULES: dict[str, str] = {
     "gaussian": "dpopt.mechanisms.gaussian",
     "projected_gaussian": "dpopt.mechanisms.gaussian",
     "james_stein": "dpopt.mechanisms.james_stein",
+    "marginal_gaussian": "dpopt.mechanisms.marginal_gaussian",
+    "marginal_laplace": "dpopt.mechanisms.marginal_laplace",
     "gaussian_optimal": "dpopt.mechanisms.gaussian_optimal",
     "laplace": "dpopt.mechanisms.laplace",
     "k_norm": "dpopt.mechanisms.k_norm",
@@ -24,7 +26,9 @@ FAMILY_MODULES: dict[str, str] = {
     "query_scaling": "dpopt.mechanisms.query_scaling",
 }
 """The module that defines each family, in the order ``auto`` compares them; ``query_scaling``
-is the Shoham–Rinott scaled query (Gaussian noise σ²Diag(ξ)⁻¹ after the inverse transform)."""
+is the Shoham–Rinott scaled query (Gaussian noise σ²Diag(ξ)⁻¹ after the inverse transform);
+``marginal_gaussian`` is ``gaussian_optimal``'s optimum for marginal workloads at any domain size,
+``marginal_laplace`` the weighted-marginal strategy with Laplace noise (pure ε) for them."""
 
 
 def family_names() -> tuple[str, ...]:

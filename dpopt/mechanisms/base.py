@@ -195,6 +195,12 @@ class Mechanism(ABC):
         """
         return None
 
+    def cell_variances(self) -> np.ndarray | None:
+        """Var Z_i of each released coordinate of Gaussian noise, in closed form, for a family whose
+        :meth:`noise_law` is too large to state (the per-cell errors of the certificate); None
+        otherwise."""
+        return None
+
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         return None
 

@@ -8,10 +8,11 @@ added i.i.d. to each coordinate of a query with integer values and l1 sensitivit
 gives exactly ε = Δ₁/b (the privacy loss ratio P[y]/P[y − v] is at most e^{‖v‖₁/b}).
 Targets: pure ε; (ε, δ) by the exact profile of the noise law, a finite sum for each move
 pattern of the neighbouring differences (:mod:`dpopt.privacy.discrete_laplace`; through
-pure ε, δ unused, when the differences cannot be listed); ρ-zCDP by the Rényi divergences
-of each move pattern, certified over intervals of orders, with ε-DP ⇒ ε²/2-zCDP (Bun &
-Steinke 2016, Prop. 1.4) as the fallback (differences not listed, or ρ too small for the
-interval bounds).
+pure ε, δ unused, when the differences cannot be listed); μ-GDP through ε-DP
+(:mod:`dpopt.privacy.pure_conversion`); ρ-zCDP by the Rényi divergences
+of each move pattern, calibrated on the peak of D_α/α (an interior order at small ρ) and
+certified over intervals of orders, with ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4) as
+the fallback when the differences are not listed.
 
 The scale is a dyadic rational b = p/2^k and every draw is made in integer arithmetic
 from uniform integers by the exact sampler of :mod:`dpopt.noise.discrete_laplace` (CKS
@@ -56,6 +57,8 @@ from dpopt.privacy.discrete_laplace import (
     discrete_laplace_renyi,
     discrete_laplace_zcdp_holds,
 )
+from dpopt.privacy.pure_conversion import pure_epsilon_for, pure_privacy_check
+from dpopt.privacy.zcdp import renyi_peak
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
@@ -72,8 +75,11 @@ def discrete_laplace_privacy_check(space: SensitivitySpace, scale: Fraction, pri
     zcdp: (Δ₁/b)²/2 ≤ ρ in exact rationals, else the Rényi divergences of each move pattern
     over intervals of orders.
     """
-    patterns = move_patterns(space) if privacy.definition in ("approx", "zcdp") else None
     eps = Fraction(space.l1) / scale
+    if privacy.definition == "gdp":
+        return pure_privacy_check(eps, privacy, "ε = Δ₁/b of discrete Laplace noise (Canonne, Kamath & Steinke "
+                                  "2020), exact rational", f"Δ₁/b = {float(eps):.17g} (b = {scale})")
+    patterns = move_patterns(space) if privacy.definition in ("approx", "zcdp") else None
     if privacy.definition == "zcdp" and patterns is not None and eps * eps / 2 > Fraction(privacy.parameters["rho"]):
         passed, detail = discrete_laplace_zcdp_holds(scale, patterns, privacy.parameters["rho"])
         return Check(
@@ -115,20 +121,28 @@ def _approx_scale(space: SensitivitySpace, epsilon: float, delta: float) -> Frac
 
 
 def _zcdp_scale(space: SensitivitySpace, rho: float) -> Fraction | None:
-    """The dyadic b whose Rényi divergences near α = 1 (the Kullback–Leibler limit, where D_α/α peaks)
-    meet ρ(1 − 1e-7) for every move pattern, if the interval-of-orders certificate accepts it; else None."""
+    """The dyadic b whose peak sup_α D_α/α (:func:`~dpopt.privacy.zcdp.renyi_peak`: at α → 1 for large
+    ρ, at an interior order for small ρ) meets ρ(1 − 1e-8) for every move pattern, moved up until
+    the interval-of-orders certificate accepts it; None when the differences are not listed or the
+    certificate does not accept it within a few steps."""
     patterns = move_patterns(space)
     if patterns is None:
         return None
 
-    def near_one(b: float) -> float:
-        return max(float(discrete_laplace_renyi(1 + 1e-12, Fraction(b), t).mid()) for t in patterns)
+    def peak(b: float) -> float:
+        scale = Fraction(b)
+        return max(renyi_peak(lambda a, t=t: float(discrete_laplace_renyi(a, scale, t).mid()),
+                              sum(t) / b, rho) for t in patterns)
 
     hi = float(space.l1) / math.sqrt(2.0 * rho)  # ε-DP ⇒ ε²/2-zCDP: enough
     lo = hi / 4.0
-    hi = bisect_feasible(lambda b: near_one(b) <= rho * (1 - 1e-7), lo, hi, steps=60, geometric=True)
+    hi = bisect_feasible(lambda b: peak(b) <= rho * (1 - 1e-8), lo, hi, steps=40, geometric=True)
     scale = dyadic_ceil(Fraction(hi))
-    return scale if discrete_laplace_zcdp_holds(scale, patterns, rho)[0] else None
+    for _ in range(4):
+        if discrete_laplace_zcdp_holds(scale, patterns, rho)[0]:
+            return scale
+        scale = dyadic_ceil(scale * (1 + Fraction(1, 10**8)))
+    return None
 
 
 def _ceil_sqrt(x: Fraction, q: int) -> Fraction:
@@ -159,7 +173,7 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         spec = problem.spec
         if not is_integer_valued(spec):
             return "discrete noise needs an integer-valued query (counts, histograms, tables, marginals)"
-        if spec.privacy.definition not in ("pure", "approx", "zcdp"):
+        if spec.privacy.definition not in ("pure", "approx", "zcdp", "gdp"):
             return f"no {spec.privacy.definition} calibration for discrete Laplace noise in this version"
         return None
 
@@ -208,6 +222,8 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
             )))
         elif "epsilon" in p:
             scale = dyadic_ceil(Fraction(space.l1) / Fraction(p["epsilon"]))
+        elif spec.privacy.definition == "gdp":  # ε-DP ⇒ μ-GDP (randomized response, Lee et al. 2022, eq. 12)
+            scale = dyadic_ceil(Fraction(space.l1) / Fraction(pure_epsilon_for(spec.privacy)))
         else:
             target = Fraction(space.l1) ** 2 / (2 * Fraction(p["rho"]))  # b² ≥ Δ₁²/(2ρ)
             scale = _ceil_sqrt(target, dyadic_ceil(Fraction(math.sqrt(float(target)))).denominator)

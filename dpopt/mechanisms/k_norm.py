@@ -64,6 +64,7 @@ from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.noise.law import GaugeLaw
+from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
@@ -400,9 +401,25 @@ class KNormMechanism(Mechanism):
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
         spec = problem.spec
-        if spec.privacy.definition != "pure":
-            return f"K-norm noise is calibrated for pure ε-DP targets only (got {spec.privacy.definition})"
+        if spec.privacy.definition not in PURE_TARGETS:
+            return f"no conversion from ε-DP to a {spec.privacy.definition} target for K-norm noise"
         return None
+
+    @classmethod
+    def utility_bound(cls, problem: Problem) -> float | None:
+        """For metric l2 without workload or weights, :func:`optimal_cost_lower_bound` at the ε₀ the
+        target allows (:func:`~dpopt.privacy.pure_conversion.pure_epsilon_for`), rounded down by
+        1e-9 relative: it bounds the optimal K and every fallback ball (each contains S, hence the
+        cross-polytope the bound is built on). None otherwise, or when S cannot be listed."""
+        spec, space = problem.spec, problem.space
+        utility = spec.utility
+        if utility.metric != "l2" or utility.workload is not None or utility.weights is not None:
+            return None
+        vectors = space.listed()
+        if vectors is None or space.rank == 0:
+            return None
+        bound, _ = optimal_cost_lower_bound(vectors, space.span.basis(), pure_epsilon_for(spec.privacy))
+        return bound * (1 - 1e-9) if math.isfinite(bound) and bound > 0 else None
 
     @classmethod
     def design(cls, problem: Problem) -> KNormMechanism:
@@ -414,7 +431,7 @@ class KNormMechanism(Mechanism):
             If no fallback ball can be built.
         """
         spec, space = problem.spec, problem.space
-        epsilon = spec.privacy.parameters["epsilon"]
+        epsilon = pure_epsilon_for(spec.privacy)
         vectors = space.listed()
         basis = space.span.basis()
         if vectors is not None:
@@ -476,20 +493,13 @@ class KNormMechanism(Mechanism):
         else:
             worst, sensitivity = self.body.sensitivity_check(space, self._vectors)
             extra = self._excess_cost_checks()
-        if privacy.definition != "pure":
-            verdict = Check("privacy", "K-norm mechanism", False,
-                            f"no {privacy.definition} calibration for K-norm noise in this version")
-        else:
-            target = Fraction(privacy.parameters["epsilon"])
-            achieved = Fraction(self.epsilon) * worst
-            verdict = Check(
-                "privacy",
-                "ε-DP of the K-norm mechanism: density ∝ exp(−ε‖z‖_K) on span(S) and "
-                "sup_{v∈S}‖v‖_K ≤ 1 give ε·sup‖v‖_K-DP (Hardt & Talwar 2010; Cho & Awan, Thm 31); "
-                "exact rational comparison",
-                sensitivity.passed and achieved <= target,
-                f"ε·sup‖v‖_K = {float(achieved):.17g} vs ε = {privacy.parameters['epsilon']}",
-            )
+        achieved = Fraction(self.epsilon) * worst
+        verdict = pure_privacy_check(
+            achieved, privacy,
+            "ε-DP of the K-norm mechanism: density ∝ exp(−ε‖z‖_K) on span(S) and sup_{v∈S}‖v‖_K ≤ 1 give "
+            "ε·sup‖v‖_K-DP (Hardt & Talwar 2010; Cho & Awan, Thm 31); exact rational product",
+            f"ε·sup‖v‖_K = {float(achieved):.17g}", premise=sensitivity.passed,
+        )
         return [sensitivity, *extra, verdict]
 
     def _excess_cost_checks(self) -> list[Check]:

@@ -3,8 +3,9 @@ r"""Laplace noise: i.i.d. Laplace(0, b) per coordinate, ε = Δ₁/b (Dwork et a
 Targets: pure ε (b = Δ₁/ε); approx (ε, δ) by the exact Laplace profile
 δ(ε) = 1 − e^{(ε − Δ₁/b)/2}, the worst case over moves of l1 norm Δ₁ (see
 :mod:`dpopt.privacy.laplace`), i.e. b = Δ₁/(ε − 2 log(1 − δ));
-zCDP ρ by the Laplace Rényi divergences D_α ≤ ρα, certified on intervals of orders
-(:func:`~dpopt.privacy.laplace.laplace_zcdp_holds`; ε₀ + e^{−ε₀} − 1 = ρ, against ε₀ = √(2ρ)
+zCDP ρ by the Laplace Rényi divergences D_α ≤ ρα, summed over the coordinates of each listed
+move pattern (else the one-axis move of norm Δ₁), certified on intervals of orders
+(:func:`~dpopt.privacy.laplace.laplace_zcdp_holds`; Σ_k KL(|v_k|/b) = ρ, against ε₀ = √(2ρ)
 by ε-DP ⇒ ε²/2-zCDP, which remains the fallback for small ρ);
 μ-GDP by the tightest result the sensitivity space admits (Lee, Kim, Kwak & Jung 2022):
 the exact 1-D trade-off (Prop. 9), the exact 2-D one when neighbours move at most two
@@ -30,7 +31,8 @@ from dpopt.noise.law import ProductLaw
 from dpopt.privacy.laplace import (
     laplace_delta_mp,
     laplace_epsilon,
-    laplace_kl_epsilon,
+    laplace_kl_scale,
+    laplace_patterns,
     laplace_scale_for,
     laplace_scale_for_approx,
     laplace_scale_for_zcdp,
@@ -71,12 +73,14 @@ def laplace_privacy_check(
             f"Δ₁/b = {float(eps):.17g}: δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}",
         )
     if definition == "zcdp":
-        passed, detail = laplace_zcdp_holds(l1, scale, p["rho"])
+        patterns = laplace_patterns(space) if space is not None else None
+        passed, detail = laplace_zcdp_holds(l1, scale, p["rho"], patterns)
+        which = ("summed over the coordinates of each listed move pattern" if patterns else
+                 "the one-axis move of l1 norm Δ₁ being the worst case")
         return Check(
             "privacy",
-            "Laplace Rényi divergences D_α ≤ ρα for all α > 1 (Mironov 2017, Table II), the one-axis move of l1 "
-            "norm Δ₁ being the worst case; D_α non-decreasing in α bounds each interval of orders (60 digits), "
-            "or ε-DP ⇒ ε²/2-zCDP in exact rationals",
+            f"Laplace Rényi divergences D_α ≤ ρα for all α > 1 (Mironov 2017, Table II), {which}; D_α "
+            "non-decreasing in α bounds each interval of orders (Arb balls), or ε-DP ⇒ ε²/2-zCDP in exact rationals",
             passed,
             detail,
         )
@@ -144,10 +148,11 @@ class LaplaceMechanism(Mechanism):
         μ-GDP pair's 2Φ(μ/2) − 1 (Dong, Roth & Su 2022: TV = sup_α 1 − α − T(α)), i.e.
         b ≥ Δ∞ / (−2 ln(2Φ(−μ/2))).
 
-        ρ-zCDP: the design certifies the one-axis move of l1 norm Δ₁ (D_α ≤ ρα for α > 1, or
-        (Δ₁/b)²/2 ≤ ρ, which implies it: Bun & Steinke 2016, Prop. 1.4); letting α → 1, its
-        Kullback–Leibler divergence ε₀ + e^{−ε₀} − 1 at ε₀ = Δ₁/b is ≤ ρ (Mironov 2017, Table II)
-        and increases in ε₀, so b ≥ Δ₁/ε₀(ρ) (:func:`~dpopt.privacy.laplace.laplace_kl_epsilon`).
+        ρ-zCDP: the design certifies every listed move pattern, or the one-axis move of l1 norm
+        Δ₁ (D_α ≤ ρα for α > 1, or (Δ₁/b)²/2 ≤ ρ, which implies it: Bun & Steinke 2016, Prop.
+        1.4); letting α → 1, each certified move's Kullback–Leibler divergence Σ_k KL(|v_k|/b),
+        KL(ε₀) = ε₀ + e^{−ε₀} − 1 (Mironov 2017, Table II), is ≤ ρ and decreases in b, so b is at
+        least the root of :func:`~dpopt.privacy.laplace.laplace_kl_scale`.
 
         l1, l2 (any workload), max_variance grow with b and usefulness falls, so the closed
         forms at that b (rounded down) bound every calibrated design. None for other targets
@@ -162,7 +167,7 @@ class LaplaceMechanism(Mechanism):
             log_two_phi = math.log(2.0) + float(normal.log_ndtr(-mu / 2.0))  # ln 2Φ(−μ/2) < 0
             scale = float(space.linf) / (-2.0 * log_two_phi) * (1 - 1e-12)
         else:
-            scale = float(space.l1) / laplace_kl_epsilon(spec.privacy.parameters["rho"]) * (1 - 1e-9)
+            scale = laplace_kl_scale(spec.privacy.parameters["rho"], space.l1, laplace_patterns(space)) * (1 - 1e-9)
         if not (math.isfinite(scale) and scale > 0):
             return None
         value = cls(scale, space.dimension).expected_utility(spec.utility)
@@ -179,10 +184,10 @@ class LaplaceMechanism(Mechanism):
         if spec.privacy.definition == "approx":
             scale = laplace_scale_for_approx(p["epsilon"], p["delta"], space.l1)
         elif spec.privacy.definition == "zcdp":
-            scale = laplace_scale_for_zcdp(p["rho"], space.l1)
+            scale = laplace_scale_for_zcdp(p["rho"], space.l1, laplace_patterns(space))
         else:
             scale = laplace_scale_for(p["epsilon"], space.l1)
-        scale = nudge_until(scale, lambda b: laplace_privacy_check(space.l1, b, spec.privacy).passed, up=True)
+        scale = nudge_until(scale, lambda b: laplace_privacy_check(space.l1, b, spec.privacy, space).passed, up=True)
         if not math.isfinite(scale):
             raise CalibrationError("the Laplace scale for this target is out of range")
         return cls(scale, space.dimension)
@@ -211,7 +216,7 @@ class LaplaceMechanism(Mechanism):
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         eps = float(laplace_epsilon(space.l1, self.scale))
-        rho, how = laplace_zcdp_rho(space.l1, self.scale)
+        rho, how = laplace_zcdp_rho(space.l1, self.scale, laplace_patterns(space))
         summary = {"epsilon": eps, "rho": rho, "conversion": f"ε = Δ₁/b; {how}"}
         route = laplace_gdp_route(space)
         try:

@@ -9,7 +9,8 @@ The sampled scale is **never disclosed** — conditional on b the release is Lap
 with ε = Δ/b, which for the optimal folds is many times the target (digest P10); the
 certificate holds only the second fold's law.
 
-Privacy (pure ε only): exact, ε(Δ) = ln(E[t]/M'(−Δ)) (Thm 4.1; :mod:`dpopt.privacy.r2dp`),
+Privacy (ε-DP; other targets through :mod:`dpopt.privacy.pure_conversion`): exact,
+ε(Δ) = ln(E[t]/M'(−Δ)) (Thm 4.1; :mod:`dpopt.privacy.r2dp`),
 never Thm 4.5's "average leakage" nor Thm B.2. One independent t per coordinate; the
 vector guarantee is max_{v∈S} Σ_i ε(|v_i|) (derived there), certified over every
 difference vector in 60-digit arithmetic and cross-checked against a brute-force
@@ -61,6 +62,7 @@ from dpopt.optimize.r2dp_objectives import (
     usefulness_objective,
 )
 from dpopt.privacy.laplace import laplace_scale_for
+from dpopt.privacy.pure_conversion import PURE_TARGETS, mp_fraction, pure_epsilon_for, pure_privacy_check
 from dpopt.privacy.r2dp import MP_DIGITS, density_ratio_sup, pattern_epsilon_mp, r2dp_epsilon
 from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
@@ -118,8 +120,8 @@ class R2DPMechanism(Mechanism):
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
         spec, space = problem.spec, problem.space
-        if spec.privacy.definition != "pure":
-            return "R²DP is certified for pure ε only (Thm 4.1)"
+        if spec.privacy.definition not in PURE_TARGETS:
+            return f"no conversion from ε-DP (Thm 4.1) to a {spec.privacy.definition} target for R²DP"
         if spec.utility.metric not in SUPPORTED_METRICS:
             return f"no '{spec.utility.metric}' objective for R²DP (metrics: {', '.join(SUPPORTED_METRICS)})"
         return coordinatewise_reason(space)
@@ -146,7 +148,7 @@ class R2DPMechanism(Mechanism):
         if metric == "usefulness" and spec.utility.gamma > shift:
             return None
         moved = int(pattern.counts[:, pattern.magnitudes.index(pattern.largest)].max())
-        epsilon0 = math.nextafter(spec.privacy.parameters["epsilon"] / moved, math.inf)
+        epsilon0 = math.nextafter(pure_epsilon_for(spec.privacy) / moved, math.inf)
         g, policy = metric_optimal_g(epsilon0, shift, spec.utility)
         value = StaircaseMechanism(epsilon0, shift, g, space.dimension, policy).expected_utility(spec.utility)
         return value.value if value.method == "closed form" else None
@@ -157,7 +159,7 @@ class R2DPMechanism(Mechanism):
         utility = spec.utility
         check_prior(utility, space.dimension)
         pattern = shift_pattern(space)
-        epsilon = spec.privacy.parameters["epsilon"]
+        epsilon = pure_epsilon_for(spec.privacy)
         k, shift = pattern.max_support, float(pattern.largest)
         objective = objective_for(utility)
         optimum = optimize_mixture(objective, epsilon / k, shift)
@@ -219,21 +221,17 @@ class R2DPMechanism(Mechanism):
 
     # --------------------------------------------------------------- privacy
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        if privacy.definition != "pure":
-            return [Check("privacy", "R²DP noise", False, "certified for pure ε only (Thm 4.1)")]
         reason = coordinatewise_reason(space)
         if reason is not None:
             return [Check("privacy", "R²DP noise, per coordinate", False, reason)]
         pattern = shift_pattern(space)
         eps = pattern_epsilon_mp(self.fold, pattern)
-        target = Fraction(privacy.parameters["epsilon"])
-        exact = Check(
-            "privacy",
+        exact = pure_privacy_check(
+            mp_fraction(eps), privacy,
             f"Thm 4.1 (Mohammady et al. 2020): ε(Δ) = ln(E[t]/M'(−Δ)) from the second fold's closed-form "
             f"MGF in {MP_DIGITS}-digit arithmetic, maximised over every difference vector as Σ_i ε(|v_i|) "
             "(independent t per coordinate)",
-            bool(eps <= mpmath.mpf(target.numerator) / target.denominator),
-            f"ε = {mpmath.nstr(eps, 17)} vs target {privacy.parameters['epsilon']}",
+            f"ε = {mpmath.nstr(eps, 17)}",
         )
         shift = float(pattern.largest)
         theorem = r2dp_epsilon(self.fold, shift)
@@ -251,9 +249,9 @@ class R2DPMechanism(Mechanism):
         """The recorded comparison with Laplace and the staircase, recomputed."""
         spec, space = problem.spec, problem.space
         record = self.design_record
-        if not record or record.get("metric") != spec.utility.metric or spec.privacy.definition != "pure":
+        if not record or record.get("metric") != spec.utility.metric or spec.privacy.definition not in PURE_TARGETS:
             return []
-        epsilon = spec.privacy.parameters["epsilon"]
+        epsilon = pure_epsilon_for(spec.privacy)
         laplace = self._laplace_baseline(space, epsilon, spec.utility)
         stair = StaircaseMechanism.from_parameters(record["baselines"]["staircase"]["parameters"], space)
         stair_ok = all(c.passed for c in stair.privacy_checks(space, spec.privacy))

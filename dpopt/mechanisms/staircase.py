@@ -46,6 +46,7 @@ from dpopt.noise.law import ProductLaw
 from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.noise.prior_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.noise.staircase import StaircaseNoise
+from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
 from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
@@ -159,8 +160,8 @@ class StaircaseMechanism(Mechanism):
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
         spec, space = problem.spec, problem.space
-        if spec.privacy.definition != "pure":
-            return "the staircase mechanism is certified for pure ε only"
+        if spec.privacy.definition not in PURE_TARGETS:
+            return f"no conversion from ε-DP to a {spec.privacy.definition} target for staircase noise"
         if spec.utility.metric in ("ci_volume", "test_power"):
             return f"no '{spec.utility.metric}' prediction for staircase noise"
         return coordinatewise_reason(space)
@@ -176,7 +177,7 @@ class StaircaseMechanism(Mechanism):
         spec, space = problem.spec, problem.space
         check_prior(spec.utility, space.dimension)
         pattern = shift_pattern(space)
-        epsilon = spec.privacy.parameters["epsilon"]
+        epsilon = pure_epsilon_for(spec.privacy)
         steps = _candidate_steps(pattern)
         if spec.utility.metric in PRIOR_METRICS:
             steps = [float(pattern.largest)]  # each prior metric evaluation is a quadrature
@@ -214,21 +215,16 @@ class StaircaseMechanism(Mechanism):
         return self.noise.sample(rng, (size, self.dimension))
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        if privacy.definition != "pure":
-            return [Check("privacy", "staircase noise", False, "certified for pure ε only")]
         reason = coordinatewise_reason(space)
         if reason is not None:
             return [Check("privacy", "staircase noise, per coordinate", False, reason)]
         k = steps_per_shift(shift_pattern(space), self.noise.step)
         total = Fraction(self.noise.epsilon0) * k
-        eps = Fraction(privacy.parameters["epsilon"])
-        return [Check(
-            "privacy",
-            "exact rational check ε₀·max_v Σ_i ⌈|v_i|/Δ₀⌉ ≤ ε over every difference vector (ln f drops "
-            "by ε₀ at step boundaries Δ₀ apart; Geng & Viswanath 2016; i.i.d. coordinates)",
-            total <= eps,
-            f"ε₀ = {self.noise.epsilon0:.17g}, Δ₀ = {self.noise.step:.17g}, K = {k}: ε₀K = {float(total):.17g} "
-            f"vs ε = {privacy.parameters['epsilon']}",
+        return [pure_privacy_check(
+            total, privacy,
+            "exact rational product ε₀·max_v Σ_i ⌈|v_i|/Δ₀⌉ over every difference vector (ln f drops by ε₀ at "
+            "step boundaries Δ₀ apart; Geng & Viswanath 2016; i.i.d. coordinates)",
+            f"ε₀ = {self.noise.epsilon0:.17g}, Δ₀ = {self.noise.step:.17g}, K = {k}: ε₀K = {float(total):.17g}",
         )]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:

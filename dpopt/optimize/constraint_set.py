@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize as sp_optimize
 
+from dpopt.core.memory import dense_bytes, require_memory
+
 _LP_BUDGET = 50  # largest number of points the hull test decides by LP
 ROUND = 9
 """Decimals for comparing normalised vectors and constraint rows."""
@@ -36,12 +38,15 @@ def distinct_directions(vectors: np.ndarray) -> np.ndarray:
     lead = u[np.arange(u.shape[0]), np.argmax(np.abs(u) > 1e-9, axis=1)]
     sign = np.where(lead < 0, -1.0, 1.0)
     u, v = u * sign[:, None], v * sign[:, None]
-    _, group = np.unique(np.round(u, ROUND) + 0.0, axis=0, return_inverse=True)
+    keys = np.ascontiguousarray(np.round(u, ROUND) + 0.0)  # + 0.0: −0 and 0 are one key
+    # each row as one opaque byte string: np.unique(axis=0) would sort 10⁵ rows column by column
+    rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).reshape(-1)
+    _, group = np.unique(rows, return_inverse=True)
     group = group.reshape(-1)
-    best = np.full(group.max() + 1, -1)
-    for i in np.argsort(norms):  # the last (longest) wins
-        best[group[i]] = i
-    return v[np.sort(best)]
+    best = np.full(int(group.max()) + 1, -1)
+    order = np.argsort(norms)
+    np.maximum.at(best, group[order], np.arange(order.size))  # per group, its last (longest) in `order`
+    return v[np.sort(order[best])]
 
 
 def extreme_points(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
@@ -53,11 +58,17 @@ def extreme_points(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
     over ±y, so an extreme point). The remaining rows are decided by an LP
     (y_j ∈ conv(±y_k, k ≠ j)?) when they are at most :data:`_LP_BUDGET`, and kept otherwise.
     Removing non-extreme points leaves conv(±y), hence every constraint, unchanged.
+
+    Raises
+    ------
+    MemoryLimitError
+        When the n × n matrices of the test exceed the memory limit (:mod:`dpopt.core.memory`).
     """
     n = y.shape[0]
     if y.shape[1] == 1:
         top = int(np.argmax(np.abs(y[:, 0])))
         return y[[top]], np.ones(1), "rank 1: the longest vector"
+    require_memory(2 * dense_bytes(n, n), f"the leverage test's {n} x {n} matrices over the sensitivity vectors")
     gram = (y @ np.linalg.inv(y.T @ y)) @ y.T
     leverage = np.diag(gram).copy()
     off = np.abs(gram)

@@ -7,7 +7,8 @@ changed (replace-one), and tests them with the log-likelihood ratio of the produ
 queries' stated noise laws (:func:`dpopt.audit.empirical.audit_mechanism`, which turns the
 test's error rates into a lower confidence bound on the plan's ε or μ). A plan whose
 composition was under-counted (every query given the whole budget, say) is refuted; a
-correct one is not, up to the audit's 5% failure probability.
+correct one is not, up to the audit's 5% failure probability. The levels of a hierarchical release are
+audited the same way (:func:`audit_hierarchy_certificate`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ import numpy as np
 from scipy.linalg import block_diag
 
 from dpopt.audit.empirical import AUDIT_DRAWS, AUDIT_SEED, AuditResult, _target, audit_mechanism
+from dpopt.certificate.model import Certificate
+from dpopt.certificate.verify import rebuild_mechanism
 from dpopt.domain.queries import compile_query
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
-from dpopt.spec.models import NumericAttribute, Plan
+from dpopt.plan.spec import load_plan
+from dpopt.sensitivity.derive import derive
+from dpopt.spec.load import load_spec
+from dpopt.spec.models import NumericAttribute, Plan, Privacy
 
 MAX_RECORDS = 12
 """Records (or replaced pairs) whose differences are audited."""
@@ -99,20 +105,52 @@ def joint_differences(plan: Plan, specs) -> np.ndarray | str:
     return f"not audited: {plan.adjacency.kind} adjacency"
 
 
-def audit_composed(plan: Plan, specs, mechanisms, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> AuditResult:
-    """Audit the composition of ``mechanisms`` (one per query of ``plan``) against the plan's target."""
+def audit_composed(plan: Plan, specs, mechanisms, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED,
+                   profile: dict | None = None) -> AuditResult:
+    """Audit the composition of ``mechanisms`` (one per query of ``plan``) against the plan's target (``profile``:
+    the plan's composed ε by δ, ``guarantee.epsilon_at_delta`` of its certificate)."""
     differences = joint_differences(plan, specs)
     if isinstance(differences, str):
-        parameter, certified, delta, certified_from = _target(plan.privacy)
+        parameter, certified, delta, certified_from = _target(plan.privacy, profile)
         return AuditResult(parameter, certified, -np.inf, 0.95, 0, seed, [], differences, delta, certified_from)
     return audit_mechanism(ComposedRelease(mechanisms), _Differences(differences), plan.privacy, draws=draws,
-                           seed=seed)
+                           seed=seed, profile=profile or {})
 
 
 def audit_plan(solution, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> AuditResult:
     """Audit a solved plan (:class:`dpopt.plan.solve.PlanSolution`): its separate designs, or its
     joint release (every query is post-processing of it, so auditing it bounds them all)."""
+    profile = solution.certificate["guarantee"].get("epsilon_at_delta")
     if solution.joint is not None:
-        return audit_composed(solution.plan, [solution.joint.spec], [solution.joint.mechanism], draws, seed)
+        return audit_composed(solution.plan, [solution.joint.spec], [solution.joint.mechanism], draws, seed, profile)
     return audit_composed(solution.plan, [d.spec for d in solution.designs], [d.mechanism for d in solution.designs],
-                          draws, seed)
+                          draws, seed, profile)
+
+
+def audit_plan_certificate(certificate: Certificate, draws: int = AUDIT_DRAWS, seed: int = AUDIT_SEED) -> AuditResult:
+    """Audit a plan certificate as written: the plan and each query's spec re-read from it, each mechanism
+    rebuilt from its recorded family and parameters (the joint release's, for a joint design), as
+    :func:`dpopt.audit.audit` does for a single certificate."""
+    plan = load_plan(certificate["spec"])
+    data = certificate.data
+    subs = [data["joint"]["certificate"]] if data.get("design") == "joint" else [q["certificate"] for q in data["queries"]]
+    specs = [load_spec(sub["spec"]) for sub in subs]
+    mechanisms = [rebuild_mechanism(sub, derive(spec)) for sub, spec in zip(subs, specs)]
+    return audit_composed(plan, specs, mechanisms, draws, seed, data["guarantee"].get("epsilon_at_delta"))
+
+
+def audit_hierarchy_certificate(certificate: Certificate, draws: int = AUDIT_DRAWS,
+                                seed: int = AUDIT_SEED) -> AuditResult:
+    """Audit a hierarchical release's certificate (:mod:`dpopt.certificate.hierarchy_release`) as written: the
+    levels' mechanisms rebuilt from their certificates, composed as for a plan. A record lies in one unit per
+    level, so a neighbouring dataset moves the table of one unit of every level by the same difference v: the
+    composed release's difference is (v, …, v), tested against the whole release's guarantee and its ε per δ."""
+    data = certificate.data
+    subs = list(data["levels"].values())
+    spec = load_spec(subs[0]["spec"])
+    space = derive(spec)
+    mechanisms = [rebuild_mechanism(sub, derive(load_spec(sub["spec"]))) for sub in subs]
+    g = data["guarantee"]
+    whole = Privacy.model_validate({g["definition"]: {k: g[k] for k in spec.privacy.parameters}})
+    return audit_mechanism(ComposedRelease(mechanisms), _Differences(np.hstack([space.vectors()] * len(subs))),
+                           whole, draws=draws, seed=seed, profile=g.get("epsilon_at_delta") or {})

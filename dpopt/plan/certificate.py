@@ -24,9 +24,10 @@ from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.core.checks import Check
 from dpopt.domain.queries import compile_query
+from dpopt.privacy.semi_dp import REPORTED_DELTAS
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.plan.allocate import Allocation
-from dpopt.plan.compose import ADDITIVE, additive_check, gdp_route_check, pld_check
+from dpopt.plan.compose import ADDITIVE, additive_check, epsilon_per_delta, gdp_route_check, pld_check
 from dpopt.plan.joint import joint_spec, query_errors
 from dpopt.plan.spec import KIND, load_plan, plan_document, plan_sha256, query_spec
 from dpopt.spec.load import load_spec
@@ -41,9 +42,10 @@ NOTES = [
 """Caveats every plan certificate carries."""
 
 
-def _guarantee(plan: Plan, method: str, spaces) -> dict:
+def _guarantee(plan: Plan, method: str, spaces, mechanisms) -> dict:
     """The plan's target and scope; a(t) is the same for every query (it depends on the
-    invariants and n only), taken from the first query's space."""
+    invariants and n only), taken from the first query's space; the composed ε at each δ a
+    single certificate states (:func:`dpopt.plan.compose.epsilon_per_delta`)."""
     return {
         "definition": plan.privacy.definition,
         **plan.privacy.parameters,
@@ -53,6 +55,7 @@ def _guarantee(plan: Plan, method: str, spaces) -> dict:
             "semi_adjacent_parameter": spaces[0].semi_adjacent_parameter,
         },
         "composition": method,
+        **epsilon_per_delta(list(mechanisms), list(spaces), REPORTED_DELTAS),
     }
 
 
@@ -99,7 +102,7 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
         "kind": KIND,
         "spec_sha256": plan_sha256(plan),
         "spec": plan_document(plan),
-        "guarantee": _guarantee(plan, _composition_method(plan.privacy.definition), [joint.space]),
+        "guarantee": _guarantee(plan, _composition_method(plan.privacy.definition), [joint.space], [joint.mechanism]),
         "sensitivity": certificate["sensitivity"],
         "mechanism": {"family": "plan", "parameters": {"joint": joint.mechanism.family}},
         "utility": {"metric": "weighted_total", "value": sum(q.weight * u.value for q, u in zip(plan.queries,
@@ -160,7 +163,8 @@ def plan_certificate(plan: Plan, designs, certificates: list[Certificate], alloc
         "kind": KIND,
         "spec_sha256": plan_sha256(plan),
         "spec": plan_document(plan),
-        "guarantee": _guarantee(plan, _composition_method(plan.privacy.definition), [d.space for d in designs]),
+        "guarantee": _guarantee(plan, _composition_method(plan.privacy.definition), [d.space for d in designs],
+                                [d.mechanism for d in designs]),
         "sensitivity": {"queries": {d.name: q["sensitivity"] for d, q in zip(designs, queries)}},
         "mechanism": {"family": "plan", "parameters": {d.name: d.mechanism.family for d in designs}},
         "utility": {"metric": "weighted_total", "value": total,
@@ -228,7 +232,7 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
         semi = {s.semi_adjacent_parameter for s in spaces}
         checks.append(Check("guarantee", "the guarantee equals the plan's target, adjacency and a(t) (one for all queries)",
                             len(semi) == 1 and data["guarantee"] == _guarantee(
-                                plan, _composition_method(plan.privacy.definition), spaces),
+                                plan, _composition_method(plan.privacy.definition), spaces, mechanisms),
                             f"{plan.privacy.definition} {plan.privacy.parameters}"))
     if len(targets) == len(plan.queries):
         checks.extend(composition_checks(plan, targets, mechanisms, spaces, [q.name for q in plan.queries]))
@@ -273,7 +277,8 @@ def _verify_joint(plan: Plan, data: dict) -> list[Check]:
                             isinstance(value, (int, float)) and math.isclose(value, u.value, rel_tol=1e-9),
                             f"recomputed {u.value:.12g}, recorded {value}"))
     checks.append(Check("guarantee", "the guarantee equals the plan's target, adjacency and a(t)",
-                        data["guarantee"] == _guarantee(plan, _composition_method(plan.privacy.definition), [space]),
+                        data["guarantee"] == _guarantee(plan, _composition_method(plan.privacy.definition), [space],
+                                                        [mechanism]),
                         f"{plan.privacy.definition} {plan.privacy.parameters}"))
     checks += composition_checks(plan, [spec.privacy], [mechanism], [space], ["joint"])
     if "groups" in data:

@@ -176,8 +176,7 @@ def composed_pld(pairs: list[float | ProductPair], step: float | None = None) ->
         brackets.insert(0, marginal_pld(GaussianMarginal(1.0), gaussian, step))
     total = brackets[0]
     for b in brackets[1:]:
-        total, b = _same_grid(total, b), _same_grid(b, total)
-        total = total.compose(b)
+        total = total.compose(b)  # on the coarser grid of the two (DiscretePLD.compose)
     return total
 
 
@@ -192,15 +191,6 @@ def epsilon_at(bracket: PLDBracket, delta: float) -> tuple[float, float]:
                 return math.inf
         return bisect_feasible(lambda eps: float(side.delta(eps)[0]) <= delta, lo, hi, atol=1e-10)
     return solve(bracket.lower), solve(bracket.upper)
-
-
-def _same_grid(a: PLDBracket, b: PLDBracket) -> PLDBracket:
-    """``a`` on ``b``'s grid when ``b``'s is coarser (a long convolution coarsens its result by
-    powers of 2), rounding the pessimistic side up and the optimistic side down."""
-    factor = int(round(b.upper.step / a.upper.step))
-    if factor <= 1:
-        return a
-    return PLDBracket(a.upper.coarsened(factor, up=True), a.lower.coarsened(factor, up=False))
 
 
 def composed_epsilon(pairs: list[float | PLDBracket], delta: float) -> tuple[float, float, str]:
@@ -238,3 +228,24 @@ def pld_check(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], priva
         lo, hi, how = composed_epsilon(pairs, privacy.parameters["delta"])
         detail += f"; composed ε at δ = {privacy.parameters['delta']:g}: [{lo:.10g}, {hi:.10g}] ({how})"
     return Check(claim, method, not verdict.refuted, detail)
+
+
+def epsilon_per_delta(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], deltas) -> dict:
+    """The composed ε at each δ of ``deltas`` (``{"epsilon_at_delta", "epsilon_method"}``): exact when every
+    dominating pair is Gaussian, else the pessimistic side of the composed PLD bracket (an upper bound, to the
+    loss grid), :func:`composed_epsilon`; None (with the reason) when a mechanism has no dominating pair."""
+    pairs = []
+    for mechanism, space in zip(mechanisms, spaces):
+        pair = dominating_pair(mechanism, space)
+        if isinstance(pair, str):
+            return {"epsilon_at_delta": None, "epsilon_method": f"not stated: {pair}"}
+        pairs.append(pair)
+    if all(isinstance(p, float) for p in pairs):
+        found = {f"{d:g}": composed_epsilon(pairs, d) for d in deltas}
+        return {"epsilon_at_delta": {d: hi for d, (_, hi, _) in found.items()},
+                "epsilon_method": next(iter(found.values()))[2]}
+    bracket = composed_pld(pairs)  # composed once, read at every δ
+    upper = {f"{d:g}": epsilon_at(bracket, d)[1] for d in deltas}
+    return {"epsilon_at_delta": {d: e if math.isfinite(e) else None for d, e in upper.items()},
+            "epsilon_method": "composed PLD bracket of the dominating pairs, pessimistic side (an upper bound, to the "
+                              "loss grid)"}

@@ -21,12 +21,15 @@ import numpy as np
 
 from dpopt.certificate.composition import compose, composition_checks, groups_changed, within_group_adjacency
 from dpopt.certificate.model import Certificate
+from dpopt.certificate.per_cell import mapped_per_cell_errors
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, DataError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
+from dpopt.plan.spec import load_plan, query_spec
 from dpopt.problem import Problem
 from dpopt.release import sources
 from dpopt.release.batch import ENGINES, group_domain
+from dpopt.release.cells import cell_rows, cells_block
 from dpopt.rng import RandomSource
 from dpopt.spec.models import Plan
 
@@ -103,6 +106,21 @@ def plan_answers(solution: PlanSolution, data: str | Path) -> tuple[list[np.ndar
     return _answers(problems, attributes, shape, numeric, counts, totals), records
 
 
+def _checked(plan: Plan | str | Path | Mapping[str, Any], data: str | Path, columns: list[str] = ()) -> Plan:
+    """The plan, once the data file has its attributes (and the grouping ``columns``) with every value in its
+    domain: checked in SQL before the design, so that a data error is one line before any design work.
+
+    Raises
+    ------
+    DataError
+    """
+    plan = load_plan(plan)
+    con, source = sources.connect(), sources.open_source(data)
+    sources.require_columns(con, source, [*plan.data.attributes, *columns])
+    sources.validate(con, source, query_spec(plan, 0, plan.privacy.model_dump(exclude_none=True)))
+    return plan
+
+
 def _units(solution: PlanSolution) -> tuple[list[Problem], list, list]:
     """What is released: (compiled specs, mechanisms, post-processing maps or None) — the queries,
     or the joint design's shared histogram with its maps."""
@@ -138,14 +156,15 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     SpecError
         No or repeated grouping columns, an unknown engine, or a plan that fixes ``data.n``.
     """
-    solution = solve_plan(plan)
+    plan = load_plan(plan)
     if not group_by or len(set(group_by)) != len(group_by):
         raise SpecError("--group-by", "give distinct grouping columns")
     if engine not in ENGINES:
         raise SpecError("--engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})")
-    if solution.plan.data.n is not None:
+    if plan.data.n is not None:
         raise SpecError("data.n", "fixes the size of the whole dataset, but a grouped release has one size per "
                                   "group: remove data.n")
+    solution = solve_plan(_checked(plan, data, group_by))
     problems, mechanisms, maps = _units(solution)
     specs = [p.spec for p in problems]
     source = sources.open_source(data)
@@ -160,9 +179,7 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
         def scan(column: str) -> list[tuple]:
             return table_sums_dask(source, specs[0], column, attributes, levels, numeric, client=client)
     else:
-        con = sources.connect()
-        sources.validate(con, source, specs[0])
-        sources.require_columns(con, source, group_by)
+        con = sources.connect()  # columns and values were checked before the design (_checked)
         sums = "".join(f", sum({sources._number_sql(a)})" for a in numeric)
 
         def scan(column: str) -> list[tuple]:
@@ -175,6 +192,8 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     labels = [d.problem.labels for d in solution.designs]
     released: dict[str, dict] = {}
     levels_block = []
+    per_cells = plan_per_cell(solution)
+    cell_table = []
     for l, column in enumerate(group_by):
         domain = group_domain(specs[0], column)
         rows = scan(column)
@@ -197,6 +216,8 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
             noisy = [m.release(a, rng=randomness.stream(l, g, u)) for u, (m, a) in enumerate(zip(mechanisms, answers))]
             per_query = [mp @ noisy[0] for mp in maps[0]] if maps[0] is not None else noisy
             tables[k] = {n: dict(zip(lb, v.tolist())) for n, lb, v in zip(names, labels, per_query)}
+            cell_table += [{"column": column, "group": str(k), "query": n} | row
+                           for n, lb, v, pc in zip(names, labels, per_query, per_cells) for row in cell_rows(lb, v, pc)]
         released[column] = tables
         levels_block.append({"column": column, "groups": len(keys), "domain": domain.description})
     per_group = specs[0].model_copy(update={"privacy": solution.plan.privacy})
@@ -215,6 +236,7 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
         "spec_sha256": solution.certificate["spec_sha256"],
         "guarantee": {"per_group": solution.certificate["guarantee"], "whole_release": block["composition"]},
         "groups": released,
+        "cells": _cells(cell_table, per_cells, ["column", "group", "query"]),
         "seed": randomness.seed,
         "randomness": randomness.describe(),
     }
@@ -231,7 +253,7 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         The document holds one table per query (labels → noisy values), the plan's composed
         guarantee and each query's mechanism.
     """
-    solution = solve_plan(plan)
+    solution = solve_plan(_checked(plan, data))
     joint = solution.joint
     tables = []
     if joint is not None:  # one release of the shared histogram, every query its post-processing
@@ -244,8 +266,11 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         answers, records = plan_answers(solution, data)
         noisy_answers = [d.mechanism.release(v, rng=randomness.stream(i))
                          for i, (d, v) in enumerate(zip(solution.designs, answers))]
-    for design, noisy in zip(solution.designs, noisy_answers):
+    per_cells = plan_per_cell(solution)
+    rows = []
+    for design, noisy, per_cell in zip(solution.designs, noisy_answers, per_cells):
         labels = design.problem.labels
+        rows += [{"query": design.name} | row for row in cell_rows(labels, noisy, per_cell)]
         tables.append({
             "name": design.name,
             "mechanism": mechanism if joint is not None else
@@ -258,8 +283,25 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         "spec_sha256": solution.certificate["spec_sha256"],
         "guarantee": solution.certificate["guarantee"],
         "tables": tables,
+        "cells": _cells(rows, per_cells, ["query"]),
         "seed": randomness.seed,
         "randomness": randomness.describe(),
         "records": records,
     }
     return solution, document
+
+
+def _cells(rows: list[dict], per_cells: list[dict], keys: list[str]) -> dict:
+    """The ``cells`` block of a plan release (:mod:`dpopt.release.cells`): one row per query (and group) and cell."""
+    return cells_block(rows, per_cells[0]) | {
+        "keys": keys, "errors": "each query's own noise: " + "; ".join(sorted({p["method"] for p in per_cells}))}
+
+
+def plan_per_cell(solution: PlanSolution) -> list[dict]:
+    """Each query's per-cell standard error and 95% margin of error (the ``utility.per_cell`` block format):
+    its certificate's, or for a joint design the shared histogram's noise mapped by the query's map
+    (:func:`dpopt.certificate.per_cell.mapped_per_cell_errors`)."""
+    if solution.joint is not None:
+        return [mapped_per_cell_errors(solution.joint.mechanism, m, d.problem.labels)
+                for m, d in zip(solution.joint.maps, solution.designs)]
+    return [c["utility"]["per_cell"] for c in solution.certificates]

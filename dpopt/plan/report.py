@@ -1,22 +1,15 @@
-"""The report of a plan certificate: the composed guarantee, the allocation and each query's error."""
+"""The report of a plan certificate: the composed guarantee with its ε per δ, the allocation, each query's
+error and each cell's standard error, the checks — as Markdown or as one self-contained HTML page, through
+the renderers of the single-query report (:func:`dpopt.report.render.markdown_page`, :func:`~dpopt.report.render.html_page`)."""
 
 from __future__ import annotations
 
 import math
 
 from dpopt.certificate.model import Certificate
+from dpopt.report.reading import MAX_CELL_ROWS, composed_epsilon_blocks, composed_opening, target_text
+from dpopt.report.render import html_page, markdown_page
 from dpopt.report.words import format_parameters
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    head, body = rows[0], rows[1:]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    return lines + ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in body]
-
-
-def _target(definition: str, params: dict) -> str:
-    return ", ".join(f"{k}={params[k]:.6g}" for k in ("epsilon", "delta", "mu", "rho") if k in params) + \
-        f" ({definition})"
 
 
 def allocation_rows(cert: Certificate) -> list[list[str]]:
@@ -28,41 +21,55 @@ def allocation_rows(cert: Certificate) -> list[list[str]]:
         u = q["utility"]
         d = q["sensitivity"].get("dimension") or 1
         rmse = f"{math.sqrt(u['value'] / d):.4g}" if u["metric"] == "l2" else ""
-        rows.append([q["name"], f"{q['weight']:.4g}", f"{q['share']:.4f}", _target(definition, params), q["family"],
+        rows.append([q["name"], f"{q['weight']:.4g}", f"{q['share']:.4f}", target_text(definition, params), q["family"],
                      format_parameters(q["parameters"], width=40),
                      f"{q['sensitivity']['l2']:.4g}" if q["sensitivity"].get("l2") is not None else "—",
                      u["metric"], f"{u['value']:.6g}", f"{q['weight'] * u['value']:.6g}", rmse])
     return rows
 
 
-def plan_markdown(cert: Certificate) -> str:
-    """The plan report in Markdown (the single-query report's sections live in each query's certificate)."""
+def _cell_rows(cert: Certificate) -> list:
+    rows = [["query", "cell", "standard error", "95% margin of error"]]
+    for q in cert["queries"]:
+        for c in q.get("certificate", {}).get("utility", {}).get("per_cell", {}).get("cells", []):
+            rows.append([q["name"], c["cell"], "not released" if c["standard_error"] is None else
+                         f"{c['standard_error']:.3g}",
+                         "—" if c["margin_of_error"] is None else f"± {c['margin_of_error']:.3g}"])
+    return rows
+
+
+def plan_sections(cert: Certificate) -> tuple[str, list]:
+    """(summary paragraph, ``(heading, blocks)`` sections) of a plan report."""
     g, a = cert["guarantee"], cert["allocation"]
-    out = [f"# {cert['spec']['name']}", ""]
-    if cert["spec"].get("description"):
-        out += [cert["spec"]["description"].strip(), ""]
-    out += ["## Composed guarantee", "",
-            f"**{_target(g['definition'], g)}** for the whole plan of {len(cert['queries'])} queries, "
-            f"adjacency `{g['scope']['adjacency']['kind']}`"
-            + (f", invariants {len(g['scope']['invariants'])}, a(t) = {g['scope']['semi_adjacent_parameter']}"
-               if g["scope"]["invariants"] else "") + ".", "",
-            f"Composition: {g['composition']}.", ""]
-    out += ["## Allocation and per-query error", "",
-            f"Shares of the budget: {a['method']}. Weighted total Σ w_i u_i = {cert['utility']['value']:.6g}; "
-            f"equal split {a['equal_split_weighted_total']:.6g}; optimal {a['optimal_weighted_total']:.6g} "
-            f"(ratio optimal/equal = {a['ratio_optimal_to_equal']:.4f}); kept: {a['kept']}.", ""]
+    summary, sections = composed_opening(cert.data, f"{len(cert['queries'])} queries", "whole plan",
+                                         "each query's own certificate is inside")
+    sections.append(("Composed guarantee", [
+        f"**{target_text(g['definition'], g)}** for the whole plan of {len(cert['queries'])} queries, "
+        f"adjacency `{g['scope']['adjacency']['kind']}`"
+        + (f", invariants {len(g['scope']['invariants'])}, a(t) = {g['scope']['semi_adjacent_parameter']}"
+           if g["scope"]["invariants"] else "") + ".",
+        f"Composition: {g['composition']}.", *composed_epsilon_blocks(g)]))
+    blocks = [f"Shares of the budget: {a['method']}. Weighted total Σ w_i u_i = {cert['utility']['value']:.6g}; "
+              f"equal split {a['equal_split_weighted_total']:.6g}; optimal {a['optimal_weighted_total']:.6g} "
+              f"(ratio optimal/equal = {a['ratio_optimal_to_equal']:.4f}); kept: {a['kept']}."]
     if cert.data.get("design") == "joint":
-        out += ["Design kept: **joint** — one release of the shared histogram by `gaussian_optimal` under the "
-                "whole budget; every query is its post-processing (its error below is E‖W_i A_i P_i Z‖²).", ""]
-    out += _table(allocation_rows(cert)) + [""]
+        blocks.append("Design kept: **joint** — one release of the shared histogram by `gaussian_optimal` under the "
+                      "whole budget; every query is its post-processing (its error below is E‖W_i A_i P_i Z‖²).")
+    sections.append(("Allocation and per-query error", blocks + [allocation_rows(cert)]))
+    cells = _cell_rows(cert)
+    if len(cells) > 1:
+        shown = cells[: MAX_CELL_ROWS + 1]
+        more = [f"The other {len(cells) - len(shown)} cells: `utility.per_cell` of each query's certificate."] \
+            if len(cells) > len(shown) else []
+        sections.append(("Error of each cell", ["**Standard error**: the root mean squared error of the released "
+                                                "cell. **95% margin of error**: the released cell is within this "
+                                                "distance of the true value in 95% of releases.", shown, *more]))
     if cert.data.get("candidates"):
-        out += ["## Designs compared", ""]
-        out += _table([["design", "weighted total", "note"]] + [
+        sections.append(("Designs compared", [[["design", "weighted total", "note"]] + [
             [c["design"], f"{c['weighted_total']:.6g}" if c.get("weighted_total") is not None else "—",
-             c.get("note", "")] for c in cert["candidates"]]) + [""]
+             c.get("note", "")] for c in cert["candidates"]]]))
     if cert.data.get("notes"):
-        out += ["## Notes", ""] + [f"- {n}" for n in cert["notes"]] + [""]
-    out += ["## Checks", ""]
+        sections.append(("Notes", [f"- {n}" for n in cert["notes"]]))
     rows = [["claim", "holds", "method", "detail"]]
     rows += [[f"`{c['claim']}`", "yes" if c["passed"] else "**NO**", c["method"], c["detail"]] for c in cert["checks"]]
     subs = [(q["name"], q["certificate"]) for q in cert["queries"] if "certificate" in q]
@@ -72,5 +79,15 @@ def plan_markdown(cert: Certificate) -> str:
         sub = sub_cert["checks"]
         rows.append([f"`{name}.*`", "yes" if all(c["passed"] for c in sub) else "**NO**",
                      f"{len(sub)} claims of the query's own certificate", ""])
-    out += _table(rows) + [""]
-    return "\n".join(out)
+    sections.append(("Checks", [rows]))
+    return summary, sections
+
+
+def plan_markdown(cert: Certificate) -> str:
+    """The plan report in Markdown."""
+    return markdown_page(f"dpopt plan report: {cert['spec']['name']}", *plan_sections(cert))
+
+
+def plan_html(cert: Certificate) -> str:
+    """The plan report as one self-contained HTML page."""
+    return html_page(f"dpopt plan report: {cert['spec']['name']}", *plan_sections(cert))

@@ -18,8 +18,8 @@ post-processing and publishes nothing new about the data.
 
 from __future__ import annotations
 
-import json
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -130,6 +130,14 @@ def error_rows(errors: list[dict]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def _words(values: dict) -> str:
+    """``{"zcdp": {"rho": 0.29}}`` or ``{"sigma": 1.3}`` as ``zcdp rho = 0.29``, ``sigma = 1.3`` (6 digits)."""
+    def one(v) -> str:
+        return f"{v:.6g}" if isinstance(v, float) else _words(v) if isinstance(v, dict) else str(v)
+
+    return ", ".join(f"{k} {one(v)}" if isinstance(v, dict) else f"{k} = {one(v)}" for k, v in values.items())
+
+
 def report_blocks(certificate: dict) -> list:
     """The report's post-processing section as blocks (paragraphs, and a table as [header, *rows]).
 
@@ -149,12 +157,13 @@ def report_blocks(certificate: dict) -> list:
         whole = hierarchy["composition"]
         budget = ", ".join(f"{k} = {v}" for k, v in whole.items() if k not in ("definition", "method"))
         levels = [["level", "units", "share of the budget", "privacy", "mechanism", "certificate"]] + [
-            [lv["level"], lv["units"], lv["share"], json.dumps(lv["privacy"]),
-             f"{lv['mechanism']['family']} {json.dumps(lv['mechanism']['parameters'])}", lv["certificate"]]
+            [lv["level"], lv["units"], f"{float(Fraction(lv['share'])):.4f}", _words(lv["privacy"]),
+             f"{lv['mechanism']['family']} ({_words(lv['mechanism']['parameters'])})", lv["certificate"]]
             for lv in hierarchy["levels"]
         ]
         out += [f"Geographic hierarchy ({hierarchy['shares']}); {hierarchy['adjacency']}.", levels,
-                f"The whole release: {whole['definition']} with {budget} ({whole['method']})."]
+                f"The whole release: {whole['definition']} with {budget} ({whole['method']}); its ε per δ and "
+                "every level: `certificate.json` of the release (`dpopt report certificate.json`)."]
     errors = block.get("error")
     if errors:
         header, rows = error_rows(errors["levels"])

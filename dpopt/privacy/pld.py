@@ -108,18 +108,33 @@ class DiscretePLD:
         masses = np.bincount(new - low, weights=self.masses)
         return DiscretePLD(self.step * factor, low, masses, self.plus_infinity, self.minus_infinity)._trimmed()
 
+    def _on_grid_of(self, other: DiscretePLD, up: bool) -> DiscretePLD:
+        """This PLD on ``other``'s grid when that one is coarser (an integer multiple of this step),
+        each loss rounded up (``up``) or down; else itself."""
+        if other.step <= self.step:
+            return self
+        factor = round(other.step / self.step)
+        if factor < 2 or abs(factor * self.step - other.step) > 1e-12 * other.step:
+            raise ValueError(f"PLD grids of steps {self.step!r} and {other.step!r} are not nested")
+        coarse = self.coarsened(factor, up)
+        return DiscretePLD(other.step, coarse.offset, coarse.masses, coarse.plus_infinity, coarse.minus_infinity)
+
     def compose(self, other: DiscretePLD, up: bool) -> DiscretePLD:
         """The PLD of the sum of two independent losses (a product of two pairs).
 
         Summed exactly: over the non-zero masses when there are few (lattice laws), else by
         direct convolution; when both grids are too long for that, both are first coarsened
-        (rounding in the direction ``up`` says, so the bracket stays valid). No FFT: its
-        round-off would put spurious mass at large losses, which the Rényi and pure-ε
-        functionals amplify.
+        (rounding in the direction ``up`` says, so the bracket stays valid). Two PLDs on
+        different grids (one already coarsened by a composition) are first brought to the
+        coarser one, rounded the same way. No FFT: its round-off would put spurious mass at
+        large losses, which the Rényi and pure-ε functionals amplify.
+
+        Raises
+        ------
+        ValueError
+            When one step is not an integer multiple of the other.
         """
-        if other.step != self.step:
-            raise ValueError("PLDs on different grids")
-        a, b = self, other
+        a, b = self._on_grid_of(other, up), other._on_grid_of(self, up)
         while True:
             nza, nzb = np.flatnonzero(a.masses), np.flatnonzero(b.masses)
             if nza.size * nzb.size <= _DIRECT_LIMIT and nza.size * nzb.size < a.masses.size * b.masses.size / 4:

@@ -2,9 +2,10 @@ r"""A TopDown-style release of a geographic hierarchy: every level released, the
 
 ``release_hierarchy(spec, data)`` for a spec with ``geography: {levels: [state, county]}``:
 
-1. splits the privacy target across the levels, nation first (:mod:`dpopt.certificate.hierarchy_budget`)
-   and solves one spec per level (the spec with that level's budget), each with its own
-   certificate that ``dpopt verify`` re-checks;
+1. designs the release as ``dpopt solve`` does (:func:`dpopt.release.hierarchy_design.solve_hierarchy`:
+   the privacy target split across the levels, nation first, one spec solved per level, each with
+   its own certificate, and the whole release's certificate), so that the σ released with are the
+   σ ``solve`` certified; the data's columns are checked before that design step;
 2. counts the query for the nation and every unit of every level in SQL (DuckDB,
    :mod:`dpopt.release.sources`); units are the distinct codes found in the data (each code
    of a level lies in one unit of the level above, checked);
@@ -27,41 +28,21 @@ from pathlib import Path
 
 import numpy as np
 
-from dpopt.certificate.composition import within_group_adjacency
-from dpopt.certificate.hierarchy_budget import NATION, budget_check, level_specs
+from dpopt.certificate.hierarchy_budget import NATION
 from dpopt.certificate.model import Certificate, write_atomic
-from dpopt.errors import DataError, SpecError, UnsupportedSpecError
+from dpopt.errors import DataError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
-from dpopt.problem import compile
 from dpopt.release import sources
+from dpopt.release.cells import cell_rows, cells_block, document_csv
+from dpopt.release.hierarchy_design import HierarchySolution, check_hierarchy_spec, solve_hierarchy
 from dpopt.rng import RandomSource, random_source
-from dpopt.solve import Solution, solve
 from dpopt.spec.load import load_spec, spec_document
 from dpopt.spec.models import Postprocess, Spec
 
 ERROR_SEED = 20260102
 """Seed of the Monte Carlo error estimate (a simulation at the published tables, not a release)."""
-
-
-def _check_spec(spec: Spec) -> None:
-    if spec.geography is None:
-        raise SpecError("geography", "a hierarchical release needs geography: {levels: [...]}")
-    if spec.invariants:
-        raise UnsupportedSpecError("invariants", "a hierarchical release supports no invariants yet (every level is noisy)")
-    if spec.data.n is not None:
-        raise SpecError("data.n", "fixes the size of the whole dataset; a hierarchy has one size per unit: remove data.n")
-    if spec.postprocess is not None and not spec.postprocess.consistent:
-        raise SpecError("postprocess.consistent", "a hierarchy is post-processed top-down: consistent must be true")
-    if spec.geography.exact_totals and spec.adjacency.kind == "add_remove":
-        raise UnsupportedSpecError(
-            "geography.exact_totals",
-            "unit totals are protected under add_remove; publish them exactly only under replace_one or hamming",
-        )
-    clash = [c for c in spec.geography.levels if c in spec.data.attributes]
-    if clash:
-        raise SpecError("geography.levels", f"'{clash[0]}' is a data attribute of the table; levels name unit-code columns")
 
 
 def _parents(con, source, upper: str, lower: str, upper_keys: np.ndarray, lower_keys: np.ndarray) -> np.ndarray:
@@ -90,7 +71,7 @@ class HierarchyRelease:
     parents: tuple[np.ndarray, ...]
     noisy: tuple[np.ndarray, ...]
     tables: tuple[np.ndarray, ...]
-    solutions: tuple[Solution, ...]
+    design: HierarchySolution
     block: dict
     randomness: dict
     records: int
@@ -98,30 +79,49 @@ class HierarchyRelease:
     @property
     def certificates(self) -> list[Certificate]:
         """One certificate per level: the level's own, plus the ``hierarchy`` block."""
-        out = []
-        for solution in self.solutions:
-            data = json.loads(solution.certificate.to_json())
-            data["hierarchy"] = self.block
-            data["postprocess"] = self.block["postprocess"]
-            out.append(Certificate(data))
-        return out
+        return self.design.level_certificates(self.block)
+
+    @property
+    def certificate(self) -> Certificate:
+        """The whole release's certificate (every level's inside), as ``dpopt solve`` issues it plus the units."""
+        return self.design.certificate(self.block)
 
     def document(self, include_values: bool = True) -> dict:
         """The release document: levels, budget, post-processing, and (optionally) every table."""
-        labels = list(self.solutions[0].problem.labels)
+        labels = list(self.design.problem.labels)
         doc = {"name": self.spec.name, "spec": spec_document(self.spec), "labels": labels,
                "hierarchy": self.block, "randomness": self.randomness, "records": self.records}
         if include_values:
             doc["tables"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.tables)}
             doc["noisy"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.noisy)}
+            doc["cells"] = self.cells()
         return doc
 
+    def cells(self) -> dict:
+        """The per-cell table (:mod:`dpopt.release.cells`): one row per level, unit and cell, the noisy value
+        with its level's standard error and 95% margin of error, and the published (post-processed) value."""
+        labels = list(self.design.problem.labels)
+        rows = []
+        for name, keys, noisy, tables, solution in zip(self.names, self.keys, self.noisy, self.tables,
+                                                        self.design.solutions):
+            per_cell = solution.certificate["utility"]["per_cell"]
+            rows += [{"level": name, "unit": str(k)} | row for k, v, t in zip(keys, noisy, tables)
+                     for row in cell_rows(labels, v, per_cell, t)]
+        first = self.design.solutions[0].certificate["utility"]["per_cell"]
+        return cells_block(rows, first, self.block["postprocess"]["method"]["algorithm"]) | {
+            "keys": ["level", "unit"],
+            "errors": "each level's own noise (its certificate's utility.per_cell): " + first["method"]}
+
     def write(self, out: str | Path) -> list[Path]:
-        """``release.json`` (with the tables), ``certificate_<level>.json`` per level."""
+        """``release.json`` (with the tables), ``release.csv`` (the per-cell table), ``certificate.json`` (the
+        whole release), ``certificate_<level>.json`` per level."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        written = [out / "release.json"]
-        write_atomic(written[0], json.dumps(self.document(), indent=1, ensure_ascii=False) + "\n")
+        written = [out / "release.json", out / "release.csv", out / "certificate.json"]
+        document = self.document()
+        write_atomic(written[0], json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+        write_atomic(written[1], document_csv(document))
+        self.certificate.write(written[2])
         for name, cert in zip(self.names, self.certificates):
             cert.write(out / f"certificate_{name}.json")
             written.append(out / f"certificate_{name}.json")
@@ -166,16 +166,16 @@ def release_hierarchy(
     SpecError, UnsupportedSpecError, DataError, CalibrationError, SolverError
     """
     spec = load_spec(spec)
-    _check_spec(spec)
+    check_hierarchy_spec(spec)
     options = spec.postprocess or Postprocess()
     randomness = random_source(seed, insecure_seed) if randomness is None else randomness
-    specs, shares, how = level_specs(spec)
-    problem = compile(specs[0])  # the levels differ in their budget only: one compilation serves all
-    solutions = [solve(problem.restated(s)) for s in specs]
-    structure = spec_structure(problem)
     con = sources.connect()
     source = sources.open_source(data)
     sources.require_columns(con, source, spec.geography.levels)
+    sources.validate(con, source, spec)  # a missing column or an off-domain value: one line before the design
+    design = solve_hierarchy(spec)
+    problem, solutions, specs = design.problem, design.solutions, design.specs
+    structure = spec_structure(problem)
     nation, records = sources.answer(con, source, specs[0], query=problem.query)
     truth, keys = [nation[None, :]], [np.array([NATION])]
     for column in spec.geography.levels:
@@ -199,21 +199,14 @@ def release_hierarchy(
         totals = [level.sum(axis=1).astype(np.int64) for level in truth[1:]]
     result = topdown(noisy, parents, structure, nation_values, covariances, options=options, engine=engine,
                      unit_totals=totals)
-    whole, check = budget_check(spec, specs)
-    names = (NATION, *spec.geography.levels)
+    names = design.names
+    units = {NATION: "nation (one unit)"}
     block = {
-        "spec": spec_document(spec),
-        "levels": [
-            {"level": name, "units": int(len(k)), "share": str(share), "privacy": s.privacy.model_dump(exclude_none=True),
-             "mechanism": {"family": sol.mechanism.family, "parameters": sol.mechanism.parameters},
-             "certificate": f"certificate_{name}.json",
-             "units_from": "nation (one unit)" if name == NATION else f"observed: the distinct values of {name} in the data"}
-            for name, k, share, s, sol in zip(names, keys, shares, specs, solutions)
-        ],
-        "shares": how,
-        "adjacency": within_group_adjacency(spec),
-        "composition": whole,
-        "checks": [check.to_dict()] + [c.to_dict() for c in result.checks],
+        **design.block,
+        "levels": [lv | {"units": int(len(k)),
+                         "units_from": units.get(lv["level"], f"observed: the distinct values of {lv['level']} in the data")}
+                   for lv, k in zip(design.block["levels"], keys)],
+        "checks": design.block["checks"] + [c.to_dict() for c in result.checks],
         "postprocess": {"guarantee": "unchanged by post-processing", "method": result.method},
     }
     if totals is not None:
@@ -231,7 +224,5 @@ def release_hierarchy(
                       f"seed {ERROR_SEED}",
             "levels": errors,
         }
-    if not check.passed:
-        raise SpecError("geography.shares", f"the level budgets exceed the target ({check.detail})")
     return HierarchyRelease(spec, names, tuple(keys), tuple(parents), tuple(noisy), tuple(result.tables),
-                            tuple(solutions), block, randomness.describe(), records)
+                            design, block, randomness.describe(), records)

@@ -13,6 +13,15 @@ import numpy as np
 
 DPI = 110
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+
+def _short_ticks(*axes) -> None:
+    """Tick labels with at most four significant digits (``0.95``, not ``0.950000``) on linear axes."""
+    from matplotlib.ticker import FuncFormatter
+
+    for axis in axes:
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.4g}"))
 
 
 def _figure(width: float, height: float):
@@ -40,13 +49,15 @@ def tradeoff_png(alpha: np.ndarray, target: tuple[np.ndarray, str] | None,
     ax = fig.add_subplot()
     a = np.asarray(alpha, dtype=float)
     ax.plot([0, 1], [1, 0], color="#bbbbbb", lw=0.8, ls=":", label="β = 1 − α (no privacy loss)")
+    if mechanism is not None:  # wide and under the target's dashes, so that both show where they coincide
+        ax.plot(a, mechanism[0], color=_COLORS[0], lw=4.0, zorder=2,
+                label="mechanism (certified lower bound)")
     if target is not None:
-        ax.plot(a, target[0], color=_COLORS[1], lw=2.0, ls="--", label=f"target: {target[1]}")
-    if mechanism is not None:
-        ax.plot(a, mechanism[0], color=_COLORS[0], lw=1.6, label="mechanism (certified lower bound)")
+        ax.plot(a, target[0], color=_COLORS[1], lw=1.6, ls="--", zorder=3, label=f"target: {target[1]}")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_aspect("equal")
+    _short_ticks(ax.xaxis, ax.yaxis)
     ax.set_xlabel("type-I error α")
     ax.set_ylabel("type-II error β")
     ax.grid(alpha=0.3)
@@ -79,6 +90,7 @@ def noise_png(panels: list[dict], title: str) -> bytes:
         ax.set_xlabel(panel.get("xlabel", "noise added"), fontsize=8)
         ax.set_ylabel("probability" if panel.get("lattice") else "density", fontsize=8)
         ax.tick_params(labelsize=7)
+        _short_ticks(ax.xaxis, ax.yaxis)
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     return _png(fig)
@@ -144,9 +156,10 @@ def utility_png(curves: dict[str, tuple[np.ndarray, np.ndarray]], target: float,
     for k, family in enumerate(order):
         x, y = curves[family]
         bold = family == selected
-        ax.plot(x, y, marker="o" if bold else "s", ms=6 if bold else 4, lw=2.4 if bold else 1.2,
-                ls="-" if bold else "--", mfc=None if bold else "none", color=_COLORS[k % len(_COLORS)],
-                label=family + (" (selected)" if bold else ""))
+        # hollow markers of their own shape, each smaller than the last: equal values stay visible, nested
+        ax.plot(x, y, marker=_MARKERS[k % len(_MARKERS)], ms=6 if bold else max(3.0, 10.0 - 1.5 * k),
+                lw=2.4 if bold else 1.2, ls="-" if bold else "--", mfc=None if bold else "none",
+                color=_COLORS[k % len(_COLORS)], label=family + (" (selected)" if bold else ""))
     ax.axvline(target, color="#888888", ls="--", lw=1.0, label=f"target {parameter} = {target:g}")
     ax.set_xscale("log")
     from matplotlib.ticker import FuncFormatter
@@ -156,6 +169,8 @@ def utility_png(curves: dict[str, tuple[np.ndarray, np.ndarray]], target: float,
     ax.set_xticks(sorted({float(x) for x, _ in curves.values() for x in x}))
     if positive and metric not in ("usefulness", "test_power"):
         ax.set_yscale("log")
+    else:
+        _short_ticks(ax.yaxis)
     ax.set_xlabel(parameter)
     ax.set_ylabel(f"predicted {metric} ({direction} is better)")
     ax.set_title(title, fontsize=10, wrap=True)

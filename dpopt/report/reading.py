@@ -40,6 +40,42 @@ def epsilon_by_delta(d: dict) -> dict[float, list[tuple[float, str]]]:
     return {delta: sorted(out[delta]) for delta in sorted(out, reverse=True)}
 
 
+def epsilon_line(by_delta: dict) -> str:
+    """The headline ε at each δ on one line (``ε = 4.38 at δ = 1e-05, ...``), as a report's headline
+    states them: ``by_delta`` maps δ to ε, or to the figures of :func:`epsilon_by_delta` (tightest first)."""
+    def first(value):
+        return value[0][0] if isinstance(value, list) else value
+
+    return ", ".join(f"ε = {first(eps):.4g} at δ = {float(delta):g}" for delta, eps in by_delta.items())
+
+
+def target_text(definition: str, params: dict) -> str:
+    """A privacy target on one line: ``rho = 0.5 (zcdp)``."""
+    return ", ".join(f"{k} = {params[k]:.6g}" for k in ("epsilon", "delta", "mu", "rho") if k in params) + \
+        f" ({definition})"
+
+
+def composed_opening(d: dict, parts: str, whole: str, inside: str) -> tuple[str, list]:
+    """The opening of a plan's or a hierarchy's report: the summary sentence (``parts``, the target of the
+    ``whole``, its ε per δ, the checks, what is ``inside``) and the *What is released* section, if described."""
+    g = d["guarantee"]
+    eps = epsilon_line(g.get("epsilon_at_delta") or {})
+    summary = (f"{parts} released under **{target_text(g['definition'], g)}** for the {whole}"
+               + (f"; {eps}" if eps else "") + f". {len(d['checks'])} check(s) of the {whole} hold; {inside}.")
+    description = d["spec"].get("description")
+    return summary, [("What is released", [description.strip()])] if description else []
+
+
+def composed_epsilon_blocks(guarantee: dict) -> list:
+    """A composed guarantee's ε per δ (``epsilon_at_delta`` and ``epsilon_method`` of a plan's or a
+    hierarchy's ``guarantee``) as a report block: a table, or a sentence saying why none is stated."""
+    eps = guarantee.get("epsilon_at_delta")
+    if not eps:
+        return [f"ε per δ: {guarantee.get('epsilon_method', 'not stated')}."]
+    return [[["δ", "ε of the whole release", "obtained by"]] + [
+        [delta, f"**{e:.6g}**" if e is not None else "—", guarantee["epsilon_method"]] for delta, e in eps.items()]]
+
+
 def epsilon_table(by_delta: dict) -> list:
     if not by_delta:
         return []
@@ -105,6 +141,34 @@ def per_cell_block(d: dict) -> list:
     if len(values) > 1 and len(cells) > MAX_CELL_ROWS:
         blocks.append(f"The other {len(cells) - MAX_CELL_ROWS} cells: `utility.per_cell` in certificate.json.")
     return blocks
+
+
+_INDEXED = re.compile(r"worst difference \{([^}]*)\}")
+
+
+def name_cells(text: str, d: dict) -> str:
+    """``worst difference {94: 2, 95: -2}`` (cell indices, as the certificate records a long vector) with the
+    cells' labels from ``utility.per_cell`` instead: ``worst difference {state=WY,voting_age=under_18: 2, ...}``."""
+    labels = [c["cell"] for c in (d["utility"].get("per_cell") or {}).get("cells", [])]
+
+    def named(match: re.Match) -> str:
+        parts = []
+        for item in match.group(1).split(", "):
+            index, sep, value = item.partition(": ")
+            parts.append(f"{labels[int(index)]}: {value}" if sep and index.isdigit() and int(index) < len(labels)
+                         else item)
+        return "worst difference {" + ", ".join(parts) + "}"
+
+    return _INDEXED.sub(named, str(text))
+
+
+def checks_sentence(d: dict) -> str:
+    """How the checks table adds up to the claim count of the report's first paragraph (:func:`claim_counts`)."""
+    claims, unavailable = claim_counts(d)
+    return (f"{claims} claims in all, as `dpopt verify` counts them: the {len(d['checks']) - unavailable} recorded "
+            f"checks below that hold" + (f" (and {unavailable} marked n/a: not available)" if unavailable else "")
+            + f", plus {len(STRUCTURAL_CLAIMS)} that verify re-derives from the embedded spec: "
+            + ", ".join(f"`{c}`" for c in STRUCTURAL_CLAIMS) + ".")
 
 
 def claim_counts(d: dict) -> tuple[int, int]:

@@ -17,8 +17,15 @@ from dpopt.report.sections import Image, report_sections, summary_paragraph
 def render_markdown(source: Report | Certificate, image_prefix: str = "") -> str:
     """The report as Markdown; figures are linked as ``{image_prefix}{name}.png`` (see :func:`write_report`)."""
     cert = source.certificate if isinstance(source, Report) else source
-    lines = [f"# dpopt report: {cert['spec']['name']}", "", summary_paragraph(cert), ""]
-    for heading, blocks in report_sections(source):
+    return markdown_page(f"dpopt report: {cert['spec']['name']}", summary_paragraph(cert), report_sections(source),
+                         image_prefix)
+
+
+def markdown_page(title: str, summary: str, sections, image_prefix: str = "") -> str:
+    """A page in Markdown: the title, the summary paragraph, then each ``(heading, blocks)`` section (a block
+    is text, a table as a list of rows, header first, or an :class:`Image`)."""
+    lines = [f"# {title}", "", summary, ""]
+    for heading, blocks in sections:
         lines += [f"## {heading}", ""]
         for block in blocks:
             if isinstance(block, Image):
@@ -61,15 +68,20 @@ def _inline(text: str) -> str:
 def render_html(source: Report | Certificate) -> str:
     """The report as one self-contained HTML page: styles inline, figures as base64 PNG data URIs."""
     cert = source.certificate if isinstance(source, Report) else source
-    title = html.escape(cert["spec"]["name"])
+    return html_page(f"dpopt report: {cert['spec']['name']}", summary_paragraph(cert), report_sections(source))
+
+
+def html_page(title: str, summary: str, sections) -> str:
+    """A self-contained HTML page with the sections of :func:`markdown_page`."""
+    title = html.escape(title)
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<title>dpopt report: {title}</title><style>{_CSS}</style></head><body>",
-        f"<h1>dpopt report: {title}</h1>",
-        f"<p class='summary'>{_inline(summary_paragraph(cert))}</p>",
+        f"<title>{title}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{title}</h1>",
+        f"<p class='summary'>{_inline(summary)}</p>",
     ]
-    for heading, blocks in report_sections(source):
+    for heading, blocks in sections:
         parts.append(f"<h2>{html.escape(heading)}</h2>")
         for block in blocks:
             if isinstance(block, Image):

@@ -12,13 +12,23 @@ from dpopt.postprocess.evaluation import report_blocks
 from dpopt.report.document import Figure, Report
 from dpopt.report.reading import (
     ball_fallback,
+    checks_sentence,
     claim_counts,
     epsilon_by_delta,
     epsilon_table,
     glossary,
+    name_cells,
     per_cell_block,
 )
-from dpopt.report.words import EXACT_PART, SYMBOLS, format_parameters, short, spec_in_words, target_in_words
+from dpopt.report.words import (
+    EXACT_PART,
+    SYMBOLS,
+    exact_number,
+    format_parameters,
+    short,
+    spec_in_words,
+    target_in_words,
+)
 
 _SUMMARY_ROWS = {"mu": "μ-GDP", "rho": "ρ-zCDP", "epsilon": "pure ε-DP"}
 _SECOND_ROUTE = ("privacy.second_route", "privacy.second_route.sampler", "utility.integration")
@@ -83,7 +93,8 @@ def _sensitivity(d: dict, figures: dict) -> list:
     s = d["sensitivity"]
     blocks: list = [
         [["dimension d", "rank of the span", "Δ₁", "Δ₂", "Δ∞", "span"],
-         [s["dimension"], s["rank"], s["l1_exact"], f"√{s['l2_squared_exact']} ≈ {s['l2']:.6g}", s["linf_exact"],
+         [s["dimension"], s["rank"], exact_number(s["l1_exact"]), exact_number(s["l2_squared_exact"], root=True),
+          exact_number(s["linf_exact"]),
           s["span"].get("kind", short(s["span"])) if isinstance(s["span"], dict) else s["span"]]],
         f"Derived by {s['method']}. Neighbours: {s.get('adjacency', '')}.",
     ]
@@ -97,7 +108,7 @@ def _checks_table(d: dict) -> list:
         return "n/a" if is_not_available(c) else "yes" if c["passed"] else "**NO**"
 
     return [["claim", "holds", "method", "detail"]] + [
-        [f"`{c['claim']}`", status(c), c["method"], c["detail"]] for c in d["checks"]
+        [f"`{c['claim']}`", status(c), c["method"], name_cells(c["detail"], d)] for c in d["checks"]
     ]
 
 
@@ -111,7 +122,7 @@ def _second_route(d: dict) -> list:
         elif is_not_available(c):
             rows.append([f"`{claim}`", f"not available: {c['detail']}"])
         else:
-            rows.append([f"`{claim}`", ("" if c["passed"] else "**FAILED** ") + c["detail"]])
+            rows.append([f"`{claim}`", ("" if c["passed"] else "**FAILED** ") + name_cells(c["detail"], d)])
     return [
         "Independently of the family's own formulas, `dpopt verify` takes the law of the noise the mechanism "
         "emits and computes the privacy loss at the neighbouring differences numerically (a bracketed "
@@ -132,8 +143,9 @@ def _audit(report: Report | None) -> list:
     certified = f"the audited value {symbol} = {a.certified:.6g}{at}"
     if a.certified_from:
         headline = epsilon_by_delta(report.certificate.data).get(a.delta)
+        differs = headline and f"{headline[0][0]:.6g}" != f"{a.certified:.6g}"
         certified += f" ({a.certified_from}" + (f"; the headline at this δ is ε = {headline[0][0]:.6g}, see *The "
-                                                 "guarantee*)" if headline else ")")
+                                                 "guarantee*)" if differs else ")")
     blocks: list = [
         f"Monte Carlo on the worst-case neighbouring pairs the spec implies ({a.draws} draws per dataset and "
         f"pair, seed {a.seed}): {verdict}. The {a.confidence:.0%} lower confidence bound is "
@@ -205,7 +217,8 @@ def report_sections(source: Report | Certificate) -> list[tuple[str, list]]:
     sections.append(("Second route", _second_route(d)))
     sections.append(("Empirical audit", _audit(report)))
     terms = glossary(d)
-    sections.append(("Checks", [_checks_table(d)] + (["**Terms used above.**", *terms] if terms else [])))
+    sections.append(("Checks", [checks_sentence(d), _checks_table(d)]
+                     + (["**Terms used above.**", *terms] if terms else [])))
     caveats = [n for n in m.get("notes", []) if EXACT_PART not in n] + (list(report.notes) if report else [])
     sections.append(("Caveats", caveats or ["None recorded."]))
     sections.append(("Provenance", [f"dpopt {d['dpopt_version']}, spec SHA-256 `{d['spec_sha256']}`. "

@@ -3,6 +3,9 @@ section of the report (:mod:`dpopt.report.sections`) and the CLI's one-line summ
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 from dpopt.certificate.model import Certificate
 
 DEFINITIONS = {
@@ -29,6 +32,24 @@ def short(value) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {short(v)}" for k, v in value.items()) + "}"
     return str(value)
+
+
+def exact_number(exact, root: bool = False) -> str:
+    """An exact rational (``"195025/665857"``, ``"2"``) for a person: an integer as it is, another rational as
+    a decimal with the exact value after it (``0.292893 (exactly 195025/665857)``); ``root`` shows its
+    square root, exactly where it is rational (√1 = 1, √(9/4) = 1.5), else ``√2 ≈ 1.41421``."""
+    try:
+        value = Fraction(str(exact))
+    except (ValueError, ZeroDivisionError):  # not a rational (e.g. ``inf``): shown as recorded
+        return str(exact)
+    if root:
+        num, den = math.isqrt(value.numerator), math.isqrt(value.denominator)
+        if num * num != value.numerator or den * den != value.denominator:
+            return f"√{exact} ≈ {math.sqrt(value):.6g}"
+        value = Fraction(num, den)
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.6g} (exactly {value})"
 
 
 def format_parameters(parameters: dict, width: int = 90) -> str:

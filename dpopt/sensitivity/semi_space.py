@@ -48,6 +48,11 @@ from dpopt.spec.models import Hamming, Spec, TotalInvariant
 
 _MAX_LISTED_MULTISETS = 2_000_000
 
+_KEPT_BYTES = 64 * 2**20
+"""A listed Semi-DP space up to this size is computed once per space (the design, the selection
+and the certificate each list it; the 15 age ranges of ``specs/census_plan_gdp.yaml`` hold
+10⁵ moves)."""
+
 
 @dataclass(frozen=True)
 class SemiSensitivitySpace(SensitivitySpace):
@@ -160,10 +165,18 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
     listable = sum(count_multisets(domain.cells, s, _MAX_LISTED_MULTISETS) for s in range(1, degree + 1)) \
         <= _MAX_LISTED_MULTISETS
 
+    kept: list[np.ndarray] = []
+
     def vectors() -> np.ndarray:
+        """S_Semi, listed once and kept when it fits :data:`_KEPT_BYTES` (a copy each call)."""
         if not listable:
             raise ValueError("too many Semi-DP sensitivity vectors to list for this table")
-        return _with_zero(domain.query_matrix() @ margin_moves(shape, groups, degree).T.astype(float))
+        if kept:
+            return kept[0].copy()
+        out = _with_zero(domain.query_matrix() @ margin_moves(shape, groups, degree).T.astype(float))
+        if out.nbytes <= _KEPT_BYTES:
+            kept.append(out)
+        return out.copy()
 
     return SemiSensitivitySpace(
         dimension=domain.query.dimension,

@@ -1,0 +1,161 @@
+r"""One certificate for a whole hierarchical release (``dpopt solve`` on a spec with ``geography``).
+
+It embeds the whole spec, the ``hierarchy`` block (levels, exact shares, each level's budget and
+mechanism, the composed guarantee of :func:`dpopt.certificate.hierarchy_budget.budget_check`) and
+every level's own certificate (the level spec at its budget, with the same block). ``dpopt verify``
+re-derives all of it (:func:`verify_hierarchy_release`): each level certificate by
+:func:`dpopt.certificate.verify.verify` (which re-derives the block,
+:func:`~dpopt.certificate.hierarchy_budget.verify_hierarchy`), the levels in order against the
+level specs rebuilt from the whole spec, and the whole release's ε per δ.
+
+**ε per δ of the whole release.** When every level adds Gaussian noise, level l is exactly
+μ_l-GDP with μ_l = Δ₂/σ_l, and a neighbouring dataset changes k units per level (k = 1, or the
+Hamming distance), so the whole release is μ-GDP with
+
+.. math:: \mu^2 = k \sum_l \mu_l^2
+
+(Dong, Roth & Su 2022, Cor. 3.3), and ε(δ) is read off the exact analytic-Gaussian profile
+(Balle & Wang 2018, Thm 8; :func:`dpopt.privacy.gaussian.gaussian_epsilon`) — the same
+conversion a single Gaussian certificate states, at the same δ grid
+(:data:`dpopt.privacy.semi_dp.REPORTED_DELTAS`). Under a pure target the composed ε holds at
+every δ. Otherwise no ε per δ is stated, and the block says why.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from dpopt._version import __version__
+from dpopt.certificate.composition import groups_changed
+from dpopt.certificate.hierarchy_budget import level_specs
+from dpopt.certificate.model import Certificate
+from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
+from dpopt.core.checks import Check
+from dpopt.errors import DpoptError
+from dpopt.privacy.gaussian import gaussian_epsilon
+from dpopt.privacy.semi_dp import REPORTED_DELTAS
+from dpopt.spec.load import load_spec, spec_document, spec_sha256
+from dpopt.spec.models import Spec
+
+KIND = "hierarchy"
+
+EPSILON_METHOD = ("exact: every level is Gaussian, μ_l = Δ₂/σ_l; the whole release is μ-GDP with μ² = k Σ_l μ_l² "
+                  "(Dong, Roth & Su 2022, Cor. 3.3), ε from the analytic-Gaussian profile (Balle & Wang 2018)")
+
+
+def is_hierarchy_certificate(data) -> bool:
+    """True for the JSON of a whole hierarchical release's certificate."""
+    return isinstance(data, dict) and data.get("kind") == KIND
+
+
+def level_mu(family: str, summary: dict) -> float | None:
+    """A level's exact μ when its noise is Gaussian (``mechanism.privacy.mu`` of the ``gaussian`` family), else None."""
+    return summary.get("mu") if family == "gaussian" else None
+
+
+def _mu_above(k: int, mus: list[float]) -> float:
+    mu = math.sqrt(k * sum(m * m for m in mus))
+    return math.nextafter(mu, math.inf)
+
+
+def whole_epsilon(spec: Spec, level_mus: list[float | None]) -> dict:
+    """The whole release's ε per δ (module docstring): ``{"epsilon_at_delta", "epsilon_method"}``, and the
+    whole release's μ-GDP parameter ``gdp_mu`` (rounded up) when every level is Gaussian.
+
+    Parameters
+    ----------
+    level_mus : list of float or None
+        Each level's exact μ (Δ₂/σ_l for Gaussian noise), None for a level that is not Gaussian.
+    """
+    k = groups_changed(spec, 1)
+    if level_mus and all(m is not None for m in level_mus):
+        mu = _mu_above(k, level_mus)
+        return {"gdp_mu": mu, "epsilon_at_delta": {f"{d:g}": gaussian_epsilon(d, mu) for d in REPORTED_DELTAS},
+                "epsilon_method": EPSILON_METHOD}
+    if spec.privacy.definition == "pure":
+        eps = k * spec.privacy.parameters["epsilon"]
+        return {"epsilon_at_delta": {f"{d:g}": eps for d in REPORTED_DELTAS},
+                "epsilon_method": "pure ε composed over the levels: it holds at every δ"}
+    return {"epsilon_at_delta": None,
+            "epsilon_method": "not stated: a level's noise is not Gaussian, so no exact (ε, δ) profile of the "
+                              "composition is available; the composed guarantee above is the certified one"}
+
+
+def hierarchy_guarantee(spec: Spec, block: dict, level_mus: list[float | None]) -> dict:
+    """The certificate's ``guarantee``: the composed target of the whole release, its scope, ε per δ."""
+    whole = {k: v for k, v in block["composition"].items() if k != "method"}
+    return {
+        **whole,
+        "composition": block["composition"]["method"],
+        **whole_epsilon(spec, level_mus),
+        "scope": {"adjacency": spec.adjacency.model_dump(), "adjacency_description": block["adjacency"],
+                  "invariants": [], "semi_adjacent_parameter": None},
+    }
+
+
+def hierarchy_certificate(spec: Spec, block: dict, level_certificates: list[Certificate],
+                          level_mus: list[float | None]) -> Certificate:
+    """Assemble the whole release's certificate (module docstring)."""
+    names = [lv["level"] for lv in block["levels"]]
+    return Certificate({
+        "dpopt_version": __version__,
+        "kind": KIND,
+        "spec_sha256": spec_sha256(spec),
+        "spec": spec_document(spec),
+        "guarantee": hierarchy_guarantee(spec, block, level_mus),
+        "sensitivity": level_certificates[0]["sensitivity"],
+        "mechanism": {"family": KIND, "parameters": {lv["level"]: lv["mechanism"] for lv in block["levels"]}},
+        "utility": {"metric": "per_level", "value": None,
+                    "levels": {n: c["utility"] for n, c in zip(names, level_certificates)},
+                    "method": "each level's predicted error per unit, from its certificate"},
+        "hierarchy": block,
+        "levels": {n: c.data for n, c in zip(names, level_certificates)},
+        "checks": list(block["checks"]),
+    })
+
+
+def verify_hierarchy_release(certificate: Certificate | dict | str | Path) -> Verification:
+    """Re-check every claim of a whole hierarchical release's certificate (module docstring)."""
+    cert = Certificate.read(certificate)
+    data = cert.data
+    try:
+        spec = load_spec(data["spec"])
+        specs, _, _ = level_specs(spec)
+    except (KeyError, TypeError, DpoptError) as exc:
+        return Verification([Check("spec", "re-validate the embedded spec and rebuild its level specs", False,
+                                   str(exc))])
+    digest = spec_sha256(spec)
+    checks = [Check("spec_sha256", "SHA-256 of the canonical JSON of the embedded spec", digest == data["spec_sha256"],
+                    f"recomputed {digest}")]
+    block = data.get("hierarchy", {})
+    levels = data.get("levels", {})
+    names = [lv.get("level") for lv in block.get("levels", [])]
+    order = list(levels) == names and len(names) == len(specs)
+    checks.append(Check("hierarchy.levels", "one certificate per level, nation first, each for the level spec "
+                        "rebuilt from the whole spec (SHA-256)",
+                        order and [c.get("spec_sha256") for c in levels.values()] == [spec_sha256(s) for s in specs],
+                        f"{len(specs)} levels re-derived: {', '.join(map(str, names))}"))
+    mus: list[float | None] = []
+    for name, sub in levels.items():
+        result = verify(sub)
+        checks.extend(Check(f"{name}.{c.claim}", c.method, c.passed, c.detail) for c in result.checks)
+        checks.append(Check(f"{name}.block", "the level certificate carries the release's hierarchy block",
+                            sub.get("hierarchy") == block, name))
+        if result.problem is None:
+            mus.append(None)
+            continue
+        try:
+            summary = rebuild_mechanism(sub, result.problem.space).privacy_summary(result.problem.space)
+        except DpoptError as exc:
+            checks.append(Check(f"{name}.mechanism", "rebuild from family and parameters", False, str(exc)))
+            mus.append(None)
+            continue
+        mus.append(level_mu(sub["mechanism"]["family"], summary))
+    expected = hierarchy_guarantee(spec, block, mus) if "composition" in block else None
+    checks.append(Check("guarantee", "the composed guarantee and its ε per δ re-derived from the rebuilt level "
+                        "mechanisms (exact μ-GDP composition, analytic-Gaussian profile)",
+                        data.get("guarantee") == expected,
+                        f"whole release {data.get('guarantee', {}).get('definition')}; ε at δ: "
+                        f"{(expected or {}).get('epsilon_at_delta')}"))
+    return Verification(checks)

@@ -1,0 +1,433 @@
+r"""Gaussian noise with the optimal covariance of a marginal workload, at any domain size (``marginal_gaussian``).
+
+The query is a stack of marginals :math:`W = [M_S]_S` of a table of N cells (marginals,
+contingency table, histogram, count). The release is Wx + Z with
+:math:`Z = W\xi,\ \xi \sim N(0, G^+)`, :math:`G = \sum_T a_T E_T` in the ANOVA algebra
+(:mod:`dpopt.domain.marginal_algebra`): by the symmetry argument of
+:mod:`dpopt.optimize.marginal_covariance` the optimum of ``gaussian_optimal``'s SDP lies in
+this algebra, so the same optimum is found in one coefficient per component T of the
+workload's closure, with a certified optimality gap (the SVD bound under add/remove, a
+Lagrange dual bound under replace-one), and nothing of size N is ever formed.
+
+**Privacy** (evaluated at the stored coefficients, independently of the optimiser). The
+noise N(0, Σ), Σ = WG⁺Wᵀ, is exactly μ_Σ-GDP with
+:math:`\mu_\Sigma^2 = \max_{v} v^\top\Sigma^+ v = \max_\delta \delta^\top G\delta` over the
+generators v = Wδ of the sensitivity space (Kim et al., Lemma A.2; see
+:mod:`dpopt.mechanisms.gaussian_optimal`): add/remove :math:`\sum_T a_T m_T/N`, replace-one
+:math:`\max_D 2\sum_T a_T\,\mathrm{gap}_T(D)` over every disagreement pattern D, both in exact
+rational arithmetic from the stored floats (:func:`~dpopt.optimize.marginal_covariance.exact_mahalanobis_squared`);
+Hamming-k neighbours multiply μ_Σ by k (their differences are sums of k replace-one
+differences, and μ_Σ is a norm). Then μ_Σ² is compared with the target exactly (gdp, zcdp) or
+through the 60-digit analytic-Gaussian profile (approx) by
+:func:`~dpopt.privacy.gaussian_calibration.gaussian_privacy_check`. The range check asks a
+positive finite a_T for every component the adjacency moves, so that range(Σ) is the span of
+the sensitivity space (a zero a_T would release that component exactly).
+
+**Sampling** (no N-sized array): the T-component of ξ's marginals is
+:math:`c_T = \sqrt{\prod_{k\notin T} n_k / a_T}\;\mathrm{center}_T(g)`, g ~ N(0, I) on the
+T-table, independent across T, and Z = :meth:`MarginalWorkload.from_components` (c). Its
+covariance is WG⁺Wᵀ: M_T ξ ~ N(0, ∏_{k∉T} n_k · a_T⁻¹ I) on range(E_T)'s T-table.
+
+**Errors** in closed form: E‖Z‖² = Σ_T m_Tλ_T/a_T; a cell of block S has variance
+:math:`\sum_{T\subseteq S}\frac{\prod_{k\notin T}n_k}{a_T}\frac{m_T}{\prod_{k\in T}n_k}\Big/\big(\prod_{k\in S\setminus T}n_k\big)^2`.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt.core.checks import Check
+from dpopt.core.rounding import nudge_until
+from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload, Subset, subsets
+from dpopt.domain.queries import CountingQuery
+from dpopt.mechanisms.base import Mechanism
+from dpopt.noise.gaussian import GaussianMarginal
+from dpopt.noise.law import ProductLaw
+from dpopt.optimize.marginal_covariance import (
+    MAX_PATTERN_ATTRIBUTES,
+    components,
+    exact_mahalanobis_squared,
+    expected_error,
+    optimal_coefficients,
+    svd_bound,
+)
+from dpopt.privacy.gaussian import gaussian_epsilon
+from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
+from dpopt.problem import Problem
+from dpopt.sensitivity.plain import hamming_factor
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Privacy
+
+MARGINAL_KINDS = ("marginals", "contingency_table", "histogram", "count")
+"""Query kinds that are stacks of marginals of one table."""
+
+MAX_LAW_DIMENSION = 1500
+"""Largest query dimension whose noise law is stated with a dense orthonormal basis (the
+second route of ``dpopt verify`` and the audit); above it the law is described in words."""
+
+_TARGETS = ("gdp", "zcdp", "approx")
+
+
+def target_mu(privacy: Privacy) -> float:
+    """μ of the target: 1/σ at unit sensitivity (μ, √(2ρ), or the analytic-Gaussian μ*(ε, δ), rounded
+    safely), as :func:`dpopt.optimize.covariance.target_mu` (which imports the SDP's constraint tools)."""
+    return 1.0 / gaussian_sigma(Fraction(1), privacy)
+
+
+def synthesize_noise(workload: MarginalWorkload, parts: dict[Subset, np.ndarray], batch: int) -> np.ndarray:
+    """Released vectors (batch, d) of the components ``parts`` (leading axis ``batch``; the
+    closure's other components are 0)."""
+    alg = workload.algebra
+    full = {t: parts[t] if t in parts else np.zeros((batch,) + alg.table_shape(t)) for t in workload.closure}
+    return workload.from_components(full).reshape(batch, workload.dimension)
+
+
+def cell_variances(workload: MarginalWorkload, coefficients: dict[Subset, float]) -> np.ndarray:
+    """diag W(Σ_T a_T E_T)⁺Wᵀ: in a cell of block S, Σ_{T⊆S} (∏_{k∉T} n_k / a_T)(m_T/∏_{k∈T} n_k)/(∏_{S∖T} n_k)²."""
+    alg = workload.algebra
+    out = np.empty(workload.dimension)
+    for i, s in enumerate(workload.sets):
+        value = 0.0
+        for t in subsets(s):
+            a = coefficients.get(t)
+            if a is not None:
+                rest = alg.size(tuple(k for k in s if k not in t))
+                value += alg.co_size(t) / a * alg.multiplicity(t) / alg.size(t) / (rest * rest)
+        out[workload.offsets[i]: workload.offsets[i + 1]] = value
+    return out
+
+
+def workload_scope_check(problem: Problem, mechanism) -> Check:
+    """The attributes, levels, blocks, adjacency, multiplier and invariant margins a marginal family
+    recorded (``attributes``, ``workload``, ``replace``, ``multiplier``, ``fixed``) equal the compiled spec's."""
+    spec, query = problem.spec, problem.query
+    ok = isinstance(query, CountingQuery) and query.kind in MARGINAL_KINDS
+    if ok:
+        compiled = query.workload
+        ok = (compiled.algebra == mechanism.workload.algebra and compiled.blocks == mechanism.workload.blocks
+              and tuple(query.attributes) == mechanism.attributes
+              and (spec.adjacency.kind != "add_remove") == mechanism.replace
+              and _multiplier(problem) == mechanism.multiplier and _fixed_sets(problem) == mechanism.fixed)
+    return Check("mechanism.workload",
+                 "attributes, levels, marginal blocks, adjacency, multiplier (Hamming distance or semi-adjacent "
+                 "parameter) and invariant margins of the parameters equal the compiled spec's",
+                 ok, f"{len(mechanism.workload.blocks)} blocks over {len(mechanism.attributes)} attributes, "
+                     f"{'replace' if mechanism.replace else 'add/remove'}, multiplier {mechanism.multiplier}, "
+                     f"{len(mechanism.fixed)} invariant margin(s)")
+
+
+def workload_parameters(mechanism) -> dict:
+    """The recorded attributes, levels, blocks, adjacency and multiplier of a marginal family
+    (read back by :func:`workload_from_parameters`)."""
+    names = mechanism.attributes
+    return {
+        "attributes": list(names),
+        "levels": list(mechanism.workload.algebra.sizes),
+        "blocks": [[names[k] for k in block] for block in mechanism.workload.blocks],
+        "adjacency": "replace_one" if mechanism.replace else "add_remove",
+        "multiplier": mechanism.multiplier,
+    }
+
+
+def workload_from_parameters(parameters: dict, space: SensitivitySpace) -> tuple[tuple[str, ...], MarginalWorkload]:
+    """The attribute names and the workload recorded in a marginal family's parameters."""
+    attributes = tuple(str(a) for a in parameters["attributes"])
+    sizes = tuple(int(n) for n in parameters["levels"])
+    if len(sizes) != len(attributes) or min(sizes, default=1) < 1:
+        raise ValueError("attributes and levels do not match")
+    blocks = tuple(tuple(attributes.index(a) for a in block) for block in parameters["blocks"])
+    workload = MarginalWorkload(MarginalAlgebra(sizes), blocks)
+    if workload.dimension != space.dimension:
+        raise ValueError(f"the blocks have {workload.dimension} cells, the query dimension is {space.dimension}")
+    if parameters["adjacency"] not in ("add_remove", "replace_one"):
+        raise ValueError(f"adjacency {parameters['adjacency']!r}")
+    return attributes, workload
+
+
+def positive_by_set(attributes: tuple[str, ...], entries: list, set_key: str, value_key: str) -> dict[Subset, float]:
+    """``{attribute set: value}`` from recorded entries ``{set_key: [names], value_key: x}``, each set
+    once, every value positive and finite (else ValueError)."""
+    out: dict[Subset, float] = {}
+    for entry in entries:
+        key = tuple(sorted(attributes.index(a) for a in entry[set_key]))
+        value = float(entry[value_key])
+        if not (math.isfinite(value) and value > 0) or key in out:
+            raise ValueError(f"{value_key} of {entry[set_key]}: {entry[value_key]!r} (positive, finite, once)")
+        out[key] = value
+    return out
+
+
+def _fixed_sets(problem: Problem) -> tuple[Subset, ...]:
+    """The attribute sets (as query axes) of the spec's invariant margins."""
+    attributes = problem.query.attributes
+    return tuple(tuple(sorted(attributes.index(a) for a in inv.attributes))
+                 for inv in problem.spec.invariants if inv.kind == "margins")
+
+
+def _multiplier(problem: Problem) -> int:
+    """a under invariants (Semi-DP), else the Hamming factor (1 for add/remove and replace-one)."""
+    a = problem.space.semi_adjacent_parameter
+    return int(a) if problem.spec.invariants and a is not None else hamming_factor(problem.spec)
+
+
+def _invariants_reason(problem: Problem) -> str | None:
+    """Why invariants are not served (None when they are): margins over the query's attributes under replace-one."""
+    spec, attributes = problem.spec, problem.query.attributes
+    if spec.adjacency.kind != "replace_one":
+        return "invariants are served under replace_one adjacency only"
+    for inv in spec.invariants:
+        if inv.kind == "linear":
+            return "a linear invariant is not a margin: the algebra expresses invariant margins only"
+        if inv.kind == "margins" and any(a not in attributes for a in inv.attributes):
+            return "an invariant margin over an attribute outside the query's table is not served"
+    if problem.space.semi_adjacent_parameter is None:
+        return "the sensitivity space gives no semi-adjacent parameter a"
+    return None
+
+
+class MarginalGaussianMechanism(Mechanism):
+    """Gaussian noise W ξ, ξ ~ N(0, (Σ_T a_T E_T)⁺), on a marginal workload W.
+
+    Parameters
+    ----------
+    attributes : tuple of str
+        The table's attributes (axis k ↔ ``attributes[k]``).
+    workload : MarginalWorkload
+    replace : bool
+        Replace-one (or Hamming) neighbours: the grand total gets no noise.
+    multiplier : int
+        How many replace-one differences a neighbouring difference sums: the Hamming distance
+        (capped at a public n), the semi-adjacent parameter a under invariants, else 1.
+    coefficients : dict
+        a_T for each T of :func:`~dpopt.optimize.marginal_covariance.components`.
+    fixed : tuple of Subset
+        The attribute sets of the invariant margins (their components are released exactly).
+    design : dict, optional
+        How the coefficients were obtained (recorded for the reader, not used to rebuild).
+    """
+
+    family = "marginal_gaussian"
+    title = "Gaussian, optimal covariance of a marginal workload (ANOVA algebra)"
+    noise_in_span = True
+
+    def __init__(self, attributes: tuple[str, ...], workload: MarginalWorkload, replace: bool, multiplier: int,
+                 coefficients: dict[Subset, float], design: dict | None = None, fixed: tuple[Subset, ...] = ()):
+        self.attributes = tuple(attributes)
+        self.workload = workload
+        self.replace = bool(replace)
+        self.multiplier = int(multiplier)
+        self.fixed = tuple(tuple(sorted(f)) for f in fixed)
+        self.coefficients = {tuple(t): float(a) for t, a in coefficients.items()}
+        self.design_info = dict(design or {})
+        self.dimension = workload.dimension
+
+    # ---------------------------------------------------------------- facts
+    @classmethod
+    def supports(cls, problem: Problem) -> str | None:
+        spec, query = problem.spec, problem.query
+        if spec.privacy.definition not in _TARGETS:
+            return (f"Gaussian noise serves gdp, zcdp and approx targets, not {spec.privacy.definition} "
+                    "(pure ε needs Laplace-type noise)")
+        if not isinstance(query, CountingQuery) or query.kind not in MARGINAL_KINDS:
+            return (f"the ANOVA algebra expresses stacks of marginals ({', '.join(MARGINAL_KINDS)}); a {query.kind} "
+                    "query is not invariant under permuting each attribute's levels")
+        if spec.utility.metric != "l2" or spec.utility.workload is not None or spec.utility.weights is not None:
+            return ("the algebra optimises the unweighted l2 error of the marginals; a workload, per-cell weights or "
+                    f"the '{spec.utility.metric}' metric break the symmetry that puts the optimum in the algebra "
+                    "(gaussian_optimal serves them up to 120 cells)")
+        reason = _invariants_reason(problem) if spec.invariants else None
+        if reason is not None:
+            return reason
+        if spec.adjacency.kind != "add_remove":
+            moving = sum(1 for levels in query.levels if len(levels) >= 2)
+            if moving > MAX_PATTERN_ATTRIBUTES:
+                return (f"replace-one over {moving} attributes: the privacy check enumerates 2^p disagreement "
+                        f"patterns exactly, p ≤ {MAX_PATTERN_ATTRIBUTES}")
+        return None
+
+    @classmethod
+    def utility_bound(cls, problem: Problem) -> float | None:
+        """Under add/remove the design's error is the SVD bound (the nudge only raises it)."""
+        spec = problem.spec
+        if spec.adjacency.kind != "add_remove" or cls.supports(problem) is not None:
+            return None
+        return svd_bound(problem.query.workload, target_mu(spec.privacy))
+
+    @classmethod
+    def design(cls, problem: Problem) -> MarginalGaussianMechanism:
+        """Optimise the a_T, then scale them by the largest factor ≤ 1 the exact check accepts.
+
+        Raises
+        ------
+        CalibrationError
+            Coefficients the exact check cannot certify.
+        SolverError
+            The replace-one program failed.
+        """
+        spec, space = problem.spec, problem.space
+        workload = problem.query.workload
+        replace = spec.adjacency.kind != "add_remove"
+        k, fixed = _multiplier(problem), _fixed_sets(problem)
+        mu = target_mu(spec.privacy)
+        result = optimal_coefficients(workload, mu / k, replace, fixed)
+        attributes = tuple(problem.query.attributes)
+
+        def scaled(factor: float) -> MarginalGaussianMechanism:
+            return cls(attributes, workload, replace, k, {t: a * factor for t, a in result.coefficients.items()},
+                       fixed=fixed)
+
+        factor = float(nudge_until(1.0, lambda f: all(c.passed for c in scaled(f).privacy_checks(space, spec.privacy)),
+                                   up=False))
+        mechanism = scaled(factor)
+        error = expected_error(workload, mechanism.coefficients)
+        exact = mechanism._mahalanobis_squared()
+        sigma2 = float(space.l2_squared) / (mu * mu)
+        identity = (2.0 if replace else 1.0) * k * k / (mu * mu) * len(workload.blocks) * workload.algebra.cells
+        info = {
+            "method": result.method,
+            "target_mu": mu,
+            "scale_factor": factor,
+            "mu_sigma_squared": str(exact),
+            "expected_l2": error,
+            "lower_bound": result.lower_bound,
+            "optimality_gap": max(0.0, (error - result.lower_bound) / error),
+            "components": len(mechanism.coefficients),
+            "baselines": {
+                "direct": sigma2 * workload.dimension,
+                "direct_least_squares": sigma2 * space.rank,
+                "identity_strategy": identity,
+            },
+        }
+        if not replace:
+            info["svd_bound"] = svd_bound(workload, mu)
+        return cls(attributes, workload, replace, k, mechanism.coefficients, info, fixed)
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> MarginalGaussianMechanism:
+        attributes, workload = workload_from_parameters(parameters, space)
+        coefficients = positive_by_set(attributes, parameters["coefficients"], "component", "a")
+        adjacency = parameters["adjacency"]
+        fixed = tuple(tuple(sorted(attributes.index(a) for a in f)) for f in parameters["invariant_margins"])
+        return cls(attributes, workload, adjacency == "replace_one", int(parameters["multiplier"]),
+                   coefficients, parameters.get("design"), fixed)
+
+    @property
+    def parameters(self) -> dict:
+        names = self.attributes
+        return {
+            **workload_parameters(self),
+            "invariant_margins": [[names[k] for k in f] for f in self.fixed],
+            "coefficients": [{"component": [names[k] for k in t], "a": a} for t, a in self.coefficients.items()],
+            "design": self.design_info,
+        }
+
+    def scope_checks(self, problem: Problem) -> list[Check]:
+        """The table, blocks and adjacency in the parameters are those the spec compiles to."""
+        return [workload_scope_check(problem, self)]
+
+    def _mahalanobis_squared(self) -> Fraction:
+        return exact_mahalanobis_squared(self.workload, self.coefficients, self.replace) * self.multiplier ** 2
+
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        needed = set(components(self.workload, self.replace, self.fixed))
+        rank = sum(self.workload.algebra.multiplicity(t) for t in needed)
+        range_ok = set(self.coefficients) == needed and rank == space.rank and all(
+            math.isfinite(a) and a > 0 for a in self.coefficients.values())
+        range_check = Check(
+            "covariance.range",
+            "a positive finite a_T for exactly the components T of the workload's closure that neighbours move "
+            "(m_T > 0; ∅ only under add/remove; none inside an invariant margin), so range(Σ) = span(S); its rank "
+            "Σ m_T equals the space's",
+            range_ok, f"{len(self.coefficients)} coefficients for {len(needed)} components; rank {rank} vs {space.rank}")
+        if privacy.definition not in _TARGETS:
+            return [range_check, Check("privacy", "Gaussian noise", False, f"cannot meet a {privacy.definition} target")]
+        squared = self._mahalanobis_squared()
+        inner = gaussian_privacy_check(squared, 1.0, privacy)
+        how = ("Σ_T a_T m_T / N" if not self.replace else
+               f"max over the {2 ** sum(1 for n in self.workload.algebra.sizes if n >= 2) - 1} disagreement patterns D "
+               "of 2 Σ_T a_T gap_T(D)")
+        privacy_check = Check(
+            "privacy",
+            f"exact Mahalanobis sensitivity μ_Σ² = {how}"
+            + (f", × {self.multiplier}² ({'semi-adjacent parameter a, triangle inequality of the G-seminorm' if self.fixed else 'Hamming'})"
+               if self.multiplier != 1 else "")
+            + f", in rational arithmetic from the stored a_T; N(0, Σ) is then exactly μ_Σ-GDP: {inner.method}",
+            range_ok and inner.passed,
+            f"μ_Σ = {math.sqrt(float(squared)):.17g}; {inner.detail}",
+        )
+        return [range_check, privacy_check]
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        mu = math.sqrt(float(self._mahalanobis_squared()))
+        return {
+            "mu": mu,
+            "rho": mu * mu / 2.0,
+            "epsilon_at_delta": {f"{delta:g}": gaussian_epsilon(delta, mu) for delta in (1e-5, 1e-6, 1e-10)},
+            "conversion": "exact: μ_Σ² = max_δ δᵀGδ (Mahalanobis sensitivity in the ANOVA algebra), "
+                          "analytic-Gaussian (ε, δ) profile",
+        }
+
+    def notes(self) -> list[str]:
+        out = super().notes()
+        if self.replace:
+            out.append("the grand total is the same on neighbouring datasets and is released exactly")
+        if self.fixed:
+            out.append(f"Semi-DP: the components inside the invariant margins get no noise; μ_Σ ≤ a · max over record "
+                       f"pairs (a = {self.multiplier}), a valid bound that can exceed the exact Semi-DP sensitivity")
+        info = self.design_info
+        if info:
+            out.append(f"coefficients from {info.get('method')}; scaled by {info.get('scale_factor'):.17g} so that the "
+                       f"exact check holds; certified optimality gap {info.get('optimality_gap'):.3g} (relative, "
+                       "against a lower bound valid for every Gaussian noise covariance)")
+        return out
+
+    # ------------------------------------------------------------ noise
+    def _scales(self) -> dict[Subset, float]:
+        """√(∏_{k∉T} n_k / a_T): the standard deviation of the T-marginal of ξ before centring."""
+        alg = self.workload.algebra
+        return {t: math.sqrt(alg.co_size(t) / a) for t, a in self.coefficients.items()}
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        alg = self.workload.algebra
+        return synthesize_noise(self.workload, {t: s * alg.center(rng.standard_normal((size,) + alg.table_shape(t)), len(t))
+                                 for t, s in self._scales().items()}, size)
+
+    def _factors(self) -> dict[Subset, np.ndarray]:
+        """For each T, the (d × ∏_{k∈T} n_k) map g ↦ Z of the sampler (its T-part)."""
+        alg = self.workload.algebra
+        out = {}
+        for t, s in self._scales().items():
+            eye = np.eye(alg.size(t)).reshape((alg.size(t),) + alg.table_shape(t))
+            out[t] = s * synthesize_noise(self.workload, {t: alg.center(eye, len(t))}, alg.size(t)).T
+        return out
+
+    def noise_law(self) -> ProductLaw | str:
+        """Z = Σ_T F_T g_T: each F_T has m_T equal singular values, and the ranges are orthogonal
+        (W E_T Wᵀ W E_U Wᵀ = λ_U W E_T E_U Wᵀ = 0), so Z is a product of Gaussians on the left
+        singular vectors (computed from the sampler's own maps, densely, up to
+        :data:`MAX_LAW_DIMENSION` cells)."""
+        if self.dimension > MAX_LAW_DIMENSION:
+            return (f"the noise law is stated densely up to {MAX_LAW_DIMENSION} released cells (this release has "
+                    f"{self.dimension}); its covariance is W(Σ_T a_T E_T)⁺Wᵀ in closed form")
+        alg = self.workload.algebra
+        columns, sds = [], []
+        for t, f in self._factors().items():
+            u, sv, _ = np.linalg.svd(f, full_matrices=False)
+            m = alg.multiplicity(t)
+            columns.append(u[:, :m])
+            sds.extend(sv[:m])
+        basis = np.concatenate(columns, axis=1)
+        return ProductLaw(tuple(GaussianMarginal(float(s)) for s in sds), self.dimension, basis, None,
+                          f"W ξ, ξ ~ N(0, (Σ_T a_T E_T)⁺), in the orthogonal ranges of the {len(columns)} components")
+
+    def cell_variances(self) -> np.ndarray:
+        """Var Z_i per released cell, in closed form (module docstring)."""
+        return cell_variances(self.workload, self.coefficients)
+
+    def _expected_l2(self, workload: np.ndarray | None) -> float | None:
+        if workload is not None:
+            return None
+        return expected_error(self.workload, self.coefficients)

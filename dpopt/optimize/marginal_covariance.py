@@ -1,0 +1,337 @@
+r"""The optimal Gaussian noise of a marginal workload, in the ANOVA algebra (any number of cells).
+
+A marginal workload :math:`W = [M_S]_S` over attributes with :math:`n_1,\dots,n_p` levels
+(:class:`~dpopt.domain.marginal_algebra.MarginalWorkload`) is released as :math:`Wx + Z`,
+:math:`Z \sim N(0, \Sigma)`. Writing :math:`G = W^\top\Sigma^+W` (the strategy Gram matrix,
+:math:`\Sigma = WG^+W^\top` on range(W)), the error is :math:`E\|Z\|^2 = \operatorname{tr}(WG^+W^\top)`
+and the Mahalanobis sensitivity is :math:`\mu_\Sigma^2 = \max_\delta \delta^\top G\delta` over
+:math:`\delta = e_j` (add/remove) or :math:`\delta = e_i - e_j` (replace-one): the matrix
+mechanism's program (Li, Miklau et al., VLDB J. 2015), i.e. ``gaussian_optimal``'s SDP.
+
+**Why the optimum lies in the algebra.** Let Γ = S_{n_1} × … × S_{n_p} permute the levels of
+each attribute, acting on cells by permutation matrices P. For every P there is a row
+permutation Q with WP = QW, so :math:`\operatorname{tr}(W(PGP^\top)^+W^\top) =
+\operatorname{tr}(QWG^+W^\top Q^\top) = \operatorname{tr}(WG^+W^\top)`, and δ ↦ Pδ maps
+{e_j} and {e_i − e_j} onto themselves, so PGPᵀ is feasible whenever G is. The error
+G ↦ tr(WG⁺Wᵀ) is convex on the PSD matrices whose range contains range(Wᵀ), and the
+constraints are linear in G: the group average :math:`\bar G = |\Gamma|^{-1}\sum_P PGP^\top`
+is feasible with no larger error. :math:`\bar G` commutes with Γ, and the commutant of Γ is
+span{E_T} (the commutant of S_n on ℝⁿ is span{I, J}; commutants of tensor products of
+representations are tensor products of commutants). Hence an optimum
+:math:`G = \sum_T a_T E_T` exists, with
+
+.. math::
+
+    E\|Z\|^2 = \sum_T \frac{m_T\lambda_T}{a_T},\qquad
+    \delta^\top G\delta = \begin{cases} \sum_T a_T m_T/N & \delta = e_j\\
+    2\sum_T a_T\,\mathrm{gap}_T(D) & \delta = e_i - e_j \end{cases}
+
+(λ_T the eigenvalues of WᵀW, m_T = rank E_T, D the attributes on which cells i and j differ,
+:math:`\mathrm{gap}_T(D) = \tfrac{m_T}{N}\big(1 - \prod_{k\in T\cap D}\tfrac{-1}{n_k-1}\big)`, which
+is :meth:`~dpopt.domain.marginal_algebra.MarginalAlgebra.pair_gap`). Only the T contained in a
+block matter (λ_T = 0 elsewhere: no noise there); under replace-one a_∅ = ∞ (the grand
+total is the same on neighbours and is released exactly).
+
+**Where the symmetry fails** (and this module does not apply): per-cell utility weights or a
+user workload on the released cells, unequal weights within or across marginals that are not
+the spec's unit weights, a ``linear`` query, prefix/range queries on an ordered attribute
+(not invariant under S_n); invariants that are margins are invariant under Γ and keep it.
+
+**add/remove: closed form.** Minimising Σ m_Tλ_T/a_T subject to Σ a_T m_T/N ≤ μ² gives
+:math:`a_T = \mu^2 N\sqrt{\lambda_T}/\sum_U m_U\sqrt{\lambda_U}` and the error
+:math:`(\sum_T m_T\sqrt{\lambda_T})^2/(N\mu^2)`, which equals the SVD bound
+:math:`(\operatorname{tr}\sqrt{W^\top W})^2/(N\mu^2)` of Li & Miklau that bounds every strategy:
+the design is optimal among all Gaussian noise on Wx, certified by that bound.
+
+**replace-one: a convex program.** With :math:`b_T = a_T m_T/N` and
+:math:`c_T = m_T^2\lambda_T/N` it is
+
+.. math:: \min_{b \ge 0} \sum_{T\ne\emptyset} \frac{c_T}{b_T}\quad\text{s.t.}\quad
+          f_D(b) = 2\sum_T b_T\Big(1 - \prod_{k\in T\cap D}\rho_k\Big) \le \mu^2
+          \ \ \forall D \neq \emptyset,\quad \rho_k = \frac{-1}{n_k - 1},
+
+one constraint per disagreement pattern D ⊆ {k : n_k ≥ 2}. All 2^p values f_D come from one
+fast transform :math:`h = (\otimes_k M_k)\,b`, :math:`M_k = \begin{pmatrix}1&1\\1&\rho_k\end{pmatrix}`
+(O(p 2^p)), and so do the transposed sums. The program is solved by cutting planes (cvxpy,
+``inv_pos``, on a working set of patterns; the most violated patterns are added until none
+is), then scaled to be feasible for every pattern. **Certificate**: for any ν ≥ 0 the Lagrange
+dual gives the lower bound
+
+.. math:: L(\nu) = \frac{\big(\sum_T\sqrt{c_T\,(A^\top\nu)_T}\big)^2}{\mu^2\sum_D\nu_D},
+          \qquad (A^\top\nu)_T = 2\sum_D\nu_D\Big(1-\prod_{k\in T\cap D}\rho_k\Big),
+
+(minimise the Lagrangian over b, then over the scale of ν), evaluated here in numpy from the
+solver's multipliers: the relative gap (error − L)/error is certified whatever the solver did.
+Hamming-k neighbours: the hull of differences is k times replace-one's, so μ is divided by k.
+
+**Invariant margins** (Semi-DP, replace-one, margins over attribute sets I_j published
+exactly). The components T ⊆ some I_j are fixed by the invariants and get no noise (a_T = ∞);
+a difference x − x′ of conforming datasets within the semi-adjacent parameter a has no
+component there and is a sum of at most a replace-one differences e_p − e_q, so by the
+triangle inequality of the seminorm ‖δ‖_G = √(δᵀGδ) (G supported on the free components)
+:math:`\mu_\Sigma \le a \max_{p,q}\|e_p - e_q\|_G`: the same program over the free
+components with μ divided by a. This bound is valid but not always tight (S_Semi can be
+smaller than a times the pair hull), so the certified gap is relative to it, not to the
+dense SDP on S_Semi itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt.domain.marginal_algebra import MarginalWorkload, Subset
+from dpopt.errors import CalibrationError, SolverError
+from dpopt.optimize.solve import solve_convex
+
+MAX_PATTERN_ATTRIBUTES = 16
+"""Largest number of attributes with ≥ 2 levels under replace-one (2^p disagreement patterns
+are enumerated, exactly, by the privacy check)."""
+
+_VIOLATION = 1e-9
+"""Relative violation above which a pattern joins the cutting-plane working set."""
+
+_TIGHT = {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13, "tol_ktratio": 1e-10}
+"""Clarabel's tolerances: tight, so that the design is optimal to rounding (the dual bound certifies it)."""
+
+_ADD_PER_ROUND = 64
+_MAX_ROUNDS = 60
+
+
+def components(workload: MarginalWorkload, replace: bool, fixed: tuple[Subset, ...] = ()) -> tuple[Subset, ...]:
+    """The T that get noise: the workload's closure without rank-0 components (an attribute
+    with one level), without ∅ under replace-one, and without the T inside an invariant
+    margin's attribute set ``fixed`` (those components are published exactly)."""
+    alg = workload.algebra
+    return tuple(t for t in workload.closure if alg.multiplicity(t) > 0 and not (replace and t == ())
+                 and not any(set(t) <= set(f) for f in fixed))
+
+
+def expected_error(workload: MarginalWorkload, coefficients: dict[Subset, float]) -> float:
+    """E‖Z‖² = Σ_T m_T λ_T / a_T (the trace of W G⁺ Wᵀ, G = Σ_T a_T E_T)."""
+    alg = workload.algebra
+    return float(sum(alg.multiplicity(t) * float(workload.gram_eigenvalue(t)) / a
+                     for t, a in coefficients.items()))
+
+
+def svd_bound(workload: MarginalWorkload, mu: float) -> float:
+    r"""Li & Miklau's SVD bound :math:`(\sum_T m_T\sqrt{\lambda_T})^2/(N\mu^2)` on E‖Z‖² for any
+    Gaussian noise on Wx that is μ-GDP under add/remove (tr √(WᵀW) from the algebra's eigenvalues)."""
+    alg = workload.algebra
+    root = sum(alg.multiplicity(t) * math.sqrt(workload.gram_eigenvalue(t)) for t in workload.closure)
+    return root * root / (alg.cells * mu * mu)
+
+
+# ----------------------------------------------------------------- disagreement patterns
+@dataclass(frozen=True)
+class Patterns:
+    """The disagreement patterns D ⊆ ``moving`` of replace-one, as the axes of a 2^q array.
+
+    Attributes
+    ----------
+    moving : tuple of int
+        The attributes with at least two levels (q of them), axis j of the arrays ↔ ``moving[j]``.
+    rho : tuple of Fraction
+        ρ_k = −1/(n_k − 1) per moving attribute.
+    """
+
+    moving: tuple[int, ...]
+    rho: tuple[Fraction, ...]
+
+    @classmethod
+    def of(cls, workload: MarginalWorkload) -> Patterns:
+        sizes = workload.algebra.sizes
+        moving = tuple(k for k, n in enumerate(sizes) if n >= 2)
+        return cls(moving, tuple(Fraction(-1, sizes[k] - 1) for k in moving))
+
+    @property
+    def count(self) -> int:
+        return 2 ** len(self.moving)
+
+    def index(self, t: Subset) -> int:
+        """The flat (C-order) index of T's indicator, T ⊆ moving."""
+        q = len(self.moving)
+        return sum(1 << (q - 1 - self.moving.index(k)) for k in t)
+
+    def _transform(self, values: np.ndarray) -> np.ndarray:
+        """(⊗_k M_k) applied to a 2^q vector (M_k symmetric: also its transpose)."""
+        q = len(self.moving)
+        out = np.asarray(values, dtype=float).reshape((2,) * q) if q else np.asarray(values, dtype=float)
+        for j, r in enumerate(self.rho):
+            zero, one = np.take(out, 0, axis=j), np.take(out, 1, axis=j)
+            out = np.stack([zero + one, zero + float(r) * one], axis=j)
+        return out.reshape(-1)
+
+    def loads(self, b: dict[Subset, float]) -> np.ndarray:
+        """f_D(b) = 2 Σ_T b_T (1 − Π_{k∈T∩D} ρ_k) for every pattern D (flat index), floats."""
+        vec = np.zeros(self.count)
+        for t, value in b.items():
+            vec[self.index(t)] += value
+        return 2.0 * (vec.sum() - self._transform(vec))
+
+    def transposed(self, nu: np.ndarray, ts: tuple[Subset, ...]) -> np.ndarray:
+        """(Aᵀν)_T = 2 Σ_D ν_D (1 − Π_{k∈T∩D} ρ_k) for each T of ``ts``."""
+        h = self._transform(nu)
+        return np.array([2.0 * (nu.sum() - h[self.index(t)]) for t in ts])
+
+    def exact_max_load(self, b: dict[Subset, Fraction]) -> Fraction:
+        """max_D f_D(b) in exact rational arithmetic over all 2^q patterns (the same butterfly
+        on Fractions: q 2^(q−1) rational multiply-adds)."""
+        vec = [Fraction(0)] * self.count
+        for t, value in b.items():
+            vec[self.index(t)] += value
+        total = sum(vec, Fraction(0))
+        q = len(self.moving)
+        for j, r in enumerate(self.rho):
+            stride = 1 << (q - 1 - j)
+            for start in range(0, self.count, 2 * stride):
+                for i in range(start, start + stride):
+                    zero, one = vec[i], vec[i + stride]
+                    vec[i], vec[i + stride] = zero + one, zero + r * one
+        return 2 * (total - min(vec))
+
+
+def exact_mahalanobis_squared(workload: MarginalWorkload, coefficients: dict[Subset, float], replace: bool) -> Fraction:
+    """μ_Σ² = max_δ δᵀGδ of G = Σ_T a_T E_T, exactly, from the stored floats a_T.
+
+    add/remove: Σ_T a_T m_T / N; replace-one: max over every disagreement pattern D of
+    2 Σ_T a_T gap_T(D) (the exact butterfly of :meth:`Patterns.exact_max_load`).
+    """
+    alg = workload.algebra
+    b = {t: Fraction(a) * alg.diagonal(t) for t, a in coefficients.items()}
+    if not replace:
+        return sum(b.values(), Fraction(0))
+    return Patterns.of(workload).exact_max_load(b)
+
+
+# ----------------------------------------------------------------------------- designs
+@dataclass(frozen=True)
+class MarginalDesign:
+    """The optimiser's coefficients and their optimality certificate.
+
+    Attributes
+    ----------
+    coefficients : dict
+        a_T for each T of :func:`components` (floats), with max_δ δᵀGδ = μ² up to rounding.
+    error : float
+        E‖Z‖² at these coefficients.
+    lower_bound : float
+        A proven lower bound on E‖Z‖² over every Gaussian noise meeting μ (the SVD bound, or
+        the dual bound L(ν)).
+    method : str
+    """
+
+    coefficients: dict[Subset, float]
+    error: float
+    lower_bound: float
+    method: str
+
+    @property
+    def gap(self) -> float:
+        """(error − lower bound)/error."""
+        return max(0.0, (self.error - self.lower_bound) / self.error)
+
+
+def optimal_coefficients(workload: MarginalWorkload, mu: float, replace: bool,
+                         fixed: tuple[Subset, ...] = ()) -> MarginalDesign:
+    """The optimal a_T for target μ (μ already divided by the Hamming distance or the semi-adjacent
+    parameter), with its certificate; ``fixed``: the attribute sets of invariant margins (replace-one).
+
+    Raises
+    ------
+    CalibrationError
+        Replace-one with more than :data:`MAX_PATTERN_ATTRIBUTES` moving attributes, or a
+        workload with no component to protect.
+    SolverError
+        The cutting-plane program failed.
+    """
+    ts = components(workload, replace, fixed)
+    if not ts:
+        raise CalibrationError("the workload has no component that changes between neighbours")
+    if not replace:
+        return _closed_form(workload, ts, mu)
+    patterns = Patterns.of(workload)
+    if len(patterns.moving) > MAX_PATTERN_ATTRIBUTES:
+        raise CalibrationError(f"replace-one over {len(patterns.moving)} attributes: the privacy check enumerates "
+                               f"2^p disagreement patterns, p ≤ {MAX_PATTERN_ATTRIBUTES} is supported")
+    return _cutting_planes(workload, ts, patterns, mu)
+
+
+def _closed_form(workload: MarginalWorkload, ts: tuple[Subset, ...], mu: float) -> MarginalDesign:
+    alg = workload.algebra
+    roots = {t: math.sqrt(workload.gram_eigenvalue(t)) for t in ts}
+    total = sum(alg.multiplicity(t) * roots[t] for t in ts)
+    coefficients = {t: mu * mu * alg.cells * roots[t] / total for t in ts}
+    return MarginalDesign(coefficients, expected_error(workload, coefficients), svd_bound(workload, mu),
+                          "closed form (Lagrange): a_T = μ² N √λ_T / Σ_U m_U √λ_U; lower bound: Li–Miklau SVD bound")
+
+
+def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns: Patterns, mu: float) -> MarginalDesign:
+    import cvxpy as cp
+
+    alg = workload.algebra
+    n_cells = float(alg.cells)
+    c = np.array([alg.multiplicity(t) ** 2 * float(workload.gram_eigenvalue(t)) / n_cells for t in ts])
+    # b_T = s_T β_T with s the add/remove optimum (Σ s = 1/2): β is of order 1 at the optimum
+    s = np.sqrt(c) / (2.0 * np.sqrt(c).sum())
+    weights = np.sqrt(c) * 2.0 * np.sqrt(c).sum()
+
+    def load_of(beta: np.ndarray) -> np.ndarray:
+        return patterns.loads(dict(zip(ts, s * beta)))
+
+    members = np.array([[k in t for k in patterns.moving] for t in ts], dtype=bool).reshape(len(ts), -1)
+    rho = np.array([float(r) for r in patterns.rho])
+
+    def row(d: int) -> np.ndarray:
+        """s_T × 2(1 − Π_{k∈T∩D} ρ_k): pattern D's constraint on β."""
+        in_d = np.array([(d >> (len(rho) - 1 - j)) & 1 for j in range(len(rho))], dtype=bool)
+        return 2.0 * (1.0 - np.prod(np.where(members & in_d, rho, 1.0), axis=1)) * s
+
+    q = len(patterns.moving)
+    working = sorted({patterns.count - 1} | {1 << j for j in range(q)})
+    beta0 = np.ones(len(ts))
+    working = sorted(set(working) | set(np.argsort(load_of(beta0))[-_ADD_PER_ROUND:].tolist()))
+    working = [d for d in working if d != 0]
+    solution = None
+    for _ in range(_MAX_ROUNDS):
+        beta = cp.Variable(len(ts), pos=True)
+        matrix = np.array([row(d) for d in working])
+        constraint = matrix @ beta <= 1.0
+        program = cp.Problem(cp.Minimize(weights @ cp.inv_pos(beta)), [constraint])
+        solution = solve_convex(program, ("CLARABEL", "SCS"), program="marginal covariance (replace-one)",
+                                options={"CLARABEL": _TIGHT})
+        if beta.value is None or solution.status not in ("optimal", "optimal_inaccurate"):
+            raise SolverError(f"marginal covariance (replace-one): solver status {solution.status}")
+        value = np.maximum(np.asarray(beta.value, dtype=float), 1e-300)
+        loads = load_of(value)
+        violated = np.flatnonzero(loads > 1.0 + _VIOLATION)
+        known = set(working)
+        new = [int(d) for d in violated[np.argsort(loads[violated])[::-1]] if int(d) not in known]
+        if not new:
+            break
+        if len(working) > 2 * len(ts):  # keep the working set small: drop slack patterns with no multiplier
+            duals = np.asarray(constraint.dual_value, dtype=float).reshape(-1)
+            keep = (duals > 1e-9 * duals.max()) | (loads[working] > 1.0 - 1e-6)
+            working = [d for d, kept in zip(working, keep) if kept]
+        working = sorted(set(working) | set(new[:_ADD_PER_ROUND]))
+    else:
+        raise SolverError(f"marginal covariance (replace-one): no convergence in {_MAX_ROUNDS} cutting-plane rounds")
+    mu2 = mu * mu
+    b = s * value * (mu2 / float(loads.max()))
+    coefficients = {t: bt * n_cells / alg.multiplicity(t) for t, bt in zip(ts, b)}
+    nu = np.zeros(patterns.count)
+    nu[working] = np.maximum(np.asarray(constraint.dual_value, dtype=float).reshape(-1), 0.0)
+    bound = dual_bound(c, patterns.transposed(nu, ts), float(nu.sum()), mu2)
+    method = (f"cutting planes over the {patterns.count - 1} disagreement patterns ({len(working)} in the working set), "
+              f"cvxpy {solution.solver} {solution.version}, inv_pos; lower bound: Lagrange dual at the solver's multipliers")
+    return MarginalDesign(coefficients, expected_error(workload, coefficients), bound, method)
+
+
+def dual_bound(c: np.ndarray, a_t_nu: np.ndarray, nu_total: float, mu2: float) -> float:
+    """L(ν) = (Σ_T √(c_T (Aᵀν)_T))² / (μ² Σ_D ν_D), a lower bound on the program's optimum."""
+    if not nu_total > 0:
+        return 0.0
+    return float(np.sum(np.sqrt(c * np.maximum(a_t_nu, 0.0)))) ** 2 / (mu2 * nu_total)

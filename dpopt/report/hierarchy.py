@@ -1,0 +1,109 @@
+"""The report of a hierarchical release's certificate (``dpopt solve`` or ``dpopt release`` on a spec with
+``geography``): the whole release's guarantee with its ε per δ first, then every level's share, budget,
+mechanism and per-cell error, the post-processing and the checks. Rendered by
+:func:`dpopt.report.render.markdown_page` and :func:`~dpopt.report.render.html_page`, as the single report is.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dpopt.certificate.model import Certificate
+from dpopt.report.reading import MAX_CELL_ROWS, composed_epsilon_blocks, composed_opening, target_text
+from dpopt.report.render import html_page, markdown_page
+from dpopt.report.words import format_parameters
+
+
+def _errors(level_cert: dict) -> tuple[str, str]:
+    """A level's standard error and 95% margin of error per cell: one figure when every cell has the same."""
+    cells = [c for c in level_cert["utility"]["per_cell"]["cells"] if c["standard_error"] is not None]
+    pairs = {(f"{c['standard_error']:.4g}", f"± {c['margin_of_error']:.4g}") for c in cells}
+    return next(iter(pairs)) if len(pairs) == 1 else ("by cell, below", "by cell, below")
+
+
+def level_rows(cert: Certificate) -> list[list[str]]:
+    """One row per level, nation first."""
+    rows = [["level", "share of the budget", "budget", "mechanism", "parameters", "units", "SE per cell",
+             "95% margin of error"]]
+    for lv in cert["hierarchy"]["levels"]:
+        definition, params = next(iter(lv["privacy"].items()))
+        se, moe = _errors(cert["levels"][lv["level"]])
+        rows.append([lv["level"], f"{float(Fraction(lv['share'])):.4f}", target_text(definition, params),
+                     lv["mechanism"]["family"], format_parameters(lv["mechanism"]["parameters"], width=40),
+                     str(lv.get("units", "designed per unit")), se, moe])
+    return rows
+
+
+def _cell_rows(cert: Certificate) -> list:
+    """The cells of the levels whose cells differ in error (the others have one figure, in the levels' table)."""
+    rows = [["level", "cell", "standard error", "95% margin of error"]]
+    for name, sub in cert["levels"].items():
+        if _errors(sub)[0] == "by cell, below":
+            rows += [[name, c["cell"], f"{c['standard_error']:.3g}", f"± {c['margin_of_error']:.3g}"]
+                     for c in sub["utility"]["per_cell"]["cells"] if c["standard_error"] is not None]
+    return rows
+
+
+def _postprocess_blocks(block: dict) -> list:
+    post = block.get("postprocess")
+    if not post:
+        return []
+    out = [f"{post['method']['algorithm']}; the guarantee is {post['guarantee']}.",
+           *[f"- {line}" for line in post["method"]["levels"]]]
+    error = post.get("error")
+    if error:
+        rows = [["level", "RMSE before", "RMSE after", "bias before", "bias after"]]
+        for lv in error["levels"]:
+            raw, pp = lv["raw"], lv["postprocessed"]
+            rows.append([lv["level"], f"{raw['rmse']:.3g}", f"{pp['rmse']:.3g}",
+                         f"{raw['bias']:.2g} ± {raw['bias_se']:.2g}", f"{pp['bias']:.2g} ± {pp['bias_se']:.2g}"])
+        out += [f"Error before and after, per cell: {error['method']} (bias ± its standard error).", rows]
+    return out
+
+
+def hierarchy_sections(cert: Certificate) -> tuple[str, list]:
+    """(summary paragraph, ``(heading, blocks)`` sections) of a hierarchy report."""
+    g, block = cert["guarantee"], cert["hierarchy"]
+    names = [lv["level"] for lv in block["levels"]]
+    summary, sections = composed_opening(cert.data, f"{len(names)} levels ({', '.join(names)})", "whole release",
+                                         "each level's own certificate is inside")
+    guarantee = [f"**{target_text(g['definition'], g)}** for the whole release: {g['composition']}.",
+                 g["scope"]["adjacency_description"][:1].upper() + g["scope"]["adjacency_description"][1:] + "."]
+    if block.get("caveat"):
+        guarantee.append(f"Caveat: {block['caveat']}.")
+    guarantee += composed_epsilon_blocks(g)
+    sections.append(("The guarantee of the whole release", guarantee))
+    sections.append(("Levels", [f"Shares: {block['shares']}. Each level's budget is its share of the target, "
+                                "rounded down; each unit of a level is released with the level's mechanism.",
+                                level_rows(cert)]))
+    cells = _cell_rows(cert)
+    shown = cells[: MAX_CELL_ROWS + 1]
+    sections.append(("Error of each cell", [
+        "**Standard error**: the root mean squared error of a released (noisy) cell. **95% margin of error**: "
+        "the released cell is within this distance of the true value in 95% of releases. "
+        + ("Every cell of a level has the same: the levels' table above gives them; `release.csv` of `dpopt "
+           "release --out` lists every unit's cells with their value, standard error and margin."
+           if len(cells) == 1 else "By cell:")]
+        + ([shown] if len(cells) > 1 else [])
+        + ([f"The other {len(cells) - len(shown)} cells: `utility.per_cell` of each level's certificate."]
+           if len(cells) > len(shown) else [])))
+    post = _postprocess_blocks(block)
+    if post:
+        sections.append(("Post-processing", post))
+    checks = [["claim", "holds", "method", "detail"]]
+    checks += [[f"`{c['claim']}`", "yes" if c["passed"] else "**NO**", c["method"], c["detail"]] for c in cert["checks"]]
+    for name, sub in cert["levels"].items():
+        checks.append([f"`{name}.*`", "yes" if all(c["passed"] for c in sub["checks"]) else "**NO**",
+                       f"{len(sub['checks'])} claims of the level's own certificate", ""])
+    sections.append(("Checks", ["`dpopt verify certificate.json` re-derives every claim below.", checks]))
+    return summary, sections
+
+
+def hierarchy_markdown(cert: Certificate) -> str:
+    """The hierarchy report in Markdown."""
+    return markdown_page(f"dpopt report: {cert['spec']['name']}", *hierarchy_sections(cert))
+
+
+def hierarchy_html(cert: Certificate) -> str:
+    """The hierarchy report as one self-contained HTML page."""
+    return html_page(f"dpopt report: {cert['spec']['name']}", *hierarchy_sections(cert))

@@ -1,0 +1,62 @@
+"""Report polish of issue 27: cell names instead of indices, exact numbers for people, a checks table that
+adds up to the headline's claim count. Expected strings are written out by hand from the inputs."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from solved_specs import SPECS, solved
+
+from dpopt.report.reading import checks_sentence, claim_counts, name_cells
+from dpopt.report.render import render_markdown
+from dpopt.report.words import exact_number
+
+
+def test_worst_difference_names_its_cells():
+    d = {"utility": {"per_cell": {"cells": [{"cell": f"c{i}"} for i in range(100)]}}}
+    assert name_cells("refuted; worst difference {94: 2, 95: -2}", d) == "refuted; worst difference {c94: 2, c95: -2}"
+    assert name_cells("worst difference {3: 1, …}", d) == "worst difference {c3: 1, …}"
+    assert name_cells("worst difference [1, -1]", d) == "worst difference [1, -1]"  # a short vector: by position
+
+
+def test_exact_numbers_for_people():
+    assert exact_number("1", root=True) == "1"  # not "√1 ≈ 1"
+    assert exact_number("9/4", root=True) == "1.5 (exactly 3/2)"
+    assert exact_number("2", root=True) == "√2 ≈ 1.41421"
+    assert exact_number("195025/665857") == "0.292893 (exactly 195025/665857)"
+
+
+def test_census_report_names_cells_and_counts_its_checks():
+    cert = solved(next(p for p in SPECS if p.stem == "census_2020_states")).certificate
+    text = render_markdown(cert)
+    assert not re.search(r"worst difference \{\d", text)
+    assert "worst difference {state=" in text
+    claims, _ = claim_counts(cert.data)
+    assert f"{claims} claims for `dpopt verify` to re-derive" in text  # the first paragraph
+    assert checks_sentence(cert.data).startswith(f"{claims} claims in all") and checks_sentence(cert.data) in text
+    recorded = re.search(r"the (\d+) recorded checks below", text).group(1)
+    assert int(recorded) + 4 == claims  # + spec_sha256, guarantee, sensitivity, utility
+
+
+def test_cell_orbits_follow_the_symmetries_of_the_differences():
+    from dpopt.certificate.per_cell import cell_orbits
+
+    labels = ["a=x,b=u", "a=x,b=v", "a=y,b=u", "a=y,b=v"]
+    plus_minus = np.vstack([np.eye(4), -np.eye(4)])  # add/remove one record: every level swap is a symmetry
+    assert len(set(cell_orbits(labels, plus_minus).tolist())) == 1
+    lopsided = np.vstack([np.eye(4), -np.eye(4), [[2.0, 0, 0, 0]]])  # cell 0 moves further: no swap keeps the set
+    assert len(set(cell_orbits(labels, lopsided).tolist())) == 4
+    assert cell_orbits(["count"], np.ones((1, 1))) is None  # not attribute=level labels
+
+
+def test_k_norm_cells_made_equal_by_symmetry_get_the_exact_standard_error():
+    cert = solved(next(p for p in SPECS if p.stem == "table_3x4_margins_pure")).certificate
+    cells = cert["utility"]["per_cell"]["cells"]
+    # swapping two tenure levels or two size levels keeps the margins-kernel differences: one orbit of 12 cells,
+    # so each E Z_i² is E‖Z‖²/12 with E‖Z‖² the certificate's l2 (re-derived by integration in dpopt verify)
+    se = [c["standard_error"] for c in cells]
+    assert se == pytest.approx([math.sqrt(cert["utility"]["value"] / 12)] * 12, rel=1e-12)
+    assert "exact by symmetry" in cert["utility"]["per_cell"]["method"]
