@@ -66,13 +66,10 @@ class ComposedRelease:
 
 
 class _Differences:
-    """The joint neighbouring differences, in the shape the audit reads (``vectors()``, ``extreme_vectors()``)."""
+    """The joint neighbouring differences, in the shape the audit reads (``extreme_vectors()``)."""
 
     def __init__(self, vectors: np.ndarray):
         self._vectors = vectors
-
-    def vectors(self) -> np.ndarray:
-        return self._vectors
 
     def extreme_vectors(self) -> np.ndarray:
         return self._vectors
