@@ -1,8 +1,10 @@
-"""The ``dpopt`` command: solve, verify, release, report.
+"""The ``dpopt`` command: solve, verify, release, report, audit; sign and keygen (Ed25519 signatures).
 
 Exit codes: 0 success; 1 a certificate (or a ledger) failed verification; 2 a bad spec, certificate,
-data file or ledger (one line on stderr naming the field or cause, never a traceback); 3 a release
-refused by its ledger (``--ledger``: the budget would be exceeded; nothing released).
+data file or ledger, or an output folder that cannot be written (one line on stderr naming the field or
+cause, never a traceback); 3 a release refused by its ledger (``--ledger``: the budget would be exceeded;
+nothing released); 130 interrupted (Ctrl-C, also during a DuckDB query: "dpopt: interrupted"). An
+``--out`` folder is written whole or not at all.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dpopt._version import __version__
-from dpopt.core.output import stdout_to_stderr
+from dpopt.core.output import check_output_folder, output_folder, stdout_to_stderr
 from dpopt.errors import DpoptError, LedgerError, SpecError, UnsupportedSpecError
 
 # Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
@@ -74,8 +76,9 @@ def _solve_plan(args: argparse.Namespace) -> int:
             sol = solve_plan(args.spec)
         cert = sol.certificate
         if args.out:
-            cert.write(Path(args.out) / "certificate.json")
-            write_atomic(Path(args.out) / "report.md", plan_markdown(cert) + "\n")
+            with output_folder(args.out) as staging:
+                cert.write(staging / "certificate.json")
+                write_atomic(staging / "report.md", plan_markdown(cert) + "\n")
     if args.json:
         sys.stdout.write(cert.to_json())
     elif not args.out or not args.quiet:
@@ -177,33 +180,51 @@ def _write_solution(sol, folder: str) -> list:
         return write_solution(sol, folder, progress=stage)
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _verify_result(cert):
+    """The verification of a certificate (a plan's and a hierarchical release's by their own verifiers)."""
     from dpopt.certificate.hierarchy_release import is_hierarchy_certificate, verify_hierarchy_release
-    from dpopt.certificate.second_route import is_not_available
     from dpopt.certificate.verify import verify
     from dpopt.plan import is_plan_certificate
+
+    if is_plan_certificate(cert.data):
+        from dpopt.plan import verify_plan  # a plan's verifier designs its queries: loaded only for plans
+
+        return verify_plan(cert)
+    if is_hierarchy_certificate(cert.data):
+        return verify_hierarchy_release(cert)
+    return verify(cert)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from dpopt.certificate.recorded import is_test_release
+    from dpopt.certificate.second_route import is_not_available
     from dpopt.report.reading import human
 
+    if Path(args.certificate).is_dir():
+        return _verify_folder(args)
     cert = _read_certificate(args.certificate)
     with _progress("dpopt verify: re-deriving every claim"):
-        if is_plan_certificate(cert.data):
-            from dpopt.plan import verify_plan  # a plan's verifier designs its queries: loaded only for plans
+        result = _verify_result(cert)
+    checks = list(result.checks)
+    if args.public_key:
+        from dpopt.certificate.signing import signature_check
 
-            result = verify_plan(cert)
-        elif is_hierarchy_certificate(cert.data):
-            result = verify_hierarchy_release(cert)
-        else:
-            result = verify(cert)
-    unavailable = [c for c in result.checks if is_not_available(c)]
-    for check in result.checks:
+        checks.append(signature_check(args.certificate, args.public_key))
+    unavailable = [c for c in checks if is_not_available(c)]
+    for check in checks:
         mark = "N/A " if check in unavailable else "PASS" if check.passed else "FAIL"
         print(human(f"{mark}  {check.claim}: {check.method} — {check.detail}"))
-    if result.passed:
-        print(f"certificate holds: {len(result.checks) - len(unavailable)} claims re-derived"
+    failed = [c for c in checks if not c.passed]
+    if not failed:
+        print(f"certificate holds: {len(checks) - len(unavailable)} claims re-derived"
               + (f" ({len(unavailable)} not available: {', '.join(c.claim for c in unavailable)})"
                  if unavailable else ""))
+        if is_test_release(cert.data):
+            from dpopt.release.bind import TEST_RELEASE
+
+            print(TEST_RELEASE)
         return 0
-    print("certificate FAILED: " + ", ".join(c.claim for c in result.failed), file=sys.stderr)
+    print("certificate FAILED: " + ", ".join(c.claim for c in failed), file=sys.stderr)
     return 1
 
 
@@ -226,6 +247,7 @@ def _read_certificate(path: str):
     CertificateError
     """
     from dpopt.certificate.model import Certificate
+    from dpopt.core.documents import decode, parse_json
     from dpopt.errors import CertificateError
 
     advice = f"{path} is a spec: verify takes a certificate; to check a spec, run `dpopt solve {path}`"
@@ -235,19 +257,59 @@ def _read_certificate(path: str):
         return Certificate.from_file(path)
     except CertificateError:
         try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # unreadable or not JSON: from_file's message says so
+            document = parse_json(decode(Path(path).read_bytes()))
+        except (OSError, DpoptError):  # unreadable, not strict JSON: from_file's message says so
             document = None
         if isinstance(document, dict) and "spec_sha256" not in document and ("query" in document or "queries" in document):
             raise CertificateError(advice) from None
         raise
 
 
+def _verify_folder(args: argparse.Namespace) -> int:
+    """``dpopt verify DIR``: a release folder, one line per file (:func:`dpopt.release.bind.verify_folder`)."""
+    from dpopt.release.bind import verify_folder
+
+    signature = None
+    if args.public_key:
+        from functools import partial
+
+        from dpopt.certificate.signing import signature_check
+
+        signature = partial(signature_check, public=args.public_key)
+    lines = verify_folder(args.certificate, _verify_result, signature)
+    for line in lines:
+        print(f"{'PASS' if line.passed else 'FAIL'}  {line.file}: {line.detail}")
+    failed = [line.file for line in lines if not line.passed]
+    if failed:
+        print("release FAILED: " + ", ".join(failed), file=sys.stderr)
+        return 1
+    print(f"release holds: {len(lines)} files checked")
+    return 0
+
+
+def _sign(args: argparse.Namespace) -> int:
+    from dpopt.certificate.signing import sign_file
+
+    print(f"wrote {sign_file(args.certificate, args.key)}")
+    return 0
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    from dpopt.certificate.signing import generate_keys
+
+    private, public = generate_keys(args.out)
+    print(f"wrote {private} (private: keep it secret) and {public} (public: publish it)")
+    return 0
+
+
 def _emit_release(document: dict, certificate, args: argparse.Namespace) -> int:
     """The release document on stdout (JSON, or the per-cell CSV with ``--format csv``), or ``release.json``,
-    ``release.csv`` and ``certificate.json`` in the folder ``--out`` (charged to ``--ledger`` first)."""
+    ``release.csv`` and ``certificate.json`` in the folder ``--out``; the document names the certificate's
+    SHA-256 (:func:`dpopt.release.bind.bind`), and the release is charged to ``--ledger`` first."""
     from dpopt.release.batch import write_release
+    from dpopt.release.bind import bind
 
+    document, certificate = bind(document, certificate)
     block = _charge(args, certificate)
     if block is not None:
         document = document | {"ledger": block}
@@ -479,9 +541,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="print nothing when --out is given")
     p.set_defaults(run=_solve)
 
-    p = sub.add_parser("verify", help="re-check every claim of a certificate")
-    p.add_argument("certificate", metavar="CERT.json", help="a certificate.json written by `dpopt solve --out`")
+    p = sub.add_parser("verify", help="re-check every claim of a certificate, or a release folder")
+    p.add_argument("certificate", metavar="CERT.json|DIR",
+                   help="a certificate.json (from `dpopt solve --out` or `dpopt release --out`), or a release folder")
+    p.add_argument("--public-key", metavar="PUB.pem",
+                   help="also check CERT.json.sig, the Ed25519 signature by this key")
     p.set_defaults(run=_verify)
+
+    p = sub.add_parser("sign", help="sign a certificate file with an Ed25519 private key (writes CERT.json.sig)")
+    p.add_argument("certificate", metavar="CERT.json")
+    p.add_argument("--key", required=True, metavar="KEY.pem", help="the private key (dpopt keygen)")
+    p.set_defaults(run=_sign)
+
+    p = sub.add_parser("keygen", help="write a new Ed25519 key pair: KEY.pem (private) and KEY.pub.pem")
+    p.add_argument("out", metavar="KEY.pem")
+    p.set_defaults(run=_keygen)
 
     p = sub.add_parser("release", help="compute the query on records and release it with noise")
     p.add_argument("spec")
@@ -589,6 +663,8 @@ def _ledger_verify(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command in ("solve", "release") and args.out:  # refused before the work, not after
+            check_output_folder(args.out)
         return args.run(args)
     except DpoptError as exc:
         print(f"dpopt: error: {exc}", file=sys.stderr)
@@ -596,6 +672,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dpopt: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if not _is_interrupted_query(exc):
+            raise
+        print("dpopt: interrupted", file=sys.stderr)
+        return 130
+
+
+def _is_interrupted_query(exc: Exception) -> bool:
+    """DuckDB's answer to Ctrl-C during a query (``duckdb.InterruptException``), recognised
+    without importing DuckDB."""
+    kind = type(exc)
+    return kind.__name__ == "InterruptException" and kind.__module__.lstrip("_") == "duckdb"
 
 
 if __name__ == "__main__":  # pragma: no cover

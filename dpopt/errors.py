@@ -12,6 +12,13 @@ class DpoptError(Exception):
     """Base class of every error dpopt raises on purpose."""
 
 
+class DocumentError(DpoptError, ValueError):
+    """A YAML or JSON file is not a well-formed document: not UTF-8, invalid syntax, a key
+    given twice, nesting too deep, aliases that expand too far. Readers turn it into the
+    error of what they read (:class:`SpecError` for a spec, :class:`CertificateError` for a
+    certificate)."""
+
+
 class SpecError(DpoptError, ValueError):
     """A spec is malformed or asks for something impossible.
 
@@ -55,6 +62,11 @@ class SolverError(DpoptError):
 
 class DataError(DpoptError, ValueError):
     """Records given for a release do not fit the spec's domain."""
+
+
+class OutputError(DpoptError):
+    """An output folder cannot be written: it is a file, holds files dpopt did not write, or
+    another run keeps its lock (:func:`dpopt.core.output.output_folder`)."""
 
 
 class CertificateError(DpoptError):

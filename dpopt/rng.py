@@ -82,19 +82,14 @@ class RandomSource:
         low, high = (int(w) for w in child.generate_state(2, np.uint64))
         return aes_generator(low | high << 64)
 
-    @property
-    def seed(self) -> int | None:
-        """The caller's seed of a seeded source; None for OS entropy (never revealed)."""
-        return self._entropy if self.seeded else None
-
     def describe(self) -> dict:
         """What a release document records about its randomness (never the secret entropy)."""
         if self.seeded:
-            return {
+            return {  # the seed itself is never published: the release minus its noise is the true answer
                 "kind": "insecure_seed",
-                "seed": self._entropy,
-                "generator": "AES-128-CTR (randomgen.AESCounter) keyed from the seed (numpy SeedSequence)",
-                "warning": "the noise is predictable to anyone who knows the seed: not for production",
+                "generator": "AES-128-CTR (randomgen.AESCounter) keyed from a caller's seed (numpy SeedSequence)",
+                "warning": "a test release: the noise is predictable to anyone who knows the seed, which is not "
+                           "published; not for production",
             }
         return {"kind": "csprng", "generator": _description()}
 

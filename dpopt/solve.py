@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from dpopt.certificate.build import certify
 from dpopt.certificate.model import Certificate
-from dpopt.design.select import Candidate, design_candidates, select
+from dpopt.design.select import Candidate, design_candidates, failure_reason, select
 from dpopt.mechanisms import Mechanism
 from dpopt.problem import OnProblem, Problem, compile
 from dpopt.spec.models import Spec
@@ -70,7 +70,9 @@ def solve(spec: Problem | Spec | str | Path | Mapping[str, Any]) -> Solution:
     SpecError, UnsupportedSpecError
         Malformed or unsupported spec.
     CalibrationError
-        No family meets the target, or certification failed.
+        No family meets the target, or none of those that do could be certified (a
+        candidate whose certificate cannot be built gives way to the next best, its row
+        saying why).
 
     Examples
     --------
@@ -85,6 +87,12 @@ def solve(spec: Problem | Spec | str | Path | Mapping[str, Any]) -> Solution:
     """
     problem = spec if isinstance(spec, Problem) else compile(spec)
     candidates = design_candidates(problem)
-    chosen = select(candidates, problem.spec.utility.metric)
-    certificate = certify(problem, chosen.mechanism, chosen.utility, candidates)
-    return Solution(problem, chosen.mechanism, candidates, certificate)
+    while True:  # a candidate whose certificate cannot be built gives way to the next best
+        chosen = select(candidates, problem.spec.utility.metric)
+        try:
+            certificate = certify(problem, chosen.mechanism, chosen.utility, candidates)
+        except Exception as exc:  # noqa: BLE001 - the row says why (failure_reason re-raises MemoryError)
+            reason = f"its certificate could not be built: {failure_reason(exc)}"
+            candidates = [Candidate(c.family, reason=reason) if c is chosen else c for c in candidates]
+            continue
+        return Solution(problem, chosen.mechanism, candidates, certificate)

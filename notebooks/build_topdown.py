@@ -102,7 +102,7 @@ CELLS = [
         "    t = np.zeros((len(keys), 12), dtype=np.int64)\n"
         "    np.add.at(t, (unit, records['sex'] * 6 + records['age']), 1)\n"
         "    truth.append(t)\n"
-        "mechanisms = [s.mechanism for s in rel.solutions]\n"
+        "mechanisms = [s.mechanism for s in rel.design.solutions]\n"
         "errors = hierarchy_errors(truth, list(rel.parents), mechanisms, table_structure((2, 6)),\n"
         "                          ['nation', 'state', 'county'], 40, np.random.default_rng(1))\n"
         "header, rows = error_rows(errors)\n"

@@ -171,7 +171,7 @@ def test_negligible_gain_is_not_proposed_but_can_be_requested():
     _, spec = _space(6, mu=1.0, n=1000)
     sol = dpopt.solve(spec)
     js = next(c for c in sol.candidates if c.family == "james_stein")
-    assert sol.mechanism.family == "projected_gaussian" and "guaranteed L2 gain" in js.reason
+    assert sol.mechanism.family != "james_stein" and "guaranteed L2 gain" in js.reason
     sol = dpopt.solve({**spec, "mechanism": "james_stein"})
     assert sol.mechanism.family == "james_stein"
     assert sol.certificate["utility"]["value"] < 10.0

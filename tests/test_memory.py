@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
+import dpopt
+from dpopt.cli import main
 from dpopt.core.memory import DEFAULT_LIMIT, dense_bytes, format_bytes, memory_limit, require_memory
+from dpopt.domain.queries import compile_query
 from dpopt.errors import MemoryLimitError, SpecError, UnsupportedSpecError
+from dpopt.privacy.pld import DiscretePLD
+from dpopt.sensitivity.subspace import FullSpace, SumZeroSpace
 
 
 def test_default_limit_is_two_gib(monkeypatch):
@@ -56,3 +64,68 @@ def test_dense_bytes_does_not_overflow():
     """Python integers: 10^12 x 10^12 float64 entries = 8 x 10^24 bytes exactly."""
     assert dense_bytes(10**12, 10**12) == 8 * 10**24
     assert dense_bytes(3, 4, itemsize=1) == 12
+
+
+# ------------------------------------------------------------- the guards in place
+# A limit of 1 MiB stands for the default 2 GiB on domains 1000 times smaller, so that the
+# refusals run in a fraction of a second; the estimates are the shapes' products (8-byte floats).
+
+def _table(rows: int, columns: int, **fields) -> dict:
+    return {"dpopt": 1, "name": "table", "adjacency": "replace_one", "privacy": {"gdp": {"mu": 1.0}},
+            "data": {"attributes": {"a": [f"a{i}" for i in range(rows)], "b": [f"b{i}" for i in range(columns)]}},
+            "query": {"kind": "contingency_table", "attributes": ["a", "b"]}, **fields}
+
+
+def test_auto_on_a_large_table_refuses_in_one_line_naming_the_structures(monkeypatch):
+    # d = 1200 cells: the Helmert basis takes 3 x 1200 x 1200 x 8 B = 33 MiB; the certificate's
+    # Monte Carlo of 4,000,000 // 1200 = 3,333 noise draws 2 x 3333 x 1200 x 8 B = 61 MiB; both above 1 MiB
+    monkeypatch.setenv("DPOPT_MEMORY_LIMIT", "1M")
+    with pytest.raises(dpopt.errors.CalibrationError) as caught:
+        dpopt.solve(_table(30, 40))
+    message = str(caught.value)
+    assert "\n" not in message
+    # (james_stein refuses earlier, on its guaranteed gain; its Helmert basis: the next test)
+    assert "k_norm: the dense 1200 x 1199 basis of the sum_zero span: would take 32.9 MiB" in message
+    assert "3,333 noise draws of dimension 1,200: would take 61 MiB" in message
+
+
+def test_an_explicit_family_over_the_limit_is_one_line_exit_2(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("DPOPT_MEMORY_LIMIT", "1M")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(_table(30, 40, mechanism="james_stein")))
+    assert main(["solve", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Helmert basis" in err and "DPOPT_MEMORY_LIMIT" in err
+
+
+def test_the_dense_query_matrix_and_span_bases_are_refused(monkeypatch):
+    monkeypatch.setenv("DPOPT_MEMORY_LIMIT", "1M")
+    query = compile_query(dpopt.load_spec(_table(30, 40)))
+    with pytest.raises(MemoryLimitError, match="the dense 1200 x 1200 matrix of the contingency_table query"):
+        query.dense()  # 1200 x 1200 x 8 B = 11 MiB
+    with pytest.raises(MemoryLimitError, match="the dense 1200 x 1199 basis of the sum_zero span: would take 32.9 MiB"):
+        SumZeroSpace(1200).basis()  # 3 x 1200 x 1199 x 8 B
+    with pytest.raises(MemoryLimitError, match="the dense 400 x 400 basis of the full span: would take 1.22 MiB"):
+        FullSpace(400).basis()  # 400 x 400 x 8 B = 1,280,000 B
+    assert FullSpace(300).basis().shape == (300, 300)  # 703 KiB
+
+
+def test_noise_draws_and_the_privacy_loss_grid_are_refused(monkeypatch):
+    mechanism = dpopt.solve({"dpopt": 1, "name": "c", "data": {"attributes": {"a": ["x"]}}, "query": {"kind": "count"},
+                             "adjacency": "add_remove", "privacy": {"gdp": {"mu": 1.0}},
+                             "mechanism": "gaussian"}).mechanism
+    monkeypatch.setenv("DPOPT_MEMORY_LIMIT", "1M")  # after the solve, whose certificate draws 100,000
+    with pytest.raises(MemoryLimitError, match="100,000 noise draws of dimension 1: would take 1.53 MiB"):
+        mechanism.sample(100_000)  # 2 x 100,000 x 8 B
+    # losses 0 and 1000 on a grid of step 1e-4: 10^7 + 1 bins of 8 B = 76.3 MiB
+    with pytest.raises(MemoryLimitError, match="the privacy-loss grid of step 0.0001: would take 76.3 MiB"):
+        DiscretePLD.from_losses(np.array([0.0, 1000.0]), np.array([0.5, 0.5]), 1e-4, up=True)
+
+
+@pytest.mark.slow
+def test_auto_on_a_1000_by_1000_table_refuses_under_the_default_limit(monkeypatch):
+    """The issue's case: a dense Helmert basis of 7.28 TiB was allocated (MemoryError, or the machine taken).
+    Its construction takes three 10^6 x 999,999 arrays: 3 x 10^6 x 999,999 x 8 B = 2.4e13 B = 21.8 TiB."""
+    monkeypatch.delenv("DPOPT_MEMORY_LIMIT", raising=False)
+    with pytest.raises(dpopt.errors.CalibrationError, match="1000000 x 999999 Helmert basis .* would take 21.8 TiB"):
+        dpopt.solve(_table(1000, 1000))

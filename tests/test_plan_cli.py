@@ -100,7 +100,8 @@ def test_cli_release_of_a_plan_is_one_document(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert [t["name"] for t in doc["tables"]] == ["total income", "race", "sex", "age", "race x sex", "mean income"]
     assert doc["records"] == 1000 and doc["guarantee"]["definition"] == "zcdp"
-    assert doc["seed"] == 3 and doc["randomness"]["kind"] == "insecure_seed"  # recorded by the library
+    assert doc["randomness"]["kind"] == "insecure_seed"  # recorded by the library
+    assert "seed" not in doc and "seed" not in doc["randomness"]  # never published (issue 31)
     assert len(doc["tables"][4]["release"]) == 6
     assert main(args + ["--group-by", "disability"]) == 2  # the survey plan fixes n: one size per group needed
     assert "data.n" in capsys.readouterr().err

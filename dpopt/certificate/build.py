@@ -5,7 +5,7 @@ from __future__ import annotations
 from dpopt._version import __version__
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.per_cell import per_cell_errors
+from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
 from dpopt.core.checks import Check
 from dpopt.design.select import Candidate
 from dpopt.errors import CalibrationError
@@ -43,15 +43,6 @@ def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
     if spec.privacy.definition == "pdp":
         block["note"] = PDP_CAVEAT
     return block
-
-
-def _symmetric_differences(problem: Problem):
-    """The listed neighbouring differences when the design depends on them alone (no workload, weights or
-    alternative in the utility, which could break their symmetries), for the per-cell pooling; else None."""
-    u = problem.spec.utility
-    if u.workload is not None or u.weights is not None or u.alternative is not None:
-        return None
-    return problem.space.listed()
 
 
 def certify(
@@ -92,8 +83,9 @@ def certify(
             "privacy": mechanism.privacy_summary(space),
             "notes": mechanism.notes(),
         },
-        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels, _symmetric_differences(problem))},
+        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels, symmetric_differences(problem))},
         "candidates": [c.to_dict() for c in candidates],
         "checks": [c.to_dict() for c in checks],
+        "whole_release": None,
     }
     return Certificate(data)

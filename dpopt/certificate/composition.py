@@ -59,6 +59,62 @@ def within_group_adjacency(spec: Spec) -> str:
     )
 
 
+PER_GROUP = "each group's released table satisfies the certificate's guarantee"
+PLAN_PER_GROUP = "each group's released plan satisfies the plan's guarantee"
+STREAMS = ("noise of block b (groups of rank [bB, (b+1)B) in canonical order) of grouping column l drawn from "
+           "the stream at SeedSequence path (l, b)")
+"""The fixed texts of a ``groups`` block (a single query's, a plan's, and how the noise streams are derived)."""
+
+
+def groups_block(spec: Spec, levels: list[tuple[str, int, str]], per_group: str = PER_GROUP,
+                 block: int | None = None) -> dict:
+    """The certificate's ``groups`` block for grouping columns ``levels`` = (column, number of groups,
+    where the groups come from): the composition over the groups a record touches, and (``block``,
+    the groups per noise stream) how the streams are derived.
+
+    Under add/remove adjacency, groups observed in the data carry a caveat: the set of non-empty
+    groups is published as found and is not protected.
+    """
+    columns = [column for column, _, _ in levels]
+    m = groups_changed(spec, len(columns))
+    rows = []
+    for column, count, domain in levels:
+        row = {"column": column, "groups": count, "domain": domain}
+        if spec.adjacency.kind == "add_remove" and domain.startswith("observed"):
+            row["caveat"] = (f"the set of non-empty groups of {column} is published as found in the data; the "
+                             "guarantee covers the released values given that set, not the set itself")
+        rows.append(row)
+    out = {"columns": columns, "levels": rows, "adjacency": within_group_adjacency(spec), "groups_changed": m,
+           "per_group": per_group, "composition": compose(spec, m)}
+    if block is not None:
+        out["streams"] = {"block_groups": block, "derivation": STREAMS}
+    return out
+
+
+def groups_record_check(spec: Spec, block: dict, per_group: str = PER_GROUP) -> Check:
+    """``groups.record``: the recorded block equals the one rebuilt from its grouping columns
+    (one level per column, in order, each column once; group counts non-negative integers)."""
+    levels = block.get("levels") if isinstance(block, dict) else None
+    rows = [(row.get("column"), row.get("groups"), row.get("domain")) for row in levels or [] if isinstance(row, dict)]
+    columns = block.get("columns") if isinstance(block, dict) else None
+    well_formed = (
+        isinstance(columns, list) and columns and len(rows) == len(levels) == len(columns)
+        and len(set(map(str, columns))) == len(columns)
+        and all(isinstance(c, str) and c == col and isinstance(g, int) and not isinstance(g, bool) and g >= 0
+                and isinstance(d, str) for (c, g, d), col in zip(rows, columns))
+    )
+    streams = block.get("streams") if isinstance(block, dict) else None
+    size = streams.get("block_groups") if isinstance(streams, dict) else None
+    if not well_formed or (streams is not None and not (isinstance(size, int) and size > 0)):
+        return Check("groups.record", "one level per grouping column, in order", False,
+                     f"columns {columns!r} and levels do not match (or a count is not a non-negative integer)")
+    expected = groups_block(spec, rows, per_group, size)
+    same = block == expected
+    return Check("groups.record", "the groups block equals the one rebuilt from its grouping columns (texts, "
+                                  "caveats, groups changed, composition, streams)", same,
+                 f"{len(columns)} grouping column(s): {', '.join(columns)}" if same else "the recorded block differs")
+
+
 def _float_above(x: Fraction) -> float:
     f = float(x)
     return f if Fraction(f) >= x else math.nextafter(f, math.inf)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpopt.certificate.composition import compose, groups_changed
+from dpopt.certificate.composition import compose, groups_changed, within_group_adjacency
 from dpopt.core.checks import Check
 from dpopt.errors import DpoptError, SpecError, UnsupportedSpecError
 from dpopt.sensitivity.derive import derive
@@ -127,12 +127,14 @@ def level_specs(spec: Spec) -> tuple[list[Spec], list, str]:
     return specs, shares, how
 
 
-def verify_hierarchy(level_spec: Spec, block: dict) -> list[Check]:
+def verify_hierarchy(level_spec: Spec, block: dict, certificate: dict) -> list[Check]:
     """Re-derive a level certificate's ``hierarchy`` block (for ``dpopt verify``).
 
     From the whole spec recorded in the block: the level specs are rebuilt (shares, rounded-down
     budgets), the certificate's own spec must be one of them, the level budgets must compose to
     at most the target (exact rationals) and the recorded composition must be the one re-derived.
+    The block's row for this level must name this certificate's mechanism and file, and the
+    certificate's ``postprocess`` block must be the hierarchy's.
     """
     try:
         spec = load_spec(block["spec"])
@@ -141,14 +143,33 @@ def verify_hierarchy(level_spec: Spec, block: dict) -> list[Check]:
         return [Check("hierarchy", "rebuild the level specs from the recorded whole spec", False, str(exc))]
     digests = [spec_sha256(s) for s in specs]
     whole, budget = budget_check(spec, specs)
-    recorded = [(lv.get("share"), lv.get("privacy")) for lv in block.get("levels", [])]
+    levels = block.get("levels") if isinstance(block.get("levels"), list) else []
+    recorded = [(lv.get("share"), lv.get("privacy")) for lv in levels if isinstance(lv, dict)]
     rebuilt = [(str(sh), s.privacy.model_dump(exclude_none=True)) for sh, s in zip(shares, specs)]
+    names = [NATION, *spec.geography.levels]
+    own = spec_sha256(level_spec)
+    index = digests.index(own) if own in digests else None
+    row = levels[index] if index is not None and len(levels) == len(specs) else None
+    expected_row = None if index is None else {
+        "level": names[index], "certificate": f"certificate_{names[index]}.json",
+        "mechanism": {"family": certificate["mechanism"].get("family"),
+                      "parameters": certificate["mechanism"].get("parameters")}}
+    same_row = (isinstance(row, dict) and expected_row is not None
+                and all(row.get(k) == v for k, v in expected_row.items())
+                and ("units" not in row  # a design (``dpopt solve``) has no units yet; a release counts them
+                     or isinstance(row["units"], int) and not isinstance(row["units"], bool) and row["units"] >= 1))
     return [
         Check("hierarchy.level", "this certificate's spec is one level of the recorded hierarchy (SHA-256)",
-              spec_sha256(level_spec) in digests, f"{len(specs)} levels re-derived"),
+              index is not None, f"{len(specs)} levels re-derived"),
         budget,
         Check("hierarchy.composition", "recorded shares, level budgets and composition equal the re-derived ones",
-              recorded == rebuilt and block.get("composition") == whole, f"whole release {whole['definition']}"),
+              recorded == rebuilt and block.get("composition") == whole
+              and block.get("adjacency") == within_group_adjacency(spec),
+              f"whole release {whole['definition']}"),
+        Check("hierarchy.mechanism", "the hierarchy's row for this level names this certificate's mechanism and "
+                                     "file, and the certificate's postprocess block is the hierarchy's",
+              bool(same_row and certificate.get("postprocess") == block.get("postprocess")),
+              f"level {names[index]}" if index is not None else "no level matches"),
     ]
 
 

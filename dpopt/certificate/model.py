@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpopt.errors import CertificateError
+from dpopt.core.documents import decode, parse_json
+from dpopt.core.output import umask
+from dpopt.errors import CertificateError, DocumentError
 
 REQUIRED_KEYS = (
     "dpopt_version",
@@ -33,7 +35,7 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        os.chmod(fd, 0o666 & ~_umask())
+        os.chmod(fd, 0o666 & ~umask())
         if isinstance(text, bytes):
             with os.fdopen(fd, "wb") as handle:
                 handle.write(text)
@@ -44,13 +46,6 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _umask() -> int:
-    """The process umask (read by setting it and restoring it)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 @dataclass(frozen=True)
@@ -88,14 +83,17 @@ class Certificate:
         Raises
         ------
         CertificateError
-            Unreadable, not JSON, or missing a contract key.
+            Unreadable, not UTF-8, not JSON, a key given twice, nested too deep
+            (:func:`dpopt.core.documents.parse_json`), or missing a contract key.
         """
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            raw = Path(path).read_bytes()
         except OSError as exc:
             raise CertificateError(f"cannot read certificate {path}: {exc.strerror or exc}") from None
-        except json.JSONDecodeError as exc:
-            raise CertificateError(f"{path} is not JSON: {exc}") from None
+        try:
+            data = parse_json(decode(raw))
+        except DocumentError as exc:
+            raise CertificateError(f"{path} {exc}") from None
         return cls.from_dict(data, source=str(path))
 
     @classmethod

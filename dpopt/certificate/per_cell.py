@@ -36,6 +36,7 @@ import numpy as np
 from dpopt.core import normal
 from dpopt.mechanisms import Mechanism
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
+from dpopt.problem import Problem
 from dpopt.spec.models import Utility
 
 LEVEL = 0.95
@@ -90,6 +91,15 @@ def _from_variances(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str] 
         return None
     se = np.sqrt(np.asarray(variances, dtype=float))
     return se, Z_975 * se, "closed form: cell i is N(0, Var Z_i) (the family's closed-form variances); margin 1.96·SE"
+
+
+def symmetric_differences(problem: Problem) -> np.ndarray | None:
+    """The listed neighbouring differences when the design depends on them alone (no workload, weights or
+    alternative in the utility, which could break their symmetries), for the per-cell pooling; else None."""
+    u = problem.spec.utility
+    if u.workload is not None or u.weights is not None or u.alternative is not None:
+        return None
+    return problem.space.listed()
 
 
 def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:

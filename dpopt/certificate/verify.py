@@ -4,28 +4,38 @@ Nothing computed when the certificate was issued is trusted: the spec is re-vali
 re-hashed and compiled here (:func:`dpopt.compile`, once: its query, invariant domain and
 sensitivity space serve every re-check), the sensitivity re-enumerated where small, the
 mechanism rebuilt from its recorded parameters and its privacy re-evaluated against the
-spec's target (exact or 60-digit arithmetic), and the predicted utility recomputed.
+spec's target (exact or 60-digit arithmetic), and the predicted utility recomputed. Every
+number the certificate records is then compared with its recomputation, and every key it
+holds must be known (:mod:`dpopt.certificate.recorded`): what ``dpopt report`` prints and
+``dpopt release`` uses is what was verified.
 """
 
 from __future__ import annotations
 
-import math
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from dpopt.certificate.build import guarantee_block
 from dpopt.certificate.claims import all_claims
-from dpopt.certificate.composition import composition_checks
+from dpopt.certificate.composition import composition_checks, groups_record_check
 from dpopt.certificate.hierarchy_budget import verify_hierarchy
 from dpopt.certificate.model import Certificate
+from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
+from dpopt.certificate.recorded import certificate_schema, compare, difference, same_text
 from dpopt.core.checks import Check
 from dpopt.errors import CertificateError, DpoptError
 from dpopt.mechanisms import Mechanism, registry
+from dpopt.privacy.gaussian import uncertified_epsilon
 from dpopt.problem import Problem, compile
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import load_spec, spec_sha256
 
-STRUCTURAL_CLAIMS = ("spec_sha256", "guarantee", "sensitivity", "utility")
+_HOSTILE = (DpoptError, ArithmeticError, ValueError, TypeError, KeyError, AttributeError, IndexError)
+"""What evaluating a hostile certificate's numbers may raise; verify turns it into a failed claim."""
+
+STRUCTURAL_CLAIMS = ("schema", "spec_sha256", "guarantee", "sensitivity", "mechanism.parameters", "mechanism.privacy",
+                     "mechanism.title", "utility", "utility.per_cell", "candidates.chosen")
 """The claims :func:`verify` re-derives besides the certificate's recorded checks."""
 
 
@@ -48,7 +58,7 @@ class Verification:
 
 
 def verify(certificate: Certificate | dict | str | Path) -> Verification:
-    """Re-check every claim of a certificate.
+    """Re-check every claim of a certificate, and every number it records.
 
     Parameters
     ----------
@@ -57,7 +67,11 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     Returns
     -------
     Verification
-        ``passed`` is True only when every claim holds; failed claims are named.
+        ``passed`` is True only when every claim holds; failed claims are named. A block
+        holding a key verify does not know fails the claim ``schema``
+        (:mod:`dpopt.certificate.recorded`); recorded parameters, privacy summary, utility,
+        per-cell errors and composition blocks that differ from their recomputation fail
+        their own claims.
 
     Raises
     ------
@@ -72,12 +86,16 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     if data.get("kind") == "hierarchy":  # the whole of a hierarchical release: its levels are verified one by one
         raise CertificateError("this is a hierarchical release's certificate: verify it with "
                                "dpopt.verify_hierarchy_release (or `dpopt verify`)")
-    checks: list[Check] = []
-
+    schema = certificate_schema(data)
+    if not all(isinstance(data.get(k), dict) for k in ("spec", "guarantee", "sensitivity", "mechanism", "utility")) \
+            or not isinstance(data.get("checks"), list) \
+            or any(k in data and not isinstance(data[k], dict) for k in ("groups", "hierarchy", "postprocess")):
+        return Verification([schema])  # a block is not even an object: nothing else can be read
+    checks: list[Check] = [schema]
     try:
         spec = load_spec(data["spec"])
     except DpoptError as exc:
-        return Verification([Check("spec", "re-validate the embedded spec", False, str(exc))])
+        return Verification(checks + [Check("spec", "re-validate the embedded spec", False, str(exc))])
     digest = spec_sha256(spec)
     checks.append(
         Check("spec_sha256", "SHA-256 of the canonical JSON of the embedded spec", digest == data["spec_sha256"],
@@ -99,23 +117,94 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     )
     try:
         mechanism = rebuild_mechanism(data, space)
+        recomputed = all_claims(problem, mechanism)
+        checks.extend(record_checks(data, problem, mechanism))
     except CertificateError as exc:
         return Verification(checks + [Check("mechanism", "rebuild from family and parameters", False, str(exc))],
                             problem)
-    recomputed = all_claims(problem, mechanism)
-    if "groups" in data:  # a grouped release (dpopt release --group-by): its composed guarantee
-        recomputed += composition_checks(spec, data["groups"])
-    if "hierarchy" in data:  # one level of a hierarchical release: the levels' budgets and composition
-        checks.extend(verify_hierarchy(spec, data["hierarchy"]))
+    except _HOSTILE as exc:  # a hostile certificate (σ = 0, NaN, a list for a number) breaks an evaluation
+        return Verification(checks + [Check("mechanism", "evaluate the recorded mechanism", False,
+                                            f"{type(exc).__name__}: {exc}")], problem)
+    try:
+        if "groups" in data:  # a grouped release (dpopt release --group-by): its composed guarantee
+            recomputed += [groups_record_check(spec, data["groups"])] + composition_checks(spec, data["groups"])
+        if "hierarchy" in data:  # one level of a hierarchical release: the levels' budgets and composition
+            checks.extend(verify_hierarchy(spec, data["hierarchy"], data))
+    except _HOSTILE as exc:
+        checks.append(Check("composition", "evaluate the recorded composition block", False,
+                            f"{type(exc).__name__}: {exc}"))
     checks.extend(recomputed)
-    checks.append(_utility_check(spec, mechanism, data["utility"]))
-    reproduced = {c.claim for c in recomputed}
-    for recorded in data["checks"]:
-        claim = recorded.get("claim") if isinstance(recorded, dict) else None
-        if claim not in reproduced or recorded.get("passed") is not True:
-            checks.append(Check(f"recorded:{claim}", "every recorded claim is re-derived and holds", False,
-                                "this claim was not reproduced by verification"))
+    checks.extend(recorded_check_claims(data["checks"], recomputed))
     return Verification(checks, problem)
+
+
+def recorded_check_claims(recorded: list, recomputed: list[Check]) -> list[Check]:
+    """A failed ``recorded:CLAIM`` for every recorded check that verification did not reproduce,
+    that does not hold, or whose text (method, detail) says something else than the re-derived
+    one (:func:`dpopt.certificate.recorded.same_text`)."""
+    reproduced = {c.claim: c for c in recomputed}
+    out = []
+    for row in recorded:
+        claim = row.get("claim") if isinstance(row, dict) else None
+        again = reproduced.get(claim)
+        if again is None or row.get("passed") is not True:
+            out.append(Check(f"recorded:{claim}", "every recorded claim is re-derived and holds", False,
+                             "this claim was not reproduced by verification"))
+        elif not (same_text(row.get("method"), again.method) and same_text(row.get("detail"), again.detail)):
+            out.append(Check(f"recorded:{claim}", "the recorded text of a claim is the re-derived one", False,
+                             f"re-derived: {again.detail[:120]}"))
+    return out
+
+
+def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Check]:
+    """Every number the certificate records about its mechanism, recomputed and compared
+    (:func:`dpopt.certificate.recorded.compare`): the parameters (derived fields such as a span,
+    its rank or a K-norm ball's volume included), the privacy summary (μ, ρ, ε at each δ), the
+    title and caveats, the predicted utility and its per-cell errors, and the chosen candidate."""
+    record = data["mechanism"]
+    space, spec = problem.space, problem.spec
+    predicted = mechanism.expected_utility(spec.utility)
+    utility = {k: v for k, v in data["utility"].items() if k != "per_cell"}
+    notes = record.get("notes")
+    missing = [n for n in mechanism.notes() if not isinstance(notes, list) or n not in notes]
+    chosen = [row for row in data.get("candidates") or [] if isinstance(row, dict)
+              and row.get("family") == mechanism.family and "parameters" in row]
+    expected_row = {"family": mechanism.family, "parameters": _json(mechanism.parameters),
+                    "utility": _json(predicted.to_dict())}
+    off = difference(chosen[0], expected_row) if len(chosen) == 1 else f"{len(chosen)} rows for {mechanism.family}"
+    return [
+        *mechanism_record_checks(record, space, mechanism),
+        Check("mechanism.title", "the recorded title and caveats are the family's",
+              record.get("title") == mechanism.title and not missing
+              and all(isinstance(n, str) for n in notes or []),
+              "equal" if not missing else f"caveat missing: {missing[0][:80]}"),
+        compare("utility", f"predicted utility E[{predicted.metric}] ({predicted.method})", utility,
+                _json(predicted.to_dict())),
+        compare("utility.per_cell", "per-cell standard errors and margins", data["utility"].get("per_cell"),
+                _json(per_cell_errors(mechanism, problem.labels, symmetric_differences(problem)))),
+        Check("candidates.chosen", "the comparison's row of the chosen family is the certified mechanism",
+              off is None, off or f"the row of {mechanism.family} equals the mechanism and its utility"),
+    ]
+
+
+def mechanism_record_checks(record: dict, space: SensitivitySpace, mechanism: Mechanism) -> list[Check]:
+    """The recorded ``parameters`` and ``privacy`` of a certificate's mechanism block against the
+    rebuilt mechanism's (what ``dpopt report`` prints as the headline). The ε displayed at each δ
+    is recomputed in double precision (:func:`dpopt.privacy.gaussian.uncertified_epsilon`): the
+    comparison's tolerance is 10⁻⁹, the guarantee itself is checked by the privacy claims."""
+    with uncertified_epsilon():
+        summary = mechanism.privacy_summary(space)
+    return [
+        compare("mechanism.parameters", "mechanism parameters (rebuilt from the spec's sensitivity space)",
+                record.get("parameters"), _json(mechanism.parameters)),
+        compare("mechanism.privacy", "privacy summary (μ, ρ, ε at each δ)", record.get("privacy"),
+                _json(summary)),
+    ]
+
+
+def _json(value):
+    """``value`` as the certificate's JSON would hold it."""
+    return json.loads(json.dumps(value))
 
 
 def rebuild_mechanism(data: dict, space: SensitivitySpace) -> Mechanism:
@@ -134,18 +223,3 @@ def rebuild_mechanism(data: dict, space: SensitivitySpace) -> Mechanism:
         return cls.from_parameters(data["mechanism"]["parameters"], space)
     except (KeyError, TypeError, ValueError) as exc:
         raise CertificateError(f"bad parameters for {family}: {exc}") from None
-
-
-def _utility_check(spec, mechanism, recorded: dict) -> Check:
-    try:
-        predicted = mechanism.expected_utility(spec.utility)
-    except DpoptError as exc:
-        return Check("utility", "recompute the predicted utility", False, str(exc))
-    value = recorded.get("value")
-    ok = (
-        recorded.get("metric") == predicted.metric
-        and isinstance(value, (int, float))
-        and math.isclose(value, predicted.value, rel_tol=1e-9, abs_tol=1e-12)
-    )
-    return Check("utility", f"recompute E[{predicted.metric}] ({predicted.method})", ok,
-                 f"recomputed {predicted.value:.12g}, recorded {value}")

@@ -7,6 +7,10 @@ Pruning (``auto`` only; a list of families asks for their comparison): a family 
 states a proven bound on its utility (:meth:`Mechanism.utility_bound`) is designed after
 the others (the best bound first, so that its design can rule out the rest), and not at all
 when a calibrated candidate already beats that bound — it could not have been selected. Its row then gives the bound and the candidate that beats it.
+
+A family whose ``supports``, bound or design raises (a dpopt error, or ZeroDivisionError,
+OverflowError ... from its numerics on an extreme target) gets a row with the reason, and
+the others go on; :class:`MemoryError` and :class:`KeyboardInterrupt` end the design.
 """
 
 from __future__ import annotations
@@ -68,7 +72,10 @@ def design_candidates(problem: Problem) -> list[Candidate]:
     bounded: list[tuple[str, float]] = []
     for family in families:
         cls = available[family]
-        reason = cls.supports(problem)
+        try:
+            reason = cls.supports(problem)
+        except Exception as exc:  # noqa: BLE001 - one family's failure is its row, not the design's end
+            reason = failure_reason(exc)
         if reason is None and spec.invariants and not cls.noise_in_span:
             reason = "its noise leaves the span of the sensitivity space, so it would alter the invariants"
         if reason is not None:
@@ -98,21 +105,38 @@ TIE_TOLERANCE = 1e-12
 closed forms): a tie goes to the family listed first, as in :func:`select`."""
 
 
+def failure_reason(exc: Exception) -> str:
+    """The row of a family that raised ``exc``: a dpopt error's own message, or the exception
+    that a family's numerics raised (ZeroDivisionError, OverflowError, ...) named as a failure.
+
+    :class:`MemoryError` is not a family's verdict on the spec: it propagates, as do
+    :class:`KeyboardInterrupt` and the other non-:class:`Exception` signals.
+    """
+    if isinstance(exc, MemoryError):
+        raise exc
+    if isinstance(exc, DpoptError):
+        return str(exc)
+    return f"failed on this spec ({type(exc).__name__}: {' '.join(str(exc).split()) or 'no message'})"
+
+
 def _bound(cls: type[Mechanism], problem: Problem) -> float | None:
     """The family's utility bound; None when it has none or the spec upsets it (``design``
     then reports the problem in the family's row)."""
     try:
         return cls.utility_bound(problem)
-    except DpoptError:
+    except Exception as exc:  # noqa: BLE001 - see failure_reason
+        failure_reason(exc)
         return None
 
 
 def _designed(cls: type[Mechanism], problem: Problem) -> Candidate:
+    """The family designed and its utility predicted, or its row with the reason it failed
+    (any :class:`Exception` but :class:`MemoryError`: one family never ends the design)."""
     try:
         mechanism = cls.design(problem)
         utility = mechanism.expected_utility(problem.spec.utility)
-    except DpoptError as exc:
-        return Candidate(cls.family, reason=str(exc))
+    except Exception as exc:  # noqa: BLE001 - see failure_reason
+        return Candidate(cls.family, reason=failure_reason(exc))
     return Candidate(cls.family, mechanism, utility)
 
 

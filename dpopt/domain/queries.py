@@ -143,7 +143,7 @@ class CountingQuery:
         if self.user_matrix is not None:
             return np.array(self.user_matrix, dtype=float)
         m = self.cells
-        require_memory(dense_bytes(self.dimension, m), f"the dense {self.dimension} x {m} query matrix")
+        require_memory(dense_bytes(self.dimension, m), f"the dense {self.dimension} x {m} matrix of the {self.kind} query")
         out = np.zeros((self.dimension, m))
         offset = 0
         for rows, size in self._blocks():

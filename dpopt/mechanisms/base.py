@@ -54,6 +54,7 @@ import numpy as np
 
 from dpopt.core.checks import Check
 from dpopt.core.families import FAMILY_MODULES, family_names, register_family
+from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.problem import Problem
@@ -234,10 +235,14 @@ class Mechanism(ABC):
         """``size`` draws of the noise, as an array of shape (size, d).
 
         Without ``rng`` the draws come from an AES-CTR CSPRNG keyed with OS entropy
-        (:func:`dpopt.rng.secure_generator`), never from a predictable seed.
+        (:func:`dpopt.rng.secure_generator`), never from a predictable seed. Draws that would
+        exceed the memory limit are refused before any is made
+        (:func:`dpopt.core.memory.require_memory`).
         """
         if int(size) != size or size < 0:
             raise ValueError(f"size must be a non-negative integer (got {size})")
+        require_memory(dense_bytes(2, size, self.dimension),  # the draws and one working copy
+                       f"{int(size):,} noise draws of dimension {self.dimension:,}")
         rng = secure_generator() if rng is None else rng
         out = np.asarray(self._sample(rng, int(size)), dtype=float)
         return out.reshape(int(size), self.dimension)

@@ -86,6 +86,11 @@ MAX_MONTE_CARLO_COORDINATES = 200
 (:data:`PDP_MONTE_CARLO_DRAWS` draws of each) is not attempted: its time grows with their product."""
 
 
+CALIBRATIONS = ("laplace", "clamped_laplace", "scale_lower_bound", "certified_bound", "lemma10", "corollary8",
+                "corollary7_monte_carlo", "eq7")
+"""How a scale b can have been obtained (see :class:`GeneralizedGaussianMechanism`)."""
+
+
 class GeneralizedGaussianMechanism(Mechanism):
     """i.i.d. GG(0, b, p) noise; unbounded, truncated to the box, or boundary-inflated.
 
@@ -290,6 +295,8 @@ class GeneralizedGaussianMechanism(Mechanism):
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> GeneralizedGaussianMechanism:
+        if parameters["calibration"] not in CALIBRATIONS:  # the label decides the caveats a certificate carries
+            raise ValueError(f"unknown calibration {parameters['calibration']!r}")
         return cls(
             parameters["p"],
             parameters["scale"],

@@ -44,6 +44,7 @@ import numpy as np
 from scipy import linalg, special
 
 from dpopt.core.checks import Check
+from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
 from dpopt.noise.gaussian import GaussianMarginal
@@ -79,8 +80,10 @@ def helmert_basis(p: int) -> np.ndarray:
     """U_θ: the last p − 1 columns of the Helmert matrix of order p (Lee et al. Sec. 4.1).
 
     Column k − 1 (k = 2..p) is [k(k−1)]^{-1/2}(1, …, 1, 1−k, 0, …, 0): an orthonormal
-    basis of the vectors whose coordinates sum to zero.
+    basis of the vectors whose coordinates sum to zero. Refused before it is built when its
+    construction (three dense p × p arrays in scipy) exceeds the memory limit.
     """
+    require_memory(dense_bytes(3, p, p), f"the dense {p} x {p - 1} Helmert basis of the sum-zero span")
     return linalg.helmert(p, full=True).T[:, 1:]
 
 
@@ -93,6 +96,8 @@ def canonical_basis(space: SensitivitySpace) -> np.ndarray:
     """
     if isinstance(space.span, SumZeroSpace):
         return helmert_basis(space.dimension)
+    require_memory(dense_bytes(2, space.dimension, space.dimension),
+                   f"the dense {space.dimension} x {space.dimension} orthonormal basis of the span")
     projected = space.span.project(np.eye(space.dimension))
     columns: list[np.ndarray] = []
     for j in range(space.dimension):

@@ -82,6 +82,9 @@ example certificates pin its triangulation."""
 _BALL_MARGIN = 1e-9
 """Relative margin added to a fallback ball's radius: float rounding in Bᵀv is ~1e-15."""
 
+MAX_BALL_BASIS_ENTRIES = 20_000_000
+"""Span basis entries (160 MB) past which K-norm refuses a space it cannot list (a ball needs them)."""
+
 
 # ---------------------------------------------------------------------------- bodies
 class HullBody:
@@ -123,9 +126,6 @@ class HullBody:
     def second_moment(self, workload: np.ndarray | None) -> np.ndarray:
         images = self.images if workload is None else self.images @ workload.T
         return self.polytope.second_moment(images)
-
-    def second_moment_trace(self, workload: np.ndarray | None) -> float:
-        return float(np.trace(self.second_moment(workload)))
 
     def gauge(self, z: np.ndarray) -> np.ndarray:
         """‖z‖_K for the rows of z (in the span)."""
@@ -273,11 +273,6 @@ class BallBody:
         image = self.basis if workload is None else workload @ self.basis
         return self.radius**2 * self.ball.coordinate_second_moment * (image @ image.T)
 
-    def second_moment_trace(self, workload: np.ndarray | None) -> float:
-        """tr of :meth:`second_moment` as c² E U_i² ‖W B‖_F², without the d × d product."""
-        image = self.basis if workload is None else workload @ self.basis
-        return self.radius**2 * self.ball.coordinate_second_moment * float(np.sum(image**2))
-
     def gauge(self, z: np.ndarray) -> np.ndarray:
         """‖z‖_K = ‖Bᵀz‖_p / c for the rows of z (in the span)."""
         return self.ball.gauge(z @ self.basis) / self.radius
@@ -403,6 +398,10 @@ class KNormMechanism(Mechanism):
         spec = problem.spec
         if spec.privacy.definition not in PURE_TARGETS:
             return f"no conversion from ε-DP to a {spec.privacy.definition} target for K-norm noise"
+        space = problem.space
+        if space.dimension * space.rank > MAX_BALL_BASIS_ENTRIES and space.listed() is None:
+            return (f"the sensitivity space cannot be listed (no hull); a ball needs the dense "
+                    f"{space.dimension} x {space.rank} basis of its span (limit {MAX_BALL_BASIS_ENTRIES} entries)")
         return None
 
     @classmethod
@@ -547,7 +546,11 @@ class KNormMechanism(Mechanism):
         return (self.rank + 1) * (self.rank + 2) / self.epsilon**2
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
-        return self.radius_second_moment * self.body.second_moment_trace(workload)
+        body = self.body
+        if isinstance(body, BallBody):  # tr c²E U_i²(WB)(WB)ᵀ = c²E U_i²‖WB‖_F², without the d × d product
+            image = body.radius * (body.basis if workload is None else workload @ body.basis)
+            return self.radius_second_moment * body.ball.coordinate_second_moment * float(np.sum(image**2))
+        return self.radius_second_moment * float(np.trace(body.second_moment(workload)))
 
     def _max_variance(self) -> float:
         return self.radius_second_moment * float(np.diag(self.body.second_moment(None)).max())

@@ -25,6 +25,8 @@ import math
 
 import numpy as np
 
+from dpopt.errors import CalibrationError
+
 _GL20 = np.polynomial.legendre.leggauss(20)
 """20-point Gauss–Legendre nodes and weights (the clipped expectations, per half-step)."""
 
@@ -37,7 +39,11 @@ class StaircaseNoise:
             raise ValueError("staircase needs ε₀ > 0, Δ₀ > 0 and 0 ≤ g ≤ 1")
         self.epsilon0, self.step, self.g = float(epsilon0), float(step), float(g)
         self.b = math.exp(-self.epsilon0)
-        self.a = -math.expm1(-self.epsilon0) / (2 * self.step * (self.g + (1 - self.g) * self.b))
+        mass = 2 * self.step * (self.g + (1 - self.g) * self.b)  # 0 when g = 0 and e^{-ε₀} underflows
+        if not mass > 0:
+            raise CalibrationError(f"staircase noise with ε₀ = {self.epsilon0:g}, g = {self.g:g} is out of "
+                                   "floating-point range (e^{-ε₀} underflows to 0)")
+        self.a = -math.expm1(-self.epsilon0) / mass
 
     # ------------------------------------------------------------ density
     def density(self, x) -> np.ndarray:

@@ -66,12 +66,12 @@ class ComposedRelease:
 
 
 class _Differences:
-    """The joint neighbouring differences, in the shape the audit reads (``vectors()``)."""
+    """The joint neighbouring differences, in the shape the audit reads (``extreme_vectors()``)."""
 
     def __init__(self, vectors: np.ndarray):
         self._vectors = vectors
 
-    def vectors(self) -> np.ndarray:
+    def extreme_vectors(self) -> np.ndarray:
         return self._vectors
 
 

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from dpopt._version import __version__
+from dpopt.certificate.composition import PLAN_PER_GROUP, groups_record_check
 from dpopt.certificate.composition import composition_checks as composition_checks_groups
 from dpopt.certificate.model import Certificate
+from dpopt.certificate.recorded import certificate_schema
 from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.core.checks import Check
@@ -115,6 +117,7 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
         "candidates": comparison.get("candidates", []),
         "notes": NOTES,
         "checks": [c.to_dict() for c in checks],
+        "whole_release": None,
     })
 
 
@@ -122,7 +125,7 @@ def group_checks(plan: Plan, block: dict) -> list[Check]:
     """The ``groups`` block of a grouped plan release (:func:`dpopt.certificate.composition.composition_checks`
     with the plan's target as the per-group one)."""
     per_group = query_spec(plan, 0, plan.privacy.model_dump(exclude_none=True))
-    return composition_checks_groups(per_group, block)
+    return [groups_record_check(per_group, block, PLAN_PER_GROUP)] + composition_checks_groups(per_group, block)
 
 
 def plan_certificate(plan: Plan, designs, certificates: list[Certificate], allocation: Allocation,
@@ -175,6 +178,7 @@ def plan_certificate(plan: Plan, designs, certificates: list[Certificate], alloc
         "candidates": comparison.get("candidates", []),
         "notes": NOTES,
         "checks": [c.to_dict() for c in checks],
+        "whole_release": None,
     }
     return Certificate(data)
 
@@ -183,14 +187,18 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
     """Re-check every claim of a plan certificate (module docstring)."""
     cert = Certificate.read(certificate)
     data = cert.data
+    schema = certificate_schema(data, top="plan")
+    recorded = data.get("queries")
+    if not isinstance(data.get("utility"), dict) or not isinstance(data.get("guarantee"), dict) \
+            or not isinstance(recorded, list) or not all(isinstance(q, dict) for q in recorded):
+        return Verification([schema])
     try:
         plan = load_plan(data["spec"])
     except DpoptError as exc:
-        return Verification([Check("spec", "re-validate the embedded plan", False, str(exc))])
+        return Verification([schema, Check("spec", "re-validate the embedded plan", False, str(exc))])
     digest = plan_sha256(plan)
-    checks = [Check("spec_sha256", "SHA-256 of the canonical JSON of the embedded plan", digest == data["spec_sha256"],
-                    f"recomputed {digest}")]
-    recorded = data.get("queries", [])
+    checks = [schema, Check("spec_sha256", "SHA-256 of the canonical JSON of the embedded plan",
+                            digest == data["spec_sha256"], f"recomputed {digest}")]
     if [q.get("name") for q in recorded] != [q.name for q in plan.queries]:
         return Verification(checks + [Check("queries", "one certificate per query of the plan, in order", False,
                                             "the recorded queries do not match the plan's")])
@@ -220,14 +228,25 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
         except DpoptError as exc:
             checks.append(Check(f"{name}.mechanism", "rebuild from family and parameters", False, str(exc)))
             continue
-        same = (entry.get("family") == sub["mechanism"]["family"]
-                and entry.get("parameters") == sub["mechanism"]["parameters"])
-        checks.append(Check(f"{name}.parameters", "the plan's row repeats the query certificate's mechanism", same,
-                            f"{mechanism.family}"))
+        row = {"family": sub["mechanism"]["family"], "parameters": sub["mechanism"]["parameters"],
+               "sensitivity": {k: sub["sensitivity"].get(k) for k in ("dimension", "l1", "l2", "linf")},
+               "utility": {k: v for k, v in sub["utility"].items() if k != "per_cell"}}
+        same = all(entry.get(k) == v for k, v in row.items())
+        checks.append(Check(f"{name}.parameters", "the plan's row repeats the query certificate's mechanism, "
+                                                  "sensitivity and utility", same, f"{mechanism.family}"))
         targets.append(spec.privacy)
         mechanisms.append(mechanism)
         spaces.append(space)
         total += q.weight * float(sub["utility"]["value"])
+    if len(targets) == len(plan.queries):
+        rows = list(zip(plan.queries, recorded))
+        summary = {"mechanism": {"family": "plan", "parameters": {q.name: e.get("family") for q, e in rows}},
+                   "sensitivity": {"queries": {q.name: e.get("sensitivity") for q, e in rows}}, "notes": NOTES}
+        allocation = data.get("allocation")
+        same = (all(data.get(k) == v for k, v in summary.items()) and isinstance(allocation, dict)
+                and allocation.get("shares") == [e.get("share") for _, e in rows])
+        checks.append(Check("plan.summary", "the plan's mechanism, sensitivity, notes and allocation shares repeat "
+                                            "its queries' rows", same, f"{len(recorded)} queries"))
     if spaces:
         semi = {s.semi_adjacent_parameter for s in spaces}
         checks.append(Check("guarantee", "the guarantee equals the plan's target, adjacency and a(t) (one for all queries)",

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from dpopt.certificate.composition import compose, composition_checks, groups_changed, within_group_adjacency
+from dpopt.certificate.composition import PLAN_PER_GROUP, composition_checks, groups_block
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import mapped_per_cell_errors
 from dpopt.domain.queries import CountingQuery
@@ -219,17 +219,15 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
             cell_table += [{"column": column, "group": str(k), "query": n} | row
                            for n, lb, v, pc in zip(names, labels, per_query, per_cells) for row in cell_rows(lb, v, pc)]
         released[column] = tables
-        levels_block.append({"column": column, "groups": len(keys), "domain": domain.description})
+        levels_block.append((column, len(keys), domain.description))
     per_group = specs[0].model_copy(update={"privacy": solution.plan.privacy})
-    m = groups_changed(per_group, len(group_by))
-    block = {"columns": list(group_by), "levels": levels_block, "adjacency": within_group_adjacency(per_group),
-             "groups_changed": m, "per_group": "each group's released plan satisfies the plan's guarantee",
-             "composition": compose(per_group, m)}
+    block = groups_block(per_group, levels_block, PLAN_PER_GROUP)
     checks = composition_checks(per_group, block)
     if not all(c.passed for c in checks):
         raise CalibrationError("certification failed: " + "; ".join(c.detail for c in checks))
     data_out = json.loads(solution.certificate.to_json())
     data_out["groups"] = block
+    data_out["whole_release"] = "groups"
     data_out["checks"] = data_out["checks"] + [c.to_dict() for c in checks]
     document = {
         "name": solution.plan.name,
@@ -237,7 +235,6 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
         "guarantee": {"per_group": solution.certificate["guarantee"], "whole_release": block["composition"]},
         "groups": released,
         "cells": _cells(cell_table, per_cells, ["column", "group", "query"]),
-        "seed": randomness.seed,
         "randomness": randomness.describe(),
     }
     return solution, document, Certificate(data_out)
@@ -284,7 +281,6 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         "guarantee": solution.certificate["guarantee"],
         "tables": tables,
         "cells": _cells(rows, per_cells, ["query"]),
-        "seed": randomness.seed,
         "randomness": randomness.describe(),
         "records": records,
     }

@@ -30,6 +30,9 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -44,6 +47,20 @@ if TYPE_CHECKING:
     import mpmath
 
 _MP_DIGITS = 60
+
+_CERTIFY = ContextVar("dpopt_certify_gaussian_epsilon", default=True)
+
+
+@contextmanager
+def uncertified_epsilon() -> Iterator[None]:
+    """Within this context :func:`gaussian_epsilon` returns its double-precision root (``certify=False``)
+    unless told otherwise: for ``dpopt verify``, which compares the ε a certificate displays at each δ
+    with its recomputation to 10⁻⁹ relative (far above the root's 1e-15), and must not import mpmath."""
+    token = _CERTIFY.set(False)
+    try:
+        yield
+    finally:
+        _CERTIFY.reset(token)
 _BALL_BITS = 128
 """Working precision of the Arb enclosure: its radius is ~1e-38 of δ, far below any
 double-precision step of the calibrated value."""
@@ -92,7 +109,7 @@ def gaussian_delta_mp(epsilon: float, mu: float | mpmath.mpf) -> mpmath.mpf:
         return mpmath.ncdf(-eps / m + m / 2) - mpmath.exp(eps) * mpmath.ncdf(-eps / m - m / 2)
 
 
-def gaussian_epsilon(delta: float, mu: float, *, certify: bool = True) -> float:
+def gaussian_epsilon(delta: float, mu: float, *, certify: bool | None = None) -> float:
     r"""The smallest ε with δ(ε; μ) ≤ δ for a μ-GDP mechanism, rounded up.
 
     Bracketed by ε = 0 and :math:`\mu^2/2 + \mu\sqrt{2\log(1/\delta)}`, where
@@ -101,7 +118,8 @@ def gaussian_epsilon(delta: float, mu: float, *, certify: bool = True) -> float:
     relative width of 10⁻¹⁵, then moved up until the 60-digit evaluation confirms δ(ε) ≤ δ.
     ``certify=False`` skips that confirmation: the bisection's end, feasible in double
     precision and within about 1e-15 of the exact ε, for a value that no claim rests on (a
-    window end of the second route, whose resolution is coarser by far).
+    window end of the second route, whose resolution is coarser by far). The default is to
+    certify, except within :func:`uncertified_epsilon`.
     """
     _check_delta(delta)
     target = math.log(delta)
@@ -109,7 +127,7 @@ def gaussian_epsilon(delta: float, mu: float, *, certify: bool = True) -> float:
         return 0.0
     hi = mu * mu / 2.0 + mu * math.sqrt(2.0 * math.log(1.0 / delta))
     eps = bisect_feasible(lambda e: gaussian_log_delta(e, mu) <= target, 0.0, hi, rtol=1e-15)
-    if not certify:
+    if not (_CERTIFY.get() if certify is None else certify):
         return eps
     return nudge_until(eps, lambda e: gaussian_delta_mp(e, mu) <= delta, up=True)
 

@@ -221,6 +221,11 @@ def gg_pdp_scale_disjoint(epsilon: float, delta: float, p: float, sensitivity: f
     return nudge_until(b, lambda s: gg_pdp_bound_disjoint_mp(s, epsilon, p, sensitivity) <= delta, up=True)
 
 
+_MAX_DOUBLINGS = 4096
+"""Doublings of the bracket's upper end u before :func:`gg_pdp_bound_disjoint_mp` gives up:
+u = 2^4096 is far beyond any loss threshold of a target in floating-point range."""
+
+
 def gg_pdp_bound_disjoint_mp(
     scale: float, epsilon: float, p: float, sensitivity: float | Fraction
 ) -> mpmath.mpf:
@@ -244,8 +249,13 @@ def gg_pdp_bound_disjoint_mp(
         if pp == 1:
             return mpmath.mpf(0)
         lo, hi = mpmath.mpf(0), mpmath.mpf(1)
-        while excess(hi) <= 0:
+        for _ in range(_MAX_DOUBLINGS):
+            if excess(hi) > 0:
+                break
             hi *= 2
+        else:  # c = Δ/b below 60-digit resolution next to u: (u + c)^p − u^p never exceeds ε
+            raise CalibrationError(f"the pDP level of scale {float(scale):g} at epsilon={float(epsilon):g} is out of "
+                                   f"the range of {_MP_DIGITS}-digit arithmetic")
         for _ in range(200):
             mid = (lo + hi) / 2
             if excess(mid) <= 0:

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.noise.marginal import Marginal
 
 DEFAULT_STEP = 1e-4
@@ -89,6 +90,7 @@ class DiscretePLD:
         scaled = losses / step
         index = (np.ceil(scaled - 1e-7) if up else np.floor(scaled + 1e-7)).astype(np.int64)
         low = int(index.min())
+        require_memory(dense_bytes(int(index.max()) - low + 1), f"the privacy-loss grid of step {step:g}")
         binned = np.bincount(index - low, weights=masses)
         return cls(step, low, binned, plus_infinity, minus_infinity)._trimmed()
 

@@ -33,16 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dpopt.certificate.composition import (
-    compose,
-    composition_checks,
-    groups_changed,
-    within_group_adjacency,
-)
+from dpopt.certificate.composition import PER_GROUP, composition_checks, groups_block
 from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.core.output import output_folder
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
+from dpopt.release.bind import as_test_release, certificate_sha256, sha256_bytes
 from dpopt.release.bounding import bound_contributions
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
 from dpopt.release.cells import cell_errors, cell_rows, cells_block, document_csv, release_cells
@@ -107,41 +104,6 @@ def group_domain(spec: Spec, column: str, public: Sequence | str | Path | None =
 
 
 # ------------------------------------------------------------------ certificate
-def _observed_caveat(column: str) -> dict:
-    return {
-        "caveat": f"the set of non-empty groups of {column} is published as found in the data; the "
-        "guarantee covers the released values given that set, not the set itself"
-    }
-
-
-def groups_block(spec: Spec, levels: Sequence[ReleasedLevel], block: int = BLOCK_GROUPS) -> dict:
-    """The certificate's ``groups`` block (see :mod:`dpopt.certificate.composition`)."""
-    columns = [level.column for level in levels]
-    m = groups_changed(spec, len(columns))
-    observed_caveat = spec.adjacency.kind == "add_remove"
-    return {
-        "columns": columns,
-        "levels": [
-            {"column": level.column, "groups": len(level.keys), "domain": level.domain}
-            | (
-                _observed_caveat(level.column)
-                if observed_caveat and level.domain.startswith("observed")
-                else {}
-            )
-            for level in levels
-        ],
-        "adjacency": within_group_adjacency(spec),
-        "groups_changed": m,
-        "per_group": "each group's released table satisfies the certificate's guarantee",
-        "composition": compose(spec, m),
-        "streams": {
-            "block_groups": block,
-            "derivation": "noise of block b (groups of rank [bB, (b+1)B) in canonical order) of grouping "
-            "column l drawn from the stream at SeedSequence path (l, b)",
-        },
-    }
-
-
 def group_certificate(
     solution: Solution, levels: Sequence[ReleasedLevel], block: int = BLOCK_GROUPS
 ) -> Certificate:
@@ -153,7 +115,9 @@ def group_certificate(
         If the composition check fails (a certificate never states an unchecked guarantee).
     """
     data = json.loads(solution.certificate.to_json())
-    data["groups"] = groups_block(solution.spec, levels, block)
+    data["groups"] = groups_block(solution.spec, [(lv.column, len(lv.keys), lv.domain) for lv in levels],
+                                  PER_GROUP, block)
+    data["whole_release"] = "groups"
     checks = composition_checks(solution.spec, data["groups"])
     failed = [c for c in checks if not c.passed]
     if failed:
@@ -202,10 +166,12 @@ class GroupRelease:
         return next(level for level in self.levels if level.column == column)
 
     def document(self, include_values: bool = True) -> dict:
-        """The JSON release document (the values as ``{column: {key: {label: value}}}`` when included)."""
+        """The JSON release document (the values as ``{column: {key: {label: value}}}`` when included),
+        naming its certificate's SHA-256 (:mod:`dpopt.release.bind`)."""
         doc = {
             "name": self.spec.name,
             "spec_sha256": self.certificate["spec_sha256"],
+            "certificate_sha256": certificate_sha256(self.certificate),
             "mechanism": {
                 "family": self.mechanism.family,
                 "parameters": self.mechanism.parameters,
@@ -241,28 +207,33 @@ class GroupRelease:
         """Write ``release_<column>.parquet`` per grouping column (one row per group: the key, then each cell's
         value, standard error and 95% margin of error), and with ``csv`` the same as ``release_<column>.csv``
         (DuckDB writes doubles as text at about 1.5 M values/s: 20 s for a million groups of 12 cells);
-        ``release.json`` (with the ``ledger`` block of a release charged to a ledger), ``certificate.json``."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-        con = sources.connect()
+        ``release.json`` (naming every table's SHA-256, and with the ``ledger`` block of a release charged to a
+        ledger), ``certificate.json``;
+        the folder whole or not at all (:func:`~dpopt.core.output.output_folder`)."""
+        forms = [("parquet", "parquet")] + ([("csv", "csv, header true")] if csv else [])
+        names = [f"release_{level.column}.{suffix}" for level in self.levels for suffix, _ in forms]
+        names += ["release.json", "certificate.json"]
         se, moe = cell_errors(self.certificate["utility"]["per_cell"], self.labels)
-        for level in self.levels:
-            keys = level.keys.astype(object) if level.keys.dtype.kind == "U" else level.keys
-            table = {level.column: keys}
-            for j, label in enumerate(self.labels):  # each cell's value, standard error and 95% margin of error
-                table |= {label: level.values[:, j], f"{label} standard_error": np.full(len(keys), se[j], float),
-                          f"{label} margin_of_error_95": np.full(len(keys), moe[j], float)}
-            con.register("release_table", table)
-            forms = [("parquet", "parquet")] + ([("csv", "csv, header true")] if csv else [])
-            for path, form in ((out / f"release_{level.column}.{suffix}", form) for suffix, form in forms):
-                con.execute(f"COPY release_table TO {sources.quote_literal(str(path))} (FORMAT {form})")
-                written.append(path)
-            con.unregister("release_table")
-        document = self.document(include_values=False) | ({"ledger": ledger} if ledger else {})
-        write_atomic(out / "release.json", release_json(document))
-        self.certificate.write(out / "certificate.json")
-        return written + [out / "release.json", out / "certificate.json"]
+        paths = []
+        with output_folder(out) as staging:
+            con = sources.connect()
+            for level in self.levels:
+                keys = level.keys.astype(object) if level.keys.dtype.kind == "U" else level.keys
+                table = {level.column: keys}
+                for j, label in enumerate(self.labels):  # each cell's value, standard error and 95% margin of error
+                    table |= {label: level.values[:, j], f"{label} standard_error": np.full(len(keys), se[j], float),
+                              f"{label} margin_of_error_95": np.full(len(keys), moe[j], float)}
+                con.register("release_table", table)
+                for suffix, form in forms:
+                    path = staging / f"release_{level.column}.{suffix}"
+                    con.execute(f"COPY release_table TO {sources.quote_literal(str(path))} (FORMAT {form})")
+                    paths.append(path)
+                con.unregister("release_table")
+            document = self.document(include_values=False) | ({"ledger": ledger} if ledger else {})
+            document["files_sha256"] = {path.name: sha256_bytes(path.read_bytes()) for path in paths}
+            write_atomic(staging / "release.json", release_json(document))
+            self.certificate.write(staging / "certificate.json")
+        return [Path(out) / name for name in names]
 
 
 def _check_grouped_spec(spec: Spec, group_by: Sequence[str]) -> None:
@@ -372,7 +343,7 @@ def release_groups(
             keys, records = answers.keys, answers.records
             values = add_noise(solution.mechanism, answers.values, randomness, index, block)
         levels.append(ReleasedLevel(column, keys, values, domain.description, records))
-    certificate = group_certificate(solution, levels, block)
+    certificate = as_test_release(group_certificate(solution, levels, block), randomness.seeded)
     return GroupRelease(
         spec, solution.mechanism, tuple(query.labels), tuple(levels), certificate, randomness.describe()
     )
@@ -420,15 +391,20 @@ def release_json(document: dict) -> str:
 
 
 def write_release(document: dict, certificate: Certificate, out: str | Path) -> list[Path]:
-    """An ungrouped release in the folder ``out``: ``release.json``, ``release.csv`` (the per-cell table,
-    :func:`dpopt.release.cells.document_csv`, when the document has one) and ``certificate.json``."""
-    out = Path(out)
-    write_atomic(out / "release.json", release_json(document))
-    tables = [out / "release.csv"] if "cells" in document else []
-    for path in tables:
-        write_atomic(path, document_csv(document))
-    certificate.write(out / "certificate.json")
-    return [out / "release.json", *tables, out / "certificate.json"]
+    """An ungrouped release in the folder ``out``: ``release.json`` (the document as
+    :func:`dpopt.release.bind.bind` returns it, naming the certificate's SHA-256, and the per-cell table's),
+    ``release.csv`` (the per-cell table, :func:`dpopt.release.cells.document_csv`, when the document has one)
+    and ``certificate.json``; the folder whole or not at all (:func:`~dpopt.core.output.output_folder`)."""
+    tables = {"release.csv": document_csv(document)} if "cells" in document else {}
+    if tables:
+        document = document | {"files_sha256": {n: sha256_bytes(t.encode("utf-8")) for n, t in tables.items()}}
+    names = ["release.json", *tables, "certificate.json"]
+    with output_folder(out) as staging:
+        write_atomic(staging / "release.json", release_json(document))
+        for name, text in tables.items():
+            write_atomic(staging / name, text)
+        certificate.write(staging / "certificate.json")
+    return [Path(out) / name for name in names]
 
 
 def release_document(solution: Solution, noisy: np.ndarray, records: int, randomness: RandomSource,
@@ -436,9 +412,9 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
     """The document of an ungrouped release (``dpopt release`` without ``--group-by``): the
     mechanism, the guarantee, the released value of each labelled coordinate (null for a
     coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
-    seed and the randomness used, the number of records, the per-cell table (value, standard error,
-    95% margin of error: :mod:`dpopt.release.cells`) and, with a privacy unit, the ``bounding`` report
-    (:func:`dpopt.release.bounding.bound_contributions`; its counts are not private)."""
+    randomness used (never a seed: :mod:`dpopt.release.bind`), the number of records, the per-cell table
+    (value, standard error, 95% margin of error: :mod:`dpopt.release.cells`) and, with a privacy unit, the
+    ``bounding`` report (:func:`dpopt.release.bounding.bound_contributions`; its counts are not private)."""
     query = solution.problem.query
     per_cell = solution.certificate["utility"]["per_cell"]
     return {
@@ -448,7 +424,6 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
         "guarantee": solution.certificate["guarantee"],
         "release": dict(zip(query.labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
         "cells": release_cells(per_cell, query.labels, noisy),
-        "seed": randomness.seed,
         "randomness": randomness.describe(),
         "records": records,
     } | ({} if bounding is None else {"bounding": bounding})

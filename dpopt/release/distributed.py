@@ -31,6 +31,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
+from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
 from dpopt.errors import DataError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
@@ -238,6 +239,9 @@ def _blocked_sums(source: DataSource, spec: Spec, column: str, keys: np.ndarray 
         raise UnsupportedSpecError(
             "query.kind", "a grouped mean needs a public size per group: release the sum per group instead"
         )
+    if isinstance(query, CountingQuery):  # the Dask engine counts each block's histogram over the query's cells
+        require_memory(dense_bytes(block, query.cells), f"a block of {block} groups' {query.cells}-cell histograms "
+                                                        "in the Dask engine (use the DuckDB engine for marginals)")
     weight = {"weight": np.int64 if isinstance(query, CountingQuery) else float}
     sums, total = cell_sums(source, spec, column, partial(_encode, query=query), weight)
     observed = canonical_keys(_plain(sums["key"].unique().compute().to_numpy()))

@@ -30,11 +30,13 @@ import numpy as np
 
 from dpopt.certificate.hierarchy_budget import NATION
 from dpopt.certificate.model import Certificate, write_atomic
+from dpopt.core.output import output_folder
 from dpopt.errors import DataError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
 from dpopt.release import sources
+from dpopt.release.bind import as_test_release, certificate_sha256, is_seeded, sha256_bytes
 from dpopt.release.cells import cell_rows, cells_block, document_csv
 from dpopt.release.hierarchy_design import HierarchySolution, check_hierarchy_spec, solve_hierarchy
 from dpopt.rng import RandomSource, random_source
@@ -79,18 +81,23 @@ class HierarchyRelease:
     @property
     def certificates(self) -> list[Certificate]:
         """One certificate per level: the level's own, plus the ``hierarchy`` block."""
-        return self.design.level_certificates(self.block)
+        seeded = is_seeded(self.randomness)
+        return [as_test_release(c, seeded) for c in self.design.level_certificates(self.block)]
 
     @property
     def certificate(self) -> Certificate:
         """The whole release's certificate (every level's inside), as ``dpopt solve`` issues it plus the units."""
-        return self.design.certificate(self.block)
+        return as_test_release(self.design.certificate(self.block), is_seeded(self.randomness))
 
     def document(self, include_values: bool = True) -> dict:
-        """The release document: levels, budget, post-processing, and (optionally) every table."""
+        """The release document: levels, budget, post-processing, the SHA-256 of each level's
+        certificate (:mod:`dpopt.release.bind`), and (optionally) every table."""
         labels = list(self.design.problem.labels)
+        digests = {f"certificate_{name}.json": certificate_sha256(cert)
+                   for name, cert in zip(self.names, self.certificates)}
         doc = {"name": self.spec.name, "spec": spec_document(self.spec), "labels": labels,
-               "hierarchy": self.block, "randomness": self.randomness, "records": self.records}
+               "hierarchy": self.block, "certificate_sha256": digests, "randomness": self.randomness,
+               "records": self.records}
         if include_values:
             doc["tables"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.tables)}
             doc["noisy"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.noisy)}
@@ -114,18 +121,19 @@ class HierarchyRelease:
 
     def write(self, out: str | Path) -> list[Path]:
         """``release.json`` (with the tables), ``release.csv`` (the per-cell table), ``certificate.json`` (the
-        whole release), ``certificate_<level>.json`` per level."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        written = [out / "release.json", out / "release.csv", out / "certificate.json"]
+        whole release), ``certificate_<level>.json`` per level; the folder whole or not at all
+        (:func:`~dpopt.core.output.output_folder`)."""
+        names = ["release.json", "release.csv", "certificate.json"] + [f"certificate_{n}.json" for n in self.names]
         document = self.document()
-        write_atomic(written[0], json.dumps(document, indent=1, ensure_ascii=False) + "\n")
-        write_atomic(written[1], document_csv(document))
-        self.certificate.write(written[2])
-        for name, cert in zip(self.names, self.certificates):
-            cert.write(out / f"certificate_{name}.json")
-            written.append(out / f"certificate_{name}.json")
-        return written
+        table = document_csv(document)
+        document["files_sha256"] = {names[1]: sha256_bytes(table.encode("utf-8"))}
+        with output_folder(out) as staging:
+            write_atomic(staging / names[0], json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+            write_atomic(staging / names[1], table)
+            self.certificate.write(staging / names[2])
+            for name, cert in zip(names[3:], self.certificates):
+                cert.write(staging / name)
+        return [Path(out) / name for name in names]
 
 
 def _as_dict(keys, table, labels) -> dict:

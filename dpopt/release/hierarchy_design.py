@@ -91,6 +91,7 @@ class HierarchySolution:
         for solution in self.solutions:
             data = json.loads(solution.certificate.to_json())
             data["hierarchy"] = block
+            data["whole_release"] = "hierarchy"
             if "postprocess" in block:
                 data["postprocess"] = block["postprocess"]
             out.append(Certificate(data))

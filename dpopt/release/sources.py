@@ -100,6 +100,8 @@ def connect() -> duckdb.DuckDBPyConnection:
 def _run(con: duckdb.DuckDBPyConnection, source: DataSource, sql: str):
     try:
         return con.execute(sql)
+    except duckdb.InterruptException:  # Ctrl-C during the query: an interrupt, not a bad data file
+        raise KeyboardInterrupt from None
     except duckdb.Error as exc:
         raise DataError(f"cannot read data file {source}: {str(exc).splitlines()[0]}") from None
 

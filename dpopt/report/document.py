@@ -27,8 +27,8 @@ import numpy as np
 from dpopt.audit.empirical import audit_answer, audit_mechanism
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.second_route import mechanism_tradeoff, noise_law_of
-from dpopt.certificate.verify import rebuild_mechanism
-from dpopt.errors import DpoptError
+from dpopt.certificate.verify import mechanism_record_checks, rebuild_mechanism
+from dpopt.errors import CertificateError, DpoptError
 from dpopt.mechanisms.base import better
 from dpopt.problem import compile
 from dpopt.report import data as report_data
@@ -68,7 +68,13 @@ def build_report(
     """The certificate's figures and, unless ``audit_draws`` is None, its empirical audit.
 
     The spec is compiled again and the mechanism rebuilt from the certificate (as ``dpopt
-    verify`` does), so the figures show the mechanism the file describes.
+    verify`` does), so the figures show the mechanism the file describes; its recorded
+    parameters and privacy summary (the headline) must be the rebuilt mechanism's.
+
+    Raises
+    ------
+    CertificateError
+        The recorded parameters or privacy summary differ from the rebuilt mechanism's.
 
     Parameters
     ----------
@@ -88,6 +94,10 @@ def build_report(
     problem = compile(data["spec"])
     spec, space = problem.spec, problem.space
     mechanism = rebuild_mechanism(data, space)
+    stale = [c for c in mechanism_record_checks(data["mechanism"], space, mechanism) if not c.passed]
+    if stale:  # the headline would print numbers that are not the mechanism's
+        raise CertificateError(f"the certificate's {stale[0].claim} is not its mechanism's ({stale[0].detail}): "
+                               "run dpopt verify")
     law = noise_law_of(mechanism)
     family = mechanism.family
     figures: list[Figure] = []

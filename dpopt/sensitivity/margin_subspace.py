@@ -91,7 +91,8 @@ class MarginSubspace(Subspace):
 
     def basis(self) -> np.ndarray:
         """An orthonormal basis (d × rank), one Kronecker block per component V_S not fixed
-        by the margins. Memory O(d · rank): for small tables."""
+        by the margins. Memory O(d · rank): for small tables (refused above the memory limit)."""
+        self.require_basis_memory()
         p = len(self.shape)
         helmert_bases = [helmert(n) for n in self.shape]
         ones = [np.full((n, 1), 1.0 / math.sqrt(n)) for n in self.shape]

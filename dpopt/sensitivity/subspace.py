@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from dpopt.core.memory import dense_bytes, require_memory
+
 
 class Subspace(ABC):
     """A subspace of R^d with an orthogonal projector applied implicitly."""
@@ -30,6 +32,12 @@ class Subspace(ABC):
     @abstractmethod
     def projector_diagonal(self) -> np.ndarray:
         """diag(P), shape (d,)."""
+
+    def require_basis_memory(self, copies: int = 1) -> None:
+        """Refuse (:func:`~dpopt.core.memory.require_memory`) a dense basis whose construction
+        takes ``copies`` d × rank arrays above the memory limit, before it is built."""
+        require_memory(dense_bytes(copies, self.ambient, self.rank),
+                       f"the dense {self.ambient} x {self.rank} basis of the {self.name} span")
 
     def contains(self, v: np.ndarray, tol: float = 1e-9) -> bool:
         """Whether every row of ``v`` lies in the subspace (relative tolerance)."""
@@ -53,6 +61,7 @@ class FullSpace(Subspace):
         return np.asarray(x, dtype=float)
 
     def basis(self) -> np.ndarray:
+        self.require_basis_memory()
         return np.eye(self.ambient)
 
     def projector_diagonal(self) -> np.ndarray:
@@ -73,6 +82,7 @@ class SumZeroSpace(Subspace):
         return x - x.mean(axis=-1, keepdims=True)
 
     def basis(self) -> np.ndarray:
+        self.require_basis_memory(copies=3)  # eye, the shifted copy, Q
         q, _ = np.linalg.qr(np.eye(self.ambient)[:, :-1] - 1.0 / self.ambient)
         return q
 

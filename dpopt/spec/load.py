@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import functools
 import hashlib
 import json
 import re
@@ -13,7 +12,8 @@ from typing import Annotated, Any, Mapping, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from dpopt.errors import SpecError
+from dpopt.core.documents import decode, parse_json
+from dpopt.errors import DocumentError, SpecError
 from dpopt.spec.models import (
     ContingencyTableQuery,
     HistogramQuery,
@@ -26,64 +26,32 @@ from dpopt.spec.models import (
     Spec,
     SumQuery,
 )
-
-
-_YAML_FLOAT = re.compile(
-    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-    |[-+]?\.(?:inf|Inf|INF)
-    |\.(?:nan|NaN|NAN))$""",
-    re.X,
-)
-
-
-@functools.cache
-def _spec_loader() -> type:
-    """PyYAML's safe loader, reading ``1e-5`` as a float (built on first use).
-
-    PyYAML follows YAML 1.1, whose float pattern needs a dot (``1.0e-5``); a spec
-    written ``delta: 1e-5`` would otherwise arrive as the string ``"1e-5"``. PyYAML is
-    imported here, by the first YAML document read (a JSON certificate needs none).
-    """
-    import yaml  # imported where used (start-up of `dpopt verify`)
-
-    class SpecLoader(yaml.SafeLoader):
-        pass
-
-    SpecLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
-    return SpecLoader
+from dpopt.spec.yaml12 import parse_yaml
 
 
 def read_document(path: str | Path) -> Any:
-    """Parse a YAML or JSON file (JSON is YAML) into Python objects.
+    """Parse a YAML or JSON file strictly into Python objects.
+
+    A ``.json`` file is read as JSON, anything else as YAML by the 1.2 core schema
+    (:mod:`dpopt.spec.yaml12`); both refuse bytes that are not UTF-8, a key given twice and
+    nesting deeper than :data:`~dpopt.core.documents.MAX_DEPTH` (:mod:`dpopt.core.documents`).
 
     Raises
     ------
     SpecError
-        The file is missing or is not valid YAML/JSON.
+        The file is missing, or is not a well-formed YAML/JSON document (one line naming
+        the file, the problem and its place).
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise SpecError("", f"cannot read spec file {path}: {exc.strerror or exc}") from None
-    if path.suffix.lower() == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise _not_a_document(path, exc) from None
-    import yaml  # imported where used, as in _spec_loader
-
     try:
-        return yaml.load(text, Loader=_spec_loader())  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise _not_a_document(path, exc) from None
-
-
-def _not_a_document(path: Path, exc: Exception) -> SpecError:
-    line = str(exc).replace("\n", " ")
-    return SpecError("", f"{path} is not valid YAML/JSON: {line}")
+        text = decode(data)
+        return parse_json(text) if path.suffix.lower() == ".json" else parse_yaml(text)
+    except DocumentError as exc:
+        raise SpecError("", f"{path} {exc}") from None
 
 
 def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
@@ -263,7 +231,8 @@ def _first_problem(exc: ValidationError, raw: Any) -> SpecError:
     elif err["type"] == "extra_forbidden":
         message = "is not a known field"
     elif "input" in err and not isinstance(err["input"], (Mapping, list)):
-        message += f" (got {err['input']!r})"
+        given = repr(err["input"])
+        message += f" (got {given})" if len(given) <= 60 else f" (got {given[:24]}..., {len(given)} characters)"
     more = len(errors) - 1
     if more:
         message += f" (and {more} more problem{'s' if more > 1 else ''})"

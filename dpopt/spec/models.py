@@ -11,7 +11,16 @@ import itertools
 from fractions import Fraction
 from typing import Annotated, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from dpopt.core.families import family_names
@@ -29,9 +38,28 @@ def _family(value: str) -> str:
 Family = Annotated[str, AfterValidator(_family)]
 """A mechanism family name (the registry's list, :mod:`dpopt.core.families`)."""
 
-PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Probability = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
-Matrix = list[list[Annotated[float, Field(allow_inf_nan=False)]]]
+
+def _number(value: object) -> object:
+    """Refuse a boolean or a string where a number is expected (pydantic's lax mode reads
+    ``true`` as 1 and ``"1e-5"`` as a float); any other value goes on to the number check."""
+    if isinstance(value, (bool, str)):
+        raise PydanticCustomError("number_type", "Input should be a number, not a {kind}",
+                                  {"kind": "boolean" if isinstance(value, bool) else "string"})
+    return value
+
+
+Number = BeforeValidator(_number)
+"""Marks a numeric field that accepts numbers only (not ``true``, not ``"1"``)."""
+
+MAX_COUNT = 2**53
+"""The largest integer a spec's count (``data.n``, a Hamming distance) may be: every integer
+up to it is a float exactly, and no dataset is larger."""
+
+PositiveFinite = Annotated[float, Number, Field(gt=0, allow_inf_nan=False)]
+Probability = Annotated[float, Number, Field(gt=0, lt=1, allow_inf_nan=False)]
+Finite = Annotated[float, Number, Field(allow_inf_nan=False)]
+Count = Annotated[int, Number, Field(ge=1, le=MAX_COUNT)]
+Matrix = list[list[Finite]]
 
 
 class _Model(BaseModel):
@@ -52,8 +80,8 @@ def _rectangular(matrix: list[list[float]]) -> list[list[float]]:
 class NumericAttribute(_Model):
     """A bounded numeric attribute, ``{min: a, max: b}`` with a < b."""
 
-    min: Annotated[float, Field(allow_inf_nan=False)]
-    max: Annotated[float, Field(allow_inf_nan=False)]
+    min: Finite
+    max: Finite
 
     @model_validator(mode="after")
     def _ordered(self) -> "NumericAttribute":
@@ -74,9 +102,9 @@ class PrivacyUnit(_Model):
     """
 
     id: Annotated[str, Field(min_length=1)]
-    max_rows: Annotated[int, Field(ge=1)] | None = None
-    max_groups: Annotated[int, Field(ge=1)] | None = None
-    max_rows_per_group: Annotated[int, Field(ge=1)] | None = None
+    max_rows: Count | None = None
+    max_groups: Count | None = None
+    max_rows_per_group: Count | None = None
 
     @model_validator(mode="after")
     def _bounded(self) -> "PrivacyUnit":
@@ -90,18 +118,24 @@ class Data(_Model):
     when a person may have several rows."""
 
     attributes: dict[str, Union[Levels, NumericAttribute]]
-    n: Annotated[int, Field(ge=1)] | None = None
+    n: Count | None = None
     privacy_unit: PrivacyUnit | None = None
 
     @field_validator("attributes", mode="before")
     @classmethod
     def _levels_as_strings(cls, value: object) -> object:
-        if isinstance(value, dict):
-            return {
-                name: [str(level) for level in levels] if isinstance(levels, list) else levels
-                for name, levels in value.items()
-            }
-        return value
+        """Levels written as numbers (``[1, 2, 3]``) are read as their text; a level that is a
+        list, a mapping or null is an error, not the text of a Python object."""
+        if not isinstance(value, dict):
+            return value
+        for name, levels in value.items():
+            for level in levels if isinstance(levels, list) else ():
+                if not isinstance(level, (str, int, float)):
+                    raise ValueError(f"attribute '{name}': level {level!r} is not a name or a number")
+        return {
+            name: [str(level) for level in levels] if isinstance(levels, list) else levels
+            for name, levels in value.items()
+        }
 
     @field_validator("attributes")
     @classmethod
@@ -205,7 +239,7 @@ class LinearInvariant(_Model):
 
     kind: Literal["linear"]
     matrix: Matrix
-    value: list[float] | None = None
+    value: list[Finite] | None = None
 
     _rect = field_validator("matrix")(_rectangular)
 
@@ -243,7 +277,7 @@ class Hamming(_Model):
     """Datasets of the same size that differ in at most ``distance`` records."""
 
     kind: Literal["hamming"]
-    distance: Annotated[int, Field(ge=1)]
+    distance: Count
 
 
 Adjacency = Annotated[Union[AddRemove, ReplaceOne, Hamming], Field(discriminator="kind")]
@@ -326,10 +360,10 @@ class Utility(_Model):
     metric: Literal["l1", "l2", "usefulness", "ci_volume", "test_power", "max_variance", "kl", "renyi", "mallows"]
     gamma: PositiveFinite | None = None
     alpha: Probability | None = None
-    alternative: Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=1)] | None = None
+    alternative: Annotated[list[Finite], Field(min_length=1)] | None = None
     workload: Matrix | None = None
-    weights: Annotated[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]], Field(min_length=1)] | None = None
-    prior: Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=1)] | None = None
+    weights: Annotated[list[Annotated[Finite, Field(ge=0)]], Field(min_length=1)] | None = None
+    prior: Annotated[list[Finite], Field(min_length=1)] | None = None
     floor: PositiveFinite | None = None
     order: PositiveFinite | None = None
 
@@ -403,9 +437,9 @@ class Postprocess(_Model):
     by controlled rounding that keeps every published sum.
     """
 
-    nonnegative: bool = True
-    integer: bool = True
-    consistent: bool = True
+    nonnegative: StrictBool = True
+    integer: StrictBool = True
+    consistent: StrictBool = True
 
 
 class Geography(_Model):
@@ -425,7 +459,7 @@ class Geography(_Model):
     levels: Annotated[list[str], Field(min_length=1)]
     shares: Union[Literal["optimal", "equal"], Annotated[list[Union[PositiveFinite, str]], Field(min_length=2)]] = "equal"
     weights: Annotated[list[PositiveFinite], Field(min_length=2)] | None = None
-    exact_totals: bool = False
+    exact_totals: StrictBool = False
 
     @model_validator(mode="after")
     def _sizes(self) -> "Geography":
@@ -453,7 +487,7 @@ class Geography(_Model):
 class Spec(_Model):
     """One release: domain, query, invariants, adjacency, privacy target, design choices."""
 
-    dpopt: Literal[1]
+    dpopt: Annotated[Literal[1], Number]
     name: Annotated[str, Field(min_length=1)]
     description: str | None = None
     data: Data
@@ -509,7 +543,7 @@ class PlanQuery(_Model):
     weight: PositiveFinite = 1.0
     utility: Utility | None = None
     mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] | None = None
-    share: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    share: Annotated[float, Number, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
 
     @field_validator("utility", mode="before")
     @classmethod
@@ -524,7 +558,7 @@ class Plan(_Model):
     ``mechanism`` and ``utility`` are the defaults of its queries.
     """
 
-    dpopt: Literal[1]
+    dpopt: Annotated[Literal[1], Number]
     name: Annotated[str, Field(min_length=1)]
     description: str | None = None
     data: Data

@@ -1,0 +1,257 @@
+r"""What a certificate records, compared with what ``dpopt verify`` recomputes.
+
+Re-deriving the claims from the spec proves that *some* mechanism meets the target; a
+reader, ``dpopt report`` and ``dpopt release`` read the numbers the certificate *records*.
+So every recorded number is recomputed from the spec and the rebuilt mechanism and
+compared (:func:`difference`): strings, booleans, integers and null exactly, floats to a
+relative 10⁻⁹ (the evaluation of the same closed form on another machine; an array's
+entries to 10⁻⁹ of its largest entry), NaN only where the recomputation gives NaN; the text
+of a recorded claim must say what its re-derivation says (words equal, printed numbers to
+10⁻⁴: :func:`same_text`). And every block has a schema of the keys it may hold
+(:data:`SCHEMA`): a key ``dpopt verify`` does not know fails the claim ``schema`` rather than
+being ignored.
+
+``whole_release`` (required) names the block that states the guarantee of the whole
+release — ``groups`` for a grouped release (:mod:`dpopt.certificate.composition`),
+``hierarchy`` for one level of a geographic hierarchy
+(:mod:`dpopt.certificate.hierarchy_budget`), null when the certificate's guarantee is the
+whole release's — and that block must be present (and no other). ``test_release: true``
+marks a release whose noise came from a caller's seed (``--insecure-seed``): valid, not
+for publication.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+import numpy as np
+
+from dpopt.core.checks import Check
+
+REL_TOL = 1e-9
+"""Relative tolerance of a recorded float against its recomputation."""
+
+WHOLE_RELEASE = {None: (), "groups": ("groups",), "hierarchy": ("hierarchy",)}
+"""The allowed values of ``whole_release`` and the composition block each requires."""
+
+_COMPOSITION_BLOCKS = ("groups", "hierarchy")
+
+SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
+    # block: (required keys, optional keys)
+    "certificate": (
+        frozenset({"dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
+                   "candidates", "checks", "whole_release"}),
+        frozenset({"groups", "hierarchy", "postprocess", "test_release"}),
+    ),
+    "plan": (
+        frozenset({"dpopt_version", "kind", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
+                   "allocation", "design", "queries", "candidates", "notes", "checks", "whole_release"}),
+        frozenset({"joint", "groups", "test_release"}),
+    ),
+    "mechanism": (frozenset({"family", "title", "parameters", "privacy", "notes"}), frozenset()),
+    "utility": (frozenset({"metric", "value", "method", "per_cell"}), frozenset({"ci95"})),
+    "check": (frozenset({"claim", "method", "passed", "detail"}), frozenset()),
+    "candidate": (frozenset({"family"}), frozenset({"parameters", "utility", "reason"})),
+    "candidate.utility": (frozenset({"metric", "value", "method"}), frozenset({"ci95"})),
+    "groups": (frozenset({"columns", "levels", "adjacency", "groups_changed", "per_group", "composition"}),
+               frozenset({"streams"})),
+    "groups.level": (frozenset({"column", "groups", "domain"}), frozenset({"caveat"})),
+    "groups.streams": (frozenset({"block_groups", "derivation"}), frozenset()),
+    # a hierarchy's design (``dpopt solve``) has no units and no post-processing yet; its release has both
+    "hierarchy": (frozenset({"spec", "levels", "shares", "adjacency", "composition", "checks"}),
+                  frozenset({"invariants", "caveat", "postprocess"})),
+    "hierarchy.level": (frozenset({"level", "share", "privacy", "mechanism", "certificate"}),
+                        frozenset({"units", "units_from"})),
+    "hierarchy.level.mechanism": (frozenset({"family", "parameters"}), frozenset()),
+    "postprocess": (frozenset({"guarantee", "method"}), frozenset({"error"})),
+    "postprocess.error": (frozenset({"method", "levels"}), frozenset()),
+    "plan.query": (frozenset({"name", "weight", "share", "target", "family", "parameters", "sensitivity",
+                              "utility"}), frozenset({"certificate"})),
+}
+"""The keys each block of a certificate must hold and may hold; nothing else is accepted."""
+
+
+# ------------------------------------------------------------------------ comparison
+def _numbers(value) -> Iterable[float]:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        yield float(value)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _numbers(item)
+
+
+def _same_float(recorded: float, expected: float, abs_tol: float) -> bool:
+    if math.isnan(expected) or math.isinf(expected):
+        return recorded == expected or (math.isnan(expected) and math.isnan(recorded))
+    return math.isfinite(recorded) and math.isclose(recorded, expected, rel_tol=REL_TOL, abs_tol=abs_tol)
+
+
+def difference(recorded, expected, path: str = "", abs_tol: float = 0.0) -> str | None:
+    """Where ``recorded`` differs from its recomputation ``expected`` (JSON values), or None.
+
+    Dicts must have the same keys, lists the same length; bool, str and null compare
+    exactly; numbers to :data:`REL_TOL` relative, and entries of an array to
+    :data:`REL_TOL` times its largest magnitude (a recomputed zero may be 1e-17 elsewhere).
+    """
+    where = path or "(root)"
+    if isinstance(expected, dict):
+        if not isinstance(recorded, dict):
+            return f"{where}: expected an object"
+        if set(recorded) != set(expected):
+            extra, missing = sorted(set(recorded) - set(expected)), sorted(set(expected) - set(recorded))
+            return f"{where}: keys differ (unexpected {extra}, missing {missing})"
+        for key in expected:
+            found = difference(recorded[key], expected[key], f"{path}.{key}" if path else str(key), abs_tol)
+            if found:
+                return found
+        return None
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(recorded, list) or len(recorded) != len(expected):
+            return f"{where}: expected a list of {len(expected)}"
+        scale = max((abs(x) for x in _numbers(list(expected)) if math.isfinite(x)), default=0.0)
+        tol = max(abs_tol, REL_TOL * scale)
+        for i, (r, e) in enumerate(zip(recorded, expected)):
+            found = difference(r, e, f"{where}[{i}]", tol)
+            if found:
+                return found
+        return None
+    if isinstance(expected, bool) or expected is None or isinstance(expected, str):
+        same = type(recorded) is type(expected) and recorded == expected
+        return None if same else f"{where}: recorded {_short(recorded)}, recomputed {_short(expected)}"
+    if isinstance(expected, (int, float, np.integer, np.floating)):
+        ok = (isinstance(recorded, (int, float)) and not isinstance(recorded, bool)
+              and _same_float(float(recorded), float(expected), abs_tol))
+        return None if ok else f"{where}: recorded {_short(recorded)}, recomputed {float(expected):.17g}"
+    return f"{where}: cannot compare a {type(expected).__name__}"
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_NUMBER = re.compile(r"[-+−]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+TEXT_REL_TOL = 1e-4
+"""Relative tolerance of a number printed in a check's text (printed with 6 or more significant digits)."""
+
+
+def same_text(recorded, expected: str) -> bool:
+    """True when a recorded check's text says what its recomputation says: the words equal, every
+    number within :data:`TEXT_REL_TOL` relative (a number printed to 6 digits may round the other
+    way on another machine)."""
+    if not isinstance(recorded, str):
+        return False
+    words_a, words_b = _NUMBER.split(recorded), _NUMBER.split(expected)
+    numbers_a, numbers_b = _NUMBER.findall(recorded), _NUMBER.findall(expected)
+    if words_a != words_b or len(numbers_a) != len(numbers_b):
+        return False
+    return all(math.isclose(float(a.replace("−", "-")), float(b.replace("−", "-")), rel_tol=TEXT_REL_TOL,
+                            abs_tol=1e-12) for a, b in zip(numbers_a, numbers_b))
+
+
+def compare(claim: str, what: str, recorded, expected) -> Check:
+    """A check that ``recorded`` equals its recomputation ``expected`` (:func:`difference`)."""
+    found = difference(recorded, expected)
+    return Check(claim, f"the recorded {what} equals its recomputation (floats to {REL_TOL:g} relative)",
+                 found is None, found or "equal")
+
+
+# ---------------------------------------------------------------------------- schema
+def schema_problems(block, name: str, path: str) -> list[str]:
+    """The keys of ``block`` that the schema entry ``name`` does not allow, or lacks."""
+    required, optional = SCHEMA[name]
+    if not isinstance(block, dict):
+        return [f"{path} is not an object"]
+    out = [f"{path}.{k}: unknown key" for k in sorted(set(block) - required - optional)]
+    out += [f"{path}.{k}: missing" for k in sorted(required - set(block))]
+    return out
+
+
+def _rows(block, name: str, path: str) -> list[str]:
+    if not isinstance(block, list):
+        return [f"{path} is not a list"]
+    return [p for i, row in enumerate(block) for p in schema_problems(row, name, f"{path}[{i}]")]
+
+
+_OBJECTS = ("spec", "guarantee", "sensitivity", "mechanism", "utility", "groups", "hierarchy", "postprocess")
+_LISTS = ("checks", "candidates", "queries")
+
+
+def certificate_schema(data: dict, top: str = "certificate") -> Check:
+    """The claim ``schema``: every block holds the keys it must and no other (:data:`SCHEMA`), each
+    of the right type; ``whole_release`` names exactly the composition block present;
+    ``test_release`` is true when present. ``top`` is ``certificate`` or ``plan``."""
+    problems = schema_problems(data, top, "certificate")
+    problems += [f"{k} is not an object" for k in _OBJECTS if k in data and not isinstance(data[k], dict)]
+    problems += [f"{k} is not a list" for k in _LISTS if k in data and not isinstance(data[k], list)]
+    if not isinstance(data.get("spec_sha256"), str):
+        problems.append("spec_sha256 is not a string")
+    blocks = {"mechanism": "mechanism", "utility": "utility"} if top == "certificate" else {}
+    blocks |= {"groups": "groups", "postprocess": "postprocess"}
+    problems += [p for key, name in blocks.items() if isinstance(data.get(key), dict)
+                 for p in schema_problems(data[key], name, key)]
+    if isinstance(data.get("checks"), list):
+        problems += _rows(data["checks"], "check", "checks")
+    if top == "certificate" and isinstance(data.get("candidates"), list):
+        problems += _rows(data["candidates"], "candidate", "candidates")
+        problems += [p for i, row in enumerate(data["candidates"]) if isinstance(row, dict) and "utility" in row
+                     for p in schema_problems(row["utility"], "candidate.utility", f"candidates[{i}].utility")]
+    groups = data.get("groups")
+    if isinstance(groups, dict):
+        problems += _rows(groups.get("levels"), "groups.level", "groups.levels")
+        if "streams" in groups:
+            problems += schema_problems(groups["streams"], "groups.streams", "groups.streams")
+    if isinstance(data.get("hierarchy"), dict):
+        problems += _hierarchy_schema(data["hierarchy"])
+    postprocess = data.get("postprocess")
+    if isinstance(postprocess, dict) and "error" in postprocess:
+        problems += schema_problems(postprocess["error"], "postprocess.error", "postprocess.error")
+    if top == "plan" and isinstance(data.get("queries"), list):
+        problems += _rows(data["queries"], "plan.query", "queries")
+    problems += _release_markers(data)
+    return Check("schema", "every block holds exactly the keys dpopt verify knows (required and optional), and the "
+                           "composition block named by whole_release", not problems,
+                 "; ".join(problems[:6]) + (f"; … {len(problems) - 6} more" if len(problems) > 6 else "")
+                 if problems else "every key known")
+
+
+def _release_markers(data: dict) -> list[str]:
+    """Problems with ``whole_release`` (and the composition block it names) and ``test_release``."""
+    problems = []
+    whole = data.get("whole_release", "missing")
+    if whole not in WHOLE_RELEASE:
+        problems.append(f"whole_release: {whole!r} is not one of null, 'groups', 'hierarchy'")
+    else:
+        present = tuple(b for b in _COMPOSITION_BLOCKS if b in data)
+        if present != WHOLE_RELEASE[whole]:
+            problems.append(f"whole_release is {whole!r} but the composition blocks present are {list(present)}: "
+                            "a grouped or hierarchical release's certificate must keep its composition block")
+    if "test_release" in data and data["test_release"] is not True:
+        problems.append("test_release: only true is allowed")
+    return problems
+
+
+def _hierarchy_schema(block: dict) -> list[str]:
+    problems = schema_problems(block, "hierarchy", "hierarchy")
+    problems += _rows(block.get("levels"), "hierarchy.level", "hierarchy.levels")
+    for i, row in enumerate(block.get("levels") if isinstance(block.get("levels"), list) else []):
+        if isinstance(row, dict) and "mechanism" in row:
+            problems += schema_problems(row["mechanism"], "hierarchy.level.mechanism",
+                                        f"hierarchy.levels[{i}].mechanism")
+    if "postprocess" in block:  # a release: its post-processing, and the units each level released
+        problems += schema_problems(block["postprocess"], "postprocess", "hierarchy.postprocess")
+        problems += [f"hierarchy.levels[{i}].{key}: missing"
+                     for i, row in enumerate(block.get("levels") if isinstance(block.get("levels"), list) else [])
+                     for key in ("units", "units_from") if isinstance(row, dict) and key not in row]
+    problems += _rows(block.get("checks"), "check", "hierarchy.checks")
+    return problems
+
+
+def is_test_release(data: dict) -> bool:
+    """True for the certificate of a seeded release (``test_release: true``)."""
+    return isinstance(data, dict) and data.get("test_release") is True
