@@ -320,3 +320,9 @@ def test_a_plan_with_a_privacy_unit_is_refused():
             "privacy": {"gdp": {"mu": 1.0}}, "queries": [{"query": {"kind": "count"}}]}
     with pytest.raises(SpecError, match="privacy_unit"):
         load_plan(plan)
+
+
+def test_a_grouped_release_with_a_privacy_unit_is_refused(capsys):
+    # a person's rows may span the groups of --group-by, which the per-group composition does not count
+    assert main(["release", str(VISITS_SPEC), "--data", str(VISITS_DATA), "--group-by", "clinic"]) == 2
+    assert "privacy_unit" in capsys.readouterr().err
