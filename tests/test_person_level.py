@@ -326,3 +326,20 @@ def test_a_grouped_release_with_a_privacy_unit_is_refused(capsys):
     # a person's rows may span the groups of --group-by, which the per-group composition does not count
     assert main(["release", str(VISITS_SPEC), "--data", str(VISITS_DATA), "--group-by", "clinic"]) == 2
     assert "privacy_unit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("adjacency", ["add_remove", "replace_one"])
+@pytest.mark.parametrize("unit", [{"max_rows": 8, "max_rows_per_group": 3}, {"max_rows": 8, "max_groups": 30}])
+def test_extreme_vectors_attain_the_norms_when_not_listed(unit, adjacency):
+    # 40 cells: too many contributions to list, so the space states the vectors attaining its norms;
+    # their norms, computed here exactly, are the derived ones (and each is an allowed difference)
+    attributes = {"a": [str(i) for i in range(40)]}
+    space = dpopt.derive(dpopt.load_spec(spec_of({"kind": "histogram", "attribute": "a"}, unit, adjacency,
+                                                 attributes)))
+    assert space.listed() is None
+    extremes = space.extreme_vectors()
+    assert brute_norms(extremes, pairs=False) == (space.l1, space.l2_squared, space.linf)
+    parts = [np.clip(extremes, 0, None), np.clip(-extremes, 0, None)]  # the two persons' contributions
+    for v in parts:
+        assert np.all(v.sum(axis=1) <= 8) and np.all(v.max(axis=1) <= unit.get("max_rows_per_group", 8))
+        assert np.all((v > 0).sum(axis=1) <= unit.get("max_groups", 40))

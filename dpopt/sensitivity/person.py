@@ -89,22 +89,28 @@ def _greedy(rows: int, per_cell: int) -> tuple[Fraction, Fraction, Fraction]:
     return Fraction(rows), Fraction(full * per_cell**2 + rest**2), Fraction(per_cell)
 
 
+def _on(unit: PrivacyUnit, p: int) -> tuple[Fraction, Fraction, Fraction]:
+    """The add/remove norms N(p) of a person confined to p cells."""
+    rows, per_cell, _ = most_rows(unit, p) if p else (0, 1, 0)
+    return _greedy(rows, per_cell)
+
+
+def _splits(unit: PrivacyUnit, cells: int) -> list[tuple[int, tuple[Fraction, Fraction, Fraction]]]:
+    """(p, norms of N(p) ⊕ N(m − p)) for the splits p ≤ min(m, g) of the cells between two persons."""
+    _, _, groups = most_rows(unit, cells)
+    out = []
+    for p in range(min(cells, groups) + 1):
+        a, b = _on(unit, p), _on(unit, cells - p)
+        out.append((p, (a[0] + b[0], a[1] + b[1], max(a[2], b[2]))))
+    return out
+
+
 def table_norms(unit: PrivacyUnit, cells: int, replace: bool) -> tuple[Fraction, Fraction, Fraction]:
     """Exact (l1, l2², l∞) of a person's contribution to an m-cell histogram (A = I), see the module."""
-
-    def on(p: int) -> tuple[Fraction, Fraction, Fraction]:
-        rows, per_cell, _ = most_rows(unit, p) if p else (0, 1, 0)
-        return _greedy(rows, per_cell)
-
     if not replace:
-        return on(cells)
-    _, _, groups = most_rows(unit, cells)
-    best = (Fraction(0), Fraction(0), Fraction(0))
-    for p in range(min(cells, groups) + 1):
-        a, b = on(p), on(cells - p)
-        pair = (a[0] + b[0], a[1] + b[1], max(a[2], b[2]))
-        best = tuple(max(x, y) for x, y in zip(best, pair))
-    return best
+        return _on(unit, cells)
+    splits = [norms for _, norms in _splits(unit, cells)]
+    return tuple(max(norms[i] for norms in splits) for i in range(3))
 
 
 def contributions(unit: PrivacyUnit, cells: int, limit: int) -> Iterator[tuple[int, ...]]:
@@ -117,7 +123,7 @@ def contributions(unit: PrivacyUnit, cells: int, limit: int) -> Iterator[tuple[i
     """
     rows, per_cell, groups = most_rows(unit, cells)
     count = 0
-    for support in range(groups + 1):
+    for support in range(min(groups, rows) + 1):  # each cell used holds a row at least
         for where in itertools.combinations(range(cells), support):
             for values in itertools.product(range(1, per_cell + 1), repeat=support):
                 if sum(values) <= rows:
@@ -185,8 +191,9 @@ def _table_extremes(unit: PrivacyUnit, m: int, replace: bool) -> np.ndarray:
 
     if not replace:
         return fill(m, 0)[None, :]
-    _, _, groups = most_rows(unit, m)
-    return np.array([fill(p, 0) - fill(m - p, p) for p in range(min(m, groups) + 1)])
+    splits = _splits(unit, m)
+    best = {max(splits, key=lambda split: split[1][i])[0] for i in range(3)}  # the split attaining each norm
+    return np.array([fill(p, 0) - fill(m - p, p) for p in sorted(best)])
 
 
 def _marginals(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
