@@ -382,8 +382,8 @@ def _release(args: argparse.Namespace) -> int:
     if args.groups or args.engine != "duckdb" or args.scheduler:
         raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
     with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing"):
-        sol, noisy, records = release_once(args.spec, args.data, randomness)
-    document = release_document(sol, noisy, records, randomness)
+        sol, noisy, records, bounding = release_once(args.spec, args.data, randomness)
+    document = release_document(sol, noisy, records, randomness, bounding)
     certificate = sol.certificate
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)

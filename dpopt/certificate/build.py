@@ -23,7 +23,8 @@ def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
 
     Under invariants the scope also carries the Semi-DP statement (reading of a(t), what
     is protected from what, and the guarantee), :func:`dpopt.privacy.semi_dp.semi_dp_block`.
-    A pdp target carries a ``note`` saying that probabilistic DP is not (ε, δ)-DP.
+    A pdp target carries a ``note`` saying that probabilistic DP is not (ε, δ)-DP. With a
+    ``data.privacy_unit`` the scope carries it (the adjacency is then person-level).
     """
     block = {
         "definition": spec.privacy.definition,
@@ -37,6 +38,8 @@ def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
     }
     if spec.invariants:
         block["scope"]["semi_dp"] = semi_dp_block(spec, space)
+    if spec.data.privacy_unit is not None:  # the protected unit is a person: their id column and row bounds
+        block["scope"]["privacy_unit"] = spec.data.privacy_unit.model_dump(exclude_none=True)
     if spec.privacy.definition == "pdp":
         block["note"] = PDP_CAVEAT
     return block

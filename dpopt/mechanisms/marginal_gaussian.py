@@ -228,6 +228,8 @@ class MarginalGaussianMechanism(Mechanism):
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
         spec, query = problem.spec, problem.query
+        if spec.data.privacy_unit is not None:
+            return "the marginal algebra assumes one row per person (use gaussian or gaussian_optimal with a privacy_unit)"
         if spec.privacy.definition not in _TARGETS:
             return (f"Gaussian noise serves gdp, zcdp and approx targets, not {spec.privacy.definition} "
                     "(pure ε needs Laplace-type noise)")

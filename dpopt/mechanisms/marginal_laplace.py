@@ -94,6 +94,8 @@ class MarginalLaplaceMechanism(Mechanism):
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
         spec, query = problem.spec, problem.query
+        if spec.data.privacy_unit is not None:
+            return "the marginal strategy assumes one row per person (use laplace with a privacy_unit)"
         if spec.privacy.definition != "pure":
             return f"this Laplace strategy is calibrated for pure ε, not {spec.privacy.definition}"
         if not isinstance(query, CountingQuery) or query.kind not in MARGINAL_KINDS:

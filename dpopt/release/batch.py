@@ -40,6 +40,7 @@ from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
 from dpopt.release.bind import as_test_release, certificate_sha256, sha256_bytes
+from dpopt.release.bounding import bound_contributions
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
 from dpopt.release.cells import cell_errors, cell_rows, cells_block, document_csv, release_cells
 from dpopt.rng import RandomSource, random_source
@@ -240,6 +241,9 @@ def _check_grouped_spec(spec: Spec, group_by: Sequence[str]) -> None:
         raise SpecError("--group-by", "give at least one grouping column")
     if len(set(group_by)) != len(group_by):
         raise SpecError("--group-by", "a grouping column is listed twice")
+    if spec.data.privacy_unit is not None:
+        raise SpecError("--group-by", "a grouped release with a privacy_unit is not supported yet (a person's rows "
+                                      "may span groups): put the grouping attribute in the query instead")
     if spec.data.n is not None:
         raise SpecError(
             "data.n",
@@ -347,17 +351,24 @@ def release_groups(
 
 def release_once(
     spec: Spec | str | Path | Mapping, data: str | Path, randomness: RandomSource
-) -> tuple[Solution, np.ndarray, int]:
+) -> tuple[Solution, np.ndarray, int, dict | None]:
     """The ungrouped release: φ(X) counted in SQL plus one noise draw from the root stream.
+
+    With ``data.privacy_unit`` each person's rows are first cut to its bounds
+    (:func:`dpopt.release.bounding.bound_contributions`).
 
     Returns
     -------
-    solution, noisy answer (d,), number of records
+    solution, noisy answer (d,), number of records counted, the bounding report (None without a privacy unit)
     """
     problem = compile(spec)  # counted before the design: the scan checks the data (one line before any design)
-    value, records = sources.answer(sources.connect(), sources.open_source(data), problem.spec, query=problem.query)
+    con, source = sources.connect(), sources.open_source(data)
+    bounding = None
+    if problem.spec.data.privacy_unit is not None:
+        source, bounding = bound_contributions(con, source, problem.spec, problem.query, randomness)
+    value, records = sources.answer(con, source, problem.spec, query=problem.query)
     solution = solve(problem)
-    return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records
+    return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records, bounding
 
 
 def _check_data(source: sources.DataSource, spec: Spec, columns: Sequence[str] = ()) -> None:
@@ -396,12 +407,14 @@ def write_release(document: dict, certificate: Certificate, out: str | Path) -> 
     return [Path(out) / name for name in names]
 
 
-def release_document(solution: Solution, noisy: np.ndarray, records: int, randomness: RandomSource) -> dict:
+def release_document(solution: Solution, noisy: np.ndarray, records: int, randomness: RandomSource,
+                     bounding: dict | None = None) -> dict:
     """The document of an ungrouped release (``dpopt release`` without ``--group-by``): the
     mechanism, the guarantee, the released value of each labelled coordinate (null for a
     coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
-    randomness used (never a seed: :mod:`dpopt.release.bind`), the number of records, and the per-cell table
-    (value, standard error, 95% margin of error: :mod:`dpopt.release.cells`)."""
+    randomness used (never a seed: :mod:`dpopt.release.bind`), the number of records, the per-cell table
+    (value, standard error, 95% margin of error: :mod:`dpopt.release.cells`) and, with a privacy unit, the
+    ``bounding`` report (:func:`dpopt.release.bounding.bound_contributions`; its counts are not private)."""
     query = solution.problem.query
     per_cell = solution.certificate["utility"]["per_cell"]
     return {
@@ -413,4 +426,4 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
         "cells": release_cells(per_cell, query.labels, noisy),
         "randomness": randomness.describe(),
         "records": records,
-    }
+    } | ({} if bounding is None else {"bounding": bounding})

@@ -111,27 +111,74 @@ def enumeration_size(spec: Spec, query: CountingQuery | NumericQuery) -> tuple[i
     return (size, count) if count <= _MAX_ENUMERATED_DATASETS else None
 
 
+_MAX_PERSON_PAIRS = 250_000
+
+
+def enumerate_persons(spec: Spec, query: CountingQuery | NumericQuery) -> SensitivitySpace | None:
+    """The person-level space by brute force: every multiset of records a person may keep under
+    ``data.privacy_unit`` (≤ k rows, ≤ g distinct cells of the query's attributes, ≤ c rows in one),
+    the query evaluated record by record; add/remove gives ±φ(P), replace φ(P) − φ(P′).
+    None when there are too many persons (pairs of persons under replace) to list."""
+    unit = spec.data.privacy_unit
+    names, values = _record_values(spec, query)
+    domain = [dict(zip(names, combo)) for combo in itertools.product(*values)]
+    cells = [tuple(record[a] for a in names if a in getattr(query, "attributes", ())) for record in domain]
+    distinct = len(set(cells))
+    most = min(n for n in (unit.max_rows, None if unit.max_rows_per_group is None
+                           else unit.max_rows_per_group * min(unit.max_groups or distinct, distinct)) if n is not None)
+    if comb(len(domain) + most, most) > _MAX_ENUMERATED_DATASETS:
+        return None
+    persons = []
+    for size in range(most + 1):
+        for rows in itertools.combinations_with_replacement(range(len(domain)), size):
+            per_cell = Counter(cells[i] for i in rows)
+            if len(per_cell) <= (unit.max_groups or distinct) and max(per_cell.values(), default=0) <= (
+                    unit.max_rows_per_group or most):
+                persons.append(query.evaluate([domain[i] for i in rows]))
+    phi = np.array(persons)
+    if spec.adjacency.kind == "add_remove":
+        differences = np.vstack([phi, -phi])
+    elif len(phi) ** 2 <= _MAX_PERSON_PAIRS:
+        differences = (phi[:, None, :] - phi[None, :, :]).reshape(-1, phi.shape[1])
+    else:
+        return None
+    return SensitivitySpace.from_vectors(
+        differences[np.any(differences != 0, axis=1)],
+        method=f"enumeration: all {len(phi)} persons of up to {most} rows over {len(domain)} record values",
+        adjacency=describe_adjacency(spec), complete=True)
+
+
 def enumeration_claims(spec: Spec, query: CountingQuery | NumericQuery, space: SensitivitySpace) -> list[Check]:
     """The structural sensitivity of a spec without invariants re-derived by enumerating
-    datasets (:func:`enumerate_space`, on the compiled query), where the domain is small."""
+    datasets (:func:`enumerate_space`, on the compiled query), where the domain is small;
+    with a ``privacy_unit``, by enumerating persons (:func:`enumerate_persons`)."""
+    if spec.data.privacy_unit is not None:
+        brute = enumerate_persons(spec, query)
+        if brute is None:
+            return []
+        return [_agreement(brute, space, f"brute force over every person ({brute.method})")]
     size = enumeration_size(spec, query)
     if size is None:
         return []
     brute = enumerate_space(spec, max_records=size[0], query=query)
+    return [_agreement(brute, space, f"brute force over {size[1]} datasets of up to {size[0]} records: "
+                                     "every neighbouring pair")]
+
+
+def _agreement(brute: SensitivitySpace, space: SensitivitySpace, method: str) -> Check:
+    """The enumerated and derived spaces have the same norms and rank."""
     # enumeration evaluates the query in floating point (a mean divides by n), hence rel. 1e-12
     same = brute.rank == space.rank and all(
         math.isclose(float(a), float(b), rel_tol=1e-12)
         for a, b in ((brute.l1, space.l1), (brute.l2_squared, space.l2_squared), (brute.linf, space.linf))
     )
-    return [
-        Check(
-            "sensitivity.enumeration",
-            f"brute force over {size[1]} datasets of up to {size[0]} records: every neighbouring pair",
-            same,
-            f"enumerated l1={brute.l1}, l2²={brute.l2_squared}, linf={brute.linf}, rank={brute.rank}; "
-            f"derived l1={space.l1}, l2²={space.l2_squared}, linf={space.linf}, rank={space.rank}",
-        )
-    ]
+    return Check(
+        "sensitivity.enumeration",
+        method,
+        same,
+        f"enumerated l1={brute.l1}, l2²={brute.l2_squared}, linf={brute.linf}, rank={brute.rank}; "
+        f"derived l1={space.l1}, l2²={space.l2_squared}, linf={space.linf}, rank={space.rank}",
+    )
 
 
 def _replacements(dataset: tuple[int, ...], r: int, k: int):

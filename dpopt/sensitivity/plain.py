@@ -18,6 +18,8 @@ Counting queries φ(X) = A h(X) (A is d × m, h the histogram over m cells):
 Bounded sum over [a, b]: add/remove gives sup|x| = max(|a|, |b|), replace gives b − a.
 Bounded mean with public n: replace gives (b − a)/n.
 
+With ``data.privacy_unit`` the unit is a person with all their rows: :mod:`dpopt.sensitivity.person`.
+
 Every closed form is checked against brute-force enumeration on small domains
 (:mod:`dpopt.sensitivity.enumerate`, ``tests/test_sensitivity.py``).
 """
@@ -33,6 +35,7 @@ import numpy as np
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
+from dpopt.sensitivity.person import derive_person, describe_unit
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
 from dpopt.sensitivity.subspace import FullSpace, Subspace, SumZeroSpace, span_of
 from dpopt.spec.models import Spec
@@ -41,6 +44,8 @@ _MAX_LISTED_ENTRIES = 20_000_000
 
 
 def describe_adjacency(spec: Spec) -> str:
+    if spec.data.privacy_unit is not None:
+        return describe_unit(spec)
     adj = spec.adjacency
     if adj.kind == "add_remove":
         return "add or remove one record"
@@ -65,6 +70,8 @@ def derive_plain(spec: Spec, query: CountingQuery | NumericQuery) -> Sensitivity
     UnsupportedSpecError
         A mean under add/remove; a query that does not change between neighbours.
     """
+    if spec.data.privacy_unit is not None:
+        return derive_person(spec, query)
     if isinstance(query, NumericQuery):
         space = _numeric(spec, query)
     else:

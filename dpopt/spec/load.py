@@ -297,6 +297,7 @@ def check_references(spec: Spec) -> None:
                 "query.attribute",
                 f"attribute '{query.attribute}' is categorical; {query.kind} needs a numeric one",
             )
+    _check_privacy_unit(spec)
     for i, invariant in enumerate(spec.invariants):
         if isinstance(invariant, MarginsInvariant):
             distinct(invariant.attributes, f"invariants[{i}].attributes")
@@ -305,6 +306,27 @@ def check_references(spec: Spec) -> None:
         if isinstance(invariant, LinearInvariant) and invariant.value is not None:
             if len(invariant.value) != len(invariant.matrix):
                 raise SpecError(f"invariants[{i}].value", "needs one entry per row of the matrix")
+
+
+def _check_privacy_unit(spec: Spec) -> None:
+    """``data.privacy_unit``: its id is not a declared attribute; the spec is one the person-level
+    derivation (:mod:`dpopt.sensitivity.person`) serves."""
+    unit = spec.data.privacy_unit
+    if unit is None:
+        return
+    if unit.id in spec.data.attributes:
+        raise SpecError("data.privacy_unit.id", f"'{unit.id}' is a declared attribute; the id column must not be one")
+    if spec.adjacency.kind == "hamming":
+        raise SpecError("adjacency", "a privacy_unit protects one person: use add_remove or replace_one")
+    if spec.data.n is not None:
+        raise SpecError("data.n", "with a privacy_unit the number of rows is not public: remove data.n")
+    if spec.invariants:
+        raise SpecError("invariants", "invariants are not supported with a privacy_unit yet")
+    if spec.geography is not None or spec.postprocess is not None:
+        raise SpecError("data.privacy_unit", "geography and postprocess are not supported with a privacy_unit yet")
+    if isinstance(spec.query, (LinearQuery, MeanQuery)):
+        raise SpecError("query.kind", f"a {spec.query.kind} query is not supported with a privacy_unit yet "
+                                      "(counts, histograms, tables, marginals and sums are)")
 
 
 def canonical_json(obj: Any) -> str:

@@ -93,11 +93,33 @@ class NumericAttribute(_Model):
 Levels = Annotated[list[str], Field(min_length=1)]
 
 
+class PrivacyUnit(_Model):
+    """Who is protected when a person has several rows: the ``id`` column and the contribution bounds.
+
+    ``max_rows`` (k) rows in all, ``max_groups`` (g) cells of the query's histogram, ``max_rows_per_group``
+    (c) rows in any one cell; each optional, but k or c must be given (g alone leaves a person's rows
+    unbounded). Rows beyond the bounds are dropped at random on release (:mod:`dpopt.release.bounding`).
+    """
+
+    id: Annotated[str, Field(min_length=1)]
+    max_rows: Count | None = None
+    max_groups: Count | None = None
+    max_rows_per_group: Count | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "PrivacyUnit":
+        if self.max_rows is None and self.max_rows_per_group is None:
+            raise ValueError("give max_rows or max_rows_per_group (max_groups alone does not bound a person's rows)")
+        return self
+
+
 class Data(_Model):
-    """Record domain: categorical attributes (their levels) and bounded numeric ones."""
+    """Record domain: categorical attributes (their levels) and bounded numeric ones; ``privacy_unit``
+    when a person may have several rows."""
 
     attributes: dict[str, Union[Levels, NumericAttribute]]
     n: Count | None = None
+    privacy_unit: PrivacyUnit | None = None
 
     @field_validator("attributes", mode="before")
     @classmethod
@@ -563,6 +585,8 @@ class Plan(_Model):
 
     @model_validator(mode="after")
     def _names_and_shares(self) -> "Plan":
+        if self.data.privacy_unit is not None:  # a plan's release counts rows without bounding them
+            raise ValueError("a privacy_unit is not supported in a release plan yet")
         names = [q.name for q in self.queries]
         if len(set(names)) != len(names):
             raise ValueError("query names must be distinct")

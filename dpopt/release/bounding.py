@@ -1,0 +1,165 @@
+r"""Contribution bounding on release: each person's rows cut to the spec's ``privacy_unit`` bounds.
+
+Before anything is counted, DuckDB keeps, for every person (the ``id`` column),
+
+1. at most c = ``max_rows_per_group`` rows in each cell of the query's histogram (the cell: the
+   level codes of the query's attributes; one cell for a count or a sum),
+2. then at most g = ``max_groups`` of the person's cells,
+3. then at most k = ``max_rows`` rows in all,
+
+each choice uniformly at random (the semantics of Tumult's ``MaxRowsPerGroupPerID`` /
+``MaxGroupsPerID`` / ``MaxRowsPerID`` and OpenDP's ``truncate_per_group`` / ``truncate_num_groups``),
+so the kept rows satisfy every bound and :mod:`dpopt.sensitivity.person` applies to them.
+
+The random choices are window functions ordered by keyed hashes,
+
+.. code-block:: sql
+
+    row_number() OVER (PARTITION BY id, cell ORDER BY sha256(secret || ':' || row_number))
+    dense_rank()  OVER (PARTITION BY id ORDER BY sha256(secret || ':' || cell || ':' || id))
+
+with a 256-bit ``secret`` drawn from the release's CSPRNG (:mod:`dpopt.rng`, its own stream
+:data:`BOUNDING_STREAM`). SHA-256 with a secret prefix of fixed length is modelled as a random
+function of distinct inputs (the encodings are unambiguous: the secret has fixed length, a row
+number and a cell — comma-joined level codes — contain no ':'), so within each person the
+sort keys are i.i.d. uniform and distinct with overwhelming probability: the order is a
+uniformly random permutation of the person's rows (cells), and the first c (g, k) of it a
+uniformly random subset, independent across persons. Without the secret nobody can predict
+which rows are kept. The choice for one person does not depend on the others' rows, so
+bounding then adding noise calibrated to the person-level sensitivity is DP for persons.
+
+Numeric values outside their declared bounds are clamped to them first (a value that is not a
+number is still refused), and counted per attribute: the certificate's sensitivity holds for the
+clamped values. The release document reports how many values were clamped and how many rows and
+persons were truncated. **These counts are computed from the confidential data without noise and
+are not protected by the certificate.**
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from dpopt.domain.queries import CountingQuery, NumericQuery
+from dpopt.errors import DataError
+from dpopt.release.sources import DataSource, _run, first_row_where, level_code_sql, quote_identifier, \
+    quote_literal, require_columns, validate
+from dpopt.rng import RandomSource
+from dpopt.spec.models import NumericAttribute, Spec
+
+BOUNDING_STREAM = (1 << 31,)
+"""The path of the CSPRNG stream the bounding secret is drawn from (noise streams use () and (l, b))."""
+
+TRUNCATION_CAVEAT = ("clamped, rows_dropped and persons_truncated are computed from the confidential data without "
+                     "noise: they are not covered by the certificate")
+
+
+@dataclass(frozen=True)
+class BoundedSource(DataSource):
+    """The kept (or clamped) rows of a file: a temporary table or view of the connection that made them."""
+
+    table: str
+
+    @property
+    def sql(self) -> str:
+        return quote_identifier(self.table)
+
+
+def _cell_key_sql(query: CountingQuery | NumericQuery) -> str:
+    """The row's cell as text: its level codes joined by commas ('' for a count or a sum)."""
+    if not isinstance(query, CountingQuery) or not query.attributes:
+        return "''"
+    codes = ", ".join(f"CAST({level_code_sql(a, lv)} AS VARCHAR)" for a, lv in zip(query.attributes, query.levels))
+    return f"concat_ws(',', {codes})"
+
+
+def bounding_sql(source: DataSource, spec: Spec, query: CountingQuery | NumericQuery, secret: str) -> str:
+    """The SELECT of the rows kept by bounding (the file's columns only), see the module."""
+    unit = spec.data.privacy_unit
+    pid = quote_identifier(unit.id)
+    key = quote_literal(secret)
+    keyed = (f"SELECT *, {_cell_key_sql(query)} AS dpopt_cell, "
+             f"sha256({key} || ':' || CAST(dpopt_rn AS VARCHAR)) AS dpopt_row_key FROM "
+             f"(SELECT *, row_number() OVER () AS dpopt_rn FROM {source.sql})")
+    step, ranked = keyed, False
+    windows = ((unit.max_rows_per_group, f"row_number() OVER (PARTITION BY {pid}, dpopt_cell ORDER BY dpopt_row_key)"),
+               (unit.max_groups, f"dense_rank() OVER (PARTITION BY {pid} ORDER BY "
+                                 f"sha256({key} || ':' || dpopt_cell || ':' || CAST({pid} AS VARCHAR)))"),
+               (unit.max_rows, f"row_number() OVER (PARTITION BY {pid} ORDER BY dpopt_row_key)"))
+    for bound, window in windows:
+        if bound is not None:
+            previous = " EXCLUDE (dpopt_r)" if ranked else ""
+            step = f"SELECT * FROM (SELECT *{previous}, {window} AS dpopt_r FROM ({step})) WHERE dpopt_r <= {int(bound)}"
+            ranked = True
+    extra = "dpopt_rn, dpopt_cell, dpopt_row_key" + (", dpopt_r" if ranked else "")
+    return f"SELECT * EXCLUDE ({extra}) FROM ({step})"
+
+
+def _clamp(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec) -> tuple[DataSource, dict[str, int]]:
+    """A view of the file with every number outside its attribute's bounds clamped to them, and how many
+    values of each numeric attribute were (NULL, NaN and non-numbers are left for validation to refuse)."""
+    numeric = {n: d for n, d in spec.data.attributes.items() if isinstance(d, NumericAttribute)}
+    if not numeric:
+        return source, {}
+    outside, replaced = [], []
+    for name, domain in numeric.items():
+        x = f"TRY_CAST(trim(CAST({quote_identifier(name)} AS VARCHAR)) AS DOUBLE)"
+        out = f"({x} IS NOT NULL AND NOT isnan({x}) AND ({x} < {domain.min!r} OR {x} > {domain.max!r}))"
+        outside.append(f"count(*) FILTER (WHERE {out})")
+        replaced.append(f"CASE WHEN {out} THEN CAST(least(greatest({x}, {domain.min!r}), {domain.max!r}) AS VARCHAR) "
+                        f"ELSE CAST({quote_identifier(name)} AS VARCHAR) END AS {quote_identifier(name)}")
+    counts = _run(con, source, f"SELECT {', '.join(outside)} FROM {source.sql}").fetchone()
+    view = BoundedSource(source.path, source.format, "dpopt_clamped")
+    _run(con, source, f"CREATE OR REPLACE TEMP VIEW {view.sql} AS SELECT * REPLACE ({', '.join(replaced)}) "
+                      f"FROM {source.sql}")
+    return view, {name: int(n) for name, n in zip(numeric, counts)}
+
+
+def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec,
+                        query: CountingQuery | NumericQuery, randomness: RandomSource) -> tuple[BoundedSource, dict]:
+    """Clamp numbers to their bounds, validate the file, keep each person's rows within the bounds, and say
+    how many values were clamped and rows dropped.
+
+    Returns
+    -------
+    source : BoundedSource
+        The kept rows, to count on ``con``.
+    report : dict
+        ``privacy_unit``, ``clamped`` (values clamped to their bounds, per numeric attribute), ``rows``,
+        ``rows_kept``, ``rows_dropped``, ``persons``, ``persons_truncated`` and the ``note`` that these
+        counts are not private.
+
+    Raises
+    ------
+    DataError
+        A missing id column (naming it), a record without an id (naming the row), or a value
+        outside the spec's domain (as :func:`dpopt.release.sources.validate`).
+    """
+    unit = spec.data.privacy_unit
+    require_columns(con, source, [*spec.data.attributes, unit.id])
+    source, clamped = _clamp(con, source, spec)
+    validate(con, source, spec)
+    pid = quote_identifier(unit.id)
+    missing = first_row_where(con, source, f"{pid} IS NULL", unit.id)
+    if missing is not None:
+        raise DataError(f"{source} {source.where(missing[0])}, column {unit.id}: missing person id")
+    secret = randomness.stream(*BOUNDING_STREAM).bytes(32).hex()
+    bounded = BoundedSource(source.path, source.format, "dpopt_bounded")
+    _run(con, source, f"CREATE OR REPLACE TEMP TABLE {bounded.sql} AS {bounding_sql(source, spec, query, secret)}")
+    rows, persons = _run(con, source, f"SELECT count(*), count(DISTINCT {pid}) FROM {source.sql}").fetchone()
+    kept = _run(con, source, f"SELECT count(*) FROM {bounded.sql}").fetchone()[0]
+    truncated = _run(con, source, (
+        f"SELECT count(*) FROM (SELECT {pid} AS p, count(*) AS n FROM {source.sql} GROUP BY ALL) AS a "
+        f"JOIN (SELECT {pid} AS p, count(*) AS n FROM {bounded.sql} GROUP BY ALL) AS b USING (p) WHERE a.n > b.n"
+    )).fetchone()[0]
+    report = {
+        "privacy_unit": unit.model_dump(exclude_none=True),
+        "clamped": clamped,
+        "rows": int(rows), "rows_kept": int(kept), "rows_dropped": int(rows - kept),
+        "persons": int(persons), "persons_truncated": int(truncated),
+        "method": "per person, uniformly random rows (SQL window functions ordered by SHA-256 keyed with a "
+                  "256-bit CSPRNG secret): ≤ max_rows_per_group per cell, then ≤ max_groups cells, then ≤ max_rows",
+        "note": TRUNCATION_CAVEAT,
+    }
+    return bounded, report

@@ -1,0 +1,234 @@
+r"""Person-level sensitivity: one person, with all their rows, added, removed or replaced.
+
+A spec with ``data.privacy_unit: {id, max_rows: k, max_groups: g, max_rows_per_group: c}``
+protects a person, not a row. After bounding (:mod:`dpopt.release.bounding`) a person's rows
+form a vector :math:`v \in \mathbb{Z}_{\ge 0}^m` over the m cells of the query's histogram with
+
+.. math:: v_j \le c, \qquad |\{j : v_j > 0\}| \le g, \qquad \textstyle\sum_j v_j \le k
+
+(an absent bound is no constraint; g ≤ m always). The query moves by A v (add/remove) or
+A(v − v′) (replace: one person's rows by another's, either possibly empty, so the replace
+space contains the add/remove one).
+
+Closed forms, derived here (A = I: count, histogram, contingency table). Let
+:math:`R(p) = \min(k, c \min(g, p))` be the most rows a person can place in p cells and
+:math:`t = \min(c, R)` the most in one cell. The vector that fills t rows in
+:math:`\lfloor R/t \rfloor` cells and the remainder in one more majorizes every allowed v
+(greedy filling under a per-coordinate cap and a total), so for every symmetric convex
+norm it is the maximizer:
+
+.. math:: \ell_1 = R, \qquad \ell_2^2 = \lfloor R/t \rfloor t^2 + (R \bmod t)^2, \qquad \ell_\infty = t .
+
+Replace: :math:`|v_j - v'_j| \le \max(v_j, v'_j)`, so moving each cell to whichever of v, v′ is
+larger (and zeroing the other) keeps both allowed and no norm decreases: disjoint supports are
+optimal, and the norms are :math:`\max_{0 \le p \le m} N(p) \oplus N(m - p)` (sum for l1 and l2²,
+max for l∞), N(p) the add/remove norms on p cells (p ≤ g suffices: N(p) = N(min(p, g))).
+
+Marginal tables (T tables, T₂ of them with two cells or more) when a person may put all
+their R rows in one cell (c ≥ R, e.g. c absent): every table sees at most R rows, in one
+cell at best, so add/remove gives :math:`\ell_1 = TR,\ \ell_2^2 = TR^2,\ \ell_\infty = R`;
+replace (v in one cell, v′ empty or in a cell that differs in every attribute; the bound
+:math:`\|x - y\|^2 \le \|x\|^2 + \|y\|^2` for x, y ≥ 0 is convex in Σv′, hence attained at
+an end) multiplies R and R² by :math:`\max(2T_2, T)`. A c below R under marginals is not
+derived yet (the tables cannot all concentrate at once).
+
+Bounded sum over [a, b] (one cell, R = min(k, c)): add/remove :math:`R \max(|a|, |b|)`;
+replace :math:`R(\max(b, 0) - \min(a, 0))` (a person's rows need not keep their number).
+
+Every form is checked against brute-force enumeration of small record sets in
+``tests/test_person_level.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Iterator
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt.domain.queries import CountingQuery, NumericQuery
+from dpopt.errors import UnsupportedSpecError
+from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.sensitivity.subspace import FullSpace
+from dpopt.spec.models import PrivacyUnit, Spec
+
+MAX_LISTED_ENTRIES = 2_000_000
+"""Difference vectors are listed (for the families that read them) up to this many numbers in all."""
+
+
+def describe_unit(spec: Spec) -> str:
+    """The person-level adjacency in words, with the bounds rows are truncated to."""
+    unit = spec.data.privacy_unit
+    verb = "add or remove" if spec.adjacency.kind == "add_remove" else "replace"
+    other = "" if spec.adjacency.kind == "add_remove" else " by another person's rows (either possibly none)"
+    bounds = [f"≤ {n} {what}" for n, what in ((unit.max_rows, "rows"), (unit.max_groups, "groups (cells)"),
+                                              (unit.max_rows_per_group, "rows per group")) if n is not None]
+    return (f"{verb} one person (id column {unit.id}) with all their rows{other}, after bounding to "
+            + ", ".join(bounds) + " per person")
+
+
+def most_rows(unit: PrivacyUnit, cells: int) -> tuple[int, int, int]:
+    """(R, t, g): the most rows a person keeps on ``cells`` cells, the most in one cell, the most cells."""
+    groups = min(unit.max_groups or cells, cells)
+    caps = [n for n in (unit.max_rows, None if unit.max_rows_per_group is None else unit.max_rows_per_group * groups)
+            if n is not None]
+    rows = min(caps)
+    per_cell = min(unit.max_rows_per_group or rows, rows)
+    return rows, per_cell, groups
+
+
+def _greedy(rows: int, per_cell: int) -> tuple[Fraction, Fraction, Fraction]:
+    """(l1, l2², l∞) of ``rows`` rows filled ``per_cell`` at a time (the majorizing contribution)."""
+    if rows == 0:
+        return Fraction(0), Fraction(0), Fraction(0)
+    full, rest = divmod(rows, per_cell)
+    return Fraction(rows), Fraction(full * per_cell**2 + rest**2), Fraction(per_cell)
+
+
+def _on(unit: PrivacyUnit, p: int) -> tuple[Fraction, Fraction, Fraction]:
+    """The add/remove norms N(p) of a person confined to p cells."""
+    rows, per_cell, _ = most_rows(unit, p) if p else (0, 1, 0)
+    return _greedy(rows, per_cell)
+
+
+def _splits(unit: PrivacyUnit, cells: int) -> list[tuple[int, tuple[Fraction, Fraction, Fraction]]]:
+    """(p, norms of N(p) ⊕ N(m − p)) for the splits p ≤ min(m, g) of the cells between two persons."""
+    _, _, groups = most_rows(unit, cells)
+    out = []
+    for p in range(min(cells, groups) + 1):
+        a, b = _on(unit, p), _on(unit, cells - p)
+        out.append((p, (a[0] + b[0], a[1] + b[1], max(a[2], b[2]))))
+    return out
+
+
+def table_norms(unit: PrivacyUnit, cells: int, replace: bool) -> tuple[Fraction, Fraction, Fraction]:
+    """Exact (l1, l2², l∞) of a person's contribution to an m-cell histogram (A = I), see the module."""
+    if not replace:
+        return _on(unit, cells)
+    splits = [norms for _, norms in _splits(unit, cells)]
+    return tuple(max(norms[i] for norms in splits) for i in range(3))
+
+
+def contributions(unit: PrivacyUnit, cells: int, limit: int) -> Iterator[tuple[int, ...]]:
+    """Every allowed contribution v on ``cells`` cells, by support size (v = 0 first).
+
+    Raises
+    ------
+    ValueError
+        More than ``limit`` of them.
+    """
+    rows, per_cell, groups = most_rows(unit, cells)
+    count = 0
+    for support in range(min(groups, rows) + 1):  # each cell used holds a row at least
+        for where in itertools.combinations(range(cells), support):
+            for values in itertools.product(range(1, per_cell + 1), repeat=support):
+                if sum(values) <= rows:
+                    count += 1
+                    if count > limit:
+                        raise ValueError("too many contributions to list")
+                    v = [0] * cells
+                    for j, x in zip(where, values):
+                        v[j] = x
+                    yield tuple(v)
+
+
+def derive_person(spec: Spec, query: CountingQuery | NumericQuery) -> SensitivitySpace:
+    """The person-level sensitivity space of the spec's compiled query (see the module).
+
+    Raises
+    ------
+    UnsupportedSpecError
+        A query kind or bound combination not derived yet (linear, mean, marginals with c < R).
+    """
+    replace = spec.adjacency.kind != "add_remove"
+    adjacency = describe_unit(spec)
+    unit = spec.data.privacy_unit
+    if isinstance(query, NumericQuery):
+        return _sum(spec, query, unit, replace, adjacency)
+    if query.kind == "marginals":
+        return _marginals(query, unit, replace, adjacency)
+    if query.kind not in ("count", "histogram", "contingency_table"):
+        raise UnsupportedSpecError("query.kind", f"a {query.kind} query with a privacy_unit is not derived yet")
+    m = query.cells
+    l1, l2sq, linf = table_norms(unit, m, replace)
+    rows, per_cell, groups = most_rows(unit, m)
+    how = (f"person-level: a person keeps ≤ {rows} rows, ≤ {per_cell} per cell, in ≤ {groups} cells; "
+           "greedy filling majorizes every allowed contribution"
+           + ("; replace: disjoint supports" if replace else ""))
+
+    @functools.cache  # listed once per space: several families read them
+    def listed() -> np.ndarray:
+        limit = MAX_LISTED_ENTRIES // max(m, 1)
+        vs = np.array(list(contributions(unit, m, limit)), dtype=float)[1:]  # the first is v = 0
+        if not replace:
+            return np.vstack([vs, -vs])
+        if len(vs) ** 2 > limit:
+            raise ValueError("too many difference vectors to list")
+        both = np.vstack([np.zeros((1, m)), vs])
+        pairs = (both[:, None, :] - both[None, :, :]).reshape(-1, m)
+        return np.unique(pairs[np.any(pairs != 0, axis=1)], axis=0)
+
+    return SensitivitySpace(m, FullSpace(m), l1, l2sq, linf, how, adjacency, complete=True, _vectors=listed,
+                            _extremes=lambda: _table_extremes(unit, m, replace))
+
+
+def _table_extremes(unit: PrivacyUnit, m: int, replace: bool) -> np.ndarray:
+    """Contributions attaining the norms: the greedy filling (replace: against the best disjoint other)."""
+
+    def fill(p: int, start: int) -> np.ndarray:
+        out = np.zeros(m)
+        if p:
+            rows, per_cell, _ = most_rows(unit, p)
+            full, rest = divmod(rows, per_cell)
+            out[start:start + full] = per_cell
+            if rest:
+                out[start + full] = rest
+        return out
+
+    if not replace:
+        return fill(m, 0)[None, :]
+    splits = _splits(unit, m)
+    best = {max(splits, key=lambda split: split[1][i])[0] for i in range(3)}  # the split attaining each norm
+    return np.array([fill(p, 0) - fill(m - p, p) for p in sorted(best)])
+
+
+def _marginals(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
+    workload = query.workload
+    d, m = query.dimension, query.cells
+    rows, per_cell, _ = most_rows(unit, m)
+    if per_cell < rows:
+        raise UnsupportedSpecError(
+            "data.privacy_unit.max_rows_per_group",
+            f"marginals with a person's rows capped per cell ({per_cell}) below their total ({rows}) are not "
+            "derived yet: drop max_rows_per_group, or release each table as a contingency_table",
+        )
+    tables = len(query.groups)
+    moving = sum(1 for group in query.groups
+                 if math.prod(len(query.levels[query.attributes.index(a)]) for a in group) >= 2)
+    factor = max(2 * moving, tables) if replace else tables
+    sizes = workload.algebra.sizes
+    corner = workload_column(workload, (0,) * len(sizes))
+    far = workload_column(workload, tuple(n - 1 for n in sizes))
+    extreme = rows * ((corner - far) if replace and 2 * moving > tables else corner)
+    span = FullSpace(d) if workload.rank() == d else MarginalSpan(workload)
+    how = (f"person-level: ≤ {rows} rows, all possibly in one cell, so each of {tables} table(s) moves by ≤ {rows} "
+           "in one cell" + (f"; replace: × max(2·{moving}, {tables})" if replace else ""))
+    return SensitivitySpace(d, span, Fraction(rows * factor), Fraction(rows * rows * factor), Fraction(rows), how,
+                            adjacency, complete=False, _vectors=None, _extremes=lambda: extreme[None, :])
+
+
+def _sum(spec: Spec, query: NumericQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
+    if query.kind != "sum":
+        raise UnsupportedSpecError("query.kind", "a mean with a privacy_unit is not derived yet: release a sum and a count")
+    rows, _, _ = most_rows(unit, 1)
+    low, high = Fraction(query.lower), Fraction(query.upper)
+    per_row = (max(high, 0) - min(low, 0)) if replace else max(abs(low), abs(high))
+    bound = rows * per_row
+    value = float(bound)
+    how = f"person-level: ≤ {rows} rows × " + ("(max(b, 0) − min(a, 0))" if replace else "sup |x| over [a, b]")
+    return SensitivitySpace(1, FullSpace(1), bound, bound * bound, bound, how, adjacency, complete=False,
+                            _vectors=lambda: np.array([[value], [-value]]))
