@@ -49,6 +49,7 @@ from dpopt.errors import UnsupportedSpecError
 from dpopt.plan.compose import composed_pld, epsilon_at
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.pld import DiscretePLD, PLDBracket
+from dpopt.privacy.pure_conversion import pure_gdp_mu
 from dpopt.privacy.zcdp import zcdp_delta_cks, zcdp_epsilon_cks
 
 BUDGETS = ("zcdp", "gdp", "pure", "approx")
@@ -83,13 +84,6 @@ def release_guarantee(certificate: dict) -> dict:
     return {"definition": definition, **{name: float(block[name]) for name in PARAMETERS[definition]}}
 
 
-def _mu_of_pure(epsilon: float) -> float:
-    """μ_ε = 2Φ⁻¹(e^ε/(1+e^ε)) = 2√2·erfinv(tanh(ε/2)) in 50 digits, rounded up to a float."""
-    with mpmath.workdps(50):
-        exact = 2 * mpmath.sqrt(2) * mpmath.erfinv(mpmath.tanh(mpmath.mpf(epsilon) / 2))
-        return nudge_until(float(exact), lambda v: mpmath.mpf(v) >= exact, up=True)
-
-
 def currency(budget: str, guarantee: dict, name: str = "the release") -> Fraction:
     """What one guarantee spends of an additive budget (ρ, μ² or ε), exactly (module docstring).
 
@@ -106,7 +100,7 @@ def currency(budget: str, guarantee: dict, name: str = "the release") -> Fractio
         value = Fraction(guarantee["mu" if definition == "gdp" else "epsilon"])
         return value * value / 2
     if budget == "gdp" and definition == "pure":
-        return Fraction(_mu_of_pure(guarantee["epsilon"])) ** 2
+        return Fraction(pure_gdp_mu(guarantee["epsilon"])) ** 2
     raise UnsupportedSpecError("--ledger", f"{name} is certified under {definition}, which does not convert "
                                            f"to the ledger's {budget} budget (no valid conversion)")
 

@@ -112,6 +112,20 @@ def _mp_gdp_bound(mu: float) -> mpmath.mpf:
     return mpmath.log(mpmath.ncdf(m) / mpmath.ncdf(-m))
 
 
+def pure_gdp_mu(epsilon: float) -> float:
+    """The smallest μ with ε-DP ⇒ μ-GDP, the inverse of ε ≤ log(Φ(μ/2)/Φ(−μ/2)) (:func:`pure_implies`):
+    μ_ε = 2Φ⁻¹(e^ε/(1+e^ε)) = 2√2·erfinv(tanh(ε/2)) in 50 digits, rounded up to a float.
+
+    Examples
+    --------
+    >>> round(pure_gdp_mu(1.0), 6)  # 2Φ⁻¹(e/(1 + e)) = 2 · 0.61601769… (scipy.stats.norm.ppf)
+    1.232035
+    """
+    with mpmath.workdps(50):
+        exact = 2 * mpmath.sqrt(2) * mpmath.erfinv(mpmath.tanh(mpmath.mpf(epsilon) / 2))
+        return nudge_until(float(exact), lambda v: mpmath.mpf(v) >= exact, up=True)
+
+
 def pure_implies(epsilon0: Fraction, privacy: Privacy) -> PureImplication:
     """Does ε₀-DP (ε₀ exact) imply ``privacy``? Independent of :func:`pure_epsilon_for`."""
     definition, p = privacy.definition, privacy.parameters
