@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from dpopt.certificate.build import certify
 from dpopt.certificate.model import Certificate
 from dpopt.design.select import Candidate, design_candidates, failure_reason, select
+from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.problem import OnProblem, Problem, compile
 from dpopt.spec.models import Spec
@@ -68,7 +69,8 @@ def solve(spec: Problem | Spec | str | Path | Mapping[str, Any]) -> Solution:
     Raises
     ------
     SpecError, UnsupportedSpecError
-        Malformed or unsupported spec.
+        Malformed or unsupported spec; a spec with ``geography`` (its whole hierarchical release is
+        designed by :func:`dpopt.release.solve_hierarchy`).
     CalibrationError
         No family meets the target, or none of those that do could be certified (a
         candidate whose certificate cannot be built gives way to the next best, its row
@@ -86,6 +88,10 @@ def solve(spec: Problem | Spec | str | Path | Mapping[str, Any]) -> Solution:
     (1,)
     """
     problem = spec if isinstance(spec, Problem) else compile(spec)
+    if problem.spec.geography is not None:  # what solve certifies must be what release does
+        raise UnsupportedSpecError(
+            "geography", "a spec with geography is a hierarchical release (one design per level, composed): "
+                         "design it with dpopt.release.solve_hierarchy, or `dpopt solve`")
     candidates = design_candidates(problem)
     while True:  # a candidate whose certificate cannot be built gives way to the next best
         chosen = select(candidates, problem.spec.utility.metric)

@@ -12,7 +12,8 @@ import json
 from fractions import Fraction
 
 import pytest
-from conftest import SPECS, make_spec
+from conftest import make_spec
+from solved_specs import SPECS  # hierarchies: their whole release is audited in tests/test_hierarchy_solve.py
 
 import dpopt
 from dpopt.audit import audit, audit_mechanism

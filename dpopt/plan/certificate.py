@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 from dpopt._version import __version__
 from dpopt.certificate.composition import PLAN_PER_GROUP, groups_record_check

@@ -63,14 +63,30 @@ def plan_snapshot(certificate) -> dict:
     }
 
 
+def hierarchy_snapshot(design) -> dict:
+    """The values of a hierarchical release's design: every level's family and parameters, the levels' total utility."""
+    certificates = [s.certificate for s in design.solutions]
+    return {
+        "family": "hierarchy: " + ", ".join(c["mechanism"]["family"] for c in certificates),
+        "parameters": leaves({n: c["mechanism"]["parameters"] for n, c in zip(design.names, certificates)}),
+        "utility": {"metric": certificates[0]["utility"]["metric"],
+                    "value": sum(c["utility"]["value"] for c in certificates)},
+    }
+
+
 def solve_snapshot(path: Path) -> dict:
-    """Solve one example spec (a release plan when it holds ``queries:``) and snapshot it."""
+    """Solve one example spec (a release plan when it holds ``queries:``, a hierarchical release when it
+    holds ``geography:``) and snapshot it."""
     from dpopt.plan import is_plan_document, solve_plan
+    from dpopt.release import solve_hierarchy
     from dpopt.solve import solve
     from dpopt.spec.load import read_document
 
-    if is_plan_document(read_document(path)):
+    document = read_document(path)
+    if is_plan_document(document):
         return plan_snapshot(solve_plan(path).certificate)
+    if "geography" in document:
+        return hierarchy_snapshot(solve_hierarchy(path))
     return snapshot(solve(path))
 
 
