@@ -112,11 +112,47 @@ def _is_hierarchy(path: str) -> bool:
     return _has_geography(read_document(path))
 
 
+def _is_selection(path: str) -> bool:
+    """A spec file with a ``releases`` list (private keys, quantiles: :mod:`dpopt.selection`)."""
+    from dpopt.spec.load import read_document
+    from dpopt.spec.selection import is_selection_document
+
+    return is_selection_document(read_document(path))
+
+
+def _solve_selection(args: argparse.Namespace) -> int:
+    """A spec with ``releases``: designed and certified from the spec alone."""
+    from dpopt.certificate.model import write_atomic
+    from dpopt.selection import certify, selection_markdown
+    from dpopt.spec.selection import load_selection_spec
+
+    cert = certify(load_selection_spec(args.spec))
+    if args.out:
+        with output_folder(args.out) as staging:
+            cert.write(staging / "certificate.json")
+            write_atomic(staging / "report.md", selection_markdown(cert) + "\n")
+    if args.json:
+        sys.stdout.write(cert.to_json())
+    elif not args.out or not args.quiet:
+        g = cert["guarantee"]
+        for block in cert["releases"]:
+            print(f"{block['name']}: {block['kind']}, ε = {block['guarantee']['epsilon']:g}"
+                  + (f", δ = {block['guarantee']['delta']:g}, selection {block['partition_selection']['method'].split(':')[0]}"
+                     if block["kind"] == "count" else f", exponential mechanism on {block['grid']['size']} grid points"))
+        failed = [c["claim"] for c in cert["checks"] if not c["passed"]]
+        print(f"{cert['spec']['name']}: {g['definition']} ε = {g['epsilon']:g}" + (f", δ = {g['delta']:g}" if "delta" in g else "")
+              + f" (basic composition); {len(cert['checks']) - len(failed)} of {len(cert['checks'])} checks passed"
+              + _wrote([Path(args.out) / "certificate.json", Path(args.out) / "report.md"] if args.out else []))
+    return 0 if cert.passed else 1
+
+
 def _solve(args: argparse.Namespace) -> int:
     from dpopt.report.reading import claim_counts, epsilon_by_delta, epsilon_line
     from dpopt.report.words import format_parameters
     from dpopt.solve import solve
 
+    if _is_selection(args.spec):
+        return _solve_selection(args)
     if _is_plan(args.spec):
         return _solve_plan(args)
     if _is_hierarchy(args.spec):
@@ -185,7 +221,10 @@ def _verify_result(cert):
     from dpopt.certificate.hierarchy_release import is_hierarchy_certificate, verify_hierarchy_release
     from dpopt.certificate.verify import verify
     from dpopt.plan import is_plan_certificate
+    from dpopt.selection import is_selection_certificate, verify_selection
 
+    if is_selection_certificate(cert.data):
+        return verify_selection(cert)
     if is_plan_certificate(cert.data):
         from dpopt.plan import verify_plan  # a plan's verifier designs its queries: loaded only for plans
 
@@ -362,6 +401,8 @@ def _release(args: argparse.Namespace) -> int:
         Ledger(args.ledger)
     if _is_plan(args.spec):
         return _release_plan(args, randomness)
+    if _is_selection(args.spec):
+        return _release_selection(args, randomness)
     spec = load_spec(args.spec)
     if args.error_draws < 0:
         raise SpecError("--error-draws", f"must be 0 or more (got {args.error_draws})")
@@ -390,6 +431,18 @@ def _release(args: argparse.Namespace) -> int:
         document["postprocess"] = document_block(post, sol.problem.labels)
         document["cells"] = release_cells(certificate["utility"]["per_cell"], sol.problem.labels, noisy,
                                           post.answers, "; ".join(post.method["steps"]))
+    return _emit_release(document, certificate, args)
+
+
+def _release_selection(args: argparse.Namespace, randomness) -> int:
+    """A spec with ``releases``: bounded, selected and released part by part (:mod:`dpopt.selection.release`)."""
+    from dpopt.selection import release_selection
+
+    if args.group_by or args.groups or args.scheduler or args.engine != "duckdb" or args.format != "json" or args.ledger:
+        raise SpecError("releases", "a spec with releases groups by its own keys: drop --group-by, --groups, --engine, "
+                                    "--scheduler, --format csv and --ledger")
+    with stdout_to_stderr(), _progress("dpopt release: bounding, selecting keys and releasing"):
+        certificate, document = release_selection(args.spec, args.data, randomness)
     return _emit_release(document, certificate, args)
 
 
@@ -431,6 +484,9 @@ def _audit(args: argparse.Namespace) -> int:
     draws = AUDIT_DRAWS if args.draws is None else args.draws
     seed = AUDIT_SEED if args.seed is None else args.seed
     document = read_document(args.source)
+    if _is_selection_document(document):
+        raise UnsupportedSpecError("releases", "dpopt audit does not audit private keys and quantiles yet (their "
+                                               "release path is audited in tests/test_selection.py)")
     with stdout_to_stderr(), _progress(f"dpopt audit: {draws} draws per dataset and pair"):
         if is_plan_certificate(document):
             result = audit_plan_certificate(Certificate.from_dict(document, str(args.source)), draws=draws, seed=seed)
@@ -466,6 +522,8 @@ def _report(args: argparse.Namespace) -> int:
     from dpopt.spec.load import read_document
 
     document = read_document(args.source)
+    if _is_selection_document(document):
+        return _report_selection(args, document)
     if _is_composed(document):
         return _report_composed(args, document)
     cert = Certificate.from_document(document, source=str(args.source))
@@ -483,6 +541,34 @@ def _report(args: argparse.Namespace) -> int:
     else:  # figures need a file: Markdown on stdout carries the text, tables and audit
         sys.stdout.write(render_markdown(Report(cert, (), report.audit,
                                                 report.notes + ("figures: written with --out FILE.html or FILE.md",))))
+    return 0
+
+
+def _is_selection_document(document) -> bool:
+    """A spec with ``releases`` or its certificate (:mod:`dpopt.selection`)."""
+    from dpopt.selection import is_selection_certificate
+    from dpopt.spec.selection import is_selection_document
+
+    return is_selection_document(document) or is_selection_certificate(document)
+
+
+def _report_selection(args: argparse.Namespace, document) -> int:
+    """The report of a spec with ``releases`` or of its certificate: Markdown, or one HTML page."""
+    from dpopt.certificate.model import Certificate, write_atomic
+    from dpopt.selection import certify, is_selection_certificate, selection_html, selection_markdown
+    from dpopt.spec.selection import load_selection_spec
+
+    html = bool(args.out) and Path(args.out).suffix.lower() in (".html", ".htm")
+    if args.out and not html and Path(args.out).suffix.lower() != ".md":
+        raise SpecError("--out", "this report is FILE.html (one page) or FILE.md")
+    cert = (Certificate.from_dict(document, source=str(args.source)) if is_selection_certificate(document)
+            else certify(load_selection_spec(document)))
+    text = (selection_html if html else selection_markdown)(cert) + "\n"
+    if args.out:
+        write_atomic(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
     return 0
 
 

@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("audit", "postprocess"),  # empirical audit; post-processing of releases
     ("release",),  # releases at scale, hierarchies
     ("report",),  # the report a person reads
-    ("plan",),  # several queries under one budget
+    ("plan", "selection"),  # several queries under one budget; private keys and quantiles (person level)
     ("ledger",),  # a privacy budget ledger across releases and processes
     ("cli",),
     ("__init__",),  # the flat namespace of ``import dpopt`` (names resolved on first use)

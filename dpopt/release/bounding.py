@@ -74,12 +74,14 @@ def _cell_key_sql(query: CountingQuery | NumericQuery) -> str:
     return f"concat_ws(',', {codes})"
 
 
-def bounding_sql(source: DataSource, spec: Spec, query: CountingQuery | NumericQuery, secret: str) -> str:
-    """The SELECT of the rows kept by bounding (the file's columns only), see the module."""
+def bounding_sql(source: DataSource, spec: Spec, query: CountingQuery | NumericQuery, secret: str,
+                 cell: str | None = None) -> str:
+    """The SELECT of the rows kept by bounding (the file's columns only), see the module; ``cell`` is the SQL
+    text of a row's cell (default: the query's level codes, :func:`_cell_key_sql`)."""
     unit = spec.data.privacy_unit
     pid = quote_identifier(unit.id)
     key = quote_literal(secret)
-    keyed = (f"SELECT *, {_cell_key_sql(query)} AS dpopt_cell, "
+    keyed = (f"SELECT *, {_cell_key_sql(query) if cell is None else cell} AS dpopt_cell, "
              f"sha256({key} || ':' || CAST(dpopt_rn AS VARCHAR)) AS dpopt_row_key FROM "
              f"(SELECT *, row_number() OVER () AS dpopt_rn FROM {source.sql})")
     step, ranked = keyed, False
@@ -117,9 +119,14 @@ def _clamp(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec) -> tu
 
 
 def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec,
-                        query: CountingQuery | NumericQuery, randomness: RandomSource) -> tuple[BoundedSource, dict]:
+                        query: CountingQuery | NumericQuery | None, randomness: RandomSource, *,
+                        cell: str | None = None, stream: tuple[int, ...] = BOUNDING_STREAM
+                        ) -> tuple[BoundedSource, dict]:
     """Clamp numbers to their bounds, validate the file, keep each person's rows within the bounds, and say
     how many values were clamped and rows dropped.
+
+    ``cell`` (SQL text of a row's cell, instead of the ``query``'s) and ``stream`` (the CSPRNG path of the
+    secret) serve releases that bound each of their parts on its own cells (:mod:`dpopt.selection`).
 
     Returns
     -------
@@ -144,9 +151,9 @@ def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec
     missing = first_row_where(con, source, f"{pid} IS NULL", unit.id)
     if missing is not None:
         raise DataError(f"{source} {source.where(missing[0])}, column {unit.id}: missing person id")
-    secret = randomness.stream(*BOUNDING_STREAM).bytes(32).hex()
+    secret = randomness.stream(*stream).bytes(32).hex()
     bounded = BoundedSource(source.path, source.format, "dpopt_bounded")
-    _run(con, source, f"CREATE OR REPLACE TEMP TABLE {bounded.sql} AS {bounding_sql(source, spec, query, secret)}")
+    _run(con, source, f"CREATE OR REPLACE TEMP TABLE {bounded.sql} AS {bounding_sql(source, spec, query, secret, cell)}")
     rows, persons = _run(con, source, f"SELECT count(*), count(DISTINCT {pid}) FROM {source.sql}").fetchone()
     kept = _run(con, source, f"SELECT count(*) FROM {bounded.sql}").fetchone()[0]
     truncated = _run(con, source, (

@@ -1,0 +1,279 @@
+r"""Design and certificate of person-level releases with private keys and quantiles (:mod:`dpopt.spec.selection`).
+
+Every release is calibrated from the spec alone (never from the data) and re-checked by an independent
+evaluation (:func:`release_checks`); the releases compose by basic composition, ε = Σ ε_i and δ = Σ δ_i
+(each reads the records once, with its own contribution bounding and its own randomness).
+
+Person-level bounds of a release over m cells (keys or groups), from :func:`dpopt.sensitivity.person.most_rows`:
+R rows in all, t in one cell, g cells, g ≤ R (a cell holds a row at least). Unknown keys: m unbounded.
+
+- **count** (private keys): row counts, l1 sensitivity R and l2² of the greedy filling
+  (:func:`dpopt.sensitivity.person.table_norms`); a person's rows make ≤ g keys appear, and change the
+  user count of ≤ g keys by one. ``optimal``: the selection spends ``selection_share``·ε with δ
+  (:mod:`dpopt.privacy.partition_selection`), the counts (1 − share)·ε with discrete Laplace noise of
+  scale R/ε_c (exact: ε written in decimal is a rational). ``laplace_threshold``: discrete Laplace of
+  scale R/ε, threshold for δ. ``gaussian_threshold``: Gaussian σ for (ε, δ/2) on l2, threshold for δ/2.
+- **quantile**: β = ε_q/(2RΔ) per q (:mod:`dpopt.privacy.quantile`), ε split equally over the q's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import mpmath
+
+from dpopt._version import __version__
+from dpopt.certificate.model import Certificate
+from dpopt.core.checks import Check
+from dpopt.privacy import partition_selection as ps
+from dpopt.privacy import quantile as qm
+from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_sigma_approx
+from dpopt.sensitivity.person import describe_unit, most_rows, table_norms
+from dpopt.spec.load import canonical_json
+from dpopt.spec.models import MAX_COUNT, PrivacyUnit
+from dpopt.spec.selection import RELATIVE_SLACK, CountRelease, QuantileRelease, SelectionSpec, spent
+
+KIND = "selection"
+"""The ``kind`` of a certificate of this module."""
+
+NUMERICS = ("idealized numerics: the keep decisions (a double-precision uniform below π_n), the Gaussian noise "
+            "and the quantile draws (inverse CDF of double-precision probabilities) use floating point; the "
+            "discrete Laplace noise is drawn exactly in integer arithmetic (Canonne, Kamath & Steinke 2020)")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A person's most rows in all (R), in one cell (t), and the most cells (g ≤ R)."""
+
+    rows: int
+    per_cell: int
+    cells: int
+
+
+def person_bounds(unit: PrivacyUnit, cells: int) -> Bounds:
+    """:func:`~dpopt.sensitivity.person.most_rows` on ``cells`` cells, g capped at R."""
+    rows, per_cell, groups = most_rows(unit, cells)
+    return Bounds(rows, per_cell, min(groups, rows))
+
+
+def _decimal(x: float) -> Fraction:
+    """The rational a spec's number denotes as written (0.3 is 3/10)."""
+    return Fraction(repr(x))
+
+
+def _laplace_sd(scale: Fraction) -> float:
+    """Standard deviation of the discrete Laplace of scale b: √(2r)/(1 − r), r = e^{−1/b}."""
+    r = math.exp(-1 / float(scale))
+    return math.sqrt(2 * r) / (1 - r)
+
+
+def _count_block(spec: SelectionSpec, release: CountRelease) -> dict:
+    unit = spec.data.privacy_unit
+    b = person_bounds(unit, MAX_COUNT)
+    l2sq = table_norms(unit, MAX_COUNT, replace=False)[1]
+    eps, delta = _decimal(release.epsilon), release.delta
+    block = {
+        "name": release.name, "kind": "count", "by": release.by,
+        "declared": list(spec.data.attributes[release.by].declared),
+        "sensitivity": {"rows": b.rows, "per_key": b.per_cell, "keys": b.cells, "l1": b.rows, "l2_squared": str(l2sq),
+                        "how": f"person-level: ≤ {b.rows} rows in all, ≤ {b.per_cell} per key, in ≤ {b.cells} keys"},
+        "guarantee": {"definition": "approx", "epsilon": release.epsilon, "delta": delta},
+    }
+    if release.selection == "optimal":
+        eps_sel = eps * Fraction(release.share)
+        eps_one, delta_one = ps.per_partition_budget(float(eps_sel), delta, b.cells)
+        pis, design_delta = ps.certified_keep_probabilities(eps_one, delta_one)
+        half = next(n for n, p in enumerate(pis) if p >= 0.5)
+        scale = b.rows / (eps - eps_sel)
+        block["partition_selection"] = {
+            "method": "optimal: Desfontaines, Voss, Gipson & Mandayam (PoPETs 2022), Thm. 1, on the users per key",
+            "epsilon": float(eps_sel), "delta": delta, "keys_per_person": b.cells,
+            "epsilon_per_key": eps_one, "delta_per_key": delta_one, "design_delta": design_delta,
+            "keep_probabilities": pis.tolist(),
+        }
+        block["noise"] = {"family": "discrete_laplace", "scale": str(scale), "epsilon": str(eps - eps_sel)}
+        kept = {"metric": "users_for_even_chance", "value": half,
+                "method": f"least n with π_n ≥ 1/2; a key with ≥ {len(pis) - 1} users is always kept"}
+    elif release.selection == "laplace_threshold":
+        scale = b.rows / eps
+        tau = ps.laplace_threshold(mpmath.mpf(scale.numerator) / scale.denominator, delta, b.rows, b.per_cell, b.cells)
+        block["partition_selection"] = {"method": "thresholded discrete Laplace: a key is kept when its noisy row "
+                                                  "count is ≥ the threshold, and that noisy count is released",
+                                        "threshold": tau, "delta": delta}
+        block["noise"] = {"family": "discrete_laplace", "scale": str(scale), "epsilon": str(eps)}
+        kept = {"metric": "rows_for_even_chance", "value": tau, "method": "P[c + Z ≥ τ] ≥ 1/2 iff c ≥ τ (Z symmetric)"}
+    else:
+        sigma = gaussian_sigma_approx(l2sq, release.epsilon, delta / 2)
+        tau = ps.gaussian_threshold(sigma, delta / 2, b.rows, b.per_cell, b.cells)
+        block["partition_selection"] = {"method": "thresholded Gaussian: a key is kept when its noisy row count is "
+                                                  "≥ the threshold, and that noisy count is released",
+                                        "threshold": tau, "delta": delta / 2}
+        block["noise"] = {"family": "gaussian", "sigma": sigma, "epsilon": str(eps), "delta": delta / 2}
+        kept = {"metric": "rows_for_even_chance", "value": tau, "method": "P[c + Z ≥ τ] ≥ 1/2 iff c ≥ τ (Z symmetric)"}
+    sd = block["noise"]["sigma"] if "sigma" in block["noise"] else _laplace_sd(Fraction(block["noise"]["scale"]))
+    block["utility"] = {"metric": "count_standard_deviation", "value": sd,
+                        "method": "closed form (discrete Laplace: √(2r)/(1 − r), r = e^{−1/b}; Gaussian: σ)",
+                        "selection": kept}
+    return block
+
+
+def _quantile_block(spec: SelectionSpec, release: QuantileRelease) -> dict:
+    domain = spec.data.attributes[release.attribute]
+    groups = None if release.by is None else list(spec.data.attributes[release.by])
+    b = person_bounds(spec.data.privacy_unit, 1 if groups is None else len(groups))
+    points = qm.grid(domain.min, domain.max, release.grid.step, release.grid.points)
+    share = release.epsilon / len(release.q)
+    per_q = [{"q": q, "epsilon": share, "beta": qm.beta_for(share, b.rows, q), "row_sensitivity": qm.row_sensitivity(q)}
+             for q in release.q]
+    return {
+        "name": release.name, "kind": "quantile", "attribute": release.attribute, "by": release.by, "groups": groups,
+        "grid": {"low": float(points[0]), "high": float(points[-1]), "size": len(points)}
+                | ({"step": release.grid.step} if release.grid.step is not None else {"points": points.tolist()}),
+        "sensitivity": {"rows": b.rows, "how": f"person-level: ≤ {b.rows} rows in all over "
+                                               + ("one group" if groups is None else f"the {len(groups)} groups")
+                                               + ", each moving a score by ≤ max(q, 1 − q)"},
+        "per_q": per_q,
+        "guarantee": {"definition": "pure", "epsilon": release.epsilon, "delta": 0.0},
+        "utility": {"metric": "expected_rank_error_beyond_best",
+                    "value": [qm.rank_error_bound(p["beta"], len(points)) for p in per_q],
+                    "method": "bound (ln G + 1)/β per q, data-independent (McSherry & Talwar 2007, Thm. 6, integrated)"},
+    }
+
+
+def design_blocks(spec: SelectionSpec) -> list[dict]:
+    """Every release calibrated from the spec (see the module)."""
+    return [_count_block(spec, r) if isinstance(r, CountRelease) else _quantile_block(spec, r) for r in spec.releases]
+
+
+def spec_document(spec: SelectionSpec) -> dict:
+    """The spec as a plain JSON-ready dict (defaults filled in)."""
+    return spec.model_dump(mode="json", exclude_none=True)
+
+
+def spec_sha256(spec: SelectionSpec) -> str:
+    """SHA-256 of the canonical JSON of the validated spec."""
+    return hashlib.sha256(canonical_json(spec_document(spec)).encode()).hexdigest()
+
+
+def guarantee(spec: SelectionSpec) -> dict:
+    """The composed guarantee (basic composition) and its scope."""
+    epsilon, delta = spent(spec)
+    pure = delta == 0 and spec.privacy.definition == "pure"
+    return {"definition": "pure" if pure else "approx", "epsilon": epsilon} | ({} if pure else {"delta": delta}) | {
+        "target": {spec.privacy.definition: spec.privacy.parameters},
+        "composition": "basic: ε = Σ ε_i, δ = Σ δ_i over the releases (each bounds and reads the records on its own)",
+        "scope": {"adjacency": describe_unit(spec), "invariants": [], "semi_adjacent_parameter": None},
+    }
+
+
+def certificate_body(spec: SelectionSpec) -> dict:
+    """Everything of the certificate but its checks."""
+    unit = spec.data.privacy_unit
+    return {
+        "kind": KIND, "dpopt_version": __version__, "spec_sha256": spec_sha256(spec), "spec": spec_document(spec),
+        "guarantee": guarantee(spec),
+        "sensitivity": {"privacy_unit": unit.model_dump(exclude_none=True), "per_release": "releases[i].sensitivity"},
+        "mechanism": {"family": "private_keys_and_quantiles", "parameters": {"releases": [r.name for r in spec.releases]}},
+        "utility": {"metric": "per_release", "value": None, "method": "releases[i].utility"},
+        "releases": design_blocks(spec), "numerics": NUMERICS,
+    }
+
+
+def certify(spec: SelectionSpec) -> Certificate:
+    """The certificate: the design and its independent checks (a check that fails is recorded as failed)."""
+    body = certificate_body(spec)
+    return Certificate(body | {"checks": [c.to_dict() for c in release_checks(spec, body["releases"])]})
+
+
+# ------------------------------------------------------------------------------ checks
+def _at_most(value: float, bound: float) -> bool:
+    return value <= bound * (1 + RELATIVE_SLACK)
+
+
+def _count_checks(spec: SelectionSpec, release: CountRelease, block: dict, at: str) -> list[Check]:
+    b = person_bounds(spec.data.privacy_unit, MAX_COUNT)
+    sens = block["sensitivity"]
+    checks = [Check(f"{at}.sensitivity", "person_bounds re-derived from the privacy unit (R, t, g ≤ R)",
+                    (sens["rows"], sens["per_key"], sens["keys"]) == (b.rows, b.per_cell, b.cells),
+                    f"R = {b.rows}, t = {b.per_cell}, g = {b.cells}")]
+    sel, noise, eps = block["partition_selection"], block["noise"], _decimal(release.epsilon)
+    if release.selection == "optimal":
+        eps_one, delta_one, pis = sel["epsilon_per_key"], sel["delta_per_key"], sel["keep_probabilities"]
+        exact = ps.pair_delta(pis, eps_one)
+        design = sel["design_delta"]
+        closed = max(abs(p - ps.keep_probability(n, eps_one, design)) for n, p in enumerate(pis))
+        composed = ps.composed_delta(delta_one, b.cells)
+        eps_noise = Fraction(noise["epsilon"])
+        checks += [
+            Check(f"{at}.selection.delta", "exact δ of the keep-probability table over every neighbouring pair of user "
+                  "counts (n, n + 1), both outcomes and directions, 40-digit arithmetic",
+                  exact <= delta_one, f"δ = {exact:.6g} ≤ δ per key = {delta_one:.6g} at ε per key = {eps_one:.6g}"),
+            Check(f"{at}.selection.optimal", "the table against the closed form of google/differential-privacy "
+                  "(PreaggPartitionSelection::ProbabilityOfKeep) at the δ it was built for, ≥ (1 − 10⁻³)·δ per key",
+                  closed <= 1e-12 and delta_one * (1 - 1e-3) <= design <= delta_one,
+                  f"largest difference {closed:.3g} at δ = {design:.6g}"),
+            Check(f"{at}.selection.composition", "g keys per person: (g·ε′, 1 − (1 − δ′)^g) (Kairouz, Oh & "
+                  "Viswanath 2015, Thm. 3.3)", _at_most(b.cells * eps_one, sel["epsilon"]) and _at_most(composed, sel["delta"]),
+                  f"{b.cells} × {eps_one:.6g} ≤ {sel['epsilon']:.6g}; δ = {composed:.6g} ≤ {sel['delta']:.6g}"),
+            Check(f"{at}.noise", "ε of the counts' discrete Laplace = R/b exactly (rationals); selection + counts = ε",
+                  Fraction(b.rows) / Fraction(noise["scale"]) == eps_noise
+                  and _at_most(sel["epsilon"] + float(eps_noise), release.epsilon),
+                  f"{b.rows}/({noise['scale']}) = {eps_noise}"),
+        ]
+        return checks
+    rows, per_key, keys = b.rows, b.per_cell, b.cells
+    if release.selection == "laplace_threshold":
+        scale = Fraction(noise["scale"])
+        mp_scale = mpmath.mpf(scale.numerator) / scale.denominator
+        new, how = ps.new_keys_delta(lambda v: ps.discrete_laplace_tail(sel["threshold"] - v, mp_scale),
+                                     rows, per_key, keys)
+        noise_delta, noise_holds = 0.0, Fraction(rows) / scale == eps
+        noise_how = f"ε = R/b = {rows}/({noise['scale']}) exactly"
+    else:
+        new, how = ps.new_keys_delta(lambda v: ps.gaussian_tail(sel["threshold"] - v, noise["sigma"]),
+                                     rows, per_key, keys)
+        mu = math.sqrt(float(Fraction(sens["l2_squared"]))) / noise["sigma"]
+        noise_delta = float(gaussian_delta_mp(release.epsilon, mu))
+        noise_holds = _at_most(noise_delta, noise["delta"])
+        noise_how = f"analytic Gaussian (Balle & Wang 2018) at μ = {mu:.6g}: δ = {noise_delta:.6g}"
+    checks += [
+        Check(f"{at}.noise", "the counts' noise on the keys both data sets have", noise_holds, noise_how),
+        Check(f"{at}.selection.delta", "δ_new: probability that a key only the added person holds passes the "
+              f"threshold ({how}); total δ_noise + δ_new", _at_most(noise_delta + new, release.delta),
+              f"δ_new = {new:.6g}, δ_noise = {noise_delta:.6g}, target {release.delta:.6g}"),
+    ]
+    return checks
+
+
+def _quantile_checks(spec: SelectionSpec, release: QuantileRelease, block: dict, at: str) -> list[Check]:
+    groups = None if release.by is None else len(spec.data.attributes[release.by])
+    b = person_bounds(spec.data.privacy_unit, 1 if groups is None else groups)
+    total = sum(qm.epsilon_of(p["beta"], b.rows, p["q"]) for p in block["per_q"])
+    return [
+        Check(f"{at}.sensitivity", "person_bounds re-derived from the privacy unit", block["sensitivity"]["rows"] == b.rows,
+              f"R = {b.rows}"),
+        Check(f"{at}.epsilon", "ε = Σ_q 2βRΔ_q (exponential mechanism, person with ≤ R rows, Δ_q = max(q, 1 − q))",
+              _at_most(total, release.epsilon) and [p["q"] for p in block["per_q"]] == list(release.q),
+              f"Σ ε = {total:.6g} ≤ {release.epsilon:.6g}"),
+    ]
+
+
+def release_checks(spec: SelectionSpec, blocks: list[dict]) -> list[Check]:
+    """Independent checks of recorded blocks: each release's guarantee re-evaluated, then the composition."""
+    checks = []
+    for i, (release, block) in enumerate(zip(spec.releases, blocks)):
+        at = f"releases[{i}]"
+        if isinstance(release, CountRelease):
+            checks += _count_checks(spec, release, block, at)
+        else:
+            checks += _quantile_checks(spec, release, block, at)
+    epsilon, delta = spent(spec)
+    target = spec.privacy.parameters
+    checks.append(Check("privacy", "basic composition of the releases against the target",
+                        len(blocks) == len(spec.releases) and _at_most(epsilon, target["epsilon"])
+                        and _at_most(delta, target.get("delta", 0.0)),
+                        f"ε = {epsilon:.6g} ≤ {target['epsilon']:.6g}, δ = {delta:.6g} ≤ {target.get('delta', 0.0):.6g}"))
+    return checks

@@ -1,0 +1,177 @@
+r"""``dpopt release`` of a spec with private keys and quantiles: bounding, selection, noise, in DuckDB.
+
+For each release, in the order of the spec:
+
+1. numbers are clamped to their bounds and counted, the records validated, and each person's rows cut
+   at random to the privacy unit's bounds (:func:`dpopt.release.bounding.bound_contributions`) with the
+   release's own cells: the key's text for a count, the level of ``by`` for a quantile (one cell
+   without ``by``), and its own CSPRNG stream (:data:`BOUNDING`, i);
+2. a **count** counts rows and distinct persons per key of the bounded rows, then releases every
+   declared key (noisy; zero rows when the data have none) and each other key only when partition
+   selection keeps it (optimal: with probability π of its users; thresholds: when its noisy count
+   reaches τ, that noisy count being released); keys are handled in sorted order;
+3. a **quantile** draws each q of each group (levels in spec order) by the exponential mechanism.
+
+The document lists the released keys only: how many keys the data hold is never released (neither a
+count nor the dropped keys). The bounding reports (rows and persons truncated, values clamped) are
+computed without noise and are not covered by the certificate (as for every person-level release).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpopt.certificate.model import Certificate
+from dpopt.errors import DataError
+from dpopt.noise.discrete_laplace import sample_discrete_laplace
+from dpopt.privacy import quantile as qm
+from dpopt.release.bounding import bound_contributions
+from dpopt.release.sources import (
+    DataSource,
+    _run,
+    connect,
+    first_row_where,
+    level_code_sql,
+    open_source,
+    quote_identifier,
+    require_columns,
+)
+from dpopt.rng import RandomSource
+from dpopt.selection.design import certify
+from dpopt.spec.models import PrivacyUnit
+from dpopt.spec.selection import CountRelease, PrivateKeys, QuantileRelease, SelectionSpec, load_selection_spec
+
+BOUNDING = 1 << 31
+"""First element of the CSPRNG path of release i's bounding secret, (BOUNDING, i)."""
+DRAWS = 1 << 30
+"""First element of the CSPRNG paths of release i's draws: (DRAWS, i, 0) decisions, (DRAWS, i, 1) noise."""
+
+KEYS_NOTE = ("keys not declared in the spec are released only when partition selection keeps them; how many keys "
+             "the data hold is not released")
+
+
+@dataclass(frozen=True)
+class _Domain:
+    attributes: dict
+    privacy_unit: PrivacyUnit
+
+
+@dataclass(frozen=True)
+class _Records:
+    """What :func:`~dpopt.release.bounding.bound_contributions` reads of a spec: the listed and numeric
+    attributes (private-key columns are checked here) and the privacy unit."""
+
+    data: _Domain
+
+
+def _records(spec: SelectionSpec) -> _Records:
+    listed = {n: d for n, d in spec.data.attributes.items() if not isinstance(d, PrivateKeys)}
+    return _Records(_Domain(listed, spec.data.privacy_unit))
+
+
+def _discrete_laplace(rng: np.random.Generator, scale: str, size: int) -> np.ndarray:
+    b = Fraction(scale)
+    return sample_discrete_laplace(rng, b.numerator, b.denominator, size)
+
+
+def _count(con, source: DataSource, spec: SelectionSpec, release: CountRelease, block: dict, i: int,
+           randomness: RandomSource) -> tuple[dict, dict]:
+    by = quote_identifier(release.by)
+    require_columns(con, source, [release.by])
+    missing = first_row_where(con, source, f"{by} IS NULL OR trim(CAST({by} AS VARCHAR)) = ''", release.by)
+    if missing is not None:
+        raise DataError(f"{source} {source.where(missing[0])}, column {release.by}: missing key")
+    key = f"CAST({by} AS VARCHAR)"
+    bounded, report = bound_contributions(con, source, _records(spec), None, randomness, cell=key, stream=(BOUNDING, i))
+    pid = quote_identifier(spec.data.privacy_unit.id)
+    found = {k: (int(rows), int(users)) for k, rows, users in _run(
+        con, source, f"SELECT {key}, count(*), count(DISTINCT {pid}) FROM {bounded.sql} GROUP BY ALL").fetchall()}
+    declared = block["declared"]
+    candidates = sorted(k for k in found if k not in set(declared))
+    decide, noise = randomness.stream(DRAWS, i, 0), randomness.stream(DRAWS, i, 1)
+    sel = block["partition_selection"]
+    if release.selection == "optimal":
+        pis = sel["keep_probabilities"]
+        kept = [k for k, u in zip(candidates, decide.random(len(candidates))) if u < pis[min(found[k][1], len(pis) - 1)]]
+        keys = declared + kept
+        values = np.array([found.get(k, (0, 0))[0] for k in keys]) + _discrete_laplace(noise, block["noise"]["scale"],
+                                                                                      len(keys))
+    else:
+        keys = declared + candidates
+        true = np.array([found.get(k, (0, 0))[0] for k in keys], dtype=float)
+        if release.selection == "laplace_threshold":
+            noisy = true + _discrete_laplace(noise, block["noise"]["scale"], len(keys))
+        else:
+            noisy = true + noise.normal(0.0, block["noise"]["sigma"], len(keys))
+        passed = [j < len(declared) or noisy[j] >= sel["threshold"] for j in range(len(keys))]
+        kept = [k for k, p in zip(keys[len(declared):], passed[len(declared):]) if p]
+        keys, values = [k for k, p in zip(keys, passed) if p], noisy[np.array(passed, dtype=bool)]
+    out = {"name": release.name, "kind": "count", "by": release.by, "selection": release.selection,
+           "values": {k: (int(v) if release.selection != "gaussian_threshold" else float(v)) for k, v in zip(keys, values)},
+           "declared": declared, "selected": kept, "note": KEYS_NOTE}
+    return out, report
+
+
+def quantile_values(con, source: DataSource, spec: SelectionSpec, release: QuantileRelease, i: int,
+                    randomness: RandomSource) -> tuple[dict[str, np.ndarray], dict]:
+    """The bounded values of a quantile release per group (``all`` without ``by``), and the bounding report."""
+    levels = None if release.by is None else list(spec.data.attributes[release.by])
+    cell = "''" if levels is None else f"CAST({level_code_sql(release.by, levels)} AS VARCHAR)"
+    bounded, report = bound_contributions(con, source, _records(spec), None, randomness, cell=cell,
+                                          stream=(BOUNDING, i))
+    x = f"CAST(trim(CAST({quote_identifier(release.attribute)} AS VARCHAR)) AS DOUBLE)"
+    group = "'all'" if levels is None else f"CAST({quote_identifier(release.by)} AS VARCHAR)"
+    rows = _run(con, source, f"SELECT {group}, {x} FROM {bounded.sql}").fetchall()
+    values = {g: [] for g in (levels or ["all"])}
+    for g, v in rows:
+        values[g].append(v)
+    return {g: np.array(v, dtype=float) for g, v in values.items()}, report
+
+
+def draw_quantiles(values: dict[str, np.ndarray], block: dict, rng: np.random.Generator) -> dict[str, dict[str, float]]:
+    """Each q of each group drawn by the exponential mechanism of the block (groups in order, then q's)."""
+    grid = block["grid"]
+    points = (np.asarray(grid["points"]) if "points" in grid
+              else qm.grid(grid["low"], grid["high"], grid["step"]))
+    return {g: {repr(p["q"]): qm.sample(v, points, p["q"], p["beta"], rng) for p in block["per_q"]}
+            for g, v in values.items()}
+
+
+def release_selection(spec_source: str | Path | dict | SelectionSpec, data: str | Path,
+                      randomness: RandomSource) -> tuple[Certificate, dict[str, Any]]:
+    """Certify the spec, then release every part on the records of ``data`` (see the module).
+
+    Returns
+    -------
+    certificate : Certificate
+    document : dict
+        ``name``, ``spec_sha256``, ``guarantee``, ``releases`` (per release its ``values``; a count also its
+        ``declared`` and ``selected`` keys), ``bounding`` (per release, not private), ``randomness``.
+
+    Raises
+    ------
+    DataError
+        A missing column, a record without an id or key, a value outside its domain (naming the row).
+    """
+    spec = load_selection_spec(spec_source)
+    certificate = certify(spec)
+    source = open_source(data)
+    con = connect()
+    released, bounding = [], []
+    for i, (release, block) in enumerate(zip(spec.releases, certificate["releases"])):
+        if isinstance(release, CountRelease):
+            out, report = _count(con, source, spec, release, block, i, randomness)
+        else:
+            values, report = quantile_values(con, source, spec, release, i, randomness)
+            out = {"name": release.name, "kind": "quantile", "attribute": release.attribute, "by": release.by,
+                   "values": draw_quantiles(values, block, randomness.stream(DRAWS, i, 0))}
+        released.append(out)
+        bounding.append({"release": release.name} | report)
+    document = {"name": spec.name, "spec_sha256": certificate["spec_sha256"], "guarantee": certificate["guarantee"],
+                "releases": released, "bounding": bounding, "randomness": randomness.describe()}
+    return certificate, document

@@ -1,0 +1,66 @@
+"""The report of a certificate of :mod:`dpopt.selection.design`: guarantee, each release's mechanism and
+utility, the checks (Markdown; one HTML page with the same text)."""
+
+from __future__ import annotations
+
+import html
+
+from dpopt.certificate.model import Certificate
+
+
+def _count_lines(block: dict) -> list[str]:
+    sel, noise, utility = block["partition_selection"], block["noise"], block["utility"]
+    declared = ", ".join(block["declared"]) or "none"
+    lines = [f"- keys of `{block['by']}`: declared (always released, zero rows when absent): {declared}; any other "
+             "key found in the data is released only when selected; how many keys the data hold is not released",
+             f"- selection: {sel['method']}"]
+    if "keep_probabilities" in sel:
+        lines.append(f"  - (ε, δ) = ({sel['epsilon']:g}, {sel['delta']:g}) over ≤ {sel['keys_per_person']} keys per "
+                     f"person: ({sel['epsilon_per_key']:.6g}, {sel['delta_per_key']:.6g}) per key; a key with n users "
+                     f"is kept with probability π_n, π_n ≥ 1/2 from n = {utility['selection']['value']}, certain from "
+                     f"n = {len(sel['keep_probabilities']) - 1}")
+    else:
+        lines.append(f"  - threshold τ = {sel['threshold']:.6g} on the noisy row count (a key with τ rows is kept "
+                     "with probability 1/2)")
+    scale = f"scale b = {noise['scale']}" if "scale" in noise else f"σ = {noise['sigma']:.6g}"
+    lines.append(f"- counts: {noise['family'].replace('_', ' ')} noise, {scale}, ε = {noise['epsilon']}; "
+                 f"standard deviation {utility['value']:.4g} per count")
+    return lines
+
+
+def _quantile_lines(block: dict) -> list[str]:
+    grid = block["grid"]
+    where = "overall" if block["by"] is None else f"per level of `{block['by']}` ({', '.join(block['groups'])})"
+    lines = [f"- quantiles of `{block['attribute']}` {where}, exponential mechanism on {grid['size']} grid points "
+             f"in [{grid['low']:g}, {grid['high']:g}], utility −|rank − q·n|"]
+    for p, bound in zip(block["per_q"], block["utility"]["value"]):
+        lines.append(f"  - q = {p['q']:g}: ε = {p['epsilon']:.6g}, β = {p['beta']:.6g}; expected rank error beyond "
+                     f"the best grid point ≤ {bound:.4g} rows ({block['utility']['method']})")
+    return lines
+
+
+def selection_markdown(certificate: Certificate) -> str:
+    """The report as Markdown."""
+    g = certificate["guarantee"]
+    delta = f", δ = {g['delta']:g}" if "delta" in g else ""
+    lines = [f"# {certificate['spec']['name']}", "",
+             f"**Guarantee:** {g['definition']} ε = {g['epsilon']:g}{delta} ({g['composition']}).", "",
+             f"**Protected:** {g['scope']['adjacency']}.", ""]
+    for block in certificate["releases"]:
+        lines += [f"## {block['name']} ({block['kind']}): {block['guarantee']['definition']} "
+                  f"ε = {block['guarantee']['epsilon']:g}"
+                  + (f", δ = {block['guarantee']['delta']:g}" if block["guarantee"]["delta"] else ""), "",
+                  f"- sensitivity: {block['sensitivity']['how']}"]
+        lines += _count_lines(block) if block["kind"] == "count" else _quantile_lines(block)
+        lines.append("")
+    lines += ["## Checks", "", "| claim | holds | detail |", "|---|---|---|"]
+    lines += [f"| {c['claim']} | {'yes' if c['passed'] else 'NO'} | {c['detail']} |" for c in certificate["checks"]]
+    lines += ["", f"*Numerics:* {certificate['numerics']}."]
+    return "\n".join(lines)
+
+
+def selection_html(certificate: Certificate) -> str:
+    """The Markdown report as one HTML page (preformatted)."""
+    title = html.escape(certificate["spec"]["name"])
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>"
+            f"<body><pre>{html.escape(selection_markdown(certificate))}</pre></body></html>")
