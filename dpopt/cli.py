@@ -120,39 +120,15 @@ def _is_selection(path: str) -> bool:
     return is_selection_document(read_document(path))
 
 
-def _solve_selection(args: argparse.Namespace) -> int:
-    """A spec with ``releases``: designed and certified from the spec alone."""
-    from dpopt.certificate.model import write_atomic
-    from dpopt.selection import certify, selection_markdown
-    from dpopt.spec.selection import load_selection_spec
-
-    cert = certify(load_selection_spec(args.spec))
-    if args.out:
-        with output_folder(args.out) as staging:
-            cert.write(staging / "certificate.json")
-            write_atomic(staging / "report.md", selection_markdown(cert) + "\n")
-    if args.json:
-        sys.stdout.write(cert.to_json())
-    elif not args.out or not args.quiet:
-        g = cert["guarantee"]
-        for block in cert["releases"]:
-            print(f"{block['name']}: {block['kind']}, ε = {block['guarantee']['epsilon']:g}"
-                  + (f", δ = {block['guarantee']['delta']:g}, selection {block['partition_selection']['method'].split(':')[0]}"
-                     if block["kind"] == "count" else f", exponential mechanism on {block['grid']['size']} grid points"))
-        failed = [c["claim"] for c in cert["checks"] if not c["passed"]]
-        print(f"{cert['spec']['name']}: {g['definition']} ε = {g['epsilon']:g}" + (f", δ = {g['delta']:g}" if "delta" in g else "")
-              + f" (basic composition); {len(cert['checks']) - len(failed)} of {len(cert['checks'])} checks passed"
-              + _wrote([Path(args.out) / "certificate.json", Path(args.out) / "report.md"] if args.out else []))
-    return 0 if cert.passed else 1
-
-
 def _solve(args: argparse.Namespace) -> int:
     from dpopt.report.reading import claim_counts, epsilon_by_delta, epsilon_line
     from dpopt.report.words import format_parameters
     from dpopt.solve import solve
 
-    if _is_selection(args.spec):
-        return _solve_selection(args)
+    if _is_selection(args.spec):  # private keys and quantiles: certified from the spec alone
+        from dpopt.selection.commands import solve_command
+
+        return solve_command(args.spec, args.out, args.json, args.quiet)
     if _is_plan(args.spec):
         return _solve_plan(args)
     if _is_hierarchy(args.spec):
@@ -523,7 +499,9 @@ def _report(args: argparse.Namespace) -> int:
 
     document = read_document(args.source)
     if _is_selection_document(document):
-        return _report_selection(args, document)
+        from dpopt.selection.commands import report_command
+
+        return report_command(document, str(args.source), args.out)
     if _is_composed(document):
         return _report_composed(args, document)
     cert = Certificate.from_document(document, source=str(args.source))
@@ -550,26 +528,6 @@ def _is_selection_document(document) -> bool:
     from dpopt.spec.selection import is_selection_document
 
     return is_selection_document(document) or is_selection_certificate(document)
-
-
-def _report_selection(args: argparse.Namespace, document) -> int:
-    """The report of a spec with ``releases`` or of its certificate: Markdown, or one HTML page."""
-    from dpopt.certificate.model import Certificate, write_atomic
-    from dpopt.selection import certify, is_selection_certificate, selection_html, selection_markdown
-    from dpopt.spec.selection import load_selection_spec
-
-    html = bool(args.out) and Path(args.out).suffix.lower() in (".html", ".htm")
-    if args.out and not html and Path(args.out).suffix.lower() != ".md":
-        raise SpecError("--out", "this report is FILE.html (one page) or FILE.md")
-    cert = (Certificate.from_dict(document, source=str(args.source)) if is_selection_certificate(document)
-            else certify(load_selection_spec(document)))
-    text = (selection_html if html else selection_markdown)(cert) + "\n"
-    if args.out:
-        write_atomic(args.out, text)
-        print(f"wrote {args.out}")
-    else:
-        sys.stdout.write(text)
-    return 0
 
 
 def _is_composed(document) -> bool:

@@ -74,15 +74,34 @@ def hierarchy_snapshot(design) -> dict:
     }
 
 
+def selection_snapshot(certificate) -> dict:
+    """The values of a release with private keys and quantiles: every release's selection, noise and quantile
+    parameters (the keep-probability table by its length and last step), the composed ε."""
+    parameters = {}
+    for block in certificate["releases"]:
+        values = {k: block[k] for k in ("partition_selection", "noise", "per_q") if k in block}
+        table = values.get("partition_selection", {}).pop("keep_probabilities", None)
+        if table is not None:
+            values["partition_selection"] |= {"keep_table_length": len(table), "keep_before_certain": table[-2]}
+        parameters[block["name"]] = values
+    return {"family": "selection: " + ", ".join(b["kind"] for b in certificate["releases"]),
+            "parameters": leaves(parameters),
+            "utility": {"metric": "composed_epsilon", "value": certificate["guarantee"]["epsilon"]}}
+
+
 def solve_snapshot(path: Path) -> dict:
     """Solve one example spec (a release plan when it holds ``queries:``, a hierarchical release when it
-    holds ``geography:``) and snapshot it."""
+    holds ``geography:``, private keys and quantiles when it holds ``releases:``) and snapshot it."""
     from dpopt.plan import is_plan_document, solve_plan
     from dpopt.release import solve_hierarchy
+    from dpopt.selection import certify
     from dpopt.solve import solve
     from dpopt.spec.load import read_document
+    from dpopt.spec.selection import is_selection_document, load_selection_spec
 
     document = read_document(path)
+    if is_selection_document(document):
+        return selection_snapshot(certify(load_selection_spec(path)))
     if is_plan_document(document):
         return plan_snapshot(solve_plan(path).certificate)
     if "geography" in document:
