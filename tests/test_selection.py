@@ -36,6 +36,7 @@ from dpopt.selection.release import draw_quantiles, quantile_values, release_sel
 from dpopt.selection.verify import verify_selection
 from dpopt.spec.load import read_document
 from dpopt.spec.selection import load_selection_spec
+from test_person_level import write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs" / "visits_private_clinics.yaml"
@@ -194,14 +195,6 @@ def test_quantile_privacy_loss_is_at_most_epsilon(q):
     assert qm.epsilon_of(beta, rows, q) == pytest.approx(epsilon, rel=1e-15)
 
 
-def _write(path: Path, rows: list[tuple]) -> Path:
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["person_id", "age_group", "clinic", "duration"])
-        writer.writerows(rows)
-    return path
-
-
 QUANTILE_SPEC = {
     "dpopt": 1, "name": "median", "adjacency": "add_remove", "privacy": {"pure": {"epsilon": 2.0}},
     "data": {"attributes": {"age_group": ["a", "b"], "duration": {"min": 0, "max": 20}},
@@ -232,8 +225,8 @@ def test_audit_of_the_release_path_does_not_refute_the_quantile_certificate(tmp_
     (quantile_values), then 30 000 draws each by draw_quantiles with the certified β. The 95% lower bound
     on ε stays below the certificate's ε; the same audit refutes β three times larger."""
     rows = [(f"P{i}", "a", "x", str(v)) for i, v in enumerate([2, 4, 5, 7, 8, 8, 9, 11, 12, 15])]
-    small = _write(tmp_path / "small.csv", rows)
-    large = _write(tmp_path / "large.csv", rows + [("Q", "a", "x", "20"), ("Q", "a", "x", "20")])
+    small = write_csv(tmp_path / "small.csv", rows)
+    large = write_csv(tmp_path / "large.csv", rows + [("Q", "a", "x", "20"), ("Q", "a", "x", "20")])
     spec = load_selection_spec(QUANTILE_SPEC)
     cert = certify(spec)
     block = cert["releases"][0]
@@ -306,7 +299,7 @@ def test_threshold_baselines_release_and_verify(selection):
 
 
 def test_missing_key_is_named(tmp_path):
-    path = _write(tmp_path / "d.csv", [("P1", "0-17", "north", "10"), ("P2", "0-17", "", "12")])
+    path = write_csv(tmp_path / "d.csv", [("P1", "0-17", "north", "10"), ("P2", "0-17", "", "12")])
     with pytest.raises(DataError, match=r"row 3, column clinic: missing key"):
         release_selection(SPEC, path, random_source(1, insecure_seed=True))
 

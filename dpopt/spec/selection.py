@@ -33,6 +33,7 @@ from dpopt.spec.models import (
     Privacy,
     PrivacyUnit,
     Probability,
+    Spec,
     _Model,
 )
 
@@ -143,10 +144,7 @@ class SelectionSpec(_Model):
     adjacency: AddRemove
     privacy: Privacy
 
-    @field_validator("adjacency", mode="before")
-    @classmethod
-    def _adjacency_shorthand(cls, value: object) -> object:
-        return {"kind": value} if isinstance(value, str) else value
+    _adjacency = field_validator("adjacency", mode="before")(Spec._adjacency_shorthand.__func__)
 
     @field_validator("releases", mode="before")
     @classmethod
