@@ -298,6 +298,22 @@ def test_threshold_baselines_release_and_verify(selection):
     assert set(counts["declared"]) <= set(counts["values"])
 
 
+def test_bounding_on_private_keys_matches_a_recount(tmp_path):
+    """Persons in ≤ g = 2 keys each: the rows kept are Σ_p min(k, Σ_key min(c, rows)) whatever the random choice
+    (k = 4, c = 3); a key's text with ':' or ',' is a key like any other."""
+    rng = np.random.default_rng(11)
+    rows, kept = [], 0
+    for p in range(60):
+        keys = rng.choice(["a:b", "a", "b,c", "d"], size=int(rng.integers(1, 3)), replace=False)
+        per_key = [int(rng.integers(1, 6)) for _ in keys]
+        rows += [(f"P{p}", "0-17", key, "10") for key, n in zip(keys, per_key) for _ in range(n)]
+        kept += min(4, sum(min(3, n) for n in per_key))
+    path = write_csv(tmp_path / "d.csv", rows)
+    _, document = release_selection(SPEC, path, random_source(2, insecure_seed=True))
+    report = document["bounding"][0]
+    assert (report["rows"], report["rows_kept"], report["persons"]) == (len(rows), kept, 60)
+
+
 def test_missing_key_is_named(tmp_path):
     path = write_csv(tmp_path / "d.csv", [("P1", "0-17", "north", "10"), ("P2", "0-17", "", "12")])
     with pytest.raises(DataError, match=r"row 3, column clinic: missing key"):

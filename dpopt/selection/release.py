@@ -4,8 +4,9 @@ For each release, in the order of the spec:
 
 1. numbers are clamped to their bounds and counted, the records validated, and each person's rows cut
    at random to the privacy unit's bounds (:func:`dpopt.release.bounding.bound_contributions`) with the
-   release's own cells: the key's text for a count, the level of ``by`` for a quantile (one cell
-   without ``by``), and its own CSPRNG stream (:data:`BOUNDING`, i);
+   release's own cells: the key's text (in hexadecimal, so that the hashed text stays unambiguous) for a
+   count, the level of ``by`` for a quantile (one cell without ``by``), and its own CSPRNG stream
+   (:data:`BOUNDING`, i);
 2. a **count** counts rows and distinct persons per key of the bounded rows, then releases every
    declared key (noisy; zero rows when the data have none) and each other key only when partition
    selection keeps it (optimal: with probability π of its users; thresholds: when its noisy count
@@ -87,7 +88,8 @@ def _count(con, source: DataSource, spec: SelectionSpec, release: CountRelease, 
     if missing is not None:
         raise DataError(f"{source} {source.where(missing[0])}, column {release.by}: missing key")
     key = f"CAST({by} AS VARCHAR)"
-    bounded, report = bound_contributions(con, source, _records(spec), None, randomness, cell=key, stream=(BOUNDING, i))
+    bounded, report = bound_contributions(con, source, _records(spec), None, randomness, cell=f"hex({key})",
+                                          stream=(BOUNDING, i))  # hex: the hashed cell text holds no ':'
     pid = quote_identifier(spec.data.privacy_unit.id)
     found = {k: (int(rows), int(users)) for k, rows, users in _run(
         con, source, f"SELECT {key}, count(*), count(DISTINCT {pid}) FROM {bounded.sql} GROUP BY ALL").fetchall()}
