@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
+from typing import Any
 
 import mpmath
 
@@ -34,7 +37,14 @@ from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_sigma_approx
 from dpopt.sensitivity.person import describe_unit, most_rows, table_norms
 from dpopt.spec.load import canonical_json
 from dpopt.spec.models import MAX_COUNT, PrivacyUnit
-from dpopt.spec.selection import RELATIVE_SLACK, CountRelease, QuantileRelease, SelectionSpec, spent
+from dpopt.spec.selection import (
+    RELATIVE_SLACK,
+    CountRelease,
+    QuantileRelease,
+    SelectionSpec,
+    load_selection_spec,
+    spent,
+)
 
 KIND = "selection"
 """The ``kind`` of a certificate of this module."""
@@ -182,8 +192,18 @@ def certificate_body(spec: SelectionSpec) -> dict:
     }
 
 
-def certify(spec: SelectionSpec) -> Certificate:
-    """The certificate: the design and its independent checks (a check that fails is recorded as failed)."""
+def certify(spec: SelectionSpec | str | Path | Mapping[str, Any]) -> Certificate:
+    """The certificate of a spec (or its file or mapping, :func:`~dpopt.spec.selection.load_selection_spec`): the
+    design and its independent checks (a check that fails is recorded as failed).
+
+    Raises
+    ------
+    SpecError
+        A bad spec, naming the field.
+    CalibrationError
+        A target out of numeric range.
+    """
+    spec = load_selection_spec(spec)
     body = certificate_body(spec)
     return Certificate(body | {"checks": [c.to_dict() for c in release_checks(spec, body["releases"])]})
 

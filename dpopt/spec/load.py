@@ -90,6 +90,9 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
     if "queries" in raw:
         raise SpecError("queries", "this is a release plan (a list of queries): solve it with `dpopt solve` or "
                                    "dpopt.plan.solve_plan, not as a single-query spec")
+    if "releases" in raw:
+        raise SpecError("releases", "this spec lists releases (private keys, quantiles): solve it with `dpopt solve` "
+                                    "or dpopt.selection.certify, not as a single-query spec")
     unknown_keys(raw, Spec)
     try:
         spec = Spec.model_validate(raw)
