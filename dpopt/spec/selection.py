@@ -78,6 +78,14 @@ class SelectionData(_Model):
         return {name: [str(v) for v in levels] if isinstance(levels, list) else levels
                 for name, levels in value.items()}
 
+    @field_validator("attributes")
+    @classmethod
+    def _unique_levels(cls, value: dict) -> dict:
+        for name, levels in value.items():
+            if isinstance(levels, list) and len(set(levels)) != len(levels):
+                raise ValueError(f"attribute '{name}' lists a level twice")
+        return value
+
 
 class CountRelease(_Model):
     """Row counts per key of a private-key column (see the module). ``selection_share``: the fraction of
