@@ -414,7 +414,8 @@ def _release_selection(args: argparse.Namespace, randomness) -> int:
     """A spec with ``releases``: bounded, selected and released part by part (:mod:`dpopt.selection.release`)."""
     from dpopt.selection import release_selection
 
-    if args.group_by or args.groups or args.scheduler or args.engine != "duckdb" or args.format != "json" or args.ledger:
+    if (args.group_by or args.groups or args.scheduler or args.engine != "duckdb" or args.format != "json"
+            or args.ledger):
         raise SpecError("releases", "a spec with releases groups by its own keys: drop --group-by, --groups, --engine, "
                                     "--scheduler, --format csv and --ledger")
     with stdout_to_stderr(), _progress("dpopt release: bounding, selecting keys and releasing"):

@@ -49,6 +49,10 @@ MAX_DP_STEPS = 50_000_000
 """The dynamic programme of :func:`new_keys_delta` runs up to this many steps (g·R·t); beyond, the
 upper bound with every one of the g keys at t rows is used (stated as a bound)."""
 
+SAFETY = 1 - 1e-9
+"""Thresholds are calibrated for δ·SAFETY, so that the double-precision dynamic programme (relative error
+~1e-15) cannot certify a threshold whose exact δ_new exceeds δ."""
+
 
 def per_partition_budget(epsilon: float, delta: float, partitions: int) -> tuple[float, float]:
     """(ε/g, 1 − (1 − δ)^{1/g}): the budget of one partition's decision when a person is in ≤ g of them."""
@@ -175,7 +179,8 @@ def new_keys_delta(tail, rows: int, per_key: int, keys: int) -> tuple[float, str
 
 
 def laplace_threshold(scale: mpmath.mpf, delta: float, rows: int, per_key: int, keys: int) -> int:
-    """The least integer τ ≥ 1 with δ_new(τ) ≤ δ under discrete Laplace noise of scale b (δ_new falls with τ).
+    """The least integer τ ≥ 1 with δ_new(τ) ≤ δ·:data:`SAFETY` under discrete Laplace noise of scale b (δ_new
+    falls with τ).
 
     Raises
     ------
@@ -183,7 +188,7 @@ def laplace_threshold(scale: mpmath.mpf, delta: float, rows: int, per_key: int, 
         No τ below 10⁹ meets δ.
     """
     def holds(tau: int) -> bool:
-        return new_keys_delta(lambda v: discrete_laplace_tail(tau - v, scale), rows, per_key, keys)[0] <= delta
+        return new_keys_delta(lambda v: discrete_laplace_tail(tau - v, scale), rows, per_key, keys)[0] <= delta * SAFETY
 
     high = per_key + 1
     while not holds(high):
@@ -198,7 +203,7 @@ def laplace_threshold(scale: mpmath.mpf, delta: float, rows: int, per_key: int, 
 
 
 def gaussian_threshold(sigma: float, delta: float, rows: int, per_key: int, keys: int) -> float:
-    """A threshold τ (within 10⁻⁴σ above the least) with δ_new(τ) ≤ δ under Gaussian noise σ.
+    """A threshold τ (within 10⁻⁴σ above the least) with δ_new(τ) ≤ δ·:data:`SAFETY` under Gaussian noise σ.
 
     Raises
     ------
@@ -206,7 +211,7 @@ def gaussian_threshold(sigma: float, delta: float, rows: int, per_key: int, keys
         No τ below 10⁹·σ meets δ.
     """
     def excess(tau: float) -> float:
-        return new_keys_delta(lambda v: gaussian_tail(tau - v, sigma), rows, per_key, keys)[0] - delta
+        return new_keys_delta(lambda v: gaussian_tail(tau - v, sigma), rows, per_key, keys)[0] - delta * SAFETY
 
     low, high = float(per_key), float(per_key) + sigma
     while excess(high) > 0:

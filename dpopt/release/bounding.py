@@ -153,7 +153,8 @@ def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec
         raise DataError(f"{source} {source.where(missing[0])}, column {unit.id}: missing person id")
     secret = randomness.stream(*stream).bytes(32).hex()
     bounded = BoundedSource(source.path, source.format, "dpopt_bounded")
-    _run(con, source, f"CREATE OR REPLACE TEMP TABLE {bounded.sql} AS {bounding_sql(source, spec, query, secret, cell)}")
+    kept_sql = bounding_sql(source, spec, query, secret, cell)
+    _run(con, source, f"CREATE OR REPLACE TEMP TABLE {bounded.sql} AS {kept_sql}")
     rows, persons = _run(con, source, f"SELECT count(*), count(DISTINCT {pid}) FROM {source.sql}").fetchone()
     kept = _run(con, source, f"SELECT count(*) FROM {bounded.sql}").fetchone()[0]
     truncated = _run(con, source, (

@@ -29,8 +29,11 @@ def solve_command(spec: str, out: str | None, as_json: bool, quiet: bool) -> int
         sys.stdout.write(cert.to_json())
     elif not out or not quiet:
         for block in cert["releases"]:
-            how = (f"δ = {block['guarantee']['delta']:g}, selection {block['partition_selection']['method'].split(':')[0]}"
-                   if block["kind"] == "count" else f"exponential mechanism on {block['grid']['size']} grid points")
+            if block["kind"] == "count":
+                how = (f"δ = {block['guarantee']['delta']:g}, "
+                       f"selection {block['partition_selection']['method'].split(':')[0]}")
+            else:
+                how = f"exponential mechanism on {block['grid']['size']} grid points"
             print(f"{block['name']}: {block['kind']}, ε = {block['guarantee']['epsilon']:g}, {how}")
         g = cert["guarantee"]
         failed = [c["claim"] for c in cert["checks"] if not c["passed"]]

@@ -149,7 +149,8 @@ def _quantile_block(spec: SelectionSpec, release: QuantileRelease) -> dict:
         "guarantee": {"definition": "pure", "epsilon": release.epsilon, "delta": 0.0},
         "utility": {"metric": "expected_rank_error_beyond_best",
                     "value": [qm.rank_error_bound(p["beta"], len(points)) for p in per_q],
-                    "method": "bound (ln G + 1)/β per q, data-independent (McSherry & Talwar 2007, Thm. 6, integrated)"},
+                    "method": "bound (ln G + 1)/β per q, data-independent "
+                              "(McSherry & Talwar 2007, Thm. 6, integrated)"},
     }
 
 
@@ -186,7 +187,8 @@ def certificate_body(spec: SelectionSpec) -> dict:
         "kind": KIND, "dpopt_version": __version__, "spec_sha256": spec_sha256(spec), "spec": spec_document(spec),
         "guarantee": guarantee(spec),
         "sensitivity": {"privacy_unit": unit.model_dump(exclude_none=True), "per_release": "releases[i].sensitivity"},
-        "mechanism": {"family": "private_keys_and_quantiles", "parameters": {"releases": [r.name for r in spec.releases]}},
+        "mechanism": {"family": "private_keys_and_quantiles",
+                      "parameters": {"releases": [r.name for r in spec.releases]}},
         "utility": {"metric": "per_release", "value": None, "method": "releases[i].utility"},
         "releases": design_blocks(spec), "numerics": NUMERICS,
     }
@@ -236,7 +238,8 @@ def _count_checks(spec: SelectionSpec, release: CountRelease, block: dict, at: s
                   closed <= 1e-12 and delta_one * (1 - 1e-3) <= design <= delta_one,
                   f"largest difference {closed:.3g} at δ = {design:.6g}"),
             Check(f"{at}.selection.composition", "g keys per person: (g·ε′, 1 − (1 − δ′)^g) (Kairouz, Oh & "
-                  "Viswanath 2015, Thm. 3.3)", _at_most(b.cells * eps_one, sel["epsilon"]) and _at_most(composed, sel["delta"]),
+                  "Viswanath 2015, Thm. 3.3)",
+                  _at_most(b.cells * eps_one, sel["epsilon"]) and _at_most(composed, sel["delta"]),
                   f"{b.cells} × {eps_one:.6g} ≤ {sel['epsilon']:.6g}; δ = {composed:.6g} ≤ {sel['delta']:.6g}"),
             Check(f"{at}.noise", "ε of the counts' discrete Laplace = R/b exactly (rationals); selection + counts = ε",
                   Fraction(b.rows) / Fraction(noise["scale"]) == eps_noise
@@ -273,8 +276,8 @@ def _quantile_checks(spec: SelectionSpec, release: QuantileRelease, block: dict,
     b = person_bounds(spec.data.privacy_unit, 1 if groups is None else groups)
     total = sum(qm.epsilon_of(p["beta"], b.rows, p["q"]) for p in block["per_q"])
     return [
-        Check(f"{at}.sensitivity", "person_bounds re-derived from the privacy unit", block["sensitivity"]["rows"] == b.rows,
-              f"R = {b.rows}"),
+        Check(f"{at}.sensitivity", "person_bounds re-derived from the privacy unit",
+              block["sensitivity"]["rows"] == b.rows, f"R = {b.rows}"),
         Check(f"{at}.epsilon", "ε = Σ_q 2βRΔ_q (exponential mechanism, person with ≤ R rows, Δ_q = max(q, 1 − q))",
               _at_most(total, release.epsilon) and [p["q"] for p in block["per_q"]] == list(release.q),
               f"Σ ε = {total:.6g} ≤ {release.epsilon:.6g}"),
@@ -295,5 +298,6 @@ def release_checks(spec: SelectionSpec, blocks: list[dict]) -> list[Check]:
     checks.append(Check("privacy", "basic composition of the releases against the target",
                         len(blocks) == len(spec.releases) and _at_most(epsilon, target["epsilon"])
                         and _at_most(delta, target.get("delta", 0.0)),
-                        f"ε = {epsilon:.6g} ≤ {target['epsilon']:.6g}, δ = {delta:.6g} ≤ {target.get('delta', 0.0):.6g}"))
+                        f"ε = {epsilon:.6g} ≤ {target['epsilon']:.6g}, "
+                        f"δ = {delta:.6g} ≤ {target.get('delta', 0.0):.6g}"))
     return checks

@@ -99,7 +99,8 @@ def _count(con, source: DataSource, spec: SelectionSpec, release: CountRelease, 
     sel = block["partition_selection"]
     if release.selection == "optimal":
         pis = sel["keep_probabilities"]
-        kept = [k for k, u in zip(candidates, decide.random(len(candidates))) if u < pis[min(found[k][1], len(pis) - 1)]]
+        uniforms = decide.random(len(candidates))
+        kept = [k for k, u in zip(candidates, uniforms) if u < pis[min(found[k][1], len(pis) - 1)]]
         keys = declared + kept
         values = np.array([found.get(k, (0, 0))[0] for k in keys]) + _discrete_laplace(noise, block["noise"]["scale"],
                                                                                       len(keys))
@@ -114,7 +115,8 @@ def _count(con, source: DataSource, spec: SelectionSpec, release: CountRelease, 
         kept = [k for k, p in zip(keys[len(declared):], passed[len(declared):]) if p]
         keys, values = [k for k, p in zip(keys, passed) if p], noisy[np.array(passed, dtype=bool)]
     out = {"name": release.name, "kind": "count", "by": release.by, "selection": release.selection,
-           "values": {k: (int(v) if release.selection != "gaussian_threshold" else float(v)) for k, v in zip(keys, values)},
+           "values": {k: float(v) if release.selection == "gaussian_threshold" else int(v)
+                      for k, v in zip(keys, values)},
            "declared": declared, "selected": kept, "note": KEYS_NOTE}
     return out, report
 

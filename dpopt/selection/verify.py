@@ -48,8 +48,8 @@ def verify_selection(certificate: Certificate) -> Verification:
     except DpoptError as exc:
         return Verification((*checks, Check("spec", "the recorded spec loads", False, str(exc))))
     digest = spec_sha256(spec)
-    checks.append(Check("spec_sha256", "SHA-256 of the canonical JSON of the recorded spec", digest == data["spec_sha256"],
-                        digest))
+    checks.append(Check("spec_sha256", "SHA-256 of the canonical JSON of the recorded spec",
+                        digest == data["spec_sha256"], digest))
     fresh = certificate_body(spec)
     differing = [k for k in fresh if k not in ("dpopt_version",) and fresh[k] != data.get(k)]
     checks.append(Check("recorded", "every recorded number equals its re-derivation from the spec", not differing,

@@ -223,8 +223,8 @@ def _check_references(spec: SelectionSpec) -> None:
         field = f"releases[{i}]"
         if isinstance(release, CountRelease):
             if not isinstance(attributes.get(release.by), PrivateKeys):
-                raise SpecError(f"{field}.by", f"'{release.by}' is not an attribute with private keys "
-                                               "({keys: private}); counts over listed levels are a contingency_table spec")
+                raise SpecError(f"{field}.by", f"'{release.by}' is not an attribute with private keys ({{keys: "
+                                               "private}); counts over listed levels are a contingency_table spec")
             if unit.max_groups is None and unit.max_rows is None:
                 raise SpecError("data.privacy_unit", "partition selection needs max_groups or max_rows (how many "
                                                      "keys one person may contribute to)")
