@@ -8,7 +8,7 @@ import json
 import re
 import types
 from pathlib import Path
-from typing import Annotated, Any, Mapping, Union, get_args, get_origin
+from typing import Annotated, Any, Mapping, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,6 +27,8 @@ from dpopt.spec.models import (
     SumQuery,
 )
 from dpopt.spec.yaml12 import parse_yaml
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def read_document(path: str | Path) -> Any:
@@ -93,13 +95,24 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
     if "releases" in raw:
         raise SpecError("releases", "this spec lists releases (private keys, quantiles): solve it with `dpopt solve` "
                                     "or dpopt.selection.certify, not as a single-query spec")
-    unknown_keys(raw, Spec)
-    try:
-        spec = Spec.model_validate(raw)
-    except ValidationError as exc:
-        raise _first_problem(exc, raw) from None
+    spec = validated(raw, Spec)
     check_references(spec)
     return spec
+
+
+def validated(raw: Mapping[str, Any], model: type[ModelT]) -> ModelT:
+    """``raw`` validated as ``model`` (a spec document's model).
+
+    Raises
+    ------
+    SpecError
+        The first unknown key (:func:`unknown_keys`), else pydantic's first problem (:func:`_first_problem`).
+    """
+    unknown_keys(raw, model)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise _first_problem(exc, raw) from None
 
 
 # ------------------------------------------------------------------ typos

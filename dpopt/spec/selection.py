@@ -20,10 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Union
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dpopt.errors import SpecError
-from dpopt.spec.load import _first_problem, read_document, unknown_keys
+from dpopt.spec.load import read_document, validated
 from dpopt.spec.models import (
     AddRemove,
     Finite,
@@ -205,11 +205,7 @@ def load_selection_spec(source: str | Path | Mapping[str, Any] | SelectionSpec) 
     raw = dict(source) if isinstance(source, Mapping) else read_document(source)
     if not isinstance(raw, Mapping):
         raise SpecError("", "a spec must be a mapping of fields (got " + type(raw).__name__ + ")")
-    unknown_keys(raw, SelectionSpec)
-    try:
-        spec = SelectionSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise _first_problem(exc, raw) from None
+    spec = validated(raw, SelectionSpec)
     _check_references(spec)
     return spec
 
