@@ -278,14 +278,23 @@ def test_solve_verify_release_report_cli(tmp_path, capsys):
     assert set(medians) == {"0-17", "18-39", "40-64", "65+"} and all(0 <= v["0.5"] <= 120 for v in medians.values())
 
 
-def test_verify_refuses_a_raised_keep_probability(tmp_path, capsys):
-    cert = certify(load_selection_spec(SPEC))
-    data = json.loads(cert.to_json())
-    data["releases"][0]["partition_selection"]["keep_probabilities"][1] *= 1.01
+@pytest.mark.parametrize("selection, tamper, claims", [
+    ("optimal", lambda c: c["releases"][0]["partition_selection"]["keep_probabilities"].__setitem__(1, 5.05e-7),
+     ["recorded", "releases[0].selection.delta", "releases[0].selection.optimal"]),
+    ("laplace_threshold", lambda c: c["releases"][0]["partition_selection"].__setitem__("threshold", 40),
+     ["recorded", "releases[0].selection.delta"]),
+    ("optimal", lambda c: c["releases"][1]["per_q"][0].__setitem__("beta", 0.2), ["recorded", "releases[1].epsilon"]),
+    ("optimal", lambda c: c.__setitem__("seed", 3), ["keys"]),
+])
+def test_verify_refuses_a_tampered_certificate(selection, tamper, claims, tmp_path, capsys):
+    raw = read_document(SPEC)
+    raw["releases"][0] = {**raw["releases"][0], "selection": selection}
+    data = json.loads(certify(raw).to_json())
+    tamper(data)
     (tmp_path / "c.json").write_text(json.dumps(data))
     assert main(["verify", str(tmp_path / "c.json")]) == 1
-    failed = capsys.readouterr().err
-    assert "releases[0].selection.delta" in failed and "recorded" in failed
+    failed = capsys.readouterr().err.removeprefix("certificate FAILED: ").strip().split(", ")
+    assert failed == claims
 
 
 @pytest.mark.parametrize("selection", ["laplace_threshold", "gaussian_threshold"])
