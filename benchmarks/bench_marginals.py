@@ -9,6 +9,8 @@ Cases (each in a fresh interpreter, so that the peak memory is the case's own):
   with two one-way margins invariant (printed when the family serves it, else its refusal).
 * the issue's 5-attribute table (10, 2, 6, 5, 8), all 2-way marginals, add/remove, ρ = 1,
   written here as a spec; HDMM's optimiser reaches 1222.3 there (quoted from issue 25);
+* ``specs/marginals_24attr_2way_replace.yaml``: all 2-way marginals of a 24-attribute survey
+  (6.9 × 10^10 cells) under replace-one, the 2^24 disagreement patterns reduced by symmetry;
 * the 10-attribute workload under pure ε = 1 (``marginal_laplace``), against Laplace noise on
   every released cell (2(Δ₁/ε)²·d) and the same projected on the span (2(Δ₁/ε)²·rank).
 
@@ -62,6 +64,7 @@ CASES = {
     "10attr_2way_pure": ROOT / "specs" / "marginals_10attr_2way_zcdp.yaml",
     "8attr_3way_invariants": ROOT / "specs" / "marginals_8attr_3way_invariants.yaml",
     "5attr_2way": None,
+    "24attr_2way_replace": ROOT / "specs" / "marginals_24attr_2way_replace.yaml",
 }
 
 

@@ -43,15 +43,16 @@ from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload, Subset, subsets
 from dpopt.domain.queries import CountingQuery
+from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.marginal_covariance import (
-    MAX_PATTERN_ATTRIBUTES,
     components,
     exact_mahalanobis_squared,
     expected_error,
     optimal_coefficients,
+    pattern_refusal,
     svd_bound,
 )
 from dpopt.privacy.gaussian import gaussian_epsilon
@@ -244,10 +245,7 @@ class MarginalGaussianMechanism(Mechanism):
         if reason is not None:
             return reason
         if spec.adjacency.kind != "add_remove":
-            moving = sum(1 for levels in query.levels if len(levels) >= 2)
-            if moving > MAX_PATTERN_ATTRIBUTES:
-                return (f"replace-one over {moving} attributes: the privacy check enumerates 2^p disagreement "
-                        f"patterns exactly, p ≤ {MAX_PATTERN_ATTRIBUTES}")
+            return pattern_refusal(query.workload, _fixed_sets(problem))
         return None
 
     @classmethod
@@ -346,11 +344,15 @@ class MarginalGaussianMechanism(Mechanism):
             range_ok, f"{len(self.coefficients)} coefficients for {len(needed)} components; rank {rank} vs {space.rank}")
         if privacy.definition not in _TARGETS:
             return [range_check, Check("privacy", "Gaussian noise", False, f"cannot meet a {privacy.definition} target")]
-        squared = self._mahalanobis_squared()
+        try:
+            squared = self._mahalanobis_squared()
+        except CalibrationError as exc:
+            return [range_check, Check("privacy", "exact Mahalanobis sensitivity", False, str(exc))]
         inner = gaussian_privacy_check(squared, 1.0, privacy)
         how = ("Σ_T a_T m_T / N" if not self.replace else
                f"max over the {2 ** sum(1 for n in self.workload.algebra.sizes if n >= 2) - 1} disagreement patterns D "
-               "of 2 Σ_T a_T gap_T(D)")
+               "of 2 Σ_T a_T gap_T(D) (integers, over the count vectors of the classes of attributes interchangeable "
+               "in the a_T)")
         privacy_check = Check(
             "privacy",
             f"exact Mahalanobis sensitivity μ_Σ² = {how}"
