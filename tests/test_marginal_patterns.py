@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import dpopt
+from test_marginal_gaussian import dense_noise_covariance
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload, subsets
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import registry
@@ -102,7 +103,7 @@ def test_reduced_program_equals_the_unreduced_one(monkeypatch):
     reduced = optimal_coefficients(workload, 1.0, True)
     assert "3 classes" in reduced.method
     singletons = PatternClasses(tuple((k,) for k in range(6)), sizes, (1,) * 6)
-    monkeypatch.setattr(marginal_covariance, "design_classes", lambda w, ts: singletons)
+    monkeypatch.setattr(marginal_covariance, "design_classes", lambda w, ts, agree: singletons)
     full = optimal_coefficients(workload, 1.0, True)
     assert "6 classes" in full.method
     assert reduced.error == pytest.approx(full.error, rel=1e-7)
@@ -152,3 +153,28 @@ def test_asymmetric_tampering_still_checked_exactly():
     expected = brute_force((2, 2, 2), mech.coefficients)
     assert mech._mahalanobis_squared() == expected
     assert not all(c.passed for c in mech.privacy_checks(problem.space, problem.spec.privacy))
+
+
+# ------------------------------------------------------------------ invariant margins (Semi-DP), re-paired records
+@pytest.mark.parametrize("sizes,invariants", [((3, 2, 4), [["a"], ["b"]]), ((2, 3, 2), [["a"], ["c"]])])
+def test_semi_dp_sensitivity_equals_enumeration(sizes, invariants):
+    """The bracket [attained, certified] of μ_Σ² holds the maximum of vᵀΣ⁺v over the listed S_Semi
+    (differences of conforming datasets within distance a, :mod:`dpopt.sensitivity.semi_space`'s listing,
+    checked there against :mod:`dpopt.sensitivity.semi_enumerate`), Σ = W G⁺ Wᵀ built densely."""
+    document = {"dpopt": 1, "name": "semi", "data": {"attributes": {
+        name: [f"{name}{i}" for i in range(n)] for name, n in zip("abc", sizes)}, "n": 10},
+        "query": {"kind": "marginals", "all_of_size": 2}, "adjacency": "replace_one",
+        "invariants": [{"kind": "margins", "attributes": i} for i in invariants],
+        "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "marginal_gaussian", "utility": {"metric": "l2"}}
+    problem = dpopt.compile(document)
+    mechanism = registry()["marginal_gaussian"].design(problem)
+    assert mechanism.agree in mechanism.fixed
+    bracket = mechanism.design_info["semi_dp"]
+    sigma = dense_noise_covariance(mechanism)
+    v = problem.space.vectors()
+    dense = float(np.max(np.sum((v @ np.linalg.pinv(sigma, rcond=1e-10, hermitian=True)) * v, axis=1)))
+    attained, certified = float(Fraction(bracket["attained"])), float(Fraction(bracket["certified"]))
+    assert attained * (1 - 1e-9) <= dense <= certified * (1 + 1e-9)
+    assert certified <= 1.0 + 1e-12 and certified <= float(Fraction(bracket["all_pairs"]))
+    assert bracket["error_lower_bound"] <= mechanism.design_info["expected_l2"] * (1 + 1e-9)
+    assert all(c.passed for c in mechanism.privacy_checks(problem.space, problem.spec.privacy))

@@ -127,18 +127,21 @@ def svd_bound(workload: MarginalWorkload, mu: float) -> float:
     return root * root / (alg.cells * mu * mu)
 
 
-def design_classes(workload: MarginalWorkload, ts: tuple[Subset, ...]) -> PatternClasses:
+def design_classes(workload: MarginalWorkload, ts: tuple[Subset, ...], agree: Subset = ()) -> PatternClasses:
     """The classes of attributes interchangeable in the program: same levels, and the transposition maps
-    the noised components ``ts`` onto themselves with equal λ_T (so the optimum is constant on orbits)."""
-    return PatternClasses.of(workload.algebra.sizes, {t: workload.gram_eigenvalue(t) for t in ts})
+    the noised components ``ts`` onto themselves with equal λ_T (so the optimum is constant on orbits);
+    the attributes ``agree`` never disagree."""
+    return PatternClasses.of(workload.algebra.sizes, {t: workload.gram_eigenvalue(t) for t in ts}, agree)
 
 
-def exact_mahalanobis_squared(workload: MarginalWorkload, coefficients: dict[Subset, float], replace: bool) -> Fraction:
+def exact_mahalanobis_squared(workload: MarginalWorkload, coefficients: dict[Subset, float], replace: bool,
+                              agree: Subset = ()) -> Fraction:
     """μ_Σ² = max_δ δᵀGδ of G = Σ_T a_T E_T, exactly, from the stored floats a_T.
 
     add/remove: Σ_T a_T m_T / N; replace-one: max over every disagreement pattern D of
     2 Σ_T a_T gap_T(D), over the count vectors of the classes of attributes interchangeable in b
-    (:meth:`~dpopt.optimize.marginal_patterns.PatternClasses.exact_max_load`, integers).
+    (:meth:`~dpopt.optimize.marginal_patterns.PatternClasses.exact_max_load`, integers); with ``agree``,
+    over the patterns D that avoid those attributes (pairs of records that agree on them).
 
     Raises
     ------
@@ -149,7 +152,7 @@ def exact_mahalanobis_squared(workload: MarginalWorkload, coefficients: dict[Sub
     b = {t: Fraction(a) * alg.diagonal(t) for t, a in coefficients.items()}
     if not replace:
         return sum(b.values(), Fraction(0))
-    classes = PatternClasses.of(alg.sizes, b)
+    classes = PatternClasses.of(alg.sizes, b, agree)
     _require_patterns(classes)
     return classes.exact_max_load(b)
 
@@ -202,7 +205,7 @@ class MarginalDesign:
 
 
 def optimal_coefficients(workload: MarginalWorkload, mu: float, replace: bool,
-                         fixed: tuple[Subset, ...] = ()) -> MarginalDesign:
+                         fixed: tuple[Subset, ...] = (), agree: Subset = ()) -> MarginalDesign:
     """The optimal a_T for target μ (μ already divided by the Hamming distance or the semi-adjacent
     parameter), with its certificate; ``fixed``: the attribute sets of invariant margins (replace-one).
 
@@ -219,7 +222,7 @@ def optimal_coefficients(workload: MarginalWorkload, mu: float, replace: bool,
         raise CalibrationError("the workload has no component that changes between neighbours")
     if not replace:
         return _closed_form(workload, ts, mu)
-    classes = design_classes(workload, ts)
+    classes = design_classes(workload, ts, agree)
     _require_patterns(classes)
     return _cutting_planes(workload, ts, classes, mu)
 
@@ -235,16 +238,19 @@ def _closed_form(workload: MarginalWorkload, ts: tuple[Subset, ...], mu: float) 
 
 def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns: PatternClasses,
                     mu: float) -> MarginalDesign:
-    """The program over orbit totals B_t = Σ_{T of type t} b_T (b_T = B_t/|orbit|: its unique optimum is
-    constant on orbits, the classes being symmetries of c), constraints per reduced pattern."""
+    """The program over orbit totals B_o = Σ_{T∈o} b_T (b_T = B_o/|o|: its unique optimum is constant on
+    orbits, the classes being symmetries of c), constraints per reduced pattern. An orbit is a type and the
+    component's attributes in no class (they never disagree, so a constraint depends on the type only)."""
     import cvxpy as cp
 
     alg = workload.algebra
     n_cells = float(alg.cells)
-    orbits: dict[Type, list[Subset]] = {}
+    moving = {k for c in patterns.classes for k in c}
+    orbits: dict[tuple[Type, Subset], list[Subset]] = {}  # (type, the attributes in no class)
     for t in ts:
-        orbits.setdefault(patterns.type_of(t), []).append(t)
+        orbits.setdefault((patterns.type_of(t), tuple(k for k in t if k not in moving)), []).append(t)
     kinds = list(orbits)
+    types = [kind for kind, _ in kinds]
     # Σ_{T∈o} c_T / b_T = |o| Σ_{T∈o} c_T / B_o
     c = np.array([len(orbits[k]) * sum(alg.multiplicity(t) ** 2 * float(workload.gram_eigenvalue(t))
                                        for t in orbits[k]) / n_cells for k in kinds])
@@ -253,7 +259,7 @@ def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns
     weights = np.sqrt(c) * 2.0 * np.sqrt(c).sum()
 
     def load_of(beta: np.ndarray) -> np.ndarray:
-        return patterns.loads(kinds, s * beta)
+        return patterns.loads(types, s * beta)
 
     working = sorted({patterns.full} | set(patterns.singletons)
                      | set(np.argsort(load_of(np.ones(len(kinds))))[-_ADD_PER_ROUND:].tolist()))
@@ -261,7 +267,7 @@ def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns
     solution = None
     for _ in range(_MAX_ROUNDS):
         beta = cp.Variable(len(kinds), pos=True)
-        matrix = patterns.rows(kinds, working) * s
+        matrix = patterns.rows(types, working) * s
         constraint = matrix @ beta <= 1.0
         program = cp.Problem(cp.Minimize(weights @ cp.inv_pos(beta)), [constraint])
         solution = solve_convex(program, ("CLARABEL", "SCS"), program="marginal covariance (replace-one)",
@@ -290,7 +296,7 @@ def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns
             coefficients[t] = total / len(orbits[kind]) * n_cells / alg.multiplicity(t)
     nu = np.zeros(patterns.count)
     nu[working] = np.maximum(np.asarray(constraint.dual_value, dtype=float).reshape(-1), 0.0)
-    bound = dual_bound(c, patterns.transposed(nu, kinds), float(nu.sum()), mu2)
+    bound = dual_bound(c, patterns.transposed(nu, types), float(nu.sum()), mu2)
     method = (f"cutting planes over the 2^{patterns.attributes} − 1 disagreement patterns reduced by symmetry to "
               f"{patterns.count - 1} count vectors ({len(patterns.classes)} classes of interchangeable attributes, "
               f"{len(kinds)} orbits of components; {len(working)} patterns in the working set), cvxpy {solution.solver} {solution.version}, "

@@ -95,11 +95,12 @@ class PatternClasses:
     depth: tuple[int, ...]
 
     @classmethod
-    def of(cls, sizes: tuple[int, ...], values: Mapping[Subset, object]) -> PatternClasses:
-        """The classes of :func:`interchangeable` attributes for the keyed ``values`` (components → value)."""
+    def of(cls, sizes: tuple[int, ...], values: Mapping[Subset, object], still: tuple[int, ...] = ()) -> PatternClasses:
+        """The classes of :func:`interchangeable` attributes for the keyed ``values`` (components → value);
+        the attributes ``still`` never disagree (pairs of records that agree on them) and are in no class."""
         groups: list[list[int]] = []
         for k, n in enumerate(sizes):
-            if n < 2:
+            if n < 2 or k in still:
                 continue
             for group in groups:
                 if interchangeable(sizes, values, group[0], k):
@@ -204,9 +205,17 @@ class PatternClasses:
         ------
         ValueError
             When b is not constant on an orbit (the classes are not symmetries of b).
+
+        Attributes in no class never disagree: f_D depends on b only through
+        b̃_U = Σ_{T : T ∩ classes = U} b_T, which is what is evaluated.
         """
-        per_type: dict[Type, Fraction] = {}
+        inside = {k for c in self.classes for k in c}
+        projected: dict[Subset, Fraction] = {}
         for t, value in b.items():
+            u = tuple(k for k in t if k in inside)
+            projected[u] = projected.get(u, Fraction(0)) + value
+        per_type: dict[Type, Fraction] = {}
+        for t, value in projected.items():
             kind = self.type_of(t)
             if per_type.setdefault(kind, value) != value:
                 raise ValueError(f"b is not constant on the orbit of {t}")
