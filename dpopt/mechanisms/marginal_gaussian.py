@@ -313,7 +313,8 @@ class MarginalGaussianMechanism(Mechanism):
         if fixed:
             info["semi_dp"] = mechanism.semi_dp_bracket()
             everything = tuple(sorted({x for f in fixed for x in f}))
-            relaxed = result if agree == everything else optimal_coefficients(workload, mu / k, replace, fixed, everything)
+            relaxed = (result if agree == everything
+                       else optimal_coefficients(workload, mu / k, replace, fixed, everything))
             # every covariance meeting the exact Semi-DP target meets a² max over the patterns avoiding every
             # invariant attribute (attained by conforming pairs), so this program's dual bound bounds its error
             info["semi_dp"]["error_lower_bound"] = relaxed.lower_bound
@@ -370,7 +371,8 @@ class MarginalGaussianMechanism(Mechanism):
         needed = set(components(self.workload, self.replace, self.fixed))
         rank = sum(self.workload.algebra.multiplicity(t) for t in needed)
         range_ok = set(self.coefficients) == needed and rank == space.rank and all(
-            math.isfinite(a) and a > 0 for a in self.coefficients.values()) and (not self.agree or self.agree in self.fixed)
+            math.isfinite(a) and a > 0 for a in self.coefficients.values()) and (
+            not self.agree or self.agree in self.fixed)
         range_check = Check(
             "covariance.range",
             "a positive finite a_T for exactly the components T of the workload's closure that neighbours move "
@@ -423,8 +425,9 @@ class MarginalGaussianMechanism(Mechanism):
                        f"(a = {self.multiplier}); "
                        + ("this is the exact Semi-DP sensitivity (attained by a conforming pair)"
                           if bracket["relative_gap"] == 0 else
-                          f"the exact Semi-DP sensitivity (squared) lies between {float(Fraction(bracket['attained'])):.17g}"
-                          f" (attained by a conforming pair) and this bound {float(Fraction(bracket['certified'])):.17g}"))
+                          f"the exact Semi-DP sensitivity (squared) lies between "
+                          f"{float(Fraction(bracket['attained'])):.17g} (attained by a conforming pair) and this bound "
+                          f"{float(Fraction(bracket['certified'])):.17g}"))
         info = self.design_info
         if info:
             out.append(f"coefficients from {info.get('method')}; scaled by {info.get('scale_factor'):.17g} so that the "

@@ -57,10 +57,10 @@ and the transposition preserves the components and their λ_T) reduce this to on
 of components and one constraint per count vector of disagreeing attributes per class
 (:mod:`dpopt.optimize.marginal_patterns`): the program is strictly convex and invariant under
 those permutations, so its unique optimum is constant on orbits, and the dual bound of the reduced
-program bounds the full one (the orbit average of any feasible b is feasible and no worse). The program is solved by cutting planes (cvxpy,
-``inv_pos``, on a working set of patterns; the most violated patterns are added until none
-is), then scaled to be feasible for every pattern. **Certificate**: for any ν ≥ 0 the Lagrange
-dual gives the lower bound
+program bounds the full one (the orbit average of any feasible b is feasible and no worse). The
+program is solved by cutting planes (cvxpy, ``inv_pos``, on a working set of patterns; the most
+violated patterns are added until none is), then scaled to be feasible for every pattern.
+**Certificate**: for any ν ≥ 0 the Lagrange dual gives the lower bound
 
 .. math:: L(\nu) = \frac{\big(\sum_T\sqrt{c_T\,(A^\top\nu)_T}\big)^2}{\mu^2\sum_D\nu_D},
           \qquad (A^\top\nu)_T = 2\sum_D\nu_D\Big(1-\prod_{k\in T\cap D}\rho_k\Big),
@@ -70,14 +70,18 @@ solver's multipliers: the relative gap (error − L)/error is certified whatever
 Hamming-k neighbours: the hull of differences is k times replace-one's, so μ is divided by k.
 
 **Invariant margins** (Semi-DP, replace-one, margins over attribute sets I_j published
-exactly). The components T ⊆ some I_j are fixed by the invariants and get no noise (a_T = ∞);
-a difference x − x′ of conforming datasets within the semi-adjacent parameter a has no
-component there and is a sum of at most a replace-one differences e_p − e_q, so by the
-triangle inequality of the seminorm ‖δ‖_G = √(δᵀGδ) (G supported on the free components)
-:math:`\mu_\Sigma \le a \max_{p,q}\|e_p - e_q\|_G`: the same program over the free
-components with μ divided by a. This bound is valid but not always tight (S_Semi can be
-smaller than a times the pair hull), so the certified gap is relative to it, not to the
-dense SDP on S_Semi itself.
+exactly). The components T ⊆ some I_j are fixed by the invariants and get no noise (a_T = ∞).
+Two conforming datasets within the semi-adjacent parameter a differ in m ≤ a records
+p_1..p_m and q_1..q_m whose I_j-margins are equal (the common records cancel), so they pair up
+(p_i with q_π(i)) into m pairs that **agree on I_j**: x − x′ = Σ_i (e_{p_i} − e_{q_π(i)}), and by the
+triangle inequality of the seminorm ‖δ‖_G = √(δᵀGδ)
+:math:`\mu_\Sigma \le a \max\{\|e_p - e_q\|_G : p, q \text{ agree on } I_j\}`: the same program
+with the patterns D restricted to avoid I_j (``agree``) and μ divided by a. A copies of one cell
+replaced by a copies of a cell that agrees with it on every invariant attribute is a conforming
+pair at distance a, so a² times the maximum over the patterns avoiding every invariant attribute
+is attained: the exact Semi-DP sensitivity lies between the two, and the program with that
+weaker constraint bounds the error of every noise meeting the exact Semi-DP target from below
+(:meth:`~dpopt.mechanisms.marginal_gaussian.MarginalGaussianMechanism.semi_dp_bracket`).
 """
 
 from __future__ import annotations
@@ -173,7 +177,8 @@ def _require_patterns(classes: PatternClasses) -> None:
         raise CalibrationError(
             f"replace-one over {classes.attributes} attributes in {len(classes.classes)} classes of interchangeable "
             f"attributes (count×levels: {sizes}): {classes.count} reduced disagreement patterns, the exact privacy "
-            f"check evaluates at most {MAX_PATTERNS} (attributes with equal levels and symmetric marginals reduce them)")
+            f"check evaluates at most {MAX_PATTERNS} (attributes with equal levels and symmetric marginals "
+            "reduce them)")
 
 
 # ----------------------------------------------------------------------------- designs
@@ -299,8 +304,8 @@ def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns
     bound = dual_bound(c, patterns.transposed(nu, types), float(nu.sum()), mu2)
     method = (f"cutting planes over the 2^{patterns.attributes} − 1 disagreement patterns reduced by symmetry to "
               f"{patterns.count - 1} count vectors ({len(patterns.classes)} classes of interchangeable attributes, "
-              f"{len(kinds)} orbits of components; {len(working)} patterns in the working set), cvxpy {solution.solver} {solution.version}, "
-              "inv_pos; lower bound: Lagrange dual at the solver's multipliers")
+              f"{len(kinds)} orbits of components; {len(working)} patterns in the working set), "
+              f"cvxpy {solution.solver} {solution.version}, inv_pos; lower bound: Lagrange dual at the solver's multipliers")
     return MarginalDesign(coefficients, expected_error(workload, coefficients), bound, method)
 
 

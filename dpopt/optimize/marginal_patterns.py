@@ -95,7 +95,8 @@ class PatternClasses:
     depth: tuple[int, ...]
 
     @classmethod
-    def of(cls, sizes: tuple[int, ...], values: Mapping[Subset, object], still: tuple[int, ...] = ()) -> PatternClasses:
+    def of(cls, sizes: tuple[int, ...], values: Mapping[Subset, object],
+           still: tuple[int, ...] = ()) -> PatternClasses:
         """The classes of :func:`interchangeable` attributes for the keyed ``values`` (components → value);
         the attributes ``still`` never disagree (pairs of records that agree on them) and are in no class."""
         groups: list[list[int]] = []
