@@ -178,3 +178,24 @@ def test_semi_dp_sensitivity_equals_enumeration(sizes, invariants):
     assert certified <= 1.0 + 1e-12 and certified <= float(Fraction(bracket["all_pairs"]))
     assert bracket["error_lower_bound"] <= mechanism.design_info["expected_l2"] * (1 + 1e-9)
     assert all(c.passed for c in mechanism.privacy_checks(problem.space, problem.spec.privacy))
+
+
+def test_re_pairing_only_on_an_invariant_margin():
+    document = {"dpopt": 1, "name": "semi", "data": {"attributes": {
+        name: [f"{name}{i}" for i in range(n)] for name, n in zip("abc", (2, 3, 2))}, "n": 10},
+        "query": {"kind": "marginals", "all_of_size": 2}, "adjacency": "replace_one",
+        "invariants": [{"kind": "margins", "attributes": ["a"]}, {"kind": "margins", "attributes": ["c"]}],
+        "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "marginal_gaussian", "utility": {"metric": "l2"}}
+    problem = dpopt.compile(document)
+    cls = registry()["marginal_gaussian"]
+    params = cls.design(problem).parameters
+    assert params["pairs_agree_on"] in (["a"], ["c"])
+    for claimed in (["b"], []):
+        changed = {**params, "pairs_agree_on": claimed}
+        checks = {c.claim: c.passed for c in cls.from_parameters(changed, problem.space).privacy_checks(
+            problem.space, problem.spec.privacy)}
+        if claimed == ["b"]:  # b is not an invariant margin: no re-pairing on it
+            assert checks == {"covariance.range": False, "privacy": False}
+        else:  # no re-pairing: the maximum over every record pair exceeds μ² = 1 for this design
+            assert Fraction(params["design"]["semi_dp"]["all_pairs"]) > 1
+            assert checks == {"covariance.range": True, "privacy": False}
