@@ -121,9 +121,9 @@ def test_thirty_attributes_all_two_way_are_designed_and_certified():
 
 
 def test_too_many_patterns_are_refused_with_the_count():
-    sizes = tuple(range(2, 20))  # 18 attributes of distinct sizes: 2^18 patterns, no symmetry
-    workload = MarginalWorkload(MarginalAlgebra(sizes), tuple(itertools.combinations(range(18), 2)))
-    with pytest.raises(CalibrationError, match=f"{2 ** 18} reduced disagreement patterns.*at most {MAX_PATTERNS}"):
+    sizes = tuple(range(2, 25))  # 23 attributes of distinct sizes: 2^23 patterns, no symmetry
+    workload = MarginalWorkload(MarginalAlgebra(sizes), tuple(itertools.combinations(range(23), 2)))
+    with pytest.raises(CalibrationError, match=f"{2 ** 23} reduced disagreement patterns.*at most {MAX_PATTERNS}"):
         optimal_coefficients(workload, 1.0, True)
     assert components(workload, True)  # the refusal is about the check, not the workload
 
@@ -199,3 +199,16 @@ def test_re_pairing_only_on_an_invariant_margin():
         else:  # no re-pairing: the maximum over every record pair exceeds μ² = 1 for this design
             assert Fraction(params["design"]["semi_dp"]["all_pairs"]) > 1
             assert checks == {"covariance.range": True, "privacy": False}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_float_screen_finds_the_exact_maximum(seed, monkeypatch):
+    """The screened path (forced on small pattern spaces) equals brute-force enumeration."""
+    from dpopt.optimize import marginal_patterns
+
+    monkeypatch.setattr(marginal_patterns, "EXACT_PATTERNS", 0)
+    rng = random.Random(100 + seed)
+    sizes = tuple(rng.choice([2, 2, 3, 5]) for _ in range(rng.choice([7, 9])))
+    coefficients = random_coefficients(sizes, 2, rng, symmetric=seed % 2 == 0)
+    got = exact_mahalanobis_squared(MarginalWorkload(MarginalAlgebra(sizes), ((0,),)), coefficients, True)
+    assert got == brute_force(sizes, coefficients)
