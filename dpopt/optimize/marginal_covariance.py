@@ -150,7 +150,8 @@ def exact_mahalanobis_squared(workload: MarginalWorkload, coefficients: dict[Sub
     Raises
     ------
     CalibrationError
-        Replace-one with more than :data:`MAX_PATTERNS` reduced patterns.
+        Replace-one with more than :data:`MAX_PATTERNS` reduced patterns, or more near-maximal patterns than
+        the float screen hands to the exact evaluation.
     """
     alg = workload.algebra
     b = {t: Fraction(a) * alg.diagonal(t) for t, a in coefficients.items()}
@@ -158,7 +159,10 @@ def exact_mahalanobis_squared(workload: MarginalWorkload, coefficients: dict[Sub
         return sum(b.values(), Fraction(0))
     classes = PatternClasses.of(alg.sizes, b, agree)
     _require_patterns(classes)
-    return classes.exact_max_load(b)
+    try:
+        return classes.exact_max_load(b)
+    except ValueError as exc:  # too many near-maximal patterns for the exact evaluation
+        raise CalibrationError(f"replace-one privacy check: {exc}") from None
 
 
 def pattern_refusal(workload: MarginalWorkload, fixed: tuple[Subset, ...] = ()) -> str | None:
