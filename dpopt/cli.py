@@ -396,10 +396,14 @@ def _release(args: argparse.Namespace) -> int:
         block = _charge(args, rel.certificate)
         document = rel.document if block is None else (lambda: rel.document() | {"ledger": block})
         return _emit(document, args, lambda: rel.write(args.out, csv=args.format == "csv", ledger=block))
-    if args.groups or args.engine != "duckdb" or args.scheduler:
-        raise SpecError("--group-by", "--groups, --engine and --scheduler apply to a grouped release (--group-by)")
+    if args.groups:
+        raise SpecError("--group-by", "--groups applies to a grouped release (--group-by)")
+    if args.scheduler and args.engine != "dask":
+        raise SpecError("--scheduler", "--scheduler applies to --engine dask")
+    client = _dask_client(args.scheduler) if args.engine == "dask" else None
     with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing"):
-        sol, noisy, records, bounding = release_once(args.spec, args.data, randomness)
+        sol, noisy, records, bounding = release_once(args.spec, args.data, randomness, engine=args.engine,
+                                                     client=client)
     document = release_document(sol, noisy, records, randomness, bounding)
     certificate = sol.certificate
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
@@ -610,7 +614,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--groups", metavar="FILE", help="CSV/Parquet file listing the public groups (a column per "
                                                     "grouping column); default: the groups found in the data")
     p.add_argument("--engine", choices=["duckdb", "dask"], default="duckdb",
-                   help="where a grouped release is computed (default: DuckDB on this machine)")
+                   help="where the records are counted (default: DuckDB on this machine); without --group-by, dask "
+                        "counts a stack of marginals")
     p.add_argument("--scheduler", metavar="ADDRESS", help="dask.distributed scheduler for --engine dask")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise: refused unless --insecure-seed (default: OS-entropy CSPRNG)")

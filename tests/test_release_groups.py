@@ -244,5 +244,7 @@ def test_cli_grouped_release_writes_parquet_tables_and_a_certificate(tmp_path, c
 
 
 def test_cli_refuses_group_options_without_group_by(capsys):
-    assert main(["release", str(BLOCKS_SPEC), "--data", str(BLOCKS_DATA), "--engine", "dask"]) == 2
+    assert main(["release", str(BLOCKS_SPEC), "--data", str(BLOCKS_DATA), "--groups", str(BLOCKS_DATA)]) == 2
     assert "--group-by" in capsys.readouterr().err
+    assert main(["release", str(BLOCKS_SPEC), "--data", str(BLOCKS_DATA), "--scheduler", "tcp://x:1"]) == 2
+    assert "--engine dask" in capsys.readouterr().err

@@ -194,10 +194,19 @@ class MarginalWorkload:
         found = {t for s in self.sets for t in subsets(s)}
         return tuple(sorted(found, key=lambda t: (len(t), t)))
 
+    @cached_property
+    def _gram_eigenvalues(self) -> dict[Subset, Fraction]:
+        """λ_T for every T of the closure, each block adding its term to its subsets (Σ_S 2^|S| steps)."""
+        out: dict[Subset, Fraction] = {}
+        for i, s in enumerate(self.sets):
+            term = self.weight(i) ** 2 * self.algebra.co_size(s)
+            for t in subsets(s):
+                out[t] = out.get(t, Fraction(0)) + term
+        return out
+
     def gram_eigenvalue(self, t: Subset) -> Fraction:
         """λ_T = Σ_{S⊇T} w_S² ∏_{k∉S} n_k, the eigenvalue of WᵀW on range(E_T)."""
-        return sum((self.weight(i) ** 2 * self.algebra.co_size(s)
-                    for i, s in enumerate(self.sets) if set(t) <= set(s)), Fraction(0))
+        return self._gram_eigenvalues.get(tuple(sorted(t)), Fraction(0))
 
     def rank(self, without: Sequence[Subset] = ()) -> int:
         """dim range(W) = Σ_{T in the closure} m_T, leaving out the components ``without``."""

@@ -43,15 +43,16 @@ from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload, Subset, subsets
 from dpopt.domain.queries import CountingQuery
+from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.marginal_covariance import (
-    MAX_PATTERN_ATTRIBUTES,
     components,
     exact_mahalanobis_squared,
     expected_error,
     optimal_coefficients,
+    pattern_refusal,
     svd_bound,
 )
 from dpopt.privacy.gaussian import gaussian_epsilon
@@ -205,6 +206,9 @@ class MarginalGaussianMechanism(Mechanism):
         a_T for each T of :func:`~dpopt.optimize.marginal_covariance.components`.
     fixed : tuple of Subset
         The attribute sets of the invariant margins (their components are released exactly).
+    agree : Subset
+        Under invariants, the attribute set of the invariant margin on which the differing records of two
+        conforming datasets are re-paired (:meth:`_privacy_checks`); () otherwise.
     design : dict, optional
         How the coefficients were obtained (recorded for the reader, not used to rebuild).
     """
@@ -214,12 +218,14 @@ class MarginalGaussianMechanism(Mechanism):
     noise_in_span = True
 
     def __init__(self, attributes: tuple[str, ...], workload: MarginalWorkload, replace: bool, multiplier: int,
-                 coefficients: dict[Subset, float], design: dict | None = None, fixed: tuple[Subset, ...] = ()):
+                 coefficients: dict[Subset, float], design: dict | None = None, fixed: tuple[Subset, ...] = (),
+                 agree: Subset = ()):
         self.attributes = tuple(attributes)
         self.workload = workload
         self.replace = bool(replace)
         self.multiplier = int(multiplier)
         self.fixed = tuple(tuple(sorted(f)) for f in fixed)
+        self.agree = tuple(sorted(agree))
         self.coefficients = {tuple(t): float(a) for t, a in coefficients.items()}
         self.design_info = dict(design or {})
         self.dimension = workload.dimension
@@ -244,10 +250,7 @@ class MarginalGaussianMechanism(Mechanism):
         if reason is not None:
             return reason
         if spec.adjacency.kind != "add_remove":
-            moving = sum(1 for levels in query.levels if len(levels) >= 2)
-            if moving > MAX_PATTERN_ATTRIBUTES:
-                return (f"replace-one over {moving} attributes: the privacy check enumerates 2^p disagreement "
-                        f"patterns exactly, p ≤ {MAX_PATTERN_ATTRIBUTES}")
+            return pattern_refusal(query.workload, _fixed_sets(problem))
         return None
 
     @classmethod
@@ -274,12 +277,14 @@ class MarginalGaussianMechanism(Mechanism):
         replace = spec.adjacency.kind != "add_remove"
         k, fixed = _multiplier(problem), _fixed_sets(problem)
         mu = target_mu(spec.privacy)
-        result = optimal_coefficients(workload, mu / k, replace, fixed)
+        # under invariant margins: the differing records re-paired on one invariant margin, the best one
+        designs = [(optimal_coefficients(workload, mu / k, replace, fixed, agree), agree) for agree in fixed or ((),)]
+        result, agree = min(designs, key=lambda pair: pair[0].error)
         attributes = tuple(problem.query.attributes)
 
         def scaled(factor: float) -> MarginalGaussianMechanism:
             return cls(attributes, workload, replace, k, {t: a * factor for t, a in result.coefficients.items()},
-                       fixed=fixed)
+                       fixed=fixed, agree=agree)
 
         factor = float(nudge_until(1.0, lambda f: all(c.passed for c in scaled(f).privacy_checks(space, spec.privacy)),
                                    up=False))
@@ -305,7 +310,15 @@ class MarginalGaussianMechanism(Mechanism):
         }
         if not replace:
             info["svd_bound"] = svd_bound(workload, mu)
-        return cls(attributes, workload, replace, k, mechanism.coefficients, info, fixed)
+        if fixed:
+            info["semi_dp"] = mechanism.semi_dp_bracket()
+            everything = tuple(sorted({x for f in fixed for x in f}))
+            relaxed = (result if agree == everything
+                       else optimal_coefficients(workload, mu / k, replace, fixed, everything))
+            # every covariance meeting the exact Semi-DP target meets a² max over the patterns avoiding every
+            # invariant attribute (attained by conforming pairs), so this program's dual bound bounds its error
+            info["semi_dp"]["error_lower_bound"] = relaxed.lower_bound
+        return cls(attributes, workload, replace, k, mechanism.coefficients, info, fixed, agree)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> MarginalGaussianMechanism:
@@ -313,8 +326,9 @@ class MarginalGaussianMechanism(Mechanism):
         coefficients = positive_by_set(attributes, parameters["coefficients"], "component", "a")
         adjacency = parameters["adjacency"]
         fixed = tuple(tuple(sorted(attributes.index(a) for a in f)) for f in parameters["invariant_margins"])
+        agree = tuple(attributes.index(a) for a in parameters.get("pairs_agree_on", []))
         return cls(attributes, workload, adjacency == "replace_one", int(parameters["multiplier"]),
-                   coefficients, parameters.get("design"), fixed)
+                   coefficients, parameters.get("design"), fixed, agree)
 
     @property
     def parameters(self) -> dict:
@@ -322,6 +336,7 @@ class MarginalGaussianMechanism(Mechanism):
         return {
             **workload_parameters(self),
             "invariant_margins": [[names[k] for k in f] for f in self.fixed],
+            "pairs_agree_on": [names[k] for k in self.agree],
             "coefficients": [{"component": [names[k] for k in t], "a": a} for t, a in self.coefficients.items()],
             "design": self.design_info,
         }
@@ -330,27 +345,54 @@ class MarginalGaussianMechanism(Mechanism):
         """The table, blocks and adjacency in the parameters are those the spec compiles to."""
         return [workload_scope_check(problem, self)]
 
-    def _mahalanobis_squared(self) -> Fraction:
-        return exact_mahalanobis_squared(self.workload, self.coefficients, self.replace) * self.multiplier ** 2
+    def _mahalanobis_squared(self, agree: Subset | None = None) -> Fraction:
+        agree = self.agree if agree is None else agree
+        return exact_mahalanobis_squared(self.workload, self.coefficients, self.replace, agree) * self.multiplier ** 2
+
+    def semi_dp_bracket(self) -> dict:
+        r"""Under invariant margins, the exact Semi-DP Mahalanobis sensitivity μ_Σ² bracketed (exact rationals):
+
+        * ``certified``: a² max over the patterns D avoiding :attr:`agree` (the privacy check);
+        * ``attained``: a² max over the patterns D avoiding every invariant attribute, a lower bound that
+          a pair of conforming datasets attains (a copies of a cell p replaced by a copies of a cell q
+          that agrees with p on every invariant attribute: equal invariant margins, distance a);
+        * ``all_pairs``: a² max over every pattern, the bound before re-pairing.
+
+        μ_Σ² is exact (``certified`` = ``attained``, ``relative_gap`` 0) when the worst pattern avoids every
+        invariant attribute.
+        """
+        everything = tuple(sorted({k for f in self.fixed for k in f}))
+        certified, attained, all_pairs = (self._mahalanobis_squared(a) for a in (self.agree, everything, ()))
+        return {"certified": str(certified), "attained": str(attained), "all_pairs": str(all_pairs),
+                "relative_gap": float((certified - attained) / certified) if certified else 0.0,
+                "gap_to_all_pairs": float((all_pairs - certified) / all_pairs) if all_pairs else 0.0}
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         needed = set(components(self.workload, self.replace, self.fixed))
         rank = sum(self.workload.algebra.multiplicity(t) for t in needed)
         range_ok = set(self.coefficients) == needed and rank == space.rank and all(
-            math.isfinite(a) and a > 0 for a in self.coefficients.values())
+            math.isfinite(a) and a > 0 for a in self.coefficients.values()) and (
+            not self.agree or self.agree in self.fixed)
         range_check = Check(
             "covariance.range",
             "a positive finite a_T for exactly the components T of the workload's closure that neighbours move "
             "(m_T > 0; ∅ only under add/remove; none inside an invariant margin), so range(Σ) = span(S); its rank "
-            "Σ m_T equals the space's",
+            "Σ m_T equals the space's; records are re-paired only on an invariant margin's attributes",
             range_ok, f"{len(self.coefficients)} coefficients for {len(needed)} components; rank {rank} vs {space.rank}")
         if privacy.definition not in _TARGETS:
             return [range_check, Check("privacy", "Gaussian noise", False, f"cannot meet a {privacy.definition} target")]
-        squared = self._mahalanobis_squared()
+        try:
+            squared = self._mahalanobis_squared()
+        except CalibrationError as exc:
+            return [range_check, Check("privacy", "exact Mahalanobis sensitivity", False, str(exc))]
         inner = gaussian_privacy_check(squared, 1.0, privacy)
+        names = ", ".join(self.attributes[k] for k in self.agree)
         how = ("Σ_T a_T m_T / N" if not self.replace else
                f"max over the {2 ** sum(1 for n in self.workload.algebra.sizes if n >= 2) - 1} disagreement patterns D "
-               "of 2 Σ_T a_T gap_T(D)")
+               "of 2 Σ_T a_T gap_T(D) (integers, over the count vectors of the classes of attributes interchangeable "
+               "in the a_T)" + (f", D avoiding {names}: the differing records of two conforming datasets have equal "
+                               f"{names} margins, so they pair up into at most a pairs that agree on {names}"
+                               if self.agree else ""))
         privacy_check = Check(
             "privacy",
             f"exact Mahalanobis sensitivity μ_Σ² = {how}"
@@ -377,8 +419,15 @@ class MarginalGaussianMechanism(Mechanism):
         if self.replace:
             out.append("the grand total is the same on neighbouring datasets and is released exactly")
         if self.fixed:
+            bracket = self.semi_dp_bracket()
             out.append(f"Semi-DP: the components inside the invariant margins get no noise; μ_Σ ≤ a · max over record "
-                       f"pairs (a = {self.multiplier}), a valid bound that can exceed the exact Semi-DP sensitivity")
+                       f"pairs that agree on {', '.join(self.attributes[k] for k in self.agree) or 'nothing'} "
+                       f"(a = {self.multiplier}); "
+                       + ("this is the exact Semi-DP sensitivity (attained by a conforming pair)"
+                          if bracket["relative_gap"] == 0 else
+                          f"the exact Semi-DP sensitivity (squared) lies between "
+                          f"{float(Fraction(bracket['attained'])):.17g} (attained by a conforming pair) and this bound "
+                          f"{float(Fraction(bracket['certified'])):.17g}"))
         info = self.design_info
         if info:
             out.append(f"coefficients from {info.get('method')}; scaled by {info.get('scale_factor'):.17g} so that the "

@@ -52,10 +52,15 @@ the design is optimal among all Gaussian noise on Wx, certified by that bound.
 
 one constraint per disagreement pattern D ⊆ {k : n_k ≥ 2}. All 2^p values f_D come from one
 fast transform :math:`h = (\otimes_k M_k)\,b`, :math:`M_k = \begin{pmatrix}1&1\\1&\rho_k\end{pmatrix}`
-(O(p 2^p)), and so do the transposed sums. The program is solved by cutting planes (cvxpy,
-``inv_pos``, on a working set of patterns; the most violated patterns are added until none
-is), then scaled to be feasible for every pattern. **Certificate**: for any ν ≥ 0 the Lagrange
-dual gives the lower bound
+(O(p 2^p)), and so do the transposed sums. Attributes that are interchangeable (equal levels,
+and the transposition preserves the components and their λ_T) reduce this to one variable per orbit
+of components and one constraint per count vector of disagreeing attributes per class
+(:mod:`dpopt.optimize.marginal_patterns`): the program is strictly convex and invariant under
+those permutations, so its unique optimum is constant on orbits, and the dual bound of the reduced
+program bounds the full one (the orbit average of any feasible b is feasible and no worse). The
+program is solved by cutting planes (cvxpy, ``inv_pos``, on a working set of patterns; the most
+violated patterns are added until none is), then scaled to be feasible for every pattern.
+**Certificate**: for any ν ≥ 0 the Lagrange dual gives the lower bound
 
 .. math:: L(\nu) = \frac{\big(\sum_T\sqrt{c_T\,(A^\top\nu)_T}\big)^2}{\mu^2\sum_D\nu_D},
           \qquad (A^\top\nu)_T = 2\sum_D\nu_D\Big(1-\prod_{k\in T\cap D}\rho_k\Big),
@@ -65,14 +70,18 @@ solver's multipliers: the relative gap (error − L)/error is certified whatever
 Hamming-k neighbours: the hull of differences is k times replace-one's, so μ is divided by k.
 
 **Invariant margins** (Semi-DP, replace-one, margins over attribute sets I_j published
-exactly). The components T ⊆ some I_j are fixed by the invariants and get no noise (a_T = ∞);
-a difference x − x′ of conforming datasets within the semi-adjacent parameter a has no
-component there and is a sum of at most a replace-one differences e_p − e_q, so by the
-triangle inequality of the seminorm ‖δ‖_G = √(δᵀGδ) (G supported on the free components)
-:math:`\mu_\Sigma \le a \max_{p,q}\|e_p - e_q\|_G`: the same program over the free
-components with μ divided by a. This bound is valid but not always tight (S_Semi can be
-smaller than a times the pair hull), so the certified gap is relative to it, not to the
-dense SDP on S_Semi itself.
+exactly). The components T ⊆ some I_j are fixed by the invariants and get no noise (a_T = ∞).
+Two conforming datasets within the semi-adjacent parameter a differ in m ≤ a records
+p_1..p_m and q_1..q_m whose I_j-margins are equal (the common records cancel), so they pair up
+(p_i with q_π(i)) into m pairs that **agree on I_j**: x − x′ = Σ_i (e_{p_i} − e_{q_π(i)}), and by the
+triangle inequality of the seminorm ‖δ‖_G = √(δᵀGδ)
+:math:`\mu_\Sigma \le a \max\{\|e_p - e_q\|_G : p, q \text{ agree on } I_j\}`: the same program
+with the patterns D restricted to avoid I_j (``agree``) and μ divided by a. A copies of one cell
+replaced by a copies of a cell that agrees with it on every invariant attribute is a conforming
+pair at distance a, so a² times the maximum over the patterns avoiding every invariant attribute
+is attained: the exact Semi-DP sensitivity lies between the two, and the program with that
+weaker constraint bounds the error of every noise meeting the exact Semi-DP target from below
+(:meth:`~dpopt.mechanisms.marginal_gaussian.MarginalGaussianMechanism.semi_dp_bracket`).
 """
 
 from __future__ import annotations
@@ -85,11 +94,8 @@ import numpy as np
 
 from dpopt.domain.marginal_algebra import MarginalWorkload, Subset
 from dpopt.errors import CalibrationError, SolverError
+from dpopt.optimize.marginal_patterns import MAX_PATTERNS, PatternClasses, Type
 from dpopt.optimize.solve import solve_convex
-
-MAX_PATTERN_ATTRIBUTES = 16
-"""Largest number of attributes with ≥ 2 levels under replace-one (2^p disagreement patterns
-are enumerated, exactly, by the privacy check)."""
 
 _VIOLATION = 1e-9
 """Relative violation above which a pattern joins the cutting-plane working set."""
@@ -125,86 +131,58 @@ def svd_bound(workload: MarginalWorkload, mu: float) -> float:
     return root * root / (alg.cells * mu * mu)
 
 
-# ----------------------------------------------------------------- disagreement patterns
-@dataclass(frozen=True)
-class Patterns:
-    """The disagreement patterns D ⊆ ``moving`` of replace-one, as the axes of a 2^q array.
-
-    Attributes
-    ----------
-    moving : tuple of int
-        The attributes with at least two levels (q of them), axis j of the arrays ↔ ``moving[j]``.
-    rho : tuple of Fraction
-        ρ_k = −1/(n_k − 1) per moving attribute.
-    """
-
-    moving: tuple[int, ...]
-    rho: tuple[Fraction, ...]
-
-    @classmethod
-    def of(cls, workload: MarginalWorkload) -> Patterns:
-        sizes = workload.algebra.sizes
-        moving = tuple(k for k, n in enumerate(sizes) if n >= 2)
-        return cls(moving, tuple(Fraction(-1, sizes[k] - 1) for k in moving))
-
-    @property
-    def count(self) -> int:
-        return 2 ** len(self.moving)
-
-    def index(self, t: Subset) -> int:
-        """The flat (C-order) index of T's indicator, T ⊆ moving."""
-        q = len(self.moving)
-        return sum(1 << (q - 1 - self.moving.index(k)) for k in t)
-
-    def _transform(self, values: np.ndarray) -> np.ndarray:
-        """(⊗_k M_k) applied to a 2^q vector (M_k symmetric: also its transpose)."""
-        q = len(self.moving)
-        out = np.asarray(values, dtype=float).reshape((2,) * q) if q else np.asarray(values, dtype=float)
-        for j, r in enumerate(self.rho):
-            zero, one = np.take(out, 0, axis=j), np.take(out, 1, axis=j)
-            out = np.stack([zero + one, zero + float(r) * one], axis=j)
-        return out.reshape(-1)
-
-    def loads(self, b: dict[Subset, float]) -> np.ndarray:
-        """f_D(b) = 2 Σ_T b_T (1 − Π_{k∈T∩D} ρ_k) for every pattern D (flat index), floats."""
-        vec = np.zeros(self.count)
-        for t, value in b.items():
-            vec[self.index(t)] += value
-        return 2.0 * (vec.sum() - self._transform(vec))
-
-    def transposed(self, nu: np.ndarray, ts: tuple[Subset, ...]) -> np.ndarray:
-        """(Aᵀν)_T = 2 Σ_D ν_D (1 − Π_{k∈T∩D} ρ_k) for each T of ``ts``."""
-        h = self._transform(nu)
-        return np.array([2.0 * (nu.sum() - h[self.index(t)]) for t in ts])
-
-    def exact_max_load(self, b: dict[Subset, Fraction]) -> Fraction:
-        """max_D f_D(b) in exact rational arithmetic over all 2^q patterns (the same butterfly
-        on Fractions: q 2^(q−1) rational multiply-adds)."""
-        vec = [Fraction(0)] * self.count
-        for t, value in b.items():
-            vec[self.index(t)] += value
-        total = sum(vec, Fraction(0))
-        q = len(self.moving)
-        for j, r in enumerate(self.rho):
-            stride = 1 << (q - 1 - j)
-            for start in range(0, self.count, 2 * stride):
-                for i in range(start, start + stride):
-                    zero, one = vec[i], vec[i + stride]
-                    vec[i], vec[i + stride] = zero + one, zero + r * one
-        return 2 * (total - min(vec))
+def design_classes(workload: MarginalWorkload, ts: tuple[Subset, ...], agree: Subset = ()) -> PatternClasses:
+    """The classes of attributes interchangeable in the program: same levels, and the transposition maps
+    the noised components ``ts`` onto themselves with equal λ_T (so the optimum is constant on orbits);
+    the attributes ``agree`` never disagree."""
+    return PatternClasses.of(workload.algebra.sizes, {t: workload.gram_eigenvalue(t) for t in ts}, agree)
 
 
-def exact_mahalanobis_squared(workload: MarginalWorkload, coefficients: dict[Subset, float], replace: bool) -> Fraction:
+def exact_mahalanobis_squared(workload: MarginalWorkload, coefficients: dict[Subset, float], replace: bool,
+                              agree: Subset = ()) -> Fraction:
     """μ_Σ² = max_δ δᵀGδ of G = Σ_T a_T E_T, exactly, from the stored floats a_T.
 
     add/remove: Σ_T a_T m_T / N; replace-one: max over every disagreement pattern D of
-    2 Σ_T a_T gap_T(D) (the exact butterfly of :meth:`Patterns.exact_max_load`).
+    2 Σ_T a_T gap_T(D), over the count vectors of the classes of attributes interchangeable in b
+    (:meth:`~dpopt.optimize.marginal_patterns.PatternClasses.exact_max_load`, integers); with ``agree``,
+    over the patterns D that avoid those attributes (pairs of records that agree on them).
+
+    Raises
+    ------
+    CalibrationError
+        Replace-one with more than :data:`MAX_PATTERNS` reduced patterns, or more near-maximal patterns than
+        the float screen hands to the exact evaluation.
     """
     alg = workload.algebra
     b = {t: Fraction(a) * alg.diagonal(t) for t, a in coefficients.items()}
     if not replace:
         return sum(b.values(), Fraction(0))
-    return Patterns.of(workload).exact_max_load(b)
+    classes = PatternClasses.of(alg.sizes, b, agree)
+    _require_patterns(classes)
+    try:
+        return classes.exact_max_load(b)
+    except ValueError as exc:  # too many near-maximal patterns for the exact evaluation
+        raise CalibrationError(f"replace-one privacy check: {exc}") from None
+
+
+def pattern_refusal(workload: MarginalWorkload, fixed: tuple[Subset, ...] = ()) -> str | None:
+    """Why replace-one is not served (too many reduced patterns), or None."""
+    ts = components(workload, True, fixed)
+    try:
+        _require_patterns(design_classes(workload, ts))
+    except CalibrationError as exc:
+        return str(exc)
+    return None
+
+
+def _require_patterns(classes: PatternClasses) -> None:
+    if classes.count > MAX_PATTERNS:
+        sizes = ", ".join(f"{len(c)}×{n}" for c, n in zip(classes.classes, classes.levels))
+        raise CalibrationError(
+            f"replace-one over {classes.attributes} attributes in {len(classes.classes)} classes of interchangeable "
+            f"attributes (count×levels: {sizes}): {classes.count} reduced disagreement patterns, the exact privacy "
+            f"check evaluates at most {MAX_PATTERNS} (attributes with equal levels and symmetric marginals "
+            "reduce them)")
 
 
 # ----------------------------------------------------------------------------- designs
@@ -236,14 +214,14 @@ class MarginalDesign:
 
 
 def optimal_coefficients(workload: MarginalWorkload, mu: float, replace: bool,
-                         fixed: tuple[Subset, ...] = ()) -> MarginalDesign:
+                         fixed: tuple[Subset, ...] = (), agree: Subset = ()) -> MarginalDesign:
     """The optimal a_T for target μ (μ already divided by the Hamming distance or the semi-adjacent
     parameter), with its certificate; ``fixed``: the attribute sets of invariant margins (replace-one).
 
     Raises
     ------
     CalibrationError
-        Replace-one with more than :data:`MAX_PATTERN_ATTRIBUTES` moving attributes, or a
+        Replace-one with more than :data:`~dpopt.optimize.marginal_patterns.MAX_PATTERNS` reduced patterns, or a
         workload with no component to protect.
     SolverError
         The cutting-plane program failed.
@@ -253,11 +231,9 @@ def optimal_coefficients(workload: MarginalWorkload, mu: float, replace: bool,
         raise CalibrationError("the workload has no component that changes between neighbours")
     if not replace:
         return _closed_form(workload, ts, mu)
-    patterns = Patterns.of(workload)
-    if len(patterns.moving) > MAX_PATTERN_ATTRIBUTES:
-        raise CalibrationError(f"replace-one over {len(patterns.moving)} attributes: the privacy check enumerates "
-                               f"2^p disagreement patterns, p ≤ {MAX_PATTERN_ATTRIBUTES} is supported")
-    return _cutting_planes(workload, ts, patterns, mu)
+    classes = design_classes(workload, ts, agree)
+    _require_patterns(classes)
+    return _cutting_planes(workload, ts, classes, mu)
 
 
 def _closed_form(workload: MarginalWorkload, ts: tuple[Subset, ...], mu: float) -> MarginalDesign:
@@ -269,36 +245,38 @@ def _closed_form(workload: MarginalWorkload, ts: tuple[Subset, ...], mu: float) 
                           "closed form (Lagrange): a_T = μ² N √λ_T / Σ_U m_U √λ_U; lower bound: Li–Miklau SVD bound")
 
 
-def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns: Patterns, mu: float) -> MarginalDesign:
+def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns: PatternClasses,
+                    mu: float) -> MarginalDesign:
+    """The program over orbit totals B_o = Σ_{T∈o} b_T (b_T = B_o/|o|: its unique optimum is constant on
+    orbits, the classes being symmetries of c), constraints per reduced pattern. An orbit is a type and the
+    component's attributes in no class (they never disagree, so a constraint depends on the type only)."""
     import cvxpy as cp
 
     alg = workload.algebra
     n_cells = float(alg.cells)
-    c = np.array([alg.multiplicity(t) ** 2 * float(workload.gram_eigenvalue(t)) / n_cells for t in ts])
-    # b_T = s_T β_T with s the add/remove optimum (Σ s = 1/2): β is of order 1 at the optimum
+    moving = {k for c in patterns.classes for k in c}
+    orbits: dict[tuple[Type, Subset], list[Subset]] = {}  # (type, the attributes in no class)
+    for t in ts:
+        orbits.setdefault((patterns.type_of(t), tuple(k for k in t if k not in moving)), []).append(t)
+    kinds = list(orbits)
+    types = [kind for kind, _ in kinds]
+    # Σ_{T∈o} c_T / b_T = |o| Σ_{T∈o} c_T / B_o
+    c = np.array([len(orbits[k]) * sum(alg.multiplicity(t) ** 2 * float(workload.gram_eigenvalue(t))
+                                       for t in orbits[k]) / n_cells for k in kinds])
+    # B_t = s_t β_t with s the add/remove optimum (Σ s = 1/2): β is of order 1 at the optimum
     s = np.sqrt(c) / (2.0 * np.sqrt(c).sum())
     weights = np.sqrt(c) * 2.0 * np.sqrt(c).sum()
 
     def load_of(beta: np.ndarray) -> np.ndarray:
-        return patterns.loads(dict(zip(ts, s * beta)))
+        return patterns.loads(types, s * beta)
 
-    members = np.array([[k in t for k in patterns.moving] for t in ts], dtype=bool).reshape(len(ts), -1)
-    rho = np.array([float(r) for r in patterns.rho])
-
-    def row(d: int) -> np.ndarray:
-        """s_T × 2(1 − Π_{k∈T∩D} ρ_k): pattern D's constraint on β."""
-        in_d = np.array([(d >> (len(rho) - 1 - j)) & 1 for j in range(len(rho))], dtype=bool)
-        return 2.0 * (1.0 - np.prod(np.where(members & in_d, rho, 1.0), axis=1)) * s
-
-    q = len(patterns.moving)
-    working = sorted({patterns.count - 1} | {1 << j for j in range(q)})
-    beta0 = np.ones(len(ts))
-    working = sorted(set(working) | set(np.argsort(load_of(beta0))[-_ADD_PER_ROUND:].tolist()))
+    working = sorted({patterns.full} | set(patterns.singletons)
+                     | set(np.argsort(load_of(np.ones(len(kinds))))[-_ADD_PER_ROUND:].tolist()))
     working = [d for d in working if d != 0]
     solution = None
     for _ in range(_MAX_ROUNDS):
-        beta = cp.Variable(len(ts), pos=True)
-        matrix = np.array([row(d) for d in working])
+        beta = cp.Variable(len(kinds), pos=True)
+        matrix = patterns.rows(types, working) * s
         constraint = matrix @ beta <= 1.0
         program = cp.Problem(cp.Minimize(weights @ cp.inv_pos(beta)), [constraint])
         solution = solve_convex(program, ("CLARABEL", "SCS"), program="marginal covariance (replace-one)",
@@ -312,7 +290,7 @@ def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns
         new = [int(d) for d in violated[np.argsort(loads[violated])[::-1]] if int(d) not in known]
         if not new:
             break
-        if len(working) > 2 * len(ts):  # keep the working set small: drop slack patterns with no multiplier
+        if len(working) > 2 * len(kinds):  # keep the working set small: drop slack patterns with no multiplier
             duals = np.asarray(constraint.dual_value, dtype=float).reshape(-1)
             keep = (duals > 1e-9 * duals.max()) | (loads[working] > 1.0 - 1e-6)
             working = [d for d, kept in zip(working, keep) if kept]
@@ -320,12 +298,17 @@ def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns
     else:
         raise SolverError(f"marginal covariance (replace-one): no convergence in {_MAX_ROUNDS} cutting-plane rounds")
     mu2 = mu * mu
-    b = s * value * (mu2 / float(loads.max()))
-    coefficients = {t: bt * n_cells / alg.multiplicity(t) for t, bt in zip(ts, b)}
+    totals = s * value * (mu2 / float(loads.max()))
+    coefficients = {}
+    for kind, total in zip(kinds, totals):
+        for t in orbits[kind]:
+            coefficients[t] = total / len(orbits[kind]) * n_cells / alg.multiplicity(t)
     nu = np.zeros(patterns.count)
     nu[working] = np.maximum(np.asarray(constraint.dual_value, dtype=float).reshape(-1), 0.0)
-    bound = dual_bound(c, patterns.transposed(nu, ts), float(nu.sum()), mu2)
-    method = (f"cutting planes over the {patterns.count - 1} disagreement patterns ({len(working)} in the working set), "
+    bound = dual_bound(c, patterns.transposed(nu, types), float(nu.sum()), mu2)
+    method = (f"cutting planes over the 2^{patterns.attributes} − 1 disagreement patterns reduced by symmetry to "
+              f"{patterns.count - 1} count vectors ({len(patterns.classes)} classes of interchangeable attributes, "
+              f"{len(kinds)} orbits of components; {len(working)} patterns in the working set), "
               f"cvxpy {solution.solver} {solution.version}, inv_pos; lower bound: Lagrange dual at the solver's multipliers")
     return MarginalDesign(coefficients, expected_error(workload, coefficients), bound, method)
 

@@ -36,6 +36,7 @@ import numpy as np
 from dpopt.certificate.composition import PER_GROUP, composition_checks, groups_block
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.core.output import output_folder
+from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
@@ -350,25 +351,52 @@ def release_groups(
 
 
 def release_once(
-    spec: Spec | str | Path | Mapping, data: str | Path, randomness: RandomSource
+    spec: Spec | str | Path | Mapping, data: str | Path, randomness: RandomSource, engine: str = "duckdb",
+    client=None,
 ) -> tuple[Solution, np.ndarray, int, dict | None]:
-    """The ungrouped release: φ(X) counted in SQL plus one noise draw from the root stream.
+    """The ungrouped release: φ(X) counted in SQL (or on Dask) plus one noise draw from the root stream.
 
     With ``data.privacy_unit`` each person's rows are first cut to its bounds
-    (:func:`dpopt.release.bounding.bound_contributions`).
+    (:func:`dpopt.release.bounding.bound_contributions`). With ``engine="dask"`` a counting query
+    (a stack of marginals) is counted by :func:`dpopt.release.distributed.marginal_answer_dask`
+    (``client``: a dask.distributed Client, else dask's local scheduler); the noise is the same.
 
     Returns
     -------
     solution, noisy answer (d,), number of records counted, the bounding report (None without a privacy unit)
+
+    Raises
+    ------
+    UnsupportedSpecError
+        ``engine="dask"`` with a query that is not a stack of marginals, or with a privacy unit.
     """
     problem = compile(spec)  # counted before the design: the scan checks the data (one line before any design)
-    con, source = sources.connect(), sources.open_source(data)
-    bounding = None
-    if problem.spec.data.privacy_unit is not None:
-        source, bounding = bound_contributions(con, source, problem.spec, problem.query, randomness)
-    value, records = sources.answer(con, source, problem.spec, query=problem.query)
+    source, bounding = sources.open_source(data), None
+    if engine == "dask":
+        value, records = _dask_answer(problem, source, client)
+    else:
+        con = sources.connect()
+        if problem.spec.data.privacy_unit is not None:
+            source, bounding = bound_contributions(con, source, problem.spec, problem.query, randomness)
+        value, records = sources.answer(con, source, problem.spec, query=problem.query)
     solution = solve(problem)
     return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records, bounding
+
+
+def _dask_answer(problem, source: sources.DataSource, client) -> tuple[np.ndarray, int]:
+    """φ(X) of a stack of marginals counted on Dask, and the number of records (checked against ``data.n``)."""
+    query = problem.query
+    if not isinstance(query, CountingQuery) or query.workload is None:
+        raise UnsupportedSpecError("--engine", "an ungrouped release on Dask counts stacks of marginals "
+                                               "(marginals, contingency_table, histogram, count): use duckdb")
+    if problem.spec.data.privacy_unit is not None:
+        raise UnsupportedSpecError("--engine", "an ungrouped release with a privacy_unit is bounded in DuckDB: "
+                                               "use --engine duckdb")
+    from dpopt.release.distributed import marginal_answer_dask
+
+    value, records = marginal_answer_dask(source, problem.spec, query, client)
+    sources.check_size(problem.spec, source, records)
+    return value, records
 
 
 def _check_data(source: sources.DataSource, spec: Spec, columns: Sequence[str] = ()) -> None:

@@ -48,16 +48,19 @@ from dpopt.release.sources import (
 from dpopt.spec.models import NumericAttribute, Spec
 
 
-def read_records(source: DataSource, columns: list[str]) -> dd.DataFrame:
+def read_records(source: DataSource, columns: list[str], split_row_groups: bool = False) -> dd.DataFrame:
     """The file as a Dask DataFrame of ``columns``.
 
-    CSV columns are read as text with only empty fields missing, as DuckDB reads them.
+    CSV columns are read as text with only empty fields missing, as DuckDB reads them; with
+    ``split_row_groups`` a Parquet file is one partition per row group.
     """
     try:
         if source.format == "csv":
             return dd.read_csv(
                 str(source.path), dtype=str, keep_default_na=False, na_values=[""], usecols=columns
             )
+        if split_row_groups:
+            return dd.read_parquet(str(source.path), columns=columns, split_row_groups=True)
         return dd.read_parquet(str(source.path), columns=columns)
     except (OSError, ValueError, KeyError) as exc:
         reason = exc.__cause__ or exc  # dask wraps the reader's own message
@@ -328,3 +331,62 @@ def release_level_dask(
         keys, records, blocked = _blocked_sums(source, spec, column, keys, block)
         values = _gather(blocked, query, mechanism, randomness, level, block, len(keys), query.dimension)
     return keys, values, records
+
+
+# ------------------------------------------------------------------ an ungrouped marginal workload
+def _partition_marginals(part: pd.DataFrame, query: CountingQuery) -> np.ndarray:
+    """This partition's counts of every distinct attribute set of the workload, each table laid out with
+    its attributes in increasing order, concatenated (:func:`marginal_answer_dask` adds them up)."""
+    workload = query.workload
+    codes = [level_codes(part[a], lv) for a, lv in zip(query.attributes, query.levels)]
+    valid = np.logical_and.reduce([c >= 0 for c in codes]) if codes else np.ones(len(part), dtype=bool)
+    codes = [c[valid].astype(np.int32) for c in codes]  # an off-domain record is named by the check, never counted
+    tables = []
+    for t in sorted(set(workload.sets)):
+        cell = np.zeros(int(valid.sum()), dtype=np.int32 if workload.algebra.size(t) < 2**31 else np.int64)
+        for k in t:  # row-major, the last attribute of t fastest
+            cell = cell * workload.algebra.sizes[k] + codes[k]
+        tables.append(np.bincount(cell, minlength=workload.algebra.size(t)).astype(np.int64))
+    return np.concatenate(tables) if tables else np.zeros(0, dtype=np.int64)
+
+
+def _add(*parts: np.ndarray) -> np.ndarray:
+    return np.sum(parts, axis=0)
+
+
+def marginal_answer_dask(source: DataSource, spec: Spec, query: CountingQuery, client=None,
+                         fan_in: int = 8) -> tuple[np.ndarray, int]:
+    """The released vector of a counting query whose :attr:`~CountingQuery.workload` is a stack of marginals,
+    counted on Dask: per partition, one ``bincount`` per distinct attribute set of the workload (never the
+    histogram), summed across partitions in a tree of fan-in ``fan_in``, then laid out as the blocks
+    (:meth:`MarginalWorkload.vector`), the same vector :func:`dpopt.release.sources.answer` counts in SQL.
+
+    Returns
+    -------
+    values (d,) float, number of records
+
+    Raises
+    ------
+    DataError
+        An unreadable file or missing column, the first off-domain value (declared attribute order).
+    """
+    workload = query.workload
+    with client.as_current() if client is not None else nullcontext():
+        partitions = read_records(source, list(spec.data.attributes), split_row_groups=True).to_delayed()
+        # the first attribute stands for the group key: a missing value of it is off-domain anyway
+        checks = [dask.delayed(_problems)(p, spec, next(iter(spec.data.attributes))) for p in partitions]
+        parts = [dask.delayed(_partition_marginals)(p, query) for p in partitions]
+        while len(parts) > 1:
+            parts = [dask.delayed(_add)(*parts[i:i + fan_in]) for i in range(0, len(parts), fan_in)]
+        found, counts = dask.compute(checks, parts[0])
+    found = [f for f in found if len(f)]
+    if found:
+        name, value = found[0].iloc[0]["column"], found[0].iloc[0]["value"]
+        raise DataError(f"{source}, {describe_value(source, name, spec.data.attributes[name], value)}")
+    sets = sorted(set(workload.sets))
+    offsets = np.cumsum([0] + [workload.algebra.size(t) for t in sets])
+    by_set = {t: counts[offsets[i]: offsets[i + 1]].reshape(workload.algebra.table_shape(t))
+              for i, t in enumerate(sets)}
+    vector = workload.vector([by_set[t] for t in workload.sets])
+    records_counted = int(counts[: offsets[1]].sum()) if sets else 0
+    return vector.astype(float), records_counted
