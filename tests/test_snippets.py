@@ -2,7 +2,8 @@
 
 Each snippet runs in a fresh process, in a scratch folder per page where ``specs/`` and ``notebooks/`` are
 the repository's (so relative paths resolve as in a checkout), with this tree first on ``PYTHONPATH``. A
-bash block runs line by line (backslash continuations joined); a Python block runs whole; ``console``
+bash block runs line by line (backslash continuations joined), in the page's order on one worker process
+(``xdist_group``: a line may read what an earlier one wrote); a Python block runs whole; ``console``
 blocks are shown, not run. The commands in :data:`SKIPPED` are not run here, each for the stated reason;
 those in :data:`SLOW`, and the bash lines of every page but the README and ``docs/getting-started.md``
 (each solves, verifies or releases another example spec, 10–45 s on two shared cores;
@@ -65,7 +66,8 @@ def _params(slow: bool):
                 continue
             outside = language == "bash" and page not in QUICK
             if (outside or any(key in source for key in SLOW)) == slow:
-                yield pytest.param(language, source, _name(page), id=f"{_name(page)}:{line}:{language}")
+                yield pytest.param(language, source, _name(page), id=f"{_name(page)}:{line}:{language}",
+                                   marks=pytest.mark.xdist_group(_name(page)))
 
 
 @pytest.fixture(scope="session")

@@ -165,8 +165,8 @@ def type_text(annotation: Any) -> str:
     if origin is list:
         inner = typing.get_args(annotation)[0]
         text = type_text(inner)
-        return f"list of ({text})" if typing.get_origin(inner) is typing.Annotated and "," in text or \
-            typing.get_origin(inner) is typing.Annotated and " at " in text else f"list of {text}"
+        constrained = typing.get_origin(inner) is typing.Annotated and "," in text
+        return f"list of ({text})" if constrained else f"list of {text}"
     if origin is dict:
         key, value = typing.get_args(annotation)
         return f"mapping from {type_text(key)} to {type_text(value)}"
@@ -281,7 +281,10 @@ def sections(root: type[BaseModel]) -> list[Section]:
         for name, info in model.model_fields.items():
             annotation = info.annotation
             allowed = _allowed(annotation)
-            keys.append(Key(name, type_text(annotation), _default(info), ", ".join(allowed),
+            constraints = [c.replace("item", "character") if annotation is str else c
+                           for c in map(_constraint, info.metadata) if c]  # pydantic moves them off the type
+            text = ", ".join([type_text(annotation), *constraints])
+            keys.append(Key(name, text, _default(info), ", ".join(allowed),
                             _description(model, name, info, path)))
             listed = typing.get_origin(annotation) is list or any(
                 typing.get_origin(m) is list for m in _members(annotation))
