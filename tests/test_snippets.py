@@ -2,13 +2,12 @@
 
 Each snippet runs in a fresh process, in a scratch folder per page where ``specs/`` and ``notebooks/`` are
 the repository's (so relative paths resolve as in a checkout), with this tree first on ``PYTHONPATH``. A
-bash block runs line by line (backslash continuations joined), in the page's order on one worker process
-(``xdist_group``: a line may read what an earlier one wrote); a Python block runs whole; ``console``
-blocks are shown, not run. The commands in :data:`SKIPPED` are not run here, each for the stated reason;
-those in :data:`SLOW`, and the bash lines of every page but the README and ``docs/getting-started.md``
-(each solves, verifies or releases another example spec, 10–45 s on two shared cores;
-tests/test_specs.py solves and verifies every spec by default), run under ``-m slow`` only.
-"""
+Python block runs whole. The bash blocks of the README and of ``docs/getting-started.md`` run line by line
+(backslash continuations joined), in the default run; every other bash block runs whole, as one script
+(its lines in order: a line may read what an earlier one wrote), under ``-m slow`` only (each solves,
+verifies or releases another example spec, 10–45 s on two shared cores; tests/test_specs.py solves and
+verifies every spec by default). ``console`` blocks are shown, not run. The commands in :data:`SKIPPED` are
+not run here, each for the stated reason; a snippet holding one of :data:`SLOW` runs under ``-m slow``."""
 
 from __future__ import annotations
 
@@ -44,13 +43,14 @@ def _name(page: Path) -> str:
     return str(page.relative_to(ROOT))
 
 
-def snippets(text: str) -> list[tuple[str, str, int]]:
-    """(language, source, line) for every bash line and every Python block of a Markdown text."""
+def snippets(text: str, by_line: bool) -> list[tuple[str, str, int]]:
+    """(language, source, line) for every Python block and every bash block of a Markdown text, or every
+    bash line with ``by_line``."""
     out = []
     for match in BLOCK.finditer(text):
         language, body = match.groups()
         line = text[: match.start()].count("\n") + 2
-        if language == "python":
+        if language == "python" or not by_line:
             out.append((language, body, line))
             continue
         for k, command in enumerate(body.replace("\\\n", " ").splitlines()):
@@ -61,13 +61,14 @@ def snippets(text: str) -> list[tuple[str, str, int]]:
 
 def _params(slow: bool):
     for page in PAGES:
-        for language, source, line in snippets(page.read_text(encoding="utf-8")):
-            if any(key in source for key in SKIPPED):
+        for language, source, line in snippets(page.read_text(encoding="utf-8"), by_line=page in QUICK):
+            lines = [c for c in source.splitlines() if not any(key in c for key in SKIPPED)]
+            if not any(c.strip() for c in lines):
                 continue
+            source = "\n".join(lines) + "\n" if language == "bash" else source
             outside = language == "bash" and page not in QUICK
             if (outside or any(key in source for key in SLOW)) == slow:
-                yield pytest.param(language, source, _name(page), id=f"{_name(page)}:{line}:{language}",
-                                   marks=pytest.mark.xdist_group(_name(page)))
+                yield pytest.param(language, source, _name(page), id=f"{_name(page)}:{line}:{language}")
 
 
 @pytest.fixture(scope="session")
