@@ -72,7 +72,8 @@ def _params(slow: bool):
 
 
 @pytest.fixture(scope="session")
-def scratches(tmp_path_factory) -> dict:
+def scratches() -> dict:
+    """The scratch folder of each page in this test process, made by :func:`_scratch` on first use."""
     return {}
 
 
