@@ -236,7 +236,7 @@ def main() -> None:
         print(f"Summary (one run): R²DP ensemble {search[1]:.2f} s CPU = {search[1] / 2.0:.2f}x its 2 s target "
               f"({search[0]:.2f} s wall); worst auto / best family {worst:.2f}x (target 2x)")
     print("K-norm hull of the k = 5 table (16-dimensional span) within 60 s: not built (at least 34,732 facet orbits, "
-          "over 1e9 facets; see the README K-norm section).")
+          "over 1e9 facets; see docs/papers/k-norm.md).")
 
 
 if __name__ == "__main__":

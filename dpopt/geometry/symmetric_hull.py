@@ -34,7 +34,7 @@ Measured (``benchmarks/bench_k_norm.py``, 2 shared cores) on k×k tables with bo
 margins invariant, G = S_k × S_k × transpose × sign (order 4·(k!)²: 144, 2,304, 57,600
 for k = 3, 4, 5): k = 4 (s = 9) has 9 facet orbits (3,818 facets), built in about 2.4 s
 (plain gift wrapping: 73 s in the same run); k = 5 (s = 16) is out of
-reach: it has at least 34,732 facet orbits holding over 10⁹ facets (README, K-norm section),
+reach: it has at least 34,732 facet orbits holding over 10⁹ facets (docs/papers/k-norm.md),
 so neither the representatives nor the gauge's list of normals can be built or stored.
 """
 

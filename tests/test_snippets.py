@@ -1,0 +1,126 @@
+"""Every Python and bash snippet of README.md and of the documentation pages ``docs/**/*.md`` runs as written.
+
+Each snippet runs in a fresh process, in a scratch folder per page where ``specs/`` and ``notebooks/`` are
+the repository's (so relative paths resolve as in a checkout), with this tree first on ``PYTHONPATH``. A
+Python block runs whole. The bash blocks of the README and of ``docs/getting-started.md`` run line by line
+(backslash continuations joined), in the default run; every other bash block runs whole, as one script
+(its lines in order: a line may read what an earlier one wrote), under ``-m slow`` only (each solves,
+verifies or releases another example spec, 10–45 s on two shared cores; tests/test_specs.py solves and
+verifies every spec by default). ``console`` blocks are shown, not run. The commands in :data:`SKIPPED` are
+not run here, each for the stated reason; a snippet holding one of :data:`SLOW` runs under ``-m slow``."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [p for p in PAGES if "_build" not in p.parts]
+QUICK = {ROOT / "README.md", ROOT / "docs" / "getting-started.md"}
+"""Pages whose bash lines run in the default run: the set-up and first commands a newcomer types."""
+BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.S)
+
+SKIPPED = {
+    'python3 -m pip install -e ".[dev,docs]"': "installs the package: the tests run on this tree already",
+    "python -m pytest -q": "runs the whole test suite, this file included",
+}
+SLOW = {
+    "bootstrap_gof(noisy, pi0, release, replicates=1000": "1000 bootstrap replicates of a private χ² test",
+    "write_report(build_report(sol.certificate)": "a full report with a 50,000-draw empirical audit",
+    "dpopt audit out/certificate.json": "200,000 draws per dataset and pair",
+    "dpopt report out/certificate.json --out report.html": "a full report with a 50,000-draw empirical audit",
+}
+
+
+def _name(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def snippets(text: str, by_line: bool) -> list[tuple[str, str, int]]:
+    """(language, source, line) for every Python block and every bash block of a Markdown text, or every
+    bash line with ``by_line``."""
+    out = []
+    for match in BLOCK.finditer(text):
+        language, body = match.groups()
+        line = text[: match.start()].count("\n") + 2
+        if language == "python" or not by_line:
+            out.append((language, body, line))
+            continue
+        for k, command in enumerate(body.replace("\\\n", " ").splitlines()):
+            if command.strip():
+                out.append((language, command, line + k))
+    return out
+
+
+def _params(slow: bool):
+    for page in PAGES:
+        for language, source, line in snippets(page.read_text(encoding="utf-8"), by_line=page in QUICK):
+            lines = [c for c in source.splitlines() if not any(key in c for key in SKIPPED)]
+            if not any(c.strip() for c in lines):
+                continue
+            source = "\n".join(lines) + "\n" if language == "bash" else source
+            outside = language == "bash" and page not in QUICK
+            if (outside or any(key in source for key in SLOW)) == slow:
+                yield pytest.param(language, source, _name(page), id=f"{_name(page)}:{line}:{language}")
+
+
+@pytest.fixture(scope="session")
+def scratches() -> dict:
+    """The scratch folder of each page in this test process, made by :func:`_scratch` on first use."""
+    return {}
+
+
+def _scratch(scratches: dict, page: str, tmp_path_factory) -> Path:
+    """The scratch folder of one page (made once per test process), with ``out/`` as the first command
+    of the getting-started page writes it, whichever snippet runs first (under xdist the order of a
+    worker's tests is not the page's)."""
+    if page not in scratches:
+        folder = tmp_path_factory.mktemp(re.sub(r"\W", "_", page))
+        (folder / "specs").symlink_to(ROOT / "specs")
+        (folder / "notebooks").symlink_to(ROOT / "notebooks")
+        scratches[page] = folder
+    folder = scratches[page]
+    if not (folder / "out" / "certificate.json").exists():
+        assert _run("bash", "dpopt solve specs/table_replace_gdp.yaml --out out/", folder).returncode == 0
+    return folder
+
+
+def _run(language: str, source: str, folder: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "MPLBACKEND": "Agg"}
+    command = [sys.executable, "-c", source] if language == "python" else ["bash", "-euo", "pipefail", "-c", source]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.parametrize(("language", "source", "page"), list(_params(slow=False)))
+def test_snippet_runs(language, source, page, scratches, tmp_path_factory):
+    result = _run(language, source, _scratch(scratches, page, tmp_path_factory))
+    assert result.returncode == 0, f"{page}: {source}\n--- stderr:\n{result.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("language", "source", "page"), list(_params(slow=True)))
+def test_slow_snippet_runs(language, source, page, scratches, tmp_path_factory):
+    result = _run(language, source, _scratch(scratches, page, tmp_path_factory))
+    assert result.returncode == 0, f"{page}: {source}\n--- stderr:\n{result.stderr[-3000:]}"
+
+
+def test_every_skipped_or_slow_command_is_still_in_a_page():
+    text = "".join(p.read_text(encoding="utf-8") for p in PAGES)
+    assert all(key in text for key in (*SKIPPED, *SLOW))
+
+
+def test_readme_is_short_and_its_links_resolve():
+    """The README stays an entry point (issue 30: at most 150 lines) and every relative link in it
+    names a file of the repository."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.count("\n") <= 150
+    links = re.findall(r"\]\(([^)#:]+)\)", text)
+    assert links and all((ROOT / link).is_file() for link in links), [l for l in links if not (ROOT / l).is_file()]
