@@ -27,6 +27,13 @@ Costs (closed forms, per coordinate; G&V Thms 4–5 for the optima):
   optimum over *all* ε-DP additive noise (G&V: the staircase is optimal for symmetric
   costs increasing in |x|, here 1{|x| > γ}); a numerical search over g otherwise.
 
+**(ε, δ) targets (derived).** The generic conversion (ε₁-DP ⇒ (ε, δ) through randomized
+response, the worst ε₁-DP mechanism) is loose for the staircase: its privacy loss lives on ε₀ℤ and
+its exact profile is a finite sum (:mod:`dpopt.privacy.staircase_profile`). When every difference
+vector is listed, ``design`` starts from the generic ε₀ and raises it (bisection, with the
+metric-optimal g at each ε₀) to the largest ε₀ whose exact profile meets (ε, δ) over every move;
+the certificate re-computes that profile for every move pattern in 60 digits.
+
 Density, tail, moments and sampler: :mod:`dpopt.noise.staircase`.
 """
 
@@ -35,6 +42,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 from scipy import optimize
 
@@ -47,6 +55,7 @@ from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.noise.prior_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.noise.staircase import StaircaseNoise
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
+from dpopt.privacy.staircase_profile import staircase_delta_mp
 from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
@@ -146,6 +155,52 @@ def _calibrate(pattern: ShiftPattern, epsilon: float, step: float) -> tuple[floa
     return eps0, step, k
 
 
+MAX_MOVES = 64
+"""Distinct move patterns above which (ε, δ) targets keep the generic conversion."""
+
+_RAISE_BISECTIONS = 40
+"""Bisection steps raising ε₀ on the exact profile (relative precision about 2⁻⁴⁰ of the bracket)."""
+
+
+def exact_moves(space: SensitivitySpace) -> list[tuple[Fraction, ...]] | None:
+    """The distinct multisets {|v_i| ≠ 0} of the listed difference vectors (at most :data:`MAX_MOVES`),
+    or None when the space is not listed (then only the generic conversion is certified)."""
+    if coordinatewise_reason(space) is not None:
+        return None
+    vectors = space.listed()
+    if vectors is None:
+        return None
+    moves = {tuple(sorted(Fraction(abs(float(x))) for x in v if x != 0)) for v in vectors}
+    moves.discard(())
+    return sorted(moves) if 0 < len(moves) <= MAX_MOVES else None
+
+
+def exact_delta(epsilon: float, epsilon0: float, step: float, g: float, moves) -> tuple[float, tuple]:
+    """max over ``moves`` of the exact δ(ε) (:func:`~dpopt.privacy.staircase_profile.staircase_delta_mp`),
+    and the worst move."""
+    return max(((staircase_delta_mp(epsilon, epsilon0, step, g, m), m) for m in moves), key=lambda t: t[0])
+
+
+def _raise_epsilon0(epsilon0: float, step: float, moves, target: dict, utility: Utility) -> float:
+    """The largest ε₀ ≥ ``epsilon0`` (to 2⁻⁴⁰ of the bracket, by bisection) whose exact profile with the
+    metric-optimal g meets (ε, δ) over every move; ``epsilon0`` (generic conversion) meets it already."""
+    def holds(e0: float) -> bool:
+        g, _ = metric_optimal_g(e0, step, utility)
+        return exact_delta(target["epsilon"], e0, step, g, moves)[0] <= target["delta"]
+
+    lo, hi = epsilon0, 2.0 * epsilon0
+    for _ in range(8):  # ε₀ at most 2⁸ times the generic one; δ(ε) → P[L > ε] as ε₀ grows
+        if not holds(hi):
+            break
+        lo, hi = hi, 2.0 * hi
+    else:
+        return lo
+    for _ in range(_RAISE_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if holds(mid) else (lo, mid)
+    return lo
+
+
 class StaircaseMechanism(Mechanism):
     """i.i.d. staircase noise on each coordinate, ε₀ = ε / max_v Σ_i ⌈|v_i|/Δ₀⌉."""
 
@@ -181,9 +236,12 @@ class StaircaseMechanism(Mechanism):
         steps = _candidate_steps(pattern)
         if spec.utility.metric in PRIOR_METRICS:
             steps = [float(pattern.largest)]  # each prior metric evaluation is a quadrature
+        moves = exact_moves(space) if spec.privacy.definition == "approx" else None
         best = None
         for step in steps:
             eps0, step0, _ = _calibrate(pattern, epsilon, step)
+            if moves is not None:
+                eps0 = _raise_epsilon0(eps0, step0, moves, spec.privacy.parameters, spec.utility)
             g, policy = metric_optimal_g(eps0, step0, spec.utility)
             candidate = cls(eps0, step0, g, space.dimension, policy)
             value = candidate.expected_utility(spec.utility).value
@@ -218,6 +276,9 @@ class StaircaseMechanism(Mechanism):
         reason = coordinatewise_reason(space)
         if reason is not None:
             return [Check("privacy", "staircase noise, per coordinate", False, reason)]
+        moves = exact_moves(space) if privacy.definition == "approx" else None
+        if moves is not None:
+            return [self._exact_profile_check(moves, privacy.parameters)]
         k = steps_per_shift(shift_pattern(space), self.noise.step)
         total = Fraction(self.noise.epsilon0) * k
         return [pure_privacy_check(
@@ -226,6 +287,19 @@ class StaircaseMechanism(Mechanism):
             "step boundaries Δ₀ apart; Geng & Viswanath 2016; i.i.d. coordinates)",
             f"ε₀ = {self.noise.epsilon0:.17g}, Δ₀ = {self.noise.step:.17g}, K = {k}: ε₀K = {float(total):.17g}",
         )]
+
+    def _exact_profile_check(self, moves, target: dict) -> Check:
+        n = self.noise
+        delta, worst = exact_delta(target["epsilon"], n.epsilon0, n.step, n.g, moves)
+        return Check(
+            "privacy",
+            "exact staircase privacy-loss distribution on ε₀ℤ (per coordinate from the piecewise-constant density, "
+            "convolved over the coordinates of each listed move; dpopt.privacy.staircase_profile), δ(ε) in 60 digits",
+            bool(delta <= target["delta"]),
+            f"ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, g = {n.g:.17g}; {len(moves)} move pattern(s), the worst "
+            f"|v| = {tuple(float(t) for t in worst)}: δ(ε={target['epsilon']}) = {mpmath.nstr(delta, 17)} "
+            f"vs δ = {target['delta']}",
+        )
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         k = steps_per_shift(shift_pattern(space), self.noise.step)

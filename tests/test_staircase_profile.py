@@ -1,0 +1,89 @@
+"""The staircase's exact (ε, δ) profile (dpopt.privacy.staircase_profile) and its calibration (issue 26).
+
+References, independent of the module:
+- the loss pmf by brute force: the density and its shift on a fine grid (StaircaseNoise.density), the
+  loss log f(x)/f(x − m) rounded to ε₀ℤ, masses Σ f·dx; each break point misplaces at most f·dx, and
+  the break points (four families, Δ₀ ≥ 0.25 apart in each) weigh Σ f ≤ 4·(1/Δ₀ + max f) ≤ 4·(4 + 4),
+  so the error is ≤ 32·dx = 32·4e-5 ≈ 1.3e-3 (plus the mass beyond ±40, < 1e-6); 2e-3 allowed;
+- one coordinate moved by exactly one step, derived by hand: the loss is +ε₀ on x ≤ 0 (mass ½) and on
+  (0, min(g, 1 − g)Δ₀) (mass a·Δ₀·min(g, 1 − g)), so δ(ε) = p₊(1 − e^{ε − ε₀}), p₊ = ½ + aΔ₀ min(g, 1 − g);
+- randomized response at ε₁ = ε₀K bounds every ε₁-DP mechanism (Kairouz, Oh & Viswanath 2015);
+- dpopt verify's second route: the numerical PLD of the noise law (dpopt.privacy.pld).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt.mechanisms.staircase import l1_optimal_g
+from dpopt.noise.staircase import StaircaseNoise
+from dpopt.privacy.pure_conversion import rr_delta_mp
+from dpopt.privacy.staircase_profile import staircase_delta_mp, staircase_loss_pmf
+
+
+@pytest.mark.parametrize("epsilon0, step, g, shift", [
+    (1.0, 1.0, 0.3, 1.0), (0.7, 0.5, 0.8, 1.3), (2.0, 1.0, 0.0, 0.25), (0.5, 0.4, 1.0, 1.0), (1.3, 0.3, 0.5, 0.1),
+])
+def test_loss_pmf_against_brute_force(epsilon0, step, g, shift):
+    pmf = staircase_loss_pmf(epsilon0, step, g, shift)
+    assert float(sum(pmf.values())) == pytest.approx(1.0, abs=1e-14)
+    noise = StaircaseNoise(epsilon0, step, g)
+    x = np.linspace(-40.0, 40.0, 2_000_001)
+    f, q = noise.density(x), noise.density(x - shift)
+    keep = f > 1e-300
+    loss = np.rint(np.log(f[keep] / q[keep]) / epsilon0).astype(int)
+    dx = x[1] - x[0]
+    brute = {int(j): float(np.sum(f[keep][loss == j]) * dx) for j in np.unique(loss)}
+    for j in set(brute) | set(pmf):
+        assert float(pmf.get(j, 0)) == pytest.approx(brute.get(j, 0.0), abs=2e-3)
+
+
+@pytest.mark.parametrize("epsilon, epsilon0, g", [(0.0, 1.0, 0.5), (0.3, 1.0, 0.2), (0.9, 1.5, 0.7)])
+def test_one_step_closed_form(epsilon, epsilon0, g):
+    b = math.exp(-epsilon0)
+    a = (1 - b) / (2 * (g + (1 - g) * b))  # Δ₀ = 1
+    expected = (0.5 + a * min(g, 1 - g)) * -math.expm1(epsilon - epsilon0)
+    assert float(staircase_delta_mp(epsilon, epsilon0, 1.0, g, [Fraction(1)])) == pytest.approx(expected, rel=1e-13)
+
+
+@pytest.mark.parametrize("epsilon, epsilon0, step, g, shifts", [
+    (0.5, 0.5, 1.0, 0.4, [1, 1]), (0.5, 0.2, 0.25, 0.5, [1, 1]), (2.0, 1.0, 0.5, 0.1, [1, 0.5, 0.5]),
+])
+def test_never_above_randomized_response(epsilon, epsilon0, step, g, shifts):
+    k = sum(math.ceil(m / step) for m in shifts)
+    exact = staircase_delta_mp(epsilon, epsilon0, step, g, [Fraction(m) for m in shifts])
+    assert exact <= rr_delta_mp(Fraction(epsilon0) * k, epsilon)
+    assert exact < 0.9 * rr_delta_mp(Fraction(epsilon0) * k, epsilon)  # and strictly tighter on these moves
+
+
+def _spec(privacy: dict) -> dict:
+    return {
+        "dpopt": 1,
+        "name": "staircase exact profile",
+        "data": {"attributes": {"x": ["a", "b", "c"]}},
+        "query": {"kind": "histogram", "attribute": "x"},
+        "adjacency": {"kind": "replace_one"},
+        "privacy": privacy,
+        "mechanism": "staircase",
+        "utility": {"metric": "l1"},
+    }
+
+
+def test_approx_design_beats_the_generic_conversion_and_verifies():
+    target = {"epsilon": 1.0, "delta": 0.01}
+    solution = dpopt.solve(_spec({"approx": target}))
+    # the generic conversion: ε₁ = log((e^ε + δ)/(1 − δ)) through randomized response, 2 steps per move
+    generic = dpopt.solve(_spec({"pure": {"epsilon": math.log((math.exp(1.0) + 0.01) / 0.99)}}))
+    assert solution.certificate["utility"]["value"] < 0.99 * generic.certificate["utility"]["value"]
+    check = next(c for c in solution.certificate["checks"] if c["claim"] == "privacy")
+    assert check["passed"] and "exact staircase privacy-loss distribution" in check["method"]
+    assert dpopt.verify(solution.certificate).passed
+    # the calibration is tight: 1e-6 more ε₀ (with its l1-optimal g, G&V Thm 4) breaks the target
+    n = solution.mechanism.noise
+    e0 = n.epsilon0 * (1 + 1e-6)
+    assert staircase_delta_mp(1.0, e0, n.step, l1_optimal_g(e0), [Fraction(1), Fraction(1)]) > 0.01
