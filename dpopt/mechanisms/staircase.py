@@ -163,9 +163,11 @@ _RAISE_BISECTIONS = 40
 
 
 def exact_moves(space: SensitivitySpace) -> list[tuple[Fraction, ...]] | None:
-    """The distinct multisets {|v_i| ≠ 0} of the listed difference vectors (at most :data:`MAX_MOVES`),
-    or None when the space is not listed (then only the generic conversion is certified)."""
-    if coordinatewise_reason(space) is not None:
+    """The distinct multisets {|v_i| ≠ 0} of the difference vectors (at most :data:`MAX_MOVES`), or None
+    unless the space lists every one of them: a mean's or a sum's space holds a continuum of shifts and
+    lists only its extremes, and the staircase's δ(ε) is not known to be monotone in the shift (its
+    pure loss ε₀⌈m/Δ₀⌉ is, which is why the generic conversion stays valid there)."""
+    if not space.complete or coordinatewise_reason(space) is not None:
         return None
     vectors = space.listed()
     if vectors is None:
