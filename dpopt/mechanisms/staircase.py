@@ -57,7 +57,7 @@ from dpopt.noise.staircase import StaircaseNoise
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
 from dpopt.privacy.staircase_profile import staircase_delta_mp
 from dpopt.problem import Problem
-from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
+from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, move_multisets, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Utility
 
@@ -167,14 +167,7 @@ def exact_moves(space: SensitivitySpace) -> list[tuple[Fraction, ...]] | None:
     unless the space lists every one of them: a mean's or a sum's space holds a continuum of shifts and
     lists only its extremes, and the staircase's δ(ε) is not known to be monotone in the shift (its
     pure loss ε₀⌈m/Δ₀⌉ is, which is why the generic conversion stays valid there)."""
-    if not space.complete or coordinatewise_reason(space) is not None:
-        return None
-    vectors = space.listed()
-    if vectors is None:
-        return None
-    moves = {tuple(sorted(Fraction(abs(float(x))) for x in v if x != 0)) for v in vectors}
-    moves.discard(())
-    return sorted(moves) if 0 < len(moves) <= MAX_MOVES else None
+    return move_multisets(space, MAX_MOVES)
 
 
 def exact_delta(epsilon: float, epsilon0: float, step: float, g: float, moves) -> tuple[float, tuple]:

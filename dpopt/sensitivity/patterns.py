@@ -84,6 +84,20 @@ def coordinatewise_reason(space: SensitivitySpace) -> str | None:
     return None
 
 
+def move_multisets(space: SensitivitySpace, limit: int) -> list[tuple[Fraction, ...]] | None:
+    """The distinct sorted multisets {|v_i| ≠ 0} (exact binary values) over every difference vector,
+    sorted; None when the space does not list all of them (not complete, or too large to list) or
+    holds more than ``limit`` distinct ones."""
+    if not space.complete:
+        return None
+    vectors = space.listed()
+    if vectors is None:
+        return None
+    moves = {tuple(sorted(Fraction(abs(float(x))) for x in v if x != 0)) for v in vectors}
+    moves.discard(())
+    return sorted(moves) if 0 < len(moves) <= limit else None
+
+
 def shift_pattern(space: SensitivitySpace) -> ShiftPattern:
     """The exact :class:`ShiftPattern` of ``space``.
 
