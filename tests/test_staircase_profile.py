@@ -87,3 +87,41 @@ def test_approx_design_beats_the_generic_conversion_and_verifies():
     n = solution.mechanism.noise
     e0 = n.epsilon0 * (1 + 1e-6)
     assert staircase_delta_mp(1.0, e0, n.step, l1_optimal_g(e0), [Fraction(1), Fraction(1)]) > 0.01
+
+
+@pytest.mark.parametrize("alpha", [2.0, 5.0])
+def test_renyi_divergence_against_quadrature(alpha):
+    """D_α of a move (1, 0.5) at Δ₀ = 0.4 from the pmf (Arb ball) against scipy quadrature of
+    ∫ f^α q^{1−α} per coordinate (product over coordinates), split at the density's break points
+    (piecewise constant integrand: quad is exact up to its 1e-12 tolerance)."""
+    from scipy import integrate
+
+    from dpopt.privacy.staircase_profile import staircase_move_pmf, staircase_renyi_ball
+
+    epsilon0, step, g = 0.7, 0.4, 0.3
+    noise = StaircaseNoise(epsilon0, step, g)
+    log_total = 0.0
+    for m in (1.0, 0.5):
+        edges = sorted({o + s * (g + k) * step for o in (0.0, m) for s in (1, -1) for k in range(200)} | {0.0, m})
+        parts = [integrate.quad(lambda x: noise.density(x) ** alpha * noise.density(x - m) ** (1 - alpha), a, b,
+                                epsabs=1e-15, epsrel=1e-12)[0] for a, b in zip(edges, edges[1:])]
+        log_total += math.log(math.fsum(parts))
+    expected = log_total / (alpha - 1)
+    law = staircase_move_pmf(epsilon0, step, g, [Fraction(1), Fraction(1, 2)])
+    ball = staircase_renyi_ball(law, epsilon0)(alpha)
+    assert float(ball.mid()) == pytest.approx(expected, rel=1e-9)
+
+
+def test_zcdp_design_adds_divergences_over_coordinates_and_verifies():
+    """ρ = 0.5 on a replace-one histogram: the exact Rényi divergences of the two one-step coordinates add,
+    where the generic route pays randomized response at ε₀·K; measured 12.77 against 29.05 (l2)."""
+    from dpopt.privacy.pure_conversion import pure_epsilon_for
+    from dpopt.spec.models import Privacy
+
+    spec = {**_spec({"zcdp": {"rho": 0.5}}), "utility": {"metric": "l2"}}
+    solution = dpopt.solve(spec)
+    generic = dpopt.solve({**spec, "privacy": {"pure": {"epsilon": pure_epsilon_for(Privacy(zcdp={"rho": 0.5}))}}})
+    assert solution.certificate["utility"]["value"] < 0.5 * generic.certificate["utility"]["value"]
+    check = next(c for c in solution.certificate["checks"] if c["claim"] == "privacy")
+    assert check["passed"] and "Rényi divergences D_α ≤ ρα" in check["method"]
+    assert dpopt.verify(solution.certificate).passed

@@ -27,12 +27,16 @@ Costs (closed forms, per coordinate; G&V Thms 4–5 for the optima):
   optimum over *all* ε-DP additive noise (G&V: the staircase is optimal for symmetric
   costs increasing in |x|, here 1{|x| > γ}); a numerical search over g otherwise.
 
-**(ε, δ) targets (derived).** The generic conversion (ε₁-DP ⇒ (ε, δ) through randomized
-response, the worst ε₁-DP mechanism) is loose for the staircase: its privacy loss lives on ε₀ℤ and
-its exact profile is a finite sum (:mod:`dpopt.privacy.staircase_profile`). When every difference
-vector is listed, ``design`` starts from the generic ε₀ and raises it (bisection, with the
-metric-optimal g at each ε₀) to the largest ε₀ whose exact profile meets (ε, δ) over every move;
-the certificate re-computes that profile for every move pattern in 60 digits.
+**(ε, δ) and ρ-zCDP targets (derived).** The generic conversions (ε₁-DP ⇒ the target through
+randomized response, the worst ε₁-DP mechanism) are loose for the staircase: its privacy loss lives
+on ε₀ℤ, and its exact profile and Rényi divergences are finite sums
+(:mod:`dpopt.privacy.staircase_profile`). When every difference vector is listed, ``design`` starts
+from the generic ε₀ and raises it (bisection, with the metric-optimal g at each ε₀) to the largest ε₀
+whose exact δ(ε) meets (ε, δ), or whose Kullback–Leibler limit meets ρ, over every move; the
+certificate re-computes the profile for every move pattern in 60 digits, or certifies D_α ≤ ρα over
+all orders on Arb balls (the generic conversion is the fallback). Moves over several coordinates
+gain most: a replace-one histogram's two one-step coordinates add their divergences instead of
+costing one two-step loss.
 
 Density, tail, moments and sampler: :mod:`dpopt.noise.staircase`.
 """
@@ -55,7 +59,8 @@ from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.noise.prior_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.noise.staircase import StaircaseNoise
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
-from dpopt.privacy.staircase_profile import staircase_delta_mp
+from dpopt.privacy.staircase_profile import staircase_delta_mp, staircase_kl, staircase_move_pmf, staircase_renyi_ball
+from dpopt.privacy.zcdp import renyi_zcdp_holds
 from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, move_multisets, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
@@ -176,12 +181,35 @@ def exact_delta(epsilon: float, epsilon0: float, step: float, g: float, moves) -
     return max(((staircase_delta_mp(epsilon, epsilon0, step, g, m), m) for m in moves), key=lambda t: t[0])
 
 
-def _raise_epsilon0(epsilon0: float, step: float, moves, target: dict, utility: Utility) -> float:
+def exact_zcdp(rho: float, epsilon0: float, step: float, g: float, moves) -> tuple[bool, str]:
+    """D_α ≤ ρα for every order and every move, from each move's exact pmf
+    (:func:`~dpopt.privacy.staircase_profile.staircase_renyi_ball`, certified on intervals of orders by
+    :func:`~dpopt.privacy.zcdp.renyi_zcdp_holds`; the largest loss of a move is ε₀ max j)."""
+    detail = ""
+    for move in moves:
+        law = staircase_move_pmf(epsilon0, step, g, move)
+        top = Fraction(epsilon0) * max(j for j, mass in law.items() if mass > 0)
+        passed, detail = renyi_zcdp_holds(staircase_renyi_ball(law, epsilon0), top, rho)
+        if not passed:
+            return False, f"move |v| = {tuple(float(t) for t in move)}: {detail}"
+    return True, f"{len(moves)} move pattern(s); the last: {detail}"
+
+
+def _raise_epsilon0(epsilon0: float, step: float, moves, privacy: Privacy, utility: Utility) -> float:
     """The largest ε₀ ≥ ``epsilon0`` (to 2⁻⁴⁰ of the bracket, by bisection) whose exact profile with the
-    metric-optimal g meets (ε, δ) over every move; ``epsilon0`` (generic conversion) meets it already."""
+    metric-optimal g meets the target over every move; ``epsilon0`` (generic conversion) meets it already.
+
+    (ε, δ): the bisection's test is the exact δ(ε) itself. ρ-zCDP: the test is the Kullback–Leibler limit
+    max_v E_P[L] ≤ ρ(1 − 10⁻⁸) (where sup_α D_α/α sits for these pmfs, as for randomized response), and the
+    result is kept only if :func:`exact_zcdp` certifies every order; else ``epsilon0``.
+    """
+    target = privacy.parameters
+
     def holds(e0: float) -> bool:
         g, _ = metric_optimal_g(e0, step, utility)
-        return exact_delta(target["epsilon"], e0, step, g, moves)[0] <= target["delta"]
+        if privacy.definition == "approx":
+            return exact_delta(target["epsilon"], e0, step, g, moves)[0] <= target["delta"]
+        return max(staircase_kl(staircase_move_pmf(e0, step, g, m), e0) for m in moves) <= target["rho"] * (1 - 1e-8)
 
     lo, hi = epsilon0, 2.0 * epsilon0
     for _ in range(8):  # ε₀ at most 2⁸ times the generic one; δ(ε) → P[L > ε] as ε₀ grows
@@ -193,7 +221,14 @@ def _raise_epsilon0(epsilon0: float, step: float, moves, target: dict, utility: 
     for _ in range(_RAISE_BISECTIONS):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if holds(mid) else (lo, mid)
+    if privacy.definition == "zcdp" and not exact_zcdp(target["rho"], lo, step,
+                                                       metric_optimal_g(lo, step, utility)[0], moves)[0]:
+        return epsilon0
     return lo
+
+
+EXACT_TARGETS = ("approx", "zcdp")
+"""Targets for which the staircase is calibrated on its own exact privacy-loss distribution."""
 
 
 class StaircaseMechanism(Mechanism):
@@ -231,12 +266,12 @@ class StaircaseMechanism(Mechanism):
         steps = _candidate_steps(pattern)
         if spec.utility.metric in PRIOR_METRICS:
             steps = [float(pattern.largest)]  # each prior metric evaluation is a quadrature
-        moves = exact_moves(space) if spec.privacy.definition == "approx" else None
+        moves = exact_moves(space) if spec.privacy.definition in EXACT_TARGETS else None
         best = None
         for step in steps:
             eps0, step0, _ = _calibrate(pattern, epsilon, step)
             if moves is not None:
-                eps0 = _raise_epsilon0(eps0, step0, moves, spec.privacy.parameters, spec.utility)
+                eps0 = _raise_epsilon0(eps0, step0, moves, spec.privacy, spec.utility)
             g, policy = metric_optimal_g(eps0, step0, spec.utility)
             candidate = cls(eps0, step0, g, space.dimension, policy)
             value = candidate.expected_utility(spec.utility).value
@@ -271,9 +306,11 @@ class StaircaseMechanism(Mechanism):
         reason = coordinatewise_reason(space)
         if reason is not None:
             return [Check("privacy", "staircase noise, per coordinate", False, reason)]
-        moves = exact_moves(space) if privacy.definition == "approx" else None
+        moves = exact_moves(space) if privacy.definition in EXACT_TARGETS else None
         if moves is not None:
-            return [self._exact_profile_check(moves, privacy.parameters)]
+            exact = self._exact_profile_check(moves, privacy)
+            if exact.passed:
+                return [exact]
         k = steps_per_shift(shift_pattern(space), self.noise.step)
         total = Fraction(self.noise.epsilon0) * k
         return [pure_privacy_check(
@@ -283,13 +320,19 @@ class StaircaseMechanism(Mechanism):
             f"ε₀ = {self.noise.epsilon0:.17g}, Δ₀ = {self.noise.step:.17g}, K = {k}: ε₀K = {float(total):.17g}",
         )]
 
-    def _exact_profile_check(self, moves, target: dict) -> Check:
-        n = self.noise
+    def _exact_profile_check(self, moves, privacy: Privacy) -> Check:
+        n, target = self.noise, privacy.parameters
+        method = ("exact staircase privacy-loss distribution on ε₀ℤ (per coordinate from the piecewise-constant "
+                  "density, convolved over the coordinates of each listed move; dpopt.privacy.staircase_profile)")
+        if privacy.definition == "zcdp":
+            passed, detail = exact_zcdp(target["rho"], n.epsilon0, n.step, n.g, moves)
+            return Check("privacy", f"{method}: its Rényi divergences D_α ≤ ρα, certified on intervals of orders "
+                                    "(Arb balls)", passed, f"ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, "
+                                                           f"g = {n.g:.17g}; {detail}")
         delta, worst = exact_delta(target["epsilon"], n.epsilon0, n.step, n.g, moves)
         return Check(
             "privacy",
-            "exact staircase privacy-loss distribution on ε₀ℤ (per coordinate from the piecewise-constant density, "
-            "convolved over the coordinates of each listed move; dpopt.privacy.staircase_profile), δ(ε) in 60 digits",
+            f"{method}, δ(ε) in 60 digits",
             bool(delta <= target["delta"]),
             f"ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, g = {n.g:.17g}; {len(moves)} move pattern(s), the worst "
             f"|v| = {tuple(float(t) for t in worst)}: δ(ε={target['epsilon']}) = {mpmath.nstr(delta, 17)} "
