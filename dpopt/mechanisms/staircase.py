@@ -161,7 +161,7 @@ def _calibrate(pattern: ShiftPattern, epsilon: float, step: float) -> tuple[floa
 
 
 MAX_MOVES = 64
-"""Distinct move patterns above which (ε, δ) targets keep the generic conversion."""
+"""Distinct move patterns above which (ε, δ) and zCDP targets keep the generic conversion."""
 
 _RAISE_BISECTIONS = 40
 """Bisection steps raising ε₀ on the exact profile (relative precision about 2⁻⁴⁰ of the bracket)."""
@@ -170,12 +170,12 @@ _RAISE_BISECTIONS = 40
 def exact_moves(space: SensitivitySpace) -> list[tuple[Fraction, ...]] | None:
     """The distinct multisets {|v_i| ≠ 0} of the difference vectors (at most :data:`MAX_MOVES`), or None
     unless the space lists every one of them: a mean's or a sum's space holds a continuum of shifts and
-    lists only its extremes, and the staircase's δ(ε) is not known to be monotone in the shift (its
-    pure loss ε₀⌈m/Δ₀⌉ is, which is why the generic conversion stays valid there)."""
+    lists only its extremes, and the staircase's δ(ε) and D_α are not known to be monotone in the shift
+    (its pure loss ε₀⌈m/Δ₀⌉ is, which is why the generic conversion stays valid there)."""
     return move_multisets(space, MAX_MOVES)
 
 
-def exact_delta(epsilon: float, epsilon0: float, step: float, g: float, moves) -> tuple[float, tuple]:
+def exact_delta(epsilon: float, epsilon0: float, step: float, g: float, moves) -> tuple[mpmath.mpf, tuple]:
     """max over ``moves`` of the exact δ(ε) (:func:`~dpopt.privacy.staircase_profile.staircase_delta_mp`),
     and the worst move."""
     return max(((staircase_delta_mp(epsilon, epsilon0, step, g, m), m) for m in moves), key=lambda t: t[0])
