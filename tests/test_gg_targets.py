@@ -3,6 +3,7 @@
 References, each independent of :mod:`dpopt.privacy.gg_profile`:
 - p = 1 is Laplace: δ(ε) = 1 − e^{(ε − s)/2} (closed form; dp_accounting's tests pin δ(0) = 1 − e^{−1/2} at s = 1);
 - p = 2 is N(0, b²/2): the analytic Gaussian profile at μ = √2·s (Balle & Wang 2018, Thm 8; scipy's Φ);
+- p = 1, 2: dp_accounting's PLD brackets of the Laplace and Gaussian mechanisms;
 - p = 3, 4: δ(ε) = ∫(p(x) − e^ε q(x))₊ dx by mpmath quadrature of the densities, split at the sign change;
 - p = 3 has no zCDP guarantee: D_α/α by mpmath quadrature grows with α (gg_profile's proof).
 """
@@ -44,6 +45,24 @@ def test_p2_is_the_analytic_gaussian_profile(epsilon, shift):
     mu = math.sqrt(2.0) * shift  # GG(0, 1, 2) = N(0, 1/2): a shift s is μ = s/(1/√2)
     expected = stats.norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * stats.norm.cdf(-epsilon / mu - mu / 2)
     assert float(gg_delta_mp(epsilon, Fraction(shift), 2)) == pytest.approx(expected, rel=1e-10)
+
+
+@pytest.mark.parametrize("p, epsilon, shift", [(1, 0.5, 1.0), (1, 2.0, 3.0), (2, 0.5, 0.6), (2, 1.0, 1.5)])
+def test_p1_p2_against_dp_accounting_pld(p, epsilon, shift):
+    """dp_accounting's PLD brackets (pessimistic / optimistic, grid 1e-4) of Laplace(0, 1) and N(0, 1/2)
+    against a shift s: GG(0, 1, 1) and GG(0, 1, 2) (Liu 2019, §2: b = 1 is σ = 1/√2)."""
+    pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    bracket = []
+    for pessimistic in (False, True):
+        if p == 1:
+            law = pld.from_laplace_mechanism(1.0, sensitivity=shift, pessimistic_estimate=pessimistic,
+                                             value_discretization_interval=1e-4)
+        else:
+            law = pld.from_gaussian_mechanism(1 / math.sqrt(2.0), sensitivity=shift, pessimistic_estimate=pessimistic,
+                                              value_discretization_interval=1e-4)
+        bracket.append(law.get_delta_for_epsilon(epsilon))
+    value = float(gg_delta_mp(epsilon, Fraction(shift), p))
+    assert bracket[0] * (1 - 1e-9) <= value <= bracket[1] * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("p, epsilon, shift", [(3, 0.5, 0.4), (3, 1.0, 0.2), (4, 1.0, 0.3), (4, 0.2, 1.5)])
