@@ -27,14 +27,15 @@ Costs (closed forms, per coordinate; G&V Thms 4–5 for the optima):
   optimum over *all* ε-DP additive noise (G&V: the staircase is optimal for symmetric
   costs increasing in |x|, here 1{|x| > γ}); a numerical search over g otherwise.
 
-**(ε, δ) and ρ-zCDP targets (derived).** The generic conversions (ε₁-DP ⇒ the target through
+**(ε, δ), ρ-zCDP and μ-GDP targets (derived).** The generic conversions (ε₁-DP ⇒ the target through
 randomized response, the worst ε₁-DP mechanism) are loose for the staircase: its privacy loss lives
-on ε₀ℤ, and its exact profile and Rényi divergences are finite sums
+on ε₀ℤ, and its exact profile, Rényi divergences and trade-off function follow from a finite pmf
 (:mod:`dpopt.privacy.staircase_profile`). When every difference vector is listed, ``design`` starts
 from the generic ε₀ and raises it (bisection, with the metric-optimal g at each ε₀) to the largest ε₀
-whose exact δ(ε) meets (ε, δ), or whose Kullback–Leibler limit meets ρ, over every move; the
-certificate re-computes the profile for every move pattern in 60 digits, or certifies D_α ≤ ρα over
-all orders on Arb balls (the generic conversion is the fallback). Moves over several coordinates
+whose exact δ(ε) meets (ε, δ), whose Kullback–Leibler limit meets ρ, or whose trade-off function
+lies above G_μ, over every move; the certificate re-computes the profile for every move pattern in 60
+digits, certifies D_α ≤ ρα over all orders on Arb balls, or T ≥ G_μ by branch and bound (the generic
+conversion is the fallback). Moves over several coordinates
 gain most: a replace-one histogram's two one-step coordinates add their divergences instead of
 costing one two-step loss.
 
@@ -59,7 +60,14 @@ from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.noise.prior_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.noise.staircase import StaircaseNoise
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
-from dpopt.privacy.staircase_profile import staircase_delta_mp, staircase_kl, staircase_move_pmf, staircase_renyi_ball
+from dpopt.privacy.gdp_check import gdp_margin, mu_of_tradeoff
+from dpopt.privacy.staircase_profile import (
+    LossPMFTradeOff,
+    staircase_delta_mp,
+    staircase_kl,
+    staircase_move_pmf,
+    staircase_renyi_ball,
+)
 from dpopt.privacy.zcdp import renyi_zcdp_holds
 from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, move_multisets, shift_pattern
@@ -161,7 +169,7 @@ def _calibrate(pattern: ShiftPattern, epsilon: float, step: float) -> tuple[floa
 
 
 MAX_MOVES = 64
-"""Distinct move patterns above which (ε, δ) and zCDP targets keep the generic conversion."""
+"""Distinct move patterns above which (ε, δ), zCDP and GDP targets keep the generic conversion."""
 
 _RAISE_BISECTIONS = 40
 """Bisection steps raising ε₀ on the exact profile (relative precision about 2⁻⁴⁰ of the bracket)."""
@@ -195,13 +203,28 @@ def exact_zcdp(rho: float, epsilon0: float, step: float, g: float, moves) -> tup
     return True, f"{len(moves)} move pattern(s); the last: {detail}"
 
 
+def exact_gdp(mu: float, epsilon0: float, step: float, g: float, moves) -> tuple[bool, str]:
+    """T ≥ G_μ for every move, T the piecewise-linear trade-off of the move's exact loss pmf
+    (:class:`~dpopt.privacy.staircase_profile.LossPMFTradeOff`), certified by the branch and bound of
+    :func:`~dpopt.privacy.gdp_check.gdp_margin`."""
+    detail = ""
+    for move in moves:
+        margin = gdp_margin(LossPMFTradeOff(staircase_move_pmf(epsilon0, step, g, move), epsilon0), mu)
+        detail = f"{margin.method}; μ observed {margin.mu_observed:.17g}"
+        if not margin.passed:
+            return False, f"move |v| = {tuple(float(t) for t in move)}: {detail}"
+    return True, f"{len(moves)} move pattern(s); the last: {detail}"
+
+
 def _raise_epsilon0(epsilon0: float, step: float, moves, privacy: Privacy, utility: Utility) -> float:
     """The largest ε₀ ≥ ``epsilon0`` (to 2⁻⁴⁰ of the bracket, by bisection) whose exact profile with the
     metric-optimal g meets the target over every move; ``epsilon0`` (generic conversion) meets it already.
 
-    (ε, δ): the bisection's test is the exact δ(ε) itself. ρ-zCDP: the test is the Kullback–Leibler limit
-    max_v E_P[L] ≤ ρ(1 − 10⁻⁸) (where sup_α D_α/α sits for these pmfs, as for randomized response), and the
-    result is kept only if :func:`exact_zcdp` certifies every order; else ``epsilon0``.
+    (ε, δ): the bisection's test is the certificate's own, :func:`exact_delta`. ρ-zCDP: the test is the
+    Kullback–Leibler limit max_v E_P[L] ≤ ρ(1 − 10⁻⁸) (where sup_α D_α/α sits for these pmfs, as for
+    randomized response); μ-GDP: the estimate max_v μ(T_v) ≤ μ(1 − 10⁻⁹)
+    (:func:`~dpopt.privacy.gdp_check.mu_of_tradeoff`). The result of these two is kept only if
+    :func:`exact_zcdp` or :func:`exact_gdp` certifies it; else ``epsilon0``.
     """
     target = privacy.parameters
 
@@ -209,6 +232,9 @@ def _raise_epsilon0(epsilon0: float, step: float, moves, privacy: Privacy, utili
         g, _ = metric_optimal_g(e0, step, utility)
         if privacy.definition == "approx":
             return exact_delta(target["epsilon"], e0, step, g, moves)[0] <= target["delta"]
+        if privacy.definition == "gdp":
+            return max(mu_of_tradeoff(LossPMFTradeOff(staircase_move_pmf(e0, step, g, m), e0))
+                       for m in moves) <= target["mu"] * (1 - 1e-9)
         return max(staircase_kl(staircase_move_pmf(e0, step, g, m), e0) for m in moves) <= target["rho"] * (1 - 1e-8)
 
     lo, hi = epsilon0, 2.0 * epsilon0
@@ -221,13 +247,15 @@ def _raise_epsilon0(epsilon0: float, step: float, moves, privacy: Privacy, utili
     for _ in range(_RAISE_BISECTIONS):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if holds(mid) else (lo, mid)
-    if privacy.definition == "zcdp" and not exact_zcdp(target["rho"], lo, step,
-                                                       metric_optimal_g(lo, step, utility)[0], moves)[0]:
+    g = metric_optimal_g(lo, step, utility)[0]
+    if privacy.definition == "zcdp" and not exact_zcdp(target["rho"], lo, step, g, moves)[0]:
+        return epsilon0
+    if privacy.definition == "gdp" and not exact_gdp(target["mu"], lo, step, g, moves)[0]:
         return epsilon0
     return lo
 
 
-EXACT_TARGETS = ("approx", "zcdp")
+EXACT_TARGETS = ("approx", "zcdp", "gdp")
 """Targets for which the staircase is calibrated on its own exact privacy-loss distribution."""
 
 
@@ -324,6 +352,10 @@ class StaircaseMechanism(Mechanism):
         n, target = self.noise, privacy.parameters
         method = ("exact staircase privacy-loss distribution on ε₀ℤ (per coordinate from the piecewise-constant "
                   "density, convolved over the coordinates of each listed move; dpopt.privacy.staircase_profile)")
+        if privacy.definition == "gdp":
+            passed, detail = exact_gdp(target["mu"], n.epsilon0, n.step, n.g, moves)
+            return Check("privacy", f"{method}: its piecewise-linear trade-off function T ≥ G_μ",
+                         passed, f"ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, g = {n.g:.17g}; {detail}")
         if privacy.definition == "zcdp":
             passed, detail = exact_zcdp(target["rho"], n.epsilon0, n.step, n.g, moves)
             return Check("privacy", f"{method}: its Rényi divergences D_α ≤ ρα, certified on intervals of orders "

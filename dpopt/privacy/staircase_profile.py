@@ -19,7 +19,8 @@ of its coordinates' pmfs (a finite sum on ε₀ℤ), and
 the exact hockey-stick divergence (Meiser & Mohammadi 2018). Everything is evaluated in 60-digit
 arithmetic from the exact binary values of (ε₀, Δ₀, g) and of the shifts. The Rényi divergences of a
 move are finite sums over the same pmf, D_α = log(Σ_j P_j e^{(α−1)jε₀})/(α − 1)
-(:func:`staircase_renyi_ball`), for ρ-zCDP targets. A staircase with
+(:func:`staircase_renyi_ball`), for ρ-zCDP targets, and its trade-off function is piecewise linear
+through the cumulative masses (:class:`LossPMFTradeOff`), for μ-GDP targets. A staircase with
 ε₀·max_v Σ_i⌈|v_i|/Δ₀⌉ = ε₁ is ε₁-DP, so this profile never exceeds randomized response's at ε₁
 (Kairouz, Oh & Viswanath 2015), and is smaller whenever a move spreads over several coordinates or
 δ is not negligible: :class:`~dpopt.mechanisms.staircase.StaircaseMechanism` calibrates ε₀ on it
@@ -32,7 +33,9 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 import mpmath
+import numpy as np
 
+from dpopt.privacy.tradeoff import TradeOff
 from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball
 
 _MP_DIGITS = 60
@@ -148,3 +151,42 @@ def staircase_renyi_ball(law: dict[int, mpmath.mpf], epsilon0: float):
             return total.log() / a
 
     return renyi
+
+
+class LossPMFTradeOff(TradeOff):
+    r"""T(P, Q) of a pair whose privacy loss L = log p/q takes finitely many values l_k with P-masses p_k
+    (then Q-masses p_k e^{−l_k}): by Neyman–Pearson the most powerful tests reject P where L is smallest,
+    so T is piecewise linear through the points (Σ_{l_j < l} p_j, 1 − Σ_{l_j < l} p_j e^{−l_j}), with
+    slope −e^{−l_k} on the k-th piece (Dong, Roth & Su 2022, Prop. 2.2 and its proof).
+
+    ``symmetric``: the staircase pair of a move is the mirror image of its reverse (x ↦ v − x maps the
+    noise around 0 onto the noise around v), so T = T⁻¹ (Dong, Roth & Su 2022, Prop. 2.4).
+    """
+
+    symmetric = True
+
+    def __init__(self, law: dict[int, mpmath.mpf], epsilon0: float):
+        with mpmath.workdps(_MP_DIGITS):
+            e0 = _mp(epsilon0)
+            items = sorted((j, mass) for j, mass in law.items() if mass > 0)
+            self._losses = [j * e0 for j, _ in items]
+            p = [mass for _, mass in items]
+            q = [mass * mpmath.exp(-loss) for (_, mass), loss in zip(items, self._losses)]
+            self._alpha = np.array([0.0] + [float(sum(p[: k + 1])) for k in range(len(p))])
+            self._power = np.array([0.0] + [float(sum(q[: k + 1])) for k in range(len(q))])
+        self._alpha[-1] = self._power[-1] = 1.0  # Σ p = Σ q = 1 (60-digit sums, rounded)
+        self._slopes = -np.exp(-np.array([float(loss) for loss in self._losses]))
+
+    @property
+    def name(self) -> str:
+        return f"staircase loss pmf ({len(self._losses)} atoms)"
+
+    def _evaluate(self, alpha: np.ndarray) -> np.ndarray:
+        return 1.0 - self._complement(alpha)
+
+    def _complement(self, alpha: np.ndarray) -> np.ndarray:
+        return np.interp(alpha, self._alpha, self._power)
+
+    def _subgradient(self, alpha: np.ndarray) -> np.ndarray:
+        piece = np.clip(np.searchsorted(self._alpha, alpha, side="right") - 1, 0, self._slopes.size - 1)
+        return self._slopes[piece]
