@@ -66,7 +66,7 @@ def _breaks(lo: mpmath.mpf, hi: mpmath.mpf, step: mpmath.mpf, g: mpmath.mpf, off
 
 def staircase_loss_pmf(epsilon0: float, step: float, g: float, shift: float | Fraction) -> dict[int, mpmath.mpf]:
     """{j: P[L = jε₀]} of one staircase coordinate against its shift by m = ``shift`` > 0 (module docstring),
-    in 60-digit arithmetic (call inside ``mpmath.workdps``-free code: it sets its own precision)."""
+    in 60-digit arithmetic (it sets that precision itself)."""
     with mpmath.workdps(_MP_DIGITS):
         e0, d0, gg, m = _mp(epsilon0), _mp(step), _mp(g), _mp(shift)
         b = mpmath.exp(-e0)
