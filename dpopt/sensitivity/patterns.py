@@ -93,9 +93,9 @@ def move_multisets(space: SensitivitySpace, limit: int) -> list[tuple[Fraction, 
     vectors = space.listed()
     if vectors is None:
         return None
-    moves = {tuple(sorted(Fraction(abs(float(x))) for x in v if x != 0)) for v in vectors}
-    moves.discard(())
-    return sorted(moves) if 0 < len(moves) <= limit else None
+    rows = np.unique(np.sort(np.abs(vectors), axis=1), axis=0)  # one row per multiset, zeros first
+    moves = sorted({tuple(Fraction(float(x)) for x in row if x != 0) for row in rows} - {()})
+    return moves if 0 < len(moves) <= limit else None
 
 
 def shift_pattern(space: SensitivitySpace) -> ShiftPattern:
