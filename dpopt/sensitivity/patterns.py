@@ -93,7 +93,9 @@ def move_multisets(space: SensitivitySpace, limit: int) -> list[tuple[Fraction, 
     vectors = space.listed()
     if vectors is None:
         return None
-    rows = np.unique(np.sort(np.abs(vectors), axis=1), axis=0)  # one row per multiset, zeros first
+    rows = np.sort(np.abs(vectors), axis=1)  # each row's multiset, zeros first
+    width = int(np.count_nonzero(rows, axis=1).max(initial=0))
+    rows = np.unique(rows[:, rows.shape[1] - width:], axis=0) if width else rows[:0]
     moves = sorted({tuple(Fraction(float(x)) for x in row if x != 0) for row in rows} - {()})
     return moves if 0 < len(moves) <= limit else None
 
