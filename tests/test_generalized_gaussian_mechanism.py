@@ -121,11 +121,11 @@ def test_unbounded_shape_above_one_is_not_pure_dp():
     assert not checks[0].passed and "Claim 4" in checks[0].method
 
 
-def test_unsupported_targets_are_refused():
-    with pytest.raises(
-        CalibrationError, match="generalized_gaussian: generalized Gaussian noise is calibrated"
-    ):
-        dpopt.solve(make_spec(mechanism="generalized_gaussian"))  # μ-GDP
+def test_gdp_target_takes_p_one_or_two_and_refuses_larger_shapes():
+    # μ-GDP: p = 1, 2 are Laplace and Gaussian noise; p > 2 is μ-GDP for no μ (dpopt.privacy.gg_profile)
+    solution = dpopt.solve(make_spec(mechanism="generalized_gaussian"))
+    assert solution.mechanism.p in (1, 2)
+    assert any("p > 2: no ρ-zCDP or μ-GDP guarantee" in note for note in solution.mechanism.notes())
 
 
 # ---------------------------------------------------------------- bounded variants

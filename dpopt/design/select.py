@@ -161,7 +161,9 @@ def _beats(rows: dict[str, Candidate], order: list[str], family: str, bound: flo
 
 
 def select(candidates: list[Candidate], metric: str) -> Candidate:
-    """The feasible candidate with the best predicted utility (first listed on ties).
+    """The feasible candidate with the best predicted utility; the first listed among those within
+    :data:`TIE_TOLERANCE` (relative) of the best, so that a family containing another (generalized
+    Gaussian at p = 1, 2 is Laplace, Gaussian noise) does not win by the rounding of its closed forms.
 
     Raises
     ------
@@ -173,4 +175,5 @@ def select(candidates: list[Candidate], metric: str) -> Candidate:
         reasons = "; ".join(f"{c.family}: {c.reason}" for c in candidates) or "no family applies"
         raise CalibrationError(f"no mechanism can meet this spec ({reasons})")
     sign = -1.0 if better(metric) == "higher" else 1.0
-    return min(feasible, key=lambda c: sign * c.utility.value)
+    best = min(sign * c.utility.value for c in feasible)
+    return next(c for c in feasible if sign * c.utility.value <= best + TIE_TOLERANCE * abs(best))

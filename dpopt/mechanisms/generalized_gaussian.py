@@ -20,6 +20,11 @@ p = 2: Lemma 10 with Δ₂ (the Gaussian pDP bound, for any query); p = 3, 4: Co
 closed form when one neighbour moves one coordinate, else Corollary 7 by Monte Carlo with a
 recorded seed and a Clopper–Pearson bound at a stated confidence.
 
+**(ε, δ), ρ-zCDP and μ-GDP** (:mod:`dpopt.mechanisms.generalized_gaussian_targets`), unbounded
+noise: p = 1 and p = 2 are Laplace and Gaussian noise, calibrated exactly as those families;
+p = 3, 4 under (ε, δ) on their exact one-coordinate profile (:mod:`dpopt.privacy.gg_profile`);
+p > 2 has no zCDP or GDP guarantee at any scale.
+
 ``design`` calibrates every applicable (p, variant) and keeps the one with the best predicted
 utility for the spec's metric. Bounded variants' noise depends on the true answer: their
 predicted utility is the worst case over true answers in the box (closed forms on a grid), and
@@ -46,6 +51,7 @@ from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, better
 from dpopt.mechanisms.generalized_gaussian_checks import bounded_checks, lemma10_bound, pdp_check
+from dpopt.mechanisms.generalized_gaussian_targets import TARGETS, target_check, target_scales
 from dpopt.mechanisms.laplace import SCALE_MONOTONE_METRICS
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.noise.law import ProductLaw
@@ -87,7 +93,7 @@ MAX_MONTE_CARLO_COORDINATES = 200
 
 
 CALIBRATIONS = ("laplace", "clamped_laplace", "scale_lower_bound", "certified_bound", "lemma10", "corollary8",
-                "corollary7_monte_carlo", "eq7")
+                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile")
 """How a scale b can have been obtained (see :class:`GeneralizedGaussianMechanism`)."""
 
 
@@ -104,7 +110,8 @@ class GeneralizedGaussianMechanism(Mechanism):
     variant : {'unbounded', 'truncated', 'boundary_inflated'}
     calibration : str
         How b was obtained (``laplace``, ``lemma10``, ``corollary8``, ``corollary7_monte_carlo``,
-        ``certified_bound``, ``clamped_laplace``, ``eq7``).
+        ``certified_bound``, ``clamped_laplace``, ``eq7``; under (ε, δ), zCDP, GDP: ``laplace``,
+        ``gaussian``, ``exact_profile``).
     lower, upper : array_like, optional
         The box, for the bounded variants.
     monte_carlo : dict, optional
@@ -147,8 +154,8 @@ class GeneralizedGaussianMechanism(Mechanism):
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
         privacy = problem.spec.privacy
-        if privacy.definition not in ("pure", "pdp"):
-            return f"generalized Gaussian noise is calibrated for pure and pdp targets, not {privacy.definition}"
+        if privacy.definition not in ("pure", "pdp") + TARGETS:
+            return f"no {privacy.definition} calibration for generalized Gaussian noise"
         return None
 
     @classmethod
@@ -232,8 +239,11 @@ class GeneralizedGaussianMechanism(Mechanism):
         """Every calibrated (p, variant) for the spec, and the reasons the others were skipped."""
         spec, space = problem.spec, problem.space
         target = spec.privacy.parameters
-        eps = target["epsilon"]
         d = space.dimension
+        if spec.privacy.definition in TARGETS:
+            scales, skipped = target_scales(problem)
+            return [cls(p, b, d, "unbounded", calibration) for p, b, calibration in scales], skipped
+        eps = target["epsilon"]
         laplace = laplace_scale_for(eps, space.l1)
         options = [cls(1, laplace, d, "unbounded", "laplace")]
         skipped: list[str] = []
@@ -329,12 +339,11 @@ class GeneralizedGaussianMechanism(Mechanism):
     # --------------------------------------------------------------- privacy
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         definition, target = privacy.definition, privacy.parameters
+        if definition in TARGETS and self.variant == "unbounded":
+            return [target_check(self.p, self.scale, space, privacy)]
         if definition not in ("pure", "pdp"):
-            return [
-                Check(
-                    "privacy", "generalized Gaussian", False, f"no {definition} calibration for this family"
-                )
-            ]
+            return [Check("privacy", "generalized Gaussian", False,
+                          f"no {definition} calibration for the {self.variant} variant")]
         eps = target["epsilon"]
         if self.p == 1 and self.variant != "truncated":
             ratio = laplace_epsilon(space.l1, self.scale)

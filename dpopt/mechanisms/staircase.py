@@ -27,6 +27,18 @@ Costs (closed forms, per coordinate; G&V Thms 4–5 for the optima):
   optimum over *all* ε-DP additive noise (G&V: the staircase is optimal for symmetric
   costs increasing in |x|, here 1{|x| > γ}); a numerical search over g otherwise.
 
+**(ε, δ), ρ-zCDP and μ-GDP targets (derived).** The generic conversions (ε₁-DP ⇒ the target through
+randomized response, the worst ε₁-DP mechanism) are loose for the staircase: its privacy loss lives
+on ε₀ℤ, and its exact profile, Rényi divergences and trade-off function follow from a finite pmf
+(:mod:`dpopt.privacy.staircase_profile`). When every difference vector is listed, ``design`` starts
+from the generic ε₀ and raises it (bisection, with the metric-optimal g at each ε₀) to the largest ε₀
+whose exact δ(ε) meets (ε, δ), whose Kullback–Leibler limit meets ρ, or whose trade-off function
+lies above G_μ, over every move; the certificate re-computes the profile for every move pattern in 60
+digits, certifies D_α ≤ ρα over all orders on Arb balls, or T ≥ G_μ by branch and bound (the generic
+conversion is the fallback). Moves over several coordinates
+gain most: a replace-one histogram's two one-step coordinates add their divergences instead of
+costing one two-step loss.
+
 Density, tail, moments and sampler: :mod:`dpopt.noise.staircase`.
 """
 
@@ -35,6 +47,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 from scipy import optimize
 
@@ -47,8 +60,17 @@ from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.noise.prior_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.noise.staircase import StaircaseNoise
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
+from dpopt.privacy.gdp_check import gdp_margin, mu_of_tradeoff
+from dpopt.privacy.staircase_profile import (
+    LossPMFTradeOff,
+    staircase_delta_mp,
+    staircase_kl,
+    staircase_move_pmf,
+    staircase_renyi_ball,
+)
+from dpopt.privacy.zcdp import renyi_zcdp_holds
 from dpopt.problem import Problem
-from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
+from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, move_multisets, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Utility
 
@@ -146,6 +168,97 @@ def _calibrate(pattern: ShiftPattern, epsilon: float, step: float) -> tuple[floa
     return eps0, step, k
 
 
+MAX_MOVES = 64
+"""Distinct move patterns above which (ε, δ), zCDP and GDP targets keep the generic conversion."""
+
+_RAISE_BISECTIONS = 40
+"""Bisection steps raising ε₀ on the exact profile (relative precision about 2⁻⁴⁰ of the bracket)."""
+
+
+def exact_moves(space: SensitivitySpace) -> list[tuple[Fraction, ...]] | None:
+    """The distinct multisets {|v_i| ≠ 0} of the difference vectors (at most :data:`MAX_MOVES`), or None
+    unless the space lists every one of them: a mean's or a sum's space holds a continuum of shifts and
+    lists only its extremes, and the staircase's δ(ε) and D_α are not known to be monotone in the shift
+    (its pure loss ε₀⌈m/Δ₀⌉ is, which is why the generic conversion stays valid there)."""
+    return move_multisets(space, MAX_MOVES)
+
+
+def exact_delta(epsilon: float, epsilon0: float, step: float, g: float, moves) -> tuple[mpmath.mpf, tuple]:
+    """max over ``moves`` of the exact δ(ε) (:func:`~dpopt.privacy.staircase_profile.staircase_delta_mp`),
+    and the worst move."""
+    return max(((staircase_delta_mp(epsilon, epsilon0, step, g, m), m) for m in moves), key=lambda t: t[0])
+
+
+def exact_zcdp(rho: float, epsilon0: float, step: float, g: float, moves) -> tuple[bool, str]:
+    """D_α ≤ ρα for every order and every move, from each move's exact pmf
+    (:func:`~dpopt.privacy.staircase_profile.staircase_renyi_ball`, certified on intervals of orders by
+    :func:`~dpopt.privacy.zcdp.renyi_zcdp_holds`; the largest loss of a move is ε₀ max j)."""
+    detail = ""
+    for move in moves:
+        law = staircase_move_pmf(epsilon0, step, g, move)
+        top = Fraction(epsilon0) * max(j for j, mass in law.items() if mass > 0)
+        passed, detail = renyi_zcdp_holds(staircase_renyi_ball(law, epsilon0), top, rho)
+        if not passed:
+            return False, f"move |v| = {tuple(float(t) for t in move)}: {detail}"
+    return True, f"{len(moves)} move pattern(s); the last: {detail}"
+
+
+def exact_gdp(mu: float, epsilon0: float, step: float, g: float, moves) -> tuple[bool, str]:
+    """T ≥ G_μ for every move, T the piecewise-linear trade-off of the move's exact loss pmf
+    (:class:`~dpopt.privacy.staircase_profile.LossPMFTradeOff`), certified by the branch and bound of
+    :func:`~dpopt.privacy.gdp_check.gdp_margin`."""
+    detail = ""
+    for move in moves:
+        margin = gdp_margin(LossPMFTradeOff(staircase_move_pmf(epsilon0, step, g, move), epsilon0), mu)
+        detail = f"{margin.method}; μ observed {margin.mu_observed:.17g}"
+        if not margin.passed:
+            return False, f"move |v| = {tuple(float(t) for t in move)}: {detail}"
+    return True, f"{len(moves)} move pattern(s); the last: {detail}"
+
+
+def _raise_epsilon0(epsilon0: float, step: float, moves, privacy: Privacy, utility: Utility) -> float:
+    """The largest ε₀ ≥ ``epsilon0`` (to 2⁻⁴⁰ of the bracket, by bisection) whose exact profile with the
+    metric-optimal g meets the target over every move; ``epsilon0`` (generic conversion) meets it already.
+
+    (ε, δ): the bisection's test is the certificate's own, :func:`exact_delta`. ρ-zCDP: the test is the
+    Kullback–Leibler limit max_v E_P[L] ≤ ρ(1 − 10⁻⁸) (where sup_α D_α/α sits for these pmfs, as for
+    randomized response); μ-GDP: the estimate max_v μ(T_v) ≤ μ(1 − 10⁻⁹)
+    (:func:`~dpopt.privacy.gdp_check.mu_of_tradeoff`). The result of these two is kept only if
+    :func:`exact_zcdp` or :func:`exact_gdp` certifies it; else ``epsilon0``.
+    """
+    target = privacy.parameters
+
+    def holds(e0: float) -> bool:
+        g, _ = metric_optimal_g(e0, step, utility)
+        if privacy.definition == "approx":
+            return exact_delta(target["epsilon"], e0, step, g, moves)[0] <= target["delta"]
+        if privacy.definition == "gdp":
+            return max(mu_of_tradeoff(LossPMFTradeOff(staircase_move_pmf(e0, step, g, m), e0))
+                       for m in moves) <= target["mu"] * (1 - 1e-9)
+        return max(staircase_kl(staircase_move_pmf(e0, step, g, m), e0) for m in moves) <= target["rho"] * (1 - 1e-8)
+
+    lo, hi = epsilon0, 2.0 * epsilon0
+    for _ in range(8):  # ε₀ at most 2⁸ times the generic one; δ(ε) → P[L > ε] as ε₀ grows
+        if not holds(hi):
+            break
+        lo, hi = hi, 2.0 * hi
+    else:
+        return lo
+    for _ in range(_RAISE_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if holds(mid) else (lo, mid)
+    g = metric_optimal_g(lo, step, utility)[0]
+    if privacy.definition == "zcdp" and not exact_zcdp(target["rho"], lo, step, g, moves)[0]:
+        return epsilon0
+    if privacy.definition == "gdp" and not exact_gdp(target["mu"], lo, step, g, moves)[0]:
+        return epsilon0
+    return lo
+
+
+EXACT_TARGETS = ("approx", "zcdp", "gdp")
+"""Targets for which the staircase is calibrated on its own exact privacy-loss distribution."""
+
+
 class StaircaseMechanism(Mechanism):
     """i.i.d. staircase noise on each coordinate, ε₀ = ε / max_v Σ_i ⌈|v_i|/Δ₀⌉."""
 
@@ -181,9 +294,12 @@ class StaircaseMechanism(Mechanism):
         steps = _candidate_steps(pattern)
         if spec.utility.metric in PRIOR_METRICS:
             steps = [float(pattern.largest)]  # each prior metric evaluation is a quadrature
+        moves = exact_moves(space) if spec.privacy.definition in EXACT_TARGETS else None
         best = None
         for step in steps:
             eps0, step0, _ = _calibrate(pattern, epsilon, step)
+            if moves is not None:
+                eps0 = _raise_epsilon0(eps0, step0, moves, spec.privacy, spec.utility)
             g, policy = metric_optimal_g(eps0, step0, spec.utility)
             candidate = cls(eps0, step0, g, space.dimension, policy)
             value = candidate.expected_utility(spec.utility).value
@@ -218,6 +334,11 @@ class StaircaseMechanism(Mechanism):
         reason = coordinatewise_reason(space)
         if reason is not None:
             return [Check("privacy", "staircase noise, per coordinate", False, reason)]
+        moves = exact_moves(space) if privacy.definition in EXACT_TARGETS else None
+        if moves is not None:
+            exact = self._exact_profile_check(moves, privacy)
+            if exact.passed:
+                return [exact]
         k = steps_per_shift(shift_pattern(space), self.noise.step)
         total = Fraction(self.noise.epsilon0) * k
         return [pure_privacy_check(
@@ -226,6 +347,29 @@ class StaircaseMechanism(Mechanism):
             "step boundaries Δ₀ apart; Geng & Viswanath 2016; i.i.d. coordinates)",
             f"ε₀ = {self.noise.epsilon0:.17g}, Δ₀ = {self.noise.step:.17g}, K = {k}: ε₀K = {float(total):.17g}",
         )]
+
+    def _exact_profile_check(self, moves, privacy: Privacy) -> Check:
+        n, target = self.noise, privacy.parameters
+        method = ("exact staircase privacy-loss distribution on ε₀ℤ (per coordinate from the piecewise-constant "
+                  "density, convolved over the coordinates of each listed move; dpopt.privacy.staircase_profile)")
+        if privacy.definition == "gdp":
+            passed, detail = exact_gdp(target["mu"], n.epsilon0, n.step, n.g, moves)
+            return Check("privacy", f"{method}: its piecewise-linear trade-off function T ≥ G_μ",
+                         passed, f"ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, g = {n.g:.17g}; {detail}")
+        if privacy.definition == "zcdp":
+            passed, detail = exact_zcdp(target["rho"], n.epsilon0, n.step, n.g, moves)
+            return Check("privacy", f"{method}: its Rényi divergences D_α ≤ ρα, certified on intervals of orders "
+                                    "(Arb balls)", passed, f"ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, "
+                                                           f"g = {n.g:.17g}; {detail}")
+        delta, worst = exact_delta(target["epsilon"], n.epsilon0, n.step, n.g, moves)
+        return Check(
+            "privacy",
+            f"{method}, δ(ε) in 60 digits",
+            bool(delta <= target["delta"]),
+            f"ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, g = {n.g:.17g}; {len(moves)} move pattern(s), the worst "
+            f"|v| = {tuple(float(t) for t in worst)}: δ(ε={target['epsilon']}) = {mpmath.nstr(delta, 17)} "
+            f"vs δ = {target['delta']}",
+        )
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         k = steps_per_shift(shift_pattern(space), self.noise.step)

@@ -51,6 +51,7 @@ from scipy import optimize
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
+from dpopt.sensitivity.patterns import move_multisets
 from dpopt.sensitivity.space import SensitivitySpace
 
 if TYPE_CHECKING:
@@ -127,16 +128,12 @@ def laplace_patterns(space: SensitivitySpace) -> list[Pattern] | None:
     """The distinct move patterns of a listed sensitivity space with some move over ≥ 2 coordinates;
     None when the one-axis move of l1 norm Δ₁ is exact (every move on one axis) or the space is not
     listed (then it is the bound used), or when there are more than :data:`MAX_PATTERNS`."""
-    if space.dimension == 1 or not space.complete:
+    if space.dimension == 1:
         return None
-    vectors = space.listed()
-    if vectors is None:
+    patterns = move_multisets(space, MAX_PATTERNS)
+    if patterns is None or all(len(t) == 1 for t in patterns):
         return None
-    patterns = {tuple(sorted(Fraction(abs(float(x))) for x in v if x != 0)) for v in vectors}
-    patterns.discard(())
-    if not patterns or len(patterns) > MAX_PATTERNS or all(len(t) == 1 for t in patterns):
-        return None
-    return sorted(patterns)
+    return patterns
 
 
 def _patterns_or_axis(l1_sensitivity: float | Fraction, patterns: list[Pattern] | None) -> list[Pattern]:

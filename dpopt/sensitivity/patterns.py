@@ -84,6 +84,22 @@ def coordinatewise_reason(space: SensitivitySpace) -> str | None:
     return None
 
 
+def move_multisets(space: SensitivitySpace, limit: int) -> list[tuple[Fraction, ...]] | None:
+    """The distinct sorted multisets {|v_i| ≠ 0} (exact binary values) over every difference vector,
+    sorted; None when the space does not list all of them (not complete, or too large to list) or
+    holds more than ``limit`` distinct ones."""
+    if not space.complete:
+        return None
+    vectors = space.listed()
+    if vectors is None:
+        return None
+    rows = np.sort(np.abs(vectors), axis=1)  # each row's multiset, zeros first
+    width = int(np.count_nonzero(rows, axis=1).max(initial=0))
+    rows = np.unique(rows[:, rows.shape[1] - width:], axis=0) if width else rows[:0]
+    moves = sorted({tuple(Fraction(float(x)) for x in row if x != 0) for row in rows} - {()})
+    return moves if 0 < len(moves) <= limit else None
+
+
 def shift_pattern(space: SensitivitySpace) -> ShiftPattern:
     """The exact :class:`ShiftPattern` of ``space``.
 
