@@ -104,12 +104,6 @@ def test_marginal_sensitivities_match_brute_force(unit, adjacency):
     assert (space.l1, space.l2_squared, space.linf) == brute_space(spec)
 
 
-def test_marginals_with_a_per_cell_cap_below_the_total_are_refused():
-    spec = spec_of({"kind": "marginals", "attributes": [["a"], ["b"]]}, {"max_rows": 4, "max_rows_per_group": 2})
-    with pytest.raises(UnsupportedSpecError, match="max_rows_per_group"):
-        dpopt.derive(dpopt.load_spec(spec))
-
-
 @pytest.mark.parametrize("adjacency, expected", [("add_remove", 3 * 3), ("replace_one", 3 * (3 + 1))])
 def test_sum_sensitivity(adjacency, expected):
     # values in [−1, 3], ≤ min(k, c) = 3 rows: add/remove 3·max(|−1|, |3|) = 9; replace: one person's
