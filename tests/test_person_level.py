@@ -130,7 +130,6 @@ def test_certificate_enumeration_claim_agrees(adjacency):
     ({"data": {"privacy_unit": {"id": "pid", "max_groups": 2}}}, "data.privacy_unit"),
     ({"adjacency": {"kind": "hamming", "distance": 2}}, "adjacency"),
     ({"data": {"n": 10}}, "data.n"),
-    ({"query": {"kind": "mean", "attribute": "s"}}, "query.kind"),
 ])
 def test_spec_validation(change, field):
     spec = spec_of(QUERIES[0], {"max_rows": 2})

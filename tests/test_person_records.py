@@ -8,14 +8,20 @@ closed forms worked by hand in the comments, and from the DuckDB engine for the 
 
 from __future__ import annotations
 
-from fractions import Fraction
+import json
 
 import numpy as np
 import pytest
 
 import dpopt
-from dpopt.errors import UnsupportedSpecError
-from test_person_level import UNITS, brute_norms, brute_space, spec_of
+from dpopt.cli import main
+from dpopt.domain.queries import compile_query
+from dpopt.errors import SpecError, UnsupportedSpecError
+from dpopt.release import sources
+from dpopt.release.bounding import bound_contributions
+from dpopt.rng import random_source
+from dpopt.sensitivity.enumerate import enumerate_persons
+from test_person_level import UNITS, VISITS_DATA, VISITS_SPEC, brute_norms, brute_space, spec_of
 
 SMALL = {"a": ["0", "1"], "b": ["x", "y", "z"], "c": ["only"]}
 DERIVED_MARGINALS = [  # (tables, unit, adjacency) whose closed form is attained (see person_structure)
@@ -72,3 +78,77 @@ def test_linear_query_by_hand():
         space = dpopt.derive(dpopt.load_spec(spec_of({"kind": "linear", "attribute": "a", "matrix": [[1, -2, 3]]},
                                                      {"max_rows": 4}, adjacency)))
         assert (space.l1, space.l2_squared, space.linf) == (expected, expected**2, expected)
+
+
+# ------------------------------------------------------------------------ means
+MEAN = {"kind": "mean", "attribute": "s"}  # s in [−1, 3]: midpoint m = 1, half-width h = 2
+
+
+@pytest.mark.parametrize("adjacency, expected", [
+    # R = min(k, c) = 3. add/remove: vertices ±3(±2, 1): l1 = 3·3 = 9, l2² = 9·(4 + 1) = 45, l∞ = 3·2 = 6.
+    # replace: also 3·(±4, 0) (a person's 3 rows at 3 against another's 3 at −1): l1 = 12, l2² = 144, l∞ = 12
+    ("add_remove", (9, 45, 6)), ("replace_one", (12, 144, 12))])
+def test_mean_pair_sensitivity_by_hand_and_by_enumeration(adjacency, expected):
+    spec = dpopt.load_spec(spec_of(MEAN, {"max_rows": 5, "max_rows_per_group": 3}, adjacency))
+    space = dpopt.derive(spec)
+    assert (space.l1, space.l2_squared, space.linf) == expected and space.dimension == 2
+    brute = enumerate_persons(spec, compile_query(spec))  # every person of ≤ 3 rows on the grid {−1, 0, 1, 3}
+    assert (brute.l1, brute.l2_squared, brute.linf) == expected
+
+
+def test_mean_design_splits_the_budget_equally(tmp_path):
+    # weights [1, h²] = [1, 3600] (h = 60 for durations in [0, 120]) ask gaussian_optimal for the split that
+    # minimises the mean's worst-case first-order variance: half of ρ = 0.5 each, so with R = 4 rows
+    # σ_S² = R²h²/ρ = 16·3600/0.5 = 115200 and σ_n² = R²/ρ = 32 (zCDP of a Gaussian: Δ²/(2σ²) per part)
+    base = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
+    spec = {**base, "query": {"kind": "mean", "attribute": "duration"}, "mechanism": "gaussian_optimal",
+            "data": {**base["data"], "privacy_unit": {"id": "person_id", "max_rows": 4}},
+            "utility": {"metric": "l2", "weights": [1, 3600]}}
+    solution = dpopt.solve(dpopt.load_spec(spec))
+    covariance = np.array(solution.mechanism.parameters["covariance"])
+    assert covariance == pytest.approx(np.diag([115200.0, 32.0]), rel=1e-6)
+
+
+def test_mean_release_is_the_pair_and_its_ratio(tmp_path, capsys):
+    base = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
+    spec = {**base, "query": {"kind": "mean", "attribute": "duration"},
+            "data": {**base["data"], "privacy_unit": {"id": "person_id", "max_rows": 4}}}
+    path = tmp_path / "mean.yaml"
+    path.write_text(json.dumps(spec))
+    assert main(["release", str(path), "--data", str(VISITS_DATA), "--seed", "2", "--insecure-seed"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    pair = document["release"]
+    assert set(pair) == {"centered_sum", "count"}
+    # the post-processed mean: midpoint 60 + S/n, by hand from the released pair
+    assert document["mean"]["unclipped"] == pytest.approx(60 + pair["centered_sum"] / pair["count"], rel=1e-12)
+    # the true pair on the kept rows, recounted with the csv module's rows the bounding kept
+    loaded = dpopt.load_spec(spec)
+    con, source = sources.connect(), sources.open_source(VISITS_DATA)
+    bounded, _ = bound_contributions(con, source, loaded, compile_query(loaded), random_source(2, True))
+    kept = [float(x) for (x,) in con.execute(f"SELECT duration FROM {bounded.sql}").fetchall()]
+    value, _ = sources.answer(con, bounded, loaded)
+    assert value.tolist() == pytest.approx([sum(x - 60 for x in kept), len(kept)], rel=1e-12)
+
+
+# -------------------------------------------------------------- post-processing
+def test_postprocessing_with_a_privacy_unit(tmp_path):
+    spec = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
+    spec["postprocess"] = {"nonnegative": True, "integer": True, "consistent": True}
+    path = tmp_path / "pp.yaml"
+    path.write_text(json.dumps(spec))
+    assert main(["release", str(path), "--data", str(VISITS_DATA), "--seed", "4", "--insecure-seed",
+                 "--out", str(tmp_path / "out")]) == 0
+    document = json.loads((tmp_path / "out" / "release.json").read_text())
+    values = document["postprocess"]["values"]
+    assert all(isinstance(v, int) and v >= 0 for v in values.values()) and "bounding" in document
+    assert main(["verify", str(tmp_path / "out" / "certificate.json")]) == 0
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"invariants": [{"kind": "total"}]}, "one-record moves"),
+    ({"geography": {"levels": ["clinic"]}}, "several units"),
+])
+def test_remaining_refusals_say_why(change, words):
+    spec = {**spec_of({"kind": "count"}, {"max_rows": 2}), **change}
+    with pytest.raises(SpecError, match=words):
+        dpopt.load_spec(spec)

@@ -40,7 +40,7 @@ from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
 from dpopt.release.bind import as_test_release, certificate_sha256, sha256_bytes
-from dpopt.release.bounding import bound_contributions
+from dpopt.release.bounding import bound_contributions, pair_mean
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
 from dpopt.release.cells import cell_errors, cell_rows, cells_block, document_csv, release_cells
 from dpopt.rng import RandomSource, random_source
@@ -414,7 +414,8 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
     coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
     randomness used (never a seed: :mod:`dpopt.release.bind`), the number of records, the per-cell table
     (value, standard error, 95% margin of error: :mod:`dpopt.release.cells`) and, with a privacy unit, the
-    ``bounding`` report (:func:`dpopt.release.bounding.bound_contributions`; its counts are not private)."""
+    ``bounding`` report (:func:`dpopt.release.bounding.bound_contributions`; its counts are not private) and,
+    for a person-level mean, the ``mean`` post-processed from its pair (:func:`dpopt.release.bounding.pair_mean`)."""
     query = solution.problem.query
     per_cell = solution.certificate["utility"]["per_cell"]
     return {
@@ -426,4 +427,5 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
         "cells": release_cells(per_cell, query.labels, noisy),
         "randomness": randomness.describe(),
         "records": records,
-    } | ({} if bounding is None else {"bounding": bounding})
+    } | ({} if bounding is None else {"bounding": bounding}) | (
+        {"mean": pair_mean(query, noisy)} if getattr(query, "pair", False) else {})

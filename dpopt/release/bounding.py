@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import duckdb
+import numpy as np
 
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import DataError
@@ -53,6 +54,21 @@ BOUNDING_STREAM = (1 << 31,)
 
 TRUNCATION_CAVEAT = ("clamped, rows_dropped and persons_truncated are computed from the confidential data without "
                      "noise: they are not covered by the certificate")
+
+
+def pair_mean(query: NumericQuery, noisy: np.ndarray) -> dict:
+    r"""The mean post-processed from a released (centred sum, count) pair (:class:`~dpopt.domain.queries.NumericQuery`).
+
+    .. math:: \hat\mu = \operatorname{clip}(m + \tilde S / \tilde n,\ a,\ b)
+
+    (null when the noisy count is not positive); post-processing of the release, so covered by its certificate.
+    """
+    centred, count = (float(x) for x in noisy)
+    ratio = query.midpoint + centred / count if count > 0 else None
+    return {"value": None if ratio is None else min(max(ratio, query.lower), query.upper),
+            "unclipped": ratio,
+            "method": "post-processing: midpoint + centered_sum / count, clipped to the attribute's bounds "
+                      "(null when the noisy count is not positive)"}
 
 
 @dataclass(frozen=True)

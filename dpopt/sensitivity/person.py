@@ -30,6 +30,17 @@ and ``linear`` queries: :mod:`dpopt.sensitivity.person_structure`.
 Bounded sum over [a, b] (one cell, R = min(k, c)): add/remove :math:`R \max(|a|, |b|)`;
 replace :math:`R(\max(b, 0) - \min(a, 0))` (a person's rows need not keep their number).
 
+Mean over [a, b] (:class:`dpopt.domain.queries.NumericQuery`: the pair (Σ(x − m), n), m = (a + b)/2,
+h = (b − a)/2): a person adds :math:`(s, n)` with n ≤ R and |s| ≤ nh, a set whose hull is the triangle
+0, (±Rh, R). Add/remove: :math:`\ell_1 = R(h + 1),\ \ell_2^2 = R^2(h^2 + 1),\ \ell_\infty = R\max(h, 1)`.
+Replace (differences of the vertices, among them (2Rh, 0)): :math:`\ell_1 = R\max(h + 1, 2h)`,
+:math:`\ell_2^2 = R^2 \max(h^2 + 1, 4h^2)`, :math:`\ell_\infty = R\max(1, 2h)`. Released with Gaussian
+noise of covariance diag(σ_S², σ_n²) the pair is ρ-zCDP when :math:`R^2 (h^2/σ_S^2 + 1/σ_n^2) \le 2ρ`
+(add/remove: the Mahalanobis norm of the vertices), i.e. the budget split between the two; the split that
+minimises the first-order variance of the mean in the worst case over its position in [a, b],
+:math:`(σ_S^2 + h^2 σ_n^2)/n^2`, is the equal one, which ``utility: {metric: l2, weights: [1, h²]}``
+asks of ``gaussian_optimal``.
+
 Every form is checked against brute-force enumeration of small record sets in
 ``tests/test_person_level.py``.
 """
@@ -234,8 +245,8 @@ def _linear(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: s
 
 
 def _sum(spec: Spec, query: NumericQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
-    if query.kind != "sum":
-        raise UnsupportedSpecError("query.kind", "a mean with a privacy_unit is not derived yet: release a sum and a count")
+    if query.pair:
+        return _mean_pair(query, unit, replace, adjacency)
     rows, _, _ = most_rows(unit, 1)
     low, high = Fraction(query.lower), Fraction(query.upper)
     per_row = (max(high, 0) - min(low, 0)) if replace else max(abs(low), abs(high))
@@ -244,3 +255,23 @@ def _sum(spec: Spec, query: NumericQuery, unit: PrivacyUnit, replace: bool, adja
     how = f"person-level: ≤ {rows} rows × " + ("(max(b, 0) − min(a, 0))" if replace else "sup |x| over [a, b]")
     return SensitivitySpace(1, FullSpace(1), bound, bound * bound, bound, how, adjacency, complete=False,
                             _vectors=lambda: np.array([[value], [-value]]))
+
+
+def _mean_pair(query: NumericQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
+    """The mean's (centred sum, count): see the module; the hull's vertices are listed (complete=False)."""
+    rows, _, _ = most_rows(unit, 1)
+    half = query.width / 2
+    corners = [(rows * half, Fraction(rows)), (-rows * half, Fraction(rows))]  # P's vertices besides 0
+    if replace:
+        vertices = [(a - c, b - d) for a, b in [(Fraction(0), Fraction(0)), *corners]
+                    for c, d in [(Fraction(0), Fraction(0)), *corners] if (a, b) != (c, d)]
+    else:
+        vertices = corners + [(-a, -b) for a, b in corners]
+    l1 = max(abs(a) + abs(b) for a, b in vertices)
+    l2sq = max(a * a + b * b for a, b in vertices)
+    linf = max(max(abs(a), abs(b)) for a, b in vertices)
+    listed = np.array([[float(a), float(b)] for a, b in vertices])
+    how = (f"person-level mean as (Σ(x − m), n), m the midpoint: ≤ {rows} rows, each moving the centred sum by "
+           f"≤ (b − a)/2 = {half}" + ("; replace: differences of the hull's vertices" if replace else ""))
+    return SensitivitySpace(2, FullSpace(2), l1, l2sq, linf, how, adjacency, complete=False,
+                            _vectors=lambda: listed)

@@ -321,12 +321,12 @@ def _check_privacy_unit(spec: Spec) -> None:
     if spec.data.n is not None:
         raise SpecError("data.n", "with a privacy_unit the number of rows is not public: remove data.n")
     if spec.invariants:
-        raise SpecError("invariants", "invariants are not supported with a privacy_unit yet")
-    if spec.geography is not None or spec.postprocess is not None:
-        raise SpecError("data.privacy_unit", "geography and postprocess are not supported with a privacy_unit yet")
-    if isinstance(spec.query, MeanQuery):
-        raise SpecError("query.kind", "a mean query is not supported with a privacy_unit yet "
-                                      "(counts, histograms, tables, marginals, linear queries and sums are)")
+        raise SpecError("invariants", "invariants are not supported with a privacy_unit: an invariant fixes counts "
+                                      "that adding or removing a person with several rows changes, and the Semi-DP "
+                                      "distance a(t) is derived for one-record moves only")
+    if spec.geography is not None:
+        raise SpecError("data.privacy_unit", "geography is not supported with a privacy_unit yet (a person's rows may "
+                                             "lie in several units, which the per-level budget does not count)")
 
 
 def canonical_json(obj: Any) -> str:
