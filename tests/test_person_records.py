@@ -16,7 +16,7 @@ import pytest
 import dpopt
 from dpopt.cli import main
 from dpopt.domain.queries import compile_query
-from dpopt.errors import SpecError, UnsupportedSpecError
+from dpopt.errors import DataError, SpecError, UnsupportedSpecError
 from dpopt.release import sources
 from dpopt.release.bounding import bound_contributions
 from dpopt.rng import random_source
@@ -152,3 +152,48 @@ def test_remaining_refusals_say_why(change, words):
     spec = {**spec_of({"kind": "count"}, {"max_rows": 2}), **change}
     with pytest.raises(SpecError, match=words):
         dpopt.load_spec(spec)
+
+
+# ----------------------------------------------------------------- Dask bounding
+@pytest.mark.parametrize("unit", [{"max_rows": 4, "max_groups": 2, "max_rows_per_group": 3}, {"max_rows_per_group": 1},
+                                  {"max_rows": 2, "max_groups": 1}, {"max_rows": 3}])
+@pytest.mark.parametrize("query", [{"kind": "contingency_table", "attributes": ["age_group", "clinic"]},
+                                   {"kind": "count"}])
+def test_dask_keeps_the_rows_duckdb_keeps(unit, query):
+    # the same file in 5 partitions and the same secret: the kept rows (with their file positions) are DuckDB's
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    from dpopt.release.bounding import BoundedSource, bounding_sql
+    from dpopt.release.distributed_bounding import bound_records_dask
+
+    base = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
+    spec = dpopt.load_spec({**base, "query": query,
+                            "data": {**base["data"], "privacy_unit": {"id": "person_id", **unit}}})
+    secret = "ab" * 32
+    con, source = sources.connect(), sources.open_source(VISITS_DATA)
+    con.execute(f"CREATE TEMP VIEW numbered AS SELECT *, row_number() OVER () AS position FROM {source.sql}")
+    numbered = BoundedSource(source.path, source.format, "numbered")
+    duck = con.execute(f"SELECT position FROM ({bounding_sql(numbered, spec, compile_query(spec), secret)})").fetchall()
+    frame = pd.read_csv(VISITS_DATA, dtype=str, keep_default_na=False)
+    frame["position"] = (np.arange(len(frame)) + 1).astype(str)
+    kept = bound_records_dask(dd.from_pandas(frame, npartitions=5), spec, compile_query(spec), secret).compute()
+    assert sorted(int(p) for (p,) in duck) == sorted(kept["position"].astype(int))
+
+
+def test_dask_report_is_duckdbs_and_a_missing_id_is_one_line(tmp_path):
+    pytest.importorskip("dask.dataframe")
+    from dpopt.release.distributed_bounding import bound_contributions_dask
+
+    spec = dpopt.load_spec(VISITS_SPEC)
+    query = compile_query(spec)
+    con, source = sources.connect(), sources.open_source(VISITS_DATA)
+    _, duck = bound_contributions(con, source, spec, query, random_source(7, True))
+    kept, report = bound_contributions_dask(source, spec, query, random_source(7, True))
+    assert {k: v for k, v in report.items() if k != "method"} == {k: v for k, v in duck.items() if k != "method"}
+    assert len(kept.compute()) == duck["rows_kept"]
+    lines = VISITS_DATA.read_text().splitlines()
+    lines[5] = "," + lines[5].split(",", 1)[1]  # line 6 of the file: its person id emptied
+    data = tmp_path / "noid.csv"
+    data.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match="row 6, column person_id: missing person id"):
+        bound_contributions_dask(sources.open_source(data), spec, query, random_source(7, True))
