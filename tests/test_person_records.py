@@ -197,3 +197,38 @@ def test_dask_report_is_duckdbs_and_a_missing_id_is_one_line(tmp_path):
     data.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match="row 6, column person_id: missing person id"):
         bound_contributions_dask(sources.open_source(data), spec, query, random_source(7, True))
+
+
+# ------------------------------------------------------------------------ plans
+def test_a_plan_is_bounded_once_before_every_query(tmp_path, capsys):
+    from dpopt.plan.release import plan_answers
+    from dpopt.plan.solve import solve_plan
+    from dpopt.plan.spec import load_plan
+
+    base = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
+    plan = {"dpopt": 1, "name": "visits plan", "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 0.5}},
+            "data": {**base["data"], "privacy_unit": {"id": "person_id", "max_rows": 4}},
+            "queries": [{"name": "clinics", "query": {"kind": "histogram", "attribute": "clinic"}},
+                        {"name": "mean", "query": {"kind": "mean", "attribute": "duration"}}]}
+    path = tmp_path / "plan.yaml"
+    path.write_text(json.dumps(plan))
+    out = tmp_path / "out"
+    assert main(["release", str(path), "--data", str(VISITS_DATA), "--seed", "6", "--insecure-seed",
+                 "--out", str(out)]) == 0
+    document = json.loads((out / "release.json").read_text())
+    assert document["records"] == document["bounding"]["rows_kept"] <= document["bounding"]["rows"]
+    assert "mean" in document["tables"][1]
+    assert main(["verify", str(out / "certificate.json")]) == 0
+    # the true answers are those of the kept rows, recounted here from the bounded table
+    solution = solve_plan(load_plan(plan))
+    con, source = sources.connect(), sources.open_source(VISITS_DATA)
+    first = solution.designs[0].problem
+    bounded, _ = bound_contributions(con, source, first.spec, first.query, random_source(6, True))
+    kept = con.execute(f"SELECT clinic, CAST(duration AS DOUBLE) FROM {bounded.sql}").fetchall()
+    answers, records = plan_answers(solution, VISITS_DATA, (con, bounded))
+    clinics = dpopt.load_spec(VISITS_SPEC).data.attributes["clinic"]
+    assert answers[0].tolist() == [sum(c == name for c, _ in kept) for name in clinics]
+    assert answers[1].tolist() == pytest.approx([sum(d - 60 for _, d in kept), len(kept)], rel=1e-12)
+    capsys.readouterr()
+    assert main(["release", str(path), "--data", str(VISITS_DATA), "--group-by", "clinic"]) == 2
+    assert "privacy_unit" in capsys.readouterr().err
