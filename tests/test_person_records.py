@@ -97,14 +97,15 @@ def test_mean_pair_sensitivity_by_hand_and_by_enumeration(adjacency, expected):
 
 
 def test_mean_design_splits_the_budget_equally(tmp_path):
-    # weights [1, h²] = [1, 3600] (h = 60 for durations in [0, 120]) ask gaussian_optimal for the split that
-    # minimises the mean's worst-case first-order variance: half of ρ = 0.5 each, so with R = 4 rows
-    # σ_S² = R²h²/ρ = 16·3600/0.5 = 115200 and σ_n² = R²/ρ = 32 (zCDP of a Gaussian: Δ²/(2σ²) per part)
+    # the plain l2 utility becomes weights [1, h²] = [1, 3600] (h = 60 for durations in [0, 120]): gaussian_optimal
+    # then takes the split that minimises the mean's worst-case first-order variance, half of ρ = 0.5 each, so
+    # with R = 4 rows σ_S² = R²h²/ρ = 16·3600/0.5 = 115200 and σ_n² = R²/ρ = 32 (zCDP of a Gaussian: Δ²/(2σ²))
     base = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
     spec = {**base, "query": {"kind": "mean", "attribute": "duration"}, "mechanism": "gaussian_optimal",
-            "data": {**base["data"], "privacy_unit": {"id": "person_id", "max_rows": 4}},
-            "utility": {"metric": "l2", "weights": [1, 3600]}}
-    solution = dpopt.solve(dpopt.load_spec(spec))
+            "data": {**base["data"], "privacy_unit": {"id": "person_id", "max_rows": 4}}}
+    loaded = dpopt.load_spec(spec)
+    assert loaded.utility.weights == [1.0, 3600.0]
+    solution = dpopt.solve(loaded)
     covariance = np.array(solution.mechanism.parameters["covariance"])
     assert covariance == pytest.approx(np.diag([115200.0, 32.0]), rel=1e-6)
 

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from dpopt.errors import SpecError
-from dpopt.spec.load import _first_problem, canonical_json, check_references, read_document
+from dpopt.spec.load import _first_problem, canonical_json, check_references, mean_pair_utility, read_document
 from dpopt.spec.models import Plan, Spec
 
 SPEC_KEYS = ("dpopt", "name", "description", "data", "invariants", "semi_adjacency", "adjacency", "privacy",
@@ -96,6 +96,7 @@ def query_spec(plan: Plan, index: int, privacy: Mapping[str, Any]) -> Spec:
     try:
         spec = Spec.model_validate(document)
         check_references(spec)
+        spec = mean_pair_utility(spec)
     except ValidationError as exc:
         raise _prefixed(_first_problem(exc, document), index) from None
     except SpecError as exc:

@@ -96,7 +96,25 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
     except ValidationError as exc:
         raise _first_problem(exc, raw) from None
     check_references(spec)
-    return spec
+    return mean_pair_utility(spec)
+
+
+def mean_pair_utility(spec: Spec) -> Spec:
+    """The spec with a person-level mean's plain ``l2`` utility weighted [1, h²] (h = half the attribute's width).
+
+    A mean with a ``privacy_unit`` is released as (Σ(x − m), n) (:class:`dpopt.domain.queries.NumericQuery`);
+    to first order its error is (e_S − (μ − m) e_n)/n, whose variance is at most (σ_S² + h²σ_n²)/n² over
+    every position of μ in [a, b]: that weighted error, not the plain l2 of two numbers in different units,
+    is what the design then minimises (:mod:`dpopt.sensitivity.person`). A utility with weights, a workload
+    or another metric is kept as given.
+    """
+    query, utility = spec.query, spec.utility
+    if (spec.data.privacy_unit is None or not isinstance(query, MeanQuery) or utility.metric != "l2"
+            or utility.weights is not None or utility.workload is not None):
+        return spec
+    bounds = spec.data.attributes[query.attribute]
+    half = (bounds.max - bounds.min) / 2
+    return spec.model_copy(update={"utility": utility.model_copy(update={"weights": [1.0, half * half]})})
 
 
 # ------------------------------------------------------------------ typos
