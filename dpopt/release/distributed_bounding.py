@@ -108,7 +108,7 @@ def bound_contributions_dask(source: DataSource, spec: Spec, query: CountingQuer
     Returns
     -------
     kept : dask.dataframe.DataFrame
-        The kept rows (the spec's attributes and the id column).
+        The kept rows (the spec's attributes and the id column), persisted (on the workers of a cluster).
     report : dict
         As the SQL engine's: ``privacy_unit``, ``clamped``, ``rows``, ``rows_kept``, ``rows_dropped``,
         ``persons``, ``persons_truncated``, ``method`` and the ``note`` that these counts are not private.
@@ -124,7 +124,7 @@ def bound_contributions_dask(source: DataSource, spec: Spec, query: CountingQuer
     first = numbered["dpopt_rn"][numbered[unit.id].isna()].min()
     records, clamped = _clamp(records, spec)
     secret = randomness.stream(*BOUNDING_STREAM).bytes(32).hex()
-    kept = bound_records_dask(records, spec, query, secret)
+    kept = bound_records_dask(records, spec, query, secret).persist()  # counted below and by the caller
     per_raw = records.groupby(unit.id).size()
     per_kept = kept.groupby(unit.id).size()
     first, clamped, per_raw, per_kept = dask.compute(first, clamped, per_raw, per_kept)
