@@ -198,6 +198,12 @@ def test_dask_report_is_duckdbs_and_a_missing_id_is_one_line(tmp_path):
     data.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match="row 6, column person_id: missing person id"):
         bound_contributions_dask(sources.open_source(data), spec, query, random_source(7, True))
+    lines = VISITS_DATA.read_text().splitlines()
+    lines[3] = lines[3].replace("north", "nowhere").replace("south", "nowhere").replace("east", "nowhere") \
+        .replace("west", "nowhere").replace("central", "nowhere")  # line 4: a clinic that is not a level
+    data.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match="column clinic: 'nowhere' is not a level"):
+        bound_contributions_dask(sources.open_source(data), spec, query, random_source(7, True))
 
 
 # ------------------------------------------------------------------------ plans

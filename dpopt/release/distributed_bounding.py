@@ -28,8 +28,8 @@ import pandas as pd
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import DataError
 from dpopt.release.bounding import BOUNDING_STREAM, TRUNCATION_CAVEAT
-from dpopt.release.distributed import level_codes, read_records
-from dpopt.release.sources import DataSource
+from dpopt.release.distributed import _problems, level_codes, read_records
+from dpopt.release.sources import DataSource, describe_value
 from dpopt.rng import RandomSource
 from dpopt.spec.models import NumericAttribute, Spec
 
@@ -116,20 +116,26 @@ def bound_contributions_dask(source: DataSource, spec: Spec, query: CountingQuer
     Raises
     ------
     DataError
-        An unreadable file or a missing column, or a record without an id (naming the row).
+        An unreadable file or a missing column, a record without an id (naming the row), or a value outside
+        the spec's domain once numbers are clamped (naming the column and the value).
     """
     unit = spec.data.privacy_unit
     records = read_records(source, [*spec.data.attributes, unit.id])
     numbered = _numbered(records)
     first = numbered["dpopt_rn"][numbered[unit.id].isna()].min()
     records, clamped = _clamp(records, spec)
+    problems = records.map_partitions(_problems, spec, unit.id, meta={"column": object, "value": object})
     secret = randomness.stream(*BOUNDING_STREAM).bytes(32).hex()
     kept = bound_records_dask(records, spec, query, secret).persist()  # counted below and by the caller
     per_raw = records.groupby(unit.id).size()
     per_kept = kept.groupby(unit.id).size()
-    first, clamped, per_raw, per_kept = dask.compute(first, clamped, per_raw, per_kept)
+    first, found = dask.compute(first, problems)
     if pd.notna(first):
         raise DataError(f"{source} {source.where(int(first) - 1)}, column {unit.id}: missing person id")
+    if len(found):
+        name, value = found.iloc[0]["column"], found.iloc[0]["value"]
+        raise DataError(f"{source}, {describe_value(source, name, spec.data.attributes[name], value)}")
+    clamped, per_raw, per_kept = dask.compute(clamped, per_raw, per_kept)
     truncated = int((per_kept.reindex(per_raw.index, fill_value=0) < per_raw).sum())
     report = {
         "privacy_unit": unit.model_dump(exclude_none=True),

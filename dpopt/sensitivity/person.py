@@ -57,7 +57,7 @@ import numpy as np
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
-from dpopt.sensitivity.person_structure import MAX_VERTICES, MarginalStructure, contribution_vertices, \
+from dpopt.sensitivity.person_structure import MAX_PAIRS, MarginalStructure, contribution_vertices, \
     marginal_person_norms
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
 from dpopt.sensitivity.subspace import FullSpace, span_of
@@ -230,7 +230,7 @@ def _linear(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: s
     vertices = contribution_vertices(query.cells, rows, per_cell, groups)
     images = vertices @ query.user_matrix.T
     if replace:
-        if len(images) ** 2 > MAX_VERTICES**2 // 4:
+        if len(images) ** 2 > MAX_PAIRS:
             raise UnsupportedSpecError("query.matrix", f"a linear query with a privacy_unit under replace has "
                                                        f"{len(images)}² vertex pairs to compare")
         vectors = (images[:, None, :] - images[None, :, :]).reshape(-1, images.shape[1])

@@ -54,7 +54,10 @@ import numpy as np
 from dpopt.errors import UnsupportedSpecError
 
 MAX_VERTICES = 5_000
-"""A linear query's contribution vertices are listed up to this many (pairs under replace: its square)."""
+"""A linear query's contribution vertices are listed up to this many."""
+
+MAX_PAIRS = 1_000_000
+"""Under replace, differences of up to this many pairs of vertices are formed."""
 
 
 def greedy_l2sq(rows: int, per_cell: int) -> int:
