@@ -8,6 +8,7 @@ closed forms worked by hand in the comments, and from the DuckDB engine for the 
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -32,6 +33,10 @@ DERIVED_MARGINALS = [  # (tables, unit, adjacency) whose closed form is attained
     ([["b"], ["a", "b"]], {"max_rows": 4, "max_rows_per_group": 2}, "add_remove"),
     ([["b"], ["a", "b"]], {"max_rows": 4, "max_rows_per_group": 2}, "replace_one"),
     ([["b"], ["a", "b"]], {"max_rows": 3, "max_rows_per_group": 2, "max_groups": 2}, "replace_one"),
+    # no attribute of the fewest tables has ⌈R/t⌉ levels: found by exhaustive search of the placements
+    ([["b"], ["a", "b"]], {"max_rows": 3, "max_rows_per_group": 1}, "add_remove"),
+    ([["b"], ["a", "b"]], {"max_rows": 5, "max_rows_per_group": 2}, "add_remove"),
+    ([["b"], ["a", "b"]], {"max_rows_per_group": 1, "max_groups": 3}, "add_remove"),
 ]
 
 
@@ -52,15 +57,33 @@ def test_marginals_below_the_total_by_hand():
     assert (space.l1, space.l2_squared, space.linf) == (8, 24, 4)
 
 
-@pytest.mark.parametrize("tables, unit, adjacency, words", [
-    ([["b"], ["a", "b"]], {"max_rows": 3, "max_rows_per_group": 1}, "add_remove", "levels"),
-    ([["a"], ["b"]], {"max_rows": 3, "max_rows_per_group": 1}, "replace_one", "placed apart"),
+BINARY = {f"x{i}": ["0", "1"] for i in range(10)}
+
+
+@pytest.mark.parametrize("query, attributes, adjacency, words", [
+    # ten binary attributes, 3 cells to place: 4 growth strings each, 4¹⁰ > 200,000 placements to search
+    ({"kind": "marginals", "all_of_size": 1}, BINARY, "add_remove", "too many to search"),
+    ({"kind": "marginals", "attributes": [["a"], ["b"]]}, SMALL, "replace_one", "placed apart"),
 ])
-def test_marginals_not_derived_are_refused_in_one_line(tables, unit, adjacency, words):
-    spec = dpopt.load_spec(spec_of({"kind": "marginals", "attributes": tables}, unit, adjacency, SMALL))
+def test_marginals_not_derived_are_refused_in_one_line(query, attributes, adjacency, words):
+    spec = dpopt.load_spec(spec_of(query, {"max_rows": 3, "max_rows_per_group": 1}, adjacency, attributes))
     with pytest.raises(UnsupportedSpecError, match=words) as info:
         dpopt.derive(spec)
     assert info.value.field == "data.privacy_unit.max_rows_per_group" and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("rows, per_cell", [(3, 1), (5, 2), (4, 3)])
+def test_closed_form_equals_the_exhaustive_search(rows, per_cell):
+    # all 2-way marginals of attributes with 3, 3, 2 and 4 levels (too many persons to enumerate): where the
+    # closed form is attained, the search over every placement of the cells (an independent computation of
+    # the same maximum) finds the same l2²
+    from dpopt.sensitivity.person_structure import MarginalStructure
+
+    blocks = tuple(itertools.combinations(range(4), 2))
+    structure = MarginalStructure((3, 3, 2, 4), blocks)
+    assert structure.best_add(rows, per_cell) is not None
+    closed = structure.moving_bound(rows, per_cell) + structure.single * rows**2
+    assert structure.searched(rows, per_cell)[0] == closed
 
 
 @pytest.mark.parametrize("adjacency", ["add_remove", "replace_one"])

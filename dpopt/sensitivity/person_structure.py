@@ -25,7 +25,10 @@ attained (so exact) by the greedy v on ⌈s/t⌉ cells that differ in one attrib
 add/remove :math:`\ell_2^2 = B(R) + T_1 R^2`; :math:`\ell_1 = T R` (each table sums to s);
 :math:`\ell_\infty = \max_{\mathcal T} \min(R, t\, m / m_{\mathcal T})` (a marginal cell gathers
 the m/m_𝒯 cells that agree on its attributes, t rows in each at most). With t ≥ R (q = 1) these
-are the one-cell forms TR, TR², R.
+are the one-cell forms TR, TR², R. When no such attribute has enough levels the bound may not be
+attained; under add/remove the maximum is then found by exhaustive search over the placements of the
+greedy filling's cells (:meth:`MarginalStructure.searched`: Σ‖M v‖² is convex and, its kernel κ being
+non-negative, increasing in v, so the greedy weights on some ⌈R/t⌉ distinct cells attain it).
 
 **Replace** (v by v′): for x, y ≥ 0, ‖x − y‖² ≤ ‖x‖² + ‖y‖² (equality iff disjoint supports), and a
 one-cell table moves by s − s′, so :math:`\ell_2^2 \le \max_{0 \le s, s' \le R} B(s) + B(s') + T_1 (s - s')^2`
@@ -55,6 +58,9 @@ from dpopt.errors import UnsupportedSpecError
 
 MAX_VERTICES = 5_000
 """A linear query's contribution vertices are listed up to this many."""
+
+MAX_PLACEMENTS = 200_000
+"""Placements of a person's cells searched for a marginal workload's l2 when no closed form is attained."""
 
 MAX_PAIRS = 1_000_000
 """Under replace, differences of up to this many pairs of vertices are formed."""
@@ -132,6 +138,27 @@ class MarginalStructure:
                 return self.spread(rows, per_cell, a, list(range(q)), [0] * len(self.sizes))
         return None
 
+    def searched(self, rows: int, per_cell: int) -> tuple[int, list] | None:
+        """The largest Σ‖M v‖² over every placement of the greedy filling's ⌈R/t⌉ cells, with a filling attaining
+        it, by exhaustive search up to relabelling the levels of each attribute (each attribute's levels over
+        the cells as a restricted growth string); None beyond :data:`MAX_PLACEMENTS` placements."""
+        weights = np.array(greedy_weights(rows, per_cell), dtype=float)
+        q = len(weights)
+        patterns = [_growth_strings(q, n) for n in self.sizes]
+        if math.prod(len(p) for p in patterns) > MAX_PLACEMENTS:
+            return None
+        best, where = -1.0, None
+        for choice in itertools.product(*patterns):
+            cells = list(zip(*choice))
+            if len(set(cells)) < q:  # two cells equal on every attribute are one cell
+                continue
+            agree = [np.equal.outer(levels, levels) for levels in choice]
+            value = sum(weights @ np.logical_and.reduce([agree[a] for a in block] or [np.ones((q, q), bool)])
+                        @ weights for block in self.blocks)
+            if value > best:
+                best, where = value, cells
+        return int(round(best)), [(cell, int(w)) for cell, w in zip(where, weights)]
+
     def _separated(self, v: list, w: list) -> bool:
         """Every table with two cells or more sees v and w in disjoint cells."""
         for block in self.moving:
@@ -174,15 +201,18 @@ def marginal_person_norms(structure: MarginalStructure, rows: int, per_cell: int
     linf = structure.largest_cell(rows, per_cell)
     field = "data.privacy_unit.max_rows_per_group"
     best = structure.best_add(s_max, per_cell)
-    if best is None:
+    searched = structure.searched(rows, per_cell) if best is None and not replace else None
+    if best is None and searched is None:
         raise UnsupportedSpecError(field, (
             f"marginals with ≤ {per_cell} rows per cell and ≤ {rows} in all: no attribute in the fewest tables has "
-            f"{-(-rows // per_cell)} levels to spread a person's cells over, so the exact person-level l2 is not "
-            "derived; raise max_rows_per_group or release each table as a contingency_table"))
-    extremes = [(best, []), (structure.concentrated(min(rows, linf), per_cell), [])]
+            f"{-(-rows // per_cell)} levels to spread a person's cells over (and the placements are too many to "
+            "search, or the adjacency is replace), so the exact person-level l2 is not derived; raise "
+            "max_rows_per_group or release each table as a contingency_table"))
+    l2sq = structure.moving_bound(rows, per_cell) + T1 * rows**2 if searched is None else searched[0]
+    extremes = [(best if searched is None else searched[1], []),
+                (structure.concentrated(min(rows, linf), per_cell), [])]
     if not replace:
-        return Fraction(T * rows), Fraction(structure.moving_bound(rows, per_cell) + T1 * rows**2), Fraction(linf), \
-            extremes
+        return Fraction(T * rows), Fraction(l2sq), Fraction(linf), extremes
     bound = {(s, o): structure.moving_bound(s, per_cell) + structure.moving_bound(o, per_cell) + T1 * (s - o) ** 2
              for s in range(s_max + 1) for o in range(s + 1)}  # symmetric in (s, s′)
     top = max(bound.values())
@@ -223,3 +253,12 @@ def contribution_vertices(cells: int, rows: int, per_cell: int, groups: int) -> 
                 raise UnsupportedSpecError("query.matrix", f"a linear query with a privacy_unit over {cells} levels "
                                                            f"has over {MAX_VERTICES} contribution vertices to list")
     return np.array(out)
+
+
+def _growth_strings(length: int, most: int) -> list[tuple[int, ...]]:
+    """Every restricted growth string of ``length`` with values below ``most``: the levels of one attribute over
+    the cells, up to relabelling (each new level is the next unused one)."""
+    out = [()]
+    for _ in range(length):
+        out = [s + (x,) for s in out for x in range(min(most, max(s, default=-1) + 2))]
+    return out
