@@ -304,17 +304,6 @@ def test_a_value_that_is_not_a_number_is_still_refused(tmp_path, capsys):
     assert "row 3" in err and "duration" in err and "not a number" in err
 
 
-def test_a_plan_with_per_cell_bounds_is_refused():
-    # max_groups and max_rows_per_group count the cells of one query's table; a plan's queries differ
-    from dpopt.plan.spec import load_plan
-
-    base = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
-    plan = {"dpopt": 1, "name": "plan", "data": base["data"], "adjacency": "add_remove",
-            "privacy": {"gdp": {"mu": 1.0}}, "queries": [{"query": {"kind": "count"}}]}
-    with pytest.raises(SpecError, match="max_rows only"):
-        load_plan(plan)
-
-
 def test_a_grouped_release_with_a_privacy_unit_is_refused(capsys):
     # a person's rows may span the groups of --group-by, which the per-group composition does not count
     assert main(["release", str(VISITS_SPEC), "--data", str(VISITS_DATA), "--group-by", "clinic"]) == 2

@@ -262,3 +262,35 @@ def test_a_plan_is_bounded_once_before_every_query(tmp_path, capsys):
     capsys.readouterr()
     assert main(["release", str(path), "--data", str(VISITS_DATA), "--group-by", "clinic"]) == 2
     assert "privacy_unit" in capsys.readouterr().err
+
+
+def test_a_plans_queries_see_the_bounds_of_one_bounding():
+    # the visits plan bounds each person once over the 20 (age group, clinic) cells: ≤ 3 rows per cell, ≤ 2 cells,
+    # ≤ 4 rows. Brute force: every such person (supports of ≤ 2 of the 20 cells, 1..3 rows each, ≤ 4 in all),
+    # projected on each query; by hand, a clinic can gather 3 + 1 = 4 of a person's rows from two age groups
+    from dpopt.plan.solve import solve_plan
+    from dpopt.plan.spec import load_plan
+
+    base = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
+    plan = {"dpopt": 1, "name": "visits plan", "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 0.5}},
+            "data": base["data"],
+            "queries": [{"name": "clinics", "query": {"kind": "histogram", "attribute": "clinic"}},
+                        {"name": "table", "query": {"kind": "contingency_table", "attributes": ["age_group", "clinic"]}},
+                        {"name": "total", "query": {"kind": "count"}}]}
+    persons = [np.zeros(20)]
+    for support in (1, 2):
+        for cells in itertools.combinations(range(20), support):
+            for rows in itertools.product(range(1, 4), repeat=support):
+                if sum(rows) <= 4:
+                    v = np.zeros(20)
+                    v[list(cells)] = rows
+                    persons.append(v)
+    persons = np.array(persons)
+    by_clinic = np.zeros((5, 20))
+    by_clinic[np.arange(20) % 5, np.arange(20)] = 1  # cells row-major: age group slowest, clinic fastest
+    projections = {"clinics": persons @ by_clinic.T, "table": persons, "total": persons.sum(axis=1, keepdims=True)}
+    solution = solve_plan(load_plan(plan))
+    for design in solution.designs:
+        space = design.problem.space
+        assert (space.l1, space.l2_squared, space.linf) == brute_norms(projections[design.name], pairs=False)
+    assert solution.designs[0].problem.space.l2_squared == 16

@@ -25,7 +25,7 @@ from dpopt.certificate.per_cell import mapped_per_cell_errors
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, DataError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
-from dpopt.plan.spec import load_plan, query_spec
+from dpopt.plan.spec import load_plan, plan_cells, query_spec
 from dpopt.problem import Problem
 from dpopt.release import sources
 from dpopt.release.batch import ENGINES, group_domain
@@ -250,6 +250,19 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     return solution, document, Certificate(data_out)
 
 
+def _bound_once(solution: PlanSolution, counted: tuple, randomness: RandomSource) -> tuple[sources.DataSource, dict]:
+    """Each person's rows cut once to the plan's ``privacy_unit`` over the cells of every categorical attribute
+    (:func:`dpopt.plan.spec.plan_cells`); each query's certificate is for the bounds it then sees
+    (:func:`dpopt.plan.spec.plan_unit`)."""
+    data = solution.plan.data
+    cells = plan_cells(data)
+    levels = tuple(tuple(data.attributes[a]) for a in cells)
+    query = CountingQuery("contingency_table", tuple(cells), levels, (tuple(cells),), ())
+    spec = solution.designs[0].problem.spec
+    spec = spec.model_copy(update={"data": data})  # the plan's own unit, not the first query's view of it
+    return bound_contributions(*counted, spec, query, randomness)
+
+
 def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
                  randomness: RandomSource) -> tuple[PlanSolution, dict]:
     """Solve the plan, answer every query in one pass and release each with its mechanism.
@@ -264,9 +277,8 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
     joint = solution.joint
     tables = []
     counted, bounding = (sources.connect(), sources.open_source(data)), None
-    if solution.plan.data.privacy_unit is not None:  # bounded once, before every query (max_rows only)
-        first = solution.designs[0].problem
-        bounded, bounding = bound_contributions(*counted, first.spec, first.query, randomness)
+    if solution.plan.data.privacy_unit is not None:  # bounded once, before every query: see plan_unit
+        bounded, bounding = _bound_once(solution, counted, randomness)
         counted = (counted[0], bounded)
     if joint is not None:  # one release of the shared histogram, every query its post-processing
         histogram, records = sources.answer(*counted, joint.spec, query=joint.problem.query)

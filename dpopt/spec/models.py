@@ -585,8 +585,6 @@ class Plan(_Model):
 
     @model_validator(mode="after")
     def _names_and_shares(self) -> "Plan":
-        if self.data.privacy_unit and self.data.privacy_unit.model_dump(exclude_none=True).keys() - {"id", "max_rows"}:
-            raise ValueError("in a plan the privacy_unit takes max_rows only (its other bounds count one table's cells)")
         names = [q.name for q in self.queries]
         if len(set(names)) != len(names):
             raise ValueError("query names must be distinct")
