@@ -304,12 +304,6 @@ def test_a_value_that_is_not_a_number_is_still_refused(tmp_path, capsys):
     assert "row 3" in err and "duration" in err and "not a number" in err
 
 
-def test_a_grouped_release_with_a_privacy_unit_is_refused(capsys):
-    # a person's rows may span the groups of --group-by, which the per-group composition does not count
-    assert main(["release", str(VISITS_SPEC), "--data", str(VISITS_DATA), "--group-by", "clinic"]) == 2
-    assert "privacy_unit" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("adjacency", ["add_remove", "replace_one"])
 @pytest.mark.parametrize("unit", [{"max_rows": 8, "max_rows_per_group": 3}, {"max_rows": 8, "max_groups": 30}])
 def test_extreme_vectors_attain_the_norms_when_not_listed(unit, adjacency):

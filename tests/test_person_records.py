@@ -294,3 +294,45 @@ def test_a_plans_queries_see_the_bounds_of_one_bounding():
         space = design.problem.space
         assert (space.l1, space.l2_squared, space.linf) == brute_norms(projections[design.name], pairs=False)
     assert solution.designs[0].problem.space.l2_squared == 16
+
+
+# --------------------------------------------------------------------- --group-by
+@pytest.mark.parametrize("adjacency, changed", [("add_remove", 2), ("replace_one", 4)])
+def test_a_grouped_release_composes_over_the_groups_a_person_keeps(tmp_path, adjacency, changed):
+    # bounding counts a person's cells with their clinic, so a person keeps rows in ≤ min(g, k) = min(2, 4) = 2
+    # clinics (4 under replace: the two persons'); the release is the 2-fold (4-fold) composition of the
+    # per-group ρ = 0.5 (zCDP composition adds ρ: Bun & Steinke 2016, Lemma 2.3)
+    from dpopt.release.batch import release_groups
+
+    spec = {**dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True), "adjacency": adjacency}
+    release = release_groups(spec, VISITS_DATA, "clinic", seed=8, insecure_seed=True)
+    block = release.certificate["groups"]
+    assert block["groups_changed"] == changed and block["composition"]["rho"] == pytest.approx(0.5 * changed)
+    loaded = dpopt.load_spec(spec)
+    con, source = sources.connect(), sources.open_source(VISITS_DATA)
+    bounded, report = bound_contributions(con, source, loaded, compile_query(loaded), random_source(8, True),
+                                          ["clinic"])
+    assert report == release.bounding and release.level("clinic").records == report["rows_kept"]
+    most = con.execute(f"SELECT max(n) FROM (SELECT person_id, count(DISTINCT clinic) AS n FROM {bounded.sql} "
+                       "GROUP BY ALL)").fetchone()[0]
+    assert most <= 2
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    out = tmp_path / "out"
+    assert main(["release", str(path), "--data", str(VISITS_DATA), "--group-by", "clinic", "--seed", "8",
+                 "--insecure-seed", "--out", str(out)]) == 0
+    assert main(["verify", str(out / "certificate.json")]) == 0
+
+
+@pytest.mark.parametrize("unit, options, words", [
+    ({"max_rows_per_group": 2}, [], "max_rows or max_groups"),
+    ({"max_rows": 4}, ["--engine", "dask"], "engine duckdb"),
+])
+def test_grouped_releases_refused_with_a_privacy_unit(unit, options, words, tmp_path, capsys):
+    spec = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
+    spec["data"]["privacy_unit"] = {"id": "person_id", **unit}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    assert main(["release", str(path), "--data", str(VISITS_DATA), "--group-by", "clinic", *options]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1

@@ -161,6 +161,7 @@ class GroupRelease:
     levels: tuple[ReleasedLevel, ...]
     certificate: Certificate
     randomness: dict
+    bounding: dict | None = None
 
     def level(self, column: str) -> ReleasedLevel:
         return next(level for level in self.levels if level.column == column)
@@ -182,7 +183,7 @@ class GroupRelease:
             "randomness": self.randomness,
             "labels": list(self.labels),
             "records": self.levels[0].records if self.levels else 0,
-        }
+        } | ({} if self.bounding is None else {"bounding": self.bounding})
         if include_values:
             doc["release"] = {
                 level.column: {
@@ -241,9 +242,10 @@ def _check_grouped_spec(spec: Spec, group_by: Sequence[str]) -> None:
         raise SpecError("--group-by", "give at least one grouping column")
     if len(set(group_by)) != len(group_by):
         raise SpecError("--group-by", "a grouping column is listed twice")
-    if spec.data.privacy_unit is not None:
-        raise SpecError("--group-by", "a grouped release with a privacy_unit is not supported yet (a person's rows "
-                                      "may span groups): put the grouping attribute in the query instead")
+    unit = spec.data.privacy_unit
+    if unit is not None and unit.max_rows is None and unit.max_groups is None:
+        raise SpecError("data.privacy_unit", "a grouped release needs max_rows or max_groups: with max_rows_per_group "
+                                             "alone a person's rows may reach every group")
     if spec.data.n is not None:
         raise SpecError(
             "data.n",
@@ -309,11 +311,16 @@ def release_groups(
     source = sources.open_source(data)
     problem = compile(spec)
     query = problem.query
-    counted = []
+    counted, bounding = [], None
+    if engine == "dask" and spec.data.privacy_unit is not None:
+        raise SpecError("--engine", "a grouped release with a privacy_unit is bounded and counted in DuckDB: "
+                                    "use --engine duckdb")
     if engine == "dask":  # counted with the noise, after the design: the data are checked first
         _check_data(source, spec, group_by)
     else:  # counted before the design: the scan checks the data (a data error is one line before any design)
         con = sources.connect()
+        if spec.data.privacy_unit is not None:  # a person's cells counted with their group keys
+            source, bounding = bound_contributions(con, source, spec, query, randomness, group_by)
         counted = [sources.group_answers(con, source, spec, column, domain.keys, domain.description, query=query)
                    for column, domain in zip(group_by, domains)]
     solution = solve(problem)
@@ -345,7 +352,7 @@ def release_groups(
         levels.append(ReleasedLevel(column, keys, values, domain.description, records))
     certificate = as_test_release(group_certificate(solution, levels, block), randomness.seeded)
     return GroupRelease(
-        spec, solution.mechanism, tuple(query.labels), tuple(levels), certificate, randomness.describe()
+        spec, solution.mechanism, tuple(query.labels), tuple(levels), certificate, randomness.describe(), bounding
     )
 
 

@@ -21,7 +21,8 @@ The random choices are window functions ordered by keyed hashes,
 with a 256-bit ``secret`` drawn from the release's CSPRNG (:mod:`dpopt.rng`, its own stream
 :data:`BOUNDING_STREAM`). SHA-256 with a secret prefix of fixed length is modelled as a random
 function of distinct inputs (the encodings are unambiguous: the secret has fixed length, a row
-number and a cell — comma-joined level codes — contain no ':'), so within each person the
+number and a cell — comma-joined level codes, after any group key as its length, '#' and its
+value — contain no ':' outside a length-prefixed value, and the person id comes last), so within each person the
 sort keys are i.i.d. uniform and distinct with overwhelming probability: the order is a
 uniformly random permutation of the person's rows (cells), and the first c (g, k) of it a
 uniformly random subset, independent across persons. Without the secret nobody can predict
@@ -37,6 +38,7 @@ are not protected by the certificate.**
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -82,20 +84,24 @@ class BoundedSource(DataSource):
         return quote_identifier(self.table)
 
 
-def _cell_key_sql(query: CountingQuery | NumericQuery) -> str:
-    """The row's cell as text: its level codes joined by commas ('' for a count or a sum)."""
-    if not isinstance(query, CountingQuery) or not query.attributes:
-        return "''"
-    codes = ", ".join(f"CAST({level_code_sql(a, lv)} AS VARCHAR)" for a, lv in zip(query.attributes, query.levels))
-    return f"concat_ws(',', {codes})"
+def _cell_key_sql(query: CountingQuery | NumericQuery, groups: Sequence[str] = ()) -> str:
+    """The row's cell as text: its level codes joined by commas ('' for a count or a sum), after the values of
+    the grouping columns ``groups``, each as its length, '#' and the value (so no value can shift the rest)."""
+    keys = [f"CAST(length(CAST({quote_identifier(g)} AS VARCHAR)) AS VARCHAR) || '#' || "
+            f"CAST({quote_identifier(g)} AS VARCHAR)" for g in groups]
+    if isinstance(query, CountingQuery):
+        keys += [f"CAST({level_code_sql(a, lv)} AS VARCHAR)" for a, lv in zip(query.attributes, query.levels)]
+    return f"concat_ws(',', {', '.join(keys)})" if keys else "''"
 
 
-def bounding_sql(source: DataSource, spec: Spec, query: CountingQuery | NumericQuery, secret: str) -> str:
-    """The SELECT of the rows kept by bounding (the file's columns only), see the module."""
+def bounding_sql(source: DataSource, spec: Spec, query: CountingQuery | NumericQuery, secret: str,
+                 groups: Sequence[str] = ()) -> str:
+    """The SELECT of the rows kept by bounding (the file's columns only), see the module; with grouping
+    columns ``groups`` a cell is a group's cell (a person's cells in every group count against their bounds)."""
     unit = spec.data.privacy_unit
     pid = quote_identifier(unit.id)
     key = quote_literal(secret)
-    keyed = (f"SELECT *, {_cell_key_sql(query)} AS dpopt_cell, "
+    keyed = (f"SELECT *, {_cell_key_sql(query, groups)} AS dpopt_cell, "
              f"sha256({key} || ':' || CAST(dpopt_rn AS VARCHAR)) AS dpopt_row_key FROM "
              f"(SELECT *, row_number() OVER () AS dpopt_rn FROM {source.sql})")
     step, ranked = keyed, False
@@ -133,9 +139,11 @@ def _clamp(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec) -> tu
 
 
 def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec,
-                        query: CountingQuery | NumericQuery, randomness: RandomSource) -> tuple[BoundedSource, dict]:
-    """Clamp numbers to their bounds, validate the file, keep each person's rows within the bounds, and say
-    how many values were clamped and rows dropped.
+                        query: CountingQuery | NumericQuery, randomness: RandomSource,
+                        groups: Sequence[str] = ()) -> tuple[BoundedSource, dict]:
+    """Clamp numbers to their bounds, validate the file, keep each person's rows within the bounds (a cell of
+    a grouped release is a group's cell: ``groups`` the grouping columns), and say how many values were
+    clamped and rows dropped.
 
     Returns
     -------
@@ -153,7 +161,7 @@ def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec
         outside the spec's domain (as :func:`dpopt.release.sources.validate`).
     """
     unit = spec.data.privacy_unit
-    require_columns(con, source, [*spec.data.attributes, unit.id])
+    require_columns(con, source, [*spec.data.attributes, unit.id, *groups])
     source, clamped = _clamp(con, source, spec)
     validate(con, source, spec)
     pid = quote_identifier(unit.id)
@@ -162,7 +170,7 @@ def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec
         raise DataError(f"{source} {source.where(missing[0])}, column {unit.id}: missing person id")
     secret = randomness.stream(*BOUNDING_STREAM).bytes(32).hex()
     bounded = BoundedSource(source.path, source.format, "dpopt_bounded")
-    _run(con, source, f"CREATE OR REPLACE TEMP TABLE {bounded.sql} AS {bounding_sql(source, spec, query, secret)}")
+    _run(con, source, f"CREATE OR REPLACE TEMP TABLE {bounded.sql} AS {bounding_sql(source, spec, query, secret, groups)}")
     rows, persons = _run(con, source, f"SELECT count(*), count(DISTINCT {pid}) FROM {source.sql}").fetchone()
     kept = _run(con, source, f"SELECT count(*) FROM {bounded.sql}").fetchone()[0]
     truncated = _run(con, source, (
