@@ -10,7 +10,9 @@ both libraries under the same budget (ρ = 0.5 zCDP: the Gaussian σ; ε = 1: th
   with the public key set);
 * sums of ``duration`` ∈ [0, 120] per cell (OpenDP) against the exact person-level l2 of that vector
   (dpopt derives it, 120 × the table's; its release per cell with a privacy unit is not built yet);
-* the total sum of ``duration`` (k = 4 rows per person; both libraries release it).
+* the total sum of ``duration`` (k = 4 rows per person; both libraries release it);
+* sums of ``duration`` per clinic: dpopt's ``--group-by clinic`` release, the g-fold composition of a per-group
+  ρ/g (a person keeps rows in ≤ g clinics), against OpenDP's grouped sum.
 
 Then the truncation itself: the rows each library keeps (OpenDP's, read from a release at ρ = 10⁸, whose
 noise is far below one count), against a recount in Python of what the stated bounds keep.
@@ -63,7 +65,7 @@ def _context(loss: dict):
     return dp, pl, dp.Context.compositor(
         data=data, privacy_unit=dp.unit_of(contributions=1, identifier="person_id"),
         privacy_loss=dp.loss_of(**loss), split_evenly_over=1,
-        margins=[dp.polars.Margin(by=[BY], max_length=100_000), dp.polars.Margin(by=[], max_length=100_000)])
+        margins=[dp.polars.Margin(by=b, max_length=100_000) for b in ([BY], ["clinic"], [])])
 
 
 def _keys(pl):
@@ -72,24 +74,25 @@ def _keys(pl):
     return pl.DataFrame({BY: [f"{a}|{c}" for a, c in cells]})
 
 
-def opendp_query(loss: dict, aggregate: str, keep: str = "sample", per_cell: bool = True):
-    """OpenDP's query under the bounds (c, g, k) per cell (or the total), counting or summing duration."""
+def opendp_query(loss: dict, aggregate: str, keep: str = "sample", per_cell: bool = True, by: str = BY):
+    """OpenDP's query under the bounds (c, g, k) per group of ``by`` (or the total), counting or summing duration."""
     dp, pl, context = _context(loss)
     query = context.query()
     if per_cell:
-        query = query.truncate_per_group(C, by=[BY]).truncate_num_groups(G, by=[BY], keep=keep)
+        query = query.truncate_per_group(C, by=[by]).truncate_num_groups(G, by=[by], keep=keep)
     query = query.truncate_per_group(K)
     statistic = dp.len() if aggregate == "count" else pl.col("duration").fill_null(0).dp.sum((0, HIGH))
     if not per_cell:
         return query.select(statistic)
-    return query.group_by(BY).agg(statistic).with_keys(_keys(pl))
+    keys = _keys(pl) if by == BY else pl.DataFrame({by: list(dpopt.load_spec(SPEC).data.attributes[by])})
+    return query.group_by(by).agg(statistic).with_keys(keys)
 
 
-def opendp_scale(loss: dict, aggregate: str, per_cell: bool = True) -> float:
+def opendp_scale(loss: dict, aggregate: str, per_cell: bool = True, by: str = BY) -> float:
     """The scale OpenDP's ``summarize`` reports (σ of its integer Gaussian, or its Laplace scale)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return float(opendp_query(loss, aggregate, per_cell=per_cell).summarize()["scale"][0])
+        return float(opendp_query(loss, aggregate, per_cell=per_cell, by=by).summarize()["scale"][0])
 
 
 def opendp_rows_kept(keep: str) -> int | str:
@@ -138,6 +141,9 @@ def comparison() -> list[tuple[str, float, float]]:
         ("total sum, rho = 0.5 (sigma)", dpopt_scale({"kind": "sum", "attribute": "duration"}, {"max_rows": K}, zcdp,
                                                      "gaussian"),
          opendp_scale({"rho": 0.5}, "sum", per_cell=False)),
+        (f"sums per clinic, rho = 0.5 (sigma; dpopt: --group-by, {G} x rho/{G})",
+         dpopt_scale({"kind": "sum", "attribute": "duration"}, unit, {"zcdp": {"rho": 0.5 / G}}, "gaussian"),
+         opendp_scale({"rho": 0.5}, "sum", by="clinic")),
     ]
 
 
