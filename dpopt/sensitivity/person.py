@@ -42,7 +42,7 @@ minimises the first-order variance of the mean in the worst case over its positi
 asks of ``gaussian_optimal``.
 
 Every form is checked against brute-force enumeration of small record sets in
-``tests/test_person_level.py``.
+``tests/test_person_level.py`` and ``tests/test_person_records.py``.
 """
 
 from __future__ import annotations

@@ -194,8 +194,8 @@ def marginal_person_norms(structure: MarginalStructure, rows: int, per_cell: int
     Raises
     ------
     UnsupportedSpecError
-        No cheapest attribute has ⌈R/t⌉ levels, or (replace) no separated placement is found: the bound
-        of the module may then not be attained.
+        No cheapest attribute has ⌈R/t⌉ levels and (add/remove) the placements are too many to search, or
+        (replace) no separated placement is found: the bound of the module may then not be attained.
     """
     s_max, T, T1 = rows, len(structure.blocks), structure.single
     linf = structure.largest_cell(rows, per_cell)
