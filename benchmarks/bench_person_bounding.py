@@ -4,9 +4,11 @@ Synthetic visits (persons with a geometric number of visits, mean 3.3, over the 
 clinic table of ``specs/visits_person_level.yaml``; seed fixed) are written to Parquet; for each
 size the script prints the time of :func:`dpopt.release.bounding.bound_contributions` (validation,
 the three window functions keyed by SHA-256, the truncation counts), of the count over the kept
-rows, and of the plain count of the raw file for comparison, in the same run.
+rows, and of the plain count of the raw file for comparison, in the same run. With ``--dask`` it also
+times the same bounding on Dask (:func:`dpopt.release.distributed_bounding.bound_contributions_dask`, dask's
+local scheduler, the file's row groups as partitions) and checks it keeps as many rows.
 
-Run: python benchmarks/bench_person_bounding.py [--rows 1000000 5000000]
+Run: python benchmarks/bench_person_bounding.py [--rows 1000000 5000000] [--dask]
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def write(path: Path, rows: int, seed: int = 28) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
+    parser.add_argument("--dask", action="store_true", help="also time the bounding on Dask")
     args = parser.parse_args()
     spec = dpopt.load_spec(SPEC)
     query = compile_query(spec)
@@ -67,6 +70,14 @@ def main() -> None:
             print(f"{rows:>10,} rows, {report['persons']:,} persons: bounding {bounding:.2f} s "
                   f"({report['rows_dropped']:,} rows dropped), count of kept rows {counted:.2f} s; "
                   f"count of the raw file {raw:.2f} s")
+            if args.dask:
+                from dpopt.release.distributed_bounding import bound_contributions_dask
+
+                start = time.perf_counter()
+                kept, on_dask = bound_contributions_dask(source, spec, query, random_source(1, True))
+                kept_rows = len(kept.compute())
+                print(f"{'':>10}  Dask: bounding and counting the kept rows {time.perf_counter() - start:.2f} s "
+                      f"({kept_rows:,} rows kept, DuckDB {report['rows_kept']:,})")
 
 
 if __name__ == "__main__":

@@ -175,7 +175,8 @@ class OnProblem:
 
 def _describe_query(query: CountingQuery | NumericQuery) -> str:
     if isinstance(query, NumericQuery):
-        return f"bounded {query.kind} of {query.attribute} over [{query.lower}, {query.upper}]"
+        pair = f" as (Σ(x − {query.midpoint}), count)" if query.pair else ""
+        return f"bounded {query.kind} of {query.attribute} over [{query.lower}, {query.upper}]{pair}"
     return f"{query.kind}: A is {query.dimension} x {query.cells} over the cells of {', '.join(query.attributes) or '(none)'}"
 
 

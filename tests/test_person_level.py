@@ -104,12 +104,6 @@ def test_marginal_sensitivities_match_brute_force(unit, adjacency):
     assert (space.l1, space.l2_squared, space.linf) == brute_space(spec)
 
 
-def test_marginals_with_a_per_cell_cap_below_the_total_are_refused():
-    spec = spec_of({"kind": "marginals", "attributes": [["a"], ["b"]]}, {"max_rows": 4, "max_rows_per_group": 2})
-    with pytest.raises(UnsupportedSpecError, match="max_rows_per_group"):
-        dpopt.derive(dpopt.load_spec(spec))
-
-
 @pytest.mark.parametrize("adjacency, expected", [("add_remove", 3 * 3), ("replace_one", 3 * (3 + 1))])
 def test_sum_sensitivity(adjacency, expected):
     # values in [−1, 3], ≤ min(k, c) = 3 rows: add/remove 3·max(|−1|, |3|) = 9; replace: one person's
@@ -136,7 +130,6 @@ def test_certificate_enumeration_claim_agrees(adjacency):
     ({"data": {"privacy_unit": {"id": "pid", "max_groups": 2}}}, "data.privacy_unit"),
     ({"adjacency": {"kind": "hamming", "distance": 2}}, "adjacency"),
     ({"data": {"n": 10}}, "data.n"),
-    ({"query": {"kind": "mean", "attribute": "s"}}, "query.kind"),
 ])
 def test_spec_validation(change, field):
     spec = spec_of(QUERIES[0], {"max_rows": 2})
@@ -309,23 +302,6 @@ def test_a_value_that_is_not_a_number_is_still_refused(tmp_path, capsys):
     assert main(["release", str(VISITS_SPEC), "--data", str(data)]) == 2
     err = capsys.readouterr().err
     assert "row 3" in err and "duration" in err and "not a number" in err
-
-
-def test_a_plan_with_a_privacy_unit_is_refused():
-    # a plan's release path counts rows without bounding them: refused rather than certified wrongly
-    from dpopt.plan.spec import load_plan
-
-    base = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)
-    plan = {"dpopt": 1, "name": "plan", "data": base["data"], "adjacency": "add_remove",
-            "privacy": {"gdp": {"mu": 1.0}}, "queries": [{"query": {"kind": "count"}}]}
-    with pytest.raises(SpecError, match="privacy_unit"):
-        load_plan(plan)
-
-
-def test_a_grouped_release_with_a_privacy_unit_is_refused(capsys):
-    # a person's rows may span the groups of --group-by, which the per-group composition does not count
-    assert main(["release", str(VISITS_SPEC), "--data", str(VISITS_DATA), "--group-by", "clinic"]) == 2
-    assert "privacy_unit" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("adjacency", ["add_remove", "replace_one"])

@@ -41,14 +41,30 @@ _METHODS = {
 }
 
 
+def person_groups(spec: Spec) -> int:
+    """With ``data.privacy_unit``: the most groups of one grouping column a person's kept rows touch, min(g, k)
+    (bounding counts a person's cells with their group keys, and each touched group holds a kept row)."""
+    unit = spec.data.privacy_unit
+    return min(n for n in (unit.max_groups, unit.max_rows) if n is not None)
+
+
 def groups_changed(spec: Spec, columns: int) -> int:
-    """m: the number of groups whose input differs between neighbouring datasets."""
+    """m: the number of groups whose input differs between neighbouring datasets (with a privacy unit: the
+    groups of the person added or removed, of both persons under replace)."""
+    if spec.data.privacy_unit is not None:
+        return columns * person_groups(spec) * (1 if spec.adjacency.kind == "add_remove" else 2)
     k = spec.adjacency.distance if spec.adjacency.kind == "hamming" else 1
     return columns * k
 
 
 def within_group_adjacency(spec: Spec) -> str:
     """The neighbouring relation of a grouped release, in words."""
+    if spec.data.privacy_unit is not None:
+        g = person_groups(spec)
+        verb = "adding or removing one person" if spec.adjacency.kind == "add_remove" else \
+            "replacing one person's rows by another person's"
+        return (f"neighbouring datasets differ by {verb} with all their rows, which bounding keeps in at most {g} "
+                "group(s) of each grouping column (their cells counted with the group keys)")
     if spec.adjacency.kind == "add_remove":
         return "neighbouring datasets differ by adding or removing one record, with its group key(s)"
     k = spec.adjacency.distance if spec.adjacency.kind == "hamming" else 1

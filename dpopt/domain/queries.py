@@ -179,7 +179,14 @@ class CountingQuery:
 
 @dataclass(frozen=True)
 class NumericQuery:
-    """A bounded sum or mean of a numeric attribute.
+    r"""A bounded sum or mean of a numeric attribute.
+
+    A mean over a public n is one number, Σx / n. A mean with ``data.privacy_unit`` (n is then not
+    public) is the pair :math:`(\sum_i (x_i - m),\ n)`, m = (lower + upper)/2 the midpoint: the
+    centred sum and the count, released together (the noise designed jointly over their person-level
+    sensitivity space) and the mean :math:`m + \tilde S / \tilde n` obtained by post-processing
+    (the way Tumult Analytics' ``average`` centres values, so that a value moves the sum by at most
+    half the width).
 
     Attributes
     ----------
@@ -188,7 +195,7 @@ class NumericQuery:
     lower, upper : float
         The attribute's declared bounds.
     n : int or None
-        The public dataset size (required for a mean).
+        The public dataset size (a mean without it is the centred pair above).
     """
 
     kind: str
@@ -197,9 +204,25 @@ class NumericQuery:
     upper: float
     n: int | None
 
-    dimension = 1
-    labels = ("value",)
     is_integer_valued = False
+
+    @property
+    def pair(self) -> bool:
+        """True for a mean released as (centred sum, count)."""
+        return self.kind == "mean" and self.n is None
+
+    @property
+    def dimension(self) -> int:
+        return 2 if self.pair else 1
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return ("centered_sum", "count") if self.pair else ("value",)
+
+    @property
+    def midpoint(self) -> float:
+        """m = (lower + upper) / 2, the centre of a mean's pair."""
+        return (self.lower + self.upper) / 2
 
     @property
     def width(self) -> Fraction:
@@ -207,7 +230,10 @@ class NumericQuery:
         return Fraction(self.upper) - Fraction(self.lower)
 
     def evaluate(self, records: Sequence[Record]) -> np.ndarray:
-        total = float(sum(float(record[self.attribute]) for record in records))
+        values = [float(record[self.attribute]) for record in records]
+        if self.pair:
+            return np.array([float(sum(x - self.midpoint for x in values)), float(len(values))])
+        total = float(sum(values))
         if self.kind == "sum":
             return np.array([total])
         return np.array([total / len(records)]) if records else np.array([0.0])
@@ -219,13 +245,13 @@ def compile_query(spec: Spec) -> CountingQuery | NumericQuery:
     Raises
     ------
     SpecError
-        A mean without ``data.n``.
+        A mean without ``data.n`` (nor a ``privacy_unit``: then it is the centred pair, see :class:`NumericQuery`).
     """
     q = spec.query
     attrs = spec.data.attributes
     if isinstance(q, (SumQuery, MeanQuery)):
         bounds: NumericAttribute = attrs[q.attribute]  # type: ignore[assignment]
-        if isinstance(q, MeanQuery) and spec.data.n is None:
+        if isinstance(q, MeanQuery) and spec.data.n is None and spec.data.privacy_unit is None:
             raise SpecError("data.n", "is required for a mean query (the mean divides by a public n)")
         return NumericQuery(q.kind, q.attribute, bounds.min, bounds.max, spec.data.n)
     if isinstance(q, CountQuery):

@@ -28,6 +28,7 @@ from dpopt.domain.workload import workload_matrix
 from dpopt.errors import DpoptError
 from dpopt.mechanisms import Mechanism, UtilityValue
 from dpopt.problem import OnProblem, Problem, compile
+from dpopt.plan.spec import plan_unit
 from dpopt.spec.models import Plan, Spec, Utility
 
 FAMILY = "gaussian_optimal"
@@ -91,6 +92,8 @@ def joint_spec(plan: Plan, specs: list[Spec], target: dict,
         rows.append(np.sqrt(q.weight) * (m if w is None else w @ m))
     workload = np.vstack(rows)
     document = specs[0].model_dump(mode="json", exclude_none=True)
+    if plan.data.privacy_unit is not None:  # the bounds the shared histogram sees (specs[0] has its own query's)
+        document["data"]["privacy_unit"] = plan_unit(plan.data, attributes).model_dump(exclude_none=True)
     document.update({
         "name": f"{plan.name} / joint",
         "query": {"kind": "contingency_table", "attributes": attributes},

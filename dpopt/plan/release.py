@@ -25,10 +25,11 @@ from dpopt.certificate.per_cell import mapped_per_cell_errors
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, DataError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
-from dpopt.plan.spec import load_plan, query_spec
+from dpopt.plan.spec import load_plan, plan_cells, query_spec
 from dpopt.problem import Problem
 from dpopt.release import sources
 from dpopt.release.batch import ENGINES, group_domain
+from dpopt.release.bounding import bound_contributions, pair_mean
 from dpopt.release.cells import cell_rows, cells_block
 from dpopt.rng import RandomSource
 from dpopt.spec.models import Plan
@@ -72,12 +73,18 @@ def _answers(problems: list[Problem], attributes: list[str], shape: tuple, numer
             answers.append(np.asarray(query.matrix @ np.reshape(h, -1), dtype=float))
         else:
             total = float(totals[numeric.index(query.attribute)].sum())
-            answers.append(np.array([total if query.kind == "sum" else total / records]))
+            if query.pair:  # a mean with a privacy unit: (centred sum, count)
+                answers.append(np.array([total - query.midpoint * records, records]))
+            else:
+                answers.append(np.array([total if query.kind == "sum" else total / records]))
     return answers
 
 
-def plan_answers(solution: PlanSolution, data: str | Path) -> tuple[list[np.ndarray], int]:
+def plan_answers(solution: PlanSolution, data: str | Path,
+                 counted: tuple[Any, sources.DataSource] | None = None) -> tuple[list[np.ndarray], int]:
     """Every query's true answer, from one aggregate scan of ``data``, and the number of records.
+
+    ``counted``: the (DuckDB connection, source) to scan instead of ``data`` (the rows kept by bounding).
 
     Raises
     ------
@@ -87,7 +94,7 @@ def plan_answers(solution: PlanSolution, data: str | Path) -> tuple[list[np.ndar
     """
     problems = [d.problem for d in solution.designs]
     spec = problems[0].spec
-    con, source = sources.connect(), sources.open_source(data)
+    con, source = (sources.connect(), sources.open_source(data)) if counted is None else counted
     sources.validate(con, source, spec)
     attributes, levels, numeric = _union(problems)
     sums = "".join(f", sum({sources._number_sql(a)})" for a in numeric)
@@ -157,6 +164,9 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
         No or repeated grouping columns, an unknown engine, or a plan that fixes ``data.n``.
     """
     plan = load_plan(plan)
+    if plan.data.privacy_unit is not None:
+        raise SpecError("--group-by", "a grouped release with a privacy_unit is not supported yet (a person's rows "
+                                      "may span groups): put the grouping attribute in the queries instead")
     if not group_by or len(set(group_by)) != len(group_by):
         raise SpecError("--group-by", "give distinct grouping columns")
     if engine not in ENGINES:
@@ -240,6 +250,19 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     return solution, document, Certificate(data_out)
 
 
+def _bound_once(solution: PlanSolution, counted: tuple, randomness: RandomSource) -> tuple[sources.DataSource, dict]:
+    """Each person's rows cut once to the plan's ``privacy_unit`` over the cells of every categorical attribute
+    (:func:`dpopt.plan.spec.plan_cells`); each query's certificate is for the bounds it then sees
+    (:func:`dpopt.plan.spec.plan_unit`)."""
+    data = solution.plan.data
+    cells = plan_cells(data)
+    levels = tuple(tuple(data.attributes[a]) for a in cells)
+    query = CountingQuery("contingency_table", tuple(cells), levels, (tuple(cells),), ())
+    spec = solution.designs[0].problem.spec
+    spec = spec.model_copy(update={"data": data})  # the plan's own unit, not the first query's view of it
+    return bound_contributions(*counted, spec, query, randomness)
+
+
 def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
                  randomness: RandomSource) -> tuple[PlanSolution, dict]:
     """Solve the plan, answer every query in one pass and release each with its mechanism.
@@ -253,14 +276,17 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
     solution = solve_plan(_checked(plan, data))
     joint = solution.joint
     tables = []
+    counted, bounding = (sources.connect(), sources.open_source(data)), None
+    if solution.plan.data.privacy_unit is not None:  # bounded once, before every query: see plan_unit
+        bounded, bounding = _bound_once(solution, counted, randomness)
+        counted = (counted[0], bounded)
     if joint is not None:  # one release of the shared histogram, every query its post-processing
-        histogram, records = sources.answer(sources.connect(), sources.open_source(data), joint.spec,
-                                            query=joint.problem.query)
+        histogram, records = sources.answer(*counted, joint.spec, query=joint.problem.query)
         noisy_histogram = joint.mechanism.release(histogram, rng=randomness.stream(0))
         noisy_answers = [m @ noisy_histogram for m in joint.maps]
         mechanism = {"family": joint.mechanism.family, "design": "joint"}
     else:
-        answers, records = plan_answers(solution, data)
+        answers, records = plan_answers(solution, data, counted)
         noisy_answers = [d.mechanism.release(v, rng=randomness.stream(i))
                          for i, (d, v) in enumerate(zip(solution.designs, answers))]
     per_cells = plan_per_cell(solution)
@@ -274,7 +300,7 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
             {"family": design.mechanism.family, "parameters": design.mechanism.parameters},
             "target": joint.spec.privacy.model_dump(exclude_none=True) if joint is not None else design.target,
             "release": dict(zip(labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
-        })
+        } | ({"mean": pair_mean(design.problem.query, noisy)} if getattr(design.problem.query, "pair", False) else {}))
     document = {
         "name": solution.plan.name,
         "spec_sha256": solution.certificate["spec_sha256"],
@@ -283,7 +309,7 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         "cells": _cells(rows, per_cells, ["query"]),
         "randomness": randomness.describe(),
         "records": records,
-    }
+    } | ({} if bounding is None else {"bounding": bounding})
     return solution, document
 
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from pydantic import ValidationError
 
+from dpopt.domain.queries import CountingQuery, compile_query
 from dpopt.errors import SpecError
-from dpopt.spec.load import _first_problem, canonical_json, check_references, read_document
-from dpopt.spec.models import Plan, Spec
+from dpopt.spec.load import _first_problem, canonical_json, check_references, mean_pair_utility, read_document
+from dpopt.spec.models import Data, NumericAttribute, Plan, PrivacyUnit, Spec
 
 SPEC_KEYS = ("dpopt", "name", "description", "data", "invariants", "semi_adjacency", "adjacency", "privacy",
              "mechanism", "utility")
@@ -96,11 +98,40 @@ def query_spec(plan: Plan, index: int, privacy: Mapping[str, Any]) -> Spec:
     try:
         spec = Spec.model_validate(document)
         check_references(spec)
+        if plan.data.privacy_unit is not None:
+            query = compile_query(spec)
+            unit = plan_unit(plan.data, query.attributes if isinstance(query, CountingQuery) else ())
+            spec = spec.model_copy(update={"data": spec.data.model_copy(update={"privacy_unit": unit})})
+        spec = mean_pair_utility(spec)
     except ValidationError as exc:
         raise _prefixed(_first_problem(exc, document), index) from None
     except SpecError as exc:
         raise _prefixed(exc, index) from None
     return spec
+
+
+def plan_cells(data: Data) -> list[str]:
+    """The attributes of the cell a plan's privacy unit bounds by: every categorical attribute it declares."""
+    return [name for name, domain in data.attributes.items() if not isinstance(domain, NumericAttribute)]
+
+
+def plan_unit(data: Data, attributes: Sequence[str]) -> PrivacyUnit:
+    """The bounds a plan query over these categorical ``attributes`` sees once each person's rows are cut, for
+    the whole plan, to ``data.privacy_unit`` over the cells of :func:`plan_cells`.
+
+    A person keeps R = min(k, c·min(g, M)) rows (M cells), ≤ g cells, ≤ c in a cell; a query cell gathers the
+    F = M / m cells that agree on its attributes, so it holds ≤ min(R, c·min(g, F)) of them, and the person
+    is in ≤ g query cells. The greedy filling under these bounds needs ⌈R/c⌉ ≤ g of the M cells, so it is a
+    person the plan's bounding keeps: the norms of :mod:`dpopt.sensitivity.person` under this unit are exact.
+    """
+    unit = data.privacy_unit
+    cells = math.prod(len(data.attributes[a]) for a in plan_cells(data))
+    fiber = cells // math.prod(len(data.attributes[a]) for a in attributes)
+    rows = min(n for n in (unit.max_rows, None if unit.max_rows_per_group is None
+                           else unit.max_rows_per_group * min(unit.max_groups or cells, cells)) if n is not None)
+    per_cell = None if unit.max_rows_per_group is None else \
+        min(rows, unit.max_rows_per_group * min(unit.max_groups or fiber, fiber))
+    return PrivacyUnit(id=unit.id, max_rows=rows, max_groups=unit.max_groups, max_rows_per_group=per_cell)
 
 
 def _prefixed(exc: SpecError, index: int) -> SpecError:

@@ -41,7 +41,7 @@ from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
 from dpopt.release.bind import as_test_release, certificate_sha256, sha256_bytes
-from dpopt.release.bounding import bound_contributions
+from dpopt.release.bounding import bound_contributions, pair_mean
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
 from dpopt.release.cells import cell_errors, cell_rows, cells_block, document_csv, release_cells
 from dpopt.rng import RandomSource, random_source
@@ -162,6 +162,7 @@ class GroupRelease:
     levels: tuple[ReleasedLevel, ...]
     certificate: Certificate
     randomness: dict
+    bounding: dict | None = None
 
     def level(self, column: str) -> ReleasedLevel:
         return next(level for level in self.levels if level.column == column)
@@ -183,7 +184,7 @@ class GroupRelease:
             "randomness": self.randomness,
             "labels": list(self.labels),
             "records": self.levels[0].records if self.levels else 0,
-        }
+        } | ({} if self.bounding is None else {"bounding": self.bounding})
         if include_values:
             doc["release"] = {
                 level.column: {
@@ -242,9 +243,10 @@ def _check_grouped_spec(spec: Spec, group_by: Sequence[str]) -> None:
         raise SpecError("--group-by", "give at least one grouping column")
     if len(set(group_by)) != len(group_by):
         raise SpecError("--group-by", "a grouping column is listed twice")
-    if spec.data.privacy_unit is not None:
-        raise SpecError("--group-by", "a grouped release with a privacy_unit is not supported yet (a person's rows "
-                                      "may span groups): put the grouping attribute in the query instead")
+    unit = spec.data.privacy_unit
+    if unit is not None and unit.max_rows is None and unit.max_groups is None:
+        raise SpecError("data.privacy_unit", "a grouped release needs max_rows or max_groups: with max_rows_per_group "
+                                             "alone a person's rows may reach every group")
     if spec.data.n is not None:
         raise SpecError(
             "data.n",
@@ -310,11 +312,16 @@ def release_groups(
     source = sources.open_source(data)
     problem = compile(spec)
     query = problem.query
-    counted = []
+    counted, bounding = [], None
+    if engine == "dask" and spec.data.privacy_unit is not None:
+        raise SpecError("--engine", "a grouped release with a privacy_unit is bounded and counted in DuckDB: "
+                                    "use --engine duckdb")
     if engine == "dask":  # counted with the noise, after the design: the data are checked first
         _check_data(source, spec, group_by)
     else:  # counted before the design: the scan checks the data (a data error is one line before any design)
         con = sources.connect()
+        if spec.data.privacy_unit is not None:  # a person's cells counted with their group keys
+            source, bounding = bound_contributions(con, source, spec, query, randomness, groups=group_by)
         counted = [sources.group_answers(con, source, spec, column, domain.keys, domain.description, query=query)
                    for column, domain in zip(group_by, domains)]
     solution = solve(problem)
@@ -346,7 +353,7 @@ def release_groups(
         levels.append(ReleasedLevel(column, keys, values, domain.description, records))
     certificate = as_test_release(group_certificate(solution, levels, block), randomness.seeded)
     return GroupRelease(
-        spec, solution.mechanism, tuple(query.labels), tuple(levels), certificate, randomness.describe()
+        spec, solution.mechanism, tuple(query.labels), tuple(levels), certificate, randomness.describe(), bounding
     )
 
 
@@ -442,7 +449,8 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
     coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
     randomness used (never a seed: :mod:`dpopt.release.bind`), the number of records, the per-cell table
     (value, standard error, 95% margin of error: :mod:`dpopt.release.cells`) and, with a privacy unit, the
-    ``bounding`` report (:func:`dpopt.release.bounding.bound_contributions`; its counts are not private)."""
+    ``bounding`` report (:func:`dpopt.release.bounding.bound_contributions`; its counts are not private) and,
+    for a person-level mean, the ``mean`` post-processed from its pair (:func:`dpopt.release.bounding.pair_mean`)."""
     query = solution.problem.query
     per_cell = solution.certificate["utility"]["per_cell"]
     return {
@@ -454,4 +462,5 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
         "cells": release_cells(per_cell, query.labels, noisy),
         "randomness": randomness.describe(),
         "records": records,
-    } | ({} if bounding is None else {"bounding": bounding})
+    } | ({} if bounding is None else {"bounding": bounding}) | (
+        {"mean": pair_mean(query, noisy)} if getattr(query, "pair", False) else {})

@@ -21,7 +21,8 @@ The random choices are window functions ordered by keyed hashes,
 with a 256-bit ``secret`` drawn from the release's CSPRNG (:mod:`dpopt.rng`, its own stream
 :data:`BOUNDING_STREAM`). SHA-256 with a secret prefix of fixed length is modelled as a random
 function of distinct inputs (the encodings are unambiguous: the secret has fixed length, a row
-number and a cell — comma-joined level codes — contain no ':'), so within each person the
+number and a cell — comma-joined level codes, after any group key as its length, '#' and its
+value — contain no ':' outside a length-prefixed value, and the person id comes last), so within each person the
 sort keys are i.i.d. uniform and distinct with overwhelming probability: the order is a
 uniformly random permutation of the person's rows (cells), and the first c (g, k) of it a
 uniformly random subset, independent across persons. Without the secret nobody can predict
@@ -37,9 +38,11 @@ are not protected by the certificate.**
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
+import numpy as np
 
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import DataError
@@ -55,6 +58,21 @@ TRUNCATION_CAVEAT = ("clamped, rows_dropped and persons_truncated are computed f
                      "noise: they are not covered by the certificate")
 
 
+def pair_mean(query: NumericQuery, noisy: np.ndarray) -> dict:
+    r"""The mean post-processed from a released (centred sum, count) pair (:class:`~dpopt.domain.queries.NumericQuery`).
+
+    .. math:: \hat\mu = \operatorname{clip}(m + \tilde S / \tilde n,\ a,\ b)
+
+    (null when the noisy count is not positive); post-processing of the release, so covered by its certificate.
+    """
+    centred, count = (float(x) for x in noisy)
+    ratio = query.midpoint + centred / count if count > 0 else None
+    return {"value": None if ratio is None else min(max(ratio, query.lower), query.upper),
+            "unclipped": ratio,
+            "method": "post-processing: midpoint + centered_sum / count, clipped to the attribute's bounds "
+                      "(null when the noisy count is not positive)"}
+
+
 @dataclass(frozen=True)
 class BoundedSource(DataSource):
     """The kept (or clamped) rows of a file: a temporary table or view of the connection that made them."""
@@ -66,22 +84,25 @@ class BoundedSource(DataSource):
         return quote_identifier(self.table)
 
 
-def _cell_key_sql(query: CountingQuery | NumericQuery) -> str:
-    """The row's cell as text: its level codes joined by commas ('' for a count or a sum)."""
-    if not isinstance(query, CountingQuery) or not query.attributes:
-        return "''"
-    codes = ", ".join(f"CAST({level_code_sql(a, lv)} AS VARCHAR)" for a, lv in zip(query.attributes, query.levels))
-    return f"concat_ws(',', {codes})"
+def _cell_key_sql(query: CountingQuery | NumericQuery, groups: Sequence[str] = ()) -> str:
+    """The row's cell as text: its level codes joined by commas ('' for a count or a sum), after the values of
+    the grouping columns ``groups``, each as its length, '#' and the value (so no value can shift the rest)."""
+    keys = [f"CAST(length(CAST({quote_identifier(g)} AS VARCHAR)) AS VARCHAR) || '#' || "
+            f"CAST({quote_identifier(g)} AS VARCHAR)" for g in groups]
+    if isinstance(query, CountingQuery):
+        keys += [f"CAST({level_code_sql(a, lv)} AS VARCHAR)" for a, lv in zip(query.attributes, query.levels)]
+    return f"concat_ws(',', {', '.join(keys)})" if keys else "''"
 
 
 def bounding_sql(source: DataSource, spec: Spec, query: CountingQuery | NumericQuery, secret: str,
-                 cell: str | None = None) -> str:
+                 cell: str | None = None, groups: Sequence[str] = ()) -> str:
     """The SELECT of the rows kept by bounding (the file's columns only), see the module; ``cell`` is the SQL
-    text of a row's cell (default: the query's level codes, :func:`_cell_key_sql`)."""
+    text of a row's cell (default: the query's level codes, :func:`_cell_key_sql`); with grouping columns
+    ``groups`` a cell is a group's cell (a person's cells in every group count against their bounds)."""
     unit = spec.data.privacy_unit
     pid = quote_identifier(unit.id)
     key = quote_literal(secret)
-    keyed = (f"SELECT *, {_cell_key_sql(query) if cell is None else cell} AS dpopt_cell, "
+    keyed = (f"SELECT *, {_cell_key_sql(query, groups) if cell is None else cell} AS dpopt_cell, "
              f"sha256({key} || ':' || CAST(dpopt_rn AS VARCHAR)) AS dpopt_row_key FROM "
              f"(SELECT *, row_number() OVER () AS dpopt_rn FROM {source.sql})")
     step, ranked = keyed, False
@@ -120,10 +141,11 @@ def _clamp(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec) -> tu
 
 def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec,
                         query: CountingQuery | NumericQuery | None, randomness: RandomSource, *,
-                        cell: str | None = None, stream: tuple[int, ...] = BOUNDING_STREAM
-                        ) -> tuple[BoundedSource, dict]:
-    """Clamp numbers to their bounds, validate the file, keep each person's rows within the bounds, and say
-    how many values were clamped and rows dropped.
+                        cell: str | None = None, stream: tuple[int, ...] = BOUNDING_STREAM,
+                        groups: Sequence[str] = ()) -> tuple[BoundedSource, dict]:
+    """Clamp numbers to their bounds, validate the file, keep each person's rows within the bounds (a cell of
+    a grouped release is a group's cell: ``groups`` the grouping columns), and say how many values were
+    clamped and rows dropped.
 
     ``cell`` (SQL text of a row's cell, instead of the ``query``'s) and ``stream`` (the CSPRNG path of the
     secret) serve releases that bound each of their parts on its own cells (:mod:`dpopt.selection`).
@@ -144,7 +166,7 @@ def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec
         outside the spec's domain (as :func:`dpopt.release.sources.validate`).
     """
     unit = spec.data.privacy_unit
-    require_columns(con, source, [*spec.data.attributes, unit.id])
+    require_columns(con, source, [*spec.data.attributes, unit.id, *groups])
     source, clamped = _clamp(con, source, spec)
     validate(con, source, spec)
     pid = quote_identifier(unit.id)
@@ -153,7 +175,7 @@ def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec
         raise DataError(f"{source} {source.where(missing[0])}, column {unit.id}: missing person id")
     secret = randomness.stream(*stream).bytes(32).hex()
     bounded = BoundedSource(source.path, source.format, "dpopt_bounded")
-    kept_sql = bounding_sql(source, spec, query, secret, cell)
+    kept_sql = bounding_sql(source, spec, query, secret, cell, groups)
     _run(con, source, f"CREATE OR REPLACE TEMP TABLE {bounded.sql} AS {kept_sql}")
     rows, persons = _run(con, source, f"SELECT count(*), count(DISTINCT {pid}) FROM {source.sql}").fetchone()
     kept = _run(con, source, f"SELECT count(*) FROM {bounded.sql}").fetchone()[0]

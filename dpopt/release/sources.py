@@ -289,6 +289,8 @@ def answer(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec, *,
     total = float(total or 0.0)
     if query.kind == "sum":
         return np.array([total]), records
+    if query.pair:
+        return np.array([total - query.midpoint * records, float(records)]), records
     return np.array([total / records if records else 0.0]), records
 
 

@@ -88,6 +88,8 @@ def _query(query: dict, dimension: int) -> str:
         return f"the marginal tables of {tables} ({dimension} counts in all)"
     if kind == "linear":
         return f"{dimension} linear combinations of the histogram of {query['attribute']}"
+    if kind == "mean" and dimension == 2:  # with a privacy unit
+        return f"the mean of {query['attribute']}, released as its centred sum and count (their ratio post-processed)"
     if kind in ("sum", "mean"):
         return f"the {kind} of {query['attribute']}"
     rest = {k: v for k, v in query.items() if k != "kind"}

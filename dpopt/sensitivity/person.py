@@ -24,26 +24,31 @@ larger (and zeroing the other) keeps both allowed and no norm decreases: disjoin
 optimal, and the norms are :math:`\max_{0 \le p \le m} N(p) \oplus N(m - p)` (sum for l1 and l2²,
 max for l∞), N(p) the add/remove norms on p cells (p ≤ g suffices: N(p) = N(min(p, g))).
 
-Marginal tables (T tables, T₂ of them with two cells or more) when a person may put all
-their R rows in one cell (c ≥ R, e.g. c absent): every table sees at most R rows, in one
-cell at best, so add/remove gives :math:`\ell_1 = TR,\ \ell_2^2 = TR^2,\ \ell_\infty = R`;
-replace (v in one cell, v′ empty or in a cell that differs in every attribute; the bound
-:math:`\|x - y\|^2 \le \|x\|^2 + \|y\|^2` for x, y ≥ 0 is convex in Σv′, hence attained at
-an end) multiplies R and R² by :math:`\max(2T_2, T)`. A c below R under marginals is not
-derived yet (the tables cannot all concentrate at once).
+Marginal workloads (any c, including c below R: the tables cannot all concentrate at once)
+and ``linear`` queries: :mod:`dpopt.sensitivity.person_structure`.
 
 Bounded sum over [a, b] (one cell, R = min(k, c)): add/remove :math:`R \max(|a|, |b|)`;
 replace :math:`R(\max(b, 0) - \min(a, 0))` (a person's rows need not keep their number).
 
+Mean over [a, b] (:class:`dpopt.domain.queries.NumericQuery`: the pair (Σ(x − m), n), m = (a + b)/2,
+h = (b − a)/2): a person adds :math:`(s, n)` with n ≤ R and |s| ≤ nh, a set whose hull is the triangle
+0, (±Rh, R). Add/remove: :math:`\ell_1 = R(h + 1),\ \ell_2^2 = R^2(h^2 + 1),\ \ell_\infty = R\max(h, 1)`.
+Replace (differences of the vertices, among them (2Rh, 0)): :math:`\ell_1 = R\max(h + 1, 2h)`,
+:math:`\ell_2^2 = R^2 \max(h^2 + 1, 4h^2)`, :math:`\ell_\infty = R\max(1, 2h)`. Released with Gaussian
+noise of covariance diag(σ_S², σ_n²) the pair is ρ-zCDP when :math:`R^2 (h^2/σ_S^2 + 1/σ_n^2) \le 2ρ`
+(add/remove: the Mahalanobis norm of the vertices), i.e. the budget split between the two; the split that
+minimises the first-order variance of the mean in the worst case over its position in [a, b],
+:math:`(σ_S^2 + h^2 σ_n^2)/n^2`, is the equal one, which ``utility: {metric: l2, weights: [1, h²]}``
+asks of ``gaussian_optimal``.
+
 Every form is checked against brute-force enumeration of small record sets in
-``tests/test_person_level.py``.
+``tests/test_person_level.py`` and ``tests/test_person_records.py``.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import math
 from collections.abc import Iterator
 from fractions import Fraction
 
@@ -52,8 +57,10 @@ import numpy as np
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
-from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.sensitivity.subspace import FullSpace
+from dpopt.sensitivity.person_structure import MAX_PAIRS, MarginalStructure, contribution_vertices, \
+    marginal_person_norms
+from dpopt.sensitivity.space import SensitivitySpace, exact_norms
+from dpopt.sensitivity.subspace import FullSpace, span_of
 from dpopt.spec.models import PrivacyUnit, Spec
 
 MAX_LISTED_ENTRIES = 2_000_000
@@ -142,7 +149,7 @@ def derive_person(spec: Spec, query: CountingQuery | NumericQuery) -> Sensitivit
     Raises
     ------
     UnsupportedSpecError
-        A query kind or bound combination not derived yet (linear, mean, marginals with c < R).
+        A query kind or bound combination not derived (see :mod:`dpopt.sensitivity.person_structure`).
     """
     replace = spec.adjacency.kind != "add_remove"
     adjacency = describe_unit(spec)
@@ -151,6 +158,8 @@ def derive_person(spec: Spec, query: CountingQuery | NumericQuery) -> Sensitivit
         return _sum(spec, query, unit, replace, adjacency)
     if query.kind == "marginals":
         return _marginals(query, unit, replace, adjacency)
+    if query.kind == "linear":
+        return _linear(query, unit, replace, adjacency)
     if query.kind not in ("count", "histogram", "contingency_table"):
         raise UnsupportedSpecError("query.kind", f"a {query.kind} query with a privacy_unit is not derived yet")
     m = query.cells
@@ -198,32 +207,46 @@ def _table_extremes(unit: PrivacyUnit, m: int, replace: bool) -> np.ndarray:
 
 def _marginals(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
     workload = query.workload
-    d, m = query.dimension, query.cells
-    rows, per_cell, _ = most_rows(unit, m)
-    if per_cell < rows:
-        raise UnsupportedSpecError(
-            "data.privacy_unit.max_rows_per_group",
-            f"marginals with a person's rows capped per cell ({per_cell}) below their total ({rows}) are not "
-            "derived yet: drop max_rows_per_group, or release each table as a contingency_table",
-        )
-    tables = len(query.groups)
-    moving = sum(1 for group in query.groups
-                 if math.prod(len(query.levels[query.attributes.index(a)]) for a in group) >= 2)
-    factor = max(2 * moving, tables) if replace else tables
-    sizes = workload.algebra.sizes
-    corner = workload_column(workload, (0,) * len(sizes))
-    far = workload_column(workload, tuple(n - 1 for n in sizes))
-    extreme = rows * ((corner - far) if replace and 2 * moving > tables else corner)
-    span = FullSpace(d) if workload.rank() == d else MarginalSpan(workload)
-    how = (f"person-level: ≤ {rows} rows, all possibly in one cell, so each of {tables} table(s) moves by ≤ {rows} "
-           "in one cell" + (f"; replace: × max(2·{moving}, {tables})" if replace else ""))
-    return SensitivitySpace(d, span, Fraction(rows * factor), Fraction(rows * rows * factor), Fraction(rows), how,
-                            adjacency, complete=False, _vectors=None, _extremes=lambda: extreme[None, :])
+    rows, per_cell, _ = most_rows(unit, query.cells)
+    structure = MarginalStructure(workload.algebra.sizes, workload.blocks)
+    l1, l2sq, linf, fillings = marginal_person_norms(structure, rows, per_cell, replace)
+
+    def extremes() -> np.ndarray:
+        def answer(filling: list) -> np.ndarray:
+            return sum((weight * workload_column(workload, cell) for cell, weight in filling),
+                       np.zeros(workload.dimension))
+        return np.array([answer(v) - answer(w) for v, w in fillings])
+
+    span = FullSpace(query.dimension) if workload.rank() == query.dimension else MarginalSpan(workload)
+    how = (f"person-level: ≤ {rows} rows, ≤ {per_cell} per cell, on cells differing in one attribute of the "
+           f"fewest ({structure.loss}) tables; each of {len(structure.blocks)} table(s) sums to the rows"
+           + ("; replace: the other person in disjoint cells of every table" if replace else ""))
+    return SensitivitySpace(query.dimension, span, l1, l2sq, linf, how, adjacency, complete=False, _vectors=None,
+                            _extremes=extremes)
+
+
+def _linear(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
+    rows, per_cell, groups = most_rows(unit, query.cells)
+    vertices = contribution_vertices(query.cells, rows, per_cell, groups)
+    images = vertices @ query.user_matrix.T
+    if replace:
+        if len(images) ** 2 > MAX_PAIRS:
+            raise UnsupportedSpecError("query.matrix", f"a linear query with a privacy_unit under replace has "
+                                                       f"{len(images)}² vertex pairs to compare")
+        vectors = (images[:, None, :] - images[None, :, :]).reshape(-1, images.shape[1])
+    else:
+        vectors = np.vstack([images, -images])
+    vectors = np.unique(vectors[np.any(vectors != 0, axis=1)], axis=0)
+    l1, l2sq, linf = exact_norms(vectors)
+    how = (f"person-level: A v over the {len(vertices)} vertices v of a person's allowed rows per level "
+           f"(≤ {rows} rows, ≤ {per_cell} per level, ≤ {groups} levels)" + ("; replace: pairs" if replace else ""))
+    return SensitivitySpace(query.dimension, span_of(vectors.T), l1, l2sq, linf, how, adjacency, complete=False,
+                            _vectors=lambda: vectors)
 
 
 def _sum(spec: Spec, query: NumericQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
-    if query.kind != "sum":
-        raise UnsupportedSpecError("query.kind", "a mean with a privacy_unit is not derived yet: release a sum and a count")
+    if query.pair:
+        return _mean_pair(query, unit, replace, adjacency)
     rows, _, _ = most_rows(unit, 1)
     low, high = Fraction(query.lower), Fraction(query.upper)
     per_row = (max(high, 0) - min(low, 0)) if replace else max(abs(low), abs(high))
@@ -232,3 +255,23 @@ def _sum(spec: Spec, query: NumericQuery, unit: PrivacyUnit, replace: bool, adja
     how = f"person-level: ≤ {rows} rows × " + ("(max(b, 0) − min(a, 0))" if replace else "sup |x| over [a, b]")
     return SensitivitySpace(1, FullSpace(1), bound, bound * bound, bound, how, adjacency, complete=False,
                             _vectors=lambda: np.array([[value], [-value]]))
+
+
+def _mean_pair(query: NumericQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
+    """The mean's (centred sum, count): see the module; the hull's vertices are listed (complete=False)."""
+    rows, _, _ = most_rows(unit, 1)
+    half = query.width / 2
+    corners = [(rows * half, Fraction(rows)), (-rows * half, Fraction(rows))]  # P's vertices besides 0
+    if replace:
+        vertices = [(a - c, b - d) for a, b in [(Fraction(0), Fraction(0)), *corners]
+                    for c, d in [(Fraction(0), Fraction(0)), *corners] if (a, b) != (c, d)]
+    else:
+        vertices = corners + [(-a, -b) for a, b in corners]
+    l1 = max(abs(a) + abs(b) for a, b in vertices)
+    l2sq = max(a * a + b * b for a, b in vertices)
+    linf = max(max(abs(a), abs(b)) for a, b in vertices)
+    listed = np.array([[float(a), float(b)] for a, b in vertices])
+    how = (f"person-level mean as (Σ(x − m), n), m the midpoint: ≤ {rows} rows, each moving the centred sum by "
+           f"≤ (b − a)/2 = {half}" + ("; replace: differences of the hull's vertices" if replace else ""))
+    return SensitivitySpace(2, FullSpace(2), l1, l2sq, linf, how, adjacency, complete=False,
+                            _vectors=lambda: listed)

@@ -97,7 +97,25 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
                                     "or dpopt.selection.certify, not as a single-query spec")
     spec = validated(raw, Spec)
     check_references(spec)
-    return spec
+    return mean_pair_utility(spec)
+
+
+def mean_pair_utility(spec: Spec) -> Spec:
+    """The spec with a person-level mean's plain ``l2`` utility weighted [1, h²] (h = half the attribute's width).
+
+    A mean with a ``privacy_unit`` is released as (Σ(x − m), n) (:class:`dpopt.domain.queries.NumericQuery`);
+    to first order its error is (e_S − (μ − m) e_n)/n, whose variance is at most (σ_S² + h²σ_n²)/n² over
+    every position of μ in [a, b]: that weighted error, not the plain l2 of two numbers in different units,
+    is what the design then minimises (:mod:`dpopt.sensitivity.person`). A utility with weights, a workload
+    or another metric is kept as given.
+    """
+    query, utility = spec.query, spec.utility
+    if (spec.data.privacy_unit is None or not isinstance(query, MeanQuery) or utility.metric != "l2"
+            or utility.weights is not None or utility.workload is not None):
+        return spec
+    bounds = spec.data.attributes[query.attribute]
+    half = (bounds.max - bounds.min) / 2
+    return spec.model_copy(update={"utility": utility.model_copy(update={"weights": [1.0, half * half]})})
 
 
 def validated(raw: Mapping[str, Any], model: type[ModelT]) -> ModelT:
@@ -337,12 +355,12 @@ def _check_privacy_unit(spec: Spec) -> None:
     if spec.data.n is not None:
         raise SpecError("data.n", "with a privacy_unit the number of rows is not public: remove data.n")
     if spec.invariants:
-        raise SpecError("invariants", "invariants are not supported with a privacy_unit yet")
-    if spec.geography is not None or spec.postprocess is not None:
-        raise SpecError("data.privacy_unit", "geography and postprocess are not supported with a privacy_unit yet")
-    if isinstance(spec.query, (LinearQuery, MeanQuery)):
-        raise SpecError("query.kind", f"a {spec.query.kind} query is not supported with a privacy_unit yet "
-                                      "(counts, histograms, tables, marginals and sums are)")
+        raise SpecError("invariants", "invariants are not supported with a privacy_unit: an invariant fixes counts "
+                                      "that adding or removing a person with several rows changes, and the Semi-DP "
+                                      "distance a(t) is derived for one-record moves only")
+    if spec.geography is not None:
+        raise SpecError("data.privacy_unit", "geography is not supported with a privacy_unit yet (a person's rows may "
+                                             "lie in several units, which the per-level budget does not count)")
 
 
 def canonical_json(obj: Any) -> str:

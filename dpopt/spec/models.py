@@ -585,8 +585,6 @@ class Plan(_Model):
 
     @model_validator(mode="after")
     def _names_and_shares(self) -> "Plan":
-        if self.data.privacy_unit is not None:  # a plan's release counts rows without bounding them
-            raise ValueError("a privacy_unit is not supported in a release plan yet")
         names = [q.name for q in self.queries]
         if len(set(names)) != len(names):
             raise ValueError("query names must be distinct")

@@ -1,0 +1,45 @@
+"""dpopt against OpenDP on the person-level visits (``benchmarks/compare_opendp_person.py``).
+
+Skipped when OpenDP (with polars) is not installed: ``pip install 'dpopt[compare]'``; marked slow (about a
+minute: OpenDP searches each scale by bisection). The reference values are OpenDP's own ``summarize`` scales
+on the same data, bounds and budget; dpopt's are checked against them (at most theirs) and against the
+closed forms worked by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("opendp")
+pytest.importorskip("polars")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_opendp_person.py"
+
+
+@pytest.fixture(scope="module")
+def compare():
+    spec = importlib.util.spec_from_file_location("compare_opendp_person", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_noise_scales_at_most_opendps(compare):
+    rows = {name.split(",")[0] + name.split(",")[1][:4]: (ours, theirs) for name, ours, theirs in compare.comparison()}
+    for name, (ours, theirs) in rows.items():
+        if not name.startswith("sums per clinic"):  # the grouped release composes: looser, below
+            assert ours <= theirs * (1 + 1e-9)
+    # sums per clinic through --group-by: a person keeps rows in ≤ 2 clinics, each group's sum moves by
+    # ≤ min(k, c)·120 = 360, released at ρ/2 = 0.25: σ = 360/√0.5 ≈ 509.1, above OpenDP's 120·min(k, c√g) = 480
+    assert rows["sums per clinic rho"] == pytest.approx((360 / math.sqrt(0.5), 480.0), rel=1e-6)
+    # counts per cell, ρ = 0.5: dpopt σ = l2 / √(2ρ) = √(3² + 1²) = √10 (greedy filling, k = 4, c = 3);
+    # OpenDP's bound min(k, c√g) = min(4, 3√2) = 4
+    ours, theirs = rows["counts per cell rho"]
+    assert ours == pytest.approx(math.sqrt(10), rel=1e-9) and theirs == pytest.approx(4.0, rel=1e-6)
+    # ε = 1: both l1 = min(k, c·g) = 4, the Laplace scale 4
+    assert rows["counts per cell eps"] == pytest.approx((4.0, 4.0), rel=1e-6)
