@@ -71,8 +71,13 @@ def factor_matrix(factor, n: int, field_name: str) -> tuple[np.ndarray, list[str
 
 
 def apply_along(table: np.ndarray, matrix: np.ndarray, axis: int) -> np.ndarray:
-    """The table with ``matrix`` applied along ``axis`` (that axis's length becomes its row count)."""
-    return np.moveaxis(np.tensordot(matrix, table, axes=([1], [axis])), 0, axis)
+    """The table with ``matrix`` applied along ``axis`` (that axis's length becomes its row count),
+    as one batched product over the axes before it (no transposed copies)."""
+    shape = table.shape
+    if axis == table.ndim - 1:
+        return table @ matrix.T
+    stacked = np.ascontiguousarray(table).reshape(math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:]))
+    return np.matmul(matrix, stacked).reshape(shape[:axis] + (matrix.shape[0],) + shape[axis + 1:])
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ a cell's variance is :math:`s^2\prod_k (W_{t,k}X_k^{-1}W_{t,k}^\top)_{rr}`.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
@@ -254,7 +256,9 @@ class KroneckerGaussianMechanism(Mechanism):
                       f"{len(self.workload.terms)} terms over {len(self.attributes)} attributes, "
                       f"{'replace' if self.replace else 'add/remove'}, multiplier {self.multiplier}")]
 
+    @cached_property
     def _sensitivity_squared(self) -> Fraction:
+        """Δ₂(A)² × k², exact (evaluated once per instance)."""
         return strategy_sensitivity(self.factors, self.replace) * self.multiplier ** 2
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
@@ -264,7 +268,7 @@ class KroneckerGaussianMechanism(Mechanism):
                            all(c < 1e12 for c in conditions), f"largest condition number {max(conditions):.3g}")
         if privacy.definition not in _TARGETS:
             return [invertible, Check("privacy", "Gaussian noise", False, f"cannot meet a {privacy.definition} target")]
-        squared = self._sensitivity_squared()
+        squared = self._sensitivity_squared
         inner = gaussian_privacy_check(squared, self.sigma, privacy)
         how = ("Π_k max_j (A_kᵀA_k)_jj" if not self.replace else
                "max over pairs of cells of ‖A(e_i − e_j)‖², searched over the distinct entries of each A_kᵀA_k")
@@ -276,7 +280,7 @@ class KroneckerGaussianMechanism(Mechanism):
         return [invertible, check]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
-        mu = math.sqrt(float(self._sensitivity_squared())) / self.sigma
+        mu = math.sqrt(float(self._sensitivity_squared)) / self.sigma
         return {
             "mu": mu,
             "rho": mu * mu / 2.0,
@@ -306,9 +310,10 @@ class KroneckerGaussianMechanism(Mechanism):
             out.append((inverse @ basis, norm))
         return out
 
-    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """h ~ N(0, I_N) in the basis ⊗[q_k, Q_k] is drawn only where its index is 0 outside some support
-        S (the g_T, T ⊆ S); a term's noise is s Π_{k∉S}‖L_kᵀ1‖ (⊗_{k∈S} W_{t,k}R_k) h_S."""
+    def _term_noise(self, rng: np.random.Generator, size: int) -> Iterator[np.ndarray]:
+        """Each term's noise block (size × rows), in order: h ~ N(0, I_N) in the basis ⊗[q_k, Q_k] is drawn
+        only where its index is 0 outside some support S (the g_T, T ⊆ S); a term's noise is
+        s Π_{k∉S}‖L_kᵀ1‖ (⊗_{k∈S} W_{t,k}R_k) h_S."""
         rotations = self._rotations()
         sizes = self.workload.sizes
         supports = [self.workload.support(t) for t in range(len(self.workload.terms))]
@@ -320,14 +325,16 @@ class KroneckerGaussianMechanism(Mechanism):
             for t in subsets(support):
                 h[(slice(None),) + tuple(slice(1, None) if k in t else 0 for k in support)] = draws[t]
             blocks[support] = h
-        out = []
         for term, support in enumerate(supports):
+            scale = self.sigma * math.prod(rotations[k][1] for k in range(len(sizes)) if k not in support)
             table = blocks[support]
             for i, k in enumerate(support):
-                table = apply_along(table, self.workload.terms[term][k] @ rotations[k][0], 1 + i)
-            scale = self.sigma * math.prod(rotations[k][1] for k in range(len(sizes)) if k not in support)
-            out.append(scale * table.reshape(size, -1))
-        return np.concatenate(out, axis=1)
+                table = apply_along(table, scale * self.workload.terms[term][k] @ rotations[k][0] if i == 0
+                                    else self.workload.terms[term][k] @ rotations[k][0], 1 + i)
+            yield table.reshape(size, -1) if support else scale * table.reshape(size, -1)
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return np.concatenate(list(self._term_noise(rng, size)), axis=1)
 
     def noise_law(self) -> ProductLaw | str:
         """s W A⁻¹ z densely (its SVD) for small domains, else a description."""
@@ -358,13 +365,13 @@ class KroneckerGaussianMechanism(Mechanism):
 
     def _monte_carlo(self, metric: str, workload, gamma, draws: int | None = None, alpha=None,
                      alternative=None) -> UtilityValue:
-        """The base estimate, with the l2 metric's draws taken in chunks of :data:`CHUNK` (the same stream
-        whatever the chunking: each chunk's g_T are the next ones drawn), so that 2,000 draws of 10⁵
+        """The base estimate, with the l2 metric's draws taken in chunks of :data:`CHUNK` from the sampler's
+        term blocks (:meth:`_term_noise`, which :meth:`_sample` concatenates), so that 2,000 draws of 10⁵
         answers never sit in memory at once."""
         if metric != "l2" or workload is not None or draws is None:
             return super()._monte_carlo(metric, workload, gamma, draws, alpha, alternative)
         rng = np.random.default_rng(MONTE_CARLO_SEED)
-        per = np.concatenate([np.sum(self.sample(min(CHUNK, draws - done), rng) ** 2, axis=1)
+        per = np.concatenate([sum(np.einsum("ij,ij->i", block, block) for block in self._term_noise(rng, min(CHUNK, draws - done)))
                               for done in range(0, draws, CHUNK)])
         mean, se = float(per.mean()), float(per.std(ddof=1) / math.sqrt(per.size))
         return UtilityValue(metric, mean, f"Monte Carlo, {draws} draws, seed {MONTE_CARLO_SEED}",

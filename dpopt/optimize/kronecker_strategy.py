@@ -192,12 +192,17 @@ def optimal_kronecker(workload: KroneckerWorkload) -> KroneckerDesign:
     return KroneckerDesign(tuple(factors), unit_error(workload, tuple(factors)), sweeps)
 
 
-def _exact_gram(a: np.ndarray) -> list[list[Fraction]]:
-    """AᵀA in exact rationals from the binary floats of A."""
+def _exact_gram(a: np.ndarray, diagonal_only: bool = False) -> list[list[Fraction]]:
+    """AᵀA (or its diagonal, as a one-row list) in exact rationals from the binary floats of A: A = M/D
+    with M integer and D a power of two, then MᵀM in Python integers."""
     exact = [[Fraction(float(x)) for x in row] for row in a]
-    n = a.shape[1]
-    return [[sum((exact[r][i] * exact[r][j] for r in range(a.shape[0])), Fraction(0)) for j in range(n)]
-            for i in range(n)]
+    scale = max((x.denominator for row in exact for x in row), default=1)
+    m = np.array([[x.numerator * (scale // x.denominator) for x in row] for row in exact], dtype=object)
+    square = Fraction(1, scale * scale)
+    if diagonal_only:
+        return [[sum((v * v for v in m[:, j]), 0) * square for j in range(a.shape[1])]]
+    product = m.T.dot(m)
+    return [[int(v) * square for v in row] for row in product]
 
 
 def strategy_sensitivity(factors: tuple[np.ndarray, ...], replace: bool) -> Fraction:
@@ -213,9 +218,9 @@ def strategy_sensitivity(factors: tuple[np.ndarray, ...], replace: bool) -> Frac
     CalibrationError
         Too many combinations of triples to search.
     """
-    grams = [_exact_gram(a) for a in factors]
     if not replace:
-        return math.prod((max(g[j][j] for j in range(len(g))) for g in grams), start=Fraction(1))
+        return math.prod((max(_exact_gram(a, diagonal_only=True)[0]) for a in factors), start=Fraction(1))
+    grams = [_exact_gram(a) for a in factors]
     per = []
     for g in grams:
         n = len(g)
