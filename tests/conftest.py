@@ -18,6 +18,8 @@ SLOW_SPECS = {
                                   "~60 s with the report)",
     "marginals_8attr_3way_invariants": "10,325 released counts, Semi-DP span of rank 6,300: the report's and the "
                                        "per-cell Monte Carlo draws and the audit (~45 s per solve with the report)",
+    "range_marginals_age_prefix_zcdp": "175,270 released counts over a 7.7e8-cell domain: the utility check's 2,000 "
+                                       "noise draws of every count (~50 s per solve, ~40 s per verify)",
 }
 """Example specs whose solve is too slow for the default run: every test parametrized by one of them is
 marked ``slow``."""

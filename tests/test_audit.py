@@ -26,7 +26,7 @@ from dpopt.privacy.gaussian_calibration import gaussian_sigma
 DRAWS = 100_000
 
 
-LARGE = {"marginals_10attr_2way_zcdp", "marginals_8attr_3way_invariants"}
+LARGE = {"marginals_10attr_2way_zcdp", "marginals_8attr_3way_invariants", "range_marginals_age_prefix_zcdp"}
 """Specs whose audit at DRAWS draws (4 · DRAWS · d floats, d ≥ 4,114) is refused by the memory guard."""
 
 
