@@ -187,6 +187,11 @@ def replace_norms(kron: KroneckerWorkload) -> tuple[tuple[Fraction, Fraction, Fr
                                      for a, b, o in pairs])
 
 
+def _key(matrix: np.ndarray) -> bytes:
+    """A hashable key of a matrix: its shape and its bytes."""
+    return repr(matrix.shape).encode() + matrix.tobytes()
+
+
 def structural_rank(kron: KroneckerWorkload, replace: bool) -> int:
     """dim range(W) (replace-one: dim W·{sum-zero}) from the factors' row spaces (module docstring).
 
@@ -202,7 +207,7 @@ def structural_rank(kron: KroneckerWorkload, replace: bool) -> int:
             f = kron.factor(t, k)
             _, s, vt = np.linalg.svd(f)
             r = int(np.sum(s > 1e-10 * max(s.max(initial=0.0), 1e-300)))
-            projectors.setdefault(f.tobytes() + bytes(f.shape), vt[:r].T @ vt[:r])
+            projectors.setdefault(_key(f), vt[:r].T @ vt[:r])
         ps = list(projectors.values())
         if any(np.abs(p @ q - q @ p).max() > 1e-9 for p in ps for q in ps):
             raise UnsupportedSpecError("query", f"the factors on attribute {k} have row spaces that do not commute: "
@@ -219,7 +224,7 @@ def structural_rank(kron: KroneckerWorkload, replace: bool) -> int:
                        for member, cols in groups.items()])
     if math.prod(len(p) for p in pieces) > 1_000_000:
         raise UnsupportedSpecError("query", "too many piece tuples to count the rank of the workload")
-    keys = [[kron.factor(t, k).tobytes() + bytes(kron.factor(t, k).shape) for k in range(len(kron.sizes))]
+    keys = [[_key(kron.factor(t, k)) for k in range(len(kron.sizes))]
             for t in range(len(kron.terms))]
     rank, ones_covered = 0, False
     for combo in itertools.product(*pieces):
