@@ -276,3 +276,14 @@ def test_age_prefix_example_solves_and_verifies(tmp_path):
     assert design["svd_lower_bound"] < design["expected_l2"] < design["baselines"]["direct_least_squares"]
     assert math.isclose(certificate["utility"]["value"], design["expected_l2"], rel_tol=1e-12)
     assert main(["verify", str(out / "certificate.json")]) == 0
+
+
+def test_verify_recomputes_the_strategy_and_refuses_an_under_noised_one():
+    """A certificate whose first strategy factor is doubled (Δ₂(A) doubled, s unchanged) fails verify."""
+    solution = dpopt.solve(spec(CASES["prefix x sex, ranges, a 2-way margin"], "replace_one"))
+    document = json.loads(solution.certificate.to_json())
+    assert all(c.passed for c in dpopt.verify(document).checks)
+    strategy = document["mechanism"]["parameters"]["strategy"][0]
+    strategy["matrix"] = (2 * np.array(strategy["matrix"])).tolist()
+    failed = {c.claim for c in dpopt.verify(document).checks if not c.passed}
+    assert "privacy" in failed
