@@ -25,10 +25,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-Finite = Annotated[float, Field(allow_inf_nan=False, strict=False)]
-
-FACTOR_NAMES = ("identity", "total", "prefix", "ranges")
-"""The named per-attribute factors."""
+Finite = Annotated[float, Field(allow_inf_nan=False, strict=True)]
+"""A finite number (an integer or a float; not a string or a boolean)."""
 
 
 class _Model(BaseModel):
