@@ -26,7 +26,8 @@ from dpopt.privacy.gaussian_calibration import gaussian_sigma
 DRAWS = 100_000
 
 
-LARGE = {"marginals_10attr_2way_zcdp", "marginals_8attr_3way_invariants", "marginals_24attr_2way_replace"}
+LARGE = {"marginals_10attr_2way_zcdp", "marginals_8attr_3way_invariants", "marginals_24attr_2way_replace",
+         "range_marginals_age_prefix_zcdp"}
 """Specs whose audit at DRAWS draws (4 · DRAWS · d floats, d ≥ 2,728) is refused by the memory guard."""
 
 

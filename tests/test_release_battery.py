@@ -77,6 +77,8 @@ CASES: dict[str, dict] = {
                               adjacency="replace_one", privacy={"gdp": {"mu": 1.0}}),
     "marginal_laplace": dict(query={"kind": "marginals", "attributes": [["group"], ["group", "sex"]]},
                              adjacency="add_remove", privacy={"pure": {"epsilon": 1.0}}),
+    "kronecker_gaussian": dict(query={"kind": "kronecker", "terms": [{"group": "prefix", "sex": "identity"}]},
+                               adjacency="replace_one", privacy={"gdp": {"mu": 1.0}}),
     # a test_power design: ξ = (1, 1, 0, 0), the last two coordinates not released (NaN)
     "query_scaling": dict(query=HISTOGRAM, adjacency="add_remove", privacy={"gdp": {"mu": 1.0}},
                           utility={"metric": "test_power", "alternative": [1, 2, 0, 0]}),
@@ -115,6 +117,8 @@ def true_answer(spec: dict) -> np.ndarray:
                      dtype=float)
     if query["kind"] == "marginals":  # [group], [group, sex]
         return np.concatenate([table.reshape(4, 2).sum(axis=1), table])
+    if query["kind"] == "kronecker":  # prefix counts over group (in its listed order) × sex
+        return np.cumsum(table.reshape(4, 2), axis=0).ravel()
     return table
 
 
@@ -230,6 +234,12 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         if np.abs(e @ u[:, ~on]).max() > 1e-6:
             return 0.0
         return _ks(e @ u[:, on] / np.sqrt(lam[on]), stats.norm.cdf)
+    if family == "kronecker_gaussian":
+        # Σ = σ² W (⊗ A_kᵀA_k)⁻¹ Wᵀ built densely: W = prefix(4) ⊗ I₂, A_k the recorded strategy factors
+        w = np.kron(np.tril(np.ones((4, 4))), np.eye(2))
+        a = np.kron(*[np.array(f["matrix"]) for f in p["strategy"]])
+        lam, u = linalg.eigh(p["sigma"] ** 2 * w @ np.linalg.inv(a.T @ a) @ w.T)
+        return _ks(e @ u / np.sqrt(lam), stats.norm.cdf)
     if family == "marginal_laplace":
         # reference errors drawn here: W (AᵀA)⁻¹ Aᵀ z, z i.i.d. Laplace(b) on the weighted marginals A = [θ_S M_S]
         w = np.vstack([np.kron(np.eye(4), np.ones((1, 2))), np.eye(8)])

@@ -15,6 +15,7 @@ FAMILY_MODULES: dict[str, str] = {
     "james_stein": "dpopt.mechanisms.james_stein",
     "marginal_gaussian": "dpopt.mechanisms.marginal_gaussian",
     "marginal_laplace": "dpopt.mechanisms.marginal_laplace",
+    "kronecker_gaussian": "dpopt.mechanisms.kronecker_gaussian",
     "gaussian_optimal": "dpopt.mechanisms.gaussian_optimal",
     "laplace": "dpopt.mechanisms.laplace",
     "k_norm": "dpopt.mechanisms.k_norm",
@@ -28,7 +29,8 @@ FAMILY_MODULES: dict[str, str] = {
 """The module that defines each family, in the order ``auto`` compares them; ``query_scaling``
 is the Shoham–Rinott scaled query (Gaussian noise σ²Diag(ξ)⁻¹ after the inverse transform);
 ``marginal_gaussian`` is ``gaussian_optimal``'s optimum for marginal workloads at any domain size,
-``marginal_laplace`` the weighted-marginal strategy with Laplace noise (pure ε) for them."""
+``marginal_laplace`` the weighted-marginal strategy with Laplace noise (pure ε) for them,
+``kronecker_gaussian`` a Kronecker strategy for ``kronecker`` queries (range/prefix × marginals)."""
 
 
 def family_names() -> tuple[str, ...]:

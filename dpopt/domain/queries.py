@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 import numpy as np
 
 from dpopt.core.memory import dense_bytes, require_memory
+from dpopt.domain.kronecker import KroneckerWorkload, compile_terms
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.spec.models import (
@@ -30,6 +31,7 @@ from dpopt.spec.models import (
     HistogramQuery,
     LinearQuery,
     MarginalsQuery,
+    KroneckerQuery as KroneckerSpec,
     MeanQuery,
     NumericAttribute,
     Spec,
@@ -239,13 +241,63 @@ class NumericQuery:
         return np.array([total / len(records)]) if records else np.array([0.0])
 
 
+@dataclass(frozen=True)
+class KroneckerQuery(CountingQuery):
+    """A ``kronecker`` query: a :class:`CountingQuery` whose A is :attr:`kron` (a union of
+    Kronecker products); ``groups`` are the terms' supports. It is not a stack of marginals
+    (:attr:`workload` is None); A is formed only on request and memory-guarded."""
+
+    kron: KroneckerWorkload | None = field(default=None, repr=False)
+
+    @cached_property
+    def workload(self) -> None:
+        return None
+
+    @cached_property
+    def matrix(self) -> sparse.csr_matrix:
+        from scipy import sparse  # imported where used (start-up of `dpopt verify`)
+
+        return sparse.csr_matrix(self.kron.dense())
+
+    def dense(self) -> np.ndarray:
+        return self.kron.dense()
+
+    @property
+    def is_integer_valued(self) -> bool:
+        """Counts, sums of counts, and a user's integer matrices give integers."""
+        return all(f is None or bool(np.all(f == np.round(f))) for term in self.kron.terms for f in term)
+
+    @cached_property
+    def support_query(self) -> CountingQuery:
+        """The ``marginals`` query of the terms' supports: the only counts a release computes
+        (one table per distinct support, in order of first use)."""
+        groups = tuple(dict.fromkeys(self.groups))
+        labels = tuple(f"{g}:{i}" for g in groups for i in range(math.prod(
+            len(self.levels[self.attributes.index(a)]) for a in g)))
+        return CountingQuery("marginals", self.attributes, self.levels, groups, labels)
+
+    def from_support(self, values: np.ndarray) -> np.ndarray:
+        """The query's answers (..., d) from the answers (..., d') of :attr:`support_query`."""
+        support = self.support_query
+        tables = support.workload.tables(values)
+        by_group = dict(zip(support.groups, tables))
+        return self.kron.apply([by_group[g] for g in self.groups])
+
+    def evaluate(self, records: Sequence[Record]) -> np.ndarray:
+        """φ(X): the support marginals counted record by record, then the factors applied."""
+        return self.from_support(self.support_query.evaluate(records))
+
+
 def compile_query(spec: Spec) -> CountingQuery | NumericQuery:
     """Compile the spec's query into its evaluable, structured form.
 
     Raises
     ------
     SpecError
-        A mean without ``data.n`` (nor a ``privacy_unit``: then it is the centred pair, see :class:`NumericQuery`).
+        A mean without ``data.n`` (nor a ``privacy_unit``: then it is the centred pair, see :class:`NumericQuery`);
+        a ``kronecker`` query :func:`~dpopt.domain.kronecker.compile_terms` refuses.
+    UnsupportedSpecError
+        A ``kronecker`` query with invariants or a privacy unit.
     """
     q = spec.query
     attrs = spec.data.attributes
@@ -262,6 +314,9 @@ def compile_query(spec: Spec) -> CountingQuery | NumericQuery:
         groups = (tuple(q.attributes),)
     elif isinstance(q, MarginalsQuery):
         groups = tuple(tuple(g) for g in q.groups(spec.data))
+    elif isinstance(q, KroneckerSpec):
+        used, levels, groups, labels, kron = compile_terms(spec)
+        return KroneckerQuery(q.kind, used, levels, groups, labels, None, kron)
     else:  # pragma: no cover - the spec union is closed
         raise UnsupportedSpecError("query.kind", f"unknown query kind {q.kind}")
     used = tuple(dict.fromkeys(a for g in groups for a in g))

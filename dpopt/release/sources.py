@@ -12,7 +12,8 @@ the histogram h (row-major over the query's attributes, first attribute slowest,
 and DuckDB counts records per (group, cell); the answer is φ = A h with the query's
 sparse matrix A. A ``marginals`` query is counted table by table instead, in one
 ``GROUP BY GROUPING SETS`` scan over the level codes (:func:`marginals_by_key`): the
-histogram over all its attributes is never formed. A value outside the spec's domain gives a NULL cell, which the same
+histogram over all its attributes is never formed; a ``kronecker`` query counts the marginals
+over its terms' supports that way and applies its factors (prefix sums, ranges) to them. A value outside the spec's domain gives a NULL cell, which the same
 scan detects; only then does a second query locate the first offending record so that
 the :class:`~dpopt.errors.DataError` names the row, the column and the value, with the
 messages of :func:`dpopt.domain.records.validate_records` (CSV files are read as text,
@@ -30,7 +31,7 @@ import duckdb
 import numpy as np
 
 from dpopt.core.memory import dense_bytes, require_memory
-from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
+from dpopt.domain.queries import CountingQuery, KroneckerQuery, NumericQuery, compile_query
 from dpopt.errors import DataError, UnsupportedSpecError
 from dpopt.spec.models import NumericAttribute, Spec
 
@@ -255,6 +256,9 @@ def answer(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec, *,
         contradicts ``data.n``.
     """
     query = compile_query(spec) if query is None else query
+    if isinstance(query, KroneckerQuery):  # the supports' marginals in one scan, then the factors
+        values, records = answer(con, source, spec, query=query.support_query)
+        return query.from_support(values), records
     _precheck(con, source, spec, query)
     if isinstance(query, CountingQuery) and query.kind == "marginals":
         _, values, off_domain = marginals_by_key(con, source, query)

@@ -28,7 +28,7 @@ from dpopt.audit.empirical import audit_answer, audit_mechanism
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.second_route import mechanism_tradeoff, noise_law_of
 from dpopt.certificate.verify import mechanism_record_checks, rebuild_mechanism
-from dpopt.errors import CertificateError, DpoptError
+from dpopt.errors import CertificateError, DpoptError, MemoryLimitError
 from dpopt.mechanisms.base import better
 from dpopt.problem import compile
 from dpopt.report import data as report_data
@@ -122,8 +122,12 @@ def build_report(
     ))
 
     stage("noise against its law")
-    panels = report_data.noise_panels(mechanism, law if not isinstance(law, str) else None,
-                                      problem.labels)
+    try:
+        panels = report_data.noise_panels(mechanism, law if not isinstance(law, str) else None,
+                                          problem.labels)
+    except MemoryLimitError as exc:  # 2,000 draws of every released cell (e.g. 175,270 counts)
+        panels = []
+        notes.append(f"noise histograms: not drawn ({exc})")
     if panels:
         figures.append(Figure(
             "noise", "Noise: the sampler against the stated law",

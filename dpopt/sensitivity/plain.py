@@ -12,6 +12,8 @@ Counting queries φ(X) = A h(X) (A is d × m, h the histogram over m cells):
   ANOVA components (:class:`dpopt.sensitivity.marginal_span.MarginalSpan`): range(W)
   under add/remove, range(W) without the grand total under replace-one; the difference
   vectors are listed only when there are few (nothing of the domain's size otherwise).
+* A ``kronecker`` query (a union of Kronecker products): from its factors
+  (:mod:`dpopt.sensitivity.kronecker_space`).
 * Hamming distance k (same n): sums of k replacements; its hull is k·hull(S_replace)
   (min(k, n) when n is public), so all norms scale by that factor and the span is unchanged.
 
@@ -32,8 +34,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpopt.domain.queries import CountingQuery, NumericQuery
+from dpopt.domain.queries import CountingQuery, KroneckerQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
+from dpopt.sensitivity.kronecker_space import derive_kronecker
 from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
 from dpopt.sensitivity.person import derive_person, describe_unit
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
@@ -74,6 +77,8 @@ def derive_plain(spec: Spec, query: CountingQuery | NumericQuery) -> Sensitivity
         return derive_person(spec, query)
     if isinstance(query, NumericQuery):
         space = _numeric(spec, query)
+    elif isinstance(query, KroneckerQuery):
+        space = derive_kronecker(spec, query, describe_adjacency(spec), hamming_factor(spec))
     else:
         space = _counting(spec, query)
     if space.l2_squared == 0:

@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from dpopt.core.families import family_names
+from dpopt.spec.models_workload import KroneckerQuery
 
 
 def _family(value: str) -> str:
@@ -219,6 +220,7 @@ Query = Annotated[
         LinearQuery,
         SumQuery,
         MeanQuery,
+        KroneckerQuery,  # dpopt.spec.models_workload
     ],
     Field(discriminator="kind"),
 ]
