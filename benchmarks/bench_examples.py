@@ -32,7 +32,7 @@ def _cpu_of_children() -> float:
 
 
 def _timed(args: list[str], timeout: float) -> tuple[float, float, str]:
-    """Wall time and CPU time of ``python -m dpopt.cli ARGS``, and its status ("ok", "exit N" or "timeout")."""
+    """Wall and CPU time of ``python -m dpopt.cli ARGS``, and its status ("ok", "exit N" or "timeout")."""
     start, cpu = time.perf_counter(), _cpu_of_children()
     try:
         done = subprocess.run([sys.executable, "-m", "dpopt.cli", *args], cwd=ROOT, capture_output=True,

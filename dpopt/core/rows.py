@@ -58,7 +58,8 @@ def row_groups(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         h[lo:lo + _CHUNK] = acc
     _, first, group = np.unique(h, return_index=True, return_inverse=True)
     group = group.reshape(-1)
-    if all(np.array_equal(words[first[group[lo:lo + _CHUNK]]], words[lo:lo + _CHUNK]) for lo in range(0, n, _CHUNK)):
+    blocks = range(0, n, _CHUNK)
+    if all(np.array_equal(words[first[group[lo:lo + _CHUNK]]], words[lo:lo + _CHUNK]) for lo in blocks):
         return first, group
     rows = words.view(np.dtype((np.void, 8 * words.shape[1]))).reshape(-1)  # a collision: the lexical sort
     _, first, group = np.unique(rows, return_index=True, return_inverse=True)

@@ -108,7 +108,8 @@ def build_report(
         stage("rebuilding the mechanism")
         problem = compile(data["spec"])
         mechanism = rebuild_mechanism(data, problem.space)
-        stale = [c for c in mechanism_record_checks(data["mechanism"], problem.space, mechanism) if not c.passed]
+        records = mechanism_record_checks(data["mechanism"], problem.space, mechanism)
+        stale = [c for c in records if not c.passed]
         if stale:  # the headline would print numbers that are not the mechanism's
             raise CertificateError(f"the certificate's {stale[0].claim} is not its mechanism's "
                                    f"({stale[0].detail}): run dpopt verify")
