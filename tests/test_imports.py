@@ -57,6 +57,15 @@ def test_a_gaussian_solve_loads_no_heavy_library():
     assert _loaded_after(code) == set()
 
 
+def test_an_auto_solve_with_its_report_loads_neither_scipy_stats_nor_cvxpy(tmp_path):
+    # every family is looked up (auto), the report drawn: scipy.stats (~0.7 s) is imported only to sample
+    # a truncated normal, cvxpy only to solve a convex program, and this spec needs neither
+    args = ["solve", "specs/count_add_remove.yaml", "--out", str(tmp_path / "out")]
+    code = ("import contextlib, io\nimport dpopt.cli\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert dpopt.cli.main({args!r}) == 0")
+    assert _loaded_after(code, ("scipy.stats", "cvxpy")) == set()
+
+
 @pytest.mark.parametrize("utility", [{"metric": "l2"}, {"metric": "l1"}, {"metric": "usefulness", "gamma": 1.0}])
 def test_verify_of_a_gaussian_certificate_loads_none_of_the_slow_libraries(tmp_path, utility):
     import dpopt

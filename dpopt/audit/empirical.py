@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from dpopt.certificate.second_route import noise_law_of, relative_shift
 from dpopt.core import normal
@@ -117,7 +117,7 @@ def _clopper_pearson_upper(k: int, n: int, level: float) -> float:
     """One-sided upper confidence bound of a binomial proportion at ``level``."""
     if k >= n:
         return 1.0
-    return float(stats.beta.ppf(level, k + 1, n - k))
+    return float(special.betaincinv(k + 1, n - k, level))
 
 
 def _target(privacy: Privacy, profile: dict | None = None) -> tuple[str, float, float, str]:

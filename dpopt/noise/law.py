@@ -84,9 +84,11 @@ class ProductLaw:
     def coordinates(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(W, residual): Bᵀy on the observed coordinates for the rows y of ``points``, and
         ‖y − BBᵀy‖ over those coordinates (0 when y lies where the noise lives)."""
-        y = np.atleast_2d(np.asarray(points, dtype=float))[:, self._observed()]
+        y = np.atleast_2d(np.asarray(points, dtype=float))
         if self.basis is None:
-            return y, np.zeros(y.shape[0])
+            return y[:, self._observed()], np.zeros(y.shape[0])
+        if self.observed is not None:  # (a boolean index copies 10⁵ rows even when it keeps every column)
+            y = y[:, self._observed()]
         b = np.asarray(self.basis, dtype=float)[self._observed()]
         w = y @ b
         return w, np.linalg.norm(y - w @ b.T, axis=1)

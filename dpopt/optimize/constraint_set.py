@@ -16,6 +16,7 @@ import numpy as np
 from scipy import optimize as sp_optimize
 
 from dpopt.core.memory import dense_bytes, require_memory
+from dpopt.core.rows import row_groups
 
 _LP_BUDGET = 50  # largest number of points the hull test decides by LP
 ROUND = 9
@@ -37,16 +38,14 @@ def distinct_directions(vectors: np.ndarray) -> np.ndarray:
     u = v / norms[:, None]
     lead = u[np.arange(u.shape[0]), np.argmax(np.abs(u) > 1e-9, axis=1)]
     sign = np.where(lead < 0, -1.0, 1.0)
-    u, v = u * sign[:, None], v * sign[:, None]
-    keys = np.ascontiguousarray(np.round(u, ROUND) + 0.0)  # + 0.0: −0 and 0 are one key
-    # each row as one opaque byte string: np.unique(axis=0) would sort 10⁵ rows column by column
-    rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).reshape(-1)
-    _, group = np.unique(rows, return_inverse=True)
-    group = group.reshape(-1)
-    best = np.full(int(group.max()) + 1, -1)
+    u *= sign[:, None]
+    keys = np.round(u, ROUND) + 0.0  # + 0.0: −0 and 0 are one key
+    first, group = row_groups(keys)  # hashing: np.unique(axis=0) would sort 10⁵ rows column by column
+    best = np.full(first.size, -1)
     order = np.argsort(norms)
     np.maximum.at(best, group[order], np.arange(order.size))  # per group, its last (longest) in `order`
-    return v[np.sort(order[best])]
+    chosen = np.sort(order[best])
+    return v[chosen] * sign[chosen, None]
 
 
 def extreme_points(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+from scipy import special
 
 from dpopt.errors import DpoptError
 from dpopt.mechanisms import Mechanism, registry
@@ -62,8 +63,6 @@ def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAW
     """Up to three panels: the cells whose noise varies most (named by ``labels``, e.g.
     ``race=other,sex=male``) against the law's marginal density where the law states it per
     output coordinate; for a gauge law, ‖Z‖_K against its Gamma(s, rate ε) density."""
-    from scipy import stats
-
     z = mechanism.sample(noise_draws(mechanism.dimension, draws), np.random.default_rng(seed))
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
     released = np.isfinite(z).all(axis=0)  # a coordinate a design does not release is NaN throughout
@@ -84,7 +83,7 @@ def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAW
             sd = np.array([m.gaussian_sd for m in inner.marginals])
             var = float(np.asarray(inner.basis)[i] ** 2 @ sd**2)
             grid = np.linspace(lo, hi, 400)
-            density = (grid, stats.norm(scale=np.sqrt(var)).pdf(grid))
+            density = (grid, np.exp(-grid**2 / (2.0 * var)) / np.sqrt(2.0 * np.pi * var))
         cell = ", ".join(str(labels[i]).split(",")) if labels is not None else f"coordinate {i}"
         panels.append({"label": f"{stage}cell {cell}", "samples": z[:, i], "density": density,
                        "xlabel": "noise added to the cell",
@@ -93,8 +92,13 @@ def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAW
         g = np.asarray(inner.gauge(z), dtype=float)
         grid = np.linspace(0.0, float(np.quantile(g, 0.998)), 400)
         panels.append({"label": "‖Z‖_K (radial part)", "samples": g, "lattice": False, "xlabel": "‖Z‖_K",
-                       "density": (grid, stats.gamma(inner.rank, scale=1.0 / inner.epsilon).pdf(grid))})
+                       "density": (grid, _gamma_density(grid, inner.rank, inner.epsilon))})
     return panels
+
+
+def _gamma_density(x: np.ndarray, shape: float, rate: float) -> np.ndarray:
+    """The Gamma(shape, rate) density rateᵏ xᵏ⁻¹ e^(−rate·x) / Γ(k), k = shape, on x ≥ 0 (in logs)."""
+    return np.exp(shape * np.log(rate) + special.xlogy(shape - 1.0, x) - rate * x - special.gammaln(shape))
 
 
 def hull_points(space: SensitivitySpace) -> tuple[np.ndarray, int] | None:

@@ -23,7 +23,7 @@ def write_solution(solution: Solution, folder: str | Path,
     Returns the files written.
     """
     report = build_report(solution.certificate, audit_draws=None, utility_families="selected",
-                          utility_scales=(0.5, 1.0, 2.0), progress=progress)
+                          utility_scales=(0.5, 1.0, 2.0), progress=progress, solution=solution)
     with output_folder(folder) as staging:
         write_atomic(staging / "mechanism.json", json.dumps(solution.mechanism_document(), indent=2) + "\n")
         solution.certificate.write(staging / "certificate.json")

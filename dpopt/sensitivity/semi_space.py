@@ -52,6 +52,8 @@ _KEPT_BYTES = 64 * 2**20
 """A listed Semi-DP space up to this size is computed once per space (the design, the selection
 and the certificate each list it; the 15 age ranges of ``specs/census_plan_gdp.yaml`` hold
 10⁵ moves)."""
+_BLOCK = 1 << 14
+"""Moves multiplied by the query matrix at a time (:func:`_images`)."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ def _total_only(spec: Spec, query: CountingQuery | NumericQuery, reading: str) -
 def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivitySpace:
     shape, groups, degree = domain.shape, domain.margin_groups, a.value
     closed = marginal_closed_form(domain, degree) if domain.query.kind == "marginals" else None
-    extremes = None
+    extremes = listed = None
     if closed is not None:
         (l1, l2sq, linf), span, how, extremes = closed
     else:
@@ -157,7 +159,10 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
             raise UnsupportedSpecError("invariants", f"the Semi-DP norms need the moves of a reduced "
                                                      f"{'x'.join(map(str, small))} table: {exc}") from None
         zero = (Fraction(0), Fraction(0), Fraction(0))
-        l1, l2sq, linf = exact_norms((reduced.query_matrix() @ moves.T.astype(float)).T) if len(moves) else zero
+        images = _images(reduced.query_matrix(), moves)
+        l1, l2sq, linf = exact_norms(images) if len(moves) else zero
+        if small == shape:  # the reduced table is the table: these are the listed vectors
+            listed = _with_zero(images)
         kernel = MarginSubspace(shape, groups)
         span = kernel if domain.query_is_table else _image_span(domain, kernel)
         kind = "tables with zero invariant margins (implicit projector)" if span is kernel else "A·(that kernel)"
@@ -165,7 +170,7 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
     listable = sum(count_multisets(domain.cells, s, _MAX_LISTED_MULTISETS) for s in range(1, degree + 1)) \
         <= _MAX_LISTED_MULTISETS
 
-    kept: list[np.ndarray] = []
+    kept = [listed] if listable and listed is not None and listed.nbytes <= _KEPT_BYTES else []
 
     def vectors() -> np.ndarray:
         """S_Semi, listed once and kept when it fits :data:`_KEPT_BYTES` (a copy each call)."""
@@ -173,7 +178,7 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
             raise ValueError("too many Semi-DP sensitivity vectors to list for this table")
         if kept:
             return kept[0].copy()
-        out = _with_zero(domain.query_matrix() @ margin_moves(shape, groups, degree).T.astype(float))
+        out = _with_zero(_images(domain.query_matrix(), margin_moves(shape, groups, degree)))
         if out.nbytes <= _KEPT_BYTES:
             kept.append(out)
         return out.copy()
@@ -252,7 +257,7 @@ def _listed_moves(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSens
         raise UnsupportedSpecError(
             "invariants", f"the record domain ({domain.cells} cells) is too large to list the moves of these invariants"
         ) from None
-    vectors = _with_zero(domain.query_matrix() @ moves.T.astype(float))
+    vectors = _with_zero(_images(domain.query_matrix(), moves))
     return _from_vectors(
         domain, a, vectors, C,
         f"structural: S_Semi = A·M({a.value}), M(a) = integer z with C z = 0 and ‖z‖₁ ≤ 2a "
@@ -270,7 +275,7 @@ def _enumerated(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensit
         close = np.abs(H[:, None, :] - H[None, :, :]).sum(axis=2) <= 2 * a.value
         i, j = np.nonzero(close)
         found.append(np.unique(H[i] - H[j], axis=0))
-    vectors = _with_zero(A @ np.vstack(found).T.astype(float))
+    vectors = _with_zero(_images(A, np.vstack(found)))
     return _from_vectors(
         domain, a, vectors, domain.invariant_matrix(),
         f"enumeration: every pair of the {count} conforming histograms of n = {n} records within distance {a.value}",
@@ -315,9 +320,21 @@ def _image_span(domain: InvariantDomain, kernel: MarginSubspace) -> Subspace:
     return DenseSubspace(vecs[:, keep])
 
 
-def _with_zero(columns: np.ndarray) -> np.ndarray:
-    rows = np.asarray(columns).T
-    return np.vstack([np.zeros((1, rows.shape[1])), rows])
+def _images(A, moves: np.ndarray) -> np.ndarray:
+    """The rows A·z for the rows z of ``moves`` ((A·Mᵀ)ᵀ), a block of :data:`_BLOCK` moves at a time.
+
+    The sparse product reads its dense factor row by row: Mᵀ of 10⁵ moves is a transposed copy out of
+    cache, one block's transpose is not. Each entry is the same sum in the same order as in one product."""
+    out = np.empty((moves.shape[0], A.shape[0]))
+    for lo in range(0, moves.shape[0], _BLOCK):
+        out[lo:lo + _BLOCK] = (A @ moves[lo:lo + _BLOCK].T.astype(float)).T
+    return out
+
+
+def _with_zero(rows: np.ndarray) -> np.ndarray:
+    out = np.zeros((rows.shape[0] + 1, rows.shape[1]))
+    out[1:] = rows
+    return out
 
 
 def _plain(spec: Spec) -> Spec:

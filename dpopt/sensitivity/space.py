@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from dpopt.core.rows import row_groups
 from dpopt.sensitivity.subspace import Subspace, span_of
 
 
@@ -31,8 +32,9 @@ def exact_norms(vectors: np.ndarray) -> tuple[Fraction, Fraction, Fraction]:
     def exact_max(float_norms: np.ndarray, exact: Callable[[np.ndarray], Fraction]) -> Fraction:
         top = float_norms.max(initial=0.0)
         rows = np.flatnonzero(float_norms >= top * (1 - 1e-9))
-        distinct = {v.tobytes(): v for v in np.sort(np.abs(vectors[rows]), axis=1)}  # hashing: no lexical sort
-        return max((exact(v) for v in distinct.values()), default=Fraction(0))
+        candidates = np.sort(np.abs(vectors[rows]), axis=1)
+        first, _ = row_groups(candidates)
+        return max((exact(v) for v in candidates[first]), default=Fraction(0))
 
     l1 = exact_max(np.abs(vectors).sum(axis=1), lambda v: sum((abs(Fraction(x)) for x in v), Fraction(0)))
     l2sq = exact_max((vectors**2).sum(axis=1), lambda v: sum((Fraction(x) ** 2 for x in v), Fraction(0)))

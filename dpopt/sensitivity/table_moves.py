@@ -116,11 +116,11 @@ def _disjoint_differences(members: np.ndarray, m: int, chunk: int = 4096):
         part = members[lo:lo + chunk]
         shared = (part[:, :, None, :, None] == part[:, None, :, None, :]).any(axis=(3, 4))
         k, i, j = np.nonzero(~shared)
-        out = np.zeros((len(k), m), dtype=np.int64)
-        rows = np.repeat(np.arange(len(k)), s)
-        np.add.at(out, (rows, part[k, i].ravel()), 1)
-        np.add.at(out, (rows, part[k, j].ravel()), -1)
-        yield out
+        base = np.repeat(np.arange(len(k)) * m, s)  # row r's cells at r·m + cell, counted by bincount
+        size = len(k) * m
+        out = (np.bincount(base + part[k, i].ravel(), minlength=size)
+               - np.bincount(base + part[k, j].ravel(), minlength=size))
+        yield out.reshape(len(k), m).astype(np.int64, copy=False)
 
 
 def margin_matrix(shape: tuple[int, ...], groups: tuple[tuple[int, ...], ...]) -> np.ndarray:

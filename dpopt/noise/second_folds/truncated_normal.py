@@ -7,12 +7,17 @@ import math
 
 import mpmath
 import numpy as np
-from scipy import stats
 
 from dpopt.core import normal
 from dpopt.noise.second_folds.base import SecondFold, as_array, is_scalar, mp_exact
 
 _SQRT2 = math.sqrt(2.0)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+def _npdf(x: np.ndarray) -> np.ndarray:
+    """The standard normal density φ(x) = exp(−x²/2)/√(2π), as scipy.stats.norm.pdf evaluates it."""
+    return np.exp(-x**2 / 2.0) / _SQRT_2PI
 
 
 def _log_gauss_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -96,7 +101,7 @@ def _mills_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if mid.any():
         am, bm = a[mid], b[mid]
         mass = normal.ndtr(bm) - normal.ndtr(am)
-        out[mid] = (stats.norm.pdf(am) - stats.norm.pdf(bm)) / mass
+        out[mid] = (_npdf(am) - _npdf(bm)) / mass
     return out
 
 
@@ -220,6 +225,8 @@ class TruncatedNormalFold(SecondFold):
         return math.inf if self.low > 0 else 1.0
 
     def sample(self, rng, size):
+        from scipy import stats  # deferred: scipy.stats costs ~0.7 s at import, and only sampling needs it
+
         return stats.truncnorm.rvs(self._alpha, self._beta, loc=self.mu, scale=self.sigma,
                                    size=size, random_state=rng)
 
