@@ -36,6 +36,15 @@ and 4.2e-9 in the cost (``r2dp_histogram_kl``, measured against the snapshot wit
 ``NPY_DISABLE_CPU_FEATURES`` naming the AVX-512 features, which reproduces it exactly).
 The family's values are compared at 1e-4 and 1e-7, over 20× that spread; its privacy is
 certified exactly for whatever atoms it ends at."""
+TRIANGULATION_KEYS = {"boundary_simplices"}
+"""How many simplices triangulate a K-norm hull's boundary depends on the order in which qhull meets
+coplanar points (1,798,726 and 1,871,764 for table_4x4_margins_pure on two machines, same numpy); the
+hull's invariants (vertices, facets, facet orbits, volume) are compared exactly."""
+GAP_FACTOR = 10
+"""A design whose snapshot records an SDP's ``duality_gap`` has a utility known only to that gap: its
+utility is compared at 10 × the recorded relative gap when that exceeds ``REL`` (census_plan_gdp's
+gaussian_optimal query has a gap of 3.5e-10 relative, and its plan utility moved by 9e-12 between
+machines)."""
 UTILITY_REL = {"ci_volume": 1e-10}
 """The confidence-region volume of an optimised covariance is ill-conditioned in σ: it
 goes through log det Σ of a covariance with condition number ~1e4 (age_summary_ci_volume),
@@ -68,12 +77,14 @@ def _compare(name: str):
     assert got["utility"]["metric"] == expected["utility"]["metric"]
     minimiser = got["family"] == "r2dp"
     rel = MINIMISER_REL["utility"] if minimiser else UTILITY_REL.get(got["utility"]["metric"], REL)
+    gaps = [abs(v) for k, v in expected["parameters"].items() if k.endswith("duality_gap")]
+    rel = max([rel, *(GAP_FACTOR * gap for gap in gaps)])
     assert _same(expected["utility"]["value"], got["utility"]["value"], rel), (
         expected["utility"], got["utility"])
     assert sorted(got["parameters"]) == sorted(expected["parameters"])
     default = MINIMISER_REL["parameters"] if minimiser else REL
     differ = {k: (v, got["parameters"][k]) for k, v in expected["parameters"].items()
-              if not _same(v, got["parameters"][k], DIAGNOSTIC_REL if k.endswith("duality_gap") else default)}
+              if k.split(".")[-1] not in TRIANGULATION_KEYS and not _same(v, got["parameters"][k], DIAGNOSTIC_REL if k.endswith("duality_gap") else default)}
     assert not differ, differ
 
 
