@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpopt.certificate.composition import PER_GROUP, composition_checks, groups_block
+from dpopt.certificate.composition import PER_GROUP, composition_checks, groups_block, joint_block
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.core.output import output_folder
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
@@ -107,7 +107,9 @@ def group_domain(spec: Spec, column: str, public: Sequence | str | Path | None =
 def group_certificate(
     solution: Solution, levels: Sequence[ReleasedLevel], block: int = BLOCK_GROUPS
 ) -> Certificate:
-    """The spec's certificate with the ``groups`` block and its composition check.
+    """The spec's certificate with the ``groups`` block and its composition check (with a privacy unit and one
+    grouping column, the whole release is the better of the composition and the joint sensitivity of the stacked
+    groups: :func:`dpopt.certificate.composition.joint_block`).
 
     Raises
     ------
@@ -115,10 +117,13 @@ def group_certificate(
         If the composition check fails (a certificate never states an unchecked guarantee).
     """
     data = json.loads(solution.certificate.to_json())
+    problem = solution.problem
+    joint, joint_checks = joint_block(solution.spec, problem.query, problem.space, solution.mechanism,
+                                      [len(lv.keys) for lv in levels])
     data["groups"] = groups_block(solution.spec, [(lv.column, len(lv.keys), lv.domain) for lv in levels],
-                                  PER_GROUP, block)
+                                  PER_GROUP, block, joint)
     data["whole_release"] = "groups"
-    checks = composition_checks(solution.spec, data["groups"])
+    checks = joint_checks + composition_checks(solution.spec, data["groups"], joint)
     failed = [c for c in checks if not c.passed]
     if failed:
         raise CalibrationError(
