@@ -329,7 +329,6 @@ def test_a_grouped_release_composes_over_the_groups_a_person_keeps(tmp_path, adj
 
 @pytest.mark.parametrize("unit, options, words", [
     ({"max_rows_per_group": 2}, [], "max_rows or max_groups"),
-    ({"max_rows": 4}, ["--engine", "dask"], "engine duckdb"),
 ])
 def test_grouped_releases_refused_with_a_privacy_unit(unit, options, words, tmp_path, capsys):
     spec = dpopt.load_spec(VISITS_SPEC).model_dump(exclude_none=True)

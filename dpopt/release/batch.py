@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -316,11 +317,10 @@ def release_groups(
     source = sources.open_source(data)
     problem = compile(spec)
     query = problem.query
-    counted, bounding = [], None
-    if engine == "dask" and spec.data.privacy_unit is not None:
-        raise SpecError("--engine", "a grouped release with a privacy_unit is bounded and counted in DuckDB: "
-                                    "use --engine duckdb")
-    if engine == "dask":  # counted with the noise, after the design: the data are checked first
+    counted, bounding, kept = [], None, None
+    if engine == "dask" and spec.data.privacy_unit is not None:  # bounded on the workers, counted with the noise
+        kept, bounding = _bound_dask(source, spec, query, randomness, group_by, client)
+    elif engine == "dask":  # counted with the noise, after the design: the data are checked first
         _check_data(source, spec, group_by)
     else:  # counted before the design: the scan checks the data (a data error is one line before any design)
         con = sources.connect()
@@ -349,6 +349,7 @@ def release_groups(
                 index,
                 client=client,
                 block=block,
+                records=kept,
             )
         else:
             answers = counted[index]
@@ -381,6 +382,18 @@ def release_once(
     value, records = sources.answer(con, source, problem.spec, query=problem.query)
     solution = solve(problem)
     return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records, bounding
+
+
+def _bound_dask(source: sources.DataSource, spec: Spec, query, randomness: RandomSource, group_by: Sequence[str],
+                client) -> tuple:
+    """Each person's rows bounded on Dask with their group keys
+    (:func:`dpopt.release.distributed_bounding.bound_contributions_dask`): the kept rows and the report."""
+    try:  # dask is an optional dependency (pip install "dpopt[dask]")
+        from dpopt.release.distributed_bounding import bound_contributions_dask
+    except ImportError as exc:
+        raise UnsupportedSpecError("--engine", f"dask is not installed ({exc.name}): pip install 'dpopt[dask]'") from None
+    with client.as_current() if client is not None else nullcontext():
+        return bound_contributions_dask(source, spec, query, randomness, group_by)
 
 
 def _check_data(source: sources.DataSource, spec: Spec, columns: Sequence[str] = ()) -> None:
