@@ -103,10 +103,12 @@ def _on(unit: PrivacyUnit, p: int) -> tuple[Fraction, Fraction, Fraction]:
 
 
 def _splits(unit: PrivacyUnit, cells: int) -> list[tuple[int, tuple[Fraction, Fraction, Fraction]]]:
-    """(p, norms of N(p) ⊕ N(m − p)) for the splits p ≤ min(m, g) of the cells between two persons."""
-    _, _, groups = most_rows(unit, cells)
+    """(p, norms of N(p) ⊕ N(m − p)) for the splits p ≤ min(m, g, R) of the cells between two persons: a person
+    uses at most min(g, R) cells (each holds a row), so N(p) = N(min(p, g, R)) and, N being nondecreasing, a
+    larger p gives no larger sum (this keeps the search short for the stacked groups of a grouped release)."""
+    rows, _, groups = most_rows(unit, cells)
     out = []
-    for p in range(min(cells, groups) + 1):
+    for p in range(min(cells, groups, rows) + 1):
         a, b = _on(unit, p), _on(unit, cells - p)
         out.append((p, (a[0] + b[0], a[1] + b[1], max(a[2], b[2]))))
     return out
