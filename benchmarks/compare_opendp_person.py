@@ -9,7 +9,7 @@ both libraries under the same budget (ρ = 0.5 zCDP: the Gaussian σ; ε = 1: th
   ``truncate_num_groups(g, by)``, ``truncate_per_group(k)`` then ``group_by(by).agg(dp.len())`` joined
   with the public key set);
 * sums of ``duration`` ∈ [0, 120] per cell (OpenDP) against the exact person-level l2 of that vector
-  (dpopt derives it, 120 × the table's; its release per cell with a privacy unit is not built yet);
+  (dpopt derives it, 120 × the table's; released per cell it would group by two columns, which composes);
 * the total sum of ``duration`` (k = 4 rows per person; both libraries release it);
 * counts (ρ = 0.5 and ε = 1) and sums of ``duration`` (ρ = 0.5) per clinic: dpopt's ``--group-by clinic``
   release, whose whole-release guarantee is the better of the composition over the ≤ g clinics a person keeps
