@@ -167,7 +167,8 @@ def comparison() -> list[tuple[str, float, float]]:
                                                      "gaussian"),
          opendp_scale({"rho": 0.5}, "sum", per_cell=False)),
         *[(f"{what} per clinic, {name} = {budget} ({'sigma' if name == 'rho' else 'Laplace scale'}; "
-           f"dpopt: --group-by, whole {name} {whole:.17g})", scale, opendp_scale({name: budget}, aggregate, by="clinic"))
+           f"dpopt: --group-by, whole {name} {whole:.17g})", scale,
+           opendp_scale({name: budget}, aggregate, by="clinic"))
           for what, aggregate, query, (name, budget), mechanism in (
               ("counts", "count", {"kind": "count"}, ("rho", 0.5), "gaussian"),
               ("counts", "count", {"kind": "count"}, ("epsilon", 1.0), "laplace"),

@@ -391,7 +391,8 @@ def _bound_dask(source: sources.DataSource, spec: Spec, query, randomness: Rando
     try:  # dask is an optional dependency (pip install "dpopt[dask]")
         from dpopt.release.distributed_bounding import bound_contributions_dask
     except ImportError as exc:
-        raise UnsupportedSpecError("--engine", f"dask is not installed ({exc.name}): pip install 'dpopt[dask]'") from None
+        raise UnsupportedSpecError("--engine", f"dask is not installed ({exc.name}): pip install 'dpopt[dask]'") \
+            from None
     with client.as_current() if client is not None else nullcontext():
         return bound_contributions_dask(source, spec, query, randomness, group_by)
 

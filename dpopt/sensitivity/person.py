@@ -307,7 +307,8 @@ def grouped_norms(spec: Spec, query: CountingQuery | NumericQuery,
         scale = max(abs(low), abs(high))
         l1, l2sq, linf = table_norms(unit, groups, replace)
         return (scale * l1, scale * scale * l2sq, scale * linf,
-                f"stacked per-group sums: max(|a|, |b|) = {scale} × the person-level norms of a {groups}-cell histogram")
+                f"stacked per-group sums: max(|a|, |b|) = {scale} × the person-level norms of a "
+                f"{groups}-cell histogram")
     if query.kind not in ("count", "histogram", "contingency_table"):
         return None
     l1, l2sq, linf = table_norms(unit, groups * query.cells, replace)
