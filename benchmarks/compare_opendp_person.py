@@ -9,10 +9,14 @@ both libraries under the same budget (ρ = 0.5 zCDP: the Gaussian σ; ε = 1: th
   ``truncate_num_groups(g, by)``, ``truncate_per_group(k)`` then ``group_by(by).agg(dp.len())`` joined
   with the public key set);
 * sums of ``duration`` ∈ [0, 120] per cell (OpenDP) against the exact person-level l2 of that vector
-  (dpopt derives it, 120 × the table's; its release per cell with a privacy unit is not built yet);
+  (dpopt derives it, 120 × the table's; released per cell it would group by two columns, which composes);
 * the total sum of ``duration`` (k = 4 rows per person; both libraries release it);
-* sums of ``duration`` per clinic: dpopt's ``--group-by clinic`` release, the g-fold composition of a per-group
-  ρ/g (a person keeps rows in ≤ g clinics), against OpenDP's grouped sum.
+* counts (ρ = 0.5 and ε = 1) and sums of ``duration`` (ρ = 0.5) per clinic: dpopt's ``--group-by clinic``
+  release, whose whole-release guarantee is the better of the composition over the ≤ g clinics a person keeps
+  rows in and the exact sensitivity of the stacked clinics (:func:`dpopt.certificate.composition.joint_block`):
+  the per-group target is set to the whole budget over the certificate's norm ratio (rounded down), the
+  release run on the data, and its certified whole-release guarantee printed with the scale; against
+  OpenDP's grouped count and sum.
 
 Then the truncation itself: the rows each library keeps (OpenDP's, read from a release at ρ = 10⁸, whose
 noise is far below one count), against a recount in Python of what the stated bounds keep.
@@ -31,11 +35,13 @@ import math
 import re
 import warnings
 from collections import Counter, defaultdict
+from fractions import Fraction
 from pathlib import Path
 
 import dpopt
 from dpopt.domain.queries import compile_query
 from dpopt.release import sources
+from dpopt.release.batch import release_groups
 from dpopt.release.bounding import bound_contributions
 from dpopt.rng import random_source
 
@@ -53,6 +59,25 @@ def dpopt_scale(query: dict, unit: dict, privacy: dict, mechanism: str) -> float
             "data": {**base["data"], "privacy_unit": {"id": "person_id", **unit}}}
     parameters = dpopt.solve(dpopt.load_spec(spec)).mechanism.parameters
     return float(parameters["sigma"] if "sigma" in parameters else parameters["scale"])
+
+
+def dpopt_grouped(query: dict, loss: dict, mechanism: str) -> tuple[float, float]:
+    """(scale, certified whole-release parameter) of dpopt's release per clinic at the whole budget ``loss``:
+    the per-group target is the budget over the certificate's exact norm ratio, rounded down."""
+    (name, budget), = loss.items()
+    base = dpopt.load_spec(SPEC).model_dump(exclude_none=True)
+    spec = {**base, "query": query, "mechanism": mechanism, "privacy": {DEFINITION[name]: {name: budget}}}
+    first = release_groups(spec, DATA, "clinic", seed=1, insecure_seed=True).certificate["groups"]
+    target = Fraction(budget) / Fraction(first["joint"]["norm_ratio_exact"])
+    per_group = float(target) if Fraction(float(target)) <= target else math.nextafter(float(target), 0.0)
+    spec["privacy"] = {DEFINITION[name]: {name: per_group}}
+    release = release_groups(spec, DATA, "clinic", seed=1, insecure_seed=True)
+    parameters = release.mechanism.parameters
+    return (float(parameters["sigma"] if "sigma" in parameters else parameters["scale"]),
+            release.certificate["groups"]["composition"][name])
+
+
+DEFINITION = {"rho": "zcdp", "epsilon": "pure"}
 
 
 def _context(loss: dict):
@@ -141,9 +166,14 @@ def comparison() -> list[tuple[str, float, float]]:
         ("total sum, rho = 0.5 (sigma)", dpopt_scale({"kind": "sum", "attribute": "duration"}, {"max_rows": K}, zcdp,
                                                      "gaussian"),
          opendp_scale({"rho": 0.5}, "sum", per_cell=False)),
-        (f"sums per clinic, rho = 0.5 (sigma; dpopt: --group-by, {G} x rho/{G})",
-         dpopt_scale({"kind": "sum", "attribute": "duration"}, unit, {"zcdp": {"rho": 0.5 / G}}, "gaussian"),
-         opendp_scale({"rho": 0.5}, "sum", by="clinic")),
+        *[(f"{what} per clinic, {name} = {budget} ({'sigma' if name == 'rho' else 'Laplace scale'}; "
+           f"dpopt: --group-by, whole {name} {whole:.17g})", scale,
+           opendp_scale({name: budget}, aggregate, by="clinic"))
+          for what, aggregate, query, (name, budget), mechanism in (
+              ("counts", "count", {"kind": "count"}, ("rho", 0.5), "gaussian"),
+              ("counts", "count", {"kind": "count"}, ("epsilon", 1.0), "laplace"),
+              ("sums", "sum", {"kind": "sum", "attribute": "duration"}, ("rho", 0.5), "gaussian"))
+          for scale, whole in [dpopt_grouped(query, {name: budget}, mechanism)]],
     ]
 
 
@@ -155,9 +185,9 @@ def main() -> None:
         print("OpenDP is not installed (pip install 'dpopt[compare]'): nothing to compare")
         return
     print(f"visits: ≤ {C} rows per cell, ≤ {G} cells, ≤ {K} rows per person; durations in [0, {HIGH}]")
-    print(f"{'statistic':<68} {'dpopt':>10} {'OpenDP':>10}")
+    print(f"{'statistic':<90} {'dpopt':>10} {'OpenDP':>10}")
     for name, ours, theirs in comparison():
-        print(f"{name:<68} {ours:>10.4f} {theirs:>10.4f}")
+        print(f"{name:<90} {ours:>10.4f} {theirs:>10.4f}")
     print("rows kept by the truncation:")
     print(f"  dpopt (random rows and cells, keyed SHA-256)           {dpopt_rows_kept()}")
     print(f"  OpenDP keep='sample'                                   {opendp_rows_kept('sample')}")

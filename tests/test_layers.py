@@ -49,6 +49,8 @@ OPTIONAL_DEPENDENCIES = {
         "dask is optional (pip install 'dpopt[dask]'): the Dask engine is imported when asked for",
     ("dpopt.plan.release", "dpopt.release.distributed"):
         "the same optional Dask engine, for a grouped release plan (--engine dask)",
+    ("dpopt.release.batch", "dpopt.release.distributed_bounding"):
+        "the same optional Dask engine, bounding a privacy unit's rows for a grouped release (--engine dask)",
 }
 """The only dpopt imports inside functions outside the CLI, each with its reason."""
 

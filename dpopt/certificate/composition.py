@@ -22,6 +22,17 @@ target, so the whole release meets its m-fold composition:
 With m = 1 (one grouping column, one record) this is parallel composition: the whole
 release has the per-group guarantee. The composed values are rounded up to floats and
 checked against the exact rational composition.
+
+**Joint sensitivity** (a privacy unit, one grouping column). Composition charges every group a
+person touches the per-group worst case. The whole release is also the same noise family, with the
+same parameters, on the stacked vector of all groups' answers, whose exact person-level norms
+:func:`dpopt.sensitivity.person.grouped_norms` derives. For the families whose guarantee at fixed
+parameters is a function of one norm Δ (isotropic Gaussian: ρ = Δ₂²/(2σ²), μ = Δ₂/σ; discrete
+Gaussian: ρ = Δ₂²/(2σ²), Canonne, Kamath & Steinke 2020, Thm 14; Laplace and discrete Laplace:
+ε = Δ₁/b) a mechanism meeting the per-group target p at the per-group norm Δ_g meets p·(Δ_J/Δ_g)² (ρ),
+p·Δ_J/Δ_g (μ, ε) at the joint norm Δ_J. That value, rounded up, is re-checked by the family's own
+privacy check on the joint space (:func:`joint_block`), and the whole release states the better
+(smaller) of it and the composition.
 """
 
 from __future__ import annotations
@@ -30,7 +41,13 @@ import math
 from fractions import Fraction
 
 from dpopt.core.checks import Check
-from dpopt.spec.models import Spec
+from dpopt.domain.queries import CountingQuery, NumericQuery
+from dpopt.mechanisms import Mechanism
+from dpopt.mechanisms.base import registry
+from dpopt.sensitivity.person import grouped_norms
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.sensitivity.subspace import FullSpace
+from dpopt.spec.models import Privacy, Spec
 
 _METHODS = {
     "pure": "basic composition: ε adds up (Dwork & Roth 2014, Thm 3.16)",
@@ -83,10 +100,11 @@ STREAMS = ("noise of block b (groups of rank [bB, (b+1)B) in canonical order) of
 
 
 def groups_block(spec: Spec, levels: list[tuple[str, int, str]], per_group: str = PER_GROUP,
-                 block: int | None = None) -> dict:
+                 block: int | None = None, joint: dict | None = None) -> dict:
     """The certificate's ``groups`` block for grouping columns ``levels`` = (column, number of groups,
     where the groups come from): the composition over the groups a record touches, and (``block``,
-    the groups per noise stream) how the streams are derived.
+    the groups per noise stream) how the streams are derived; with ``joint`` (:func:`joint_block`,
+    checked) the whole release is the better of the composition and the joint guarantee.
 
     Under add/remove adjacency, groups observed in the data carry a caveat: the set of non-empty
     groups is published as found and is not protected.
@@ -101,15 +119,18 @@ def groups_block(spec: Spec, levels: list[tuple[str, int, str]], per_group: str 
                              "guarantee covers the released values given that set, not the set itself")
         rows.append(row)
     out = {"columns": columns, "levels": rows, "adjacency": within_group_adjacency(spec), "groups_changed": m,
-           "per_group": per_group, "composition": compose(spec, m)}
+           "per_group": per_group, "composition": whole_release(spec, m, joint)}
+    if joint is not None:
+        out["joint"] = joint
     if block is not None:
         out["streams"] = {"block_groups": block, "derivation": STREAMS}
     return out
 
 
-def groups_record_check(spec: Spec, block: dict, per_group: str = PER_GROUP) -> Check:
+def groups_record_check(spec: Spec, block: dict, per_group: str = PER_GROUP, joint: dict | None = None) -> Check:
     """``groups.record``: the recorded block equals the one rebuilt from its grouping columns
-    (one level per column, in order, each column once; group counts non-negative integers)."""
+    (one level per column, in order, each column once; group counts non-negative integers), with the
+    ``joint`` block re-derived by :func:`joint_block`."""
     levels = block.get("levels") if isinstance(block, dict) else None
     rows = [(row.get("column"), row.get("groups"), row.get("domain")) for row in levels or [] if isinstance(row, dict)]
     columns = block.get("columns") if isinstance(block, dict) else None
@@ -124,10 +145,10 @@ def groups_record_check(spec: Spec, block: dict, per_group: str = PER_GROUP) -> 
     if not well_formed or (streams is not None and not (isinstance(size, int) and size > 0)):
         return Check("groups.record", "one level per grouping column, in order", False,
                      f"columns {columns!r} and levels do not match (or a count is not a non-negative integer)")
-    expected = groups_block(spec, rows, per_group, size)
+    expected = groups_block(spec, rows, per_group, size, joint)
     same = block == expected
     return Check("groups.record", "the groups block equals the one rebuilt from its grouping columns (texts, "
-                                  "caveats, groups changed, composition, streams)", same,
+                                  "caveats, groups changed, composition, joint sensitivity, streams)", same,
                  f"{len(columns)} grouping column(s): {', '.join(columns)}" if same else "the recorded block differs")
 
 
@@ -162,23 +183,26 @@ def compose(spec: Spec, m: int) -> dict:
     }
 
 
-def composition_checks(spec: Spec, block: dict) -> list[Check]:
+def composition_checks(spec: Spec, block: dict, joint: dict | None = None) -> list[Check]:
     """Re-derive the grouped guarantee recorded in a certificate's ``groups`` block.
 
     The count m follows from the spec's adjacency and the number of grouping columns;
-    the composed parameters are compared exactly with m times the per-group target.
+    the composed parameters are compared exactly with m times the per-group target, or, where the
+    re-derived ``joint`` guarantee (:func:`joint_block`) is the better, with the per-group target times
+    the exact norm ratio.
     """
     columns = block.get("columns") or []
     m = groups_changed(spec, len(columns))
     recorded = block.get("composition", {})
-    expected = compose(spec, m)
+    expected = whole_release(spec, m, joint)
     definition, p = spec.privacy.definition, spec.privacy.parameters
+    factor = Fraction(joint["norm_ratio_exact"]) if expected["method"] == _JOINT_METHOD else Fraction(m)
     if definition == "gdp":
-        holds = Fraction(recorded.get("mu", 0.0)) ** 2 >= m * Fraction(p["mu"]) ** 2
+        holds = Fraction(recorded.get("mu", 0.0)) ** 2 >= factor * Fraction(p["mu"]) ** 2
     else:
         holds = all(
             (name == "delta" and recorded.get(name) == 1.0)
-            or Fraction(recorded.get(name, 0.0)) >= m * Fraction(value)
+            or Fraction(recorded.get(name, 0.0)) >= factor * Fraction(value)
             for name, value in p.items()
         )
     same = (
@@ -196,3 +220,74 @@ def composition_checks(spec: Spec, block: dict) -> list[Check]:
             f"per group {definition} {p}; whole release {shown}",
         )
     ]
+
+
+JOINT_TARGETS = {"gaussian": ("zcdp", "gdp"), "discrete_gaussian": ("zcdp",), "laplace": ("pure",),
+                 "discrete_laplace": ("pure",)}
+"""The families (and targets) whose guarantee at fixed parameters is a function of one norm (the module)."""
+
+_JOINT_METHOD = "joint sensitivity: the same noise on the stacked vector of every group's answers"
+
+
+def _scaled(definition: str, p: dict, ratio: Fraction) -> dict:
+    """The per-group target scaled by the (squared, for gdp) norm ratio, rounded up."""
+    if definition == "gdp":
+        return {"mu": _sqrt_above(ratio * Fraction(p["mu"]) ** 2)}
+    return {name: _float_above(ratio * Fraction(value)) for name, value in p.items()}
+
+
+def joint_block(spec: Spec, query: CountingQuery | NumericQuery, space: SensitivitySpace, mechanism: Mechanism,
+                groups: list[int]) -> tuple[dict | None, list[Check]]:
+    """The whole release's guarantee from the exact sensitivity of the stacked per-group answers (the module).
+
+    Parameters
+    ----------
+    query, space :
+        The spec's compiled query and its per-group (person-level) sensitivity space.
+    mechanism :
+        The per-group mechanism (applied to every group with the same parameters).
+    groups :
+        The number of groups of each grouping column.
+
+    Returns
+    -------
+    (block, checks)
+        The ``joint`` block of the certificate's ``groups`` block (None where not derived, or where its
+        check fails) and the family's privacy check on the joint space (empty where not derived).
+    """
+    definition = spec.privacy.definition
+    if (spec.data.privacy_unit is None or len(groups) != 1 or definition not in JOINT_TARGETS.get(mechanism.family, ())
+            or not isinstance(space.span, FullSpace)):
+        return None, []
+    count = groups[0]
+    norms = grouped_norms(spec, query, count) if isinstance(count, int) and not isinstance(count, bool) else None
+    per_group = space.l1 if definition == "pure" else space.l2_squared
+    if norms is None or per_group == 0:
+        return None, []
+    l1, l2sq, linf, how = norms
+    ratio = (l1 if definition == "pure" else l2sq) / per_group
+    dimension = count * space.dimension
+    joint_space = SensitivitySpace(dimension, FullSpace(dimension), l1, l2sq, linf, how, space.adjacency,
+                                   complete=False)
+    params = _scaled(definition, spec.privacy.parameters, ratio)
+    stacked = registry()[mechanism.family].from_parameters(mechanism.parameters, joint_space)
+    checks = stacked.privacy_checks(joint_space, Privacy(**{definition: params}))
+    passed = all(c.passed for c in checks)
+    check = Check("groups.joint", f"the whole release on the stacked vector ({count} groups × {space.dimension} "
+                                  f"cells) at {definition} {params}: the family's own check on the joint sensitivity",
+                  passed, "; ".join(c.detail for c in checks))
+    block = {"dimension": dimension, "l1_exact": str(l1), "l2_squared_exact": str(l2sq), "linf_exact": str(linf),
+             "method": how, "norm_ratio_exact": str(ratio), "guarantee": {"definition": definition, **params}}
+    return (block if passed else None), [check]
+
+
+def whole_release(spec: Spec, m: int, joint: dict | None) -> dict:
+    """The whole release's guarantee: the m-fold composition, or the ``joint`` one where it is smaller."""
+    composed = compose(spec, m)
+    if joint is None:
+        return composed
+    guarantee = joint["guarantee"]
+    name = next(iter(spec.privacy.parameters))  # the joint targets have one parameter
+    if guarantee[name] < composed[name]:
+        return {**guarantee, "method": _JOINT_METHOD}
+    return composed

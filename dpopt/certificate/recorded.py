@@ -56,9 +56,11 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
     "candidate": (frozenset({"family"}), frozenset({"parameters", "utility", "reason"})),
     "candidate.utility": (frozenset({"metric", "value", "method"}), frozenset({"ci95"})),
     "groups": (frozenset({"columns", "levels", "adjacency", "groups_changed", "per_group", "composition"}),
-               frozenset({"streams"})),
+               frozenset({"streams", "joint"})),
     "groups.level": (frozenset({"column", "groups", "domain"}), frozenset({"caveat"})),
     "groups.streams": (frozenset({"block_groups", "derivation"}), frozenset()),
+    "groups.joint": (frozenset({"dimension", "l1_exact", "l2_squared_exact", "linf_exact", "method",
+                                "norm_ratio_exact", "guarantee"}), frozenset()),
     # a hierarchy's design (``dpopt solve``) has no units and no post-processing yet; its release has both
     "hierarchy": (frozenset({"spec", "levels", "shares", "adjacency", "composition", "checks"}),
                   frozenset({"invariants", "caveat", "postprocess"})),
@@ -206,6 +208,8 @@ def certificate_schema(data: dict, top: str = "certificate") -> Check:
         problems += _rows(groups.get("levels"), "groups.level", "groups.levels")
         if "streams" in groups:
             problems += schema_problems(groups["streams"], "groups.streams", "groups.streams")
+        if "joint" in groups:
+            problems += schema_problems(groups["joint"], "groups.joint", "groups.joint")
     if isinstance(data.get("hierarchy"), dict):
         problems += _hierarchy_schema(data["hierarchy"])
     postprocess = data.get("postprocess")

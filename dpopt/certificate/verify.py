@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dpopt.certificate.build import guarantee_block
 from dpopt.certificate.claims import all_claims
-from dpopt.certificate.composition import composition_checks, groups_record_check
+from dpopt.certificate.composition import composition_checks, groups_record_check, joint_block
 from dpopt.certificate.hierarchy_budget import verify_hierarchy
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
@@ -127,7 +127,11 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
                                             f"{type(exc).__name__}: {exc}")], problem)
     try:
         if "groups" in data:  # a grouped release (dpopt release --group-by): its composed guarantee
-            recomputed += [groups_record_check(spec, data["groups"])] + composition_checks(spec, data["groups"])
+            block = data["groups"]
+            joint, joint_checks = joint_block(spec, problem.query, space, mechanism,
+                                              [row.get("groups") for row in block.get("levels") or []])
+            recomputed += ([groups_record_check(spec, block, joint=joint)] + joint_checks
+                           + composition_checks(spec, block, joint))
         if "hierarchy" in data:  # one level of a hierarchical release: the levels' budgets and composition
             checks.extend(verify_hierarchy(spec, data["hierarchy"], data))
     except _HOSTILE as exc:

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from dpopt.certificate.composition import PER_GROUP, composition_checks, groups_block
+from dpopt.certificate.composition import PER_GROUP, composition_checks, groups_block, joint_block
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.core.output import output_folder
 from dpopt.domain.queries import CountingQuery
@@ -108,7 +109,9 @@ def group_domain(spec: Spec, column: str, public: Sequence | str | Path | None =
 def group_certificate(
     solution: Solution, levels: Sequence[ReleasedLevel], block: int = BLOCK_GROUPS
 ) -> Certificate:
-    """The spec's certificate with the ``groups`` block and its composition check.
+    """The spec's certificate with the ``groups`` block and its composition check (with a privacy unit and one
+    grouping column, the whole release is the better of the composition and the joint sensitivity of the stacked
+    groups: :func:`dpopt.certificate.composition.joint_block`).
 
     Raises
     ------
@@ -116,10 +119,13 @@ def group_certificate(
         If the composition check fails (a certificate never states an unchecked guarantee).
     """
     data = json.loads(solution.certificate.to_json())
+    problem = solution.problem
+    joint, joint_checks = joint_block(solution.spec, problem.query, problem.space, solution.mechanism,
+                                      [len(lv.keys) for lv in levels])
     data["groups"] = groups_block(solution.spec, [(lv.column, len(lv.keys), lv.domain) for lv in levels],
-                                  PER_GROUP, block)
+                                  PER_GROUP, block, joint)
     data["whole_release"] = "groups"
-    checks = composition_checks(solution.spec, data["groups"])
+    checks = joint_checks + composition_checks(solution.spec, data["groups"], joint)
     failed = [c for c in checks if not c.passed]
     if failed:
         raise CalibrationError(
@@ -312,11 +318,10 @@ def release_groups(
     source = sources.open_source(data)
     problem = compile(spec)
     query = problem.query
-    counted, bounding = [], None
-    if engine == "dask" and spec.data.privacy_unit is not None:
-        raise SpecError("--engine", "a grouped release with a privacy_unit is bounded and counted in DuckDB: "
-                                    "use --engine duckdb")
-    if engine == "dask":  # counted with the noise, after the design: the data are checked first
+    counted, bounding, kept = [], None, None
+    if engine == "dask" and spec.data.privacy_unit is not None:  # bounded on the workers, counted with the noise
+        kept, bounding = _bound_dask(source, spec, query, randomness, group_by, client)
+    elif engine == "dask":  # counted with the noise, after the design: the data are checked first
         _check_data(source, spec, group_by)
     else:  # counted before the design: the scan checks the data (a data error is one line before any design)
         con = sources.connect()
@@ -345,6 +350,7 @@ def release_groups(
                 index,
                 client=client,
                 block=block,
+                records=kept,
             )
         else:
             answers = counted[index]
@@ -404,6 +410,19 @@ def _dask_answer(problem, source: sources.DataSource, client) -> tuple[np.ndarra
     value, records = marginal_answer_dask(source, problem.spec, query, client)
     sources.check_size(problem.spec, source, records)
     return value, records
+
+
+def _bound_dask(source: sources.DataSource, spec: Spec, query, randomness: RandomSource, group_by: Sequence[str],
+                client) -> tuple:
+    """Each person's rows bounded on Dask with their group keys
+    (:func:`dpopt.release.distributed_bounding.bound_contributions_dask`): the kept rows and the report."""
+    try:  # dask is an optional dependency (pip install "dpopt[dask]")
+        from dpopt.release.distributed_bounding import bound_contributions_dask
+    except ImportError as exc:
+        raise UnsupportedSpecError("--engine", f"dask is not installed ({exc.name}): pip install 'dpopt[dask]'") \
+            from None
+    with client.as_current() if client is not None else nullcontext():
+        return bound_contributions_dask(source, spec, query, randomness, group_by)
 
 
 def _check_data(source: sources.DataSource, spec: Spec, columns: Sequence[str] = ()) -> None:

@@ -205,7 +205,8 @@ def _plain(values: np.ndarray) -> np.ndarray:
     return values.astype(str) if values.dtype == object else values
 
 
-def cell_sums(source: DataSource, spec: Spec, column: str, encode, weights: dict) -> tuple[dd.DataFrame, int]:
+def cell_sums(source: DataSource, spec: Spec, column: str, encode, weights: dict,
+              records: dd.DataFrame | None = None) -> tuple[dd.DataFrame, int]:
     """The weights of the records summed per (group key, cell), persisted on the workers, and the
     number of records — after checking every value against the spec's domain.
 
@@ -215,13 +216,17 @@ def cell_sums(source: DataSource, spec: Spec, column: str, encode, weights: dict
         ``encode(partition, column)`` → a frame of ``key``, ``cell`` and the ``weights`` columns.
     weights
         The weight columns' names and dtypes.
+    records
+        The records to count (default: the file's), e.g. the rows a privacy unit's bounding kept
+        (:func:`dpopt.release.distributed_bounding.bound_contributions_dask`).
 
     Raises
     ------
     DataError
         An unreadable file or missing column, the first off-domain value, or a missing group key.
     """
-    records = read_records(source, list(dict.fromkeys([*spec.data.attributes, column])))
+    if records is None:
+        records = read_records(source, list(dict.fromkeys([*spec.data.attributes, column])))
     problems = records.map_partitions(_problems, spec, column, meta={"column": object, "value": object})
     coded = records.map_partitions(encode, column, meta={"key": records[column].dtype, "cell": np.int64, **weights})
     sums = coded.groupby(["key", "cell"])[list(weights)].sum(split_out=max(1, records.npartitions // 4))
@@ -235,8 +240,10 @@ def cell_sums(source: DataSource, spec: Spec, column: str, encode, weights: dict
     return sums, int(total.compute())
 
 
-def _blocked_sums(source: DataSource, spec: Spec, column: str, keys: np.ndarray | None, block: int):
-    """(keys, records, a Dask frame of (rank, block, cell, weight) with a zero row in every block)."""
+def _blocked_sums(source: DataSource, spec: Spec, column: str, keys: np.ndarray | None, block: int,
+                  records: dd.DataFrame | None = None):
+    """(keys, records, a Dask frame of (rank, block, cell, weight) with a zero row in every block), counting
+    ``records`` (default: the file's)."""
     query = compile_query(spec)
     if isinstance(query, NumericQuery) and query.kind == "mean":
         raise UnsupportedSpecError(
@@ -246,7 +253,7 @@ def _blocked_sums(source: DataSource, spec: Spec, column: str, keys: np.ndarray 
         require_memory(dense_bytes(block, query.cells), f"a block of {block} groups' {query.cells}-cell histograms "
                                                         "in the Dask engine (use the DuckDB engine for marginals)")
     weight = {"weight": np.int64 if isinstance(query, CountingQuery) else float}
-    sums, total = cell_sums(source, spec, column, partial(_encode, query=query), weight)
+    sums, total = cell_sums(source, spec, column, partial(_encode, query=query), weight, records)
     observed = canonical_keys(_plain(sums["key"].unique().compute().to_numpy()))
     if keys is None:
         keys = observed
@@ -319,8 +326,10 @@ def release_level_dask(
     level: int,
     client=None,
     block: int = BLOCK_GROUPS,
+    records: dd.DataFrame | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """The noisy answers of every group of ``column``, counted and noised on the Dask workers.
+    """The noisy answers of every group of ``column``, counted and noised on the Dask workers (from
+    ``records``, default the file's: with a privacy unit, the rows bounding kept).
 
     Returns
     -------
@@ -328,7 +337,7 @@ def release_level_dask(
     """
     query = compile_query(spec)
     with client.as_current() if client is not None else nullcontext():
-        keys, records, blocked = _blocked_sums(source, spec, column, keys, block)
+        keys, records, blocked = _blocked_sums(source, spec, column, keys, block, records)
         values = _gather(blocked, query, mechanism, randomness, level, block, len(keys), query.dimension)
     return keys, values, records
 

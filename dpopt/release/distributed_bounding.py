@@ -19,6 +19,7 @@ values outside their bounds are clamped and counted as there; the counts reporte
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import dask
 import dask.dataframe as dd
@@ -40,13 +41,14 @@ def _digest(texts) -> list[str]:
     return [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
 
 
-def _keyed(part: pd.DataFrame, query: CountingQuery | NumericQuery, secret: str) -> pd.DataFrame:
-    """The partition with its cell (level codes joined by commas) and row key (``sha256(secret ':' r)``)."""
+def _keyed(part: pd.DataFrame, query: CountingQuery | NumericQuery, secret: str,
+           groups: Sequence[str] = ()) -> pd.DataFrame:
+    """The partition with its cell (each grouping column's value as its length, '#' and the text, then the level
+    codes, joined by commas, as :func:`dpopt.release.bounding._cell_key_sql`) and row key (``sha256(secret ':' r)``)."""
+    parts = [[f"{len(v)}#{v}" for v in part[g].astype(str)] for g in groups]
     if isinstance(query, CountingQuery) and query.attributes:
-        codes = [level_codes(part[a], lv).astype(str) for a, lv in zip(query.attributes, query.levels)]
-        cell = [",".join(c) for c in zip(*codes)]
-    else:
-        cell = [""] * len(part)
+        parts += [level_codes(part[a], lv).astype(str) for a, lv in zip(query.attributes, query.levels)]
+    cell = [",".join(c) for c in zip(*parts)] if parts else [""] * len(part)
     return part.assign(dpopt_cell=cell,
                        dpopt_row_key=_digest(f"{secret}:{r}" for r in part["dpopt_rn"].to_numpy()))
 
@@ -89,21 +91,25 @@ def _numbered(records: dd.DataFrame) -> dd.DataFrame:
 
 
 def bound_records_dask(records: dd.DataFrame, spec: Spec, query: CountingQuery | NumericQuery,
-                       secret: str) -> dd.DataFrame:
+                       secret: str, groups: Sequence[str] = ()) -> dd.DataFrame:
     """The records each person keeps under ``spec.data.privacy_unit`` (see the module), keyed by ``secret``
-    (hex text, as :func:`dpopt.release.bounding.bounding_sql` takes it)."""
+    (hex text, as :func:`dpopt.release.bounding.bounding_sql` takes it); with grouping columns ``groups`` a
+    cell is a group's cell, as there."""
     unit = spec.data.privacy_unit
     numbered = _numbered(records)
     meta = numbered._meta.assign(dpopt_cell=pd.Series([], dtype=object), dpopt_row_key=pd.Series([], dtype=object))
-    keyed = numbered.map_partitions(_keyed, query, secret, meta=meta)
+    keyed = numbered.map_partitions(_keyed, query, secret, tuple(groups), meta=meta)
     by_person = keyed.shuffle(unit.id, npartitions=keyed.npartitions)
     return by_person.map_partitions(_bound_persons, unit.id, unit, secret, meta=records._meta)
 
 
 def bound_contributions_dask(source: DataSource, spec: Spec, query: CountingQuery | NumericQuery,
-                             randomness: RandomSource) -> tuple[dd.DataFrame, dict]:
+                             randomness: RandomSource, groups: Sequence[str] = ()) -> tuple[dd.DataFrame, dict]:
     """:func:`dpopt.release.bounding.bound_contributions` on Dask: clamp, keep each person's rows within the
-    bounds (the secret from the same CSPRNG stream, so the same seed keeps the same rows), and report.
+    bounds (the secret from the same CSPRNG stream, so the same seed keeps the same rows), and report; with
+    grouping columns ``groups`` a person's cells are counted with their group keys (``dpopt release --group-by
+    --engine dask``). DuckDB keys a group by its value cast to text, Dask by the file's text: text keys (or
+    Parquet columns of strings) give both engines the same cells, hence the same kept rows.
 
     Returns
     -------
@@ -120,13 +126,13 @@ def bound_contributions_dask(source: DataSource, spec: Spec, query: CountingQuer
         the spec's domain once numbers are clamped (naming the column and the value).
     """
     unit = spec.data.privacy_unit
-    records = read_records(source, [*spec.data.attributes, unit.id])
+    records = read_records(source, list(dict.fromkeys([*spec.data.attributes, unit.id, *groups])))
     numbered = _numbered(records)
     first = numbered["dpopt_rn"][numbered[unit.id].isna()].min()
     records, clamped = _clamp(records, spec)
     problems = records.map_partitions(_problems, spec, unit.id, meta={"column": object, "value": object})
     secret = randomness.stream(*BOUNDING_STREAM).bytes(32).hex()
-    kept = bound_records_dask(records, spec, query, secret).persist()  # counted below and by the caller
+    kept = bound_records_dask(records, spec, query, secret, groups).persist()  # counted below and by the caller
     per_raw = records.groupby(unit.id).size()
     per_kept = kept.groupby(unit.id).size()
     first, found = dask.compute(first, problems)

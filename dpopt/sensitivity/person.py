@@ -103,10 +103,12 @@ def _on(unit: PrivacyUnit, p: int) -> tuple[Fraction, Fraction, Fraction]:
 
 
 def _splits(unit: PrivacyUnit, cells: int) -> list[tuple[int, tuple[Fraction, Fraction, Fraction]]]:
-    """(p, norms of N(p) ⊕ N(m − p)) for the splits p ≤ min(m, g) of the cells between two persons."""
-    _, _, groups = most_rows(unit, cells)
+    """(p, norms of N(p) ⊕ N(m − p)) for the splits p ≤ min(m, g, R) of the cells between two persons: a person
+    uses at most min(g, R) cells (each holds a row), so N(p) = N(min(p, g, R)) and, N being nondecreasing, a
+    larger p gives no larger sum (this keeps the search short for the stacked groups of a grouped release)."""
+    rows, _, groups = most_rows(unit, cells)
     out = []
-    for p in range(min(cells, groups) + 1):
+    for p in range(min(cells, groups, rows) + 1):
         a, b = _on(unit, p), _on(unit, cells - p)
         out.append((p, (a[0] + b[0], a[1] + b[1], max(a[2], b[2]))))
     return out
@@ -275,3 +277,40 @@ def _mean_pair(query: NumericQuery, unit: PrivacyUnit, replace: bool, adjacency:
            f"≤ (b − a)/2 = {half}" + ("; replace: differences of the hull's vertices" if replace else ""))
     return SensitivitySpace(2, FullSpace(2), l1, l2sq, linf, how, adjacency, complete=False,
                             _vectors=lambda: listed)
+
+
+def grouped_norms(spec: Spec, query: CountingQuery | NumericQuery,
+                  groups: int) -> tuple[Fraction, Fraction, Fraction, str] | None:
+    r"""Exact (l1, l2², l∞) of one person's contribution to a release grouped by one column: the per-group
+    answers of ``groups`` groups stacked into one vector, and how it is derived; None where not derived.
+
+    Bounding (:func:`dpopt.release.bounding.bound_contributions` with the grouping column) counts a
+    person's cells *with their group key*: ≤ c rows in each (group, cell), ≤ g such pairs, ≤ k rows in all.
+    The stacked vector of a count, histogram or table over m cells is therefore the histogram over the
+    G·m (group, cell) pairs under the same bounds, and its norms are :func:`table_norms` on G·m cells.
+    A sum over [a, b] has one cell per group: group j's sum moves by at most :math:`v_j \max(|a|, |b|)`
+    (add/remove; v the person's rows per group), attained with every value at the endpoint of larger
+    magnitude, so the norms are max(|a|, |b|) times those of the G-cell histogram. Under replace with
+    0 ≤ a (or b ≤ 0) a group's sum moves by :math:`v_j x - v'_j x'` with x, x′ in [a, b], at most
+    :math:`\max(v_j, v'_j) \max(|a|, |b|)` in magnitude, attained by disjoint supports and the endpoint of
+    larger magnitude: the histogram's replace norms, scaled. Not derived here (None): a replace sum whose
+    interval contains values of both signs (a person's and the other's rows may then add up in one group),
+    means, marginals and linear queries.
+    """
+    unit, replace = spec.data.privacy_unit, spec.adjacency.kind != "add_remove"
+    if groups < 1:
+        return None
+    if isinstance(query, NumericQuery):
+        low, high = Fraction(query.lower), Fraction(query.upper)
+        if query.pair or (replace and low < 0 < high):
+            return None
+        scale = max(abs(low), abs(high))
+        l1, l2sq, linf = table_norms(unit, groups, replace)
+        return (scale * l1, scale * scale * l2sq, scale * linf,
+                f"stacked per-group sums: max(|a|, |b|) = {scale} × the person-level norms of a "
+                f"{groups}-cell histogram")
+    if query.kind not in ("count", "histogram", "contingency_table"):
+        return None
+    l1, l2sq, linf = table_norms(unit, groups * query.cells, replace)
+    return (l1, l2sq, linf, f"stacked per-group tables: the person-level norms of a histogram over "
+                            f"{groups} × {query.cells} (group, cell) pairs")
