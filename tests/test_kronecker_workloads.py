@@ -20,7 +20,7 @@ import dpopt
 from dpopt.cli import main
 from dpopt.domain.queries import compile_query
 from dpopt.errors import SpecError, UnsupportedSpecError
-from dpopt.optimize.kronecker_strategy import optimal_factor, strategy_sensitivity, svd_bound, symmetric_factor
+from dpopt.optimize.kronecker_strategy import optimal_factor, svd_bound, symmetric_factor
 from dpopt.release.sources import answer, connect, open_source
 from dpopt.sensitivity.enumerate import enumerate_space
 from dpopt.sensitivity.kronecker_space import structural_rank
