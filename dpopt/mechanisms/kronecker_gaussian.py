@@ -5,7 +5,14 @@ ordered attribute crossed with marginals of others; :mod:`dpopt.domain.kronecker
 measures :math:`Ax + z`, :math:`A = \bigotimes_k A_k`, :math:`z \sim N(0, s^2 I_N)`, and releases
 :math:`W\hat x = Wx + WA^{-1}z` (least squares; A is square and invertible). The factors come
 from :func:`dpopt.optimize.kronecker_strategy.optimal_kronecker` (each attribute's factor the
-optimum of the 1-D strategy program given the others).
+optimum of the 1-D strategy program given the others). Under add/remove, when some attributes are
+*plain* (identity or summed out in every term), the strategy is instead
+:math:`A = (\bigotimes_{k\in V}A_k)\otimes B` with :math:`B = \sum_T\sqrt{b_T}E_T` in the ANOVA
+algebra of the plain attributes (:mod:`dpopt.optimize.kronecker_anova`; it contains the product
+strategy, from which its alternation starts, so it is never worse). B is singular off the
+components the workload sees (b_T = 0 there); the answers are then the least-squares
+:math:`W(A^\top A)^+A^\top y`, whose noise is :math:`W A^+ z` with
+:math:`A^+ = A_V^{-1}\otimes\sum_T b_T^{-1/2}E_T`.
 
 **Privacy** (evaluated at the stored factors and s, independently of the design): the release is
 a post-processing of :math:`Ax + z`, which is exactly :math:`\Delta_2(A)/s`-GDP with
@@ -23,6 +30,12 @@ with :math:`h_S` the entries of h whose index is 0 outside S. Those entries, for
 the independent blocks :math:`g_T` (index ≥ 1 exactly on T) for T ⊆ some S, of
 :math:`\prod_{k\in T}(n_k-1)` entries each: only they are drawn, and the term's noise is
 :math:`(\bigotimes_{k\in S}W_{t,k}R_k)` applied to :math:`h_S`.
+
+**Sampling, ANOVA form**: :math:`M_SE_Tz` depends on z only through its centred T-marginal, which is
+:math:`\sqrt{\prod_{k\in P\setminus T}n_k}` times a centred standard normal T-table
+(:mod:`dpopt.domain.marginal_algebra`); one such table g_T per component and per level of the ordered
+attributes is drawn, scaled by :math:`s\,b_T^{-1/2}`, a term's marginal is synthesized from its
+components and :math:`W_{t,k}A_k^{-1}` is applied along each ordered axis.
 
 **Errors** in closed form: :math:`E\|Z\|^2 = s^2\sum_t\prod_k\mathrm{tr}(G_{t,k}X_k^{-1})`;
 a cell's variance is :math:`s^2\prod_k (W_{t,k}X_k^{-1}W_{t,k}^\top)_{rr}`.

@@ -7,7 +7,9 @@ others V (prefix, ranges, a user's matrix). On P a term is a marginal :math:`M_{
 reordered V first). The strategy measures :math:`Ax + z`, :math:`z\sim N(0, s^2I)`, with
 :math:`A = A_V\otimes B`, :math:`A_V = \bigotimes_{k\in V}A_k` and :math:`B = \sum_T\sqrt{b_T}E_T`
 (:math:`E_T` the ANOVA projectors of P, :mod:`dpopt.domain.marginal_algebra`, so
-:math:`B^\top B = \sum_T b_T E_T`). Today's product strategy is the special case
+:math:`B^\top B = \sum_T b_T E_T`; T ranges over the components some term's marginal contains,
+:math:`b_T = 0` on the others, which no answer sees: the answers are the least-squares
+:math:`W(A^\top A)^+A^\top y`). Today's product strategy is the special case
 :math:`b_T = \prod_{k\in T}u_k\prod_{k\in P\setminus T}v_k` (:math:`A_k^\top A_k = u_kP^1_k + v_kP^0_k`).
 
 * **error** at s = 1: :math:`\sum_t \prod_{k\in V}\mathrm{tr}(G_{t,k}X_k^{-1})\cdot
