@@ -9,6 +9,8 @@ dense nuclear norm of W.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -102,3 +104,15 @@ def test_the_sampler_claim_at_its_fewest_draws_catches_a_wrong_scale(monkeypatch
     (check,) = utility_claims(s, m)
     assert check.passed is passes
     assert "200 draws" in check.method
+
+
+def test_verify_recomputes_the_anova_sensitivity_and_refuses_an_under_noised_one():
+    """A certificate whose ANOVA coefficients are all quadrupled (Δ₂(A)² = Σ_T b_T m_T/N_P quadrupled, s
+    unchanged) fails verify; the one the solve wrote passes."""
+    solution = dpopt.solve(spec(CASES["prefix x sex, ranges, a 2-way margin"]))
+    document = json.loads(solution.certificate.to_json())
+    assert all(c.passed for c in dpopt.verify(document).checks)
+    for entry in document["mechanism"]["parameters"]["anova"]:
+        entry["coefficient"] *= 4
+    failed = {c.claim for c in dpopt.verify(document).checks if not c.passed}
+    assert "privacy" in failed

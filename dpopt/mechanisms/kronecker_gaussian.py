@@ -56,8 +56,8 @@ from dpopt.domain.kronecker import KroneckerWorkload, apply_along, factor_matrix
 from dpopt.domain.marginal_algebra import Subset, subsets
 from dpopt.domain.queries import KroneckerQuery
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
-from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.mechanisms.marginal_gaussian import positive_by_set
+from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.kronecker_anova import AnovaSplit, anova_sensitivity, anova_unit_error, from_product, optimal_anova
 from dpopt.optimize.kronecker_strategy import (
