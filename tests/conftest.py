@@ -22,8 +22,8 @@ SLOW_SPECS = {
     "marginals_24attr_2way_replace": "2,728 released counts over a 6.9e10-cell domain, replace-one: the design "
                                      "over 2,911 reduced patterns, the report's draws (~8 s per solve, ~20 s with "
                                      "the report)",
-    "range_marginals_age_prefix_zcdp": "175,270 released counts over a 7.7e8-cell domain: the utility check's 2,000 "
-                                       "noise draws of every count (~50 s per solve, ~40 s per verify)",
+    "range_marginals_age_prefix_zcdp": "175,270 released counts over a 7.7e8-cell domain: ~4 s per solve and per "
+                                       "verify, ~10 s with the report (two 30 MB JSON documents)",
 }
 """Example specs whose solve is too slow for the default run: every test parametrized by one of them is
 marked ``slow``."""

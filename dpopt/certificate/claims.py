@@ -59,7 +59,7 @@ def utility_claims(spec: Spec, mechanism: Mechanism) -> list[Check]:
     if predicted.method != "closed form" or spec.utility.metric == "max_variance":
         return []
     workload = workload_matrix(spec.utility)
-    draws = min(100_000, max(2_000, 4_000_000 // mechanism.dimension))
+    draws = mechanism.sampler_check_draws(min(100_000, max(2_000, 4_000_000 // mechanism.dimension)))
     alternative = None if spec.utility.alternative is None else np.asarray(spec.utility.alternative, dtype=float)
     mc = mechanism._monte_carlo(spec.utility.metric, workload, spec.utility.gamma, draws=draws,
                                 alpha=spec.utility.alpha, alternative=alternative)

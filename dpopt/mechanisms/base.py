@@ -152,6 +152,11 @@ class Mechanism(ABC):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` noise draws, shape (size, d)."""
 
+    def sampler_check_draws(self, default: int) -> int:
+        """Draws for the ``utility.sampler`` claim: ``default``; a family whose draws are costly may take fewer
+        and state why that many still resolve a wrong sampler (the claim's 5-SE tolerance is estimated from them)."""
+        return default
+
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The outputs at the true answers ``values`` (shape (m, d)), one independent release per row.
 

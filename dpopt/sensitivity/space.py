@@ -36,8 +36,13 @@ def exact_norms(vectors: np.ndarray) -> tuple[Fraction, Fraction, Fraction]:
         first, _ = row_groups(candidates)
         return max((exact(v) for v in candidates[first]), default=Fraction(0))
 
-    l1 = exact_max(np.abs(vectors).sum(axis=1), lambda v: sum((abs(Fraction(x)) for x in v), Fraction(0)))
-    l2sq = exact_max((vectors**2).sum(axis=1), lambda v: sum((Fraction(x) ** 2 for x in v), Fraction(0)))
+    def exact_sum(v: np.ndarray, power: int) -> Fraction:
+        """Σ_i v_i^power exactly, each distinct value once times its count (counts of 0/1 tables are large)."""
+        values, counts = np.unique(v, return_counts=True)
+        return sum((int(c) * Fraction(float(x)) ** power for x, c in zip(values, counts)), Fraction(0))
+
+    l1 = exact_max(np.abs(vectors).sum(axis=1), lambda v: exact_sum(v, 1))
+    l2sq = exact_max((vectors**2).sum(axis=1), lambda v: exact_sum(v, 2))
     linf = exact_max(np.abs(vectors).max(axis=1, initial=0.0), lambda v: max(abs(Fraction(x)) for x in v))
     return l1, l2sq, linf
 
