@@ -102,8 +102,7 @@ def _block(workload: MarginalWorkload, i: int, matrix: sparse.csr_matrix) -> spa
     size = workload.algebra.size(s)
     laid = np.arange(size).reshape(workload.algebra.table_shape(tuple(block)))
     to_sorted = np.moveaxis(laid, list(np.argsort(block)), list(range(len(s)))).reshape(-1)
-    columns = np.empty(size, dtype=np.int64)
-    columns[np.arange(size)] = workload.offsets[i] + to_sorted
+    columns = workload.offsets[i] + to_sorted
     coo = matrix.tocoo()
     return sparse.csr_matrix((coo.data, (coo.row, columns[coo.col])), shape=(matrix.shape[0], workload.dimension))
 

@@ -59,8 +59,12 @@ def postprocess_once(
     """
     options = solution.spec.postprocess or Postprocess()
     if uses_marginal_space(solution.problem.query):
-        result = postprocess_marginals(solution.problem.query.workload, noisy, options,
-                                       noise_free_sets(solution.mechanism), solution.spec.data.n)
+        exact = noise_free_sets(solution.mechanism)
+        if solution.spec.invariants and not exact:
+            raise UnsupportedSpecError("postprocess", f"invariants with a {solution.mechanism.family} release of "
+                                       "marginals: marginal-space post-processing keeps the margins marginal_gaussian "
+                                       "releases without noise")
+        result = postprocess_marginals(solution.problem.query.workload, noisy, options, exact, solution.spec.data.n)
         data_ = json.loads(solution.certificate.to_json())
         data_["postprocess"] = certificate_block(result)
         return result, Certificate(data_)

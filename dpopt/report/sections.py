@@ -9,8 +9,8 @@ from dpopt.certificate.model import Certificate
 from dpopt.certificate.second_route import is_not_available
 from dpopt.mechanisms.base import better
 from dpopt.postprocess.evaluation import report_blocks
-from dpopt.report.marginal_table import marginal_error_block
 from dpopt.report.document import Figure, Report
+from dpopt.report.marginal_table import marginal_error_block
 from dpopt.report.reading import (
     ball_fallback,
     checks_sentence,
