@@ -628,7 +628,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "with --out and --group-by, csv also writes release_COLUMN.csv")
     p.add_argument("--error-draws", type=int, default=100, metavar="N",
                    help="Monte Carlo releases for the error before/after post-processing (spec with postprocess "
-                        "or geography; 0: none); 100 state the RMSE to about 2 significant digits")
+                        "or geography; 0: none); 100 state the RMSE to about 2 significant digits; not simulated for "
+                        "marginal tables post-processed in marginal space)")
     p.add_argument("--ledger", metavar="LEDGER",
                    help="charge the release to this privacy budget ledger (`dpopt ledger init`) before it is "
                         "output; refused with exit code 3, nothing released, when the budget would be exceeded")

@@ -17,6 +17,7 @@ from dpopt.certificate.model import Certificate
 from dpopt.errors import UnsupportedSpecError
 from dpopt.postprocess import PostprocessResult, postprocess_release, spec_structure
 from dpopt.postprocess.evaluation import table_errors
+from dpopt.postprocess.marginals import noise_free_sets, postprocess_marginals, uses_marginal_space
 from dpopt.postprocess.table import certificate_block, mechanism_covariance
 from dpopt.release import sources
 from dpopt.solve import Solution
@@ -50,8 +51,23 @@ def invariant_values(solution: Solution, data: str | Path) -> np.ndarray | None:
 def postprocess_once(
     solution: Solution, noisy: np.ndarray, data: str | Path, error_draws: int = 0
 ) -> tuple[PostprocessResult, Certificate]:
-    """The post-processed release and the certificate with its ``postprocess`` block."""
+    """The post-processed release and the certificate with its ``postprocess`` block.
+
+    A ``marginals`` query over a large histogram is post-processed in marginal space
+    (:mod:`dpopt.postprocess.marginals`); its error is not simulated (``error_draws`` is not
+    used): the certificate states the bound that holds for every release instead.
+    """
     options = solution.spec.postprocess or Postprocess()
+    if uses_marginal_space(solution.problem.query):
+        exact = noise_free_sets(solution.mechanism)
+        if solution.spec.invariants and not exact:
+            raise UnsupportedSpecError("postprocess", f"invariants with a {solution.mechanism.family} release of "
+                                       "marginals: marginal-space post-processing keeps the margins marginal_gaussian "
+                                       "releases without noise")
+        result = postprocess_marginals(solution.problem.query.workload, noisy, options, exact, solution.spec.data.n)
+        data_ = json.loads(solution.certificate.to_json())
+        data_["postprocess"] = certificate_block(result)
+        return result, Certificate(data_)
     values = invariant_values(solution, data)
     result = postprocess_release(solution, noisy, values=values, options=options)
     block = certificate_block(result)
