@@ -197,9 +197,11 @@ def _verify_result(cert):
     from dpopt.certificate.hierarchy_release import is_hierarchy_certificate, verify_hierarchy_release
     from dpopt.certificate.verify import verify
     from dpopt.plan import is_plan_certificate
-    from dpopt.selection import is_selection_certificate, verify_selection
+    from dpopt.selection.kind import is_selection_certificate
 
     if is_selection_certificate(cert.data):
+        from dpopt.selection import verify_selection  # its verifier designs the releases: loaded only for them
+
         return verify_selection(cert)
     if is_plan_certificate(cert.data):
         from dpopt.plan import verify_plan  # a plan's verifier designs its queries: loaded only for plans

@@ -18,7 +18,7 @@ from scipy import integrate, stats
 
 import dpopt
 from dpopt.cli import main
-from dpopt.errors import CalibrationError, DataError
+from dpopt.errors import DataError
 from dpopt.mechanisms.generalized_gaussian import GeneralizedGaussianMechanism
 
 HISTOGRAM = {"kind": "histogram", "attribute": "race"}

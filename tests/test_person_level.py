@@ -23,7 +23,7 @@ import dpopt
 from dpopt.audit import audit_mechanism
 from dpopt.cli import main
 from dpopt.domain.queries import compile_query
-from dpopt.errors import SpecError, UnsupportedSpecError
+from dpopt.errors import SpecError
 from dpopt.release import sources
 from dpopt.release.bounding import bound_contributions
 from dpopt.rng import random_source

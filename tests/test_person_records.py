@@ -314,7 +314,7 @@ def test_a_grouped_release_composes_over_the_groups_a_person_keeps(tmp_path, adj
     loaded = dpopt.load_spec(spec)
     con, source = sources.connect(), sources.open_source(VISITS_DATA)
     bounded, report = bound_contributions(con, source, loaded, compile_query(loaded), random_source(8, True),
-                                          ["clinic"])
+                                          groups=["clinic"])
     assert report == release.bounding and release.level("clinic").records == report["rows_kept"]
     most = con.execute(f"SELECT max(n) FROM (SELECT person_id, count(DISTINCT clinic) AS n FROM {bounded.sql} "
                        "GROUP BY ALL)").fetchone()[0]

@@ -313,11 +313,13 @@ class MarginalGaussianMechanism(Mechanism):
         if fixed:
             info["semi_dp"] = mechanism.semi_dp_bracket()
             everything = tuple(sorted({x for f in fixed for x in f}))
-            relaxed = (result if agree == everything
-                       else optimal_coefficients(workload, mu / k, replace, fixed, everything))
+            free = [x for x, n in enumerate(workload.algebra.sizes) if n >= 2 and x not in everything]
             # every covariance meeting the exact Semi-DP target meets a² max over the patterns avoiding every
-            # invariant attribute (attained by conforming pairs), so this program's dual bound bounds its error
-            info["semi_dp"]["error_lower_bound"] = relaxed.lower_bound
+            # invariant attribute (attained by conforming pairs), so this program's dual bound bounds its error;
+            # with no attribute outside the invariants no such pattern exists and the bound is 0
+            relaxed = (result if agree == everything
+                       else optimal_coefficients(workload, mu / k, replace, fixed, everything) if free else None)
+            info["semi_dp"]["error_lower_bound"] = relaxed.lower_bound if relaxed is not None else 0.0
         return cls(attributes, workload, replace, k, mechanism.coefficients, info, fixed, agree)
 
     @classmethod

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 
 import dask
 import dask.dataframe as dd
-import numpy as np
 import pandas as pd
 
 from dpopt.domain.queries import CountingQuery, NumericQuery

@@ -12,7 +12,7 @@ from dpopt._lazy import lazy_exports
 
 __all__ = lazy_exports(__name__, {
     "certify": "dpopt.selection.design",
-    "is_selection_certificate": "dpopt.selection.verify",
+    "is_selection_certificate": "dpopt.selection.kind",
     "release_selection": "dpopt.selection.release",
     "selection_html": "dpopt.selection.report",
     "selection_markdown": "dpopt.selection.report",

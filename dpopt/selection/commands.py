@@ -11,7 +11,7 @@ from dpopt.core.output import output_folder
 from dpopt.errors import SpecError
 from dpopt.selection.design import certify
 from dpopt.selection.report import selection_html, selection_markdown
-from dpopt.selection.verify import is_selection_certificate
+from dpopt.selection.kind import is_selection_certificate
 from dpopt.spec.selection import load_selection_spec
 
 

@@ -37,6 +37,7 @@ from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_sigma_approx
 from dpopt.sensitivity.person import describe_unit, most_rows, table_norms
 from dpopt.spec.load import canonical_json
 from dpopt.spec.models import MAX_COUNT, PrivacyUnit
+from dpopt.selection.kind import KIND
 from dpopt.spec.selection import (
     RELATIVE_SLACK,
     CountRelease,
@@ -46,8 +47,6 @@ from dpopt.spec.selection import (
     spent,
 )
 
-KIND = "selection"
-"""The ``kind`` of a certificate of this module."""
 
 NUMERICS = ("idealized numerics: the keep decisions (a double-precision uniform below π_n), the Gaussian noise "
             "and the quantile draws (inverse CDF of double-precision probabilities) use floating point; the "

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dpopt.certificate.model import Certificate
 from dpopt.core.checks import Check
 from dpopt.errors import DpoptError
-from dpopt.selection.design import KIND, certificate_body, release_checks, spec_sha256
+from dpopt.selection.design import certificate_body, release_checks, spec_sha256
 from dpopt.spec.selection import load_selection_spec
 
 KEYS = frozenset({"kind", "dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
@@ -29,11 +28,6 @@ class Verification:
     @property
     def passed(self) -> bool:
         return not self.failed
-
-
-def is_selection_certificate(data: Any) -> bool:
-    """True for the JSON of a certificate of :mod:`dpopt.selection.design`."""
-    return isinstance(data, dict) and data.get("kind") == KIND and "spec_sha256" in data
 
 
 def verify_selection(certificate: Certificate) -> Verification:
