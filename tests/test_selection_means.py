@@ -88,7 +88,7 @@ def test_solve_verify_release_report_cli(tmp_path, capsys):
     assert main(["verify", str(out)]) == 0
     assert main(["report", str(out / "certificate.json"), "--out", str(tmp_path / "r.md")]) == 0
     report = (tmp_path / "r.md").read_text()
-    assert "## mean_duration_per_clinic (mean): pure ε = 0.5" in report and "b_S = 960" in report
+    assert "## mean_duration_per_clinic (mean): pure ε = 1" in report and "b_S = 480" in report
     document = json.loads((out / "release.json").read_text())
     counts, means = document["releases"][0], document["releases"][MEAN]
     assert list(means["values"]) == list(counts["values"]) == list(means["pairs"])
