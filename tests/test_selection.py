@@ -257,7 +257,8 @@ def test_solve_verify_release_report_cli(tmp_path, capsys):
     assert main(["release", str(SPEC), "--data", str(DATA), "--seed", "3", "--insecure-seed", "--out", str(out)]) == 0
     assert main(["verify", str(out)]) == 0
     assert main(["report", str(out / "certificate.json"), "--out", str(tmp_path / "r.md")]) == 0
-    assert "optimal" in (tmp_path / "r.md").read_text()
+    report = (tmp_path / "r.md").read_text()
+    assert "optimal" in report and "## mean_duration_per_clinic (mean): pure ε = 1" in report and "b_S = 480" in report
     document = json.loads((out / "release.json").read_text())
     counts = document["releases"][0]
     users = defaultdict(set)
@@ -276,6 +277,9 @@ def test_solve_verify_release_report_cli(tmp_path, capsys):
     assert "candidate" not in text and "clinic-" not in text  # neither dropped keys nor their number
     medians = document["releases"][1]["values"]
     assert set(medians) == {"0-17", "18-39", "40-64", "65+"} and all(0 <= v["0.5"] <= 120 for v in medians.values())
+    means = document["releases"][2]  # only the keys the counts released, in their order
+    assert list(means["values"]) == list(counts["values"]) == list(means["pairs"])
+    assert all(v is None or 0 <= v <= 120 for v in means["values"].values())
 
 
 @pytest.mark.parametrize("selection, tamper, claims", [

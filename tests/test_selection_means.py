@@ -5,21 +5,19 @@ rows over three keys and three values (the bounds' extremes and an inner value),
 (Σ(x − m), rows) per key computed from its definition, the largest l1 and the largest privacy loss
 Σ|S_j|/b_S + n_j/b_n taken over all of them; (b) exact means of a data set written here whose persons are
 within the bounds (no truncation), against the release at a large ε (tolerance derived in the test);
-(c) the released keys of the count release of the same run.
+(c) the released keys of the count release of the same run. The CLI cycle solve/verify/release/report
+with the mean is in ``tests/test_selection.py``.
 """
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
-from collections import defaultdict
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
-from dpopt.cli import main
 from dpopt.errors import SpecError
 from dpopt.rng import random_source
 from dpopt.selection.design import certify
@@ -30,7 +28,6 @@ from test_person_level import write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs" / "visits_private_clinics.yaml"
-DATA = ROOT / "specs" / "data" / "visits_clinics.csv"
 MEAN = 2  # the index of the mean release in SPEC
 
 
@@ -80,29 +77,6 @@ def test_sensitivity_and_privacy_loss_against_brute_force(unit, low, high):
     assert loss == Fraction("0.5")  # the privacy loss of the two Laplace noises reaches ε exactly, never above
 
 
-def test_solve_verify_release_report_cli(tmp_path, capsys):
-    assert main(["solve", str(SPEC), "--out", str(tmp_path / "design")]) == 0
-    assert main(["verify", str(tmp_path / "design" / "certificate.json")]) == 0
-    out = tmp_path / "rel"
-    assert main(["release", str(SPEC), "--data", str(DATA), "--seed", "5", "--insecure-seed", "--out", str(out)]) == 0
-    assert main(["verify", str(out)]) == 0
-    assert main(["report", str(out / "certificate.json"), "--out", str(tmp_path / "r.md")]) == 0
-    report = (tmp_path / "r.md").read_text()
-    assert "## mean_duration_per_clinic (mean): pure ε = 1" in report and "b_S = 480" in report
-    document = json.loads((out / "release.json").read_text())
-    counts, means = document["releases"][0], document["releases"][MEAN]
-    assert list(means["values"]) == list(counts["values"]) == list(means["pairs"])
-    assert all(v is None or 0 <= v <= 120 for v in means["values"].values())
-    # a key the selection did not keep never appears: the small clinics (≤ 4 users, kept with probability
-    # ≤ 1.2e-4 in all, see test_selection.py) are in neither release, nor anywhere in the document
-    assert "clinic-" not in json.dumps(document)
-    users = defaultdict(set)
-    with DATA.open() as f:
-        for row in csv.DictReader(f):
-            users[row["clinic"]].add(row["person_id"])
-    assert any(k.startswith("clinic-") for k in users)
-
-
 def test_means_of_unbounded_persons_at_a_large_epsilon(tmp_path):
     # 40 persons, each with 1 row in north and 1 in south (within k = 4, g = 2, c = 3: nothing is dropped), so the
     # true means are those written here. ε = 1000: b_S = R·h/(ε/2) = 4·60/500 = 0.48, b_n = 4/500 = 0.008; the
@@ -141,7 +115,7 @@ def test_a_key_not_selected_is_not_in_the_means(tmp_path):
     (lambda s: s["releases"].pop(0), "releases[1].by"),
     (lambda s: s["releases"].insert(0, s["releases"].pop(MEAN)), "releases[0].by"),
     (lambda s: s["releases"].insert(0, dict(s["releases"][0], name="again")) or s["privacy"]["approx"].update(
-        epsilon=3.0, delta=2e-6), f"releases[{MEAN + 1}].by"),
+        epsilon=3.5, delta=2e-6), f"releases[{MEAN + 1}].by"),
 ])
 def test_spec_errors_name_the_field(change, field):
     raw = read_document(SPEC)
