@@ -348,6 +348,12 @@ def test_missing_key_is_named(tmp_path):
     (lambda s: s.update(adjacency="replace_one"), "adjacency"),
     (lambda s: s.update(privacy={"zcdp": {"rho": 1.0}}), ""),
     (lambda s: s["data"]["attributes"].update(age_group=["a", "a"]), "data.attributes"),
+    (lambda s: s["releases"][2].update(by="age_group"), "releases[2].by"),
+    (lambda s: s["releases"][2].update(attribute="clinic"), "releases[2].attribute"),
+    (lambda s: s["releases"].pop(0), "releases[1].by"),  # a mean per private key without its count release
+    (lambda s: s["releases"].insert(0, s["releases"].pop(2)), "releases[0].by"),  # listed before it
+    (lambda s: s["releases"].insert(0, dict(s["releases"][0], name="again")) or s["privacy"]["approx"].update(
+        epsilon=3.5, delta=2e-6), "releases[3].by"),  # two count releases by clinic: which keys is ambiguous
 ])
 def test_spec_errors_name_the_field(change, field):
     raw = read_document(SPEC)
