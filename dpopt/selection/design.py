@@ -60,9 +60,10 @@ from dpopt.spec.selection import (
 )
 
 
-NUMERICS = ("idealized numerics: the keep decisions (a double-precision uniform below π_n), the Gaussian noise "
-            "and the quantile draws (inverse CDF of double-precision probabilities) use floating point; the "
-            "discrete Laplace noise is drawn exactly in integer arithmetic (Canonne, Kamath & Steinke 2020)")
+NUMERICS = ("idealized numerics: the keep decisions (a double-precision uniform below π_n), the Gaussian noise, "
+            "the means' sums and their Laplace noise, and the quantile draws (inverse CDF of double-precision "
+            "probabilities) use floating point; the discrete Laplace noise is drawn exactly in integer arithmetic "
+            "(Canonne, Kamath & Steinke 2020)")
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,8 @@ def _mean_block(spec: SelectionSpec, i: int, release: MeanRelease) -> dict:
     sd = math.sqrt(2 * float(scale_sum) ** 2 + float(h) ** 2 * _laplace_sd(scale_count) ** 2)
     return {
         "name": release.name, "kind": "mean", "attribute": release.attribute, "by": release.by,
-        "keys_from": keys_from(spec, i).name, "bounds": [domain.min, domain.max], "midpoint": str(_decimal(domain.min) + h),
+        "keys_from": keys_from(spec, i).name, "bounds": [domain.min, domain.max],
+        "midpoint": str(_decimal(domain.min) + h),
         "sensitivity": {"rows": b.rows, "half_width": str(h), "l1_sums": str(b.rows * h), "l1_counts": b.rows,
                         "l1": str(b.rows * (h + 1)),
                         "how": f"person-level: ≤ {b.rows} rows in all over the keys, each moving its key's centred sum "

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from dpopt.certificate.model import Certificate
+from dpopt.domain.queries import NumericQuery
 from dpopt.errors import DataError
 from dpopt.noise.discrete_laplace import sample_discrete_laplace
 from dpopt.privacy import quantile as qm
-from dpopt.domain.queries import NumericQuery
 from dpopt.release.bounding import bound_contributions, pair_mean
 from dpopt.release.sources import (
     DataSource,
@@ -198,7 +198,8 @@ def release_selection(spec_source: str | Path | dict | SelectionSpec, data: str 
     certificate : Certificate
     document : dict
         ``name``, ``spec_sha256``, ``guarantee``, ``releases`` (per release its ``values``; a count also its
-        ``declared`` and ``selected`` keys; a mean its noisy ``pairs`` per key), ``bounding`` (per release, not private), ``randomness``.
+        ``declared`` and ``selected`` keys; a mean its noisy ``pairs`` per key), ``bounding`` (per release,
+        not private), ``randomness``.
 
     Raises
     ------

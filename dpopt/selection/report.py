@@ -43,9 +43,10 @@ def _mean_lines(block: dict) -> list[str]:
     noise, low_high = block["noise"], block["bounds"]
     return [f"- mean of `{block['attribute']}` in [{low_high[0]:g}, {low_high[1]:g}] per key of `{block['by']}`, only "
             f"for the keys released by `{block['keys_from']}` (declared and selected)",
-            f"- noise on (Σ(x − {block['midpoint']}), rows) per key: Laplace of scale b_S = {noise['centred_sum']['scale']} "
-            f"on the sums, discrete Laplace of scale b_n = {noise['count']['scale']} on the counts (ε = "
-            f"{noise['centred_sum']['epsilon']} each; l1 = {block['sensitivity']['l1']})",
+            f"- noise on (Σ(x − {block['midpoint']}), rows) per key: Laplace of scale "
+            f"b_S = {noise['centred_sum']['scale']} on the sums, discrete Laplace of scale "
+            f"b_n = {noise['count']['scale']} on the counts (ε = {noise['centred_sum']['epsilon']} each; "
+            f"l1 = {block['sensitivity']['l1']})",
             f"- mean = clip(midpoint + S̃/ñ) (post-processing); standard deviation ≈ "
             f"{block['utility']['value']:.4g}/n for a key with n rows ({block['utility']['method']})"]
 
