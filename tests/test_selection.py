@@ -257,7 +257,8 @@ def test_solve_verify_release_report_cli(tmp_path, capsys):
     assert main(["release", str(SPEC), "--data", str(DATA), "--seed", "3", "--insecure-seed", "--out", str(out)]) == 0
     assert main(["verify", str(out)]) == 0
     assert main(["report", str(out / "certificate.json"), "--out", str(tmp_path / "r.md")]) == 0
-    assert "optimal" in (tmp_path / "r.md").read_text()
+    report = (tmp_path / "r.md").read_text()
+    assert "optimal" in report and "## mean_duration_per_clinic (mean): pure ε = 1" in report and "b_S = 480" in report
     document = json.loads((out / "release.json").read_text())
     counts = document["releases"][0]
     users = defaultdict(set)
@@ -276,6 +277,9 @@ def test_solve_verify_release_report_cli(tmp_path, capsys):
     assert "candidate" not in text and "clinic-" not in text  # neither dropped keys nor their number
     medians = document["releases"][1]["values"]
     assert set(medians) == {"0-17", "18-39", "40-64", "65+"} and all(0 <= v["0.5"] <= 120 for v in medians.values())
+    means = document["releases"][2]  # only the keys the counts released, in their order
+    assert list(means["values"]) == list(counts["values"]) == list(means["pairs"])
+    assert all(v is None or 0 <= v <= 120 for v in means["values"].values())
 
 
 @pytest.mark.parametrize("selection, tamper, claims", [
@@ -344,6 +348,12 @@ def test_missing_key_is_named(tmp_path):
     (lambda s: s.update(adjacency="replace_one"), "adjacency"),
     (lambda s: s.update(privacy={"zcdp": {"rho": 1.0}}), ""),
     (lambda s: s["data"]["attributes"].update(age_group=["a", "a"]), "data.attributes"),
+    (lambda s: s["releases"][2].update(by="age_group"), "releases[2].by"),
+    (lambda s: s["releases"][2].update(attribute="clinic"), "releases[2].attribute"),
+    (lambda s: s["releases"].pop(0), "releases[1].by"),  # a mean per private key without its count release
+    (lambda s: s["releases"].insert(0, s["releases"].pop(2)), "releases[0].by"),  # listed before it
+    (lambda s: s["releases"].insert(0, dict(s["releases"][0], name="again")) or s["privacy"]["approx"].update(
+        epsilon=3.5, delta=2e-6), "releases[3].by"),  # two count releases by clinic: which keys is ambiguous
 ])
 def test_spec_errors_name_the_field(change, field):
     raw = read_document(SPEC)

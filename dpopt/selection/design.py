@@ -14,6 +14,16 @@ R rows in all, t in one cell, g cells, g ≤ R (a cell holds a row at least). Un
   scale R/ε_c (exact: ε written in decimal is a rational). ``laplace_threshold``: discrete Laplace of
   scale R/ε, threshold for δ. ``gaussian_threshold``: Gaussian σ for (ε, δ/2) on l2, threshold for δ/2.
 - **quantile**: β = ε_q/(2RΔ) per q (:mod:`dpopt.privacy.quantile`), ε split equally over the q's.
+- **mean** per private key over [a, b] (m = (a + b)/2, h = (b − a)/2): the pair (S_j, n_j) = (Σ(x − m), rows)
+  of every released key j, stacked. A person's bounded rows put n_j rows in key j with
+  :math:`|S_j| \le n_j h`, Σ_j n_j ≤ R, so the stacked vector moves by at most
+  :math:`\sum_j |S_j| \le Rh` (sums) and :math:`\sum_j n_j \le R` (counts), both attained together
+  (R rows at b, in any keys): l1 = R(h + 1), whatever the number of keys. Noise: Laplace of scale
+  b_S = Rh/ε_S on each sum and discrete Laplace of scale b_n = R/ε_n on each count, privacy loss
+  ≤ Rh/b_S + R/b_n = ε_S + ε_n; the equal split ε_S = ε_n = ε/2 minimises the worst first-order variance of
+  the mean, (2b_S² + h²·Var n)/n² ∝ 1/ε_S² + 1/ε_n² (as for the mean pair of
+  :mod:`dpopt.sensitivity.person`). The keys are those the count release with the same ``by`` released
+  (public once released: basic composition covers the adaptive choice).
 """
 
 from __future__ import annotations
@@ -41,16 +51,19 @@ from dpopt.selection.kind import KIND
 from dpopt.spec.selection import (
     RELATIVE_SLACK,
     CountRelease,
+    MeanRelease,
     QuantileRelease,
     SelectionSpec,
+    keys_from,
     load_selection_spec,
     spent,
 )
 
 
-NUMERICS = ("idealized numerics: the keep decisions (a double-precision uniform below π_n), the Gaussian noise "
-            "and the quantile draws (inverse CDF of double-precision probabilities) use floating point; the "
-            "discrete Laplace noise is drawn exactly in integer arithmetic (Canonne, Kamath & Steinke 2020)")
+NUMERICS = ("idealized numerics: the keep decisions (a double-precision uniform below π_n), the Gaussian noise, "
+            "the means' sums and their Laplace noise, and the quantile draws (inverse CDF of double-precision "
+            "probabilities) use floating point; the discrete Laplace noise is drawn exactly in integer arithmetic "
+            "(Canonne, Kamath & Steinke 2020)")
 
 
 @dataclass(frozen=True)
@@ -153,9 +166,40 @@ def _quantile_block(spec: SelectionSpec, release: QuantileRelease) -> dict:
     }
 
 
+def _half_width(spec: SelectionSpec, release: MeanRelease) -> Fraction:
+    """h = (b − a)/2 of the attribute, exactly (its bounds as written in decimal)."""
+    domain = spec.data.attributes[release.attribute]
+    return (_decimal(domain.max) - _decimal(domain.min)) / 2
+
+
+def _mean_block(spec: SelectionSpec, i: int, release: MeanRelease) -> dict:
+    b = person_bounds(spec.data.privacy_unit, MAX_COUNT)
+    h, eps = _half_width(spec, release), _decimal(release.epsilon)
+    domain = spec.data.attributes[release.attribute]
+    scale_sum, scale_count = b.rows * h / (eps / 2), b.rows / (eps / 2)
+    sd = math.sqrt(2 * float(scale_sum) ** 2 + float(h) ** 2 * _laplace_sd(scale_count) ** 2)
+    return {
+        "name": release.name, "kind": "mean", "attribute": release.attribute, "by": release.by,
+        "keys_from": keys_from(spec, i).name, "bounds": [domain.min, domain.max],
+        "midpoint": str(_decimal(domain.min) + h),
+        "sensitivity": {"rows": b.rows, "half_width": str(h), "l1_sums": str(b.rows * h), "l1_counts": b.rows,
+                        "l1": str(b.rows * (h + 1)),
+                        "how": f"person-level: ≤ {b.rows} rows in all over the keys, each moving its key's centred sum "
+                               f"by ≤ (b − a)/2 = {h} and its count by 1"},
+        "noise": {"centred_sum": {"family": "laplace", "scale": str(scale_sum), "epsilon": str(eps / 2)},
+                  "count": {"family": "discrete_laplace", "scale": str(scale_count), "epsilon": str(eps / 2)}},
+        "guarantee": {"definition": "pure", "epsilon": release.epsilon, "delta": 0.0},
+        "utility": {"metric": "mean_standard_deviation_times_rows", "value": sd,
+                    "method": "first order, worst case over the true mean: √(2b_S² + h²·Var n)/n for a key with n "
+                              "rows (the value is that times n)"},
+    }
+
+
 def design_blocks(spec: SelectionSpec) -> list[dict]:
     """Every release calibrated from the spec (see the module)."""
-    return [_count_block(spec, r) if isinstance(r, CountRelease) else _quantile_block(spec, r) for r in spec.releases]
+    return [_count_block(spec, r) if isinstance(r, CountRelease)
+            else _mean_block(spec, i, r) if isinstance(r, MeanRelease) else _quantile_block(spec, r)
+            for i, r in enumerate(spec.releases)]
 
 
 def spec_document(spec: SelectionSpec) -> dict:
@@ -283,6 +327,21 @@ def _quantile_checks(spec: SelectionSpec, release: QuantileRelease, block: dict,
     ]
 
 
+def _mean_checks(spec: SelectionSpec, i: int, release: MeanRelease, block: dict, at: str) -> list[Check]:
+    b = person_bounds(spec.data.privacy_unit, MAX_COUNT)
+    h = _half_width(spec, release)
+    sens, noise = block["sensitivity"], block["noise"]
+    loss = b.rows * h / Fraction(noise["centred_sum"]["scale"]) + b.rows / Fraction(noise["count"]["scale"])
+    return [
+        Check(f"{at}.sensitivity", "person_bounds re-derived from the privacy unit; l1 = Rh + R of the stacked "
+              "(centred sum, count) per key", (sens["rows"], Fraction(sens["l1"])) == (b.rows, b.rows * (h + 1)),
+              f"R = {b.rows}, h = {h}"),
+        Check(f"{at}.epsilon", "privacy loss Rh/b_S + R/b_n of the two Laplace noises, exact rationals",
+              loss <= _decimal(release.epsilon) and block["keys_from"] == keys_from(spec, i).name,
+              f"{loss} ≤ {_decimal(release.epsilon)}; keys of {block['keys_from']}"),
+    ]
+
+
 def release_checks(spec: SelectionSpec, blocks: list[dict]) -> list[Check]:
     """Independent checks of recorded blocks: each release's guarantee re-evaluated, then the composition."""
     checks = []
@@ -290,6 +349,8 @@ def release_checks(spec: SelectionSpec, blocks: list[dict]) -> list[Check]:
         at = f"releases[{i}]"
         if isinstance(release, CountRelease):
             checks += _count_checks(spec, release, block, at)
+        elif isinstance(release, MeanRelease):
+            checks += _mean_checks(spec, i, release, block, at)
         else:
             checks += _quantile_checks(spec, release, block, at)
     epsilon, delta = spent(spec)

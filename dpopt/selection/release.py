@@ -11,7 +11,11 @@ For each release, in the order of the spec:
    declared key (noisy; zero rows when the data have none) and each other key only when partition
    selection keeps it (optimal: with probability π of its users; thresholds: when its noisy count
    reaches τ, that noisy count being released); keys are handled in sorted order;
-3. a **quantile** draws each q of each group (levels in spec order) by the exponential mechanism.
+3. a **quantile** draws each q of each group (levels in spec order) by the exponential mechanism;
+4. a **mean** per private key sums (x − m) and counts rows per key of the bounded rows, for the keys its
+   count release released (in that release's order, zero rows when absent) and no other, adds Laplace noise
+   to the sums and discrete Laplace noise to the counts, and post-processes each key's mean
+   clip(m + S̃/ñ, a, b) (null when ñ ≤ 0; :func:`dpopt.release.bounding.pair_mean`).
 
 The document lists the released keys only: how many keys the data hold is never released (neither a
 count nor the dropped keys). The bounding reports (rows and persons truncated, values clamped) are
@@ -28,10 +32,11 @@ from typing import Any
 import numpy as np
 
 from dpopt.certificate.model import Certificate
+from dpopt.domain.queries import NumericQuery
 from dpopt.errors import DataError
 from dpopt.noise.discrete_laplace import sample_discrete_laplace
 from dpopt.privacy import quantile as qm
-from dpopt.release.bounding import bound_contributions
+from dpopt.release.bounding import bound_contributions, pair_mean
 from dpopt.release.sources import (
     DataSource,
     _run,
@@ -45,7 +50,14 @@ from dpopt.release.sources import (
 from dpopt.rng import RandomSource
 from dpopt.selection.design import certify
 from dpopt.spec.models import PrivacyUnit
-from dpopt.spec.selection import CountRelease, PrivateKeys, QuantileRelease, SelectionSpec, load_selection_spec
+from dpopt.spec.selection import (
+    CountRelease,
+    MeanRelease,
+    PrivateKeys,
+    QuantileRelease,
+    SelectionSpec,
+    load_selection_spec,
+)
 
 BOUNDING = 1 << 31
 """First element of the CSPRNG path of release i's bounding secret, (BOUNDING, i)."""
@@ -80,14 +92,19 @@ def _discrete_laplace(rng: np.random.Generator, scale: str, size: int) -> np.nda
     return sample_discrete_laplace(rng, b.numerator, b.denominator, size)
 
 
+def _key(con, source: DataSource, column: str) -> str:
+    """The SQL of a private-key column's text, after checking that no record lacks its key."""
+    by = quote_identifier(column)
+    require_columns(con, source, [column])
+    missing = first_row_where(con, source, f"{by} IS NULL OR trim(CAST({by} AS VARCHAR)) = ''", column)
+    if missing is not None:
+        raise DataError(f"{source} {source.where(missing[0])}, column {column}: missing key")
+    return f"CAST({by} AS VARCHAR)"
+
+
 def _count(con, source: DataSource, spec: SelectionSpec, release: CountRelease, block: dict, i: int,
            randomness: RandomSource) -> tuple[dict, dict]:
-    by = quote_identifier(release.by)
-    require_columns(con, source, [release.by])
-    missing = first_row_where(con, source, f"{by} IS NULL OR trim(CAST({by} AS VARCHAR)) = ''", release.by)
-    if missing is not None:
-        raise DataError(f"{source} {source.where(missing[0])}, column {release.by}: missing key")
-    key = f"CAST({by} AS VARCHAR)"
+    key = _key(con, source, release.by)
     bounded, report = bound_contributions(con, source, _records(spec), None, randomness, cell=f"hex({key})",
                                           stream=(BOUNDING, i))  # hex: the hashed cell text holds no ':'
     pid = quote_identifier(spec.data.privacy_unit.id)
@@ -118,6 +135,32 @@ def _count(con, source: DataSource, spec: SelectionSpec, release: CountRelease, 
            "values": {k: float(v) if release.selection == "gaussian_threshold" else int(v)
                       for k, v in zip(keys, values)},
            "declared": declared, "selected": kept, "note": KEYS_NOTE}
+    return out, report
+
+
+def _mean(con, source: DataSource, spec: SelectionSpec, release: MeanRelease, block: dict, i: int,
+          keys: list[str], randomness: RandomSource) -> tuple[dict, dict]:
+    """The noisy (centred sum, count) and the mean of each key in ``keys`` (the count release's), and the bounding
+    report."""
+    key = _key(con, source, release.by)
+    bounded, report = bound_contributions(con, source, _records(spec), None, randomness, cell=f"hex({key})",
+                                          stream=(BOUNDING, i))
+    low, high = block["bounds"]
+    query = NumericQuery("mean", release.attribute, low, high, None)
+    x = f"CAST(trim(CAST({quote_identifier(release.attribute)} AS VARCHAR)) AS DOUBLE)"
+    wanted = set(keys)
+    found = {k: (float(s), int(n)) for k, s, n in _run(
+        con, source, f"SELECT {key}, sum({x} - {query.midpoint!r}), count(*) FROM {bounded.sql} GROUP BY ALL"
+    ).fetchall() if k in wanted}
+    sums = np.array([found.get(k, (0.0, 0))[0] for k in keys]) + randomness.stream(DRAWS, i, 0).laplace(
+        0.0, float(Fraction(block["noise"]["centred_sum"]["scale"])), len(keys))
+    counts = np.array([found.get(k, (0.0, 0))[1] for k in keys]) + _discrete_laplace(
+        randomness.stream(DRAWS, i, 1), block["noise"]["count"]["scale"], len(keys))
+    means = {k: pair_mean(query, np.array([s, n])) for k, s, n in zip(keys, sums, counts)}
+    out = {"name": release.name, "kind": "mean", "attribute": release.attribute, "by": release.by,
+           "keys_from": block["keys_from"], "values": {k: m["value"] for k, m in means.items()},
+           "pairs": {k: {"centered_sum": float(s), "count": int(n)} for k, s, n in zip(keys, sums, counts)},
+           "method": next(iter(means.values()))["method"] if means else None, "note": KEYS_NOTE}
     return out, report
 
 
@@ -155,7 +198,8 @@ def release_selection(spec_source: str | Path | dict | SelectionSpec, data: str 
     certificate : Certificate
     document : dict
         ``name``, ``spec_sha256``, ``guarantee``, ``releases`` (per release its ``values``; a count also its
-        ``declared`` and ``selected`` keys), ``bounding`` (per release, not private), ``randomness``.
+        ``declared`` and ``selected`` keys; a mean its noisy ``pairs`` per key), ``bounding`` (per release,
+        not private), ``randomness``.
 
     Raises
     ------
@@ -170,6 +214,9 @@ def release_selection(spec_source: str | Path | dict | SelectionSpec, data: str 
     for i, (release, block) in enumerate(zip(spec.releases, certificate["releases"])):
         if isinstance(release, CountRelease):
             out, report = _count(con, source, spec, release, block, i, randomness)
+        elif isinstance(release, MeanRelease):
+            keys = next(r for r in released if r["name"] == block["keys_from"])["values"]
+            out, report = _mean(con, source, spec, release, block, i, list(keys), randomness)
         else:
             values, report = quantile_values(con, source, spec, release, i, randomness)
             out = {"name": release.name, "kind": "quantile", "attribute": release.attribute, "by": release.by,

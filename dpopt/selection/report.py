@@ -39,6 +39,21 @@ def _quantile_lines(block: dict) -> list[str]:
     return lines
 
 
+def _mean_lines(block: dict) -> list[str]:
+    noise, low_high = block["noise"], block["bounds"]
+    return [f"- mean of `{block['attribute']}` in [{low_high[0]:g}, {low_high[1]:g}] per key of `{block['by']}`, only "
+            f"for the keys released by `{block['keys_from']}` (declared and selected)",
+            f"- noise on (Σ(x − {block['midpoint']}), rows) per key: Laplace of scale "
+            f"b_S = {noise['centred_sum']['scale']} on the sums, discrete Laplace of scale "
+            f"b_n = {noise['count']['scale']} on the counts (ε = {noise['centred_sum']['epsilon']} each; "
+            f"l1 = {block['sensitivity']['l1']})",
+            f"- mean = clip(midpoint + S̃/ñ) (post-processing); standard deviation ≈ "
+            f"{block['utility']['value']:.4g}/n for a key with n rows ({block['utility']['method']})"]
+
+
+_LINES = {"count": _count_lines, "mean": _mean_lines, "quantile": _quantile_lines}
+
+
 def selection_markdown(certificate: Certificate) -> str:
     """The report as Markdown."""
     g = certificate["guarantee"]
@@ -51,7 +66,7 @@ def selection_markdown(certificate: Certificate) -> str:
                   f"ε = {block['guarantee']['epsilon']:g}"
                   + (f", δ = {block['guarantee']['delta']:g}" if block["guarantee"]["delta"] else ""), "",
                   f"- sensitivity: {block['sensitivity']['how']}"]
-        lines += _count_lines(block) if block["kind"] == "count" else _quantile_lines(block)
+        lines += _LINES[block["kind"]](block)
         lines.append("")
     lines += ["## Checks", "", "| claim | holds | detail |", "|---|---|---|"]
     lines += [f"| {c['claim']} | {'yes' if c['passed'] else 'NO'} | {c['detail']} |" for c in certificate["checks"]]

@@ -8,7 +8,10 @@ several rows per person (``data.privacy_unit`` is required):
   (``{keys: private, declared: [...]}`` in ``data.attributes``): declared keys are always released
   (noisy, zero when absent), any other key only through differentially private partition selection;
 - ``{kind: quantile, attribute: NUMERIC, q: [0.5], grid: {step: 1} | {points: [...]}, by: CATEGORICAL,
-  epsilon}``: quantiles by the exponential mechanism, per declared group when ``by`` is given.
+  epsilon}``: quantiles by the exponential mechanism, per declared group when ``by`` is given;
+- ``{kind: mean, attribute: NUMERIC, by: COLUMN, epsilon}``: means per key of a private-key column,
+  released only for the keys the spec's count release with the same ``by`` (listed before it) releases:
+  its declared keys and those its partition selection keeps (no selection of its own).
 
 Each release is bounded and computed on its own; their guarantees compose by basic composition
 (ε and δ add up) under the spec's ``privacy`` target (``pure`` or ``approx``). Adjacency: add or
@@ -138,7 +141,18 @@ class QuantileRelease(_Model):
     epsilon: PositiveFinite
 
 
-Release = Annotated[Union[CountRelease, QuantileRelease], Field(discriminator="kind")]
+class MeanRelease(_Model):
+    """The mean of a bounded numeric attribute per key of a private-key column ``by``, for the keys released by
+    the count release with the same ``by`` (see the module); pure ε."""
+
+    kind: Literal["mean"]
+    name: Annotated[str, Field(min_length=1)] | None = None
+    attribute: str
+    by: str
+    epsilon: PositiveFinite
+
+
+Release = Annotated[Union[CountRelease, QuantileRelease, MeanRelease], Field(discriminator="kind")]
 
 
 class SelectionSpec(_Model):
@@ -187,6 +201,24 @@ def spent(spec: SelectionSpec) -> tuple[float, float]:
             sum(r.delta for r in spec.releases if isinstance(r, CountRelease)))
 
 
+def keys_from(spec: SelectionSpec, i: int) -> CountRelease:
+    """The count release whose released keys the mean release ``i`` is computed on: the one count release of the
+    spec with the same ``by``, listed before it.
+
+    Raises
+    ------
+    SpecError
+        No such count release, or more than one.
+    """
+    by = spec.releases[i].by
+    counts = [r for r in spec.releases[:i] if isinstance(r, CountRelease) and r.by == by]
+    if len(counts) != 1:
+        raise SpecError(f"releases[{i}].by", f"a mean per private key of '{by}' is released on the keys of one count "
+                                             f"release with by: {by} listed before it (partition selection); found "
+                                             f"{len(counts)}")
+    return counts[0]
+
+
 def is_selection_document(document: Any) -> bool:
     """True for a spec (not a certificate) with a ``releases`` list."""
     return isinstance(document, Mapping) and "releases" in document and "spec_sha256" not in document
@@ -227,6 +259,12 @@ def _check_references(spec: SelectionSpec) -> None:
             continue
         if not isinstance(attributes.get(release.attribute), NumericAttribute):
             raise SpecError(f"{field}.attribute", f"'{release.attribute}' is not a bounded numeric attribute")
+        if isinstance(release, MeanRelease):
+            if not isinstance(attributes.get(release.by), PrivateKeys):
+                raise SpecError(f"{field}.by", f"'{release.by}' is not an attribute with private keys ({{keys: "
+                                               "private}); a mean over listed levels is a grouped mean spec")
+            keys_from(spec, i)
+            continue
         if release.by is not None and not isinstance(attributes.get(release.by), list):
             raise SpecError(f"{field}.by", f"'{release.by}' is not a categorical attribute with listed levels "
                                            "(quantiles per private key are not supported)")

@@ -2,9 +2,10 @@
 
 One command, from the repository root::
 
-    PYTHONPATH=$PWD python tests/golden/build_golden.py
+    PYTHONPATH=$PWD python tests/golden/build_golden.py [SPEC.yaml ...]
 
-It solves every ``specs/*.yaml`` and writes ``tests/golden/certificates.json``: for each
+It solves every ``specs/*.yaml`` (or only the named ones, whose rows it replaces, leaving the others as
+they are) and writes ``tests/golden/certificates.json``: for each
 spec the chosen family, every leaf of the mechanism parameters (numbers, strings,
 booleans, keyed by their path in the parameter tree), the utility metric and value, and
 whether the solve took longer than :data:`SLOW_SECONDS` (those specs are compared only
@@ -109,10 +110,11 @@ def solve_snapshot(path: Path) -> dict:
     return snapshot(solve(path))
 
 
-def main() -> int:
+def main(names: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
-    out = {}
-    for path in sorted((ROOT / "specs").glob("*.yaml")):
+    out = json.loads(GOLDEN.read_text()) if names else {}
+    paths = [ROOT / "specs" / name for name in names] or sorted((ROOT / "specs").glob("*.yaml"))
+    for path in paths:
         start = time.perf_counter()
         row = solve_snapshot(path)
         seconds = time.perf_counter() - start
@@ -124,4 +126,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
