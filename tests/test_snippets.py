@@ -1,13 +1,15 @@
 """Every Python and bash snippet of README.md and of the documentation pages ``docs/**/*.md`` runs as written.
 
-Each snippet runs in a fresh process, in a scratch folder per page where ``specs/`` and ``notebooks/`` are
-the repository's (so relative paths resolve as in a checkout), with this tree first on ``PYTHONPATH``. A
-Python block runs whole. The bash blocks of the README and of ``docs/getting-started.md`` run line by line
-(backslash continuations joined), in the default run; every other bash block runs whole, as one script
-(its lines in order: a line may read what an earlier one wrote), under ``-m slow`` only (each solves,
-verifies or releases another example spec, 10–45 s on two shared cores; tests/test_specs.py solves and
-verifies every spec by default). ``console`` blocks are shown, not run. The commands in :data:`SKIPPED` are
-not run here, each for the stated reason; a snippet holding one of :data:`SLOW` runs under ``-m slow``."""
+Snippets run in fresh processes, in a scratch folder per page where ``specs/`` and ``notebooks/`` are the
+repository's (so relative paths resolve as in a checkout), with this tree first on ``PYTHONPATH``. The bash
+blocks of the README and of ``docs/getting-started.md`` run line by line (backslash continuations joined) and
+their Python blocks whole, each a test of the default run. Every other page runs as one test: its blocks in
+the page's order (a block may read what an earlier one wrote), each bash block as one script. The how-to
+pages (``docs/howto/``: what a user copies) run in the default run, without the commands of :data:`SLOW`;
+the other pages (concepts, papers, reference), and the how-to pages whole, run under ``-m slow`` (each solves,
+verifies or releases example specs, 10–45 s on two shared cores; tests/test_specs.py solves and verifies
+every spec by default). ``console`` blocks are shown, not run; the commands in :data:`SKIPPED` are not run
+here, each for the stated reason."""
 
 from __future__ import annotations
 
@@ -24,7 +26,9 @@ from conftest import ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 PAGES = [p for p in PAGES if "_build" not in p.parts]
 QUICK = {ROOT / "README.md", ROOT / "docs" / "getting-started.md"}
-"""Pages whose bash lines run in the default run: the set-up and first commands a newcomer types."""
+"""Pages whose snippets run one by one in the default run: the set-up and first commands a newcomer types."""
+HOWTO = ROOT / "docs" / "howto"
+"""Pages run whole in the default run (without the :data:`SLOW` commands): every how-to's commands."""
 BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.S)
 
 SKIPPED = {
@@ -59,16 +63,45 @@ def snippets(text: str, by_line: bool) -> list[tuple[str, str, int]]:
     return out
 
 
+def _runnable(language: str, source: str) -> str:
+    """``source`` without the :data:`SKIPPED` commands (empty when nothing is left to run)."""
+    lines = [c for c in source.splitlines() if not any(key in c for key in SKIPPED)]
+    if not any(c.strip() for c in lines):
+        return ""
+    return "\n".join(lines) + "\n" if language == "bash" else source
+
+
 def _params(slow: bool):
-    for page in PAGES:
-        for language, source, line in snippets(page.read_text(encoding="utf-8"), by_line=page in QUICK):
-            lines = [c for c in source.splitlines() if not any(key in c for key in SKIPPED)]
-            if not any(c.strip() for c in lines):
-                continue
-            source = "\n".join(lines) + "\n" if language == "bash" else source
-            outside = language == "bash" and page not in QUICK
-            if (outside or any(key in source for key in SLOW)) == slow:
+    """The snippets of the :data:`QUICK` pages, one test each."""
+    for page in sorted(QUICK):
+        for language, source, line in snippets(page.read_text(encoding="utf-8"), by_line=True):
+            source = _runnable(language, source)
+            if source and any(key in source for key in SLOW) == slow:
                 yield pytest.param(language, source, _name(page), id=f"{_name(page)}:{line}:{language}")
+
+
+def page_blocks(page: Path, fast: bool) -> list[tuple[str, str]]:
+    """The blocks of a page in order, as (language, source); with ``fast`` the :data:`SLOW` commands are left
+    out (a bash line holding one, a Python block holding one)."""
+    blocks = []
+    for language, source, _ in snippets(page.read_text(encoding="utf-8"), by_line=False):
+        source = _runnable(language, source)
+        if fast and language == "bash":
+            source = _runnable(language, "\n".join(c for c in source.splitlines()
+                                                    if not any(key in c for key in SLOW)))
+        elif fast and any(key in source for key in SLOW):
+            source = ""
+        if source:
+            blocks.append((language, source))
+    return blocks
+
+
+def _pages(slow: bool):
+    for page in PAGES:
+        if page in QUICK or not page_blocks(page, fast=False):
+            continue
+        if slow or HOWTO in page.parents:
+            yield pytest.param(page, id=_name(page))
 
 
 @pytest.fixture(scope="session")
@@ -110,6 +143,23 @@ def test_snippet_runs(language, source, page, scratches, tmp_path_factory):
 def test_slow_snippet_runs(language, source, page, scratches, tmp_path_factory):
     result = _run(language, source, _scratch(scratches, page, tmp_path_factory))
     assert result.returncode == 0, f"{page}: {source}\n--- stderr:\n{result.stderr[-3000:]}"
+
+
+def _run_page(page: Path, fast: bool, folder: Path) -> None:
+    for language, source in page_blocks(page, fast):
+        result = _run(language, source, folder)
+        assert result.returncode == 0, f"{_name(page)}: {source}\n--- stderr:\n{result.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("page", list(_pages(slow=False)))
+def test_howto_page_runs(page, tmp_path_factory):
+    _run_page(page, True, _scratch({}, _name(page), tmp_path_factory))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", list(_pages(slow=True)))
+def test_page_runs_whole(page, tmp_path_factory):
+    _run_page(page, False, _scratch({}, _name(page), tmp_path_factory))
 
 
 def test_every_skipped_or_slow_command_is_still_in_a_page():
