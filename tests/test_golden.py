@@ -49,9 +49,11 @@ machines)."""
 SDP_POINT_FACTOR = 5
 """An SDP's optimal covariance is pinned down only to O(√gap) where the objective is flat (quadratic growth
 around the optimum): census_plan_gdp's covariance entries moved by 2.6e-6 relative between machines at a
-recorded gap of 3.5e-10 (√gap = 1.9e-5). The entries of a design that records a ``duality_gap`` are compared
-at 5·√gap relative to the largest entry (round-off zeros, ~1e-15, have no relative digits); its privacy is
-certified exactly for whatever covariance it ends at."""
+recorded gap of 3.5e-10 (√gap = 1.9e-5). The values under the key prefix of a design that records a
+``duality_gap`` (its point and what is computed from it) are compared at 5·√gap relative, its covariance
+entries relative to the largest entry (round-off zeros, ~1e-15, have no relative digits) and the gap itself
+to 5·√gap absolute; the utility stays at 10 × the gap (above), and the privacy is certified exactly for
+whatever covariance the solver ends at."""
 UTILITY_REL = {"ci_volume": 1e-10}
 """The confidence-region volume of an optimised covariance is ill-conditioned in σ: it
 goes through log det Σ of a covariance with condition number ~1e4 (age_summary_ci_volume),

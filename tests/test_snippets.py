@@ -110,15 +110,20 @@ def scratches() -> dict:
     return {}
 
 
+def _folder(page: str, tmp_path_factory) -> Path:
+    """A new scratch folder for ``page``, with the repository's ``specs/`` and ``notebooks/``."""
+    folder = tmp_path_factory.mktemp(re.sub(r"\W", "_", page))
+    (folder / "specs").symlink_to(ROOT / "specs")
+    (folder / "notebooks").symlink_to(ROOT / "notebooks")
+    return folder
+
+
 def _scratch(scratches: dict, page: str, tmp_path_factory) -> Path:
-    """The scratch folder of one page (made once per test process), with ``out/`` as the first command
-    of the getting-started page writes it, whichever snippet runs first (under xdist the order of a
+    """The scratch folder of one :data:`QUICK` page (made once per test process), with ``out/`` as the first
+    command of the getting-started page writes it, whichever snippet runs first (under xdist the order of a
     worker's tests is not the page's)."""
     if page not in scratches:
-        folder = tmp_path_factory.mktemp(re.sub(r"\W", "_", page))
-        (folder / "specs").symlink_to(ROOT / "specs")
-        (folder / "notebooks").symlink_to(ROOT / "notebooks")
-        scratches[page] = folder
+        scratches[page] = _folder(page, tmp_path_factory)
     folder = scratches[page]
     if not (folder / "out" / "certificate.json").exists():
         assert _run("bash", "dpopt solve specs/table_replace_gdp.yaml --out out/", folder).returncode == 0
@@ -153,13 +158,13 @@ def _run_page(page: Path, fast: bool, folder: Path) -> None:
 
 @pytest.mark.parametrize("page", list(_pages(slow=False)))
 def test_howto_page_runs(page, tmp_path_factory):
-    _run_page(page, True, _scratch({}, _name(page), tmp_path_factory))
+    _run_page(page, True, _folder(_name(page), tmp_path_factory))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", list(_pages(slow=True)))
 def test_page_runs_whole(page, tmp_path_factory):
-    _run_page(page, False, _scratch({}, _name(page), tmp_path_factory))
+    _run_page(page, False, _folder(_name(page), tmp_path_factory))
 
 
 def test_every_skipped_or_slow_command_is_still_in_a_page():
