@@ -25,7 +25,13 @@ def main(path: Path = Path(__file__).with_name("visits.csv"), persons: int = 300
         for _ in range(min(int(rng.geometric(0.3)), 12)):
             clinic = home if rng.random() < 0.8 else rng.choice(CLINICS)
             rows.append((f"P{p:04d}", age, clinic, int(rng.integers(5, 121))))
-    order = rng.permutation(len(rows))  # visits in time order, not grouped by person
+    write_visits(path, rows, rng)
+
+
+def write_visits(path: Path, rows: list[tuple], rng: np.random.Generator) -> None:
+    """Write (person_id, age_group, clinic, duration) rows in a random order: visits in time order, not
+    grouped by person."""
+    order = rng.permutation(len(rows))
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["person_id", "age_group", "clinic", "duration"])

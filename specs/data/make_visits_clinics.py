@@ -10,12 +10,11 @@ re-running the script reproduces it byte for byte.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
+from make_visits import AGES, write_visits
 
-AGES = ["0-17", "18-39", "40-64", "65+"]
 LARGE = ["north", "south", "east", "west", "central"]
 SMALL = [f"clinic-{i:02d}" for i in range(1, 41)]
 
@@ -30,11 +29,7 @@ def main(path: Path = Path(__file__).with_name("visits_clinics.csv"), persons: i
             clinic = home if rng.random() < 0.8 else rng.choice(LARGE)
             duration = int(np.clip(rng.normal(30 + 15 * a, 20), 5, 120))
             rows.append((f"P{p:04d}", AGES[a], clinic, duration))
-    order = rng.permutation(len(rows))  # visits in time order, not grouped by person
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["person_id", "age_group", "clinic", "duration"])
-        writer.writerows(rows[i] for i in order)
+    write_visits(path, rows, rng)
 
 
 if __name__ == "__main__":
