@@ -60,10 +60,10 @@ def main() -> None:
             path = Path(folder) / "visits.parquet"
             found = write(path, rows)
             start = time.perf_counter()
-            _, document = release_selection(SPEC, path, random_source())
+            _, document, operator = release_selection(SPEC, path, random_source())
             seconds = time.perf_counter() - start
             counts = document["releases"][0]
-            print(f"{rows:,} rows, {document['bounding'][0]['persons']:,} persons, {found:,} clinics in the data: "
+            print(f"{rows:,} rows, {operator['bounding'][0]['persons']:,} persons, {found:,} clinics in the data: "
                   f"release {seconds:.2f} s; {len(counts['values'])} clinics released "
                   f"({len(counts['declared'])} declared, {len(counts['selected'])} selected)")
 

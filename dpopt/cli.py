@@ -346,8 +346,20 @@ def _emit(document, args: argparse.Namespace, write) -> int:
     return 0
 
 
+def _for_operator(args: argparse.Namespace, report: dict, code: int) -> int:
+    """With ``--operator-report FILE``, once the release is out: the exact counts of the data (not private,
+    :mod:`dpopt.release.operator`) written to FILE, outside the published folder; returns ``code``."""
+    if args.operator_report:
+        from dpopt.release.operator import write_operator_report
+
+        path = write_operator_report(args.operator_report, report)
+        print(f"wrote {path} (NOT private: exact counts for the operator, never to publish)", file=sys.stderr)
+    return code
+
+
 def _release_plan(args: argparse.Namespace, randomness) -> int:
     from dpopt.plan.release import release_plan, release_plan_groups
+    from dpopt.release.operator import operator_report
 
     if args.groups:
         raise SpecError("--groups", "a release plan is released for the groups found or declared in the plan "
@@ -359,20 +371,26 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
             client = _dask_client(args.scheduler) if args.engine == "dask" else None
             sol, document, cert = release_plan_groups(args.spec, args.data, args.group_by, randomness,
                                                       engine=args.engine, client=client)
+            operator = operator_report(None)
         else:
-            sol, document = release_plan(args.spec, args.data, randomness)
+            sol, document, operator = release_plan(args.spec, args.data, randomness)
             cert = sol.certificate
-    return _emit_release(document, cert, args)
+    return _for_operator(args, operator, _emit_release(document, cert, args))
 
 
 def _release(args: argparse.Namespace) -> int:
     from dpopt.release import random_source, release_groups, release_once
     from dpopt.release.batch import release_document
     from dpopt.release.cells import release_cells
+    from dpopt.release.operator import operator_report
     from dpopt.release.postprocessed import document_block, postprocess_once
     from dpopt.spec.load import load_spec
 
     randomness = random_source(args.seed, args.insecure_seed)
+    if args.operator_report:
+        from dpopt.release.operator import check_operator_path
+
+        check_operator_path(args.operator_report, args.out)
     if args.ledger:  # a missing or damaged ledger fails before the design, not after it
         from dpopt.ledger import Ledger
 
@@ -397,7 +415,8 @@ def _release(args: argparse.Namespace) -> int:
                                  engine=args.engine, client=client)
         block = _charge(args, rel.certificate)
         document = rel.document if block is None else (lambda: rel.document() | {"ledger": block})
-        return _emit(document, args, lambda: rel.write(args.out, csv=args.format == "csv", ledger=block))
+        code = _emit(document, args, lambda: rel.write(args.out, csv=args.format == "csv", ledger=block))
+        return _for_operator(args, operator_report({lv.column: lv.records for lv in rel.levels}, rel.bounding), code)
     if args.groups:
         raise SpecError("--group-by", "--groups applies to a grouped release (--group-by)")
     if args.scheduler and args.engine != "dask":
@@ -406,14 +425,14 @@ def _release(args: argparse.Namespace) -> int:
     with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing"):
         sol, noisy, records, bounding = release_once(args.spec, args.data, randomness, engine=args.engine,
                                                      client=client)
-    document = release_document(sol, noisy, records, randomness, bounding)
+    document = release_document(sol, noisy, randomness, bounding)
     certificate = sol.certificate
     if sol.spec.postprocess is not None:  # the raw answer stays under "release"; the published table is added
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
         document["postprocess"] = document_block(post, sol.problem.labels)
         document["cells"] = release_cells(certificate["utility"]["per_cell"], sol.problem.labels, noisy,
                                           post.answers, "; ".join(post.method["steps"]))
-    return _emit_release(document, certificate, args)
+    return _for_operator(args, operator_report(records, bounding), _emit_release(document, certificate, args))
 
 
 def _release_selection(args: argparse.Namespace, randomness) -> int:
@@ -425,13 +444,14 @@ def _release_selection(args: argparse.Namespace, randomness) -> int:
         raise SpecError("releases", "a spec with releases groups by its own keys: drop --group-by, --groups, --engine, "
                                     "--scheduler, --format csv and --ledger")
     with stdout_to_stderr(), _progress("dpopt release: bounding, selecting keys and releasing"):
-        certificate, document = release_selection(args.spec, args.data, randomness)
-    return _emit_release(document, certificate, args)
+        certificate, document, operator = release_selection(args.spec, args.data, randomness)
+    return _for_operator(args, operator, _emit_release(document, certificate, args))
 
 
 def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
     """A spec with ``geography``: every level released, post-processed top-down."""
     from dpopt.release.hierarchy import release_hierarchy
+    from dpopt.release.operator import operator_report
 
     if args.group_by or args.groups or args.scheduler:
         raise SpecError("--group-by", "a spec with geography releases its levels itself: drop --group-by, --groups, --scheduler")
@@ -442,7 +462,7 @@ def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
         with _progress("dpopt release: designing, releasing and post-processing every level"):
             rel = release_hierarchy(args.spec, args.data, randomness=randomness,
                                     engine="dask" if args.engine == "dask" else "numpy", error_draws=args.error_draws)
-    return _emit(rel.document, args, lambda: rel.write(args.out))
+    return _for_operator(args, operator_report(rel.records), _emit(rel.document, args, lambda: rel.write(args.out)))
 
 
 def _dask_client(address: str | None):
@@ -635,6 +655,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ledger", metavar="LEDGER",
                    help="charge the release to this privacy budget ledger (`dpopt ledger init`) before it is "
                         "output; refused with exit code 3, nothing released, when the budget would be exceeded")
+    p.add_argument("--operator-report", metavar="FILE",
+                   help="also write the exact counts of the data (records; rows and persons kept, dropped and "
+                        "truncated by contribution bounding) to FILE: NOT private, for the operator only, never "
+                        "published (refused inside --out)")
     p.set_defaults(run=_release)
 
     p = sub.add_parser("audit", help="Monte Carlo attempt to refute the privacy of a spec's or certificate's mechanism")

@@ -220,10 +220,14 @@ def test_solve_verify_release_cli(tmp_path, capsys):
     capsys.readouterr()
     assert main(["verify", str(tmp_path / "certificate.json")]) == 0
     capsys.readouterr()
-    assert main(["release", str(VISITS_SPEC), "--data", str(VISITS_DATA), "--seed", "5", "--insecure-seed"]) == 0
+    operator = tmp_path / "operator.json"
+    assert main(["release", str(VISITS_SPEC), "--data", str(VISITS_DATA), "--seed", "5", "--insecure-seed",
+                 "--operator-report", str(operator)]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert document["bounding"]["rows"] == sum(sum(c.values()) for c in recount(VISITS_DATA).values())
-    assert document["records"] == document["bounding"]["rows_kept"]
+    assert set(document["bounding"]) == {"privacy_unit", "method", "note"} and "records" not in document
+    report = json.loads(operator.read_text())  # the exact counts go to the operator only (issue 35)
+    assert report["bounding"]["rows"] == sum(sum(c.values()) for c in recount(VISITS_DATA).values())
+    assert report["records"] == report["bounding"]["rows_kept"]
 
 
 def test_missing_id_is_one_line(tmp_path, capsys):

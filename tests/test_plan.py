@@ -226,7 +226,7 @@ def test_joint_release_is_consistent(overlapping, tmp_path):
     rows = ["a,b"] + [f"{a},{b}" for a, b in zip("xyzxyzxx", "uvvuuvvu")]
     data = tmp_path / "records.csv"
     data.write_text("\n".join(rows) + "\n")
-    _, doc = release_plan(OVERLAPPING, data, random_source(5, insecure_seed=True))
+    _, doc, _ = release_plan(OVERLAPPING, data, random_source(5, insecure_seed=True))
     tables = {t["name"]: np.array(list(t["release"].values())) for t in doc["tables"]}
     np.testing.assert_allclose(tables["a"], tables["a x b"].reshape(3, 2).sum(axis=1), rtol=1e-9)
     np.testing.assert_allclose(tables["total"], tables["a x b"].sum(), rtol=1e-9)

@@ -355,7 +355,7 @@ def test_cli_release(family, data_file, tmp_path, capfd):
         pytest.fail(f"{family} cannot release through the CLI: {captured.err.strip()}")
     assert code == 0, captured.err
     document = json.loads(captured.out)
-    assert document["mechanism"]["family"] == family and document["records"] == len(RECORDS)
+    assert document["mechanism"]["family"] == family and "records" not in document
     values = np.array([np.nan if v is None else v for v in document["release"].values()])
     # the CLI release is Mechanism.release at the true answer, from the root stream of the seed
     python = r.mechanism.release(r.truth, random_source(SEED, insecure_seed=True).stream())

@@ -112,4 +112,4 @@ def test_cli_release_with_the_dask_engine(files, tmp_path):
                      "--insecure-seed", "--out", str(out)]) == 0
         outs[engine] = json.loads((out / "release.json").read_text())
     assert outs["duckdb"]["release"] == outs["dask"]["release"]
-    assert outs["dask"]["records"] == 3000
+    assert "records" not in outs["dask"]  # exact, not published (issue 35)

@@ -86,7 +86,7 @@ def test_means_of_unbounded_persons_at_a_large_epsilon(tmp_path):
     raw = read_document(SPEC)
     raw["releases"][MEAN]["epsilon"] = 1000.0
     raw["privacy"]["approx"]["epsilon"] = 1001.5
-    _, document = release_selection(raw, path, random_source(8, insecure_seed=True))
+    _, document, _ = release_selection(raw, path, random_source(8, insecure_seed=True))
     means = document["releases"][MEAN]["values"]
     assert list(means) == ["north", "south", "airport"]
     assert means["north"] == pytest.approx(10 + 39 / 2, abs=0.24)
@@ -101,7 +101,7 @@ def test_a_key_not_selected_is_not_in_the_means(tmp_path):
     rows = [(f"B{p}", "18-39", "big", 30) for p in range(200)]
     rows += [(f"L{p}", "18-39", f"lone-{p}", 90) for p in range(30)]
     path = write_csv(tmp_path / "d.csv", rows)
-    _, document = release_selection(SPEC, path, random_source(9, insecure_seed=True))
+    _, document, _ = release_selection(SPEC, path, random_source(9, insecure_seed=True))
     counts, means = document["releases"][0], document["releases"][MEAN]
     assert counts["selected"] == ["big"]
     assert list(means["values"]) == ["north", "south", "airport", "big"]

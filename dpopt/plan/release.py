@@ -29,8 +29,9 @@ from dpopt.plan.spec import load_plan, plan_cells, query_spec
 from dpopt.problem import Problem
 from dpopt.release import sources
 from dpopt.release.batch import ENGINES, group_domain
-from dpopt.release.bounding import bound_contributions, pair_mean
+from dpopt.release.bounding import bound_contributions, pair_mean, published_bounding
 from dpopt.release.cells import cell_rows, cells_block
+from dpopt.release.operator import operator_report
 from dpopt.rng import RandomSource
 from dpopt.spec.models import Plan
 
@@ -142,8 +143,8 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
                         client=None) -> tuple[PlanSolution, dict, Certificate]:
     """The plan released for every group of each grouping column (one scan per column).
 
-    Groups are the column's levels when the plan declares it, else the values found in the
-    data. The plan's guarantee holds per group; a record is in one group of each of the L
+    Groups are the column's levels, declared in the plan (``data.attributes``); a column the plan does
+    not declare is refused (:func:`dpopt.release.batch.group_domain`). The plan's guarantee holds per group; a record is in one group of each of the L
     columns, so the whole release meets the L-fold composition of the plan's target
     (:func:`dpopt.certificate.composition.compose`), recorded in the certificate's ``groups`` block
     and re-checked by ``dpopt verify``. Noise of unit u in group g of column l comes from the
@@ -174,6 +175,8 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     if plan.data.n is not None:
         raise SpecError("data.n", "fixes the size of the whole dataset, but a grouped release has one size per "
                                   "group: remove data.n")
+    domains = [group_domain(query_spec(plan, 0, plan.privacy.model_dump(exclude_none=True)), column)
+               for column in group_by]  # refused before any design: no column found only in the data
     solution = solve_plan(_checked(plan, data, group_by))
     problems, mechanisms, maps = _units(solution)
     specs = [p.spec for p in problems]
@@ -204,12 +207,11 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     levels_block = []
     per_cells = plan_per_cell(solution)
     cell_table = []
-    for l, column in enumerate(group_by):
-        domain = group_domain(specs[0], column)
+    for l, (column, domain) in enumerate(zip(group_by, domains)):
         rows = scan(column)
         if any(row[0] is None for row in rows):  # as the Dask engine: an empty key is no group of its own
             raise DataError(f"{source}, column {column}: missing group key")
-        keys = [str(k) for k in domain.keys] if domain.keys is not None else sorted({str(r[0]) for r in rows})
+        keys = [str(k) for k in domain.keys]
         index = {k: i for i, k in enumerate(keys)}
         counts = np.zeros((len(keys), cells))
         totals = np.zeros((len(keys), len(numeric), cells))
@@ -264,14 +266,15 @@ def _bound_once(solution: PlanSolution, counted: tuple, randomness: RandomSource
 
 
 def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
-                 randomness: RandomSource) -> tuple[PlanSolution, dict]:
+                 randomness: RandomSource) -> tuple[PlanSolution, dict, dict]:
     """Solve the plan, answer every query in one pass and release each with its mechanism.
 
     Returns
     -------
-    solution, document
+    solution, document, operator
         The document holds one table per query (labels → noisy values), the plan's composed
-        guarantee and each query's mechanism.
+        guarantee and each query's mechanism, nothing exact of the data; ``operator`` the exact number of
+        records and bounding report, not private (:func:`dpopt.release.operator.operator_report`).
     """
     solution = solve_plan(_checked(plan, data))
     joint = solution.joint
@@ -308,9 +311,8 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         "tables": tables,
         "cells": _cells(rows, per_cells, ["query"]),
         "randomness": randomness.describe(),
-        "records": records,
-    } | ({} if bounding is None else {"bounding": bounding})
-    return solution, document
+    } | ({} if bounding is None else {"bounding": published_bounding(bounding)})
+    return solution, document, operator_report(records, bounding)
 
 
 def _cells(rows: list[dict], per_cells: list[dict], keys: list[str]) -> dict:

@@ -19,9 +19,11 @@ with a check that ``dpopt verify`` re-derives.
 
 Where the set of groups comes from matters: groups declared in the spec (the grouping
 column listed with its levels under ``data.attributes``) or given as a public list are
-released whether or not they have records. Groups observed in the data are released as
-found; under add/remove adjacency the set of non-empty groups is then itself published
-and is not protected, and the certificate says so.
+released whether or not they have records. Groups merely found in the data are refused
+(:func:`group_domain`): which groups exist is private (releasing them as found would publish
+the set of non-empty groups, and grouping by the privacy unit's id one table per person);
+keys that are not public are released by private partition selection (a spec with
+``releases:``, :mod:`dpopt.selection`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.release import sources
 from dpopt.release.bind import as_test_release, certificate_sha256, sha256_bytes
-from dpopt.release.bounding import bound_contributions, pair_mean
+from dpopt.release.bounding import bound_contributions, pair_mean, published_bounding
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
 from dpopt.release.cells import cell_errors, cell_rows, cells_block, document_csv, release_cells
 from dpopt.rng import RandomSource, random_source
@@ -57,14 +59,14 @@ ENGINES = ("duckdb", "dask")
 # ----------------------------------------------------------------------- domains
 @dataclass(frozen=True)
 class GroupDomain:
-    """The groups of one grouping column: their keys in canonical order (None: observed) and their origin."""
+    """The groups of one grouping column: their keys in canonical order and their origin."""
 
-    keys: np.ndarray | None
+    keys: np.ndarray
     description: str
 
 
 def group_domain(spec: Spec, column: str, public: Sequence | str | Path | None = None) -> GroupDomain:
-    """Where the groups of ``column`` come from: the spec's levels, a public list, or the data.
+    """Where the groups of ``column`` come from: the spec's levels or a public list, never the data alone.
 
     Parameters
     ----------
@@ -73,11 +75,18 @@ def group_domain(spec: Spec, column: str, public: Sequence | str | Path | None =
 
     Raises
     ------
+    SpecError
+        ``column`` is the privacy unit's id, or its groups are neither declared in the spec nor given as a
+        public list.
     UnsupportedSpecError
         ``column`` is declared in the spec as a numeric attribute.
     DataError
         The public list cannot be read or lacks the column.
     """
+    unit = spec.data.privacy_unit
+    if unit is not None and column == unit.id:
+        raise SpecError("--group-by", f"{column} is the privacy unit's id (data.privacy_unit.id): grouping by it "
+                                      "would publish one table per person; group by a public attribute")
     declared = spec.data.attributes.get(column)
     if isinstance(declared, NumericAttribute):
         raise UnsupportedSpecError(
@@ -87,7 +96,10 @@ def group_domain(spec: Spec, column: str, public: Sequence | str | Path | None =
     if declared is not None:
         return GroupDomain(np.asarray(declared), f"declared in the spec (data.attributes.{column})")
     if public is None:
-        return GroupDomain(None, f"observed: the distinct values of {column} in the data")
+        raise SpecError("--group-by", f"the groups of {column} are not declared public: list them in the spec "
+                                      f"(data.attributes.{column}: [...]) or give a public list (--groups FILE); "
+                                      "which groups the data hold is private (keys that are not public: a spec with "
+                                      "releases and partition selection)")
     if isinstance(public, (str, Path)):
         source = sources.open_source(public)
         con = sources.connect()
@@ -149,6 +161,7 @@ class ReleasedLevel:
         (G, d) noisy answers, row g for ``keys[g]`` (int64 for integer noise, else float64).
     domain : str
     records : int
+        The number of records counted: exact, for the operator (:mod:`dpopt.release.operator`), never written.
     """
 
     column: str
@@ -160,7 +173,8 @@ class ReleasedLevel:
 
 @dataclass(frozen=True)
 class GroupRelease:
-    """What :func:`release_groups` returns: the noisy tables of every grouping column and one certificate."""
+    """What :func:`release_groups` returns: the noisy tables of every grouping column and one certificate
+    (``bounding``: the exact bounding report, for the operator; the document carries only its published part)."""
 
     spec: Spec
     mechanism: Mechanism
@@ -189,8 +203,7 @@ class GroupRelease:
             "groups": self.certificate["groups"],
             "randomness": self.randomness,
             "labels": list(self.labels),
-            "records": self.levels[0].records if self.levels else 0,
-        } | ({} if self.bounding is None else {"bounding": self.bounding})
+        } | ({} if self.bounding is None else {"bounding": published_bounding(self.bounding)})
         if include_values:
             doc["release"] = {
                 level.column: {
@@ -461,15 +474,17 @@ def write_release(document: dict, certificate: Certificate, out: str | Path) -> 
     return [Path(out) / name for name in names]
 
 
-def release_document(solution: Solution, noisy: np.ndarray, records: int, randomness: RandomSource,
+def release_document(solution: Solution, noisy: np.ndarray, randomness: RandomSource,
                      bounding: dict | None = None) -> dict:
     """The document of an ungrouped release (``dpopt release`` without ``--group-by``): the
     mechanism, the guarantee, the released value of each labelled coordinate (null for a
     coordinate the design does not release, e.g. a ``query_scaling`` test-power design), the
-    randomness used (never a seed: :mod:`dpopt.release.bind`), the number of records, the per-cell table
-    (value, standard error, 95% margin of error: :mod:`dpopt.release.cells`) and, with a privacy unit, the
-    ``bounding`` report (:func:`dpopt.release.bounding.bound_contributions`; its counts are not private) and,
-    for a person-level mean, the ``mean`` post-processed from its pair (:func:`dpopt.release.bounding.pair_mean`)."""
+    randomness used (never a seed: :mod:`dpopt.release.bind`), the per-cell table
+    (value, standard error, 95% margin of error: :mod:`dpopt.release.cells`) and, with a privacy unit, what
+    the ``bounding`` report may publish (:func:`dpopt.release.bounding.published_bounding`: the unit and the
+    method, no count) and, for a person-level mean, the ``mean`` post-processed from its pair
+    (:func:`dpopt.release.bounding.pair_mean`). Nothing else of the data: the number of records is private
+    under add/remove, and public under replace-one only as the spec's ``data.n`` (:mod:`dpopt.release.operator`)."""
     query = solution.problem.query
     per_cell = solution.certificate["utility"]["per_cell"]
     return {
@@ -480,6 +495,5 @@ def release_document(solution: Solution, noisy: np.ndarray, records: int, random
         "release": dict(zip(query.labels, [v if np.isfinite(v) else None for v in noisy.tolist()])),
         "cells": release_cells(per_cell, query.labels, noisy),
         "randomness": randomness.describe(),
-        "records": records,
-    } | ({} if bounding is None else {"bounding": bounding}) | (
+    } | ({} if bounding is None else {"bounding": published_bounding(bounding)}) | (
         {"mean": pair_mean(query, noisy)} if getattr(query, "pair", False) else {})

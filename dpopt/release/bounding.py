@@ -31,9 +31,10 @@ bounding then adding noise calibrated to the person-level sensitivity is DP for 
 
 Numeric values outside their declared bounds are clamped to them first (a value that is not a
 number is still refused), and counted per attribute: the certificate's sensitivity holds for the
-clamped values. The release document reports how many values were clamped and how many rows and
+clamped values. :func:`bound_contributions` reports how many values were clamped and how many rows and
 persons were truncated. **These counts are computed from the confidential data without noise and
-are not protected by the certificate.**
+are not protected by the certificate**: they are the operator's (:mod:`dpopt.release.operator`), and a
+release document carries only :func:`published_bounding` (the spec's privacy unit and the method).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import duckdb
 import numpy as np
 
 from dpopt.domain.queries import CountingQuery, NumericQuery
+from dpopt.domain.records import ID_WHITESPACE, person_id_problem
 from dpopt.errors import DataError
 from dpopt.release.sources import DataSource, _run, first_row_where, level_code_sql, quote_identifier, \
     quote_literal, require_columns, validate
@@ -54,8 +56,16 @@ from dpopt.spec.models import NumericAttribute, Spec
 BOUNDING_STREAM = (1 << 31,)
 """The path of the CSPRNG stream the bounding secret is drawn from (noise streams use () and (l, b))."""
 
-TRUNCATION_CAVEAT = ("clamped, rows_dropped and persons_truncated are computed from the confidential data without "
-                     "noise: they are not covered by the certificate")
+TRUNCATION_CAVEAT = ("rows, rows_kept, rows_dropped, persons, persons_truncated and clamped are computed from the "
+                     "confidential data without noise: they are not covered by the certificate and never published")
+NOT_PUBLISHED = ("the exact counts of bounding (rows and persons kept, dropped and truncated, values clamped) are not "
+                 "private: they are not published (`dpopt release --operator-report FILE` gives them to the operator)")
+
+
+def published_bounding(report: dict) -> dict:
+    """What a release document says of contribution bounding: the spec's ``privacy_unit`` and the ``method``,
+    never a count of the data (those, in ``report``, are not private: :data:`NOT_PUBLISHED`)."""
+    return {"privacy_unit": report["privacy_unit"], "method": report["method"], "note": NOT_PUBLISHED}
 
 
 def pair_mean(query: NumericQuery, noisy: np.ndarray) -> dict:
@@ -162,7 +172,8 @@ def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec
     Raises
     ------
     DataError
-        A missing id column (naming it), a record without an id (naming the row), or a value
+        A missing id column (naming it), a record without an id, with a blank id or an id with surrounding
+        whitespace (naming the row: :func:`dpopt.domain.records.person_id_problem`), or a value
         outside the spec's domain (as :func:`dpopt.release.sources.validate`).
     """
     unit = spec.data.privacy_unit
@@ -170,9 +181,11 @@ def bound_contributions(con: duckdb.DuckDBPyConnection, source: DataSource, spec
     source, clamped = _clamp(con, source, spec)
     validate(con, source, spec)
     pid = quote_identifier(unit.id)
-    missing = first_row_where(con, source, f"{pid} IS NULL", unit.id)
-    if missing is not None:
-        raise DataError(f"{source} {source.where(missing[0])}, column {unit.id}: missing person id")
+    text = f"CAST({pid} AS VARCHAR)"
+    stripped = f"trim({text}, {' || '.join(f'chr({ord(c)})' for c in ID_WHITESPACE)})"
+    bad = first_row_where(con, source, f"{pid} IS NULL OR {text} <> {stripped} OR {stripped} = ''", unit.id)
+    if bad is not None:  # the rule of dpopt.domain.records.person_id_problem, in SQL
+        raise DataError(f"{source} {source.where(bad[0])}, column {unit.id}: {person_id_problem(bad[1])}")
     secret = randomness.stream(*stream).bytes(32).hex()
     bounded = BoundedSource(source.path, source.format, "dpopt_bounded")
     kept_sql = bounding_sql(source, spec, query, secret, cell, groups)

@@ -26,6 +26,7 @@ import dask.dataframe as dd
 import pandas as pd
 
 from dpopt.domain.queries import CountingQuery, NumericQuery
+from dpopt.domain.records import person_id_problem
 from dpopt.errors import DataError
 from dpopt.release.bounding import BOUNDING_STREAM, TRUNCATION_CAVEAT
 from dpopt.release.distributed import _problems, level_codes, read_records
@@ -67,6 +68,12 @@ def _bound_persons(part: pd.DataFrame, pid: str, unit, secret: str) -> pd.DataFr
     if unit.max_rows is not None:
         part = part[part.groupby(pid, sort=False).cumcount().to_numpy() < unit.max_rows]
     return part.drop(columns=_KEYS)
+
+
+def _bad_ids(ids: pd.Series) -> pd.Series:
+    """Which values cannot be person ids (:func:`dpopt.domain.records.person_id_problem`; pandas' missing
+    values, NaN, None or NA, are missing ids)."""
+    return ids.isna() | ids.map(lambda v: person_id_problem(v) is not None, na_action="ignore").fillna(False).astype(bool)
 
 
 def _clamp(records: dd.DataFrame, spec: Spec) -> tuple[dd.DataFrame, dict]:
@@ -121,13 +128,16 @@ def bound_contributions_dask(source: DataSource, spec: Spec, query: CountingQuer
     Raises
     ------
     DataError
-        An unreadable file or a missing column, a record without an id (naming the row), or a value outside
+        An unreadable file or a missing column, a record without an id, with a blank id or an id with
+        surrounding whitespace (naming the row, as the SQL engine), or a value outside
         the spec's domain once numbers are clamped (naming the column and the value).
     """
     unit = spec.data.privacy_unit
     records = read_records(source, list(dict.fromkeys([*spec.data.attributes, unit.id, *groups])))
     numbered = _numbered(records)
-    first = numbered["dpopt_rn"][numbered[unit.id].isna()].min()
+    ids = numbered[unit.id]
+    bad = ids.map_partitions(_bad_ids, meta=(unit.id, bool))
+    first = numbered["dpopt_rn"][bad].min()
     records, clamped = _clamp(records, spec)
     problems = records.map_partitions(_problems, spec, unit.id, meta={"column": object, "value": object})
     secret = randomness.stream(*BOUNDING_STREAM).bytes(32).hex()
@@ -135,8 +145,10 @@ def bound_contributions_dask(source: DataSource, spec: Spec, query: CountingQuer
     per_raw = records.groupby(unit.id).size()
     per_kept = kept.groupby(unit.id).size()
     first, found = dask.compute(first, problems)
-    if pd.notna(first):
-        raise DataError(f"{source} {source.where(int(first) - 1)}, column {unit.id}: missing person id")
+    if pd.notna(first):  # the rule of dpopt.domain.records.person_id_problem
+        value = ids[numbered["dpopt_rn"] == first].compute().iloc[0]
+        problem = person_id_problem(None if pd.isna(value) else value)
+        raise DataError(f"{source} {source.where(int(first) - 1)}, column {unit.id}: {problem}")
     if len(found):
         name, value = found.iloc[0]["column"], found.iloc[0]["value"]
         raise DataError(f"{source}, {describe_value(source, name, spec.data.attributes[name], value)}")

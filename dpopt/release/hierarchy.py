@@ -77,6 +77,8 @@ class HierarchyRelease:
     block: dict
     randomness: dict
     records: int
+    """The number of records counted: exact, for the operator (:mod:`dpopt.release.operator`), never in the
+    document."""
 
     @property
     def certificates(self) -> list[Certificate]:
@@ -96,8 +98,7 @@ class HierarchyRelease:
         digests = {f"certificate_{name}.json": certificate_sha256(cert)
                    for name, cert in zip(self.names, self.certificates)}
         doc = {"name": self.spec.name, "spec": spec_document(self.spec), "labels": labels,
-               "hierarchy": self.block, "certificate_sha256": digests, "randomness": self.randomness,
-               "records": self.records}
+               "hierarchy": self.block, "certificate_sha256": digests, "randomness": self.randomness}
         if include_values:
             doc["tables"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.tables)}
             doc["noisy"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.noisy)}

@@ -19,7 +19,9 @@ For each release, in the order of the spec:
 
 The document lists the released keys only: how many keys the data hold is never released (neither a
 count nor the dropped keys). The bounding reports (rows and persons truncated, values clamped) are
-computed without noise and are not covered by the certificate (as for every person-level release).
+computed without noise and are not covered by the certificate (as for every person-level release): they are
+returned for the operator (:mod:`dpopt.release.operator`), and the document carries only each release's
+privacy unit and method (:func:`dpopt.release.bounding.published_bounding`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from dpopt.domain.queries import NumericQuery
 from dpopt.errors import DataError
 from dpopt.noise.discrete_laplace import sample_discrete_laplace
 from dpopt.privacy import quantile as qm
-from dpopt.release.bounding import bound_contributions, pair_mean
+from dpopt.release.bounding import bound_contributions, pair_mean, published_bounding
+from dpopt.release.operator import operator_report
 from dpopt.release.sources import (
     DataSource,
     _run,
@@ -190,7 +193,7 @@ def draw_quantiles(values: dict[str, np.ndarray], block: dict, rng: np.random.Ge
 
 
 def release_selection(spec_source: str | Path | dict | SelectionSpec, data: str | Path,
-                      randomness: RandomSource) -> tuple[Certificate, dict[str, Any]]:
+                      randomness: RandomSource) -> tuple[Certificate, dict[str, Any], dict]:
     """Certify the spec, then release every part on the records of ``data`` (see the module).
 
     Returns
@@ -198,8 +201,10 @@ def release_selection(spec_source: str | Path | dict | SelectionSpec, data: str 
     certificate : Certificate
     document : dict
         ``name``, ``spec_sha256``, ``guarantee``, ``releases`` (per release its ``values``; a count also its
-        ``declared`` and ``selected`` keys; a mean its noisy ``pairs`` per key), ``bounding`` (per release,
-        not private), ``randomness``.
+        ``declared`` and ``selected`` keys; a mean its noisy ``pairs`` per key), ``bounding`` (per release, the
+        privacy unit and the method), ``randomness``.
+    operator : dict
+        The exact bounding report of each release, not private (:func:`dpopt.release.operator.operator_report`).
 
     Raises
     ------
@@ -224,5 +229,6 @@ def release_selection(spec_source: str | Path | dict | SelectionSpec, data: str 
         released.append(out)
         bounding.append({"release": release.name} | report)
     document = {"name": spec.name, "spec_sha256": certificate["spec_sha256"], "guarantee": certificate["guarantee"],
-                "releases": released, "bounding": bounding, "randomness": randomness.describe()}
-    return certificate, document
+                "releases": released, "bounding": [{"release": b["release"]} | published_bounding(b) for b in bounding],
+                "randomness": randomness.describe()}
+    return certificate, document, operator_report(None, bounding)
