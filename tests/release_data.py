@@ -29,6 +29,14 @@ def make_records(n: int = 3000, seed: int = 3, groups: int = 40) -> list[dict]:
     return rows
 
 
+def public_groups(groups: int = 40, text: bool = False) -> dict[str, list]:
+    """The public lists of the grouping columns of :func:`make_records` with ``groups`` blocks: every block
+    (as text with ``text``, as a CSV file holds it) and tract it can draw (a grouped release needs its groups
+    declared, issue 35)."""
+    blocks = [str(b) if text else b for b in range(groups)]
+    return {"block": blocks, "tract": sorted({f"t{b // 10}" for b in range(groups)})}
+
+
 def write_csv(path, rows, header=("block", "tract", "race", "sex", "income")):
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)

@@ -35,6 +35,7 @@ TABLE = SPECS / "table_replace_gdp.yaml"
 SURVEY = SPECS / "data" / "survey.csv"
 BLOCKS_SPEC = SPECS / "block_tables_discrete_zcdp.yaml"
 BLOCKS = SPECS / "data" / "blocks.csv"
+BLOCK_LIST = SPECS / "data" / "block_list.csv"
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
@@ -228,7 +229,8 @@ def test_concurrent_grouped_releases_into_one_folder_end_whole(tmp_path, count):
         spec = tmp_path / f"spec{seed}.yaml"
         spec.write_text(BLOCKS_SPEC.read_text().replace("name: Race by sex", f"name: Run {seed} race by sex", 1))
         runs.append(subprocess.Popen(
-            _cli("release", str(spec), "--data", str(BLOCKS), "--group-by", "block", "--seed", str(seed),
+            _cli("release", str(spec), "--data", str(BLOCKS), "--group-by", "block", "--groups", str(BLOCK_LIST),
+                 "--seed", str(seed),
                  "--insecure-seed", "--out", str(out)),
             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     for process in runs:
@@ -242,7 +244,7 @@ def test_concurrent_grouped_releases_into_one_folder_end_whole(tmp_path, count):
     name = json.loads((out / "release.json").read_text())["name"]
     seed = int(name.split()[1])
     assert json.loads((out / "certificate.json").read_text())["spec"]["name"] == name
-    expected = release_groups(tmp_path / f"spec{seed}.yaml", BLOCKS, ["block"],
+    expected = release_groups(tmp_path / f"spec{seed}.yaml", BLOCKS, ["block"], groups={"block": BLOCK_LIST},
                               randomness=random_source(seed, True)).level("block")
     table = pq.read_table(out / "release_block.parquet").to_pydict()
     assert table["block"] == [str(k) for k in expected.keys]

@@ -292,7 +292,9 @@ def test_plans_and_grouped_releases_charge_their_whole_release_guarantee(tmp_pat
     grouped = json.loads((tmp_path / "b" / "release.json").read_text())["ledger"]
     assert grouped["spent"]["rho"]["exact"] == "3/4" and grouped["remaining"]["rho"]["exact"] == "1/4"
     spec = tmp_path / "count.json"  # one grouping column: parallel composition, the whole release is ρ = 0.25
-    spec.write_text(json.dumps(read_document(COUNT) | {"privacy": {"zcdp": {"rho": 0.25}}}))
+    count = read_document(COUNT)
+    count["data"]["attributes"]["age_group"] = GROUPED["data"]["attributes"]["age_group"]  # the groups, declared
+    spec.write_text(json.dumps(count | {"privacy": {"zcdp": {"rho": 0.25}}}))
     assert main(["release", str(spec), "--data", str(DATA), "--group-by", "age_group", "--ledger", ledger,
                  "--out", str(tmp_path / "c")]) == 0
     assert json.loads((tmp_path / "c" / "release.json").read_text())["ledger"]["spent"]["rho"]["exact"] == "1"

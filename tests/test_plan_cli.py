@@ -115,7 +115,9 @@ def test_cli_audit_of_the_survey_plan_does_not_refute_it(capsys):
 
 
 GROUPED = {"dpopt": 1, "name": "grouped plan",
-           "data": {"attributes": {"race": ["white", "black", "other"], "sex": ["female", "male"]}},
+           "data": {"attributes": {"race": ["white", "black", "other"], "sex": ["female", "male"],
+                                   # the grouping columns, declared with their public levels
+                                   "age_group": ["0-17", "18-34", "35-49", "50-64", "65+"], "disability": ["yes", "no"]}},
            "queries": [{"name": "race", "query": {"kind": "histogram", "attribute": "race"}},
                        {"name": "race x sex", "query": {"kind": "contingency_table", "attributes": ["race", "sex"]}}],
            "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 1.0e8}}, "mechanism": "gaussian"}

@@ -25,7 +25,8 @@ from dpopt.rng import random_source
 
 PLAN = {"dpopt": 1, "name": "grouped plan on dask",
         "data": {"attributes": {"race": ["white", "black", "other"], "sex": ["f", "m"],
-                                "income": {"min": 0, "max": 100}}},
+                                "income": {"min": 0, "max": 100},  # the grouping columns' public levels:
+                                "block": [str(b) for b in range(12)], "tract": ["t0", "t1"]}},
         "queries": [{"name": "race", "query": {"kind": "histogram", "attribute": "race"}},
                     {"name": "race x sex", "query": {"kind": "contingency_table", "attributes": ["race", "sex"]},
                      "mechanism": "discrete_gaussian"},  # integer noise next to floating-point noise

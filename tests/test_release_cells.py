@@ -76,6 +76,7 @@ def test_grouped_parquet_and_csv_carry_the_discrete_gaussian_errors(tmp_path, ca
     spec = ROOT / "specs" / "block_tables_discrete_zcdp.yaml"
     out = tmp_path / "out"
     assert main(["release", str(spec), "--data", str(ROOT / "specs" / "data" / "blocks.csv"), "--group-by", "tract",
+                 "--groups", str(ROOT / "specs" / "data" / "block_list.csv"),
                  "--seed", "2", "--insecure-seed", "--out", str(out), "--format", "csv"]) == 0
     capsys.readouterr()
     k = np.arange(-60, 61)
@@ -96,6 +97,7 @@ def test_grouped_parquet_and_csv_carry_the_discrete_gaussian_errors(tmp_path, ca
     assert int(first[label]) == table[label][0] and float(first[f"{label} margin_of_error_95"]) == moe
     capsys.readouterr()
     assert main(["release", str(spec), "--data", str(ROOT / "specs" / "data" / "blocks.csv"), "--group-by", "tract",
+                 "--groups", str(ROOT / "specs" / "data" / "block_list.csv"),
                  "--seed", "2", "--insecure-seed", "--format", "csv"]) == 0
     long = _csv(capsys.readouterr().out)  # printed: one row per group and cell
     assert len(long) == len(table) * 6 and list(long[0])[:3] == ["column", "group", "label"]
@@ -144,6 +146,6 @@ def test_data_errors_come_before_the_design(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="purple"):
         release_once(RACE, bad, random_source(1, insecure_seed=True))
     with pytest.raises(DataError, match="purple"):
-        release_groups(RACE, bad, "sex", seed=1, insecure_seed=True)
+        release_groups(RACE, bad, "sex", groups={"sex": ["female", "male"]}, seed=1, insecure_seed=True)
     with pytest.raises(DataError, match="tract"):
-        release_groups(RACE, bad, "tract", seed=1, insecure_seed=True)
+        release_groups(RACE, bad, "tract", groups={"tract": ["T01"]}, seed=1, insecure_seed=True)

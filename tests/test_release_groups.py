@@ -15,7 +15,7 @@ import duckdb
 import numpy as np
 import pytest
 from conftest import ROOT, make_spec
-from release_data import RACES, SEXES, make_records, write_csv, write_parquet
+from release_data import RACES, SEXES, make_records, public_groups, write_csv, write_parquet
 
 import dpopt
 from dpopt.cli import main
@@ -46,7 +46,7 @@ def _expected(records, column):
 def test_every_group_gets_its_table(records, parquet_file):
     # μ = 1e6: the noise has σ = √2/1e6, so the release equals the Counter counts to 1e-4
     spec = make_spec(privacy={"gdp": {"mu": 1e6}})
-    rel = release_groups(spec, parquet_file, ["block", "tract"], seed=1, insecure_seed=True)
+    rel = release_groups(spec, parquet_file, ["block", "tract"], groups=public_groups(), seed=1, insecure_seed=True)
     for column in ("block", "tract"):
         keys, expected = _expected(records, column)
         level = rel.level(column)
@@ -84,7 +84,7 @@ def test_the_certificate_composes_over_the_groups_a_record_touches(
     privacy, columns, adjacency, expected, parquet_file
 ):
     spec = make_spec(privacy=privacy, adjacency=adjacency)
-    rel = release_groups(spec, parquet_file, columns, seed=2, insecure_seed=True)
+    rel = release_groups(spec, parquet_file, columns, groups=public_groups(), seed=2, insecure_seed=True)
     block = rel.certificate["groups"]
     assert block["columns"] == columns and rel.certificate["guarantee"]["definition"] == next(iter(privacy))
     for name, value in expected.items():
@@ -98,6 +98,7 @@ def test_verify_catches_a_tampered_composition(parquet_file):
         make_spec(adjacency={"kind": "add_remove"}),
         parquet_file,
         ["block", "tract"],
+        groups=public_groups(),
         seed=2,
         insecure_seed=True,
     )
@@ -111,13 +112,12 @@ def test_verify_catches_a_tampered_composition(parquet_file):
 
 
 def test_scope_says_where_the_groups_come_from(parquet_file, tmp_path, records):
-    observed = release_groups(
-        make_spec(adjacency={"kind": "add_remove"}), parquet_file, "block", seed=3, insecure_seed=True
-    ).certificate["groups"]
-    assert observed["levels"][0]["domain"].startswith("observed") and "caveat" in observed["levels"][0]
-    replace = release_groups(make_spec(), parquet_file, "block", seed=3, insecure_seed=True).certificate[
-        "groups"
-    ]
+    # groups found in the data only would publish which groups exist: refused, saying how to declare them
+    with pytest.raises(SpecError, match=r"groups of block are not declared public: list them in the spec "
+                                        r"\(data.attributes.block"):
+        release_groups(make_spec(adjacency={"kind": "add_remove"}), parquet_file, "block", seed=3, insecure_seed=True)
+    replace = release_groups(make_spec(), parquet_file, "block", groups=public_groups(), seed=3,
+                             insecure_seed=True).certificate["groups"]
     assert "caveat" not in replace["levels"][0] and "group sizes are not protected" in replace["adjacency"]
     public = release_groups(
         make_spec(adjacency={"kind": "add_remove"}),
@@ -163,6 +163,9 @@ def test_specs_a_grouped_release_cannot_serve_are_refused(parquet_file):
         release_groups(numeric_group, parquet_file, "block", seed=1, insecure_seed=True)
     with pytest.raises(SpecError, match="listed twice"):
         release_groups(make_spec(), parquet_file, ["block", "block"], seed=1, insecure_seed=True)
+    person = make_spec(data={**make_spec()["data"], "privacy_unit": {"id": "block", "max_rows": 2}})
+    with pytest.raises(SpecError, match="block is the privacy unit's id"):  # one table per person: refused
+        release_groups(person, parquet_file, "block", groups=public_groups(), seed=1, insecure_seed=True)
 
 
 def test_noise_of_a_block_depends_only_on_its_stream(tmp_path, records):

@@ -167,7 +167,7 @@ def test_report_states_the_guarantee_of_a_grouped_release(tmp_path):
     spec = ROOT / "specs" / "block_tables_discrete_zcdp.yaml"
     data = ROOT / "specs" / "data" / "blocks.csv"
     assert main(["release", str(spec), "--data", str(data), "--group-by", "block", "--group-by", "tract",
-                 "--out", str(tmp_path)]) == 0
+                 "--groups", str(ROOT / "specs" / "data" / "block_list.csv"), "--out", str(tmp_path)]) == 0
     text = render_markdown(Certificate.from_file(tmp_path / "certificate.json"))
     assert "## Release by group" in text and "| block |" in text and "| tract |" in text
     assert "The whole release: zcdp with rho = 1.0" in text

@@ -72,7 +72,8 @@ def test_a_folder_with_an_edited_certificate_or_document_fails(seeded, tmp_path,
 
 def test_a_grouped_release_folder_binds_its_tables(tmp_path, capsys):
     spec = tmp_path / "sex.json"
-    spec.write_text(json.dumps({"dpopt": 1, "name": "sex by race", "data": {"attributes": {"sex": ["female", "male"]}},
+    spec.write_text(json.dumps({"dpopt": 1, "name": "sex by race",
+                                "data": {"attributes": {"sex": ["female", "male"], "race": ["white", "black", "other"]}},
                                 "query": {"kind": "histogram", "attribute": "sex"}, "adjacency": "add_remove",
                                 "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "gaussian"}))
     out = tmp_path / "by_race"

@@ -1,0 +1,188 @@
+"""Nothing exact of the data leaves in a release folder (issue 35): every kind of folder, every file read.
+
+Two record files are built so that every exact, data-dependent count is a distinctive number:
+
+* ``table``: 1237 records in region R1 and 1091 in R2 (2328 in all), race and sex cycling row by row (so each
+  of the 6 cells of a region holds about 200 records, far from those totals), a state and county per row;
+* ``visits``: 1237 persons, person p with 1 + p mod 6 visits (206 · 21 + 1 = 4327 rows), its j-th visit in
+  clinic (p + ⌊j/3⌋) mod 5; so contribution bounding (≤ 4 rows, ≤ 2 clinics, ≤ 3 rows per cell) drops rows.
+
+Each kind of release (single table, marginals on Dask, post-processed, grouped on DuckDB and Dask with Parquet
+and CSV tables, plan and grouped plan, hierarchy, person-level table, person-level grouped on DuckDB and Dask,
+person-level plan, private-key selection) is written with ``dpopt release --out`` and ``--operator-report``
+(a file outside the folder). The forbidden numbers are the record counts above (by construction, counted
+again here with ``collections.Counter``) and every count of the operator's reports; none is covered by a
+certificate (the specs declare no ``data.n``, every adjacency is add/remove or person-level). Every file of
+every folder is read (JSON, CSV, Parquet; any other kind fails the test) and none of those numbers may appear,
+as a value or inside a text, nor a key of a release document that names an exact count. Only numbers ≥ 100 are forbidden: the
+released cells (about 200 records each, noise σ ≤ 5) cannot reach any of them, and smaller numbers (bounds,
+levels) appear legitimately.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from pyarrow import csv as arrow_csv
+import pytest
+import yaml
+from conftest import ROOT
+
+from dpopt.cli import main
+
+RACES, SEXES = ["white", "black", "other"], ["f", "m"]
+CLINICS, AGES = ["north", "south", "east", "west", "central"], ["0-17", "18-39", "40-64", "65+"]
+REGIONS = {"R1": 1237, "R2": 1091}
+PERSONS = 1237
+EXACT_KEYS = {"records", "rows", "rows_kept", "rows_dropped", "persons", "persons_truncated", "clamped"}
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\w)")
+
+
+def _table_rows() -> list[dict]:
+    rows = []
+    for region, n in REGIONS.items():
+        for i in range(n):
+            state = "S1" if region == "R1" else "S2"
+            rows.append({"region": region, "state": state, "county": f"{state}C{i % 3}", "race": RACES[i % 3],
+                         "sex": SEXES[(i // 3) % 2], "income": str(i % 101)})
+    return rows
+
+
+def _visit_rows() -> list[dict]:
+    return [{"person_id": f"P{p:04d}", "age_group": AGES[p % 4], "clinic": CLINICS[(p + j // 3) % 5],
+             "duration": str((7 * p + 13 * j) % 121)} for p in range(PERSONS) for j in range(1 + p % 6)]
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+TABLE = {"dpopt": 1, "name": "race by sex", "data": {"attributes": {
+    "race": RACES, "sex": SEXES, "income": {"min": 0, "max": 100}, "region": list(REGIONS)}},
+    "query": {"kind": "contingency_table", "attributes": ["race", "sex"]}, "adjacency": "add_remove",
+    "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "gaussian"}
+PLAN = {"dpopt": 1, "name": "a plan", "data": TABLE["data"], "adjacency": "add_remove",
+        "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "gaussian",
+        "queries": [{"name": "race", "query": {"kind": "histogram", "attribute": "race"}},
+                    {"name": "race x sex", "query": {"kind": "contingency_table", "attributes": ["race", "sex"]}}]}
+HIERARCHY = {**{k: v for k, v in TABLE.items() if k != "mechanism"},
+             "data": {"attributes": {"race": RACES, "sex": SEXES}}, "privacy": {"zcdp": {"rho": 1.0}},
+             "mechanism": "gaussian", "postprocess": {"nonnegative": True, "integer": True, "consistent": True},
+             "geography": {"levels": ["state", "county"]}}
+VISITS = yaml.safe_load((ROOT / "specs" / "visits_person_level.yaml").read_text())
+VISITS_PLAN = {"dpopt": 1, "name": "visits plan", "data": VISITS["data"], "adjacency": "add_remove",
+               "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "gaussian",
+               "queries": [{"name": "clinics", "query": {"kind": "histogram", "attribute": "clinic"}},
+                           {"name": "mean", "query": {"kind": "mean", "attribute": "duration"}}]}
+
+
+def _releases(tmp: Path) -> list[tuple[str, dict | Path, str, list[str]]]:
+    """(name, spec, data file, extra options) of every kind of release folder."""
+    table, visits = _write(tmp / "table.csv", _table_rows()), _write(tmp / "visits.csv", _visit_rows())
+    parquet = tmp / "table.parquet"
+    pq.write_table(arrow_csv.read_csv(table), parquet)
+    marginals = {**TABLE, "query": {"kind": "marginals", "attributes": [["race"], ["sex"]]}}
+    post = {**TABLE, "postprocess": {"nonnegative": True, "integer": True, "consistent": True}}
+    return [
+        ("single", TABLE, table, []),
+        ("postprocessed", post, table, ["--error-draws", "0"]),
+        ("marginals-dask", marginals, parquet, ["--engine", "dask"]),
+        ("grouped", TABLE, parquet, ["--group-by", "region", "--format", "csv"]),
+        ("grouped-dask", TABLE, table, ["--group-by", "region", "--engine", "dask"]),
+        ("plan", PLAN, table, []),
+        ("plan-grouped", PLAN, table, ["--group-by", "region"]),
+        ("hierarchy", HIERARCHY, table, ["--error-draws", "0"]),
+        ("person", VISITS, visits, []),
+        ("person-grouped", ROOT / "specs" / "visits_sums_by_clinic.yaml", visits, ["--group-by", "clinic"]),
+        ("person-grouped-dask", ROOT / "specs" / "visits_sums_by_clinic.yaml", visits,
+         ["--group-by", "clinic", "--engine", "dask"]),
+        ("person-plan", VISITS_PLAN, visits, []),
+        ("selection", ROOT / "specs" / "visits_private_clinics.yaml", visits, []),
+    ]
+
+
+def _numbers(value, found: set[float], keys: set[str]) -> None:
+    """Every number in ``value`` (a JSON or Parquet value), including the numbers written inside its texts, and
+    every key of its mappings that holds no list (a count, or counts per attribute; ``cells.rows`` is a table)."""
+    if isinstance(value, dict):
+        keys.update(str(k) for k, v in value.items() if not isinstance(v, list))
+        for key, item in value.items():
+            _numbers(str(key), found, keys)
+            _numbers(item, found, keys)
+    elif isinstance(value, list):
+        for item in value:
+            _numbers(item, found, keys)
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, (int, float)):
+        found.add(float(value))
+    else:
+        found.update(float(m) for m in NUMBER.findall(str(value)))
+
+
+def published(folder: Path) -> tuple[set[float], set[str]]:
+    """The numbers of every file of a release folder and the JSON keys of its documents (not its certificates);
+    a file of another kind fails."""
+    found, keys = set(), set()
+    for path in sorted(folder.iterdir()):
+        if path.suffix == ".json":  # a certificate's keys are the spec's (its sensitivity's rows: max_rows)
+            _numbers(json.loads(path.read_text()), found, set() if path.name.startswith("certificate") else keys)
+        elif path.suffix == ".parquet":
+            table = pq.read_table(path)
+            _numbers(table.column_names, found, keys)
+            _numbers(table.to_pylist(), found, keys)
+        elif path.suffix in (".csv", ".md", ".html"):
+            _numbers(path.read_text(), found, keys)
+        else:
+            pytest.fail(f"{path.name}: a file of a kind this test does not read")
+    return found, keys
+
+
+def _counts(report) -> set[int]:
+    """Every exact count of an operator's report: the values under its count keys (:data:`EXACT_KEYS`)."""
+    if isinstance(report, list):
+        return set().union(*map(_counts, report))
+    if not isinstance(report, dict):
+        return set()
+    found = set()
+    for key, value in report.items():
+        if key in EXACT_KEYS:
+            found |= {value} if isinstance(value, int) else set(value.values()) if isinstance(value, dict) else set()
+        found |= _counts(value)
+    return found
+
+
+def test_no_release_folder_publishes_an_exact_count(tmp_path, capsys):
+    table, visits = _table_rows(), _visit_rows()
+    per_clinic = Counter(r["clinic"] for r in visits)
+    exact = {len(table), *REGIONS.values(), PERSONS, len(visits), *per_clinic.values()}
+    assert len(table) == 2328 and len(visits) == 206 * 21 + 1 == 4327
+    for name, spec, data, options in _releases(tmp_path):
+        if isinstance(spec, dict):
+            path = tmp_path / f"{name}.json"
+            path.write_text(json.dumps(spec))
+            spec = path
+        out, operator = tmp_path / name, tmp_path / f"{name}.operator.json"
+        code = main(["release", str(spec), "--data", str(data), "--seed", "3", "--insecure-seed", "--out", str(out),
+                     "--operator-report", str(operator), *options])
+        assert code == 0, (name, capsys.readouterr().err)
+        report = json.loads(operator.read_text())
+        assert report["not_private"].startswith("NOT PRIVATE")
+        forbidden = {n for n in exact | _counts(report) if n >= 100}
+        numbers, keys = published(out)
+        assert not forbidden & {int(x) for x in numbers if x == int(x)}, (name, sorted(forbidden & numbers))
+        assert not EXACT_KEYS & keys, (name, EXACT_KEYS & keys)
+        if name.startswith("person") or name == "selection":  # the bounding counts reach the operator
+            bounding = report["bounding"] if isinstance(report["bounding"], list) else [report["bounding"]]
+            assert all(b["persons"] == PERSONS and b["rows"] == len(visits) > b["rows_kept"] for b in bounding)
+        elif name == "single":
+            assert report["records"] == len(table)
