@@ -186,3 +186,59 @@ def test_no_release_folder_publishes_an_exact_count(tmp_path, capsys):
             assert all(b["persons"] == PERSONS and b["rows"] == len(visits) > b["rows_kept"] for b in bounding)
         elif name == "single":
             assert report["records"] == len(table)
+
+
+# ------------------------------------------------------------------ refused before anything is read or published
+@pytest.mark.parametrize("options, words", [
+    (["--group-by", "person_id"], "--group-by: person_id is the privacy unit's id (data.privacy_unit.id)"),
+    (["--group-by", "duration_band"], "groups of duration_band are not declared public: list them in the spec "
+                                      "(data.attributes.duration_band: [...]) or give a public list (--groups FILE)"),
+])
+def test_grouping_by_the_person_or_by_undeclared_groups_is_refused_in_one_line(tmp_path, capsys, options, words):
+    data = _write(tmp_path / "visits.csv", [r | {"duration_band": "short"} for r in _visit_rows()[:50]])
+    out = tmp_path / "out"
+    code = main(["release", str(ROOT / "specs" / "visits_sums_by_clinic.yaml"), "--data", str(data),
+                 "--out", str(out), *options])
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and err.count("\n") == 1 and not out.exists()
+
+
+def test_an_operator_report_inside_the_published_folder_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["release", str(ROOT / "specs" / "count_add_remove.yaml"), "--data",
+                 str(ROOT / "specs" / "data" / "survey.csv"), "--out", str(out), "--operator-report",
+                 str(out / "counts.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--operator-report" in err and err.count("\n") == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("person, problem", [
+    (" P0005", "person id ' P0005' begins or ends with whitespace"),
+    ("P0005\t", "person id 'P0005\\t' begins or ends with whitespace"),
+    ("   ", "blank person id"),
+    ("", "missing person id"),
+])
+def test_person_ids_are_compared_exactly_on_every_path(tmp_path, person, problem):
+    """An id with surrounding whitespace, a blank id and an empty one are refused, naming the row (CSV line 4:
+    the header, then rows 0 and 1), by DuckDB, by Dask and for Python rows alike (never normalised)."""
+    from dpopt.domain.queries import compile_query
+    from dpopt.domain.records import validate_records
+    from dpopt.errors import DataError
+    from dpopt.spec.load import load_spec
+    from dpopt.release import sources
+    from dpopt.release.bounding import bound_contributions
+    from dpopt.release.distributed_bounding import bound_contributions_dask
+    from dpopt.rng import random_source
+
+    rows = _visit_rows()[:40]
+    rows[2] = rows[2] | {"person_id": person}
+    path = _write(tmp_path / "visits.csv", rows)
+    spec = load_spec(VISITS)
+    query, source = compile_query(spec), sources.open_source(path)
+    paths = {"duckdb": lambda: bound_contributions(sources.connect(), source, spec, query, random_source(1, True)),
+             "dask": lambda: bound_contributions_dask(source, spec, query, random_source(1, True)),
+             "python": lambda: validate_records(list(csv.DictReader(path.open(newline=""))), spec, str(path))}
+    for name, run in paths.items():
+        with pytest.raises(DataError) as caught:
+            run()
+        assert f"row 4, column person_id: {problem}" in str(caught.value), name
