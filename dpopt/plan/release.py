@@ -144,10 +144,10 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
     """The plan released for every group of each grouping column (one scan per column).
 
     Groups are the column's levels, declared in the plan (``data.attributes``); a column the plan does
-    not declare is refused (:func:`dpopt.release.batch.group_domain`). The plan's guarantee holds per group; a record is in one group of each of the L
-    columns, so the whole release meets the L-fold composition of the plan's target
-    (:func:`dpopt.certificate.composition.compose`), recorded in the certificate's ``groups`` block
-    and re-checked by ``dpopt verify``. Noise of unit u in group g of column l comes from the
+    not declare is refused (:func:`dpopt.release.batch.group_domain`). The plan's guarantee holds per
+    group; a record is in one group of each of the L columns, so the whole release meets the L-fold
+    composition of the plan's target (:func:`dpopt.certificate.composition.compose`), recorded in the
+    certificate's ``groups`` block and re-checked by ``dpopt verify``. Noise of unit u in group g of column l comes from the
     stream at path (l, g, u).
 
     Parameters
