@@ -86,6 +86,8 @@ def main() -> None:
     data = folder / "records.parquet"
     spec_path = folder / "spec.json"
     spec_path.write_text(json.dumps(SPEC))
+    public = folder / "blocks.parquet"  # the public list of blocks (a grouped release declares its groups)
+    pq.write_table(pa.table({"block": np.arange(args.groups, dtype=np.int64)}), public)
     print(
         f"generated {args.records:,} records in {args.groups:,} groups: {generate(data, args.records, args.groups):.1f} s"
         f" ({data.stat().st_size / 1e6:.0f} MB Parquet)"
@@ -113,6 +115,8 @@ def main() -> None:
             str(data),
             "--group-by",
             "block",
+            "--groups",
+            str(public),
             "--out",
             str(out),
         ],
@@ -130,7 +134,7 @@ def main() -> None:
         lambda: sources.group_answers(sources.connect(), sources.open_source(data), spec, "block"), 1
     )
     t_noise, _ = best(lambda: add_noise(solution.mechanism, answers.values, random_source(), 0), 2)
-    t_release, rel = best(lambda: release_groups(spec, data, "block"), 1)
+    t_release, rel = best(lambda: release_groups(spec, data, "block", groups={"block": public}), 1)
     t_write, _ = best(lambda: rel.write(folder / "out2"), 1)
     print(
         f"in process: solve {t_solve:.2f} s, SQL counts + layout {t_counts:.2f} s "
@@ -180,7 +184,7 @@ def main() -> None:
             f"Dask, local cluster of 2 workers: counts in {t_dask:.1f} s; same counts as DuckDB: {same} "
             f"({remote.records:,} records, {len(remote.keys):,} groups)"
         )
-        kwargs = {"seed": 2026, "insecure_seed": True}
+        kwargs = {"seed": 2026, "insecure_seed": True, "groups": {"block": public}}
         t_dask_release, dask_rel = best(
             lambda: release_groups(spec, data, "block", engine="dask", client=client, **kwargs), 1
         )

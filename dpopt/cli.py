@@ -362,7 +362,7 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
     from dpopt.release.operator import operator_report
 
     if args.groups:
-        raise SpecError("--groups", "a release plan is released for the groups found or declared in the plan "
+        raise SpecError("--groups", "a release plan is released for the groups its plan declares (data.attributes) "
                                     "(--groups applies to a single-query spec)")
     if not args.group_by and (args.engine != "duckdb" or args.scheduler):
         raise SpecError("--group-by", "--engine and --scheduler apply to a grouped release (--group-by)")

@@ -203,6 +203,15 @@ def test_grouping_by_the_person_or_by_undeclared_groups_is_refused_in_one_line(t
     assert code == 2 and words in err and err.count("\n") == 1 and not out.exists()
 
 
+def test_the_data_file_is_no_public_list_of_groups(tmp_path, capsys):
+    data = _write(tmp_path / "table.csv", _table_rows()[:30])
+    spec = tmp_path / "table.json"
+    spec.write_text(json.dumps(TABLE))
+    code = main(["release", str(spec), "--data", str(data), "--group-by", "county", "--groups", str(data)])
+    err = capsys.readouterr().err
+    assert code == 2 and "--groups: is the data file itself" in err and err.count("\n") == 1
+
+
 def test_an_operator_report_inside_the_published_folder_is_refused(tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["release", str(ROOT / "specs" / "count_add_remove.yaml"), "--data",

@@ -327,6 +327,10 @@ def release_groups(
     if engine not in ENGINES:
         raise SpecError("--engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})")
     randomness = random_source(seed, insecure_seed) if randomness is None else randomness
+    for public in (groups or {}).values():
+        if isinstance(public, (str, Path)) and Path(public).resolve() == Path(data).resolve():
+            raise SpecError("--groups", "is the data file itself: the groups found in the data are private; give "
+                                        "the public list of groups")
     domains = [group_domain(spec, column, (groups or {}).get(column)) for column in group_by]
     source = sources.open_source(data)
     problem = compile(spec)
