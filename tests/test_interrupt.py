@@ -62,14 +62,15 @@ def test_sigint_during_a_grouped_release_of_a_large_file(tmp_path):
                "['female', 'male'][1 + (i // 3) % 2] AS sex FROM range(6000000) t(i)) "
                f"TO {sources.quote_literal(str(data))} (HEADER)")
     public = tmp_path / "blocks.csv"  # the public list of the 5000 blocks (a grouped release declares its groups)
-    duckdb.sql(f"COPY (SELECT 'B' || i::VARCHAR AS block FROM range(5000) t(i)) TO {sources.quote_literal(str(public))} "
-               "(HEADER)")
+    duckdb.sql("COPY (SELECT 'B' || i::VARCHAR AS block FROM range(5000) t(i)) "
+               f"TO {sources.quote_literal(str(public))} (HEADER)")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "out"
     for delay in (1.5, 2.5, 3.5, 4.5):
         process = subprocess.Popen(
             [sys.executable, "-m", "dpopt.cli", "release", str(ROOT / "specs" / "block_tables_discrete_zcdp.yaml"),
-             "--data", str(data), "--group-by", "block", "--groups", str(public), "--out", str(out), "--seed", "1", "--insecure-seed"],
+             "--data", str(data), "--group-by", "block", "--groups", str(public), "--out", str(out), "--seed", "1",
+             "--insecure-seed"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(delay)
         process.send_signal(signal.SIGINT)
