@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from dpopt.core.decimals import SpelledFloat
 from dpopt.core.families import family_names
 from dpopt.spec.models_workload import KroneckerQuery
 
@@ -60,6 +61,21 @@ PositiveFinite = Annotated[float, Number, Field(gt=0, allow_inf_nan=False)]
 Probability = Annotated[float, Number, Field(gt=0, lt=1, allow_inf_nan=False)]
 Finite = Annotated[float, Number, Field(allow_inf_nan=False)]
 Count = Annotated[int, Number, Field(ge=1, le=MAX_COUNT)]
+
+
+def _kept_decimal(value: object) -> object:
+    """Refuse a privacy number whose decimal a float does not keep (:mod:`dpopt.core.decimals`): the
+    ledger and every exact composition read it as the decimal written, the calibration as the float."""
+    if isinstance(value, SpelledFloat):
+        raise PydanticCustomError("decimal_kept", "{text} is not kept by a floating-point number (it would be "
+                                  "read as {near}): write at most 15 significant digits",
+                                  {"text": value.text, "near": repr(float(value))})
+    return value
+
+
+PrivacyNumber = Annotated[float, BeforeValidator(_kept_decimal), Number, Field(gt=0, allow_inf_nan=False)]
+"""A privacy parameter (ε, δ, μ, ρ): a positive finite number whose written decimal is its float's repr."""
+PrivacyProbability = Annotated[PrivacyNumber, Field(lt=1)]
 Matrix = list[list[Finite]]
 
 
@@ -287,25 +303,25 @@ Adjacency = Annotated[Union[AddRemove, ReplaceOne, Hamming], Field(discriminator
 
 # ------------------------------------------------------------------------ privacy
 class PureTarget(_Model):
-    epsilon: PositiveFinite
+    epsilon: PrivacyNumber
 
 
 class ApproxTarget(_Model):
-    epsilon: PositiveFinite
-    delta: Probability
+    epsilon: PrivacyNumber
+    delta: PrivacyProbability
 
 
 class GDPTarget(_Model):
-    mu: PositiveFinite
+    mu: PrivacyNumber
 
 
 class ZCDPTarget(_Model):
-    rho: PositiveFinite
+    rho: PrivacyNumber
 
 
 class PDPTarget(_Model):
-    epsilon: PositiveFinite
-    delta: Probability
+    epsilon: PrivacyNumber
+    delta: PrivacyProbability
 
 
 class Privacy(_Model):
