@@ -387,7 +387,7 @@ class Ledger:
             self._priced(entries, guarantee, unit, adjacency, name)
         except BudgetExceededError as exc:
             raise BudgetExceededError(str(exc).replace("refused, nothing released:",
-                                                       "refused before reading the data:", 1)) from None
+                                                       "refused before reading the data, nothing released:", 1)) from None
 
     def _check_key(self, entries: list[dict]) -> None:
         """A sealed ledger is charged with its key only (which seals every document so far)."""
