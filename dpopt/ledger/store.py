@@ -36,6 +36,7 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ from dpopt.core.checks import Check
 from dpopt.core.decimals import as_float, written
 from dpopt.errors import (BudgetExceededError, DocumentError, LedgerDamagedError, LedgerError, SpecError,
                           UnsupportedSpecError)
-from dpopt.ledger.compose import BUDGETS, CURRENCY, PARAMETERS, Spending, release_guarantee, spending
+from dpopt.ledger.compose import BUDGETS, CURRENCY, PARAMETERS, Spending, currency, release_guarantee, spending
 from dpopt.ledger.seal import Key, load_key
 from dpopt.plan.certificate import verify_plan
 from dpopt.plan.spec import is_plan_certificate
@@ -531,7 +532,7 @@ class Ledger:
         total = _composed(self.budget, entries)
         by_kind: dict[str, list[dict]] = {}
         for e in entries:
-            by_kind.setdefault(e["guarantee"]["definition"], []).append(e["guarantee"])
+            by_kind.setdefault(e["guarantee"]["definition"], []).append(e)
         lines = [f"DAMAGED ({problems[0]}): run `dpopt ledger verify`"] if problems else []
         sealed_with = self.header.get("seal_method")
         lines += [f"ledger {self.path}: budget {budget_text(self.budget)}; {len(entries)} release(s); "
@@ -547,7 +548,7 @@ class Ledger:
             spent = ", ".join(f"{k} = {_value(v):.6g}" for k, v in e["spent"].items())
             group = f", charged for groups of {e['group']} rows" if e.get("group", 1) > 1 else ""
             lines.append(f"| {e['index']} | {e['time']} | {e['name']} | {e['kind']} | "
-                         f"{unit_text(e.get('unit', 'row'))}{group} | {g['definition']} {shown} "
+                         f"{_unit_of_entry_text(e.get('unit', 'row'))}{group} | {g['definition']} {shown} "
                          f"| {spent} | {e['data'] or ''} |")
         lines.append(f"head sha256: {self.head(entries)} (keep a copy elsewhere: it detects a removed last entry)")
         return "\n".join(lines)
@@ -666,25 +667,51 @@ def budget_text(budget: dict) -> str:
     return f"{budget['definition']} " + ", ".join(f"{k} = {budget[k]:g}" for k in PARAMETERS[budget["definition"]])
 
 
+def _number(value: Fraction | float) -> str:
+    """An exact value as its decimal when it has one of at most 17 significant digits (what refusals
+    compare: 3/10 is "0.3"), else 10 significant digits."""
+    if isinstance(value, Fraction):
+        den, twos, fives = value.denominator, 0, 0
+        while den % 2 == 0:
+            den, twos = den // 2, twos + 1
+        while den % 5 == 0:
+            den, fives = den // 5, fives + 1
+        if den == 1:
+            places = max(twos, fives)
+            text = format(Decimal(value.numerator * 10 ** places // value.denominator).scaleb(-places), "f")
+            text = text.rstrip("0").rstrip(".") if "." in text else text
+            if len(text.replace("-", "").replace(".", "").lstrip("0")) <= 17:
+                return text
+    return f"{float(value):.10g}"
+
+
 def _spent_text(total: Spending) -> str:
     if total.budget["definition"] == "approx":
         return (f"δ = {total.spent['delta']:.6g} at ε = {total.budget['epsilon']:g} "
                 f"(ε = {total.spent['epsilon']:.6g} at δ = {total.budget['delta']:g})")
     key = CURRENCY[total.budget["definition"]]
     value = total.spent[key]
-    shown = f"{key} = {float(value):.10g}"
+    shown = f"{key} = {_number(value)}"
     return shown + (f" (μ = {float(value) ** 0.5:.10g})" if key == "mu_squared" else "")
 
 
 def _remaining_text(total: Spending) -> str:
-    return ", ".join(f"{k} = {float(v):.10g}" for k, v in total.remaining.items())
+    return ", ".join(f"{k} = {_number(v)}" for k, v in total.remaining.items())
 
 
-def _own_sum(definition: str, guarantees: list[dict]) -> str:
-    """The releases of one definition composed in their own currency (for the breakdown of ``show``)."""
+def _own_sum(definition: str, entries: list[dict]) -> str:
+    """The releases of one definition composed in their own currency, each for its group size (the
+    breakdown of ``show``)."""
     if definition in CURRENCY:
-        key = PARAMETERS[definition][0]
-        values = [Fraction(g[key]) for g in guarantees]
-        total = sum((v * v if definition == "gdp" else v for v in values), Fraction(0))
-        return f"Σ {CURRENCY[definition]} = {float(total):.10g}"
-    return ", ".join(f"(ε = {g['epsilon']:g}, δ = {g['delta']:g})" for g in guarantees)
+        total = sum((currency(definition, e["guarantee"], group=e.get("group", 1)) for e in entries), Fraction(0))
+        return f"Σ {CURRENCY[definition]} = {_number(total)}"
+    return ", ".join(f"(ε = {e['guarantee']['epsilon']:g}, δ = {e['guarantee']['delta']:g})"
+                     + (f" for groups of {e['group']}" if e.get("group", 1) > 1 else "") for e in entries)
+
+
+def _unit_of_entry_text(unit: str | dict) -> str:
+    """A release's unit in words: rows, or persons by the id column with the release's row bounds."""
+    if unit == "row":
+        return "rows"
+    bounds = ", ".join(f"{k} {v}" for k, v in unit.items() if k != "id")
+    return f"persons by {unit['id']}" + (f" ({bounds})" if bounds else "")
