@@ -22,6 +22,7 @@ validator downstream can name it.
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
@@ -113,3 +114,12 @@ def as_float(value: object, field: str) -> float:
         raise ValueError(f"{field}: {shown} is not kept by a floating-point number "
                          f"(it would be read as {nearest!r}): write at most 15 significant digits")
     return float(exact)
+
+
+def float_written_above(exact: Fraction) -> float:
+    """The float nearest to ``exact``, moved up until the decimal it is read as (its repr) is at least
+    ``exact``: a composed total stated as a float that never understates it (3/10 → 0.3)."""
+    value = float(exact)
+    while written(value) < exact:
+        value = math.nextafter(value, math.inf)
+    return value
