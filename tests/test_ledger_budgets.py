@@ -262,3 +262,32 @@ def test_a_read_only_ledger_is_one_line_not_a_traceback(tmp_path, tenth, capsys,
     assert main(["ledger", "verify", str(tmp_path / "L")]) == 2  # not "verification failed" (1)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Permission denied" in err
+
+
+# ------------------------------------------------------------------ splits of plans and of releases:
+def test_plan_shares_fit_the_target_as_written():
+    """Per-query targets are computed floats (their binary values count); the plan's target is the
+    decimal written. Three floats 0.1 exceed 3/10, so the split must come out below them."""
+    from dpopt.plan.compose import fit_targets
+
+    for total, shares in [(0.3, [1 / 3] * 3), (0.1, [0.5, 0.5]), (0.7, [0.1] * 7)]:
+        targets = fit_targets("zcdp", total, shares)
+        assert sum(Fraction(t["zcdp"]["rho"]) for t in targets) <= Fraction(repr(total))
+
+
+def test_releases_splits_add_exactly_without_slack():
+    from dpopt.spec.selection import load_selection_spec as load_selection
+
+    text = (ROOT / "specs" / "visits_private_clinics.yaml").read_text()
+    # 1 + 1/2 + 1 = 5/2 exactly: the target is met; 1e-15 more is over it (a 1e-12 relative slack let it pass)
+    assert load_selection(read_document_text(text)).privacy.parameters["epsilon"] == 2.5
+    with pytest.raises(SpecError, match="above the target"):
+        load_selection(read_document_text(text.replace("epsilon: 0.5}", "epsilon: 0.500000000000001}")))
+    split = text.replace("epsilon: 0.5}", "epsilon: 0.2}").replace("epsilon: 2.5", "epsilon: 2.2")
+    assert load_selection(read_document_text(split))  # 1 + 0.2 + 1 = 2.2 exactly, as written
+
+
+def read_document_text(text: str) -> dict:
+    from dpopt.spec.yaml12 import parse_yaml
+
+    return parse_yaml(text)
