@@ -717,6 +717,8 @@ def _ledger_init(args: argparse.Namespace) -> int:
 
     if args.max_rows is not None and args.unit in (None, "row"):
         raise SpecError("--max-rows", "goes with --unit ID (the most rows a person named by ID has)")
+    if args.max_rows is not None and args.max_rows < 1:
+        raise SpecError("--max-rows", f"the most rows a person has is 1 or more (got {args.max_rows})")
     unit = args.unit if args.unit in (None, "row") else {"id": args.unit, "max_rows": args.max_rows}
     ledger = Ledger.create(args.ledger, args.budget, unit=unit, key=args.key)
     sealed = f", sealed ({ledger.key.method})" if ledger.key else ""
@@ -730,8 +732,10 @@ def _ledger_show(args: argparse.Namespace) -> int:
 
     ledger = Ledger(args.ledger)
     if args.json:
-        sys.stdout.write(json.dumps({**ledger.spending().to_dict(), "head_sha256": ledger.head(),
-                                     "entries": ledger.entries}, indent=2, ensure_ascii=False) + "\n")
+        entries = ledger.entries
+        sys.stdout.write(json.dumps({**ledger.spending().to_dict(), "unit": ledger.ledger_unit(entries),
+                                     "seal_method": ledger.header.get("seal_method"), "head_sha256": ledger.head(),
+                                     "entries": entries}, indent=2, ensure_ascii=False) + "\n")
     else:
         print(ledger.show())
     return 0

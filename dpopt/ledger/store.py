@@ -17,6 +17,18 @@ and :meth:`Ledger.verify` names the place. Removing the last entry *and* its cer
 leaves a valid shorter chain: compare ``head_sha256`` (shown by ``dpopt ledger show``) with
 a copy kept elsewhere.
 
+**Privacy unit.** The header may fix who the ledger protects (``unit``: ``"row"`` or
+``{"id": COLUMN, "max_rows": K}``); otherwise its first release does. Each entry records the
+release's ``unit`` (its ``privacy_unit``, or ``"row"``) and the ``group`` size it was charged
+for: 1 in the ledger's own unit, K for an add/remove row-level release in a person ledger whose
+bound K is declared (group privacy, :func:`dpopt.ledger.compose.group_guarantee`); any other mix
+is refused (:func:`_group_size`).
+
+**Seal.** A ledger created with a key (``seal_method`` in the header) carries a ``seal`` on the
+``sha256`` of every document (:mod:`dpopt.ledger.seal`); ``sha256`` covers everything but
+``sha256`` and ``seal``. It is charged only with its key, and :meth:`Ledger.verify` with the key
+detects a rewritten chain, which the hash chain alone cannot.
+
 **Nothing lost, nothing spent twice.** :meth:`Ledger.charge` holds an exclusive lock on
 ``lock`` while it reads the chain, composes the new guarantee with every recorded one
 (:mod:`dpopt.ledger.compose`) and either refuses (:class:`dpopt.errors.BudgetExceededError`)
