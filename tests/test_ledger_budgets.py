@@ -291,3 +291,14 @@ def read_document_text(text: str) -> dict:
     from dpopt.spec.yaml12 import parse_yaml
 
     return parse_yaml(text)
+
+
+def test_approx_releases_adding_up_to_an_approx_budget_fit_it_exactly():
+    """Basic composition (Dwork & Roth 2014, Thm. 3.16): three (0.1, 1e-7) releases are (0.3, 3e-7)-DP, which
+    is the budget exactly, on the decimals; whichever route is reported, its δ at ε = 0.3 is at most 3e-7."""
+    budget = parse_budget("approx: {epsilon: 0.3, delta: 3e-7}")
+    release = {"definition": "approx", "epsilon": 0.1, "delta": 1e-7}
+    assert spending(budget, [release] * 3).within
+    assert Fraction(spending(budget, [release] * 3).spent["delta"]) <= Fraction("3e-7")
+    assert not spending(budget, [release] * 3 + [{"definition": "pure", "epsilon": 1e-9}]).within
+    assert spending(budget, [release, release, {"definition": "pure", "epsilon": "0.1"}]).within

@@ -19,7 +19,9 @@ evaluated in the budget's definition:
   the kink α* = 1/(1 + e^ε) of f_{ε,0}, so it lies below both chords that make up f_{ε,0};
   a smaller μ puts G_μ(α*) above α*). μ_ε is evaluated in 50 digits and rounded up.
 * **pure ε budget** — ε = Σ ε_i (basic composition, tight in the worst case).
-* **(ε, δ) budget** — δ(ε) of the composition, by the tighter of two valid routes:
+* **(ε, δ) budget** — δ(ε) of the composition, by the tightest of the valid routes: the
+  **basic route** when every release is pure or (ε, δ) — (Σε_i, Σδ_i)-DP (Dwork & Roth 2014,
+  Thm. 3.16), exact on the decimals written, so that releases adding up to the budget fit it;
   the **PLD route** (:mod:`dpopt.plan.compose`, :mod:`dpopt.privacy.pld`): every guarantee is
   replaced by its dominating pair — N(0, 1) vs N(μ, 1) for μ-GDP, randomised response
   (losses ±ε) for pure ε-DP, the four-point pair on which Kairouz, Oh & Viswanath (2015)
@@ -60,7 +62,7 @@ from fractions import Fraction
 
 import mpmath
 
-from dpopt.core.decimals import written
+from dpopt.core.decimals import float_written_above, written
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import UnsupportedSpecError
 from dpopt.plan.compose import composed_pld, epsilon_at
@@ -83,7 +85,8 @@ RULES = {
     "zcdp": "ρ = Σ ρ_i (Bun & Steinke 2016, Lemma 2.3), exact rational sum; μ-GDP counts μ²/2, pure ε counts ε²/2",
     "gdp": "μ² = Σ μ_i² (Dong, Roth & Su 2022, Cor. 3.3), exact rational sum; pure ε counts (2Φ⁻¹(e^ε/(1+e^ε)))²",
     "pure": "ε = Σ ε_i (basic composition), exact rational sum",
-    "approx": "δ(ε) of the composition: PLD of the dominating pairs (μ-GDP: Gaussian; ε: randomised response; "
+    "approx": "δ(ε) of the composition: basic composition (Σε_i, Σδ_i) exact on the decimals, or the "
+              "PLD of the dominating pairs (μ-GDP: Gaussian; ε: randomised response; "
               "(ε, δ): Kairouz–Oh–Viswanath; zCDP: one (ε, δ) pair by Canonne–Kamath–Steinke) or, without "
               "(ε, δ) releases, ρ-zCDP then Canonne–Kamath–Steinke Prop. 12; the tightest",
 }
@@ -222,11 +225,29 @@ def spending(budget: dict, guarantees: list[dict], names: list[str] | None = Non
         limit = written(budget[PARAMETERS[definition][0]])
         limit = limit * limit if definition == "gdp" else limit
         return Spending(budget, {key: total}, total <= limit, RULES[definition])
-    return _approx_spending(budget, [group_guarantee(g, k, n) for g, n, k in zip(guarantees, names, groups)], names)
+    rounded = [group_guarantee(g, k, n) for g, n, k in zip(guarantees, names, groups)]
+    return _approx_spending(budget, rounded, names, _basic_sums(guarantees, groups, rounded))
 
 
-def _approx_spending(budget: dict, guarantees: list[dict], names: list[str]) -> Spending:
-    """``guarantees`` already rounded up (:func:`group_guarantee`); ε of the budget rounded down, its δ exact."""
+def _basic_sums(guarantees: list[dict], groups: list[int], rounded: list[dict]) -> tuple[Fraction, Fraction] | None:
+    """(Σ ε_i, Σ δ_i) of pure and (ε, δ) guarantees, exact on the decimals written (kε for groups of k; a
+    group's δ, which is not a decimal, at the binary value of its rounded-up float); None with others."""
+    eps = delta = Fraction(0)
+    for g, k, r in zip(guarantees, groups, rounded):
+        if g["definition"] not in ("pure", "approx"):
+            return None
+        eps += k * written(g["epsilon"])
+        if g["definition"] == "approx":
+            delta += written(g["delta"]) if k == 1 else Fraction(r["delta"])
+    return eps, delta
+
+
+def _approx_spending(budget: dict, guarantees: list[dict], names: list[str],
+                     basic: tuple[Fraction, Fraction] | None = None) -> Spending:
+    """``guarantees`` already rounded up (:func:`group_guarantee`); ε of the budget rounded down, its δ exact.
+    ``basic``: (Σ ε_i, Σ δ_i) exact, for the basic-composition route (Dwork & Roth 2014, Thm. 3.16:
+    (Σε_i, Σδ_i)-DP), compared exactly with the budget's decimals; the composition is within the budget
+    when any valid route shows it."""
     eps, delta = float_down(written(budget["epsilon"])), float_down(written(budget["delta"]))
     kinds = {g["definition"] for g in guarantees}
     refused = [n for g, n in zip(guarantees, names) if g["definition"] == "pdp"]
@@ -234,6 +255,13 @@ def _approx_spending(budget: dict, guarantees: list[dict], names: list[str]) -> 
         raise UnsupportedSpecError("--ledger", f"{refused[0]} is certified under pdp: no valid composition "
                                                "under an (ε, δ) budget is implemented")
     routes = []
+    basic_holds = False
+    if basic is not None and guarantees and basic[0] <= written(budget["epsilon"]):
+        basic_holds = basic[1] <= written(budget["delta"])
+        routes.append(({"delta": float_written_above(basic[1]),
+                        "epsilon": float_written_above(basic[0]) if basic_holds else math.nan},
+                       f"basic composition: ε = Σ ε_i = {float(basic[0]):.12g}, δ = Σ δ_i = {float(basic[1]):.6g}, "
+                       "exact on the decimals written"))
     if "zcdp" not in kinds:
         routes.append(_pld_route(guarantees, eps, delta))
     if "approx" not in kinds:
@@ -243,8 +271,8 @@ def _approx_spending(budget: dict, guarantees: list[dict], names: list[str]) -> 
                        f"zCDP route: ρ = {rho:.12g}, then Canonne–Kamath–Steinke 2020, Prop. 12"))
     if "zcdp" in kinds and kinds != {"zcdp"}:
         routes.append(_mixed_route(guarantees, eps, delta))
-    spent, how = min(routes, key=lambda route: route[0]["delta"])
-    within = Fraction(spent["delta"]) <= written(budget["delta"])
+    spent, how = min(routes, key=lambda route: route[0]["delta"])  # the basic route first among equals
+    within = basic_holds or Fraction(spent["delta"]) <= written(budget["delta"])
     return Spending(budget, spent, within, f"{RULES['approx']}; used: {how}")
 
 
