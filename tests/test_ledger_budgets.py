@@ -302,3 +302,12 @@ def test_approx_releases_adding_up_to_an_approx_budget_fit_it_exactly():
     assert Fraction(spending(budget, [release] * 3).spent["delta"]) <= Fraction("3e-7")
     assert not spending(budget, [release] * 3 + [{"definition": "pure", "epsilon": 1e-9}]).within
     assert spending(budget, [release, release, {"definition": "pure", "epsilon": "0.1"}]).within
+
+
+def test_a_spec_from_python_takes_decimals_and_fractions_at_their_value():
+    document = read_document(COUNT)
+    for value in (Decimal("0.1"), Fraction(1, 10), 0.1):
+        assert load_spec(document | {"privacy": {"zcdp": {"rho": value}}}).privacy.parameters == {"rho": 0.1}
+    for value in (Fraction(1, 3), Decimal("0.30000000000000001")):  # not a decimal a float keeps
+        with pytest.raises(SpecError, match="not kept by a floating-point number"):
+            load_spec(document | {"privacy": {"zcdp": {"rho": value}}})

@@ -8,6 +8,7 @@ dp_accounting's ``DpEvent``).
 from __future__ import annotations
 
 import itertools
+from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Literal, Union
 
@@ -23,7 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from dpopt.core.decimals import SpelledFloat
+from dpopt.core.decimals import SpelledFloat, kept, written
 from dpopt.core.families import family_names
 from dpopt.spec.models_workload import KroneckerQuery
 
@@ -65,12 +66,15 @@ Count = Annotated[int, Number, Field(ge=1, le=MAX_COUNT)]
 
 def _kept_decimal(value: object) -> object:
     """Refuse a privacy number whose decimal a float does not keep (:mod:`dpopt.core.decimals`): the
-    ledger and every exact composition read it as the decimal written, the calibration as the float."""
-    if isinstance(value, SpelledFloat):
+    ledger and every exact composition read it as the decimal written, the calibration as the float.
+    A :class:`~decimal.Decimal` or :class:`~fractions.Fraction` from Python is read as its value."""
+    text = value.text if isinstance(value, SpelledFloat) else value
+    if isinstance(value, (SpelledFloat, Decimal, Fraction)) and not kept(text):
+        near = float(written(text)) if abs(written(text)) < 2 ** 1023 else "infinity"
         raise PydanticCustomError("decimal_kept", "{text} is not kept by a floating-point number (it would be "
                                   "read as {near}): write at most 15 significant digits",
-                                  {"text": value.text, "near": repr(float(value))})
-    return value
+                                  {"text": str(text), "near": repr(near)})
+    return float(value) if isinstance(value, (Decimal, Fraction)) else value
 
 
 PrivacyNumber = Annotated[float, BeforeValidator(_kept_decimal), Number, Field(gt=0, allow_inf_nan=False)]
