@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT
 from dpopt.cli import main
 from dpopt.core.decimals import written
-from dpopt.errors import BudgetExceededError, LedgerError, SpecError, UnsupportedSpecError
+from dpopt.errors import BudgetExceededError, LedgerDamagedError, LedgerError, SpecError, UnsupportedSpecError
 from dpopt.ledger import Ledger, parse_budget, spending
 from dpopt.ledger.seal import load_key
 from dpopt.ledger.store import ENTRIES, HEADER, canonical, sealed
@@ -311,3 +311,61 @@ def test_a_spec_from_python_takes_decimals_and_fractions_at_their_value():
     for value in (Fraction(1, 3), Decimal("0.30000000000000001")):  # not a decimal a float keeps
         with pytest.raises(SpecError, match="not kept by a floating-point number"):
             load_spec(document | {"privacy": {"zcdp": {"rho": value}}})
+
+
+def _changed(value):
+    """Another value of the same kind (a rewrite an attacker might make)."""
+    if isinstance(value, bool) or value is None:
+        return "changed"
+    if isinstance(value, (int, float)):
+        return value * 2 + 1
+    if isinstance(value, str):
+        return value + "x"
+    if isinstance(value, dict):
+        return {**value, "changed": 1}
+    return [value]
+
+
+def _refused(path: Path, key: Path) -> bool:
+    """`ledger verify --key` fails: a failed check, or a header that is no longer one (exit 1 both)."""
+    try:
+        return not Ledger(path, key=key).verify(recheck_certificates=False).passed
+    except LedgerDamagedError:
+        return True
+
+
+@pytest.mark.slow
+def test_every_field_of_every_document_rewritten_and_rechained_fails_with_the_key(tmp_path):
+    """The full battery behind the tamper sample: each field of the header and of each entry of a sealed
+    ledger rewritten, the chain rehashed without the key; `verify` with the key refuses every one."""
+    secret = tmp_path / "k"
+    secret.write_bytes(os.urandom(32))
+    cert = _count({"pure": {"epsilon": 1}})
+
+    def fresh(name: str) -> Path:
+        path = tmp_path / name
+        Ledger.create(path, {"pure": {"epsilon": 3}}, unit="row", key=secret)
+        for _ in range(2):
+            Ledger(path, key=secret).charge(cert)
+        return path
+
+    cases = 0
+    template = fresh("template")
+    header = json.loads((template / HEADER).read_bytes())
+    for field in [k for k in header if k not in ("sha256", "seal")]:
+        path = fresh(f"header-{field}")
+        _reseal(path, lambda h, f=field: h | {f: _changed(h[f])})
+        assert _refused(path, secret), field
+        cases += 1
+    entry = json.loads((template / ENTRIES).read_bytes().splitlines()[0])
+    for line in (0, 1):
+        for field in [k for k in entry if k not in ("sha256", "seal")]:
+            path = fresh(f"entry{line}-{field}")
+            lines = (path / ENTRIES).read_bytes().splitlines()
+            edited = json.loads(lines[line])
+            lines[line] = canonical(edited | {field: _changed(edited[field])}).rstrip(b"\n")
+            (path / ENTRIES).write_bytes(b"\n".join(lines) + b"\n")
+            _reseal(path, lambda h: h)
+            assert _refused(path, secret), (line, field)
+            cases += 1
+    assert cases == len(header) - 2 + 2 * (len(entry) - 2)
