@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dpopt._version import __version__
 from dpopt.core.output import check_output_folder, output_folder, stdout_to_stderr
-from dpopt.errors import DpoptError, SpecError, UnsupportedSpecError
+from dpopt.errors import DpoptError, LedgerDamagedError, SpecError, UnsupportedSpecError
 
 # Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
 # command that needs few stages (``verify``) do not pay for the others.
@@ -742,7 +742,6 @@ def _ledger_show(args: argparse.Namespace) -> int:
 
 
 def _ledger_verify(args: argparse.Namespace) -> int:
-    from dpopt.errors import LedgerDamagedError
     from dpopt.ledger import Ledger
 
     if args.key and args.public_key:

@@ -93,7 +93,7 @@ def parse_budget(budget: str | dict) -> dict:
 
     Every parameter may be a number, a string or a :class:`decimal.Decimal`, and counts as the
     decimal it spells (:func:`dpopt.core.decimals.written`); it is stored as the float whose repr
-    is that decimal, so a decimal a float does not keep (more than 17 significant digits) is refused.
+    is that decimal, so a decimal a float does not keep (e.g. one of 18 significant digits) is refused.
 
     Raises
     ------
