@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dpopt._version import __version__
 from dpopt.core.output import check_output_folder, output_folder, stdout_to_stderr
-from dpopt.errors import DpoptError, LedgerError, SpecError, UnsupportedSpecError
+from dpopt.errors import DpoptError, LedgerDamagedError, SpecError, UnsupportedSpecError
 
 # Each command imports the stages it runs when it runs, so that ``dpopt --help`` and a
 # command that needs few stages (``verify``) do not pay for the others.
@@ -252,8 +252,29 @@ def _charge(args: argparse.Namespace, certificate) -> dict | None:
         return None
     from dpopt.ledger import Ledger
 
-    ledger = Ledger(args.ledger)
+    ledger = Ledger(args.ledger, key=args.ledger_key)
     return ledger.release_block(ledger.charge(certificate, data=str(args.data)))
+
+
+def _check_ledger_room(args: argparse.Namespace) -> None:
+    """With ``--ledger``: a missing, damaged or sealed-without-key ledger, or one whose remaining budget
+    cannot cover the spec's target, refuses before any data are read or anything is designed (one line;
+    exit 3 for the budget). Specs with ``releases`` or ``geography`` are refused with ``--ledger`` later,
+    also before the data."""
+    from dpopt.ledger import Ledger
+    from dpopt.plan.spec import load_plan
+    from dpopt.spec.load import load_spec
+
+    ledger = Ledger(args.ledger, key=args.ledger_key)
+    if _is_selection(args.spec):
+        return
+    source = load_plan(args.spec) if _is_plan(args.spec) else load_spec(args.spec)
+    if getattr(source, "geography", None) is not None:
+        return
+    unit = source.data.privacy_unit
+    target = {"definition": source.privacy.definition, **source.privacy.parameters}
+    ledger.check_room(target, "row" if unit is None else unit.model_dump(exclude_none=True),
+                      source.adjacency.model_dump(), source.name)
 
 
 def _read_certificate(path: str):
@@ -391,10 +412,10 @@ def _release(args: argparse.Namespace) -> int:
         from dpopt.release.operator import check_operator_path
 
         check_operator_path(args.operator_report, args.out)
-    if args.ledger:  # a missing or damaged ledger fails before the design, not after it
-        from dpopt.ledger import Ledger
-
-        Ledger(args.ledger)
+    if args.ledger:  # a missing, damaged or spent ledger fails before the data and the design, not after them
+        _check_ledger_room(args)
+    elif args.ledger_key:
+        raise SpecError("--ledger-key", "goes with --ledger (the key of a sealed ledger)")
     if _is_plan(args.spec):
         return _release_plan(args, randomness)
     if _is_selection(args.spec):
@@ -659,6 +680,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the exact counts of the data (records; rows and persons kept, dropped and "
                         "truncated by contribution bounding) to FILE: NOT private, for the operator only, never "
                         "published (refused inside --out)")
+    p.add_argument("--ledger-key", metavar="FILE",
+                   help="the key of a sealed ledger (`ledger init --key`): the HMAC key file or the Ed25519 "
+                        "private key")
     p.set_defaults(run=_release)
 
     p = sub.add_parser("audit", help="Monte Carlo attempt to refute the privacy of a spec's or certificate's mechanism")
@@ -688,8 +712,18 @@ def _ledger_parser(sub) -> None:
     q = lsub.add_parser("init", help="create an empty ledger with its budget")
     q.add_argument("ledger", metavar="LEDGER", help="a folder (created; must be new or empty)")
     q.add_argument("--budget", required=True,
-                   help="the total budget, as in a spec's privacy: 'zcdp: {rho: 2.56}', 'gdp: {mu: 1}', "
-                        "'pure: {epsilon: 2}' or 'approx: {epsilon: 3, delta: 1e-6}'")
+                   help="the total budget, as in a spec's privacy (YAML; numbers count as the decimals written): "
+                        "'zcdp: {rho: 0.3}', 'gdp: {mu: 1}', 'pure: {epsilon: 2}' or "
+                        "'approx: {epsilon: 3, delta: 1e-6}'")
+    q.add_argument("--unit", metavar="ID|row",
+                   help="who the ledger protects: 'row', or the id column of a person (default: the unit of the "
+                        "first release)")
+    q.add_argument("--max-rows", type=int, metavar="K",
+                   help="with --unit ID: the most rows any person has in the data; row-level releases are then "
+                        "charged at their cost for groups of K rows (refused without it)")
+    q.add_argument("--key", metavar="FILE",
+                   help="seal the ledger: an HMAC key file (at least 32 random bytes) or an Ed25519 private key "
+                        "(`dpopt keygen`); a rewritten chain then fails `ledger verify --key`")
     q.set_defaults(run=_ledger_init)
     q = lsub.add_parser("show", help="spent and remaining budget, and the table of releases")
     q.add_argument("ledger", metavar="LEDGER")
@@ -697,14 +731,23 @@ def _ledger_parser(sub) -> None:
     q.set_defaults(run=_ledger_show)
     q = lsub.add_parser("verify", help="re-derive the composition from the stored certificates")
     q.add_argument("ledger", metavar="LEDGER")
+    q.add_argument("--key", metavar="FILE", help="check the seals with this HMAC key (or Ed25519 private key)")
+    q.add_argument("--public-key", metavar="PUB.pem", help="check Ed25519 seals with this public key")
     q.set_defaults(run=_ledger_verify)
 
 
 def _ledger_init(args: argparse.Namespace) -> int:
-    from dpopt.ledger.store import Ledger, budget_text
+    from dpopt.ledger.store import Ledger, budget_text, unit_text
 
-    ledger = Ledger.create(args.ledger, args.budget)
-    print(f"created ledger {ledger.path} with budget {budget_text(ledger.budget)}")
+    if args.max_rows is not None and args.unit in (None, "row"):
+        raise SpecError("--max-rows", "goes with --unit ID (the most rows a person named by ID has)")
+    if args.max_rows is not None and args.max_rows < 1:
+        raise SpecError("--max-rows", f"the most rows a person has is 1 or more (got {args.max_rows})")
+    unit = args.unit if args.unit in (None, "row") else {"id": args.unit, "max_rows": args.max_rows}
+    ledger = Ledger.create(args.ledger, args.budget, unit=unit, key=args.key)
+    sealed = f", sealed ({ledger.key.method})" if ledger.key else ""
+    print(f"created ledger {ledger.path} with budget {budget_text(ledger.budget)}, protecting "
+          f"{unit_text(ledger.unit)}{sealed}")
     return 0
 
 
@@ -713,8 +756,10 @@ def _ledger_show(args: argparse.Namespace) -> int:
 
     ledger = Ledger(args.ledger)
     if args.json:
-        sys.stdout.write(json.dumps({**ledger.spending().to_dict(), "head_sha256": ledger.head(),
-                                     "entries": ledger.entries}, indent=2, ensure_ascii=False) + "\n")
+        entries = ledger.entries
+        sys.stdout.write(json.dumps({**ledger.spending().to_dict(), "unit": ledger.ledger_unit(entries),
+                                     "seal_method": ledger.header.get("seal_method"), "head_sha256": ledger.head(),
+                                     "entries": entries}, indent=2, ensure_ascii=False) + "\n")
     else:
         print(ledger.show())
     return 0
@@ -723,9 +768,11 @@ def _ledger_show(args: argparse.Namespace) -> int:
 def _ledger_verify(args: argparse.Namespace) -> int:
     from dpopt.ledger import Ledger
 
+    if args.key and args.public_key:
+        raise SpecError("--public-key", "give --key or --public-key, not both")
     try:
-        result = Ledger(args.ledger).verify()
-    except LedgerError as exc:
+        result = Ledger(args.ledger, key=args.key or args.public_key).verify()
+    except LedgerDamagedError as exc:  # a ledger that cannot be read at all is exit 2, not a failed verification
         print(f"ledger FAILED: {exc}", file=sys.stderr)
         return 1
     for check in result.checks:

@@ -84,3 +84,7 @@ class BudgetExceededError(DpoptError):
 
 class LedgerError(DpoptError):
     """A privacy budget ledger is missing or damaged (its hash chain does not hold)."""
+
+
+class LedgerDamagedError(LedgerError):
+    """A ledger's header cannot be read as one (edited or corrupted): ``dpopt ledger verify`` fails (exit 1)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dpopt.core.decimals import read_float
 from dpopt.errors import DocumentError
 
 MAX_DEPTH = 64
@@ -98,7 +99,7 @@ def parse_json(text: str) -> Any:
         deep, or an integer too long to convert.
     """
     try:
-        document = json.loads(text, object_pairs_hook=_object)
+        document = json.loads(text, object_pairs_hook=_object, parse_float=read_float)
     except json.JSONDecodeError as exc:
         raise DocumentError(f"is not valid JSON: {exc}") from None
     except RecursionError:

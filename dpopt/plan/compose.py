@@ -8,7 +8,8 @@ plan's privacy is the composition of its mechanisms' (on the same neighbouring p
   product is monotone, so a mechanism certified μ_i-GDP by its own trade-off bound —
   e.g. Laplace, whose exact curve is not Gaussian — composes the same way); pure ε:
   ε = Σ ε_i (basic composition, tight for pure DP in the worst case). Checked in exact
-  rational arithmetic on the recorded floats.
+  rational arithmetic: the per-query targets at their binary values, the plan's target as the
+  decimal written (0.3 is 3/10).
 * **(ε, δ) targets** — the privacy-loss distribution of each mechanism's *dominating
   pair* (below) is computed with a rigorous bracket (:mod:`dpopt.privacy.pld`), the
   brackets are convolved (independent losses add) and δ(ε) is read on the pessimistic
@@ -37,6 +38,7 @@ import numpy as np
 
 from dpopt.certificate.second_route import _patterns, evaluate
 from dpopt.core.checks import Check
+from dpopt.core.decimals import written
 from dpopt.core.roots import bisect_feasible
 from dpopt.mechanisms import Mechanism
 from dpopt.noise.gaussian import GaussianMarginal
@@ -61,6 +63,14 @@ def currency(definition: str, parameters: dict) -> Fraction:
     return Fraction(parameters[ADDITIVE[definition]])
 
 
+def written_currency(definition: str, parameters: dict) -> Fraction:
+    """The additive currency of a target a person wrote, on the decimals written
+    (:func:`dpopt.core.decimals.written`): the budget the per-query targets (computed floats, taken at
+    their binary values by :func:`currency`) must fit."""
+    value = written(parameters[ADDITIVE[definition]])
+    return value * value if definition == "gdp" else value
+
+
 def share_target(definition: str, total: float, share: float) -> dict:
     """The per-query target holding ``share`` of the currency ``total`` (in the target's own units)."""
     if definition in ("gdp", "approx"):
@@ -72,10 +82,11 @@ def fit_targets(definition: str, total: float, shares: list[float]) -> list[dict
     """Per-query targets for ``shares`` whose currencies sum to at most the budget, exactly.
 
     Floating-point rounding can make Σ currency exceed the budget by an ulp; the shares are
-    then scaled down by 1 − 10⁻¹² until the exact rational sum fits.
+    then scaled down by 1 − 10⁻¹² until the exact rational sum fits (the budget of an additive
+    target as written, :func:`written_currency`).
     """
-    budget = currency("gdp" if definition == "approx" else definition,
-                      {"mu": total} if definition in ("gdp", "approx") else {ADDITIVE[definition]: total})
+    budget = (currency("gdp", {"mu": total}) if definition == "approx"  # a computed μ: its binary value
+              else written_currency(definition, {ADDITIVE[definition]: total}))  # the plan's target as written
     scale = 1.0
     while True:
         targets = [share_target(definition, total, s * scale) for s in shares]
@@ -88,7 +99,7 @@ def fit_targets(definition: str, total: float, shares: list[float]) -> list[dict
 def additive_check(privacy: Privacy, targets: list[Privacy], names: list[str]) -> Check:
     """``composition``: Σ currency_i ≤ budget in exact rational arithmetic (module docstring)."""
     definition = privacy.definition
-    budget = currency(definition, privacy.parameters)
+    budget = written_currency(definition, privacy.parameters)
     spent = [currency(t.definition, t.parameters) for t in targets]
     total = sum(spent, Fraction(0))
     unit = {"zcdp": "ρ", "gdp": "μ²", "pure": "ε"}[definition]

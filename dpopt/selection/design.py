@@ -41,6 +41,7 @@ import mpmath
 from dpopt._version import __version__
 from dpopt.certificate.model import Certificate
 from dpopt.core.checks import Check
+from dpopt.core.decimals import float_written_above, written
 from dpopt.privacy import partition_selection as ps
 from dpopt.privacy import quantile as qm
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_sigma_approx
@@ -214,7 +215,8 @@ def spec_sha256(spec: SelectionSpec) -> str:
 
 def guarantee(spec: SelectionSpec) -> dict:
     """The composed guarantee (basic composition) and its scope."""
-    epsilon, delta = spent(spec)
+    exact_epsilon, exact_delta = spent(spec)
+    epsilon, delta = float_written_above(exact_epsilon), float_written_above(exact_delta)
     pure = delta == 0 and spec.privacy.definition == "pure"
     return {"definition": "pure" if pure else "approx", "epsilon": epsilon} | ({} if pure else {"delta": delta}) | {
         "target": {spec.privacy.definition: spec.privacy.parameters},
@@ -355,9 +357,10 @@ def release_checks(spec: SelectionSpec, blocks: list[dict]) -> list[Check]:
             checks += _quantile_checks(spec, release, block, at)
     epsilon, delta = spent(spec)
     target = spec.privacy.parameters
-    checks.append(Check("privacy", "basic composition of the releases against the target",
-                        len(blocks) == len(spec.releases) and _at_most(epsilon, target["epsilon"])
-                        and _at_most(delta, target.get("delta", 0.0)),
-                        f"ε = {epsilon:.6g} ≤ {target['epsilon']:.6g}, "
-                        f"δ = {delta:.6g} ≤ {target.get('delta', 0.0):.6g}"))
+    checks.append(Check("privacy", "basic composition of the releases against the target, exact on the decimals "
+                                   "written",
+                        len(blocks) == len(spec.releases) and epsilon <= written(target["epsilon"])
+                        and delta <= written(target.get("delta", 0)),
+                        f"ε = {float(epsilon):.6g} ≤ {target['epsilon']:.6g}, "
+                        f"δ = {float(delta):.6g} ≤ {target.get('delta', 0.0):.6g}"))
     return checks

@@ -8,6 +8,7 @@ dp_accounting's ``DpEvent``).
 from __future__ import annotations
 
 import itertools
+from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Literal, Union
 
@@ -23,6 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from dpopt.core.decimals import SpelledFloat, kept, written
 from dpopt.core.families import family_names
 from dpopt.spec.models_workload import KroneckerQuery
 
@@ -60,6 +62,24 @@ PositiveFinite = Annotated[float, Number, Field(gt=0, allow_inf_nan=False)]
 Probability = Annotated[float, Number, Field(gt=0, lt=1, allow_inf_nan=False)]
 Finite = Annotated[float, Number, Field(allow_inf_nan=False)]
 Count = Annotated[int, Number, Field(ge=1, le=MAX_COUNT)]
+
+
+def _kept_decimal(value: object) -> object:
+    """Refuse a privacy number whose decimal a float does not keep (:mod:`dpopt.core.decimals`): the
+    ledger and every exact composition read it as the decimal written, the calibration as the float.
+    A :class:`~decimal.Decimal` or :class:`~fractions.Fraction` from Python is read as its value."""
+    text = value.text if isinstance(value, SpelledFloat) else value
+    if isinstance(value, (SpelledFloat, Decimal, Fraction)) and not kept(text):
+        near = float(written(text)) if abs(written(text)) < 2 ** 1023 else "infinity"
+        raise PydanticCustomError("decimal_kept", "{text} is not kept by a floating-point number (it would be "
+                                  "read as {near}): write at most 15 significant digits",
+                                  {"text": str(text), "near": repr(near)})
+    return float(value) if isinstance(value, (Decimal, Fraction)) else value
+
+
+PrivacyNumber = Annotated[float, BeforeValidator(_kept_decimal), Number, Field(gt=0, allow_inf_nan=False)]
+"""A privacy parameter (ε, δ, μ, ρ): a positive finite number whose written decimal is its float's repr."""
+PrivacyProbability = Annotated[PrivacyNumber, Field(lt=1)]
 Matrix = list[list[Finite]]
 
 
@@ -287,25 +307,25 @@ Adjacency = Annotated[Union[AddRemove, ReplaceOne, Hamming], Field(discriminator
 
 # ------------------------------------------------------------------------ privacy
 class PureTarget(_Model):
-    epsilon: PositiveFinite
+    epsilon: PrivacyNumber
 
 
 class ApproxTarget(_Model):
-    epsilon: PositiveFinite
-    delta: Probability
+    epsilon: PrivacyNumber
+    delta: PrivacyProbability
 
 
 class GDPTarget(_Model):
-    mu: PositiveFinite
+    mu: PrivacyNumber
 
 
 class ZCDPTarget(_Model):
-    rho: PositiveFinite
+    rho: PrivacyNumber
 
 
 class PDPTarget(_Model):
-    epsilon: PositiveFinite
-    delta: Probability
+    epsilon: PrivacyNumber
+    delta: PrivacyProbability
 
 
 class Privacy(_Model):

@@ -20,11 +20,13 @@ remove one person with all their rows.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Union
 
 from pydantic import Field, field_validator, model_validator
 
+from dpopt.core.decimals import written
 from dpopt.errors import SpecError
 from dpopt.spec.load import read_document, validated
 from dpopt.spec.models import (
@@ -34,6 +36,8 @@ from dpopt.spec.models import (
     NumericAttribute,
     PositiveFinite,
     Privacy,
+    PrivacyNumber,
+    PrivacyProbability,
     PrivacyUnit,
     Probability,
     Spec,
@@ -97,8 +101,8 @@ class CountRelease(_Model):
     kind: Literal["count"]
     name: Annotated[str, Field(min_length=1)] | None = None
     by: str
-    epsilon: PositiveFinite
-    delta: Probability
+    epsilon: PrivacyNumber
+    delta: PrivacyProbability
     selection: Literal["optimal", "laplace_threshold", "gaussian_threshold"] = "optimal"
     selection_share: Probability | None = None
 
@@ -138,7 +142,7 @@ class QuantileRelease(_Model):
     q: Annotated[list[Probability], Field(min_length=1)]
     grid: Grid
     by: str | None = None
-    epsilon: PositiveFinite
+    epsilon: PrivacyNumber
 
 
 class MeanRelease(_Model):
@@ -149,7 +153,7 @@ class MeanRelease(_Model):
     name: Annotated[str, Field(min_length=1)] | None = None
     attribute: str
     by: str
-    epsilon: PositiveFinite
+    epsilon: PrivacyNumber
 
 
 Release = Annotated[Union[CountRelease, QuantileRelease, MeanRelease], Field(discriminator="kind")]
@@ -187,18 +191,21 @@ class SelectionSpec(_Model):
                              f"(basic composition), not {definition}")
         target = self.privacy.parameters
         epsilon, delta = spent(self)
-        if epsilon > target["epsilon"] * (1 + RELATIVE_SLACK):
-            raise ValueError(f"the releases spend ε = {epsilon:g} in all, above the target ε = {target['epsilon']:g}")
-        if delta > target.get("delta", 0.0) * (1 + RELATIVE_SLACK):
-            raise ValueError(f"the releases spend δ = {delta:g} in all, above the target δ = {target.get('delta', 0):g}"
+        if epsilon > written(target["epsilon"]):
+            raise ValueError(f"the releases spend ε = {float(epsilon):.17g} in all, above the target "
+                             f"ε = {target['epsilon']!r}")
+        if delta > written(target.get("delta", 0)):
+            raise ValueError(f"the releases spend δ = {float(delta):.17g} in all, above the target "
+                             f"δ = {target.get('delta', 0)!r}"
                              + (" (a count with private keys needs approx)" if definition == "pure" else ""))
         return self
 
 
-def spent(spec: SelectionSpec) -> tuple[float, float]:
-    """(Σ ε, Σ δ) of the releases (basic composition)."""
-    return (sum(r.epsilon for r in spec.releases),
-            sum(r.delta for r in spec.releases if isinstance(r, CountRelease)))
+def spent(spec: SelectionSpec) -> tuple[Fraction, Fraction]:
+    """(Σ ε, Σ δ) of the releases (basic composition), exact on the decimals written
+    (:func:`dpopt.core.decimals.written`: 0.1 + 0.2 spends exactly 0.3)."""
+    return (sum((written(r.epsilon) for r in spec.releases), Fraction(0)),
+            sum((written(r.delta) for r in spec.releases if isinstance(r, CountRelease)), Fraction(0)))
 
 
 def keys_from(spec: SelectionSpec, i: int) -> CountRelease:

@@ -9,7 +9,9 @@ of two equal keys. The loader here resolves plain scalars by the 1.2 core schema
 - boolean: ``true``, ``True``, ``TRUE``, ``false``, ``False``, ``FALSE`` (nothing else);
 - integer: ``[-+]?[0-9]+``, decimal only (no ``0x``/``0o``: a spec has no use for them,
   and refusing them keeps ``0x10`` from passing as 16);
-- float: ``[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?``, ``.inf``, ``.nan``;
+- float: ``[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?``, ``.inf``, ``.nan`` (a
+  :class:`~dpopt.core.decimals.SpelledFloat` keeping its text when the float does not keep its
+  decimal, :func:`~dpopt.core.decimals.read_float`);
 - anything else a string.
 
 Only the core tags (``!!str``, ``!!int``, ``!!float``, ``!!bool``, ``!!null``, ``!!seq``,
@@ -28,6 +30,7 @@ import functools
 import re
 from typing import Any
 
+from dpopt.core.decimals import read_float
 from dpopt.core.documents import MAX_DEPTH
 from dpopt.errors import DocumentError
 
@@ -81,7 +84,7 @@ def _loader() -> type:
             lower = value.lower()
             if lower.endswith(".inf"):
                 return float(lower.replace(".inf", "inf"))
-            return float("nan") if lower == ".nan" else float(value)
+            return float("nan") if lower == ".nan" else read_float(value)
 
         def construct_mapping(self, node: Any, deep: bool = False) -> dict:
             seen: set = set()
