@@ -210,3 +210,14 @@ def test_histogram_margin_is_laplace_quantile_and_differences_are_never_listed()
     for cell in block["cells"]:
         assert cell["standard_error"] == pytest.approx(math.sqrt(2) * b, rel=1e-12)
         assert cell["margin_of_error"] == pytest.approx(b * math.log(20), rel=0.015)
+
+
+def test_blocks_error_bounds_the_design_from_above():
+    """Measuring each table of the workload alone is a design of the family; its error 2Δ₁²·rank (κ_T = λ_T)
+    is 2·3²·(1 + 2 + 1 + 3 + 2 + 3 + 6) = 324 on the (3, 2, 4) all-2-way workload (rank 18: the closure's
+    components have multiplicities 1, 2, 1, 3, 2, 3, 6)."""
+    from dpopt.optimize.marginal_strategy import blocks_unit_error
+
+    problem, mechanism = design(ALL_2WAY, "add_remove")
+    assert blocks_unit_error(problem.query.workload, False) == pytest.approx(324.0, rel=1e-12)
+    assert mechanism.expected_utility(problem.spec.utility).value <= 324.0

@@ -114,6 +114,19 @@ def restarts(candidates: int) -> int:
     return max(MIN_RESTARTS, min(MAX_RESTARTS, RESTART_BUDGET // max(1, candidates)))
 
 
+def blocks_unit_error(workload: MarginalWorkload, replace: bool) -> float:
+    """The error at ε = 1 of measuring the workload's own tables (θ_S = 1 on its distinct blocks, the
+    moving ones under replace-one): 2Δ₁² Σ_T m_T λ_T / κ_T. :func:`optimal_weights` never returns a worse
+    design (it keeps this point when nothing beats it), so this bounds the family's error from above at
+    the cost of a sum over the closure (for ranking candidates a priori)."""
+    alg = workload.algebra
+    sets = [s for s in dict.fromkeys(workload.sets) if not replace or moving(workload, s)]
+    ell = len(sets) * (2 if replace else 1)
+    kappa = precisions(workload, {s: 1.0 for s in sets}, workload.closure)
+    return 2.0 * ell * ell * sum(alg.multiplicity(t) * float(workload.gram_eigenvalue(t)) / kappa[t]
+                                 for t in workload.closure if alg.multiplicity(t) > 0 and not (replace and t == ()))
+
+
 def precisions(workload: MarginalWorkload, weights: dict[Subset, float], ts: tuple[Subset, ...]) -> dict[Subset, float]:
     """κ_T = Σ_{S⊇T} θ_S² ∏_{k∉S} n_k for each T of ``ts``."""
     alg = workload.algebra
@@ -161,15 +174,15 @@ def optimal_weights(workload: MarginalWorkload, ts: tuple[Subset, ...], replace:
     n_random = restarts(len(sets))
     randoms = [rng.uniform(0.0, 1.0, len(sets)) if i % 2 == 0 else rng.exponential(1.0, len(sets)) ** 3
                for i in range(n_random)]
-    best = None
+    exact_blocks = np.where(blocks == 1.0, 1.0, 0.0)
+    best = (objective(exact_blocks)[0], exact_blocks)  # the result is never worse than the workload's own tables
     for start in [blocks] + randoms:
         found = optimize.minimize(objective, start, jac=True, method="L-BFGS-B",
                                   bounds=[(0.0, None)] * len(sets), options={"maxiter": 3000})
-        for point in (found.x, start):  # the start too: the result is never worse than the workload's blocks
-            value, _ = objective(point)
-            if np.isfinite(value) and (best is None or value < best[0]):
-                best = (value, point)
-    if best is None:
+        value, _ = objective(found.x)
+        if np.isfinite(value) and value < best[0]:
+            best = (value, found.x)
+    if not np.isfinite(best[0]):
         raise CalibrationError("no strategy weights cover every component of the workload")
     theta = best[1] / best[1].max()
     pruned = np.where(theta < PRUNE, 0.0, theta)  # negligible weights: a table to sample, next to no information
