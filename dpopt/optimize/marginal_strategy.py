@@ -53,7 +53,7 @@ larger than the workload's in every case tried)."""
 MAX_MEASURED_CELLS = 2**20
 """Largest table measured besides the workload's closure (one Laplace variate per cell per release)."""
 
-MAX_RESTARTS = 32
+MAX_RESTARTS = 64
 """Random starts on small candidate sets; fewer on large ones (:func:`restarts`)."""
 
 MIN_RESTARTS = 6
