@@ -221,3 +221,16 @@ def test_blocks_error_bounds_the_design_from_above():
     problem, mechanism = design(ALL_2WAY, "add_remove")
     assert blocks_unit_error(problem.query.workload, False) == pytest.approx(324.0, rel=1e-12)
     assert mechanism.expected_utility(problem.spec.utility).value <= 324.0
+
+
+def test_replace_one_certificate_holds_with_its_bounds():
+    """Under replace-one the bounds use the dual bound at explicit pair weights (and Hamming-2 four times
+    them); the certificate issues only if both lie below the exact error, and verify re-derives them."""
+    cert = dpopt.solve(spec(MIXED, "replace_one", PURE, mechanism="marginal_laplace")).certificate
+    assert dpopt.verify(cert).passed
+    bounds = cert["mechanism"]["parameters"]["design"]["lower_bounds"]
+    hamming = dpopt.solve(spec(MIXED, {"kind": "hamming", "distance": 2}, PURE,
+                               mechanism="marginal_laplace")).certificate
+    again = hamming["mechanism"]["parameters"]["design"]["lower_bounds"]
+    assert again["unbiased_pure"] == pytest.approx(4 * bounds["unbiased_pure"], rel=1e-12)
+    assert bounds["unbiased_pure"] < cert["utility"]["value"]
