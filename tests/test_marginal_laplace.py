@@ -234,3 +234,10 @@ def test_replace_one_certificate_holds_with_its_bounds():
     again = hamming["mechanism"]["parameters"]["design"]["lower_bounds"]
     assert again["unbiased_pure"] == pytest.approx(4 * bounds["unbiased_pure"], rel=1e-12)
     assert bounds["unbiased_pure"] < cert["utility"]["value"]
+
+
+@pytest.mark.parametrize("field", ["ratio_to_laplace_strategies_bound", "expected_l2"])
+def test_tampered_design_record_fails_the_bound_claim(field):
+    cert = dpopt.solve(spec(ALL_2WAY, "add_remove", PURE, mechanism="marginal_laplace")).certificate
+    cert["mechanism"]["parameters"]["design"][field] *= 0.5
+    assert "utility.lower_bound" in {c.claim for c in dpopt.verify(cert).failed}

@@ -193,26 +193,37 @@ class MarginalLaplaceMechanism(Mechanism):
         return [workload_scope_check(problem, self), self._bound_check(problem)]
 
     def _bound_check(self, problem: Problem) -> Check:
-        """``utility.lower_bound``: the recorded bounds and error re-derived; the bounds lie below the error."""
-        recorded = self.design_info.get("lower_bounds")
+        """``utility.lower_bound``: the recorded bounds, ratios, error and l1 sensitivity re-derived; the bounds
+        lie below the error."""
+        info = self.design_info
+        recorded = info.get("lower_bounds")
         if recorded is None:
             return Check("utility.lower_bound", "no lower bound recorded", True, "the design records none")
         bounds = pure_lower_bounds(self.workload, problem.spec.privacy.parameters["epsilon"], self.replace,
                                    self.multiplier)
         error = self.exact_error()
         again = bounds.to_dict()
-        same = all(isinstance(recorded.get(key), float) and math.isclose(recorded[key], again[key], rel_tol=1e-12)
-                   for key in ("unbiased_pure", "laplace_strategies", "unit_gaussian_program"))
+        expected = {**{f"lower_bounds.{k}": v for k, v in again.items()},
+                    "ratio_to_lower_bound": float(error) / bounds.unbiased,
+                    "ratio_to_laplace_strategies_bound": float(error) / bounds.laplace_strategies,
+                    "expected_l2": float(error)}
+        got = {**({f"lower_bounds.{k}": v for k, v in recorded.items()} if isinstance(recorded, dict) else {}),
+               **{k: info.get(k) for k in ("ratio_to_lower_bound", "ratio_to_laplace_strategies_bound", "expected_l2")}}
+        off = [k for k, v in expected.items() if not (
+            got.get(k) == v or (isinstance(v, float) and isinstance(got.get(k), float)
+                                and math.isclose(got[k], v, rel_tol=1e-9)))]
+        if info.get("l1_sensitivity") != str(_l1(self.workload, self.weights, self.replace, self.multiplier)):
+            off.append("l1_sensitivity")
         below = Fraction(bounds.laplace_strategies) <= error and Fraction(bounds.unbiased) <= error
-        ratio = self.design_info.get("ratio_to_lower_bound")
-        ratio_ok = isinstance(ratio, float) and math.isclose(ratio, float(error) / bounds.unbiased, rel_tol=1e-9)
         return Check("utility.lower_bound",
                      "the lower bounds for every unbiased ε-DP mechanism and for every strategy with Laplace noise "
                      f"re-derived ({bounds.method}); the error 2b² Σ_T m_T λ_T / κ_T recomputed in rational "
-                     "arithmetic from the stored weights and scale; each bound ≤ that error, the recorded ratio its own",
-                     same and below and ratio_ok,
+                     "arithmetic from the stored weights and scale; each bound ≤ that error; the recorded bounds, "
+                     "ratios, error and l1 sensitivity are the re-derived ones",
+                     not off and below,
                      f"error {float(error):.10g}, bounds {bounds.unbiased:.10g} (unbiased ε-DP) and "
-                     f"{bounds.laplace_strategies:.10g} (Laplace strategies): ratio {float(error) / bounds.unbiased:.4g}")
+                     f"{bounds.laplace_strategies:.10g} (Laplace strategies): ratio {float(error) / bounds.unbiased:.4g}"
+                     + (f"; recorded values differ: {', '.join(off)}" if off else ""))
 
     def exact_error(self) -> Fraction:
         """2b² Σ_T m_T λ_T / κ_T with κ_T = Σ_{S⊇T} θ_S² ∏_{k∉S} n_k, in rational arithmetic from the stored floats."""
