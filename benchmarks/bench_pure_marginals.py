@@ -1,7 +1,7 @@
 """Pure-ε workloads against HDMM: dpopt's certified error, its lower bound, HDMM's error, and times.
 
-Run ``python benchmarks/bench_pure_marginals.py`` (every case) or ``--case NAME``. Each dpopt case
-solves and verifies in a fresh interpreter (one BLAS thread) and prints the certified total squared
+Run ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_pure_marginals.py [CASE ...]`` (default: every
+case). Each dpopt case is solved and verified in this process and prints the certified total squared
 error E‖Z‖², the certified lower bound for every unbiased ε-DP mechanism
 (:mod:`dpopt.optimize.marginal_pure_bound`) and the ratio, the CPU seconds of solve and verify, and
 HDMM's error on the same workload.
@@ -18,13 +18,12 @@ and loss (McKenna et al., VLDB 2018, Sec. 5: θ ∈ ℝ^{2^p} over every margina
 written here with the Gram matrices' eigenvalues as Kronecker products of 2 × 2 matrices over bit
 masks, not through dpopt's algebra.
 
-Rows are grouped by workload kind: :func:`marginal_cases` (this file's owner: all k-way marginals);
-range × marginal rows are added in a function of their own and listed in :data:`CASE_GROUPS`.
+Rows are grouped by workload kind, each kind in functions of its own: all k-way marginals in
+:func:`marginal_rows` (printed by :func:`print_marginal_rows`); range × marginal rows in theirs.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -69,14 +68,6 @@ def marginal_cases() -> dict[str, dict]:
         out[name] = {"spec": marginal_spec(sizes, k), "sizes": sizes,
                      "blocks": [list(b) for b in itertools.combinations(range(len(sizes)), k)], "epsilon": 1.0}
     return out
-
-
-CASE_GROUPS = {"marginals": marginal_cases}
-"""Each kind of workload and the function that lists its cases (add a group for a new kind)."""
-
-
-def all_cases() -> dict[str, dict]:
-    return {name: case for group in CASE_GROUPS.values() for name, case in group().items()}
 
 
 # ----------------------------------------------------------------------------- HDMM, independently
@@ -162,70 +153,51 @@ def real_hdmm(case: dict) -> tuple[float | None, str]:
 
 
 # ----------------------------------------------------------------------------- dpopt
-def run_case(name: str) -> dict:
-    """Solve and verify one case in this process (CPU seconds)."""
+def marginal_rows(names=None) -> list[dict]:
+    """Solve and verify each marginal case in this process (CPU seconds, imports excluded); HDMM beside it."""
     import dpopt
 
-    case = all_cases()[name]
-    start = time.process_time()
-    solution = dpopt.solve(case["spec"])
-    solve_s = time.process_time() - start
-    start = time.process_time()
-    verification = dpopt.verify(solution.certificate)
-    verify_s = time.process_time() - start
-    design = solution.mechanism.parameters.get("design", {})
-    bounds = design.get("lower_bounds", {})
-    return {
-        "case": name,
-        "family": solution.mechanism.family,
-        "certified_l2": solution.certificate["utility"]["value"],
-        "lower_bound": bounds.get("unbiased_pure"),
-        "laplace_strategies_bound": bounds.get("laplace_strategies"),
-        "solve_cpu_s": solve_s,
-        "verify_cpu_s": verify_s,
-        "verified": verification.passed,
-        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-    }
-
-
-def _child(name: str) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True, env=env,
-                          check=False)
-    if done.returncode != 0:
-        return {"case": name, "failed": done.stderr.strip().splitlines()[-1:]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", action="append", help="case name (default: all)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(run_case(args.child)))
-        return 0
-    cases = all_cases()
-    names = args.case or list(cases)
-    print(f"load average {os.getloadavg()[0]:.2f}; CPU seconds per step")
-    header = ("case", "dpopt E‖Z‖²", "lower bound", "ratio", "HDMM", "dpopt/HDMM", "solve s", "verify s", "MB")
-    print(" | ".join(header))
-    for name in names:
-        row = _child(name)
-        if "failed" in row:
-            print(f"{name}: failed: {row['failed']}")
-            continue
-        hdmm, note = real_hdmm(cases[name])
+    cases = marginal_cases()
+    rows = []
+    for name in names or list(cases):
+        case = cases[name]
+        start = time.process_time()
+        solution = dpopt.solve(case["spec"])
+        solve_s = time.process_time() - start
+        start = time.process_time()
+        verification = dpopt.verify(solution.certificate)
+        verify_s = time.process_time() - start
+        bounds = solution.mechanism.parameters.get("design", {}).get("lower_bounds", {})
+        hdmm, note = real_hdmm(case)
         if hdmm is None:
             start = time.process_time()
-            hdmm = hdmm_marginals_reference(cases[name]["sizes"], cases[name]["blocks"], cases[name]["epsilon"])
-            note += f"; independent reference of HDMM's template (5 seeds) in {time.process_time() - start:.1f} CPU s"
-        ratio = row["certified_l2"] / row["lower_bound"] if row["lower_bound"] else float("nan")
-        print(f"{name} | {row['certified_l2']:,.1f} | {row['lower_bound']:,.1f} | {ratio:.2f} | {hdmm:,.1f} | "
-              f"{row['certified_l2'] / hdmm:.3f} | {row['solve_cpu_s']:.2f} | {row['verify_cpu_s']:.2f} | "
-              f"{row['peak_mb']:.0f} | verified {row['verified']} | {note}")
-    return 0
+            hdmm = hdmm_marginals_reference(case["sizes"], case["blocks"], case["epsilon"])
+            note += f"; independent reference of HDMM's template (5 seeds) in {time.process_time() - start:.2f} CPU s"
+        rows.append({
+            "case": name,
+            "dpopt": solution.certificate["utility"]["value"],
+            "lower_bound": bounds.get("unbiased_pure"),
+            "laplace_strategies_bound": bounds.get("laplace_strategies"),
+            "hdmm": hdmm, "hdmm_note": note,
+            "solve_cpu": solve_s, "verify_cpu": verify_s,
+            "verified": verification.passed,
+        })
+    return rows
+
+
+def print_marginal_rows(rows: list[dict]) -> None:
+    print(f"load average {os.getloadavg()[0]:.2f}; CPU seconds; peak memory "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    print("| case | dpopt E‖Z‖² | lower bound (unbiased ε-DP) | ratio | Laplace-strategy bound | HDMM | dpopt / HDMM "
+          "| solve / verify CPU | verified |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['dpopt']:,.1f} | {r['lower_bound']:,.1f} | {r['dpopt'] / r['lower_bound']:.2f} | "
+              f"{r['laplace_strategies_bound']:,.1f} | {r['hdmm']:,.1f} | {r['dpopt'] / r['hdmm']:.3f} | "
+              f"{r['solve_cpu']:.2f} s / {r['verify_cpu']:.2f} s | {r['verified']} |")
+    for r in rows:
+        print(f"{r['case']}: {r['hdmm_note']}")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    print_marginal_rows(marginal_rows(sys.argv[1:] or None))
