@@ -2,7 +2,7 @@ r"""Pure ε for marginal workloads: Laplace noise on weighted marginals, answere
 
 The strategy (McKenna et al.'s marginal template, :mod:`dpopt.optimize.marginal_strategy`)
 measures :math:`y_S = \theta_S M_S x + z_S`, :math:`z_S` i.i.d. Laplace(b) on the cells of
-marginal S, for the marginals of the workload's closure with θ_S > 0, and releases
+marginal S, for the marginals of the domain with θ_S > 0 (supersets of the workload's tables included), and releases
 :math:`W\hat x`, :math:`\hat x = (A^\top A)^+A^\top y`, :math:`A = [\theta_S M_S]_S`.
 
 **Privacy** (from the stored θ and b only): the measurement is the Laplace mechanism on Ax,
