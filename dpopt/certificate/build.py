@@ -83,7 +83,7 @@ def certify(
             "privacy": mechanism.privacy_summary(space),
             "notes": mechanism.notes(),
         },
-        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels, symmetric_differences(problem))},
+        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels, lambda: symmetric_differences(problem))},
         "candidates": [c.to_dict() for c in candidates],
         "checks": [c.to_dict() for c in checks],
         "whole_release": None,

@@ -15,7 +15,12 @@ How, in order of preference (each cell records its method):
    and m from its tail, 2·P(W > m) = 0.05 (bisection; the smallest integer for a lattice law);
 2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form; Gaussian noise too
    large to state as a law: the family's closed-form variances (:meth:`Mechanism.cell_variances`);
-3. otherwise (K-norm, families without a law) a Monte Carlo of the mechanism's own sampler
+3. noise that is a linear image of independent non-Gaussian noise whose per-cell law has no closed
+   form but whose variances do (``marginal_laplace``: :meth:`Mechanism.cell_law_groups`): the SE is
+   exact, √Var Z_i, and the margin is the 95% quantile of |Z_i| from a Monte Carlo of the sampler
+   pooled over each group of cells that a symmetry of the family gives one law, with at most
+   :data:`GROUP_VARIATES` noise variates in all (never the listed differences);
+4. otherwise (K-norm, families without a law) a Monte Carlo of the mechanism's own sampler
    (:data:`DRAWS` draws, fewer when d is large; seed :data:`SEED`), pooled over cells that a symmetry makes
    equal: a swap of two levels of one attribute that maps the listed neighbouring differences onto themselves
    maps the noise law onto itself (the law is built from those differences alone, e.g. K = their convex hull),
@@ -43,6 +48,9 @@ LEVEL = 0.95
 Z_975 = float(normal.ndtri(0.975))  # 1.959963984540054
 DRAWS = 20_000
 SEED = 20261125
+GROUP_VARIATES = 5_000_000
+"""Noise variates (the sampler's own and the released cells) the pooled margin of path 3 draws at most."""
+GROUP_MIN_DRAWS = 200
 
 
 def _marginal_errors(marginal) -> tuple[float, float]:
@@ -91,6 +99,25 @@ def _from_variances(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str] 
         return None
     se = np.sqrt(np.asarray(variances, dtype=float))
     return se, Z_975 * se, "closed form: cell i is N(0, Var Z_i) (the family's closed-form variances); margin 1.96·SE"
+
+
+def _from_groups(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """Path 3 of the module docstring: exact SE, margin pooled over the groups of cells with one law."""
+    grouped = mechanism.cell_law_groups()
+    if grouped is None:
+        return None
+    variances, groups = grouped
+    per_draw = mechanism.variates_per_draw() + mechanism.dimension
+    draws = min(DRAWS, max(GROUP_MIN_DRAWS, GROUP_VARIATES // per_draw))
+    z = np.abs(mechanism.sample(draws, np.random.default_rng(SEED)))
+    moe = np.empty(mechanism.dimension)
+    for group in np.unique(groups):
+        cells = np.flatnonzero(groups == group)
+        moe[cells] = float(np.quantile(z[:, cells], LEVEL))
+    se = np.sqrt(np.asarray(variances, dtype=float))
+    return se, moe, (f"standard error exact, √Var Z_i (the family's closed-form variances); margin: the 95% quantile "
+                     f"of |Z_i| by Monte Carlo of the sampler ({draws} draws, seed {SEED}) pooled over the cells of "
+                     f"each of the {len(np.unique(groups))} groups that the family's symmetry gives one noise law")
 
 
 def symmetric_differences(problem: Problem) -> np.ndarray | None:
@@ -211,8 +238,9 @@ def per_cell_errors(mechanism: Mechanism, labels, vectors: np.ndarray | None = N
     labels : sequence of str
         The query's cell labels (``race=other,sex=male``), in the order of the release; each cell
         carries its label unchanged, the same string as the release's (:mod:`dpopt.release.cells`).
-    vectors : array (m, d), optional
-        The listed neighbouring differences, whose symmetries pool a Monte Carlo (:func:`cell_orbits`).
+    vectors : array (m, d) or a callable returning one, optional
+        The listed neighbouring differences, whose symmetries pool a Monte Carlo (:func:`cell_orbits`);
+        a callable is called only when that Monte Carlo runs (listing them can cost O(N·d)).
 
     Returns
     -------
@@ -223,11 +251,13 @@ def per_cell_errors(mechanism: Mechanism, labels, vectors: np.ndarray | None = N
     law = mechanism.noise_law()
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
     found = _from_law(inner) if isinstance(inner, ProductLaw) else _from_variances(mechanism)
+    if found is None:
+        found = _from_groups(mechanism)
     mc = None
     if found is not None:
         se, moe, method = found
     else:
-        se, moe, mc, method = _monte_carlo(mechanism, cell_orbits(labels, vectors))
+        se, moe, mc, method = _monte_carlo(mechanism, cell_orbits(labels, vectors() if callable(vectors) else vectors))
     if isinstance(law, PostProcessedLaw):
         method += f"; the noise stage, before the post-processing ({law.operation}), whose error depends on the answer"
     return _block(labels, se, moe, method, mc)

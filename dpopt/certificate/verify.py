@@ -185,7 +185,7 @@ def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Ch
         compare("utility", f"predicted utility E[{predicted.metric}] ({predicted.method})", utility,
                 _json(predicted.to_dict())),
         compare("utility.per_cell", "per-cell standard errors and margins", data["utility"].get("per_cell"),
-                _json(per_cell_errors(mechanism, problem.labels, symmetric_differences(problem)))),
+                _json(per_cell_errors(mechanism, problem.labels, lambda: symmetric_differences(problem)))),
         Check("candidates.chosen", "the comparison's row of the chosen family is the certified mechanism",
               off is None, off or f"the row of {mechanism.family} equals the mechanism and its utility"),
     ]

@@ -207,6 +207,17 @@ class Mechanism(ABC):
         otherwise."""
         return None
 
+    def variates_per_draw(self) -> int:
+        """Random variates one noise draw takes, for bounding the cost of a Monte Carlo (default: d)."""
+        return self.dimension
+
+    def cell_law_groups(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """For noise that is not Gaussian and whose per-cell law has no closed form: (Var Z_i in closed form,
+        a group label per released cell such that the cells of one group have the same noise law, by a
+        symmetry of the family); the per-cell errors then take the standard error exactly and pool a Monte
+        Carlo of the margin over each group. None otherwise."""
+        return None
+
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         return None
 

@@ -2,7 +2,7 @@ r"""Pure ε for marginal workloads: Laplace noise on weighted marginals, answere
 
 The strategy (McKenna et al.'s marginal template, :mod:`dpopt.optimize.marginal_strategy`)
 measures :math:`y_S = \theta_S M_S x + z_S`, :math:`z_S` i.i.d. Laplace(b) on the cells of
-marginal S, for the marginals of the workload's closure with θ_S > 0, and releases
+marginal S, for the marginals of the domain with θ_S > 0 (supersets of the workload's tables included), and releases
 :math:`W\hat x`, :math:`\hat x = (A^\top A)^+A^\top y`, :math:`A = [\theta_S M_S]_S`.
 
 **Privacy** (from the stored θ and b only): the measurement is the Laplace mechanism on Ax,
@@ -19,7 +19,17 @@ workload): in the ANOVA algebra :math:`A^\top A = \sum_T\kappa_T E_T` and the T-
 \mathrm{center}_T(\mathrm{marg}_{S\to T} z_S)/\kappa_T`, assembled into the released marginals
 like ``marginal_gaussian``'s noise (nothing of domain size). Its covariance is
 :math:`2b^2\,W(\sum_T\kappa_T E_T)^+W^\top`, so the closed forms of ``marginal_gaussian`` apply
-with :math:`a_T = \kappa_T/(2b^2)`: :math:`E\|Z\|^2 = 2b^2\sum_T m_T\lambda_T/\kappa_T`.
+with :math:`a_T = \kappa_T/(2b^2)`: :math:`E\|Z\|^2 = 2b^2\sum_T m_T\lambda_T/\kappa_T`, and the
+variance of each released cell is :func:`~dpopt.mechanisms.marginal_gaussian.cell_variances` at those
+a_T (:meth:`MarginalLaplaceMechanism.cell_law_groups`). Permuting the levels of any attribute permutes
+the cells of every measured marginal (whose noise is i.i.d.) and commutes with the least squares, so
+every cell of one released table has the same noise law: the per-cell margin of error is a Monte Carlo
+quantile pooled over the table's cells, the standard error exact.
+
+**Lower bounds** (:mod:`dpopt.optimize.marginal_pure_bound`): the design records, beside its error, a
+bound valid for every unbiased ε-DP mechanism of the workload and one for every strategy with Laplace
+noise, and their ratios; the ``utility.lower_bound`` claim re-derives both and the error (in exact
+rational arithmetic from the stored weights and scale) at every verification.
 """
 
 from __future__ import annotations
@@ -31,12 +41,13 @@ import numpy as np
 
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
-from dpopt.domain.marginal_algebra import MarginalWorkload, Subset
+from dpopt.domain.marginal_algebra import MarginalWorkload, Subset, subsets
 from dpopt.domain.queries import CountingQuery
 from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.laplace import laplace_privacy_check
 from dpopt.mechanisms.marginal_gaussian import (
     MARGINAL_KINDS,
+    cell_variances,
     positive_by_set,
     synthesize_noise,
     workload_from_parameters,
@@ -44,12 +55,19 @@ from dpopt.mechanisms.marginal_gaussian import (
     workload_scope_check,
 )
 from dpopt.optimize.marginal_covariance import components, expected_error
+from dpopt.optimize.marginal_pure_bound import pure_lower_bounds
 from dpopt.optimize.marginal_strategy import moving, optimal_weights, precisions
 from dpopt.privacy.laplace import laplace_epsilon
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import hamming_factor
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
+
+
+CHECK_VARIATES = 20_000_000
+"""Laplace variates the ``utility.sampler`` claim draws at most."""
+
+MIN_CHECK_DRAWS = 300
 
 
 class MarginalLaplaceMechanism(Mechanism):
@@ -107,6 +125,16 @@ class MarginalLaplaceMechanism(Mechanism):
         return None
 
     @classmethod
+    def utility_bound(cls, problem: Problem) -> float | None:
+        """2 B₁ k² / ε²: no strategy with Laplace noise does better (:mod:`dpopt.optimize.marginal_pure_bound`;
+        closed forms in the algebra, no design)."""
+        spec = problem.spec
+        if cls.supports(problem) is not None:
+            return None
+        return pure_lower_bounds(problem.query.workload, spec.privacy.parameters["epsilon"],
+                                 spec.adjacency.kind != "add_remove", hamming_factor(spec)).laplace_strategies
+
+    @classmethod
     def design(cls, problem: Problem) -> MarginalLaplaceMechanism:
         """Optimise θ (restarts, best kept), then b = Δ₁(θ)/ε, nudged until the exact check holds."""
         spec, space = problem.spec, problem.space
@@ -124,12 +152,19 @@ class MarginalLaplaceMechanism(Mechanism):
         scale = float(nudge_until(float(l1) / epsilon, lambda b: all(
             c.passed for c in at(b).privacy_checks(space, spec.privacy)), up=True))
         error = at(scale)._expected_l2(None)
+        bounds = pure_lower_bounds(workload, epsilon, replace, k)
         per_cell = 2.0 * (float(space.l1) / epsilon) ** 2  # Var of Laplace(Δ₁/ε) on every released cell
+        largest = max(len(s) for s in workload.sets)
         info = {
-            "method": f"marginal strategy over {len(found.weights)} marginals: L-BFGS-B from {found.starts} starts "
-                      "(the workload's blocks, uniform, random), best kept",
+            "method": f"marginal template: {found.candidates} candidate marginals, {len(found.weights)} measured "
+                      f"({sum(len(s) > largest for s in found.weights)} larger than the workload's tables); "
+                      f"L-BFGS-B with the analytic gradient from {found.starts} starts (the workload's blocks, "
+                      "seeded random points), best kept",
             "l1_sensitivity": str(l1),
             "expected_l2": error,
+            "lower_bounds": bounds.to_dict(),
+            "ratio_to_lower_bound": error / bounds.unbiased,
+            "ratio_to_laplace_strategies_bound": error / bounds.laplace_strategies,
             "baselines": {"laplace": per_cell * workload.dimension, "laplace_least_squares": per_cell * space.rank},
         }
         return cls(attributes, workload, replace, k, found.weights, scale, info)
@@ -155,7 +190,53 @@ class MarginalLaplaceMechanism(Mechanism):
         }
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        return [workload_scope_check(problem, self)]
+        return [workload_scope_check(problem, self), self._bound_check(problem)]
+
+    def _bound_check(self, problem: Problem) -> Check:
+        """``utility.lower_bound``: the recorded bounds, ratios, error and l1 sensitivity re-derived; the bounds
+        lie below the error."""
+        info = self.design_info
+        recorded = info.get("lower_bounds")
+        if recorded is None:
+            return Check("utility.lower_bound", "no lower bound recorded", True, "the design records none")
+        bounds = pure_lower_bounds(self.workload, problem.spec.privacy.parameters["epsilon"], self.replace,
+                                   self.multiplier)
+        error = self.exact_error()
+        again = bounds.to_dict()
+        expected = {**{f"lower_bounds.{k}": v for k, v in again.items()},
+                    "ratio_to_lower_bound": float(error) / bounds.unbiased,
+                    "ratio_to_laplace_strategies_bound": float(error) / bounds.laplace_strategies,
+                    "expected_l2": float(error)}
+        got = {**({f"lower_bounds.{k}": v for k, v in recorded.items()} if isinstance(recorded, dict) else {}),
+               **{k: info.get(k) for k in ("ratio_to_lower_bound", "ratio_to_laplace_strategies_bound", "expected_l2")}}
+        off = [k for k, v in expected.items() if not (
+            got.get(k) == v or (isinstance(v, float) and isinstance(got.get(k), float)
+                                and math.isclose(got[k], v, rel_tol=1e-9)))]
+        if info.get("l1_sensitivity") != str(_l1(self.workload, self.weights, self.replace, self.multiplier)):
+            off.append("l1_sensitivity")
+        below = Fraction(bounds.laplace_strategies) <= error and Fraction(bounds.unbiased) <= error
+        return Check("utility.lower_bound",
+                     "the lower bounds for every unbiased ε-DP mechanism and for every strategy with Laplace noise "
+                     f"re-derived ({bounds.method}); the error 2b² Σ_T m_T λ_T / κ_T recomputed in rational "
+                     "arithmetic from the stored weights and scale; each bound ≤ that error; the recorded bounds, "
+                     "ratios, error and l1 sensitivity are the re-derived ones",
+                     not off and below,
+                     f"error {float(error):.10g}, bounds {bounds.unbiased:.10g} (unbiased ε-DP) and "
+                     f"{bounds.laplace_strategies:.10g} (Laplace strategies): ratio {float(error) / bounds.unbiased:.4g}"
+                     + (f"; recorded values differ: {', '.join(off)}" if off else ""))
+
+    def exact_error(self) -> Fraction:
+        """2b² Σ_T m_T λ_T / κ_T with κ_T = Σ_{S⊇T} θ_S² ∏_{k∉S} n_k, in rational arithmetic from the stored floats."""
+        alg = self.workload.algebra
+        weights = {s: Fraction(w) for s, w in self.weights.items()}
+        kappa: dict[Subset, Fraction] = {}
+        for s, w in weights.items():
+            term = w * w * alg.co_size(s)
+            for t in subsets(s):
+                kappa[t] = kappa.get(t, Fraction(0)) + term
+        total = sum((Fraction(alg.multiplicity(t)) * self.workload.gram_eigenvalue(t) / kappa[t]
+                     for t in self.components), Fraction(0))
+        return 2 * Fraction(self.scale) ** 2 * total
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         l1 = _l1(self.workload, self.weights, self.replace, self.multiplier)
@@ -180,9 +261,32 @@ class MarginalLaplaceMechanism(Mechanism):
         out = super().notes()
         if self.replace:
             out.append("the grand total is the same on neighbouring datasets and is released exactly")
+        bounds = self.design_info.get("lower_bounds")
+        if bounds:
+            out.append(f"lower bound on E‖Z‖² for every unbiased ε-DP mechanism of this workload: "
+                       f"{bounds['unbiased_pure']:.6g} (this design: {self.design_info['ratio_to_lower_bound']:.3g}× "
+                       f"it); for every strategy with Laplace noise: {bounds['laplace_strategies']:.6g}")
         return out
 
     # ------------------------------------------------------------ noise
+    def cell_law_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Var Z_i = 2b² diag W(Σ_T κ_T E_T)⁺Wᵀ per released cell (closed form), and the block of each cell:
+        the cells of one table have one noise law (module docstring)."""
+        variances = cell_variances(self.workload, {t: k / (2.0 * self.scale**2) for t, k in self.kappa.items()})
+        offsets = self.workload.offsets
+        groups = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+        return variances, groups
+
+    def variates_per_draw(self) -> int:
+        """Laplace variates one draw of the noise takes: the cells of every measured marginal."""
+        return sum(self.workload.algebra.size(s) for s in self.weights)
+
+    def sampler_check_draws(self, default: int) -> int:
+        r"""At most :data:`CHECK_VARIATES` Laplace variates, at least :data:`MIN_CHECK_DRAWS` draws: one draw of
+        :math:`\|Z\|^2` sums many independent terms, so a few hundred draws already estimate its standard error
+        (the claim's 5-SE tolerance) reliably."""
+        return min(default, max(MIN_CHECK_DRAWS, CHECK_VARIATES // max(1, self.variates_per_draw())))
+
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         alg = self.workload.algebra
         sums: dict[Subset, np.ndarray] = {}
