@@ -33,9 +33,11 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.core.checks import Check
 from dpopt.errors import DataError
 from dpopt.mechanisms.integer_noise import dyadic_ceil
 from dpopt.noise.discrete_gaussian import discrete_gaussian_moments
+from dpopt.spec.models import Privacy
 
 MAX_LATTICE_SIGMA2 = Fraction(2**30)
 """Largest lattice variance the exact sampler serves in int64 (:func:`~dpopt.noise.discrete_gaussian.sample_discrete_gaussian`)."""
@@ -95,3 +97,15 @@ def integer_answers(values: np.ndarray) -> np.ndarray:
         raise DataError("the exact (lattice) release needs whole-number answers below 2^52; "
                         "got a fraction or a larger value (set `sampler: floating_point` to use the floating-point noise)")
     return values.astype(np.int64)
+
+
+def lattice_zcdp_check(l2_squared: Fraction, sigma2: Fraction, privacy: Privacy) -> Check:
+    """i.i.d. N_ℤ(0, σ²) noise on integer answers whose neighbours differ by at most Δ₂ in l2: ρ = Δ₂²/(2σ²)
+    (CKS 2020, Theorem 14), compared with the target in exact rational arithmetic."""
+    reason = exact_refusal(privacy.definition, True)
+    if reason is not None:
+        return Check("privacy", "exact lattice measurement", False, reason)
+    rho = Fraction(l2_squared) / (2 * sigma2)
+    return Check("privacy", "exact rational check Δ₂²/(2σ_ℤ²) ≤ ρ (independent discrete Gaussians under integer "
+                 "shifts; Canonne, Kamath & Steinke 2020, Theorem 14)", rho <= Fraction(privacy.parameters["rho"]),
+                 f"Δ₂²/(2σ_ℤ²) = {rho} ≈ {float(rho):.17g} vs ρ = {privacy.parameters['rho']} (σ_ℤ² = {sigma2})")

@@ -254,6 +254,7 @@ class MarginalGaussianMechanism(Mechanism):
         if sampler not in ("floating_point", "exact"):
             raise ValueError(f"sampler {sampler!r} (floating_point or exact)")
         self.sampler = sampler
+        self.needs_integer_answers = sampler == "exact"
         self.lattice = self._lattice() if sampler == "exact" else {}
         if sampler == "exact" and None in self.lattice.values():
             raise ValueError("a lattice variance is beyond the exact sampler's range")
