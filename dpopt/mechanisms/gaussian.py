@@ -28,6 +28,7 @@ from dpopt.domain.queries import CountingQuery
 from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
+    check_draws,
     discrete_variance,
     exact_refusal,
     integer_answers,
@@ -115,6 +116,10 @@ class GaussianMechanism(Mechanism):
             return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * self.dimension).reshape(
                 size, self.dimension).astype(float)
         return rng.normal(0.0, self.sigma, size=(size, self.dimension))
+
+    def sampler_check_draws(self, default: int) -> int:
+        """On the lattice: :func:`~dpopt.mechanisms.lattice.check_draws` (d variates a draw)."""
+        return check_draws(default, self.dimension) if self.sampler == "exact" else default
 
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Exact: x + η in int64, then converted (post-processing); else φ(X) + Z in floating point."""

@@ -58,6 +58,7 @@ from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
+    check_draws,
     discrete_variance,
     exact_refusal,
     integer_answers,
@@ -529,19 +530,37 @@ class MarginalGaussianMechanism(Mechanism):
         alg = self.workload.algebra
         return {t: math.sqrt(alg.co_size(t) / a) for t, a in self.coefficients.items()}
 
+    def sampler_check_draws(self, default: int) -> int:
+        """On the lattice: :func:`~dpopt.mechanisms.lattice.check_draws` (Σ_T ∏_{k∈T} n_k variates a draw)."""
+        if self.sampler != "exact":
+            return default
+        return check_draws(default, sum(self.workload.algebra.size(t) for t in self.lattice))
+
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         alg = self.workload.algebra
         if self.sampler == "exact":
-            return synthesize_noise(self.workload, {t: alg.center(self._lattice_noise(rng, t, size), len(t)) / alg.size(t)
+            noise = self._lattice_noise(rng, size)
+            return synthesize_noise(self.workload, {t: alg.center(noise[t], len(t)) / alg.size(t)
                                                     for t in self.lattice}, size)
         return synthesize_noise(self.workload, {t: s * alg.center(rng.standard_normal((size,) + alg.table_shape(t)), len(t))
                                  for t, s in self._scales().items()}, size)
 
-    def _lattice_noise(self, rng: np.random.Generator, t: Subset, size: int) -> np.ndarray:
-        """``size`` T-tables of i.i.d. N_ℤ(0, σ_T²) (int64)."""
-        alg, s2 = self.workload.algebra, self.lattice[t]
-        draws = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * alg.size(t))
-        return draws.reshape((size,) + alg.table_shape(t))
+    def _lattice_noise(self, rng: np.random.Generator, size: int) -> dict[Subset, np.ndarray]:
+        """For each noised T, ``size`` T-tables of i.i.d. N_ℤ(0, σ_T²) (int64): one call of the sampler per
+        distinct σ_T², split in the order of the components."""
+        alg = self.workload.algebra
+        groups: dict[Fraction, list[Subset]] = {}
+        for t, s2 in self.lattice.items():
+            groups.setdefault(s2, []).append(t)
+        out = {}
+        for s2, ts in groups.items():
+            draws = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * sum(alg.size(t) for t in ts))
+            start = 0
+            for t in ts:
+                n = size * alg.size(t)
+                out[t] = draws[start:start + n].reshape((size,) + alg.table_shape(t))
+                start += n
+        return out
 
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Floating point: φ(X) + Z. Exact: the lattice measurements y_T = A_T x_T + η_T in int64 and the
@@ -552,6 +571,7 @@ class MarginalGaussianMechanism(Mechanism):
         counts = integer_answers(values)
         tables = workload.tables(counts)  # float views of whole numbers, exact below 2^53
         m = values.shape[0]
+        noise = self._lattice_noise(rng, m)
         parts: dict[Subset, np.ndarray] = {}
         for t in workload.closure:
             i = next(i for i, s in enumerate(workload.sets) if set(t) <= set(s))
@@ -559,8 +579,7 @@ class MarginalGaussianMechanism(Mechanism):
             if t not in self.lattice:  # public: no neighbour moves it
                 parts[t] = alg.center(marginal, len(t))
                 continue
-            measured = _integer_centring(np.rint(marginal).astype(np.int64), alg.table_shape(t)) \
-                + self._lattice_noise(rng, t, m)
+            measured = _integer_centring(np.rint(marginal).astype(np.int64), alg.table_shape(t)) + noise[t]
             parts[t] = alg.center(measured, len(t)) / alg.size(t)
         return workload.from_components(parts).reshape(m, workload.dimension)
 
