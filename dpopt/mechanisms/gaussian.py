@@ -74,7 +74,7 @@ class GaussianMechanism(Mechanism):
         if sampler not in ("floating_point", "exact"):
             raise ValueError(f"sampler {sampler!r} (floating_point or exact)")
         self.sampler = sampler
-        self.needs_integer_answers = sampler == "exact"
+        self.needs_integer_answers = self.integer_noise = sampler == "exact"  # x + η: whole numbers
         self.refusal = refusal
         self.lattice_sigma2 = lattice_variance(Fraction(self.sigma) ** 2, 1) if sampler == "exact" else None
         if sampler == "exact" and self.lattice_sigma2 is None:
