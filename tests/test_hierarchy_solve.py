@@ -16,8 +16,9 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
-from exact_gdp import balle_wang_epsilon
+from exact_gdp import balle_wang_epsilon, cks_epsilon
 from scipy import stats
 
 from dpopt.certificate.hierarchy_release import verify_hierarchy_release
@@ -26,6 +27,7 @@ from dpopt.errors import DataError
 from dpopt.release import hierarchy as hierarchy_release
 from dpopt.release.hierarchy import release_hierarchy
 from dpopt.release.hierarchy_design import solve_hierarchy
+from dpopt.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs" / "hierarchy_topdown_zcdp.yaml"
@@ -72,7 +74,8 @@ def test_cli_solve_and_release_agree_and_name_what_they_wrote(tmp_path, capsys):
                  "--insecure-seed", "--error-draws", "0"]) == 0
     assert f"wrote {released / 'release.json'}" in capsys.readouterr().err
     report = (solved / "report.md").read_text()  # the whole release's headline: one ε per δ, as the certificate's
-    assert f"ε = {balle_wang_epsilon(math.sqrt(2), 1e-6):.4g} at δ = 1e-06" in report and "## Levels" in report
+    # the levels measure exactly on the lattice (ρ-zCDP, not μ-GDP): the whole release's ε is the CKS conversion
+    assert f"ε = {cks_epsilon(1.0, 1e-6):.4g} at δ = 1e-06" in report and "## Levels" in report
     a = json.loads((solved / "certificate.json").read_text())
     b = json.loads((released / "certificate.json").read_text())
     sigmas = [{lv["level"]: lv["mechanism"]["parameters"]["sigma"] for lv in c["hierarchy"]["levels"]} for c in (a, b)]
@@ -86,7 +89,21 @@ def test_cli_solve_and_release_agree_and_name_what_they_wrote(tmp_path, capsys):
 def test_whole_release_states_one_epsilon_per_delta(design):
     g = design.certificate()["guarantee"]
     assert g["definition"] == "zcdp" and g["rho"] == 1.0
-    mu = math.sqrt(sum(1 / s**2 for s in design.sigmas().values()))
+    # each level's lattice variance is its σ² rounded up by at most 2^-20 (relative): Σ ρ_l ∈ [1 − 2^-20, 1]
+    assert 1 - 2.0**-20 <= g["zcdp_rho"] <= 1 + 1e-15
+    for delta in ("1e-05", "1e-06", "1e-10"):
+        assert g["epsilon_at_delta"][delta] == pytest.approx(cks_epsilon(g["zcdp_rho"], float(delta)), rel=1e-9)
+    assert "Canonne, Kamath & Steinke" in g["epsilon_method"]
+
+
+@pytest.fixture(scope="module")
+def float_design():
+    return solve_hierarchy(dict(load_spec(SPEC).model_dump(mode="json", exclude_none=True), sampler="floating_point"))
+
+
+def test_floating_point_levels_compose_as_gdp(float_design):
+    g = float_design.certificate()["guarantee"]
+    mu = math.sqrt(sum(1 / s**2 for s in float_design.sigmas().values()))
     assert mu == pytest.approx(math.sqrt(2), rel=REL)
     for delta in ("1e-05", "1e-06", "1e-10"):
         assert g["epsilon_at_delta"][delta] == pytest.approx(balle_wang_epsilon(mu, float(delta)), rel=1e-9)
@@ -140,6 +157,13 @@ def test_verify_given_a_spec_says_to_run_solve(tmp_path, capsys):
     assert "verify takes a certificate" in capsys.readouterr().err
 
 
+def lattice_margin(sigma2: float) -> int:
+    k = np.arange(-200, 201)
+    pmf = np.exp(-k * k / (2 * sigma2))
+    pmf /= pmf.sum()
+    return next(m for m in range(200) if pmf[np.abs(k) > m].sum() <= 0.05)
+
+
 def test_hierarchy_release_csv_has_every_unit_and_cell(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["release", str(SPEC), "--data", str(DATA), "--out", str(out), "--seed", "5", "--insecure-seed",
@@ -148,22 +172,26 @@ def test_hierarchy_release_csv_has_every_unit_and_cell(tmp_path, capsys):
     rows = list(csv.DictReader((out / "release.csv").open()))
     assert len(rows) == (1 + 3 + 12) * 12  # nation, 3 states, 12 counties (specs/data/hierarchy.csv); 2 x 6 cells
     for r in rows:
-        assert float(r["standard_error"]) == pytest.approx(SIGMAS[r["level"]], rel=REL)
-        assert float(r["margin_of_error_95"]) == pytest.approx(stats.norm.ppf(0.975) * SIGMAS[r["level"]], rel=REL)
+        # the lattice variance exceeds σ² by at most 2^-20 (relative), so the SE exceeds σ by at most 2^-21
+        # (the discrete Gaussian's variance is σ² to e^-300 at these σ); its 95% margin is the integer k with
+        # P(|W| > k) ≤ 0.05 < P(|W| > k − 1), W ~ N_Z(0, σ²) summed here term by term
+        assert float(r["standard_error"]) == pytest.approx(SIGMAS[r["level"]], rel=2.0**-21)
+        assert float(r["margin_of_error_95"]) == lattice_margin(SIGMAS[r["level"]] ** 2)
         assert float(r["postprocessed"]) == int(r["postprocessed"]) >= 0  # TopDown: non-negative integers
 
 
-def test_audit_of_the_whole_release(design):
+def test_audit_of_the_whole_release(design, float_design):
     from dpopt.certificate.model import Certificate
     from dpopt.plan.audit import audit_hierarchy_certificate
 
     cert = design.certificate()
     result = audit_hierarchy_certificate(cert, draws=4_000)
-    # the audit tests the whole release's headline ε at δ = 1e-6 (μ = √2, Balle & Wang), not a level's
-    assert result.passed and result.certified == pytest.approx(balle_wang_epsilon(math.sqrt(2), 1e-6), rel=1e-6)
-    # every level with σ = 0.1 (μ = 10 each, √300 ≈ 17 in all): its ε at 1e-6 is far above the certified 7.29;
-    # 20,000 draws can show at most about 7.6 (the bound saturates: the rates' Clopper–Pearson limits), enough
-    broken = json.loads(json.dumps(cert.data))
+    # the audit tests the whole release's headline ε at δ = 1e-6 (ρ ≈ 1, the CKS conversion), not a level's
+    assert result.passed and result.certified == pytest.approx(cks_epsilon(1.0, 1e-6), rel=1e-5)
+    # the floating-point levels (μ = √2 in all, ε = 7.29 at 1e-6) with σ = 0.1 (μ = 10 each, √300 ≈ 17 in all):
+    # its ε at 1e-6 is far above 7.29; 20,000 draws can show at most about 7.6 (the bound saturates: the rates'
+    # Clopper–Pearson limits), enough (the lattice's CKS headline, 7.77, is beyond what they can show)
+    broken = json.loads(json.dumps(float_design.certificate().data))
     for level in broken["levels"].values():
         level["mechanism"]["parameters"]["sigma"] = 0.1
     refuted = audit_hierarchy_certificate(Certificate(broken), draws=20_000)

@@ -33,9 +33,11 @@ TABLE = {"kind": "contingency_table", "attributes": ["a", "b"]}
 
 
 def spec(query, adjacency="add_remove", privacy=None, mechanism="marginal_gaussian", attributes=ATTRS, **extra):
+    """A spec of the continuous design (floating-point sampler: these tests compare it with dense algebra at
+    1e-12; the exact lattice measurement, within 2^-20 of it, is tested in test_exact_measurement.py)."""
     return {"dpopt": 1, "name": "marginal test", "data": {"attributes": attributes, "n": 10}, "query": query,
             "adjacency": adjacency, "privacy": privacy or {"zcdp": {"rho": 1.0}}, "mechanism": mechanism,
-            "utility": {"metric": "l2"}, **extra}
+            "utility": {"metric": "l2"}, "sampler": "floating_point", **extra}
 
 
 def dense_workload(sizes, blocks) -> np.ndarray:

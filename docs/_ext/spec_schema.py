@@ -72,6 +72,7 @@ KEY_NOTES = {
     "exact_totals": "publish the total of every unit exactly",
     "invariants": "statistics published exactly (Semi-DP)",
     "mechanism": "auto, one family, or a list of families to compare",
+    "sampler": "exact (default: measure on a lattice with exactly sampled noise where the family can) or floating_point",
     "queries": "the plan's queries, under one privacy target",
     "PlanQuery.name": "the query's name in the plan's outputs",
     "PlanQuery.weight": "the weight of this query's error in the plan's objective",

@@ -243,7 +243,8 @@ def audit_mechanism(
     pairs : int
         How many sensitivity vectors to try.
     answer : array_like, shape (d,), optional
-        The reference true answer x: the pair for v is (x − v/2, x + v/2). Default 0; a
+        The reference true answer x: the pair for v is (x − v/2, x + v/2) (a lattice measurement,
+        which takes integer answers: (⌊x − v/2⌋, ⌊x − v/2⌋ + v) for the integer v of counts). Default 0; a
         family whose output depends on a public box needs x inside it (:func:`audit_answer`).
     profile : dict, optional
         ε by δ of the certified release (default: the mechanism's own ``privacy_summary``), see :func:`_target`.
@@ -267,8 +268,9 @@ def audit_mechanism(
     # Bonferroni over the two error rates of every pair: the maximum over pairs is reported
     level = 1 - (1 - confidence) / (2 * len(chosen_pairs))
     rows, best = [], -math.inf
+    whole = getattr(mechanism, "needs_integer_answers", False)  # a lattice measurement takes integer answers
     for v in chosen_pairs:
-        x0 = centre - v / 2
+        x0 = np.floor(centre - v / 2) if whole else centre - v / 2
         y0 = mechanism.release(np.tile(x0, (draws, 1)), rng) - x0
         y1 = mechanism.release(np.tile(x0 + v, (draws, 1)), rng) - x0
         name, s0 = _statistic(mechanism, v, y0)

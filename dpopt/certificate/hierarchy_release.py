@@ -17,7 +17,10 @@ Hamming distance), so the whole release is μ-GDP with
 (Dong, Roth & Su 2022, Cor. 3.3), and ε(δ) is read off the exact analytic-Gaussian profile
 (Balle & Wang 2018, Thm 8; :func:`dpopt.privacy.gaussian.gaussian_epsilon`) — the same
 conversion a single Gaussian certificate states, at the same δ grid
-(:data:`dpopt.privacy.semi_dp.REPORTED_DELTAS`). Under a pure target the composed ε holds at
+(:data:`dpopt.privacy.semi_dp.REPORTED_DELTAS`). When a level measures exactly on the lattice
+(:mod:`dpopt.mechanisms.lattice`) it is ρ_l-zCDP (not μ-GDP); the whole release is then ρ-zCDP with
+ρ = k Σ_l ρ_l (ρ_l = μ_l²/2 for a continuous Gaussian level) and ε(δ) is the CKS conversion of ρ
+(Canonne, Kamath & Steinke 2020, Prop. 12). Under a pure target the composed ε holds at
 every δ. Otherwise no ε per δ is stated, and the block says why.
 """
 
@@ -35,6 +38,7 @@ from dpopt.core.checks import Check
 from dpopt.errors import DpoptError
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.semi_dp import REPORTED_DELTAS
+from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.spec.load import load_spec, spec_document, spec_sha256
 from dpopt.spec.models import Spec
 
@@ -49,9 +53,17 @@ def is_hierarchy_certificate(data) -> bool:
     return isinstance(data, dict) and data.get("kind") == KIND
 
 
-def level_mu(family: str, summary: dict) -> float | None:
-    """A level's exact μ when its noise is Gaussian (``mechanism.privacy.mu`` of the ``gaussian`` family), else None."""
-    return summary.get("mu") if family == "gaussian" else None
+ZCDP_EPSILON_METHOD = ("every level is ρ_l-zCDP (exact lattice measurement, CKS 2020 Thm 14, or a continuous "
+                       "Gaussian, ρ_l = μ_l²/2); the whole release is ρ-zCDP with ρ = k Σ_l ρ_l, ε by the CKS "
+                       "conversion (Canonne, Kamath & Steinke 2020, Prop. 12)")
+
+
+def level_mu(family: str, summary: dict) -> dict | None:
+    """A level's exact privacy when its noise is Gaussian (``gaussian`` family): ``{"mu": μ}`` for the continuous
+    noise, ``{"rho": ρ}`` for the exact lattice measurement; else None."""
+    if family != "gaussian":
+        return None
+    return {"mu": summary["mu"]} if "mu" in summary else {"rho": summary["rho"]}
 
 
 def _mu_above(k: int, mus: list[float]) -> float:
@@ -65,14 +77,19 @@ def whole_epsilon(spec: Spec, level_mus: list[float | None]) -> dict:
 
     Parameters
     ----------
-    level_mus : list of float or None
-        Each level's exact μ (Δ₂/σ_l for Gaussian noise), None for a level that is not Gaussian.
+    level_mus : list of dict or None
+        Each level's exact privacy (:func:`level_mu`), None for a level that is not Gaussian.
     """
     k = groups_changed(spec, 1)
-    if level_mus and all(m is not None for m in level_mus):
-        mu = _mu_above(k, level_mus)
+    if level_mus and all(m is not None and "mu" in m for m in level_mus):
+        mu = _mu_above(k, [m["mu"] for m in level_mus])
         return {"gdp_mu": mu, "epsilon_at_delta": {f"{d:g}": gaussian_epsilon(d, mu) for d in REPORTED_DELTAS},
                 "epsilon_method": EPSILON_METHOD}
+    if level_mus and all(m is not None for m in level_mus):
+        rho = math.nextafter(k * sum(m["rho"] if "rho" in m else m["mu"] ** 2 / 2 for m in level_mus), math.inf)
+        return {"zcdp_rho": rho,
+                "epsilon_at_delta": {f"{d:g}": zcdp_epsilon_cks(d, rho)[0] for d in REPORTED_DELTAS},
+                "epsilon_method": ZCDP_EPSILON_METHOD}
     if spec.privacy.definition == "pure":
         eps = k * spec.privacy.parameters["epsilon"]
         return {"epsilon_at_delta": {f"{d:g}": eps for d in REPORTED_DELTAS},
@@ -82,7 +99,7 @@ def whole_epsilon(spec: Spec, level_mus: list[float | None]) -> dict:
                               "composition is available; the composed guarantee above is the certified one"}
 
 
-def hierarchy_guarantee(spec: Spec, block: dict, level_mus: list[float | None]) -> dict:
+def hierarchy_guarantee(spec: Spec, block: dict, level_mus: list[dict | None]) -> dict:
     """The certificate's ``guarantee``: the composed target of the whole release, its scope, ε per δ."""
     whole = {k: v for k, v in block["composition"].items() if k != "method"}
     return {
@@ -95,7 +112,7 @@ def hierarchy_guarantee(spec: Spec, block: dict, level_mus: list[float | None]) 
 
 
 def hierarchy_certificate(spec: Spec, block: dict, level_certificates: list[Certificate],
-                          level_mus: list[float | None]) -> Certificate:
+                          level_mus: list[dict | None]) -> Certificate:
     """Assemble the whole release's certificate (module docstring)."""
     names = [lv["level"] for lv in block["levels"]]
     return Certificate({
@@ -136,7 +153,7 @@ def verify_hierarchy_release(certificate: Certificate | dict | str | Path) -> Ve
                         "rebuilt from the whole spec (SHA-256)",
                         order and [c.get("spec_sha256") for c in levels.values()] == [spec_sha256(s) for s in specs],
                         f"{len(specs)} levels re-derived: {', '.join(map(str, names))}"))
-    mus: list[float | None] = []
+    mus: list[dict | None] = []
     for name, sub in levels.items():
         result = verify(sub)
         checks.extend(Check(f"{name}.{c.claim}", c.method, c.passed, c.detail) for c in result.checks)
@@ -154,7 +171,8 @@ def verify_hierarchy_release(certificate: Certificate | dict | str | Path) -> Ve
         mus.append(level_mu(sub["mechanism"]["family"], summary))
     expected = hierarchy_guarantee(spec, block, mus) if "composition" in block else None
     checks.append(Check("guarantee", "the composed guarantee and its ε per δ re-derived from the rebuilt level "
-                        "mechanisms (exact μ-GDP composition, analytic-Gaussian profile)",
+                        "mechanisms (exact μ-GDP composition and the analytic-Gaussian profile, or zCDP composition "
+                        "and the CKS conversion)",
                         data.get("guarantee") == expected,
                         f"whole release {data.get('guarantee', {}).get('definition')}; ε at δ: "
                         f"{(expected or {}).get('epsilon_at_delta')}"))

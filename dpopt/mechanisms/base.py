@@ -102,6 +102,8 @@ class Mechanism(ABC):
 
     family: ClassVar[str]
     title: ClassVar[str]
+    needs_integer_answers: bool = False
+    """True when :meth:`release` measures exact integer answers on a lattice (:mod:`dpopt.mechanisms.lattice`)."""
     noise_in_span: ClassVar[bool] = False
     """True when every noise draw lies in span(S): the release then keeps every statistic
     that is constant on the neighbourhood (required when the spec has invariants)."""

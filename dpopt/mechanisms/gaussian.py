@@ -8,21 +8,40 @@ total n is fixed), noise restricted to V, N(0, σ²P_V), has the same guarantee 
 smaller cost E‖Z‖² = σ² rank(V) instead of σ² d (Lee et al. 2022, Thm 2; Cho & Awan,
 Algorithm 1). The component of φ(X) orthogonal to V is then released without noise;
 it is constant over all datasets the adjacency connects.
+
+**Exact measurement** (``sampler: exact``, the default, for counting queries under ρ-zCDP;
+:mod:`dpopt.mechanisms.lattice`): the isotropic design releases x + η with the integer answers x and
+η i.i.d. N_ℤ(0, σ_ℤ²), σ_ℤ² ≥ σ² a dyadic rational rounded up, sampled exactly; neighbouring answers
+differ by integer vectors, so ρ = Δ₂²/(2σ_ℤ²) ≤ Δ₂²/(2σ²) (Canonne, Kamath & Steinke 2020, Theorem 14).
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from dpopt.core import normal
 from dpopt.core.checks import Check
+from dpopt.domain.queries import CountingQuery
 from dpopt.mechanisms.base import Mechanism
+from dpopt.mechanisms.lattice import (
+    EXACT_MEASUREMENT_NOTE,
+    check_draws,
+    discrete_variance,
+    exact_refusal,
+    integer_answers,
+    lattice_variance,
+    lattice_zcdp_check,
+)
+from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
+from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
 from dpopt.noise.law import ProductLaw
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
+from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import FullSpace, Subspace
@@ -40,16 +59,26 @@ class GaussianMechanism(Mechanism):
     """Isotropic Gaussian noise N(0, σ² I_d).
 
     ``span`` is the span V of the sensitivity space (R^d by default): ``ci_volume`` is
-    measured on V (see :meth:`Mechanism.expected_utility`).
+    measured on V (see :meth:`Mechanism.expected_utility`). ``sampler="exact"``: the lattice
+    measurement of the module docstring, at the lattice variance derived from σ.
     """
 
     family = "gaussian"
     title = "Gaussian, isotropic"
 
-    def __init__(self, sigma: float, dimension: int, span: Subspace | None = None):
+    def __init__(self, sigma: float, dimension: int, span: Subspace | None = None, sampler: str = "floating_point",
+                 refusal: str | None = None):
         self.sigma = float(sigma)
         self.dimension = int(dimension)
         self.span = FullSpace(self.dimension) if span is None else span
+        if sampler not in ("floating_point", "exact"):
+            raise ValueError(f"sampler {sampler!r} (floating_point or exact)")
+        self.sampler = sampler
+        self.needs_integer_answers = self.integer_noise = sampler == "exact"  # x + η: whole numbers
+        self.refusal = refusal
+        self.lattice_sigma2 = lattice_variance(Fraction(self.sigma) ** 2, 1) if sampler == "exact" else None
+        if sampler == "exact" and self.lattice_sigma2 is None:
+            raise ValueError("the lattice variance is beyond the exact sampler's range")
 
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
@@ -61,23 +90,58 @@ class GaussianMechanism(Mechanism):
     @classmethod
     def design(cls, problem: Problem) -> "GaussianMechanism":
         space = problem.space
-        return cls(gaussian_sigma(space.l2_squared, problem.spec.privacy), space.dimension, space.span)
+        sigma = gaussian_sigma(space.l2_squared, problem.spec.privacy)
+        refusal = _exact_reason(problem, sigma)
+        return cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "GaussianMechanism":
-        return cls(parameters["sigma"], space.dimension, space.span)
+        return cls(parameters["sigma"], space.dimension, space.span, parameters.get("sampler", "floating_point"))
 
     @property
     def parameters(self) -> dict:
-        return {"sigma": self.sigma}
+        return {"sigma": self.sigma, "sampler": self.sampler}
+
+    def scope_checks(self, problem: Problem) -> list[Check]:
+        """On the lattice: the query's answers are counts, so neighbouring answers differ by integer vectors."""
+        if self.sampler != "exact":
+            return []
+        counting = _counting(problem)
+        return [Check("mechanism.lattice", "exact measurement: the query is a counting query (integer answers, "
+                      "integer neighbouring shifts)", counting, f"query kind {problem.spec.query.kind}")]
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.sampler == "exact":
+            s2 = self.lattice_sigma2
+            return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * self.dimension).reshape(
+                size, self.dimension).astype(float)
         return rng.normal(0.0, self.sigma, size=(size, self.dimension))
 
+    def sampler_check_draws(self, default: int) -> int:
+        """On the lattice: :func:`~dpopt.mechanisms.lattice.check_draws` (d variates a draw)."""
+        return check_draws(default, self.dimension) if self.sampler == "exact" else default
+
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Exact: x + η in int64, then converted (post-processing); else φ(X) + Z in floating point."""
+        if self.sampler != "exact":
+            return values + self._sample(rng, values.shape[0])
+        s2 = self.lattice_sigma2
+        noise = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, values.size).reshape(values.shape)
+        return (integer_answers(values) + noise).astype(float)
+
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        if self.sampler == "exact":
+            return [lattice_zcdp_check(space.l2_squared, self.lattice_sigma2, privacy)]
         return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.sampler == "exact":
+            rho = Fraction(space.l2_squared) / (2 * self.lattice_sigma2)
+            return {"rho": float(rho), "rho_exact": str(rho),
+                    "epsilon_at_delta": {f"{delta:g}": zcdp_epsilon_cks(delta, float(rho))[0]
+                                         for delta in (1e-5, 1e-6, 1e-10)},
+                    "conversion": "exact: ρ = Δ₂²/(2σ_ℤ²) on the lattice (CKS 2020, Thm 14); (ε, δ) by the CKS "
+                                  "conversion (Prop. 12)"}
         mu = space.l2 / self.sigma
         return {
             "mu": mu,
@@ -88,17 +152,29 @@ class GaussianMechanism(Mechanism):
             "conversion": "exact: μ = Δ₂/σ, analytic-Gaussian (ε, δ) profile",
         }
 
+    def notes(self) -> list[str]:
+        if self.sampler == "exact":
+            return [EXACT_MEASUREMENT_NOTE + f" (lattice variance σ_ℤ² = {self.lattice_sigma2})"]
+        return super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
+
     def noise_law(self) -> ProductLaw:
-        """d i.i.d. N(0, σ²) coordinates."""
+        """d i.i.d. N(0, σ²) coordinates (on the lattice: d i.i.d. N_ℤ(0, σ_ℤ²))."""
+        if self.sampler == "exact":
+            return ProductLaw.iid(DiscreteGaussianMarginal(float(self.lattice_sigma2)), self.dimension,
+                                  f"N_ℤ(0, σ_ℤ²)^d, σ_ℤ² = {self.lattice_sigma2}")
         return ProductLaw.iid(GaussianMarginal(self.sigma), self.dimension, f"N(0, σ²I_d), σ = {self.sigma:.17g}")
 
+    def _variance(self) -> float:
+        """The variance of one coordinate of the noise."""
+        return discrete_variance(self.lattice_sigma2) if self.sampler == "exact" else self.sigma**2
+
     def _covariance_diagonal(self) -> np.ndarray:
-        return np.full(self.dimension, self.sigma**2)
+        return np.full(self.dimension, self._variance())
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
         if workload is None:
-            return self.sigma**2 * self.dimension
-        return self.sigma**2 * float(np.sum(workload**2))
+            return self._variance() * self.dimension
+        return self._variance() * float(np.sum(workload**2))
 
     def _expected_l1(self) -> float:
         return expected_l1(np.sqrt(self._covariance_diagonal()))
@@ -111,7 +187,7 @@ class GaussianMechanism(Mechanism):
 
     def noise_covariance(self) -> np.ndarray:
         """The noise covariance as a dense d × d matrix (for :mod:`dpopt.stats.inference`)."""
-        return self.sigma**2 * np.eye(self.dimension)
+        return self._variance() * np.eye(self.dimension)
 
     def _ci_volume(self, alpha: float) -> float:
         # P_V Z ~ N(0, σ² I_r) on V for both the isotropic and the projected noise
@@ -142,6 +218,22 @@ class GaussianMechanism(Mechanism):
         r = self.span.rank
         q = np.sum(self.span.project(z) ** 2, axis=1) / self.sigma**2
         return region_importance_weights(q, r, 2.0 * r * math.log(self.sigma), alpha)
+
+
+def _counting(problem: Problem) -> bool:
+    """The compiled query's answers are integer counts."""
+    return isinstance(problem.query, CountingQuery) and problem.query.is_integer_valued
+
+
+def _exact_reason(problem: Problem, sigma: float) -> str | None:
+    """Why the isotropic design keeps the floating-point sampler (None: it measures exactly)."""
+    spec = problem.spec
+    if spec.sampler != "exact":
+        return "the spec asks for sampler: floating_point"
+    reason = exact_refusal(spec.privacy.definition, _counting(problem))
+    if reason is None and lattice_variance(Fraction(sigma) ** 2, 1) is None:
+        reason = "the lattice variance is beyond the exact sampler's range (2^30)"
+    return reason
 
 
 class ProjectedGaussianMechanism(GaussianMechanism):

@@ -30,6 +30,17 @@ covariance is WG⁺Wᵀ: M_T ξ ~ N(0, ∏_{k∉T} n_k · a_T⁻¹ I) on range(E
 
 **Errors** in closed form: E‖Z‖² = Σ_T m_Tλ_T/a_T; a cell of block S has variance
 :math:`\sum_{T\subseteq S}\frac{\prod_{k\notin T}n_k}{a_T}\frac{m_T}{\prod_{k\in T}n_k}\Big/\big(\prod_{k\in S\setminus T}n_k\big)^2`.
+
+**Exact measurement** (``sampler: exact``, the default, under ρ-zCDP; :mod:`dpopt.mechanisms.lattice`). The
+T-part of the noise is the centred T-marginal of s_T g, s_T² = ∏_{k∉T} n_k / a_T. With L_T = ∏_{k∈T} n_k,
+the integer map A_T = ⊗_{k∈T}(n_k I − J) of the T-marginal x_T of the counts is L_T times its centring, so
+y_T = A_T x_T + η_T, η_T i.i.d. N_ℤ(0, σ_T²) with σ_T² ≥ L_T² s_T² (dyadic, rounded up), is an exact
+measurement, and center_T(y_T)/L_T is the T-component plus noise of variance σ_T²/L_T² per unit of the
+centring (the continuous design's at a_T' = ∏_{k∉T} n_k L_T²/σ_T² ≤ a_T). The release is
+:meth:`MarginalWorkload.from_components` of those estimates and of the components no neighbour moves (public:
+the grand total under replace-one, the invariant margins), computed from the integers y_T and the public
+components alone. Privacy: the shift of y_T is A_T δ_T, ‖A_T δ_T‖² = L_T² ‖center_T δ_T‖², so CKS Theorem 14
+gives ρ ≤ μ'²/2 with μ'² the exact Mahalanobis sensitivity at the a_T' (checked exactly).
 """
 
 from __future__ import annotations
@@ -45,6 +56,15 @@ from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload, Sub
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
+from dpopt.mechanisms.lattice import (
+    EXACT_MEASUREMENT_NOTE,
+    check_draws,
+    discrete_variance,
+    exact_refusal,
+    integer_answers,
+    lattice_variance,
+)
+from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.marginal_covariance import (
@@ -57,6 +77,7 @@ from dpopt.optimize.marginal_covariance import (
 )
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
+from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import hamming_factor
 from dpopt.sensitivity.space import SensitivitySpace
@@ -211,6 +232,8 @@ class MarginalGaussianMechanism(Mechanism):
         conforming datasets are re-paired (:meth:`_privacy_checks`); () otherwise.
     design : dict, optional
         How the coefficients were obtained (recorded for the reader, not used to rebuild).
+    sampler : {"floating_point", "exact"}
+        ``exact``: the lattice measurement of the module docstring (lattice variances derived from the a_T).
     """
 
     family = "marginal_gaussian"
@@ -219,7 +242,7 @@ class MarginalGaussianMechanism(Mechanism):
 
     def __init__(self, attributes: tuple[str, ...], workload: MarginalWorkload, replace: bool, multiplier: int,
                  coefficients: dict[Subset, float], design: dict | None = None, fixed: tuple[Subset, ...] = (),
-                 agree: Subset = ()):
+                 agree: Subset = (), sampler: str = "floating_point"):
         self.attributes = tuple(attributes)
         self.workload = workload
         self.replace = bool(replace)
@@ -229,6 +252,13 @@ class MarginalGaussianMechanism(Mechanism):
         self.coefficients = {tuple(t): float(a) for t, a in coefficients.items()}
         self.design_info = dict(design or {})
         self.dimension = workload.dimension
+        if sampler not in ("floating_point", "exact"):
+            raise ValueError(f"sampler {sampler!r} (floating_point or exact)")
+        self.sampler = sampler
+        self.needs_integer_answers = sampler == "exact"
+        self.lattice = self._lattice() if sampler == "exact" else {}
+        if sampler == "exact" and None in self.lattice.values():
+            raise ValueError("a lattice variance is beyond the exact sampler's range")
 
     # ---------------------------------------------------------------- facts
     @classmethod
@@ -286,9 +316,14 @@ class MarginalGaussianMechanism(Mechanism):
             return cls(attributes, workload, replace, k, {t: a * factor for t, a in result.coefficients.items()},
                        fixed=fixed, agree=agree)
 
+        sampler = "floating_point"
+
         factor = float(nudge_until(1.0, lambda f: all(c.passed for c in scaled(f).privacy_checks(space, spec.privacy)),
                                    up=False))
         mechanism = scaled(factor)
+        refusal = cls.exact_reason(spec, mechanism.coefficients, workload)
+        if refusal is None:
+            sampler = "exact"
         error = expected_error(workload, mechanism.coefficients)
         exact = mechanism._mahalanobis_squared()
         sigma2 = float(space.l2_squared) / (mu * mu)
@@ -302,6 +337,7 @@ class MarginalGaussianMechanism(Mechanism):
             "lower_bound": result.lower_bound,
             "optimality_gap": max(0.0, (error - result.lower_bound) / error),
             "components": len(mechanism.coefficients),
+            "sampler": sampler if refusal is None else f"floating_point: {refusal}",
             "baselines": {
                 "direct": sigma2 * workload.dimension,
                 "direct_least_squares": sigma2 * space.rank,
@@ -320,7 +356,22 @@ class MarginalGaussianMechanism(Mechanism):
             relaxed = (result if agree == everything
                        else optimal_coefficients(workload, mu / k, replace, fixed, everything) if free else None)
             info["semi_dp"]["error_lower_bound"] = relaxed.lower_bound if relaxed is not None else 0.0
-        return cls(attributes, workload, replace, k, mechanism.coefficients, info, fixed, agree)
+        return cls(attributes, workload, replace, k, mechanism.coefficients, info, fixed, agree, sampler)
+
+    @staticmethod
+    def exact_reason(spec, coefficients: dict[Subset, float], workload: MarginalWorkload) -> str | None:
+        """Why the design keeps the floating-point sampler (None: it measures exactly on the lattice)."""
+        if spec.sampler != "exact":
+            return "the spec asks for sampler: floating_point"
+        reason = exact_refusal(spec.privacy.definition, True)
+        if reason is not None:
+            return reason
+        alg = workload.algebra
+        for t, a in coefficients.items():
+            if lattice_variance(Fraction(alg.co_size(t)) / Fraction(a), alg.size(t)) is None:
+                return (f"the lattice variance of component {t} is beyond the exact sampler's range "
+                        "(2^30 in units of the lattice)")
+        return None
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> MarginalGaussianMechanism:
@@ -330,7 +381,7 @@ class MarginalGaussianMechanism(Mechanism):
         fixed = tuple(tuple(sorted(attributes.index(a) for a in f)) for f in parameters["invariant_margins"])
         agree = tuple(attributes.index(a) for a in parameters.get("pairs_agree_on", []))
         return cls(attributes, workload, adjacency == "replace_one", int(parameters["multiplier"]),
-                   coefficients, parameters.get("design"), fixed, agree)
+                   coefficients, parameters.get("design"), fixed, agree, parameters.get("sampler", "floating_point"))
 
     @property
     def parameters(self) -> dict:
@@ -340,6 +391,7 @@ class MarginalGaussianMechanism(Mechanism):
             "invariant_margins": [[names[k] for k in f] for f in self.fixed],
             "pairs_agree_on": [names[k] for k in self.agree],
             "coefficients": [{"component": [names[k] for k in t], "a": a} for t, a in self.coefficients.items()],
+            "sampler": self.sampler,
             "design": self.design_info,
         }
 
@@ -347,9 +399,31 @@ class MarginalGaussianMechanism(Mechanism):
         """The table, blocks and adjacency in the parameters are those the spec compiles to."""
         return [workload_scope_check(problem, self)]
 
+    def _lattice(self) -> dict[Subset, Fraction | None]:
+        """σ_T² on the lattice of A_T (module docstring), derived from the a_T: L_T² ∏_{k∉T} n_k / a_T rounded up."""
+        alg = self.workload.algebra
+        return {t: lattice_variance(Fraction(alg.co_size(t)) / Fraction(a), alg.size(t))
+                for t, a in self.coefficients.items()}
+
+    def _effective_coefficients(self) -> dict[Subset, Fraction | float]:
+        """The a_T the privacy of the released noise is evaluated at: a_T' = ∏_{k∉T} n_k L_T² / σ_T² ≤ a_T
+        on the lattice, else the a_T."""
+        if self.sampler != "exact":
+            return self.coefficients
+        alg = self.workload.algebra
+        return {t: Fraction(alg.co_size(t) * alg.size(t) ** 2) / s2 for t, s2 in self.lattice.items()}
+
+    def _variance_coefficients(self) -> dict[Subset, float]:
+        """The a_T the noise's variances are those of: ∏_{k∉T} n_k L_T² / Var N_ℤ(0, σ_T²) on the lattice."""
+        if self.sampler != "exact":
+            return self.coefficients
+        alg = self.workload.algebra
+        return {t: alg.co_size(t) * alg.size(t) ** 2 / discrete_variance(s2) for t, s2 in self.lattice.items()}
+
     def _mahalanobis_squared(self, agree: Subset | None = None) -> Fraction:
         agree = self.agree if agree is None else agree
-        return exact_mahalanobis_squared(self.workload, self.coefficients, self.replace, agree) * self.multiplier ** 2
+        return (exact_mahalanobis_squared(self.workload, self._effective_coefficients(), self.replace, agree)
+                * self.multiplier ** 2)
 
     def semi_dp_bracket(self) -> dict:
         r"""Under invariant margins, the exact Semi-DP Mahalanobis sensitivity μ_Σ² bracketed (exact rationals):
@@ -383,6 +457,9 @@ class MarginalGaussianMechanism(Mechanism):
             range_ok, f"{len(self.coefficients)} coefficients for {len(needed)} components; rank {rank} vs {space.rank}")
         if privacy.definition not in _TARGETS:
             return [range_check, Check("privacy", "Gaussian noise", False, f"cannot meet a {privacy.definition} target")]
+        if self.sampler == "exact" and exact_refusal(privacy.definition, True) is not None:
+            return [range_check, Check("privacy", "exact lattice measurement", False,
+                                       exact_refusal(privacy.definition, True))]
         try:
             squared = self._mahalanobis_squared()
         except CalibrationError as exc:
@@ -400,7 +477,11 @@ class MarginalGaussianMechanism(Mechanism):
             f"exact Mahalanobis sensitivity μ_Σ² = {how}"
             + (f", × {self.multiplier}² ({'semi-adjacent parameter a, triangle inequality of the G-seminorm' if self.fixed else 'Hamming'})"
                if self.multiplier != 1 else "")
-            + f", in rational arithmetic from the stored a_T; N(0, Σ) is then exactly μ_Σ-GDP: {inner.method}",
+            + (", in rational arithmetic at a_T' = ∏_{k∉T} n_k L_T²/σ_T² from the lattice variances σ_T² (derived "
+               "from the stored a_T); the lattice measurement's Rényi divergences are at most α μ_Σ²/2 (CKS 2020, "
+               f"Theorem 14: independent discrete Gaussians, integer shifts): {inner.method}"
+               if self.sampler == "exact" else
+               f", in rational arithmetic from the stored a_T; N(0, Σ) is then exactly μ_Σ-GDP: {inner.method}"),
             range_ok and inner.passed,
             f"μ_Σ = {math.sqrt(float(squared)):.17g}; {inner.detail}",
         )
@@ -408,16 +489,22 @@ class MarginalGaussianMechanism(Mechanism):
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         mu = math.sqrt(float(self._mahalanobis_squared()))
+        exact = self.sampler == "exact"
         return {
             "mu": mu,
             "rho": mu * mu / 2.0,
-            "epsilon_at_delta": {f"{delta:g}": gaussian_epsilon(delta, mu) for delta in (1e-5, 1e-6, 1e-10)},
+            "epsilon_at_delta": {f"{delta:g}": zcdp_epsilon_cks(delta, mu * mu / 2.0)[0] if exact
+                                 else gaussian_epsilon(delta, mu) for delta in (1e-5, 1e-6, 1e-10)},
             "conversion": "exact: μ_Σ² = max_δ δᵀGδ (Mahalanobis sensitivity in the ANOVA algebra), "
-                          "analytic-Gaussian (ε, δ) profile",
+                          + ("ρ = μ_Σ²/2 for the lattice measurement (CKS 2020, Theorem 14), (ε, δ) from ρ by the "
+                             "CKS conversion (Prop. 12)"
+                             if self.sampler == "exact" else "analytic-Gaussian (ε, δ) profile"),
         }
 
     def notes(self) -> list[str]:
-        out = super().notes()
+        out = [EXACT_MEASUREMENT_NOTE] if self.sampler == "exact" else super().notes()
+        if self.sampler != "exact" and str(self.design_info.get("sampler", "")).startswith("floating_point:"):
+            out.append(f"no exact lattice measurement: {self.design_info['sampler'].split(': ', 1)[1]}")
         if self.replace:
             out.append("the grand total is the same on neighbouring datasets and is released exactly")
         if self.fixed:
@@ -443,10 +530,58 @@ class MarginalGaussianMechanism(Mechanism):
         alg = self.workload.algebra
         return {t: math.sqrt(alg.co_size(t) / a) for t, a in self.coefficients.items()}
 
+    def sampler_check_draws(self, default: int) -> int:
+        """On the lattice: :func:`~dpopt.mechanisms.lattice.check_draws` (Σ_T ∏_{k∈T} n_k variates a draw)."""
+        if self.sampler != "exact":
+            return default
+        return check_draws(default, sum(self.workload.algebra.size(t) for t in self.lattice))
+
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         alg = self.workload.algebra
+        if self.sampler == "exact":
+            noise = self._lattice_noise(rng, size)
+            return synthesize_noise(self.workload, {t: alg.center(noise[t], len(t)) / alg.size(t)
+                                                    for t in self.lattice}, size)
         return synthesize_noise(self.workload, {t: s * alg.center(rng.standard_normal((size,) + alg.table_shape(t)), len(t))
                                  for t, s in self._scales().items()}, size)
+
+    def _lattice_noise(self, rng: np.random.Generator, size: int) -> dict[Subset, np.ndarray]:
+        """For each noised T, ``size`` T-tables of i.i.d. N_ℤ(0, σ_T²) (int64): one call of the sampler per
+        distinct σ_T², split in the order of the components."""
+        alg = self.workload.algebra
+        groups: dict[Fraction, list[Subset]] = {}
+        for t, s2 in self.lattice.items():
+            groups.setdefault(s2, []).append(t)
+        out = {}
+        for s2, ts in groups.items():
+            draws = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * sum(alg.size(t) for t in ts))
+            start = 0
+            for t in ts:
+                n = size * alg.size(t)
+                out[t] = draws[start:start + n].reshape((size,) + alg.table_shape(t))
+                start += n
+        return out
+
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Floating point: φ(X) + Z. Exact: the lattice measurements y_T = A_T x_T + η_T in int64 and the
+        release computed from them and the public components alone (module docstring)."""
+        if self.sampler != "exact":
+            return values + self._sample(rng, values.shape[0])
+        alg, workload = self.workload.algebra, self.workload
+        counts = integer_answers(values)
+        tables = workload.tables(counts)  # float views of whole numbers, exact below 2^53
+        m = values.shape[0]
+        noise = self._lattice_noise(rng, m)
+        parts: dict[Subset, np.ndarray] = {}
+        for t in workload.closure:
+            i = next(i for i, s in enumerate(workload.sets) if set(t) <= set(s))
+            marginal = alg.marginal(tables[i], workload.sets[i], t)
+            if t not in self.lattice:  # public: no neighbour moves it
+                parts[t] = alg.center(marginal, len(t))
+                continue
+            measured = _integer_centring(np.rint(marginal).astype(np.int64), alg.table_shape(t)) + noise[t]
+            parts[t] = alg.center(measured, len(t)) / alg.size(t)
+        return workload.from_components(parts).reshape(m, workload.dimension)
 
     def _factors(self) -> dict[Subset, np.ndarray]:
         """For each T, the (d × ∏_{k∈T} n_k) map g ↦ Z of the sampler (its T-part)."""
@@ -461,7 +596,12 @@ class MarginalGaussianMechanism(Mechanism):
         """Z = Σ_T F_T g_T: each F_T has m_T equal singular values, and the ranges are orthogonal
         (W E_T Wᵀ W E_U Wᵀ = λ_U W E_T E_U Wᵀ = 0), so Z is a product of Gaussians on the left
         singular vectors (computed from the sampler's own maps, densely, up to
-        :data:`MAX_LAW_DIMENSION` cells)."""
+        :data:`MAX_LAW_DIMENSION` cells). The lattice measurement's noise is a linear image of discrete
+        Gaussians, not a product law: no law is stated (its privacy is the exact check's)."""
+        if self.sampler == "exact":
+            return ("the exact lattice measurement's noise is a linear image of independent discrete Gaussians, not a "
+                    "product law in an orthonormal basis; its Rényi divergences are bounded exactly by the privacy "
+                    "check (CKS 2020, Theorem 14)")
         if self.dimension > MAX_LAW_DIMENSION:
             return (f"the noise law is stated densely up to {MAX_LAW_DIMENSION} released cells (this release has "
                     f"{self.dimension}); its covariance is W(Σ_T a_T E_T)⁺Wᵀ in closed form")
@@ -477,10 +617,23 @@ class MarginalGaussianMechanism(Mechanism):
                           f"W ξ, ξ ~ N(0, (Σ_T a_T E_T)⁺), in the orthogonal ranges of the {len(columns)} components")
 
     def cell_variances(self) -> np.ndarray:
-        """Var Z_i per released cell, in closed form (module docstring)."""
-        return cell_variances(self.workload, self.coefficients)
+        """Var Z_i per released cell, in closed form (module docstring; on the lattice, at the discrete
+        Gaussians' variances)."""
+        return cell_variances(self.workload, self._variance_coefficients())
 
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:
             return None
-        return expected_error(self.workload, self.coefficients)
+        return expected_error(self.workload, self._variance_coefficients())
+
+
+def _integer_centring(table: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A_T x = ⊗_k (n_k I − J) applied to int64 T-tables (last axes of ``table``, sizes ``shape``): n_k v − Σ_k v
+    along each axis, exactly (refused beyond int64)."""
+    bound = int(np.abs(table).max(initial=0)) * math.prod(shape) * 2 ** len(shape)
+    if bound >= 2**62:
+        raise CalibrationError("the lattice measurement's integers would exceed int64; use sampler: floating_point")
+    out = table
+    for axis, n in zip(range(table.ndim - len(shape), table.ndim), shape):
+        out = n * out - out.sum(axis=axis, keepdims=True)
+    return out

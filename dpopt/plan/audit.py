@@ -40,6 +40,7 @@ class ComposedRelease:
     def __init__(self, mechanisms):
         self.mechanisms = list(mechanisms)
         self.dimension = sum(m.dimension for m in self.mechanisms)
+        self.needs_integer_answers = any(getattr(m, "needs_integer_answers", False) for m in self.mechanisms)
 
     def sample(self, size: int, rng: np.random.Generator | None = None) -> np.ndarray:
         return np.hstack([m.sample(size, rng) for m in self.mechanisms])

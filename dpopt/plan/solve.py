@@ -105,9 +105,13 @@ def _design_all(plan: Plan, total: float, shares: list[float], problems: list[Pr
 def _exponent_known(design: QueryDesign, definition: str) -> bool:
     """p = 1 exactly: Gaussian noise under a zCDP/GDP currency with a variance metric. A Gaussian
     law is μ-GDP iff its whitened sensitivity is ≤ μ (and ρ-zCDP iff it is ≤ √(2ρ)), so the
-    optimal covariance at share s is (s₀/s) times the one at s₀ and E‖WZ‖², max Var ∝ 1/s."""
-    return (definition in ("gdp", "zcdp", "approx") and design.spec.utility.metric in ("l2", "max_variance")
-            and getattr(design.mechanism.noise_law(), "gaussian", False))
+    optimal covariance at share s is (s₀/s) times the one at s₀ and E‖WZ‖², max Var ∝ 1/s. A Gaussian design
+    measured exactly on a lattice (:mod:`dpopt.mechanisms.lattice`) has the continuous design's cost up to its
+    lattice variance's rounding (below 2^-20 relative): the allocation uses the same exponent."""
+    mechanism = design.mechanism
+    gaussian = getattr(mechanism.noise_law(), "gaussian", False) or (
+        mechanism.needs_integer_answers and mechanism.family in ("gaussian", "marginal_gaussian"))
+    return definition in ("gdp", "zcdp", "approx") and design.spec.utility.metric in ("l2", "max_variance") and gaussian
 
 
 def _check_plan(plan: Plan) -> None:

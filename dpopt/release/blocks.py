@@ -21,7 +21,7 @@ def noisy_block(mechanism: Mechanism, answers: np.ndarray, rng: np.random.Genera
     :meth:`Mechanism.release`, the one release path. Integer noise keeps integer answers integer
     (int64; the float sum is exact below 2⁵³)."""
     released = mechanism.release(answers, rng)
-    if getattr(type(mechanism), "integer_noise", False):
+    if getattr(mechanism, "integer_noise", False):
         return np.rint(released).astype(np.int64)
     return released
 
@@ -30,7 +30,7 @@ def add_noise(
     mechanism: Mechanism, answers: np.ndarray, randomness: RandomSource, level: int, block: int = BLOCK_GROUPS
 ) -> np.ndarray:
     """The noisy answers of one grouping column: block b from stream (level, b); no loop per group."""
-    integer = getattr(type(mechanism), "integer_noise", False)
+    integer = getattr(mechanism, "integer_noise", False)
     out = np.empty(answers.shape, dtype=np.int64 if integer else float)
     for b, start in enumerate(range(0, answers.shape[0], block)):
         out[start : start + block] = noisy_block(

@@ -522,6 +522,10 @@ class Spec(_Model):
     utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
     postprocess: Postprocess | None = None
     geography: Geography | None = None
+    sampler: Literal["exact", "floating_point"] = "exact"
+    """``exact`` (default): families that can measure exactly on a lattice do
+    (:mod:`dpopt.mechanisms.lattice`); ``floating_point`` keeps the floating-point samplers, whose
+    certificate notes that the guarantee assumes idealized real arithmetic."""
 
     @field_validator("adjacency", mode="before")
     @classmethod
