@@ -210,3 +210,16 @@ def test_refuses_targets_other_than_pure_and_other_queries():
     histogram = compile_problem(small_spec(1) | {"query": {"kind": "histogram", "attribute": "sex"}})
     assert "kronecker" in KroneckerLaplaceMechanism.supports(histogram)
     assert KroneckerLaplaceMechanism.supports(compile_problem(small_spec(1))) is None
+
+
+def test_recorded_lower_bound_is_rechecked(solved):
+    """``utility.lower_bound`` recomputes the bound from the compiled workload: a doubled recorded bound fails."""
+    solution = solved[2]
+    problem = compile_problem(small_spec(2))
+    m = solution.mechanism
+    check = next(c for c in m.scope_checks(problem) if c.claim == "utility.lower_bound")
+    assert check.passed
+    params = copy.deepcopy(m.parameters)
+    params["design"]["laplace_lower_bound"] *= 2
+    tampered = KroneckerLaplaceMechanism.from_parameters(params, solution.space)
+    assert not next(c for c in tampered.scope_checks(problem) if c.claim == "utility.lower_bound").passed

@@ -39,8 +39,8 @@ from dpopt.mechanisms.kronecker_gaussian import terms_record, workload_from_reco
 from dpopt.mechanisms.laplace import laplace_privacy_check
 from dpopt.mechanisms.marginal_gaussian import positive_by_set
 from dpopt.optimize.kronecker_anova import AnovaSplit
-from dpopt.optimize.kronecker_strategy import identity_unit_error, svd_bound
-from dpopt.optimize.pure_kronecker import Strategy, l1_sensitivity, optimal_strategy, plain_traces, factor_traces
+from dpopt.optimize.kronecker_strategy import svd_bound
+from dpopt.optimize.pure_kronecker import Strategy, factor_traces, l1_sensitivity, optimal_strategy, plain_traces
 from dpopt.privacy.laplace import laplace_epsilon
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import hamming_factor
@@ -178,7 +178,6 @@ class KroneckerLaplaceMechanism(Mechanism):
             "baselines": {
                 **{f"{name}_strategy": factor * value for name, value in found.scored.items()},
                 "laplace_on_answers": 2.0 * (float(space.l1) / epsilon) ** 2 * workload.dimension,
-                "identity_closed_form": factor * identity_unit_error(workload),
             },
         }
         return at(scale, info)
@@ -233,7 +232,24 @@ class KroneckerLaplaceMechanism(Mechanism):
                       "attributes, levels, Kronecker terms, adjacency and Hamming multiplier of the parameters equal "
                       "the compiled spec's", ok,
                       f"{len(self.workload.terms)} terms over {len(self.attributes)} attributes, "
-                      f"{'replace' if self.replace else 'add/remove'}, multiplier {self.multiplier}")]
+                      f"{'replace' if self.replace else 'add/remove'}, multiplier {self.multiplier}"),
+                self._bound_check(problem)]
+
+    def _bound_check(self, problem: Problem) -> Check:
+        """The recorded lower bound recomputed from the compiled workload and ε, and below the achieved error."""
+        recorded = self.design_info.get("laplace_lower_bound")
+        bound = None
+        if problem.spec.privacy.definition == "pure" and not self.replace and isinstance(problem.query, KroneckerQuery):
+            bound = laplace_lower_bound(problem.query.kron, float(problem.spec.privacy.parameters["epsilon"]))
+        achieved = self._expected_l2(None)
+        same = (recorded is None and bound is None) or (
+            recorded is not None and bound is not None and math.isclose(recorded, bound, rel_tol=1e-9))
+        return Check("utility.lower_bound",
+                     "the recorded lower bound 2/ε²·(Σσ_i(W))²/N (Laplace matrix mechanisms, add/remove) equals its "
+                     "recomputation from the workload's factors and is at most the achieved error",
+                     same and (bound is None or bound <= achieved),
+                     "no bound (replace-one or Hamming)" if bound is None else
+                     f"achieved {achieved:.8g} / bound {bound:.8g} = ratio {achieved / bound:.4g}")
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         ranks = [int(np.linalg.matrix_rank(a)) == a.shape[1] for a in self.factors]
@@ -266,8 +282,9 @@ class KroneckerLaplaceMechanism(Mechanism):
         out = super().notes()
         info = self.design_info
         if info.get("laplace_lower_bound"):
-            out.append(f"expected l2 error {info['expected_l2']:.6g}, {info['ratio_to_lower_bound']:.4g}× the lower "
-                       f"bound {info['laplace_lower_bound']:.6g} for {info['lower_bound_covers']}")
+            out.append(f"expected l2 error: achieved {info['expected_l2']:.6g} / lower bound "
+                       f"{info['laplace_lower_bound']:.6g} = ratio {info['ratio_to_lower_bound']:.4g}; the bound covers "
+                       f"{info['lower_bound_covers']}")
         return out
 
     # ------------------------------------------------------------ noise
