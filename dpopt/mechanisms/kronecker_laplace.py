@@ -40,7 +40,14 @@ from dpopt.mechanisms.laplace import laplace_privacy_check
 from dpopt.mechanisms.marginal_gaussian import positive_by_set
 from dpopt.optimize.kronecker_anova import AnovaSplit
 from dpopt.optimize.kronecker_strategy import svd_bound
-from dpopt.optimize.pure_kronecker import Strategy, factor_traces, l1_sensitivity, optimal_strategy, plain_traces
+from dpopt.optimize.pure_kronecker import (
+    Strategy,
+    factor_traces,
+    l1_sensitivity,
+    measured_rows,
+    optimal_strategy,
+    plain_traces,
+)
 from dpopt.privacy.laplace import laplace_epsilon
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import hamming_factor
@@ -288,10 +295,6 @@ class KroneckerLaplaceMechanism(Mechanism):
         return out
 
     # ------------------------------------------------------------ noise
-    def _rows_per_draw(self) -> int:
-        """Laplace variates one draw takes: Σ_S ∏_k m_k × cells of S."""
-        ordered = math.prod(a.shape[0] for a in self.factors)
-        return ordered * sum(self.split.algebra.size(s) for s in self.theta)
 
     def _term_noise(self, rng: np.random.Generator, size: int) -> Iterator[np.ndarray]:
         """Each term's noise block (size × rows), in order (module docstring)."""
@@ -329,7 +332,7 @@ class KroneckerLaplaceMechanism(Mechanism):
         r"""At most :data:`CHECK_LAPLACE` Laplace variates, at least :data:`MIN_CHECK_DRAWS` draws: one draw of
         :math:`\|Z\|^2` is a sum over many answers of a linear image of many independent Laplace variates, so its
         spread is small next to its mean and a few hundred draws estimate the 5-SE tolerance reliably."""
-        return min(default, max(MIN_CHECK_DRAWS, CHECK_LAPLACE // max(1, self._rows_per_draw())))
+        return min(default, max(MIN_CHECK_DRAWS, CHECK_LAPLACE // max(1, measured_rows(self.split, self.strategy))))
 
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:

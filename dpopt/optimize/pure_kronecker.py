@@ -99,8 +99,8 @@ class Strategy:
 
 @dataclass(frozen=True)
 class PureDesign:
-    """The chosen strategy, its error at ε = 1 and Δ₁ = 1 (``unit_error``, i.e. E‖Z‖² / (2 Δ₁²/ε²)),
-    how it was chosen, and every scored candidate's unit error by name."""
+    """The chosen strategy, its ``unit_error`` (:func:`unit_error`: E‖Z‖²·ε²/2 under add/remove), which
+    candidate it is, every scored candidate's unit error by name, and the alternation rounds taken."""
 
     strategy: Strategy
     unit_error: float
@@ -303,6 +303,12 @@ def optimal_theta(workload: KroneckerWorkload, split: AnovaSplit, weights: np.nd
 
 
 # ------------------------------------------------------------------------------------ the design
+def measured_rows(split: AnovaSplit, strategy: Strategy) -> int:
+    """The rows of A (Laplace variates per release): ∏_k m_k × Σ_S cells of S."""
+    ordered = math.prod(a.shape[0] for a in strategy.factors)
+    return ordered * sum(split.algebra.size(s) for s in strategy.theta)
+
+
 def baseline(workload: KroneckerWorkload, split: AnovaSplit, kind: str) -> Strategy:
     """The identity strategy, or the hierarchical one (a binary hierarchy on each ordered attribute):
     θ_P = 1 (the full table of the plain attributes)."""
@@ -316,7 +322,8 @@ def baseline(workload: KroneckerWorkload, split: AnovaSplit, kind: str) -> Strat
 def optimal_strategy(workload: KroneckerWorkload) -> PureDesign:
     """Alternate θ and the ordered factors from the identity (module docstring), scoring the identity,
     hierarchical and p-Identity (ordered factors optimised for θ_P = 1) strategies beside it; the best
-    is returned."""
+    whose measurement has at most :data:`MAX_MEASURED_ROWS` rows (its sampler draws one Laplace variate per
+    row; the optimised strategy always qualifies) is returned."""
     split = AnovaSplit.of(workload)
     terms = len(workload.terms)
     scored: dict[str, tuple[float, Strategy]] = {}
@@ -330,7 +337,6 @@ def optimal_strategy(workload: KroneckerWorkload) -> PureDesign:
     identity_plain = {tuple(range(len(split.plain))): 1.0}
 
     def improve_ordered(theta: dict[Subset, float]) -> None:
-        nonlocal ordered
         plain = plain_traces(workload, split, theta)
         for i, k in enumerate(split.ordered):
             weights = plain * np.prod(np.delete(ordered, i, axis=1), axis=1)
@@ -357,5 +363,6 @@ def optimal_strategy(workload: KroneckerWorkload) -> PureDesign:
         previous = current
     s = Strategy(tuple(factors), tuple(names), theta)
     scored["optimised"] = (unit_error(workload, split, s), s)
-    chosen = min(scored, key=lambda name: scored[name][0])
+    sampled = [n for n, (_, s) in scored.items() if measured_rows(split, s) <= MAX_MEASURED_ROWS] or ["optimised"]
+    chosen = min(sampled, key=lambda name: scored[name][0])
     return PureDesign(scored[chosen][1], scored[chosen][0], chosen, {n: v for n, (v, _) in scored.items()}, rounds)
