@@ -54,14 +54,14 @@ from dpopt.sensitivity.plain import hamming_factor
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
-CHECK_LAPLACE = 40_000_000
+CHECK_LAPLACE = 10_000_000
 """Laplace variates the ``utility.sampler`` claim draws at most (:meth:`KroneckerLaplaceMechanism.sampler_check_draws`)."""
 
 MIN_CHECK_DRAWS = 200
 """Fewest draws of that claim."""
 
-CHUNK = 250
-"""Noise draws per chunk of the l2 Monte Carlo."""
+CHUNK = 1000
+"""Noise draws per chunk of the sampler."""
 
 
 def laplace_lower_bound(workload: KroneckerWorkload, epsilon: float) -> float | None:
@@ -297,18 +297,19 @@ class KroneckerLaplaceMechanism(Mechanism):
     # ------------------------------------------------------------ noise
 
     def _term_noise(self, rng: np.random.Generator, size: int) -> Iterator[np.ndarray]:
-        """Each term's noise block (size × rows), in order (module docstring)."""
+        """Each term's noise block (size × rows), in order (module docstring). The tables are laid out with the
+        ordered axes first and the draws next, so that each ordered factor applies as one matrix product."""
         split, alg, work = self.split, self.split.algebra, self.workload
         pinv = [np.linalg.solve(a.T @ a, a.T) for a in self.factors]
+        v = len(self.factors)
         sums: dict[Subset, np.ndarray] = {}
         for s, w in self.theta.items():
-            z = rng.laplace(0.0, self.scale, (size,) + tuple(a.shape[0] for a in self.factors) + alg.table_shape(s))
+            z = rng.laplace(0.0, self.scale, tuple(a.shape[0] for a in self.factors) + (size,) + alg.table_shape(s))
             for i, p in enumerate(pinv):
-                z = apply_along(z, p, 1 + i)
-            for t in self.kappa:
-                if set(t) <= set(s):
-                    part = (w * alg.co_size(s)) * alg.center(alg.marginal(z, s, t), len(t))
-                    sums[t] = part if t not in sums else sums[t] + part
+                z = apply_along(z, p, i)
+            for t, centred in _centred_marginals(alg, z, s, [t for t in self.kappa if set(t) <= set(s)]).items():
+                part = (w * alg.co_size(s)) * centred
+                sums[t] = part if t not in sums else sums[t] + part
         components = {t: c / self.kappa[t] for t, c in sums.items()}
         for term in range(len(work.terms)):
             s = split.local_support(work, term)
@@ -316,9 +317,10 @@ class KroneckerLaplaceMechanism(Mechanism):
             if present:
                 table = alg.synthesize(present, s)
             else:  # every component of this marginal has multiplicity 0 (levels of one): no noise beyond V
-                table = np.zeros((size,) + tuple(work.sizes[k] for k in split.ordered) + alg.table_shape(s))
+                table = np.zeros(tuple(work.sizes[k] for k in split.ordered) + (size,) + alg.table_shape(s))
             for i, k in enumerate(split.ordered):
-                table = apply_along(table, work.factor(term, k), 1 + i)
+                table = apply_along(table, work.factor(term, k), i)
+            table = np.moveaxis(table, v, 0)  # draws first, then the ordered axes, then the plain ones
             labels = list(split.ordered) + [split.plain[i] for i in s]
             keep = [j for j, k in enumerate(labels) if work.terms[term][k] is not None]
             table = table.reshape((size,) + tuple(table.shape[1 + j] for j in keep))
@@ -326,7 +328,11 @@ class KroneckerLaplaceMechanism(Mechanism):
             yield np.transpose(table, (0,) + tuple(1 + int(o) for o in order)).reshape(size, -1)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return np.concatenate(list(self._term_noise(rng, size)), axis=1)
+        """Draws in chunks of at most :data:`CHUNK` (the Laplace tables of a chunk stay small)."""
+        if size == 0:
+            return np.zeros((0, self.dimension))
+        return np.concatenate([np.concatenate(list(self._term_noise(rng, min(CHUNK, size - done))), axis=1)
+                               for done in range(0, size, CHUNK)], axis=0)
 
     def sampler_check_draws(self, default: int) -> int:
         r"""At most :data:`CHECK_LAPLACE` Laplace variates, at least :data:`MIN_CHECK_DRAWS` draws: one draw of
@@ -341,3 +347,28 @@ class KroneckerLaplaceMechanism(Mechanism):
         for k, a in zip(self.split.ordered, self.factors):
             traces = traces * factor_traces(self.workload, k, a)
         return 2.0 * self.scale**2 * float(np.sum(traces))
+
+
+MAX_MAP_ENTRIES = 10_000_000
+"""Largest dense map (cells of S × cells of the wanted T's) of :func:`_centred_marginals`."""
+
+
+def _centred_marginals(alg, table: np.ndarray, s: Subset, wanted: list[Subset]) -> dict[Subset, np.ndarray]:
+    r"""center_T(marg_{S→T} table) for each T of ``wanted`` (s-tables on the trailing axes). Both maps are
+    linear, :math:`\bigotimes_{k\in S}(I - J/n_k\ \text{if}\ k\in T\ \text{else}\ \mathbf 1^\top)`, so they are
+    applied as one matrix product when that matrix is small (:data:`MAX_MAP_ENTRIES`), else by sums and
+    centring."""
+    cells = alg.size(s)
+    lead = table.shape[: table.ndim - len(s)]
+    if cells * sum(alg.size(t) for t in wanted) > MAX_MAP_ENTRIES:
+        return {t: alg.center(alg.marginal(table, s, t), len(t)) for t in wanted}
+    maps = []
+    for t in wanted:
+        m = np.ones((1, 1))
+        for k in s:
+            n = alg.sizes[k]
+            m = np.kron(m, np.eye(n) - 1.0 / n if k in t else np.ones((1, n)))
+        maps.append(m)
+    out = table.reshape(-1, cells) @ np.vstack(maps).T
+    offsets = np.cumsum([0] + [m.shape[0] for m in maps])
+    return {t: out[:, offsets[i]: offsets[i + 1]].reshape(lead + alg.table_shape(t)) for i, t in enumerate(wanted)}
