@@ -223,3 +223,15 @@ def test_recorded_lower_bound_is_rechecked(solved):
     params["design"]["laplace_lower_bound"] *= 2
     tampered = KroneckerLaplaceMechanism.from_parameters(params, solution.space)
     assert not next(c for c in tampered.scope_checks(problem) if c.claim == "utility.lower_bound").passed
+
+
+@pytest.mark.slow
+def test_auto_chooses_it_for_a_pure_kronecker_query():
+    """``mechanism: auto`` on the example spec: the Laplace-on-answers and K-norm candidates are 6,193,152 and
+    ~2·10⁶ (issue 36), the design 60,627, so auto must pick ``kronecker_laplace``."""
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "specs" / "range_marginals_age_prefix_pure.yaml").read_text())
+    solution = dpopt.solve(spec | {"mechanism": "auto"})
+    assert solution.mechanism.family == "kronecker_laplace"
+    assert solution.certificate["utility"]["value"] <= 67_543
