@@ -19,7 +19,8 @@ written here with the Gram matrices' eigenvalues as Kronecker products of 2 × 2
 masks, not through dpopt's algebra.
 
 Rows are grouped by workload kind, each kind in functions of its own: all k-way marginals in
-:func:`marginal_rows` (printed by :func:`print_marginal_rows`); range × marginal rows in theirs.
+:func:`marginal_rows` (printed by :func:`print_marginal_rows`); range and range × marginal rows in
+``benchmarks/bench_pure_ranges.py``, printed after them when no case is named.
 """
 
 from __future__ import annotations
@@ -201,3 +202,8 @@ def print_marginal_rows(rows: list[dict]) -> None:
 
 if __name__ == "__main__":
     print_marginal_rows(marginal_rows(sys.argv[1:] or None))
+    if not sys.argv[1:]:  # every case: the range and range × marginal rows too
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_pure_ranges import print_range_rows, range_marginal_rows
+
+        print_range_rows(range_marginal_rows())

@@ -79,6 +79,8 @@ CASES: dict[str, dict] = {
                              adjacency="add_remove", privacy={"pure": {"epsilon": 1.0}}),
     "kronecker_gaussian": dict(query={"kind": "kronecker", "terms": [{"group": "prefix", "sex": "identity"}]},
                                adjacency="replace_one", privacy={"gdp": {"mu": 1.0}}),
+    "kronecker_laplace": dict(query={"kind": "kronecker", "terms": [{"group": "prefix", "sex": "identity"}]},
+                              adjacency="add_remove", privacy={"pure": {"epsilon": 1.0}}),
     # a test_power design: ξ = (1, 1, 0, 0), the last two coordinates not released (NaN)
     "query_scaling": dict(query=HISTOGRAM, adjacency="add_remove", privacy={"gdp": {"mu": 1.0}},
                           utility={"metric": "test_power", "alternative": [1, 2, 0, 0]}),
@@ -249,6 +251,17 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         z = np.random.default_rng(SEED + 1).laplace(0.0, p["scale"], (e.shape[0], a.shape[0]))
         reference = z @ (w @ np.linalg.pinv(a.T @ a) @ a.T).T
         return min(float(stats.ks_2samp(e[:, i], reference[:, i]).pvalue) for i in (0, 4)) * 2
+    if family == "kronecker_laplace":
+        # reference errors drawn here: W (AᵀA)⁻¹ Aᵀ z, z i.i.d. Laplace(b) on the rows of A = A_group ⊗ [θ_S M_S],
+        # W = prefix(4) ⊗ I₂, A_group and θ the recorded strategy (sex is the plain attribute: M_() = 1ᵀ, M_(sex) = I)
+        w = np.kron(np.tril(np.ones((4, 4))), np.eye(2))
+        (factor,) = p["strategy"]["ordered"]
+        rows = {(): np.ones((1, 2)), ("sex",): np.eye(2)}
+        b = np.vstack([s["weight"] * rows[tuple(s["marginal"])] for s in p["strategy"]["marginals"]])
+        a = np.kron(np.array(factor["matrix"]), b)
+        z = np.random.default_rng(SEED + 1).laplace(0.0, p["scale"], (e.shape[0], a.shape[0]))
+        reference = z @ (w @ np.linalg.inv(a.T @ a) @ a.T).T
+        return min(float(stats.ks_2samp(e[:, i], reference[:, i]).pvalue) for i in (0, 7)) * 2
     if family == "query_scaling":
         xi = np.array([math.inf if x is None else x for x in p["xi"]])
         noisy = np.isfinite(xi) & (xi > 0)

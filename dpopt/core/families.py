@@ -16,6 +16,7 @@ FAMILY_MODULES: dict[str, str] = {
     "marginal_gaussian": "dpopt.mechanisms.marginal_gaussian",
     "marginal_laplace": "dpopt.mechanisms.marginal_laplace",
     "kronecker_gaussian": "dpopt.mechanisms.kronecker_gaussian",
+    "kronecker_laplace": "dpopt.mechanisms.kronecker_laplace",
     "gaussian_optimal": "dpopt.mechanisms.gaussian_optimal",
     "laplace": "dpopt.mechanisms.laplace",
     "k_norm": "dpopt.mechanisms.k_norm",
@@ -30,7 +31,8 @@ FAMILY_MODULES: dict[str, str] = {
 is the Shoham–Rinott scaled query (Gaussian noise σ²Diag(ξ)⁻¹ after the inverse transform);
 ``marginal_gaussian`` is ``gaussian_optimal``'s optimum for marginal workloads at any domain size,
 ``marginal_laplace`` the weighted-marginal strategy with Laplace noise (pure ε) for them,
-``kronecker_gaussian`` a Kronecker strategy for ``kronecker`` queries (range/prefix × marginals)."""
+``kronecker_gaussian`` a Kronecker strategy for ``kronecker`` queries (range/prefix × marginals),
+``kronecker_laplace`` its pure-ε counterpart (Laplace noise on a Kronecker strategy)."""
 
 
 def family_names() -> tuple[str, ...]:
