@@ -20,7 +20,7 @@ from dpopt._version import __version__
 from dpopt.certificate.composition import PLAN_PER_GROUP, groups_record_check
 from dpopt.certificate.composition import composition_checks as composition_checks_groups
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.recorded import certificate_schema
+from dpopt.certificate.recorded import certificate_schema, compare, recorded_check_claims
 from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.core.checks import Check
@@ -68,6 +68,10 @@ def _composition_method(definition: str) -> str:
             "(pessimistic side, grid 1e-4 nats)")
 
 
+SECOND_ROUTE = "composition.second_route"
+"""The claim of the composition's second route: re-derived by :func:`verify_plan`, never recorded at solve time."""
+
+
 def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, names: list[str],
                        second_route: bool = True) -> list[Check]:
     """The composed guarantee: the exact rule for additive targets, then (``second_route``) the
@@ -76,7 +80,7 @@ def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, n
     if plan.privacy.definition in ADDITIVE:
         checks.append(additive_check(plan.privacy, targets, names))
         if second_route:
-            checks.append(pld_check(mechanisms, spaces, plan.privacy, claim="composition.second_route"))
+            checks.append(pld_check(mechanisms, spaces, plan.privacy, claim=SECOND_ROUTE))
     else:
         pld = pld_check(mechanisms, spaces, plan.privacy, claim="composition.pld")
         checks.append(pld)
@@ -122,9 +126,46 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
 
 def group_checks(plan: Plan, block: dict) -> list[Check]:
     """The ``groups`` block of a grouped plan release (:func:`dpopt.certificate.composition.composition_checks`
-    with the plan's target as the per-group one)."""
+    with the plan's target as the per-group one): the block's record check first, then the claims the
+    release records (``dpopt release`` appends them to the plan's checks)."""
     per_group = query_spec(plan, 0, plan.privacy.model_dump(exclude_none=True))
     return [groups_record_check(per_group, block, PLAN_PER_GROUP)] + composition_checks_groups(per_group, block)
+
+
+def _recorded_claims(data: dict, composed: list[Check], grouped: list[Check]) -> list[Check]:
+    """The plan's recorded ``checks`` against the re-derived claims it records: the composition (its second
+    route is re-derived only) and, for a grouped release, the groups' composition (not the block's record
+    check, ``grouped[0]``); every recorded claim re-derived, none missing
+    (:func:`dpopt.certificate.recorded.recorded_check_claims`)."""
+    expected = [c for c in composed if c.claim != SECOND_ROUTE] + grouped[1:]
+    return recorded_check_claims(data.get("checks"), expected, complete=True)
+
+
+def _baselines(data: dict, total: float) -> list[Check]:
+    """The allocation's comparison (the baselines) against the recomputed weighted total ``total`` of the
+    certified design: the ratio and the kept allocation follow from the recorded totals, the comparison's
+    rows repeat them, and the kept row is the certified total (a separate design outside (ε, δ), whose
+    designs are recalibrated after the comparison; a joint design's row). The equal split's and the
+    other allocation's totals are the solver's baselines (every query designed again), not re-derived."""
+    allocation, rows = data["allocation"], data["candidates"]
+    optimal, equal = allocation.get("optimal_weighted_total"), allocation.get("equal_split_weighted_total")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in (optimal, equal)) \
+            or len(rows) != 3 or not all(isinstance(r, dict) for r in rows):
+        return [Check("allocation.baselines", "the comparison records two positive totals and three rows", False,
+                      f"optimal {optimal!r}, equal split {equal!r}, {len(rows)} rows")]
+    kept = "optimal" if optimal <= equal else "equal split"
+    expected = {"ratio_optimal_to_equal": optimal / equal, "kept": kept, "design": data.get("design"),
+                "rows": [optimal, equal]}
+    recorded = {k: allocation.get(k) for k in ("ratio_optimal_to_equal", "kept", "design")}
+    recorded["rows"] = [r.get("weighted_total") for r in rows[:2]]
+    if data.get("design") == "joint":
+        expected["joint"] = total
+        recorded["joint"] = rows[2].get("weighted_total")
+    elif data["guarantee"].get("definition") != "approx":
+        expected["kept_total"] = total
+        recorded["kept_total"] = optimal if kept == "optimal" else equal
+    return [compare("allocation.baselines", "comparison of the allocations (ratio, kept, rows) and the certified "
+                    "design's weighted total", recorded, expected)]
 
 
 def plan_certificate(plan: Plan, designs, certificates: list[Certificate], allocation: Allocation,
@@ -188,8 +229,7 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
     data = cert.data
     schema = certificate_schema(data, top="plan")
     recorded = data.get("queries")
-    if not isinstance(data.get("utility"), dict) or not isinstance(data.get("guarantee"), dict) \
-            or not isinstance(recorded, list) or not all(isinstance(q, dict) for q in recorded):
+    if not schema.passed:  # a block missing, or not of its type: nothing else can be read safely
         return Verification([schema])
     try:
         plan = load_plan(data["spec"])
@@ -252,15 +292,20 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
                             len(semi) == 1 and data["guarantee"] == _guarantee(
                                 plan, _composition_method(plan.privacy.definition), spaces, mechanisms),
                             f"{plan.privacy.definition} {plan.privacy.parameters}"))
+    grouped = group_checks(plan, data["groups"]) if "groups" in data else []  # the target composed over groups
     if len(targets) == len(plan.queries):
-        checks.extend(composition_checks(plan, targets, mechanisms, spaces, [q.name for q in plan.queries]))
-    if "groups" in data:  # a grouped release: the plan's target composed over the groups a record is in
-        checks.extend(group_checks(plan, data["groups"]))
-    value = data["utility"].get("value")
-    checks.append(Check("utility", "Σ w_i u_i recomputed from the per-query certificates",
-                        isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
-                        f"recomputed {total:.12g}, recorded {value}"))
+        composed = composition_checks(plan, targets, mechanisms, spaces, [q.name for q in plan.queries])
+        checks += composed + _recorded_claims(data, composed, grouped)
+    checks += grouped + _utility_checks(data, total, "Σ w_i u_i recomputed from the per-query certificates")
     return Verification(checks)
+
+
+def _utility_checks(data: dict, total: float, method: str) -> list[Check]:
+    """The plan's weighted total (``utility``) and its baselines against the recomputed total."""
+    value = data["utility"].get("value")
+    return [Check("utility", method, data["utility"].get("metric") == "weighted_total"
+                  and isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
+                  f"recomputed {total:.12g}, recorded {value}"), *_baselines(data, total)]
 
 
 def _verify_joint(plan: Plan, data: dict) -> list[Check]:
@@ -298,12 +343,8 @@ def _verify_joint(plan: Plan, data: dict) -> list[Check]:
                         data["guarantee"] == _guarantee(plan, _composition_method(plan.privacy.definition), [space],
                                                         [mechanism]),
                         f"{plan.privacy.definition} {plan.privacy.parameters}"))
-    checks += composition_checks(plan, [spec.privacy], [mechanism], [space], ["joint"])
-    if "groups" in data:
-        checks += group_checks(plan, data["groups"])
+    composed = composition_checks(plan, [spec.privacy], [mechanism], [space], ["joint"])
+    grouped = group_checks(plan, data["groups"]) if "groups" in data else []
+    checks += composed + _recorded_claims(data, composed, grouped) + grouped
     total = sum(q.weight * u.value for q, u in zip(plan.queries, errors))
-    value = data["utility"].get("value")
-    checks.append(Check("utility", "Σ w_i u_i recomputed from the joint release",
-                        isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
-                        f"recomputed {total:.12g}, recorded {value}"))
-    return checks
+    return checks + _utility_checks(data, total, "Σ w_i u_i recomputed from the joint release")
