@@ -41,14 +41,15 @@ PLAN = {"dpopt": 1, "name": "plan", "data": {"attributes": {"a": ["x", "y", "z"]
 
 ECHOED = [
     re.compile(r"(.*\.)?dpopt_version"),
-    re.compile(r"allocation\.(model_objective|exponents\.\d+|equal_split_weighted_total|optimal_weighted_total)"),
-    re.compile(r"candidates\.1\.weighted_total"),  # the equal split's row repeats its baseline
+    re.compile(r"allocation\.(method|model_objective|exponents\.\d+)"),
+    re.compile(r"candidates\.2\.(weighted_total|note)"),
     re.compile(r"(levels\.\w+|queries\.\d+\.certificate)\.candidates\.\d+\..*"),
 ]
-"""Leaves whose edit verify accepts, and why (module docstring). Under a plan's optimal allocation (the
-fixture's), ``optimal_weighted_total`` and the first row are the certified total; the ratio is re-derived from
-the recorded totals, so an edit of one total alone fails; the two totals halved together are the baseline
-echoed."""
+"""Leaves whose edit verify accepts, and why (module docstring): the version that wrote the file; how a plan's
+shares were found (the shares themselves are re-derived: the composition, each query's certificate); the joint
+design's row in a plan designed separately (the joint design is not made again); the non-chosen candidates of
+an embedded certificate. A plan's two baseline totals are re-derived together (the kept one is the certified
+total, the ratio and the rows repeat them), so an edit of one of them fails."""
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +192,7 @@ def _key_edits(kind: str, data: dict, every: bool):
         tampered = copy.deepcopy(data)
         _get(tampered, path)["x_unknown"] = 1
         yield "unknown key", ".".join(map(str, path)) or "(top)", tampered
-        for key in _get(data, path) if len(path) <= 1 else ():
+        for key in _get(data, path) if len(path) <= 1 and path != ("spec",) else ():  # a spec's key may be a default
             tampered = copy.deepcopy(data)
             del _get(tampered, path)[key]
             yield "missing key", ".".join(map(str, (*path, key))), tampered

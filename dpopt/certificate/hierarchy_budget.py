@@ -121,7 +121,15 @@ NATION = "nation"
 
 
 def level_specs(spec: Spec) -> tuple[list[Spec], list, str]:
-    """One spec per level (nation first): the spec without geography, with the level's budget."""
+    """One spec per level (nation first): the spec without geography, with the level's budget.
+
+    Raises
+    ------
+    SpecError
+        The spec has no ``geography`` (no levels).
+    """
+    if spec.geography is None:
+        raise SpecError("geography", "missing: a hierarchical release's spec names its levels")
     delta2 = [derive(_strip(spec, spec.privacy.model_dump(exclude_none=True))).l2] * (len(spec.geography.levels) + 1)
     shares, how = level_shares(spec, delta2)
     names = [NATION] + list(spec.geography.levels)

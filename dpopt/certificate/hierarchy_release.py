@@ -31,7 +31,7 @@ from dpopt._version import __version__
 from dpopt.certificate.composition import groups_changed
 from dpopt.certificate.hierarchy_budget import level_specs
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.recorded import certificate_schema, compare
+from dpopt.certificate.recorded import certificate_schema, compare, is_test_release
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.core.checks import Check
 from dpopt.errors import DpoptError
@@ -131,10 +131,11 @@ def verify_hierarchy_release(certificate: Certificate | dict | str | Path) -> Ve
     data = cert.data
     schema = certificate_schema(data, top="hierarchy_release")
     block, levels = data.get("hierarchy"), data.get("levels")
-    if not (isinstance(block, dict) and isinstance(levels, dict) and isinstance(block.get("levels"), list)
-            and all(isinstance(lv, dict) for lv in block["levels"])
-            and all(isinstance(sub, dict) for sub in levels.values())):
+    if not schema.passed:  # a key unknown or missing, a block not of its type: nothing else is read
         return Verification([schema])
+    if not all(isinstance(sub, dict) for sub in levels.values()):
+        return Verification([schema, Check("levels", "one certificate (an object) per level", False,
+                                           "a level's certificate is not an object")])
     try:
         spec = load_spec(data["spec"])
         specs, _, _ = level_specs(spec)
@@ -174,6 +175,10 @@ def verify_hierarchy_release(certificate: Certificate | dict | str | Path) -> Ve
                         f"whole release {guarantee.get('definition')}; ε at δ: "
                         f"{(expected or {}).get('epsilon_at_delta')}"))
     checks.extend(_whole_blocks(data, spec, block, list(levels.values()), mus, order))
+    checks.append(Check("test_release", "the whole certificate and every level's say alike whether the release is a "
+                        "test (seeded noise)", all(is_test_release(sub) == is_test_release(data)
+                                                   for sub in levels.values()),
+                        "a test release" if is_test_release(data) else "not a test release"))
     return Verification(checks)
 
 

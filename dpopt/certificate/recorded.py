@@ -53,7 +53,7 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
     "hierarchy_release": (
         frozenset({"dpopt_version", "kind", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
                    "hierarchy", "levels", "checks"}),
-        frozenset(),
+        frozenset({"test_release"}),
     ),
     "selection": (
         frozenset({"kind", "dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
@@ -88,6 +88,9 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
                               "utility"}), frozenset({"certificate"})),
 }
 """The keys each block of a certificate must hold and may hold; nothing else is accepted."""
+
+KIND = {"plan": "plan", "hierarchy_release": "hierarchy", "selection": "selection"}
+"""The ``kind`` a composite certificate's top level holds."""
 
 
 # ------------------------------------------------------------------------ comparison
@@ -268,6 +271,8 @@ def certificate_schema(data: dict, top: str = "certificate") -> Check:
         problems += _rows(data.get("queries"), "plan.query", "queries") + _rows(data.get("candidates"),
                                                                                 "plan.candidate", "candidates")
         problems += [p for key in ("utility", "allocation") for p in schema_problems(data.get(key), f"plan.{key}", key)]
+    if top in KIND and data.get("kind") != KIND[top]:
+        problems.append(f"kind: {data.get('kind')!r} is not {KIND[top]!r}")
     problems += _release_markers(data) if top in ("certificate", "plan") else _test_marker(data)
     return Check("schema", "every block holds exactly the keys dpopt verify knows (required and optional), and the "
                            "composition block named by whole_release", not problems,

@@ -8,6 +8,10 @@ fails the signature. The keys are PEM files: the private key PKCS #8 (unencrypte
 owner-only), the public key SubjectPublicKeyInfo (``dpopt keygen KEY.pem`` writes both,
 the public one as ``KEY.pub.pem``). The library is `cryptography
 <https://cryptography.io>`_, imported only by these commands.
+
+A certificate is the same file for every release of one spec: what a release publishes is signed
+as a folder (``dpopt sign DIR``, :mod:`dpopt.release.signature`), with the keys and the
+primitives here (:func:`sign_bytes`, :func:`valid_signature`).
 """
 
 from __future__ import annotations

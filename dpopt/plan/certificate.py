@@ -13,6 +13,7 @@ distributions of the rebuilt mechanisms' dominating pairs, composed by convoluti
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -68,6 +69,13 @@ def _composition_method(definition: str) -> str:
             "(pessimistic side, grid 1e-4 nats)")
 
 
+UTILITY_METHOD = {"separate": "Σ w_i u_i of the per-query predicted utilities",
+                  "joint": "Σ w_i E‖W_i A_i P_i Z‖² of the joint release (closed forms)"}
+"""How the plan's weighted total is computed, per design."""
+
+CANDIDATE_ROWS = ("separate, optimal allocation", "separate, equal split", "joint: gaussian_optimal on the shared histogram")
+"""The designs a plan's comparison (``candidates``) lists, in order."""
+
 SECOND_ROUTE = "composition.second_route"
 """The claim of the composition's second route: re-derived by :func:`verify_plan`, never recorded at solve time."""
 
@@ -89,6 +97,13 @@ def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, n
     return checks
 
 
+def _joint_rows(plan: Plan, target: dict, maps, errors) -> list[dict]:
+    """The ``queries`` rows of a joint design: each query a post-processing of the one release under the whole target."""
+    return [{"name": q.name, "weight": q.weight, "share": 1.0, "target": target, "family": "joint",
+             "parameters": {}, "sensitivity": {"dimension": int(m.shape[0])}, "utility": u.to_dict()}
+            for q, m, u in zip(plan.queries, maps, errors)]
+
+
 def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocation, comparison: dict,
                        joint) -> Certificate:
     """The plan certificate of a joint design: one certified release of the shared histogram, every
@@ -98,10 +113,7 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
     failed = [c for c in checks if not c.passed]
     if failed:
         raise CalibrationError("plan certification failed: " + "; ".join(f"{c.claim} ({c.detail})" for c in failed))
-    target = joint.spec.privacy.model_dump(exclude_none=True)
-    queries = [{"name": q.name, "weight": q.weight, "share": 1.0, "target": target, "family": "joint",
-                "parameters": {}, "sensitivity": {"dimension": int(m.shape[0])}, "utility": u.to_dict()}
-               for q, m, u in zip(plan.queries, joint.maps, joint.errors)]
+    queries = _joint_rows(plan, joint.spec.privacy.model_dump(exclude_none=True), joint.maps, joint.errors)
     return Certificate({
         "dpopt_version": __version__,
         "kind": KIND,
@@ -112,7 +124,7 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
         "mechanism": {"family": "plan", "parameters": {"joint": joint.mechanism.family}},
         "utility": {"metric": "weighted_total", "value": sum(q.weight * u.value for q, u in zip(plan.queries,
                                                                                               joint.errors)),
-                    "method": "Σ w_i E‖W_i A_i P_i Z‖² of the joint release (closed forms)"},
+                    "method": UTILITY_METHOD["joint"]},
         "allocation": {**allocation.to_dict(), **{k: v for k, v in comparison.items() if k != "candidates"}},
         "design": "joint",
         "joint": {"certificate": certificate.data},
@@ -155,9 +167,10 @@ def _baselines(data: dict, total: float) -> list[Check]:
                       f"optimal {optimal!r}, equal split {equal!r}, {len(rows)} rows")]
     kept = "optimal" if optimal <= equal else "equal split"
     expected = {"ratio_optimal_to_equal": optimal / equal, "kept": kept, "design": data.get("design"),
-                "rows": [optimal, equal]}
+                "rows": [optimal, equal], "designs": list(CANDIDATE_ROWS)}
     recorded = {k: allocation.get(k) for k in ("ratio_optimal_to_equal", "kept", "design")}
     recorded["rows"] = [r.get("weighted_total") for r in rows[:2]]
+    recorded["designs"] = [r.get("design") for r in rows]
     if data.get("design") == "joint":
         expected["joint"] = total
         recorded["joint"] = rows[2].get("weighted_total")
@@ -211,7 +224,7 @@ def plan_certificate(plan: Plan, designs, certificates: list[Certificate], alloc
         "sensitivity": {"queries": {d.name: q["sensitivity"] for d, q in zip(designs, queries)}},
         "mechanism": {"family": "plan", "parameters": {d.name: d.mechanism.family for d in designs}},
         "utility": {"metric": "weighted_total", "value": total,
-                    "method": "Σ w_i u_i of the per-query predicted utilities"},
+                    "method": UTILITY_METHOD["separate"]},
         "allocation": {**allocation.to_dict(), **{k: v for k, v in comparison.items() if k != "candidates"}},
         "design": "separate",
         "queries": queries,
@@ -267,12 +280,13 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
         except DpoptError as exc:
             checks.append(Check(f"{name}.mechanism", "rebuild from family and parameters", False, str(exc)))
             continue
-        row = {"family": sub["mechanism"]["family"], "parameters": sub["mechanism"]["parameters"],
+        row = {"weight": q.weight, "family": sub["mechanism"]["family"], "parameters": sub["mechanism"]["parameters"],
                "sensitivity": {k: sub["sensitivity"].get(k) for k in ("dimension", "l1", "l2", "linf")},
                "utility": {k: v for k, v in sub["utility"].items() if k != "per_cell"}}
         same = all(entry.get(k) == v for k, v in row.items())
-        checks.append(Check(f"{name}.parameters", "the plan's row repeats the query certificate's mechanism, "
-                                                  "sensitivity and utility", same, f"{mechanism.family}"))
+        checks.append(Check(f"{name}.parameters", "the plan's row repeats the plan's weight and the query "
+                                                  "certificate's mechanism, sensitivity and utility", same,
+                            f"{mechanism.family}"))
         targets.append(spec.privacy)
         mechanisms.append(mechanism)
         spaces.append(space)
@@ -304,6 +318,7 @@ def _utility_checks(data: dict, total: float, method: str) -> list[Check]:
     """The plan's weighted total (``utility``) and its baselines against the recomputed total."""
     value = data["utility"].get("value")
     return [Check("utility", method, data["utility"].get("metric") == "weighted_total"
+                  and data["utility"].get("method") == UTILITY_METHOD.get(data.get("design"))
                   and isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
                   f"recomputed {total:.12g}, recorded {value}"), *_baselines(data, total)]
 
@@ -339,6 +354,11 @@ def _verify_joint(plan: Plan, data: dict) -> list[Check]:
         checks.append(Check(f"{q.name}.utility", f"E‖W_i A_i P_i Z‖² of the joint release ({u.method})",
                             isinstance(value, (int, float)) and math.isclose(value, u.value, rel_tol=1e-9),
                             f"recomputed {u.value:.12g}, recorded {value}"))
+    rows = json.loads(json.dumps(_joint_rows(plan, spec.privacy.model_dump(exclude_none=True), maps, errors)))
+    summary = {"mechanism": {"family": "plan", "parameters": {"joint": mechanism.family}},
+               "sensitivity": sub["sensitivity"], "notes": NOTES, "queries": rows}
+    checks.append(compare("plan.summary", "plan's rows, mechanism, sensitivity and notes (from the joint release)",
+                          {k: data.get(k) for k in summary}, summary))
     checks.append(Check("guarantee", "the guarantee equals the plan's target, adjacency and a(t)",
                         data["guarantee"] == _guarantee(plan, _composition_method(plan.privacy.definition), [space],
                                                         [mechanism]),
