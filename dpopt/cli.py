@@ -521,8 +521,11 @@ def _report(args: argparse.Namespace) -> int:
 
     document = read_document(args.source)
     if _is_selection_document(document):
+        from dpopt.selection import is_selection_certificate
         from dpopt.selection.commands import report_command
 
+        if is_selection_certificate(document):
+            _refuse_unverified(Certificate.from_dict(document, source=str(args.source)))
         return report_command(document, str(args.source), args.out)
     if _is_composed(document):
         return _report_composed(args, document)
@@ -542,6 +545,24 @@ def _report(args: argparse.Namespace) -> int:
         sys.stdout.write(render_markdown(Report(cert, (), report.audit,
                                                 report.notes + ("figures: written with --out FILE.html or FILE.md",))))
     return 0
+
+
+def _refuse_unverified(cert) -> None:
+    """A composite certificate is reported only when it verifies: its recorded checks and blocks are what the
+    report prints.
+
+    Raises
+    ------
+    CertificateError
+        Naming the claims that fail.
+    """
+    from dpopt.errors import CertificateError
+
+    with stdout_to_stderr(), _progress("dpopt report: verifying the certificate"):
+        failed = [c.claim for c in _verify_result(cert).failed]
+    if failed:
+        raise CertificateError(f"the certificate does not verify ({', '.join(failed[:4])}"
+                               f"{', …' if len(failed) > 4 else ''}): run dpopt verify")
 
 
 def _is_selection_document(document) -> bool:
@@ -577,6 +598,7 @@ def _report_composed(args: argparse.Namespace, document) -> int:
     plan = is_plan_document(document) or is_plan_certificate(document)
     if is_plan_certificate(document) or is_hierarchy_certificate(document):
         cert = Certificate.from_dict(document, source=str(args.source))
+        _refuse_unverified(cert)
     else:
         with stdout_to_stderr(), _progress("dpopt report: designing"):
             cert = solve_plan(args.source).certificate if plan else solve_hierarchy(args.source).certificate()

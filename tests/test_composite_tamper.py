@@ -252,3 +252,19 @@ def test_every_leaf_edited_is_rejected(kinds, kind):
 @pytest.mark.parametrize("kind", ["hierarchy", "plan", "selection"])
 def test_every_unknown_key_is_rejected(kinds, kind):
     assert [label for _, label, t in _key_edits(kind, kinds[kind], every=True) if not rejected(kind, t)] == []
+
+
+@pytest.mark.parametrize("kind", ["hierarchy", "plan", "selection"])
+def test_report_refuses_a_composite_certificate_that_does_not_verify(kinds, kind, tmp_path, capsys):
+    """`dpopt report` printed the forged claim among the checks (the issue)."""
+    from dpopt.cli import main
+
+    path = tmp_path / "certificate.json"
+    forged = copy.deepcopy(kinds[kind])
+    forged["checks"].append(FORGED)
+    path.write_text(json.dumps(forged))
+    assert main(["report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "does not verify (" in err and "recorded:epsilon = 0.0001" in err and err.count("\n") == 1
+    path.write_text(json.dumps(kinds[kind]))
+    assert main(["report", str(path)]) == 0

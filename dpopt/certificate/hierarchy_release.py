@@ -31,7 +31,7 @@ from dpopt._version import __version__
 from dpopt.certificate.composition import groups_changed
 from dpopt.certificate.hierarchy_budget import level_specs
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.recorded import certificate_schema, compare, is_test_release
+from dpopt.certificate.recorded import certificate_schema, compare, is_test_release, recorded_check_claims
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.core.checks import Check
 from dpopt.errors import DpoptError
@@ -194,5 +194,6 @@ def _whole_blocks(data: dict, spec: Spec, block: dict, levels: list[dict], mus: 
     if not order:
         return [Check("hierarchy.blocks", "assemble the whole certificate from its levels", False,
                       "the levels do not match the hierarchy's")]
+    recorded = recorded_check_claims(data["checks"], [Check(**row) for row in block["checks"]], complete=True)
     return [compare(key, f"{key} block (assembled from the verified levels)", data.get(key), whole[key])
-            for key in ("sensitivity", "mechanism", "utility", "checks")]
+            for key in ("sensitivity", "mechanism", "utility", "checks")] + recorded
