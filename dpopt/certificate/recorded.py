@@ -9,7 +9,9 @@ entries to 10⁻⁹ of its largest entry), NaN only where the recomputation give
 of a recorded claim must say what its re-derivation says (words equal, printed numbers to
 10⁻⁴: :func:`same_text`). And every block has a schema of the keys it may hold
 (:data:`SCHEMA`): a key ``dpopt verify`` does not know fails the claim ``schema`` rather than
-being ignored.
+being ignored. Composite certificates (a plan's, a whole hierarchical release's, a selection's)
+have their schemas here too, and their recorded checks must be exactly the claims their verifiers
+re-derive (:func:`recorded_check_claims` with ``complete``): a forged claim fails.
 
 ``whole_release`` (required) names the block that states the guarantee of the whole
 release — ``groups`` for a grouped release (:mod:`dpopt.certificate.composition`),
