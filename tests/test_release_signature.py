@@ -181,7 +181,8 @@ def _file_edits(folder: Path):
             (t / SIGNATURE_FILE).write_text(json.dumps(signed))
         return apply
 
-    yield "manifest edited", manifest(lambda s: s["manifest"].update(mode="production"))
+    flipped = {"test": "production", "production": "test"}
+    yield "manifest edited", manifest(lambda s: s["manifest"].update(mode=flipped[s["manifest"]["mode"]]))
     yield "manifest edited", manifest(lambda s: s["manifest"]["files"].update({"release.json": "0" * 64}))
     yield "manifest edited", manifest(lambda s: s["manifest"]["files"].pop("release.csv"))
     yield "manifest edited", manifest(lambda s: s.update(signature=s["signature"][::-1]))
