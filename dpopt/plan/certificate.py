@@ -73,7 +73,8 @@ UTILITY_METHOD = {"separate": "Σ w_i u_i of the per-query predicted utilities",
                   "joint": "Σ w_i E‖W_i A_i P_i Z‖² of the joint release (closed forms)"}
 """How the plan's weighted total is computed, per design."""
 
-CANDIDATE_ROWS = ("separate, optimal allocation", "separate, equal split", "joint: gaussian_optimal on the shared histogram")
+CANDIDATE_ROWS = ("separate, optimal allocation", "separate, equal split",
+                  "joint: gaussian_optimal on the shared histogram")
 """The designs a plan's comparison (``candidates``) lists, in order."""
 
 SECOND_ROUTE = "composition.second_route"
@@ -98,7 +99,7 @@ def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, n
 
 
 def _joint_rows(plan: Plan, target: dict, maps, errors) -> list[dict]:
-    """The ``queries`` rows of a joint design: each query a post-processing of the one release under the whole target."""
+    """The ``queries`` rows of a joint design: each query post-processes the one release under the whole target."""
     return [{"name": q.name, "weight": q.weight, "share": 1.0, "target": target, "family": "joint",
              "parameters": {}, "sensitivity": {"dimension": int(m.shape[0])}, "utility": u.to_dict()}
             for q, m, u in zip(plan.queries, maps, errors)]

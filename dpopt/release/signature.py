@@ -42,8 +42,8 @@ PRODUCTION, TEST = "production", "test"
 
 def folder_files(folder: Path) -> dict[str, str]:
     """``{path relative to folder: SHA-256}`` of every file in ``folder`` (recursively) but the signature file."""
-    return {path.relative_to(folder).as_posix(): sha256_bytes(path.read_bytes())
-            for path in sorted(folder.rglob("*")) if path.is_file() and path.relative_to(folder) != Path(SIGNATURE_FILE)}
+    return {path.relative_to(folder).as_posix(): sha256_bytes(path.read_bytes()) for path in sorted(folder.rglob("*"))
+            if path.is_file() and path.relative_to(folder) != Path(SIGNATURE_FILE)}
 
 
 def _json(path: Path):
@@ -104,13 +104,13 @@ def release_signature_check(folder: str | Path, public: str | Path, accept_test:
     key = public_key(public)
     path = folder / SIGNATURE_FILE
     if not path.is_file():
-        return FileCheck(SIGNATURE_FILE, False, f"missing: the folder is not signed (dpopt sign {folder} --key KEY.pem)")
+        return FileCheck(SIGNATURE_FILE, False, f"missing: the folder is not signed (dpopt sign {folder} --key KEY)")
     signed = _json(path)
     manifest = signed.get("manifest") if isinstance(signed, dict) else None
-    if not (isinstance(manifest, dict) and signed.get("format") == FORMAT and set(signed) == {"format", "manifest",
-                                                                                               "signature"}
-            and set(manifest) == {"mode", "files"} and isinstance(manifest["files"], dict)
-            and isinstance(signed["signature"], str)):
+    well_formed = (isinstance(manifest, dict) and set(signed) == {"format", "manifest", "signature"}
+                   and signed["format"] == FORMAT and isinstance(signed["signature"], str)
+                   and set(manifest) == {"mode", "files"} and isinstance(manifest["files"], dict))
+    if not well_formed:
         return FileCheck(SIGNATURE_FILE, False, f"not a signed manifest of the format {FORMAT!r}")
     if not valid_signature(signed["signature"], message(manifest), key):
         return FileCheck(SIGNATURE_FILE, False, f"not a valid signature of its manifest by {Path(public).name}")
