@@ -304,17 +304,15 @@ def _read_certificate(path: str):
 
 
 def _verify_folder(args: argparse.Namespace) -> int:
-    """``dpopt verify DIR``: a release folder, one line per file (:func:`dpopt.release.bind.verify_folder`)."""
+    """``dpopt verify DIR``: a release folder, one line per file (:func:`dpopt.release.bind.verify_folder`); with
+    ``--public-key``, its signed manifest too (:func:`dpopt.release.signature.release_signature_check`)."""
     from dpopt.release.bind import verify_folder
 
-    signature = None
+    lines = verify_folder(args.certificate, _verify_result)
     if args.public_key:
-        from functools import partial
+        from dpopt.release.signature import release_signature_check
 
-        from dpopt.certificate.signing import signature_check
-
-        signature = partial(signature_check, public=args.public_key)
-    lines = verify_folder(args.certificate, _verify_result, signature)
+        lines.append(release_signature_check(args.certificate, args.public_key, args.accept_seeded))
     for line in lines:
         print(f"{'PASS' if line.passed else 'FAIL'}  {line.file}: {line.detail}")
     failed = [line.file for line in lines if not line.passed]
@@ -326,9 +324,26 @@ def _verify_folder(args: argparse.Namespace) -> int:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    from dpopt.certificate.signing import sign_file
+    """``dpopt sign CERT``: the certificate's bytes; ``dpopt sign DIR``: a release folder that verifies, as a whole
+    (:func:`dpopt.release.signature.sign_release`)."""
+    if not Path(args.certificate).is_dir():
+        from dpopt.certificate.signing import sign_file
 
-    print(f"wrote {sign_file(args.certificate, args.key)}")
+        print(f"wrote {sign_file(args.certificate, args.key)}")
+        return 0
+    from dpopt.release.bind import verify_folder
+    from dpopt.release.signature import TEST, release_mode, sign_release
+
+    with _progress("dpopt sign: verifying the release folder"):
+        failed = [line.file for line in verify_folder(args.certificate, _verify_result) if not line.passed]
+    if failed:
+        print(f"not signed: the release folder does not verify ({', '.join(failed)}; see dpopt verify "
+              f"{args.certificate})", file=sys.stderr)
+        return 1
+    mode = release_mode(Path(args.certificate))
+    print(f"wrote {sign_release(args.certificate, args.key)} (every file of the folder; "
+          + ("a TEST release: seeded noise, verifies only with --accept-seeded)" if mode == TEST else
+             "a production release)"))
     return 0
 
 
@@ -547,8 +562,11 @@ def _report(args: argparse.Namespace) -> int:
 
     document = read_document(args.source)
     if _is_selection_document(document):
+        from dpopt.selection import is_selection_certificate
         from dpopt.selection.commands import report_command
 
+        if is_selection_certificate(document):
+            _refuse_unverified(Certificate.from_dict(document, source=str(args.source)))
         return report_command(document, str(args.source), args.out)
     if _is_composed(document):
         return _report_composed(args, document)
@@ -568,6 +586,24 @@ def _report(args: argparse.Namespace) -> int:
         sys.stdout.write(render_markdown(Report(cert, (), report.audit,
                                                 report.notes + ("figures: written with --out FILE.html or FILE.md",))))
     return 0
+
+
+def _refuse_unverified(cert) -> None:
+    """A composite certificate is reported only when it verifies: its recorded checks and blocks are what the
+    report prints.
+
+    Raises
+    ------
+    CertificateError
+        Naming the claims that fail.
+    """
+    from dpopt.errors import CertificateError
+
+    with stdout_to_stderr(), _progress("dpopt report: verifying the certificate"):
+        failed = [c.claim for c in _verify_result(cert).failed]
+    if failed:
+        raise CertificateError(f"the certificate does not verify ({', '.join(failed[:4])}"
+                               f"{', …' if len(failed) > 4 else ''}): run dpopt verify")
 
 
 def _is_selection_document(document) -> bool:
@@ -603,6 +639,7 @@ def _report_composed(args: argparse.Namespace, document) -> int:
     plan = is_plan_document(document) or is_plan_certificate(document)
     if is_plan_certificate(document) or is_hierarchy_certificate(document):
         cert = Certificate.from_dict(document, source=str(args.source))
+        _refuse_unverified(cert)
     else:
         with stdout_to_stderr(), _progress("dpopt report: designing"):
             cert = solve_plan(args.source).certificate if plan else solve_hierarchy(args.source).certificate()
@@ -637,11 +674,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("certificate", metavar="CERT.json|DIR",
                    help="a certificate.json (from `dpopt solve --out` or `dpopt release --out`), or a release folder")
     p.add_argument("--public-key", metavar="PUB.pem",
-                   help="also check CERT.json.sig, the Ed25519 signature by this key")
+                   help="also check the Ed25519 signature by this key: CERT.json.sig for a certificate; for a "
+                        "release folder, release.sig.json (every file of the folder and its mode)")
+    p.add_argument("--accept-seeded", action="store_true",
+                   help="with a release folder and --public-key: accept a signed test release (seeded noise); "
+                        "refused by default")
     p.set_defaults(run=_verify)
 
-    p = sub.add_parser("sign", help="sign a certificate file with an Ed25519 private key (writes CERT.json.sig)")
-    p.add_argument("certificate", metavar="CERT.json")
+    p = sub.add_parser("sign", help="sign a certificate file (writes CERT.json.sig) or a release folder (writes "
+                                    "DIR/release.sig.json) with an Ed25519 private key")
+    p.add_argument("certificate", metavar="CERT.json|DIR")
     p.add_argument("--key", required=True, metavar="KEY.pem", help="the private key (dpopt keygen)")
     p.set_defaults(run=_sign)
 

@@ -28,9 +28,11 @@ budget) and the re-derivation of a level certificate's ``hierarchy`` block by ``
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 from dpopt.certificate.composition import compose, groups_changed, within_group_adjacency
+from dpopt.certificate.recorded import recorded_check_claims
 from dpopt.core.checks import Check
 from dpopt.errors import DpoptError, SpecError, UnsupportedSpecError
 from dpopt.sensitivity.derive import derive
@@ -119,7 +121,15 @@ NATION = "nation"
 
 
 def level_specs(spec: Spec) -> tuple[list[Spec], list, str]:
-    """One spec per level (nation first): the spec without geography, with the level's budget."""
+    """One spec per level (nation first): the spec without geography, with the level's budget.
+
+    Raises
+    ------
+    SpecError
+        The spec has no ``geography`` (no levels).
+    """
+    if spec.geography is None:
+        raise SpecError("geography", "missing: a hierarchical release's spec names its levels")
     delta2 = [derive(_strip(spec, spec.privacy.model_dump(exclude_none=True))).l2] * (len(spec.geography.levels) + 1)
     shares, how = level_shares(spec, delta2)
     names = [NATION] + list(spec.geography.levels)
@@ -134,7 +144,10 @@ def verify_hierarchy(level_spec: Spec, block: dict, certificate: dict) -> list[C
     budgets), the certificate's own spec must be one of them, the level budgets must compose to
     at most the target (exact rationals) and the recorded composition must be the one re-derived.
     The block's row for this level must name this certificate's mechanism and file, and the
-    certificate's ``postprocess`` block must be the hierarchy's.
+    certificate's ``postprocess`` block must be the hierarchy's. The block's recorded ``checks`` are the
+    re-derived budget claim (:func:`dpopt.certificate.recorded.recorded_check_claims`) and, in a release,
+    the post-processing's claims about its published tables (``level1.integer`` …: :data:`TABLE_CLAIM`),
+    which need the tables and are not re-derived here; any other recorded claim fails.
     """
     try:
         spec = load_spec(block["spec"])
@@ -159,6 +172,7 @@ def verify_hierarchy(level_spec: Spec, block: dict, certificate: dict) -> list[C
                 and ("units" not in row  # a design (``dpopt solve``) has no units yet; a release counts them
                      or isinstance(row["units"], int) and not isinstance(row["units"], bool) and row["units"] >= 1))
     return [
+        *block_check_claims(block, budget),
         Check("hierarchy.level", "this certificate's spec is one level of the recorded hierarchy (SHA-256)",
               index is not None, f"{len(specs)} levels re-derived"),
         budget,
@@ -171,6 +185,23 @@ def verify_hierarchy(level_spec: Spec, block: dict, certificate: dict) -> list[C
               bool(same_row and certificate.get("postprocess") == block.get("postprocess")),
               f"level {names[index]}" if index is not None else "no level matches"),
     ]
+
+
+TABLE_CLAIM = re.compile(r"(postprocess|level\d+)\.(integer|nonnegative|invariants|consistent|unit_totals)"
+                         r"|hierarchy\.level\d+_sums")
+"""The names of the post-processing's claims about the published tables (:mod:`dpopt.postprocess.certify`)."""
+
+
+def block_check_claims(block: dict, budget: Check) -> list[Check]:
+    """The recorded ``checks`` of a ``hierarchy`` block against the re-derived budget claim (see
+    :func:`verify_hierarchy`); a post-processing claim is accepted only in a release's block, and only
+    as a passed claim about a level's table."""
+    rows = block.get("checks")
+    tables = [row for row in rows if isinstance(row, dict) and isinstance(row.get("claim"), str)
+              and TABLE_CLAIM.fullmatch(row["claim"]) and row.get("passed") is True
+              and "postprocess" in block] if isinstance(rows, list) else []
+    rest = [row for row in rows if not any(row is t for t in tables)] if isinstance(rows, list) else rows
+    return recorded_check_claims(rest, [budget], complete=True)
 
 
 def _strip(spec: Spec, privacy: dict, name: str | None = None) -> Spec:

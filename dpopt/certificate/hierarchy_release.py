@@ -26,6 +26,7 @@ every δ. Otherwise no ε per δ is stated, and the block says why.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from dpopt._version import __version__
 from dpopt.certificate.composition import groups_changed
 from dpopt.certificate.hierarchy_budget import level_specs
 from dpopt.certificate.model import Certificate
+from dpopt.certificate.recorded import certificate_schema, compare, is_test_release, recorded_check_claims
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.core.checks import Check
 from dpopt.errors import DpoptError
@@ -43,6 +45,9 @@ from dpopt.spec.load import load_spec, spec_document, spec_sha256
 from dpopt.spec.models import Spec
 
 KIND = "hierarchy"
+
+_UNREADABLE = (KeyError, TypeError, AttributeError, ValueError, IndexError, DpoptError)
+"""What assembling the whole certificate from hostile level certificates may raise."""
 
 EPSILON_METHOD = ("exact: every level is Gaussian, μ_l = Δ₂/σ_l; the whole release is μ-GDP with μ² = k Σ_l μ_l² "
                   "(Dong, Roth & Su 2022, Cor. 3.3), ε from the analytic-Gaussian profile (Balle & Wang 2018)")
@@ -133,21 +138,31 @@ def hierarchy_certificate(spec: Spec, block: dict, level_certificates: list[Cert
 
 
 def verify_hierarchy_release(certificate: Certificate | dict | str | Path) -> Verification:
-    """Re-check every claim of a whole hierarchical release's certificate (module docstring)."""
+    """Re-check every claim of a whole hierarchical release's certificate (module docstring).
+
+    Its keys must be the schema's (:func:`dpopt.certificate.recorded.certificate_schema`); every level
+    certificate is verified, and the whole certificate's blocks (guarantee, sensitivity, mechanism,
+    utility, checks) must equal the ones :func:`hierarchy_certificate` assembles from the verified levels.
+    """
     cert = Certificate.read(certificate)
     data = cert.data
+    schema = certificate_schema(data, top="hierarchy_release")
+    block, levels = data.get("hierarchy"), data.get("levels")
+    if not schema.passed:  # a key unknown or missing, a block not of its type: nothing else is read
+        return Verification([schema])
+    if not all(isinstance(sub, dict) for sub in levels.values()):
+        return Verification([schema, Check("levels", "one certificate (an object) per level", False,
+                                           "a level's certificate is not an object")])
     try:
         spec = load_spec(data["spec"])
         specs, _, _ = level_specs(spec)
     except (KeyError, TypeError, DpoptError) as exc:
-        return Verification([Check("spec", "re-validate the embedded spec and rebuild its level specs", False,
-                                   str(exc))])
+        return Verification([schema, Check("spec", "re-validate the embedded spec and rebuild its level specs", False,
+                                           str(exc))])
     digest = spec_sha256(spec)
-    checks = [Check("spec_sha256", "SHA-256 of the canonical JSON of the embedded spec", digest == data["spec_sha256"],
-                    f"recomputed {digest}")]
-    block = data.get("hierarchy", {})
-    levels = data.get("levels", {})
-    names = [lv.get("level") for lv in block.get("levels", [])]
+    checks = [schema, Check("spec_sha256", "SHA-256 of the canonical JSON of the embedded spec",
+                            digest == data["spec_sha256"], f"recomputed {digest}")]
+    names = [lv.get("level") for lv in block["levels"]]
     order = list(levels) == names and len(names) == len(specs)
     checks.append(Check("hierarchy.levels", "one certificate per level, nation first, each for the level spec "
                         "rebuilt from the whole spec (SHA-256)",
@@ -169,11 +184,34 @@ def verify_hierarchy_release(certificate: Certificate | dict | str | Path) -> Ve
             mus.append(None)
             continue
         mus.append(level_mu(sub["mechanism"]["family"], summary))
-    expected = hierarchy_guarantee(spec, block, mus) if "composition" in block else None
+    expected = hierarchy_guarantee(spec, block, mus) if isinstance(block.get("composition"), dict) else None
+    guarantee = data.get("guarantee") if isinstance(data.get("guarantee"), dict) else {}
     checks.append(Check("guarantee", "the composed guarantee and its ε per δ re-derived from the rebuilt level "
                         "mechanisms (exact μ-GDP composition and the analytic-Gaussian profile, or zCDP composition "
                         "and the CKS conversion)",
                         data.get("guarantee") == expected,
-                        f"whole release {data.get('guarantee', {}).get('definition')}; ε at δ: "
+                        f"whole release {guarantee.get('definition')}; ε at δ: "
                         f"{(expected or {}).get('epsilon_at_delta')}"))
+    checks.extend(_whole_blocks(data, spec, block, list(levels.values()), mus, order))
+    checks.append(Check("test_release", "a level certificate of a test release (seeded noise) makes the whole one a "
+                        "test release", is_test_release(data) or not any(map(is_test_release, levels.values())),
+                        "a test release" if is_test_release(data) else "not a test release"))
     return Verification(checks)
+
+
+def _whole_blocks(data: dict, spec: Spec, block: dict, levels: list[dict], mus: list[float | None],
+                  order: bool) -> list[Check]:
+    """The whole certificate's ``sensitivity``, ``mechanism``, ``utility`` and ``checks`` against the ones
+    :func:`hierarchy_certificate` assembles from the (verified) level certificates and block; the block's
+    own checks are re-derived by each level's :func:`~dpopt.certificate.hierarchy_budget.verify_hierarchy`."""
+    try:
+        whole = json.loads(hierarchy_certificate(spec, block, [Certificate(sub) for sub in levels], mus).to_json())
+    except _UNREADABLE as exc:
+        return [Check("hierarchy.blocks", "assemble the whole certificate from its levels", False,
+                      f"{type(exc).__name__}: {exc}")]
+    if not order:
+        return [Check("hierarchy.blocks", "assemble the whole certificate from its levels", False,
+                      "the levels do not match the hierarchy's")]
+    recorded = recorded_check_claims(data["checks"], [Check(**row) for row in block["checks"]], complete=True)
+    return [compare(key, f"{key} block (assembled from the verified levels)", data.get(key), whole[key])
+            for key in ("sensitivity", "mechanism", "utility", "checks")] + recorded

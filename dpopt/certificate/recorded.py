@@ -9,7 +9,9 @@ entries to 10⁻⁹ of its largest entry), NaN only where the recomputation give
 of a recorded claim must say what its re-derivation says (words equal, printed numbers to
 10⁻⁴: :func:`same_text`). And every block has a schema of the keys it may hold
 (:data:`SCHEMA`): a key ``dpopt verify`` does not know fails the claim ``schema`` rather than
-being ignored.
+being ignored. Composite certificates (a plan's, a whole hierarchical release's, a selection's)
+have their schemas here too, and their recorded checks must be exactly the claims their verifiers
+re-derive (:func:`recorded_check_claims` with ``complete``): a forged claim fails.
 
 ``whole_release`` (required) names the block that states the guarantee of the whole
 release — ``groups`` for a grouped release (:mod:`dpopt.certificate.composition`),
@@ -50,6 +52,16 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
                    "allocation", "design", "queries", "candidates", "notes", "checks", "whole_release"}),
         frozenset({"joint", "groups", "test_release"}),
     ),
+    "hierarchy_release": (
+        frozenset({"dpopt_version", "kind", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
+                   "hierarchy", "levels", "checks"}),
+        frozenset({"test_release"}),
+    ),
+    "selection": (
+        frozenset({"kind", "dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
+                   "releases", "numerics", "checks"}),
+        frozenset({"test_release"}),
+    ),
     "mechanism": (frozenset({"family", "title", "parameters", "privacy", "notes"}), frozenset()),
     "utility": (frozenset({"metric", "value", "method", "per_cell"}), frozenset({"ci95"})),
     "check": (frozenset({"claim", "method", "passed", "detail"}), frozenset()),
@@ -69,10 +81,18 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
     "hierarchy.level.mechanism": (frozenset({"family", "parameters"}), frozenset()),
     "postprocess": (frozenset({"guarantee", "method"}), frozenset({"error"})),
     "postprocess.error": (frozenset({"method", "levels"}), frozenset()),
+    "plan.utility": (frozenset({"metric", "value", "method"}), frozenset()),
+    "plan.allocation": (frozenset({"shares", "method", "model_objective", "equal_split_weighted_total",
+                                   "optimal_weighted_total", "ratio_optimal_to_equal", "kept", "exponents", "design"}),
+                        frozenset({"gdp_design_total_mu"})),
+    "plan.candidate": (frozenset({"design", "weighted_total"}), frozenset({"note"})),
     "plan.query": (frozenset({"name", "weight", "share", "target", "family", "parameters", "sensitivity",
                               "utility"}), frozenset({"certificate"})),
 }
 """The keys each block of a certificate must hold and may hold; nothing else is accepted."""
+
+KIND = {"plan": "plan", "hierarchy_release": "hierarchy", "selection": "selection"}
+"""The ``kind`` a composite certificate's top level holds."""
 
 
 # ------------------------------------------------------------------------ comparison
@@ -163,6 +183,38 @@ def compare(claim: str, what: str, recorded, expected) -> Check:
                  found is None, found or "equal")
 
 
+def recorded_check_claims(recorded: list, recomputed: list[Check], complete: bool = False) -> list[Check]:
+    """A failed ``recorded:CLAIM`` for every recorded check that verification did not reproduce,
+    that does not hold, or whose text (method, detail) says something else than the re-derived
+    one (:func:`same_text`).
+
+    With ``complete`` (a composite certificate, whose recorded checks are exactly the claims
+    ``recomputed`` re-derives), a failed ``recorded:checks`` also names every re-derived claim the
+    certificate does not record, and a claim recorded twice.
+    """
+    reproduced = {c.claim: c for c in recomputed}
+    out = []
+    rows = recorded if isinstance(recorded, list) else []
+    for row in rows:
+        claim = row.get("claim") if isinstance(row, dict) else None
+        again = reproduced.get(claim)
+        if again is None or row.get("passed") is not True:
+            out.append(Check(f"recorded:{claim}", "every recorded claim is re-derived and holds", False,
+                             "this claim was not reproduced by verification"))
+        elif not (same_text(row.get("method"), again.method) and same_text(row.get("detail"), again.detail)):
+            out.append(Check(f"recorded:{claim}", "the recorded text of a claim is the re-derived one", False,
+                             f"re-derived: {again.detail[:120]}"))
+    if complete:
+        names = [row.get("claim") for row in rows if isinstance(row, dict)]
+        missing = [c.claim for c in recomputed if c.claim not in names]
+        twice = sorted({n for n in names if names.count(n) > 1}, key=str)
+        if missing or twice or not isinstance(recorded, list):
+            out.append(Check("recorded:checks", "the recorded checks are exactly the re-derived claims", False,
+                             "not a list" if not isinstance(recorded, list) else
+                             f"missing {missing}, recorded twice {twice}"))
+    return out
+
+
 # ---------------------------------------------------------------------------- schema
 def schema_problems(block, name: str, path: str) -> list[str]:
     """The keys of ``block`` that the schema entry ``name`` does not allow, or lacks."""
@@ -180,14 +232,16 @@ def _rows(block, name: str, path: str) -> list[str]:
     return [p for i, row in enumerate(block) for p in schema_problems(row, name, f"{path}[{i}]")]
 
 
-_OBJECTS = ("spec", "guarantee", "sensitivity", "mechanism", "utility", "groups", "hierarchy", "postprocess")
-_LISTS = ("checks", "candidates", "queries")
+_OBJECTS = ("spec", "guarantee", "sensitivity", "mechanism", "utility", "groups", "hierarchy", "postprocess", "levels",
+            "allocation")
+_LISTS = ("checks", "candidates", "queries", "releases")
 
 
 def certificate_schema(data: dict, top: str = "certificate") -> Check:
     """The claim ``schema``: every block holds the keys it must and no other (:data:`SCHEMA`), each
-    of the right type; ``whole_release`` names exactly the composition block present;
-    ``test_release`` is true when present. ``top`` is ``certificate`` or ``plan``."""
+    of the right type; ``whole_release`` names exactly the composition block present (a single
+    certificate's and a plan's); ``test_release`` is true when present. ``top`` is ``certificate``,
+    ``plan``, ``hierarchy_release`` (a whole hierarchical release) or ``selection``."""
     problems = schema_problems(data, top, "certificate")
     problems += [f"{k} is not an object" for k in _OBJECTS if k in data and not isinstance(data[k], dict)]
     problems += [f"{k} is not a list" for k in _LISTS if k in data and not isinstance(data[k], list)]
@@ -215,9 +269,13 @@ def certificate_schema(data: dict, top: str = "certificate") -> Check:
     postprocess = data.get("postprocess")
     if isinstance(postprocess, dict) and "error" in postprocess:
         problems += schema_problems(postprocess["error"], "postprocess.error", "postprocess.error")
-    if top == "plan" and isinstance(data.get("queries"), list):
-        problems += _rows(data["queries"], "plan.query", "queries")
-    problems += _release_markers(data)
+    if top == "plan":
+        problems += _rows(data.get("queries"), "plan.query", "queries") + _rows(data.get("candidates"),
+                                                                                "plan.candidate", "candidates")
+        problems += [p for key in ("utility", "allocation") for p in schema_problems(data.get(key), f"plan.{key}", key)]
+    if top in KIND and data.get("kind") != KIND[top]:
+        problems.append(f"kind: {data.get('kind')!r} is not {KIND[top]!r}")
+    problems += _release_markers(data) if top in ("certificate", "plan") else _test_marker(data)
     return Check("schema", "every block holds exactly the keys dpopt verify knows (required and optional), and the "
                            "composition block named by whole_release", not problems,
                  "; ".join(problems[:6]) + (f"; … {len(problems) - 6} more" if len(problems) > 6 else "")
@@ -235,9 +293,11 @@ def _release_markers(data: dict) -> list[str]:
         if present != WHOLE_RELEASE[whole]:
             problems.append(f"whole_release is {whole!r} but the composition blocks present are {list(present)}: "
                             "a grouped or hierarchical release's certificate must keep its composition block")
-    if "test_release" in data and data["test_release"] is not True:
-        problems.append("test_release: only true is allowed")
-    return problems
+    return problems + _test_marker(data)
+
+
+def _test_marker(data: dict) -> list[str]:
+    return ["test_release: only true is allowed"] if "test_release" in data and data["test_release"] is not True else []
 
 
 def _hierarchy_schema(block: dict) -> list[str]:

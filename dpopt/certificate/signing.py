@@ -8,6 +8,10 @@ fails the signature. The keys are PEM files: the private key PKCS #8 (unencrypte
 owner-only), the public key SubjectPublicKeyInfo (``dpopt keygen KEY.pem`` writes both,
 the public one as ``KEY.pub.pem``). The library is `cryptography
 <https://cryptography.io>`_, imported only by these commands.
+
+A certificate is the same file for every release of one spec: what a release publishes is signed
+as a folder (``dpopt sign DIR``, :mod:`dpopt.release.signature`), with the keys and the
+primitives here (:func:`sign_bytes`, :func:`valid_signature`).
 """
 
 from __future__ import annotations
@@ -76,6 +80,58 @@ def generate_keys(private: str | Path) -> tuple[Path, Path]:
     return private, public
 
 
+def private_key(path: str | Path):
+    """The Ed25519 private key in the PEM file ``path``.
+
+    Raises
+    ------
+    CertificateError
+        An unreadable file, or a key that is not an unencrypted Ed25519 private key.
+    """
+    ed25519, serialization, _ = _crypto()
+    try:
+        key = serialization.load_pem_private_key(_read(path, "private key"), password=None)
+    except (ValueError, TypeError) as exc:
+        raise CertificateError(f"{path} is not an unencrypted PEM private key ({exc})") from None
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise CertificateError(f"{path} is not an Ed25519 key")
+    return key
+
+
+def public_key(path: str | Path):
+    """The Ed25519 public key in the PEM file ``path``.
+
+    Raises
+    ------
+    CertificateError
+        The public key cannot be read or is not an Ed25519 public key.
+    """
+    ed25519, serialization, _ = _crypto()
+    try:
+        key = serialization.load_pem_public_key(_read(path, "public key"))
+    except (ValueError, TypeError) as exc:
+        raise CertificateError(f"{path} is not a PEM public key ({exc})") from None
+    if not isinstance(key, ed25519.Ed25519PublicKey):
+        raise CertificateError(f"{path} is not an Ed25519 public key")
+    return key
+
+
+def sign_bytes(data: bytes, private: str | Path) -> str:
+    """The Ed25519 signature (RFC 8032) of ``data`` by the key in ``private``, base64."""
+    return base64.b64encode(private_key(private).sign(data)).decode("ascii")
+
+
+def valid_signature(signature: str, data: bytes, key) -> bool:
+    """True when ``signature`` (base64) is the Ed25519 signature of ``data`` under the public ``key``
+    (:func:`public_key`); a malformed signature is not valid."""
+    _, _, invalid = _crypto()
+    try:
+        key.verify(base64.b64decode(signature.strip(), validate=True), data)
+    except (invalid, binascii.Error, UnicodeDecodeError, ValueError, AttributeError, TypeError):
+        return False
+    return True
+
+
 def sign_file(certificate: str | Path, private: str | Path) -> Path:
     """Sign the bytes of ``certificate`` with the Ed25519 key in ``private``; write ``CERT.sig``.
 
@@ -84,16 +140,9 @@ def sign_file(certificate: str | Path, private: str | Path) -> Path:
     CertificateError
         Unreadable files, or a key that is not an unencrypted Ed25519 private key.
     """
-    ed25519, serialization, _ = _crypto()
     data = _read(certificate, "certificate")
-    try:
-        key = serialization.load_pem_private_key(_read(private, "private key"), password=None)
-    except (ValueError, TypeError) as exc:
-        raise CertificateError(f"{private} is not an unencrypted PEM private key ({exc})") from None
-    if not isinstance(key, ed25519.Ed25519PrivateKey):
-        raise CertificateError(f"{private} is not an Ed25519 key")
     out = signature_path(certificate)
-    out.write_text(base64.b64encode(key.sign(data)).decode("ascii") + "\n", encoding="ascii")
+    out.write_text(sign_bytes(data, private) + "\n", encoding="ascii")
     return out
 
 
@@ -106,20 +155,15 @@ def signature_check(certificate: str | Path, public: str | Path) -> Check:
     CertificateError
         The public key cannot be read or is not an Ed25519 public key.
     """
-    ed25519, serialization, invalid = _crypto()
-    try:
-        key = serialization.load_pem_public_key(_read(public, "public key"))
-    except (ValueError, TypeError) as exc:
-        raise CertificateError(f"{public} is not a PEM public key ({exc})") from None
-    if not isinstance(key, ed25519.Ed25519PublicKey):
-        raise CertificateError(f"{public} is not an Ed25519 public key")
+    key = public_key(public)
     method = f"Ed25519 signature (RFC 8032) of the file's bytes under {Path(public).name}"
     path = signature_path(certificate)
     if not path.is_file():
         return Check("signature", method, False, f"no signature file {path.name}")
     try:
-        signature = base64.b64decode(path.read_text(encoding="ascii").strip(), validate=True)
-        key.verify(signature, _read(certificate, "certificate"))
-    except (invalid, binascii.Error, UnicodeDecodeError, ValueError):
+        signature = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        signature = ""
+    if not valid_signature(signature, _read(certificate, "certificate"), key):
         return Check("signature", method, False, f"{path.name} is not a valid signature of these bytes by this key")
     return Check("signature", method, True, f"valid ({path.name})")

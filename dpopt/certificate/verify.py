@@ -22,7 +22,7 @@ from dpopt.certificate.composition import composition_checks, groups_record_chec
 from dpopt.certificate.hierarchy_budget import verify_hierarchy
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
-from dpopt.certificate.recorded import certificate_schema, compare, difference, same_text
+from dpopt.certificate.recorded import certificate_schema, compare, difference, recorded_check_claims
 from dpopt.core.checks import Check
 from dpopt.errors import CertificateError, DpoptError
 from dpopt.mechanisms import Mechanism, registry
@@ -140,24 +140,6 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     checks.extend(recomputed)
     checks.extend(recorded_check_claims(data["checks"], recomputed))
     return Verification(checks, problem)
-
-
-def recorded_check_claims(recorded: list, recomputed: list[Check]) -> list[Check]:
-    """A failed ``recorded:CLAIM`` for every recorded check that verification did not reproduce,
-    that does not hold, or whose text (method, detail) says something else than the re-derived
-    one (:func:`dpopt.certificate.recorded.same_text`)."""
-    reproduced = {c.claim: c for c in recomputed}
-    out = []
-    for row in recorded:
-        claim = row.get("claim") if isinstance(row, dict) else None
-        again = reproduced.get(claim)
-        if again is None or row.get("passed") is not True:
-            out.append(Check(f"recorded:{claim}", "every recorded claim is re-derived and holds", False,
-                             "this claim was not reproduced by verification"))
-        elif not (same_text(row.get("method"), again.method) and same_text(row.get("detail"), again.detail)):
-            out.append(Check(f"recorded:{claim}", "the recorded text of a claim is the re-derived one", False,
-                             f"re-derived: {again.detail[:120]}"))
-    return out
 
 
 def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Check]:

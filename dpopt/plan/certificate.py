@@ -13,6 +13,7 @@ distributions of the rebuilt mechanisms' dominating pairs, composed by convoluti
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from dpopt._version import __version__
 from dpopt.certificate.composition import PLAN_PER_GROUP, groups_record_check
 from dpopt.certificate.composition import composition_checks as composition_checks_groups
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.recorded import certificate_schema
+from dpopt.certificate.recorded import certificate_schema, compare, recorded_check_claims
 from dpopt.certificate.second_route import is_not_available
 from dpopt.certificate.verify import Verification, rebuild_mechanism, verify
 from dpopt.core.checks import Check
@@ -68,6 +69,18 @@ def _composition_method(definition: str) -> str:
             "(pessimistic side, grid 1e-4 nats)")
 
 
+UTILITY_METHOD = {"separate": "Σ w_i u_i of the per-query predicted utilities",
+                  "joint": "Σ w_i E‖W_i A_i P_i Z‖² of the joint release (closed forms)"}
+"""How the plan's weighted total is computed, per design."""
+
+CANDIDATE_ROWS = ("separate, optimal allocation", "separate, equal split",
+                  "joint: gaussian_optimal on the shared histogram")
+"""The designs a plan's comparison (``candidates``) lists, in order."""
+
+SECOND_ROUTE = "composition.second_route"
+"""The claim of the composition's second route: re-derived by :func:`verify_plan`, never recorded at solve time."""
+
+
 def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, names: list[str],
                        second_route: bool = True) -> list[Check]:
     """The composed guarantee: the exact rule for additive targets, then (``second_route``) the
@@ -76,13 +89,20 @@ def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, n
     if plan.privacy.definition in ADDITIVE:
         checks.append(additive_check(plan.privacy, targets, names))
         if second_route:
-            checks.append(pld_check(mechanisms, spaces, plan.privacy, claim="composition.second_route"))
+            checks.append(pld_check(mechanisms, spaces, plan.privacy, claim=SECOND_ROUTE))
     else:
         pld = pld_check(mechanisms, spaces, plan.privacy, claim="composition.pld")
         checks.append(pld)
         if is_not_available(pld):  # no dominating pair: the GDP design's own composition is the proof
             checks.append(gdp_route_check(plan.privacy, targets, names))
     return checks
+
+
+def _joint_rows(plan: Plan, target: dict, maps, errors) -> list[dict]:
+    """The ``queries`` rows of a joint design: each query post-processes the one release under the whole target."""
+    return [{"name": q.name, "weight": q.weight, "share": 1.0, "target": target, "family": "joint",
+             "parameters": {}, "sensitivity": {"dimension": int(m.shape[0])}, "utility": u.to_dict()}
+            for q, m, u in zip(plan.queries, maps, errors)]
 
 
 def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocation, comparison: dict,
@@ -94,10 +114,7 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
     failed = [c for c in checks if not c.passed]
     if failed:
         raise CalibrationError("plan certification failed: " + "; ".join(f"{c.claim} ({c.detail})" for c in failed))
-    target = joint.spec.privacy.model_dump(exclude_none=True)
-    queries = [{"name": q.name, "weight": q.weight, "share": 1.0, "target": target, "family": "joint",
-                "parameters": {}, "sensitivity": {"dimension": int(m.shape[0])}, "utility": u.to_dict()}
-               for q, m, u in zip(plan.queries, joint.maps, joint.errors)]
+    queries = _joint_rows(plan, joint.spec.privacy.model_dump(exclude_none=True), joint.maps, joint.errors)
     return Certificate({
         "dpopt_version": __version__,
         "kind": KIND,
@@ -108,7 +125,7 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
         "mechanism": {"family": "plan", "parameters": {"joint": joint.mechanism.family}},
         "utility": {"metric": "weighted_total", "value": sum(q.weight * u.value for q, u in zip(plan.queries,
                                                                                               joint.errors)),
-                    "method": "Σ w_i E‖W_i A_i P_i Z‖² of the joint release (closed forms)"},
+                    "method": UTILITY_METHOD["joint"]},
         "allocation": {**allocation.to_dict(), **{k: v for k, v in comparison.items() if k != "candidates"}},
         "design": "joint",
         "joint": {"certificate": certificate.data},
@@ -122,9 +139,47 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
 
 def group_checks(plan: Plan, block: dict) -> list[Check]:
     """The ``groups`` block of a grouped plan release (:func:`dpopt.certificate.composition.composition_checks`
-    with the plan's target as the per-group one)."""
+    with the plan's target as the per-group one): the block's record check first, then the claims the
+    release records (``dpopt release`` appends them to the plan's checks)."""
     per_group = query_spec(plan, 0, plan.privacy.model_dump(exclude_none=True))
     return [groups_record_check(per_group, block, PLAN_PER_GROUP)] + composition_checks_groups(per_group, block)
+
+
+def _recorded_claims(data: dict, composed: list[Check], grouped: list[Check]) -> list[Check]:
+    """The plan's recorded ``checks`` against the re-derived claims it records: the composition (its second
+    route is re-derived only) and, for a grouped release, the groups' composition (not the block's record
+    check, ``grouped[0]``); every recorded claim re-derived, none missing
+    (:func:`dpopt.certificate.recorded.recorded_check_claims`)."""
+    expected = [c for c in composed if c.claim != SECOND_ROUTE] + grouped[1:]
+    return recorded_check_claims(data.get("checks"), expected, complete=True)
+
+
+def _baselines(data: dict, total: float) -> list[Check]:
+    """The allocation's comparison (the baselines) against the recomputed weighted total ``total`` of the
+    certified design: the ratio and the kept allocation follow from the recorded totals, the comparison's
+    rows repeat them, and the kept row is the certified total (a separate design outside (ε, δ), whose
+    designs are recalibrated after the comparison; a joint design's row). The equal split's and the
+    other allocation's totals are the solver's baselines (every query designed again), not re-derived."""
+    allocation, rows = data["allocation"], data["candidates"]
+    optimal, equal = allocation.get("optimal_weighted_total"), allocation.get("equal_split_weighted_total")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in (optimal, equal)) \
+            or len(rows) != 3 or not all(isinstance(r, dict) for r in rows):
+        return [Check("allocation.baselines", "the comparison records two positive totals and three rows", False,
+                      f"optimal {optimal!r}, equal split {equal!r}, {len(rows)} rows")]
+    kept = "optimal" if optimal <= equal else "equal split"
+    expected = {"ratio_optimal_to_equal": optimal / equal, "kept": kept, "design": data.get("design"),
+                "rows": [optimal, equal], "designs": list(CANDIDATE_ROWS)}
+    recorded = {k: allocation.get(k) for k in ("ratio_optimal_to_equal", "kept", "design")}
+    recorded["rows"] = [r.get("weighted_total") for r in rows[:2]]
+    recorded["designs"] = [r.get("design") for r in rows]
+    if data.get("design") == "joint":
+        expected["joint"] = total
+        recorded["joint"] = rows[2].get("weighted_total")
+    elif data["guarantee"].get("definition") != "approx":
+        expected["kept_total"] = total
+        recorded["kept_total"] = optimal if kept == "optimal" else equal
+    return [compare("allocation.baselines", "comparison of the allocations (ratio, kept, rows) and the certified "
+                    "design's weighted total", recorded, expected)]
 
 
 def plan_certificate(plan: Plan, designs, certificates: list[Certificate], allocation: Allocation,
@@ -170,7 +225,7 @@ def plan_certificate(plan: Plan, designs, certificates: list[Certificate], alloc
         "sensitivity": {"queries": {d.name: q["sensitivity"] for d, q in zip(designs, queries)}},
         "mechanism": {"family": "plan", "parameters": {d.name: d.mechanism.family for d in designs}},
         "utility": {"metric": "weighted_total", "value": total,
-                    "method": "Σ w_i u_i of the per-query predicted utilities"},
+                    "method": UTILITY_METHOD["separate"]},
         "allocation": {**allocation.to_dict(), **{k: v for k, v in comparison.items() if k != "candidates"}},
         "design": "separate",
         "queries": queries,
@@ -188,8 +243,7 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
     data = cert.data
     schema = certificate_schema(data, top="plan")
     recorded = data.get("queries")
-    if not isinstance(data.get("utility"), dict) or not isinstance(data.get("guarantee"), dict) \
-            or not isinstance(recorded, list) or not all(isinstance(q, dict) for q in recorded):
+    if not schema.passed:  # a block missing, or not of its type: nothing else can be read safely
         return Verification([schema])
     try:
         plan = load_plan(data["spec"])
@@ -227,12 +281,13 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
         except DpoptError as exc:
             checks.append(Check(f"{name}.mechanism", "rebuild from family and parameters", False, str(exc)))
             continue
-        row = {"family": sub["mechanism"]["family"], "parameters": sub["mechanism"]["parameters"],
+        row = {"weight": q.weight, "family": sub["mechanism"]["family"], "parameters": sub["mechanism"]["parameters"],
                "sensitivity": {k: sub["sensitivity"].get(k) for k in ("dimension", "l1", "l2", "linf")},
                "utility": {k: v for k, v in sub["utility"].items() if k != "per_cell"}}
         same = all(entry.get(k) == v for k, v in row.items())
-        checks.append(Check(f"{name}.parameters", "the plan's row repeats the query certificate's mechanism, "
-                                                  "sensitivity and utility", same, f"{mechanism.family}"))
+        checks.append(Check(f"{name}.parameters", "the plan's row repeats the plan's weight and the query "
+                                                  "certificate's mechanism, sensitivity and utility", same,
+                            f"{mechanism.family}"))
         targets.append(spec.privacy)
         mechanisms.append(mechanism)
         spaces.append(space)
@@ -252,15 +307,21 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
                             len(semi) == 1 and data["guarantee"] == _guarantee(
                                 plan, _composition_method(plan.privacy.definition), spaces, mechanisms),
                             f"{plan.privacy.definition} {plan.privacy.parameters}"))
+    grouped = group_checks(plan, data["groups"]) if "groups" in data else []  # the target composed over groups
     if len(targets) == len(plan.queries):
-        checks.extend(composition_checks(plan, targets, mechanisms, spaces, [q.name for q in plan.queries]))
-    if "groups" in data:  # a grouped release: the plan's target composed over the groups a record is in
-        checks.extend(group_checks(plan, data["groups"]))
-    value = data["utility"].get("value")
-    checks.append(Check("utility", "Σ w_i u_i recomputed from the per-query certificates",
-                        isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
-                        f"recomputed {total:.12g}, recorded {value}"))
+        composed = composition_checks(plan, targets, mechanisms, spaces, [q.name for q in plan.queries])
+        checks += composed + _recorded_claims(data, composed, grouped)
+    checks += grouped + _utility_checks(data, total, "Σ w_i u_i recomputed from the per-query certificates")
     return Verification(checks)
+
+
+def _utility_checks(data: dict, total: float, method: str) -> list[Check]:
+    """The plan's weighted total (``utility``) and its baselines against the recomputed total."""
+    value = data["utility"].get("value")
+    return [Check("utility", method, data["utility"].get("metric") == "weighted_total"
+                  and data["utility"].get("method") == UTILITY_METHOD.get(data.get("design"))
+                  and isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
+                  f"recomputed {total:.12g}, recorded {value}"), *_baselines(data, total)]
 
 
 def _verify_joint(plan: Plan, data: dict) -> list[Check]:
@@ -294,16 +355,17 @@ def _verify_joint(plan: Plan, data: dict) -> list[Check]:
         checks.append(Check(f"{q.name}.utility", f"E‖W_i A_i P_i Z‖² of the joint release ({u.method})",
                             isinstance(value, (int, float)) and math.isclose(value, u.value, rel_tol=1e-9),
                             f"recomputed {u.value:.12g}, recorded {value}"))
+    rows = json.loads(json.dumps(_joint_rows(plan, spec.privacy.model_dump(exclude_none=True), maps, errors)))
+    summary = {"mechanism": {"family": "plan", "parameters": {"joint": mechanism.family}},
+               "sensitivity": sub["sensitivity"], "notes": NOTES, "queries": rows}
+    checks.append(compare("plan.summary", "plan's rows, mechanism, sensitivity and notes (from the joint release)",
+                          {k: data.get(k) for k in summary}, summary))
     checks.append(Check("guarantee", "the guarantee equals the plan's target, adjacency and a(t)",
                         data["guarantee"] == _guarantee(plan, _composition_method(plan.privacy.definition), [space],
                                                         [mechanism]),
                         f"{plan.privacy.definition} {plan.privacy.parameters}"))
-    checks += composition_checks(plan, [spec.privacy], [mechanism], [space], ["joint"])
-    if "groups" in data:
-        checks += group_checks(plan, data["groups"])
+    composed = composition_checks(plan, [spec.privacy], [mechanism], [space], ["joint"])
+    grouped = group_checks(plan, data["groups"]) if "groups" in data else []
+    checks += composed + _recorded_claims(data, composed, grouped) + grouped
     total = sum(q.weight * u.value for q, u in zip(plan.queries, errors))
-    value = data["utility"].get("value")
-    checks.append(Check("utility", "Σ w_i u_i recomputed from the joint release",
-                        isinstance(value, (int, float)) and math.isclose(value, total, rel_tol=1e-9),
-                        f"recomputed {total:.12g}, recorded {value}"))
-    return checks
+    return checks + _utility_checks(data, total, "Σ w_i u_i recomputed from the joint release")

@@ -33,7 +33,7 @@ from dpopt.design.select import Candidate, design_candidates, select
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism, UtilityValue, better
 from dpopt.plan.allocate import Allocation, allocate, power_law
-from dpopt.plan.certificate import plan_certificate
+from dpopt.plan.certificate import CANDIDATE_ROWS, plan_certificate
 from dpopt.plan.compose import composed_pld, dominating_pair, fit_targets
 from dpopt.plan.joint import JointDesign, design_joint
 from dpopt.plan.spec import load_plan, query_spec
@@ -225,9 +225,9 @@ def solve_plan(source: Plan | Spec | str | Path | Mapping[str, Any]) -> PlanSolu
     joint = _joint(plan, designs, total)
     separate_total = sum(d.weighted() for d in designs)
     comparison["candidates"] = [
-        {"design": "separate, optimal allocation", "weighted_total": optimal_total},
-        {"design": "separate, equal split", "weighted_total": equal_total},
-        {"design": "joint: gaussian_optimal on the shared histogram",
+        {"design": CANDIDATE_ROWS[0], "weighted_total": optimal_total},
+        {"design": CANDIDATE_ROWS[1], "weighted_total": equal_total},
+        {"design": CANDIDATE_ROWS[2],
          **({"weighted_total": joint.utility.value} if isinstance(joint, JointDesign) else
             {"weighted_total": None, "note": joint})},
     ]

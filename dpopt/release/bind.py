@@ -78,7 +78,7 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def _certificate_files(document: dict) -> dict[str, str | None]:
+def certificate_files(document: dict) -> dict[str, str | None]:
     """The certificate files a release document names, with the digest it records for each."""
     digest = document.get("certificate_sha256")
     hierarchy = document.get("hierarchy")
@@ -111,16 +111,11 @@ def _repeated_blocks(document: dict, certificate: dict) -> list[str]:
     return bad
 
 
-def verify_folder(folder: str | Path, verify_certificate: Callable[[Certificate], object],
-                  signature: Callable[[Path], object] | None = None) -> list[FileCheck]:
+def verify_folder(folder: str | Path, verify_certificate: Callable[[Certificate], object]) -> list[FileCheck]:
     """Check a release folder: every certificate it names verifies (``verify_certificate``
     returns an object with ``passed`` and ``failed``), the document names each certificate's
-    SHA-256 and every table's, and repeats the certificate's blocks unchanged.
-
-    Parameters
-    ----------
-    signature : callable, optional
-        Checks a certificate file's signature (returns an object with ``passed`` and ``detail``).
+    SHA-256 and every table's, and repeats the certificate's blocks unchanged (its signature:
+    :func:`dpopt.release.signature.release_signature_check`).
 
     Raises
     ------
@@ -133,7 +128,7 @@ def verify_folder(folder: str | Path, verify_certificate: Callable[[Certificate]
                                f"e.g. {folder / 'certificate.json'})")
     document = _read_json(folder / RELEASE_FILE)
     lines: list[FileCheck] = []
-    files = _certificate_files(document)
+    files = certificate_files(document)
     problems = []
     for name, digest in files.items():
         path = folder / name
@@ -148,10 +143,6 @@ def verify_folder(folder: str | Path, verify_certificate: Callable[[Certificate]
         failed = [c.claim for c in result.failed]
         test = is_test_release(certificate.data)
         detail = f"{len(result.checks)} claims hold" if not failed else "FAILED: " + ", ".join(failed)
-        if signature is not None:
-            signed = signature(path)
-            failed = failed or ([] if signed.passed else ["signature"])
-            detail += f"; signature: {signed.detail}"
         lines.append(FileCheck(name, not failed, detail + (f"; {TEST_RELEASE}" if test else "")))
         problems += [f"its {block} differs from {name}'s" for block in _repeated_blocks(document, certificate.data)]
         if test != is_seeded(document.get("randomness", {})):

@@ -5,15 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dpopt.certificate.model import Certificate
+from dpopt.certificate.recorded import certificate_schema, recorded_check_claims
 from dpopt.core.checks import Check
 from dpopt.errors import DpoptError
 from dpopt.selection.design import certificate_body, release_checks, spec_sha256
 from dpopt.spec.selection import load_selection_spec
-
-KEYS = frozenset({"kind", "dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
-                  "releases", "numerics", "checks", "test_release"})
-"""Every key such a certificate may hold; any other is refused."""
-
 
 @dataclass(frozen=True)
 class Verification:
@@ -31,12 +27,14 @@ class Verification:
 
 
 def verify_selection(certificate: Certificate) -> Verification:
-    """Re-derive every claim: the spec's hash, every recorded number (a fresh design from the recorded spec
-    must equal it), and the independent checks of each release's guarantee on the *recorded* numbers."""
+    """Re-derive every claim: the keys (:func:`dpopt.certificate.recorded.certificate_schema`), the spec's
+    hash, every recorded number (a fresh design from the recorded spec must equal it), the independent
+    checks of each release's guarantee on the *recorded* numbers, and the recorded checks against them
+    (each one re-derived, none missing: :func:`dpopt.certificate.recorded.recorded_check_claims`)."""
     data = certificate.data
-    unknown = sorted(set(data) - KEYS)
-    checks = [Check("keys", "only the keys such a certificate holds", not unknown,
-                    f"unknown: {', '.join(unknown)}" if unknown else "none unknown")]
+    checks = [certificate_schema(data, top="selection")]
+    if not checks[0].passed:  # a block missing, or not of its type: nothing else can be read safely
+        return Verification(tuple(checks))
     try:
         spec = load_selection_spec(data["spec"])
     except DpoptError as exc:
@@ -49,7 +47,8 @@ def verify_selection(certificate: Certificate) -> Verification:
     checks.append(Check("recorded", "every recorded number equals its re-derivation from the spec", not differing,
                         f"differ: {', '.join(differing)}" if differing else "all equal"))
     try:
-        checks += release_checks(spec, list(data["releases"]))
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        recomputed = release_checks(spec, list(data["releases"]))
+        checks += recomputed + recorded_check_claims(data["checks"], recomputed, complete=True)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError, IndexError) as exc:
         checks.append(Check("releases", "the recorded releases can be read", False, f"{type(exc).__name__}: {exc}"))
     return Verification(tuple(checks))
