@@ -21,6 +21,7 @@ from dpopt.spec.load import load_spec, spec_document
 NOISE_DRAWS = 20_000
 NOISE_SEED = 20261124
 MAX_HULL_POINTS = 20_000
+MAX_HULL_DIMENSION = 400
 
 BUDGET_PARAMETER = {"pure": "epsilon", "approx": "epsilon", "pdp": "epsilon", "gdp": "mu", "zcdp": "rho"}
 
@@ -54,8 +55,9 @@ def target_tradeoff(guarantee: dict, alpha: np.ndarray) -> tuple[np.ndarray, str
 
 
 def noise_draws(dimension: int, draws: int = NOISE_DRAWS) -> int:
-    """The draws :func:`noise_panels` takes: ``draws``, fewer for a large query (at most 4·10⁷ numbers)."""
-    return min(draws, max(2_000, 40_000_000 // max(1, dimension)))
+    """The draws :func:`noise_panels` takes: ``draws``, fewer for a large query (at most 4·10⁶ numbers, at
+    least 2,000 draws: a histogram of three cells needs no more)."""
+    return min(draws, max(2_000, 4_000_000 // max(1, dimension)))
 
 
 def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAWS,
@@ -103,7 +105,11 @@ def _gamma_density(x: np.ndarray, shape: float, rate: float) -> np.ndarray:
 
 def hull_points(space: SensitivitySpace) -> tuple[np.ndarray, int] | None:
     """The listed difference vectors in the coordinates of the leading principal directions of
-    their span (right singular vectors), at most three; None when they cannot be listed."""
+    their span (right singular vectors), at most three; None when they cannot be listed, or the query
+    has more than :data:`MAX_HULL_DIMENSION` coordinates (listing and projecting them would cost more
+    than the whole design: seconds to minutes for a marginal workload of a few thousand cells)."""
+    if space.dimension > MAX_HULL_DIMENSION:
+        return None
     vectors = space.listed()
     if vectors is None or len(vectors) > MAX_HULL_POINTS or not vectors.any():
         return None
