@@ -57,9 +57,8 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy import linalg, special
-from scipy.optimize import linprog
 
+from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.core.families import HULL_MAX_RANK
 from dpopt.errors import CalibrationError, UnsupportedSpecError
@@ -70,6 +69,11 @@ from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_p
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
+
+linalg = lazy_module("scipy.linalg")
+optimize = lazy_module("scipy.optimize")
+special = lazy_module("scipy.special")
+
 
 HULL_BUDGET_SECONDS = 20.0
 """Time allowed for the facets of Hull(S) before falling back to a norm ball."""
@@ -320,7 +324,7 @@ class BallBody:
 
 def _exact_gauge_bound(vertices: np.ndarray, v: np.ndarray) -> Fraction | None:
     """Σλ for an exact representation v = Σ_J λ_j w_j, λ ≥ 0, found by LP; None if none."""
-    res = linprog(np.ones(len(vertices)), A_eq=vertices.T, b_eq=v, bounds=(0, None), method="highs")
+    res = optimize.linprog(np.ones(len(vertices)), A_eq=vertices.T, b_eq=v, bounds=(0, None), method="highs")
     if res.status != 0:
         return None
     support = np.flatnonzero(res.x > 1e-12 * max(1.0, float(res.x.max())))
