@@ -23,6 +23,7 @@ from dpopt.certificate.hierarchy_budget import verify_hierarchy
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
 from dpopt.certificate.recorded import certificate_schema, compare, difference, same_text
+from dpopt.core.blas import one_blas_thread
 from dpopt.core.checks import Check
 from dpopt.errors import CertificateError, DpoptError
 from dpopt.mechanisms import Mechanism, registry
@@ -78,6 +79,12 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     CertificateError
         The file is not a dpopt certificate at all, or is a plan's (:func:`dpopt.plan.verify_plan`).
     """
+    with one_blas_thread():  # as the solve (dpopt.core.blas)
+        return _verify(certificate)
+
+
+def _verify(certificate: Certificate | dict | str | Path) -> Verification:
+    """:func:`verify`, its BLAS limited by the caller."""
     cert = Certificate.read(certificate)
     data = cert.data
     if data.get("kind") == "plan":  # the plan layer sits above this one: it verifies its own certificates
