@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from dpopt.certificate.build import certify
 from dpopt.certificate.model import Certificate
 from dpopt.core.blas import one_blas_thread
-from dpopt.design.select import Candidate, design_candidates, failure_reason, select
+from dpopt.design.select import Candidate, design_candidates, failure_reason, redesign_beaten, select
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.problem import OnProblem, Problem, compile
@@ -102,5 +102,6 @@ def solve(spec: Problem | Spec | str | Path | Mapping[str, Any]) -> Solution:
             except Exception as exc:  # noqa: BLE001 - the row says why (failure_reason re-raises MemoryError)
                 reason = f"its certificate could not be built: {failure_reason(exc)}"
                 candidates = [Candidate(c.family, reason=reason) if c is chosen else c for c in candidates]
+                candidates = redesign_beaten(problem, candidates, chosen.family)
                 continue
             return Solution(problem, chosen.mechanism, candidates, certificate)

@@ -84,9 +84,8 @@ def test_auto_on_a_large_table_refuses_in_one_line_naming_the_structures(monkeyp
         dpopt.solve(_table(30, 40))
     message = str(caught.value)
     assert "\n" not in message
-    # (james_stein refuses earlier, on its guaranteed gain; its Helmert basis: the next test. k_norm is skipped
-    # by the capability table's ball bound, 2sΔ₂²/ε₀² with s = 1199, before it would form its dense basis)
-    assert "k_norm: not designed: its utility bound" in message
+    # (james_stein refuses earlier, on its guaranteed gain; its Helmert basis: the next test)
+    assert "k_norm: the dense 1200 x 1199 basis of the sum_zero span: would take 32.9 MiB" in message
     assert "3,333 noise draws of dimension 1,200: would take 61 MiB" in message
 
 

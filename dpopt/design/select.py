@@ -45,6 +45,9 @@ class Candidate:
     skipped: str | None = None
     """Why it was not designed, when it was not: ``capability table`` (its row rules the spec out, the
     family not imported), ``supports`` (the family refuses), ``utility bound`` (it cannot win)."""
+    beaten_by: str | None = None
+    """The family whose predicted utility beats this one's bound (``utility bound``): if that family's
+    certificate cannot be built, this one is designed after all (:func:`redesign_beaten`)."""
 
     @property
     def feasible(self) -> bool:
@@ -118,10 +121,23 @@ def design_candidates(problem: Problem) -> list[Candidate]:
         if winner is None:
             rows[family] = _designed(registry()[family], problem)
         else:
-            rows[family] = Candidate(family, skipped="utility bound", reason=(
+            rows[family] = Candidate(family, skipped="utility bound", beaten_by=winner.family, reason=(
                 f"not designed: its utility bound ({metric} {_BOUND_WORD[better(metric)]} {bound:.6g}) "
                 f"cannot beat {winner.family} ({winner.utility.value:.6g})"))
     return [rows[f] for f in families]
+
+
+def redesign_beaten(problem: Problem, candidates: list[Candidate], family: str) -> list[Candidate]:
+    """``candidates`` with every family skipped because ``family`` beat its bound designed after all (when
+    ``family``'s certificate could not be built, the bound no longer shows that they cannot win)."""
+    out = []
+    for c in candidates:
+        if c.beaten_by != family:
+            out.append(c)
+            continue
+        refusal = _refusal(c.family, problem)
+        out.append(refusal if refusal is not None else _designed(registry()[c.family], problem))
+    return out
 
 
 def _refusal(family: str, problem: Problem) -> Candidate | None:
