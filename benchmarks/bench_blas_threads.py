@@ -38,8 +38,8 @@ print(json.dumps({"solve_cpu": t1 - t0, "solve_wall": w1 - w0, "verify_cpu": t2 
 
 
 def _run(spec: str, env: dict, timeout: float) -> dict:
-    done = subprocess.run([sys.executable, "-c", CHILD, spec], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=True)
+    done = subprocess.run([sys.executable, "-c", CHILD, spec], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -53,8 +53,9 @@ def main() -> None:
     env.pop("OPENBLAS_NUM_THREADS", None)
     loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(options.load)]
     try:
+        one = {**env, "OPENBLAS_NUM_THREADS": "1"}
         rows = [("default threads", _run(options.spec, env, options.timeout)),
-                ("OPENBLAS_NUM_THREADS=1", _run(options.spec, {**env, "OPENBLAS_NUM_THREADS": "1"}, options.timeout))]
+                ("OPENBLAS_NUM_THREADS=1", _run(options.spec, one, options.timeout))]
     finally:
         for loop in loops:
             loop.kill()

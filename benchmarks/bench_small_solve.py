@@ -35,7 +35,8 @@ def _child_cpu() -> float:
 def _cpu(command: list[str], env: dict) -> float:
     """CPU seconds of one run of ``command`` (which must succeed)."""
     before = _child_cpu()
-    subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     return _child_cpu() - before
 
 
@@ -43,14 +44,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7, help="runs of each command (the median is kept)")
     parser.add_argument("--spec", default=str(ROOT / "specs" / "count_add_remove.yaml"))
-    parser.add_argument("--out", action="store_true", help="time `dpopt solve --out DIR` (report and figures)")
+    parser.add_argument("--out", action="store_true",
+                        help="time `dpopt solve --out DIR` (report and figures)")
     options = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     script = shutil.which("dpopt", path=str(Path(sys.executable).parent))
     solve = [script] if script else [sys.executable, "-m", "dpopt.cli"]
     numpy = [sys.executable, "-c", "import numpy"]
     with tempfile.TemporaryDirectory() as folder:
-        command = solve + ["solve", options.spec] + (["--out", str(Path(folder) / "out")] if options.out else [])
+        out = ["--out", str(Path(folder) / "out")] if options.out else []
+        command = solve + ["solve", options.spec] + out
         _cpu(numpy, env), _cpu(command, env)  # first runs write the bytecode caches
         load = os.getloadavg()[0]
         base, ours = [], []

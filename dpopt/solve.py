@@ -88,12 +88,13 @@ def solve(spec: Problem | Spec | str | Path | Mapping[str, Any]) -> Solution:
     >>> sol.mechanism.release([42.0], rng=np.random.default_rng(0)).shape
     (1,)
     """
-    with one_blas_thread():  # spinning BLAS threads on a busy machine cost ten times the CPU (dpopt.core.blas)
+    with one_blas_thread():  # spinning BLAS threads on a busy machine cost 10x the CPU (dpopt.core.blas)
         problem = spec if isinstance(spec, Problem) else compile(spec)
         if problem.spec.geography is not None:  # what solve certifies must be what release does
             raise UnsupportedSpecError(
-                "geography", "a spec with geography is a hierarchical release (one design per level, composed): "
-                             "design it with dpopt.release.solve_hierarchy, or `dpopt solve`")
+                "geography",
+                "a spec with geography is a hierarchical release (one design per level, composed): "
+                "design it with dpopt.release.solve_hierarchy, or `dpopt solve`")
         candidates = design_candidates(problem)
         while True:  # a candidate whose certificate cannot be built gives way to the next best
             chosen = select(candidates, problem.spec.utility.metric)

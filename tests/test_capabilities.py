@@ -1,4 +1,4 @@
-"""The capability table (``dpopt.core.families.FAMILIES``) and the quick bounds of ``dpopt.design.capabilities``.
+"""The capability table (``dpopt.core.families.FAMILIES``), the quick bounds of ``dpopt.design.capabilities``.
 
 * The docs show the table generated from the code (the page's marked block equals
   :func:`capability_table`).
@@ -37,8 +37,9 @@ def _spec(query, privacy, utility="l2", attributes=None, adjacency="add_remove",
 SPECS = {
     "count pure l1": _spec({"kind": "count"}, {"pure": {"epsilon": 0.5}}, "l1"),
     "table zcdp": _spec({"kind": "contingency_table", "attributes": ["a", "b"]}, {"zcdp": {"rho": 0.5}}),
-    "table gdp invariants": _spec({"kind": "contingency_table", "attributes": ["a", "b"]}, {"gdp": {"mu": 1.0}},
-                                  adjacency="replace_one", invariants=[{"kind": "margins", "attributes": ["a"]}]),
+    "table gdp invariants": _spec({"kind": "contingency_table", "attributes": ["a", "b"]},
+                                  {"gdp": {"mu": 1.0}}, adjacency="replace_one",
+                                  invariants=[{"kind": "margins", "attributes": ["a"]}]),
     "marginals pure": _spec({"kind": "marginals", "attributes": [["a"], ["b"]]}, {"pure": {"epsilon": 1.0}}),
     "histogram approx max_variance": _spec({"kind": "histogram", "attribute": "a"},
                                            {"approx": {"epsilon": 1.0, "delta": 1e-6}}, "max_variance"),
@@ -71,7 +72,8 @@ def test_a_row_rules_out_only_what_its_family_refuses(name):
         if screen(row.name, problem) is None:
             continue
         cls = registry()[row.name]
-        refused = cls.supports(problem) is not None or (bool(problem.spec.invariants) and not cls.noise_in_span)
+        alters_invariants = bool(problem.spec.invariants) and not cls.noise_in_span
+        refused = cls.supports(problem) is not None or alters_invariants
         if not refused:  # supports may leave a metric to design/expected_utility: it must fail there
             with pytest.raises(dpopt.errors.DpoptError):
                 cls.design(problem).expected_utility(problem.spec.utility)

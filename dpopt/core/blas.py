@@ -4,7 +4,8 @@ OpenBLAS, as numpy and scipy ship it, starts one thread per core and lets idle t
 wait for work. On a machine whose cores are busy with other jobs, a thread that spins takes a core from
 the one that computes: ``specs/range_marginals_age_prefix_zcdp.yaml``, thousands of small and
 medium products, took 35.8 s of CPU and 199 s of wall time with OpenBLAS's two default threads at load
-14 on two cores, and 3.6 s of CPU and 17 s of wall time with one thread (``benchmarks/bench_blas_threads.py``).
+14 on two cores, and 3.6 s of CPU and 17 s of wall time with one thread
+(``benchmarks/bench_blas_threads.py``).
 dpopt's matrices are at most a few thousand wide, where a second thread gains little even on an idle
 machine, so :func:`one_blas_thread` caps every BLAS library loaded at the time at one thread for the
 duration of a solve or a verification (a limit the caller set lower stays; the previous limits are

@@ -105,7 +105,8 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
     Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
-               bound="iid_zcdp", serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
+               bound="iid_zcdp",
+               serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase", metrics=LOCAL_METRICS, bound="iid",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
     Capability("r2dp", _M + "r2dp", metrics=LOCAL_METRICS, bound="iid",
@@ -114,8 +115,9 @@ FAMILIES: tuple[Capability, ...] = (
                serves="discrete Gaussian noise on integer answers"),
     Capability("discrete_laplace", _M + "discrete_laplace", ("pure", "approx", "zcdp", "gdp"), integer=True,
                bound="iid", serves="discrete Laplace (geometric) noise on integer answers"),
-    Capability("query_scaling", _M + "query_scaling", GAUSSIAN_TARGETS, metrics=("ci_volume", "test_power", "l2"),
-               invariants=True, serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),
+    Capability("query_scaling", _M + "query_scaling", GAUSSIAN_TARGETS,
+               metrics=("ci_volume", "test_power", "l2"), invariants=True,
+               serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),
 )
 """Every family of this package, in the order ``auto`` compares them (ties go to the first)."""
 

@@ -64,7 +64,8 @@ def screen(name: str, problem: Problem) -> str | None:
     if row.queries is not None and kind not in row.queries:
         return f"{name} serves {', '.join(row.queries)} queries, not a {kind} query"
     if row.integer and kind not in INTEGER_QUERIES:
-        return f"discrete noise needs an integer-valued query ({', '.join(INTEGER_QUERIES)}), not a {kind} query"
+        return (f"discrete noise needs an integer-valued query ({', '.join(INTEGER_QUERIES)}), "
+                f"not a {kind} query")
     if not row.privacy_unit and spec.data.privacy_unit is not None:
         return f"{name} assumes one row per person (a privacy_unit needs a family that serves it)"
     if row.metrics is not None and utility.metric not in row.metrics:
@@ -125,7 +126,8 @@ def k_norm_ball_bound(problem: Problem) -> float | None:
 
 
 QUICK_BOUNDS: dict[str, tuple[Callable[[Problem], float | None], str]] = {
-    "iid": (iid_bound, "i.i.d. noise per coordinate: Hammersley–Chapman–Robbins from Δ₂, Δ∞ (pure, zcdp, gdp)"),
+    "iid": (iid_bound,
+            "i.i.d. noise per coordinate: Hammersley–Chapman–Robbins from Δ₂, Δ∞ (pure, zcdp, gdp)"),
     "iid_zcdp": (iid_zcdp_bound, "as `iid`, under zcdp and gdp only"),
     "k_norm_ball": (k_norm_ball_bound, f"above rank {HULL_MAX_RANK}, K is a ball: E‖Z‖² ≥ 2sΔ₂²/ε₀²"),
 }
@@ -154,7 +156,7 @@ def capability_table(rows: tuple[Capability, ...] = FAMILIES) -> str:
         if not row.privacy_unit:
             limit = "one row per person" if limit == "—" else f"{limit}; one row per person"
         bound = "—" if row.bound is None else f"`{row.bound}`: {QUICK_BOUNDS[row.bound][1]}"
-        lines.append(f"| `{row.name}` | {_cell(row.definitions)} | {_cell(row.queries)} | {_cell(row.metrics)} "
-                     f"| {'yes' if row.workload else 'no'} | {'yes' if row.invariants else 'no'} | {limit} "
-                     f"| {bound} | {row.serves} |")
+        workload, invariants = ("yes" if flag else "no" for flag in (row.workload, row.invariants))
+        lines.append(f"| `{row.name}` | {_cell(row.definitions)} | {_cell(row.queries)} "
+                     f"| {_cell(row.metrics)} | {workload} | {invariants} | {limit} | {bound} | {row.serves} |")
     return "\n".join(lines)

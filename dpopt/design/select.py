@@ -108,7 +108,7 @@ def design_candidates(problem: Problem) -> list[Candidate]:
         else:
             waiting.append((family, bound, True))
     sign = -1.0 if better(metric) == "higher" else 1.0
-    for family, bound, admitted in sorted(waiting, key=lambda item: sign * item[1]):  # the most promising first
+    for family, bound, admitted in sorted(waiting, key=lambda item: sign * item[1]):  # most promising first
         winner = _beats(rows, families, family, bound, metric)
         if winner is None and not admitted:
             refusal = _refusal(family, problem)

@@ -444,8 +444,8 @@ class KNormMechanism(Mechanism):
         vectors = space.listed()
         basis = space.span.basis()
         if vectors is not None and space.rank > HULL_MAX_RANK:
-            reason = (f"the hull of a rank-{space.rank} space is not built (above rank {HULL_MAX_RANK} its facets "
-                      "take longer than the budget: dpopt.core.families.HULL_MAX_RANK)")
+            reason = (f"the hull of a rank-{space.rank} space is not built (above rank {HULL_MAX_RANK} "
+                      "its facets take longer than the budget: dpopt.core.families.HULL_MAX_RANK)")
         elif vectors is not None:
             try:
                 return cls(epsilon, HullBody(vectors, basis, HULL_BUDGET_SECONDS), space)

@@ -326,7 +326,8 @@ def mallows_monte_carlo(noise: SymmetricNoise, values, order: float, repeats: in
 # -------------------------------------------- per-atom costs for the mixture LP
 @functools.cache
 def _quadrature_nodes() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """80-point Gauss–Laguerre and Gauss–Legendre nodes and weights (numpy.polynomial imported on first use)."""
+    """80-point Gauss–Laguerre and Gauss–Legendre nodes and weights (numpy.polynomial imported when
+    first needed)."""
     return np.polynomial.laguerre.laggauss(80), np.polynomial.legendre.leggauss(80)
 
 

@@ -157,8 +157,8 @@ def build_report(
     stage("sensitivity hull")
     hull = report_data.hull_points(space)
     if hull is None:
-        notes.append("sensitivity hull: not drawn (the space is too large to list its vectors, or has more than "
-                     f"{report_data.MAX_HULL_DIMENSION} coordinates)")
+        notes.append("sensitivity hull: not drawn (the space is too large to list its vectors, or has more "
+                     f"than {report_data.MAX_HULL_DIMENSION} coordinates)")
     else:
         points, rank = hull
         figures.append(Figure(
