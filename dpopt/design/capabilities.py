@@ -69,7 +69,7 @@ def screen(name: str, problem: Problem) -> str | None:
     if not row.privacy_unit and spec.data.privacy_unit is not None:
         return f"{name} assumes one row per person (a privacy_unit needs a family that serves it)"
     if row.metrics is not None and utility.metric not in row.metrics:
-        return f"{name} has no '{utility.metric}' design (metrics: {', '.join(row.metrics)})"
+        return f"{name} is designed for the metric {', '.join(row.metrics)} only, not '{utility.metric}'"
     if not row.workload and (utility.workload is not None or utility.weights is not None):
         return f"{name} optimises the unweighted error of the query: a workload or weights are not served"
     if spec.invariants and not row.invariants:
