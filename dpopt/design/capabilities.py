@@ -60,7 +60,7 @@ def screen(name: str, problem: Problem) -> str | None:
     row, spec = capability(name), problem.spec
     definition, kind, utility = spec.privacy.definition, spec.query.kind, spec.utility
     if definition not in row.definitions:
-        return f"{name} does not meet a {definition} target (it serves {', '.join(row.definitions)})"
+        return f"{name} cannot meet a {definition} target (it serves {', '.join(row.definitions)})"
     if row.queries is not None and kind not in row.queries:
         return f"{name} serves {', '.join(row.queries)} queries, not a {kind} query"
     if row.integer and kind not in INTEGER_QUERIES:

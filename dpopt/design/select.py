@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dpopt.core.families import FAMILY_MODULES, family_names
+from dpopt.core.families import family_names
 from dpopt.design.capabilities import quick_bound, screen
 from dpopt.errors import CalibrationError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism, UtilityValue, better, registry
@@ -76,15 +76,16 @@ def design_candidates(problem: Problem) -> list[Candidate]:
         When the spec names a family this version does not provide.
     """
     spec = problem.spec
+    available = registry()  # membership imports nothing
     if spec.mechanism != "auto":
-        missing = [f for f in spec.families if f not in FAMILY_MODULES]
+        missing = [f for f in spec.families if f not in available]
         if missing:
             raise UnsupportedSpecError(
                 "mechanism",
                 f"family {', '.join(repr(m) for m in missing)} is not available in this version "
-                f"(available: {', '.join(family_names())})",
+                f"(available: {', '.join(f for f in family_names() if f in available)})",
             )
-    families = [f for f in spec.families if f in FAMILY_MODULES]
+    families = [f for f in spec.families if f in available]
     auto = spec.mechanism == "auto"
     metric = spec.utility.metric
     rows: dict[str, Candidate] = {}
