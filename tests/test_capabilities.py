@@ -43,6 +43,8 @@ SPECS = {
     "marginals pure": _spec({"kind": "marginals", "attributes": [["a"], ["b"]]}, {"pure": {"epsilon": 1.0}}),
     "histogram approx max_variance": _spec({"kind": "histogram", "attribute": "a"},
                                            {"approx": {"epsilon": 1.0, "delta": 1e-6}}, "max_variance"),
+    "table gdp weights": _spec({"kind": "contingency_table", "attributes": ["a", "b"]}, {"gdp": {"mu": 1.0}},
+                               {"metric": "l2", "weights": [1, 2, 1, 2, 1, 2]}),
     "sum pdp": {"dpopt": 1, "name": "sum", "data": {"attributes": {"x": {"min": 0, "max": 10}}},
                 "query": {"kind": "sum", "attribute": "x"}, "adjacency": "add_remove",
                 "privacy": {"pdp": {"epsilon": 1.0, "delta": 0.05}}, "mechanism": "auto", "utility": "l2"},

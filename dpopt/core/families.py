@@ -87,7 +87,7 @@ FAMILIES: tuple[Capability, ...] = (
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
-    Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",), workload=False,
+    Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
                serves="James–Stein shrinkage of a Gaussian release (requested by name unless it gains ≥ 1%)"),
     Capability("marginal_gaussian", _M + "marginal_gaussian", GAUSSIAN_TARGETS, MARGINAL_QUERIES, ("l2",),
                workload=False, invariants=True, privacy_unit=False,
