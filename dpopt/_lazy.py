@@ -48,3 +48,23 @@ def lazy_exports(package: str, exports: dict[str, str]) -> list[str]:
     module.__class__ = _LazyPackage
     object.__setattr__(module, "_exports", dict(exports))
     return list(exports)
+
+
+class _LazyModule(types.ModuleType):
+    """A stand-in for a module, imported on its first attribute look-up (then cached on the stand-in)."""
+
+    def __getattr__(self, name: str):
+        module = importlib.import_module(self.__name__)
+        self.__dict__.update(module.__dict__)
+        return getattr(module, name)
+
+
+def lazy_module(name: str) -> types.ModuleType:
+    """``name`` (e.g. ``"scipy.optimize"``), imported when one of its attributes is first used.
+
+    A module that calls, say, ``optimize.brentq`` on one rare path writes
+    ``optimize = lazy_module("scipy.optimize")`` instead of ``from scipy import optimize``: a command
+    that never takes that path does not pay for the import (scipy.optimize costs about three times
+    ``import numpy``). Already imported, the module itself is returned.
+    """
+    return sys.modules.get(name) or _LazyModule(name)

@@ -33,16 +33,16 @@ PROGRESS_AFTER = 2.0
 def _progress(description: str):
     """Show ``description: stage [elapsed]`` on stderr (tqdm) once a step has taken :data:`PROGRESS_AFTER`
     seconds, refreshed twice a second until it ends; stderr that is not a terminal gets nothing. Yields a
-    function that names the current stage."""
-    from tqdm import tqdm
-
+    function that names the current stage. tqdm is imported only then (a short step does not pay for it)."""
     stage = [""]
     done = threading.Event()
     started = time.time()
 
     def tick() -> None:
-        if done.wait(PROGRESS_AFTER):
+        if done.wait(PROGRESS_AFTER) or not sys.stderr.isatty():
             return
+        from tqdm import tqdm
+
         with tqdm(file=sys.stderr, disable=None, leave=False, bar_format="{desc} [{elapsed}]", desc=description) as bar:
             bar.start_t = started  # the elapsed time of the whole step, not of the bar
             while not done.wait(0.5):

@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 from dpopt.certificate.build import certify
 from dpopt.certificate.model import Certificate
-from dpopt.design.select import Candidate, design_candidates, failure_reason, select
+from dpopt.core.blas import one_blas_thread
+from dpopt.design.select import Candidate, design_candidates, failure_reason, redesign_beaten, select
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
 from dpopt.problem import OnProblem, Problem, compile
@@ -87,18 +88,21 @@ def solve(spec: Problem | Spec | str | Path | Mapping[str, Any]) -> Solution:
     >>> sol.mechanism.release([42.0], rng=np.random.default_rng(0)).shape
     (1,)
     """
-    problem = spec if isinstance(spec, Problem) else compile(spec)
-    if problem.spec.geography is not None:  # what solve certifies must be what release does
-        raise UnsupportedSpecError(
-            "geography", "a spec with geography is a hierarchical release (one design per level, composed): "
-                         "design it with dpopt.release.solve_hierarchy, or `dpopt solve`")
-    candidates = design_candidates(problem)
-    while True:  # a candidate whose certificate cannot be built gives way to the next best
-        chosen = select(candidates, problem.spec.utility.metric)
-        try:
-            certificate = certify(problem, chosen.mechanism, chosen.utility, candidates)
-        except Exception as exc:  # noqa: BLE001 - the row says why (failure_reason re-raises MemoryError)
-            reason = f"its certificate could not be built: {failure_reason(exc)}"
-            candidates = [Candidate(c.family, reason=reason) if c is chosen else c for c in candidates]
-            continue
-        return Solution(problem, chosen.mechanism, candidates, certificate)
+    with one_blas_thread():  # spinning BLAS threads on a busy machine cost 10x the CPU (dpopt.core.blas)
+        problem = spec if isinstance(spec, Problem) else compile(spec)
+        if problem.spec.geography is not None:  # what solve certifies must be what release does
+            raise UnsupportedSpecError(
+                "geography",
+                "a spec with geography is a hierarchical release (one design per level, composed): "
+                "design it with dpopt.release.solve_hierarchy, or `dpopt solve`")
+        candidates = design_candidates(problem)
+        while True:  # a candidate whose certificate cannot be built gives way to the next best
+            chosen = select(candidates, problem.spec.utility.metric)
+            try:
+                certificate = certify(problem, chosen.mechanism, chosen.utility, candidates)
+            except Exception as exc:  # noqa: BLE001 - the row says why (failure_reason re-raises MemoryError)
+                reason = f"its certificate could not be built: {failure_reason(exc)}"
+                candidates = [Candidate(c.family, reason=reason) if c is chosen else c for c in candidates]
+                candidates = redesign_beaten(problem, candidates, chosen.family)
+                continue
+            return Solution(problem, chosen.mechanism, candidates, certificate)

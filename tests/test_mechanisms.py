@@ -127,7 +127,7 @@ def test_usefulness_closed_forms():
 
 
 def test_no_family_meets_target_is_a_clear_error():
-    with pytest.raises(dpopt.CalibrationError, match="gaussian: Gaussian noise cannot meet a pure target"):
+    with pytest.raises(dpopt.CalibrationError, match="gaussian: gaussian cannot meet a pure target"):
         _solve(privacy={"pure": {"epsilon": 1.0}}, mechanism="gaussian")
 
 

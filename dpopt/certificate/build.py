@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dpopt._version import __version__
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
 from dpopt.core.checks import Check
-from dpopt.design.select import Candidate
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import Mechanism, UtilityValue
 from dpopt.privacy.pdp import PDP_CAVEAT
@@ -16,6 +17,9 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.load import spec_document, spec_sha256
 from dpopt.spec.models import Spec
+
+if TYPE_CHECKING:  # verify reads certificates without the design stage
+    from dpopt.design.select import Candidate
 
 
 def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
@@ -83,7 +87,7 @@ def certify(
             "privacy": mechanism.privacy_summary(space),
             "notes": mechanism.notes(),
         },
-        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels, lambda: symmetric_differences(problem))},
+        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels, symmetric_differences(problem))},
         "candidates": [c.to_dict() for c in candidates],
         "checks": [c.to_dict() for c in checks],
         "whole_release": None,

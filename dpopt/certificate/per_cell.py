@@ -35,6 +35,7 @@ says so: the error after the post-processing depends on the true answer.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -120,13 +121,14 @@ def _from_groups(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str] | N
                      f"each of the {len(np.unique(groups))} groups that the family's symmetry gives one noise law")
 
 
-def symmetric_differences(problem: Problem) -> np.ndarray | None:
-    """The listed neighbouring differences when the design depends on them alone (no workload, weights or
-    alternative in the utility, which could break their symmetries), for the per-cell pooling; else None."""
+def symmetric_differences(problem: Problem) -> Callable[[], np.ndarray | None] | None:
+    """What lists the neighbouring differences when the design depends on them alone (no workload, weights
+    or alternative in the utility, which could break their symmetries), for the per-cell pooling; else None.
+    Called only by a Monte Carlo (listing them is domain-sized for a marginal workload)."""
     u = problem.spec.utility
     if u.workload is not None or u.weights is not None or u.alternative is not None:
         return None
-    return problem.space.listed()
+    return problem.space.listed
 
 
 def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
@@ -229,7 +231,8 @@ def mapped_per_cell_errors(mechanism: Mechanism, matrix, labels) -> dict:
                   "SE = √(mean (MZ)_i²), margin = the 95% quantile of |(MZ)_i|")
 
 
-def per_cell_errors(mechanism: Mechanism, labels, vectors: np.ndarray | None = None) -> dict:
+def per_cell_errors(mechanism: Mechanism, labels,
+                    vectors: np.ndarray | Callable[[], np.ndarray | None] | None = None) -> dict:
     """Each released cell's standard error and 95% margin of error (see the module docstring).
 
     Parameters
@@ -238,9 +241,9 @@ def per_cell_errors(mechanism: Mechanism, labels, vectors: np.ndarray | None = N
     labels : sequence of str
         The query's cell labels (``race=other,sex=male``), in the order of the release; each cell
         carries its label unchanged, the same string as the release's (:mod:`dpopt.release.cells`).
-    vectors : array (m, d) or a callable returning one, optional
+    vectors : array (m, d), or a function that lists them, optional
         The listed neighbouring differences, whose symmetries pool a Monte Carlo (:func:`cell_orbits`);
-        a callable is called only when that Monte Carlo runs (listing them can cost O(N·d)).
+        a function is called only when a Monte Carlo is needed.
 
     Returns
     -------
@@ -257,7 +260,8 @@ def per_cell_errors(mechanism: Mechanism, labels, vectors: np.ndarray | None = N
     if found is not None:
         se, moe, method = found
     else:
-        se, moe, mc, method = _monte_carlo(mechanism, cell_orbits(labels, vectors() if callable(vectors) else vectors))
+        listed = vectors() if callable(vectors) else vectors
+        se, moe, mc, method = _monte_carlo(mechanism, cell_orbits(labels, listed))
     if isinstance(law, PostProcessedLaw):
         method += f"; the noise stage, before the post-processing ({law.operation}), whose error depends on the answer"
     return _block(labels, se, moe, method, mc)

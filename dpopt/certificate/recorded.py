@@ -65,7 +65,7 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
     "mechanism": (frozenset({"family", "title", "parameters", "privacy", "notes"}), frozenset()),
     "utility": (frozenset({"metric", "value", "method", "per_cell"}), frozenset({"ci95"})),
     "check": (frozenset({"claim", "method", "passed", "detail"}), frozenset()),
-    "candidate": (frozenset({"family"}), frozenset({"parameters", "utility", "reason"})),
+    "candidate": (frozenset({"family"}), frozenset({"parameters", "utility", "reason", "skipped"})),
     "candidate.utility": (frozenset({"metric", "value", "method"}), frozenset({"ci95"})),
     "groups": (frozenset({"columns", "levels", "adjacency", "groups_changed", "per_group", "composition"}),
                frozenset({"streams", "joint"})),

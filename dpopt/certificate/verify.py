@@ -22,7 +22,8 @@ from dpopt.certificate.composition import composition_checks, groups_record_chec
 from dpopt.certificate.hierarchy_budget import verify_hierarchy
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
-from dpopt.certificate.recorded import certificate_schema, compare, difference, recorded_check_claims
+from dpopt.certificate.recorded import certificate_schema, compare, difference, recorded_check_claims, same_text
+from dpopt.core.blas import one_blas_thread
 from dpopt.core.checks import Check
 from dpopt.errors import CertificateError, DpoptError
 from dpopt.mechanisms import Mechanism, registry
@@ -78,6 +79,12 @@ def verify(certificate: Certificate | dict | str | Path) -> Verification:
     CertificateError
         The file is not a dpopt certificate at all, or is a plan's (:func:`dpopt.plan.verify_plan`).
     """
+    with one_blas_thread():  # as the solve (dpopt.core.blas)
+        return _verify(certificate)
+
+
+def _verify(certificate: Certificate | dict | str | Path) -> Verification:
+    """:func:`verify`, its BLAS limited by the caller."""
     cert = Certificate.read(certificate)
     data = cert.data
     if data.get("kind") == "plan":  # the plan layer sits above this one: it verifies its own certificates
@@ -167,7 +174,7 @@ def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Ch
         compare("utility", f"predicted utility E[{predicted.metric}] ({predicted.method})", utility,
                 _json(predicted.to_dict())),
         compare("utility.per_cell", "per-cell standard errors and margins", data["utility"].get("per_cell"),
-                _json(per_cell_errors(mechanism, problem.labels, lambda: symmetric_differences(problem)))),
+                _json(per_cell_errors(mechanism, problem.labels, symmetric_differences(problem)))),
         Check("candidates.chosen", "the comparison's row of the chosen family is the certified mechanism",
               off is None, off or f"the row of {mechanism.family} equals the mechanism and its utility"),
     ]

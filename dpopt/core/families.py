@@ -1,43 +1,143 @@
-"""The mechanism families by spec name: the one list the spec accepts and the registry reads.
+"""The mechanism families: one table of what each serves, read without importing any family.
 
-The families of this package are declared here by name → defining module (imported on first
-look-up by :func:`dpopt.mechanisms.registry`); a family defined anywhere else joins the list
-when its class is created (:meth:`dpopt.mechanisms.Mechanism.__init_subclass__` calls
-:func:`register_family`), so adding a family takes one module and nothing else. The spec
-layer validates ``mechanism:`` against :func:`family_names` without importing a family.
+Each row of :data:`FAMILIES` declares a family by its spec name: the module that defines it
+(imported on first look-up by :func:`dpopt.mechanisms.registry`, so that a command pays only for
+the families it uses), the privacy definitions, query kinds, utility metrics and sizes it serves,
+and the key of its cheap a-priori utility bound (:mod:`dpopt.design.capabilities` evaluates it
+from the target and the sensitivity norms alone). ``auto`` screens every family against its row
+before importing it, and compares them in the table's order; ``docs/howto/choose-mechanism.md``
+shows the table (generated from it). A family's own ``supports`` stays the last word: the row
+only rules out what it declares.
+
+Adding a family is one row here (and its module). A family defined anywhere else joins the list of
+names when its class is created (:meth:`dpopt.mechanisms.Mechanism.__init_subclass__` calls
+:func:`register_family`) with a row that declares nothing (every spec reaches its ``supports``).
+The spec layer validates ``mechanism:`` against :func:`family_names` without importing a family.
 """
 
 from __future__ import annotations
 
-FAMILY_MODULES: dict[str, str] = {
-    "gaussian": "dpopt.mechanisms.gaussian",
-    "projected_gaussian": "dpopt.mechanisms.gaussian",
-    "james_stein": "dpopt.mechanisms.james_stein",
-    "marginal_gaussian": "dpopt.mechanisms.marginal_gaussian",
-    "marginal_laplace": "dpopt.mechanisms.marginal_laplace",
-    "kronecker_gaussian": "dpopt.mechanisms.kronecker_gaussian",
-    "kronecker_laplace": "dpopt.mechanisms.kronecker_laplace",
-    "gaussian_optimal": "dpopt.mechanisms.gaussian_optimal",
-    "laplace": "dpopt.mechanisms.laplace",
-    "k_norm": "dpopt.mechanisms.k_norm",
-    "generalized_gaussian": "dpopt.mechanisms.generalized_gaussian",
-    "staircase": "dpopt.mechanisms.staircase",
-    "r2dp": "dpopt.mechanisms.r2dp",
-    "discrete_gaussian": "dpopt.mechanisms.discrete_gaussian",
-    "discrete_laplace": "dpopt.mechanisms.discrete_laplace",
-    "query_scaling": "dpopt.mechanisms.query_scaling",
-}
-"""The module that defines each family, in the order ``auto`` compares them; ``query_scaling``
-is the Shoham–Rinott scaled query (Gaussian noise σ²Diag(ξ)⁻¹ after the inverse transform);
-``marginal_gaussian`` is ``gaussian_optimal``'s optimum for marginal workloads at any domain size,
-``marginal_laplace`` the weighted-marginal strategy with Laplace noise (pure ε) for them,
-``kronecker_gaussian`` a Kronecker strategy for ``kronecker`` queries (range/prefix × marginals),
-``kronecker_laplace`` its pure-ε counterpart (Laplace noise on a Kronecker strategy)."""
+from dataclasses import dataclass
+
+GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx")
+"""Targets of the families that add Gaussian noise with a designed covariance."""
+CONVERTED_TARGETS = ("pure", "approx", "zcdp", "gdp", "pdp")
+"""Targets a pure ε₀-DP family meets through :func:`dpopt.privacy.pure_conversion.pure_epsilon_for`."""
+MARGINAL_QUERIES = ("marginals", "contingency_table", "histogram", "count")
+"""Query kinds the marginal algebra expresses (stacks of marginals of one table)."""
+INTEGER_QUERIES = ("count", "histogram", "contingency_table", "marginals")
+"""Query kinds whose answers are integers (discrete noise keeps them so)."""
+LOCAL_METRICS = ("l1", "l2", "usefulness", "max_variance", "kl", "renyi", "mallows")
+"""Metrics of one coordinate's noise (every metric but the joint ``ci_volume`` and ``test_power``)."""
+
+HULL_MAX_RANK = 16
+"""Largest rank at which ``k_norm`` builds K = Hull(S) (within its time budget); above, K is a norm ball.
+Measured (:mod:`dpopt.geometry.polytope`): rank 9 (4×4 table, 264 vectors) takes 54–153 s by gift
+wrapping, 2 s up to its symmetry group; rank 16 (5×5 table) was not done after 600 s."""
+
+
+@dataclass(frozen=True)
+class Capability:
+    """What one family serves, declared without importing it.
+
+    Attributes
+    ----------
+    name, module : str
+        The spec name and the module that defines the family.
+    definitions : tuple of str
+        The privacy definitions whose targets it can meet.
+    queries : tuple of str or None
+        The query kinds it serves (``spec.query.kind``); None: every kind.
+    metrics : tuple of str or None
+        The utility metrics it predicts; None: every metric (closed form or Monte Carlo).
+    workload : bool
+        Whether it serves a utility ``workload`` or per-cell ``weights``.
+    invariants : bool
+        Whether it serves a spec with invariants (its noise stays in the sensitivity span).
+    integer : bool
+        Whether it needs an integer-valued query (:data:`INTEGER_QUERIES`).
+    privacy_unit : bool
+        Whether it serves a person with several rows (``data.privacy_unit``).
+    max_dimension : int or None
+        The largest query dimension it serves (a dense d × d object in its certificate).
+    bound : str or None
+        The key of its cheap a-priori bound (:data:`dpopt.design.capabilities.QUICK_BOUNDS`).
+    serves : str
+        One line for the docs table: what it is best at.
+    """
+
+    name: str
+    module: str
+    definitions: tuple[str, ...] = CONVERTED_TARGETS
+    queries: tuple[str, ...] | None = None
+    metrics: tuple[str, ...] | None = None
+    workload: bool = True
+    invariants: bool = False
+    integer: bool = False
+    privacy_unit: bool = True
+    max_dimension: int | None = None
+    bound: str | None = None
+    serves: str = ""
+
+
+_M = "dpopt.mechanisms."
+
+FAMILIES: tuple[Capability, ...] = (
+    Capability("gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"),
+               serves="isotropic Gaussian noise on every coordinate"),
+    Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
+               serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
+    Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
+               serves="James–Stein shrinkage of a Gaussian release (requested by name unless it gains ≥ 1%)"),
+    Capability("marginal_gaussian", _M + "marginal_gaussian", GAUSSIAN_TARGETS, MARGINAL_QUERIES, ("l2",),
+               workload=False, invariants=True, privacy_unit=False,
+               serves="the optimal Gaussian strategy for marginal workloads at any domain size"),
+    Capability("marginal_laplace", _M + "marginal_laplace", ("pure",), MARGINAL_QUERIES, ("l2",),
+               workload=False, privacy_unit=False,
+               serves="weighted marginal strategy with Laplace noise (pure ε)"),
+    Capability("kronecker_gaussian", _M + "kronecker_gaussian", GAUSSIAN_TARGETS, ("kronecker",), ("l2",),
+               workload=False, serves="Kronecker strategy for range/prefix × marginal workloads"),
+    Capability("kronecker_laplace", _M + "kronecker_laplace", ("pure",), ("kronecker",), ("l2",), workload=False,
+               serves="Kronecker strategy with Laplace noise (pure ε) for range/prefix × marginal workloads"),
+    Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,
+               ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
+               serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
+    Capability("laplace", _M + "laplace", ("pure", "approx", "zcdp", "gdp"), bound="iid",
+               serves="Laplace noise on every coordinate"),
+    Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
+               serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
+    Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
+               bound="iid_zcdp",
+               serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
+    Capability("staircase", _M + "staircase", metrics=LOCAL_METRICS, bound="iid",
+               serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
+    Capability("r2dp", _M + "r2dp", metrics=LOCAL_METRICS, bound="iid",
+               serves="R²DP: Laplace with a randomised scale"),
+    Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx"), integer=True,
+               serves="discrete Gaussian noise on integer answers"),
+    Capability("discrete_laplace", _M + "discrete_laplace", ("pure", "approx", "zcdp", "gdp"), integer=True,
+               bound="iid", serves="discrete Laplace (geometric) noise on integer answers"),
+    Capability("query_scaling", _M + "query_scaling", GAUSSIAN_TARGETS,
+               metrics=("ci_volume", "test_power", "l2"), invariants=True,
+               serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),
+)
+"""Every family of this package, in the order ``auto`` compares them (ties go to the first)."""
+
+CAPABILITIES: dict[str, Capability] = {row.name: row for row in FAMILIES}
+"""The rows by family name (a family registered late has a row that declares nothing)."""
+
+FAMILY_MODULES: dict[str, str] = {row.name: row.module for row in FAMILIES}
+"""The module that defines each family, in :data:`FAMILIES` order."""
 
 
 def family_names() -> tuple[str, ...]:
     """Every family name the spec accepts, in :data:`FAMILY_MODULES` order."""
     return tuple(FAMILY_MODULES)
+
+
+def capability(name: str) -> Capability:
+    """The row of ``name``; a family registered without a row declares nothing (every spec reaches it)."""
+    return CAPABILITIES.get(name) or Capability(name, FAMILY_MODULES.get(name, ""))
 
 
 def register_family(name: str, module: str) -> None:

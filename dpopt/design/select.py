@@ -1,12 +1,21 @@
 """Design every eligible family for the spec, predict its utility, pick the best.
 
-Generic over families: a family registered in :mod:`dpopt.mechanisms` joins the
-comparison without any change here.
+Generic over families: a family declared in the capability table
+(:data:`dpopt.core.families.FAMILIES`) joins the comparison without any change here.
 
-Pruning (``auto`` only; a list of families asks for their comparison): a family that
-states a proven bound on its utility (:meth:`Mechanism.utility_bound`) is designed after
-the others (the best bound first, so that its design can rule out the rest), and not at all
-when a calibrated candidate already beats that bound — it could not have been selected. Its row then gives the bound and the candidate that beats it.
+The order of work, so that a family that cannot serve or cannot win costs next to nothing:
+
+1. **Screen** each family against its row of the table (:func:`dpopt.design.capabilities.screen`):
+   a family the row rules out is never imported; its row gives the reason.
+2. ``auto`` only (a list of families asks for their comparison): a family whose row has a **quick
+   bound** (:func:`~dpopt.design.capabilities.quick_bound`: from the target and the exact norms, never
+   a listed vector) waits, unimported, with that bound. Every other family is imported, asked
+   :meth:`~dpopt.mechanisms.Mechanism.supports`, and designed at once, or, when it states a proven
+   bound (:meth:`~dpopt.mechanisms.Mechanism.utility_bound`), waits with it.
+3. The waiting families, the best bound first: one whose bound a designed candidate's closed form
+   already beats is not designed (it could not have been selected; its row gives the bound and the
+   candidate that beats it). Otherwise it is imported and screened by ``supports``, its own bound
+   (when it has one) gets the same test, and it is designed.
 
 A family whose ``supports``, bound or design raises (a dpopt error, or ZeroDivisionError,
 OverflowError ... from its numerics on an extreme target) gets a row with the reason, and
@@ -18,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dpopt.core.families import family_names
+from dpopt.design.capabilities import quick_bound, screen
 from dpopt.errors import CalibrationError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism, UtilityValue, better, registry
 from dpopt.problem import Problem
@@ -32,6 +42,12 @@ class Candidate:
     mechanism: Mechanism | None = None
     utility: UtilityValue | None = None
     reason: str | None = None
+    skipped: str | None = None
+    """Why it was not designed, when it was not: ``capability table`` (its row rules the spec out, the
+    family not imported), ``supports`` (the family refuses), ``utility bound`` (it cannot win)."""
+    beaten_by: str | None = None
+    """The family whose predicted utility beats this one's bound (``utility bound``): if that family's
+    certificate cannot be built, this one is designed after all (:func:`redesign_beaten`)."""
 
     @property
     def feasible(self) -> bool:
@@ -44,12 +60,15 @@ class Candidate:
             row["utility"] = self.utility.to_dict()
         else:
             row["reason"] = self.reason
+            if self.skipped is not None:
+                row["skipped"] = self.skipped
         return row
 
 
 def design_candidates(problem: Problem) -> list[Candidate]:
-    """Design each family the spec allows (``auto``: every registered family) on the compiled
-    problem's sensitivity space (a family reads its target and utility from ``problem.spec``).
+    """Design each family the spec allows (``auto``: every declared family) on the compiled
+    problem's sensitivity space (a family reads its target and utility from ``problem.spec``), in
+    the order of the module docstring.
 
     Raises
     ------
@@ -57,7 +76,7 @@ def design_candidates(problem: Problem) -> list[Candidate]:
         When the spec names a family this version does not provide.
     """
     spec = problem.spec
-    available = registry()
+    available = registry()  # membership imports nothing
     if spec.mechanism != "auto":
         missing = [f for f in spec.families if f not in available]
         if missing:
@@ -67,35 +86,78 @@ def design_candidates(problem: Problem) -> list[Candidate]:
                 f"(available: {', '.join(f for f in family_names() if f in available)})",
             )
     families = [f for f in spec.families if f in available]
+    auto = spec.mechanism == "auto"
     metric = spec.utility.metric
     rows: dict[str, Candidate] = {}
-    bounded: list[tuple[str, float]] = []
+    waiting: list[tuple[str, float, bool]] = []  # (family, bound, imported and admitted already)
     for family in families:
-        cls = available[family]
-        try:
-            reason = cls.supports(problem)
-        except Exception as exc:  # noqa: BLE001 - one family's failure is its row, not the design's end
-            reason = failure_reason(exc)
-        if reason is None and spec.invariants and not cls.noise_in_span:
-            reason = "its noise leaves the span of the sensitivity space, so it would alter the invariants"
+        reason = screen(family, problem)
         if reason is not None:
-            rows[family] = Candidate(family, reason=reason)
+            rows[family] = Candidate(family, reason=reason, skipped="capability table")
             continue
-        bound = _bound(cls, problem) if spec.mechanism == "auto" else None
+        quick = _quick_bound(family, problem) if auto else None
+        if quick is not None:
+            waiting.append((family, quick, False))
+            continue
+        refusal = _refusal(family, problem)
+        if refusal is not None:
+            rows[family] = refusal
+            continue
+        bound = _bound(registry()[family], problem) if auto else None
         if bound is None:
-            rows[family] = _designed(cls, problem)
+            rows[family] = _designed(registry()[family], problem)
         else:
-            bounded.append((family, bound))
+            waiting.append((family, bound, True))
     sign = -1.0 if better(metric) == "higher" else 1.0
-    for family, bound in sorted(bounded, key=lambda item: sign * item[1]):  # the most promising first
+    for family, bound, admitted in sorted(waiting, key=lambda item: sign * item[1]):  # most promising first
         winner = _beats(rows, families, family, bound, metric)
+        if winner is None and not admitted:
+            refusal = _refusal(family, problem)
+            if refusal is not None:
+                rows[family] = refusal
+                continue
+            own = _bound(registry()[family], problem)
+            if own is not None:
+                bound, winner = own, _beats(rows, families, family, own, metric)
         if winner is None:
-            rows[family] = _designed(available[family], problem)
+            rows[family] = _designed(registry()[family], problem)
         else:
-            rows[family] = Candidate(family, reason=(
+            rows[family] = Candidate(family, skipped="utility bound", beaten_by=winner.family, reason=(
                 f"not designed: its utility bound ({metric} {_BOUND_WORD[better(metric)]} {bound:.6g}) "
                 f"cannot beat {winner.family} ({winner.utility.value:.6g})"))
     return [rows[f] for f in families]
+
+
+def redesign_beaten(problem: Problem, candidates: list[Candidate], family: str) -> list[Candidate]:
+    """``candidates`` with every family skipped because ``family`` beat its bound designed after all (when
+    ``family``'s certificate could not be built, the bound no longer shows that they cannot win)."""
+    out = []
+    for c in candidates:
+        if c.beaten_by != family:
+            out.append(c)
+            continue
+        refusal = _refusal(c.family, problem)
+        out.append(refusal if refusal is not None else _designed(registry()[c.family], problem))
+    return out
+
+
+def _refusal(family: str, problem: Problem) -> Candidate | None:
+    """The row of a family (imported here) that refuses the spec or whose ``supports`` fails, or None."""
+    try:
+        cls = registry()[family]
+        reason = cls.supports(problem)
+    except Exception as exc:  # noqa: BLE001 - one family's failure is its row, not the design's end
+        reason = failure_reason(exc)
+    return None if reason is None else Candidate(family, reason=reason, skipped="supports")
+
+
+def _quick_bound(family: str, problem: Problem) -> float | None:
+    """The row's quick bound; None when it has none or the spec upsets it (see :func:`_bound`)."""
+    try:
+        return quick_bound(family, problem)
+    except Exception as exc:  # noqa: BLE001 - see failure_reason
+        failure_reason(exc)
+        return None
 
 
 _BOUND_WORD = {"lower": "≥", "higher": "≤"}

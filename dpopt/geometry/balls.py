@@ -36,11 +36,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import integrate, special
 
+from dpopt._lazy import lazy_module
 from dpopt.core import normal
 
 BallKind = Literal["l1", "l2", "linf"]
+
+integrate = lazy_module("scipy.integrate")
+special = lazy_module("scipy.special")
+
+
 BALL_KINDS: tuple[str, ...] = ("l1", "l2", "linf")
 
 

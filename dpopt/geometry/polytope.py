@@ -51,12 +51,15 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy import sparse
-from scipy.linalg import null_space
-from scipy.optimize import linprog
-from scipy.spatial import ConvexHull, QhullError
 
+from dpopt._lazy import lazy_module
 from dpopt.errors import SolverError
+
+linalg = lazy_module("scipy.linalg")
+optimize = lazy_module("scipy.optimize")
+sparse = lazy_module("scipy.sparse")
+spatial = lazy_module("scipy.spatial")
+
 
 _CHUNK = 65_536
 _GLOBAL_QHULL_DIMENSION = 4
@@ -220,6 +223,8 @@ class Polytope(ConeSampler):
         """The values of a linear map on the generating and auxiliary points, given its values
         ``images`` (n × k) on the generating points."""
         images = np.asarray(images, dtype=float)
+        if not self.auxiliary:  # simplicial facets only: no averaging (nor scipy.sparse) needed
+            return images
         return np.vstack([images, self._averaging @ images])
 
     # ------------------------------------------------------------------ sampling
@@ -304,10 +309,10 @@ def _interval(points: np.ndarray) -> Polytope:
                     np.array([0, 1]), np.array([top, -bottom]), top - bottom, 0, "interval")
 
 
-def _hull(points: np.ndarray) -> ConvexHull:
+def _hull(points: np.ndarray) -> spatial.ConvexHull:
     try:
-        return ConvexHull(points)
-    except QhullError as exc:
+        return spatial.ConvexHull(points)
+    except spatial.QhullError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "qhull failed"
         raise ValueError(f"the points do not span R^{points.shape[1]} ({first})") from None
 
@@ -328,7 +333,7 @@ def _first_facet(points: np.ndarray) -> np.ndarray:
     s = points.shape[1]
     rng = np.random.default_rng(20260101)
     for _ in range(8):
-        res = linprog(-rng.standard_normal(s), A_ub=points, b_ub=np.ones(len(points)),
+        res = optimize.linprog(-rng.standard_normal(s), A_ub=points, b_ub=np.ones(len(points)),
                       bounds=(None, None), method="highs")
         if res.status == 3:
             raise ValueError("the origin is not interior to the hull of the points")
@@ -427,7 +432,7 @@ def _triangulate_facet(points: np.ndarray, a: np.ndarray, tight: np.ndarray, cen
         volume = math.sqrt(max(np.linalg.det(edges @ edges.T), 0.0)) / math.factorial(s - 1)
         return [np.delete(tight, j) for j in range(s)], [tight.tolist()], volume, False
     w = points[tight]
-    basis = null_space(a[None, :])
+    basis = linalg.null_space(a[None, :])
     z = (w - w.mean(axis=0)) @ basis
     if s == 2:  # a segment with interior points: its two ends
         lo, hi = int(np.argmin(z[:, 0])), int(np.argmax(z[:, 0]))

@@ -46,11 +46,14 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 
 import numpy as np
-from scipy import linalg
 
+from dpopt._lazy import lazy_module
 from dpopt.geometry.polytope import (
     _TIGHT, ConeSampler, _abs_determinants, _across, _first_facet, _triangulate_facet, _within,
 )
+
+linalg = lazy_module("scipy.linalg")
+
 
 _BLOCK = 2_000_000
 """Numbers held at once by the gauge (y·normalsᵀ) and the symmetry check (M_g p_i)."""

@@ -427,6 +427,9 @@ class FamilyRegistry(Mapping[str, type[Mechanism]]):
             importlib.import_module(FAMILY_MODULES[name])
         return _REGISTRY[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in _REGISTRY or name in FAMILY_MODULES  # without importing (Mapping's would look it up)
+
     def __iter__(self) -> Iterator[str]:
         return iter(family_names())
 

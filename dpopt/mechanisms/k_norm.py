@@ -25,7 +25,8 @@ is ∫ r^{−s} 1{z/r ∈ K} p_R(r) dr / vol K = ∫_{‖z‖_K}^∞ ε^{s+1} e^
 :class:`dpopt.geometry.Polytope`, mapped to R^d through the listed vectors themselves
 (uniformity is preserved by linear maps, so no basis enters the noise).
 
-**Fallback.** Computing the facets of Hull(S) is practical only in moderate dimension
+**Fallback.** Above rank :data:`~dpopt.core.families.HULL_MAX_RANK` the hull is not attempted.
+Computing the facets of Hull(S) is practical only in moderate dimension
 (:mod:`dpopt.geometry.polytope` and :mod:`dpopt.geometry.symmetric_hull` list measured
 costs; a hull with a group of table moves is built up to it: the 4×4 table with both
 margins in seconds, the 5×5 one not at all). When it does not finish within
@@ -56,10 +57,10 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy import linalg, special
-from scipy.optimize import linprog
 
+from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
+from dpopt.core.families import HULL_MAX_RANK
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
@@ -68,6 +69,11 @@ from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_p
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
+
+linalg = lazy_module("scipy.linalg")
+optimize = lazy_module("scipy.optimize")
+special = lazy_module("scipy.special")
+
 
 HULL_BUDGET_SECONDS = 20.0
 """Time allowed for the facets of Hull(S) before falling back to a norm ball."""
@@ -318,7 +324,7 @@ class BallBody:
 
 def _exact_gauge_bound(vertices: np.ndarray, v: np.ndarray) -> Fraction | None:
     """Σλ for an exact representation v = Σ_J λ_j w_j, λ ≥ 0, found by LP; None if none."""
-    res = linprog(np.ones(len(vertices)), A_eq=vertices.T, b_eq=v, bounds=(0, None), method="highs")
+    res = optimize.linprog(np.ones(len(vertices)), A_eq=vertices.T, b_eq=v, bounds=(0, None), method="highs")
     if res.status != 0:
         return None
     support = np.flatnonzero(res.x > 1e-12 * max(1.0, float(res.x.max())))
@@ -409,10 +415,14 @@ class KNormMechanism(Mechanism):
         """For metric l2 without workload or weights, :func:`optimal_cost_lower_bound` at the ε₀ the
         target allows (:func:`~dpopt.privacy.pure_conversion.pure_epsilon_for`), rounded down by
         1e-9 relative: it bounds the optimal K and every fallback ball (each contains S, hence the
-        cross-polytope the bound is built on). None otherwise, or when S cannot be listed."""
+        cross-polytope the bound is built on). None otherwise, when S cannot be listed, or above rank
+        :data:`~dpopt.core.families.HULL_MAX_RANK` (K is then a ball, bounded in closed form by the
+        capability table's ``k_norm_ball``, without the QR of the listed vectors)."""
         spec, space = problem.spec, problem.space
         utility = spec.utility
         if utility.metric != "l2" or utility.workload is not None or utility.weights is not None:
+            return None
+        if space.rank > HULL_MAX_RANK:
             return None
         vectors = space.listed()
         if vectors is None or space.rank == 0:
@@ -433,7 +443,10 @@ class KNormMechanism(Mechanism):
         epsilon = pure_epsilon_for(spec.privacy)
         vectors = space.listed()
         basis = space.span.basis()
-        if vectors is not None:
+        if vectors is not None and space.rank > HULL_MAX_RANK:
+            reason = (f"the hull of a rank-{space.rank} space is not built (above rank {HULL_MAX_RANK} "
+                      "its facets take longer than the budget: dpopt.core.families.HULL_MAX_RANK)")
+        elif vectors is not None:
             try:
                 return cls(epsilon, HullBody(vectors, basis, HULL_BUDGET_SECONDS), space)
             except HullBudgetExceeded as exc:

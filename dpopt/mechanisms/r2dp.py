@@ -34,8 +34,8 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from scipy import optimize
 
+from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.domain.workload import workload_matrix
@@ -68,6 +68,8 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Utility
+
+optimize = lazy_module("scipy.optimize")
 
 SUPPORTED_METRICS = ("l1", "l2", "usefulness", "max_variance", *PRIOR_METRICS)
 

@@ -49,8 +49,8 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from scipy import optimize
 
+from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError, SpecError
@@ -73,6 +73,8 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, move_multisets, shift_pattern
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Utility
+
+optimize = lazy_module("scipy.optimize")
 
 PRIOR_METRICS = ("kl", "renyi", "mallows")
 """Metrics that need a prior (``utility.prior``), computed by quadrature of the noise tail."""

@@ -31,6 +31,7 @@ quadrature; the ``*_monte_carlo`` functions estimate the same quantities by samp
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -38,9 +39,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from scipy import integrate, optimize
 
+from dpopt._lazy import lazy_module
 from dpopt.noise.second_folds import DiscreteFold, SecondFold
+
+integrate = lazy_module("scipy.integrate")
+optimize = lazy_module("scipy.optimize")
 
 
 class SymmetricNoise(Protocol):
@@ -320,8 +324,11 @@ def mallows_monte_carlo(noise: SymmetricNoise, values, order: float, repeats: in
 
 
 # -------------------------------------------- per-atom costs for the mixture LP
-_LAGUERRE = np.polynomial.laguerre.laggauss(80)
-_LEGENDRE = np.polynomial.legendre.leggauss(80)
+@functools.cache
+def _quadrature_nodes() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """80-point Gauss–Laguerre and Gauss–Legendre nodes and weights (numpy.polynomial imported when
+    first needed)."""
+    return np.polynomial.laguerre.laggauss(80), np.polynomial.legendre.leggauss(80)
 
 
 def laplace_clipped_expectations(h: Callable[[np.ndarray], np.ndarray], count: float, floor: float,
@@ -334,8 +341,7 @@ def laplace_clipped_expectations(h: Callable[[np.ndarray], np.ndarray], count: f
     reported for a chosen mechanism come from :func:`clipped_expectation`.
     """
     t = np.asarray(rates, dtype=float)[:, None]
-    xl, wl = _LAGUERRE
-    xg, wg = _LEGENDRE
+    (xl, wl), (xg, wg) = _quadrature_nodes()
     ug = (xg + 1.0) / 2.0
 
     def half_line(base: float) -> np.ndarray:

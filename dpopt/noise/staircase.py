@@ -21,14 +21,18 @@ B = 0 w.p. g/(g + (1−g)b); X = S·Δ₀[(1−B)(G + gU) + B(G + g + (1−g)U)]
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from dpopt.errors import CalibrationError
 
-_GL20 = np.polynomial.legendre.leggauss(20)
-"""20-point Gauss–Legendre nodes and weights (the clipped expectations, per half-step)."""
+@functools.cache
+def _gauss_legendre_20() -> tuple[np.ndarray, np.ndarray]:
+    """20-point Gauss–Legendre nodes and weights (the clipped expectations, per half-step), computed on
+    first use (numpy.polynomial is not imported by a solve that never needs them)."""
+    return np.polynomial.legendre.leggauss(20)
 
 
 class StaircaseNoise:
@@ -90,7 +94,7 @@ class StaircaseNoise:
         lo = np.concatenate([starts, -ends])  # both sides of 0
         hi = np.concatenate([ends, -starts])
         rho = np.concatenate([dens, dens])
-        nodes, weights = _GL20
+        nodes, weights = _gauss_legendre_20()
         out = []
         for c in np.atleast_1d(np.asarray(counts, dtype=float)):
             cut = floor - c  # x below the cut is clipped to τ

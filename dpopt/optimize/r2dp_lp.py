@@ -36,14 +36,16 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize
 
+from dpopt._lazy import lazy_module
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import SolverError
 from dpopt.noise.second_folds import DiscreteFold, SecondFold
 from dpopt.optimize.r2dp_objectives import LinearObjective
 from dpopt.optimize.solve import solve_convex
 from dpopt.privacy.r2dp import r2dp_epsilon_mp
+
+optimize = lazy_module("scipy.optimize")
 
 DEFAULT_GRID = 2000
 GRID_DECADES = (-4.0, 4.0)

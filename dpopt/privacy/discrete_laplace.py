@@ -37,9 +37,11 @@ from typing import TYPE_CHECKING
 
 import mpmath
 import numpy as np
-from scipy import optimize
 
+from dpopt._lazy import lazy_module
 from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
+
+optimize = lazy_module("scipy.optimize")
 
 if TYPE_CHECKING:
     from flint import arb

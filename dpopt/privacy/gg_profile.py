@@ -45,10 +45,12 @@ import math
 from fractions import Fraction
 
 import mpmath
-from scipy import optimize
 
+from dpopt._lazy import lazy_module
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
+
+optimize = lazy_module("scipy.optimize")
 
 _MP_DIGITS = 60
 _BISECTIONS = 600

@@ -39,8 +39,8 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from scipy import optimize, special
 
+from dpopt._lazy import lazy_module
 from dpopt.core import normal
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
@@ -48,6 +48,9 @@ from dpopt.errors import CalibrationError
 from dpopt.privacy.gdp_check import certified_mu, gdp_margin
 from dpopt.privacy.tradeoff import Laplace2DTradeOff
 from dpopt.sensitivity.space import SensitivitySpace
+
+optimize = lazy_module("scipy.optimize")
+special = lazy_module("scipy.special")
 
 _MP_DIGITS = 60
 

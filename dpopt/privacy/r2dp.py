@@ -38,10 +38,12 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from scipy import optimize
 
+from dpopt._lazy import lazy_module
 from dpopt.noise.second_folds import SecondFold
 from dpopt.sensitivity.patterns import ShiftPattern
+
+optimize = lazy_module("scipy.optimize")
 
 MP_DIGITS = 60
 

@@ -53,10 +53,13 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from scipy import optimize, special
 
+from dpopt._lazy import lazy_module
 from dpopt.errors import CalibrationError
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
+
+optimize = lazy_module("scipy.optimize")
+special = lazy_module("scipy.special")
 
 VARIANTS = ("truncated", "boundary_inflated")
 _GRID_PER_SENSITIVITY = 2000

@@ -28,6 +28,7 @@ from dpopt.audit.empirical import audit_answer, audit_mechanism
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.second_route import mechanism_tradeoff, noise_law_of
 from dpopt.certificate.verify import mechanism_record_checks, rebuild_mechanism
+from dpopt.core.blas import one_blas_thread
 from dpopt.errors import CertificateError, DpoptError, MemoryLimitError
 from dpopt.mechanisms.base import better
 from dpopt.problem import compile
@@ -98,6 +99,14 @@ def build_report(
     solution : Solution, optional
         The solution whose certificate ``certificate`` is (see above).
     """
+    with one_blas_thread():  # its re-designs and draws, as a solve (dpopt.core.blas)
+        return _build_report(certificate, audit_draws, utility_families, utility_scales, progress, solution)
+
+
+def _build_report(certificate: Certificate, audit_draws: int | None, utility_families: str,
+                  utility_scales: tuple[float, ...], progress: Callable[[str], None] | None,
+                  solution: Solution | None) -> Report:
+    """:func:`build_report`, its BLAS limited by the caller."""
     stage = progress or (lambda _: None)
     data = certificate.data
     if solution is not None:
@@ -157,7 +166,8 @@ def build_report(
     stage("sensitivity hull")
     hull = report_data.hull_points(space)
     if hull is None:
-        notes.append("sensitivity hull: not drawn (the space is too large to list its vectors)")
+        notes.append("sensitivity hull: not drawn (the space is too large to list its vectors, or has more "
+                     f"than {report_data.MAX_HULL_DIMENSION} coordinates)")
     else:
         points, rank = hull
         figures.append(Figure(

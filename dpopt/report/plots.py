@@ -1,5 +1,5 @@
 """The report's figures, drawn with matplotlib's object API on the Agg canvas (no pyplot, no
-global backend switch, no display needed) and returned as PNG bytes.
+global backend switch, no display needed, no layout engine) and returned as PNG bytes.
 
 Each function takes plain data (arrays, dicts); the numbers are computed in
 :mod:`dpopt.report.data` and :mod:`dpopt.certificate.second_route`.
@@ -25,11 +25,15 @@ def _short_ticks(*axes) -> None:
 
 
 def _figure(width: float, height: float):
+    """A figure with fixed margins in inches (room for tick labels, axis labels and a title): no layout
+    engine, whose text measuring cost more than the drawing (constrained layout was half of a report)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(fig)
+    fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.6 / height, top=1 - 0.6 / height,
+                        wspace=0.9 / width * 3)
     return fig
 
 

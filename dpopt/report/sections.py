@@ -209,7 +209,9 @@ def report_sections(source: Report | Certificate) -> list[tuple[str, list]]:
                          cu["method"] + (f", 95% CI [{cu['ci95'][0]:.6g}, {cu['ci95'][1]:.6g}]" if "ci95" in cu else ""),
                          note])
         else:
-            rows.append([c["family"], "—", "—", "—", c["reason"]])
+            skipped = {"capability table": "not a candidate (capability table): ",
+                       "supports": "refused: "}.get(c.get("skipped"), "")  # a bound's reason says "not designed"
+            rows.append([c["family"], "—", "—", "—", skipped + c["reason"]])
     candidates: list = [rows]
     if "utility" in figures:
         candidates.append(Image(figures["utility"]))

@@ -9,7 +9,11 @@ from typing import ClassVar
 
 import mpmath
 import numpy as np
-from scipy import integrate, special
+
+from dpopt._lazy import lazy_module
+
+integrate = lazy_module("scipy.integrate")
+special = lazy_module("scipy.special")
 
 _LOG_HALF = math.log(0.5)
 

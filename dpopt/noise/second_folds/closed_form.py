@@ -7,10 +7,12 @@ import math
 
 import mpmath
 import numpy as np
-from scipy import special
 
+from dpopt._lazy import lazy_module
 from dpopt.core import normal
 from dpopt.noise.second_folds.base import SecondFold, as_array, gamma_ratio, is_scalar, mp_exact
+
+special = lazy_module("scipy.special")
 
 _SQRT2 = math.sqrt(2.0)
 _SQRT_PI = math.sqrt(math.pi)
