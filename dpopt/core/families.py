@@ -62,6 +62,9 @@ class Capability:
         The largest query dimension it serves (a dense d × d object in its certificate).
     bound : str or None
         The key of its cheap a-priori bound (:data:`dpopt.design.capabilities.QUICK_BOUNDS`).
+    exact : str
+        When its noise is sampled exactly (no floating-point noise touches the release,
+        :mod:`dpopt.mechanisms.lattice`); empty: never (its certificate notes idealized numerics).
     serves : str
         One line for the docs table: what it is best at.
     """
@@ -77,20 +80,21 @@ class Capability:
     privacy_unit: bool = True
     max_dimension: int | None = None
     bound: str | None = None
+    exact: str = ""
     serves: str = ""
 
 
 _M = "dpopt.mechanisms."
 
 FAMILIES: tuple[Capability, ...] = (
-    Capability("gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"),
+    Capability("gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), exact="zcdp, counting queries",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
                serves="James–Stein shrinkage of a Gaussian release (requested by name unless it gains ≥ 1%)"),
     Capability("marginal_gaussian", _M + "marginal_gaussian", GAUSSIAN_TARGETS, MARGINAL_QUERIES, ("l2",),
-               workload=False, invariants=True, privacy_unit=False,
+               workload=False, invariants=True, privacy_unit=False, exact="zcdp (lattice variances ≤ 2³⁰)",
                serves="the optimal Gaussian strategy for marginal workloads at any domain size"),
     Capability("marginal_laplace", _M + "marginal_laplace", ("pure",), MARGINAL_QUERIES, ("l2",),
                workload=False, privacy_unit=False,
@@ -113,10 +117,10 @@ FAMILIES: tuple[Capability, ...] = (
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
     Capability("r2dp", _M + "r2dp", metrics=LOCAL_METRICS, bound="iid",
                serves="R²DP: Laplace with a randomised scale"),
-    Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx"), integer=True,
+    Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),
     Capability("discrete_laplace", _M + "discrete_laplace", ("pure", "approx", "zcdp", "gdp"), integer=True,
-               bound="iid", serves="discrete Laplace (geometric) noise on integer answers"),
+               bound="iid", exact="always", serves="discrete Laplace (geometric) noise on integer answers"),
     Capability("query_scaling", _M + "query_scaling", GAUSSIAN_TARGETS,
                metrics=("ci_volume", "test_power", "l2"), invariants=True,
                serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),

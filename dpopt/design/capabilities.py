@@ -148,7 +148,7 @@ def _cell(values: tuple[str, ...] | None) -> str:
 def capability_table(rows: tuple[Capability, ...] = FAMILIES) -> str:
     """The table as Markdown (the docs page shows it; ``tests/test_capabilities.py`` compares)."""
     lines = ["| family | definitions | queries | metrics | workload | invariants | size limit | quick bound "
-             "| serves |", "|---|---|---|---|---|---|---|---|---|"]
+             "| exact noise | serves |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         limit = "—" if row.max_dimension is None else f"d ≤ {row.max_dimension}"
         if row.integer:
@@ -158,5 +158,6 @@ def capability_table(rows: tuple[Capability, ...] = FAMILIES) -> str:
         bound = "—" if row.bound is None else f"`{row.bound}`: {QUICK_BOUNDS[row.bound][1]}"
         workload, invariants = ("yes" if flag else "no" for flag in (row.workload, row.invariants))
         lines.append(f"| `{row.name}` | {_cell(row.definitions)} | {_cell(row.queries)} "
-                     f"| {_cell(row.metrics)} | {workload} | {invariants} | {limit} | {bound} | {row.serves} |")
+                     f"| {_cell(row.metrics)} | {workload} | {invariants} | {limit} | {bound} | {row.exact or 'no'} "
+                     f"| {row.serves} |")
     return "\n".join(lines)
