@@ -25,9 +25,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpopt.core.families import family_names
+from dpopt.sensitivity.subspace import canonical_basis, span_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
@@ -112,6 +114,38 @@ def solve_then_verify(spec: Path, solve: str, solved_under: str, verified_under:
     return json.loads((out / "certificate.json").read_text())
 
 
+# ------------------------------------------------------------------ the canonical basis, in process
+def test_sum_zero_basis_by_hand():
+    """Differences of the columns of I_3: echelon rows (1, 0, −1), (0, 1, −1); Gram–Schmidt gives
+    (1, 0, −1)/√2 and (0, 1, −1) − ½(1, 0, −1) = (−½, 1, −½), i.e. (−1, 2, −1)/√6."""
+    expected = np.array([[1, 0, -1], [-1, 2, -1]]).T / np.sqrt([2.0, 6.0])
+    np.testing.assert_allclose(span_of(np.eye(3), differences=True).basis(), expected, atol=1e-15)
+    np.testing.assert_allclose(span_of(np.eye(3)[:, [2, 0, 1]] * 7, differences=True).basis(), expected, atol=1e-15)
+
+
+def test_basis_depends_on_the_span_alone():
+    """Another spanning set of the same span (integer mixing, permuted, with a dependent column), and an SVD
+    basis rotated within the span, give the same basis to rounding (ε_mach times the dimension, times 64)."""
+    rng = np.random.default_rng(3)
+    spanning = rng.integers(-2, 3, size=(12, 5)).astype(float)  # rank 5 in R^12
+    mixed = spanning @ rng.integers(-3, 4, size=(5, 8)).astype(float)
+    basis = span_of(spanning).basis()
+    tolerance = 64 * 12 * np.finfo(float).eps
+    assert span_of(mixed).rank == 5
+    np.testing.assert_allclose(span_of(mixed[:, ::-1]).basis(), basis, atol=tolerance)
+    rotation = np.linalg.qr(rng.normal(size=(5, 5)))[0]
+    np.testing.assert_allclose(canonical_basis(basis @ rotation), basis, atol=tolerance)
+
+
+def test_rounded_columns_keep_their_numerical_rank():
+    """(0.1, 0.3) is (1, 3)/10 up to binary rounding: the exact rank of the floats is 2, the numerical
+    rank 1; the span is the numerical one, with the basis (1, 3)/√10."""
+    space = span_of(np.array([[0.1, 1.0], [0.3, 3.0], [0.0, 0.0]]))
+    assert space.rank == 1
+    np.testing.assert_allclose(space.basis()[:, 0], np.array([1.0, 3.0, 0.0]) / np.sqrt(10), atol=1e-15)
+
+
+# ------------------------------------------------------------------ solve and verify in two configurations
 def test_every_family_has_a_case():
     assert sorted(CASES) == sorted(family_names())
 
