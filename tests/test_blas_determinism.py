@@ -116,25 +116,27 @@ def solve_then_verify(spec: Path, solve: str, solved_under: str, verified_under:
 
 # ------------------------------------------------------------------ the canonical basis, in process
 def test_sum_zero_basis_by_hand():
-    """Differences of the columns of I_3: echelon rows (1, 0, −1), (0, 1, −1); Gram–Schmidt gives
-    (1, 0, −1)/√2 and (0, 1, −1) − ½(1, 0, −1) = (−½, 1, −½), i.e. (−1, 2, −1)/√6."""
-    expected = np.array([[1, 0, -1], [-1, 2, -1]]).T / np.sqrt([2.0, 6.0])
+    """Differences of the columns of I_3: rows D = (−1, 1, 0), (−1, 0, 1), DDᵀ = [[2, 1], [1, 2]] with
+    eigenvalues 3 and 1; the right singular vectors Dᵀ(1, 1)/√6 = (−2, 1, 1)/√6 and Dᵀ(1, −1)/√2 =
+    (0, 1, −1)/√2, signed so that their first nonzero entry is positive."""
+    expected = np.array([[2, -1, -1], [0, 1, -1]]).T / np.sqrt([6.0, 2.0])
     np.testing.assert_allclose(span_of(np.eye(3), differences=True).basis(), expected, atol=1e-15)
-    np.testing.assert_allclose(span_of(np.eye(3)[:, [2, 0, 1]] * 7, differences=True).basis(), expected, atol=1e-15)
 
 
-def test_basis_depends_on_the_span_alone():
-    """Another spanning set of the same span (integer mixing, permuted, with a dependent column), and an SVD
-    basis rotated within the span, give the same basis to rounding (ε_mach times the dimension, times 64)."""
+def test_repeated_singular_value_gets_the_span_own_basis():
+    """[R, R] for a rotation R of the first three coordinates of R^4 has the singular value √2 three times:
+    whatever R and the order of the columns, the basis is that of the span {e1, e2, e3} itself (its echelon
+    form is I, orthonormal already), to rounding (64·d·ε_mach)."""
     rng = np.random.default_rng(3)
-    spanning = rng.integers(-2, 3, size=(12, 5)).astype(float)  # rank 5 in R^12
-    mixed = spanning @ rng.integers(-3, 4, size=(5, 8)).astype(float)
-    basis = span_of(spanning).basis()
-    tolerance = 64 * 12 * np.finfo(float).eps
-    assert span_of(mixed).rank == 5
-    np.testing.assert_allclose(span_of(mixed[:, ::-1]).basis(), basis, atol=tolerance)
-    rotation = np.linalg.qr(rng.normal(size=(5, 5)))[0]
-    np.testing.assert_allclose(canonical_basis(basis @ rotation), basis, atol=tolerance)
+    expected = np.eye(4)[:, :3]
+    for _ in range(3):
+        rotation = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+        matrix = np.vstack([np.hstack([rotation, rotation]), np.zeros((1, 6))])
+        for order in (np.arange(6), rng.permutation(6)):
+            np.testing.assert_allclose(span_of(matrix[:, order]).basis(), expected, atol=64 * 4 * np.finfo(float).eps)
+    basis = span_of(rng.normal(size=(6, 3)) @ rng.normal(size=(3, 5))).basis()
+    np.testing.assert_allclose(canonical_basis(basis @ np.linalg.qr(rng.normal(size=(3, 3)))[0]),
+                               canonical_basis(basis), atol=64 * 6 * np.finfo(float).eps)
 
 
 def test_rounded_columns_keep_their_numerical_rank():

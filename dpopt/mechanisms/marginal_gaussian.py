@@ -60,6 +60,7 @@ from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import hamming_factor
 from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.sensitivity.subspace import canonical_basis
 from dpopt.spec.models import Privacy
 
 MARGINAL_KINDS = ("marginals", "contingency_table", "histogram", "count")
@@ -470,7 +471,7 @@ class MarginalGaussianMechanism(Mechanism):
         for t, f in self._factors().items():
             u, sv, _ = np.linalg.svd(f, full_matrices=False)
             m = alg.multiplicity(t)
-            columns.append(u[:, :m])
+            columns.append(canonical_basis(u[:, :m]))  # of the range: LAPACK's basis of m equal σ is the machine's
             sds.extend(sv[:m])
         basis = np.concatenate(columns, axis=1)
         return ProductLaw(tuple(GaussianMarginal(float(s)) for s in sds), self.dimension, basis, None,

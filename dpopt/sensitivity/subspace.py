@@ -110,24 +110,20 @@ class DenseSubspace(Subspace):
         return np.einsum("ij,ij->i", self._basis, self._basis)
 
 
-EXACT_SPAN_ENTRIES = 4_000_000
-"""Up to this many entries of the spanning set, its span's basis comes from the exact reduced row echelon form."""
-
-
 def canonical_basis(basis: np.ndarray, error: float | None = None) -> np.ndarray:
     r"""The canonical orthonormal basis of the span of an orthonormal ``basis`` (d × r), whatever basis is given.
 
     The pivots p_1 < … < p_r are the first rows of U that are independent (greedily, in order; the
     same for UG, G invertible); E = U·U[p]⁻¹ (d × r) is then the transpose of the reduced row
     echelon form of Uᵀ (E[p] = I), a function of the subspace alone, and the result is the
-    Gram–Schmidt orthonormalisation of E's columns in order (QR with a positive diagonal): the
-    basis :func:`span_of` computes from an exact echelon form. An LAPACK SVD or eigendecomposition
+    Gram–Schmidt orthonormalisation of E's columns in order (QR with a positive diagonal). An LAPACK SVD
+    or eigendecomposition
     returns another U within a repeated singular value on another BLAS build or thread count; this
     basis then differs only by rounding.
 
     A row of U counts as independent when its distance to the earlier pivots' span exceeds
     ``error``, a bound on the error of U's entries: by default ``64·d·ε_mach``, a multiple of the
-    rounding of an orthonormalisation in R^d; an SVD's U passes its own (see :func:`span_of`).
+    rounding of an orthonormalisation in R^d; a cluster of singular vectors passes its own (:func:`span_of`).
     """
     u = np.asarray(basis, dtype=float)
     d, r = u.shape
@@ -152,64 +148,51 @@ def _orthonormal_positive(columns: np.ndarray) -> np.ndarray:
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)
 
 
-def _exact_row_echelon(vectors: np.ndarray, differences: bool) -> np.ndarray:
-    r"""The nonzero rows of the reduced row echelon form of the rows of ``vectors`` (k × d, binary floats
-    read exactly; with ``differences``, of the rows a_j − a_1, subtracted exactly), rounded to float: a
-    basis that depends on their span alone (python-flint, in rationals)."""
-    from flint import fmpq, fmpq_mat  # imported where used: python-flint loads in ~0.1 s
-
-    if np.array_equal(vectors, np.rint(vectors)) and float(np.abs(vectors).max(initial=0.0)) < 2.0**53:
-        ints = vectors.astype(np.int64)
-        ints = ints[1:] - ints[:1] if differences else ints
-        k, d = ints.shape
-        entries = ints.ravel().tolist()
-    else:
-        rows = [[fmpq(*x.as_integer_ratio()) for x in row] for row in vectors.tolist()]
-        rows = [[a - b for a, b in zip(row, rows[0])] for row in rows[1:]] if differences else rows
-        k, d = len(rows), vectors.shape[1]
-        entries = [x for row in rows for x in row]
-    echelon, rank = fmpq_mat(k, d, entries).rref()
-    return np.array([float(x) for x in echelon.entries()[: rank * d]]).reshape(rank, d)
-
-
 def exact_rank(matrix: np.ndarray) -> int:
     """The rank of ``matrix`` with its binary floats read exactly (python-flint, in rationals)."""
+    from flint import fmpq, fmpq_mat  # imported where used: python-flint loads in ~0.1 s
+
     matrix = np.asarray(matrix, dtype=float)
-    return 0 if matrix.size == 0 else _exact_row_echelon(matrix, differences=False).shape[0]
+    if matrix.size == 0:
+        return 0
+    entries = [fmpq(*x.as_integer_ratio()) for x in matrix.ravel().tolist()]
+    return int(fmpq_mat(*matrix.shape, entries).rank())
+
+
+CLUSTER_RTOL = 1e-4
+"""Singular values closer than this, relative to the largest, are treated as one repeated value whose singular
+vectors :func:`span_of` replaces by the canonical basis of their span. Beyond it the singular vectors are
+unique up to sign and accurate to ~64·max(k, d)·ε_mach/1e-4 ≈ 1e-10 (Wedin), well within the 10⁻⁹ that
+recorded floats are compared at and the relative margin of a fallback ball's radius."""
 
 
 def span_of(matrix: np.ndarray, rtol: float = 1e-10, *, differences: bool = False) -> Subspace:
     r"""The column span of ``matrix`` (d × k), with a canonical basis; ``FullSpace`` when it is all of R^d.
 
-    ``differences=True`` spans the differences of the columns instead (W·{sum-zero vectors}: the
-    span of a replace-one query), computed exactly as a_j − a_1 in rationals.
+    ``differences=True`` spans the differences a_j − a_1 of the columns instead (W·{sum-zero vectors}:
+    the span of a replace-one query).
 
-    The rank is the numerical rank (singular values above ``rtol`` times the largest, by SVD;
-    singular values do not depend on the BLAS thread count). The basis is the Gram–Schmidt
-    orthonormalisation, in order, of the rows of the exact reduced row echelon form of the columns
-    (:func:`_exact_row_echelon`): unique for the span, so that solve, release and verify draw and
-    measure noise in the same basis on every BLAS build and thread count (an l1 or l∞ ball's radius
-    depends on the basis; LAPACK's SVD returns another basis within a repeated singular value).
-    When the exact rank exceeds the numerical one (columns computed with rounding, so that exact
-    dependencies are lost) or the matrix is too large (:data:`EXACT_SPAN_ENTRIES`), the basis is
-    :func:`canonical_basis` of the SVD's.
+    The rank is the numerical rank (singular values above ``rtol`` times the largest). The basis is the
+    left singular vectors, made canonical: each with the sign that makes its first entry above rounding
+    positive, and within a repeated singular value (a cluster closer than :data:`CLUSTER_RTOL`), where
+    LAPACK returns another basis under another BLAS build or thread count, :func:`canonical_basis` of
+    the cluster's span. So solve, release and verify draw and measure noise in the same basis on every
+    machine (an l1 or l∞ ball's radius depends on the basis). Singular vectors rather than an echelon
+    form of the columns: the l1 ball of the issue-35 Kronecker workload costs 3.5 times less in them.
     """
     matrix = np.asarray(matrix, dtype=float)
     d, k = matrix.shape
     if k - int(differences) <= 0 or d == 0:
         return DenseSubspace(np.zeros((d, 0)))
-    vectors = matrix.T[1:] - matrix.T[:1] if differences else matrix.T  # rounded: for the numerical rank only
-    s = np.linalg.svd(vectors, compute_uv=False)
+    vectors = matrix.T[1:] - matrix.T[:1] if differences else matrix.T
+    _, s, vt = np.linalg.svd(vectors, full_matrices=False)
     rank = int(np.sum(s > rtol * max(s.max(initial=0.0), 1e-300)))
     if rank == d:
         return FullSpace(d)
     if rank == 0:
         return DenseSubspace(np.zeros((d, 0)))
-    if matrix.size <= EXACT_SPAN_ENTRIES:
-        echelon = _exact_row_echelon(matrix.T, differences)
-        if echelon.shape[0] == rank:
-            return DenseSubspace(_orthonormal_positive(echelon.T))
-    # Wedin: the computed span is within ‖E‖/s_r of the true one, ‖E‖ ≤ 64·max(k, d)·ε_mach·s_1 (backward error)
-    error = 64.0 * max(vectors.shape) * np.finfo(float).eps * float(s[0] / s[rank - 1])
-    _, _, vt = np.linalg.svd(vectors, full_matrices=False)
-    return DenseSubspace(canonical_basis(vt[:rank].T, error))
+    # Wedin: a cluster's span is within 64·max(k, d)·ε_mach·s_1/gap of the exact one, gap ≥ CLUSTER_RTOL·s_1
+    error = 64.0 * max(vectors.shape) * np.finfo(float).eps / CLUSTER_RTOL
+    cuts = np.flatnonzero(np.diff(s[:rank]) < -CLUSTER_RTOL * s[0]) + 1
+    blocks = [canonical_basis(vt[a:b].T, error) for a, b in zip([0, *cuts], [*cuts, rank])]
+    return DenseSubspace(np.concatenate(blocks, axis=1))
