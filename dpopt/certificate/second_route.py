@@ -437,14 +437,18 @@ def sampler_claim(law, mechanism: Mechanism, draws: int = SAMPLER_DRAWS, seed: i
         worst, what = pvalues[k], f"coordinate {k} of the law vs {law.marginals[k]!r}"
         scale = max(m.scale for m in law.marginals)
     inside = float(np.nanmax(residual)) if residual.size else 0.0
-    ok = worst >= SAMPLER_LEVEL / tests and inside <= 1e-9 * max(1.0, scale) * math.sqrt(law.dimension)
+    allowed = 1e-9 * max(1.0, scale) * math.sqrt(law.dimension)
+    ok = worst >= SAMPLER_LEVEL / tests and inside <= allowed
+    # the distance itself is rounding (its digits differ between BLAS builds): the detail states the bound it meets
+    support = (f"every draw within {allowed:.3g} of the support" if inside <= allowed
+               else f"a draw {inside:.3g} from the support, above the {allowed:.3g} allowed")
     return Check(
         claim,
         f"Kolmogorov–Smirnov tests of {draws} draws of the mechanism's sampler (seed {seed}) against the law "
         f"analysed by the second route, family-wise level {SAMPLER_LEVEL:g} (Bonferroni over {tests}; p-values "
         "bounded by the DKW–Massart inequality 2·exp(−2nD²)); every draw in the law's support",
         ok,
-        f"smallest p-value ≤ {worst:.3g} ({what}); largest distance from the support {inside:.3g}",
+        f"smallest p-value ≤ {worst:.3g} ({what}); {support}",
     )
 
 
