@@ -13,7 +13,8 @@ verifies its certificate in another subprocess under the other, both ways:
 
 The default run solves the issue's family one way (the K-norm l1 ball, on a small Kronecker workload with
 repeated singular values; it failed both ways before the span's basis was made canonical); the slow run
-the other way, every registered family both ways, and the issue's own reproduction.
+the other way, every registered family both ways, and the issue's own reproduction. The optimal K-norm
+(K = Hull(S)) is expected to fail there still (:data:`HULL_TRIANGULATION` says why).
 """
 
 from __future__ import annotations
