@@ -258,7 +258,7 @@ def _patterns(law: ProductLaw, vectors: np.ndarray) -> tuple[list[Pattern], str]
     if law.gaussian:
         sd = np.array([m.gaussian_sd for m in law.marginals])
         size = np.linalg.norm(w / sd, axis=1)
-        k = int(np.argmax(size))
+        k = int(np.flatnonzero(size >= size.max() * (1.0 - _REL))[0])  # the first of those tied up to rounding
         return [Pattern(vectors[k], np.array([size[k]]))], (
             f"Gaussian product whitened to N(0, 1) with shift ‖Λ^(-1/2)Bᵀv‖, largest over {len(vectors)} "
             "vectors (δ increases with it)")
@@ -346,7 +346,7 @@ def privacy_claim(law, space: SensitivitySpace, privacy: Privacy) -> Check:
     worst: tuple[Verdict, Pattern] | None = None
     for pattern in patterns:
         verdict = evaluate(pair_pld(law, pattern), privacy)
-        if worst is None or _rank(verdict) > _rank(worst[0]):
+        if worst is None or _worse(verdict, worst[0]):
             worst = (verdict, pattern)
     verdict, pattern = worst
     coverage = "" if space.complete else (
@@ -363,6 +363,13 @@ def privacy_claim(law, space: SensitivitySpace, privacy: Privacy) -> Check:
 def _rank(v: Verdict) -> tuple:
     order = {"refuted": 2, "consistent": 1, "confirmed": 0}[v.status]
     return (order, v.lower / v.target if v.target > 0 else v.lower)
+
+
+def _worse(v: Verdict, than: Verdict) -> bool:
+    """Whether ``v`` ranks above ``than`` by more than rounding (_REL): patterns tied up to the last bits
+    of this machine's BLAS keep the first one, which a verifier elsewhere names too."""
+    (order, value), (other_order, other_value) = _rank(v), _rank(than)
+    return order > other_order or (order == other_order and value > other_value + _REL * abs(other_value))
 
 
 def _short_vector(v: np.ndarray) -> str:
@@ -383,7 +390,9 @@ def _gauge_claim(law: GaugeLaw, space, vectors, privacy: Privacy, prefix: str) -
     if off is not None:
         return Check(claim, method, False, f"refuted: the difference {vectors[off].tolist()} leaves the span")
     gauges = np.asarray(law.gauge(vectors), dtype=float)
-    k = int(np.argmax(gauges))
+    # the first of the differences tied at the largest gauge up to rounding (_REL), not whichever one the
+    # last bits of this machine's BLAS make largest: the detail names it, and a verifier re-derives it
+    k = int(np.flatnonzero(gauges >= gauges.max() * (1.0 - _REL))[0])
     eps = law.epsilon * float(gauges[k])
     p, definition = privacy.parameters, privacy.definition
     if definition in ("pure", "pdp"):
@@ -428,14 +437,18 @@ def sampler_claim(law, mechanism: Mechanism, draws: int = SAMPLER_DRAWS, seed: i
         worst, what = pvalues[k], f"coordinate {k} of the law vs {law.marginals[k]!r}"
         scale = max(m.scale for m in law.marginals)
     inside = float(np.nanmax(residual)) if residual.size else 0.0
-    ok = worst >= SAMPLER_LEVEL / tests and inside <= 1e-9 * max(1.0, scale) * math.sqrt(law.dimension)
+    allowed = 1e-9 * max(1.0, scale) * math.sqrt(law.dimension)
+    ok = worst >= SAMPLER_LEVEL / tests and inside <= allowed
+    # the distance itself is rounding (its digits differ between BLAS builds): the detail states the bound it meets
+    support = (f"every draw within {allowed:.3g} of the support" if inside <= allowed
+               else f"a draw {inside:.3g} from the support, above the {allowed:.3g} allowed")
     return Check(
         claim,
         f"Kolmogorov–Smirnov tests of {draws} draws of the mechanism's sampler (seed {seed}) against the law "
         f"analysed by the second route, family-wise level {SAMPLER_LEVEL:g} (Bonferroni over {tests}; p-values "
         "bounded by the DKW–Massart inequality 2·exp(−2nD²)); every draw in the law's support",
         ok,
-        f"smallest p-value ≤ {worst:.3g} ({what}); largest distance from the support {inside:.3g}",
+        f"smallest p-value ≤ {worst:.3g} ({what}); {support}",
     )
 
 

@@ -360,7 +360,8 @@ def optimal_cost_lower_bound(vectors: np.ndarray, basis: np.ndarray, epsilon: fl
     r"""A lower bound on E‖Z‖₂² of the optimal K-norm mechanism (K = Hull(S)).
 
     K contains the cross-polytope conv(±w_1, …, ±w_s) of any s independent vectors of S
-    (S = −S), of volume 2^s |det W| / s!; the s vectors are chosen by pivoted QR. Among
+    (S = −S), of volume 2^s |det W| / s!; the s vectors are chosen greedily by largest residual
+    (:func:`_greedy_independent`, which breaks ties by the list's order). Among
     sets of a given volume the centred ball has the least ∫‖y‖² (bathtub principle), so
     E_{U∼K}‖U‖² ≥ s ρ²/(s + 2), ρ the radius of the ball of volume vol K, and
 
@@ -369,16 +370,37 @@ def optimal_cost_lower_bound(vectors: np.ndarray, basis: np.ndarray, epsilon: fl
     """
     y = vectors @ basis
     s = basis.shape[1]
-    _, _, pivots = linalg.qr(y.T, pivoting=True, mode="economic")
-    chosen = y[pivots[:s]]
-    _, logdet = np.linalg.slogdet(chosen)
+    chosen = y[_greedy_independent(y, s)]
+    _, logdet = np.linalg.slogdet(chosen) if len(chosen) == s else (0.0, -math.inf)
     log_volume = s * math.log(2.0) + logdet - math.lgamma(s + 1)
     log_unit_ball = 0.5 * s * math.log(math.pi) - math.lgamma(0.5 * s + 1)
     rho_squared = math.exp(2.0 * (log_volume - log_unit_ball) / s)
     return s * (s + 1) * rho_squared / epsilon**2, (
-        "vol Hull(S) ≥ vol conv(±w_1..±w_s) (s vectors of S by pivoted QR); bathtub principle: "
+        "vol Hull(S) ≥ vol conv(±w_1..±w_s) (s vectors of S, greedily by largest residual); bathtub principle: "
         "E‖U‖² ≥ sρ²/(s+2) for the ball of that volume"
     )
+
+
+def _greedy_independent(rows: np.ndarray, count: int) -> list[int]:
+    """``count`` rows chosen one by one by the largest residual against those already chosen (pivoted
+    Gram–Schmidt), the first in the list's order among residuals within ``64·s·ε_mach`` relative of the
+    largest: LAPACK's pivoted QR breaks such ties (vectors of S of equal norm are common) by its own
+    rounding, which differs between BLAS builds and thread counts, and so would the bound it gives."""
+    residual = np.array(rows, dtype=float)
+    norms = np.sum(residual * residual, axis=1)
+    tie = 64.0 * residual.shape[1] * np.finfo(float).eps
+    chosen: list[int] = []
+    for _ in range(count):
+        top = float(norms.max())
+        if not top > 0:  # the rows span fewer than ``count`` dimensions
+            break
+        j = int(np.flatnonzero(norms >= top * (1.0 - tie))[0])
+        chosen.append(j)
+        q = residual[j] / math.sqrt(top)
+        residual -= np.outer(residual @ q, q)
+        norms = np.sum(residual * residual, axis=1)
+        norms[chosen] = -1.0
+    return chosen
 
 
 # ----------------------------------------------------------------------- mechanism

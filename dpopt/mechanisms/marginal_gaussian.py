@@ -81,6 +81,7 @@ from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import hamming_factor
 from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.sensitivity.subspace import canonical_basis
 from dpopt.spec.models import Privacy
 
 MARGINAL_KINDS = ("marginals", "contingency_table", "histogram", "count")
@@ -610,7 +611,7 @@ class MarginalGaussianMechanism(Mechanism):
         for t, f in self._factors().items():
             u, sv, _ = np.linalg.svd(f, full_matrices=False)
             m = alg.multiplicity(t)
-            columns.append(u[:, :m])
+            columns.append(canonical_basis(u[:, :m]))  # of the range: LAPACK's basis of m equal σ is the machine's
             sds.extend(sv[:m])
         basis = np.concatenate(columns, axis=1)
         return ProductLaw(tuple(GaussianMarginal(float(s)) for s in sds), self.dimension, basis, None,

@@ -28,7 +28,9 @@ The mechanism measures :math:`y = Ax + z`, :math:`A = A_1\otimes\dots\otimes A_p
   bound): :math:`\mathrm{tr}(WX^{+}W^\top)\max_j X_{jj} \ge \mathrm{tr}(WX^+W^\top)\,\mathrm{tr}X/N
   \ge (\sum_i\sigma_i(W))^2/N` (Cauchy–Schwarz), where the singular values of W come from
   :math:`W^\top W = \sum_t\bigotimes_k G_{t,k}` when, on each attribute, the :math:`G_{t,k}`
-  commute (a joint eigenbasis; :func:`svd_bound`). It is a bound, generally not attained (for
+  commute (a joint eigenbasis; :func:`svd_bound`; the n_k − rank W_{t,k} zero eigenvalues of
+  each :math:`G_{t,k}`, by the exact rank, are set to 0: computed, they are ±ε_mach‖G‖, whose square
+  root in the sum would be ~√ε_mach). It is a bound, generally not attained (for
   prefix workloads it is below every strategy); under replace-one it is not a bound at all
   (the grand total is free there) and is not reported.
 """
@@ -44,6 +46,7 @@ import numpy as np
 
 from dpopt.domain.kronecker import KroneckerWorkload
 from dpopt.errors import CalibrationError
+from dpopt.sensitivity.subspace import exact_rank
 
 SWEEPS = 30
 """Most block-coordinate sweeps over the attributes."""
@@ -261,6 +264,8 @@ def svd_bound(workload: KroneckerWorkload) -> float | None:
         mix = sum(np.random.default_rng(k).uniform(1, 2) ** i * g for i, g in enumerate(distinct))
         _, vectors = np.linalg.eigh(mix)
         lam = np.einsum("ij,tjk,ki->ti", vectors.T, np.array(grams), vectors)  # term × eigenvector
+        for t, g in enumerate(lam):  # G_{t,k} has n − rank(W_{t,k}) zero eigenvalues, computed as ±ε_mach‖G‖
+            g[np.argsort(g, kind="stable")[: n - exact_rank(workload.factor(t, k))]] = 0.0
         keys, inverse, counts = np.unique(np.round(lam.T, 9), axis=0, return_inverse=True, return_counts=True)
         values = np.array([lam[:, inverse.ravel() == g].mean(axis=1) for g in range(len(keys))])  # group × term
         groups.append((counts.astype(float), values))

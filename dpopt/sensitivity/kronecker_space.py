@@ -34,7 +34,6 @@ pieces, and row(W) is the sum of the piece tuples every factor of some term cont
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -60,7 +59,7 @@ MAX_PATTERNS = 4096
 """Most disagreement patterns of the plain attributes tried when a factor on V has a negative entry."""
 
 DENSE_SPAN_ENTRIES = 4_000_000
-"""Up to this many entries of W (d × N), the span is computed densely by SVD."""
+"""Up to this many entries of W (d × N), the span is computed densely (:func:`~dpopt.sensitivity.subspace.span_of`)."""
 
 
 def plain_attributes(kron: KroneckerWorkload) -> tuple[int, ...]:
@@ -271,12 +270,7 @@ def derive_kronecker(spec: Spec, query: KroneckerQuery, describe: str, factor: i
     d, n = kron.dimension, kron.cells
     small = d * n <= DENSE_SPAN_ENTRIES and n <= 5000
 
-    @functools.cache
-    def dense() -> np.ndarray:
-        w = kron.dense()
-        return w - w.mean(axis=1, keepdims=True) if replace else w
-
-    span = span_of(dense()) if small else KroneckerSpan(d, structural_rank(kron, replace))
+    span = span_of(kron.dense(), differences=replace) if small else KroneckerSpan(d, structural_rank(kron, replace))
     listed = small and dense_bytes(n * (n if replace else 2), d) <= 2 ** 28
 
     def vectors() -> np.ndarray:

@@ -166,7 +166,7 @@ def _linear(spec: Spec, query: CountingQuery) -> SensitivitySpace:
         how = "±A e_j; norms are maxima over the columns of A"
         return SensitivitySpace(d, span_of(dense), l1, l2sq, linf, f"structural: {how}", describe_adjacency(spec),
                                 complete=True, _vectors=lambda: _signed_columns(query.dense()))
-    span = span_of(dense - dense.mean(axis=1, keepdims=True))
+    span = span_of(dense, differences=True)
     norms = exact_norms(_pair_differences(query.user_matrix))
     return _replaced(spec, query, span, norms, "A(e_i − e_j); norms are maxima over pairs of columns of A", None)
 

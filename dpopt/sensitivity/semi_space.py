@@ -42,7 +42,7 @@ from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
 from dpopt.sensitivity.plain import derive_plain
 from dpopt.sensitivity.semi_adjacency import SemiAdjacentParameter, semi_adjacent_parameter
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
-from dpopt.sensitivity.subspace import DenseSubspace, FullSpace, Subspace, span_of
+from dpopt.sensitivity.subspace import DenseSubspace, FullSpace, Subspace, canonical_basis, span_of
 from dpopt.sensitivity.table_moves import count_multisets, kernel_moves, margin_moves, reduced_shape
 from dpopt.spec.models import Hamming, Spec, TotalInvariant
 
@@ -317,7 +317,11 @@ def _image_span(domain: InvariantDomain, kernel: MarginSubspace) -> Subspace:
     keep = values > 1e-10 * max(values.max(initial=0.0), 1e-300)
     if keep.sum() == A.shape[0]:
         return FullSpace(A.shape[0])
-    return DenseSubspace(vecs[:, keep])
+    # eigh's basis of a repeated eigenvalue depends on the BLAS build and thread count: canonical_basis
+    # makes it the span's own; its entries err by ~ε_mach·λ_max/λ_min (Davis–Kahan), times a margin
+    kept = values[keep]
+    error = 64.0 * A.shape[0] * np.finfo(float).eps * float(kept.max() / kept.min()) if kept.size else None
+    return DenseSubspace(canonical_basis(vecs[:, keep], error))
 
 
 def _images(A, moves: np.ndarray) -> np.ndarray:
