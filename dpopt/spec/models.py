@@ -16,8 +16,10 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     StrictBool,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -52,6 +54,17 @@ def _number(value: object) -> object:
 Number = BeforeValidator(_number)
 """Marks a numeric field that accepts numbers only (not ``true``, not ``"1"``)."""
 
+
+def _integer(value: object) -> object:
+    """Refuse anything but an integer (``true``, ``"1"`` and ``1.0`` are not) before a literal check."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PydanticCustomError("int_type", "Input should be an integer")
+    return value
+
+
+FormatVersion = Annotated[Literal[1], BeforeValidator(_integer)]
+"""The spec format version, ``dpopt: 1`` (an integer)."""
+
 MAX_COUNT = 2**53
 """The largest integer a spec's count (``data.n``, a Hamming distance) may be: every integer
 up to it is a float exactly, and no dataset is larger."""
@@ -59,8 +72,20 @@ up to it is a float exactly, and no dataset is larger."""
 PositiveFinite = Annotated[float, Number, Field(gt=0, allow_inf_nan=False)]
 Probability = Annotated[float, Number, Field(gt=0, lt=1, allow_inf_nan=False)]
 Finite = Annotated[float, Number, Field(allow_inf_nan=False)]
-Count = Annotated[int, Number, Field(ge=1, le=MAX_COUNT)]
+Count = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
+"""A whole number of records, persons or attributes: an integer (not ``1.0``, ``"2"`` or ``true``)."""
 Matrix = list[list[Finite]]
+
+
+def _named(value: str) -> str:
+    """Refuse an empty or blank name (of an attribute, a level, a column)."""
+    if not value.strip():
+        raise PydanticCustomError("blank_name", "must not be empty or blank")
+    return value
+
+
+Name = Annotated[str, Field(strict=True), AfterValidator(_named)]
+"""The name of an attribute, a level or a column: text that is not empty or blank."""
 
 
 class _Model(BaseModel):
@@ -78,6 +103,20 @@ def _rectangular(matrix: list[list[float]]) -> list[list[float]]:
 
 
 # --------------------------------------------------------------------------- data
+def levels_as_text(value: object) -> object:
+    """The levels of every attribute of ``data.attributes`` as text: a level written as a number
+    (``[1, 2, 3]``) is read as its text; a level that is a list, a mapping, a boolean or null is
+    refused (:class:`ValueError` naming the attribute), not turned into the text of a Python object."""
+    if not isinstance(value, dict):
+        return value
+    for name, levels in value.items():
+        for level in levels if isinstance(levels, list) else ():
+            if isinstance(level, bool) or not isinstance(level, (str, int, float)):
+                raise ValueError(f"attribute '{name}': level {level!r} is not a name or a number")
+    return {name: [str(level) for level in levels] if isinstance(levels, list) else levels
+            for name, levels in value.items()}
+
+
 class NumericAttribute(_Model):
     """A bounded numeric attribute, ``{min: a, max: b}`` with a < b."""
 
@@ -91,7 +130,20 @@ class NumericAttribute(_Model):
         return self
 
 
-Levels = Annotated[list[str], Field(min_length=1)]
+Levels = Annotated[list[Name], Field(min_length=1)]
+
+
+def attribute_form(value: object) -> str:
+    """Which form an attribute's entry takes: ``levels`` (a list), ``private_keys`` (a mapping with ``keys``)
+    or ``bounds`` (any other mapping), so that an error names the problem of that form only."""
+    if isinstance(value, list):
+        return "levels"
+    return "private_keys" if isinstance(value, dict) and "keys" in value else "bounds"
+
+
+Attribute = Annotated[Union[Annotated[Levels, Tag("levels")], Annotated[NumericAttribute, Tag("bounds")]],
+                      Discriminator(attribute_form)]
+"""A categorical attribute (its levels) or a bounded numeric one (``{min, max}``)."""
 
 
 class PrivacyUnit(_Model):
@@ -102,7 +154,7 @@ class PrivacyUnit(_Model):
     unbounded). Rows beyond the bounds are dropped at random on release (:mod:`dpopt.release.bounding`).
     """
 
-    id: Annotated[str, Field(min_length=1)]
+    id: Name
     max_rows: Count | None = None
     max_groups: Count | None = None
     max_rows_per_group: Count | None = None
@@ -118,7 +170,7 @@ class Data(_Model):
     """Record domain: categorical attributes (their levels) and bounded numeric ones; ``privacy_unit``
     when a person may have several rows."""
 
-    attributes: dict[str, Union[Levels, NumericAttribute]]
+    attributes: dict[Name, Attribute]
     n: Count | None = None
     privacy_unit: PrivacyUnit | None = None
 
@@ -126,17 +178,8 @@ class Data(_Model):
     @classmethod
     def _levels_as_strings(cls, value: object) -> object:
         """Levels written as numbers (``[1, 2, 3]``) are read as their text; a level that is a
-        list, a mapping or null is an error, not the text of a Python object."""
-        if not isinstance(value, dict):
-            return value
-        for name, levels in value.items():
-            for level in levels if isinstance(levels, list) else ():
-                if not isinstance(level, (str, int, float)):
-                    raise ValueError(f"attribute '{name}': level {level!r} is not a name or a number")
-        return {
-            name: [str(level) for level in levels] if isinstance(levels, list) else levels
-            for name, levels in value.items()
-        }
+        list, a mapping, a boolean or null is an error, not the text of a Python object."""
+        return levels_as_text(value)
 
     @field_validator("attributes")
     @classmethod
@@ -172,7 +215,7 @@ class MarginalsQuery(_Model):
 
     kind: Literal["marginals"]
     attributes: Annotated[list[Annotated[list[str], Field(min_length=1)]], Field(min_length=1)] | None = None
-    all_of_size: Annotated[int, Field(ge=1)] | None = None
+    all_of_size: Annotated[Count, Field(ge=1)] | None = None
     over: Annotated[list[str], Field(min_length=1)] | None = None
 
     @model_validator(mode="after")
@@ -489,7 +532,7 @@ class Geography(_Model):
 class Spec(_Model):
     """One release: domain, query, invariants, adjacency, privacy target, design choices."""
 
-    dpopt: Annotated[Literal[1], Number]
+    dpopt: FormatVersion
     name: Annotated[str, Field(min_length=1)]
     description: str | None = None
     data: Data
@@ -560,7 +603,7 @@ class Plan(_Model):
     ``mechanism`` and ``utility`` are the defaults of its queries.
     """
 
-    dpopt: Annotated[Literal[1], Number]
+    dpopt: FormatVersion
     name: Annotated[str, Field(min_length=1)]
     description: str | None = None
     data: Data

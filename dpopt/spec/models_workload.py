@@ -63,7 +63,7 @@ class KroneckerQuery(_Model):
 
     kind: Literal["kronecker"]
     terms: Annotated[list[Term], Field(min_length=1)] | None = None
-    all_of_size: Annotated[int, Field(ge=0)] | None = None
+    all_of_size: Annotated[StrictInt, Field(ge=0)] | None = None
     over: Annotated[list[str], Field(min_length=1)] | None = None
     crossed_with: dict[str, Factor] | None = None
 
