@@ -466,7 +466,7 @@ def _audit(args: argparse.Namespace) -> int:
 
     draws = AUDIT_DRAWS if args.draws is None else args.draws
     seed = AUDIT_SEED if args.seed is None else args.seed
-    document = read_document(args.source)
+    document = read_document(args.source, max_bytes=None)  # a spec or a certificate
     if _is_selection_document(document):
         raise UnsupportedSpecError("releases", "dpopt audit does not audit private keys and quantiles yet (their "
                                                "release path is audited in tests/test_selection.py)")
@@ -504,7 +504,7 @@ def _report(args: argparse.Namespace) -> int:
     from dpopt.solve import solve
     from dpopt.spec.load import read_document
 
-    document = read_document(args.source)
+    document = read_document(args.source, max_bytes=None)  # a spec or a certificate
     if _is_selection_document(document):
         from dpopt.selection.commands import report_command
 
