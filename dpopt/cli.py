@@ -402,6 +402,11 @@ def _release(args: argparse.Namespace) -> int:
         raise SpecError("--group-by", "--groups applies to a grouped release (--group-by)")
     if args.scheduler and args.engine != "dask":
         raise SpecError("--scheduler", "--scheduler applies to --engine dask")
+    if spec.postprocess is not None:  # refused before the release, not after its noise is drawn
+        from dpopt.domain.queries import compile_query
+        from dpopt.postprocess.marginals import require_roundable
+
+        require_roundable(compile_query(spec), spec.postprocess)
     client = _dask_client(args.scheduler) if args.engine == "dask" else None
     with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing"):
         sol, noisy, records, bounding = release_once(args.spec, args.data, randomness, engine=args.engine,
