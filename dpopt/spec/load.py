@@ -283,6 +283,11 @@ def _bad_choice(errors: list[dict], raw: Any) -> SpecError | None:
     return None
 
 
+_BOUND_WORDS = {"greater_than": ("gt", "greater than"), "greater_than_equal": ("ge", "at least"),
+                "less_than": ("lt", "less than"), "less_than_equal": ("le", "at most")}
+"""Pydantic's bound errors, reworded with the bound in short form (``at most 1e+100``, not its 101 digits)."""
+
+
 def _first_problem(exc: ValidationError, raw: Any) -> SpecError:
     """Turn pydantic's errors into one SpecError with a readable field path.
 
@@ -304,7 +309,11 @@ def _first_problem(exc: ValidationError, raw: Any) -> SpecError:
         message = "is required"
     elif err["type"] == "extra_forbidden":
         message = "is not a known field"
-    elif "input" in err and not isinstance(err["input"], (Mapping, list)):
+    elif err["type"] in _BOUND_WORDS and isinstance(err.get("ctx", {}).get(_BOUND_WORDS[err["type"]][0]), float):
+        key, word = _BOUND_WORDS[err["type"]]
+        message = f"Input should be {word} {err['ctx'][key]:g}"
+    if err["type"] not in ("missing", "extra_forbidden") and "input" in err \
+            and not isinstance(err["input"], (Mapping, list)):
         given = repr(err["input"])
         message += f" (got {given})" if len(given) <= 60 else f" (got {given[:24]}..., {len(given)} characters)"
     more = len(errors) - 1

@@ -69,9 +69,15 @@ MAX_COUNT = 2**53
 """The largest integer a spec's count (``data.n``, a Hamming distance) may be: every integer
 up to it is a float exactly, and no dataset is larger."""
 
-PositiveFinite = Annotated[float, Number, Field(gt=0, allow_inf_nan=False)]
+MAX_MAGNITUDE = 1e100
+"""The largest magnitude of a number in a spec (a bound, a matrix entry, a weight, a privacy parameter), and
+1/MAX_MAGNITUDE the smallest positive parameter: the quantities derived from them (a sensitivity squared times
+a dimension, a noise scale Δ/ε and its square) then stay far inside the float range (up to 1.8e308), where
+1e308 overflowed to inf or nan and stopped a command with a traceback."""
+
+PositiveFinite = Annotated[float, Number, Field(ge=1 / MAX_MAGNITUDE, le=MAX_MAGNITUDE, allow_inf_nan=False)]
 Probability = Annotated[float, Number, Field(gt=0, lt=1, allow_inf_nan=False)]
-Finite = Annotated[float, Number, Field(allow_inf_nan=False)]
+Finite = Annotated[float, Number, Field(ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE, allow_inf_nan=False)]
 Count = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
 """A whole number of records, persons or attributes: an integer (not ``1.0``, ``"2"`` or ``true``)."""
 Matrix = list[list[Finite]]
@@ -138,7 +144,8 @@ def attribute_form(value: object) -> str:
     or ``bounds`` (any other mapping), so that an error names the problem of that form only."""
     if isinstance(value, list):
         return "levels"
-    return "private_keys" if isinstance(value, dict) and "keys" in value else "bounds"
+    keys = value if isinstance(value, dict) else type(value).model_fields if isinstance(value, BaseModel) else ()
+    return "private_keys" if "keys" in keys else "bounds"  # a mapping read, or a model serialised
 
 
 Attribute = Annotated[Union[Annotated[Levels, Tag("levels")], Annotated[NumericAttribute, Tag("bounds")]],
