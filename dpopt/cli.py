@@ -725,7 +725,7 @@ def main(argv: list[str] | None = None) -> int:
             check_output_folder(args.out)
         return args.run(args)
     except DpoptError as exc:
-        print(f"dpopt: error: {exc}", file=sys.stderr)
+        print(f"dpopt: error: {exc}{_earlier_output(args, exc)}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)
     except KeyboardInterrupt:
         print("dpopt: interrupted", file=sys.stderr)
@@ -735,6 +735,17 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("dpopt: interrupted", file=sys.stderr)
         return 130
+
+
+def _earlier_output(args: argparse.Namespace, exc: DpoptError) -> str:
+    """`` (OUT was not replaced: ...)`` when a command that failed had an ``--out`` folder that holds an
+    earlier run's certificate, so that no one takes it for this command's; else empty."""
+    from dpopt.errors import OutputError
+
+    out = getattr(args, "out", None)
+    if not out or isinstance(exc, OutputError) or not (Path(out) / "certificate.json").is_file():
+        return ""
+    return f" ({out} was not replaced: its files are an earlier run's, not this command's)"
 
 
 def _is_interrupted_query(exc: Exception) -> bool:
