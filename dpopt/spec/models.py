@@ -153,6 +153,15 @@ Attribute = Annotated[Union[Annotated[Levels, Tag("levels")], Annotated[NumericA
 """A categorical attribute (its levels) or a bounded numeric one (``{min, max}``)."""
 
 
+MAX_PERSON_BOUND = 1000
+"""The largest contribution bound of a privacy unit (rows in all, groups, rows per group). The person-level
+derivations are exact by counting rows: a partition-selection threshold evaluates every row count up to the
+bound (0.8 s of CPU at 1,000, 9 s at 10,000), the replace-one norms of marginals every pair of row counts
+(quadratic), so a bound such as 10^15 ran without end."""
+
+PersonBound = Annotated[Count, Field(le=MAX_PERSON_BOUND)]
+
+
 class PrivacyUnit(_Model):
     """Who is protected when a person has several rows: the ``id`` column and the contribution bounds.
 
@@ -162,9 +171,9 @@ class PrivacyUnit(_Model):
     """
 
     id: Name
-    max_rows: Count | None = None
-    max_groups: Count | None = None
-    max_rows_per_group: Count | None = None
+    max_rows: PersonBound | None = None
+    max_groups: PersonBound | None = None
+    max_rows_per_group: PersonBound | None = None
 
     @model_validator(mode="after")
     def _bounded(self) -> "PrivacyUnit":
