@@ -721,9 +721,10 @@ def _ledger_verify(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command in ("solve", "release") and args.out:  # refused before the work, not after
-            check_output_folder(args.out)
-        return args.run(args)
+        with _warnings_shown_on_success():
+            if args.command in ("solve", "release") and args.out:  # refused before the work, not after
+                check_output_folder(args.out)
+            return args.run(args)
     except DpoptError as exc:
         print(f"dpopt: error: {exc}{_earlier_output(args, exc)}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)
@@ -735,6 +736,19 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("dpopt: interrupted", file=sys.stderr)
         return 130
+
+
+@contextmanager
+def _warnings_shown_on_success():
+    """Hold the Python warnings a command raises (numpy's "divide by zero" inside a family that then fails)
+    and show them when it ends normally; a command that fails says so in one line, without them."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        yield
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def _earlier_output(args: argparse.Namespace, exc: DpoptError) -> str:

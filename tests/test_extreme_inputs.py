@@ -58,3 +58,25 @@ def test_a_plan_weight_of_1e308_is_one_line(tmp_path, capsys):
     assert main(["solve", str(file)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "queries[0].weight: Input should be at most 1e+100" in err
+
+
+def test_a_refusal_after_numpy_warnings_is_still_one_line(tmp_path):
+    # μ = 10¹⁵: the GDP second route divides by a δ_μ that underflows to 0 ("divide by zero" warnings), then
+    # the family is refused; the warnings used to precede the error line on stderr
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    spec = {"dpopt": 1, "name": "k", "data": {"attributes": {"age": ["0", "1", "2", "3"], "sex": ["f", "m"]},
+                                              "n": 100},
+            "query": {"kind": "kronecker", "terms": [{"age": {"ranges": 2}, "sex": "identity"}, {"age": "prefix"}]},
+            "adjacency": {"kind": "replace_one"}, "privacy": {"gdp": {"mu": 10**15}},
+            "mechanism": "kronecker_gaussian"}
+    file = tmp_path / "spec.json"
+    file.write_text(json.dumps(spec))
+    done = subprocess.run([sys.executable, "-c", "import sys; from dpopt.cli import main; sys.exit(main())",
+                           "solve", str(file)], capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("dpopt: error: no mechanism can meet this spec")
