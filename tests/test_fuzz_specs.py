@@ -9,7 +9,8 @@ duplicated) is written as JSON and given to ``dpopt solve`` in a subprocess with
 address-space limit. The contract (``dpopt/cli.py``, ``docs/reference/behaviour.md``): exit 0, or exit 2 with
 exactly one line ``dpopt: error: ...`` on stderr; never a traceback, never a hang.
 
-The default run takes a fixed sample (two mutations per class, seeded); ``-m slow`` runs every mutation and
+The default run takes a fixed sample (two mutations per class, seeded; about 40 s of wall time at load 12 on
+two shared cores, 9 s of CPU); ``-m slow`` runs every mutation (1,380: about 22 minutes at load 5 to 8) and
 prints the counts per class (accepted, refused in one line, tracebacks, hangs).
 """
 
