@@ -457,6 +457,11 @@ def _release(args: argparse.Namespace) -> int:
         raise SpecError("--group-by", "--groups applies to a grouped release (--group-by)")
     if args.scheduler and args.engine != "dask":
         raise SpecError("--scheduler", "--scheduler applies to --engine dask")
+    if spec.postprocess is not None:  # refused before the release, not after its noise is drawn
+        from dpopt.domain.queries import compile_query
+        from dpopt.postprocess.marginals import require_roundable
+
+        require_roundable(compile_query(spec), spec.postprocess)
     client = _dask_client(args.scheduler) if args.engine == "dask" else None
     with stdout_to_stderr(), _progress("dpopt release: designing, counting and releasing"):
         sol, noisy, records, bounding = release_once(args.spec, args.data, randomness, engine=args.engine,
@@ -522,7 +527,7 @@ def _audit(args: argparse.Namespace) -> int:
 
     draws = AUDIT_DRAWS if args.draws is None else args.draws
     seed = AUDIT_SEED if args.seed is None else args.seed
-    document = read_document(args.source)
+    document = read_document(args.source, max_bytes=None)  # a spec or a certificate
     if _is_selection_document(document):
         raise UnsupportedSpecError("releases", "dpopt audit does not audit private keys and quantiles yet (their "
                                                "release path is audited in tests/test_selection.py)")
@@ -560,7 +565,7 @@ def _report(args: argparse.Namespace) -> int:
     from dpopt.solve import solve
     from dpopt.spec.load import read_document
 
-    document = read_document(args.source)
+    document = read_document(args.source, max_bytes=None)  # a spec or a certificate
     if _is_selection_document(document):
         from dpopt.selection import is_selection_certificate
         from dpopt.selection.commands import report_command
@@ -829,11 +834,12 @@ def _ledger_verify(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command in ("solve", "release") and args.out:  # refused before the work, not after
-            check_output_folder(args.out)
-        return args.run(args)
+        with _warnings_shown_on_success():
+            if args.command in ("solve", "release") and args.out:  # refused before the work, not after
+                check_output_folder(args.out)
+            return args.run(args)
     except DpoptError as exc:
-        print(f"dpopt: error: {exc}", file=sys.stderr)
+        print(f"dpopt: error: {exc}{_earlier_output(args, exc)}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)
     except KeyboardInterrupt:
         print("dpopt: interrupted", file=sys.stderr)
@@ -843,6 +849,30 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("dpopt: interrupted", file=sys.stderr)
         return 130
+
+
+@contextmanager
+def _warnings_shown_on_success():
+    """Hold the Python warnings a command raises (numpy's "divide by zero" inside a family that then fails)
+    and show them when it ends normally; a command that fails says so in one line, without them."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        yield
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def _earlier_output(args: argparse.Namespace, exc: DpoptError) -> str:
+    """`` (OUT was not replaced: ...)`` when a command that failed had an ``--out`` folder that holds an
+    earlier run's certificate, so that no one takes it for this command's; else empty."""
+    from dpopt.errors import OutputError
+
+    out = getattr(args, "out", None)
+    if not out or isinstance(exc, OutputError) or not (Path(out) / "certificate.json").is_file():
+        return ""
+    return f" ({out} was not replaced: its files are an earlier run's, not this command's)"
 
 
 def _is_interrupted_query(exc: Exception) -> bool:

@@ -69,7 +69,7 @@ def test_an_existing_folder_is_replaced_whole(tmp_path, monkeypatch, exchange):
     with output_folder(target) as staging:
         _fill(staging, {"release.json": "new", "certificate.json": "new"})
     assert {p.name: p.read_text() for p in target.iterdir()} == {"release.json": "new", "certificate.json": "new"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "out"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # the lock file is removed by its holder
 
 
 @pytest.mark.parametrize("exc", [RuntimeError("boom"), KeyboardInterrupt()])
@@ -107,7 +107,7 @@ def test_a_subfolder_a_file_and_the_current_folder_are_refused(tmp_path, monkeyp
             with output_folder(path):
                 pass
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(OutputError, match="holds sub"):
+    with pytest.raises(OutputError, match="holds the folder sub"):
         with output_folder(tmp_path / "out"):
             pass
 
@@ -145,6 +145,44 @@ def test_staging_folders_of_killed_runs_are_removed(tmp_path):
     live.mkdir()
     with output_folder(tmp_path / "out") as staging:
         _fill(staging, {"release.json": "new"})
+    assert not stale.exists() and live.exists()
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(done.stdout)
+
+
+def test_an_output_inside_a_folder_leaves_no_lock_and_the_folder_is_named_as_one(tmp_path):
+    # a newcomer's sequence (issue 35): an output into o/a, then one into o
+    with output_folder(tmp_path / "o" / "a") as staging:
+        _fill(staging, {"certificate.json": "a"})
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["a"]
+    with pytest.raises(OutputError, match=r"holds the folder a: .*nothing was written") as caught:
+        with output_folder(tmp_path / "o"):
+            pass
+    assert "did not write" not in str(caught.value)
+
+
+def test_lock_files_and_killed_runs_staging_folders_inside_a_folder_are_dpopts_own(tmp_path):
+    # a lock file an earlier version kept, and the staging folder of a run killed while writing o/a
+    target = tmp_path / "o"
+    _fill(target, {"certificate.json": "old", ".a.lock": ""})
+    (target / f".a.tmp-{_dead_pid()}-wxyz").mkdir()
+    with output_folder(target) as staging:
+        _fill(staging, {"certificate.json": "new"})
+    assert {p.name: p.read_text() for p in target.iterdir()} == {"certificate.json": "new"}
+
+
+def test_a_killed_runs_staging_folder_is_removed_by_the_next_run_before_its_work(tmp_path):
+    # SIGKILL after the noise was drawn leaves .NAME.tmp-PID-XXXX with the released values; the next run
+    # removes it when it checks its --out, whatever output folder it was for, and keeps a live run's folder
+    stale = tmp_path / f".other.tmp-{_dead_pid()}-abcd"
+    live = tmp_path / f".other.tmp-{os.getpid()}-efgh"
+    for folder in (stale, live):
+        _fill(folder, {"release.json": "noisy values"})
+    output.check_output_folder(tmp_path / "out")
     assert not stale.exists() and live.exists()
 
 
@@ -239,7 +277,7 @@ def test_concurrent_grouped_releases_into_one_folder_end_whole(tmp_path, count):
         process.stderr.close()
         assert process.returncode == 0, err
     assert sorted(p.name for p in out.iterdir()) == ["certificate.json", "release.json", "release_block.parquet"]
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out")) == [".out.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out")) == []  # no lock, no staging
     # the three files come from one run: its name in both documents, its seed's noise in the table
     name = json.loads((out / "release.json").read_text())["name"]
     seed = int(name.split()[1])

@@ -234,3 +234,93 @@ def test_verify_of_a_malformed_certificate_is_one_line(tmp_path, capsys):
 COUNT_DICT = json.loads(json.dumps({"dpopt": 1, "name": "count", "data": {"attributes": {"a": ["x", "y"]}},
                                     "query": {"kind": "count"}, "adjacency": "add_remove",
                                     "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "gaussian"}))
+
+
+# ------------------------------------------------------------------ types are types (issue 35)
+def _set_path(raw: dict, path: str, value) -> dict:
+    *parents, last = path.split(".")
+    node = raw
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[last] = value
+    return raw
+
+
+def _marginals() -> dict:
+    return {"dpopt": 1, "name": "m", "data": {"attributes": {"a": ["x", "y"], "b": ["p", "q"]}, "n": 10},
+            "query": {"kind": "marginals", "all_of_size": 1}, "adjacency": {"kind": "hamming", "distance": 2},
+            "privacy": {"zcdp": {"rho": 0.5}}}
+
+
+@pytest.mark.parametrize(("path", "value"), [
+    ("query.all_of_size", True),  # was read as 1: silently every one-way marginal
+    ("query.all_of_size", "2"), ("query.all_of_size", 2.0), ("data.n", 10.0), ("adjacency.distance", "2"),
+    ("adjacency.distance", 2.0), ("dpopt", 1.0), ("dpopt", "1"),
+])
+def test_an_integer_field_takes_integers_only(path, value):
+    with pytest.raises(SpecError) as caught:
+        dpopt.load_spec(_set_path(_marginals(), path, value))
+    assert caught.value.field == path and "integer" in caught.value.problem
+
+
+def test_a_kronecker_all_of_size_takes_integers_only():
+    raw = {"dpopt": 1, "name": "k", "data": {"attributes": {"a": ["x", "y"], "b": ["p", "q"]}, "n": 10},
+           "query": {"kind": "kronecker", "all_of_size": True}, "adjacency": "replace_one",
+           "privacy": {"gdp": {"mu": 1}}}
+    with pytest.raises(SpecError) as caught:
+        dpopt.load_spec(raw)
+    assert caught.value.field == "query.all_of_size"
+
+
+@pytest.mark.parametrize(("attributes", "field"), [
+    ({"": ["x", "y"]}, "data.attributes."), ({"  ": ["x", "y"]}, "data.attributes.  "),
+    ({"a": ["x", ""]}, "data.attributes.a[1]"), ({"a": ["x", " "]}, "data.attributes.a[1]"),
+])
+def test_empty_or_blank_attribute_and_level_names_are_refused(attributes, field):
+    raw = _set_path(_marginals(), "data.attributes", attributes)
+    raw["query"] = {"kind": "count"}
+    with pytest.raises(SpecError) as caught:
+        dpopt.load_spec(raw)
+    assert caught.value.field == field and "empty or blank" in caught.value.problem
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    ("dpopt", True, "integer"),
+    ("data.attributes.age", ["0", ["1"]], "level ['1'] is not a name or a number"),
+    ("data.attributes.age", ["0", None], "level None is not a name or a number"),
+    ("data.attributes.clinic.declared", [None], "level None is not a name or a number"),
+    ("data.attributes.clinic.declared", [" "], "empty or blank"),
+    ("data.privacy_unit.id", "", "empty or blank"),
+])
+def test_a_selection_spec_reads_types_strictly(path, value, message):
+    from dpopt.spec.selection import load_selection_spec
+
+    raw = {"dpopt": 1, "name": "s",
+           "data": {"attributes": {"clinic": {"keys": "private", "declared": ["north"]}, "age": ["0", "1"]},
+                    "privacy_unit": {"id": "pid", "max_rows": 2, "max_groups": 1}},
+           "releases": [{"kind": "count", "by": "clinic", "epsilon": 1.0, "delta": 1e-6}],
+           "adjacency": "add_remove", "privacy": {"approx": {"epsilon": 1.0, "delta": 1e-6}}}
+    with pytest.raises(SpecError, match=re.escape(message)):
+        load_selection_spec(_set_path(raw, path, value))
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    ("data.attributes.income.max", 1e308, "data.attributes.income.max: Input should be at most 1e+100"),
+    ("privacy.gdp.mu", 1e300, "privacy.gdp.mu: Input should be at most 1e+100"),
+    ("privacy.gdp.mu", 1e-300, "privacy.gdp.mu: Input should be at least 1e-100"),
+])
+def test_numbers_beyond_the_float_range_of_derived_quantities_are_refused_in_short_form(path, value, message):
+    raw = {"dpopt": 1, "name": "s", "data": {"attributes": {"income": {"min": 0, "max": 10}}, "n": 10},
+           "query": {"kind": "sum", "attribute": "income"}, "adjacency": "replace_one", "privacy": {"gdp": {"mu": 1}}}
+    with pytest.raises(SpecError) as caught:
+        dpopt.load_spec(_set_path(raw, path, value))
+    assert str(caught.value).startswith(message)
+
+
+def test_a_privacy_unit_bound_beyond_what_is_derived_is_refused():
+    raw = {"dpopt": 1, "name": "p", "data": {"attributes": {"a": ["x", "y"]},
+                                             "privacy_unit": {"id": "pid", "max_rows": 10**15}},
+           "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "add_remove", "privacy": {"gdp": {"mu": 1}}}
+    with pytest.raises(SpecError) as caught:
+        dpopt.load_spec(raw)
+    assert caught.value.field == "data.privacy_unit.max_rows" and "1000" in caught.value.problem

@@ -24,7 +24,7 @@ def audit(source: Solution | Certificate | str | Path, draws: int = AUDIT_DRAWS,
         if isinstance(source, Certificate):
             cert = source
         else:
-            cert = Certificate.from_document(read_document(source), str(source))
+            cert = Certificate.from_document(read_document(source, max_bytes=None), str(source))
             if cert is None:
                 return audit(solve(source), draws=draws, seed=seed)
         spec = load_spec(cert["spec"])

@@ -134,7 +134,8 @@ def symmetric_differences(problem: Problem) -> Callable[[], np.ndarray | None] |
 def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
     """The orbit of each cell under the swaps of two levels of one attribute that map the set of
     neighbouring differences ``vectors`` (rows) onto itself; None when the labels are not
-    ``attribute=level`` lists or the differences are not listed."""
+    ``attribute=level`` lists of one length (marginals of different sizes, ``[[a, b], [c]]``, are not
+    cells of one table) or the differences are not listed."""
     if vectors is None:
         return None
     try:
@@ -142,7 +143,7 @@ def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
     except IndexError:
         return None
     index = {cell: i for i, cell in enumerate(cells)}
-    if len(index) != len(cells) or vectors.shape[1] != len(cells):
+    if len(index) != len(cells) or vectors.shape[1] != len(cells) or len({len(c) for c in cells}) != 1:
         return None
     rows = {tuple(r) for r in np.round(vectors, 9).tolist()}
     parent = list(range(len(cells)))

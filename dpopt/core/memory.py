@@ -25,6 +25,10 @@ DEFAULT_LIMIT = 2 * 1024**3
 FLOAT64 = 8
 """Bytes of one float64 entry, the unit of most estimates."""
 
+LABEL_BYTES = 58
+"""Bytes one output label takes at least: an ASCII ``str`` object of one character (49 bytes of header,
+``sys.getsizeof("")``, and the character) and its 8-byte pointer in the tuple of labels."""
+
 _SUFFIXES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _LIMIT = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import errno
 import fnmatch
-import glob
 import os
+import re
 import shutil
 import signal
 import sys
@@ -91,8 +91,10 @@ def output_folder(path: str | Path, owned: tuple[str, ...] = OUTPUT_NAMES) -> It
     and ``path`` is as it was. So an interrupted run leaves the old folder or the new one,
     never a mixture. Runs writing into the same ``path`` at once each compute in their own
     folder and take turns at the swap, under an exclusive lock on ``.NAME.lock`` beside it
-    (kept there: removing it would let two runs hold two locks), so the last to finish wins
-    and the folder is always whole.
+    (removed by its holder when the swap is done; a run that locked a file since removed locks
+    the new one, :func:`_locked`), so the last to finish wins and the folder is always whole.
+    Staging folders left beside ``path`` by runs that were killed (SIGKILL: nothing could remove
+    them) are removed first (:func:`remove_stale`): they may hold released values.
 
     Parameters
     ----------
@@ -111,6 +113,7 @@ def output_folder(path: str | Path, owned: tuple[str, ...] = OUTPUT_NAMES) -> It
     target = Path(path).resolve()  # a symbolic link to a folder: the folder it names is replaced
     _check_replaceable(target, owned)
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(target.parent)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
     try:
         os.chmod(staging, 0o777 & ~umask())  # what mkdir gives, not mkdtemp's owner-only 0700
@@ -126,7 +129,24 @@ def output_folder(path: str | Path, owned: tuple[str, ...] = OUTPUT_NAMES) -> It
 def check_output_folder(path: str | Path, owned: tuple[str, ...] = OUTPUT_NAMES) -> None:
     """Raise the :class:`OutputError` :func:`output_folder` would raise for ``path``, before a
     run spends its time (the CLI checks ``--out`` first)."""
-    _check_replaceable(Path(path).resolve(), owned)
+    target = Path(path).resolve()
+    if target.parent.is_dir():
+        remove_stale(target.parent)
+    _check_replaceable(target, owned)
+
+
+def _is_own(entry: os.DirEntry) -> bool:
+    """A lock file (``.NAME.lock``, from this version or an earlier one that kept them) or the staging folder
+    of a run that was killed: dpopt's own, removed with the folder that holds it."""
+    if entry.name.startswith(".") and entry.name.endswith(".lock") and entry.is_file(follow_symlinks=False):
+        return True
+    return _dead_staging(entry.name)
+
+
+def _dead_staging(name: str) -> bool:
+    """``name`` is a staging folder (``.NAME.tmp-PID-XXXX``, or ``.old-`` during a swap) of a process that is gone."""
+    match = _STAGING.fullmatch(name)
+    return match is not None and not _alive(int(match.group(1)))
 
 
 def _check_replaceable(target: Path, owned: tuple[str, ...]) -> None:
@@ -137,45 +157,85 @@ def _check_replaceable(target: Path, owned: tuple[str, ...]) -> None:
     here = Path.cwd()
     if target == here or target in here.parents:
         raise OutputError(f"{target} is the current folder or holds it: give a folder of its own for the output")
-    foreign = sorted(entry.name for entry in os.scandir(target)
-                     if not entry.is_file(follow_symlinks=False)
-                     or not any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in owned))
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise OutputError(f"{target} holds {shown}, which dpopt did not write: the output replaces the whole "
-                          "folder, so give a new or empty folder, or one dpopt wrote")
+    entries = [entry for entry in os.scandir(target) if not _is_own(entry)]
+    folders = sorted(entry.name for entry in entries if entry.is_dir())
+    foreign = sorted(entry.name for entry in entries if not entry.is_dir() and (
+        not entry.is_file(follow_symlinks=False)
+        or not any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in owned)))
+    if folders or foreign:
+        what = [f"the folder{'s' if len(folders) > 1 else ''} {_shown(folders)}"] if folders else []
+        what += [f"{_shown(foreign)}, which dpopt did not write"] if foreign else []
+        raise OutputError(f"{target} holds {' and '.join(what)}: the output replaces the whole folder, so give a "
+                          "new or empty folder, or one dpopt wrote (nothing was written; the folder is as it was)")
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 @contextmanager
 def _locked(target: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``.NAME.lock`` beside ``target``, waited for up to :data:`LOCK_TIMEOUT`."""
+    """An exclusive ``flock`` on ``.NAME.lock`` beside ``target``, waited for up to :data:`LOCK_TIMEOUT`, and
+    the lock file removed when the block ends.
+
+    The holder removes the file while it holds the lock; a run waiting on the removed file gets the lock
+    on a file no longer at that path, sees so (its inode is not the path's) and locks the path anew. So
+    one run at a time holds the lock on the file at the path, and no lock file stays behind.
+    """
     import fcntl  # imported where used: POSIX only, and only by commands that write a folder
 
     lock = target.parent / f".{target.name}.lock"
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        deadline = time.monotonic() + LOCK_TIMEOUT
-        while True:
+    deadline = time.monotonic() + LOCK_TIMEOUT
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise OutputError(f"another run has held {lock} for {LOCK_TIMEOUT:g} s: "
+                                          f"{target} was not replaced") from None
+                    time.sleep(0.02)
+            held = os.fstat(fd)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise OutputError(f"another run has held {lock} for {LOCK_TIMEOUT:g} s: "
-                                      f"{target} was not replaced") from None
-                time.sleep(0.02)
-        _remove_stale(target)
+                current = os.stat(lock)
+            except FileNotFoundError:
+                current = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            break
+        os.close(fd)  # locked a file its holder has since removed: lock the one at the path
+    try:
+        remove_stale(target.parent)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        try:
+            os.unlink(lock)
+        except FileNotFoundError:  # removed by hand meanwhile
+            pass
+        finally:
+            os.close(fd)  # releases the lock
 
 
-def _remove_stale(target: Path) -> None:
-    """Remove the staging folders of runs beside ``target`` that were killed (their process is gone)."""
-    for entry in target.parent.glob(f".{glob.escape(target.name)}.tmp-*-*"):
-        pid = entry.name.rsplit(".tmp-", 1)[1].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(entry, ignore_errors=True)
+_STAGING = re.compile(r"\..+\.(?:tmp|old)-(\d+)-[^/]+")
+"""The name of a staging folder, ``.NAME.tmp-PID-XXXX`` (``.old-`` for the old folder during a swap)."""
+
+
+def remove_stale(folder: Path) -> None:
+    """Remove the staging folders in ``folder`` of runs that were killed (their process is gone), whatever
+    output folder they were for: a run killed by SIGKILL could not remove its own, which may hold released
+    values. A folder of a live process (or of another user's) is kept."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False) and _dead_staging(entry.name):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:

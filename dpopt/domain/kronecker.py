@@ -29,16 +29,47 @@ from dataclasses import dataclass, field
 from functools import cached_property
 import numpy as np
 
-from dpopt.core.memory import dense_bytes, require_memory
+from dpopt.core.memory import LABEL_BYTES, dense_bytes, require_memory
 from dpopt.errors import SpecError, UnsupportedSpecError
 from dpopt.spec.models import NumericAttribute, Spec
 from dpopt.spec.models_workload import KroneckerQuery as KroneckerSpec
 from dpopt.spec.models_workload import MatrixFactor, RangesFactor
 
+TERM_ENTRY_BYTES = 64
+"""Bytes one ``attribute: factor`` entry of an expanded term takes at least (a dict slot, its key and value
+pointers and the dict's share of its header)."""
+
+
 def range_rows(n: int, width: int | None) -> list[tuple[int, int]]:
     """The ranges [i, j] (0 ≤ i ≤ j < n, j − i < width), ordered by start then end."""
     w = n if width is None else width
     return [(i, j) for i in range(n) for j in range(i, min(n, i + w))]
+
+
+def factor_rows(factor, n: int) -> int:
+    r"""The rows of :func:`factor_matrix`'s matrix over n levels, counted without building it: n for
+    ``identity`` and ``prefix``, 1 for ``total``, every range of width ≤ w, :math:`\sum_i \min(w, n - i)`
+    (n(n + 1)/2 for all of them), for ``ranges``, and a user's matrix its own rows."""
+    if factor in ("identity", "prefix"):
+        return n
+    if factor == "total":
+        return 1
+    if factor == "ranges" or isinstance(factor, RangesFactor):
+        w = n if factor == "ranges" else min(factor.ranges, n)
+        return w * n - w * (w - 1) // 2
+    return len(factor.matrix)
+
+
+def _require_terms(terms: Sequence[Mapping], attrs: Mapping) -> None:
+    """Refuse, before any is built, factor matrices or answer labels of ``terms`` above the memory limit."""
+    matrices = labels = 0
+    for term in terms:
+        rows = [(factor_rows(factor, len(attrs[a])), len(attrs[a])) for a, factor in term.items()
+                if factor != "total" and a in attrs and not isinstance(attrs[a], NumericAttribute)]
+        matrices += sum(dense_bytes(2, r, n) for r, n in rows)  # the matrix and numpy's working copy
+        labels += math.prod(r for r, _ in rows)
+    require_memory(matrices, f"the dense factor matrices of the {len(terms)} kronecker term(s)")
+    require_memory(labels * LABEL_BYTES, f"the {labels} output labels of the kronecker query")
 
 
 def factor_matrix(factor, n: int, field_name: str) -> tuple[np.ndarray, list[str], str]:
@@ -187,6 +218,7 @@ def compile_terms(spec: Spec) -> tuple[tuple[str, ...], tuple[tuple[str, ...], .
     if spec.data.privacy_unit is not None:
         raise UnsupportedSpecError("data.privacy_unit", "a kronecker query with a privacy_unit is not supported yet")
     terms = _expanded(query, spec)
+    _require_terms(terms, attrs)
     for i, term in enumerate(terms):
         for name in term:
             if name not in attrs:
@@ -229,6 +261,9 @@ def _expanded(query: KroneckerSpec, spec: Spec) -> list[Mapping]:
         raise SpecError("query.over", "lists an attribute twice or one of crossed_with")
     if query.all_of_size > len(over):
         raise SpecError("query.all_of_size", f"is {query.all_of_size}, but there are only {len(over)} attribute(s)")
+    count = math.comb(len(over), query.all_of_size)
+    require_memory(dense_bytes(count, query.all_of_size + len(crossed), itemsize=TERM_ENTRY_BYTES),
+                   f"the {count} terms of all_of_size: {query.all_of_size} over {len(over)} attributes")
     return [crossed | {a: "identity" for a in group} for group in itertools.combinations(over, query.all_of_size)]
 
 

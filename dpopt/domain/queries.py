@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from dpopt.core.memory import dense_bytes, require_memory
+from dpopt.core.memory import LABEL_BYTES, dense_bytes, require_memory
 from dpopt.domain.kronecker import KroneckerWorkload, compile_terms
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload
 from dpopt.errors import SpecError, UnsupportedSpecError
@@ -288,11 +288,37 @@ class KroneckerQuery(CountingQuery):
         return self.from_support(self.support_query.evaluate(records))
 
 
+def elementary_symmetric(sizes: Sequence[int], k: int) -> int:
+    r"""The elementary symmetric polynomial :math:`e_k(n_1, \dots, n_p) = \sum_{|S| = k} \prod_{a \in S} n_a`:
+    the number of cells of every marginal of k of p attributes (n_a levels each), without listing the
+    :math:`\binom{p}{k}` groups (by :math:`e_j \leftarrow e_j + n_a e_{j-1}` over the attributes, exact integers)."""
+    e = [1] + [0] * k
+    for n in sizes:
+        for j in range(k, 0, -1):
+            e[j] += n * e[j - 1]
+    return e[k]
+
+
+def require_labels(dimension: int, what: str) -> None:
+    """Refuse, before one is built, the ``dimension`` output labels of a query above the memory limit
+    (:data:`dpopt.core.memory.LABEL_BYTES` each at least).
+
+    Raises
+    ------
+    MemoryLimitError
+        Naming the query and its number of outputs.
+    """
+    require_memory(dimension * LABEL_BYTES, f"the {dimension} output labels of {what}")
+
+
 def compile_query(spec: Spec) -> CountingQuery | NumericQuery:
     """Compile the spec's query into its evaluable, structured form.
 
     Raises
     ------
+    MemoryLimitError
+        The query's outputs (their labels), or the groups of ``all_of_size``, would exceed the memory limit:
+        counted from the spec before any is built.
     SpecError
         A mean without ``data.n`` (nor a ``privacy_unit``: then it is the centred pair, see :class:`NumericQuery`);
         a ``kronecker`` query :func:`~dpopt.domain.kronecker.compile_terms` refuses.
@@ -313,6 +339,14 @@ def compile_query(spec: Spec) -> CountingQuery | NumericQuery:
     elif isinstance(q, ContingencyTableQuery):
         groups = (tuple(q.attributes),)
     elif isinstance(q, MarginalsQuery):
+        if q.all_of_size is not None:
+            over = q.over if q.over is not None else [
+                name for name, levels in attrs.items() if not isinstance(levels, NumericAttribute)]
+            tables = math.comb(len(over), q.all_of_size)
+            require_memory(dense_bytes(tables, q.all_of_size + 8), f"the {tables} attribute groups of all_of_size: "
+                                                                   f"{q.all_of_size} over {len(over)} attributes")
+            require_labels(elementary_symmetric([len(attrs[a]) for a in over], q.all_of_size),
+                           f"all {tables} marginals of size {q.all_of_size}")
         groups = tuple(tuple(g) for g in q.groups(spec.data))
     elif isinstance(q, KroneckerSpec):
         used, levels, groups, labels, kron = compile_terms(spec)
@@ -321,6 +355,9 @@ def compile_query(spec: Spec) -> CountingQuery | NumericQuery:
         raise UnsupportedSpecError("query.kind", f"unknown query kind {q.kind}")
     used = tuple(dict.fromkeys(a for g in groups for a in g))
     levels = tuple(tuple(attrs[a]) for a in used)  # type: ignore[arg-type]
+    if not isinstance(q, LinearQuery):
+        sizes = {a: len(lv) for a, lv in zip(used, levels)}
+        require_labels(sum(math.prod(sizes[a] for a in g) for g in groups), f"the {q.kind} query")
     labels = []
     for group in groups:
         group_levels = [levels[used.index(a)] for a in group]

@@ -57,7 +57,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from dpopt.core.checks import Check
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload, Subset
-from dpopt.errors import SolverError
+from dpopt.errors import SolverError, UnsupportedSpecError
 from dpopt.optimize.solve import solve_convex
 from dpopt.postprocess.certify import POSTPROCESSING_THEOREM
 from dpopt.postprocess.table import PostprocessResult
@@ -74,6 +74,14 @@ GUARANTEES = ("the published tables are whole, non-negative counts, and every tw
 ERROR_BOUND = ("the projection is non-expansive and the true tables lie in the set projected on, so its l2 error "
                "is at most the release's, for every release (not simulated)")
 """The error statement of the projection (module docstring, step 1)."""
+
+ROUNDING_CELLS = 1000
+"""The most cells the consistent rounding of marginals that share two attributes or more takes on: integer tables
+that agree on shared two-way (or larger) margins are NP-hard to find in general, and HiGHS did not finish on 2,036
+cells (5 attributes, every three-way marginal) in 2 minutes, while 580 cells (4 attributes) took 0.5 s."""
+
+ROUNDING_TIME_LIMIT = 120.0
+"""Seconds each integer program of the consistent rounding may run (HiGHS ``time_limit``)."""
 
 EXACT_TOLERANCE = 1e-6
 """Largest distance of a noise-free marginal of the release from a whole number (float round-off)."""
@@ -226,7 +234,8 @@ def consistent_rounding(workload: MarginalWorkload, estimate, exact: ExactMargin
     if free.size == 0 and np.all(rhs == 0):
         return base.astype(np.int64), "already whole numbers"
     constraints = [LinearConstraint(a[:, free], rhs, rhs)] if a.shape[0] else []
-    result = milp(1 - 2 * frac[free], constraints=constraints, integrality=np.ones(free.size), bounds=Bounds(0, 1))
+    result = milp(1 - 2 * frac[free], constraints=constraints, integrality=np.ones(free.size), bounds=Bounds(0, 1),
+                  options={"time_limit": ROUNDING_TIME_LIMIT})
     if result.x is not None:
         out = base.copy()
         out[free] += np.round(result.x)
@@ -244,7 +253,8 @@ def _l1_rounding(x: np.ndarray, a: sparse.csr_matrix, values: np.ndarray) -> tup
         constraints.append(LinearConstraint(sparse.hstack([a, zero, zero]).tocsr(), values, values))
     cost = np.concatenate([np.zeros(d), np.ones(2 * d)])
     integrality = np.concatenate([np.ones(d), np.zeros(2 * d)])
-    result = milp(cost, constraints=constraints, integrality=integrality, bounds=Bounds(0, np.inf))
+    result = milp(cost, constraints=constraints, integrality=integrality, bounds=Bounds(0, np.inf),
+                  options={"time_limit": ROUNDING_TIME_LIMIT})
     if result.x is None:
         raise SolverError(f"consistent rounding: no integer tables meet the agreement equations ({result.message})")
     return np.round(result.x[:d]).astype(np.int64), ("l1 integer program (no 0/1 rounding within 1 of every cell "
@@ -304,6 +314,26 @@ def uses_marginal_space(query) -> bool:
     workload = getattr(query, "workload", None)
     return (getattr(query, "kind", None) == "marginals" and workload is not None and len(workload.blocks) >= 2
             and query.cells > DENSE_CELLS)
+
+
+def require_roundable(query, options: Postprocess) -> None:
+    """Refuse, before the release, a consistent rounding of marginals in marginal space that would not finish:
+    tables sharing two attributes or more over more than :data:`ROUNDING_CELLS` cells.
+
+    Raises
+    ------
+    UnsupportedSpecError
+        Naming ``postprocess.integer``, the cells and the limit.
+    """
+    if not (options.integer and options.consistent and uses_marginal_space(query)):
+        return
+    workload = query.workload
+    shared = max((len(u) for u in shared_sets(workload)), default=0)
+    if shared >= 2 and workload.dimension > ROUNDING_CELLS:
+        raise UnsupportedSpecError(
+            "postprocess.integer", f"whole-number tables that agree on shared {shared}-way margins are an integer "
+            f"program (NP-hard in general), here over {workload.dimension} cells, above the {ROUNDING_CELLS} it is "
+            "run on; release fewer or smaller marginals, or post-process the raw release with dpopt.postprocess")
 
 
 def noise_free_sets(mechanism) -> tuple[Subset, ...]:

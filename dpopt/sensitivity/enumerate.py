@@ -93,9 +93,26 @@ def enumerate_space(spec: Spec, max_records: int = 3, *,
 
 _MAX_ENUMERATED_DATASETS = 3000
 
+_MAX_ENUMERATED_ENTRIES = 4_000_000
+"""The difference vectors a brute-force check lists take at most this many numbers in all (32 MB)."""
+
+
+def neighbours_per_dataset(records: int, values: int, adjacency: str, distance: int) -> int:
+    r"""An upper bound on the neighbours of one dataset of ``records`` records over ``values`` record values.
+
+    Add/remove: one of ``values`` records added, one of ``records`` removed. Replacing j ≤ k records: a choice
+    of the j records taken out, :math:`\binom{n}{j}`, and of the multiset put in, :math:`\binom{r + j - 1}{j}`
+    (:func:`_replacements` lists at most these).
+    """
+    if adjacency == "add_remove":
+        return values + records
+    return sum(comb(records, j) * comb(values + j - 1, j) for j in range(1, min(distance, records) + 1))
+
 
 def enumeration_size(spec: Spec, query: CountingQuery | NumericQuery) -> tuple[int, int] | None:
-    """(records per dataset, number of datasets) for a brute-force check, or None if too large."""
+    """(records per dataset, number of datasets) for a brute-force check, or None if too large: more than
+    :data:`_MAX_ENUMERATED_DATASETS` datasets, or neighbouring pairs whose differences would take more than
+    :data:`_MAX_ENUMERATED_ENTRIES` numbers (a Hamming distance k gives each dataset about r^k neighbours)."""
     r = math.prod(len(v) for v in _record_values(spec, query)[1])  # not listed: the domain may be huge
     fixed_n = spec.adjacency.kind != "add_remove" and spec.data.n is not None
     k = spec.adjacency.distance if spec.adjacency.kind == "hamming" else 1
@@ -108,7 +125,10 @@ def enumeration_size(spec: Spec, query: CountingQuery | NumericQuery) -> tuple[i
         # those of size k (a replacement only touches k records), so small datasets suffice
         size = max(2, k) if spec.data.n is None else min(spec.data.n, max(2, k))
     count = comb(r + size, size)
-    return (size, count) if count <= _MAX_ENUMERATED_DATASETS else None
+    if count > _MAX_ENUMERATED_DATASETS:
+        return None
+    pairs = count * neighbours_per_dataset(size, r, spec.adjacency.kind, k)
+    return (size, count) if 2 * pairs * max(query.dimension, 1) <= _MAX_ENUMERATED_ENTRIES else None
 
 
 _MAX_PERSON_PAIRS = 250_000

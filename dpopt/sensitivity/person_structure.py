@@ -144,9 +144,9 @@ class MarginalStructure:
         the cells as a restricted growth string); None beyond :data:`MAX_PLACEMENTS` placements."""
         weights = np.array(greedy_weights(rows, per_cell), dtype=float)
         q = len(weights)
+        if math.prod(_count_growth_strings(q, n) for n in self.sizes) > MAX_PLACEMENTS:
+            return None  # counted before any is listed: with q = 50 cells they would not fit in memory
         patterns = [_growth_strings(q, n) for n in self.sizes]
-        if math.prod(len(p) for p in patterns) > MAX_PLACEMENTS:
-            return None
         best, where = -1.0, None
         for choice in itertools.product(*patterns):
             cells = list(zip(*choice))
@@ -253,6 +253,16 @@ def contribution_vertices(cells: int, rows: int, per_cell: int, groups: int) -> 
                 raise UnsupportedSpecError("query.matrix", f"a linear query with a privacy_unit over {cells} levels "
                                                            f"has over {MAX_VERTICES} contribution vertices to list")
     return np.array(out)
+
+
+def _count_growth_strings(length: int, most: int) -> int:
+    r"""How many strings :func:`_growth_strings` lists: :math:`\sum_{k \le \text{most}} S(\text{length}, k)`, the
+    partitions of ``length`` cells into at most ``most`` blocks (Stirling numbers of the second kind, by
+    :math:`S(n, k) = k S(n-1, k) + S(n-1, k-1)`), counted without listing them."""
+    row = [1] + [0] * most  # S(0, k)
+    for _ in range(length):
+        row = [0] + [k * row[k] + row[k - 1] for k in range(1, most + 1)]
+    return sum(row)
 
 
 def _growth_strings(length: int, most: int) -> list[tuple[int, ...]]:

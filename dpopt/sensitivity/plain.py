@@ -34,6 +34,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.domain.queries import CountingQuery, KroneckerQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.kronecker_space import derive_kronecker
@@ -166,8 +167,8 @@ def _linear(spec: Spec, query: CountingQuery) -> SensitivitySpace:
         how = "±A e_j; norms are maxima over the columns of A"
         return SensitivitySpace(d, span_of(dense), l1, l2sq, linf, f"structural: {how}", describe_adjacency(spec),
                                 complete=True, _vectors=lambda: _signed_columns(query.dense()))
+    norms = exact_norms(_pair_differences(query.user_matrix))  # memory-guarded, so before the SVD
     span = span_of(dense, differences=True)
-    norms = exact_norms(_pair_differences(query.user_matrix))
     return _replaced(spec, query, span, norms, "A(e_i − e_j); norms are maxima over pairs of columns of A", None)
 
 
@@ -204,7 +205,16 @@ def _signed_columns(A: np.ndarray) -> np.ndarray:
 
 
 def _pair_differences(A: np.ndarray) -> np.ndarray:
-    """Rows A e_i − A e_j for all i ≠ j (A is d × m)."""
+    """Rows A e_i − A e_j for all i ≠ j (A is d × m).
+
+    Raises
+    ------
+    MemoryLimitError
+        When the m(m − 1) rows (and their row indices) exceed the memory limit.
+    """
+    d, m = A.shape
+    require_memory(dense_bytes(m, m - 1, d + 2), f"the {m * (m - 1)} differences of pairs of columns of the "
+                                                 f"{d} x {m} matrix of the linear query")
     cols = A.T
     i, j = np.nonzero(~np.eye(cols.shape[0], dtype=bool))
     return cols[i] - cols[j]

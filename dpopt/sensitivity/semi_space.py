@@ -355,7 +355,7 @@ def _baselines(spec: Spec, query: CountingQuery | NumericQuery, a: int) -> dict:
     """Norms of a·S_DP and S_Group (Cho & Awan, Prop. 24: S_Semi ⊆ S_Group ⊆ a·Hull(S_DP))."""
     plain = _plain(spec)
     dp = derive_plain(plain, query)
-    group = derive_plain(plain.model_copy(update={"adjacency": Hamming(kind="hamming", distance=a)}),
+    group = derive_plain(plain.model_copy(update={"adjacency": Hamming(kind="hamming", distance=int(a))}),
                          query) if a > 1 else dp
     return {
         "group_scaling": {"description": f"{a}·S_DP: calibrate for replace-one, then group privacy f^∘{a}",

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Mapping, TypeVar, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from dpopt.core.documents import decode, parse_json
+from dpopt.core.memory import format_bytes
 from dpopt.errors import DocumentError, SpecError
 from dpopt.spec.models import (
     ContingencyTableQuery,
@@ -31,29 +32,67 @@ from dpopt.spec.yaml12 import parse_yaml
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-def read_document(path: str | Path) -> Any:
+MAX_SPEC_BYTES = 8 * 1024**2
+"""The largest spec file read (8 MiB, about 1.6 million numbers of a matrix): YAML is parsed at about
+0.7 MB per second of CPU, and a query whose matrix fills more is refused later by the size guards
+anyway (:mod:`dpopt.core.memory`)."""
+
+_last_read: dict[tuple, Any] = {}
+
+
+def read_document(path: str | Path, max_bytes: int | None = MAX_SPEC_BYTES) -> Any:
     """Parse a YAML or JSON file strictly into Python objects.
 
     A ``.json`` file is read as JSON, anything else as YAML by the 1.2 core schema
     (:mod:`dpopt.spec.yaml12`); both refuse bytes that are not UTF-8, a key given twice and
     nesting deeper than :data:`~dpopt.core.documents.MAX_DEPTH` (:mod:`dpopt.core.documents`).
+    The last document read is kept (keyed by the file's device, inode, size and modification
+    time) and a copy of it returned when the same unchanged file is read again: a command
+    looks at a spec several times (is it a plan? a hierarchy?) before loading it.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    max_bytes : int or None
+        Refuse a larger file before parsing it (default :data:`MAX_SPEC_BYTES`); None for a
+        certificate, which may hold large designs.
 
     Raises
     ------
     SpecError
-        The file is missing, or is not a well-formed YAML/JSON document (one line naming
-        the file, the problem and its place).
+        The file is missing, larger than ``max_bytes``, or is not a well-formed YAML/JSON
+        document (one line naming the file, the problem and its place).
     """
     path = Path(path)
     try:
+        stat = path.stat()
+        key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if max_bytes is not None and stat.st_size > max_bytes:
+            raise SpecError("", f"{path} is {format_bytes(stat.st_size)}, above the {format_bytes(max_bytes)} a spec "
+                                "file may take: a query or workload matrix that large is beyond what dpopt derives")
+        if key in _last_read:
+            return _copy(_last_read[key])
         data = path.read_bytes()
     except OSError as exc:
         raise SpecError("", f"cannot read spec file {path}: {exc.strerror or exc}") from None
     try:
         text = decode(data)
-        return parse_json(text) if path.suffix.lower() == ".json" else parse_yaml(text)
+        document = parse_json(text) if path.suffix.lower() == ".json" else parse_yaml(text)
     except DocumentError as exc:
         raise SpecError("", f"{path} {exc}") from None
+    _last_read.clear()
+    _last_read[key] = _copy(document)
+    return document
+
+
+def _copy(document: Any) -> Any:
+    """A copy of a parsed document (mappings, lists and scalars; a matrix's rows of numbers copied at C speed)."""
+    if isinstance(document, dict):
+        return {key: _copy(value) for key, value in document.items()}
+    if isinstance(document, list):
+        return [_copy(v) for v in document] if any(isinstance(v, (dict, list)) for v in document) else list(document)
+    return document
 
 
 def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
@@ -198,7 +237,8 @@ def unknown_keys(raw: Any, annotation: Any, path: str = "") -> None:
         lists = [m for m in members if get_origin(m) is list]
         if lists:
             for i, value in enumerate(raw):
-                unknown_keys(value, get_args(lists[0])[0], _join(path, i))
+                if isinstance(value, (Mapping, list)):  # a number or a name has no keys (long matrices: fast)
+                    unknown_keys(value, get_args(lists[0])[0], _join(path, i))
 
 
 def _user_path(raw: Any, loc: tuple) -> list[str]:
@@ -243,6 +283,11 @@ def _bad_choice(errors: list[dict], raw: Any) -> SpecError | None:
     return None
 
 
+_BOUND_WORDS = {"greater_than": ("gt", "greater than"), "greater_than_equal": ("ge", "at least"),
+                "less_than": ("lt", "less than"), "less_than_equal": ("le", "at most")}
+"""Pydantic's bound errors, reworded with the bound in short form (``at most 1e+100``, not its 101 digits)."""
+
+
 def _first_problem(exc: ValidationError, raw: Any) -> SpecError:
     """Turn pydantic's errors into one SpecError with a readable field path.
 
@@ -264,7 +309,11 @@ def _first_problem(exc: ValidationError, raw: Any) -> SpecError:
         message = "is required"
     elif err["type"] == "extra_forbidden":
         message = "is not a known field"
-    elif "input" in err and not isinstance(err["input"], (Mapping, list)):
+    elif err["type"] in _BOUND_WORDS and isinstance(err.get("ctx", {}).get(_BOUND_WORDS[err["type"]][0]), float):
+        key, word = _BOUND_WORDS[err["type"]]
+        message = f"Input should be {word} {err['ctx'][key]:g}"
+    if err["type"] not in ("missing", "extra_forbidden") and "input" in err \
+            and not isinstance(err["input"], (Mapping, list)):
         given = repr(err["input"])
         message += f" (got {given})" if len(given) <= 60 else f" (got {given[:24]}..., {len(given)} characters)"
     more = len(errors) - 1

@@ -17,8 +17,10 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     StrictBool,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -54,14 +56,32 @@ def _number(value: object) -> object:
 Number = BeforeValidator(_number)
 """Marks a numeric field that accepts numbers only (not ``true``, not ``"1"``)."""
 
+
+def _integer(value: object) -> object:
+    """Refuse anything but an integer (``true``, ``"1"`` and ``1.0`` are not) before a literal check."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PydanticCustomError("int_type", "Input should be an integer")
+    return value
+
+
+FormatVersion = Annotated[Literal[1], BeforeValidator(_integer)]
+"""The spec format version, ``dpopt: 1`` (an integer)."""
+
 MAX_COUNT = 2**53
 """The largest integer a spec's count (``data.n``, a Hamming distance) may be: every integer
 up to it is a float exactly, and no dataset is larger."""
 
-PositiveFinite = Annotated[float, Number, Field(gt=0, allow_inf_nan=False)]
+MAX_MAGNITUDE = 1e100
+"""The largest magnitude of a number in a spec (a bound, a matrix entry, a weight, a privacy parameter), and
+1/MAX_MAGNITUDE the smallest positive parameter: the quantities derived from them (a sensitivity squared times
+a dimension, a noise scale Δ/ε and its square) then stay far inside the float range (up to 1.8e308), where
+1e308 overflowed to inf or nan and stopped a command with a traceback."""
+
+PositiveFinite = Annotated[float, Number, Field(ge=1 / MAX_MAGNITUDE, le=MAX_MAGNITUDE, allow_inf_nan=False)]
 Probability = Annotated[float, Number, Field(gt=0, lt=1, allow_inf_nan=False)]
-Finite = Annotated[float, Number, Field(allow_inf_nan=False)]
-Count = Annotated[int, Number, Field(ge=1, le=MAX_COUNT)]
+Finite = Annotated[float, Number, Field(ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE, allow_inf_nan=False)]
+Count = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
+"""A whole number of records, persons or attributes: an integer (not ``1.0``, ``"2"`` or ``true``)."""
 
 
 def _kept_decimal(value: object) -> object:
@@ -77,10 +97,24 @@ def _kept_decimal(value: object) -> object:
     return float(value) if isinstance(value, (Decimal, Fraction)) else value
 
 
-PrivacyNumber = Annotated[float, BeforeValidator(_kept_decimal), Number, Field(gt=0, allow_inf_nan=False)]
-"""A privacy parameter (ε, δ, μ, ρ): a positive finite number whose written decimal is its float's repr."""
-PrivacyProbability = Annotated[PrivacyNumber, Field(lt=1)]
+PrivacyNumber = Annotated[float, BeforeValidator(_kept_decimal), Number,
+                          Field(ge=1 / MAX_MAGNITUDE, le=MAX_MAGNITUDE, allow_inf_nan=False)]
+"""A privacy parameter (ε, δ, μ, ρ): a number in [1/MAX_MAGNITUDE, MAX_MAGNITUDE] whose written decimal is its
+float's repr."""
+PrivacyProbability = Annotated[float, BeforeValidator(_kept_decimal), Number, Field(gt=0, lt=1, allow_inf_nan=False)]
+"""A privacy probability (δ of (ε, δ) and pDP): in (0, 1), its written decimal its float's repr."""
 Matrix = list[list[Finite]]
+
+
+def _named(value: str) -> str:
+    """Refuse an empty or blank name (of an attribute, a level, a column)."""
+    if not value.strip():
+        raise PydanticCustomError("blank_name", "must not be empty or blank")
+    return value
+
+
+Name = Annotated[str, Field(strict=True), AfterValidator(_named)]
+"""The name of an attribute, a level or a column: text that is not empty or blank."""
 
 
 class _Model(BaseModel):
@@ -98,6 +132,20 @@ def _rectangular(matrix: list[list[float]]) -> list[list[float]]:
 
 
 # --------------------------------------------------------------------------- data
+def levels_as_text(value: object) -> object:
+    """The levels of every attribute of ``data.attributes`` as text: a level written as a number
+    (``[1, 2, 3]``) is read as its text; a level that is a list, a mapping, a boolean or null is
+    refused (:class:`ValueError` naming the attribute), not turned into the text of a Python object."""
+    if not isinstance(value, dict):
+        return value
+    for name, levels in value.items():
+        for level in levels if isinstance(levels, list) else ():
+            if isinstance(level, bool) or not isinstance(level, (str, int, float)):
+                raise ValueError(f"attribute '{name}': level {level!r} is not a name or a number")
+    return {name: [str(level) for level in levels] if isinstance(levels, list) else levels
+            for name, levels in value.items()}
+
+
 class NumericAttribute(_Model):
     """A bounded numeric attribute, ``{min: a, max: b}`` with a < b."""
 
@@ -111,7 +159,30 @@ class NumericAttribute(_Model):
         return self
 
 
-Levels = Annotated[list[str], Field(min_length=1)]
+Levels = Annotated[list[Name], Field(min_length=1)]
+
+
+def attribute_form(value: object) -> str:
+    """Which form an attribute's entry takes: ``levels`` (a list), ``private_keys`` (a mapping with ``keys``)
+    or ``bounds`` (any other mapping), so that an error names the problem of that form only."""
+    if isinstance(value, list):
+        return "levels"
+    keys = value if isinstance(value, dict) else type(value).model_fields if isinstance(value, BaseModel) else ()
+    return "private_keys" if "keys" in keys else "bounds"  # a mapping read, or a model serialised
+
+
+Attribute = Annotated[Union[Annotated[Levels, Tag("levels")], Annotated[NumericAttribute, Tag("bounds")]],
+                      Discriminator(attribute_form)]
+"""A categorical attribute (its levels) or a bounded numeric one (``{min, max}``)."""
+
+
+MAX_PERSON_BOUND = 1000
+"""The largest contribution bound of a privacy unit (rows in all, groups, rows per group). The person-level
+derivations are exact by counting rows: a partition-selection threshold evaluates every row count up to the
+bound (0.8 s of CPU at 1,000, 9 s at 10,000), the replace-one norms of marginals every pair of row counts
+(quadratic), so a bound such as 10^15 ran without end."""
+
+PersonBound = Annotated[Count, Field(le=MAX_PERSON_BOUND)]
 
 
 class PrivacyUnit(_Model):
@@ -122,10 +193,10 @@ class PrivacyUnit(_Model):
     unbounded). Rows beyond the bounds are dropped at random on release (:mod:`dpopt.release.bounding`).
     """
 
-    id: Annotated[str, Field(min_length=1)]
-    max_rows: Count | None = None
-    max_groups: Count | None = None
-    max_rows_per_group: Count | None = None
+    id: Name
+    max_rows: PersonBound | None = None
+    max_groups: PersonBound | None = None
+    max_rows_per_group: PersonBound | None = None
 
     @model_validator(mode="after")
     def _bounded(self) -> "PrivacyUnit":
@@ -138,7 +209,7 @@ class Data(_Model):
     """Record domain: categorical attributes (their levels) and bounded numeric ones; ``privacy_unit``
     when a person may have several rows."""
 
-    attributes: dict[str, Union[Levels, NumericAttribute]]
+    attributes: dict[Name, Attribute]
     n: Count | None = None
     privacy_unit: PrivacyUnit | None = None
 
@@ -146,17 +217,8 @@ class Data(_Model):
     @classmethod
     def _levels_as_strings(cls, value: object) -> object:
         """Levels written as numbers (``[1, 2, 3]``) are read as their text; a level that is a
-        list, a mapping or null is an error, not the text of a Python object."""
-        if not isinstance(value, dict):
-            return value
-        for name, levels in value.items():
-            for level in levels if isinstance(levels, list) else ():
-                if not isinstance(level, (str, int, float)):
-                    raise ValueError(f"attribute '{name}': level {level!r} is not a name or a number")
-        return {
-            name: [str(level) for level in levels] if isinstance(levels, list) else levels
-            for name, levels in value.items()
-        }
+        list, a mapping, a boolean or null is an error, not the text of a Python object."""
+        return levels_as_text(value)
 
     @field_validator("attributes")
     @classmethod
@@ -192,7 +254,7 @@ class MarginalsQuery(_Model):
 
     kind: Literal["marginals"]
     attributes: Annotated[list[Annotated[list[str], Field(min_length=1)]], Field(min_length=1)] | None = None
-    all_of_size: Annotated[int, Field(ge=1)] | None = None
+    all_of_size: Annotated[Count, Field(ge=1)] | None = None
     over: Annotated[list[str], Field(min_length=1)] | None = None
 
     @model_validator(mode="after")
@@ -509,7 +571,7 @@ class Geography(_Model):
 class Spec(_Model):
     """One release: domain, query, invariants, adjacency, privacy target, design choices."""
 
-    dpopt: Annotated[Literal[1], Number]
+    dpopt: FormatVersion
     name: Annotated[str, Field(min_length=1)]
     description: str | None = None
     data: Data
@@ -584,7 +646,7 @@ class Plan(_Model):
     ``mechanism`` and ``utility`` are the defaults of its queries.
     """
 
-    dpopt: Annotated[Literal[1], Number]
+    dpopt: FormatVersion
     name: Annotated[str, Field(min_length=1)]
     description: str | None = None
     data: Data

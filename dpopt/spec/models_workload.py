@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictInt, Tag, model_validator
 
-Finite = Annotated[float, Field(allow_inf_nan=False, strict=True)]
-"""A finite number (an integer or a float; not a string or a boolean)."""
+Finite = Annotated[float, Field(allow_inf_nan=False, strict=True, ge=-1e100, le=1e100)]
+"""A finite number of magnitude at most 1e100 (an integer or a float; not a string or a boolean; the bound of
+:data:`dpopt.spec.models.MAX_MAGNITUDE`, which this module cannot import)."""
 
 
 class _Model(BaseModel):
@@ -54,7 +55,18 @@ class MatrixFactor(_Model):
         return self
 
 
-Factor = Union[Literal["identity", "total", "prefix", "ranges"], RangesFactor, MatrixFactor]
+def _factor_form(value: object) -> str:
+    """Which form a factor takes (a name, ``{ranges: w}`` or ``{matrix: ...}``), so that an error names the
+    problem of that form only."""
+    if isinstance(value, (dict, RangesFactor, MatrixFactor)):  # a mapping read, or a model serialised
+        return "{ranges: w}" if isinstance(value, RangesFactor) or "ranges" in value else "{matrix: rows}"
+    return "name"
+
+
+Factor = Annotated[Union[Annotated[Literal["identity", "total", "prefix", "ranges"], Tag("name")],
+                         Annotated[RangesFactor, Tag("{ranges: w}")],
+                         Annotated[MatrixFactor, Tag("{matrix: rows}")]],
+                   Discriminator(_factor_form)]
 Term = Annotated[dict[str, Factor], Field(min_length=1)]
 
 
@@ -63,7 +75,7 @@ class KroneckerQuery(_Model):
 
     kind: Literal["kronecker"]
     terms: Annotated[list[Term], Field(min_length=1)] | None = None
-    all_of_size: Annotated[int, Field(ge=0)] | None = None
+    all_of_size: Annotated[StrictInt, Field(ge=0)] | None = None
     over: Annotated[list[str], Field(min_length=1)] | None = None
     crossed_with: dict[str, Factor] | None = None
 

@@ -24,7 +24,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from dpopt.core.decimals import written
 from dpopt.errors import SpecError
@@ -32,7 +32,9 @@ from dpopt.spec.load import read_document, validated
 from dpopt.spec.models import (
     AddRemove,
     Finite,
+    FormatVersion,
     Levels,
+    Name,
     NumericAttribute,
     PositiveFinite,
     Privacy,
@@ -42,6 +44,8 @@ from dpopt.spec.models import (
     Probability,
     Spec,
     _Model,
+    attribute_form,
+    levels_as_text,
 )
 
 RELATIVE_SLACK = 1e-12
@@ -56,12 +60,7 @@ class PrivateKeys(_Model):
     """
 
     keys: Literal["private"]
-    declared: list[str] = []
-
-    @field_validator("declared", mode="before")
-    @classmethod
-    def _as_text(cls, value: object) -> object:
-        return [str(v) for v in value] if isinstance(value, list) else value
+    declared: list[Name] = []
 
     @field_validator("declared")
     @classmethod
@@ -74,16 +73,22 @@ class PrivateKeys(_Model):
 class SelectionData(_Model):
     """Record domain: categorical (levels), bounded numeric and private-key attributes; the privacy unit."""
 
-    attributes: dict[str, Union[Levels, NumericAttribute, PrivateKeys]]
+    attributes: dict[Name, Annotated[Union[Annotated[Levels, Tag("levels")], Annotated[NumericAttribute, Tag("bounds")],
+                                           Annotated[PrivateKeys, Tag("private_keys")]], Discriminator(attribute_form)]]
     privacy_unit: PrivacyUnit
 
     @field_validator("attributes", mode="before")
     @classmethod
     def _levels_as_text(cls, value: object) -> object:
+        """Levels and declared keys written as numbers are read as their text; a list, a mapping, a boolean or
+        null is refused (:func:`dpopt.spec.models.levels_as_text`)."""
         if not isinstance(value, dict):
             return value
-        return {name: [str(v) for v in levels] if isinstance(levels, list) else levels
-                for name, levels in value.items()}
+        declared = {name: spec["declared"] for name, spec in value.items()
+                    if isinstance(spec, dict) and isinstance(spec.get("declared"), list)}
+        keys = levels_as_text(declared)
+        return {name: {**spec, "declared": keys[name]} if name in keys else spec
+                for name, spec in levels_as_text(value).items()}
 
     @field_validator("attributes")
     @classmethod
@@ -162,7 +167,7 @@ Release = Annotated[Union[CountRelease, QuantileRelease, MeanRelease], Field(dis
 class SelectionSpec(_Model):
     """Person-level releases with private group keys and quantiles (see the module)."""
 
-    dpopt: Literal[1]
+    dpopt: FormatVersion
     name: Annotated[str, Field(min_length=1)]
     description: str | None = None
     data: SelectionData
