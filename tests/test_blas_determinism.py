@@ -72,6 +72,7 @@ CASES: dict[str, dict | str] = {
     "marginal_gaussian": {**MARGINALS, "privacy": {"zcdp": {"rho": 1}}},
     "marginal_laplace": {**MARGINALS, "privacy": {"pure": {"epsilon": 1}}},
     "kronecker_gaussian": "kronecker_age_ranges_sex_region_gdp",
+    "kronecker_laplace": "range_marginals_age_prefix_pure",
     "gaussian_optimal": "age_cumulative_optimal_gdp",
     "laplace": "staircase_histogram_usefulness",
     "k_norm": "table_3x4_margins_pure",
