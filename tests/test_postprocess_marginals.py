@@ -27,7 +27,7 @@ import dpopt
 from dpopt.cli import main
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload
 from dpopt.mechanisms.marginal_errors import per_marginal_errors
-from dpopt.mechanisms.marginal_gaussian import target_mu
+from dpopt.mechanisms.marginal_gaussian import target_mu, variance_coefficients
 from dpopt.postprocess import marginals
 from dpopt.postprocess.marginals import (
     agreement_matrix,
@@ -157,7 +157,8 @@ def test_per_marginal_errors_match_monte_carlo():
         workload, mech = sol.problem.query.workload, sol.mechanism
         mu = target_mu(sol.spec.privacy)
         l2 = math.sqrt(float(sol.problem.space.l2_squared))
-        rows = per_marginal_errors(workload, mech.coefficients, mu, l2, mech.replace, mech.multiplier, "abc")
+        variances = variance_coefficients(workload, mech.coefficients, mech.sampler)  # on the lattice under zCDP
+        rows = per_marginal_errors(workload, variances, mu, l2, mech.replace, mech.multiplier, "abc")
         rng = np.random.default_rng(2026)
         draws = 20_000
         z = mech.sample(draws, rng=rng)

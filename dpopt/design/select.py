@@ -166,6 +166,12 @@ TIE_TOLERANCE = 1e-12
 """Relative difference below which two utilities count as tied (floating-point rounding of
 closed forms): a tie goes to the family listed first, as in :func:`select`."""
 
+EXACT_MARGIN = 1e-3
+"""A candidate whose noise is exact (:attr:`~dpopt.mechanisms.base.Mechanism.exact_noise`) is kept over a
+better floating-point one when its predicted utility is within this relative margin (0.1%) of the best:
+the exact lattice measurement costs its dyadic rounding (below 2^-20 relative), and a floating-point
+release's guarantee assumes idealized arithmetic (:mod:`dpopt.mechanisms.lattice`)."""
+
 
 def failure_reason(exc: Exception) -> str:
     """The row of a family that raised ``exc``: a dpopt error's own message, or the exception
@@ -225,7 +231,8 @@ def _beats(rows: dict[str, Candidate], order: list[str], family: str, bound: flo
 def select(candidates: list[Candidate], metric: str) -> Candidate:
     """The feasible candidate with the best predicted utility; the first listed among those within
     :data:`TIE_TOLERANCE` (relative) of the best, so that a family containing another (generalized
-    Gaussian at p = 1, 2 is Laplace, Gaussian noise) does not win by the rounding of its closed forms.
+    Gaussian at p = 1, 2 is Laplace, Gaussian noise) does not win by the rounding of its closed forms;
+    but the best exact candidate when it is within :data:`EXACT_MARGIN` of the best and the best is not exact.
 
     Raises
     ------
@@ -238,4 +245,11 @@ def select(candidates: list[Candidate], metric: str) -> Candidate:
         raise CalibrationError(f"no mechanism can meet this spec ({reasons})")
     sign = -1.0 if better(metric) == "higher" else 1.0
     best = min(sign * c.utility.value for c in feasible)
-    return next(c for c in feasible if sign * c.utility.value <= best + TIE_TOLERANCE * abs(best))
+    chosen = next(c for c in feasible if sign * c.utility.value <= best + TIE_TOLERANCE * abs(best))
+    exact = [c for c in feasible if c.mechanism.exact_noise]
+    if chosen.mechanism.exact_noise or not exact:
+        return chosen
+    value = min(sign * c.utility.value for c in exact)
+    if value > best + EXACT_MARGIN * abs(best):
+        return chosen
+    return next(c for c in exact if sign * c.utility.value <= value + TIE_TOLERANCE * abs(value))

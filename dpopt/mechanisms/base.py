@@ -104,6 +104,12 @@ class Mechanism(ABC):
     title: ClassVar[str]
     needs_integer_answers: bool = False
     """True when :meth:`release` measures exact integer answers on a lattice (:mod:`dpopt.mechanisms.lattice`)."""
+
+    @property
+    def exact_noise(self) -> bool:
+        """True when no floating-point noise touches the release: an exact integer sampler (``integer_noise``)
+        or a lattice measurement (:mod:`dpopt.mechanisms.lattice`)."""
+        return bool(getattr(self, "integer_noise", False) or self.needs_integer_answers)
     noise_in_span: ClassVar[bool] = False
     """True when every noise draw lies in span(S): the release then keeps every statistic
     that is constant on the neighbourhood (required when the spec has invariants)."""

@@ -232,7 +232,7 @@ def _exact_reason(problem: Problem, sigma: float) -> str | None:
         return "the spec asks for sampler: floating_point"
     reason = exact_refusal(spec.privacy.definition, _counting(problem))
     if reason is None and lattice_variance(Fraction(sigma) ** 2, 1) is None:
-        reason = "the lattice variance is beyond the exact sampler's range (2^30)"
+        reason = "the lattice variance is outside the exact sampler's range (2^-9 to 2^30)"
     return reason
 
 

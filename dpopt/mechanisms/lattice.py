@@ -42,6 +42,10 @@ from dpopt.spec.models import Privacy
 MAX_LATTICE_SIGMA2 = Fraction(2**30)
 """Largest lattice variance the exact sampler serves in int64 (:func:`~dpopt.noise.discrete_gaussian.sample_discrete_gaussian`)."""
 
+MIN_LATTICE_SIGMA2 = Fraction(1, 2**9)
+"""Smallest lattice variance served: below it the sampler's dyadic grid (denominators up to 2^30) rounds a variance
+up by more than 2^-20 relative, and the discrete Gaussian is almost surely 0 (P(η ≠ 0) < 2e^{-256})."""
+
 CHECK_VARIATES = 400_000
 """Discrete Gaussian variates the ``utility.sampler`` claim draws for a lattice measurement (at least 2,000 draws;
 :func:`check_draws`)."""
@@ -66,8 +70,11 @@ EXACT_MEASUREMENT_NOTE = (
 
 def lattice_variance(continuous: Fraction, scale: int) -> Fraction | None:
     """σ² on the lattice: the dyadic rational ≥ scale²·``continuous`` (:func:`~dpopt.mechanisms.integer_noise.dyadic_ceil`),
-    or None when it is beyond the exact sampler's range :data:`MAX_LATTICE_SIGMA2`."""
-    sigma2 = dyadic_ceil(Fraction(continuous) * scale * scale)
+    or None when it is outside the exact sampler's range [:data:`MIN_LATTICE_SIGMA2`, :data:`MAX_LATTICE_SIGMA2`]."""
+    target = Fraction(continuous) * scale * scale
+    if target < MIN_LATTICE_SIGMA2:
+        return None
+    sigma2 = dyadic_ceil(target)
     return sigma2 if sigma2 <= MAX_LATTICE_SIGMA2 else None
 
 

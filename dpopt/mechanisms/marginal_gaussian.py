@@ -123,6 +123,24 @@ def cell_variances(workload: MarginalWorkload, coefficients: dict[Subset, float]
     return out
 
 
+def lattice_variances(workload: MarginalWorkload, coefficients: dict[Subset, float]) -> dict[Subset, Fraction | None]:
+    """σ_T² on the lattice of A_T (module docstring), derived from the a_T: L_T² ∏_{k∉T} n_k / a_T rounded up
+    (None beyond the exact sampler's range)."""
+    alg = workload.algebra
+    return {t: lattice_variance(Fraction(alg.co_size(t)) / Fraction(a), alg.size(t)) for t, a in coefficients.items()}
+
+
+def variance_coefficients(workload: MarginalWorkload, coefficients: dict[Subset, float],
+                          sampler: str) -> dict[Subset, float]:
+    """The a_T the released noise's variances are those of: the a_T for the floating-point sampler; on the lattice
+    ∏_{k∉T} n_k L_T² / Var N_ℤ(0, σ_T²) (the discrete Gaussians' variances, :func:`lattice_variances`)."""
+    if sampler != "exact":
+        return coefficients
+    alg = workload.algebra
+    return {t: alg.co_size(t) * alg.size(t) ** 2 / discrete_variance(s2)
+            for t, s2 in lattice_variances(workload, coefficients).items()}
+
+
 def workload_scope_check(problem: Problem, mechanism) -> Check:
     """The attributes, levels, blocks, adjacency, multiplier and invariant margins a marginal family
     recorded (``attributes``, ``workload``, ``replace``, ``multiplier``, ``fixed``) equal the compiled spec's."""
@@ -370,8 +388,8 @@ class MarginalGaussianMechanism(Mechanism):
         alg = workload.algebra
         for t, a in coefficients.items():
             if lattice_variance(Fraction(alg.co_size(t)) / Fraction(a), alg.size(t)) is None:
-                return (f"the lattice variance of component {t} is beyond the exact sampler's range "
-                        "(2^30 in units of the lattice)")
+                return (f"the lattice variance of component {t} is outside the exact sampler's range "
+                        "(2^-9 to 2^30 in units of the lattice)")
         return None
 
     @classmethod
@@ -401,10 +419,7 @@ class MarginalGaussianMechanism(Mechanism):
         return [workload_scope_check(problem, self)]
 
     def _lattice(self) -> dict[Subset, Fraction | None]:
-        """σ_T² on the lattice of A_T (module docstring), derived from the a_T: L_T² ∏_{k∉T} n_k / a_T rounded up."""
-        alg = self.workload.algebra
-        return {t: lattice_variance(Fraction(alg.co_size(t)) / Fraction(a), alg.size(t))
-                for t, a in self.coefficients.items()}
+        return lattice_variances(self.workload, self.coefficients)
 
     def _effective_coefficients(self) -> dict[Subset, Fraction | float]:
         """The a_T the privacy of the released noise is evaluated at: a_T' = ∏_{k∉T} n_k L_T² / σ_T² ≤ a_T
@@ -415,11 +430,7 @@ class MarginalGaussianMechanism(Mechanism):
         return {t: Fraction(alg.co_size(t) * alg.size(t) ** 2) / s2 for t, s2 in self.lattice.items()}
 
     def _variance_coefficients(self) -> dict[Subset, float]:
-        """The a_T the noise's variances are those of: ∏_{k∉T} n_k L_T² / Var N_ℤ(0, σ_T²) on the lattice."""
-        if self.sampler != "exact":
-            return self.coefficients
-        alg = self.workload.algebra
-        return {t: alg.co_size(t) * alg.size(t) ** 2 / discrete_variance(s2) for t, s2 in self.lattice.items()}
+        return variance_coefficients(self.workload, self.coefficients, self.sampler)
 
     def _mahalanobis_squared(self, agree: Subset | None = None) -> Fraction:
         agree = self.agree if agree is None else agree

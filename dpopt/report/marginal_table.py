@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload
 from dpopt.mechanisms.marginal_errors import per_marginal_errors
-from dpopt.mechanisms.marginal_gaussian import positive_by_set, target_mu
+from dpopt.mechanisms.marginal_gaussian import positive_by_set, target_mu, variance_coefficients
 from dpopt.spec.load import load_spec
 
 MAX_MARGINAL_ROWS = 60
@@ -33,7 +33,8 @@ def marginal_error_rows(d: dict) -> list[dict] | None:
                                 tuple(tuple(names.index(a) for a in block) for block in p["blocks"]))
     if len(workload.blocks) < 2:
         return None
-    coefficients = positive_by_set(names, p["coefficients"], "component", "a")
+    coefficients = variance_coefficients(workload, positive_by_set(names, p["coefficients"], "component", "a"),
+                                         p.get("sampler", "floating_point"))
     l2 = math.sqrt(float(Fraction(d["sensitivity"]["l2_squared_exact"])))
     mu = target_mu(load_spec(d["spec"]).privacy)
     return per_marginal_errors(workload, coefficients, mu, l2, p["adjacency"] != "add_remove",
