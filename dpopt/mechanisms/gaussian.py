@@ -228,7 +228,7 @@ def _counting(problem: Problem) -> bool:
 def _exact_reason(problem: Problem, sigma: float) -> str | None:
     """Why the isotropic design keeps the floating-point sampler (None: it measures exactly)."""
     spec = problem.spec
-    if spec.sampler != "exact":
+    if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
     reason = exact_refusal(spec.privacy.definition, _counting(problem))
     if reason is None and lattice_variance(Fraction(sigma) ** 2, 1) is None:

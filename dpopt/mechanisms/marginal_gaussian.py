@@ -380,7 +380,7 @@ class MarginalGaussianMechanism(Mechanism):
     @staticmethod
     def exact_reason(spec, coefficients: dict[Subset, float], workload: MarginalWorkload) -> str | None:
         """Why the design keeps the floating-point sampler (None: it measures exactly on the lattice)."""
-        if spec.sampler != "exact":
+        if spec.sampler == "floating_point":
             return "the spec asks for sampler: floating_point"
         reason = exact_refusal(spec.privacy.definition, True)
         if reason is not None:

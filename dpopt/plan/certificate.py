@@ -57,7 +57,8 @@ def _guarantee(plan: Plan, method: str, spaces, mechanisms) -> dict:
             "semi_adjacent_parameter": spaces[0].semi_adjacent_parameter,
         },
         "composition": method,
-        **epsilon_per_delta(list(mechanisms), list(spaces), REPORTED_DELTAS),
+        **epsilon_per_delta(list(mechanisms), list(spaces), REPORTED_DELTAS,
+                            plan.privacy.parameters["rho"] if plan.privacy.definition == "zcdp" else None),
     }
 
 

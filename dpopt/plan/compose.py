@@ -46,6 +46,7 @@ from dpopt.noise.laplace import LaplaceMarginal
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.pld import DEFAULT_STEP, PLDBracket, marginal_pld, product_pld
+from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
@@ -241,13 +242,20 @@ def pld_check(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], priva
     return Check(claim, method, not verdict.refuted, detail)
 
 
-def epsilon_per_delta(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], deltas) -> dict:
+def epsilon_per_delta(mechanisms: list[Mechanism], spaces: list[SensitivitySpace], deltas,
+                      rho: float | None = None) -> dict:
     """The composed ε at each δ of ``deltas`` (``{"epsilon_at_delta", "epsilon_method"}``): exact when every
     dominating pair is Gaussian, else the pessimistic side of the composed PLD bracket (an upper bound, to the
-    loss grid), :func:`composed_epsilon`; None (with the reason) when a mechanism has no dominating pair."""
+    loss grid), :func:`composed_epsilon`. When a mechanism has no dominating pair (a lattice measurement,
+    :mod:`dpopt.mechanisms.lattice`): the CKS conversion (Prop. 12) of the plan's ρ-zCDP guarantee ``rho``
+    when it has one, else None with the reason."""
     pairs = []
     for mechanism, space in zip(mechanisms, spaces):
         pair = dominating_pair(mechanism, space)
+        if isinstance(pair, str) and rho is not None:
+            return {"epsilon_at_delta": {f"{d:g}": zcdp_epsilon_cks(d, rho)[0] for d in deltas},
+                    "epsilon_method": f"the plan's ρ-zCDP guarantee (ρ = {rho:g}) by the CKS conversion (Canonne, "
+                                      f"Kamath & Steinke 2020, Prop. 12): {pair}"}
         if isinstance(pair, str):
             return {"epsilon_at_delta": None, "epsilon_method": f"not stated: {pair}"}
         pairs.append(pair)

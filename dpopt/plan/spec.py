@@ -95,6 +95,8 @@ def query_spec(plan: Plan, index: int, privacy: Mapping[str, Any]) -> Spec:
     }
     if plan.semi_adjacency is not None:
         document["semi_adjacency"] = plan.semi_adjacency.model_dump(mode="json")
+    if plan.sampler is not None:
+        document["sampler"] = plan.sampler
     try:
         spec = Spec.model_validate(document)
         check_references(spec)

@@ -584,10 +584,10 @@ class Spec(_Model):
     utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
     postprocess: Postprocess | None = None
     geography: Geography | None = None
-    sampler: Literal["exact", "floating_point"] = "exact"
-    """``exact`` (default): families that can measure exactly on a lattice do
-    (:mod:`dpopt.mechanisms.lattice`); ``floating_point`` keeps the floating-point samplers, whose
-    certificate notes that the guarantee assumes idealized real arithmetic."""
+    sampler: Literal["exact", "floating_point"] | None = None
+    """``exact`` (the default, also when absent, so that a spec without the key keeps its hash): families that
+    can measure exactly on a lattice do (:mod:`dpopt.mechanisms.lattice`); ``floating_point`` keeps the
+    floating-point samplers, whose certificate notes that the guarantee assumes idealized real arithmetic."""
 
     @field_validator("adjacency", mode="before")
     @classmethod
@@ -657,6 +657,8 @@ class Plan(_Model):
     privacy: Privacy
     mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] = "auto"
     utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
+    sampler: Literal["exact", "floating_point"] | None = None
+    """As :attr:`Spec.sampler`, for every query of the plan."""
 
     _adjacency = field_validator("adjacency", mode="before")(Spec._adjacency_shorthand.__func__)
     _utility = field_validator("utility", mode="before")(Spec._utility_shorthand.__func__)
