@@ -57,6 +57,20 @@ def spec_dict():
     return make_spec()
 
 
+def edited(value):
+    """Another value of the same kind, for the tamper batteries: numbers halved (or 1 from 0), integers to −5
+    (or 3), strings renamed, booleans negated, anything else (null) to a string."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return -5 if value != -5 else 3
+    if isinstance(value, float):
+        return value * 0.5 if value else 1.0
+    if isinstance(value, str):
+        return "nonsense_" + value[:12]
+    return "nonsense"
+
+
 def execute_notebook(name: str):
     """Execute ``notebooks/<name>.ipynb`` with nbclient (kernel python3, in its own folder).
 

@@ -26,6 +26,7 @@ import re
 
 import pytest
 
+from conftest import edited
 from dpopt.certificate.hierarchy_release import verify_hierarchy_release
 from dpopt.certificate.model import Certificate
 from dpopt.errors import CertificateError
@@ -115,19 +116,6 @@ def _get(obj, path):
     return obj
 
 
-def _edited(value):
-    """Another value of the same kind (as :func:`test_verify_tamper._edited`; null to a string)."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return -5 if value != -5 else 3
-    if isinstance(value, float):
-        return value * 0.5 if value else 1.0
-    if isinstance(value, str):
-        return "nonsense_" + value[:12]
-    return "nonsense"
-
-
 def _embedded(kind: str, data: dict) -> tuple:
     """The paths of the certificates a composite embeds (verified by :func:`dpopt.verify`, battered by
     :mod:`test_verify_tamper`): skipped by the default sample."""
@@ -211,7 +199,7 @@ def _leaf_battery(kind: str, data: dict, every: bool) -> dict[str, list]:
     paths = list(_leaves(data) if every or kind == "selection" else _sample(kind, data))
     for path in paths:
         tampered = copy.deepcopy(data)
-        _get(tampered, path[:-1])[path[-1]] = _edited(_get(data, path))
+        _get(tampered, path[:-1])[path[-1]] = edited(_get(data, path))
         row = counts.setdefault(str(path[0]), [0, 0, []])
         row[0] += 1
         if not rejected(kind, tampered):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import edited
 from dpopt.cli import main
 from dpopt.release.signature import SIGNATURE_FILE, release_signature_check, sign_release
 from solved_specs import ROOT
@@ -135,20 +136,6 @@ def _leaves(obj, path=(), every: bool = True):
         yield path
 
 
-def _edited(value):
-    """Another value of the same kind (numbers halved or set to 1, integers to −5, strings renamed, booleans
-    negated, null to a string)."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return -5 if value != -5 else 3
-    if isinstance(value, float):
-        return value * 0.5 if value else 1.0
-    if isinstance(value, str):
-        return "nonsense_" + value[:12]
-    return "nonsense"
-
-
 def _value_edits(folder: Path, every: bool):
     """(class, edit) for every leaf of release.json and of certificate.json, re-serialised as JSON."""
     for name in ("release.json", "certificate.json"):
@@ -159,7 +146,7 @@ def _value_edits(folder: Path, every: bool):
                 node = document
                 for key in path[:-1]:
                     node = node[key]
-                node[path[-1]] = _edited(node[path[-1]])
+                node[path[-1]] = edited(node[path[-1]])
                 (target / name).write_text(json.dumps(document, indent=1))
             yield f"value in {name}", edit
 

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from conftest import make_spec
+from conftest import edited, make_spec
 from dpopt.certificate.build import guarantee_block
 from dpopt.cli import main
 from dpopt.errors import CertificateError
@@ -112,20 +112,6 @@ def _set(obj, path, value):
     _get(obj, path[:-1])[path[-1]] = value
 
 
-def _edited(value):
-    """A different value of the same kind: numbers halved (or set to 1 from 0), integers to −5,
-    strings to another name, booleans negated."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return -5 if value != -5 else 3
-    if isinstance(value, float):
-        return value * 0.5 if value else 1.0
-    if isinstance(value, str):
-        return "nonsense_" + value[:12]
-    return "nonsense"
-
-
 def _parameter_edits(family: str, every_leaf: bool):
     """Each parameter edited in the mechanism block and in the chosen candidate's row alike."""
     cert = certificate(family)
@@ -136,7 +122,7 @@ def _parameter_edits(family: str, every_leaf: bool):
         paths = list(_leaves(value, (key,)))
         for path in paths if every_leaf else paths[:1]:
             tampered = copy.deepcopy(cert)
-            new = _edited(_get(tampered["mechanism"]["parameters"], path))
+            new = edited(_get(tampered["mechanism"]["parameters"], path))
             _set(tampered["mechanism"]["parameters"], path, new)
             _set(tampered["candidates"][row]["parameters"], path, new)
             yield ".".join(map(str, path)), tampered
