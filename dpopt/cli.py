@@ -225,8 +225,13 @@ def _verify(args: argparse.Namespace) -> int:
     checks = list(result.checks)
     if args.public_key:
         from dpopt.certificate.signing import signature_check
+        from dpopt.core.checks import Check
 
         checks.append(signature_check(args.certificate, args.public_key))
+        if is_test_release(cert.data):  # a signature makes it a publication: seeded noise is refused by default
+            checks.append(Check("signature.mode", "a signed certificate of a test release (seeded, predictable noise) "
+                                "verifies under a public key only with --accept-seeded", args.accept_seeded,
+                                "test release" + (", accepted (--accept-seeded)" if args.accept_seeded else "")))
     unavailable = [c for c in checks if is_not_available(c)]
     for check in checks:
         mark = "N/A " if check in unavailable else "PASS" if check.passed else "FAIL"
@@ -682,8 +687,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also check the Ed25519 signature by this key: CERT.json.sig for a certificate; for a "
                         "release folder, release.sig.json (every file of the folder and its mode)")
     p.add_argument("--accept-seeded", action="store_true",
-                   help="with a release folder and --public-key: accept a signed test release (seeded noise); "
-                        "refused by default")
+                   help="with --public-key: accept a signed test release (seeded noise), a folder or a "
+                        "certificate; refused by default")
     p.set_defaults(run=_verify)
 
     p = sub.add_parser("sign", help="sign a certificate file (writes CERT.json.sig) or a release folder (writes "

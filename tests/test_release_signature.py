@@ -100,6 +100,18 @@ def test_a_seeded_release_is_refused_unless_accepted_and_cannot_pass_as_producti
     assert not check.passed and "edited: certificate.json, release.json" in check.detail
 
 
+def test_a_signed_test_certificate_is_refused_unless_accepted(seeded, keys, tmp_path, capsys):
+    """The certificate of a seeded release, signed on its own (`dpopt sign CERT`), is refused under the public key
+    as the folder is, and accepted with --accept-seeded."""
+    cert = _copy(seeded, tmp_path) / "certificate.json"
+    assert main(["sign", str(cert), "--key", str(keys / "agency.pem")]) == 0
+    public = str(keys / "agency.pub.pem")
+    capsys.readouterr()
+    assert main(["verify", str(cert), "--public-key", public]) == 1
+    assert "signature.mode" in capsys.readouterr().err
+    assert main(["verify", str(cert), "--public-key", public, "--accept-seeded"]) == 0
+
+
 def test_signing_refuses_a_folder_that_does_not_verify(production, keys, tmp_path, capsys):
     folder = _copy(production, tmp_path)
     (folder / SIGNATURE_FILE).unlink()
