@@ -134,6 +134,43 @@ def workload_from_record(attributes: tuple[str, ...], levels: tuple[int, ...], t
     return KroneckerWorkload(tuple(levels), tuple(factors), tuple(names))
 
 
+def recorded_workload(parameters: dict, space: SensitivitySpace) -> tuple[tuple[str, ...], KroneckerWorkload]:
+    """The attributes and workload a Kronecker family recorded (``attributes``, ``levels``, ``terms``), checked
+    against the query dimension, and its ``adjacency`` checked (ValueError on a malformed record)."""
+    attributes = tuple(str(a) for a in parameters["attributes"])
+    levels = tuple(int(n) for n in parameters["levels"])
+    if len(levels) != len(attributes) or min(levels, default=1) < 1:
+        raise ValueError("attributes and levels do not match")
+    workload = workload_from_record(attributes, levels, parameters["terms"])
+    if workload.dimension != space.dimension:
+        raise ValueError(f"the terms have {workload.dimension} answers, the query dimension is {space.dimension}")
+    if parameters["adjacency"] not in ("add_remove", "replace_one"):
+        raise ValueError(f"adjacency {parameters['adjacency']!r}")
+    return attributes, workload
+
+
+def finite_factors(factors: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """The recorded strategy factors, refused (ValueError) when an entry is not finite."""
+    if not all(np.all(np.isfinite(a)) for a in factors):
+        raise ValueError("a strategy factor has a non-finite entry")
+    return factors
+
+
+def kronecker_scope_check(problem: Problem, mechanism) -> Check:
+    """``mechanism.workload``: the attributes, levels, terms, adjacency and Hamming multiplier a Kronecker family
+    recorded are the compiled spec's."""
+    query, spec = problem.query, problem.spec
+    ok = (isinstance(query, KroneckerQuery) and tuple(query.attributes) == mechanism.attributes
+          and query.kron.sizes == mechanism.workload.sizes
+          and terms_record(tuple(query.attributes), query.kron) == terms_record(mechanism.attributes, mechanism.workload)
+          and (spec.adjacency.kind != "add_remove") == mechanism.replace and hamming_factor(spec) == mechanism.multiplier)
+    return Check("mechanism.workload",
+                 "attributes, levels, Kronecker terms, adjacency and Hamming multiplier of the parameters equal "
+                 "the compiled spec's", ok,
+                 f"{len(mechanism.workload.terms)} terms over {len(mechanism.attributes)} attributes, "
+                 f"{'replace' if mechanism.replace else 'add/remove'}, multiplier {mechanism.multiplier}")
+
+
 class KroneckerGaussianMechanism(Mechanism):
     """Gaussian noise s·W A⁻¹ z, z ~ N(0, I_N), A = ⊗A_k, on a ``kronecker`` query W.
 
@@ -261,15 +298,7 @@ class KroneckerGaussianMechanism(Mechanism):
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KroneckerGaussianMechanism:
-        attributes = tuple(str(a) for a in parameters["attributes"])
-        levels = tuple(int(n) for n in parameters["levels"])
-        if len(levels) != len(attributes) or min(levels, default=1) < 1:
-            raise ValueError("attributes and levels do not match")
-        workload = workload_from_record(attributes, levels, parameters["terms"])
-        if workload.dimension != space.dimension:
-            raise ValueError(f"the terms have {workload.dimension} answers, the query dimension is {space.dimension}")
-        if parameters["adjacency"] not in ("add_remove", "replace_one"):
-            raise ValueError(f"adjacency {parameters['adjacency']!r}")
+        attributes, workload = recorded_workload(parameters, space)
         by_name = {f["attribute"]: np.asarray(f["matrix"], dtype=float) for f in parameters["strategy"]}
         coefficients = None
         owners = attributes
@@ -280,9 +309,7 @@ class KroneckerGaussianMechanism(Mechanism):
             coefficients = positive_by_set(plain, parameters["anova"], "attributes", "coefficient")
         if set(by_name) != set(owners):
             raise ValueError(f"the strategy factors are for {sorted(by_name)}, expected {list(owners)}")
-        factors = tuple(by_name[a] for a in owners)
-        if not all(np.all(np.isfinite(a)) for a in factors):
-            raise ValueError("a strategy factor has a non-finite entry")
+        factors = finite_factors(tuple(by_name[a] for a in owners))
         return cls(attributes, workload, parameters["adjacency"] == "replace_one", int(parameters["multiplier"]),
                    factors, float(parameters["sigma"]), parameters.get("design"), coefficients)
 
@@ -308,16 +335,7 @@ class KroneckerGaussianMechanism(Mechanism):
 
     def scope_checks(self, problem: Problem) -> list[Check]:
         """The attributes, levels, terms, adjacency and multiplier recorded are the compiled spec's."""
-        query, spec = problem.query, problem.spec
-        ok = (isinstance(query, KroneckerQuery) and tuple(query.attributes) == self.attributes
-              and query.kron.sizes == self.workload.sizes
-              and terms_record(tuple(query.attributes), query.kron) == terms_record(self.attributes, self.workload)
-              and (spec.adjacency.kind != "add_remove") == self.replace and hamming_factor(spec) == self.multiplier)
-        return [Check("mechanism.workload",
-                      "attributes, levels, Kronecker terms, adjacency and Hamming multiplier of the parameters equal "
-                      "the compiled spec's", ok,
-                      f"{len(self.workload.terms)} terms over {len(self.attributes)} attributes, "
-                      f"{'replace' if self.replace else 'add/remove'}, multiplier {self.multiplier}")]
+        return [kronecker_scope_check(problem, self)]
 
     @cached_property
     def _sensitivity_squared(self) -> Fraction:

@@ -35,7 +35,12 @@ from dpopt.domain.kronecker import KroneckerWorkload, apply_along
 from dpopt.domain.marginal_algebra import Subset, subsets
 from dpopt.domain.queries import KroneckerQuery
 from dpopt.mechanisms.base import Mechanism
-from dpopt.mechanisms.kronecker_gaussian import terms_record, workload_from_record
+from dpopt.mechanisms.kronecker_gaussian import (
+    finite_factors,
+    kronecker_scope_check,
+    recorded_workload,
+    terms_record,
+)
 from dpopt.mechanisms.laplace import laplace_privacy_check
 from dpopt.mechanisms.marginal_gaussian import positive_by_set
 from dpopt.optimize.kronecker_anova import AnovaSplit
@@ -191,15 +196,7 @@ class KroneckerLaplaceMechanism(Mechanism):
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KroneckerLaplaceMechanism:
-        attributes = tuple(str(a) for a in parameters["attributes"])
-        levels = tuple(int(n) for n in parameters["levels"])
-        if len(levels) != len(attributes) or min(levels, default=1) < 1:
-            raise ValueError("attributes and levels do not match")
-        workload = workload_from_record(attributes, levels, parameters["terms"])
-        if workload.dimension != space.dimension:
-            raise ValueError(f"the terms have {workload.dimension} answers, the query dimension is {space.dimension}")
-        if parameters["adjacency"] not in ("add_remove", "replace_one"):
-            raise ValueError(f"adjacency {parameters['adjacency']!r}")
+        attributes, workload = recorded_workload(parameters, space)
         split = AnovaSplit.of(workload)
         owners = tuple(attributes[k] for k in split.ordered)
         by_name = {f["attribute"]: np.asarray(f["matrix"], dtype=float) for f in parameters["strategy"]["ordered"]}
@@ -208,7 +205,8 @@ class KroneckerLaplaceMechanism(Mechanism):
         theta = positive_by_set(tuple(attributes[k] for k in split.plain), parameters["strategy"]["marginals"],
                                 "marginal", "weight")
         return cls(attributes, workload, parameters["adjacency"] == "replace_one", int(parameters["multiplier"]),
-                   tuple(by_name[a] for a in owners), theta, float(parameters["scale"]), parameters.get("design"))
+                   finite_factors(tuple(by_name[a] for a in owners)), theta, float(parameters["scale"]),
+                   parameters.get("design"))
 
     @property
     def parameters(self) -> dict:
@@ -230,17 +228,7 @@ class KroneckerLaplaceMechanism(Mechanism):
 
     def scope_checks(self, problem: Problem) -> list[Check]:
         """The attributes, levels, terms, adjacency and multiplier recorded are the compiled spec's."""
-        query, spec = problem.query, problem.spec
-        ok = (isinstance(query, KroneckerQuery) and tuple(query.attributes) == self.attributes
-              and query.kron.sizes == self.workload.sizes
-              and terms_record(tuple(query.attributes), query.kron) == terms_record(self.attributes, self.workload)
-              and (spec.adjacency.kind != "add_remove") == self.replace and hamming_factor(spec) == self.multiplier)
-        return [Check("mechanism.workload",
-                      "attributes, levels, Kronecker terms, adjacency and Hamming multiplier of the parameters equal "
-                      "the compiled spec's", ok,
-                      f"{len(self.workload.terms)} terms over {len(self.attributes)} attributes, "
-                      f"{'replace' if self.replace else 'add/remove'}, multiplier {self.multiplier}"),
-                self._bound_check(problem)]
+        return [kronecker_scope_check(problem, self), self._bound_check(problem)]
 
     def _bound_check(self, problem: Problem) -> Check:
         """The recorded lower bound recomputed from the compiled workload and ε, and below the achieved error."""
