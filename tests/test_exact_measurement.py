@@ -33,16 +33,16 @@ def exact_spec(query, adjacency="add_remove", privacy=None, **extra):
     return {**out, **extra}
 
 
-def test_zcdp_designs_measure_exactly_and_say_so():
-    solution = dpopt.solve(exact_spec(ALL_2WAY))
+@pytest.mark.parametrize("privacy", [None, {"gdp": {"mu": 1.0}}, {"approx": {"epsilon": 1.0, "delta": 1e-6}}])
+def test_designs_measure_exactly_and_say_so(privacy):
+    """zCDP by CKS Theorem 14; GDP and (ε, δ) by the certified slope (dpopt.privacy.discrete_gaussian_gdp)."""
+    solution = dpopt.solve(exact_spec(ALL_2WAY, privacy=privacy))
     assert solution.mechanism.parameters["sampler"] == "exact"
     notes = solution.certificate["mechanism"]["notes"]
     assert EXACT_MEASUREMENT_NOTE in notes and IDEALIZED_NUMERICS not in notes
 
 
 @pytest.mark.parametrize("privacy,extra,why", [
-    ({"gdp": {"mu": 1.0}}, {}, "gdp target"),
-    ({"approx": {"epsilon": 1.0, "delta": 1e-6}}, {}, "approx target"),
     ({"zcdp": {"rho": 1.0}}, {"sampler": "floating_point"}, "sampler: floating_point"),
 ])
 def test_other_targets_keep_the_floating_point_note(privacy, extra, why):
@@ -87,12 +87,14 @@ def test_privacy_between_the_continuous_bound_and_its_rounding(adjacency):
     assert all(c.passed for c in mechanism.privacy_checks(problem.space, problem.spec.privacy))
 
 
-def test_a_certificate_claiming_exact_under_gdp_fails():
-    problem = dpopt.compile(exact_spec(ALL_2WAY, privacy={"gdp": {"mu": 1.0}}))
+def test_a_zcdp_lattice_design_does_not_pass_as_gdp_at_the_same_mu():
+    """ρ-zCDP carries over at σ_T² (CKS Thm 14) but μ-GDP only at the effective variances 1/m_T² < σ_T²: a design
+    tight for ρ = 1/2 (μ_Σ within 1e-6 of 1 at σ_T²) checked against μ = 1 fails, whatever its parameters say."""
+    problem = dpopt.compile(exact_spec(ALL_2WAY, privacy={"zcdp": {"rho": 0.5}}))
     mechanism = registry()["marginal_gaussian"].design(problem)
-    parameters = dict(mechanism.parameters, sampler="exact")
-    forged = registry()["marginal_gaussian"].from_parameters(parameters, problem.space)
-    assert not all(c.passed for c in forged.privacy_checks(problem.space, problem.spec.privacy))
+    gdp = dpopt.compile(exact_spec(ALL_2WAY, privacy={"gdp": {"mu": 1.0}}))
+    forged = registry()["marginal_gaussian"].from_parameters(mechanism.parameters, gdp.space)
+    assert not all(c.passed for c in forged.privacy_checks(gdp.space, gdp.spec.privacy))
 
 
 def test_the_release_depends_on_the_data_only_through_the_integer_measurements():

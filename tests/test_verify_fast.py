@@ -110,7 +110,9 @@ def test_gaussian_certificate_verifies(gaussian_certificate):
 
 
 @pytest.mark.parametrize("edit, claim", [
-    (lambda c: c["mechanism"]["parameters"].update(sigma=c["mechanism"]["parameters"]["sigma"] * (1 - 1e-12)),
+    # the exact (lattice) measurement derives σ_ℤ² from σ rounded up: at σ = 1 its effective variance 1/m² exceeds
+    # σ² by 0.8% (μ = 0.9959, the GDP slope varies fast at small σ), so a smaller edit of σ may stay private
+    (lambda c: c["mechanism"]["parameters"].update(sigma=c["mechanism"]["parameters"]["sigma"] * (1 - 1e-2)),
      "privacy"),
     (lambda c: c["utility"].update(value=c["utility"]["value"] * (1 + 1e-6)), "utility"),
     (lambda c: c["checks"][-1].update(passed=False), "recorded:utility.integration"),

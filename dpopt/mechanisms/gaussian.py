@@ -12,7 +12,9 @@ it is constant over all datasets the adjacency connects.
 **Exact measurement** (``sampler: exact``, the default, for counting queries under ρ-zCDP;
 :mod:`dpopt.mechanisms.lattice`): the isotropic design releases x + η with the integer answers x and
 η i.i.d. N_ℤ(0, σ_ℤ²), σ_ℤ² ≥ σ² a dyadic rational rounded up, sampled exactly; neighbouring answers
-differ by integer vectors, so ρ = Δ₂²/(2σ_ℤ²) ≤ Δ₂²/(2σ²) (Canonne, Kamath & Steinke 2020, Theorem 14).
+differ by integer vectors, so ρ = Δ₂²/(2σ_ℤ²) ≤ Δ₂²/(2σ²) (Canonne, Kamath & Steinke 2020, Theorem 14). Under
+μ-GDP and (ε, δ) targets σ is designed for the target at the effective variance (σ_ℤ² ≥ σ²(σm)², m the certified
+slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m.
 """
 
 from __future__ import annotations
@@ -28,13 +30,16 @@ from dpopt.domain.queries import CountingQuery
 from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
+    GDP_TARGETS,
     check_draws,
     discrete_variance,
+    effective_variance,
     exact_refusal,
     integer_answers,
-    lattice_variance,
-    lattice_zcdp_check,
+    lattice_isotropic_check,
+    target_lattice_variance,
 )
+from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
@@ -67,7 +72,7 @@ class GaussianMechanism(Mechanism):
     title = "Gaussian, isotropic"
 
     def __init__(self, sigma: float, dimension: int, span: Subspace | None = None, sampler: str = "floating_point",
-                 refusal: str | None = None):
+                 refusal: str | None = None, target: str = "zcdp"):
         self.sigma = float(sigma)
         self.dimension = int(dimension)
         self.span = FullSpace(self.dimension) if span is None else span
@@ -76,7 +81,8 @@ class GaussianMechanism(Mechanism):
         self.sampler = sampler
         self.needs_integer_answers = self.integer_noise = sampler == "exact"  # x + η: whole numbers
         self.refusal = refusal
-        self.lattice_sigma2 = lattice_variance(Fraction(self.sigma) ** 2, 1) if sampler == "exact" else None
+        self.target = "gdp" if target in GDP_TARGETS else "zcdp"  # the lattice privacy stated by privacy_summary
+        self.lattice_sigma2 = target_lattice_variance(Fraction(self.sigma) ** 2, 1, self.target) if sampler == "exact" else None
         if sampler == "exact" and self.lattice_sigma2 is None:
             raise ValueError("the lattice variance is beyond the exact sampler's range")
 
@@ -92,15 +98,20 @@ class GaussianMechanism(Mechanism):
         space = problem.space
         sigma = gaussian_sigma(space.l2_squared, problem.spec.privacy)
         refusal = _exact_reason(problem, sigma)
-        return cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal)
+        return cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal,
+                   problem.spec.privacy.definition)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "GaussianMechanism":
-        return cls(parameters["sigma"], space.dimension, space.span, parameters.get("sampler", "floating_point"))
+        return cls(parameters["sigma"], space.dimension, space.span, parameters.get("sampler", "floating_point"),
+                   target=parameters.get("lattice_privacy", "zcdp"))
 
     @property
     def parameters(self) -> dict:
-        return {"sigma": self.sigma, "sampler": self.sampler}
+        out = {"sigma": self.sigma, "sampler": self.sampler}
+        if self.sampler == "exact" and self.target == "gdp":
+            out["lattice_privacy"] = "gdp"
+        return out
 
     def scope_checks(self, problem: Problem) -> list[Check]:
         """On the lattice: the query's answers are counts, so neighbouring answers differ by integer vectors."""
@@ -131,10 +142,17 @@ class GaussianMechanism(Mechanism):
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if self.sampler == "exact":
-            return [lattice_zcdp_check(space.l2_squared, self.lattice_sigma2, privacy)]
+            return [lattice_isotropic_check(space.l2_squared, self.lattice_sigma2, privacy)]
         return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.sampler == "exact" and self.target == "gdp":
+            variance = effective_variance(self.lattice_sigma2, "gdp")
+            mu = math.sqrt(float(Fraction(space.l2_squared) / variance))
+            return {"mu": mu, "rho": mu * mu / 2.0,
+                    "epsilon_at_delta": {f"{delta:g}": gaussian_epsilon(delta, mu) for delta in (1e-5, 1e-6, 1e-10)},
+                    "conversion": "exact: μ = Δ₂·m on the lattice (m the certified GDP slope of N_ℤ(0, σ_ℤ²) under "
+                                  "integer shifts), analytic-Gaussian (ε, δ) profile"}
         if self.sampler == "exact":
             rho = Fraction(space.l2_squared) / (2 * self.lattice_sigma2)
             return {"rho": float(rho), "rho_exact": str(rho),
@@ -231,8 +249,10 @@ def _exact_reason(problem: Problem, sigma: float) -> str | None:
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
     reason = exact_refusal(spec.privacy.definition, _counting(problem))
-    if reason is None and lattice_variance(Fraction(sigma) ** 2, 1) is None:
-        reason = "the lattice variance is outside the exact sampler's range (2^-9 to 2^30)"
+    if reason is None and target_lattice_variance(Fraction(sigma) ** 2, 1, spec.privacy.definition) is None:
+        reason = ("the lattice variance is outside the exact sampler's range (2^-9 to 2^30)"
+                  + (f", or above {MAX_SIGMA2} where the GDP slope is certified"
+                     if spec.privacy.definition in GDP_TARGETS else ""))
     return reason
 
 

@@ -14,10 +14,13 @@ floating-point number that depends on both the data and the noise is ever formed
 For independent discrete Gaussians with integer shifts the Rényi divergence of order α is at
 most α Σ_T ‖Δ_T‖²/(2σ_T²) (Canonne, Kamath & Steinke 2020, Theorem 14). As Δ_T is L_T times
 the continuous part's shift, this is the continuous design's ρ at the variances σ_T²/L_T² ≥ s_T²:
-the continuous design's exact ρ-check, evaluated at those variances, certifies the implementation. Under (ε, δ) and
-μ-GDP targets the continuous designs are calibrated on the Gaussian's exact profile, which the
-discrete Gaussian does not inherit exactly; those targets keep the floating-point sampler and its
-note (:data:`FLOATING_POINT_REASONS`).
+the continuous design's exact ρ-check, evaluated at those variances, certifies the implementation.
+
+**Privacy (μ-GDP and (ε, δ)).** A shift of N_ℤ(0, σ²) by an integer Δ is (|Δ|·m)-GDP with the certified slope
+m ≈ (1 + 1/(24σ²))/σ of :func:`~dpopt.privacy.discrete_gaussian_gdp.unit_shift_gdp`, and independent
+coordinates tensorise: the measurement is μ-GDP with μ² the continuous design's Mahalanobis sensitivity at the
+**effective variances** 1/m_T² (:func:`effective_variance`) instead of σ_T², hence (ε, δ_μ(ε))-DP by the
+analytic-Gaussian profile. pDP targets keep the floating-point sampler and its note.
 
 References
 ----------
@@ -29,6 +32,7 @@ References
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -37,6 +41,8 @@ from dpopt.core.checks import Check
 from dpopt.errors import DataError
 from dpopt.mechanisms.integer_noise import dyadic_ceil
 from dpopt.noise.discrete_gaussian import discrete_gaussian_moments
+from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2, unit_shift_gdp
+from dpopt.privacy.gaussian import gaussian_delta_mp
 from dpopt.spec.models import Privacy
 
 MAX_LATTICE_SIGMA2 = Fraction(2**30)
@@ -50,8 +56,12 @@ CHECK_VARIATES = 400_000
 """Discrete Gaussian variates the ``utility.sampler`` claim draws for a lattice measurement (at least 2,000 draws;
 :func:`check_draws`)."""
 
-EXACT_TARGETS = ("zcdp",)
-"""Targets whose continuous certificate carries over to the lattice measurement (CKS Theorem 14)."""
+EXACT_TARGETS = ("zcdp", "gdp", "approx")
+"""Targets the lattice measurement is certified for: ρ-zCDP (CKS Theorem 14), μ-GDP and (ε, δ) (the certified
+slope, :mod:`dpopt.privacy.discrete_gaussian_gdp`)."""
+
+GDP_TARGETS = ("gdp", "approx")
+"""Targets certified at the effective variances 1/m² (:func:`effective_variance`)."""
 
 LARGE_SIGMA2 = 16
 """Above this lattice variance the discrete Gaussian's variance equals σ² in double precision: by
@@ -61,7 +71,8 @@ correction is below e^{−300} for σ² ≥ 16."""
 EXACT_MEASUREMENT_NOTE = (
     "exact measurement on a lattice: each part of the noise is discrete Gaussian noise on integer "
     "measurements of the counts, sampled in integer arithmetic (Canonne, Kamath & Steinke 2020, Algorithm 3; "
-    "ρ-zCDP by their Theorem 14); the released numbers are computed from those integers alone (post-processing), "
+    "ρ-zCDP by their Theorem 14; μ-GDP and (ε, δ) by the slope of the discrete Gaussian's trade-off function "
+    "under integer shifts, certified per lattice variance); the released numbers are computed from those integers alone (post-processing), "
     "so the guarantee covers the numbers as computed. Randomness: the numpy Generator passed to release "
     "(dpopt release: AES-CTR CSPRNG keyed from OS entropy unless --insecure-seed). Not covered: timing (the "
     "sampler's running time depends on the noise drawn, not on the data)"
@@ -78,6 +89,24 @@ def lattice_variance(continuous: Fraction, scale: int) -> Fraction | None:
     return sigma2 if sigma2 <= MAX_LATTICE_SIGMA2 else None
 
 
+def target_lattice_variance(continuous: Fraction, scale: int, target: str) -> Fraction | None:
+    """σ² on the lattice for a target: :func:`lattice_variance` under ρ-zCDP; under μ-GDP and (ε, δ) the dyadic
+    σ² whose effective variance (:func:`effective_variance`) is at least scale²·``continuous`` (σ² enlarged by the
+    certified (σm)², about 1 + 2·10⁻⁴, and rounded up until it holds). None outside the sampler's range."""
+    sigma2 = lattice_variance(continuous, scale)
+    if sigma2 is None or target not in GDP_TARGETS:
+        return sigma2
+    wanted = Fraction(continuous) * scale * scale
+    for _ in range(8):
+        variance = effective_variance(sigma2, target)
+        if variance is None:
+            return None
+        if variance >= wanted:
+            return sigma2
+        sigma2 = dyadic_ceil(sigma2 * wanted / variance)
+    return None
+
+
 def discrete_variance(sigma2: Fraction) -> float:
     """Var N_ℤ(0, σ²) (≤ σ², CKS Prop. 19): the series below :data:`LARGE_SIGMA2`, σ² above."""
     if sigma2 >= LARGE_SIGMA2:
@@ -89,10 +118,55 @@ def exact_refusal(definition: str, integer_valued: bool) -> str | None:
     """Why the lattice measurement cannot implement a design (None when it can)."""
     if definition not in EXACT_TARGETS:
         return (f"a {definition} target is certified on the continuous Gaussian's exact profile, which the discrete "
-                "Gaussian does not inherit exactly (only ρ-zCDP carries over, CKS Theorem 14)")
+                "Gaussian does not inherit (ρ-zCDP, μ-GDP and (ε, δ) carry over; pDP does not)")
     if not integer_valued:
         return "the query's answers are not integer counts"
     return None
+
+
+def effective_variance(sigma2: Fraction, definition: str) -> Fraction | None:
+    """The continuous variance at which the design's exact privacy check certifies N_ℤ(0, σ²) noise under integer
+    shifts: σ² for ρ-zCDP (CKS Theorem 14), 1/m² for μ-GDP and (ε, δ) (m the certified slope,
+    :func:`~dpopt.privacy.discrete_gaussian_gdp.unit_shift_gdp`); None when the slope is not certified
+    (σ² above :data:`~dpopt.privacy.discrete_gaussian_gdp.MAX_SIGMA2`)."""
+    if definition not in GDP_TARGETS:
+        return Fraction(sigma2)
+    gdp = unit_shift_gdp(Fraction(sigma2))
+    return None if gdp is None else gdp.effective_variance
+
+
+GDP_RANGE_REFUSAL = (f"a lattice variance is above {MAX_SIGMA2} (units of the lattice), where the discrete "
+                     "Gaussian's GDP slope is not certified")
+
+
+def lattice_privacy_check(mu_squared: Fraction, privacy: Privacy, how: str) -> Check:
+    """The target checked from μ² = the continuous design's Mahalanobis sensitivity at :func:`effective_variance`
+    (``how`` says how it was computed): ρ = μ²/2 (zCDP, CKS Theorem 14), μ² ≤ μ_target² (GDP), or the
+    analytic-Gaussian δ(ε; μ) in 60 digits ((ε, δ)), all exact or rigorous."""
+    reason = exact_refusal(privacy.definition, True)
+    if reason is not None:
+        return Check("privacy", "exact lattice measurement", False, reason)
+    p = privacy.parameters
+    if privacy.definition == "zcdp":
+        rho = Fraction(mu_squared) / 2
+        return Check("privacy", f"exact rational check μ²/2 ≤ ρ, μ² = {how} at the lattice variances σ_ℤ² "
+                     "(independent discrete Gaussians under integer shifts; Canonne, Kamath & Steinke 2020, "
+                     "Theorem 14)", rho <= Fraction(p["rho"]),
+                     f"μ²/2 = {rho} ≈ {float(rho):.17g} vs ρ = {p['rho']}")
+    method = (f"μ² = {how} at the effective variances 1/m² of the lattice variances (m the certified GDP slope of "
+              "N_ℤ(0, σ_ℤ²) under integer shifts; trade-off functions tensorise, Dong, Roth & Su 2022, Prop. 2.8)")
+    if privacy.definition == "gdp":
+        return Check("privacy", "exact rational check μ² ≤ μ_target², " + method,
+                     Fraction(mu_squared) <= Fraction(p["mu"]) ** 2,
+                     f"μ = {math.sqrt(float(mu_squared)):.17g} vs μ = {p['mu']}")
+    import mpmath  # imported where used (start-up of `dpopt verify`)
+
+    with mpmath.workdps(60):
+        mu = mpmath.sqrt(mpmath.mpf(Fraction(mu_squared).numerator) / Fraction(mu_squared).denominator)
+        delta = gaussian_delta_mp(p["epsilon"], mu)
+    return Check("privacy", "analytic-Gaussian profile δ(ε; μ) in 60-digit arithmetic (Balle & Wang 2018, Thm 8), "
+                 + method, bool(delta <= p["delta"]),
+                 f"μ = {mpmath.nstr(mu, 17)}, δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}")
 
 
 def check_draws(default: int, variates_per_draw: int) -> int:
@@ -122,13 +196,10 @@ def integer_answers(values: np.ndarray) -> np.ndarray:
     return values.astype(np.int64)
 
 
-def lattice_zcdp_check(l2_squared: Fraction, sigma2: Fraction, privacy: Privacy) -> Check:
-    """i.i.d. N_ℤ(0, σ²) noise on integer answers whose neighbours differ by at most Δ₂ in l2: ρ = Δ₂²/(2σ²)
-    (CKS 2020, Theorem 14), compared with the target in exact rational arithmetic."""
-    reason = exact_refusal(privacy.definition, True)
-    if reason is not None:
-        return Check("privacy", "exact lattice measurement", False, reason)
-    rho = Fraction(l2_squared) / (2 * sigma2)
-    return Check("privacy", "exact rational check Δ₂²/(2σ_ℤ²) ≤ ρ (independent discrete Gaussians under integer "
-                 "shifts; Canonne, Kamath & Steinke 2020, Theorem 14)", rho <= Fraction(privacy.parameters["rho"]),
-                 f"Δ₂²/(2σ_ℤ²) = {rho} ≈ {float(rho):.17g} vs ρ = {privacy.parameters['rho']} (σ_ℤ² = {sigma2})")
+def lattice_isotropic_check(l2_squared: Fraction, sigma2: Fraction, privacy: Privacy) -> Check:
+    """i.i.d. N_ℤ(0, σ²) noise on integer answers whose neighbours differ by at most Δ₂ in l2: μ² = Δ₂²/v with
+    v = :func:`effective_variance` (σ² for zCDP), checked by :func:`lattice_privacy_check`."""
+    variance = effective_variance(sigma2, privacy.definition)
+    if variance is None:
+        return Check("privacy", "exact lattice measurement", False, GDP_RANGE_REFUSAL)
+    return lattice_privacy_check(Fraction(l2_squared) / variance, privacy, f"Δ₂²/v (σ_ℤ² = {sigma2}, v = {variance})")

@@ -58,12 +58,16 @@ from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
+    GDP_TARGETS,
     check_draws,
     discrete_variance,
+    effective_variance,
     exact_refusal,
     integer_answers,
-    lattice_variance,
+    GDP_RANGE_REFUSAL,
+    target_lattice_variance,
 )
+from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
@@ -123,22 +127,25 @@ def cell_variances(workload: MarginalWorkload, coefficients: dict[Subset, float]
     return out
 
 
-def lattice_variances(workload: MarginalWorkload, coefficients: dict[Subset, float]) -> dict[Subset, Fraction | None]:
-    """σ_T² on the lattice of A_T (module docstring), derived from the a_T: L_T² ∏_{k∉T} n_k / a_T rounded up
-    (None beyond the exact sampler's range)."""
+def lattice_variances(workload: MarginalWorkload, coefficients: dict[Subset, float],
+                      target: str = "zcdp") -> dict[Subset, Fraction | None]:
+    """σ_T² on the lattice of A_T (module docstring), derived from the a_T: L_T² ∏_{k∉T} n_k / a_T rounded up,
+    under GDP and (ε, δ) enlarged until the effective variance is at least that
+    (:func:`~dpopt.mechanisms.lattice.target_lattice_variance`); None beyond the exact sampler's range."""
     alg = workload.algebra
-    return {t: lattice_variance(Fraction(alg.co_size(t)) / Fraction(a), alg.size(t)) for t, a in coefficients.items()}
+    return {t: target_lattice_variance(Fraction(alg.co_size(t)) / Fraction(a), alg.size(t), target)
+            for t, a in coefficients.items()}
 
 
 def variance_coefficients(workload: MarginalWorkload, coefficients: dict[Subset, float],
-                          sampler: str) -> dict[Subset, float]:
+                          sampler: str, target: str = "zcdp") -> dict[Subset, float]:
     """The a_T the released noise's variances are those of: the a_T for the floating-point sampler; on the lattice
     ∏_{k∉T} n_k L_T² / Var N_ℤ(0, σ_T²) (the discrete Gaussians' variances, :func:`lattice_variances`)."""
     if sampler != "exact":
         return coefficients
     alg = workload.algebra
     return {t: alg.co_size(t) * alg.size(t) ** 2 / discrete_variance(s2)
-            for t, s2 in lattice_variances(workload, coefficients).items()}
+            for t, s2 in lattice_variances(workload, coefficients, target).items()}
 
 
 def workload_scope_check(problem: Problem, mechanism) -> Check:
@@ -261,7 +268,7 @@ class MarginalGaussianMechanism(Mechanism):
 
     def __init__(self, attributes: tuple[str, ...], workload: MarginalWorkload, replace: bool, multiplier: int,
                  coefficients: dict[Subset, float], design: dict | None = None, fixed: tuple[Subset, ...] = (),
-                 agree: Subset = (), sampler: str = "floating_point"):
+                 agree: Subset = (), sampler: str = "floating_point", target: str = "zcdp"):
         self.attributes = tuple(attributes)
         self.workload = workload
         self.replace = bool(replace)
@@ -274,6 +281,7 @@ class MarginalGaussianMechanism(Mechanism):
         if sampler not in ("floating_point", "exact"):
             raise ValueError(f"sampler {sampler!r} (floating_point or exact)")
         self.sampler = sampler
+        self.target = "gdp" if target in GDP_TARGETS else "zcdp"  # the privacy the lattice variances serve
         self.needs_integer_answers = sampler == "exact"
         self.lattice = self._lattice() if sampler == "exact" else {}
         if sampler == "exact" and None in self.lattice.values():
@@ -341,6 +349,7 @@ class MarginalGaussianMechanism(Mechanism):
                                    up=False))
         mechanism = scaled(factor)
         refusal = cls.exact_reason(spec, mechanism.coefficients, workload)
+        target = spec.privacy.definition
         if refusal is None:
             sampler = "exact"
         error = expected_error(workload, mechanism.coefficients)
@@ -375,7 +384,7 @@ class MarginalGaussianMechanism(Mechanism):
             relaxed = (result if agree == everything
                        else optimal_coefficients(workload, mu / k, replace, fixed, everything) if free else None)
             info["semi_dp"]["error_lower_bound"] = relaxed.lower_bound if relaxed is not None else 0.0
-        return cls(attributes, workload, replace, k, mechanism.coefficients, info, fixed, agree, sampler)
+        return cls(attributes, workload, replace, k, mechanism.coefficients, info, fixed, agree, sampler, target)
 
     @staticmethod
     def exact_reason(spec, coefficients: dict[Subset, float], workload: MarginalWorkload) -> str | None:
@@ -387,9 +396,12 @@ class MarginalGaussianMechanism(Mechanism):
             return reason
         alg = workload.algebra
         for t, a in coefficients.items():
-            if lattice_variance(Fraction(alg.co_size(t)) / Fraction(a), alg.size(t)) is None:
+            if target_lattice_variance(Fraction(alg.co_size(t)) / Fraction(a), alg.size(t),
+                                       spec.privacy.definition) is None:
                 return (f"the lattice variance of component {t} is outside the exact sampler's range "
-                        "(2^-9 to 2^30 in units of the lattice)")
+                        "(2^-9 to 2^30 in units of the lattice"
+                        + (f"; up to {MAX_SIGMA2} where the GDP slope is certified)"
+                           if spec.privacy.definition in GDP_TARGETS else ")"))
         return None
 
     @classmethod
@@ -400,7 +412,8 @@ class MarginalGaussianMechanism(Mechanism):
         fixed = tuple(tuple(sorted(attributes.index(a) for a in f)) for f in parameters["invariant_margins"])
         agree = tuple(attributes.index(a) for a in parameters.get("pairs_agree_on", []))
         return cls(attributes, workload, adjacency == "replace_one", int(parameters["multiplier"]),
-                   coefficients, parameters.get("design"), fixed, agree, parameters.get("sampler", "floating_point"))
+                   coefficients, parameters.get("design"), fixed, agree, parameters.get("sampler", "floating_point"),
+                   parameters.get("lattice_privacy", "zcdp"))
 
     @property
     def parameters(self) -> dict:
@@ -411,6 +424,7 @@ class MarginalGaussianMechanism(Mechanism):
             "pairs_agree_on": [names[k] for k in self.agree],
             "coefficients": [{"component": [names[k] for k in t], "a": a} for t, a in self.coefficients.items()],
             "sampler": self.sampler,
+            **({"lattice_privacy": "gdp"} if self.sampler == "exact" and self.target == "gdp" else {}),
             "design": self.design_info,
         }
 
@@ -419,22 +433,28 @@ class MarginalGaussianMechanism(Mechanism):
         return [workload_scope_check(problem, self)]
 
     def _lattice(self) -> dict[Subset, Fraction | None]:
-        return lattice_variances(self.workload, self.coefficients)
+        return lattice_variances(self.workload, self.coefficients, self.target)
 
-    def _effective_coefficients(self) -> dict[Subset, Fraction | float]:
+    def _effective_coefficients(self, definition: str | None = None) -> dict[Subset, Fraction | float]:
         """The a_T the privacy of the released noise is evaluated at: a_T' = ∏_{k∉T} n_k L_T² / σ_T² ≤ a_T
         on the lattice, else the a_T."""
         if self.sampler != "exact":
             return self.coefficients
         alg = self.workload.algebra
-        return {t: Fraction(alg.co_size(t) * alg.size(t) ** 2) / s2 for t, s2 in self.lattice.items()}
+        out = {}
+        for t, s2 in self.lattice.items():
+            variance = effective_variance(s2, definition or self.target)
+            if variance is None:
+                raise CalibrationError(GDP_RANGE_REFUSAL)
+            out[t] = Fraction(alg.co_size(t) * alg.size(t) ** 2) / variance
+        return out
 
     def _variance_coefficients(self) -> dict[Subset, float]:
-        return variance_coefficients(self.workload, self.coefficients, self.sampler)
+        return variance_coefficients(self.workload, self.coefficients, self.sampler, self.target)
 
-    def _mahalanobis_squared(self, agree: Subset | None = None) -> Fraction:
+    def _mahalanobis_squared(self, agree: Subset | None = None, definition: str | None = None) -> Fraction:
         agree = self.agree if agree is None else agree
-        return (exact_mahalanobis_squared(self.workload, self._effective_coefficients(), self.replace, agree)
+        return (exact_mahalanobis_squared(self.workload, self._effective_coefficients(definition), self.replace, agree)
                 * self.multiplier ** 2)
 
     def semi_dp_bracket(self) -> dict:
@@ -473,7 +493,7 @@ class MarginalGaussianMechanism(Mechanism):
             return [range_check, Check("privacy", "exact lattice measurement", False,
                                        exact_refusal(privacy.definition, True))]
         try:
-            squared = self._mahalanobis_squared()
+            squared = self._mahalanobis_squared(definition=privacy.definition)
         except CalibrationError as exc:
             return [range_check, Check("privacy", "exact Mahalanobis sensitivity", False, str(exc))]
         inner = gaussian_privacy_check(squared, 1.0, privacy)
@@ -492,6 +512,11 @@ class MarginalGaussianMechanism(Mechanism):
             + (", in rational arithmetic at a_T' = ∏_{k∉T} n_k L_T²/σ_T² from the lattice variances σ_T² (derived "
                "from the stored a_T); the lattice measurement's Rényi divergences are at most α μ_Σ²/2 (CKS 2020, "
                f"Theorem 14: independent discrete Gaussians, integer shifts): {inner.method}"
+               if self.sampler == "exact" and privacy.definition not in GDP_TARGETS else
+               ", in rational arithmetic at a_T' = ∏_{k∉T} n_k L_T² m_T² from the lattice variances σ_T² (derived "
+               "from the stored a_T; m_T the certified GDP slope of N_ℤ(0, σ_T²) under integer shifts, "
+               "dpopt.privacy.discrete_gaussian_gdp); independent coordinates tensorise (Dong, Roth & Su 2022, "
+               f"Prop. 2.8), so the lattice measurement is μ_Σ-GDP: {inner.method}"
                if self.sampler == "exact" else
                f", in rational arithmetic from the stored a_T; N(0, Σ) is then exactly μ_Σ-GDP: {inner.method}"),
             range_ok and inner.passed,
@@ -501,7 +526,7 @@ class MarginalGaussianMechanism(Mechanism):
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         mu = math.sqrt(float(self._mahalanobis_squared()))
-        exact = self.sampler == "exact"
+        exact = self.sampler == "exact" and self.target != "gdp"
         return {
             "mu": mu,
             "rho": mu * mu / 2.0,
@@ -510,7 +535,9 @@ class MarginalGaussianMechanism(Mechanism):
             "conversion": "exact: μ_Σ² = max_δ δᵀGδ (Mahalanobis sensitivity in the ANOVA algebra), "
                           + ("ρ = μ_Σ²/2 for the lattice measurement (CKS 2020, Theorem 14), (ε, δ) from ρ by the "
                              "CKS conversion (Prop. 12)"
-                             if self.sampler == "exact" else "analytic-Gaussian (ε, δ) profile"),
+                             if exact else "analytic-Gaussian (ε, δ) profile"
+                             + (" (the lattice measurement at its certified GDP slopes)" if self.sampler == "exact"
+                                else "")),
         }
 
     def notes(self) -> list[str]:

@@ -34,7 +34,7 @@ def marginal_error_rows(d: dict) -> list[dict] | None:
     if len(workload.blocks) < 2:
         return None
     coefficients = variance_coefficients(workload, positive_by_set(names, p["coefficients"], "component", "a"),
-                                         p.get("sampler", "floating_point"))
+                                         p.get("sampler", "floating_point"), p.get("lattice_privacy", "zcdp"))
     l2 = math.sqrt(float(Fraction(d["sensitivity"]["l2_squared_exact"])))
     mu = target_mu(load_spec(d["spec"]).privacy)
     return per_marginal_errors(workload, coefficients, mu, l2, p["adjacency"] != "add_remove",

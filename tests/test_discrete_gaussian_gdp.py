@@ -1,0 +1,81 @@
+"""The certified GDP slope of the discrete Gaussian (dpopt.privacy.discrete_gaussian_gdp).
+
+Expected values come from an independent evaluation: the pmf e^{−k²/(2σ²)}/Z summed directly in 50-digit mpmath
+over |k| ≤ 60σ + 60 (the rest is below e^{−1800}), the trade-off function of the pair (N_ℤ(0, σ²), N_ℤ(Δ, σ²)) at
+its Neyman–Pearson vertices, and the Gaussian trade-off G_μ(α) = Φ(Φ̄⁻¹(α) − μ) (Dong, Roth & Su 2022).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import mpmath
+import pytest
+
+from dpopt.privacy.discrete_gaussian_gdp import MARGIN, MAX_SIGMA2, unit_shift_gdp
+
+
+def pmf_tails(sigma2: float):
+    """T(k) = P[Y ≥ k] for |k| ≤ K, 50 digits, by direct summation (independent of the module's float64)."""
+    with mpmath.workdps(50):
+        s2 = mpmath.mpf(sigma2)
+        top = int(60 * float(mpmath.sqrt(s2))) + 60
+        w = {k: mpmath.exp(-mpmath.mpf(k * k) / (2 * s2)) for k in range(-top, top + 1)}
+        z = mpmath.fsum(w.values())
+        tails, acc = {}, mpmath.mpf(0)
+        for k in range(top, -top - 1, -1):
+            acc += w[k]
+            tails[k] = acc / z
+        return tails, top
+
+
+def worst_gdp_parameter(sigma2: float, shift: int, span: int) -> mpmath.mpf:
+    """max_k Φ̄⁻¹(T(k)) − Φ̄⁻¹(T(k − Δ)) over |k| ≤ span: the smallest μ with every vertex (T(k), 1 − T(k − Δ))
+    on or above G_μ."""
+    tails, top = pmf_tails(sigma2)
+    span = min(span, max(k for k in tails if tails[k] > 1e-40))  # erfinv resolves 2T − 1 ≠ −1 at 50 digits
+    with mpmath.workdps(50):
+        def z(k):  # Φ̄⁻¹(T(k)); for k ≤ 0 by symmetry, T(k) = 1 − T(1 − k), so z(k) = −z(1 − k)
+            if k <= 0:
+                return -z(1 - k)
+            return -mpmath.sqrt(2) * mpmath.erfinv(2 * tails[k] - 1)
+        return max(z(k) - z(k - shift) for k in range(-span + shift, span + 1))
+
+
+@pytest.mark.parametrize("sigma2", [Fraction(1, 4), Fraction(1), Fraction(4), Fraction(25)])
+def test_slope_matches_an_independent_evaluation(sigma2):
+    """The slope is (1 + η) times the largest unit-shift vertex gap found by the 50-digit evaluation (its
+    maximum is at the centre, d_0 = 2Φ̄⁻¹(P[Y ≥ 1]))."""
+    gdp = unit_shift_gdp(sigma2)
+    span = int(8 * float(sigma2) ** 0.5) + 4  # T(±span) within 1e-14 of 0 or 1: erfinv stays accurate
+    reference = worst_gdp_parameter(float(sigma2), 1, span)
+    assert float(reference) == pytest.approx(gdp.largest_increment, rel=1e-9)
+    assert float(gdp.slope) == pytest.approx(float(reference) * (1 + MARGIN), rel=1e-12)
+
+
+@pytest.mark.parametrize("sigma2,shift", [(Fraction(1), 2), (Fraction(4), 3), (Fraction(9, 4), 5)])
+def test_every_integer_shift_is_within_shift_times_slope_and_the_bound_is_nearly_tight(sigma2, shift):
+    """Shift Δ: the smallest μ is at most Δ·m (sum of Δ increments), and above Δ·m·(1 − 2η) − the rounding
+    (the increments are nearly constant near the centre), so the slope does not waste privacy."""
+    gdp = unit_shift_gdp(sigma2)
+    needed = worst_gdp_parameter(float(sigma2), shift, int(8 * float(sigma2) ** 0.5) + 4 + shift)
+    assert needed <= shift * float(gdp.slope)
+    assert needed >= shift * float(gdp.slope) * 0.9
+
+
+def test_continuous_limit_and_small_variance():
+    """σm → 1 like 1 + 1/(24σ²) (the centre mass 1/Z exceeds the continuous mass of [−½, ½] by that factor,
+    Euler–Maclaurin), and for small σ the discrete Gaussian is far less private than N(0, σ²): at σ² = 1/4 a unit
+    shift needs μ = 2Φ̄⁻¹(P[Y ≥ 1]) ≈ 2.488 instead of 1/σ = 2."""
+    for s2 in (100, 4096):
+        gdp = unit_shift_gdp(Fraction(s2))
+        sigma_m = float(gdp.slope) * s2 ** 0.5
+        assert sigma_m == pytest.approx((1 + 1 / (24 * s2)) * (1 + MARGIN), rel=2e-6)
+    assert float(unit_shift_gdp(Fraction(1, 4)).largest_increment) == pytest.approx(2.48838, abs=1e-5)
+
+
+def test_range():
+    assert unit_shift_gdp(MAX_SIGMA2 * 2) is None
+    assert unit_shift_gdp(Fraction(0)) is None
+    large = unit_shift_gdp(Fraction(2**20))
+    assert large is not None and large.tail_bound <= float(large.slope)
