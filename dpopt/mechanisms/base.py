@@ -69,6 +69,9 @@ FINAL_METHODS = ("sample", "release", "expected_utility", "privacy_checks")
 
 MONTE_CARLO_DRAWS = 200_000
 MONTE_CARLO_SEED = 20260101
+MONTE_CARLO_ENTRIES = 20_000_000
+"""Noise entries one Monte Carlo batch holds (160 MB of float64): more draws are taken in batches of that size, in
+the same random stream, so the estimate's memory does not grow with the number of cells."""
 
 IDEALIZED_NUMERICS = (
     "floating-point sampler (numpy Generator): the guarantee assumes idealized real "
@@ -399,21 +402,23 @@ class Mechanism(ABC):
         if draws is None:
             draws = min(MONTE_CARLO_DRAWS, max(2_000, 20_000_000 // self.dimension))
         rng = np.random.default_rng(MONTE_CARLO_SEED)
-        z = self.sample(draws, rng)
-        if metric == "l2":
-            wz = z if workload is None else z @ workload.T
-            per = np.sum(wz**2, axis=1)
-        elif metric == "l1":
-            per = np.sum(np.abs(z), axis=1)
-        elif metric == "usefulness":
-            per = np.mean(np.abs(z) <= gamma, axis=1)
-        elif inference:
-            per = self._inference_draws(metric, z, alpha, alternative)
-        else:
-            per = None
-        if per is None:
-            v = np.var(z, axis=0)
+        if metric not in ("l2", "l1", "usefulness") and not inference:
+            v = np.var(self.sample(draws, rng), axis=0)
             return UtilityValue(metric, float(v.max()), f"Monte Carlo, {draws} draws")
+        chunk = max(1, MONTE_CARLO_ENTRIES // self.dimension)  # memory independent of d beyond 2·10⁷ entries
+        parts = []
+        for start in range(0, draws, chunk):
+            z = self.sample(min(chunk, draws - start), rng)
+            if metric == "l2":
+                wz = z if workload is None else z @ workload.T
+                parts.append(np.sum(wz**2, axis=1))
+            elif metric == "l1":
+                parts.append(np.sum(np.abs(z), axis=1))
+            elif metric == "usefulness":
+                parts.append(np.mean(np.abs(z) <= gamma, axis=1))
+            else:
+                parts.append(self._inference_draws(metric, z, alpha, alternative))
+        per = np.concatenate(parts)
         mean, se = float(per.mean()), float(per.std(ddof=1) / math.sqrt(per.size))
         return UtilityValue(
             metric,
