@@ -84,3 +84,17 @@ def test_support_attack_breaks_the_floating_point_laplace_and_not_the_exact_path
         # DP bound P(E | one) ≤ e^ε P(E | other) holds within the Clopper–Pearson limits (level 1e-4 each)
         for a, b in ((f0, f1), (f1, f0)):
             assert clopper_pearson(a, RELEASES, upper=False) <= math.exp(EPSILON) * clopper_pearson(b, RELEASES, upper=True)
+
+
+def test_support_attack_learns_nothing_beyond_gdp_from_the_exact_gaussian():
+    """The same event on the exact μ-GDP Gaussian count (integer count plus discrete Gaussian noise at the certified
+    slope, dpopt.privacy.discrete_gaussian_gdp): for μ-GDP every event obeys P₁(E) ≤ Φ(Φ⁻¹(P₀(E)) + μ) (the
+    trade-off function G_μ, Dong, Roth & Su 2022), checked both ways within Clopper–Pearson limits (level 1e-4)."""
+    spec = dict(count_spec("gaussian"), privacy={"gdp": {"mu": EPSILON}}, utility={"metric": "l2"})
+    exact = dpopt.solve(spec).mechanism
+    assert exact.parameters["sampler"] == "exact"
+    scale = 1.0  # the Laplace sampler's support at scale 1: integers other than 0 fall outside it
+    f0, f1 = event_rates(exact, scale, lambda i: aes_generator(300 + i))
+    for a, b in ((f0, f1), (f1, f0)):
+        bound = stats.norm.cdf(stats.norm.ppf(clopper_pearson(b, RELEASES, upper=True)) + EPSILON)
+        assert clopper_pearson(a, RELEASES, upper=False) <= bound

@@ -87,14 +87,14 @@ class Capability:
 _M = "dpopt.mechanisms."
 
 FAMILIES: tuple[Capability, ...] = (
-    Capability("gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), exact="zcdp, counting queries",
+    Capability("gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), exact="zcdp, gdp, approx; counting queries",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
                serves="James–Stein shrinkage of a Gaussian release (requested by name unless it gains ≥ 1%)"),
     Capability("marginal_gaussian", _M + "marginal_gaussian", GAUSSIAN_TARGETS, MARGINAL_QUERIES, ("l2",),
-               workload=False, invariants=True, privacy_unit=False, exact="zcdp (lattice variances ≤ 2³⁰)",
+               workload=False, invariants=True, privacy_unit=False, exact="zcdp, gdp, approx (lattice variances ≤ 2³⁰; gdp, approx ≤ 2²²)",
                serves="the optimal Gaussian strategy for marginal workloads at any domain size"),
     Capability("marginal_laplace", _M + "marginal_laplace", ("pure",), MARGINAL_QUERIES, ("l2",),
                workload=False, privacy_unit=False,
