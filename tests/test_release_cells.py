@@ -30,7 +30,8 @@ SURVEY = ROOT / "specs" / "data" / "survey.csv"
 Z975 = stats.norm.ppf(0.975)
 RACE = {"dpopt": 1, "name": "race counts", "data": {"attributes": {"race": ["white", "black", "other"]}},
         "query": {"kind": "histogram", "attribute": "race"}, "adjacency": "add_remove",
-        "privacy": {"gdp": {"mu": 0.5}}, "mechanism": "gaussian", "utility": {"metric": "l2"}}
+        "privacy": {"gdp": {"mu": 0.5}}, "mechanism": "gaussian", "utility": {"metric": "l2"},
+        "sampler": "floating_point"}  # the continuous σ = Δ₂/μ the expected errors below are derived from
 
 
 def _csv(text: str) -> list[dict]:
