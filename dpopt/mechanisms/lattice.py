@@ -33,6 +33,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.core.decimals import written
 from dpopt.core.checks import Check
 from dpopt.errors import DataError
 from dpopt.mechanisms.integer_noise import dyadic_ceil
@@ -130,5 +131,5 @@ def lattice_zcdp_check(l2_squared: Fraction, sigma2: Fraction, privacy: Privacy)
         return Check("privacy", "exact lattice measurement", False, reason)
     rho = Fraction(l2_squared) / (2 * sigma2)
     return Check("privacy", "exact rational check Δ₂²/(2σ_ℤ²) ≤ ρ (independent discrete Gaussians under integer "
-                 "shifts; Canonne, Kamath & Steinke 2020, Theorem 14)", rho <= Fraction(privacy.parameters["rho"]),
+                 "shifts; Canonne, Kamath & Steinke 2020, Theorem 14)", rho <= written(privacy.parameters["rho"]),
                  f"Δ₂²/(2σ_ℤ²) = {rho} ≈ {float(rho):.17g} vs ρ = {privacy.parameters['rho']} (σ_ℤ² = {sigma2})")
