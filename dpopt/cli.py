@@ -499,15 +499,17 @@ def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
     from dpopt.release.hierarchy import release_hierarchy
     from dpopt.release.operator import operator_report
 
-    if args.group_by or args.groups or args.scheduler:
-        raise SpecError("--group-by", "a spec with geography releases its levels itself: drop --group-by, --groups, --scheduler")
+    if args.group_by or args.scheduler:
+        raise SpecError("--group-by", "a spec with geography releases its levels itself: drop --group-by, --scheduler "
+                                      "(--groups FILE gives its public geography)")
     if args.ledger:
         raise UnsupportedSpecError("--ledger", "a spec with geography (one certificate per level) is not charged "
                                                "to a ledger: release its levels as single specs or a plan")
     with stdout_to_stderr():
         with _progress("dpopt release: designing, releasing and post-processing every level"):
             rel = release_hierarchy(args.spec, args.data, randomness=randomness,
-                                    engine="dask" if args.engine == "dask" else "numpy", error_draws=args.error_draws)
+                                    engine="dask" if args.engine == "dask" else "numpy", error_draws=args.error_draws,
+                                    units=args.groups)
     return _for_operator(args, operator_report(rel.records), _emit(rel.document, args, lambda: rel.write(args.out)))
 
 
@@ -707,7 +709,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group-by", action="append", metavar="COLUMN",
                    help="release the query for every group of COLUMN (repeat for several grouping columns)")
     p.add_argument("--groups", metavar="FILE", help="CSV/Parquet file listing the public groups (a column per "
-                                                    "grouping column); default: the groups found in the data")
+                                                    "grouping column), or, for a spec with geography, its public "
+                                                    "units (a column per level, one row per finest unit)")
     p.add_argument("--engine", choices=["duckdb", "dask"], default="duckdb",
                    help="where the records are counted (default: DuckDB on this machine); without --group-by, dask "
                         "counts a stack of marginals")

@@ -538,12 +538,20 @@ class Geography(_Model):
     ``exact_totals``: publish the total of the nation and of every unit exactly (as the Census
     publishes state populations); only under replace-one or Hamming adjacency, where a record
     keeps its unit and unit sizes are not protected.
+    ``units``: the public geography, one entry per level in order: the first level's codes (a
+    list), then for each finer level a mapping from each code to its parent's code (e.g. ``{state:
+    [S1, S2], county: {S1C1: S1, S2C1: S2}}``). A release publishes a table for every declared unit
+    (one without records too) and refuses a record whose unit is not declared; without ``units`` it
+    needs the public geography as a file (``dpopt release --groups FILE``), as which units the data
+    hold is private.
     """
 
-    levels: Annotated[list[str], Field(min_length=1)]
+    levels: Annotated[list[Name], Field(min_length=1)]
     shares: Union[Literal["optimal", "equal"], Annotated[list[Union[PositiveFinite, str]], Field(min_length=2)]] = "equal"
     weights: Annotated[list[PositiveFinite], Field(min_length=2)] | None = None
     exact_totals: StrictBool = False
+    units: dict[Name, Union[Annotated[list[Name], Field(min_length=1)],
+                            Annotated[dict[Name, Name], Field(min_length=1)]]] | None = None
 
     @model_validator(mode="after")
     def _sizes(self) -> "Geography":
@@ -556,6 +564,8 @@ class Geography(_Model):
                 )
         if self.weights is not None and self.shares != "optimal":
             raise ValueError("weights go with shares: optimal only")
+        if self.units is not None:
+            _check_units(self.levels, self.units)
         if isinstance(self.shares, list):
             for share in self.shares:
                 try:
@@ -565,6 +575,29 @@ class Geography(_Model):
                 if not positive:
                     raise ValueError(f"share {share!r} is not a positive number or fraction such as '1/3'")
         return self
+
+
+def _check_units(levels: list[str], units: dict) -> None:
+    """``geography.units``: one entry per level, in order; the first a list of distinct codes, each finer
+    one a mapping from code to a code of the level above."""
+    if list(units) != levels:
+        raise ValueError(f"units needs one entry per level, in the order of levels ({', '.join(levels)}), "
+                         f"got {', '.join(units) or 'none'}")
+    above = None
+    for level in levels:
+        given = units[level]
+        if above is None:
+            if not isinstance(given, list):
+                raise ValueError(f"units.{level}: the first level is a list of its codes")
+            if len(set(given)) != len(given):
+                raise ValueError(f"units.{level}: a code is listed twice")
+        else:
+            if not isinstance(given, dict):
+                raise ValueError(f"units.{level}: map each code to its parent's code ({{code: parent}})")
+            stray = next((p for p in given.values() if p not in above), None)
+            if stray is not None:
+                raise ValueError(f"units.{level}: parent {stray!r} is not a declared unit of the level above")
+        above = set(given)
 
 
 # --------------------------------------------------------------------------- spec
