@@ -72,6 +72,9 @@ def screen(name: str, problem: Problem) -> str | None:
         return f"{name} is designed for the metric {', '.join(row.metrics)} only, not '{utility.metric}'"
     if not row.workload and (utility.workload is not None or utility.weights is not None):
         return f"{name} optimises the unweighted error of the query: a workload or weights are not served"
+    if utility.table_goals and not row.tables:
+        return (f"{name} does not weigh tables: utility.tables and objective are served by "
+                f"{', '.join(r.name for r in FAMILIES if r.tables)}")
     if spec.invariants and not row.invariants:
         return "its noise leaves the span of the sensitivity space, so it would alter the invariants"
     if row.max_dimension is not None and problem.space.dimension > row.max_dimension:
