@@ -172,3 +172,44 @@ def test_other_families_refuse_table_goals():
 
     assert "does not weigh tables" in screen("gaussian", problem)
     assert screen("marginal_gaussian", problem) is None
+
+
+# ------------------------------------------------------------------ marginal_laplace (pure ε)
+def pure_spec(utility, adjacency="add_remove"):
+    return {**spec(utility, adjacency), "privacy": {"pure": {"epsilon": 1.0}}, "mechanism": "marginal_laplace"}
+
+
+def dense_laplace_errors(params):
+    """tr(W_S (AᵀA)⁺ W_Sᵀ) 2b² with A = [θ_S M_S]_S dense (Laplace(b) on every measured cell; least squares)."""
+    a = np.vstack([e["weight"] * table_rows(tuple("abc".index(x) for x in e["marginal"])) for e in params["strategy"]])
+    g_plus = np.linalg.pinv(a.T @ a)
+    if params["adjacency"] == "replace_one":  # the grand total is released exactly: no noise on E_∅
+        g_plus = g_plus - PROJECTORS[()] @ g_plus @ PROJECTORS[()]
+    return np.array([np.trace(w @ g_plus @ w.T) for w in ROWS]) * 2.0 * params["scale"] ** 2
+
+
+@pytest.mark.parametrize("utility, adjacency", [
+    ({"objective": "max", "tables": [{"attributes": ["a", "b"], "weight": 2}]}, "add_remove"),
+    ({"tables": [{"attributes": ["b", "c"], "target": 30}]}, "add_remove"),
+    ({"objective": "max"}, "replace_one"),
+])
+def test_laplace_goals_recorded_errors_are_the_dense_ones(utility, adjacency):
+    cert = dpopt.solve(pure_spec(utility, adjacency)).certificate
+    assert dpopt.verify(cert).passed
+    params = json.loads(cert.to_json())["mechanism"]["parameters"]
+    record = params["design"]["tables"]
+    dense = dense_laplace_errors(params)
+    assert [r["error"] for r in record["tables"]] == pytest.approx(dense, rel=1e-9)
+    weights = [r["weight"] for r in record["tables"]]
+    expected = max(np.multiply(weights, dense)) if record["objective"] == "max" else float(np.dot(weights, dense))
+    assert record["value"] == pytest.approx(expected, rel=1e-9)
+    assert all(r["target"] is None or r["error"] <= r["target"] for r in record["tables"])
+    bad = copy.deepcopy(cert)
+    bad["mechanism"]["parameters"]["design"]["tables"]["tables"][1]["error"] *= 0.5
+    assert "utility.tables" in {c.claim for c in dpopt.verify(bad).failed}
+
+
+def test_laplace_infeasible_target_names_direct_measurement():
+    # b × c measured alone: Laplace(1/ε) on its 6 cells, 2·6/ε² = 12 (add/remove)
+    with pytest.raises(dpopt.errors.CalibrationError, match=r"table b × c is below .* privacy target, 12\)"):
+        dpopt.solve(pure_spec({"tables": [{"attributes": ["b", "c"], "target": 11}]}))

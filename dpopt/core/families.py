@@ -101,7 +101,7 @@ FAMILIES: tuple[Capability, ...] = (
                workload=False, tables=True, invariants=True, privacy_unit=False, exact="zcdp (lattice variances ≤ 2³⁰)",
                serves="the optimal Gaussian strategy for marginal workloads at any domain size"),
     Capability("marginal_laplace", _M + "marginal_laplace", ("pure",), MARGINAL_QUERIES, ("l2",),
-               workload=False, privacy_unit=False,
+               workload=False, tables=True, privacy_unit=False,
                serves="weighted marginal strategy with Laplace noise (pure ε)"),
     Capability("kronecker_gaussian", _M + "kronecker_gaussian", GAUSSIAN_TARGETS, ("kronecker",), ("l2",),
                workload=False, serves="Kronecker strategy for range/prefix × marginal workloads"),
