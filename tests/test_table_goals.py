@@ -213,3 +213,14 @@ def test_laplace_infeasible_target_names_direct_measurement():
     # b × c measured alone: Laplace(1/ε) on its 6 cells, 2·6/ε² = 12 (add/remove)
     with pytest.raises(dpopt.errors.CalibrationError, match=r"table b × c is below .* privacy target, 12\)"):
         dpopt.solve(pure_spec({"tables": [{"attributes": ["b", "c"], "target": 11}]}))
+
+
+def test_plans_refuse_table_goals(tmp_path, capsys):
+    plan = {"dpopt": 1, "name": "p", "data": {"attributes": ATTRS}, "adjacency": "add_remove",
+            "privacy": {"zcdp": {"rho": 1}},
+            "queries": [{"query": {"kind": "marginals", "attributes": [["a"], ["b"]]},
+                         "utility": {"metric": "l2", "objective": "max"}}, {"query": {"kind": "count"}}]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    assert main(["solve", str(path)]) == 2
+    assert "queries[0].utility: table weights, targets and objective" in capsys.readouterr().err
