@@ -150,8 +150,8 @@ def _cell(values: tuple[str, ...] | None) -> str:
 
 def capability_table(rows: tuple[Capability, ...] = FAMILIES) -> str:
     """The table as Markdown (the docs page shows it; ``tests/test_capabilities.py`` compares)."""
-    lines = ["| family | definitions | queries | metrics | workload | invariants | size limit | quick bound "
-             "| exact noise | serves |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| family | definitions | queries | metrics | workload | table goals | invariants | size limit "
+             "| quick bound | exact noise | serves |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         limit = "—" if row.max_dimension is None else f"d ≤ {row.max_dimension}"
         if row.integer:
@@ -159,8 +159,9 @@ def capability_table(rows: tuple[Capability, ...] = FAMILIES) -> str:
         if not row.privacy_unit:
             limit = "one row per person" if limit == "—" else f"{limit}; one row per person"
         bound = "—" if row.bound is None else f"`{row.bound}`: {QUICK_BOUNDS[row.bound][1]}"
-        workload, invariants = ("yes" if flag else "no" for flag in (row.workload, row.invariants))
+        workload, tables, invariants = ("yes" if flag else "no" for flag in (row.workload, row.tables, row.invariants))
         lines.append(f"| `{row.name}` | {_cell(row.definitions)} | {_cell(row.queries)} "
-                     f"| {_cell(row.metrics)} | {workload} | {invariants} | {limit} | {bound} | {row.exact or 'no'} "
+                     f"| {_cell(row.metrics)} | {workload} | {tables} | {invariants} | {limit} | {bound} "
+                     f"| {row.exact or 'no'} "
                      f"| {row.serves} |")
     return "\n".join(lines)
