@@ -11,6 +11,8 @@ by L-BFGS-B with analytic gradients from the same seeded starts, best kept (dete
 
 * ``max``: :math:`\max_S w_S u_S` through the smooth p-norm :math:`\|(w_S u_S)_S\|_p`, p = 16 then 256
   from the first solution (within a factor (#tables)^{1/p} of the max), the best start chosen by the exact max;
+* both start also from the weighted total's design (:func:`~dpopt.optimize.marginal_strategy.optimal_weights` at
+  λ^w_T), which is kept as it is when nothing found beats it;
 * targets τ_S: the objective times :math:`1 + M\sum_S \max(0, u_S/\tau'_S - 1)^2` with
   :math:`\tau'_S = \tau_S\varepsilon^2/2k^2` less 10⁻³, M = 10², 10⁴, 10⁶ in turn; only starts meeting every target
   (less :data:`~dpopt.optimize.table_goals.SLACK`) are kept.
@@ -73,13 +75,17 @@ def goal_weights(workload: MarginalWorkload, ts: tuple[Subset, ...], replace: bo
     if goals.objective == "total" and goals.targets_absent:
         return optimal_weights(workload, ts, replace, weighted_eigenvalues(workload, goals.weights))
     targets = np.array([np.inf if t is None else t * unit for t in goals.targets])
-    found = _search(workload, ts, replace, np.array(goals.weights), targets, goals.objective == "max")
+    total = optimal_weights(workload, ts, replace, weighted_eigenvalues(workload, goals.weights))
+    found = _search(workload, ts, replace, np.array(goals.weights), targets, goals.objective == "max", total.weights)
     if found is None:
         raise CalibrationError(_infeasible(workload, ts, replace, goals, unit, names))
     return found
 
 
-def _search(workload, ts, replace, weights, targets, use_max) -> StrategyDesign | None:
+def _search(workload, ts, replace, weights, targets, use_max,
+            seed_design: dict[Subset, float] | None = None) -> StrategyDesign | None:
+    """The best θ over the seeded starts (and ``seed_design``, kept as it is when it is best: the weighted total's
+    design, so that targets it already meets cost nothing)."""
     from scipy import optimize
 
     sets, counted, contains, lifted, co = template(workload, ts, replace)
@@ -126,6 +132,12 @@ def _search(workload, ts, replace, weights, targets, use_max) -> StrategyDesign 
     starts = [blocks] + [rng.uniform(0.0, 1.0, len(sets)) if i % 2 == 0 else rng.exponential(1.0, len(sets)) ** 3
                          for i in range(n_random)]
     best = (np.inf, None)
+    if seed_design is not None:
+        seeded = np.array([seed_design.get(s, 0.0) for s in sets])
+        starts.insert(0, seeded)
+        best = (exact(seeded), seeded)
+        if not np.isfinite(best[0]):
+            best = (np.inf, None)
     for start in starts:
         theta = start
         for stage in stages:
