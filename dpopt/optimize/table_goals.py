@@ -179,8 +179,7 @@ def design_for_goals(workload: MarginalWorkload, ts: tuple[Subset, ...], goals: 
     SolverError
         The program failed.
     """
-    program = _Program(workload, ts, goals, replace, agree)
-    program.names = tuple(names)
+    program = _Program(workload, ts, goals, replace, agree, tuple(names))
     scaled = [None if t is None else t * mu * mu for t in goals.targets]  # errors at μ = 1
     found = program.solve(scaled)
     if found is None:
@@ -222,8 +221,8 @@ def _infeasible(program: _Program, goals: TableGoals, mu: float) -> str:
 
 
 def _label(program: _Program, i: int) -> str:
-    return "{" + ", ".join(str(k) for k in program.workload.blocks[i]) + "}" if not program.names else \
-        " × ".join(program.names[k] for k in program.workload.blocks[i])
+    block = program.workload.blocks[i]
+    return " × ".join(program.names[k] for k in block) if program.names else "{" + ", ".join(map(str, block)) + "}"
 
 
 def _objective_at(program: _Program, goals: TableGoals, b: np.ndarray) -> float:
@@ -233,11 +232,10 @@ def _objective_at(program: _Program, goals: TableGoals, b: np.ndarray) -> float:
 class _Program:
     """The program in orbit totals B_o (μ = 1): e = Q (1/B), privacy rows R B ≤ 1."""
 
-    names: tuple[str, ...] = ()
-
     def __init__(self, workload: MarginalWorkload, ts: tuple[Subset, ...], goals: TableGoals, replace: bool,
-                 agree: Subset):
+                 agree: Subset, names: tuple[str, ...] = ()):
         self.workload, self.ts, self.goals, self.replace, self.agree = workload, ts, goals, replace, agree
+        self.names = names
         alg = workload.algebra
         if replace:
             self.patterns = PatternClasses.of(alg.sizes, fingerprint(workload, ts, goals), agree)
