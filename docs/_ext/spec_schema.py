@@ -77,6 +77,11 @@ KEY_NOTES = {
     "PlanQuery.name": "the query's name in the plan's outputs",
     "PlanQuery.weight": "the weight of this query's error in the plan's objective",
     "PlanQuery.share": "a fixed share of the budget for this query",
+    "Utility.tables": "per table of a marginal query: a weight in the objective and/or an error target",
+    "Utility.objective": "total (the weighted sum of the tables' errors, default) or max (the largest weighted one)",
+    "TableGoal.attributes": "the table: one group of the query's attributes, in any order",
+    "TableGoal.weight": "the weight of this table's expected squared error in the objective (default 1)",
+    "TableGoal.target": "an upper bound on this table's expected squared error, summed over its cells",
 }
 
 

@@ -328,6 +328,31 @@ class KroneckerLaplaceMechanism(Mechanism):
         spread is small next to its mean and a few hundred draws estimate the 5-SE tolerance reliably."""
         return min(default, max(MIN_CHECK_DRAWS, CHECK_LAPLACE // max(1, measured_rows(self.split, self.strategy))))
 
+    def unimodal_cell_variances(self) -> np.ndarray:
+        r"""Var Z_i = 2b² diag W(AᵀA)⁺Wᵀ per answer, exactly, with the Kronecker structure (nothing of domain
+        size): :math:`(A^\top A)^+ = \bigotimes_{k\in V}X_k^{-1}\otimes\sum_T\kappa_T^{-1}E_T`, so an answer r of
+        term t has :math:`2b^2\prod_{k\in V}(W_{t,k}X_k^{-1}W_{t,k}^\top)_{r_kr_k}` times the plain part, the same
+        in every cell of the S_t-marginal: :math:`\sum_{T\subseteq S_t}\kappa_T^{-1}\prod_{k\in T}(1-1/n_k)
+        \prod_{k\in S_t\setminus T}n_k^{-1}\prod_{k\in P\setminus S_t}n_k` (as ``kronecker_gaussian``'s
+        ANOVA variances at b_T = κ_T). Z is a linear map of the independent Laplace variates, so these are exact."""
+        split, alg, work = self.split, self.split.algebra, self.workload
+        inverses = dict(zip(split.ordered, (np.linalg.inv(a.T @ a) for a in self.factors)))
+        out = []
+        for t in range(len(work.terms)):
+            s = split.local_support(work, t)
+            plain = sum(math.prod(1 - 1 / alg.sizes[i] for i in u) / alg.size(tuple(i for i in s if i not in u))
+                        * alg.co_size(s) / self.kappa[u] for u in subsets(s) if u in self.kappa)
+            diag = np.full(1, plain)
+            for k, n in enumerate(work.sizes):
+                if k in inverses:
+                    f = work.factor(t, k)
+                    values = np.einsum("ij,jk,ik->i", f, inverses[k], f)
+                    diag = np.kron(diag, values) if work.terms[t][k] is not None else diag * values[0]
+                elif work.terms[t][k] is not None:
+                    diag = np.kron(diag, np.ones(n))
+            out.append(diag)
+        return 2.0 * self.scale**2 * np.concatenate(out)
+
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:
             return None

@@ -10,7 +10,7 @@ from dpopt.certificate.second_route import is_not_available
 from dpopt.mechanisms.base import better
 from dpopt.postprocess.evaluation import report_blocks
 from dpopt.report.document import Figure, Report
-from dpopt.report.marginal_table import marginal_error_block
+from dpopt.report.marginal_table import marginal_error_block, table_goal_block
 from dpopt.report.reading import (
     ball_fallback,
     checks_sentence,
@@ -199,6 +199,9 @@ def report_sections(source: Report | Certificate) -> list[tuple[str, list]]:
     by_table = marginal_error_block(d)
     if by_table:
         sections.append(("Error of each marginal table", by_table))
+    goals = table_goal_block(d)
+    if goals:
+        sections.append(("Error of each table against its weight and target", goals))
     direction = better(u["metric"])
     rows = [["family", "parameters", f"predicted {u['metric']} ({direction} is better)", "method", "note"]]
     for c in d.get("candidates", []):

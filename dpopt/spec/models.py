@@ -423,6 +423,25 @@ PRIVACY_DEFINITIONS: tuple[str, ...] = ("pure", "approx", "gdp", "zcdp", "pdp")
 
 
 # ------------------------------------------------------------------------ utility
+class TableGoal(_Model):
+    """What one marginal table of the query should get (metric ``l2``, marginal queries).
+
+    ``attributes``: the table (a group of the query, in any order); ``weight``: the weight of its
+    expected squared error E‖noise‖² in the objective (default 1); ``target``: an upper bound on that error,
+    summed over the table's cells (a cell's variance times the number of cells).
+    """
+
+    attributes: Annotated[list[Name], Field(min_length=1)]
+    weight: PositiveFinite = 1.0
+    target: PositiveFinite | None = None
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "TableGoal":
+        if len(set(self.attributes)) != len(self.attributes):
+            raise ValueError(f"table {self.attributes}: an attribute is listed twice")
+        return self
+
+
 class Utility(_Model):
     """The utility metric the design optimises.
 
@@ -439,6 +458,10 @@ class Utility(_Model):
     ``floor``, from the ``prior`` histogram; ``mallows`` (with ``order`` p): Wasserstein-p
     distance between the distributions of the ``prior`` values and of the released ones
     (:mod:`dpopt.noise.prior_metrics`).
+    ``tables`` (``l2``, marginal queries): a weight or an error target per table of the query;
+    ``objective``: ``total`` minimises the weighted sum of the tables' errors Σ_S w_S E‖noise_S‖²
+    (the default), ``max`` the largest weighted table error max_S w_S E‖noise_S‖², both subject to the
+    tables' targets (:mod:`dpopt.optimize.table_goals`).
     """
 
     metric: Literal["l1", "l2", "usefulness", "ci_volume", "test_power", "max_variance", "kl", "renyi", "mallows"]
@@ -450,6 +473,8 @@ class Utility(_Model):
     prior: Annotated[list[Finite], Field(min_length=1)] | None = None
     floor: PositiveFinite | None = None
     order: PositiveFinite | None = None
+    tables: Annotated[list[TableGoal], Field(min_length=1)] | None = None
+    objective: Literal["total", "max"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -484,7 +509,19 @@ class Utility(_Model):
         elif self.alternative is not None:
             raise ValueError("an alternative goes with metric 'test_power' only")
         self._check_prior_metric()
+        if (self.tables is not None or self.objective is not None) and (
+                self.metric != "l2" or self.workload is not None or self.weights is not None):
+            raise ValueError("tables and objective go with metric 'l2' only, without a workload or weights")
+        if self.tables is not None:
+            keys = [frozenset(t.attributes) for t in self.tables]
+            if len(set(keys)) != len(keys):
+                raise ValueError("tables: a table is listed twice")
         return self
+
+    @property
+    def table_goals(self) -> bool:
+        """Whether the spec weighs tables, sets table targets or asks for the largest table error."""
+        return self.tables is not None or self.objective not in (None, "total")
 
     def _check_prior_metric(self) -> None:
         """``kl`` / ``renyi`` need a prior histogram (counts ≥ 0) and a floor; ``renyi`` an
@@ -636,6 +673,28 @@ class Spec(_Model):
     def _semi_adjacency_needs_invariants(self) -> "Spec":
         if self.semi_adjacency is not None and not self.invariants:
             raise ValueError("semi_adjacency applies to specs with invariants only")
+        return self
+
+    @model_validator(mode="after")
+    def _tables_of_the_query(self) -> "Spec":
+        if self.utility.tables is None:
+            return self
+        query = self.query
+        if isinstance(query, MarginalsQuery):
+            groups = query.groups(self.data)
+        elif isinstance(query, ContingencyTableQuery):
+            groups = [query.attributes]
+        elif isinstance(query, HistogramQuery):
+            groups = [[query.attribute]]
+        else:
+            raise ValueError(f"utility.tables: a {query.kind} query has no marginal tables to weigh "
+                             "(marginals, contingency_table or histogram)")
+        known = {frozenset(g) for g in groups}
+        for i, table in enumerate(self.utility.tables):
+            if frozenset(table.attributes) not in known:
+                raise ValueError(f"utility.tables[{i}]: {table.attributes} is not a table of the query "
+                                 f"(its tables: {', '.join(' × '.join(g) for g in groups[:8])}"
+                                 f"{' …' if len(groups) > 8 else ''})")
         return self
 
     @property
