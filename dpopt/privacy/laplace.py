@@ -45,8 +45,6 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import mpmath
-
 from dpopt._lazy import lazy_module
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
@@ -54,6 +52,7 @@ from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
 from dpopt.sensitivity.patterns import move_multisets
 from dpopt.sensitivity.space import SensitivitySpace
 
+mpmath = lazy_module("mpmath")
 optimize = lazy_module("scipy.optimize")
 
 if TYPE_CHECKING:
