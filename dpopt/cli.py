@@ -116,7 +116,7 @@ def _is_hierarchy(path: str) -> bool:
 def _is_selection(path: str) -> bool:
     """A spec file with a ``releases`` list (private keys, quantiles: :mod:`dpopt.selection`)."""
     from dpopt.spec.load import read_document
-    from dpopt.spec.selection import is_selection_document
+    from dpopt.spec.load import is_selection_document
 
     return is_selection_document(read_document(path))
 
@@ -620,7 +620,7 @@ def _refuse_unverified(cert) -> None:
 def _is_selection_document(document) -> bool:
     """A spec with ``releases`` or its certificate (:mod:`dpopt.selection`)."""
     from dpopt.selection import is_selection_certificate
-    from dpopt.spec.selection import is_selection_document
+    from dpopt.spec.load import is_selection_document
 
     return is_selection_document(document) or is_selection_certificate(document)
 
