@@ -180,7 +180,7 @@ class Polytope(ConeSampler):
     @property
     def vertices(self) -> np.ndarray:
         """Indices of the generating points used by the triangulation (the extreme points)."""
-        used = np.unique(self.simplices)
+        used = np.flatnonzero(np.bincount(np.asarray(self.simplices, dtype=np.intp).ravel()))  # sorted, distinct
         return used[used < len(self.points)]
 
     def gauge(self, y: np.ndarray) -> np.ndarray:

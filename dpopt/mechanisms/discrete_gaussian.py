@@ -31,9 +31,9 @@ import math
 from fractions import Fraction
 from functools import cache
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
 from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
@@ -64,6 +64,8 @@ from dpopt.privacy.zcdp import zcdp_delta_cks, zcdp_delta_cks_mp, zcdp_epsilon_c
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
+
+mpmath = lazy_module("mpmath")
 
 MAX_SIGMA2 = Fraction(2**30)
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
 from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
@@ -63,6 +63,8 @@ from dpopt.privacy.zcdp import renyi_peak
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
+
+mpmath = lazy_module("mpmath")
 
 MAX_SCALE = Fraction(2**40)
 

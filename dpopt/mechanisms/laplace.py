@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
 from dpopt.core.decimals import float_below, written
 from dpopt.core import normal
 from dpopt.core.checks import Check
@@ -44,6 +44,8 @@ from dpopt.privacy.laplace_gdp import LaplaceGDPRoute, laplace_gdp_route
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
+
+mpmath = lazy_module("mpmath")
 
 
 def laplace_privacy_check(

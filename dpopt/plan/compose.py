@@ -33,9 +33,9 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
 from dpopt.certificate.second_route import _patterns, evaluate
 from dpopt.core.checks import Check
 from dpopt.core.decimals import float_below, written
@@ -49,6 +49,8 @@ from dpopt.privacy.pld import DEFAULT_STEP, PLDBracket, marginal_pld, product_pl
 from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
+
+mpmath = lazy_module("mpmath")
 
 ADDITIVE = {"zcdp": "rho", "gdp": "mu", "pure": "epsilon"}
 """Targets that compose by adding a currency: ρ, μ² and ε."""

@@ -45,16 +45,15 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import mpmath
-
-from dpopt.core.decimals import float_below, written
 from dpopt._lazy import lazy_module
+from dpopt.core.decimals import float_below, written
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
 from dpopt.sensitivity.patterns import move_multisets
 from dpopt.sensitivity.space import SensitivitySpace
 
+mpmath = lazy_module("mpmath")
 optimize = lazy_module("scipy.optimize")
 
 if TYPE_CHECKING:

@@ -40,14 +40,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import mpmath
-
+from dpopt._lazy import lazy_module
 from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
 from dpopt.spec.models import Privacy
+
+mpmath = lazy_module("mpmath")
 
 if TYPE_CHECKING:
     from flint import arb

@@ -86,6 +86,12 @@ def read_document(path: str | Path, max_bytes: int | None = MAX_SPEC_BYTES) -> A
     return document
 
 
+def is_selection_document(document: Any) -> bool:
+    """True for a spec (not a certificate) with a ``releases`` list (private keys, quantiles:
+    :mod:`dpopt.spec.selection`, whose models are imported only for such a spec)."""
+    return isinstance(document, Mapping) and "releases" in document and "spec_sha256" not in document
+
+
 def _copy(document: Any) -> Any:
     """A copy of a parsed document (mappings, lists and scalars; a matrix's rows of numbers copied at C speed)."""
     if isinstance(document, dict):
