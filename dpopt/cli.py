@@ -485,10 +485,9 @@ def _release_selection(args: argparse.Namespace, randomness) -> int:
     """A spec with ``releases``: bounded, selected and released part by part (:mod:`dpopt.selection.release`)."""
     from dpopt.selection import release_selection
 
-    if (args.group_by or args.groups or args.scheduler or args.engine != "duckdb" or args.format != "json"
-            or args.ledger):
+    if args.group_by or args.groups or args.scheduler or args.engine != "duckdb" or args.ledger:
         raise SpecError("releases", "a spec with releases groups by its own keys: drop --group-by, --groups, --engine, "
-                                    "--scheduler, --format csv and --ledger")
+                                    "--scheduler and --ledger")
     with stdout_to_stderr(), _progress("dpopt release: bounding, selecting keys and releasing"):
         certificate, document, operator = release_selection(args.spec, args.data, randomness)
     return _for_operator(args, operator, _emit_release(document, certificate, args))

@@ -1,11 +1,10 @@
 """The report of a certificate of :mod:`dpopt.selection.design`: guarantee, each release's mechanism and
-utility, the checks (Markdown; one HTML page with the same text)."""
+utility, the checks (Markdown, or one HTML page with the same sections, by the renderers of the other reports)."""
 
 from __future__ import annotations
 
-import html
-
 from dpopt.certificate.model import Certificate
+from dpopt.report.render import html_page, markdown_page
 
 
 def _count_lines(block: dict) -> list[str]:
@@ -54,28 +53,41 @@ def _mean_lines(block: dict) -> list[str]:
 _LINES = {"count": _count_lines, "mean": _mean_lines, "quantile": _quantile_lines}
 
 
-def selection_markdown(certificate: Certificate) -> str:
-    """The report as Markdown."""
+def _text(line: str) -> str:
+    """A line of :data:`_LINES` as a paragraph (its list marker dropped: each is a block of the page)."""
+    return line.lstrip().removeprefix("- ")
+
+
+def selection_page(certificate: Certificate) -> tuple[str, str, list]:
+    """The title, the summary and the ``(heading, blocks)`` sections of the report (read by
+    :func:`dpopt.report.render.markdown_page` and :func:`~dpopt.report.render.html_page`); the checks are those
+    ``dpopt verify`` re-derives, counted as it counts them."""
     g = certificate["guarantee"]
     delta = f", δ = {g['delta']:g}" if "delta" in g else ""
-    lines = [f"# {certificate['spec']['name']}", "",
-             f"**Guarantee:** {g['definition']} ε = {g['epsilon']:g}{delta} ({g['composition']}).", "",
-             f"**Protected:** {g['scope']['adjacency']}.", ""]
+    checks = certificate["checks"]
+    held = sum(c["passed"] for c in checks)
+    summary = (f"**Guarantee:** {g['definition']} ε = {g['epsilon']:g}{delta} ({g['composition']}). "
+               f"**Protected:** {g['scope']['adjacency']}.")
+    sections = []
     for block in certificate["releases"]:
-        lines += [f"## {block['name']} ({block['kind']}): {block['guarantee']['definition']} "
-                  f"ε = {block['guarantee']['epsilon']:g}"
-                  + (f", δ = {block['guarantee']['delta']:g}" if block["guarantee"]["delta"] else ""), "",
-                  f"- sensitivity: {block['sensitivity']['how']}"]
-        lines += _LINES[block["kind"]](block)
-        lines.append("")
-    lines += ["## Checks", "", "| claim | holds | detail |", "|---|---|---|"]
-    lines += [f"| {c['claim']} | {'yes' if c['passed'] else 'NO'} | {c['detail']} |" for c in certificate["checks"]]
-    lines += ["", f"*Numerics:* {certificate['numerics']}."]
-    return "\n".join(lines)
+        heading = (f"{block['name']} ({block['kind']}): {block['guarantee']['definition']} "
+                   f"ε = {block['guarantee']['epsilon']:g}"
+                   + (f", δ = {block['guarantee']['delta']:g}" if block["guarantee"]["delta"] else ""))
+        lines = [f"sensitivity: {block['sensitivity']['how']}", *_LINES[block["kind"]](block)]
+        sections.append((heading, [_text(line) for line in lines]))
+    table = [["claim", "holds", "detail"]] + [[c["claim"], "yes" if c["passed"] else "NO", c["detail"]]
+                                            for c in checks]
+    sections.append(("Checks", [f"{held} of {len(checks)} recorded claims hold; `dpopt verify` re-derives each of them "
+                                "and the certificate's schema, spec hash and recorded numbers besides.", table,
+                                f"*Numerics:* {certificate['numerics']}."]))
+    return f"dpopt report: {certificate['spec']['name']}", summary, sections
+
+
+def selection_markdown(certificate: Certificate) -> str:
+    """The report as Markdown."""
+    return markdown_page(*selection_page(certificate))
 
 
 def selection_html(certificate: Certificate) -> str:
-    """The Markdown report as one HTML page (preformatted)."""
-    title = html.escape(certificate["spec"]["name"])
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>"
-            f"<body><pre>{html.escape(selection_markdown(certificate))}</pre></body></html>")
+    """The report as one self-contained HTML page (the sections of :func:`selection_page`, as the other reports)."""
+    return html_page(*selection_page(certificate))
