@@ -69,6 +69,7 @@ def _solve_plan(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import write_atomic
     from dpopt.plan import solve_plan
     from dpopt.plan.report import plan_markdown
+    from dpopt.report.reading import claims_sentence
     from dpopt.report.words import format_parameters
 
     with stdout_to_stderr():
@@ -90,7 +91,7 @@ def _solve_plan(args: argparse.Namespace) -> int:
                   f" -> {q['utility']['metric']} = {q['utility']['value']:.6g}")
         print(f"{sol.plan.name}: {len(sol.designs)} queries under {cert['guarantee']['definition']} "
               f"{sol.plan.privacy.parameters}; weighted total {cert['utility']['value']:.6g} "
-              f"(optimal/equal split = {a['ratio_optimal_to_equal']:.4f}); {len(cert['checks'])} plan checks passed"
+              f"(optimal/equal split = {a['ratio_optimal_to_equal']:.4f}); {claims_sentence(None)}"
               + _wrote([Path(args.out) / "certificate.json", Path(args.out) / "report.md"] if args.out else []))
     return 0
 
@@ -158,7 +159,7 @@ def _solve_hierarchy(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import write_atomic
     from dpopt.release.hierarchy_design import solve_hierarchy
     from dpopt.report.hierarchy import hierarchy_markdown
-    from dpopt.report.reading import epsilon_line
+    from dpopt.report.reading import claims_sentence, epsilon_line
     from dpopt.report.words import format_parameters
 
     written = []
@@ -180,7 +181,7 @@ def _solve_hierarchy(args: argparse.Namespace) -> int:
         eps = epsilon_line(g["epsilon_at_delta"] or {})
         print(f"{sol.spec.name}: the whole release is {g['definition']} "
               f"{format_parameters({k: g[k] for k in sol.spec.privacy.parameters})}"
-              + (f"; {eps}" if eps else "") + f"; {len(cert['checks'])} composition check(s) hold" + _wrote(written))
+              + (f"; {eps}" if eps else "") + f"; {claims_sentence(None)}" + _wrote(written))
     return 0
 
 
@@ -597,9 +598,9 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_unverified(cert) -> None:
+def _refuse_unverified(cert) -> tuple:
     """A composite certificate is reported only when it verifies: its recorded checks and blocks are what the
-    report prints.
+    report prints; returns the verifier's checks (the report states their count).
 
     Raises
     ------
@@ -609,10 +610,12 @@ def _refuse_unverified(cert) -> None:
     from dpopt.errors import CertificateError
 
     with stdout_to_stderr(), _progress("dpopt report: verifying the certificate"):
-        failed = [c.claim for c in _verify_result(cert).failed]
+        checks = _verify_result(cert).checks
+    failed = [c.claim for c in checks if not c.passed]
     if failed:
         raise CertificateError(f"the certificate does not verify ({', '.join(failed[:4])}"
                                f"{', …' if len(failed) > 4 else ''}): run dpopt verify")
+    return tuple(checks)
 
 
 def _is_selection_document(document) -> bool:
@@ -648,12 +651,12 @@ def _report_composed(args: argparse.Namespace, document) -> int:
     plan = is_plan_document(document) or is_plan_certificate(document)
     if is_plan_certificate(document) or is_hierarchy_certificate(document):
         cert = Certificate.from_dict(document, source=str(args.source))
-        _refuse_unverified(cert)
     else:
         with stdout_to_stderr(), _progress("dpopt report: designing"):
             cert = solve_plan(args.source).certificate if plan else solve_hierarchy(args.source).certificate()
+    verified = _refuse_unverified(cert)  # the report states the verifier's claim count
     render = (plan_html if html else plan_markdown) if plan else (hierarchy_html if html else hierarchy_markdown)
-    text = render(cert) + "\n"
+    text = render(cert, verified) + "\n"
     if args.out:
         write_atomic(args.out, text)
         print(f"wrote {args.out}")

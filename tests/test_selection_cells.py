@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import math
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -86,3 +87,11 @@ def test_release_writes_the_table_and_verifies(tmp_path, capsys):
     capsys.readouterr()
     assert main(["release", str(SPEC), "--data", str(DATA), "--seed", "3", "--insecure-seed", "--format", "csv"]) == 0
     assert list(csv.DictReader(io.StringIO(capsys.readouterr().out))) == rows
+
+
+def test_solve_states_the_verifiers_claim_count(tmp_path, capsys):
+    # issue 37: solve said "10 of 10 checks", verify "13 claims"; one count, the verifier's
+    assert main(["solve", str(SPEC), "--out", str(tmp_path)]) == 0
+    stated = re.search(r"(\d+) claims hold, as `dpopt verify` counts them", capsys.readouterr().out).group(1)
+    assert main(["verify", str(tmp_path / "certificate.json")]) == 0
+    assert f"certificate holds: {stated} claims re-derived" in capsys.readouterr().out

@@ -3,7 +3,10 @@ utility, the checks (Markdown, or one HTML page with the same sections, by the r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dpopt.certificate.model import Certificate
+from dpopt.report.reading import claims_sentence
 from dpopt.report.render import html_page, markdown_page
 
 
@@ -58,16 +61,15 @@ def _text(line: str) -> str:
     return line.lstrip().removeprefix("- ")
 
 
-def selection_page(certificate: Certificate) -> tuple[str, str, list]:
+def selection_page(certificate: Certificate, verified: Sequence | None = None) -> tuple[str, str, list]:
     """The title, the summary and the ``(heading, blocks)`` sections of the report (read by
-    :func:`dpopt.report.render.markdown_page` and :func:`~dpopt.report.render.html_page`); the checks are those
-    ``dpopt verify`` re-derives, counted as it counts them."""
+    :func:`dpopt.report.render.markdown_page` and :func:`~dpopt.report.render.html_page`); the claims counted as
+    ``dpopt verify`` counts them when its checks ``verified`` are given
+    (:func:`dpopt.report.reading.claims_sentence`)."""
     g = certificate["guarantee"]
     delta = f", δ = {g['delta']:g}" if "delta" in g else ""
-    checks = certificate["checks"]
-    held = sum(c["passed"] for c in checks)
     summary = (f"**Guarantee:** {g['definition']} ε = {g['epsilon']:g}{delta} ({g['composition']}). "
-               f"**Protected:** {g['scope']['adjacency']}.")
+               f"**Protected:** {g['scope']['adjacency']}. {claims_sentence(verified)}.")
     sections = []
     for block in certificate["releases"]:
         heading = (f"{block['name']} ({block['kind']}): {block['guarantee']['definition']} "
@@ -76,18 +78,18 @@ def selection_page(certificate: Certificate) -> tuple[str, str, list]:
         lines = [f"sensitivity: {block['sensitivity']['how']}", *_LINES[block["kind"]](block)]
         sections.append((heading, [_text(line) for line in lines]))
     table = [["claim", "holds", "detail"]] + [[c["claim"], "yes" if c["passed"] else "NO", c["detail"]]
-                                            for c in checks]
-    sections.append(("Checks", [f"{held} of {len(checks)} recorded claims hold; `dpopt verify` re-derives each of them "
+                                            for c in certificate["checks"]]
+    sections.append(("Checks", [f"{claims_sentence(verified)}: each claim below, re-derived from the recorded spec, "
                                 "and the certificate's schema, spec hash and recorded numbers besides.", table,
                                 f"*Numerics:* {certificate['numerics']}."]))
     return f"dpopt report: {certificate['spec']['name']}", summary, sections
 
 
-def selection_markdown(certificate: Certificate) -> str:
-    """The report as Markdown."""
-    return markdown_page(*selection_page(certificate))
+def selection_markdown(certificate: Certificate, verified: Sequence | None = None) -> str:
+    """The report as Markdown (``verified``: the checks of ``dpopt verify``, for its claim count)."""
+    return markdown_page(*selection_page(certificate, verified))
 
 
-def selection_html(certificate: Certificate) -> str:
+def selection_html(certificate: Certificate, verified: Sequence | None = None) -> str:
     """The report as one self-contained HTML page (the sections of :func:`selection_page`, as the other reports)."""
-    return html_page(*selection_page(certificate))
+    return html_page(*selection_page(certificate, verified))
