@@ -47,6 +47,8 @@ KEY_NOTES = {
     "marginals.all_of_size": "every marginal table over this many attributes",
     "marginals.over": "the attributes all_of_size chooses from (default: every categorical attribute)",
     "matrix": "rows of a matrix over the cells of the histogram (row-major)",
+    "linear.labels": "a name for each row of the matrix (unique, non-blank), used in every output; default: a row "
+                     "of ones on consecutive levels is `attr=first..last`, another row `row i`",
     "value": "the published values t of C·φ(X) = t (optional: else taken from the data)",
     "kind": "which variant this mapping is",
     "reading": "the reading of Definition 13 (Cho & Awan) for a(t)",

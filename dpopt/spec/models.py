@@ -276,11 +276,34 @@ class MarginalsQuery(_Model):
 
 
 class LinearQuery(_Model):
+    """``matrix · histogram(attribute)``; ``labels`` names its rows (one each, unique, non-blank), else
+    :func:`dpopt.domain.queries.linear_row_labels` names them."""
+
     kind: Literal["linear"]
     attribute: str
     matrix: Matrix
+    labels: list[str] | None = None
 
     _rect = field_validator("matrix")(_rectangular)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: list[str] | None) -> list[str] | None:
+        if labels is None:
+            return None
+        blank = [i for i, label in enumerate(labels) if not label.strip()]
+        if blank:
+            raise ValueError(f"label {blank[0]} is blank: name every row of the matrix")
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ValueError(f"{repeated[0]!r} names more than one row: labels must be unique")
+        return labels
+
+    @model_validator(mode="after")
+    def _one_label_per_row(self) -> "LinearQuery":
+        if self.labels is not None and len(self.labels) != len(self.matrix):
+            raise ValueError(f"labels: {len(self.labels)} labels for {len(self.matrix)} matrix rows (one per row)")
+        return self
 
 
 class SumQuery(_Model):
