@@ -446,6 +446,9 @@ def _release(args: argparse.Namespace) -> int:
         raise SpecError("--error-draws", f"must be 0 or more (got {args.error_draws})")
     if spec.geography is not None:
         return _release_hierarchy(args, randomness)
+    if args.group_by and spec.output is not None:
+        raise UnsupportedSpecError("output", "a grouped release (--group-by) is written in full: output.decimals "
+                                             "applies to a single release (not yet to grouped ones)")
     if args.group_by and spec.postprocess is not None:
         raise SpecError("postprocess", "a grouped release (--group-by) is not post-processed: declare "
                                        "geography: {levels: [...]} for tables consistent across units")
@@ -479,6 +482,10 @@ def _release(args: argparse.Namespace) -> int:
         document["postprocess"] = document_block(post, sol.problem.labels)
         document["cells"] = release_cells(certificate["utility"]["per_cell"], sol.problem.labels, noisy,
                                           post.answers, "; ".join(post.method["steps"]))
+    if sol.spec.output is not None:  # the rounding the spec states, recorded in the certificate's output block
+        from dpopt.release.rounded import rounded_document
+
+        document = rounded_document(document, sol.spec.output.decimals)
     return _for_operator(args, operator_report(records, bounding), _emit_release(document, certificate, args))
 
 

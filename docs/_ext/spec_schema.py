@@ -66,6 +66,8 @@ KEY_NOTES = {
     "prior": "the prior histogram (kl, renyi) or the prior values (mallows)",
     "floor": "released counts are clipped at this floor (kl, renyi)",
     "order": "the order of the Rényi divergence or of the Mallows distance",
+    "Output.decimals": "round every published number to this many decimal places (post-processing, stated in the "
+                       "certificate's output block; margins and interval ends rounded outward)",
     "nonnegative": "publish non-negative counts",
     "integer": "publish whole numbers (controlled rounding)",
     "consistent": "tables agree with each other and with the invariants",

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from dpopt.certificate.second_route import is_not_available
-from dpopt.certificate.verify import STRUCTURAL_CLAIMS
+from dpopt.certificate.verify import STRUCTURAL_CLAIMS, output_claims
 
 _LONG_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d{7,}(?:[eE][+-]?\d+)?(?![\w.])")
 
@@ -202,9 +202,10 @@ def checks_sentence(d: dict) -> str:
 
 def claim_counts(d: dict) -> tuple[int, int]:
     """(claims `dpopt verify` re-derives, claims whose second route is not available), counted as verify counts
-    them: the recorded checks plus :data:`~dpopt.certificate.verify.STRUCTURAL_CLAIMS`."""
+    them: the recorded checks plus :data:`~dpopt.certificate.verify.STRUCTURAL_CLAIMS` (and ``output`` when a rounding
+    is stated: :func:`~dpopt.certificate.verify.output_claims`)."""
     unavailable = sum(1 for c in d["checks"] if is_not_available(c))
-    return len(d["checks"]) + len(STRUCTURAL_CLAIMS) - unavailable, unavailable
+    return len(d["checks"]) + len(STRUCTURAL_CLAIMS) + output_claims(d) - unavailable, unavailable
 
 
 def ball_fallback(d: dict) -> str:

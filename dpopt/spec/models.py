@@ -536,6 +536,15 @@ class Utility(_Model):
 
 
 # ------------------------------------------------------------------ post-processing
+class Output(_Model):
+    """How the published numbers are written: ``decimals`` N rounds every released value, standard error, margin
+    and interval end to N decimal places (post-processing: no privacy cost; margins and interval ends outward),
+    stated in the certificate's ``output`` block. Without it, every value is written in full (shortest
+    round-trip decimal)."""
+
+    decimals: Annotated[int, Field(ge=0, le=12)]
+
+
 class Postprocess(_Model):
     """What the published table must satisfy after the release (:mod:`dpopt.postprocess`).
 
@@ -606,6 +615,7 @@ class Spec(_Model):
     mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] = "auto"
     utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
     postprocess: Postprocess | None = None
+    output: Output | None = None
     geography: Geography | None = None
     sampler: Literal["exact", "floating_point"] | None = None
     """``exact`` (the default, also when absent, so that a spec without the key keeps its hash): families that
@@ -626,6 +636,12 @@ class Spec(_Model):
     def _semi_adjacency_needs_invariants(self) -> "Spec":
         if self.semi_adjacency is not None and not self.invariants:
             raise ValueError("semi_adjacency applies to specs with invariants only")
+        return self
+
+    @model_validator(mode="after")
+    def _output_is_for_single_releases(self) -> "Spec":
+        if self.output is not None and self.geography is not None:
+            raise ValueError("output: rounding applies to a single release (not yet to a geography hierarchy)")
         return self
 
     @property
