@@ -70,6 +70,7 @@ def _solve_plan(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import write_atomic
     from dpopt.plan import solve_plan
     from dpopt.plan.report import plan_markdown
+    from dpopt.report.reading import claims_sentence
     from dpopt.report.words import format_parameters
 
     with stdout_to_stderr():
@@ -91,7 +92,7 @@ def _solve_plan(args: argparse.Namespace) -> int:
                   f" -> {q['utility']['metric']} = {q['utility']['value']:.6g}")
         print(f"{sol.plan.name}: {len(sol.designs)} queries under {cert['guarantee']['definition']} "
               f"{sol.plan.privacy.parameters}; weighted total {cert['utility']['value']:.6g} "
-              f"(optimal/equal split = {a['ratio_optimal_to_equal']:.4f}); {len(cert['checks'])} plan checks passed"
+              f"(optimal/equal split = {a['ratio_optimal_to_equal']:.4f}); {claims_sentence(None)}"
               + _wrote([Path(args.out) / "certificate.json", Path(args.out) / "report.md"] if args.out else []))
     return 0
 
@@ -159,7 +160,7 @@ def _solve_hierarchy(args: argparse.Namespace) -> int:
     from dpopt.certificate.model import write_atomic
     from dpopt.release.hierarchy_design import solve_hierarchy
     from dpopt.report.hierarchy import hierarchy_markdown
-    from dpopt.report.reading import epsilon_line
+    from dpopt.report.reading import claims_sentence, epsilon_line
     from dpopt.report.words import format_parameters
 
     written = []
@@ -181,7 +182,7 @@ def _solve_hierarchy(args: argparse.Namespace) -> int:
         eps = epsilon_line(g["epsilon_at_delta"] or {})
         print(f"{sol.spec.name}: the whole release is {g['definition']} "
               f"{format_parameters({k: g[k] for k in sol.spec.privacy.parameters})}"
-              + (f"; {eps}" if eps else "") + f"; {len(cert['checks'])} composition check(s) hold" + _wrote(written))
+              + (f"; {eps}" if eps else "") + f"; {claims_sentence(None)}" + _wrote(written))
     return 0
 
 
@@ -446,6 +447,9 @@ def _release(args: argparse.Namespace) -> int:
         raise SpecError("--error-draws", f"must be 0 or more (got {args.error_draws})")
     if spec.geography is not None:
         return _release_hierarchy(args, randomness)
+    if args.group_by and spec.output is not None:
+        raise UnsupportedSpecError("output", "a grouped release (--group-by) is written in full: output.decimals "
+                                             "applies to a single release (not yet to grouped ones)")
     if args.group_by and spec.postprocess is not None:
         raise SpecError("postprocess", "a grouped release (--group-by) is not post-processed: declare "
                                        "geography: {levels: [...]} for tables consistent across units")
@@ -479,6 +483,10 @@ def _release(args: argparse.Namespace) -> int:
         document["postprocess"] = document_block(post, sol.problem.labels)
         document["cells"] = release_cells(certificate["utility"]["per_cell"], sol.problem.labels, noisy,
                                           post.answers, "; ".join(post.method["steps"]))
+    if sol.spec.output is not None:  # the rounding the spec states, recorded in the certificate's output block
+        from dpopt.release.rounded import rounded_document
+
+        document = rounded_document(document, sol.spec.output.decimals)
     return _for_operator(args, operator_report(records, bounding), _emit_release(document, certificate, args))
 
 
@@ -486,10 +494,9 @@ def _release_selection(args: argparse.Namespace, randomness) -> int:
     """A spec with ``releases``: bounded, selected and released part by part (:mod:`dpopt.selection.release`)."""
     from dpopt.selection import release_selection
 
-    if (args.group_by or args.groups or args.scheduler or args.engine != "duckdb" or args.format != "json"
-            or args.ledger):
+    if args.group_by or args.groups or args.scheduler or args.engine != "duckdb" or args.ledger:
         raise SpecError("releases", "a spec with releases groups by its own keys: drop --group-by, --groups, --engine, "
-                                    "--scheduler, --format csv and --ledger")
+                                    "--scheduler and --ledger")
     with stdout_to_stderr(), _progress("dpopt release: bounding, selecting keys and releasing"):
         certificate, document, operator = release_selection(args.spec, args.data, randomness)
     return _for_operator(args, operator, _emit_release(document, certificate, args))
@@ -601,9 +608,9 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_unverified(cert) -> None:
+def _refuse_unverified(cert) -> tuple:
     """A composite certificate is reported only when it verifies: its recorded checks and blocks are what the
-    report prints.
+    report prints; returns the verifier's checks (the report states their count).
 
     Raises
     ------
@@ -613,10 +620,12 @@ def _refuse_unverified(cert) -> None:
     from dpopt.errors import CertificateError
 
     with stdout_to_stderr(), _progress("dpopt report: verifying the certificate"):
-        failed = [c.claim for c in _verify_result(cert).failed]
+        checks = _verify_result(cert).checks
+    failed = [c.claim for c in checks if not c.passed]
     if failed:
         raise CertificateError(f"the certificate does not verify ({', '.join(failed[:4])}"
                                f"{', …' if len(failed) > 4 else ''}): run dpopt verify")
+    return tuple(checks)
 
 
 def _is_selection_document(document) -> bool:
@@ -652,12 +661,12 @@ def _report_composed(args: argparse.Namespace, document) -> int:
     plan = is_plan_document(document) or is_plan_certificate(document)
     if is_plan_certificate(document) or is_hierarchy_certificate(document):
         cert = Certificate.from_dict(document, source=str(args.source))
-        _refuse_unverified(cert)
     else:
         with stdout_to_stderr(), _progress("dpopt report: designing"):
             cert = solve_plan(args.source).certificate if plan else solve_hierarchy(args.source).certificate()
+    verified = _refuse_unverified(cert)  # the report states the verifier's claim count
     render = (plan_html if html else plan_markdown) if plan else (hierarchy_html if html else hierarchy_markdown)
-    text = render(cert) + "\n"
+    text = render(cert, verified) + "\n"
     if args.out:
         write_atomic(args.out, text)
         print(f"wrote {args.out}")

@@ -267,3 +267,8 @@ def test_report_refuses_a_composite_certificate_that_does_not_verify(kinds, kind
     assert "does not verify (" in err and "recorded:epsilon = 0.0001" in err and err.count("\n") == 1
     path.write_text(json.dumps(kinds[kind]))
     assert main(["report", str(path)]) == 0
+    # one count of claims everywhere, the verifier's (issue 37): the report states the number verify prints
+    stated = re.findall(r"(\d+) claims hold, as `dpopt verify` counts them", capsys.readouterr().out)
+    assert main(["verify", str(path)]) == 0
+    derived = re.search(r"certificate holds: (\d+) claims re-derived", capsys.readouterr().out).group(1)
+    assert stated and set(stated) == {derived}

@@ -49,6 +49,20 @@ def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
     return block
 
 
+ROUNDING = ("post-processing of the released values (no privacy cost): each value and standard error rounded half to "
+            "even to {n} decimal places, each margin of error and upper interval end rounded up and each lower "
+            "interval end rounded down (the stated coverage kept)")
+"""The method of the ``output`` block (:func:`output_block`), ``{n}`` the decimals."""
+
+
+def output_block(spec: Spec) -> dict | None:
+    """The certificate's ``output`` block: the rounding of the published numbers the spec asks for
+    (``output: {decimals: N}``), or None without one (no block: every value is written in full)."""
+    if spec.output is None:
+        return None
+    return {"decimals": spec.output.decimals, "method": ROUNDING.format(n=spec.output.decimals)}
+
+
 def certify(
     problem: Problem,
     mechanism: Mechanism,
@@ -92,4 +106,6 @@ def certify(
         "checks": [c.to_dict() for c in checks],
         "whole_release": None,
     }
+    if spec.output is not None:
+        data["output"] = output_block(spec)
     return Certificate(data)

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpopt.certificate.build import guarantee_block
+from dpopt.certificate.build import guarantee_block, output_block
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.composition import composition_checks, groups_record_check, joint_block
 from dpopt.certificate.hierarchy_budget import verify_hierarchy
@@ -38,6 +38,13 @@ _HOSTILE = (DpoptError, ArithmeticError, ValueError, TypeError, KeyError, Attrib
 STRUCTURAL_CLAIMS = ("schema", "spec_sha256", "guarantee", "sensitivity", "mechanism.parameters", "mechanism.privacy",
                      "mechanism.title", "utility", "utility.per_cell", "candidates.chosen")
 """The claims :func:`verify` re-derives besides the certificate's recorded checks."""
+
+
+def output_claims(data: dict) -> int:
+    """1 when :func:`verify` re-derives the ``output`` claim (the certificate or its spec states a rounding), else 0:
+    a claim besides :data:`STRUCTURAL_CLAIMS`."""
+    spec = data.get("spec")
+    return int("output" in data or isinstance(spec, dict) and spec.get("output") is not None)
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,11 @@ def _verify(certificate: Certificate | dict | str | Path) -> Verification:
         Check("guarantee", "the guarantee and its scope equal the spec's target and adjacency",
               data["guarantee"] == guarantee_block(spec, space), f"{spec.privacy.definition} {spec.privacy.parameters}")
     )
+    if output_claims(data):
+        recorded = output_block(spec)
+        checks.append(Check("output", "the rounding of the published numbers is the spec's (output.decimals), stated "
+                            "as post-processing", data.get("output") == recorded,
+                            f"{spec.output.decimals} decimals" if spec.output is not None else "the spec states none"))
     checks.append(
         Check("sensitivity", "re-derived from the spec (structural closed forms)",
               data["sensitivity"] == space.summary(),

@@ -67,11 +67,11 @@ def cells_block(rows: list[dict], per_cell: dict, post_method: str | None = None
     return block
 
 
-def cells_csv(rows: list[dict], keys: Sequence[str] = ()) -> str:
-    """The rows as CSV text: the columns ``keys`` (e.g. ``column``, ``group``) first, then :data:`COLUMNS`;
+def cells_csv(rows: list[dict], keys: Sequence[str] = (), columns: Sequence[str] = COLUMNS) -> str:
+    """The rows as CSV text: the columns ``keys`` (e.g. ``column``, ``group``) first, then ``columns``;
     a missing number is an empty field."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=[*keys, *COLUMNS], lineterminator="\n", restval="")
+    writer = csv.DictWriter(out, fieldnames=[*keys, *columns], lineterminator="\n", restval="")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
@@ -85,6 +85,7 @@ def release_cells(per_cell: dict, labels: Sequence[str], values, postprocessed=N
 
 
 def document_csv(document: dict) -> str:
-    """The per-cell table of a release document as CSV (:func:`cells_csv`, with the block's key columns)."""
+    """The per-cell table of a release document as CSV (:func:`cells_csv`, with the block's key columns and
+    columns)."""
     block = document["cells"]
-    return cells_csv(block["rows"], block.get("keys", ()))
+    return cells_csv(block["rows"], block.get("keys", ()), block.get("columns", COLUMNS))

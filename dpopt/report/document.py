@@ -37,6 +37,9 @@ from dpopt.report import plots
 from dpopt.report.words import DEFINITIONS
 from dpopt.solve import Solution
 
+AUDIT_NOT_RUN = "empirical audit: not run ("
+"""How the note of an audit that could not run begins (its reason follows, then ``)``); the audit section states it."""
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -103,6 +106,20 @@ def build_report(
         return _build_report(certificate, audit_draws, utility_families, utility_scales, progress, solution)
 
 
+def _tradeoff_words(scope: str, mechanism: bool, target: bool) -> tuple[str, str]:
+    """Title and caption of the trade-off figure, naming only the curves it draws (the mechanism's, the target's or
+    both)."""
+    test = f"Type-II against type-I error of the best test telling apart two {scope}"
+    bound = ("a certified lower bound (from the pessimistic privacy-loss distribution of the second route)")
+    if mechanism and target:
+        return ("Trade-off curve: mechanism against target",
+                f"{test}. The mechanism meets an f-DP target when its curve lies on or above the target's; the "
+                f"mechanism's curve is {bound}.")
+    if mechanism:
+        return "Trade-off curve of the mechanism", f"{test}: the mechanism's curve, {bound}."
+    return "Trade-off curve of the target", f"{test}: the target's curve only (Caveats say why)."
+
+
 def _build_report(certificate: Certificate, audit_draws: int | None, utility_families: str,
                   utility_scales: tuple[float, ...], progress: Callable[[str], None] | None,
                   solution: Solution | None) -> Report:
@@ -138,13 +155,10 @@ def _build_report(certificate: Certificate, audit_draws: int | None, utility_fam
     if target is None:
         notes.append("trade-off of the target: a probabilistic-DP target is not a trade-off guarantee")
     scope = "Semi-DP neighbours (D_t, A_a)" if "semi_dp" in data["guarantee"]["scope"] else "neighbouring datasets"
-    figures.append(Figure(
-        "tradeoff", "Trade-off curve: mechanism against target",
-        f"Type-II against type-I error of the best test telling apart two {scope}. The mechanism meets an f-DP "
-        "target when its curve lies on or above the target's; the mechanism's curve is a certified lower bound "
-        "(from the pessimistic privacy-loss distribution of the second route).",
-        plots.tradeoff_png(alpha, target, curve, f"{family}: {DEFINITIONS[data['guarantee']['definition']]}"),
-    ))
+    if curve is not None or target is not None:  # titled and captioned for the curves drawn, and no other
+        figures.append(Figure("tradeoff", *_tradeoff_words(scope, curve is not None, target is not None),
+                              plots.tradeoff_png(alpha, target, curve,
+                                                 f"{family}: {DEFINITIONS[data['guarantee']['definition']]}")))
 
     stage("noise against its law")
     try:
@@ -202,5 +216,5 @@ def _build_report(certificate: Certificate, audit_draws: int | None, utility_fam
         try:
             result = audit_mechanism(mechanism, space, spec.privacy, draws=audit_draws, answer=audit_answer(spec))
         except (DpoptError, ValueError) as exc:
-            notes.append(f"empirical audit: not run ({exc})")
+            notes.append(f"{AUDIT_NOT_RUN}{exc})")
     return Report(certificate, tuple(figures), result, tuple(notes))

@@ -276,11 +276,34 @@ class MarginalsQuery(_Model):
 
 
 class LinearQuery(_Model):
+    """``matrix · histogram(attribute)``; ``labels`` names its rows (one each, unique, non-blank), else
+    :func:`dpopt.domain.queries.linear_row_labels` names them."""
+
     kind: Literal["linear"]
     attribute: str
     matrix: Matrix
+    labels: list[str] | None = None
 
     _rect = field_validator("matrix")(_rectangular)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: list[str] | None) -> list[str] | None:
+        if labels is None:
+            return None
+        blank = [i for i, label in enumerate(labels) if not label.strip()]
+        if blank:
+            raise ValueError(f"label {blank[0]} is blank: name every row of the matrix")
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ValueError(f"{repeated[0]!r} names more than one row: labels must be unique")
+        return labels
+
+    @model_validator(mode="after")
+    def _one_label_per_row(self) -> "LinearQuery":
+        if self.labels is not None and len(self.labels) != len(self.matrix):
+            raise ValueError(f"labels: {len(self.labels)} labels for {len(self.matrix)} matrix rows (one per row)")
+        return self
 
 
 class SumQuery(_Model):
@@ -550,6 +573,15 @@ class Utility(_Model):
 
 
 # ------------------------------------------------------------------ post-processing
+class Output(_Model):
+    """How the published numbers are written: ``decimals`` N rounds every released value, standard error, margin
+    and interval end to N decimal places (post-processing: no privacy cost; margins and interval ends outward),
+    stated in the certificate's ``output`` block. Without it, every value is written in full (shortest
+    round-trip decimal)."""
+
+    decimals: Annotated[int, Field(ge=0, le=12)]
+
+
 class Postprocess(_Model):
     """What the published table must satisfy after the release (:mod:`dpopt.postprocess`).
 
@@ -653,6 +685,7 @@ class Spec(_Model):
     mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] = "auto"
     utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
     postprocess: Postprocess | None = None
+    output: Output | None = None
     geography: Geography | None = None
     sampler: Literal["exact", "floating_point"] | None = None
     """``exact`` (the default, also when absent, so that a spec without the key keeps its hash): families that
@@ -695,6 +728,12 @@ class Spec(_Model):
                 raise ValueError(f"utility.tables[{i}]: {table.attributes} is not a table of the query "
                                  f"(its tables: {', '.join(' × '.join(g) for g in groups[:8])}"
                                  f"{' …' if len(groups) > 8 else ''})")
+        return self
+
+    @model_validator(mode="after")
+    def _output_is_for_single_releases(self) -> "Spec":
+        if self.output is not None and self.geography is not None:
+            raise ValueError("output: rounding applies to a single release (not yet to a geography hierarchy)")
         return self
 
     @property
