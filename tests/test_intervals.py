@@ -24,6 +24,7 @@ from dpopt.certificate.intervals import cell_intervals, column_names
 from dpopt.cli import main
 from dpopt.postprocess import marginals
 from dpopt.release import sources
+from dpopt.release.coverage import hierarchy_coverage, table_coverage
 
 EXAMPLE = "specs/sparse_histogram_intervals_zcdp.yaml"
 EXAMPLE_TRUTH = np.array([0, 0, 30, 0, 0, 0, 30, 0, 0, 0, 0, 1] + [0] * 8, float)  # the table: 30, 30, 1
@@ -139,7 +140,7 @@ def check_coverage(result, level: float = 0.95, per_cell: bool = False) -> None:
                                                 pytest.param(60, True, marks=pytest.mark.slow)])
 def test_coverage_of_a_table_with_an_exact_total(example, releases, per_cell):
     # the example: 20 cells, total exact, nonnegative + integer + consistent post-processing
-    result = dpopt.table_coverage(example, EXAMPLE_TRUTH, releases, np.random.default_rng(37 + releases))
+    result = table_coverage(example, EXAMPLE_TRUTH, releases, np.random.default_rng(37 + releases))
     check_coverage(result, per_cell=per_cell)
 
 
@@ -153,7 +154,7 @@ def test_coverage_of_a_single_sparse_table(releases, per_cell):
             "postprocess": {"nonnegative": True, "integer": True, "consistent": True}}
     truth = np.zeros(24)
     truth[[0, 5, 17]] = [12, 1, 3]
-    result = dpopt.table_coverage(dpopt.solve(spec), truth, releases, np.random.default_rng(7 + releases))
+    result = table_coverage(dpopt.solve(spec), truth, releases, np.random.default_rng(7 + releases))
     check_coverage(result, per_cell=per_cell)
 
 
@@ -182,7 +183,7 @@ def test_coverage_of_consistent_marginals_in_marginal_space(tmp_path, monkeypatc
             "postprocess": {"nonnegative": True, "integer": True, "consistent": True}}
     truth = marginal_truth(tmp_path, spec, 40, 3)  # skewed: most cells 0
     assert np.mean(truth == 0) > 0.3
-    result = dpopt.table_coverage(dpopt.solve(spec), truth, releases, np.random.default_rng(releases))
+    result = table_coverage(dpopt.solve(spec), truth, releases, np.random.default_rng(releases))
     check_coverage(result, per_cell=per_cell)
 
 
@@ -204,7 +205,7 @@ def hierarchy():
                                                 pytest.param(60, True, marks=pytest.mark.slow)])
 def test_coverage_at_every_level_of_a_hierarchy(hierarchy, releases, per_cell):
     design, truth, parents = hierarchy
-    results = dpopt.hierarchy_coverage(design, truth, parents, releases, np.random.default_rng(releases))
+    results = hierarchy_coverage(design, truth, parents, releases, np.random.default_rng(releases))
     assert [r.name for r in results] == ["nation", "state", "county"]
     for result in results:
         check_coverage(result, per_cell=per_cell)

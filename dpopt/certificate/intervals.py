@@ -45,6 +45,7 @@ References
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -53,13 +54,14 @@ from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
 from dpopt.mechanisms import Mechanism
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.problem import Problem
-from dpopt.spec.models import Intervals, Spec
+from dpopt.spec.models import Intervals as IntervalOption
+from dpopt.spec.models import Spec
 
 BUDGET = ("none: intervals are post-processing of the released noisy values and of public facts (the spec's "
           "query and level), so they spend no privacy budget")
 """What the certificate says intervals cost."""
 
-DEFAULT = Intervals()
+DEFAULT = IntervalOption()
 
 
 def column_names(level: float) -> tuple[str, str]:
@@ -201,4 +203,58 @@ def cell_intervals(values, block: dict) -> tuple[np.ndarray, np.ndarray]:
     return low, high
 
 
-__all__ = ["BUDGET", "answer_range", "cell_intervals", "certified_per_cell", "column_names", "interval_block", "with_intervals"]
+@dataclass(frozen=True)
+class Intervals:
+    """Intervals for the true values behind one release (:func:`intervals`).
+
+    Attributes
+    ----------
+    labels : tuple of str
+    values : numpy.ndarray
+        The released noise-stage values the intervals are centred on.
+    low, high : numpy.ndarray
+        The interval ends (NaN for a cell the design does not release).
+    level : float
+    simultaneous : bool
+        Family-wise over the released cells (Bonferroni) rather than per cell.
+    method : str
+        As the certificate states it (``utility.per_cell.intervals.method``).
+    """
+
+    labels: tuple
+    values: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    level: float
+    simultaneous: bool
+    method: str = field(repr=False)
+
+
+def intervals(solution, released) -> Intervals:
+    """The interval for the true value of every cell of a release of ``solution``.
+
+    Parameters
+    ----------
+    solution : Solution
+        ``dpopt.solve(spec)``.
+    released : array (d,) or (groups, d)
+        ``solution.mechanism.release(...)`` (the noise-stage values, before any post-processing).
+
+    Examples
+    --------
+    >>> import numpy as np, dpopt
+    >>> sol = dpopt.solve("specs/sparse_histogram_intervals_zcdp.yaml")
+    >>> truth = np.array([0, 0, 30, 0, 0, 0, 30] + [0] * 4 + [1] + [0] * 8, float)
+    >>> ci = dpopt.intervals(sol, sol.mechanism.release(truth, np.random.default_rng(1)))
+    >>> bool(np.all(ci.low >= 0)), ci.level
+    (True, 0.95)
+    """
+    block = solution.certificate["utility"]["per_cell"]["intervals"]
+    values = np.asarray(released, dtype=float)
+    low, high = cell_intervals(values, block)
+    return Intervals(tuple(solution.problem.labels), values, low, high, block["level"], block["simultaneous"],
+                     block["method"])
+
+
+__all__ = ["BUDGET", "Intervals", "answer_range", "cell_intervals", "certified_per_cell", "column_names", "interval_block",
+           "intervals", "with_intervals"]

@@ -1,7 +1,8 @@
 r"""Intervals on a release in Python, and their coverage of the truth measured by simulation.
 
-* :func:`intervals` — the interval beside every released value of a solved spec (the ``ci_95_low``,
-  ``ci_95_high`` columns of ``release.csv``; :mod:`dpopt.certificate.intervals`);
+The interval beside every released value of a solved spec (the ``ci_95_low``, ``ci_95_high`` columns of
+``release.csv``) is :func:`dpopt.intervals` (:mod:`dpopt.certificate.intervals`); here its coverage:
+
 * :func:`table_coverage` — R independent releases of one true table (post-processed as the spec says: a
   table with invariants, or marginals in marginal space); for each cell-release, whether the interval holds
   the true value, and the same for the **naive** interval (published value ± the noise-stage margin of error);
@@ -27,59 +28,6 @@ from dpopt.postprocess.table import mechanism_covariance
 from dpopt.release.hierarchy_design import HierarchySolution
 from dpopt.solve import Solution
 from dpopt.spec.models import Postprocess
-
-
-@dataclass(frozen=True)
-class Intervals:
-    """Intervals for the true values behind one release (:func:`intervals`).
-
-    Attributes
-    ----------
-    labels : tuple of str
-    values : numpy.ndarray
-        The released noise-stage values the intervals are centred on.
-    low, high : numpy.ndarray
-        The interval ends (NaN for a cell the design does not release).
-    level : float
-    simultaneous : bool
-        Family-wise over the released cells (Bonferroni) rather than per cell.
-    method : str
-        As the certificate states it (``utility.per_cell.intervals.method``).
-    """
-
-    labels: tuple
-    values: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    level: float
-    simultaneous: bool
-    method: str = field(repr=False)
-
-
-def intervals(solution: Solution, released) -> Intervals:
-    """The interval for the true value of every cell of a release of ``solution``.
-
-    Parameters
-    ----------
-    solution : Solution
-        ``dpopt.solve(spec)``.
-    released : array (d,) or (groups, d)
-        ``solution.mechanism.release(...)`` (the noise-stage values, before any post-processing).
-
-    Examples
-    --------
-    >>> import numpy as np, dpopt
-    >>> sol = dpopt.solve("specs/sparse_histogram_intervals_zcdp.yaml")
-    >>> truth = np.array([0, 0, 30, 0, 0, 0, 30] + [0] * 4 + [1] + [0] * 8, float)
-    >>> ci = dpopt.intervals(sol, sol.mechanism.release(truth, np.random.default_rng(1)))
-    >>> bool(np.all(ci.low >= 0)), ci.level
-    (True, 0.95)
-    """
-    block = solution.certificate["utility"]["per_cell"]["intervals"]
-    values = np.asarray(released, dtype=float)
-    low, high = cell_intervals(values, block)
-    return Intervals(tuple(solution.problem.labels), values, low, high, block["level"], block["simultaneous"],
-                     block["method"])
 
 
 @dataclass(frozen=True)
@@ -196,4 +144,4 @@ def hierarchy_coverage(design: HierarchySolution, truth: list[np.ndarray], paren
             for name, t, n, p, s in zip(design.names, truth, noisy, published, design.solutions)]
 
 
-__all__ = ["Coverage", "Intervals", "hierarchy_coverage", "intervals", "table_coverage"]
+__all__ = ["Coverage", "hierarchy_coverage", "table_coverage"]
