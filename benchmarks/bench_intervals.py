@@ -34,7 +34,7 @@ import yaml
 
 import dpopt
 from dpopt.release import solve_hierarchy, sources
-from dpopt.release.coverage import hierarchy_coverage, table_coverage
+from dpopt.report.coverage import hierarchy_coverage, table_coverage
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Intervals for the true value beside every published value (dpopt.certificate.intervals, dpopt.release.coverage).
+"""Intervals for the true value beside every published value (dpopt.certificate.intervals, dpopt.report.coverage).
 
 References, each independent of the code under test:
 * normal quantiles from scipy.stats.norm (another library), e.g. Φ⁻¹(0.95) = 1.6448536 (every z table);
@@ -24,7 +24,7 @@ from dpopt.certificate.intervals import cell_intervals, column_names
 from dpopt.cli import main
 from dpopt.postprocess import marginals
 from dpopt.release import sources
-from dpopt.release.coverage import hierarchy_coverage, table_coverage
+from dpopt.report.coverage import hierarchy_coverage, table_coverage
 
 EXAMPLE = "specs/sparse_histogram_intervals_zcdp.yaml"
 EXAMPLE_TRUTH = np.array([0, 0, 30, 0, 0, 0, 30, 0, 0, 0, 0, 1] + [0] * 8, float)  # the issue's table: 30, 30, 1
@@ -209,3 +209,18 @@ def test_coverage_at_every_level_of_a_hierarchy(hierarchy, releases, per_cell):
     assert [r.name for r in results] == ["nation", "state", "county"]
     for result in results:
         check_coverage(result, per_cell=per_cell)
+
+
+def test_report_shows_published_values_intervals_and_coverage(example):
+    from dpopt.report.document import build_report
+    from dpopt.report.render import render_markdown
+
+    report = build_report(example.certificate, audit_draws=None, utility_families="selected", utility_scales=(1.0,),
+                          solution=example)
+    text = render_markdown(report)
+    section = text.split("## Intervals for the true values")[1].split("\n## ")[0]
+    assert "noise_stage_interval" in section and "Coverage measured in simulation" in section
+    assert "| cell | true value (synthetic) | published (release 1) | interval (release 1)" in section
+    assert "intervals" in {f.name for f in report.figures}
+    # the simulated coverage the section prints: 200 releases of 20 cells (module docstring's binomial bound)
+    assert report.intervals["result"].coverage >= 0.95 - three_sd(0.95, 4000)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,17 +26,20 @@ from dpopt.certificate.intervals import cell_intervals
 from dpopt.postprocess import Structure, postprocess_release, spec_structure, topdown
 from dpopt.postprocess.marginals import noise_free_sets, postprocess_marginals, uses_marginal_space
 from dpopt.postprocess.table import mechanism_covariance
-from dpopt.release.hierarchy_design import HierarchySolution
 from dpopt.solve import Solution
 from dpopt.spec.models import Postprocess
+
+if TYPE_CHECKING:  # the release package loads DuckDB; a hierarchy's design is only read here
+    from dpopt.release.hierarchy_design import HierarchySolution
 
 
 @dataclass(frozen=True)
 class Coverage:
     """Coverage of the truth over R simulated releases of one table (one level of a hierarchy).
 
-    ``covered``, ``width``, ``naive_covered``, ``naive_width``: (R, units, d) arrays over releases, units and
-    cells; ``stage_width``: (d,) the noise-stage interval's width 2·m_i (the margin of error at 95%).
+    ``covered``, ``width``, ``naive_covered``, ``naive_width``, ``low``, ``high``, ``published``: (R, units, d)
+    arrays over releases, units and cells; ``stage_width``: (d,) the noise-stage interval's width 2·m_i (the
+    margin of error at 95%).
     """
 
     name: str
@@ -45,6 +49,9 @@ class Coverage:
     naive_covered: np.ndarray = field(repr=False)
     naive_width: np.ndarray = field(repr=False)
     stage_width: np.ndarray = field(repr=False)
+    low: np.ndarray = field(repr=False)
+    high: np.ndarray = field(repr=False)
+    published: np.ndarray = field(repr=False)
 
     @property
     def coverage(self) -> float:
@@ -80,7 +87,8 @@ def _measure(name, truth, noisy, published, per_cell) -> Coverage:
     low, high = cell_intervals(y, per_cell["intervals"])
     moe = np.array([np.nan if c["margin_of_error"] is None else c["margin_of_error"] for c in per_cell["cells"]])
     return Coverage(name, truth, (low <= truth) & (truth <= high), high - low,
-                    (pub - moe <= truth) & (truth <= pub + moe), np.broadcast_to(2 * moe, pub.shape), 2 * moe)
+                    (pub - moe <= truth) & (truth <= pub + moe), np.broadcast_to(2 * moe, pub.shape), 2 * moe,
+                    low, high, pub)
 
 
 def table_coverage(solution: Solution, table, releases: int, rng: np.random.Generator, values=None) -> Coverage:
