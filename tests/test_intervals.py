@@ -222,5 +222,5 @@ def test_report_shows_published_values_intervals_and_coverage(example):
     assert "noise_stage_interval" in section and "Coverage measured in simulation" in section
     assert "| cell | true value (synthetic) | published (release 1) | interval (release 1)" in section
     assert "intervals" in {f.name for f in report.figures}
-    # the simulated coverage the section prints: 200 releases of 20 cells (module docstring's binomial bound)
-    assert report.intervals["result"].coverage >= 0.95 - three_sd(0.95, 4000)
+    # the simulated coverage the section prints: 100 releases of 20 cells (module docstring's binomial bound)
+    assert report.intervals["result"].coverage >= 0.95 - three_sd(0.95, 2000)
