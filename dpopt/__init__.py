@@ -39,6 +39,7 @@ __all__ = ["__version__", *lazy_exports(__name__, {
     "compile": "dpopt.problem",
     "consistent_table": "dpopt.postprocess.table",
     "derive": "dpopt.sensitivity.derive",
+    "intervals": "dpopt.certificate.intervals",
     "load_spec": "dpopt.spec.load",
     "postprocess_release": "dpopt.postprocess.table",
     "registry": "dpopt.mechanisms.base",

@@ -134,7 +134,8 @@ def test_an_audit_that_could_not_run_states_its_reason():
 def test_write_report_markdown_puts_pngs_next_to_it(tmp_path, reports):
     written = write_report(reports["table_3x3_margins_gdp"], tmp_path / "semi.md")
     assert written[0] == tmp_path / "semi.md"
-    assert {p.name for p in written[1:]} == {f"semi_{n}.png" for n in ("tradeoff", "noise", "sensitivity", "utility")}
+    assert {p.name for p in written[1:]} == {f"semi_{n}.png" for n in ("tradeoff", "noise", "sensitivity", "utility",
+                                                                             "intervals")}
     assert "](semi_tradeoff.png)" in (tmp_path / "semi.md").read_text()
     assert all(p.read_bytes().startswith(PNG) for p in written[1:])
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from dpopt._version import __version__
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
+from dpopt.certificate.intervals import certified_per_cell
 from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import Mechanism, UtilityValue
@@ -101,7 +101,7 @@ def certify(
             "privacy": mechanism.privacy_summary(space),
             "notes": mechanism.notes(),
         },
-        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels, symmetric_differences(problem))},
+        "utility": {**utility.to_dict(), "per_cell": certified_per_cell(mechanism, problem)},
         "candidates": [c.to_dict() for c in candidates],
         "checks": [c.to_dict() for c in checks],
         "whole_release": None,

@@ -21,7 +21,7 @@ from dpopt.certificate.claims import all_claims
 from dpopt.certificate.composition import composition_checks, groups_record_check, joint_block
 from dpopt.certificate.hierarchy_budget import verify_hierarchy
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
+from dpopt.certificate.intervals import certified_per_cell
 from dpopt.certificate.recorded import certificate_schema, compare, difference, recorded_check_claims, same_text
 from dpopt.core.blas import one_blas_thread
 from dpopt.core.checks import Check
@@ -185,8 +185,8 @@ def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Ch
               "equal" if not missing else f"caveat missing: {missing[0][:80]}"),
         compare("utility", f"predicted utility E[{predicted.metric}] ({predicted.method})", utility,
                 _json(predicted.to_dict())),
-        compare("utility.per_cell", "per-cell standard errors and margins", data["utility"].get("per_cell"),
-                _json(per_cell_errors(mechanism, problem.labels, symmetric_differences(problem)))),
+        compare("utility.per_cell", "per-cell standard errors, margins and interval half-widths (method, level)",
+                data["utility"].get("per_cell"), _json(certified_per_cell(mechanism, problem))),
         Check("candidates.chosen", "the comparison's row of the chosen family is the certified mechanism",
               off is None, off or f"the row of {mechanism.family} equals the mechanism and its utility"),
     ]

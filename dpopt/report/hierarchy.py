@@ -52,6 +52,28 @@ def _cell_rows(cert: Certificate) -> list:
     return rows
 
 
+def _interval_blocks(cert: Certificate) -> list:
+    """Each level's interval for the true values (``utility.per_cell.intervals`` of its certificate)."""
+    rows = [["level", "columns", "level of confidence", "half-width per cell", "method"]]
+    for name, sub in cert["levels"].items():
+        block = sub["utility"]["per_cell"].get("intervals")
+        if not block:
+            continue
+        widths = {f"± {h:.4g}" for h in block["half_widths"] or [] if h is not None}
+        rows.append([name, ", ".join(f"`{c}`" for c in block["columns"]),
+                     f"{block['level']:g}" + (" (simultaneous)" if block["simultaneous"] else " (per cell)"),
+                     next(iter(widths)) if len(widths) == 1 else "by cell (the level's certificate)",
+                     block["method"].split(":", 1)[0]])
+    if len(rows) == 1:
+        return []
+    first = next(iter(cert["levels"].values()))["utility"]["per_cell"]["intervals"]
+    return [f"Beside every published value of every level, `release.csv` gives an interval for the true value: "
+            f"{first['method']}. Each level's noise-stage value is released and unbiased, so its interval covers the "
+            "truth whatever TopDown publishes (the published value may lie outside it). Budget: "
+            f"{first['budget']}. Coverage by simulation on sparse hierarchies: `benchmarks/bench_intervals.py`.",
+            rows]
+
+
 def _postprocess_blocks(block: dict) -> list:
     post = block.get("postprocess")
     if not post:
@@ -96,6 +118,9 @@ def hierarchy_sections(cert: Certificate, verified: Sequence | None = None) -> t
         + ([shown] if len(cells) > 1 else [])
         + ([f"The other {len(cells) - len(shown)} cells: `utility.per_cell` of each level's certificate."]
            if len(cells) > len(shown) else [])))
+    intervals = _interval_blocks(cert)
+    if intervals:
+        sections.append(("Intervals for the true values", intervals))
     post = _postprocess_blocks(block)
     if post:
         sections.append(("Post-processing", post))

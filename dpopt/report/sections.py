@@ -10,6 +10,7 @@ from dpopt.certificate.second_route import is_not_available
 from dpopt.mechanisms.base import better
 from dpopt.postprocess.evaluation import report_blocks
 from dpopt.report.document import AUDIT_NOT_RUN, Figure, Report
+from dpopt.report.intervals import interval_blocks
 from dpopt.report.marginal_table import marginal_error_block, table_goal_block
 from dpopt.report.reading import (
     ball_fallback,
@@ -200,6 +201,11 @@ def report_sections(source: Report | Certificate) -> list[tuple[str, list]]:
         ]),
         ("Error of each cell", per_cell_block(d)),
     ]
+    per_cell = d["utility"].get("per_cell") or {}
+    if per_cell.get("intervals"):
+        sections.append(("Intervals for the true values", interval_blocks(
+            per_cell, report.intervals if report else None,
+            Image(figures["intervals"]) if "intervals" in figures else None)))
     by_table = marginal_error_block(d)
     if by_table:
         sections.append(("Error of each marginal table", by_table))

@@ -595,6 +595,18 @@ class Postprocess(_Model):
     consistent: StrictBool = True
 
 
+class Intervals(_Model):
+    """The interval published beside every released value (:mod:`dpopt.certificate.intervals`).
+
+    ``level``: the probability that a cell's interval covers the cell's true value (default 0.95; the
+    columns are named from it, ``ci_95_low``/``ci_95_high`` at 0.95); ``simultaneous``: a family-wise
+    level instead, every released cell of the table covered at once with that probability (Bonferroni).
+    """
+
+    level: Probability = 0.95
+    simultaneous: StrictBool = False
+
+
 class Geography(_Model):
     """A geographic hierarchy: the nation (implicit), then one data column per level.
 
@@ -686,6 +698,7 @@ class Spec(_Model):
     utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
     postprocess: Postprocess | None = None
     output: Output | None = None
+    intervals: Intervals | None = None
     geography: Geography | None = None
     sampler: Literal["exact", "floating_point"] | None = None
     """``exact`` (the default, also when absent, so that a spec without the key keeps its hash): families that
@@ -790,6 +803,8 @@ class Plan(_Model):
     utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
     sampler: Literal["exact", "floating_point"] | None = None
     """As :attr:`Spec.sampler`, for every query of the plan."""
+    intervals: Intervals | None = None
+    """As :attr:`Spec.intervals`, for every query of the plan."""
 
     _adjacency = field_validator("adjacency", mode="before")(Spec._adjacency_shorthand.__func__)
     _utility = field_validator("utility", mode="before")(Spec._utility_shorthand.__func__)
