@@ -46,11 +46,11 @@ import numpy as np
 from dpopt.synth.repair import repair
 from dpopt.synth.search import Fit, search
 from dpopt.synth.tables import layout, residuals
-from dpopt.synth.tree import chow_liu, sample_tree
+from dpopt.synth.tree import sample_tree, spanning_tree
 
 __all__ = ["SynthesisResult", "synthesize_records"]
 
-SWEEPS = 12
+SWEEPS = int(__import__("os").environ.get("SYNTH_SWEEPS", 12))
 """Sweeps of the record search over every attribute (it also stops when a sweep gains < 0.1%)."""
 
 
@@ -120,20 +120,20 @@ def synthesize_records(
     """
     say = progress or (lambda line: None)
     sizes, tables = layout(domain, marginals, n, weights)
-    tree = chow_liu(sizes, tables)
-    say(f"synthesis: {len(tables)} tables over {len(sizes)} attributes; spanning tree of {len(tree.edges)} "
-        f"two-way tables (maximum mutual information), {len(tree.roots)} component(s)")
+    tree = spanning_tree(sizes, tables)
+    exact = spanning_tree(sizes, tables, smallest=True)
+    say(f"synthesis: {len(tables)} tables over {len(sizes)} attributes; spanning trees of {len(tree.edges)} "
+        f"two-way tables: most mutual information (to start from), fewest cells (matched exactly)")
     records = sample_tree(tree, sizes, n, rng)
     say(f"synthesis: {n:,} records dealt along the tree (exact on its tables)")
     fit = Fit(tables, sizes, records)
     if n:
         search(fit, rng, SWEEPS, say)
-        moved = repair(fit, tree, rng)
+        moved = repair(fit, exact, rng)
         say(f"synthesis: tree tables and one-way margins restored exactly ({moved:,} level changes); "
             f"weighted L1 misfit {fit.loss():,.0f}")
     residual = residuals(tables, records)
-    exact = sum(1 for v in residual.values() if v == 0)
-    say(f"synthesis: {exact} of {len(residual)} tables matched exactly")
+    say(f"synthesis: {sum(1 for v in residual.values() if v == 0)} of {len(residual)} tables matched exactly")
     method = ("records dealt along a Chow-Liu spanning tree of the published two-way tables by controlled "
               "allocation, fitted to every table by record-level coordinate descent of the L1 misfit (a greedy "
               "form of PrivSyn's Gradually Update Method), then repaired to match the tree's tables and every "

@@ -40,7 +40,7 @@ def _fix(fit: Fit, k: int, groups: np.ndarray, targets: np.ndarray, rng: np.rand
             best, cost = np.empty(rows.size, dtype=np.int64), np.empty(rows.size)
             for start in range(0, rows.size, BATCH):
                 part = rows[start:start + BATCH]
-                delta = fit.costs(k, part)[0] + rng.random((part.size, levels)) * 1e-6
+                delta = fit.costs(k, part) + rng.random((part.size, levels)) * 1e-6
                 delta[deficit[groups[part]] <= 0] = np.inf
                 best[start:start + BATCH] = np.argmin(delta, axis=1)
                 cost[start:start + BATCH] = delta[np.arange(part.size), best[start:start + BATCH]]

@@ -77,8 +77,9 @@ def mutual_information(pair: np.ndarray) -> float:
     return float(np.sum(p[mask] * np.log(p[mask] / outer[mask])))
 
 
-def chow_liu(sizes: Sequence[int], tables: Sequence[Table]) -> Tree:
-    """The maximum-mutual-information spanning forest of the pairs the tables cover (module docstring)."""
+def spanning_tree(sizes: Sequence[int], tables: Sequence[Table], smallest: bool = False) -> Tree:
+    """The maximum-mutual-information spanning forest of the pairs the tables cover (module docstring);
+    with ``smallest``, the forest of the smallest pair tables (fewest cells, then most information)."""
     d = len(sizes)
     covered = {}
     for table in tables:
@@ -88,8 +89,8 @@ def chow_liu(sizes: Sequence[int], tables: Sequence[Table]) -> Tree:
     weighted = []
     for i, j in covered:
         pair = marginal_of(_source(tables, (i, j)), (i, j))
-        weighted.append((mutual_information(pair), i, j, pair))
-    weighted.sort(key=lambda w: (-w[0], w[1], w[2]))
+        weighted.append(((-pair.size if smallest else 0, mutual_information(pair)), i, j, pair))
+    weighted.sort(key=lambda w: (-w[0][0], -w[0][1], w[1], w[2]))
     parent = list(range(d))
 
     def find(x: int) -> int:
