@@ -1,26 +1,30 @@
 r"""Record-level local search: change one attribute of many records at a time to fit every table.
 
-The records' misfit is the weighted L1 distance of their tabulations from the targets,
+The records' misfit is the weighted squared distance of their tabulations from the targets,
 
-.. math:: L(X) = \sum_t w_t \,\| C_t(X) - T_t \|_1 ,
+.. math:: L(X) = \sum_t w_t^2 \,\| C_t(X) - T_t \|_2^2 ,
 
-the quantity whose normalised form (total variation distance) measures a synthetic file. One step
-takes an attribute :math:`k` and, for every record, the exact change of :math:`L` if the record's
-level of :math:`k` went from :math:`v` to :math:`v'` alone: each table :math:`t \ni k` loses the record
-from cell :math:`c_t(v)` and gains it in :math:`c_t(v')`, so
+(:math:`w_t` the caller's confidence in table t, e.g. 1 / its standard error: L is then the Gaussian
+log-likelihood of the release up to constants). Minimising it over record files is a Euclidean projection
+of the published tables onto the tables that some record file has; that set holds the true tables, and a
+projection onto a convex set holding them is non-expansive, which is why fitting the records to *every*
+table removes noise the published tables still carry (the search is a heuristic over a finite set: it
+approaches that projection, it does not certify it).
 
-.. math:: \Delta(v') = \sum_{t \ni k} w_t \big( |C_t(c_t(v)) - 1 - T_t| - |C_t(c_t(v)) - T_t|
-          + |C_t(c_t(v')) + 1 - T_t| - |C_t(c_t(v')) - T_t| \big),
+One step takes an attribute :math:`k` and, for a batch of records, the exact change of :math:`L` if a
+record's level of :math:`k` went from :math:`v` to :math:`v'` alone: each table :math:`t \ni k` loses the
+record from cell :math:`c_t(v)` and gains it in :math:`c_t(v')`, so with :math:`g = C_t - T_t`
 
-and moves the records whose best :math:`\Delta` is negative. It is PrivSyn's Gradually Update
-Method (Zhang et al., USENIX Security 2021, Sec. 5: update records, not a model, so the cost grows
-with the tables' cells and the records, never the domain) made greedy per record: the update is the
+.. math:: \Delta(v') = \sum_{t \ni k} w_t^2 \big( 1 - 2 g(c_t(v)) + 1 + 2 g(c_t(v')) \big),
+
+and moves the records whose best :math:`\Delta` is negative. It is PrivSyn's Gradually Update Method
+(Zhang et al., USENIX Security 2021, Sec. 5: update records, not a model, so the cost grows with the
+tables' cells and the records, never the domain) made greedy per record: the update is a
 coordinate-descent step of :math:`L`, not a fixed share of each table's gap.
 
-Moves decided together can overshoot a cell that many records leave (or enter) at once; each is
-kept with probability :math:`\min(1, \text{gap}/\text{movers})` of its most favourable source cell
-and destination cell, times a global rate that halves whenever a step fails to lower :math:`L`
-(the step is then undone). Every step therefore never increases :math:`L`.
+Moves decided together can overshoot a cell that many records leave (or enter) at once, so the proposals
+of a batch are taken best first, each only if it still lowers :math:`L` at the counts the moves before it
+left (re-evaluated exactly): every move taken lowers :math:`L`.
 """
 
 from __future__ import annotations
@@ -87,70 +91,72 @@ class Fit:
                                           minlength=table.target.size)
         self.records[rows, k] = new
 
-    def step(self, k: int, rate: float, rng: np.random.Generator, batches: int) -> tuple[float, int, float]:
-        """One step on attribute k (module docstring), over the records in ``batches`` random batches,
-        the counts updated after each; the rate halves after a batch that was undone and grows by a
-        quarter (up to 1) after one that lowered L. Returns (decrease of L, records moved, rate)."""
+    def step(self, k: int, rng: np.random.Generator) -> int:
+        """One step on attribute k (module docstring). Returns the records moved."""
         if not self.holding[k] or self.sizes[k] < 2:
-            return 0.0, 0, rate
+            return 0
         n = self.records.shape[0]
-        gained, moved = 0.0, 0
-        for rows in np.array_split(rng.permutation(n), max(1, min(batches, n // 1024), -(-n // BATCH))):
-            gain, count = self._batch(k, np.sort(rows), rate, rng)
-            if count < 0:
-                rate *= 0.5
-            elif count > 0:
-                rate = min(1.0, rate * 1.25)
-                gained += gain
-                moved += count
-        return gained, moved, rate
+        moved = 0
+        for start in range(0, n, BATCH):
+            moved += self._batch(k, np.arange(start, min(n, start + BATCH)), rng)
+        return moved
 
-    def _batch(self, k: int, rows: np.ndarray, rate: float, rng: np.random.Generator) -> tuple[float, int]:
+    def _batch(self, k: int, rows: np.ndarray, rng: np.random.Generator) -> int:
+        """Propose each record's best move (module docstring), then take the proposals best first, each only
+        if it still lowers L at the counts its predecessors left (re-evaluated exactly, one by one)."""
         leave = np.zeros(rows.size)
         for i in self.holding[k]:
             cell = self.tables[i].cells(self.records[rows])
-            gap = self.counts[i][cell] - self.tables[i].target[cell]
-            leave += self.tables[i].weight ** 2 * (1 - 2 * gap)
+            leave += self.tables[i].weight ** 2 * (1 - 2 * (self.counts[i][cell] - self.tables[i].target[cell]))
         rows = rows[leave < 0]  # only a record whose cells hold too many can gain by leaving them
         if rows.size == 0:
-            return 0.0, 0
+            return 0
         delta = self.costs(k, rows)
         delta += rng.random(delta.shape) * 1e-6  # ties broken at random, not toward low levels
         best = np.argmin(delta, axis=1)
-        good = delta[np.arange(rows.size), best] < -1e-3
-        rows, new = rows[good], best[good]
-        if rows.size == 0:
-            return 0.0, 0
-        chosen = rng.random(rows.size) < rate
-        rows, new = rows[chosen], new[chosen]
-        if rows.size == 0:
-            return 0.0, 0
-        before = self.loss(self.holding[k])
-        old = self.records[rows, k].copy()
-        self.move(k, rows, new)
-        after = self.loss(self.holding[k])
-        if after >= before:
-            self.move(k, rows, old)
-            return 0.0, -int(rows.size)
-        return before - after, int(rows.size)
+        value = delta[np.arange(rows.size), best]
+        order = np.argsort(value, kind="stable")
+        order = order[value[order] < -1e-3]
+        if order.size == 0:
+            return 0
+        rows, best = rows[order], best[order]
+        own = self.records[rows, k].astype(np.int64)
+        tables = []
+        for i in self.holding[k]:
+            table = self.tables[i]
+            stride = table.strides[table.axes.index(k)]
+            cell = table.cells(self.records[rows])
+            tables.append((self.counts[i], table.target, table.weight ** 2, cell.tolist(),
+                           (cell + (best - own) * stride).tolist()))
+        taken = []
+        for r in range(rows.size):
+            change = 0.0
+            for counts, target, w2, old, new in tables:  # (g+1)² − g² + (g'−1)² − g'²
+                change += w2 * (2.0 + 2.0 * float(counts[new[r]] - target[new[r]] - counts[old[r]] + target[old[r]]))
+            if change < -1e-9:
+                for counts, _, _, old, new in tables:
+                    counts[old[r]] -= 1.0
+                    counts[new[r]] += 1.0
+                taken.append(r)
+        if taken:
+            self.records[rows[taken], k] = best[taken]
+        return len(taken)
 
 
 def search(fit: Fit, rng: np.random.Generator, sweeps: int, progress: Callable[[str], None] | None = None,
-           tolerance: float = 1e-3, batches: int = 16) -> int:
-    """Sweeps of :meth:`Fit.step` over every attribute (random order), each attribute with its own rate
-    (doubled, up to 1, after a step that lowers L; halved after one that does not). Stops after ``sweeps``
-    sweeps or when a sweep lowers L by less than ``tolerance`` of it. Returns the sweeps run."""
+           tolerance: float = 1e-3) -> int:
+    """Sweeps of :meth:`Fit.step` over every attribute (random order).
+    Stops after ``sweeps`` sweeps or when a sweep lowers L by less than ``tolerance`` of it. Returns the
+    sweeps run."""
     d = len(fit.sizes)
-    rates = np.full(d, 0.5)
     for sweep in range(sweeps):
         start = fit.loss()
         moved = 0
         for k in rng.permutation(d):
-            _, count, rates[k] = fit.step(int(k), float(rates[k]), rng, batches)
-            moved += count
+            moved += fit.step(int(k), rng)
         end = fit.loss()
         if progress is not None:
-            progress(f"record search: sweep {sweep + 1}, {moved:,} level changes, weighted L1 misfit "
+            progress(f"record search: sweep {sweep + 1}, {moved:,} level changes, weighted squared misfit "
                      f"{start:,.0f} -> {end:,.0f}")
         if start - end <= tolerance * max(start, 1.0):
             return sweep + 1
