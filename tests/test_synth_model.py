@@ -113,6 +113,15 @@ def test_three_way_tables_and_weights_are_accepted():
     assert brute_force_l1(out.records, domain, ones) == {k: 0 for k in ones}
 
 
+def test_without_exact_repair_the_residual_is_still_the_brute_force_gap():
+    domain = domain_of([3, 2, 3, 2])
+    data = random_records(list(domain.values()), 40, seed=9)
+    tables = tables_of(data, domain, itertools.combinations(domain, 2))
+    out = synthesize_records(domain, tables, 40, np.random.default_rng(0), exact=False)
+    assert out.residual == brute_force_l1(out.records, domain, tables)
+    assert "no table exactly" in out.method
+
+
 def test_residual_of_inconsistent_tables():
     """Two tables whose shared margin of a1 differs by 4 (L1): no record file matches both, so the residuals
     sum to at least 4 (triangle inequality on a1's margin), and each is the brute-force L1 gap."""
