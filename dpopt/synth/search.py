@@ -145,9 +145,11 @@ class Fit:
 
 def search(fit: Fit, rng: np.random.Generator, sweeps: int, progress: Callable[[str], None] | None = None,
            tolerance: float = 1e-3) -> int:
-    """Sweeps of :meth:`Fit.step` over every attribute (random order).
-    Stops after ``sweeps`` sweeps or when a sweep lowers L by less than ``tolerance`` of it. Returns the
-    sweeps run."""
+    """Sweeps of :meth:`Fit.step` over every attribute (in random order), one progress line each.
+
+    Stops after ``sweeps`` sweeps, or sooner when a sweep lowers L by less than ``tolerance`` of it.
+    Returns the sweeps run.
+    """
     d = len(fit.sizes)
     for sweep in range(sweeps):
         start = fit.loss()
