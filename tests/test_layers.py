@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("design",),  # every family's candidate, the selection, cross-family comparisons
     ("certificate",),  # claims, second route, verification, composition checks
     ("solve",),  # spec -> sensitivity -> design -> certificate
-    ("audit", "postprocess"),  # empirical audit; post-processing of releases
+    ("audit", "postprocess", "synth"),  # empirical audit; post-processing of releases; synthetic records
     ("release",),  # releases at scale, hierarchies
     ("report",),  # the report a person reads
     ("plan", "selection"),  # several queries under one budget; private keys and quantiles (person level)
