@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dpopt import synth
+import dpopt.synth as synth
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.core.output import OUTPUT_NAMES, output_folder
 from dpopt.domain.queries import compile_query
