@@ -562,6 +562,10 @@ def _audit(args: argparse.Namespace) -> int:
     draws = AUDIT_DRAWS if args.draws is None else args.draws
     seed = AUDIT_SEED if args.seed is None else args.seed
     document = read_document(args.source, max_bytes=None)  # a spec or a certificate
+    if isinstance(document, dict) and document.get("kind") == "synthesis":
+        raise SpecError("report", "a synthesis certificate's report is report.md / report.html of the folder "
+                                  "`dpopt synthesize --out` wrote (it shows the records' agreement with the tables); "
+                                  "check the certificate with `dpopt verify`")
     if _is_selection_document(document):
         raise UnsupportedSpecError("releases", "dpopt audit does not audit private keys and quantiles yet (their "
                                                "release path is audited in tests/test_selection.py)")
@@ -600,6 +604,10 @@ def _report(args: argparse.Namespace) -> int:
     from dpopt.spec.load import read_document
 
     document = read_document(args.source, max_bytes=None)  # a spec or a certificate
+    if isinstance(document, dict) and document.get("kind") == "synthesis":
+        raise SpecError("report", "a synthesis certificate's report is report.md / report.html of the folder "
+                                  "`dpopt synthesize --out` wrote (it shows the records' agreement with the tables); "
+                                  "check the certificate with `dpopt verify`")
     if _is_selection_document(document):
         from dpopt.selection import is_selection_certificate
         from dpopt.selection.commands import report_command

@@ -41,7 +41,7 @@ def fake_synthesizer(monkeypatch):
 
 def _spec(tmp_path: Path, selection: str = "fixed", **synthesize) -> Path:
     document = {"dpopt": 1, "name": "three attributes", "data": {"attributes": ATTRIBUTES},
-                "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 1}},
+                "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 1}}, "mechanism": "marginal_gaussian",
                 "synthesize": {"selection": selection, **synthesize}}
     path = tmp_path / f"spec_{selection}.json"
     path.write_text(json.dumps(document))

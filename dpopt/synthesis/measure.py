@@ -27,6 +27,7 @@ from dpopt.solve import Solution, solve
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import Postprocess
 from dpopt.spec.synthesis import SynthesisSpec
+from dpopt.synthesis.budget import budget_parts
 from dpopt.postprocess.marginals import require_roundable
 
 Clique = tuple[str, ...]
@@ -46,6 +47,17 @@ def measurement_spec(spec: SynthesisSpec, part: str, groups: list[list[str]], pr
     except UnsupportedSpecError:  # tables sharing 2+ attributes over many cells: real-valued consistent tables
         document["postprocess"]["integer"] = False
     return document
+
+
+def first_measurement_spec(spec: SynthesisSpec) -> dict:
+    """The spec of the measurement made before anything is selected (the whole of ``fixed``; ``adaptive``: the
+    one-way marginals): it depends on the spec alone (the golden certificates check its design)."""
+    part = budget_parts(spec)[0]
+    privacy = {part["definition"]: {k: float(v) for k, v in part.items() if k not in ("part", "definition")}}
+    if spec.synthesize.selection == "fixed":
+        groups = [sorted(g, key=spec.attributes.index) for g in spec.groups()]
+        return measurement_spec(spec, "measurement", groups, privacy)
+    return measurement_spec(spec, "one_way", [[a] for a in spec.attributes], privacy)
 
 
 @dataclass(frozen=True)

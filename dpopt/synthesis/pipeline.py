@@ -40,7 +40,13 @@ from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
 from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, candidates, select
 from dpopt.synthesis.budget import budget_parts, em_epsilon
 from dpopt.synthesis.certificate import POST_PROCESSING, certify, synthesis_sha256
-from dpopt.synthesis.measure import Measurement, domain_order_tables, measure, measurement_spec
+from dpopt.synthesis.measure import (
+    Measurement,
+    domain_order_tables,
+    first_measurement_spec,
+    measure,
+    measurement_spec,
+)
 from dpopt.synthesis.report import FIGURE, residual_figure, synthesis_html, synthesis_markdown
 
 OWNED = (*OUTPUT_NAMES, "synthetic.csv", "synthetic.parquet", "marginals.json", "report.html")
@@ -180,14 +186,12 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
     if spec.synthesize.selection == "fixed":
         groups = [sorted(g, key=spec.attributes.index) for g in spec.groups()]
         say(f"measuring {len(groups)} marginals (design, count, release, post-process)")
-        measured = [(measure(spec, "measurement", measurement_spec(spec, "measurement", groups,
-                                                                   _privacy(parts["measurement"])),
-                             data, randomness.stream(0), randomness.seeded), groups)]
+        measured = [(measure(spec, "measurement", first_measurement_spec(spec), data, randomness.stream(0),
+                             randomness.seeded), groups)]
     else:
         one_way = [[a] for a in spec.attributes]
         say(f"measuring {len(one_way)} one-way marginals")
-        first = measure(spec, "one_way", measurement_spec(spec, "one_way", one_way, _privacy(parts["one_way"])),
-                        data, randomness.stream(0), randomness.seeded)
+        first = measure(spec, "one_way", first_measurement_spec(spec), data, randomness.stream(0), randomness.seeded)
         say(f"selecting {spec.rounds} two-way marginals (exponential mechanism)")
         selection, pairs = _select(spec, data, first, parts, randomness)
         say(f"measuring the {len(pairs)} selected two-way marginals")
