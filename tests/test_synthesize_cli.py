@@ -120,7 +120,8 @@ def test_adaptive_certificate_verifies_and_states_each_step(adaptive_folder, cap
 def test_a_tampered_certificate_fails_verification(adaptive_folder, tmp_path, capsys):
     cert = json.loads((adaptive_folder / "certificate.json").read_text())
     edits = {
-        "round rho": lambda c: c["selection"]["steps"][0].__setitem__("epsilon", c["selection"]["steps"][0]["epsilon"] * 2),
+        "round epsilon": lambda c: c["selection"]["steps"][0].__setitem__("epsilon", 2 * c["selection"]["steps"][0][
+            "epsilon"]),
         "budget total": lambda c: c["budget"]["total"].__setitem__("rho", "0.5"),
         "inner certificate": lambda c: c["measurements"][1]["certificate"]["mechanism"]["parameters"].__setitem__(
             "multiplier", 0.5),

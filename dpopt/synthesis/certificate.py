@@ -130,7 +130,8 @@ def measurement_checks(spec: SynthesisSpec, rows: list) -> list[Check]:
 
 
 def selection_checks(spec: SynthesisSpec, selection) -> list[Check]:
-    """Adaptive: each round's ρ is its budget part, ε the largest float with ε²/8 ≤ ρ (exact), Δ the adjacency's,
+    """Adaptive: each round's ρ is its budget part, ε the largest float with ε²/8 ≤ ρ (exact), Δ the
+    adjacency's,
     the selected pair a candidate (it joins two components of the pairs selected before), the candidates counted;
     rounds stop early only when no candidate is left. Fixed: no selection."""
     if spec.synthesize.selection == "fixed":
@@ -148,12 +149,14 @@ def selection_checks(spec: SynthesisSpec, selection) -> list[Check]:
             options = candidates(spec.attributes, pairs, chosen)
             pair = tuple(step["selected"])
             eps = em_epsilon(rho)
-            holds = (step["rho"] == rho and step["epsilon"] == eps and Fraction(step["epsilon"]) ** 2 / 8 <= written(rho)
+            holds = (step["rho"] == rho and step["epsilon"] == eps
+                     and Fraction(step["epsilon"]) ** 2 / 8 <= written(rho)
                      and step["sensitivity"] == delta and step["candidates"] == len(options) and pair in options)
         except (KeyError, TypeError, ValueError) as exc:
             checks.append(Check(at, "the recorded round can be read", False, f"{type(exc).__name__}: {exc}"))
             return checks
-        checks.append(Check(at, "exponential mechanism over the pairs joining two components: ε²/8 ≤ ρ of the round "
+        checks.append(Check(at, "exponential mechanism over the pairs joining two components: ε²/8 ≤ ρ of the "
+                            "round "
                             "(exact), Δ of the L1 score from the adjacency, the pair a candidate", holds,
                             f"ε = {eps!r}, ρ = {rho}, Δ = {delta}, {len(options)} candidates, selected "
                             f"{'×'.join(pair)}"))
