@@ -317,8 +317,14 @@ def _verify_folder(args: argparse.Namespace) -> int:
     """``dpopt verify DIR``: a release folder, one line per file (:func:`dpopt.release.bind.verify_folder`); with
     ``--public-key``, its signed manifest too (:func:`dpopt.release.signature.release_signature_check`)."""
     from dpopt.release.bind import verify_folder
+    from dpopt.synthesis.folder import is_synthesis_folder, verify_synthesis_folder
 
-    lines = verify_folder(args.certificate, _verify_result)
+    if is_synthesis_folder(args.certificate):  # dpopt synthesize --out: the certificate and every file against it
+        if args.public_key:
+            raise SpecError("--public-key", "a synthesis folder is not signed (sign and verify its certificate.json)")
+        lines = verify_synthesis_folder(args.certificate)
+    else:
+        lines = verify_folder(args.certificate, _verify_result)
     if args.public_key:
         from dpopt.release.signature import release_signature_check
 

@@ -199,3 +199,27 @@ def test_an_interrupted_write_leaves_the_earlier_folder(adaptive_folder, tmp_pat
     assert _run(_spec(tmp_path), "--data", _data(tmp_path), "--out", out) == 130
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "out", "spec_fixed.json"]
+
+
+def test_verify_of_the_folder_rederives_each_file_and_catches_an_edited_record(adaptive_folder, tmp_path, capsys):
+    import shutil
+
+    assert main(["verify", str(adaptive_folder)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"PASS  {name}" in out for name in ("certificate.json", "marginals.json", "synthetic.csv",
+                                                   "synthetic.parquet"))
+    edited = tmp_path / "edited"
+    shutil.copytree(adaptive_folder, edited)
+    lines = (edited / "synthetic.csv").read_text().splitlines()
+    first = lines[1].split(",")
+    first[0] = next(level for level in ATTRIBUTES["a"] if level != first[0])  # another level of a: a record moved
+    lines[1] = ",".join(first)
+    (edited / "synthetic.csv").write_text("\n".join(lines) + "\n")
+    assert main(["verify", str(edited)]) == 1
+    assert "FAIL  synthetic.parquet" in capsys.readouterr().out  # the two files no longer hold the same rows
+    shutil.copy(adaptive_folder / "synthetic.csv", edited / "synthetic.csv")
+    document = json.loads((edited / "marginals.json").read_text())
+    document["residual_l1"]["a"] += 2  # a residual the rows do not give
+    (edited / "marginals.json").write_text(json.dumps(document))
+    assert main(["verify", str(edited)]) == 1
+    assert "FAIL  synthetic.csv" in capsys.readouterr().out
