@@ -10,7 +10,7 @@
     synthesize:
       all_of_size: 2                         # the default; or marginals: [[a, b], [c, d, e]]
       selection: fixed                       # or adaptive (MST-style, zCDP only)
-      records: 1000                          # optional: default the released tables' total
+      records: 1000                          # optional: default data.n when public, else the tables' total
       split: {one_way: "1/3", selection: "1/3", selected: "1/3"}   # adaptive only (default MST's thirds)
       rounds: 5                              # adaptive only (default: attributes - 1, a spanning tree)
 

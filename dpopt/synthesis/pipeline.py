@@ -200,7 +200,7 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
         measured = [(first, one_way), (second, pairs)]
     tables = {k: t for m, _ in measured for k, t in m.tables.items()}
     weights = {k: 1.0 / max(m.cell_sd, 1e-12) for m, _ in measured for k in m.tables}
-    n = spec.synthesize.records or max(int(round(measured[-1][0].total)), 1)
+    n = spec.synthesize.records or spec.data.n or max(int(round(measured[-1][0].total)), 1)
     say(f"synthesizing {n} records from {len(tables)} tables")
     result = synth.synthesize_records({a: len(v) for a, v in spec.data.attributes.items()}, tables, n,
                                       randomness.stream(3), weights=weights, progress=progress)
@@ -208,7 +208,7 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
     certificate = certify(spec, [_row(m, g) for m, g in measured], selection,
                           {"post_processing": POST_PROCESSING, "method": result.method, "records": n,
                            "records_from": "synthesize.records" if spec.synthesize.records else
-                           "the published tables' total"}, randomness.seeded)
+                           "data.n (public)" if spec.data.n else "the published tables' total"}, randomness.seeded)
     residual = {"×".join(k): float(v) for k, v in result.residual.items()}
     return SynthesisRelease(spec, np.asarray(result.records, dtype=np.int32), tables, residual, result.method,
                             certificate)
