@@ -25,14 +25,14 @@ def residual_figure(residual: dict[str, float], records: int) -> Figure:
     """A bar chart of each marginal's residual as total variation distance, largest first (at most 40 bars)."""
     names = sorted(residual, key=lambda k: -residual[k])[:40]
     tvd = np.array([residual[k] for k in names]) / (2 * max(records, 1))
-    fig = _figure(8.0, 3.6)
+    fig = _figure(8.0, 4.4)
     ax = fig.add_subplot(1, 1, 1)
     ax.bar(range(len(names)), tvd, color="#1f77b4")
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, rotation=70, fontsize=6, ha="right")
     ax.set_ylabel("TVD to published table")
     ax.set_title("Synthetic records against the published marginals")
-    fig.subplots_adjust(bottom=0.42)
+    fig.subplots_adjust(bottom=0.45)
     return Figure(FIGURE, "Residual per marginal", "Total variation distance between the synthetic records' "
                   "tabulation and each published table (0: they agree exactly); the largest 40.", _png(fig))
 
@@ -53,9 +53,9 @@ def sections(certificate: Certificate, residual: dict[str, float], records: int,
     out = [
         ("Guarantee", [f"**{c['guarantee']['definition']}** "
                        + ", ".join(f"{k} = {budget['target'][k]}" for k in budget["target"] if k != "definition")
-                       + f" under {c['guarantee']['scope']['adjacency']['kind']}; the parts compose to "
-                       + ", ".join(f"{k} = {v}" for k, v in budget["total"].items() if k != "definition")
-                       + f" ({budget['composition']}).", parts]),
+                       + f" under {c['guarantee']['scope']['adjacency']['kind']}. The parts below add up, in exact "
+                       "rationals, to at most the target (numbers shown to six digits; `budget` in "
+                       f"certificate.json keeps every digit; {budget['composition']}).", parts]),
         ("What was measured", [measured]),
     ]
     if c["selection"] is not None:
