@@ -46,6 +46,7 @@ __all__ = ["__version__", *lazy_exports(__name__, {
     "render_html": "dpopt.report.render",
     "render_markdown": "dpopt.report.render",
     "solve": "dpopt.solve",
+    "synthesize": "dpopt.synthesis.run",
     "topdown": "dpopt.postprocess.hierarchy",
     "verify": "dpopt.certificate.verify",
     "verify_hierarchy_release": "dpopt.certificate.hierarchy_release",

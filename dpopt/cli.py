@@ -200,7 +200,12 @@ def _verify_result(cert):
     from dpopt.certificate.verify import verify
     from dpopt.plan import is_plan_certificate
     from dpopt.selection.kind import is_selection_certificate
+    from dpopt.synthesis.kind import is_synthesis_certificate
 
+    if is_synthesis_certificate(cert.data):
+        from dpopt.synthesis.certificate import verify_synthesis  # verifies the embedded measurements: loaded only then
+
+        return verify_synthesis(cert)
     if is_selection_certificate(cert.data):
         from dpopt.selection import verify_selection  # its verifier designs the releases: loaded only for them
 
@@ -314,8 +319,14 @@ def _verify_folder(args: argparse.Namespace) -> int:
     """``dpopt verify DIR``: a release folder, one line per file (:func:`dpopt.release.bind.verify_folder`); with
     ``--public-key``, its signed manifest too (:func:`dpopt.release.signature.release_signature_check`)."""
     from dpopt.release.bind import verify_folder
+    from dpopt.synthesis.folder import is_synthesis_folder, verify_synthesis_folder
 
-    lines = verify_folder(args.certificate, _verify_result)
+    if is_synthesis_folder(args.certificate):  # dpopt synthesize --out: the certificate and every file against it
+        if args.public_key:
+            raise SpecError("--public-key", "a synthesis folder is not signed (sign and verify its certificate.json)")
+        lines = verify_synthesis_folder(args.certificate)
+    else:
+        lines = verify_folder(args.certificate, _verify_result)
     if args.public_key:
         from dpopt.release.signature import release_signature_check
 
@@ -521,6 +532,30 @@ def _release_hierarchy(args: argparse.Namespace, randomness) -> int:
     return _for_operator(args, operator_report(rel.records), _emit(rel.document, args, lambda: rel.write(args.out)))
 
 
+def _synthesize(args: argparse.Namespace) -> int:
+    """``dpopt synthesize SPEC --data FILE --out DIR``: certified marginals, synthetic records, certificate and report
+    (:mod:`dpopt.synthesis.pipeline`); each step named on stderr; the folder whole or not at all."""
+    from dpopt.release import random_source
+    from dpopt.synthesis.pipeline import OWNED, synthesize
+
+    check_output_folder(args.out, OWNED)
+    randomness = random_source(args.seed, args.insecure_seed)
+
+    def say(text: str) -> None:
+        print(f"dpopt synthesize: {text}", file=sys.stderr, flush=True)
+
+    with stdout_to_stderr():
+        release = synthesize(args.spec, args.data, randomness=randomness, progress=say)
+        say("writing " + args.out)
+        written = release.write(args.out)
+    worst = max(release.residual.values(), default=0.0)
+    print(f"{release.spec.name}: {release.records.shape[0]} synthetic records from {len(release.tables)} certified "
+          f"tables ({release.certificate['mechanism']['parameters']['selection']} selection); largest residual "
+          f"{worst:.6g}; {len(release.certificate['checks'])} claims recorded, each re-derived by dpopt verify"
+          + _wrote(written))
+    return 0
+
+
 def _dask_client(address: str | None):
     """A dask.distributed Client for ``--scheduler ADDRESS``; None uses dask's local scheduler."""
     if address is None:
@@ -543,6 +578,10 @@ def _audit(args: argparse.Namespace) -> int:
     draws = AUDIT_DRAWS if args.draws is None else args.draws
     seed = AUDIT_SEED if args.seed is None else args.seed
     document = read_document(args.source, max_bytes=None)  # a spec or a certificate
+    if isinstance(document, dict) and document.get("kind") == "synthesis":
+        raise SpecError("report", "a synthesis certificate's report is report.md / report.html of the folder "
+                                  "`dpopt synthesize --out` wrote (it shows the records' agreement with the tables); "
+                                  "check the certificate with `dpopt verify`")
     if _is_selection_document(document):
         raise UnsupportedSpecError("releases", "dpopt audit does not audit private keys and quantiles yet (their "
                                                "release path is audited in tests/test_selection.py)")
@@ -581,6 +620,10 @@ def _report(args: argparse.Namespace) -> int:
     from dpopt.spec.load import read_document
 
     document = read_document(args.source, max_bytes=None)  # a spec or a certificate
+    if isinstance(document, dict) and document.get("kind") == "synthesis":
+        raise SpecError("report", "a synthesis certificate's report is report.md / report.html of the folder "
+                                  "`dpopt synthesize --out` wrote (it shows the records' agreement with the tables); "
+                                  "check the certificate with `dpopt verify`")
     if _is_selection_document(document):
         from dpopt.selection import is_selection_certificate
         from dpopt.selection.commands import report_command
@@ -749,6 +792,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the key of a sealed ledger (`ledger init --key`): the HMAC key file or the Ed25519 "
                         "private key")
     p.set_defaults(run=_release)
+
+    p = sub.add_parser("synthesize", help="synthetic records from certified marginals (a spec with a synthesize block)",
+                       description="Measure the spec's marginals with the certified design (or select them, "
+                                   "selection: adaptive), turn the published tables into records and write "
+                                   "synthetic.csv, synthetic.parquet, marginals.json, certificate.json and the report.")
+    p.add_argument("spec", metavar="SPEC", help="a spec with a synthesize block (examples: specs/synthesize_*.yaml)")
+    p.add_argument("--data", required=True, help="CSV or Parquet file of records, one column per attribute")
+    p.add_argument("--out", required=True, metavar="DIR", help="the output folder (written whole or not at all)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed the noise: refused unless --insecure-seed (default: OS-entropy CSPRNG)")
+    p.add_argument("--insecure-seed", action="store_true",
+                   help="accept predictable noise from --seed (tests and reproductions only)")
+    p.set_defaults(run=_synthesize)
 
     p = sub.add_parser("audit", help="Monte Carlo attempt to refute the privacy of a spec's or certificate's mechanism")
     p.add_argument("source", help="a spec (YAML/JSON) or a certificate.json")

@@ -62,6 +62,11 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
                    "releases", "numerics", "checks"}),
         frozenset({"test_release"}),
     ),
+    "synthesis": (
+        frozenset({"kind", "dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
+                   "budget", "measurements", "selection", "synthesis", "numerics", "checks"}),
+        frozenset({"test_release"}),
+    ),
     "mechanism": (frozenset({"family", "title", "parameters", "privacy", "notes"}), frozenset()),
     "utility": (frozenset({"metric", "value", "method", "per_cell"}), frozenset({"ci95"})),
     "check": (frozenset({"claim", "method", "passed", "detail"}), frozenset()),
@@ -92,7 +97,7 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
 }
 """The keys each block of a certificate must hold and may hold; nothing else is accepted."""
 
-KIND = {"plan": "plan", "hierarchy_release": "hierarchy", "selection": "selection"}
+KIND = {"plan": "plan", "hierarchy_release": "hierarchy", "selection": "selection", "synthesis": "synthesis"}
 """The ``kind`` a composite certificate's top level holds."""
 
 

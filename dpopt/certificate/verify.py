@@ -97,6 +97,9 @@ def _verify(certificate: Certificate | dict | str | Path) -> Verification:
     if data.get("kind") == "plan":  # the plan layer sits above this one: it verifies its own certificates
         raise CertificateError("this is a release plan's certificate: verify it with dpopt.plan.verify_plan "
                                "(or `dpopt verify`)")
+    if data.get("kind") == "synthesis":  # the synthesis layer sits above this one: it verifies its measurements
+        raise CertificateError("this is a synthesis certificate: verify it with dpopt.synthesis.verify_synthesis "
+                               "(or `dpopt verify`)")
     if data.get("kind") == "hierarchy":  # the whole of a hierarchical release: its levels are verified one by one
         raise CertificateError("this is a hierarchical release's certificate: verify it with "
                                "dpopt.verify_hierarchy_release (or `dpopt verify`)")

@@ -140,6 +140,9 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
     if "releases" in raw:
         raise SpecError("releases", "this spec lists releases (private keys, quantiles): solve it with `dpopt solve` "
                                     "or dpopt.selection.certify, not as a single-query spec")
+    if "synthesize" in raw:
+        raise SpecError("synthesize", "this spec asks for synthetic records: run `dpopt synthesize SPEC --data FILE "
+                                      "--out DIR` or dpopt.synthesize, not a single-query release")
     spec = validated(raw, Spec)
     check_references(spec)
     return mean_pair_utility(spec)
