@@ -36,6 +36,7 @@ from dpopt.domain.marginal_algebra import Subset, subsets
 from dpopt.domain.queries import KroneckerQuery
 from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.kronecker_gaussian import (
+    anova_cell_variances,
     finite_factors,
     kronecker_scope_check,
     recorded_workload,
@@ -335,23 +336,7 @@ class KroneckerLaplaceMechanism(Mechanism):
         in every cell of the S_t-marginal: :math:`\sum_{T\subseteq S_t}\kappa_T^{-1}\prod_{k\in T}(1-1/n_k)
         \prod_{k\in S_t\setminus T}n_k^{-1}\prod_{k\in P\setminus S_t}n_k` (as ``kronecker_gaussian``'s
         ANOVA variances at b_T = κ_T). Z is a linear map of the independent Laplace variates, so these are exact."""
-        split, alg, work = self.split, self.split.algebra, self.workload
-        inverses = dict(zip(split.ordered, (np.linalg.inv(a.T @ a) for a in self.factors)))
-        out = []
-        for t in range(len(work.terms)):
-            s = split.local_support(work, t)
-            plain = sum(math.prod(1 - 1 / alg.sizes[i] for i in u) / alg.size(tuple(i for i in s if i not in u))
-                        * alg.co_size(s) / self.kappa[u] for u in subsets(s) if u in self.kappa)
-            diag = np.full(1, plain)
-            for k, n in enumerate(work.sizes):
-                if k in inverses:
-                    f = work.factor(t, k)
-                    values = np.einsum("ij,jk,ik->i", f, inverses[k], f)
-                    diag = np.kron(diag, values) if work.terms[t][k] is not None else diag * values[0]
-                elif work.terms[t][k] is not None:
-                    diag = np.kron(diag, np.ones(n))
-            out.append(diag)
-        return 2.0 * self.scale**2 * np.concatenate(out)
+        return 2.0 * self.scale**2 * anova_cell_variances(self.split, self.factors, self.workload, self.kappa)
 
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:
