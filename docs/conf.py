@@ -36,6 +36,10 @@ nb_execution_mode = "cache"
 nb_execution_cache_path = str(HERE / "_build" / ".jupyter_cache")
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True
+nb_render_markdown_format = "myst"  # a notebook's display(Markdown(...)) tables render as tables, not pipe text
+
+html_static_path = ["_static"]
+html_css_files = ["dpopt.css"]  # wide code blocks wrap instead of being clipped
 
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True

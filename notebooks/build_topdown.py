@@ -49,11 +49,13 @@ CELLS = [
         "folder = Path(tempfile.mkdtemp())\n"
         "con = sources.connect(); con.register('r', records)\n"
         "con.execute(f\"COPY r TO '{folder / 'records.parquet'}' (FORMAT parquet)\")\n"
+        "units = {'state': [str(s) for s in range(STATES)],                 # the public geography, declared\n"
+        "         'county': {str(s * 100 + c): str(s) for c, s in enumerate(county_state)}}\n"
         "spec = {'dpopt': 1, 'name': 'synthetic TopDown', 'data': {'attributes': {'sex': ['0', '1'], 'age': [str(i) for i in range(6)]}},\n"
         "        'query': {'kind': 'contingency_table', 'attributes': ['sex', 'age']}, 'adjacency': 'add_remove',\n"
         "        'privacy': {'zcdp': {'rho': 1.0}}, 'mechanism': 'gaussian',\n"
         "        'postprocess': {'nonnegative': True, 'integer': True, 'consistent': True},\n"
-        "        'geography': {'levels': ['state', 'county'], 'shares': 'optimal', 'weights': [1, 1, 2]}}\n"
+        "        'geography': {'levels': ['state', 'county'], 'shares': 'optimal', 'weights': [1, 1, 2], 'units': units}}\n"
         "print(county.size, 'records')"
     ),
     new_markdown_cell(

@@ -8,7 +8,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted(p for p in (ROOT / "specs").glob("*.yaml")  # plans: tests/test_plan*.py; releases:
-               if "_plan" not in p.stem and "\nreleases:" not in p.read_text(encoding="utf-8"))  # test_selection.py
+               if "_plan" not in p.stem and "\nreleases:" not in p.read_text(encoding="utf-8")
+               and "\nsynthesize:" not in p.read_text(encoding="utf-8"))  # test_selection.py; synthesize:
+# tests/test_synthesize_cli.py
 SLOW_SPECS = {
     "table_4x4_margins_pure": "the hull of a 9-dimensional sensitivity space (built up to its symmetry group, "
                               "a few seconds) and its certificate checks: 10–20 s per solve on 2 shared cores",

@@ -286,7 +286,7 @@ def test_concurrent_grouped_releases_into_one_folder_end_whole(tmp_path, count):
                               randomness=random_source(seed, True)).level("block")
     table = pq.read_table(out / "release_block.parquet").to_pydict()
     assert table["block"] == [str(k) for k in expected.keys]
-    labels = [c for c in table if c != "block" and not c.endswith(("standard_error", "margin_of_error_95"))]
+    labels = [c for c in table if c != "block" and not c.endswith(("standard_error", "margin_of_error_95", "ci_95_low", "ci_95_high"))]
     assert [[table[c][i] for c in labels] for i in range(len(table["block"]))] == expected.values.tolist()
 
 

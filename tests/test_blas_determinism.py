@@ -14,7 +14,10 @@ verifies its certificate in another subprocess under the other, both ways:
 The default run solves the issue's family one way (the K-norm l1 ball, on a small Kronecker workload with
 repeated singular values; it failed both ways before the span's basis was made canonical); the slow run
 the other way, every registered family both ways, and the issue's own reproduction. The optimal K-norm
-(K = Hull(S)) is expected to fail there still (:data:`HULL_TRIANGULATION` says why).
+(K = Hull(S)) failed there (boundary_simplices 6850 vs 6890 on table_3x4_margins_pure: qhull triangulated
+from orthonormal-basis coordinates whose last bits differ) until its hull was built on exact pivot
+coordinates (:class:`~dpopt.sensitivity.subspace.PivotCoordinates`); the default run checks in process
+that the triangulation no longer depends on the basis LAPACK returns.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 import pytest
 
 from dpopt.core.families import family_names
-from dpopt.sensitivity.subspace import canonical_basis, span_of
+from dpopt.sensitivity.subspace import canonical_basis, pivot_coordinates, span_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
@@ -149,6 +152,32 @@ def test_rounded_columns_keep_their_numerical_rank():
     np.testing.assert_allclose(space.basis()[:, 0], np.array([1.0, 3.0, 0.0]) / np.sqrt(10), atol=1e-15)
 
 
+def test_pivot_coordinates_by_hand():
+    """Rows (1, −1, 0), (0, 1, −1), (1, 0, −1) span the sum-zero plane of R^3; its reduced row echelon form
+    R = [[1, 0, −1], [0, 1, −1]] has pivot columns 0, 1 and RRᵀ = [[2, 1], [1, 2]], det 3: the Gram factor
+    is √3. (0.1, 0.3, 0) and (1, 3, 0) read exactly are independent (0.1 is not 1/10 in binary)."""
+    pivots = pivot_coordinates(np.array([[1.0, -1, 0], [0, 1, -1], [1, 0, -1], [-1, 1, 0]]))
+    assert pivots.columns == (0, 1) and pivots.volume_factor == np.sqrt(3.0)
+    np.testing.assert_array_equal(pivots.of(np.array([[2.0, -5, 3]])), [[2.0, -5]])
+    assert pivot_coordinates(np.array([[0.1, 0.3, 0.0], [1.0, 3.0, 0.0]])).rank == 2
+
+
+def test_hull_triangulation_does_not_depend_on_the_basis():
+    """K = Hull(S) of table_3x4_margins_pure (rank 6, gift wrapping; its triangulation differed between
+    OpenBLAS kernels, 6850 vs 6890 boundary simplices, when qhull saw orthonormal-basis coordinates): built
+    from the span's basis B and from BQ, another orthonormal basis of the same span as LAPACK may return
+    (Q a random rotation), the triangulation is the same array, and the volumes agree to rounding."""
+    from dpopt.mechanisms.k_norm import HullBody
+    from dpopt.problem import compile as compile_problem
+
+    space = compile_problem(SPECS / "table_3x4_margins_pure.yaml").space
+    vectors, basis = space.listed(), space.span.basis()
+    rotation = np.linalg.qr(np.random.default_rng(5).normal(size=(basis.shape[1],) * 2))[0]
+    one, other = HullBody(vectors, basis, None), HullBody(vectors, basis @ rotation, None)
+    np.testing.assert_array_equal(one.polytope.simplices, other.polytope.simplices)
+    assert one.volume == other.volume
+
+
 # ------------------------------------------------------------------ solve and verify in two configurations
 def test_every_family_has_a_case():
     assert sorted(CASES) == sorted(family_names())
@@ -162,16 +191,9 @@ def test_k_norm_ball_verifies_under_other_blas(solved_under, verified_under, tmp
     assert cert["mechanism"]["parameters"]["norm_ball"] == "l1"
 
 
-HULL_TRIANGULATION = pytest.mark.xfail(reason=(
-    "K = Hull(S): qhull triangulates its non-simplicial facets from basis coordinates that differ in their last "
-    "bits between BLAS configurations (boundary_simplices 6850 vs 6890 on table_3x4_margins_pure), and the "
-    "seeded Monte Carlo of the per-cell errors and the sampler check draw from that triangulation"), strict=False)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("solved_under, verified_under", DIRECTIONS)
-@pytest.mark.parametrize("family", [pytest.param(f, marks=HULL_TRIANGULATION) if f == "k_norm" else f
-                                    for f in sorted(CASES)])
+@pytest.mark.parametrize("family", sorted(CASES))
 def test_every_family_verifies_under_other_blas(family, solved_under, verified_under, tmp_path):
     cert = solve_then_verify(spec_file(CASES[family], family, tmp_path), CLI, solved_under, verified_under,
                              tmp_path)

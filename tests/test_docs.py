@@ -189,3 +189,9 @@ def test_full_build_renders_the_notebooks_with_their_figures(tmp_path):
     for notebook in (ROOT / "notebooks").glob("*.ipynb"):
         page = (tmp_path / "html" / "papers" / "notebooks" / f"{notebook.stem}.html").read_text(encoding="utf-8")
         assert page.count("<img") >= 1, notebook.stem
+    # issue 37: the "paper vs dpopt" tables (display(Markdown(...)) in every notebook) were raw pipe text
+    tables = {nb.stem: (tmp_path / "html" / "papers" / "notebooks" / f"{nb.stem}.html").read_text(encoding="utf-8")
+              for nb in (ROOT / "notebooks").glob("*.ipynb")}
+    assert tables and all("<table" in page and "<th class=\"head\"><p>quantity</p></th>" in page
+                          for page in tables.values()), \
+        [k for k, page in tables.items() if "<table" not in page]

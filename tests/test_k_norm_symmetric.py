@@ -64,7 +64,7 @@ def mechanism_4x4():
 def hull_4x4(mechanism_4x4):
     """(vectors, their span coordinates, K), K built by the mechanism's HullBody."""
     body = mechanism_4x4.body
-    return body.vectors, body.vectors @ body.basis, body.polytope
+    return body.vectors, body.coordinates.of(body.vectors), body.polytope
 
 
 # ------------------------------------------------------------------------ the group

@@ -34,10 +34,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("design",),  # every family's candidate, the selection, cross-family comparisons
     ("certificate",),  # claims, second route, verification, composition checks
     ("solve",),  # spec -> sensitivity -> design -> certificate
-    ("audit", "postprocess"),  # empirical audit; post-processing of releases
+    ("audit", "postprocess", "synth"),  # empirical audit; post-processing of releases; synthetic records
     ("release",),  # releases at scale, hierarchies
     ("report",),  # the report a person reads
-    ("plan", "selection"),  # several queries under one budget; private keys and quantiles (person level)
+    ("plan", "selection", "synthesis"),  # several queries under one budget; private keys and quantiles (person
+    # level); synthetic microdata (measure, select, synthesize, certify)
     ("ledger",),  # a privacy budget ledger across releases and processes
     ("cli",),
     ("__init__",),  # the flat namespace of ``import dpopt`` (names resolved on first use)
@@ -51,6 +52,9 @@ OPTIONAL_DEPENDENCIES = {
         "the same optional Dask engine, for a grouped release plan (--engine dask)",
     ("dpopt.release.batch", "dpopt.release.distributed_bounding"):
         "the same optional Dask engine, bounding a privacy unit's rows for a grouped release (--engine dask)",
+    ("dpopt.synthesis.run", "dpopt.synthesis.pipeline"):
+        "dpopt.synthesize resolves without loading DuckDB, the designs and the synthesizer: imported when called",
+    ("dpopt.synthesis.run", "dpopt.rng"): "the same entry: the CSPRNG's randgen is loaded when dpopt.synthesize is called",
 }
 """The only dpopt imports inside functions outside the CLI, each with its reason."""
 

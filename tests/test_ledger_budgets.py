@@ -266,13 +266,15 @@ def test_a_read_only_ledger_is_one_line_not_a_traceback(tmp_path, tenth, capsys,
 
 # ------------------------------------------------------------------ splits of plans and of releases:
 def test_plan_shares_fit_the_target_as_written():
-    """Per-query targets are computed floats (their binary values count); the plan's target is the
-    decimal written. Three floats 0.1 exceed 3/10, so the split must come out below them."""
+    """Per-query targets are computed floats, certified as the decimals they are written as (their repr,
+    :func:`dpopt.core.decimals.written`); the plan's target is the decimal written. The shares read that way
+    must add up to no more than the target."""
+    from dpopt.core.decimals import written
     from dpopt.plan.compose import fit_targets
 
     for total, shares in [(0.3, [1 / 3] * 3), (0.1, [0.5, 0.5]), (0.7, [0.1] * 7)]:
         targets = fit_targets("zcdp", total, shares)
-        assert sum(Fraction(t["zcdp"]["rho"]) for t in targets) <= Fraction(repr(total))
+        assert sum(written(t["zcdp"]["rho"]) for t in targets) <= Fraction(repr(total))
 
 
 def test_releases_splits_add_exactly_without_slack():

@@ -230,6 +230,7 @@ def test_dask_report_is_duckdbs_and_a_missing_id_is_one_line(tmp_path):
 
 
 # ------------------------------------------------------------------------ plans
+@pytest.mark.slow  # ~38 s; test_a_plans_queries_see_the_bounds_of_one_bounding keeps a plan's bounding in the default run
 def test_a_plan_is_bounded_once_before_every_query(tmp_path, capsys):
     from dpopt.plan.release import plan_answers
     from dpopt.plan.solve import solve_plan

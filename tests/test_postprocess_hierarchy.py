@@ -120,12 +120,15 @@ def test_optimal_shares_minimise_the_weighted_error():
 
 
 def test_level_budgets_compose_to_the_target_exactly():
+    """Each level's target is certified against the decimal its float is read as (its repr, as the ledger
+    reads it: dpopt.core.decimals), so the levels' decimals compose to the decimal written: ρ = 1, μ = 7/10
+    (not the float 0.7, which is below 7/10)."""
     specs, shares, _ = level_specs(load_spec(SPEC))
-    total = sum(Fraction(s.privacy.zcdp.rho) for s in specs)
+    total = sum(Fraction(repr(s.privacy.zcdp.rho)) for s in specs)
     assert total <= Fraction(1)  # ρ = 1 in the example spec; each level rounded down
     gdp = load_spec(load_spec(SPEC).model_dump(mode="json", exclude_none=True) | {"privacy": {"gdp": {"mu": 0.7}}})
-    mus = [Fraction(s.privacy.gdp.mu) for s in level_specs(gdp)[0]]
-    assert sum(m * m for m in mus) <= Fraction(0.7) ** 2
+    mus = [Fraction(repr(s.privacy.gdp.mu)) for s in level_specs(gdp)[0]]
+    assert sum(m * m for m in mus) <= Fraction(7, 10) ** 2
 
 
 def test_release_end_to_end_and_every_level_certificate_verifies(tmp_path):

@@ -56,3 +56,31 @@ def test_dense_is_a_new_array():
     query = _query("linear")
     query.dense()[0, 0] = 99.0
     assert query.dense()[0, 0] == 1.0
+
+
+def _linear(matrix, **extra):
+    query = {"kind": "linear", "attribute": "race", "matrix": matrix, **extra}
+    return compile_query(load_spec(make_spec(data={"attributes": ATTRIBUTES}, query=query)))
+
+
+def test_linear_rows_are_named_from_the_spec():
+    # issue 37: rows were "row 0" … "row 14". A run of ones over consecutive levels (in the spec's order) is named
+    # by its first and last level; any other row, or two rows that would share a name, by its index
+    query = _linear([[1, 1, 1], [0, 1, 1], [0, 0, 1], [1, 0, 1], [0, 2, 0], [0, 0, 1]])
+    assert query.labels == ("race=white..other", "race=black..other", "row 2", "row 3", "row 4", "row 5")
+    assert _linear([[1, 0, 0], [1, 1, 0]]).labels == ("race=white", "race=white..black")
+    named = _linear([[1, 1, 1], [0, 0, 1]], labels=["respondents", "others"])
+    assert named.labels == ("respondents", "others")
+
+
+@pytest.mark.parametrize("labels, message", [
+    (["a"], "query: labels: 1 labels for 2 matrix rows (one per row)"),
+    (["a", "  "], "query.labels: label 1 is blank: name every row of the matrix"),
+    (["a", "a"], "query.labels: 'a' names more than one row: labels must be unique"),
+])
+def test_linear_labels_are_refused_in_one_line(labels, message):
+    from dpopt.errors import SpecError
+
+    with pytest.raises(SpecError) as caught:
+        _linear([[1, 1, 1], [0, 0, 1]], labels=labels)
+    assert str(caught.value) == message

@@ -53,7 +53,8 @@ def test_ungrouped_release_json_and_csv_carry_value_se_and_moe(tmp_path, capsys)
         assert r["margin_of_error_95"] == pytest.approx(Z975 * sigma, rel=1e-12)
     assert main(argv + ["--format", "csv"]) == 0
     table = _csv(capsys.readouterr().out)
-    assert list(table[0]) == ["label", "value", "standard_error", "margin_of_error_95", "postprocessed"]
+    assert list(table[0]) == ["label", "value", "standard_error", "margin_of_error_95", "postprocessed",
+                              "ci_95_low", "ci_95_high"]
     assert [(t["label"], float(t["value"])) for t in table] == [(r["label"], r["value"]) for r in rows]
     assert main(argv + ["--out", str(tmp_path / "out")]) == 0
     assert "release.csv" in capsys.readouterr().err

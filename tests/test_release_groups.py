@@ -239,13 +239,15 @@ def test_cli_grouped_release_writes_parquet_tables_and_a_certificate(tmp_path, c
     table = duckdb.sql(
         f"SELECT * FROM read_parquet('{out / 'release_tract.parquet'}') ORDER BY tract"
     ).fetchall()
-    # the tract key, then per cell (6 cells) its value, standard error and 95% margin of error
-    assert [row[0] for row in table] == ["T01", "T02", "T03", "T04"] and len(table[0]) == 1 + 3 * 6
+    # the tract key, then per cell (6 cells) its value, standard error, 95% margin of error and 95% interval
+    assert [row[0] for row in table] == ["T01", "T02", "T03", "T04"] and len(table[0]) == 1 + 5 * 6
+    low, high = table[0][4::5], table[0][5::5]
+    assert all(lo <= v + m and hi >= v - m for lo, hi, v, m in zip(low, high, table[0][1::5], table[0][3::5]))
     assert main(["verify", str(out / "certificate.json")]) == 0
     capsys.readouterr()
     assert main(argv[:-2]) == 0  # without --out: the document with the values on stdout
     printed = json.loads(capsys.readouterr().out)
-    assert printed["release"]["tract"]["T01"] == dict(zip(doc["labels"], table[0][1::3]))
+    assert printed["release"]["tract"]["T01"] == dict(zip(doc["labels"], table[0][1::5]))
 
 
 def test_cli_refuses_group_options_without_group_by(capsys):

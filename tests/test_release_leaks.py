@@ -77,7 +77,11 @@ PLAN = {"dpopt": 1, "name": "a plan", "data": TABLE["data"], "adjacency": "add_r
 HIERARCHY = {**{k: v for k, v in TABLE.items() if k != "mechanism"},
              "data": {"attributes": {"race": RACES, "sex": SEXES}}, "privacy": {"zcdp": {"rho": 1.0}},
              "mechanism": "gaussian", "postprocess": {"nonnegative": True, "integer": True, "consistent": True},
-             "geography": {"levels": ["state", "county"]}}
+             "geography": {"levels": ["state", "county"], "units": {
+                 "state": ["S1", "S2", "S3"],
+                 "county": {"S1C0": "S1", "S1C1": "S1", "S1C2": "S1", "S2C0": "S2", "S2C1": "S2", "S2C2": "S2",
+                            "S3C0": "S3", "S3C1": "S3"}}}}
+"""The data hold 2 states and 6 counties; the geography declares 3 and 8: the release publishes the declared ones."""
 VISITS = yaml.safe_load((ROOT / "specs" / "visits_person_level.yaml").read_text())
 VISITS_PLAN = {"dpopt": 1, "name": "visits plan", "data": VISITS["data"], "adjacency": "add_remove",
                "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "gaussian",
@@ -186,6 +190,11 @@ def test_no_release_folder_publishes_an_exact_count(tmp_path, capsys):
             assert all(b["persons"] == PERSONS and b["rows"] == len(visits) > b["rows_kept"] for b in bounding)
         elif name == "single":
             assert report["records"] == len(table)
+        elif name == "hierarchy":  # the declared units, every one with a table, none counted from the data
+            document = json.loads((out / "release.json").read_text())
+            assert [lv["units"] for lv in document["hierarchy"]["levels"]] == [1, 3, 8]
+            assert {n: sorted(t) for n, t in document["tables"].items() if n != "nation"} == {
+                "state": ["S1", "S2", "S3"], "county": sorted(HIERARCHY["geography"]["units"]["county"])}
 
 
 # ------------------------------------------------------------------ refused before anything is read or published
@@ -210,6 +219,47 @@ def test_the_data_file_is_no_public_list_of_groups(tmp_path, capsys):
     code = main(["release", str(spec), "--data", str(data), "--group-by", "county", "--groups", str(data)])
     err = capsys.readouterr().err
     assert code == 2 and "--groups: is the data file itself" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("units, words", [
+    (None, "geography.units: the units of each level are not declared"),
+    ({"state": ["S1"], "county": {"S1C0": "S1", "S1C1": "S1", "S1C2": "S1"}},
+     "is not a declared unit of the geography (declared in the spec"),
+    ({"state": ["S1", "S2"], "county": {"S1C0": "S1", "S1C1": "S1", "S1C2": "S2", "S2C0": "S2", "S2C1": "S2",
+                                        "S2C2": "S2"}},
+     "a record in county 'S1C2' has state 'S1', which is not its declared parent"),
+])
+def test_hierarchy_units_come_from_the_declared_geography(tmp_path, capsys, units, words):
+    """No declared units, a record in an undeclared unit, a record against its declared parent: one line each,
+    nothing written (the file's first rows are in S1 and S2, counties S1C0–S1C2 and S2C0–S2C2)."""
+    data = _write(tmp_path / "table.csv", _table_rows()[:12] + _table_rows()[-12:])
+    geography = {"levels": ["state", "county"], **({"units": units} if units else {})}
+    spec = tmp_path / "hierarchy.json"
+    spec.write_text(json.dumps({**HIERARCHY, "geography": geography}))
+    out = tmp_path / "out"
+    code = main(["release", str(spec), "--data", str(data), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and err.count("\n") == 1 and not out.exists(), err
+
+
+def test_hierarchy_units_from_a_public_file(tmp_path, capsys):
+    """The geography as a public file (a column per level): 2 states, 4 counties declared, S2C3 without records;
+    the data file itself is refused as that file."""
+    data = _write(tmp_path / "table.csv", _table_rows()[:12] + _table_rows()[-12:])
+    public = _write(tmp_path / "geography.csv", [{"state": s, "county": c} for s, c in
+                                                 [("S1", "S1C0"), ("S1", "S1C1"), ("S1", "S1C2"), ("S2", "S2C0"),
+                                                  ("S2", "S2C1"), ("S2", "S2C2"), ("S2", "S2C3")]])
+    spec = tmp_path / "hierarchy.json"
+    spec.write_text(json.dumps({**HIERARCHY, "geography": {"levels": ["state", "county"]}}))
+    assert main(["release", str(spec), "--data", str(data), "--groups", str(data)]) == 2
+    assert "--groups: is the data file itself" in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert main(["release", str(spec), "--data", str(data), "--groups", str(public), "--seed", "1",
+                 "--insecure-seed", "--out", str(out), "--error-draws", "0"]) == 0
+    document = json.loads((out / "release.json").read_text())
+    assert [lv["units"] for lv in document["hierarchy"]["levels"]] == [1, 2, 7]
+    assert "S2C3" in document["tables"]["county"]
+    assert document["hierarchy"]["levels"][2]["units_from"] == "public file (geography.csv)"
 
 
 def test_an_operator_report_inside_the_published_folder_is_refused(tmp_path, capsys):

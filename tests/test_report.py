@@ -109,6 +109,9 @@ def test_not_available_parts_are_said(reports):
     text = render_markdown(report)
     assert "not available: the truncated generalized Gaussian's noise depends on the true answer" in text
     assert "trade-off of the mechanism: not drawn" in text
+    # issue 37: the figure is titled and captioned for the one curve it draws, the target's
+    figure = next(f for f in report.figures if f.name == "tradeoff")
+    assert figure.title == "Trade-off curve of the target" and "mechanism" not in figure.caption
     # the audit itself runs on the release path (the noise is drawn around each neighbouring answer)
     assert report.audit is not None and report.audit.audited and report.audit.passed
 
@@ -120,10 +123,19 @@ def test_a_bare_certificate_still_renders():
     assert "<img" not in render_html(cert)
 
 
+def test_an_audit_that_could_not_run_states_its_reason():
+    # issue 37: the page `dpopt report CERT --out` wrote advised running that very command; it states the reason
+    cert = solved(_path("table_replace_gdp")).certificate
+    text = render_markdown(Report(cert, (), None, ("empirical audit: not run (needs 41 GB, more than the limit)",)))
+    audit = text.split("## Empirical audit", 1)[1].split("\n## ", 1)[0]
+    assert "Not run: needs 41 GB, more than the limit." in audit and "runs it" not in audit
+
+
 def test_write_report_markdown_puts_pngs_next_to_it(tmp_path, reports):
     written = write_report(reports["table_3x3_margins_gdp"], tmp_path / "semi.md")
     assert written[0] == tmp_path / "semi.md"
-    assert {p.name for p in written[1:]} == {f"semi_{n}.png" for n in ("tradeoff", "noise", "sensitivity", "utility")}
+    assert {p.name for p in written[1:]} == {f"semi_{n}.png" for n in ("tradeoff", "noise", "sensitivity", "utility",
+                                                                             "intervals")}
     assert "](semi_tradeoff.png)" in (tmp_path / "semi.md").read_text()
     assert all(p.read_bytes().startswith(PNG) for p in written[1:])
 

@@ -180,7 +180,7 @@ def test_cli_version_help_and_report_out(tmp_path, capsys):
     cert = tmp_path / "certificate.json"
     solved(_path("table_replace_gdp")).certificate.write(cert)
     assert main(["report", str(cert), "--out", str(tmp_path / "r.html"), "--no-audit"]) == 0
-    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'r.html'} (4 figures embedded")
+    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'r.html'} (5 figures embedded")
 
 
 def test_ctrl_c_is_one_line(monkeypatch, capsys):

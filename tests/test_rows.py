@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dpopt.core import rows
-from dpopt.core.rows import row_groups
+from dpopt.core.rows import row_groups, unique_rows
 
 
 def _partition(group: np.ndarray) -> set[frozenset[int]]:
@@ -40,3 +40,13 @@ def test_a_collision_falls_back_to_the_lexical_sort(monkeypatch):
 def test_rows_of_other_item_sizes_are_refused():
     with pytest.raises(ValueError, match="8-byte"):
         row_groups(np.zeros((3, 2), dtype=np.float32))
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 2), (40, 1), (200, 3), (500, 6)])
+def test_unique_rows_is_numpys_unique_over_rows(shape):
+    """unique_rows against the reference np.unique(a, axis=0): same rows in the same order, small integer
+    entries so that rows repeat often, and a sign-flipped copy (−0.0 against 0.0) as the derivations make."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(-2, 3, size=shape).astype(float)
+    a = np.vstack([a, -a])
+    assert np.array_equal(unique_rows(a), np.unique(a, axis=0))

@@ -40,6 +40,8 @@ SLOW = {
     "write_report(build_report(sol.certificate)": "a full report with a 50,000-draw empirical audit",
     "dpopt audit out/certificate.json": "200,000 draws per dataset and pair",
     "dpopt report out/certificate.json --out report.html": "a full report with a 50,000-draw empirical audit",
+    "dpopt.synthesize(": "measures, synthesizes, certifies and writes a folder (about 8 s; tests/test_synthesize_cli.py "
+                         "covers the pipeline in the default run)",
 }
 
 

@@ -205,6 +205,8 @@ def test_every_family_has_a_law_or_a_stated_reason():
     """Every registered family, on the first example spec it supports: a law, or the reason."""
     seen = set()
     for path in SPECS:
+        if seen == set(registry()):
+            break  # every family has its case: the other specs are not compiled
         problem = dpopt.compile(path)
         spec, space = problem.spec, problem.space
         for family, cls in registry().items():

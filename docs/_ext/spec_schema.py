@@ -47,6 +47,8 @@ KEY_NOTES = {
     "marginals.all_of_size": "every marginal table over this many attributes",
     "marginals.over": "the attributes all_of_size chooses from (default: every categorical attribute)",
     "matrix": "rows of a matrix over the cells of the histogram (row-major)",
+    "linear.labels": "a name for each row of the matrix (unique, non-blank), used in every output; default: a row "
+                     "of ones on consecutive levels is `attr=first..last`, another row `row i`",
     "value": "the published values t of C·φ(X) = t (optional: else taken from the data)",
     "kind": "which variant this mapping is",
     "reading": "the reading of Definition 13 (Cho & Awan) for a(t)",
@@ -64,6 +66,8 @@ KEY_NOTES = {
     "prior": "the prior histogram (kl, renyi) or the prior values (mallows)",
     "floor": "released counts are clipped at this floor (kl, renyi)",
     "order": "the order of the Rényi divergence or of the Mallows distance",
+    "Output.decimals": "round every published number to this many decimal places (post-processing, stated in the "
+                       "certificate's output block; margins and interval ends rounded outward)",
     "nonnegative": "publish non-negative counts",
     "integer": "publish whole numbers (controlled rounding)",
     "consistent": "tables agree with each other and with the invariants",
@@ -77,6 +81,11 @@ KEY_NOTES = {
     "PlanQuery.name": "the query's name in the plan's outputs",
     "PlanQuery.weight": "the weight of this query's error in the plan's objective",
     "PlanQuery.share": "a fixed share of the budget for this query",
+    "Utility.tables": "per table of a marginal query: a weight in the objective and/or an error target",
+    "Utility.objective": "total (the weighted sum of the tables' errors, default) or max (the largest weighted one)",
+    "TableGoal.attributes": "the table: one group of the query's attributes, in any order",
+    "TableGoal.weight": "the weight of this table's expected squared error in the objective (default 1)",
+    "TableGoal.target": "an upper bound on this table's expected squared error, summed over its cells",
 }
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from dpopt._version import __version__
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
+from dpopt.certificate.intervals import certified_per_cell
 from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import Mechanism, UtilityValue
@@ -49,6 +49,20 @@ def guarantee_block(spec: Spec, space: SensitivitySpace) -> dict:
     return block
 
 
+ROUNDING = ("post-processing of the released values (no privacy cost): each value and standard error rounded half to "
+            "even to {n} decimal places, each margin of error and upper interval end rounded up and each lower "
+            "interval end rounded down (the stated coverage kept)")
+"""The method of the ``output`` block (:func:`output_block`), ``{n}`` the decimals."""
+
+
+def output_block(spec: Spec) -> dict | None:
+    """The certificate's ``output`` block: the rounding of the published numbers the spec asks for
+    (``output: {decimals: N}``), or None without one (no block: every value is written in full)."""
+    if spec.output is None:
+        return None
+    return {"decimals": spec.output.decimals, "method": ROUNDING.format(n=spec.output.decimals)}
+
+
 def certify(
     problem: Problem,
     mechanism: Mechanism,
@@ -87,9 +101,11 @@ def certify(
             "privacy": mechanism.privacy_summary(space),
             "notes": mechanism.notes(),
         },
-        "utility": {**utility.to_dict(), "per_cell": per_cell_errors(mechanism, problem.labels, symmetric_differences(problem))},
+        "utility": {**utility.to_dict(), "per_cell": certified_per_cell(mechanism, problem)},
         "candidates": [c.to_dict() for c in candidates],
         "checks": [c.to_dict() for c in checks],
         "whole_release": None,
     }
+    if spec.output is not None:
+        data["output"] = output_block(spec)
     return Certificate(data)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from dpopt.core.decimals import float_written_above, written
 from dpopt.core.checks import Check
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.mechanisms import Mechanism
@@ -152,15 +153,10 @@ def groups_record_check(spec: Spec, block: dict, per_group: str = PER_GROUP, joi
                  f"{len(columns)} grouping column(s): {', '.join(columns)}" if same else "the recorded block differs")
 
 
-def _float_above(x: Fraction) -> float:
-    f = float(x)
-    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
-
-
 def _sqrt_above(x: Fraction) -> float:
-    """The smallest float f found upward from √x with f² ≥ x exactly."""
+    """The smallest float f found upward from √x whose decimal (its repr) has square at least x."""
     f = math.sqrt(float(x))
-    while Fraction(f) ** 2 < x:
+    while written(f) ** 2 < x:
         f = math.nextafter(f, math.inf)
     return f
 
@@ -169,9 +165,9 @@ def compose(spec: Spec, m: int) -> dict:
     """The spec's target composed m times: ``{definition, parameters..., method}``, rounded up."""
     definition, p = spec.privacy.definition, spec.privacy.parameters
     if definition == "gdp":
-        params = {"mu": _sqrt_above(m * Fraction(p["mu"]) ** 2)}
+        params = {"mu": _sqrt_above(m * written(p["mu"]) ** 2)}
     else:
-        params = {name: _float_above(m * Fraction(value)) for name, value in p.items()}
+        params = {name: float_written_above(m * written(value)) for name, value in p.items()}
     if "delta" in params and params["delta"] >= 1:
         params["delta"] = 1.0  # a vacuous δ: say so rather than print a probability above 1
     return {
@@ -198,11 +194,11 @@ def composition_checks(spec: Spec, block: dict, joint: dict | None = None) -> li
     definition, p = spec.privacy.definition, spec.privacy.parameters
     factor = Fraction(joint["norm_ratio_exact"]) if expected["method"] == _JOINT_METHOD else Fraction(m)
     if definition == "gdp":
-        holds = Fraction(recorded.get("mu", 0.0)) ** 2 >= factor * Fraction(p["mu"]) ** 2
+        holds = written(recorded.get("mu", 0.0)) ** 2 >= factor * written(p["mu"]) ** 2
     else:
         holds = all(
             (name == "delta" and recorded.get(name) == 1.0)
-            or Fraction(recorded.get(name, 0.0)) >= factor * Fraction(value)
+            or written(recorded.get(name, 0.0)) >= factor * written(value)
             for name, value in p.items()
         )
     same = (
@@ -232,8 +228,8 @@ _JOINT_METHOD = "joint sensitivity: the same noise on the stacked vector of ever
 def _scaled(definition: str, p: dict, ratio: Fraction) -> dict:
     """The per-group target scaled by the (squared, for gdp) norm ratio, rounded up."""
     if definition == "gdp":
-        return {"mu": _sqrt_above(ratio * Fraction(p["mu"]) ** 2)}
-    return {name: _float_above(ratio * Fraction(value)) for name, value in p.items()}
+        return {"mu": _sqrt_above(ratio * written(p["mu"]) ** 2)}
+    return {name: float_written_above(ratio * written(value)) for name, value in p.items()}
 
 
 def joint_block(spec: Spec, query: CountingQuery | NumericQuery, space: SensitivitySpace, mechanism: Mechanism,

@@ -31,6 +31,7 @@ import math
 import re
 from fractions import Fraction
 
+from dpopt.core.decimals import float_written_below, written
 from dpopt.certificate.composition import compose, groups_changed, within_group_adjacency
 from dpopt.certificate.recorded import recorded_check_claims
 from dpopt.core.checks import Check
@@ -74,24 +75,21 @@ def level_shares(spec: Spec, sensitivities: list[float] | None = None) -> tuple[
     return approx, "optimal for Gaussian noise: s_l ∝ √w_l Δ_l (closed form)"
 
 
-def _down(x: Fraction) -> float:
-    f = float(x)
-    return f if Fraction(f) <= x else math.nextafter(f, 0.0)
-
-
 def _sqrt_down(x: Fraction) -> float:
+    """A float f below √x whose decimal (its repr, as a level's target is read) has square at most x."""
     f = math.sqrt(float(x))
-    while Fraction(f) ** 2 > x:
+    while written(f) ** 2 > x:
         f = math.nextafter(f, 0.0)
     return f
 
 
 def level_privacy(spec: Spec, share: Fraction) -> dict:
-    """The privacy block of one level's spec: the share of the target, rounded down."""
+    """The privacy block of one level's spec: the share of the target as written, rounded down so that the
+    decimal the level's target is read as (:func:`~dpopt.core.decimals.written`) does not exceed it."""
     definition, p = spec.privacy.definition, spec.privacy.parameters
     if definition == "gdp":
-        return {"gdp": {"mu": _sqrt_down(share * Fraction(p["mu"]) ** 2)}}
-    return {definition: {name: _down(share * Fraction(value)) for name, value in p.items()}}
+        return {"gdp": {"mu": _sqrt_down(share * written(p["mu"]) ** 2)}}
+    return {definition: {name: float_written_below(share * written(value)) for name, value in p.items()}}
 
 
 def budget_check(spec: Spec, level_specs: list[Spec]) -> tuple[dict, Check]:
@@ -100,9 +98,9 @@ def budget_check(spec: Spec, level_specs: list[Spec]) -> tuple[dict, Check]:
     k = groups_changed(spec, 1)
     levels = [s.privacy.parameters for s in level_specs]
     if definition == "gdp":
-        holds = sum(Fraction(q["mu"]) ** 2 for q in levels) <= Fraction(p["mu"]) ** 2
+        holds = sum(written(q["mu"]) ** 2 for q in levels) <= written(p["mu"]) ** 2
     else:
-        holds = all(sum(Fraction(q[name]) for q in levels) <= Fraction(value) for name, value in p.items())
+        holds = all(sum(written(q[name]) for q in levels) <= written(value) for name, value in p.items())
     whole = compose(spec, k)
     whole["method"] = (
         f"each record is in one unit per level ({k} unit(s) change per level): parallel composition within a "

@@ -45,7 +45,7 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
     "certificate": (
         frozenset({"dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
                    "candidates", "checks", "whole_release"}),
-        frozenset({"groups", "hierarchy", "postprocess", "test_release"}),
+        frozenset({"groups", "hierarchy", "postprocess", "test_release", "output"}),
     ),
     "plan": (
         frozenset({"dpopt_version", "kind", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
@@ -60,6 +60,11 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
     "selection": (
         frozenset({"kind", "dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
                    "releases", "numerics", "checks"}),
+        frozenset({"test_release"}),
+    ),
+    "synthesis": (
+        frozenset({"kind", "dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
+                   "budget", "measurements", "selection", "synthesis", "numerics", "checks"}),
         frozenset({"test_release"}),
     ),
     "mechanism": (frozenset({"family", "title", "parameters", "privacy", "notes"}), frozenset()),
@@ -80,6 +85,7 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
                         frozenset({"units", "units_from"})),
     "hierarchy.level.mechanism": (frozenset({"family", "parameters"}), frozenset()),
     "postprocess": (frozenset({"guarantee", "method"}), frozenset({"error"})),
+    "output": (frozenset({"decimals", "method"}), frozenset()),
     "postprocess.error": (frozenset({"method", "levels"}), frozenset()),
     "plan.utility": (frozenset({"metric", "value", "method"}), frozenset()),
     "plan.allocation": (frozenset({"shares", "method", "model_objective", "equal_split_weighted_total",
@@ -91,7 +97,7 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
 }
 """The keys each block of a certificate must hold and may hold; nothing else is accepted."""
 
-KIND = {"plan": "plan", "hierarchy_release": "hierarchy", "selection": "selection"}
+KIND = {"plan": "plan", "hierarchy_release": "hierarchy", "selection": "selection", "synthesis": "synthesis"}
 """The ``kind`` a composite certificate's top level holds."""
 
 
@@ -233,7 +239,7 @@ def _rows(block, name: str, path: str) -> list[str]:
 
 
 _OBJECTS = ("spec", "guarantee", "sensitivity", "mechanism", "utility", "groups", "hierarchy", "postprocess", "levels",
-            "allocation")
+            "allocation", "output")
 _LISTS = ("checks", "candidates", "queries", "releases")
 
 
@@ -248,7 +254,7 @@ def certificate_schema(data: dict, top: str = "certificate") -> Check:
     if not isinstance(data.get("spec_sha256"), str):
         problems.append("spec_sha256 is not a string")
     blocks = {"mechanism": "mechanism", "utility": "utility"} if top == "certificate" else {}
-    blocks |= {"groups": "groups", "postprocess": "postprocess"}
+    blocks |= {"groups": "groups", "postprocess": "postprocess", "output": "output"}
     problems += [p for key, name in blocks.items() if isinstance(data.get(key), dict)
                  for p in schema_problems(data[key], name, key)]
     if isinstance(data.get("checks"), list):

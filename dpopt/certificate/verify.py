@@ -16,12 +16,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpopt.certificate.build import guarantee_block
+from dpopt.certificate.build import guarantee_block, output_block
 from dpopt.certificate.claims import all_claims
 from dpopt.certificate.composition import composition_checks, groups_record_check, joint_block
 from dpopt.certificate.hierarchy_budget import verify_hierarchy
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
+from dpopt.certificate.intervals import certified_per_cell
 from dpopt.certificate.recorded import certificate_schema, compare, difference, recorded_check_claims, same_text
 from dpopt.core.blas import one_blas_thread
 from dpopt.core.checks import Check
@@ -38,6 +38,13 @@ _HOSTILE = (DpoptError, ArithmeticError, ValueError, TypeError, KeyError, Attrib
 STRUCTURAL_CLAIMS = ("schema", "spec_sha256", "guarantee", "sensitivity", "mechanism.parameters", "mechanism.privacy",
                      "mechanism.title", "utility", "utility.per_cell", "candidates.chosen")
 """The claims :func:`verify` re-derives besides the certificate's recorded checks."""
+
+
+def output_claims(data: dict) -> int:
+    """1 when :func:`verify` re-derives the ``output`` claim (the certificate or its spec states a rounding), else 0:
+    a claim besides :data:`STRUCTURAL_CLAIMS`."""
+    spec = data.get("spec")
+    return int("output" in data or isinstance(spec, dict) and spec.get("output") is not None)
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,9 @@ def _verify(certificate: Certificate | dict | str | Path) -> Verification:
     if data.get("kind") == "plan":  # the plan layer sits above this one: it verifies its own certificates
         raise CertificateError("this is a release plan's certificate: verify it with dpopt.plan.verify_plan "
                                "(or `dpopt verify`)")
+    if data.get("kind") == "synthesis":  # the synthesis layer sits above this one: it verifies its measurements
+        raise CertificateError("this is a synthesis certificate: verify it with dpopt.synthesis.verify_synthesis "
+                               "(or `dpopt verify`)")
     if data.get("kind") == "hierarchy":  # the whole of a hierarchical release: its levels are verified one by one
         raise CertificateError("this is a hierarchical release's certificate: verify it with "
                                "dpopt.verify_hierarchy_release (or `dpopt verify`)")
@@ -117,6 +127,11 @@ def _verify(certificate: Certificate | dict | str | Path) -> Verification:
         Check("guarantee", "the guarantee and its scope equal the spec's target and adjacency",
               data["guarantee"] == guarantee_block(spec, space), f"{spec.privacy.definition} {spec.privacy.parameters}")
     )
+    if output_claims(data):
+        recorded = output_block(spec)
+        checks.append(Check("output", "the rounding of the published numbers is the spec's (output.decimals), stated "
+                            "as post-processing", data.get("output") == recorded,
+                            f"{spec.output.decimals} decimals" if spec.output is not None else "the spec states none"))
     checks.append(
         Check("sensitivity", "re-derived from the spec (structural closed forms)",
               data["sensitivity"] == space.summary(),
@@ -173,8 +188,8 @@ def record_checks(data: dict, problem: Problem, mechanism: Mechanism) -> list[Ch
               "equal" if not missing else f"caveat missing: {missing[0][:80]}"),
         compare("utility", f"predicted utility E[{predicted.metric}] ({predicted.method})", utility,
                 _json(predicted.to_dict())),
-        compare("utility.per_cell", "per-cell standard errors and margins", data["utility"].get("per_cell"),
-                _json(per_cell_errors(mechanism, problem.labels, symmetric_differences(problem)))),
+        compare("utility.per_cell", "per-cell standard errors, margins and interval half-widths (method, level)",
+                data["utility"].get("per_cell"), _json(certified_per_cell(mechanism, problem))),
         Check("candidates.chosen", "the comparison's row of the chosen family is the certified mechanism",
               off is None, off or f"the row of {mechanism.family} equals the mechanism and its utility"),
     ]

@@ -18,6 +18,14 @@ two readings the same: a number is **kept** when its decimal is the repr of its 
 where a privacy number is read, instead of silently becoming another number.
 :func:`read_float` marks such a float (:class:`SpelledFloat`, which keeps the text) so that a
 validator downstream can name it.
+
+**Targets are certified against the decimal.** The ledger charges what was written, so every
+calibration check compares with it too: exactly, ``achieved <= written(target)`` with ``achieved`` a
+Fraction; and where a check evaluates in floating point, mpmath or interval arithmetic, against
+:func:`float_below` (the largest float not above the decimal: ρ = 0.1 is checked against
+0.09999999999999999167…, not the float 0.1000000000000000055…, which exceeds 1/10). Numbers that
+dpopt derives and records as floats (a level's share of a budget, a composed total) are read the
+same way, at their repr.
 """
 
 from __future__ import annotations
@@ -114,6 +122,24 @@ def as_float(value: object, field: str) -> float:
         raise ValueError(f"{field}: {shown} is not kept by a floating-point number "
                          f"(it would be read as {nearest!r}): write at most 15 significant digits")
     return float(exact)
+
+
+def float_below(value: object) -> float:
+    """The largest float whose binary value is at most the decimal ``value`` spells (:func:`written`):
+    the target a check made in floating point (or mpmath, or intervals) compares with, so that passing it
+    certifies the decimal. Equal to ``float(value)`` when that float is not above the decimal."""
+    exact = written(value)
+    nearest = float(exact)
+    return nearest if Fraction(nearest) <= exact else math.nextafter(nearest, -math.inf)
+
+
+def float_written_below(exact: Fraction) -> float:
+    """The float nearest to ``exact``, moved down until the decimal it is read as (its repr) is at most
+    ``exact``: a share of a budget stated as a float that never overstates it (1/10 → 0.1)."""
+    value = float(exact)
+    while written(value) > exact:
+        value = math.nextafter(value, -math.inf)
+    return value
 
 
 def float_written_above(exact: Fraction) -> float:

@@ -52,6 +52,9 @@ class Capability:
         The utility metrics it predicts; None: every metric (closed form or Monte Carlo).
     workload : bool
         Whether it serves a utility ``workload`` or per-cell ``weights``.
+    tables : bool
+        Whether it serves per-table weights, targets or the largest table error (``utility.tables``,
+        ``utility.objective``; :mod:`dpopt.optimize.table_goals`).
     invariants : bool
         Whether it serves a spec with invariants (its noise stays in the sensitivity span).
     integer : bool
@@ -75,6 +78,7 @@ class Capability:
     queries: tuple[str, ...] | None = None
     metrics: tuple[str, ...] | None = None
     workload: bool = True
+    tables: bool = False
     invariants: bool = False
     integer: bool = False
     privacy_unit: bool = True
@@ -94,10 +98,11 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
                serves="James–Stein shrinkage of a Gaussian release (requested by name unless it gains ≥ 1%)"),
     Capability("marginal_gaussian", _M + "marginal_gaussian", GAUSSIAN_TARGETS, MARGINAL_QUERIES, ("l2",),
-               workload=False, invariants=True, privacy_unit=False, exact="zcdp, gdp, approx (lattice variances ≤ 2³⁰; gdp, approx ≤ 2²²)",
+               workload=False, tables=True, invariants=True, privacy_unit=False,
+               exact="zcdp, gdp, approx (lattice variances ≤ 2³⁰; gdp, approx ≤ 2²²)",
                serves="the optimal Gaussian strategy for marginal workloads at any domain size"),
     Capability("marginal_laplace", _M + "marginal_laplace", ("pure",), MARGINAL_QUERIES, ("l2",),
-               workload=False, privacy_unit=False,
+               workload=False, tables=True, privacy_unit=False,
                serves="weighted marginal strategy with Laplace noise (pure ε)"),
     Capability("kronecker_gaussian", _M + "kronecker_gaussian", GAUSSIAN_TARGETS, ("kronecker",), ("l2",),
                workload=False, serves="Kronecker strategy for range/prefix × marginal workloads"),

@@ -72,6 +72,9 @@ def screen(name: str, problem: Problem) -> str | None:
         return f"{name} is designed for the metric {', '.join(row.metrics)} only, not '{utility.metric}'"
     if not row.workload and (utility.workload is not None or utility.weights is not None):
         return f"{name} optimises the unweighted error of the query: a workload or weights are not served"
+    if utility.table_goals and not row.tables:
+        return (f"{name} does not weigh tables: utility.tables and objective are served by "
+                f"{', '.join(r.name for r in FAMILIES if r.tables)}")
     if spec.invariants and not row.invariants:
         return "its noise leaves the span of the sensitivity space, so it would alter the invariants"
     if row.max_dimension is not None and problem.space.dimension > row.max_dimension:
@@ -147,8 +150,8 @@ def _cell(values: tuple[str, ...] | None) -> str:
 
 def capability_table(rows: tuple[Capability, ...] = FAMILIES) -> str:
     """The table as Markdown (the docs page shows it; ``tests/test_capabilities.py`` compares)."""
-    lines = ["| family | definitions | queries | metrics | workload | invariants | size limit | quick bound "
-             "| exact noise | serves |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| family | definitions | queries | metrics | workload | table goals | invariants | size limit "
+             "| quick bound | exact noise | serves |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         limit = "—" if row.max_dimension is None else f"d ≤ {row.max_dimension}"
         if row.integer:
@@ -156,8 +159,9 @@ def capability_table(rows: tuple[Capability, ...] = FAMILIES) -> str:
         if not row.privacy_unit:
             limit = "one row per person" if limit == "—" else f"{limit}; one row per person"
         bound = "—" if row.bound is None else f"`{row.bound}`: {QUICK_BOUNDS[row.bound][1]}"
-        workload, invariants = ("yes" if flag else "no" for flag in (row.workload, row.invariants))
+        workload, tables, invariants = ("yes" if flag else "no" for flag in (row.workload, row.tables, row.invariants))
         lines.append(f"| `{row.name}` | {_cell(row.definitions)} | {_cell(row.queries)} "
-                     f"| {_cell(row.metrics)} | {workload} | {invariants} | {limit} | {bound} | {row.exact or 'no'} "
+                     f"| {_cell(row.metrics)} | {workload} | {tables} | {invariants} | {limit} | {bound} "
+                     f"| {row.exact or 'no'} "
                      f"| {row.serves} |")
     return "\n".join(lines)

@@ -237,11 +237,13 @@ def select(candidates: list[Candidate], metric: str) -> Candidate:
     Raises
     ------
     CalibrationError
-        When no candidate can meet the target; the message lists each family's reason.
+        When no candidate can meet the target; the message lists the reason of each family the spec reached
+        (past the capability table), else of every family.
     """
     feasible = [c for c in candidates if c.feasible]
     if not feasible:
-        reasons = "; ".join(f"{c.family}: {c.reason}" for c in candidates) or "no family applies"
+        tried = [c for c in candidates if c.skipped != "capability table"]  # the families the spec reached
+        reasons = "; ".join(f"{c.family}: {c.reason}" for c in tried or candidates) or "no family applies"
         raise CalibrationError(f"no mechanism can meet this spec ({reasons})")
     sign = -1.0 if better(metric) == "higher" else 1.0
     best = min(sign * c.utility.value for c in feasible)

@@ -311,6 +311,26 @@ def require_labels(dimension: int, what: str) -> None:
     require_memory(dimension * LABEL_BYTES, f"the {dimension} output labels of {what}")
 
 
+def linear_row_labels(attribute: str, levels: Sequence[str], matrix: np.ndarray) -> list[str]:
+    """Names of a linear query's rows without ``labels``: a row of ones on a run of consecutive levels (in the
+    order the spec lists them) and zeros elsewhere is ``attr=first..last`` (``attr=level`` for one level), any
+    other row ``row i``; a name two rows would share is ``row i`` for each of them.
+
+    Examples
+    --------
+    >>> linear_row_labels("age", ["0-17", "18-64", "65+"], np.array([[1, 1, 1], [0, 0, 1], [0, 2, 0]]))
+    ['age=0-17..65+', 'age=65+', 'row 2']
+    """
+    names = []
+    for i, row in enumerate(np.asarray(matrix, dtype=float)):
+        ones = np.flatnonzero(row)
+        run = ones.size and np.all(row[ones] == 1.0) and ones[-1] - ones[0] + 1 == ones.size
+        first, last = (levels[ones[0]], levels[ones[-1]]) if run else (None, None)
+        names.append(f"row {i}" if not run else f"{attribute}={first}" if first == last
+                     else f"{attribute}={first}..{last}")
+    return [f"row {i}" if names.count(name) > 1 else name for i, name in enumerate(names)]
+
+
 def compile_query(spec: Spec) -> CountingQuery | NumericQuery:
     """Compile the spec's query into its evaluable, structured form.
 
@@ -366,5 +386,5 @@ def compile_query(spec: Spec) -> CountingQuery | NumericQuery:
     user = None
     if isinstance(q, LinearQuery):
         user = np.asarray(q.matrix, dtype=float)
-        labels = [f"row {i}" for i in range(user.shape[0])]
+        labels = list(q.labels) if q.labels is not None else linear_row_labels(q.attribute, levels[0], user)
     return CountingQuery(q.kind, used, levels, groups, tuple(labels), user)

@@ -22,7 +22,7 @@ Facets are written ⟨a_f, y⟩ ≤ 1, so the gauge (the norm whose unit ball is
 of vertices) and qhull's global merging becomes very slow, so the boundary is found by
 *gift wrapping*: a first facet from a linear program over the polar body
 {a : ⟨a, p⟩ ≤ 1}, then, for each facet F found, its ridges (the facets of F, from qhull
-in the s − 1 coordinates of F's hyperplane) and, across each ridge, the neighbouring
+on F's points with one coordinate dropped) and, across each ridge, the neighbouring
 facet, by rotating F's hyperplane about the ridge until it meets another point. Each
 facet with more than s vertices is triangulated by coning its boundary from its centroid
 (an auxiliary point). The boundary found is certified closed: every ridge is shared by
@@ -55,7 +55,6 @@ import numpy as np
 from dpopt._lazy import lazy_module
 from dpopt.errors import SolverError
 
-linalg = lazy_module("scipy.linalg")
 optimize = lazy_module("scipy.optimize")
 sparse = lazy_module("scipy.sparse")
 spatial = lazy_module("scipy.spatial")
@@ -65,6 +64,9 @@ _CHUNK = 65_536
 _GLOBAL_QHULL_DIMENSION = 4
 _TIGHT = 1e-9
 """A point p is on facet a when |⟨a, p⟩ − 1| ≤ 1e-9 (coordinates are O(1) after scaling)."""
+_DROPPED = 1e-6
+"""A facet's coordinates drop the first coordinate k with |a_k| ≥ (1 − 1e-6)·max|a| (see
+:func:`_triangulate_facet`): exact ties in |a| are broken by position, whatever the last bits of a."""
 
 
 class HullBudgetExceeded(SolverError):
@@ -147,9 +149,7 @@ class Polytope(ConeSampler):
         s = points.shape[1]
         if s == 1:
             return _interval(points)
-        scale = float(np.linalg.norm(points, axis=1).max(initial=0.0))
-        if scale == 0.0:
-            raise ValueError("the origin is not interior to the hull of the points")
+        scale = power_of_two_scale(points)
         unit = points / scale
         if s <= _GLOBAL_QHULL_DIMENSION:
             parts = _global_qhull(unit)
@@ -180,7 +180,7 @@ class Polytope(ConeSampler):
     @property
     def vertices(self) -> np.ndarray:
         """Indices of the generating points used by the triangulation (the extreme points)."""
-        used = np.unique(self.simplices)
+        used = np.flatnonzero(np.bincount(np.asarray(self.simplices, dtype=np.intp).ravel()))  # sorted, distinct
         return used[used < len(self.points)]
 
     def gauge(self, y: np.ndarray) -> np.ndarray:
@@ -309,6 +309,21 @@ def _interval(points: np.ndarray) -> Polytope:
                     np.array([0, 1]), np.array([top, -bottom]), top - bottom, 0, "interval")
 
 
+def power_of_two_scale(points: np.ndarray) -> float:
+    """The power of two 2^e > max |entry| of ``points``: dividing by it is exact, so the scaled points
+    (and qhull's triangulation of them) carry the same bits on every machine.
+
+    Raises
+    ------
+    ValueError
+        If every entry is 0.
+    """
+    top = float(np.abs(points).max(initial=0.0))
+    if top == 0.0:
+        raise ValueError("the origin is not interior to the hull of the points")
+    return math.ldexp(1.0, math.frexp(top)[1])
+
+
 def _hull(points: np.ndarray) -> spatial.ConvexHull:
     try:
         return spatial.ConvexHull(points)
@@ -392,7 +407,7 @@ def _gift_wrap(points: np.ndarray):
     """Facets by adjacency (gift wrapping); each facet triangulated from its centroid."""
     n, s = points.shape
     first = _first_facet(points)
-    keys = {tuple(np.round(first, 8)): 0}
+    keys = {_tight_key(points, first): 0}
     normals, queue = [first], deque([0])
     auxiliary, simplices, simplex_facet, reference = [], [], [], 0.0
     ridges: Counter = Counter()
@@ -412,7 +427,7 @@ def _gift_wrap(points: np.ndarray):
             if ridges[ridge_key] > 1:  # crossed already, from the facet on the other side
                 continue
             neighbour = _across(points, a, tight, ridge)
-            key = tuple(np.round(neighbour, 8))
+            key = _tight_key(points, neighbour)
             if key not in keys:
                 keys[key] = len(normals)
                 normals.append(neighbour)
@@ -422,29 +437,43 @@ def _gift_wrap(points: np.ndarray):
             reference, open_ridges, "gift wrapping")
 
 
+def _tight_key(points: np.ndarray, a: np.ndarray) -> bytes:
+    """The facet ⟨a, y⟩ ≤ 1 named by the points on it (rounding ``a`` instead could name one facet
+    twice where an entry of a falls on a rounding boundary)."""
+    return np.flatnonzero(np.abs(points @ a - 1.0) <= _TIGHT).astype(np.int64).tobytes()
+
+
 def _triangulate_facet(points: np.ndarray, a: np.ndarray, tight: np.ndarray, centroid_index: int):
     """The ridges of facet F = conv(points[tight]) (as point-index arrays), a triangulation
     of F (rows of s point indices; the centroid gets ``centroid_index``), vol_{s−1}(F), and
-    whether the centroid is used (F is not a simplex)."""
+    whether the centroid is used (F is not a simplex).
+
+    qhull works on the points of F with one coordinate k dropped, a projection that is one-to-one on
+    F's hyperplane ⟨a, y⟩ = 1 as a_k ≠ 0 and scales (s − 1)-volume by |a_k|/‖a‖. Those coordinates are
+    the points' own entries, so qhull triangulates F the same way on every machine (coordinates from an
+    orthonormal basis of the hyperplane carry the last bits of an SVD, which depend on the BLAS kernel,
+    and qhull then splits F's non-simplicial ridges otherwise). k is the first coordinate where |a| is
+    largest up to :data:`_DROPPED`, which keeps the projection well conditioned."""
     s = points.shape[1]
     if len(tight) == s:  # a simplex: its ridges drop one vertex each
         edges = points[tight[1:]] - points[tight[:1]]
         volume = math.sqrt(max(np.linalg.det(edges @ edges.T), 0.0)) / math.factorial(s - 1)
         return [np.delete(tight, j) for j in range(s)], [tight.tolist()], volume, False
-    w = points[tight]
-    basis = linalg.null_space(a[None, :])
-    z = (w - w.mean(axis=0)) @ basis
+    magnitude = np.abs(a)
+    k = int(np.argmax(magnitude >= (1.0 - _DROPPED) * magnitude.max()))
+    z = np.delete(points[tight], k, axis=1)  # the points' own entries: the same bits on every machine
+    stretch = float(np.linalg.norm(a)) / float(magnitude[k])  # vol_{s−1}(F) = stretch · vol(z)
     if s == 2:  # a segment with interior points: its two ends
         lo, hi = int(np.argmin(z[:, 0])), int(np.argmax(z[:, 0]))
         ends = [tight[[lo]], tight[[hi]]]
         rows = [[centroid_index, int(tight[lo])], [centroid_index, int(tight[hi])]]
-        return ends, rows, float(z[hi, 0] - z[lo, 0]), True
+        return ends, rows, stretch * float(z[hi, 0] - z[lo, 0]), True
     hull = _hull(z)
     _, group = np.unique(np.round(hull.equations, 8), axis=0, return_inverse=True)
     group = group.reshape(-1)
     ridges = [tight[np.unique(hull.simplices[group == g])] for g in range(group.max() + 1)]
     rows = [[centroid_index] + tight[row].tolist() for row in hull.simplices]
-    return ridges, rows, float(hull.volume), True
+    return ridges, rows, stretch * float(hull.volume), True
 
 
 def _across(points: np.ndarray, a: np.ndarray, tight: np.ndarray, ridge: np.ndarray) -> np.ndarray:

@@ -8,8 +8,8 @@ permutations (:func:`table_symmetries` finds the largest such group that keeps t
 vectors and verifies it; it is not assumed).
 
 **Facets up to symmetry** (adjacency decomposition). A first facet comes from a linear
-program; for each *representative* facet F its ridges (from qhull, in the s − 1
-coordinates of F's hyperplane) are crossed by rotating F's hyperplane about them
+program; for each *representative* facet F its ridges (from qhull, on F's points with one
+coordinate dropped) are crossed by rotating F's hyperplane about them
 (:func:`dpopt.geometry.polytope._across`, the gift-wrapping step); a neighbour whose
 vertex set is not in a known orbit becomes a new representative and its whole orbit
 {g F : g ∈ G} is listed. The facet graph of a polytope is connected, so when every ridge
@@ -49,7 +49,7 @@ import numpy as np
 
 from dpopt._lazy import lazy_module
 from dpopt.geometry.polytope import (
-    _TIGHT, ConeSampler, _abs_determinants, _across, _first_facet, _triangulate_facet, _within,
+    _TIGHT, ConeSampler, _abs_determinants, _across, _first_facet, _triangulate_facet, _within, power_of_two_scale,
 )
 
 linalg = lazy_module("scipy.linalg")
@@ -200,9 +200,7 @@ class SymmetricPolytope(ConeSampler):
         """
         points = np.atleast_2d(np.asarray(points, dtype=float))
         permutations = np.asarray(permutations)
-        scale = float(np.linalg.norm(points, axis=1).max(initial=0.0))
-        if scale == 0.0:
-            raise ValueError("the origin is not interior to the hull of the points")
+        scale = power_of_two_scale(points)
         build = partial(_facet_orbits, permutations=permutations)
         unit = points / scale
         parts = build(unit) if budget_seconds is None else _within(budget_seconds, build, unit)

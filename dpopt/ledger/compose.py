@@ -60,8 +60,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-import mpmath
-
+from dpopt._lazy import lazy_module
 from dpopt.core.decimals import float_written_above, written
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import UnsupportedSpecError
@@ -70,6 +69,8 @@ from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.pld import DiscretePLD, PLDBracket
 from dpopt.privacy.pure_conversion import pure_gdp_mu
 from dpopt.privacy.zcdp import zcdp_delta_cks, zcdp_epsilon_cks
+
+mpmath = lazy_module("mpmath")
 
 BUDGETS = ("zcdp", "gdp", "pure", "approx")
 """Definitions a ledger's budget may be given in."""

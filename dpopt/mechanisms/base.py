@@ -218,6 +218,12 @@ class Mechanism(ABC):
         otherwise."""
         return None
 
+    def unimodal_cell_variances(self) -> np.ndarray | None:
+        """For noise that is a linear image of independent symmetric unimodal noise (Laplace) whose per-cell law
+        has no closed form: Var Z_i of each released coordinate in closed form; the per-cell errors then take the
+        standard error exactly and bound the margin by Gauss's inequality (no Monte Carlo). None otherwise."""
+        return None
+
     def variates_per_draw(self) -> int:
         """Random variates one noise draw takes, for bounding the cost of a Monte Carlo (default: d)."""
         return self.dimension

@@ -31,9 +31,10 @@ import math
 from fractions import Fraction
 from functools import cache
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
+from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
@@ -63,6 +64,8 @@ from dpopt.privacy.zcdp import zcdp_delta_cks, zcdp_delta_cks_mp, zcdp_epsilon_c
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
+
+mpmath = lazy_module("mpmath")
 
 MAX_SIGMA2 = Fraction(2**30)
 
@@ -99,13 +102,13 @@ def discrete_gaussian_privacy_check(space: SensitivitySpace, sigma2: Fraction, p
         return Check(
             "privacy",
             "exact rational check Δ₂²/(2σ²) ≤ ρ (discrete Gaussian; Canonne, Kamath & Steinke 2020, Thm 14)",
-            rho <= Fraction(p["rho"]),
+            rho <= written(p["rho"]),
             f"Δ₂²/(2σ²) = {rho} ≈ {float(rho):.17g} vs ρ = {p['rho']} (σ² = {sigma2})",
         )
     if definition == "approx":
         patterns = _exact_patterns(space, float(sigma2))
         if patterns is not None:
-            delta = max(_exact_delta_mp(p["epsilon"], sigma2, t) for t in patterns)
+            delta = max(_exact_delta_mp(float_below(p["epsilon"]), sigma2, t) for t in patterns)
             shown = ", ".join("(" + ", ".join(map(str, t)) + ")" for t in patterns[:6]) + (
                 ", …" if len(patterns) > 6 else "")
             return Check(
@@ -114,17 +117,17 @@ def discrete_gaussian_privacy_check(space: SensitivitySpace, sigma2: Fraction, p
                 "S = Σ_k Δ_k Y_k (CKS 2020, Thm 7 for one coordinate; the loss of a move over several "
                 f"coordinates is a function of S), max over the move patterns |Δ| ∈ {{{shown}}}; "
                 "summed in 80/50 digits with a bound on the truncated remainder",
-                bool(delta <= p["delta"]),
+                bool(delta <= float_below(p["delta"])),
                 f"δ(ε={p['epsilon']}) ≤ {mpmath.nstr(delta, 17)} vs δ = {p['delta']} (σ² = {sigma2})",
             )
         rho_up = _float_above(rho)
         _, alpha = zcdp_epsilon_cks(p["delta"], rho_up)
-        delta = zcdp_delta_cks_mp(p["epsilon"], rho_up, alpha)
+        delta = zcdp_delta_cks_mp(float_below(p["epsilon"]), rho_up, alpha)
         return Check(
             "privacy",
             "ρ = Δ₂²/(2σ²)-zCDP (CKS Thm 14) converted to (ε, δ) by the CKS bound (Prop. 12) at order "
             f"α = {alpha:.6g}, in 60-digit arithmetic",
-            bool(delta <= p["delta"]),
+            bool(delta <= float_below(p["delta"])),
             f"δ_CKS(ε={p['epsilon']}; ρ={rho_up:.17g}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}",
         )
     return Check(
@@ -195,7 +198,7 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
             raise CalibrationError("the l2 sensitivity is 0: there is nothing to protect with noise")
         p = spec.privacy.parameters
         if spec.privacy.definition == "zcdp":
-            start = Fraction(space.l2_squared) / (2 * Fraction(p["rho"]))
+            start = Fraction(space.l2_squared) / (2 * written(p["rho"]))
         else:
             start = _approx_start(space, p["epsilon"], p["delta"])
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
+from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
@@ -63,6 +64,8 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
+mpmath = lazy_module("mpmath")
+
 MAX_SCALE = Fraction(2**40)
 
 
@@ -80,7 +83,7 @@ def discrete_laplace_privacy_check(space: SensitivitySpace, scale: Fraction, pri
         return pure_privacy_check(eps, privacy, "ε = Δ₁/b of discrete Laplace noise (Canonne, Kamath & Steinke "
                                   "2020), exact rational", f"Δ₁/b = {float(eps):.17g} (b = {scale})")
     patterns = move_patterns(space) if privacy.definition in ("approx", "zcdp") else None
-    if privacy.definition == "zcdp" and patterns is not None and eps * eps / 2 > Fraction(privacy.parameters["rho"]):
+    if privacy.definition == "zcdp" and patterns is not None and eps * eps / 2 > written(privacy.parameters["rho"]):
         passed, detail = discrete_laplace_zcdp_holds(scale, patterns, privacy.parameters["rho"])
         return Check(
             "privacy",
@@ -93,13 +96,13 @@ def discrete_laplace_privacy_check(space: SensitivitySpace, scale: Fraction, pri
         return epsilon_dp_check(Fraction(space.l1) / scale, privacy, "discrete Laplace noise on integer queries",
                                 "Canonne, Kamath & Steinke 2020")
     p = privacy.parameters
-    delta = max(discrete_laplace_delta_mp(p["epsilon"], scale, t) for t in patterns)
+    delta = max(discrete_laplace_delta_mp(float_below(p["epsilon"]), scale, t) for t in patterns)
     shown = ", ".join("(" + ", ".join(map(str, t)) + ")" for t in patterns[:6]) + (", …" if len(patterns) > 6 else "")
     return Check(
         "privacy",
         "exact discrete-Laplace profile δ(ε) = Σ_J P[J](1 − e^{ε − (‖Δ‖₁ − 2J)/b})₊, the loss of a move being "
         f"(‖Δ‖₁ − 2J)/b with J a finite integer sum, max over the move patterns |Δ| ∈ {{{shown}}}; 60 digits",
-        bool(delta <= p["delta"]),
+        bool(delta <= float_below(p["delta"])),
         f"δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']} (b = {scale})",
     )
 
@@ -221,11 +224,11 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
                 up=True,
             )))
         elif "epsilon" in p:
-            scale = dyadic_ceil(Fraction(space.l1) / Fraction(p["epsilon"]))
+            scale = dyadic_ceil(Fraction(space.l1) / written(p["epsilon"]))
         elif spec.privacy.definition == "gdp":  # ε-DP ⇒ μ-GDP (randomized response, Lee et al. 2022, eq. 12)
             scale = dyadic_ceil(Fraction(space.l1) / Fraction(pure_epsilon_for(spec.privacy)))
         else:
-            target = Fraction(space.l1) ** 2 / (2 * Fraction(p["rho"]))  # b² ≥ Δ₁²/(2ρ)
+            target = Fraction(space.l1) ** 2 / (2 * written(p["rho"]))  # b² ≥ Δ₁²/(2ρ)
             scale = _ceil_sqrt(target, dyadic_ceil(Fraction(math.sqrt(float(target)))).denominator)
             renyi = _zcdp_scale(space, p["rho"])
             scale = renyi if renyi is not None and renyi < scale else scale

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.privacy.pdp import gaussian_pdp_bound_mp, gg_pdp_bound_disjoint_mp, gg_pdp_monte_carlo
 from dpopt.privacy.truncated_gg import (
@@ -28,6 +28,8 @@ from dpopt.privacy.truncated_gg import (
 )
 from dpopt.sensitivity.lp import difference_magnitudes, lp_sensitivity_power
 from dpopt.sensitivity.space import SensitivitySpace
+
+mpmath = lazy_module("mpmath")
 
 
 def lemma10_bound(scale: float, epsilon: float, l2_squared: Fraction) -> mpmath.mpf:

@@ -22,8 +22,7 @@ import dataclasses
 import math
 from fractions import Fraction
 
-import mpmath
-
+from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import DpoptError
@@ -34,6 +33,8 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.lp import difference_magnitudes
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
+
+mpmath = lazy_module("mpmath")
 
 TARGETS = ("approx", "zcdp", "gdp")
 """The targets this module serves (pure and pdp are in :mod:`dpopt.mechanisms.generalized_gaussian`)."""

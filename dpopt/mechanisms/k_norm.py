@@ -68,6 +68,7 @@ from dpopt.noise.law import GaugeLaw
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.sensitivity.subspace import pivot_coordinates
 from dpopt.spec.models import Privacy
 
 linalg = lazy_module("scipy.linalg")
@@ -101,9 +102,15 @@ class HullBody:
     vectors : ndarray, shape (n, d)
         The listed vectors of S (symmetric, spanning 𝒮).
     basis : ndarray, shape (d, s)
-        An orthonormal basis of 𝒮 (only for the facets, volumes and cone weights).
+        An orthonormal basis of 𝒮 (for the noise law's residual only).
     budget_seconds : float or None
         Time allowed for the facets (None: no limit).
+
+    The facets, volumes and cone weights are computed on the exact pivot coordinates of 𝒮
+    (:class:`~dpopt.sensitivity.subspace.PivotCoordinates`: each vector's own entries in the pivot
+    columns of the echelon form of S), so qhull gets the same bits, and K the same triangulation, on
+    every BLAS build and thread count; volumes are mapped to 𝒮 by the Gram factor √det(RRᵀ), and the
+    sampler maps its draws through the listed vectors themselves.
 
     From rank :data:`SYMMETRIC_HULL_MIN_RANK` on, when the vectors have a verified group of
     table moves, K is built up to that group (facet orbits; same sampler law, moments and
@@ -117,13 +124,18 @@ class HullBody:
         self.vectors = vectors
         self.basis = basis
         self.rank = basis.shape[1]
+        self.coordinates = pivot_coordinates(vectors)
+        if self.coordinates.rank != self.rank:
+            raise ValueError(f"the listed vectors have exact rank {self.coordinates.rank}, numerical rank {self.rank}")
+        points = self.coordinates.of(vectors)
         group = table_symmetries(vectors) if self.rank >= SYMMETRIC_HULL_MIN_RANK else None
         if group is None:
-            self.polytope = Polytope.from_points(vectors @ basis, budget_seconds=budget_seconds)
+            self.polytope = Polytope.from_points(points, budget_seconds=budget_seconds)
         else:
-            self.polytope = SymmetricPolytope.from_points(vectors @ basis, group, budget_seconds=budget_seconds)
+            self.polytope = SymmetricPolytope.from_points(points, group, budget_seconds=budget_seconds)
         self.images = self.polytope.extend(vectors)
-        self.log_volume = math.log(self.polytope.volume)
+        self.volume = self.polytope.volume * self.coordinates.volume_factor
+        self.log_volume = math.log(self.volume)
 
     def uniform(self, rng: np.random.Generator, size: int) -> np.ndarray:
         cone, weights = self.polytope.sample_cones(rng, size)
@@ -135,7 +147,7 @@ class HullBody:
 
     def gauge(self, z: np.ndarray) -> np.ndarray:
         """‖z‖_K for the rows of z (in the span)."""
-        return self.polytope.gauge(z @ self.basis)
+        return self.polytope.gauge(self.coordinates.of(z))
 
     def mean_l1(self) -> float | None:
         """E‖U‖₁ when ‖·‖₁ is linear on each cone (:meth:`Polytope.mean_l1`), else None."""
@@ -155,7 +167,7 @@ class HullBody:
             "vertices": len(self.polytope.vertices),
             "facets": len(self.polytope.normals),
             "boundary_simplices": self.polytope.boundary_simplices,
-            "volume": self.polytope.volume,
+            "volume": self.volume,
             "triangulation": self.polytope.method,
         }
         if isinstance(self.polytope, SymmetricPolytope):

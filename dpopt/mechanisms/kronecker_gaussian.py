@@ -492,23 +492,7 @@ class KroneckerGaussianMechanism(Mechanism):
         return self.sigma**2 * np.concatenate(out)
 
     def _anova_cell_variances(self) -> np.ndarray:
-        split, alg, work = self.split, self.split.algebra, self.workload
-        inverses = dict(zip(split.ordered, (np.linalg.inv(a.T @ a) for a in self.factors)))
-        out = []
-        for t in range(len(work.terms)):
-            s = split.local_support(work, t)
-            plain = sum(math.prod(1 - 1 / alg.sizes[i] for i in u) / alg.size(tuple(i for i in s if i not in u))
-                        * alg.co_size(s) / self.coefficients[u] for u in subsets(s) if u in self.coefficients)
-            diag = np.full(1, plain)
-            for k, n in enumerate(work.sizes):
-                if k in inverses:
-                    f = work.factor(t, k)
-                    values = np.einsum("ij,jk,ik->i", f, inverses[k], f)
-                    diag = np.kron(diag, values) if work.terms[t][k] is not None else diag * values[0]
-                elif work.terms[t][k] is not None:
-                    diag = np.kron(diag, np.ones(n))
-            out.append(diag)
-        return self.sigma**2 * np.concatenate(out)
+        return self.sigma**2 * anova_cell_variances(self.split, self.factors, self.workload, self.coefficients)
 
     def _normals_per_draw(self) -> int:
         """Standard normal variates one draw of the sampler takes (its independent blocks g_T)."""
@@ -549,3 +533,28 @@ class KroneckerGaussianMechanism(Mechanism):
         if self.coefficients is not None:
             return self.sigma**2 * anova_unit_error(self.workload, self.split, self.factors, self.coefficients)
         return self.sigma**2 * unit_error(self.workload, self.factors)
+
+
+def anova_cell_variances(split, factors, work, weights: dict) -> np.ndarray:
+    """Each workload answer's variance per unit of noise variance for a strategy of ordered factors A_k ⊗ the
+    ANOVA components weighted by ``weights`` (b_T): in every cell of term t,
+    :math:`\sum_{T\subseteq S_t} b_T^{-1}\prod_{k\in T}(1-1/n_k)\prod_{k\in S_t\setminus T}n_k^{-1}
+    \prod_{k\in P\setminus S_t}n_k` times, per ordered attribute, the diagonal of F_k(A_kᵀA_k)⁻¹F_kᵀ
+    (the workload's factor F_k). Built factor by factor: nothing of domain size."""
+    alg = split.algebra
+    inverses = dict(zip(split.ordered, (np.linalg.inv(a.T @ a) for a in factors)))
+    out = []
+    for t in range(len(work.terms)):
+        s = split.local_support(work, t)
+        plain = sum(math.prod(1 - 1 / alg.sizes[i] for i in u) / alg.size(tuple(i for i in s if i not in u))
+                    * alg.co_size(s) / weights[u] for u in subsets(s) if u in weights)
+        diag = np.full(1, plain)
+        for k, n in enumerate(work.sizes):
+            if k in inverses:
+                f = work.factor(t, k)
+                values = np.einsum("ij,jk,ik->i", f, inverses[k], f)
+                diag = np.kron(diag, values) if work.terms[t][k] is not None else diag * values[0]
+            elif work.terms[t][k] is not None:
+                diag = np.kron(diag, np.ones(n))
+        out.append(diag)
+    return np.concatenate(out)

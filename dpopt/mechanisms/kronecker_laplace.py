@@ -36,6 +36,7 @@ from dpopt.domain.marginal_algebra import Subset, subsets
 from dpopt.domain.queries import KroneckerQuery
 from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.kronecker_gaussian import (
+    anova_cell_variances,
     finite_factors,
     kronecker_scope_check,
     recorded_workload,
@@ -327,6 +328,15 @@ class KroneckerLaplaceMechanism(Mechanism):
         :math:`\|Z\|^2` is a sum over many answers of a linear image of many independent Laplace variates, so its
         spread is small next to its mean and a few hundred draws estimate the 5-SE tolerance reliably."""
         return min(default, max(MIN_CHECK_DRAWS, CHECK_LAPLACE // max(1, measured_rows(self.split, self.strategy))))
+
+    def unimodal_cell_variances(self) -> np.ndarray:
+        r"""Var Z_i = 2b² diag W(AᵀA)⁺Wᵀ per answer, exactly, with the Kronecker structure (nothing of domain
+        size): :math:`(A^\top A)^+ = \bigotimes_{k\in V}X_k^{-1}\otimes\sum_T\kappa_T^{-1}E_T`, so an answer r of
+        term t has :math:`2b^2\prod_{k\in V}(W_{t,k}X_k^{-1}W_{t,k}^\top)_{r_kr_k}` times the plain part, the same
+        in every cell of the S_t-marginal: :math:`\sum_{T\subseteq S_t}\kappa_T^{-1}\prod_{k\in T}(1-1/n_k)
+        \prod_{k\in S_t\setminus T}n_k^{-1}\prod_{k\in P\setminus S_t}n_k` (as ``kronecker_gaussian``'s
+        ANOVA variances at b_T = κ_T). Z is a linear map of the independent Laplace variates, so these are exact."""
+        return 2.0 * self.scale**2 * anova_cell_variances(self.split, self.factors, self.workload, self.kappa)
 
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:

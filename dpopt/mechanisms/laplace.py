@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
+from dpopt.core.decimals import float_below, written
 from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
@@ -44,6 +45,8 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
+mpmath = lazy_module("mpmath")
+
 
 def laplace_privacy_check(
     l1: Fraction, scale: float, privacy: Privacy, space: SensitivitySpace | None = None
@@ -61,15 +64,15 @@ def laplace_privacy_check(
     definition, p = privacy.definition, privacy.parameters
     if definition == "gdp":
         route = laplace_gdp_route(space) if space is not None else LaplaceGDPRoute("universal", (), Fraction(l1))
-        return _gdp_check(route, scale, p["mu"])
+        return _gdp_check(route, scale, float_below(p["mu"]))
     if definition == "approx":
-        delta = laplace_delta_mp(p["epsilon"], l1, scale)
+        delta = laplace_delta_mp(float_below(p["epsilon"]), l1, scale)
         return Check(
             "privacy",
             "exact Laplace profile δ(ε) = max(0, 1 − e^{(ε − Δ₁/b)/2}) of the one-coordinate move of l1 norm "
             "Δ₁, the worst case over moves of that norm (Lee, Kim, Kwak & Jung 2022, Lemma 10, with the "
             "monotone tensor product); Δ₁/b exact, exponential in 60 digits",
-            bool(delta <= p["delta"]),
+            bool(delta <= float_below(p["delta"])),
             f"Δ₁/b = {float(eps):.17g}: δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}",
         )
     if definition == "zcdp":
@@ -99,14 +102,14 @@ def epsilon_dp_check(eps: Fraction, privacy: Privacy, noise: str, source: str = 
         return Check(
             "privacy",
             f"exact rational check Δ₁/b ≤ ε ({noise}{cite}; δ is not used)",
-            eps <= Fraction(p["epsilon"]),
+            eps <= written(p["epsilon"]),
             f"Δ₁/b = {float(eps):.17g} vs ε = {p['epsilon']}",
         )
     if definition == "zcdp":
         return Check(
             "privacy",
             f"exact rational check (Δ₁/b)²/2 ≤ ρ ({noise}{cite}; ε-DP ⇒ ε²/2-zCDP, Bun & Steinke 2016, Prop. 1.4)",
-            eps * eps / 2 <= Fraction(p["rho"]),
+            eps * eps / 2 <= written(p["rho"]),
             f"(Δ₁/b)²/2 = {float(eps * eps / 2):.17g} vs ρ = {p['rho']}",
         )
     return Check("privacy", noise, False, f"no {definition} guarantee for {noise} in this version")

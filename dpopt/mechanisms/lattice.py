@@ -37,6 +37,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.errors import DataError
 from dpopt.mechanisms.integer_noise import dyadic_ceil
@@ -151,21 +152,21 @@ def lattice_privacy_check(mu_squared: Fraction, privacy: Privacy, how: str) -> C
         rho = Fraction(mu_squared) / 2
         return Check("privacy", f"exact rational check μ²/2 ≤ ρ, μ² = {how} at the lattice variances σ_ℤ² "
                      "(independent discrete Gaussians under integer shifts; Canonne, Kamath & Steinke 2020, "
-                     "Theorem 14)", rho <= Fraction(p["rho"]),
+                     "Theorem 14)", rho <= written(p["rho"]),
                      f"μ²/2 = {rho} ≈ {float(rho):.17g} vs ρ = {p['rho']}")
     method = (f"μ² = {how} at the effective variances 1/m² of the lattice variances (m the certified GDP slope of "
               "N_ℤ(0, σ_ℤ²) under integer shifts; trade-off functions tensorise, Dong, Roth & Su 2022, Prop. 2.8)")
     if privacy.definition == "gdp":
         return Check("privacy", "exact rational check μ² ≤ μ_target², " + method,
-                     Fraction(mu_squared) <= Fraction(p["mu"]) ** 2,
+                     Fraction(mu_squared) <= written(p["mu"]) ** 2,
                      f"μ = {math.sqrt(float(mu_squared)):.17g} vs μ = {p['mu']}")
     import mpmath  # imported where used (start-up of `dpopt verify`)
 
     with mpmath.workdps(60):
         mu = mpmath.sqrt(mpmath.mpf(Fraction(mu_squared).numerator) / Fraction(mu_squared).denominator)
-        delta = gaussian_delta_mp(p["epsilon"], mu)
+        delta = gaussian_delta_mp(float_below(p["epsilon"]), mu)
     return Check("privacy", "analytic-Gaussian profile δ(ε; μ) in 60-digit arithmetic (Balle & Wang 2018, Thm 8), "
-                 + method, bool(delta <= p["delta"]),
+                 + method, bool(delta <= float_below(p["delta"])),
                  f"μ = {mpmath.nstr(mu, 17)}, δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}")
 
 

@@ -72,6 +72,7 @@ from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.marginal_covariance import (
+    MarginalDesign,
     components,
     exact_mahalanobis_squared,
     expected_error,
@@ -79,6 +80,7 @@ from dpopt.optimize.marginal_covariance import (
     pattern_refusal,
     svd_bound,
 )
+from dpopt.optimize.table_goals import TableGoals, design_for_goals, goals_check, table_errors, weighted_eigenvalues
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
 from dpopt.privacy.zcdp import zcdp_epsilon_cks
@@ -334,10 +336,12 @@ class MarginalGaussianMechanism(Mechanism):
         replace = spec.adjacency.kind != "add_remove"
         k, fixed = _multiplier(problem), _fixed_sets(problem)
         mu = target_mu(spec.privacy)
-        # under invariant margins: the differing records re-paired on one invariant margin, the best one
-        designs = [(optimal_coefficients(workload, mu / k, replace, fixed, agree), agree) for agree in fixed or ((),)]
-        result, agree = min(designs, key=lambda pair: pair[0].error)
         attributes = tuple(problem.query.attributes)
+        goals = TableGoals.of(spec.utility, attributes, workload)
+        # under invariant margins: the differing records re-paired on one invariant margin, the best one
+        designs = [(_optimise(workload, mu / k, replace, fixed, agree, goals, attributes), agree)
+                   for agree in fixed or ((),)]
+        result, agree = min(designs, key=lambda pair: pair[0].error)
 
         def scaled(factor: float) -> MarginalGaussianMechanism:
             return cls(attributes, workload, replace, k, {t: a * factor for t, a in result.coefficients.items()},
@@ -353,6 +357,7 @@ class MarginalGaussianMechanism(Mechanism):
         if refusal is None:
             sampler = "exact"
         error = expected_error(workload, mechanism.coefficients)
+        objective = error if goals.plain else float(goals.value(table_errors(workload, mechanism.coefficients)))
         exact = mechanism._mahalanobis_squared()
         sigma2 = float(space.l2_squared) / (mu * mu)
         identity = (2.0 if replace else 1.0) * k * k / (mu * mu) * len(workload.blocks) * workload.algebra.cells
@@ -363,7 +368,7 @@ class MarginalGaussianMechanism(Mechanism):
             "mu_sigma_squared": str(exact),
             "expected_l2": error,
             "lower_bound": result.lower_bound,
-            "optimality_gap": max(0.0, (error - result.lower_bound) / error),
+            "optimality_gap": max(0.0, (objective - result.lower_bound) / objective),
             "components": len(mechanism.coefficients),
             "sampler": sampler if refusal is None else f"floating_point: {refusal}",
             "baselines": {
@@ -384,6 +389,13 @@ class MarginalGaussianMechanism(Mechanism):
             relaxed = (result if agree == everything
                        else optimal_coefficients(workload, mu / k, replace, fixed, everything) if free else None)
             info["semi_dp"]["error_lower_bound"] = relaxed.lower_bound if relaxed is not None else 0.0
+        if spec.utility.table_goals:
+            released = variance_coefficients(workload, mechanism.coefficients, sampler, target)
+            info["tables"] = goals.to_dict(attributes, workload, table_errors(workload, released))
+            info["tables"]["lower_bound"] = result.lower_bound
+            unmet = [row["table"] for row in info["tables"]["tables"] if row["met"] is False]
+            if unmet:
+                raise CalibrationError(f"utility.tables: the released noise misses the target of {unmet[0]}")
         return cls(attributes, workload, replace, k, mechanism.coefficients, info, fixed, agree, sampler, target)
 
     @staticmethod
@@ -429,8 +441,13 @@ class MarginalGaussianMechanism(Mechanism):
         }
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        """The table, blocks and adjacency in the parameters are those the spec compiles to."""
-        return [workload_scope_check(problem, self)]
+        """The table, blocks and adjacency in the parameters are those the spec compiles to; with table goals,
+        each table's error against its target and the objective (:func:`~dpopt.optimize.table_goals.goals_check`)."""
+        checks = [workload_scope_check(problem, self)]
+        if problem.spec.utility.table_goals or "tables" in self.design_info:
+            checks.append(goals_check(problem.spec.utility, self.attributes, self.workload,
+                                      self._variance_coefficients(), self.design_info.get("tables")))
+        return checks
 
     def _lattice(self) -> dict[Subset, Fraction | None]:
         return lattice_variances(self.workload, self.coefficients, self.target)
@@ -664,6 +681,19 @@ class MarginalGaussianMechanism(Mechanism):
         if workload is not None:
             return None
         return expected_error(self.workload, self._variance_coefficients())
+
+
+def _optimise(workload: MarginalWorkload, mu: float, replace: bool, fixed: tuple[Subset, ...], agree: Subset,
+              goals: TableGoals, names: tuple[str, ...]) -> MarginalDesign:
+    """The design for the spec's table goals (:mod:`dpopt.optimize.table_goals`): the unweighted total, the weighted
+    total (at the weighted eigenvalues), or the convex program of the largest weighted error or of the targets;
+    ``error`` and ``lower_bound`` are the objective's."""
+    if goals.plain:
+        return optimal_coefficients(workload, mu, replace, fixed, agree)
+    if goals.objective == "total" and goals.targets_absent:
+        return optimal_coefficients(workload, mu, replace, fixed, agree, weighted_eigenvalues(workload, goals.weights))
+    found = design_for_goals(workload, components(workload, replace, fixed), goals, mu, replace, agree, names)
+    return MarginalDesign(found.coefficients, found.objective, found.lower_bound, found.method)
 
 
 def _integer_centring(table: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

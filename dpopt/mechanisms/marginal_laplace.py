@@ -57,6 +57,8 @@ from dpopt.mechanisms.marginal_gaussian import (
 from dpopt.optimize.marginal_covariance import components, expected_error
 from dpopt.optimize.marginal_pure_bound import pure_lower_bounds
 from dpopt.optimize.marginal_strategy import moving, optimal_weights, precisions
+from dpopt.optimize.strategy_goals import goal_weights
+from dpopt.optimize.table_goals import TableGoals, goals_check, table_errors
 from dpopt.privacy.laplace import laplace_epsilon
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import hamming_factor
@@ -141,9 +143,12 @@ class MarginalLaplaceMechanism(Mechanism):
         workload = problem.query.workload
         replace = spec.adjacency.kind != "add_remove"
         k = hamming_factor(spec)
-        found = optimal_weights(workload, components(workload, replace), replace)
         attributes = tuple(problem.query.attributes)
         epsilon = spec.privacy.parameters["epsilon"]
+        goals = TableGoals.of(spec.utility, attributes, workload)
+        ts = components(workload, replace)
+        found = (optimal_weights(workload, ts, replace) if goals.plain
+                 else goal_weights(workload, ts, replace, goals, epsilon * epsilon / (2.0 * k * k), attributes))
         l1 = _l1(workload, found.weights, replace, k)
 
         def at(scale: float) -> MarginalLaplaceMechanism:
@@ -167,6 +172,10 @@ class MarginalLaplaceMechanism(Mechanism):
             "ratio_to_laplace_strategies_bound": error / bounds.laplace_strategies,
             "baselines": {"laplace": per_cell * workload.dimension, "laplace_least_squares": per_cell * space.rank},
         }
+        if spec.utility.table_goals:
+            info["tables"] = goals.to_dict(attributes, workload, table_errors(workload, at(scale).variance_coefficients()))
+            info["method"] += {"total": "; weighted total", "max": "; largest weighted table error"}[goals.objective] + (
+                "" if goals.targets_absent else ", subject to the tables' targets")
         return cls(attributes, workload, replace, k, found.weights, scale, info)
 
     @classmethod
@@ -190,7 +199,15 @@ class MarginalLaplaceMechanism(Mechanism):
         }
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        return [workload_scope_check(problem, self), self._bound_check(problem)]
+        checks = [workload_scope_check(problem, self), self._bound_check(problem)]
+        if problem.spec.utility.table_goals or "tables" in self.design_info:
+            checks.append(goals_check(problem.spec.utility, self.attributes, self.workload,
+                                      self.variance_coefficients(), self.design_info.get("tables")))
+        return checks
+
+    def variance_coefficients(self) -> dict[Subset, float]:
+        """a_T = κ_T / 2b²: the noise's covariance is W(Σ_T a_T E_T)⁺Wᵀ (module docstring)."""
+        return {t: k / (2.0 * self.scale**2) for t, k in self.kappa.items()}
 
     def _bound_check(self, problem: Problem) -> Check:
         """``utility.lower_bound``: the recorded bounds, ratios, error and l1 sensitivity re-derived; the bounds
@@ -272,7 +289,7 @@ class MarginalLaplaceMechanism(Mechanism):
     def cell_law_groups(self) -> tuple[np.ndarray, np.ndarray]:
         """Var Z_i = 2b² diag W(Σ_T κ_T E_T)⁺Wᵀ per released cell (closed form), and the block of each cell:
         the cells of one table have one noise law (module docstring)."""
-        variances = cell_variances(self.workload, {t: k / (2.0 * self.scale**2) for t, k in self.kappa.items()})
+        variances = cell_variances(self.workload, self.variance_coefficients())
         offsets = self.workload.offsets
         groups = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
         return variances, groups
@@ -301,7 +318,7 @@ class MarginalLaplaceMechanism(Mechanism):
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:
             return None
-        return expected_error(self.workload, {t: k / (2.0 * self.scale**2) for t, k in self.kappa.items()})
+        return expected_error(self.workload, self.variance_coefficients())
 
 
 def _l1(workload: MarginalWorkload, weights: dict[Subset, float], replace: bool, multiplier: int) -> Fraction:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
 from dpopt._lazy import lazy_module
@@ -69,6 +68,7 @@ from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, shif
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Utility
 
+mpmath = lazy_module("mpmath")
 optimize = lazy_module("scipy.optimize")
 
 SUPPORTED_METRICS = ("l1", "l2", "usefulness", "max_variance", *PRIOR_METRICS)

@@ -47,7 +47,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
 from dpopt._lazy import lazy_module
@@ -74,6 +73,7 @@ from dpopt.sensitivity.patterns import ShiftPattern, coordinatewise_reason, move
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Utility
 
+mpmath = lazy_module("mpmath")
 optimize = lazy_module("scipy.optimize")
 
 PRIOR_METRICS = ("kl", "renyi", "mallows")

@@ -214,9 +214,12 @@ class MarginalDesign:
 
 
 def optimal_coefficients(workload: MarginalWorkload, mu: float, replace: bool,
-                         fixed: tuple[Subset, ...] = (), agree: Subset = ()) -> MarginalDesign:
+                         fixed: tuple[Subset, ...] = (), agree: Subset = (),
+                         gram: dict[Subset, float] | None = None) -> MarginalDesign:
     """The optimal a_T for target μ (μ already divided by the Hamming distance or the semi-adjacent
-    parameter), with its certificate; ``fixed``: the attribute sets of invariant margins (replace-one).
+    parameter), with its certificate; ``fixed``: the attribute sets of invariant margins (replace-one);
+    ``gram``: eigenvalues λ_T to use instead of the workload's (the weighted total Σ_T m_T λ_T / a_T of
+    :func:`~dpopt.optimize.table_goals.weighted_eigenvalues`; ``error`` and ``lower_bound`` are then that total's).
 
     Raises
     ------
@@ -229,24 +232,37 @@ def optimal_coefficients(workload: MarginalWorkload, mu: float, replace: bool,
     ts = components(workload, replace, fixed)
     if not ts:
         raise CalibrationError("the workload has no component that changes between neighbours")
+    eigen = gram if gram is not None else {t: float(workload.gram_eigenvalue(t)) for t in workload.closure}
     if not replace:
-        return _closed_form(workload, ts, mu)
-    classes = design_classes(workload, ts, agree)
+        return _closed_form(workload, ts, mu, eigen)
+    classes = (design_classes(workload, ts, agree) if gram is None
+               else PatternClasses.of(workload.algebra.sizes, {t: eigen[t] for t in ts}, agree))
     _require_patterns(classes)
-    return _cutting_planes(workload, ts, classes, mu)
+    return _cutting_planes(workload, ts, classes, mu, eigen)
 
 
-def _closed_form(workload: MarginalWorkload, ts: tuple[Subset, ...], mu: float) -> MarginalDesign:
+def _total(workload: MarginalWorkload, coefficients: dict[Subset, float], eigen: dict[Subset, float]) -> float:
+    """Σ_T m_T λ_T / a_T at the eigenvalues ``eigen``."""
     alg = workload.algebra
-    roots = {t: math.sqrt(workload.gram_eigenvalue(t)) for t in ts}
+    return float(sum(alg.multiplicity(t) * eigen[t] / a for t, a in coefficients.items()))
+
+
+def _closed_form(workload: MarginalWorkload, ts: tuple[Subset, ...], mu: float,
+                 eigen: dict[Subset, float]) -> MarginalDesign:
+    alg = workload.algebra
+    roots = {t: math.sqrt(eigen[t]) for t in ts}
     total = sum(alg.multiplicity(t) * roots[t] for t in ts)
     coefficients = {t: mu * mu * alg.cells * roots[t] / total for t in ts}
-    return MarginalDesign(coefficients, expected_error(workload, coefficients), svd_bound(workload, mu),
-                          "closed form (Lagrange): a_T = μ² N √λ_T / Σ_U m_U √λ_U; lower bound: Li–Miklau SVD bound")
+    if all(eigen[t] == float(workload.gram_eigenvalue(t)) for t in ts):
+        return MarginalDesign(coefficients, expected_error(workload, coefficients), svd_bound(workload, mu),
+                              "closed form (Lagrange): a_T = μ² N √λ_T / Σ_U m_U √λ_U; lower bound: Li–Miklau SVD bound")
+    return MarginalDesign(coefficients, _total(workload, coefficients, eigen), total * total / (alg.cells * mu * mu),
+                          "closed form (Lagrange) at the weighted eigenvalues λ^w_T: a_T = μ² N √λ^w_T / Σ_U m_U √λ^w_U; "
+                          "lower bound (Σ_T m_T √λ^w_T)²/(N μ²), the weighted SVD bound")
 
 
 def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns: PatternClasses,
-                    mu: float) -> MarginalDesign:
+                    mu: float, eigen: dict[Subset, float]) -> MarginalDesign:
     """The program over orbit totals B_o = Σ_{T∈o} b_T (b_T = B_o/|o|: its unique optimum is constant on
     orbits, the classes being symmetries of c), constraints per reduced pattern. An orbit is a type and the
     component's attributes in no class (they never disagree, so a constraint depends on the type only)."""
@@ -261,8 +277,8 @@ def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns
     kinds = list(orbits)
     types = [kind for kind, _ in kinds]
     # Σ_{T∈o} c_T / b_T = |o| Σ_{T∈o} c_T / B_o
-    c = np.array([len(orbits[k]) * sum(alg.multiplicity(t) ** 2 * float(workload.gram_eigenvalue(t))
-                                       for t in orbits[k]) / n_cells for k in kinds])
+    c = np.array([len(orbits[k]) * sum(alg.multiplicity(t) ** 2 * eigen[t] for t in orbits[k]) / n_cells
+                  for k in kinds])
     # B_t = s_t β_t with s the add/remove optimum (Σ s = 1/2): β is of order 1 at the optimum
     s = np.sqrt(c) / (2.0 * np.sqrt(c).sum())
     weights = np.sqrt(c) * 2.0 * np.sqrt(c).sum()
@@ -310,7 +326,7 @@ def _cutting_planes(workload: MarginalWorkload, ts: tuple[Subset, ...], patterns
               f"{patterns.count - 1} count vectors ({len(patterns.classes)} classes of interchangeable attributes, "
               f"{len(kinds)} orbits of components; {len(working)} patterns in the working set), "
               f"cvxpy {solution.solver} {solution.version}, inv_pos; lower bound: Lagrange dual at the solver's multipliers")
-    return MarginalDesign(coefficients, expected_error(workload, coefficients), bound, method)
+    return MarginalDesign(coefficients, _total(workload, coefficients, eigen), bound, method)
 
 
 def dual_bound(c: np.ndarray, a_t_nu: np.ndarray, nu_total: float, mu2: float) -> float:

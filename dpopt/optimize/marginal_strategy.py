@@ -133,17 +133,11 @@ def precisions(workload: MarginalWorkload, weights: dict[Subset, float], ts: tup
     return {t: sum(w * w * alg.co_size(s) for s, w in weights.items() if set(t) <= set(s)) for t in ts}
 
 
-def optimal_weights(workload: MarginalWorkload, ts: tuple[Subset, ...], replace: bool) -> StrategyDesign:
-    """Weights θ minimising Δ₁(θ)² Σ_T m_T λ_T / κ_T(θ) over the components ``ts`` (restarts, best kept).
+def template(workload: MarginalWorkload, ts: tuple[Subset, ...], replace: bool):
+    """The candidate marginals, their l1 counts, the sparse containment T ⊆ S (components × candidates) and its
+    transpose, and ∏_{k∉S} n_k per candidate."""
+    from scipy import sparse
 
-    Raises
-    ------
-    CalibrationError
-        No start gives weights that cover every component.
-    """
-    from scipy import optimize, sparse  # imported where used (start-up of `dpopt verify`)
-
-    alg = workload.algebra
     sets = candidate_sets(workload, replace)
     counted = np.array([1.0 if not replace else 2.0 * moving(workload, s) for s in sets])
     index = {t: i for i, t in enumerate(ts)}
@@ -155,9 +149,27 @@ def optimal_weights(workload: MarginalWorkload, ts: tuple[Subset, ...], replace:
                     rows.append(index[t])
                     cols.append(j)
     contains = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(ts), len(sets)))
-    lifted = contains.T.tocsr()
-    co = np.array([float(alg.co_size(s)) for s in sets])
-    c = np.array([alg.multiplicity(t) * float(workload.gram_eigenvalue(t)) for t in ts])
+    co = np.array([float(workload.algebra.co_size(s)) for s in sets])
+    return sets, counted, contains, contains.T.tocsr(), co
+
+
+def optimal_weights(workload: MarginalWorkload, ts: tuple[Subset, ...], replace: bool,
+                    gram: dict[Subset, float] | None = None) -> StrategyDesign:
+    """Weights θ minimising Δ₁(θ)² Σ_T m_T λ_T / κ_T(θ) over the components ``ts`` (restarts, best kept);
+    ``gram``: eigenvalues to use instead of the workload's (the weighted total at λ^w_T of
+    :func:`~dpopt.optimize.table_goals.weighted_eigenvalues`; ``unit_error`` is then that total's).
+
+    Raises
+    ------
+    CalibrationError
+        No start gives weights that cover every component.
+    """
+    from scipy import optimize  # imported where used (start-up of `dpopt verify`)
+
+    alg = workload.algebra
+    sets, counted, contains, lifted, co = template(workload, ts, replace)
+    eigen = gram if gram is not None else {t: float(workload.gram_eigenvalue(t)) for t in ts}
+    c = np.array([alg.multiplicity(t) * eigen[t] for t in ts])
 
     def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
         kappa = contains @ (theta * theta * co)

@@ -31,6 +31,7 @@ Nothing is taken from the solver on trust:
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -49,12 +50,16 @@ optimize = lazy_module("scipy.optimize")
 
 DEFAULT_GRID = 2000
 GRID_DECADES = (-4.0, 4.0)
-_DUAL_GRID = np.logspace(-8.0, 8.0, 20001)
-_COARSE_DUAL_GRID = np.logspace(-8.0, 8.0, 1601)
+
+
+@functools.cache
+def _unit_dual_grid(points: int) -> np.ndarray:
+    """``points`` rates log-spaced over [1e-8, 1e8] (built on first use, not at import)."""
+    return np.logspace(-8.0, 8.0, points)
 
 
 def _dual_grid(objective: LinearObjective, epsilon: float) -> np.ndarray:
-    return (_DUAL_GRID if objective.cheap else _COARSE_DUAL_GRID) * epsilon
+    return _unit_dual_grid(20001 if objective.cheap else 1601) * epsilon
 
 
 def constraint_row(s: np.ndarray, epsilon: float) -> np.ndarray:

@@ -33,12 +33,12 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
 from dpopt.certificate.second_route import _patterns, evaluate
 from dpopt.core.checks import Check
-from dpopt.core.decimals import written
+from dpopt.core.decimals import float_below, written
 from dpopt.core.roots import bisect_feasible
 from dpopt.mechanisms import Mechanism
 from dpopt.noise.gaussian import GaussianMarginal
@@ -50,6 +50,8 @@ from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
+mpmath = lazy_module("mpmath")
+
 ADDITIVE = {"zcdp": "rho", "gdp": "mu", "pure": "epsilon"}
 """Targets that compose by adding a currency: ρ, μ² and ε."""
 
@@ -58,16 +60,17 @@ STEP = DEFAULT_STEP
 
 
 def currency(definition: str, parameters: dict) -> Fraction:
-    """The additive currency of a target, exactly: ρ, μ², ε (μ² for the GDP design of (ε, δ))."""
+    """The additive currency of a target, exactly: ρ, μ², ε (μ² for the GDP design of (ε, δ)), each
+    number at the decimal it is read as (:func:`dpopt.core.decimals.written`; a computed per-query target at its
+    repr), as each query's mechanism is certified against that decimal."""
     if definition in ("gdp", "approx") and "mu" in parameters:
-        return Fraction(parameters["mu"]) ** 2
-    return Fraction(parameters[ADDITIVE[definition]])
+        return written(parameters["mu"]) ** 2
+    return written(parameters[ADDITIVE[definition]])
 
 
 def written_currency(definition: str, parameters: dict) -> Fraction:
     """The additive currency of a target a person wrote, on the decimals written
-    (:func:`dpopt.core.decimals.written`): the budget the per-query targets (computed floats, taken at
-    their binary values by :func:`currency`) must fit."""
+    (:func:`dpopt.core.decimals.written`): the budget the per-query targets (:func:`currency`) must fit."""
     value = written(parameters[ADDITIVE[definition]])
     return value * value if definition == "gdp" else value
 
@@ -86,7 +89,7 @@ def fit_targets(definition: str, total: float, shares: list[float]) -> list[dict
     then scaled down by 1 − 10⁻¹² until the exact rational sum fits (the budget of an additive
     target as written, :func:`written_currency`).
     """
-    budget = (currency("gdp", {"mu": total}) if definition == "approx"  # a computed μ: its binary value
+    budget = (currency("gdp", {"mu": total}) if definition == "approx"  # a computed μ, at its repr
               else written_currency(definition, {ADDITIVE[definition]: total}))  # the plan's target as written
     scale = 1.0
     while True:
@@ -134,11 +137,11 @@ def gdp_route_check(privacy: Privacy, targets: list[Privacy], names: list[str]) 
     δ_μ(ε) ≤ δ is evaluated in 60-digit arithmetic at Σμ_i² taken exactly."""
     eps, delta = privacy.parameters["epsilon"], privacy.parameters["delta"]
     wrong = [n for n, t in zip(names, targets) if t.definition != "gdp"]
-    total = sum((Fraction(t.parameters["mu"]) ** 2 for t in targets if t.definition == "gdp"), Fraction(0))
+    total = sum((written(t.parameters["mu"]) ** 2 for t in targets if t.definition == "gdp"), Fraction(0))
     with mpmath.workdps(60):
         mu = mpmath.sqrt(mpmath.mpf(total.numerator) / total.denominator)
-        achieved = gaussian_delta_mp(eps, mu)
-    ok = not wrong and achieved <= delta
+        achieved = gaussian_delta_mp(float_below(eps), mu)
+    ok = not wrong and achieved <= float_below(delta)
     return Check("composition.gdp", "μ = √(Σ μ_i²) (Dong, Roth & Su 2022, Cor. 3.3), then the exact μ-GDP "
                                     "(ε, δ) profile (Cor. 2.13) in 60-digit arithmetic", ok,
                  f"queries {wrong} are not certified under gdp" if wrong else

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from dpopt.certificate.composition import PLAN_PER_GROUP, composition_checks, groups_block
+from dpopt.certificate.intervals import with_intervals
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.per_cell import mapped_per_cell_errors
 from dpopt.domain.queries import CountingQuery
@@ -322,6 +323,6 @@ def plan_per_cell(solution: PlanSolution) -> list[dict]:
     its certificate's, or for a joint design the shared histogram's noise mapped by the query's map
     (:func:`dpopt.certificate.per_cell.mapped_per_cell_errors`)."""
     if solution.joint is not None:
-        return [mapped_per_cell_errors(solution.joint.mechanism, m, d.problem.labels)
+        return [with_intervals(mapped_per_cell_errors(solution.joint.mechanism, m, d.problem.labels), d.problem.spec)
                 for m, d in zip(solution.joint.maps, solution.designs)]
     return [c["utility"]["per_cell"] for c in solution.certificates]

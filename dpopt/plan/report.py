@@ -5,9 +5,16 @@ the renderers of the single-query report (:func:`dpopt.report.render.markdown_pa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from dpopt.certificate.model import Certificate
-from dpopt.report.reading import MAX_CELL_ROWS, composed_epsilon_blocks, composed_opening, target_text
+from dpopt.report.reading import (
+    MAX_CELL_ROWS,
+    composed_epsilon_blocks,
+    composed_opening,
+    part_claims,
+    target_text,
+)
 from dpopt.report.render import html_page, markdown_page
 from dpopt.report.words import format_parameters
 
@@ -38,11 +45,12 @@ def _cell_rows(cert: Certificate) -> list:
     return rows
 
 
-def plan_sections(cert: Certificate) -> tuple[str, list]:
-    """(summary paragraph, ``(heading, blocks)`` sections) of a plan report."""
+def plan_sections(cert: Certificate, verified: Sequence | None = None) -> tuple[str, list]:
+    """(summary paragraph, ``(heading, blocks)`` sections) of a plan report; the claims counted as ``dpopt
+    verify`` counts them when its checks ``verified`` are given (:func:`dpopt.report.reading.claims_sentence`)."""
     g, a = cert["guarantee"], cert["allocation"]
     summary, sections = composed_opening(cert.data, f"{len(cert['queries'])} queries", "whole plan",
-                                         "each query's own certificate is inside")
+                                         "each query's own certificate is inside", verified)
     sections.append(("Composed guarantee", [
         f"**{target_text(g['definition'], g)}** for the whole plan of {len(cert['queries'])} queries, "
         f"adjacency `{g['scope']['adjacency']['kind']}`"
@@ -76,18 +84,17 @@ def plan_sections(cert: Certificate) -> tuple[str, list]:
     if cert.data.get("joint"):
         subs.append(("joint", cert["joint"]["certificate"]))
     for name, sub_cert in subs:
-        sub = sub_cert["checks"]
-        rows.append([f"`{name}.*`", "yes" if all(c["passed"] for c in sub) else "**NO**",
-                     f"{len(sub)} claims of the query's own certificate", ""])
+        rows.append([f"`{name}.*`", "yes" if all(c["passed"] for c in sub_cert["checks"]) else "**NO**",
+                     part_claims(verified, name), ""])
     sections.append(("Checks", [rows]))
     return summary, sections
 
 
-def plan_markdown(cert: Certificate) -> str:
-    """The plan report in Markdown."""
-    return markdown_page(f"dpopt plan report: {cert['spec']['name']}", *plan_sections(cert))
+def plan_markdown(cert: Certificate, verified: Sequence | None = None) -> str:
+    """The plan report in Markdown (``verified``: the checks of ``dpopt verify``, for its claim count)."""
+    return markdown_page(f"dpopt plan report: {cert['spec']['name']}", *plan_sections(cert, verified))
 
 
-def plan_html(cert: Certificate) -> str:
-    """The plan report as one self-contained HTML page."""
-    return html_page(f"dpopt plan report: {cert['spec']['name']}", *plan_sections(cert))
+def plan_html(cert: Certificate, verified: Sequence | None = None) -> str:
+    """The plan report as one self-contained HTML page (``verified`` as for :func:`plan_markdown`)."""
+    return html_page(f"dpopt plan report: {cert['spec']['name']}", *plan_sections(cert, verified))

@@ -120,6 +120,10 @@ def _check_plan(plan: Plan) -> None:
                                               "probabilistic DP does not compose additively")
     for i, q in enumerate(plan.queries):
         metric = (q.utility or plan.utility).metric
+        if (q.utility or plan.utility).table_goals:
+            raise UnsupportedSpecError(f"queries[{i}].utility", "table weights, targets and objective are served in "
+                                                                "a single spec, not in a plan (whose allocation "
+                                                                "weighs each query's total error)")
         if better(metric) == "higher":
             raise UnsupportedSpecError(f"queries[{i}].utility", f"a plan minimises a weighted total of costs; "
                                                                 f"'{metric}' is to be maximised (use l2, l1 …)")

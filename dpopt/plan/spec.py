@@ -97,6 +97,8 @@ def query_spec(plan: Plan, index: int, privacy: Mapping[str, Any]) -> Spec:
         document["semi_adjacency"] = plan.semi_adjacency.model_dump(mode="json")
     if plan.sampler is not None:
         document["sampler"] = plan.sampler
+    if plan.intervals is not None:
+        document["intervals"] = plan.intervals.model_dump(mode="json")
     try:
         spec = Spec.model_validate(document)
         check_references(spec)

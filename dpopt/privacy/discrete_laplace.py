@@ -35,12 +35,12 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import mpmath
 import numpy as np
 
 from dpopt._lazy import lazy_module
 from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
 
+mpmath = lazy_module("mpmath")
 optimize = lazy_module("scipy.optimize")
 
 if TYPE_CHECKING:

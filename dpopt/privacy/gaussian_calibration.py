@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
@@ -39,10 +40,10 @@ def gaussian_sigma(l2_squared: Fraction, privacy: Privacy) -> float:
     elif definition == "zcdp":
         mu = math.sqrt(2.0 * p["rho"])
     elif definition == "approx":
-        return gaussian_sigma_approx(l2_squared, p["epsilon"], p["delta"])
+        return gaussian_sigma_approx(l2_squared, float_below(p["epsilon"]), float_below(p["delta"]))
     elif definition == "pdp":
         l2 = math.sqrt(float(l2_squared))
-        mu = l2 / gaussian_pdp_sigma(p["epsilon"], p["delta"], l2)
+        mu = l2 / gaussian_pdp_sigma(float_below(p["epsilon"]), float_below(p["delta"]), l2)
     else:
         raise CalibrationError(f"Gaussian noise cannot meet a {definition} target")
     sigma = math.sqrt(float(l2_squared)) / mu
@@ -61,7 +62,7 @@ def gaussian_privacy_check(l2_squared: Fraction, sigma: float, privacy: Privacy)
     definition, p = privacy.definition, privacy.parameters
     s = Fraction(sigma)
     if definition == "gdp":
-        bound = Fraction(p["mu"]) ** 2 * s * s
+        bound = written(p["mu"]) ** 2 * s * s
         return Check(
             "privacy",
             "exact rational check Δ₂² ≤ μ²σ² (Gaussian mechanism is exactly Δ₂/σ-GDP; Dong, Roth & Su 2022, Thm 2.7)",
@@ -69,7 +70,7 @@ def gaussian_privacy_check(l2_squared: Fraction, sigma: float, privacy: Privacy)
             f"Δ₂/σ = {math.sqrt(float(l2_squared)) / sigma:.17g} vs μ = {p['mu']}",
         )
     if definition == "zcdp":
-        bound = 2 * Fraction(p["rho"]) * s * s
+        bound = 2 * written(p["rho"]) * s * s
         return Check(
             "privacy",
             "exact rational check Δ₂²/(2σ²) ≤ ρ (Bun & Steinke 2016, Prop. 1.6)",
@@ -81,21 +82,21 @@ def gaussian_privacy_check(l2_squared: Fraction, sigma: float, privacy: Privacy)
 
         with mpmath.workdps(60):
             mu = mpmath.sqrt(mpmath.mpf(l2_squared.numerator) / l2_squared.denominator) / mpmath.mpf(sigma)
-            delta = gaussian_delta_mp(p["epsilon"], mu)
+            delta = gaussian_delta_mp(float_below(p["epsilon"]), mu)
         return Check(
             "privacy",
             "analytic-Gaussian profile δ(ε; Δ₂/σ) in 60-digit arithmetic (Balle & Wang 2018, Thm 8)",
-            bool(delta <= p["delta"]),
+            bool(delta <= float_below(p["delta"])),
             f"δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}",
         )
     if definition == "pdp":
         import mpmath  # imported where used (start-up of `dpopt verify`)
 
-        level = gaussian_pdp_bound_mp(sigma, p["epsilon"], l2_squared)
+        level = gaussian_pdp_bound_mp(sigma, float_below(p["epsilon"]), l2_squared)
         return Check(
             "privacy",
             "Lemma 10 (Liu 2019): Pr(|L| > ε) ≤ 2Φ(−(2εσ² − Δ₂²)/(2Δ₂σ)) ≤ δ, 60-digit arithmetic, exact Δ₂²",
-            bool(level <= p["delta"]),
+            bool(level <= float_below(p["delta"])),
             f"pDP level bound {mpmath.nstr(level, 17)} vs δ = {p['delta']}",
         )
     return Check("privacy", "Gaussian noise", False, f"Gaussian noise cannot meet a {definition} target")

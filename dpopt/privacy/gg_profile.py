@@ -44,12 +44,11 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import mpmath
-
 from dpopt._lazy import lazy_module
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 
+mpmath = lazy_module("mpmath")
 optimize = lazy_module("scipy.optimize")
 
 _MP_DIGITS = 60

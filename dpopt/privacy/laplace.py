@@ -45,15 +45,15 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import mpmath
-
 from dpopt._lazy import lazy_module
+from dpopt.core.decimals import float_below, written
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
 from dpopt.sensitivity.patterns import move_multisets
 from dpopt.sensitivity.space import SensitivitySpace
 
+mpmath = lazy_module("mpmath")
 optimize = lazy_module("scipy.optimize")
 
 if TYPE_CHECKING:
@@ -69,8 +69,8 @@ def laplace_epsilon(l1_sensitivity: float | Fraction, scale: float) -> Fraction:
 
 def laplace_scale_for(epsilon: float, l1_sensitivity: float | Fraction) -> float:
     """The smallest float b with Δ₁/b ≤ ε in exact arithmetic."""
-    b = float(Fraction(l1_sensitivity) / Fraction(epsilon))
-    return nudge_until(b, lambda x: laplace_epsilon(l1_sensitivity, x) <= Fraction(epsilon), up=True)
+    b = float(Fraction(l1_sensitivity) / written(epsilon))
+    return nudge_until(b, lambda x: laplace_epsilon(l1_sensitivity, x) <= written(epsilon), up=True)
 
 
 def laplace_delta_1d(epsilon: float, epsilon0: float) -> float:
@@ -101,6 +101,7 @@ def laplace_scale_for_approx(epsilon: float, delta: float, l1_sensitivity: float
     if delta <= 0:
         return laplace_scale_for(epsilon, l1_sensitivity)
     b = float(l1_sensitivity) / (epsilon - 2.0 * math.log1p(-delta))
+    epsilon, delta = float_below(epsilon), float_below(delta)
     return nudge_until(b, lambda x: laplace_delta_mp(epsilon, l1_sensitivity, x) <= delta, up=True)
 
 
@@ -158,7 +159,7 @@ def laplace_zcdp_holds(
     passed, detail : bool, str
     """
     ratio = laplace_epsilon(l1_sensitivity, scale)
-    if ratio * ratio / 2 <= Fraction(rho):
+    if ratio * ratio / 2 <= written(rho):
         return True, f"(Δ₁/b)²/2 = {float(ratio * ratio / 2):.17g} ≤ ρ (ε-DP ⇒ ε²/2-zCDP)"
     b = Fraction(scale)
     details = []

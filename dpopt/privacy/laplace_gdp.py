@@ -37,7 +37,6 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
 from dpopt._lazy import lazy_module
@@ -49,6 +48,7 @@ from dpopt.privacy.gdp_check import certified_mu, gdp_margin
 from dpopt.privacy.tradeoff import Laplace2DTradeOff
 from dpopt.sensitivity.space import SensitivitySpace
 
+mpmath = lazy_module("mpmath")
 optimize = lazy_module("scipy.optimize")
 special = lazy_module("scipy.special")
 

@@ -40,10 +40,12 @@ from __future__ import annotations
 
 import math
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
 from dpopt.errors import CalibrationError
+
+mpmath = lazy_module("mpmath")
 
 MAX_DP_STEPS = 50_000_000
 """The dynamic programme of :func:`new_keys_delta` runs up to this many steps (g·R·t); beyond, the

@@ -40,13 +40,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import mpmath
-
+from dpopt._lazy import lazy_module
+from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball, renyi_zcdp_holds
 from dpopt.spec.models import Privacy
+
+mpmath = lazy_module("mpmath")
 
 if TYPE_CHECKING:
     from flint import arb
@@ -132,15 +134,15 @@ def pure_implies(epsilon0: Fraction, privacy: Privacy) -> PureImplication:
     method = CONVERSIONS.get(definition)
     e0 = float(epsilon0)
     if definition in ("pure", "pdp"):
-        return PureImplication(epsilon0 <= Fraction(p["epsilon"]), method, f"ε₀ = {e0:.17g} vs ε = {p['epsilon']}")
+        return PureImplication(epsilon0 <= written(p["epsilon"]), method, f"ε₀ = {e0:.17g} vs ε = {p['epsilon']}")
     if definition == "approx":
-        delta = rr_delta_mp(epsilon0, p["epsilon"])
+        delta = rr_delta_mp(epsilon0, float_below(p["epsilon"]))
         return PureImplication(
-            bool(delta <= p["delta"]), method,
+            bool(delta <= float_below(p["delta"])), method,
             f"ε₀ = {e0:.17g}: δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']}",
         )
     if definition == "zcdp":
-        if epsilon0 * epsilon0 / 2 <= Fraction(p["rho"]):
+        if epsilon0 * epsilon0 / 2 <= written(p["rho"]):
             return PureImplication(True, method, f"ε₀²/2 = {float(epsilon0 * epsilon0 / 2):.17g} ≤ ρ = {p['rho']}")
         passed, detail = renyi_zcdp_holds(lambda a: rr_renyi(a, epsilon0), epsilon0, p["rho"])
         return PureImplication(passed, method, f"ε₀ = {e0:.17g}: {detail}")
@@ -192,7 +194,7 @@ def _zcdp_epsilon(rho: float, holds) -> float:
 
     target = rho * (1.0 - 1e-8)
     kl = optimize.brentq(lambda e: rr_kl(e) - target, 0.0, target + 2.0, xtol=1e-300, rtol=1e-15)
-    classic = nudge_until(math.sqrt(2.0 * rho), lambda e: Fraction(e) ** 2 / 2 <= Fraction(rho), up=False)
+    classic = nudge_until(math.sqrt(2.0 * rho), lambda e: Fraction(e) ** 2 / 2 <= written(rho), up=False)
     if kl > classic:
         try:
             return nudge_until(kl, holds, up=False, max_steps=6)

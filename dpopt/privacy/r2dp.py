@@ -36,13 +36,13 @@ import warnings
 from collections.abc import Callable
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
 from dpopt._lazy import lazy_module
 from dpopt.noise.second_folds import SecondFold
 from dpopt.sensitivity.patterns import ShiftPattern
 
+mpmath = lazy_module("mpmath")
 optimize = lazy_module("scipy.optimize")
 
 MP_DIGITS = 60

@@ -32,11 +32,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
 from dpopt.privacy.tradeoff import TradeOff
 from dpopt.privacy.zcdp import RENYI_BITS, renyi_ball
+
+mpmath = lazy_module("mpmath")
 
 _MP_DIGITS = 60
 
@@ -128,7 +130,7 @@ def staircase_kl(law: dict[int, mpmath.mpf], epsilon0: float) -> float:
     return float(sum(mass * j for j, mass in law.items()) * _mp(epsilon0))
 
 
-PMF_RADIUS = mpmath.mpf(10) ** -45
+PMF_RADIUS = "1e-45"
 """Radius given to each 60-digit mass when it enters Arb balls: the masses come from a few hundred
 60-digit operations (relative error below 10⁻⁵⁵ each), so 10⁻⁴⁵ is a margin of 10⁹ or more."""
 
@@ -142,7 +144,7 @@ def staircase_renyi_ball(law: dict[int, mpmath.mpf], epsilon0: float):
 
     with ctx.workprec(RENYI_BITS):
         e0 = renyi_ball(Fraction(epsilon0))
-        terms = [(arb(mpmath.nstr(mass, 55), mpmath.nstr(PMF_RADIUS, 5)), j) for j, mass in law.items()]
+        terms = [(arb(mpmath.nstr(mass, 55), PMF_RADIUS), j) for j, mass in law.items()]
 
     def renyi(alpha):
         with ctx.workprec(RENYI_BITS):

@@ -51,13 +51,13 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
 from dpopt._lazy import lazy_module
 from dpopt.errors import CalibrationError
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 
+mpmath = lazy_module("mpmath")
 optimize = lazy_module("scipy.optimize")
 special = lazy_module("scipy.special")
 

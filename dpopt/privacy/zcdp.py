@@ -27,6 +27,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from dpopt.core.decimals import float_below
 from dpopt.core.rounding import nudge_until
 from dpopt.privacy.gaussian import gaussian_epsilon
 
@@ -256,7 +257,7 @@ def renyi_zcdp_holds(renyi: Callable[[arb], arb], max_loss: Fraction, rho: float
     from flint import arb, ctx, fmpq  # python-flint loads in ~0.1 s: only calibration and checks need it
 
     with ctx.workprec(RENYI_BITS):
-        r = arb(rho)
+        r = arb(float_below(rho))
         top = arb(fmpq(max_loss.numerator, max_loss.denominator)) / r
 
         def order(k: int) -> arb:

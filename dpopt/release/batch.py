@@ -46,6 +46,7 @@ from dpopt.release import sources
 from dpopt.release.bind import as_test_release, certificate_sha256, sha256_bytes
 from dpopt.release.bounding import bound_contributions, pair_mean, published_bounding
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
+from dpopt.certificate.intervals import cell_intervals
 from dpopt.release.cells import cell_errors, cell_rows, cells_block, document_csv, release_cells
 from dpopt.rng import RandomSource, random_source
 from dpopt.problem import compile
@@ -226,7 +227,7 @@ class GroupRelease:
 
     def write(self, out: str | Path, csv: bool = False, ledger: dict | None = None) -> list[Path]:
         """Write ``release_<column>.parquet`` per grouping column (one row per group: the key, then each cell's
-        value, standard error and 95% margin of error), and with ``csv`` the same as ``release_<column>.csv``
+        value, standard error, 95% margin of error and interval for the true value), and with ``csv`` the same as ``release_<column>.csv``
         (DuckDB writes doubles as text at about 1.5 M values/s: 20 s for a million groups of 12 cells);
         ``release.json`` (naming every table's SHA-256, and with the ``ledger`` block of a release charged to a
         ledger), ``certificate.json``;
@@ -234,16 +235,22 @@ class GroupRelease:
         forms = [("parquet", "parquet")] + ([("csv", "csv, header true")] if csv else [])
         names = [f"release_{level.column}.{suffix}" for level in self.levels for suffix, _ in forms]
         names += ["release.json", "certificate.json"]
-        se, moe = cell_errors(self.certificate["utility"]["per_cell"], self.labels)
+        per_cell = self.certificate["utility"]["per_cell"]
+        se, moe = cell_errors(per_cell, self.labels)
+        intervals = per_cell.get("intervals")
         paths = []
         with output_folder(out) as staging:
             con = sources.connect()
             for level in self.levels:
                 keys = level.keys.astype(object) if level.keys.dtype.kind == "U" else level.keys
                 table = {level.column: keys}
-                for j, label in enumerate(self.labels):  # each cell's value, standard error and 95% margin of error
+                low, high = cell_intervals(level.values, intervals) if intervals else (None, None)
+                for j, label in enumerate(self.labels):  # value, standard error, 95% margin of error, interval
                     table |= {label: level.values[:, j], f"{label} standard_error": np.full(len(keys), se[j], float),
                               f"{label} margin_of_error_95": np.full(len(keys), moe[j], float)}
+                    if intervals:
+                        table |= {f"{label} {intervals['columns'][0]}": low[:, j],
+                                  f"{label} {intervals['columns'][1]}": high[:, j]}
                 con.register("release_table", table)
                 for suffix, form in forms:
                     path = staging / f"release_{level.column}.{suffix}"

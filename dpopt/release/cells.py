@@ -1,11 +1,14 @@
-r"""The per-cell table of a release: every released number with its standard error and 95% margin of error.
+r"""The per-cell table of a release: every released number with its standard error, 95% margin of error and
+an interval for its true value.
 
 A release output carries, for each released cell, the cell's **label** (the query's label, the
 same string as the certificate's ``utility.per_cell`` block), the released **value**, its
 **standard error** and its **95% margin of error** (from the certificate's per-cell block,
 :mod:`dpopt.certificate.per_cell`: 1.96·SE for Gaussian noise, the exact 95% quantile of |noise|
 from the noise law otherwise, a Monte Carlo quantile where no law is available — the block's
-``method`` says which), and the **post-processed** value where the release has one. The noise
+``method`` says which), and the **post-processed** value where the release has one, and an **interval for the true value** (``ci_95_low``,
+``ci_95_high``, named from the spec's ``intervals.level``: :mod:`dpopt.certificate.intervals`, around the
+noise-stage value, covering the truth whatever the post-processing publishes). The noise
 does not depend on the data, so the standard error and the margin hold for every group and unit
 of a grouped or hierarchical release.
 
@@ -21,10 +24,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dpopt.certificate.intervals import cell_intervals
 from dpopt.errors import CertificateError
 
 COLUMNS = ("label", "value", "standard_error", "margin_of_error_95", "postprocessed")
-"""The per-cell columns, in the order every release output writes them."""
+"""The per-cell columns before the interval's, in the order every release output writes them."""
+
+
+def columns(per_cell: dict) -> tuple[str, ...]:
+    """:data:`COLUMNS`, then the interval's two columns (``ci_95_low``, ``ci_95_high`` at level 0.95) when the
+    certificate's block has intervals."""
+    block = per_cell.get("intervals")
+    return COLUMNS + (tuple(block["columns"]) if block else ())
 
 
 def _number(x) -> float | int | None:
@@ -51,27 +62,37 @@ def cell_errors(per_cell: dict, labels: Sequence[str]) -> tuple[list, list]:
 
 
 def cell_rows(labels: Sequence[str], values, per_cell: dict, postprocessed=None) -> list[dict]:
-    """One row per cell: label, value, standard error, 95% margin of error, post-processed value (or None)."""
+    """One row per cell: label, value, standard error, 95% margin of error, post-processed value (or None), and
+    the interval's low and high ends (None where the value or its half-width is missing)."""
     se, moe = cell_errors(per_cell, labels)
     post = [None] * len(labels) if postprocessed is None else list(postprocessed)
-    return [dict(zip(COLUMNS, (str(label), _number(v), s, m, _number(p))))
-            for label, v, s, m, p in zip(labels, values, se, moe, post)]
+    names = columns(per_cell)
+    block = per_cell.get("intervals")
+    if block is None:
+        return [dict(zip(names, (str(label), _number(v), s, m, _number(p))))
+                for label, v, s, m, p in zip(labels, values, se, moe, post)]
+    low, high = cell_intervals(list(values), block)
+    return [dict(zip(names, (str(label), _number(v), s, m, _number(p), _number(lo), _number(hi))))
+            for label, v, s, m, p, lo, hi in zip(labels, values, se, moe, post, low, high)]
 
 
 def cells_block(rows: list[dict], per_cell: dict, post_method: str | None = None) -> dict:
     """The ``cells`` entry of a release document: the level, how the errors were obtained, the rows."""
-    block = {"level": per_cell["level"], "errors": per_cell["method"], "columns": list(COLUMNS), "rows": rows}
+    block = {"level": per_cell["level"], "errors": per_cell["method"], "columns": list(columns(per_cell)),
+             "rows": rows}
+    if per_cell.get("intervals"):
+        block["intervals"] = {k: v for k, v in per_cell["intervals"].items() if k != "half_widths"}
     if post_method:
         block["postprocessed"] = (f"{post_method}; its error is that of the post-processing "
                                   "(see postprocess.error in the certificate where estimated)")
     return block
 
 
-def cells_csv(rows: list[dict], keys: Sequence[str] = ()) -> str:
-    """The rows as CSV text: the columns ``keys`` (e.g. ``column``, ``group``) first, then :data:`COLUMNS`;
+def cells_csv(rows: list[dict], keys: Sequence[str] = (), columns: Sequence[str] = COLUMNS) -> str:
+    """The rows as CSV text: the columns ``keys`` (e.g. ``column``, ``group``) first, then ``columns``;
     a missing number is an empty field."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=[*keys, *COLUMNS], lineterminator="\n", restval="")
+    writer = csv.DictWriter(out, fieldnames=[*keys, *columns], lineterminator="\n", restval="")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
@@ -85,6 +106,7 @@ def release_cells(per_cell: dict, labels: Sequence[str], values, postprocessed=N
 
 
 def document_csv(document: dict) -> str:
-    """The per-cell table of a release document as CSV (:func:`cells_csv`, with the block's key columns)."""
+    """The per-cell table of a release document as CSV (:func:`cells_csv`, with the block's key columns and
+    columns)."""
     block = document["cells"]
-    return cells_csv(block["rows"], block.get("keys", ()))
+    return cells_csv(block["rows"], block.get("keys", ()), block.get("columns", COLUMNS))

@@ -7,8 +7,10 @@ r"""A TopDown-style release of a geographic hierarchy: every level released, the
    its own certificate, and the whole release's certificate), so that the σ released with are the
    σ ``solve`` certified; the data's columns are checked before that design step;
 2. counts the query for the nation and every unit of every level in SQL (DuckDB,
-   :mod:`dpopt.release.sources`); units are the distinct codes found in the data (each code
-   of a level lies in one unit of the level above, checked);
+   :mod:`dpopt.release.sources`); the units and their parents are the declared public geography
+   (:mod:`dpopt.release.geography`: the spec's ``geography.units`` or a public file), never the data's
+   codes: a record in an undeclared unit, or whose units disagree with the declared parents, is refused,
+   and a declared unit without records is released as an empty table;
 3. releases every unit's table through the level mechanism's public ``release`` (stream
    (l, 0) of the release's random source for level l);
 4. post-processes top-down (:func:`dpopt.postprocess.topdown`) and certifies the output in
@@ -31,13 +33,14 @@ import numpy as np
 from dpopt.certificate.hierarchy_budget import NATION
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.core.output import output_folder
-from dpopt.errors import DataError
+from dpopt.errors import SpecError
 from dpopt.postprocess import Structure, spec_structure, topdown
 from dpopt.postprocess.evaluation import hierarchy_errors
 from dpopt.postprocess.table import mechanism_covariance
 from dpopt.release import sources
 from dpopt.release.bind import as_test_release, certificate_sha256, is_seeded, sha256_bytes
 from dpopt.release.cells import cell_rows, cells_block, document_csv
+from dpopt.release.geography import check_data_parents, declared_geography
 from dpopt.release.hierarchy_design import HierarchySolution, check_hierarchy_spec, solve_hierarchy
 from dpopt.rng import RandomSource, random_source
 from dpopt.spec.load import load_spec, spec_document
@@ -45,22 +48,6 @@ from dpopt.spec.models import Postprocess, Spec
 
 ERROR_SEED = 20260102
 """Seed of the Monte Carlo error estimate (a simulation at the published tables, not a release)."""
-
-
-def _parents(con, source, upper: str, lower: str, upper_keys: np.ndarray, lower_keys: np.ndarray) -> np.ndarray:
-    """For each unit of ``lower`` (in ``lower_keys`` order) the index of its unit in ``upper``."""
-    u, low = sources.quote_identifier(upper), sources.quote_identifier(lower)
-    pairs = con.execute(f"SELECT DISTINCT {low} AS child, {u} AS parent FROM {source.sql}").fetchnumpy()
-    child = np.asarray(np.ma.getdata(pairs["child"]))
-    parent = np.asarray(np.ma.getdata(pairs["parent"]))
-    child, parent = (child.astype(str) if child.dtype == object else child), (parent.astype(str) if parent.dtype == object else parent)
-    if len(sources.canonical_keys(child)) != len(child):
-        raise DataError(f"{source}: a {lower} code lies in more than one {upper}; give codes unique across the nation")
-    out = np.full(len(lower_keys), -1)
-    out[sources.key_index(lower_keys, child)] = sources.key_index(upper_keys, parent)
-    if np.any(out < 0):
-        raise DataError(f"{source}: a {lower} unit has no {upper}")
-    return out
 
 
 @dataclass(frozen=True)
@@ -150,6 +137,7 @@ def release_hierarchy(
     randomness: RandomSource | None = None,
     engine: str = "numpy",
     error_draws: int = 0,
+    units: str | Path | None = None,
 ) -> HierarchyRelease:
     """Release a spec's table for the nation and every unit of each geography level, TopDown-consistent.
 
@@ -165,6 +153,9 @@ def release_hierarchy(
         Where per-parent problems run when the closed-form path does not apply.
     error_draws : int
         Monte Carlo releases for the error table (0: none).
+    units : path, optional
+        The public geography file (a column per level, one row per unit of the finest level), for a
+        spec without ``geography.units`` (:func:`dpopt.release.geography.declared_geography`).
 
     Returns
     -------
@@ -178,23 +169,26 @@ def release_hierarchy(
     check_hierarchy_spec(spec)
     options = spec.postprocess or Postprocess()
     randomness = random_source(seed, insecure_seed) if randomness is None else randomness
+    if units is not None and Path(units).resolve() == Path(data).resolve():
+        raise SpecError("--groups", "is the data file itself: the units found in the data are private; give the "
+                                    "public geography")
     con = sources.connect()
     source = sources.open_source(data)
     sources.require_columns(con, source, spec.geography.levels)
     sources.validate(con, source, spec)  # a missing column or an off-domain value: one line before the design
+    geography = declared_geography(spec, units)
+    check_data_parents(con, source, spec.geography.levels, geography)
     design = solve_hierarchy(spec)
     problem, solutions, specs = design.problem, design.solutions, design.specs
     structure = spec_structure(problem)
     nation, records = sources.answer(con, source, specs[0], query=problem.query)
     truth, keys = [nation[None, :]], [np.array([NATION])]
-    for column in spec.geography.levels:
-        answers = sources.group_answers(con, source, specs[0], column, query=problem.query)
+    for column, declared in zip(spec.geography.levels, geography.keys):
+        answers = sources.group_answers(con, source, specs[0], column, keys=declared, domain="declared",
+                                        query=problem.query)
         truth.append(answers.values)
         keys.append(answers.keys)
-    parents = [np.zeros(len(keys[1]), dtype=np.int64)]
-    for depth in range(1, len(spec.geography.levels)):
-        upper, lower = spec.geography.levels[depth - 1], spec.geography.levels[depth]
-        parents.append(_parents(con, source, upper, lower, keys[depth], keys[depth + 1]))
+    parents = list(geography.parents)
     noisy = []
     for depth, (solution, level) in enumerate(zip(solutions, truth)):
         rng = randomness.stream(depth, 0)
@@ -209,11 +203,10 @@ def release_hierarchy(
     result = topdown(noisy, parents, structure, nation_values, covariances, options=options, engine=engine,
                      unit_totals=totals)
     names = design.names
-    units = {NATION: "nation (one unit)"}
     block = {
         **design.block,
         "levels": [lv | {"units": int(len(k)),
-                         "units_from": units.get(lv["level"], f"observed: the distinct values of {lv['level']} in the data")}
+                         "units_from": "nation (one unit)" if lv["level"] == NATION else geography.description}
                    for lv, k in zip(design.block["levels"], keys)],
         "checks": design.block["checks"] + [c.to_dict() for c in result.checks],
         "postprocess": {"guarantee": "unchanged by post-processing", "method": result.method},
@@ -221,9 +214,6 @@ def release_hierarchy(
     if totals is not None:
         block["invariants"] = ("the total of the nation and of every unit is published exactly: a record keeps its "
                                "unit under this adjacency, so unit sizes are not protected (they are in the scope)")
-    if spec.adjacency.kind == "add_remove":
-        block["caveat"] = ("the set of non-empty units of each level is published as found in the data; the guarantee "
-                           "covers the released tables given that set")
     if error_draws:
         errors = hierarchy_errors(list(result.tables), parents, [s.mechanism for s in solutions], structure,
                                   list(names), error_draws, np.random.default_rng(ERROR_SEED), nation_values,

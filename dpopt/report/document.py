@@ -33,9 +33,13 @@ from dpopt.errors import CertificateError, DpoptError, MemoryLimitError
 from dpopt.mechanisms.base import better
 from dpopt.problem import compile
 from dpopt.report import data as report_data
+from dpopt.report import intervals
 from dpopt.report import plots
 from dpopt.report.words import DEFINITIONS
 from dpopt.solve import Solution
+
+AUDIT_NOT_RUN = "empirical audit: not run ("
+"""How the note of an audit that could not run begins (its reason follows, then ``)``); the audit section states it."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class Report:
     audit: object | None = None
     notes: tuple[str, ...] = field(default=())
     """Figures or parts that could not be produced, and why."""
+    intervals: dict | None = None
+    """The intervals' coverage simulated on a synthetic table (:func:`dpopt.report.intervals.simulate`)."""
 
 
 def build_report(
@@ -103,6 +109,20 @@ def build_report(
         return _build_report(certificate, audit_draws, utility_families, utility_scales, progress, solution)
 
 
+def _tradeoff_words(scope: str, mechanism: bool, target: bool) -> tuple[str, str]:
+    """Title and caption of the trade-off figure, naming only the curves it draws (the mechanism's, the target's or
+    both)."""
+    test = f"Type-II against type-I error of the best test telling apart two {scope}"
+    bound = ("a certified lower bound (from the pessimistic privacy-loss distribution of the second route)")
+    if mechanism and target:
+        return ("Trade-off curve: mechanism against target",
+                f"{test}. The mechanism meets an f-DP target when its curve lies on or above the target's; the "
+                f"mechanism's curve is {bound}.")
+    if mechanism:
+        return "Trade-off curve of the mechanism", f"{test}: the mechanism's curve, {bound}."
+    return "Trade-off curve of the target", f"{test}: the target's curve only (Caveats say why)."
+
+
 def _build_report(certificate: Certificate, audit_draws: int | None, utility_families: str,
                   utility_scales: tuple[float, ...], progress: Callable[[str], None] | None,
                   solution: Solution | None) -> Report:
@@ -138,13 +158,10 @@ def _build_report(certificate: Certificate, audit_draws: int | None, utility_fam
     if target is None:
         notes.append("trade-off of the target: a probabilistic-DP target is not a trade-off guarantee")
     scope = "Semi-DP neighbours (D_t, A_a)" if "semi_dp" in data["guarantee"]["scope"] else "neighbouring datasets"
-    figures.append(Figure(
-        "tradeoff", "Trade-off curve: mechanism against target",
-        f"Type-II against type-I error of the best test telling apart two {scope}. The mechanism meets an f-DP "
-        "target when its curve lies on or above the target's; the mechanism's curve is a certified lower bound "
-        "(from the pessimistic privacy-loss distribution of the second route).",
-        plots.tradeoff_png(alpha, target, curve, f"{family}: {DEFINITIONS[data['guarantee']['definition']]}"),
-    ))
+    if curve is not None or target is not None:  # titled and captioned for the curves drawn, and no other
+        figures.append(Figure("tradeoff", *_tradeoff_words(scope, curve is not None, target is not None),
+                              plots.tradeoff_png(alpha, target, curve,
+                                                 f"{family}: {DEFINITIONS[data['guarantee']['definition']]}")))
 
     stage("noise against its law")
     try:
@@ -196,11 +213,40 @@ def _build_report(certificate: Certificate, audit_draws: int | None, utility_fam
     else:
         notes.append("utility against the privacy budget: no family could be re-designed")
 
+    stage("intervals: coverage on a synthetic table")
+    try:
+        simulated = intervals.simulate(solution or Solution(problem, mechanism, [], certificate))
+    except DpoptError as exc:  # e.g. a post-processing that refuses the synthetic table
+        simulated = None
+        notes.append(f"intervals: coverage not simulated ({exc})")
+    if simulated is not None:
+        figures.append(intervals_figure(simulated))
+
     result = None
     if audit_draws:
         stage(f"empirical audit ({audit_draws} draws per dataset and pair)")
         try:
             result = audit_mechanism(mechanism, space, spec.privacy, draws=audit_draws, answer=audit_answer(spec))
         except (DpoptError, ValueError) as exc:
-            notes.append(f"empirical audit: not run ({exc})")
-    return Report(certificate, tuple(figures), result, tuple(notes))
+            notes.append(f"{AUDIT_NOT_RUN}{exc})")
+    return Report(certificate, tuple(figures), result, tuple(notes), simulated)
+
+
+def intervals_figure(simulated: dict) -> Figure:
+    """One simulated release's intervals against the synthetic truth (occupied cells first, at most
+    :data:`dpopt.report.intervals.SHOWN`)."""
+    r = simulated["result"]
+    truth = r.truth[0]
+    order = sorted(range(truth.size), key=lambda i: (truth[i] == 0, i))[:intervals.SHOWN]
+    s = r.summary()
+    return Figure(
+        "intervals", "Intervals for the true values on a synthetic sparse table",
+        f"One of {simulated['releases']} simulated releases of a synthetic sparse table (cells numbered as the rows "
+        "of the table above): each cell's interval for the true value (bar), the true value (dot), the published "
+        "post-processed value (cross) and the naive interval, published value ± margin of error (grey). Over the "
+        f"releases the intervals covered {s['coverage']:.3f} of the cell-releases, the naive ones "
+        f"{s['naive_coverage']:.3f} (worst cell {s['worst_cell_coverage']:.3f} against "
+        f"{s['naive_worst_cell_coverage']:.3f}).",
+        plots.intervals_png(truth[order], r.published[0, 0, order], r.low[0, 0, order], r.high[0, 0, order],
+                            r.stage_width[order] / 2, "intervals against the truth, one release"),
+    )

@@ -6,10 +6,18 @@ mechanism and per-cell error, the post-processing and the checks. Rendered by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 
 from dpopt.certificate.model import Certificate
-from dpopt.report.reading import MAX_CELL_ROWS, composed_epsilon_blocks, composed_opening, target_text
+from dpopt.report.reading import (
+    MAX_CELL_ROWS,
+    claims_sentence,
+    composed_epsilon_blocks,
+    composed_opening,
+    part_claims,
+    target_text,
+)
 from dpopt.report.render import html_page, markdown_page
 from dpopt.report.words import format_parameters
 
@@ -44,6 +52,28 @@ def _cell_rows(cert: Certificate) -> list:
     return rows
 
 
+def _interval_blocks(cert: Certificate) -> list:
+    """Each level's interval for the true values (``utility.per_cell.intervals`` of its certificate)."""
+    rows = [["level", "columns", "level of confidence", "half-width per cell", "method"]]
+    for name, sub in cert["levels"].items():
+        block = sub["utility"]["per_cell"].get("intervals")
+        if not block:
+            continue
+        widths = {f"± {h:.4g}" for h in block["half_widths"] or [] if h is not None}
+        rows.append([name, ", ".join(f"`{c}`" for c in block["columns"]),
+                     f"{block['level']:g}" + (" (simultaneous)" if block["simultaneous"] else " (per cell)"),
+                     next(iter(widths)) if len(widths) == 1 else "by cell (the level's certificate)",
+                     block["method"].split(":", 1)[0]])
+    if len(rows) == 1:
+        return []
+    first = next(iter(cert["levels"].values()))["utility"]["per_cell"]["intervals"]
+    return [f"Beside every published value of every level, `release.csv` gives an interval for the true value: "
+            f"{first['method']}. Each level's noise-stage value is released and unbiased, so its interval covers the "
+            "truth whatever TopDown publishes (the published value may lie outside it). Budget: "
+            f"{first['budget']}. Coverage by simulation on sparse hierarchies: `benchmarks/bench_intervals.py`.",
+            rows]
+
+
 def _postprocess_blocks(block: dict) -> list:
     post = block.get("postprocess")
     if not post:
@@ -61,12 +91,13 @@ def _postprocess_blocks(block: dict) -> list:
     return out
 
 
-def hierarchy_sections(cert: Certificate) -> tuple[str, list]:
-    """(summary paragraph, ``(heading, blocks)`` sections) of a hierarchy report."""
+def hierarchy_sections(cert: Certificate, verified: Sequence | None = None) -> tuple[str, list]:
+    """(summary paragraph, ``(heading, blocks)`` sections) of a hierarchy report; the claims counted as ``dpopt
+    verify`` counts them when its checks ``verified`` are given (:func:`dpopt.report.reading.claims_sentence`)."""
     g, block = cert["guarantee"], cert["hierarchy"]
     names = [lv["level"] for lv in block["levels"]]
     summary, sections = composed_opening(cert.data, f"{len(names)} levels ({', '.join(names)})", "whole release",
-                                         "each level's own certificate is inside")
+                                         "each level's own certificate is inside", verified)
     guarantee = [f"**{target_text(g['definition'], g)}** for the whole release: {g['composition']}.",
                  g["scope"]["adjacency_description"][:1].upper() + g["scope"]["adjacency_description"][1:] + "."]
     if block.get("caveat"):
@@ -87,6 +118,9 @@ def hierarchy_sections(cert: Certificate) -> tuple[str, list]:
         + ([shown] if len(cells) > 1 else [])
         + ([f"The other {len(cells) - len(shown)} cells: `utility.per_cell` of each level's certificate."]
            if len(cells) > len(shown) else [])))
+    intervals = _interval_blocks(cert)
+    if intervals:
+        sections.append(("Intervals for the true values", intervals))
     post = _postprocess_blocks(block)
     if post:
         sections.append(("Post-processing", post))
@@ -94,16 +128,17 @@ def hierarchy_sections(cert: Certificate) -> tuple[str, list]:
     checks += [[f"`{c['claim']}`", "yes" if c["passed"] else "**NO**", c["method"], c["detail"]] for c in cert["checks"]]
     for name, sub in cert["levels"].items():
         checks.append([f"`{name}.*`", "yes" if all(c["passed"] for c in sub["checks"]) else "**NO**",
-                       f"{len(sub['checks'])} claims of the level's own certificate", ""])
-    sections.append(("Checks", ["`dpopt verify certificate.json` re-derives every claim below.", checks]))
+                       part_claims(verified, name), ""])
+    sections.append(("Checks", [claims_sentence(verified) + ": the claims of the whole release below, and those of "
+                                "each level's certificate.", checks]))
     return summary, sections
 
 
-def hierarchy_markdown(cert: Certificate) -> str:
-    """The hierarchy report in Markdown."""
-    return markdown_page(f"dpopt report: {cert['spec']['name']}", *hierarchy_sections(cert))
+def hierarchy_markdown(cert: Certificate, verified: Sequence | None = None) -> str:
+    """The hierarchy report in Markdown (``verified``: the checks of ``dpopt verify``, for its claim count)."""
+    return markdown_page(f"dpopt report: {cert['spec']['name']}", *hierarchy_sections(cert, verified))
 
 
-def hierarchy_html(cert: Certificate) -> str:
-    """The hierarchy report as one self-contained HTML page."""
-    return html_page(f"dpopt report: {cert['spec']['name']}", *hierarchy_sections(cert))
+def hierarchy_html(cert: Certificate, verified: Sequence | None = None) -> str:
+    """The hierarchy report as one self-contained HTML page (``verified`` as for :func:`hierarchy_markdown`)."""
+    return html_page(f"dpopt report: {cert['spec']['name']}", *hierarchy_sections(cert, verified))

@@ -4,7 +4,8 @@ Rebuilt from the certificate alone (the recorded workload and coefficients, the 
 the sensitivity's exact l2²) by :func:`dpopt.mechanisms.marginal_errors.per_marginal_errors`:
 for each workload table, the expected squared error of the certified design against direct
 measurement of every table with the same budget followed by least squares, and against that
-table measured alone.
+table measured alone. With table goals (``utility.tables``, ``utility.objective``; both marginal families),
+:func:`table_goal_block` lists each table's error against its weight and target.
 """
 
 from __future__ import annotations
@@ -66,3 +67,31 @@ def marginal_error_block(d: dict) -> list:
     if len(rows) > MAX_MARGINAL_ROWS:
         out.append(f"The other {len(rows) - MAX_MARGINAL_ROWS} tables: `dpopt.mechanisms.marginal_errors`.")
     return out
+
+
+def table_goal_block(d: dict) -> list:
+    """The report's blocks for the recorded table goals (``design.tables``, re-derived by the ``utility.tables``
+    claim): each table's error per table and per cell, its weight, its target and the ratio; the objective and
+    its lower bound (empty without goals)."""
+    record = d.get("mechanism", {}).get("parameters", {}).get("design", {}).get("tables")
+    if not isinstance(record, dict):
+        return []
+    levels = dict(zip(d["mechanism"]["parameters"]["attributes"], d["mechanism"]["parameters"]["levels"]))
+    header = ["table", "cells", "E(err²) per table", "per cell", "weight", "target", "error / target"]
+    body = []
+    for r in record["tables"][:MAX_MARGINAL_ROWS]:
+        cells = math.prod(int(levels[a]) for a in r["table"])
+        body.append([" × ".join(r["table"]), cells, f"{r['error']:.4g}", f"{r['error'] / cells:.4g}",
+                     f"{r['weight']:g}", "—" if r["target"] is None else f"{r['target']:.4g}",
+                     "—" if r["target"] is None else f"{r['error'] / r['target']:.3f}"])
+    what = {"total": "the weighted total Σ w_S E‖noise_S‖²", "max": "the largest weighted table error"}
+    bound = record.get("lower_bound")
+    return [
+        f"The design minimises {what[record['objective']]}"
+        + (" subject to the tables' targets" if any(r["target"] is not None for r in record["tables"]) else "")
+        + f": {record['value']:.6g}"
+        + (f" (no design meeting the same privacy target does better than {bound:.6g})" if bound is not None else "")
+        + ". `dpopt verify` recomputes every table's error from the released noise's coefficients (claim "
+          "`utility.tables`).",
+        [header, *body],
+    ]

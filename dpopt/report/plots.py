@@ -181,3 +181,27 @@ def utility_png(curves: dict[str, tuple[np.ndarray, np.ndarray]], target: float,
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, which="both")
     return _png(fig)
+
+
+def intervals_png(truth: np.ndarray, published: np.ndarray, low: np.ndarray, high: np.ndarray,
+                  naive: np.ndarray, title: str) -> bytes:
+    """One release's intervals for the true values against the truth, cell by cell: each interval as a bar, the
+    true value as a dot, the published value as a cross, the naive interval (published ± ``naive``) as a thin
+    grey bar beside it."""
+    fig = _figure(max(5.6, 0.28 * len(truth) + 1.2), 4.2)
+    ax = fig.add_subplot()
+    x = np.arange(len(truth))
+    ax.vlines(x + 0.22, published - naive, published + naive, color="#bbbbbb", lw=1.4,
+              label="naive: published ± margin of error")
+    ax.vlines(x, low, high, color=_COLORS[0], lw=3.0, label="interval for the true value")
+    ax.plot(x, truth, "o", color=_COLORS[1], ms=5, label="true value (synthetic)")
+    ax.plot(x, published, "x", color="#333333", ms=5, label="published (post-processed)")
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(i + 1) for i in x], fontsize=7)
+    _short_ticks(ax.yaxis)
+    ax.set_xlabel("cell (occupied cells first)")
+    ax.set_ylabel("count")
+    ax.set_title(title, fontsize=10, wrap=True)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _png(fig)

@@ -8,9 +8,10 @@ a table (a list of rows) for :mod:`dpopt.report.sections`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from dpopt.certificate.second_route import is_not_available
-from dpopt.certificate.verify import STRUCTURAL_CLAIMS
+from dpopt.certificate.verify import STRUCTURAL_CLAIMS, output_claims
 
 _LONG_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d{7,}(?:[eE][+-]?\d+)?(?![\w.])")
 
@@ -55,13 +56,41 @@ def target_text(definition: str, params: dict) -> str:
         f" ({definition})"
 
 
-def composed_opening(d: dict, parts: str, whole: str, inside: str) -> tuple[str, list]:
+def verified_claims(verified: Sequence | None, prefix: str = "") -> int | None:
+    """How many claims ``dpopt verify`` re-derived (its checks ``verified``, those whose name starts with
+    ``prefix`` when given), counted as it counts them: the second routes not available left out; None without
+    a verification."""
+    if verified is None:
+        return None
+    return sum(1 for c in verified if c.claim.startswith(prefix) and not is_not_available(c))
+
+
+def claims_sentence(verified: Sequence | None) -> str:
+    """The claim count of a composite certificate's report, the verifier's: ``N claims hold, as `dpopt verify`
+    counts them`` after a verification (``verified``: its checks, all holding), else that verify re-derives every
+    claim (no other count: a certificate's recorded checks are fewer than the claims verify re-derives)."""
+    if verified is None:
+        return "`dpopt verify certificate.json` re-derives every claim"
+    return f"{verified_claims(verified)} claims hold, as `dpopt verify` counts them"
+
+
+def part_claims(verified: Sequence | None, name: str) -> str:
+    """The checks-table text of one part (query, level) of a composite certificate: the verifier's count of the
+    claims named ``name.*``, or that verify re-derives them."""
+    count = verified_claims(verified, f"{name}.")
+    return ("every claim of its own certificate (`dpopt verify` re-derives them)" if count is None
+            else f"{count} claims of its own certificate, as `dpopt verify` counts them")
+
+
+def composed_opening(d: dict, parts: str, whole: str, inside: str,
+                     verified: Sequence | None = None) -> tuple[str, list]:
     """The opening of a plan's or a hierarchy's report: the summary sentence (``parts``, the target of the
-    ``whole``, its ε per δ, the checks, what is ``inside``) and the *What is released* section, if described."""
+    ``whole``, its ε per δ, the verifier's claim count (:func:`claims_sentence`), what is ``inside``) and the
+    *What is released* section, if described."""
     g = d["guarantee"]
     eps = epsilon_line(g.get("epsilon_at_delta") or {})
     summary = (f"{parts} released under **{target_text(g['definition'], g)}** for the {whole}"
-               + (f"; {eps}" if eps else "") + f". {len(d['checks'])} check(s) of the {whole} hold; {inside}.")
+               + (f"; {eps}" if eps else "") + f". {claims_sentence(verified)}; {inside}.")
     description = d["spec"].get("description")
     return summary, [("What is released", [description.strip()])] if description else []
 
@@ -173,9 +202,10 @@ def checks_sentence(d: dict) -> str:
 
 def claim_counts(d: dict) -> tuple[int, int]:
     """(claims `dpopt verify` re-derives, claims whose second route is not available), counted as verify counts
-    them: the recorded checks plus :data:`~dpopt.certificate.verify.STRUCTURAL_CLAIMS`."""
+    them: the recorded checks plus :data:`~dpopt.certificate.verify.STRUCTURAL_CLAIMS` (and ``output`` when a rounding
+    is stated: :func:`~dpopt.certificate.verify.output_claims`)."""
     unavailable = sum(1 for c in d["checks"] if is_not_available(c))
-    return len(d["checks"]) + len(STRUCTURAL_CLAIMS) - unavailable, unavailable
+    return len(d["checks"]) + len(STRUCTURAL_CLAIMS) + output_claims(d) - unavailable, unavailable
 
 
 def ball_fallback(d: dict) -> str:

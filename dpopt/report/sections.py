@@ -9,8 +9,9 @@ from dpopt.certificate.model import Certificate
 from dpopt.certificate.second_route import is_not_available
 from dpopt.mechanisms.base import better
 from dpopt.postprocess.evaluation import report_blocks
-from dpopt.report.document import Figure, Report
-from dpopt.report.marginal_table import marginal_error_block
+from dpopt.report.document import AUDIT_NOT_RUN, Figure, Report
+from dpopt.report.intervals import interval_blocks
+from dpopt.report.marginal_table import marginal_error_block, table_goal_block
 from dpopt.report.reading import (
     ball_fallback,
     checks_sentence,
@@ -133,8 +134,12 @@ def _second_route(d: dict) -> list:
 
 
 def _audit(report: Report | None) -> list:
+    failed = [n for n in (report.notes if report is not None else ()) if n.startswith(AUDIT_NOT_RUN)]
+    if failed:  # tried by the command that wrote this page: its reason, not advice to run that command
+        return [f"Not run: {failed[0].removeprefix(AUDIT_NOT_RUN).removesuffix(')')}."]
     if report is None or report.audit is None:
-        return ["Not run for this document (`dpopt report CERT --out report.html` runs it; so does `dpopt audit`)."]
+        return ["Not run for this document (`dpopt report CERT --out report.html` without `--no-audit` runs it; so "
+                "does `dpopt audit`)."]
     a = report.audit
     symbol = SYMBOLS.get(a.parameter, a.parameter)
     if not a.audited:
@@ -196,9 +201,17 @@ def report_sections(source: Report | Certificate) -> list[tuple[str, list]]:
         ]),
         ("Error of each cell", per_cell_block(d)),
     ]
+    per_cell = d["utility"].get("per_cell") or {}
+    if per_cell.get("intervals"):
+        sections.append(("Intervals for the true values", interval_blocks(
+            per_cell, report.intervals if report else None,
+            Image(figures["intervals"]) if "intervals" in figures else None)))
     by_table = marginal_error_block(d)
     if by_table:
         sections.append(("Error of each marginal table", by_table))
+    goals = table_goal_block(d)
+    if goals:
+        sections.append(("Error of each table against its weight and target", goals))
     direction = better(u["metric"])
     rows = [["family", "parameters", f"predicted {u['metric']} ({direction} is better)", "method", "note"]]
     for c in d.get("candidates", []):

@@ -9,21 +9,26 @@ from typing import Any
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.core.output import output_folder
 from dpopt.errors import SpecError
+from dpopt.report.reading import claims_sentence
 from dpopt.selection.design import certify
 from dpopt.selection.report import selection_html, selection_markdown
 from dpopt.selection.kind import is_selection_certificate
+from dpopt.selection.verify import verify_selection
 from dpopt.spec.selection import load_selection_spec
 
 
 def solve_command(spec: str, out: str | None, as_json: bool, quiet: bool) -> int:
-    """Certify the spec; ``certificate.json`` and ``report.md`` in ``out``; one line per release and the composed
-    guarantee on stdout (the certificate with ``as_json``). Exit code 0, or 1 when a check fails."""
+    """Certify the spec and verify the certificate; ``certificate.json`` and ``report.md`` in ``out``; one line per
+    release and the composed guarantee with the verifier's claim count on stdout (the certificate with ``as_json``).
+    Exit code 0, or 1 when a check fails."""
     cert = certify(load_selection_spec(spec))
+    verified = verify_selection(cert).checks
+    failed = [c.claim for c in verified if not c.passed]
     written = []
     if out:
         with output_folder(out) as staging:
             cert.write(staging / "certificate.json")
-            write_atomic(staging / "report.md", selection_markdown(cert) + "\n")
+            write_atomic(staging / "report.md", selection_markdown(cert, verified) + "\n")
         written = [Path(out) / "certificate.json", Path(out) / "report.md"]
     if as_json:
         sys.stdout.write(cert.to_json())
@@ -38,12 +43,12 @@ def solve_command(spec: str, out: str | None, as_json: bool, quiet: bool) -> int
                 how = f"exponential mechanism on {block['grid']['size']} grid points"
             print(f"{block['name']}: {block['kind']}, ε = {block['guarantee']['epsilon']:g}, {how}")
         g = cert["guarantee"]
-        failed = [c["claim"] for c in cert["checks"] if not c["passed"]]
         print(f"{cert['spec']['name']}: {g['definition']} ε = {g['epsilon']:g}"
               + (f", δ = {g['delta']:g}" if "delta" in g else "")
-              + f" (basic composition); {len(cert['checks']) - len(failed)} of {len(cert['checks'])} checks passed"
+              + " (basic composition); "
+              + (f"FAILED: {', '.join(failed)}" if failed else claims_sentence(verified))
               + ("; wrote " + ", ".join(map(str, written)) if written else ""))
-    return 0 if cert.passed else 1
+    return 0 if not failed else 1
 
 
 def report_command(document: Any, source: str, out: str | None) -> int:
@@ -53,7 +58,7 @@ def report_command(document: Any, source: str, out: str | None) -> int:
         raise SpecError("--out", "this report is FILE.html (one page) or FILE.md")
     cert = (Certificate.from_dict(document, source=source) if is_selection_certificate(document)
             else certify(load_selection_spec(document)))
-    text = (selection_html if html else selection_markdown)(cert) + "\n"
+    text = (selection_html if html else selection_markdown)(cert, verify_selection(cert).checks) + "\n"
     if out:
         write_atomic(out, text)
         print(f"wrote {out}")

@@ -36,8 +36,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import mpmath
-
+from dpopt._lazy import lazy_module
 from dpopt._version import __version__
 from dpopt.certificate.model import Certificate
 from dpopt.core.checks import Check
@@ -59,6 +58,8 @@ from dpopt.spec.selection import (
     load_selection_spec,
     spent,
 )
+
+mpmath = lazy_module("mpmath")
 
 
 NUMERICS = ("idealized numerics: the keep decisions (a double-precision uniform below π_n), the Gaussian noise, "

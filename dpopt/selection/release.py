@@ -51,6 +51,7 @@ from dpopt.release.sources import (
     require_columns,
 )
 from dpopt.rng import RandomSource
+from dpopt.selection.cells import selection_cells
 from dpopt.selection.design import certify
 from dpopt.spec.models import PrivacyUnit
 from dpopt.spec.selection import (
@@ -201,7 +202,8 @@ def release_selection(spec_source: str | Path | dict | SelectionSpec, data: str 
     certificate : Certificate
     document : dict
         ``name``, ``spec_sha256``, ``guarantee``, ``releases`` (per release its ``values``; a count also its
-        ``declared`` and ``selected`` keys; a mean its noisy ``pairs`` per key), ``bounding`` (per release, the
+        ``declared`` and ``selected`` keys; a mean its noisy ``pairs`` per key), ``cells`` (one row per released
+        number with its error, interval and note: :func:`dpopt.selection.cells.selection_cells`), ``bounding`` (per release, the
         privacy unit and the method), ``randomness``.
     operator : dict
         The exact bounding report of each release, not private (:func:`dpopt.release.operator.operator_report`).
@@ -229,6 +231,7 @@ def release_selection(spec_source: str | Path | dict | SelectionSpec, data: str 
         released.append(out)
         bounding.append({"release": release.name} | report)
     document = {"name": spec.name, "spec_sha256": certificate["spec_sha256"], "guarantee": certificate["guarantee"],
-                "releases": released, "bounding": [{"release": b["release"]} | published_bounding(b) for b in bounding],
+                "releases": released, "cells": selection_cells(released, certificate["releases"]),
+                "bounding": [{"release": b["release"]} | published_bounding(b) for b in bounding],
                 "randomness": randomness.describe()}
     return certificate, document, operator_report(None, bounding)

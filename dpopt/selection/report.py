@@ -1,11 +1,13 @@
 """The report of a certificate of :mod:`dpopt.selection.design`: guarantee, each release's mechanism and
-utility, the checks (Markdown; one HTML page with the same text)."""
+utility, the checks (Markdown, or one HTML page with the same sections, by the renderers of the other reports)."""
 
 from __future__ import annotations
 
-import html
+from collections.abc import Sequence
 
 from dpopt.certificate.model import Certificate
+from dpopt.report.reading import claims_sentence
+from dpopt.report.render import html_page, markdown_page
 
 
 def _count_lines(block: dict) -> list[str]:
@@ -54,28 +56,40 @@ def _mean_lines(block: dict) -> list[str]:
 _LINES = {"count": _count_lines, "mean": _mean_lines, "quantile": _quantile_lines}
 
 
-def selection_markdown(certificate: Certificate) -> str:
-    """The report as Markdown."""
+def _text(line: str) -> str:
+    """A line of :data:`_LINES` as a paragraph (its list marker dropped: each is a block of the page)."""
+    return line.lstrip().removeprefix("- ")
+
+
+def selection_page(certificate: Certificate, verified: Sequence | None = None) -> tuple[str, str, list]:
+    """The title, the summary and the ``(heading, blocks)`` sections of the report (read by
+    :func:`dpopt.report.render.markdown_page` and :func:`~dpopt.report.render.html_page`); the claims counted as
+    ``dpopt verify`` counts them when its checks ``verified`` are given
+    (:func:`dpopt.report.reading.claims_sentence`)."""
     g = certificate["guarantee"]
     delta = f", δ = {g['delta']:g}" if "delta" in g else ""
-    lines = [f"# {certificate['spec']['name']}", "",
-             f"**Guarantee:** {g['definition']} ε = {g['epsilon']:g}{delta} ({g['composition']}).", "",
-             f"**Protected:** {g['scope']['adjacency']}.", ""]
+    summary = (f"**Guarantee:** {g['definition']} ε = {g['epsilon']:g}{delta} ({g['composition']}). "
+               f"**Protected:** {g['scope']['adjacency']}. {claims_sentence(verified)}.")
+    sections = []
     for block in certificate["releases"]:
-        lines += [f"## {block['name']} ({block['kind']}): {block['guarantee']['definition']} "
-                  f"ε = {block['guarantee']['epsilon']:g}"
-                  + (f", δ = {block['guarantee']['delta']:g}" if block["guarantee"]["delta"] else ""), "",
-                  f"- sensitivity: {block['sensitivity']['how']}"]
-        lines += _LINES[block["kind"]](block)
-        lines.append("")
-    lines += ["## Checks", "", "| claim | holds | detail |", "|---|---|---|"]
-    lines += [f"| {c['claim']} | {'yes' if c['passed'] else 'NO'} | {c['detail']} |" for c in certificate["checks"]]
-    lines += ["", f"*Numerics:* {certificate['numerics']}."]
-    return "\n".join(lines)
+        heading = (f"{block['name']} ({block['kind']}): {block['guarantee']['definition']} "
+                   f"ε = {block['guarantee']['epsilon']:g}"
+                   + (f", δ = {block['guarantee']['delta']:g}" if block["guarantee"]["delta"] else ""))
+        lines = [f"sensitivity: {block['sensitivity']['how']}", *_LINES[block["kind"]](block)]
+        sections.append((heading, [_text(line) for line in lines]))
+    table = [["claim", "holds", "detail"]] + [[c["claim"], "yes" if c["passed"] else "NO", c["detail"]]
+                                            for c in certificate["checks"]]
+    sections.append(("Checks", [f"{claims_sentence(verified)}: each claim below, re-derived from the recorded spec, "
+                                "and the certificate's schema, spec hash and recorded numbers besides.", table,
+                                f"*Numerics:* {certificate['numerics']}."]))
+    return f"dpopt report: {certificate['spec']['name']}", summary, sections
 
 
-def selection_html(certificate: Certificate) -> str:
-    """The Markdown report as one HTML page (preformatted)."""
-    title = html.escape(certificate["spec"]["name"])
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>"
-            f"<body><pre>{html.escape(selection_markdown(certificate))}</pre></body></html>")
+def selection_markdown(certificate: Certificate, verified: Sequence | None = None) -> str:
+    """The report as Markdown (``verified``: the checks of ``dpopt verify``, for its claim count)."""
+    return markdown_page(*selection_page(certificate, verified))
+
+
+def selection_html(certificate: Certificate, verified: Sequence | None = None) -> str:
+    """The report as one self-contained HTML page (the sections of :func:`selection_page`, as the other reports)."""
+    return html_page(*selection_page(certificate, verified))

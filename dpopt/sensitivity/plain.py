@@ -35,6 +35,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.core.memory import dense_bytes, require_memory
+from dpopt.core.rows import unique_rows
 from dpopt.domain.queries import CountingQuery, KroneckerQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.kronecker_space import derive_kronecker
@@ -201,7 +202,7 @@ def _cells(query: CountingQuery, group: tuple[str, ...]) -> int:
 
 def _signed_columns(A: np.ndarray) -> np.ndarray:
     cols = A.T
-    return np.unique(np.vstack([cols, -cols]), axis=0)
+    return unique_rows(np.vstack([cols, -cols]))
 
 
 def _pair_differences(A: np.ndarray) -> np.ndarray:

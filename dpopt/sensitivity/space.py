@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from dpopt.core.rows import row_groups
+from dpopt.core.rows import row_groups, unique_rows
 from dpopt.sensitivity.subspace import Subspace, span_of
 
 
@@ -153,7 +153,7 @@ class SensitivitySpace:
         cls, vectors: np.ndarray, *, method: str, adjacency: str, complete: bool
     ) -> "SensitivitySpace":
         """Build a space from an explicit list of difference vectors (rows)."""
-        vectors = np.unique(np.atleast_2d(np.asarray(vectors, dtype=float)), axis=0)
+        vectors = unique_rows(np.atleast_2d(np.asarray(vectors, dtype=float)))
         l1, l2sq, linf = exact_norms(vectors)
         return cls(
             dimension=vectors.shape[1],

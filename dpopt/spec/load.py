@@ -86,6 +86,12 @@ def read_document(path: str | Path, max_bytes: int | None = MAX_SPEC_BYTES) -> A
     return document
 
 
+def is_selection_document(document: Any) -> bool:
+    """True for a spec (not a certificate) with a ``releases`` list (private keys, quantiles:
+    :mod:`dpopt.spec.selection`, whose models are imported only for such a spec)."""
+    return isinstance(document, Mapping) and "releases" in document and "spec_sha256" not in document
+
+
 def _copy(document: Any) -> Any:
     """A copy of a parsed document (mappings, lists and scalars; a matrix's rows of numbers copied at C speed)."""
     if isinstance(document, dict):
@@ -134,6 +140,9 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec) -> Spec:
     if "releases" in raw:
         raise SpecError("releases", "this spec lists releases (private keys, quantiles): solve it with `dpopt solve` "
                                     "or dpopt.selection.certify, not as a single-query spec")
+    if "synthesize" in raw:
+        raise SpecError("synthesize", "this spec asks for synthetic records: run `dpopt synthesize SPEC --data FILE "
+                                      "--out DIR` or dpopt.synthesize, not a single-query release")
     spec = validated(raw, Spec)
     check_references(spec)
     return mean_pair_utility(spec)

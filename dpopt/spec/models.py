@@ -276,11 +276,34 @@ class MarginalsQuery(_Model):
 
 
 class LinearQuery(_Model):
+    """``matrix · histogram(attribute)``; ``labels`` names its rows (one each, unique, non-blank), else
+    :func:`dpopt.domain.queries.linear_row_labels` names them."""
+
     kind: Literal["linear"]
     attribute: str
     matrix: Matrix
+    labels: list[str] | None = None
 
     _rect = field_validator("matrix")(_rectangular)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: list[str] | None) -> list[str] | None:
+        if labels is None:
+            return None
+        blank = [i for i, label in enumerate(labels) if not label.strip()]
+        if blank:
+            raise ValueError(f"label {blank[0]} is blank: name every row of the matrix")
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ValueError(f"{repeated[0]!r} names more than one row: labels must be unique")
+        return labels
+
+    @model_validator(mode="after")
+    def _one_label_per_row(self) -> "LinearQuery":
+        if self.labels is not None and len(self.labels) != len(self.matrix):
+            raise ValueError(f"labels: {len(self.labels)} labels for {len(self.matrix)} matrix rows (one per row)")
+        return self
 
 
 class SumQuery(_Model):
@@ -423,6 +446,25 @@ PRIVACY_DEFINITIONS: tuple[str, ...] = ("pure", "approx", "gdp", "zcdp", "pdp")
 
 
 # ------------------------------------------------------------------------ utility
+class TableGoal(_Model):
+    """What one marginal table of the query should get (metric ``l2``, marginal queries).
+
+    ``attributes``: the table (a group of the query, in any order); ``weight``: the weight of its
+    expected squared error E‖noise‖² in the objective (default 1); ``target``: an upper bound on that error,
+    summed over the table's cells (a cell's variance times the number of cells).
+    """
+
+    attributes: Annotated[list[Name], Field(min_length=1)]
+    weight: PositiveFinite = 1.0
+    target: PositiveFinite | None = None
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "TableGoal":
+        if len(set(self.attributes)) != len(self.attributes):
+            raise ValueError(f"table {self.attributes}: an attribute is listed twice")
+        return self
+
+
 class Utility(_Model):
     """The utility metric the design optimises.
 
@@ -439,6 +481,10 @@ class Utility(_Model):
     ``floor``, from the ``prior`` histogram; ``mallows`` (with ``order`` p): Wasserstein-p
     distance between the distributions of the ``prior`` values and of the released ones
     (:mod:`dpopt.noise.prior_metrics`).
+    ``tables`` (``l2``, marginal queries): a weight or an error target per table of the query;
+    ``objective``: ``total`` minimises the weighted sum of the tables' errors Σ_S w_S E‖noise_S‖²
+    (the default), ``max`` the largest weighted table error max_S w_S E‖noise_S‖², both subject to the
+    tables' targets (:mod:`dpopt.optimize.table_goals`).
     """
 
     metric: Literal["l1", "l2", "usefulness", "ci_volume", "test_power", "max_variance", "kl", "renyi", "mallows"]
@@ -450,6 +496,8 @@ class Utility(_Model):
     prior: Annotated[list[Finite], Field(min_length=1)] | None = None
     floor: PositiveFinite | None = None
     order: PositiveFinite | None = None
+    tables: Annotated[list[TableGoal], Field(min_length=1)] | None = None
+    objective: Literal["total", "max"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -484,7 +532,19 @@ class Utility(_Model):
         elif self.alternative is not None:
             raise ValueError("an alternative goes with metric 'test_power' only")
         self._check_prior_metric()
+        if (self.tables is not None or self.objective is not None) and (
+                self.metric != "l2" or self.workload is not None or self.weights is not None):
+            raise ValueError("tables and objective go with metric 'l2' only, without a workload or weights")
+        if self.tables is not None:
+            keys = [frozenset(t.attributes) for t in self.tables]
+            if len(set(keys)) != len(keys):
+                raise ValueError("tables: a table is listed twice")
         return self
+
+    @property
+    def table_goals(self) -> bool:
+        """Whether the spec weighs tables, sets table targets or asks for the largest table error."""
+        return self.tables is not None or self.objective not in (None, "total")
 
     def _check_prior_metric(self) -> None:
         """``kl`` / ``renyi`` need a prior histogram (counts ≥ 0) and a floor; ``renyi`` an
@@ -513,6 +573,15 @@ class Utility(_Model):
 
 
 # ------------------------------------------------------------------ post-processing
+class Output(_Model):
+    """How the published numbers are written: ``decimals`` N rounds every released value, standard error, margin
+    and interval end to N decimal places (post-processing: no privacy cost; margins and interval ends outward),
+    stated in the certificate's ``output`` block. Without it, every value is written in full (shortest
+    round-trip decimal)."""
+
+    decimals: Annotated[int, Field(ge=0, le=12)]
+
+
 class Postprocess(_Model):
     """What the published table must satisfy after the release (:mod:`dpopt.postprocess`).
 
@@ -524,6 +593,18 @@ class Postprocess(_Model):
     nonnegative: StrictBool = True
     integer: StrictBool = True
     consistent: StrictBool = True
+
+
+class Intervals(_Model):
+    """The interval published beside every released value (:mod:`dpopt.certificate.intervals`).
+
+    ``level``: the probability that a cell's interval covers the cell's true value (default 0.95; the
+    columns are named from it, ``ci_95_low``/``ci_95_high`` at 0.95); ``simultaneous``: a family-wise
+    level instead, every released cell of the table covered at once with that probability (Bonferroni).
+    """
+
+    level: Probability = 0.95
+    simultaneous: StrictBool = False
 
 
 class Geography(_Model):
@@ -538,12 +619,20 @@ class Geography(_Model):
     ``exact_totals``: publish the total of the nation and of every unit exactly (as the Census
     publishes state populations); only under replace-one or Hamming adjacency, where a record
     keeps its unit and unit sizes are not protected.
+    ``units``: the public geography, one entry per level in order: the first level's codes (a
+    list), then for each finer level a mapping from each code to its parent's code (e.g. ``{state:
+    [S1, S2], county: {S1C1: S1, S2C1: S2}}``). A release publishes a table for every declared unit
+    (one without records too) and refuses a record whose unit is not declared; without ``units`` it
+    needs the public geography as a file (``dpopt release --groups FILE``), as which units the data
+    hold is private.
     """
 
-    levels: Annotated[list[str], Field(min_length=1)]
+    levels: Annotated[list[Name], Field(min_length=1)]
     shares: Union[Literal["optimal", "equal"], Annotated[list[Union[PositiveFinite, str]], Field(min_length=2)]] = "equal"
     weights: Annotated[list[PositiveFinite], Field(min_length=2)] | None = None
     exact_totals: StrictBool = False
+    units: dict[Name, Union[Annotated[list[Name], Field(min_length=1)],
+                            Annotated[dict[Name, Name], Field(min_length=1)]]] | None = None
 
     @model_validator(mode="after")
     def _sizes(self) -> "Geography":
@@ -556,6 +645,8 @@ class Geography(_Model):
                 )
         if self.weights is not None and self.shares != "optimal":
             raise ValueError("weights go with shares: optimal only")
+        if self.units is not None:
+            _check_units(self.levels, self.units)
         if isinstance(self.shares, list):
             for share in self.shares:
                 try:
@@ -565,6 +656,29 @@ class Geography(_Model):
                 if not positive:
                     raise ValueError(f"share {share!r} is not a positive number or fraction such as '1/3'")
         return self
+
+
+def _check_units(levels: list[str], units: dict) -> None:
+    """``geography.units``: one entry per level, in order; the first a list of distinct codes, each finer
+    one a mapping from code to a code of the level above."""
+    if list(units) != levels:
+        raise ValueError(f"units needs one entry per level, in the order of levels ({', '.join(levels)}), "
+                         f"got {', '.join(units) or 'none'}")
+    above = None
+    for level in levels:
+        given = units[level]
+        if above is None:
+            if not isinstance(given, list):
+                raise ValueError(f"units.{level}: the first level is a list of its codes")
+            if len(set(given)) != len(given):
+                raise ValueError(f"units.{level}: a code is listed twice")
+        else:
+            if not isinstance(given, dict):
+                raise ValueError(f"units.{level}: map each code to its parent's code ({{code: parent}})")
+            stray = next((p for p in given.values() if p not in above), None)
+            if stray is not None:
+                raise ValueError(f"units.{level}: parent {stray!r} is not a declared unit of the level above")
+        above = set(given)
 
 
 # --------------------------------------------------------------------------- spec
@@ -583,6 +697,8 @@ class Spec(_Model):
     mechanism: Union[Literal["auto"], Family, Annotated[list[Family], Field(min_length=1)]] = "auto"
     utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
     postprocess: Postprocess | None = None
+    output: Output | None = None
+    intervals: Intervals | None = None
     geography: Geography | None = None
     sampler: Literal["exact", "floating_point"] | None = None
     """``exact`` (the default, also when absent, so that a spec without the key keeps its hash): families that
@@ -603,6 +719,34 @@ class Spec(_Model):
     def _semi_adjacency_needs_invariants(self) -> "Spec":
         if self.semi_adjacency is not None and not self.invariants:
             raise ValueError("semi_adjacency applies to specs with invariants only")
+        return self
+
+    @model_validator(mode="after")
+    def _tables_of_the_query(self) -> "Spec":
+        if self.utility.tables is None:
+            return self
+        query = self.query
+        if isinstance(query, MarginalsQuery):
+            groups = query.groups(self.data)
+        elif isinstance(query, ContingencyTableQuery):
+            groups = [query.attributes]
+        elif isinstance(query, HistogramQuery):
+            groups = [[query.attribute]]
+        else:
+            raise ValueError(f"utility.tables: a {query.kind} query has no marginal tables to weigh "
+                             "(marginals, contingency_table or histogram)")
+        known = {frozenset(g) for g in groups}
+        for i, table in enumerate(self.utility.tables):
+            if frozenset(table.attributes) not in known:
+                raise ValueError(f"utility.tables[{i}]: {table.attributes} is not a table of the query "
+                                 f"(its tables: {', '.join(' × '.join(g) for g in groups[:8])}"
+                                 f"{' …' if len(groups) > 8 else ''})")
+        return self
+
+    @model_validator(mode="after")
+    def _output_is_for_single_releases(self) -> "Spec":
+        if self.output is not None and self.geography is not None:
+            raise ValueError("output: rounding applies to a single release (not yet to a geography hierarchy)")
         return self
 
     @property
@@ -659,6 +803,8 @@ class Plan(_Model):
     utility: Utility = Field(default={"metric": "l2"}, validate_default=True)  # validated with the model
     sampler: Literal["exact", "floating_point"] | None = None
     """As :attr:`Spec.sampler`, for every query of the plan."""
+    intervals: Intervals | None = None
+    """As :attr:`Spec.intervals`, for every query of the plan."""
 
     _adjacency = field_validator("adjacency", mode="before")(Spec._adjacency_shorthand.__func__)
     _utility = field_validator("utility", mode="before")(Spec._utility_shorthand.__func__)

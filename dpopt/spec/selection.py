@@ -28,7 +28,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from dpopt.core.decimals import written
 from dpopt.errors import SpecError
-from dpopt.spec.load import read_document, validated
+from dpopt.spec.load import is_selection_document, read_document, validated
 from dpopt.spec.models import (
     AddRemove,
     Finite,
@@ -229,11 +229,6 @@ def keys_from(spec: SelectionSpec, i: int) -> CountRelease:
                                              f"release with by: {by} listed before it (partition selection); found "
                                              f"{len(counts)}")
     return counts[0]
-
-
-def is_selection_document(document: Any) -> bool:
-    """True for a spec (not a certificate) with a ``releases`` list."""
-    return isinstance(document, Mapping) and "releases" in document and "spec_sha256" not in document
 
 
 def load_selection_spec(source: str | Path | Mapping[str, Any] | SelectionSpec) -> SelectionSpec:

@@ -107,6 +107,11 @@ def solve_snapshot(path: Path) -> dict:
         return plan_snapshot(solve_plan(path).certificate)
     if "geography" in document:
         return hierarchy_snapshot(solve_hierarchy(path))
+    if "synthesize" in document:  # synthetic records: the first measurement's design depends on the spec alone
+        from dpopt.spec.synthesis import load_synthesis_spec
+        from dpopt.synthesis.measure import first_measurement_spec
+
+        return snapshot(solve(first_measurement_spec(load_synthesis_spec(path))))
     return snapshot(solve(path))
 
 

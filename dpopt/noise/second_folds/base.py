@@ -7,12 +7,12 @@ import math
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-import mpmath
 import numpy as np
 
 from dpopt._lazy import lazy_module
 
 integrate = lazy_module("scipy.integrate")
+mpmath = lazy_module("mpmath")
 special = lazy_module("scipy.special")
 
 _LOG_HALF = math.log(0.5)

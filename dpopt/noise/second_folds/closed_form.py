@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 
-import mpmath
 import numpy as np
 
 from dpopt._lazy import lazy_module
 from dpopt.core import normal
 from dpopt.noise.second_folds.base import SecondFold, as_array, gamma_ratio, is_scalar, mp_exact
 
+mpmath = lazy_module("mpmath")
 special = lazy_module("scipy.special")
 
 _SQRT2 = math.sqrt(2.0)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
 from dpopt.noise.second_folds.base import SecondFold, as_array, mp_exact
+
+mpmath = lazy_module("mpmath")
 
 
 class DiscreteFold(SecondFold):

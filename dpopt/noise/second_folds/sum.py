@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import mpmath
-
+from dpopt._lazy import lazy_module
 from dpopt.noise.second_folds.base import SecondFold
+
+mpmath = lazy_module("mpmath")
 
 
 class SumFold(SecondFold):

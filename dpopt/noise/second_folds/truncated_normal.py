@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 
-import mpmath
 import numpy as np
 
+from dpopt._lazy import lazy_module
 from dpopt.core import normal
 from dpopt.noise.second_folds.base import SecondFold, as_array, is_scalar, mp_exact
+
+mpmath = lazy_module("mpmath")
 
 _SQRT2 = math.sqrt(2.0)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)

@@ -1,0 +1,102 @@
+"""``dpopt verify DIR`` of a synthesis folder: the certificate, and every published file against it.
+
+* ``certificate.json`` verifies (:func:`dpopt.synthesis.certificate.verify_synthesis`);
+* ``marginals.json`` names that certificate's SHA-256 and its spec's, and holds exactly the tables the
+  measurements made (their attributes and levels), each non-negative;
+* ``synthetic.csv`` has the spec's attributes as its header and only their levels (checked in SQL), as many
+  records as ``marginals.json`` states, and the residual of every table re-derived from its rows: the L1 gap
+  between the records' tabulation and the published table;
+* ``synthetic.parquet`` holds the same rows as ``synthetic.csv``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from dpopt.certificate.model import Certificate
+from dpopt.errors import DataError, DpoptError
+from dpopt.release import sources
+from dpopt.release.bind import FileCheck, sha256_bytes
+from dpopt.spec.synthesis import load_synthesis_spec
+from dpopt.synthesis.certificate import verify_synthesis
+
+
+def is_synthesis_folder(folder: str | Path) -> bool:
+    """A folder whose ``certificate.json`` is a synthesis certificate (read without verifying)."""
+    path = Path(folder) / "certificate.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("kind") == "synthesis"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def verify_synthesis_folder(folder: str | Path) -> list[FileCheck]:
+    """One line per file (module docstring)."""
+    folder = Path(folder)
+    raw = (folder / "certificate.json").read_bytes()
+    certificate = Certificate.from_dict(json.loads(raw), source=str(folder / "certificate.json"))
+    result = verify_synthesis(certificate)
+    failed = [c.claim for c in result.failed]
+    lines = [FileCheck("certificate.json", not failed, f"{len(result.checks)} claims re-derived" if not failed
+                       else f"failed: {', '.join(failed[:4])}")]
+    if failed:
+        return lines
+    spec = load_synthesis_spec(certificate["spec"])
+    try:
+        document = json.loads((folder / "marginals.json").read_text(encoding="utf-8"))
+        tables = {tuple(t["attributes"]): np.asarray(t["counts"], dtype=float) for t in document["tables"]}
+        measured = {tuple(g) for m in certificate["measurements"] for g in m["marginals"]}
+        levels_ok = all(t["levels"] == [spec.data.attributes[a] for a in t["attributes"]] for t in document["tables"])
+        shapes_ok = all(tables[k].shape == tuple(len(spec.data.attributes[a]) for a in k) for k in tables)
+        ok = (document["certificate_sha256"] == sha256_bytes(raw) and document["spec_sha256"] == certificate[
+            "spec_sha256"] and set(tables) == measured and levels_ok and shapes_ok
+              and all(np.all(t >= 0) for t in tables.values()))
+        lines.append(FileCheck("marginals.json", ok, "the certificate's SHA-256 and the measured tables" if ok else
+                               "does not match the certificate (its SHA-256, the tables or their levels)"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return lines + [FileCheck("marginals.json", False, f"cannot be read: {type(exc).__name__}: {exc}")]
+    lines += _records_checks(folder, spec, document, tables)
+    return lines
+
+
+def _records_checks(folder: Path, spec, document: dict, tables: dict) -> list[FileCheck]:
+    con = sources.connect()
+    csv_source = sources.DataSource(folder / "synthetic.csv", "csv")
+    try:
+        header = sources.columns(con, csv_source)
+        sources.validate(con, csv_source, spec)
+        rows = con.execute(f"SELECT * FROM {csv_source.sql}").fetchall()
+    except (DataError, DpoptError) as exc:
+        return [FileCheck("synthetic.csv", False, str(exc))]
+    names = spec.attributes
+    codes = {a: {level: i for i, level in enumerate(spec.data.attributes[a])} for a in names}
+    records = np.array([[codes[a][row[j]] for j, a in enumerate(names)] for row in rows], dtype=np.int64).reshape(
+        len(rows), len(names))
+    residual = {}
+    for clique, table in tables.items():
+        counts = np.zeros(table.shape)
+        np.add.at(counts, tuple(records[:, names.index(a)] for a in clique), 1)
+        residual["×".join(clique)] = float(np.abs(counts - table).sum())
+    recorded = document.get("residual_l1", {})
+    same = (header == names and len(rows) == document.get("records") and set(recorded) == set(residual)
+            and all(math.isclose(recorded[k], v, rel_tol=1e-9, abs_tol=1e-9) for k, v in residual.items()))
+    lines = [FileCheck("synthetic.csv", same, f"{len(rows)} records, every value a level; each table's residual "
+                       "re-derived from the rows" if same else "header, record count or residual differs from "
+                       "marginals.json")]
+    parquet = folder / "synthetic.parquet"
+    try:
+        differ = con.execute(
+            f"SELECT count(*) FROM ((SELECT * FROM {csv_source.sql} EXCEPT ALL SELECT * FROM "
+            f"read_parquet({sources.quote_literal(str(parquet))})) UNION ALL (SELECT * FROM "
+            f"read_parquet({sources.quote_literal(str(parquet))}) EXCEPT ALL SELECT * FROM {csv_source.sql}))"
+        ).fetchone()[0]
+    except duckdb.Error as exc:  # a missing or unreadable file
+        return lines + [FileCheck("synthetic.parquet", False, f"cannot be read: {str(exc).splitlines()[0]}")]
+    lines.append(FileCheck("synthetic.parquet", differ == 0, "the rows of synthetic.csv" if differ == 0 else
+                           f"{differ} rows differ from synthetic.csv"))
+    return lines

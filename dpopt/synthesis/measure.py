@@ -1,0 +1,125 @@
+"""One certified measurement of marginal tables, as ``dpopt release`` makes it.
+
+A measurement is an ordinary dpopt spec (:func:`measurement_spec`: a ``marginals`` query with a
+``postprocess`` block) designed and certified by :func:`dpopt.solve.solve`, counted in SQL
+(:mod:`dpopt.release.sources`), released by the family's one public release
+(:func:`dpopt.release.blocks.noisy_block`) from its own CSPRNG stream and post-processed to consistent,
+non-negative, whole tables (:func:`dpopt.release.postprocessed.postprocess_once`). Its certificate (with
+its ``postprocess`` block) is embedded whole in the synthesis certificate and verified by ``dpopt verify``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dpopt.certificate.model import Certificate
+from dpopt.domain.queries import compile_query
+from dpopt.errors import DataError, UnsupportedSpecError
+from dpopt.problem import compile
+from dpopt.release import sources
+from dpopt.release.blocks import noisy_block
+from dpopt.release.postprocessed import postprocess_once
+from dpopt.solve import Solution, solve
+from dpopt.spec.load import load_spec
+from dpopt.spec.models import Postprocess
+from dpopt.spec.synthesis import SynthesisSpec
+from dpopt.synthesis.budget import budget_parts
+from dpopt.postprocess.marginals import require_roundable
+
+Clique = tuple[str, ...]
+
+
+def measurement_spec(spec: SynthesisSpec, part: str, groups: list[list[str]], privacy: dict) -> dict:
+    """The spec of one measurement: the synthesis spec's domain, adjacency, mechanism and sampler, a
+    ``marginals`` query of ``groups``, the target ``privacy`` and consistent non-negative tables, whole
+    numbers where :func:`~dpopt.postprocess.marginals.require_roundable` accepts it."""
+    document = spec.model_dump(mode="json", exclude_none=True, include={"dpopt", "data", "adjacency", "mechanism",
+                                                                        "sampler"})
+    document |= {"name": f"{spec.name} ({part})", "query": {"kind": "marginals", "attributes": groups},
+                 "privacy": privacy, "utility": {"metric": "l2"},
+                 "postprocess": {"nonnegative": True, "integer": True, "consistent": True}}
+    try:
+        require_roundable(compile_query(load_spec(document)), Postprocess())
+    except UnsupportedSpecError:  # tables sharing 2+ attributes over many cells: real-valued consistent tables
+        document["postprocess"]["integer"] = False
+    return document
+
+
+def first_measurement_spec(spec: SynthesisSpec) -> dict:
+    """The spec of the measurement made before anything is selected (the whole of ``fixed``; ``adaptive``: the
+    one-way marginals): it depends on the spec alone (the golden certificates check its design)."""
+    part = budget_parts(spec)[0]
+    privacy = {part["definition"]: {k: float(v) for k, v in part.items() if k not in ("part", "definition")}}
+    if spec.synthesize.selection == "fixed":
+        groups = [sorted(g, key=spec.attributes.index) for g in spec.groups()]
+        return measurement_spec(spec, "measurement", groups, privacy)
+    return measurement_spec(spec, "one_way", [[a] for a in spec.attributes], privacy)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A released, post-processed set of marginal tables and its certificate.
+
+    Attributes
+    ----------
+    part : str
+        ``measurement``, ``one_way`` or ``selected`` (the budget part it spends).
+    solution : Solution
+    certificate : Certificate
+        With its ``postprocess`` block (and ``test_release`` when seeded).
+    tables : dict
+        Attribute names (in domain order) → the published table, axes in that order.
+    """
+
+    part: str
+    solution: Solution
+    certificate: Certificate
+    tables: dict[Clique, np.ndarray]
+
+    @property
+    def cell_sd(self) -> float:
+        """The root mean squared noise per cell before post-processing, √(E‖Z‖²/d) (the certified l2 error)."""
+        utility = self.certificate["utility"]["value"]
+        return math.sqrt(utility / self.solution.problem.query.workload.dimension)
+
+    @property
+    def total(self) -> float:
+        """The published tables' grand total (the same for every table: they are consistent)."""
+        return float(next(iter(self.tables.values())).sum())
+
+
+def measure(spec: SynthesisSpec, part: str, document: dict, data: str | Path, rng: np.random.Generator,
+            seeded: bool) -> Measurement:
+    """Count, design, release and post-process one measurement (module docstring).
+
+    Raises
+    ------
+    DataError
+        Missing columns, an off-domain value (one line naming the row, the column and the value), an empty file.
+    """
+    problem = compile(document)
+    source = sources.open_source(data)
+    value, records = sources.answer(sources.connect(), source, problem.spec, query=problem.query)
+    if records == 0:
+        raise DataError(f"{source}: has no records")
+    solution = solve(problem)
+    noisy = noisy_block(solution.mechanism, value[None, :], rng)[0]
+    post, certificate = postprocess_once(solution, noisy, data)
+    if seeded:
+        certificate = Certificate({**certificate.data, "test_release": True})
+    return Measurement(part, solution, certificate, domain_order_tables(spec, problem.query, post.answers))
+
+
+def domain_order_tables(spec: SynthesisSpec, query, answers) -> dict[Clique, np.ndarray]:
+    """The released vector as tables keyed by their attributes in domain order, axes in that order."""
+    workload, used, order = query.workload, list(query.attributes), spec.attributes
+    out = {}
+    for s, table in zip(workload.sets, workload.tables(np.asarray(answers, dtype=float))):
+        names = [used[k] for k in s]
+        axes = sorted(range(len(names)), key=lambda i: order.index(names[i]))
+        out[tuple(names[i] for i in axes)] = np.transpose(table, axes)
+    return out

@@ -1,0 +1,226 @@
+"""Intervals for the true value beside every published value (dpopt.certificate.intervals, dpopt.report.coverage).
+
+References, each independent of the code under test:
+* normal quantiles from scipy.stats.norm (another library), e.g. Φ⁻¹(0.95) = 1.6448536 (every z table);
+* Bonferroni's inequality P(∪ A_i) ≤ Σ P(A_i): family-wise level L over k cells needs each cell at 1 − (1 − L)/k;
+* the discrete Laplace law P(Z = z) ∝ exp(−|z|/b) summed term by term (brute force) for an exact lattice margin;
+* coverage by simulation against the true tables we draw; tolerances are binomial: with c the nominal coverage
+  and N independent indicators, the observed mean has s.d. √(c(1−c)/N), and each test allows 3 s.d. (a false
+  failure rate of about 0.1% per assertion).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import dpopt
+from dpopt.certificate.intervals import cell_intervals, column_names
+from dpopt.cli import main
+from dpopt.postprocess import marginals
+from dpopt.release import sources
+from dpopt.report.coverage import hierarchy_coverage, table_coverage
+
+EXAMPLE = "specs/sparse_histogram_intervals_zcdp.yaml"
+EXAMPLE_TRUTH = np.array([0, 0, 30, 0, 0, 0, 30, 0, 0, 0, 0, 1] + [0] * 8, float)  # the issue's table: 30, 30, 1
+
+
+def three_sd(c: float, n: int) -> float:
+    """3 binomial standard deviations of a coverage c measured over n independent indicators."""
+    return 3 * math.sqrt(c * (1 - c) / n)
+
+
+@pytest.fixture(scope="module")
+def example():
+    return dpopt.solve(EXAMPLE)
+
+
+def test_column_names_follow_the_level():
+    assert column_names(0.95) == ("ci_95_low", "ci_95_high")
+    assert column_names(0.9) == ("ci_90_low", "ci_90_high")
+    assert column_names(0.995) == ("ci_99_5_low", "ci_99_5_high")
+
+
+def test_intervals_are_cut_to_nonnegative_whole_numbers_without_losing_the_truth():
+    block = {"half_widths": [2.5, 2.5, 2.5, 0.2], "range": {"lower": 0.0, "integer": True}}
+    low, high = cell_intervals([3.1, -1.0, -4.0, 5.5], block)
+    # [0.6, 5.6] → [1, 5]; [-3.5, 1.5] → [0, 1]; [-6.5, -1.5] holds no count → the nearest count 0;
+    # [5.3, 5.7] holds no whole number → the nearest whole number 6 (round(5.5) = 6 in numpy: to even)
+    assert low.tolist() == [1, 0, 0, 6] and high.tolist() == [5, 1, 0, 6]
+    low, high = cell_intervals([3.1], {"half_widths": [2.5], "range": {"lower": None, "integer": False}})
+    assert low.tolist() == pytest.approx([0.6]) and high.tolist() == pytest.approx([5.6])
+
+
+def test_certificate_names_the_method_level_and_budget_and_verify_rederives_it(example):
+    block = example.certificate["utility"]["per_cell"]["intervals"]
+    assert block["method"].startswith("noise_stage_interval") and block["level"] == 0.95
+    assert block["budget"].startswith("none")
+    se = example.certificate["utility"]["per_cell"]["cells"][0]["standard_error"]
+    assert block["half_widths"][0] == pytest.approx(stats.norm.ppf(0.975) * se, rel=1e-9)
+    data = json.loads(example.certificate.to_json())
+    data["utility"]["per_cell"]["intervals"]["half_widths"][3] *= 0.9  # a tampered, too narrow interval
+    failed = [c.claim for c in dpopt.verify(data).checks if not c.passed]
+    assert failed == ["utility.per_cell"]
+
+
+def spec_with(path: str, **changes) -> dict:
+    import yaml
+
+    with open(path) as f:
+        document = yaml.safe_load(f)
+    return document | changes
+
+
+def test_level_and_simultaneous_options_set_the_half_width():
+    base = spec_with(EXAMPLE)
+    per_cell = dpopt.solve(base | {"intervals": {"level": 0.9}}).certificate["utility"]["per_cell"]
+    se = np.array([c["standard_error"] for c in per_cell["cells"]])
+    assert per_cell["intervals"]["columns"] == ["ci_90_low", "ci_90_high"]
+    assert per_cell["intervals"]["half_widths"] == pytest.approx(stats.norm.ppf(0.95) * se, rel=1e-12)
+    joint = dpopt.solve(base | {"intervals": {"simultaneous": True}}).certificate["utility"]["per_cell"]["intervals"]
+    cell_level = 1 - 0.05 / 20  # Bonferroni over the 20 cells
+    assert joint["cell_level"] == pytest.approx(cell_level)
+    assert joint["half_widths"] == pytest.approx(stats.norm.ppf((1 + cell_level) / 2) * se, rel=1e-12)
+    assert "simultaneous" in joint["method"]
+
+
+def test_lattice_law_half_width_is_the_exact_quantile():
+    spec = {"dpopt": 1, "name": "discrete Laplace counts", "data": {"attributes": {"a": ["x", "y", "z"]}},
+            "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "add_remove",
+            "privacy": {"pure": {"epsilon": 0.5}}, "mechanism": "discrete_laplace", "intervals": {"level": 0.9}}
+    sol = dpopt.solve(spec)
+    b = 1 / 0.5  # scale Δ₁/ε, Δ₁ = 1 under add/remove
+    z = np.arange(-400, 401)
+    pmf = np.exp(-np.abs(z) / b)
+    pmf /= pmf.sum()
+    expected = min(k for k in range(200) if pmf[np.abs(z) <= k].sum() >= 0.9)  # brute force
+    assert sol.certificate["utility"]["per_cell"]["intervals"]["half_widths"] == [expected] * 3
+
+
+def test_release_csv_carries_the_interval_columns_and_verifies(tmp_path, capsys):
+    data = tmp_path / "k.csv"
+    data.write_text("k\n" + "k03\n" * 30 + "k07\n" * 30 + "k12\n")
+    (tmp_path / "spec.json").write_text(json.dumps(spec_with(EXAMPLE, intervals={"level": 0.9})))
+    out = tmp_path / "out"
+    assert main(["release", str(tmp_path / "spec.json"), "--data", str(data), "--seed", "2", "--insecure-seed",
+                 "--out", str(out)]) == 0
+    with open(out / "release.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[-2:] == ["ci_90_low", "ci_90_high"]
+    assert all(0 <= float(r["ci_90_low"]) <= float(r["ci_90_high"]) for r in rows)
+    document = json.loads((out / "release.json").read_text())
+    assert document["cells"]["intervals"]["method"].startswith("noise_stage_interval")
+    capsys.readouterr()
+    assert main(["verify", str(out / "certificate.json")]) == 0
+
+
+def test_python_intervals_match_the_certificate(example):
+    y = example.mechanism.release(EXAMPLE_TRUTH, np.random.default_rng(4))
+    ci = dpopt.intervals(example, y)
+    h = np.array(example.certificate["utility"]["per_cell"]["intervals"]["half_widths"])
+    assert np.all(ci.low >= np.maximum(np.ceil(y - h - 1e-9), 0)) and np.all(ci.high <= np.floor(y + h + 1e-9))
+    assert ci.level == 0.95 and not ci.simultaneous
+
+
+# ---------------------------------------------------------------- coverage by simulation, sparse tables
+def check_coverage(result, level: float = 0.95, per_cell: bool = False) -> None:
+    s = result.summary()
+    assert s["coverage"] >= level - three_sd(level, s["cell_releases"]), s
+    if per_cell:
+        assert s["worst_cell_coverage"] >= level - three_sd(level, s["releases"]), s
+    assert s["mean_width"] <= 2 * s["noise_stage_width"], s
+
+
+@pytest.mark.parametrize("releases, per_cell", [pytest.param(12, False),
+                                                pytest.param(60, True, marks=pytest.mark.slow)])
+def test_coverage_of_a_table_with_an_exact_total(example, releases, per_cell):
+    # the issue's example: 20 cells, total exact, nonnegative + integer + consistent post-processing
+    result = table_coverage(example, EXAMPLE_TRUTH, releases, np.random.default_rng(37 + releases))
+    check_coverage(result, per_cell=per_cell)
+
+
+@pytest.mark.parametrize("releases, per_cell", [pytest.param(12, False),
+                                                pytest.param(60, True, marks=pytest.mark.slow)])
+def test_coverage_of_a_single_sparse_table(releases, per_cell):
+    spec = {"dpopt": 1, "name": "sparse counts", "data": {"attributes": {"a": [f"a{i}" for i in range(12)],
+                                                                          "b": ["x", "y"]}},
+            "query": {"kind": "contingency_table", "attributes": ["a", "b"]}, "adjacency": "add_remove",
+            "privacy": {"zcdp": {"rho": 0.1}}, "mechanism": "gaussian", "sampler": "floating_point",
+            "postprocess": {"nonnegative": True, "integer": True, "consistent": True}}
+    truth = np.zeros(24)
+    truth[[0, 5, 17]] = [12, 1, 3]
+    result = table_coverage(dpopt.solve(spec), truth, releases, np.random.default_rng(7 + releases))
+    check_coverage(result, per_cell=per_cell)
+
+
+def marginal_truth(tmp_path, spec: dict, records: int, seed: int):
+    rng = np.random.default_rng(seed)
+    path = tmp_path / "people.csv"
+    attributes = spec["data"]["attributes"]
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(list(attributes))
+        for _ in range(records):
+            writer.writerow([levels[min(int(rng.geometric(0.6)) - 1, len(levels) - 1)] for levels in attributes.values()])
+    problem = dpopt.compile(spec)
+    value, _ = sources.answer(sources.connect(), sources.open_source(path), problem.spec, query=problem.query)
+    return value
+
+
+@pytest.mark.parametrize("releases, per_cell", [pytest.param(8, False),
+                                                pytest.param(60, True, marks=pytest.mark.slow)])
+def test_coverage_of_consistent_marginals_in_marginal_space(tmp_path, monkeypatch, releases, per_cell):
+    monkeypatch.setattr(marginals, "DENSE_CELLS", 100)  # the large-domain route on a small domain
+    attributes = {k: [f"{k}{i}" for i in range(n)] for k, n in {"a": 5, "b": 4, "c": 3, "d": 3}.items()}
+    spec = {"dpopt": 1, "name": "two-way marginals", "data": {"attributes": attributes},
+            "query": {"kind": "marginals", "all_of_size": 2}, "adjacency": "add_remove",
+            "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "marginal_gaussian",
+            "postprocess": {"nonnegative": True, "integer": True, "consistent": True}}
+    truth = marginal_truth(tmp_path, spec, 40, 3)  # skewed: most cells 0
+    assert np.mean(truth == 0) > 0.3
+    result = table_coverage(dpopt.solve(spec), truth, releases, np.random.default_rng(releases))
+    check_coverage(result, per_cell=per_cell)
+
+
+@pytest.fixture(scope="module")
+def hierarchy():
+    spec = spec_with("specs/hierarchy_topdown_zcdp.yaml")
+    design = dpopt.release.solve_hierarchy(spec)
+    rng = np.random.default_rng(21)
+    counties = np.zeros((6, 12))
+    for row in counties:  # sparse: 3 occupied cells of 12 per county
+        row[rng.choice(12, 3, replace=False)] = rng.integers(1, 9, 3)
+    parents_county = np.array([0, 0, 1, 1, 2, 2])
+    states = np.vstack([counties[parents_county == s].sum(axis=0) for s in range(3)])
+    truth = [states.sum(axis=0)[None, :], states, counties]
+    return design, truth, [np.zeros(3, dtype=np.int64), parents_county]
+
+
+@pytest.mark.parametrize("releases, per_cell", [pytest.param(6, False),
+                                                pytest.param(60, True, marks=pytest.mark.slow)])
+def test_coverage_at_every_level_of_a_hierarchy(hierarchy, releases, per_cell):
+    design, truth, parents = hierarchy
+    results = hierarchy_coverage(design, truth, parents, releases, np.random.default_rng(releases))
+    assert [r.name for r in results] == ["nation", "state", "county"]
+    for result in results:
+        check_coverage(result, per_cell=per_cell)
+
+
+def test_report_shows_published_values_intervals_and_coverage(example):
+    from dpopt.report.document import build_report
+    from dpopt.report.render import render_markdown
+
+    report = build_report(example.certificate, audit_draws=None, utility_families="selected", utility_scales=(1.0,),
+                          solution=example)
+    text = render_markdown(report)
+    section = text.split("## Intervals for the true values")[1].split("\n## ")[0]
+    assert "noise_stage_interval" in section and "Coverage measured in simulation" in section
+    assert "| cell | true value (synthetic) | published (release 1) | interval (release 1)" in section
+    assert "intervals" in {f.name for f in report.figures}
+    # the simulated coverage the section prints: 100 releases of 20 cells (module docstring's binomial bound)
+    assert report.intervals["result"].coverage >= 0.95 - three_sd(0.95, 2000)

@@ -1,0 +1,90 @@
+"""``output: {decimals: N}``: the published numbers rounded as post-processing, stated in the certificate's ``output``
+block, and checked by ``dpopt verify`` (issue 37: values printed with 17 digits)."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+from decimal import ROUND_CEILING, ROUND_FLOOR
+from pathlib import Path
+
+import pytest
+from conftest import make_spec
+
+from dpopt.certificate.model import Certificate
+from dpopt.certificate.verify import verify
+from dpopt.cli import main
+from dpopt.errors import SpecError
+from dpopt.release.rounded import round_number
+from dpopt.solve import solve
+from dpopt.spec.load import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = {"data": {"attributes": {"race": ["white", "black", "other"], "sex": ["female", "male"]}, "n": 1000},
+         "query": {"kind": "contingency_table", "attributes": ["race", "sex"]}, "mechanism": "projected_gaussian"}
+
+
+@pytest.mark.parametrize("x, decimals, mode, expected", [
+    # by hand, in decimal: the issue's value and margin; ties go to the even digit (0.15 → 0.2, 0.25 → 0.2,
+    # 2.5 → 2, 3.5 → 4); a margin or upper end up, a lower end down; 0 places give an int
+    (27.108253112012957, 1, None, 27.1), (8.543284941589409, 1, ROUND_CEILING, 8.6), (0.15, 1, None, 0.2),
+    (0.25, 1, None, 0.2), (2.5, 0, None, 2), (3.5, 0, None, 4), (-1.05, 1, ROUND_FLOOR, -1.1),
+    (8.0000001, 2, ROUND_CEILING, 8.01), (12, 0, None, 12), (None, 2, None, None),
+])
+def test_round_number_by_hand(x, decimals, mode, expected):
+    got = round_number(x, decimals) if mode is None else round_number(x, decimals, mode)
+    assert got == expected and type(got) is type(expected)
+
+
+@pytest.fixture(scope="module")
+def certificate() -> dict:
+    spec = load_spec(make_spec(**TABLE, output={"decimals": 1}))
+    return json.loads(solve(spec).certificate.to_json())
+
+
+def test_the_certificate_states_the_rounding_and_verify_checks_it(certificate):
+    assert certificate["output"]["decimals"] == 1 and "post-processing" in certificate["output"]["method"]
+    result = verify(Certificate(certificate))
+    assert result.passed and "output" in [c.claim for c in result.checks]
+    for edit in (lambda c: c["output"].update(decimals=3), lambda c: c.pop("output")):
+        tampered = copy.deepcopy(certificate)
+        edit(tampered)
+        assert [c.claim for c in verify(Certificate(tampered)).failed] == ["output"]
+
+
+def test_a_rounding_the_spec_does_not_state_is_refused(certificate):
+    plain = json.loads(solve(load_spec(make_spec(**TABLE))).certificate.to_json())
+    assert "output" not in plain and "output" not in [c.claim for c in verify(Certificate(plain)).checks]
+    plain["output"] = certificate["output"]
+    assert [c.claim for c in verify(Certificate(plain)).failed] == ["output"]
+
+
+@pytest.mark.parametrize("output, message", [
+    ({"decimals": -1}, "output.decimals"), ({"decimals": 2, "digits": 3}, "output: unknown key 'digits'"),
+])
+def test_bad_output_is_named(output, message):
+    with pytest.raises(SpecError, match=message):
+        load_spec(make_spec(**TABLE, output=output))
+
+
+def test_release_writes_rounded_numbers_and_verifies(tmp_path, capsys):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(make_spec(**TABLE, output={"decimals": 1})))
+    out = tmp_path / "rel"
+    assert main(["release", str(spec), "--data", str(ROOT / "specs" / "data" / "survey.csv"), "--seed", "2",
+                 "--insecure-seed", "--out", str(out)]) == 0
+    assert main(["verify", str(out)]) == 0
+    cert = json.loads((out / "certificate.json").read_text())
+    per_cell = {c["cell"]: c for c in cert["utility"]["per_cell"]["cells"]}
+    rows = list(csv.DictReader((out / "release.csv").open(encoding="utf-8")))
+    for row in rows:
+        assert len(row["value"].split(".")[1]) <= 1
+        # the certificate's margin rounded up to one place, computed here with math.ceil
+        assert float(row["margin_of_error_95"]) == math.ceil(per_cell[row["label"]]["margin_of_error"] * 10) / 10
+    document = json.loads((out / "release.json").read_text())
+    assert document["release"][rows[0]["label"]] == float(rows[0]["value"])
+    assert main(["release", str(spec), "--data", str(ROOT / "specs" / "data" / "survey.csv"), "--group-by", "race",
+                 "--out", str(tmp_path / "g")]) == 2
+    assert "output" in capsys.readouterr().err
