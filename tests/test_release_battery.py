@@ -212,6 +212,9 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
     out = r.out if out is None else out
     e = out - r.truth
     family = r.family
+    if family == "gaussian" and p.get("sampler") == "exact":  # the lattice: i.i.d. N_ℤ(0, σ_ℤ²) (CKS 2020)
+        s2 = float(m.lattice_sigma2)
+        return _chi2_integer(np.ravel(e), lambda k: -(k.astype(float) ** 2) / (2 * s2))
     if family == "gaussian":
         return _ks(e / p["sigma"], stats.norm.cdf)
     if family == "projected_gaussian":

@@ -40,8 +40,7 @@ from dpopt.mechanisms.lattice import (
     target_lattice_variance,
 )
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
-from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
-from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
+from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal, discrete_gaussian_moments, sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
 from dpopt.noise.law import ProductLaw
 from dpopt.privacy.gaussian import gaussian_epsilon
@@ -54,6 +53,10 @@ from dpopt.spec.models import Privacy
 from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
 
 _GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx", "pdp")
+
+CONTINUOUS_METRICS = ("ci_volume", "test_power")
+"""Metrics predicted for continuous noise only (a region's volume, the power of the continuous LR test): a design
+judged on one keeps the floating-point sampler."""
 
 MAX_LAW_BASIS_ENTRIES = 20_000_000
 """Entries of the span's basis above which the projected Gaussian states no noise law (160 MB; the
@@ -195,9 +198,15 @@ class GaussianMechanism(Mechanism):
         return self._variance() * float(np.sum(workload**2))
 
     def _expected_l1(self) -> float:
+        """d·E|Y| on the lattice (the discrete Gaussian's series), else √(2/π) Σ_i sd_i."""
+        if self.sampler == "exact":
+            return self.dimension * discrete_gaussian_moments(float(self.lattice_sigma2))["mean_abs"]
         return expected_l1(np.sqrt(self._covariance_diagonal()))
 
     def _usefulness(self, gamma: float) -> float:
+        """P(|Y| ≤ γ) on the lattice (the discrete Gaussian's series), else the mean of erf(γ/(√2 sd_i))."""
+        if self.sampler == "exact":
+            return discrete_gaussian_moments(float(self.lattice_sigma2), gamma)["within"]
         return mean_usefulness(np.sqrt(self._covariance_diagonal()), gamma)
 
     def _max_variance(self) -> float:
@@ -248,6 +257,8 @@ def _exact_reason(problem: Problem, sigma: float) -> str | None:
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
+    if spec.utility.metric in CONTINUOUS_METRICS:
+        return f"the {spec.utility.metric} prediction is of the continuous Gaussian"
     reason = exact_refusal(spec.privacy.definition, _counting(problem))
     if reason is None and target_lattice_variance(Fraction(sigma) ** 2, 1, spec.privacy.definition) is None:
         reason = ("the lattice variance is outside the exact sampler's range (2^-9 to 2^30)"

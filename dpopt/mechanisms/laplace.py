@@ -181,8 +181,8 @@ class LaplaceMechanism(Mechanism):
         spec, space = problem.spec, problem.space
         p = spec.privacy.parameters
         if spec.privacy.definition == "gdp":
-            route = laplace_gdp_route(space)
-            scale = nudge_until(route.scale(p["mu"]), lambda b: route.check(b, p["mu"]).passed, up=True)
+            route, mu = laplace_gdp_route(space), float_below(p["mu"])  # the μ the certificate is checked at
+            scale = nudge_until(route.scale(mu), lambda b: route.check(b, mu).passed, up=True)
             return cls(scale, space.dimension)
         if spec.privacy.definition == "approx":
             scale = laplace_scale_for_approx(p["epsilon"], p["delta"], space.l1)
