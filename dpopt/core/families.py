@@ -91,11 +91,12 @@ class Capability:
 _M = "dpopt.mechanisms."
 
 FAMILIES: tuple[Capability, ...] = (
-    Capability("gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), exact="zcdp, gdp, approx; counting queries",
+    Capability("gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), exact="zcdp, gdp, approx; counting queries; metrics other than ci_volume, test_power",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
+               exact="zcdp, gdp, approx; counting queries (the measurement; shrinkage is post-processing)",
                serves="James–Stein shrinkage of a Gaussian release (requested by name unless it gains ≥ 1%)"),
     Capability("marginal_gaussian", _M + "marginal_gaussian", GAUSSIAN_TARGETS, MARGINAL_QUERIES, ("l2",),
                workload=False, tables=True, invariants=True, privacy_unit=False,

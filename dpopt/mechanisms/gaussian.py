@@ -37,6 +37,7 @@ from dpopt.mechanisms.lattice import (
     exact_refusal,
     integer_answers,
     lattice_isotropic_check,
+    lattice_privacy_summary,
     target_lattice_variance,
 )
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
@@ -45,7 +46,6 @@ from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
 from dpopt.noise.law import ProductLaw
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
-from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import FullSpace, Subspace
@@ -100,7 +100,7 @@ class GaussianMechanism(Mechanism):
     def design(cls, problem: Problem) -> "GaussianMechanism":
         space = problem.space
         sigma = gaussian_sigma(space.l2_squared, problem.spec.privacy)
-        refusal = _exact_reason(problem, sigma)
+        refusal = lattice_reason(problem, sigma)
         return cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal,
                    problem.spec.privacy.definition)
 
@@ -117,12 +117,8 @@ class GaussianMechanism(Mechanism):
         return out
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        """On the lattice: the query's answers are counts, so neighbouring answers differ by integer vectors."""
-        if self.sampler != "exact":
-            return []
-        counting = _counting(problem)
-        return [Check("mechanism.lattice", "exact measurement: the query is a counting query (integer answers, "
-                      "integer neighbouring shifts)", counting, f"query kind {problem.spec.query.kind}")]
+        """On the lattice: :func:`lattice_scope_check`."""
+        return [lattice_scope_check(problem)] if self.sampler == "exact" else []
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         if self.sampler == "exact":
@@ -149,20 +145,8 @@ class GaussianMechanism(Mechanism):
         return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
-        if self.sampler == "exact" and self.target == "gdp":
-            variance = effective_variance(self.lattice_sigma2, "gdp")
-            mu = math.sqrt(float(Fraction(space.l2_squared) / variance))
-            return {"mu": mu, "rho": mu * mu / 2.0,
-                    "epsilon_at_delta": {f"{delta:g}": gaussian_epsilon(delta, mu) for delta in (1e-5, 1e-6, 1e-10)},
-                    "conversion": "exact: μ = Δ₂·m on the lattice (m the certified GDP slope of N_ℤ(0, σ_ℤ²) under "
-                                  "integer shifts), analytic-Gaussian (ε, δ) profile"}
         if self.sampler == "exact":
-            rho = Fraction(space.l2_squared) / (2 * self.lattice_sigma2)
-            return {"rho": float(rho), "rho_exact": str(rho),
-                    "epsilon_at_delta": {f"{delta:g}": zcdp_epsilon_cks(delta, float(rho))[0]
-                                         for delta in (1e-5, 1e-6, 1e-10)},
-                    "conversion": "exact: ρ = Δ₂²/(2σ_ℤ²) on the lattice (CKS 2020, Thm 14); (ε, δ) by the CKS "
-                                  "conversion (Prop. 12)"}
+            return lattice_privacy_summary(space.l2_squared, self.lattice_sigma2, self.target)
         mu = space.l2 / self.sigma
         return {
             "mu": mu,
@@ -247,19 +231,27 @@ class GaussianMechanism(Mechanism):
         return region_importance_weights(q, r, 2.0 * r * math.log(self.sigma), alpha)
 
 
-def _counting(problem: Problem) -> bool:
+def counting_query(problem: Problem) -> bool:
     """The compiled query's answers are integer counts."""
     return isinstance(problem.query, CountingQuery) and problem.query.is_integer_valued
 
 
-def _exact_reason(problem: Problem, sigma: float) -> str | None:
-    """Why the isotropic design keeps the floating-point sampler (None: it measures exactly)."""
+def lattice_scope_check(problem: Problem) -> Check:
+    """A lattice measurement's scope: the query's answers are counts, so neighbouring answers differ by integer
+    vectors."""
+    return Check("mechanism.lattice", "exact measurement: the query is a counting query (integer answers, "
+                 "integer neighbouring shifts)", counting_query(problem), f"query kind {problem.spec.query.kind}")
+
+
+def lattice_reason(problem: Problem, sigma: float) -> str | None:
+    """Why an isotropic Gaussian measurement N(0, σ²I) of the answers keeps the floating-point sampler (None: it
+    measures exactly on the lattice; also the Gaussian stage of :mod:`~dpopt.mechanisms.james_stein`)."""
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
     if spec.utility.metric in CONTINUOUS_METRICS:
         return f"the {spec.utility.metric} prediction is of the continuous Gaussian"
-    reason = exact_refusal(spec.privacy.definition, _counting(problem))
+    reason = exact_refusal(spec.privacy.definition, counting_query(problem))
     if reason is None and target_lattice_variance(Fraction(sigma) ** 2, 1, spec.privacy.definition) is None:
         reason = ("the lattice variance is outside the exact sampler's range (2^-9 to 2^30)"
                   + (f", or above {MAX_SIGMA2} where the GDP slope is certified"

@@ -17,6 +17,16 @@ Privacy is that of the Gaussian stage (post-processing, Lemma 3): μ = Δ₂/σ 
 ``rotated`` the noise σBZ has covariance σ²BBᵀ = σ²P_V, whose column space contains every
 neighbouring difference (Lemma A.3), which a check confirms.
 
+**Exact measurement** (``sampler: exact``, the default for counting queries under ρ-zCDP, μ-GDP and (ε, δ);
+:mod:`dpopt.mechanisms.lattice`): the stage measures every count exactly on the lattice, y = φ(X) + η with η
+i.i.d. N_ℤ(0, σ_ℤ²) (the isotropic lattice Gaussian of :mod:`dpopt.mechanisms.gaussian`, of the same privacy as
+N(0, σ²I)); the shrinkage, in the coordinates Bᵀy, is post-processing of those integers (measure exactly,
+post-process freely), and for ``rotated`` the component (I − BBᵀ)φ(X), the same on every dataset the
+adjacency connects, is released as before. The shrinkage and the cost use the noise variance v =
+Var N_ℤ(0, σ_ℤ²) in place of σ²; the cost formula below is that of Gaussian noise, Bᵀη is Gaussian only
+approximately (its moments up to the fourth agree with N(0, vI) to e^{−2π²σ_ℤ²} for σ_ℤ² ≥ 16), so the
+certificate's ``utility.sampler`` claim checks it against the exact sampler by Monte Carlo.
+
 The L2 cost depends on the data, through the non-centrality τ² of the shrunk part
 (Lemma B.1–B.3; digest §2.6), with :math:`\rho_k(t) = E[1/\chi^2_k(t)] = {}_1F_1(1, k/2; -t/2)/(k-2)`:
 
@@ -39,6 +49,7 @@ never increases the error of a non-negative statistic (it breaks the exact total
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from scipy import linalg, special
@@ -47,6 +58,18 @@ from dpopt.core.checks import Check
 from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
+from dpopt.mechanisms.gaussian import lattice_reason, lattice_scope_check
+from dpopt.mechanisms.lattice import (
+    EXACT_MEASUREMENT_NOTE,
+    GDP_TARGETS,
+    check_draws,
+    discrete_variance,
+    integer_answers,
+    lattice_isotropic_check,
+    lattice_privacy_summary,
+    target_lattice_variance,
+)
+from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal, sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
@@ -138,10 +161,21 @@ class JamesSteinMechanism(Mechanism):
     family = "james_stein"
     title = "James–Stein shrinkage of the Gaussian mechanism"
 
-    def __init__(self, sigma: float, space: SensitivitySpace, variant: str, public_total: int | None = None):
+    def __init__(self, sigma: float, space: SensitivitySpace, variant: str, public_total: int | None = None,
+                 sampler: str = "floating_point", target: str = "zcdp", refusal: str | None = None):
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS} (got {variant!r})")
+        if sampler not in ("floating_point", "exact"):
+            raise ValueError(f"sampler {sampler!r} (floating_point or exact)")
         self.sigma = float(sigma)
+        self.sampler, self.refusal = sampler, refusal
+        self.target = "gdp" if target in GDP_TARGETS else "zcdp"  # the lattice privacy stated by privacy_summary
+        self.needs_integer_answers = sampler == "exact"
+        self.lattice_sigma2 = target_lattice_variance(Fraction(self.sigma) ** 2, 1, self.target) if sampler == "exact" else None
+        if sampler == "exact" and self.lattice_sigma2 is None:
+            raise ValueError("the lattice variance is beyond the exact sampler's range")
+        self.variance = discrete_variance(self.lattice_sigma2) if sampler == "exact" else self.sigma**2
+        """The variance of one coordinate of the stage's noise (σ², or Var N_ℤ(0, σ_ℤ²) on the lattice)."""
         self.dimension = space.dimension
         self.variant = variant
         self.public_total = None if public_total is None else int(public_total)
@@ -176,10 +210,14 @@ class JamesSteinMechanism(Mechanism):
         return spec.data.n if table and fixed else None
 
     @classmethod
-    def _best(cls, spec: Spec, space: SensitivitySpace) -> JamesSteinMechanism:
+    def _best(cls, problem: Problem) -> JamesSteinMechanism:
+        spec, space = problem.spec, problem.space
         sigma = gaussian_sigma(space.l2_squared, spec.privacy)
         n = cls._public_total(spec)
-        options = [cls(sigma, space, v, n) for v in reversed(cls._variants(space))]
+        refusal = lattice_reason(problem, sigma)
+        sampler = "exact" if refusal is None else "floating_point"
+        options = [cls(sigma, space, v, n, sampler, spec.privacy.definition, refusal)
+                   for v in reversed(cls._variants(space))]
         return min(options, key=lambda m: m._expected_l2(None))
 
     @classmethod
@@ -195,7 +233,7 @@ class JamesSteinMechanism(Mechanism):
             return None
         n = cls._public_total(spec)
         # without a public total the worst case is the Gaussian stage (gain 0): no variant is built
-        best = None if n is None else cls._best(spec, space)
+        best = None if n is None else cls._best(problem)
         gain = 0.0 if best is None else 1.0 - best._expected_l2(None) / best.stage_cost
         if gain < MIN_GUARANTEED_GAIN:
             why = ("no public total n: over unbounded tables the worst case equals the Gaussian stage"
@@ -208,23 +246,35 @@ class JamesSteinMechanism(Mechanism):
 
     @classmethod
     def design(cls, problem: Problem) -> JamesSteinMechanism:
-        return cls._best(problem.spec, problem.space)
+        return cls._best(problem)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> JamesSteinMechanism:
-        mech = cls(parameters["sigma"], space, parameters["variant"], parameters.get("public_total"))
+        mech = cls(parameters["sigma"], space, parameters["variant"], parameters.get("public_total"),
+                   parameters.get("sampler", "floating_point"), parameters.get("lattice_privacy", "zcdp"))
         if parameters.get("basis") != mech.basis_name:
             raise ValueError(f"basis {parameters.get('basis')!r} does not match this space ({mech.basis_name!r})")
         return mech
 
     @property
     def parameters(self) -> dict:
-        return {"sigma": self.sigma, "variant": self.variant, "basis": self.basis_name,
-                "public_total": self.public_total}
+        out = {"sigma": self.sigma, "variant": self.variant, "basis": self.basis_name,
+               "public_total": self.public_total, "sampler": self.sampler}
+        if self.sampler == "exact" and self.target == "gdp":
+            out["lattice_privacy"] = "gdp"
+        return out
+
+    def scope_checks(self, problem: Problem) -> list[Check]:
+        """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`)."""
+        return [lattice_scope_check(problem)] if self.sampler == "exact" else []
 
     # --------------------------------------------------------------- sampling
     def noise_law(self) -> PostProcessedLaw:
         """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
+        if self.sampler == "exact":  # the lattice measurement of every count, before the shrinkage
+            stage = ProductLaw.iid(DiscreteGaussianMarginal(float(self.lattice_sigma2)), self.dimension,
+                                   f"lattice measurement N_ℤ(0, σ_ℤ²)^d, σ_ℤ² = {self.lattice_sigma2}")
+            return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description)
         basis = None if self.basis is None else np.asarray(self.basis, dtype=float)
         k = self.dimension if basis is None else basis.shape[1]
         stage = ProductLaw((GaussianMarginal(self.sigma),) * k, self.dimension, basis, None,
@@ -232,23 +282,40 @@ class JamesSteinMechanism(Mechanism):
         return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """Draws of the additive Gaussian stage σBZ (σZ for B = I); the release
-        (:meth:`_release`) shrinks φ(X) + σBZ."""
+        """Draws of the additive Gaussian stage σBZ (σZ for B = I); on the lattice, of the measurement's noise
+        η ~ N_ℤ(0, σ_ℤ²)^d. The release (:meth:`_release`) shrinks φ(X) + σBZ (Bᵀ(φ(X) + η))."""
+        if self.sampler == "exact":
+            s2 = self.lattice_sigma2
+            return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * self.dimension).reshape(
+                size, self.dimension).astype(float)
         z = rng.normal(0.0, self.sigma, size=(size, self.k))
         return z if self.basis is None else z @ self.basis.T
 
+    def sampler_check_draws(self, default: int) -> int:
+        """On the lattice: :func:`~dpopt.mechanisms.lattice.check_draws` (d variates a draw)."""
+        return check_draws(default, self.dimension) if self.sampler == "exact" else default
+
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """M(X) = φ(X) − BBᵀφ(X) + B·shrink(Bᵀφ(X) + σZ) for each row φ(X) of ``values`` (m × d)."""
-        y = values if self.basis is None else values @ self.basis
-        x = y + rng.normal(0.0, self.sigma, size=y.shape)
-        shrunk = _shrink(x, self.variant, self.sigma**2)
+        """M(X) = φ(X) − BBᵀφ(X) + B·shrink(Bᵀφ(X) + σZ) for each row φ(X) of ``values`` (m × d); on the lattice
+        the shrinkage acts on Bᵀy, y = φ(X) + η computed in int64 (module docstring)."""
+        if self.sampler == "exact":
+            s2 = self.lattice_sigma2
+            noise = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, values.size).reshape(values.shape)
+            measured = (integer_answers(values) + noise).astype(float)
+            x = measured if self.basis is None else measured @ self.basis
+            y = values if self.basis is None else values @ self.basis
+        else:
+            y = values if self.basis is None else values @ self.basis
+            x = y + rng.normal(0.0, self.sigma, size=y.shape)
+        shrunk = _shrink(x, self.variant, self.variance)
         if self.basis is None:
             return shrunk
         return values + (shrunk - y) @ self.basis.T
 
     # ---------------------------------------------------------------- privacy
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        checks = [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
+        checks = [lattice_isotropic_check(space.l2_squared, self.lattice_sigma2, privacy) if self.sampler == "exact"
+                  else gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
         if self.basis is not None:
             ortho = float(np.abs(self.basis.T @ self.basis - np.eye(self.k)).max())
             inside = float(np.abs(space.span.project(self.basis.T) - self.basis.T).max())
@@ -264,11 +331,18 @@ class JamesSteinMechanism(Mechanism):
         return checks
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.sampler == "exact":
+            return lattice_privacy_summary(space.l2_squared, self.lattice_sigma2, self.target)
         return {"mu": space.l2 / self.sigma,
                 "conversion": "post-processing of the Gaussian stage (Lee et al. 2022, Lemma 3): μ = Δ₂/σ"}
 
     def notes(self) -> list[str]:
-        notes = super().notes() + [
+        if self.sampler == "exact":
+            measured = [EXACT_MEASUREMENT_NOTE + f" (lattice variance σ_ℤ² = {self.lattice_sigma2}; the "
+                        "James–Stein shrinkage is post-processing of those integers)"]
+        else:
+            measured = super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
+        notes = measured + [
             f"James–Stein ({self.variant}) shrinks the Gaussian release: biased, its error depends on the "
             f"data; the l2 prediction is the worst case over "
             + (f"tables with total {self.public_total}" if self.public_total is not None
@@ -282,8 +356,9 @@ class JamesSteinMechanism(Mechanism):
     # ---------------------------------------------------------------- utility
     @property
     def stage_cost(self) -> float:
-        """kσ²: the L2 cost of the Gaussian stage (the supremum of the James–Stein cost)."""
-        return self.k * self.sigma**2
+        """kv: the L2 cost of the Gaussian stage (the supremum of the James–Stein cost), v = σ² (or the lattice
+        noise's variance)."""
+        return self.k * self.variance
 
     def _coordinates(self, theta: np.ndarray) -> np.ndarray:
         theta = np.atleast_2d(np.asarray(theta, dtype=float))
@@ -294,14 +369,14 @@ class JamesSteinMechanism(Mechanism):
         y = self._coordinates(theta)
         if self.variant != "zero":
             y = y - y.mean(axis=1, keepdims=True)
-        return np.sum(y**2, axis=1) / self.sigma**2
+        return np.sum(y**2, axis=1) / self.variance
 
     def expected_l2_at(self, theta):
         """E‖M(X) − φ(X)‖² at the true answer(s) φ(X) = ``theta``: the closed form of the module docstring."""
         tau2 = self.noncentrality(theta)
         c = self.k - _SHRINK_DEGREES[self.variant]
         dof = self.k if self.variant == "zero" else self.k - 1
-        value = (self.k - c * c * inverse_chi2_mean(dof, tau2)) * self.sigma**2
+        value = (self.k - c * c * inverse_chi2_mean(dof, tau2)) * self.variance
         return float(value[0]) if np.ndim(theta) == 1 else value
 
     def worst_case_answer(self) -> np.ndarray | None:
@@ -348,7 +423,8 @@ class JamesSteinMechanism(Mechanism):
         rng = np.random.default_rng(MONTE_CARLO_SEED)
         worst = self.worst_case_answer()
         if worst is None:
-            per = np.sum(self.sample(draws, rng) ** 2, axis=1)
+            z = self.sample(draws, rng)
+            per = np.sum((z if self.basis is None else z @ self.basis) ** 2, axis=1)  # ‖Bᵀ·‖: the stage's part
         else:
             per = np.sum((self.release(np.tile(worst, (draws, 1)), rng) - worst) ** 2, axis=1)
         mean, se = float(per.mean()), float(per.std(ddof=1) / math.sqrt(per.size))

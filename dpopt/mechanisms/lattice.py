@@ -43,7 +43,8 @@ from dpopt.errors import DataError
 from dpopt.mechanisms.integer_noise import dyadic_ceil
 from dpopt.noise.discrete_gaussian import discrete_gaussian_moments
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2, unit_shift_gdp
-from dpopt.privacy.gaussian import gaussian_delta_mp
+from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
+from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.spec.models import Privacy
 
 MAX_LATTICE_SIGMA2 = Fraction(2**30)
@@ -202,6 +203,22 @@ def integer_answers(values: np.ndarray) -> np.ndarray:
         raise DataError("the exact (lattice) release needs whole-number answers below 2^52; "
                         "got a fraction or a larger value (set `sampler: floating_point` to use the floating-point noise)")
     return values.astype(np.int64)
+
+
+def lattice_privacy_summary(l2_squared: Fraction, sigma2: Fraction, target: str) -> dict:
+    """The privacy summary of i.i.d. N_ℤ(0, σ²) noise on integer answers of l2 sensitivity Δ₂: μ = Δ₂·m under
+    μ-GDP and (ε, δ) (m the certified slope, :func:`effective_variance`), ρ = Δ₂²/(2σ²) under ρ-zCDP."""
+    if target in GDP_TARGETS:
+        mu = math.sqrt(float(Fraction(l2_squared) / effective_variance(sigma2, "gdp")))
+        return {"mu": mu, "rho": mu * mu / 2.0,
+                "epsilon_at_delta": {f"{delta:g}": gaussian_epsilon(delta, mu) for delta in (1e-5, 1e-6, 1e-10)},
+                "conversion": "exact: μ = Δ₂·m on the lattice (m the certified GDP slope of N_ℤ(0, σ_ℤ²) under "
+                              "integer shifts), analytic-Gaussian (ε, δ) profile"}
+    rho = Fraction(l2_squared) / (2 * sigma2)
+    return {"rho": float(rho), "rho_exact": str(rho),
+            "epsilon_at_delta": {f"{delta:g}": zcdp_epsilon_cks(delta, float(rho))[0] for delta in (1e-5, 1e-6, 1e-10)},
+            "conversion": "exact: ρ = Δ₂²/(2σ_ℤ²) on the lattice (CKS 2020, Thm 14); (ε, δ) by the CKS "
+                          "conversion (Prop. 12)"}
 
 
 def lattice_isotropic_check(l2_squared: Fraction, sigma2: Fraction, privacy: Privacy) -> Check:
