@@ -21,8 +21,8 @@ neighbouring difference (Lemma A.3), which a check confirms.
 :mod:`dpopt.mechanisms.lattice`): the stage measures every count exactly on the lattice, y = φ(X) + η with η
 i.i.d. N_ℤ(0, σ_ℤ²) (the isotropic lattice Gaussian of :mod:`dpopt.mechanisms.gaussian`, of the same privacy as
 N(0, σ²I)); the shrinkage, in the coordinates Bᵀy, is post-processing of those integers (measure exactly,
-post-process freely), and for ``rotated`` the component (I − BBᵀ)φ(X), the same on every dataset the
-adjacency connects, is released as before. The shrinkage and the cost use the noise variance v =
+post-process freely), and for ``rotated`` (sum-zero span only) the component (I − BBᵀ)φ(X) = (1ᵀφ(X)/d)·1,
+the same on every dataset the adjacency connects, is computed from the integer total. The shrinkage and the cost use the noise variance v =
 Var N_ℤ(0, σ_ℤ²) in place of σ²; the cost formula below is that of Gaussian noise, Bᵀη is Gaussian only
 approximately (its moments up to the fourth agree with N(0, vI) to e^{−2π²σ_ℤ²} for σ_ℤ² ≥ 16), so the
 certificate's ``utility.sampler`` claim checks it against the exact sampler by Monte Carlo.
@@ -174,6 +174,8 @@ class JamesSteinMechanism(Mechanism):
         self.lattice_sigma2 = target_lattice_variance(Fraction(self.sigma) ** 2, 1, self.target) if sampler == "exact" else None
         if sampler == "exact" and self.lattice_sigma2 is None:
             raise ValueError("the lattice variance is beyond the exact sampler's range")
+        if sampler == "exact" and variant == "rotated" and not isinstance(space.span, SumZeroSpace):
+            raise ValueError("exact rotated James–Stein: the sum-zero span only (its complement is the public total)")
         self.variance = discrete_variance(self.lattice_sigma2) if sampler == "exact" else self.sigma**2
         """The variance of one coordinate of the stage's noise (σ², or Var N_ℤ(0, σ_ℤ²) on the lattice)."""
         self.dimension = space.dimension
@@ -215,9 +217,14 @@ class JamesSteinMechanism(Mechanism):
         sigma = gaussian_sigma(space.l2_squared, spec.privacy)
         n = cls._public_total(spec)
         refusal = lattice_reason(problem, sigma)
-        sampler = "exact" if refusal is None else "floating_point"
-        options = [cls(sigma, space, v, n, sampler, spec.privacy.definition, refusal)
-                   for v in reversed(cls._variants(space))]
+        options = []
+        for variant in reversed(cls._variants(space)):
+            why = refusal
+            if why is None and variant == "rotated" and not isinstance(space.span, SumZeroSpace):
+                why = ("the rotated variant's component off a span other than the sum-zero one would be computed in "
+                       "floating point from the data")
+            options.append(cls(sigma, space, variant, n, "exact" if why is None else "floating_point",
+                               spec.privacy.definition, why))
         return min(options, key=lambda m: m._expected_l2(None))
 
     @classmethod
@@ -300,13 +307,17 @@ class JamesSteinMechanism(Mechanism):
         the shrinkage acts on Bᵀy, y = φ(X) + η computed in int64 (module docstring)."""
         if self.sampler == "exact":
             s2 = self.lattice_sigma2
+            counts = integer_answers(values)
             noise = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, values.size).reshape(values.shape)
-            measured = (integer_answers(values) + noise).astype(float)
-            x = measured if self.basis is None else measured @ self.basis
-            y = values if self.basis is None else values @ self.basis
-        else:
-            y = values if self.basis is None else values @ self.basis
-            x = y + rng.normal(0.0, self.sigma, size=y.shape)
+            measured = (counts + noise).astype(float)
+            if self.basis is None:
+                return _shrink(measured, self.variant, self.variance)
+            # (I − BBᵀ)φ = (1ᵀφ/d)·1 for the sum-zero span, computed from the integer total, the same on every
+            # dataset the adjacency connects (bit for bit: no floating-point number formed from data that moves)
+            public = np.repeat(counts.sum(axis=1, keepdims=True) / self.dimension, self.dimension, axis=1)
+            return public + _shrink(measured @ self.basis, self.variant, self.variance) @ self.basis.T
+        y = values if self.basis is None else values @ self.basis
+        x = y + rng.normal(0.0, self.sigma, size=y.shape)
         shrunk = _shrink(x, self.variant, self.variance)
         if self.basis is None:
             return shrunk
