@@ -23,8 +23,12 @@ the interval is that of the projected (least-squares) estimate too; the publishe
 :math:`h_i` at level :math:`L'`:
 
 * :math:`L' = 0.95`: the per-cell 95% margin of error of :mod:`dpopt.certificate.per_cell` (exact for Gaussian
-  and lattice laws, a Monte Carlo quantile otherwise — its ``method`` says which);
+  and i.i.d. lattice laws, a proven bound for mixed lattice noise, a Monte Carlo quantile otherwise — its
+  ``method`` says which);
 * Gaussian cells: :math:`h_i = z_{(1+L')/2}\,\mathrm{SE}_i`;
+* lattice noise that is a linear image of independent discrete Gaussians (an exact measurement whose cells mix
+  several lattice draws): the sub-Gaussian bound :math:`h_i = \sqrt{2 v_i \ln(2/(1 - L'))}`, v_i the cell's
+  proxy (Canonne, Kamath & Steinke 2020, Corollary 9: :math:`P(|Z_i| \ge h) \le 2e^{-h^2/(2v_i)}`);
 * independent coordinates with a known law (Laplace, discrete Gaussian, discrete Laplace ...): the smallest
   h with :math:`2\,P(W_i > h) \le 1 - L'` from the law's tail (the smallest whole h on a lattice);
 * otherwise Chebyshev, :math:`h_i = \mathrm{SE}_i/\sqrt{1 - L'}` (:math:`P(|Z| \ge k\,\mathrm{SE}) \le 1/k^2`
@@ -50,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpopt.core import normal
-from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
+from dpopt.certificate.per_cell import per_cell_errors, sub_gaussian_half_width, symmetric_differences
 from dpopt.mechanisms import Mechanism
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.problem import Problem
@@ -126,6 +130,12 @@ def _half_widths(per_cell: dict, level: float, law) -> tuple[list, str]:
         z = float(normal.ndtri((1.0 + level) / 2.0))
         h = z * se
         how = f"Gaussian cells: h = z·SE, z = Φ⁻¹((1 + {level:.10g})/2) = {z:.12g}"
+    elif any(c.get("sub_gaussian_proxy") is not None for c in per_cell["cells"]):
+        proxies = np.array([np.nan if c.get("sub_gaussian_proxy") is None else c["sub_gaussian_proxy"]
+                            for c in per_cell["cells"]])
+        h = sub_gaussian_half_width(proxies, level)
+        how = (f"lattice noise, sub-Gaussian bound: h = √(2 v_i ln(2/(1 − {level:.10g}))) with v_i each cell's "
+               "sub_gaussian_proxy (CKS 2020, Corollary 9), coverage ≥ the level")
     elif isinstance(law, ProductLaw) and law.basis is None and len(law.marginals) == len(se):
         cache: dict = {}
         h = np.array([np.nan if not np.isfinite(s) else cache.setdefault(m.key, _law_half_width(m, level))
