@@ -156,6 +156,42 @@ def test_mixed_lattice_noise_gets_the_sub_gaussian_bound_from_the_release_map():
     assert np.min(np.mean(np.abs(z) <= np.array(per_cell["intervals"]["half_widths"]), axis=0)) >= 0.9 - three_sd(0.9, 4000)
 
 
+JAMES_STEIN = {"dpopt": 1, "name": "small-area table", "data": {"attributes": {"age": [f"g{i}" for i in range(9)],
+                                                                                "sex": ["f", "m"]}, "n": 40},
+               "query": {"kind": "contingency_table", "attributes": ["age", "sex"]}, "adjacency": "replace_one",
+               "privacy": {"gdp": {"mu": 0.3}}, "mechanism": "james_stein"}
+JAMES_STEIN_TRUTH = np.array([25, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0], float)
+
+
+@pytest.mark.parametrize("variant_spec", [JAMES_STEIN, JAMES_STEIN | {"adjacency": "add_remove"}])
+def test_james_stein_release_inverts_to_its_stage_up_to_two_candidates(variant_spec):
+    # the stage value is drawn here, shrunk by the paper's estimator (Lee et al. 2022, eqs. 8–10) as written below,
+    # and one of the two candidates must be it
+    sol = dpopt.solve(variant_spec)
+    m = sol.mechanism
+    rng = np.random.default_rng(5)
+    for scale in (1.0, 0.05):  # a strong signal (shrink factor > 0) and a weak one (often < 0)
+        theta = JAMES_STEIN_TRUTH * scale
+        u = theta if m.basis is None else theta @ m.basis
+        x = u + rng.normal(0, m.sigma, u.shape)
+        centre = np.full_like(x, x.mean())
+        c = (m.k - 3) * m.sigma**2
+        shrunk = centre + (1 - c / np.sum((x - centre) ** 2)) * (x - centre)
+        published = shrunk if m.basis is None else theta + (shrunk - u) @ m.basis.T
+        stage = x if m.basis is None else theta + (x - u) @ m.basis.T
+        y_plus, y_minus = m.stage_candidates(published)
+        assert min(np.abs(y_plus - stage).max(), np.abs(y_minus - stage).max()) < 1e-9
+
+
+def test_coverage_of_a_james_stein_release(releases=400, per_cell=True):
+    sol = dpopt.solve(JAMES_STEIN)
+    block = sol.certificate["utility"]["per_cell"]["intervals"]
+    assert sol.mechanism.variant == "rotated" and block["method"].startswith("stage_preimage_interval")
+    assert block["stage"]["kind"] == "james_stein"
+    result = table_coverage(sol, JAMES_STEIN_TRUTH, releases, np.random.default_rng(releases))
+    check_coverage(result, per_cell=per_cell)
+
+
 def test_release_csv_carries_the_interval_columns_and_verifies(tmp_path, capsys):
     data = tmp_path / "k.csv"
     data.write_text("k\n" + "k03\n" * 30 + "k07\n" * 30 + "k12\n")

@@ -37,7 +37,14 @@ the interval is that of the projected (least-squares) estimate too; the publishe
 **Simultaneous** (family-wise) intervals: :math:`L' = 1 - (1 - L)/k` for the k released cells of a table
 (Bonferroni: :math:`P(\exists i: x_i \notin I_i) \le \sum_i (1 - L') = 1 - L` for any dependence).
 
-A released value that is itself shrunk (James–Stein) is not the noise-stage value: no interval is given.
+**A shrunk release** (James–Stein, ``stage_preimage_interval``). The published value M is the noise stage y after
+a shrinkage that the published value inverts up to two candidates (the shrink factor 1 − c/‖r‖² positive or
+negative; :func:`dpopt.mechanisms.shrinkage.stage_candidates`). The interval is the hull
+:math:`[\min_\pm y_{\pm,i} - h_i,\ \max_\pm y_{\pm,i} + h_i] \cap R`: it contains the stage interval of the
+actual y, whichever candidate it is, so :math:`P(x_i \in I_i) \ge L'` as above. It is a function of the published
+values alone (post-processing, no budget); it is wider than the stage interval by the distance between the
+candidates, about |M_i − centre| when the signal is strong. A rotated variant in a Gram–Schmidt basis (not
+rebuilt from the certificate) gets no interval.
 
 References
 ----------
@@ -56,6 +63,7 @@ import numpy as np
 from dpopt.core import normal
 from dpopt.certificate.per_cell import per_cell_errors, sub_gaussian_half_width, symmetric_differences
 from dpopt.mechanisms import Mechanism
+from dpopt.mechanisms.shrinkage import helmert_columns, stage_candidates
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.problem import Problem
 from dpopt.spec.models import Intervals as IntervalOption
@@ -165,9 +173,20 @@ def interval_block(per_cell: dict, spec: Spec, law=None) -> dict:
     cell_level = 1.0 - (1.0 - option.level) / max(released, 1) if option.simultaneous else option.level
     block = {"level": option.level, "simultaneous": option.simultaneous, "cell_level": cell_level,
              "columns": list(column_names(option.level)), "budget": BUDGET, "range": answer_range(spec)}
-    if isinstance(law, PostProcessedLaw):
+    if isinstance(law, PostProcessedLaw) and law.preimage is None:
         return block | {"method": f"none: the released value is post-processed ({law.operation}), not the "
                                   "noise-stage value an interval is centred on", "half_widths": None}
+    if isinstance(law, PostProcessedLaw):
+        h, how = _half_widths(per_cell, cell_level, law.inner)
+        family = (f"simultaneous over the {released} released cells, Bonferroni" if option.simultaneous
+                  else "per cell")
+        return block | {
+            "method": (f"stage_preimage_interval: the published value is the noise stage after {law.operation}; it "
+                       "determines the unbiased stage value y up to two candidates y₊, y₋ (stage_candidates: the "
+                       "shrink factor positive or negative), and the interval is the hull of [y_i − h_i, y_i + h_i] "
+                       f"over both, ∩ R: it contains the stage interval of the actual y, so it covers the true value "
+                       f"with probability ≥ {option.level:g} ({family}); {how}; ends rounded inward to R"),
+            "stage": law.preimage, "half_widths": h}
     h, how = _half_widths(per_cell, cell_level, law)
     family = (f"simultaneous (family-wise) over the {released} released cells, Bonferroni: each cell at "
               f"1 − (1 − {option.level:g})/{released}" if option.simultaneous else "per cell")
@@ -192,6 +211,19 @@ def certified_per_cell(mechanism: Mechanism, problem: Problem) -> dict:
     return with_intervals(block, problem.spec, mechanism.noise_law())
 
 
+def _stage_candidates(published: np.ndarray, stage: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate stage values of a published post-processed release (``stage``: a law's ``preimage``)."""
+    if stage.get("kind") != "james_stein":
+        raise ValueError(f"unknown stage preimage {stage.get('kind')!r}")
+    d = published.shape[-1]
+    if stage["basis"] not in ("identity", "helmert"):
+        raise ValueError(f"unknown stage basis {stage['basis']!r}")
+    basis = None if stage["basis"] == "identity" else helmert_columns(d)
+    rows = published.reshape(-1, d)
+    y_plus, y_minus = stage_candidates(rows, stage["variant"], float(stage["constant"]), basis)
+    return y_plus.reshape(published.shape), y_minus.reshape(published.shape)
+
+
 def cell_intervals(values, block: dict) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) for released values y (NaN where a value or half-width is missing).
 
@@ -200,7 +232,12 @@ def cell_intervals(values, block: dict) -> tuple[np.ndarray, np.ndarray]:
     """
     y = np.array(values, dtype=float)  # None → NaN
     h = np.array(block["half_widths"] or [None] * y.shape[-1], dtype=float)
-    low, high = y - h, y + h
+    if block.get("stage") is not None:  # the stage values the published ones come from (module docstring)
+        y_plus, y_minus = _stage_candidates(y, block["stage"])
+        low, high = np.fmin(y_plus, y_minus) - h, np.fmax(y_plus, y_minus) + h
+        y = (y_plus + y_minus) / 2.0
+    else:
+        low, high = y - h, y + h
     rng = block["range"]
     point = y
     if rng["integer"]:
@@ -221,7 +258,8 @@ class Intervals:
     ----------
     labels : tuple of str
     values : numpy.ndarray
-        The released noise-stage values the intervals are centred on.
+        The released values the intervals are built on (the noise-stage values; for a shrunk release, the
+        published values, inverted to their stage candidates).
     low, high : numpy.ndarray
         The interval ends (NaN for a cell the design does not release).
     level : float
@@ -248,7 +286,7 @@ def intervals(solution, released) -> Intervals:
     solution : Solution
         ``dpopt.solve(spec)``.
     released : array (d,) or (groups, d)
-        ``solution.mechanism.release(...)`` (the noise-stage values, before any post-processing).
+        ``solution.mechanism.release(...)`` (before any ``postprocess`` step; a James–Stein release as released).
 
     Examples
     --------

@@ -47,6 +47,7 @@ from dpopt.core.checks import Check
 from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
+from dpopt.mechanisms.shrinkage import stage_candidates
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
@@ -229,7 +230,15 @@ class JamesSteinMechanism(Mechanism):
         k = self.dimension if basis is None else basis.shape[1]
         stage = ProductLaw((GaussianMarginal(self.sigma),) * k, self.dimension, basis, None,
                            f"Gaussian stage N(0, σ²BBᵀ), σ = {self.sigma:.17g}, rank {k}")
-        return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description)
+        preimage = None if self.basis_name == "gram_schmidt" else {
+            "kind": "james_stein", "variant": self.variant, "basis": self.basis_name,
+            "constant": (self.k - _SHRINK_DEGREES[self.variant]) * self.sigma**2}
+        return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description, preimage)
+
+    def stage_candidates(self, published) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`stage_candidates` at this mechanism's variant, constant and basis."""
+        return stage_candidates(published, self.variant, (self.k - _SHRINK_DEGREES[self.variant]) * self.sigma**2,
+                                self.basis)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Draws of the additive Gaussian stage σBZ (σZ for B = I); the release
