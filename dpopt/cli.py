@@ -458,9 +458,6 @@ def _release(args: argparse.Namespace) -> int:
         raise SpecError("--error-draws", f"must be 0 or more (got {args.error_draws})")
     if spec.geography is not None:
         return _release_hierarchy(args, randomness)
-    if args.group_by and spec.output is not None:
-        raise UnsupportedSpecError("output", "a grouped release (--group-by) is written in full: output.decimals "
-                                             "applies to a single release (not yet to grouped ones)")
     if args.group_by and spec.postprocess is not None:
         raise SpecError("postprocess", "a grouped release (--group-by) is not post-processed: declare "
                                        "geography: {levels: [...]} for tables consistent across units")

@@ -85,6 +85,54 @@ def test_release_writes_rounded_numbers_and_verifies(tmp_path, capsys):
         assert float(row["margin_of_error_95"]) == math.ceil(per_cell[row["label"]]["margin_of_error"] * 10) / 10
     document = json.loads((out / "release.json").read_text())
     assert document["release"][rows[0]["label"]] == float(rows[0]["value"])
-    assert main(["release", str(spec), "--data", str(ROOT / "specs" / "data" / "survey.csv"), "--group-by", "race",
-                 "--out", str(tmp_path / "g")]) == 2
-    assert "output" in capsys.readouterr().err
+
+
+def _places(text: str) -> int:
+    return len(text.split(".")[1]) if "." in text else 0
+
+
+def test_a_grouped_release_is_rounded_in_every_table(tmp_path):
+    spec = tmp_path / "spec.json"
+    document = make_spec(**{**TABLE, "query": {"kind": "histogram", "attribute": "sex"}, "mechanism": "gaussian",
+                            "sampler": "floating_point"}, output={"decimals": 1})
+    document["data"] = {"attributes": TABLE["data"]["attributes"]}  # a grouped release has no data.n
+    spec.write_text(json.dumps(document))
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({k: v for k, v in document.items() if k != "output"}))
+    for path, out in ((spec, tmp_path / "g"), (plain, tmp_path / "p")):  # the same seed: the same noise
+        assert main(["release", str(path), "--data", str(ROOT / "specs" / "data" / "survey.csv"), "--group-by",
+                     "race", "--seed", "2", "--insecure-seed", "--out", str(out), "--format", "csv"]) == 0
+    assert main(["verify", str(tmp_path / "g")]) == 0
+    cert = json.loads((tmp_path / "g" / "certificate.json").read_text())
+    assert cert["output"]["decimals"] == 1
+    margins = {c["cell"]: c["margin_of_error"] for c in cert["utility"]["per_cell"]["cells"]}
+    rounded = list(csv.DictReader((tmp_path / "g" / "release_race.csv").open(encoding="utf-8")))
+    full = list(csv.DictReader((tmp_path / "p" / "release_race.csv").open(encoding="utf-8")))
+    for row, raw in zip(rounded, full):
+        for label, margin in margins.items():
+            assert _places(row[label]) <= 1 and _places(row[f"{label} ci_95_low"]) <= 1
+            # by hand: the value to the nearest tenth, the margin up (math.ceil), the interval's ends outward
+            assert abs(float(row[label]) - float(raw[label])) <= 0.05 + 1e-9
+            assert float(row[f"{label} margin_of_error_95"]) == math.ceil(margin * 10) / 10
+            assert float(row[f"{label} ci_95_low"]) <= float(raw[f"{label} ci_95_low"])
+            assert float(row[f"{label} ci_95_high"]) >= float(raw[f"{label} ci_95_high"])
+
+
+def test_a_geography_release_is_rounded_at_every_level(tmp_path):
+    import yaml
+
+    document = yaml.safe_load((ROOT / "specs" / "hierarchy_topdown_zcdp.yaml").read_text()) | {
+        "output": {"decimals": 0}}
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(document))
+    out = tmp_path / "h"
+    assert main(["release", str(spec), "--data", str(ROOT / "specs" / "data" / "hierarchy.csv"), "--seed", "3",
+                 "--insecure-seed", "--out", str(out)]) == 0
+    assert main(["verify", str(out)]) == 0
+    for level in ("nation", "state", "county"):
+        assert json.loads((out / f"certificate_{level}.json").read_text())["output"]["decimals"] == 0
+    rows = list(csv.DictReader((out / "release.csv").open(encoding="utf-8")))
+    assert {r["level"] for r in rows} == {"nation", "state", "county"}
+    for row in rows:
+        assert all("." not in row[k] for k in ("value", "standard_error", "margin_of_error_95", "ci_95_low",
+                                                "ci_95_high"))

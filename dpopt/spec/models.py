@@ -743,12 +743,6 @@ class Spec(_Model):
                                  f"{' …' if len(groups) > 8 else ''})")
         return self
 
-    @model_validator(mode="after")
-    def _output_is_for_single_releases(self) -> "Spec":
-        if self.output is not None and self.geography is not None:
-            raise ValueError("output: rounding applies to a single release (not yet to a geography hierarchy)")
-        return self
-
     @property
     def families(self) -> tuple[str, ...]:
         """The families the design may use (``auto`` means all of them)."""
