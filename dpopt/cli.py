@@ -429,6 +429,12 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
         else:
             sol, document, operator = release_plan(args.spec, args.data, randomness)
             cert = sol.certificate
+    if sol.plan.output is not None:  # the plan's rounding, stated in every query's certificate (output block)
+        from dpopt.release.rounded import round_tree, rounded_document
+
+        document = rounded_document(document, sol.plan.output.decimals)
+        if args.group_by:
+            document["groups"] = round_tree(document["groups"], sol.plan.output.decimals)
     return _for_operator(args, operator, _emit_release(document, cert, args))
 
 

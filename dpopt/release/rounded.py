@@ -75,12 +75,18 @@ def _row(row: dict, decimals: int) -> dict:
 
 def rounded_document(document: dict, decimals: int) -> dict:
     """A copy of a release document with its published numbers rounded (see the module): the ``release`` values
-    (a grouped release's per group), every row of ``cells``, the ``postprocess`` values, a pair's ``mean`` and a
-    hierarchy's ``tables`` and ``noisy`` values; the ``cells`` block says how."""
+    (a grouped release's per group), every row of ``cells``, the ``postprocess`` values, a pair's ``mean``, a
+    hierarchy's ``tables`` and ``noisy`` values,, a plan's tables (each query's values and mean) and
+    a private-key release's values and noisy pairs; the ``cells`` block says how."""
     out = dict(document)
     for key in ("release", "tables", "noisy"):
         if isinstance(document.get(key), dict):
             out[key] = round_tree(document[key], decimals)
+    if isinstance(document.get("releases"), list):  # private keys and quantiles: each release's values and pairs
+        out["releases"] = [r | {k: round_tree(r[k], decimals) for k in ("values", "pairs") if k in r}
+                           for r in document["releases"]]
+    if isinstance(document.get("tables"), list):  # a plan's queries: their values, not their targets
+        out["tables"] = [rounded_document(table, decimals) for table in document["tables"]]
     if "cells" in document:
         cells = document["cells"]
         out["cells"] = cells | {"rows": [_row(r, decimals) for r in cells["rows"]],

@@ -799,6 +799,8 @@ class Plan(_Model):
     """As :attr:`Spec.sampler`, for every query of the plan."""
     intervals: Intervals | None = None
     """As :attr:`Spec.intervals`, for every query of the plan."""
+    output: Output | None = None
+    """As :attr:`Spec.output`, for every query of the plan (each query's certificate states it)."""
 
     _adjacency = field_validator("adjacency", mode="before")(Spec._adjacency_shorthand.__func__)
     _utility = field_validator("utility", mode="before")(Spec._utility_shorthand.__func__)
