@@ -301,6 +301,21 @@ def test_coverage_at_every_level_of_a_hierarchy(hierarchy, releases, per_cell):
         check_coverage(result, per_cell=per_cell)
 
 
+def test_hierarchy_report_measures_coverage_at_every_level(hierarchy):
+    from dpopt.report.hierarchy import hierarchy_markdown
+    from dpopt.report.hierarchy_coverage import simulate_hierarchy
+
+    design, _, _ = hierarchy
+    cert = design.certificate()
+    section = hierarchy_markdown(cert).split("## Intervals for the true values")[1].split("\n## ")[0]
+    assert "Coverage measured in simulation, per level" in section
+    assert "| level | units (synthetic) | coverage ± SE |" in section
+    simulated = simulate_hierarchy(cert)  # the same seeded simulation the report prints
+    assert [r.name for r in simulated["results"]] == ["nation", "state", "county"] and simulated["units"] == [1, 2, 4]
+    for result in simulated["results"]:  # 100 releases; 3 binomial s.d. as in check_coverage
+        check_coverage(result)
+
+
 def test_report_shows_published_values_intervals_and_coverage(example):
     from dpopt.report.document import build_report
     from dpopt.report.render import render_markdown
