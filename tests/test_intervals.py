@@ -28,9 +28,10 @@ from dpopt.cli import main
 from dpopt.postprocess import marginals
 from dpopt.release import sources
 from dpopt.report.coverage import hierarchy_coverage, table_coverage
+from dpopt.report.sparse_cases import ISSUE_TRUTH, TABLE_12X2, skewed_records, sparse_hierarchy, table_12x2_truth
 
 EXAMPLE = "specs/sparse_histogram_intervals_zcdp.yaml"
-EXAMPLE_TRUTH = np.array([0, 0, 30, 0, 0, 0, 30, 0, 0, 0, 0, 1] + [0] * 8, float)  # the issue's table: 30, 30, 1
+EXAMPLE_TRUTH = ISSUE_TRUTH  # the issue's table: 30, 30, 1 and seventeen 0
 
 
 def three_sd(c: float, n: int) -> float:
@@ -237,14 +238,7 @@ def test_coverage_of_a_table_with_an_exact_total(example, releases, per_cell):
 @pytest.mark.parametrize("releases, per_cell", [pytest.param(12, False),
                                                 pytest.param(60, True, marks=pytest.mark.slow)])
 def test_coverage_of_a_single_sparse_table(releases, per_cell):
-    spec = {"dpopt": 1, "name": "sparse counts", "data": {"attributes": {"a": [f"a{i}" for i in range(12)],
-                                                                          "b": ["x", "y"]}},
-            "query": {"kind": "contingency_table", "attributes": ["a", "b"]}, "adjacency": "add_remove",
-            "privacy": {"zcdp": {"rho": 0.1}}, "mechanism": "gaussian", "sampler": "floating_point",
-            "postprocess": {"nonnegative": True, "integer": True, "consistent": True}}
-    truth = np.zeros(24)
-    truth[[0, 5, 17]] = [12, 1, 3]
-    result = table_coverage(dpopt.solve(spec), truth, releases, np.random.default_rng(7 + releases))
+    result = table_coverage(dpopt.solve(TABLE_12X2), table_12x2_truth(), releases, np.random.default_rng(7 + releases))
     check_coverage(result, per_cell=per_cell)
 
 
@@ -255,8 +249,7 @@ def marginal_truth(tmp_path, spec: dict, records: int, seed: int):
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(list(attributes))
-        for _ in range(records):
-            writer.writerow([levels[min(int(rng.geometric(0.6)) - 1, len(levels) - 1)] for levels in attributes.values()])
+        writer.writerows(skewed_records(attributes, records, 0.6, rng))
     problem = dpopt.compile(spec)
     value, _ = sources.answer(sources.connect(), sources.open_source(path), problem.spec, query=problem.query)
     return value
@@ -281,14 +274,8 @@ def test_coverage_of_consistent_marginals_in_marginal_space(tmp_path, monkeypatc
 def hierarchy():
     spec = spec_with("specs/hierarchy_topdown_zcdp.yaml")
     design = dpopt.release.solve_hierarchy(spec)
-    rng = np.random.default_rng(21)
-    counties = np.zeros((6, 12))
-    for row in counties:  # sparse: 3 occupied cells of 12 per county
-        row[rng.choice(12, 3, replace=False)] = rng.integers(1, 9, 3)
-    parents_county = np.array([0, 0, 1, 1, 2, 2])
-    states = np.vstack([counties[parents_county == s].sum(axis=0) for s in range(3)])
-    truth = [states.sum(axis=0)[None, :], states, counties]
-    return design, truth, [np.zeros(3, dtype=np.int64), parents_county]
+    truth, parents = sparse_hierarchy(np.random.default_rng(21), (3, 2), 12, 3)  # 3 occupied cells of 12 per county
+    return design, truth, parents
 
 
 @pytest.mark.parametrize("releases, per_cell", [pytest.param(6, False),

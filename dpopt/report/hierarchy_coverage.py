@@ -22,6 +22,7 @@ from dpopt.postprocess import spec_structure
 from dpopt.problem import Problem, compile
 from dpopt.report.coverage import Coverage, hierarchy_coverage
 from dpopt.report.intervals import MAX_CELLS, SEED, TABLES, releases
+from dpopt.report.sparse_cases import sparse_hierarchy
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import Spec
 
@@ -57,19 +58,9 @@ def rebuilt_hierarchy(cert) -> RebuiltHierarchy:
 
 
 def synthetic_hierarchy(cells: int, depth: int, rng: np.random.Generator) -> tuple[list, list]:
-    """(true tables, nation first, units × cells; parents of every level below the nation) of the module's
-    synthetic sparse hierarchy with ``depth`` levels below the nation."""
-    units, parents = [1], []
-    for _ in range(depth):
-        parents.append(np.repeat(np.arange(units[-1], dtype=np.int64), CHILDREN))
-        units.append(units[-1] * CHILDREN)
-    bottom = np.zeros((units[-1], cells))
-    for row in bottom:
-        row[rng.choice(cells, max(1, -(-cells // 6)), replace=False)] = rng.integers(1, 9, max(1, -(-cells // 6)))
-    truth = [bottom]
-    for parent, count in zip(reversed(parents), reversed(units[:-1])):
-        truth.insert(0, np.vstack([truth[0][parent == u].sum(axis=0) for u in range(count)]))
-    return truth, parents
+    """(true tables, nation first; parents of every level below the nation) of the module's synthetic sparse
+    hierarchy with ``depth`` levels below the nation (:func:`dpopt.report.sparse_cases.sparse_hierarchy`)."""
+    return sparse_hierarchy(rng, [CHILDREN] * depth, cells, max(1, -(-cells // 6)))
 
 
 def simulate_hierarchy(cert) -> dict | None:
