@@ -443,7 +443,7 @@ def _release(args: argparse.Namespace) -> int:
     from dpopt.release.batch import release_document
     from dpopt.release.cells import release_cells
     from dpopt.release.operator import operator_report
-    from dpopt.release.postprocessed import document_block, postprocess_once
+    from dpopt.release.postprocessed import document_block, postprocess_once, published_bounds
     from dpopt.spec.load import load_spec
 
     randomness = random_source(args.seed, args.insecure_seed)
@@ -496,7 +496,8 @@ def _release(args: argparse.Namespace) -> int:
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
         document["postprocess"] = document_block(post, sol.problem.labels)
         document["cells"] = release_cells(certificate["utility"]["per_cell"], sol.problem.labels, noisy,
-                                          post.answers, "; ".join(post.method["steps"]))
+                                          post.answers, "; ".join(post.method["steps"]),
+                                          published_bounds(sol, post, args.data))
     if sol.spec.output is not None:  # the rounding the spec states, recorded in the certificate's output block
         from dpopt.release.rounded import rounded_document
 

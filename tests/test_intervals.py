@@ -316,3 +316,45 @@ def test_report_shows_published_values_intervals_and_coverage(example):
     assert "intervals" in {f.name for f in report.figures}
     # the simulated coverage the section prints: 100 releases of 20 cells (module docstring's binomial bound)
     assert report.intervals["result"].coverage >= 0.95 - three_sd(0.95, 2000)
+
+
+# ---------------------------------------------------------------- Monte Carlo through the post-processing (approximate)
+def test_monte_carlo_intervals_need_a_postprocessed_single_table():
+    from dpopt.errors import SpecError
+
+    base = spec_with(EXAMPLE)
+    with pytest.raises(SpecError, match="intervals.method: monte_carlo simulates the post-processing"):
+        dpopt.load_spec({k: v for k, v in base.items() if k != "postprocess"} | {"intervals": {"method": "monte_carlo"}})
+    with pytest.raises(SpecError, match="not simultaneous"):
+        dpopt.load_spec(base | {"intervals": {"method": "monte_carlo", "simultaneous": True}})
+
+
+def test_monte_carlo_release_names_its_approximate_method_and_verifies(tmp_path, capsys):
+    data = tmp_path / "k.csv"
+    data.write_text("k\n" + "k03\n" * 30 + "k07\n" * 30 + "k12\n")
+    (tmp_path / "spec.json").write_text(json.dumps(spec_with(EXAMPLE, intervals={"method": "monte_carlo",
+                                                                                 "draws": 20})))
+    out = tmp_path / "out"
+    assert main(["release", str(tmp_path / "spec.json"), "--data", str(data), "--seed", "2", "--insecure-seed",
+                 "--out", str(out)]) == 0
+    rows = list(csv.DictReader((out / "release.csv").open(encoding="utf-8")))
+    cert = json.loads((out / "certificate.json").read_text())
+    block = cert["utility"]["per_cell"]["intervals"]
+    assert block["method"].startswith("monte_carlo: approximate") and block["monte_carlo"]["draws"] == 20
+    for row in rows:  # whole non-negative ends; the interval centres on the published value, not the noisy one
+        low, high = float(row["ci_95_low"]), float(row["ci_95_high"])
+        assert 0 <= low <= high and low == int(low) and high == int(high)
+    widths = [float(r["ci_95_high"]) - float(r["ci_95_low"]) for r in rows]
+    assert max(widths) < 2 * float(rows[0]["margin_of_error_95"])
+    capsys.readouterr()
+    assert main(["verify", str(out / "certificate.json")]) == 0
+
+
+@pytest.mark.slow
+def test_monte_carlo_coverage_on_a_dense_table():
+    # where the plug-in is close to the truth (every cell far from 0, so non-negativity does not bind), the
+    # basic bootstrap interval's coverage is about the level: 20 releases × 20 cells, 3 binomial s.d.
+    sol = dpopt.solve(spec_with(EXAMPLE, intervals={"method": "monte_carlo", "draws": 100}, data={
+        "attributes": {"k": [f"k{i:02d}" for i in range(1, 21)]}, "n": 800}))
+    result = table_coverage(sol, np.full(20, 40.0), 20, np.random.default_rng(3))
+    assert result.coverage >= 0.95 - three_sd(0.95, 400)

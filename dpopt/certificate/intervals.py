@@ -75,6 +75,18 @@ BUDGET = ("none: intervals are post-processing of the released noisy values and 
 
 DEFAULT = IntervalOption()
 
+MONTE_CARLO_SEED = 20262503
+"""Seed of the releases ``intervals: {method: monte_carlo}`` simulates at the published table (a simulation, not a
+release; :mod:`dpopt.postprocess.monte_carlo`)."""
+MONTE_CARLO = (
+    "monte_carlo: approximate; {draws} releases simulated at the published (post-processed) table through the same "
+    "mechanism and post-processing (seed {seed}); the interval is [p_i − q_(1+L)/2(e_i), p_i − q_(1−L)/2(e_i)] ∩ R "
+    "for the simulated errors e_i of each cell (basic bootstrap; Ashmead et al. 2025, arXiv:2503.19714), L = "
+    "{level:g}: centred on the published value, its coverage is approximate (the post-processing's bias is "
+    "corrected at the plug-in, not at the truth), measured in simulation, not proven; ends rounded inward to R. "
+    "half_widths are the noise stage's, for reference")
+"""The method the certificate names for ``intervals: {method: monte_carlo}``."""
+
 
 def column_names(level: float) -> tuple[str, str]:
     """The interval's CSV/Parquet column names from its level: ``ci_95_low``, ``ci_95_high`` at 0.95,
@@ -188,6 +200,9 @@ def interval_block(per_cell: dict, spec: Spec, law=None) -> dict:
                        f"with probability ≥ {option.level:g} ({family}); {how}; ends rounded inward to R"),
             "stage": law.preimage, "half_widths": h}
     h, how = _half_widths(per_cell, cell_level, law)
+    if option.method == "monte_carlo":
+        return block | {"method": MONTE_CARLO.format(draws=option.draws, seed=MONTE_CARLO_SEED, level=option.level),
+                        "monte_carlo": {"draws": option.draws, "seed": MONTE_CARLO_SEED}, "half_widths": h}
     family = (f"simultaneous (family-wise) over the {released} released cells, Bonferroni: each cell at "
               f"1 − (1 − {option.level:g})/{released}" if option.simultaneous else "per cell")
     return block | {
@@ -288,6 +303,12 @@ def intervals(solution, released) -> Intervals:
     released : array (d,) or (groups, d)
         ``solution.mechanism.release(...)`` (before any ``postprocess`` step; a James–Stein release as released).
 
+    Raises
+    ------
+    ValueError
+        For ``intervals: {method: monte_carlo}``, whose intervals centre on the post-processed values:
+        :func:`dpopt.postprocess.monte_carlo.monte_carlo_bounds` gives them.
+
     Examples
     --------
     >>> import numpy as np, dpopt
@@ -298,11 +319,14 @@ def intervals(solution, released) -> Intervals:
     (True, 0.95)
     """
     block = solution.certificate["utility"]["per_cell"]["intervals"]
+    if "monte_carlo" in block:
+        raise ValueError("intervals: {method: monte_carlo} centres on the post-processed values: use "
+                         "dpopt.postprocess.monte_carlo.monte_carlo_bounds(solution, published)")
     values = np.asarray(released, dtype=float)
     low, high = cell_intervals(values, block)
     return Intervals(tuple(solution.problem.labels), values, low, high, block["level"], block["simultaneous"],
                      block["method"])
 
 
-__all__ = ["BUDGET", "Intervals", "answer_range", "cell_intervals", "certified_per_cell", "column_names", "interval_block",
+__all__ = ["BUDGET", "MONTE_CARLO", "MONTE_CARLO_SEED", "Intervals", "answer_range", "cell_intervals", "certified_per_cell", "column_names", "interval_block",
            "intervals", "with_intervals"]

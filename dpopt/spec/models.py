@@ -605,6 +605,12 @@ class Intervals(_Model):
 
     level: Probability = 0.95
     simultaneous: StrictBool = False
+    method: Literal["noise_stage", "monte_carlo"] = "noise_stage"
+    """``noise_stage`` (default): around the unbiased noise-stage value, coverage proven. ``monte_carlo``: around the
+    published post-processed value, from the errors of post-processed releases simulated at the published table
+    (the Census Bureau's approach, arXiv:2503.19714); coverage approximate (:mod:`dpopt.postprocess.monte_carlo`)."""
+    draws: Annotated[int, Field(ge=20, le=100_000)] = 200
+    """Simulated releases of ``monte_carlo``."""
 
 
 class Geography(_Model):
@@ -714,6 +720,17 @@ class Spec(_Model):
     @classmethod
     def _utility_shorthand(cls, value: object) -> object:
         return {"metric": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _monte_carlo_intervals_need_a_postprocessed_table(self) -> "Spec":
+        if self.intervals is not None and self.intervals.method == "monte_carlo":
+            if self.postprocess is None:
+                raise ValueError("intervals.method: monte_carlo simulates the post-processing: the spec needs "
+                                 "postprocess (without it, noise_stage is the interval of the published value)")
+            if self.geography is not None or self.intervals.simultaneous:
+                raise ValueError("intervals.method: monte_carlo is per cell, for a single post-processed table (not "
+                                 "simultaneous, not a geography hierarchy)")
+        return self
 
     @model_validator(mode="after")
     def _semi_adjacency_needs_invariants(self) -> "Spec":
