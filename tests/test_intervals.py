@@ -154,7 +154,8 @@ def test_mixed_lattice_noise_gets_the_sub_gaussian_bound_from_the_release_map():
     # coverage by simulation of the noise itself: 4,000 draws; the bound gives ≥ 90% per cell, and a cell's
     # observed coverage has s.d. ≤ √(0.9·0.1/4000) = 0.0047, so ≥ 0.9 − 3 s.d. holds unless the bound is wrong
     z = mechanism.sample(4000, np.random.default_rng(11))
-    assert np.min(np.mean(np.abs(z) <= np.array(per_cell["intervals"]["half_widths"]), axis=0)) >= 0.9 - three_sd(0.9, 4000)
+    covered = np.mean(np.abs(z) <= np.array(per_cell["intervals"]["half_widths"]), axis=0)
+    assert np.min(covered) >= 0.9 - three_sd(0.9, 4000)
 
 
 JAMES_STEIN = {"dpopt": 1, "name": "small-area table", "data": {"attributes": {"age": [f"g{i}" for i in range(9)],
@@ -324,7 +325,8 @@ def test_monte_carlo_intervals_need_a_postprocessed_single_table():
 
     base = spec_with(EXAMPLE)
     with pytest.raises(SpecError, match="intervals.method: monte_carlo simulates the post-processing"):
-        dpopt.load_spec({k: v for k, v in base.items() if k != "postprocess"} | {"intervals": {"method": "monte_carlo"}})
+        dpopt.load_spec({k: v for k, v in base.items() if k != "postprocess"}
+                        | {"intervals": {"method": "monte_carlo"}})
     with pytest.raises(SpecError, match="not simultaneous"):
         dpopt.load_spec(base | {"intervals": {"method": "monte_carlo", "simultaneous": True}})
 

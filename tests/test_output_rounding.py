@@ -131,9 +131,9 @@ def test_a_hierarchy_document_is_rounded_in_its_tables_and_rows():
     assert out["tables"] == {"state": {"S1": {"a": 2.2, "b": 3.0}}}
     assert out["noisy"] == {"state": {"S1": {"a": 2.4, "b": -0.0}}}
     assert out["hierarchy"] == document["hierarchy"]  # the design is not a published number
-    assert out["cells"]["rows"][0] == {"level": "state", "unit": "S1", "label": "a", "value": 2.4, "standard_error": 1.0,
-                                       "margin_of_error_95": 2.1, "postprocessed": 2.2, "ci_99_low": 0.1,
-                                       "ci_99_high": 4.6}
+    assert out["cells"]["rows"][0] == {"level": "state", "unit": "S1", "label": "a", "value": 2.4,
+                                       "standard_error": 1.0, "margin_of_error_95": 2.1, "postprocessed": 2.2,
+                                       "ci_99_low": 0.1, "ci_99_high": 4.6}
 
 
 @pytest.mark.slow

@@ -328,5 +328,16 @@ def intervals(solution, released) -> Intervals:
                      block["method"])
 
 
-__all__ = ["BUDGET", "MONTE_CARLO", "MONTE_CARLO_SEED", "Intervals", "answer_range", "cell_intervals", "certified_per_cell", "column_names", "interval_block",
-           "intervals", "with_intervals"]
+__all__ = [
+    "BUDGET",
+    "MONTE_CARLO",
+    "MONTE_CARLO_SEED",
+    "Intervals",
+    "answer_range",
+    "cell_intervals",
+    "certified_per_cell",
+    "column_names",
+    "interval_block",
+    "intervals",
+    "with_intervals",
+]

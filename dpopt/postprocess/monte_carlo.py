@@ -14,8 +14,8 @@ It centres on the published value and corrects for the post-processing's bias **
 truth: its coverage is **approximate** (the certificate and the report say so), and it is the interval to use
 only where that approximation was measured (``benchmarks/bench_intervals.py``). The default ``noise_stage``
 interval's coverage is proven. It is post-processing of the published values and public facts (the invariants'
-values, the mechanism's law): no budget; the simulation has its own fixed seed (:data:`SEED`), so the same
-published table always gets the same interval.
+values, the mechanism's law): no budget; the simulation has its own fixed seed
+(:data:`dpopt.certificate.intervals.MONTE_CARLO_SEED`), so the same published table always gets the same interval.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 from dpopt.certificate.intervals import MONTE_CARLO_SEED as SEED
 from dpopt.postprocess.marginals import noise_free_sets, postprocess_marginals, uses_marginal_space
 from dpopt.postprocess.table import postprocess_release
+
 
 def simulate_postprocessed(solution, answers, draws: int, rng: np.random.Generator, values=None) -> np.ndarray:
     """(draws, d) post-processed releases simulated at the true answers ``answers`` (as ``dpopt release``

@@ -86,7 +86,10 @@ def _measure(name, truth, noisy, published, per_cell, bounds=None) -> Coverage:
     for each release) and the naive ones."""
     truth = np.asarray(truth, dtype=float)
     y, pub = np.stack(noisy), np.stack(published).astype(float)
-    low, high = cell_intervals(y, per_cell["intervals"]) if bounds is None else (np.stack(b) for b in zip(*bounds))
+    if bounds is None:
+        low, high = cell_intervals(y, per_cell["intervals"])
+    else:
+        low, high = (np.stack(side) for side in zip(*bounds))
     moe = np.array([np.nan if c["margin_of_error"] is None else c["margin_of_error"] for c in per_cell["cells"]])
     return Coverage(name, truth, (low <= truth) & (truth <= high), high - low,
                     (pub - moe <= truth) & (truth <= pub + moe), np.broadcast_to(2 * moe, pub.shape), 2 * moe,
@@ -126,9 +129,10 @@ def table_coverage(solution: Solution, table, releases: int, rng: np.random.Gene
     per_cell = solution.certificate["utility"]["per_cell"]
     bounds = None
     if "monte_carlo" in (per_cell.get("intervals") or {}):  # each release's interval around its published value
-        t = None if marginal else values if values is not None else spec_structure(solution.problem).invariant_values(
-            np.asarray(table, dtype=float)) if spec.invariants else None
-        bounds = [tuple(b[None, :] for b in monte_carlo_bounds(solution, p[0], t)) for p in published]
+        if values is None and not marginal and spec.invariants:
+            values = spec_structure(solution.problem).invariant_values(np.asarray(table, dtype=float))
+        bounds = [tuple(b[None, :] for b in monte_carlo_bounds(solution, p[0], None if marginal else values))
+                  for p in published]
     return _measure("table", answers[None, :], noisy, published, per_cell, bounds)
 
 
