@@ -12,11 +12,18 @@ releases, and the mean width (with the noise-stage interval's width 2·margin fo
 
 1. the issue's example (``specs/sparse_histogram_intervals_zcdp.yaml``: 20 cells 30, 30, 1 and seventeen 0,
    total exact, ρ = 0.05, non-negative + integer + consistent);
+   and the same with ``intervals: {method: monte_carlo, draws: 100}`` (approximate: around the published value,
+   from releases simulated at the published table);
 2. a 12 × 2 table without invariants (3 occupied cells), non-negative + integer;
-3. a 3-level hierarchy (``specs/hierarchy_topdown_zcdp.yaml``: nation, 3 states, 6 counties, 3 occupied cells of
+3. the same table released by James–Stein shrinkage (rotated, n = 16 public, μ = 0.3): the interval built on the
+   two stage values the shrunk release inverts to (no post-processing);
+4. a 3-level hierarchy (``specs/hierarchy_topdown_zcdp.yaml``: nation, 3 states, 6 counties, 3 occupied cells of
    12 per county), TopDown;
-4. all two-way marginals of 8 attributes (4 levels each, 28 tables, 448 counts; 200 skewed records),
-   consistent, non-negative, integer in marginal space.
+5. all two-way marginals of 8 attributes (4 levels each, 28 tables, 448 counts; 200 skewed records),
+   consistent, non-negative, integer in marginal space, measured exactly on the lattice (``sampler: exact``,
+   the default: intervals from the sub-Gaussian bound of the discrete Gaussian).
+
+The sparse tables are :mod:`dpopt.report.sparse_cases` (the tests' too).
 
 Run ``python benchmarks/bench_intervals.py [--releases 60] [--seed 2026]``; every figure is measured in the run.
 """
@@ -35,37 +42,39 @@ import yaml
 import dpopt
 from dpopt.release import solve_hierarchy, sources
 from dpopt.report.coverage import hierarchy_coverage, table_coverage
+from dpopt.report.sparse_cases import ISSUE_TRUTH, TABLE_12X2, skewed_records, sparse_hierarchy, table_12x2_truth
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def issue_example(releases: int, rng):
     solution = dpopt.solve(ROOT / "specs/sparse_histogram_intervals_zcdp.yaml")
-    truth = np.array([0, 0, 30, 0, 0, 0, 30, 0, 0, 0, 0, 1] + [0] * 8, float)
-    return [("20-cell histogram, total exact (issue 37)", table_coverage(solution, truth, releases, rng))]
+    return [("20-cell histogram, total exact (issue 37)", table_coverage(solution, ISSUE_TRUTH, releases, rng))]
+
+
+def monte_carlo(releases: int, rng):
+    spec = yaml.safe_load((ROOT / "specs/sparse_histogram_intervals_zcdp.yaml").read_text())
+    solution = dpopt.solve(spec | {"intervals": {"method": "monte_carlo", "draws": 100}})
+    return [("  the same, monte_carlo intervals (100 draws)", table_coverage(solution, ISSUE_TRUTH, releases, rng))]
 
 
 def single_table(releases: int, rng):
-    spec = {"dpopt": 1, "name": "sparse 12x2", "data": {"attributes": {"a": [f"a{i}" for i in range(12)],
-                                                                        "b": ["x", "y"]}},
-            "query": {"kind": "contingency_table", "attributes": ["a", "b"]}, "adjacency": "add_remove",
-            "privacy": {"zcdp": {"rho": 0.1}}, "mechanism": "gaussian", "sampler": "floating_point",
-            "postprocess": {"nonnegative": True, "integer": True, "consistent": True}}
-    truth = np.zeros(24)
-    truth[[0, 5, 17]] = [12, 1, 3]
-    return [("12x2 table, no invariant", table_coverage(dpopt.solve(spec), truth, releases, rng))]
+    return [("12x2 table, no invariant", table_coverage(dpopt.solve(TABLE_12X2), table_12x2_truth(), releases, rng))]
+
+
+def james_stein(releases: int, rng):
+    spec = TABLE_12X2 | {"adjacency": "replace_one", "privacy": {"gdp": {"mu": 0.3}}, "mechanism": "james_stein",
+                         "data": TABLE_12X2["data"] | {"n": 16}}
+    spec.pop("postprocess")
+    spec.pop("sampler")
+    return [("12x2 table, James-Stein (rotated), n = 16", table_coverage(dpopt.solve(spec), table_12x2_truth(),
+                                                                         releases, rng))]
 
 
 def hierarchy(releases: int, rng):
-    spec = yaml.safe_load((ROOT / "specs/hierarchy_topdown_zcdp.yaml").read_text())
-    design = solve_hierarchy(spec)
-    counties = np.zeros((6, 12))
-    for row in counties:
-        row[rng.choice(12, 3, replace=False)] = rng.integers(1, 9, 3)
-    parent = np.array([0, 0, 1, 1, 2, 2])
-    states = np.vstack([counties[parent == s].sum(axis=0) for s in range(3)])
-    truth = [states.sum(axis=0)[None, :], states, counties]
-    results = hierarchy_coverage(design, truth, [np.zeros(3, dtype=np.int64), parent], releases, rng)
+    design = solve_hierarchy(yaml.safe_load((ROOT / "specs/hierarchy_topdown_zcdp.yaml").read_text()))
+    truth, parents = sparse_hierarchy(rng, (3, 2), 12, 3)
+    results = hierarchy_coverage(design, truth, parents, releases, rng)
     return [(f"hierarchy: {r.name}", r) for r in results]
 
 
@@ -80,12 +89,12 @@ def marginals(releases: int, rng):
         with open(path, "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(list(attributes))
-            for _ in range(200):  # skewed: level a with probability 0.8, b 0.16, c 0.032, d 0.008
-                writer.writerow([["a", "b", "c", "d"][min(int(rng.geometric(0.8)) - 1, 3)] for _ in attributes])
+            writer.writerows(skewed_records(attributes, 200, 0.8, rng))  # level a 0.8, b 0.16, c 0.032, d 0.008
         solution = dpopt.solve(spec)
         truth, _ = sources.answer(sources.connect(), sources.open_source(path), solution.spec,
                                   query=solution.problem.query)
-    return [("8-attribute 2-way marginals (448 counts)", table_coverage(solution, truth, releases, rng))]
+    name = f"8-attr 2-way marginals (448, {solution.mechanism.sampler})"
+    return [(name, table_coverage(solution, truth, releases, rng))]
 
 
 def main() -> None:
@@ -98,7 +107,7 @@ def main() -> None:
               f" {'naive cov.':>10} {'naive worst':>11} {'naive width':>11}")
     print(f"{args.releases} releases per case, seed {args.seed}; coverage ± binomial SE over all cell-releases")
     print(header)
-    for case in (issue_example, single_table, hierarchy, marginals):
+    for case in (issue_example, monte_carlo, single_table, james_stein, hierarchy, marginals):
         start = time.perf_counter()
         for name, result in case(args.releases, rng):
             s = result.summary()

@@ -429,6 +429,12 @@ def _release_plan(args: argparse.Namespace, randomness) -> int:
         else:
             sol, document, operator = release_plan(args.spec, args.data, randomness)
             cert = sol.certificate
+    if sol.plan.output is not None:  # the plan's rounding, stated in every query's certificate (output block)
+        from dpopt.release.rounded import round_tree, rounded_document
+
+        document = rounded_document(document, sol.plan.output.decimals)
+        if args.group_by:
+            document["groups"] = round_tree(document["groups"], sol.plan.output.decimals)
     return _for_operator(args, operator, _emit_release(document, cert, args))
 
 
@@ -437,7 +443,7 @@ def _release(args: argparse.Namespace) -> int:
     from dpopt.release.batch import release_document
     from dpopt.release.cells import release_cells
     from dpopt.release.operator import operator_report
-    from dpopt.release.postprocessed import document_block, postprocess_once
+    from dpopt.release.postprocessed import document_block, postprocess_once, published_bounds
     from dpopt.spec.load import load_spec
 
     randomness = random_source(args.seed, args.insecure_seed)
@@ -458,9 +464,6 @@ def _release(args: argparse.Namespace) -> int:
         raise SpecError("--error-draws", f"must be 0 or more (got {args.error_draws})")
     if spec.geography is not None:
         return _release_hierarchy(args, randomness)
-    if args.group_by and spec.output is not None:
-        raise UnsupportedSpecError("output", "a grouped release (--group-by) is written in full: output.decimals "
-                                             "applies to a single release (not yet to grouped ones)")
     if args.group_by and spec.postprocess is not None:
         raise SpecError("postprocess", "a grouped release (--group-by) is not post-processed: declare "
                                        "geography: {levels: [...]} for tables consistent across units")
@@ -493,7 +496,8 @@ def _release(args: argparse.Namespace) -> int:
         post, certificate = postprocess_once(sol, noisy, args.data, args.error_draws)
         document["postprocess"] = document_block(post, sol.problem.labels)
         document["cells"] = release_cells(certificate["utility"]["per_cell"], sol.problem.labels, noisy,
-                                          post.answers, "; ".join(post.method["steps"]))
+                                          post.answers, "; ".join(post.method["steps"]),
+                                          published_bounds(sol, post, args.data))
     if sol.spec.output is not None:  # the rounding the spec states, recorded in the certificate's output block
         from dpopt.release.rounded import rounded_document
 

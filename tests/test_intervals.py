@@ -3,7 +3,10 @@
 References, each independent of the code under test:
 * normal quantiles from scipy.stats.norm (another library), e.g. Φ⁻¹(0.95) = 1.6448536 (every z table);
 * Bonferroni's inequality P(∪ A_i) ≤ Σ P(A_i): family-wise level L over k cells needs each cell at 1 − (1 − L)/k;
-* the discrete Laplace law P(Z = z) ∝ exp(−|z|/b) summed term by term (brute force) for an exact lattice margin;
+* the discrete Laplace law P(Z = z) ∝ exp(−|z|/b) and the discrete Gaussian N_ℤ(0, σ²), P(Z = z) ∝ exp(−z²/2σ²),
+  summed term by term (brute force) for exact lattice margins;
+* the sub-Gaussian tail of the discrete Gaussian (Canonne, Kamath & Steinke 2020, Corollary 9: E e^{tZ} ≤ e^{t²σ²/2})
+  with Chernoff's bound, P(|Σ c_k Z_k| ≥ h) ≤ 2 exp(−h²/(2 Σ c_k² σ_k²)), for mixed lattice noise;
 * coverage by simulation against the true tables we draw; tolerances are binomial: with c the nominal coverage
   and N independent indicators, the observed mean has s.d. √(c(1−c)/N), and each test allows 3 s.d. (a false
   failure rate of about 0.1% per assertion).
@@ -25,9 +28,10 @@ from dpopt.cli import main
 from dpopt.postprocess import marginals
 from dpopt.release import sources
 from dpopt.report.coverage import hierarchy_coverage, table_coverage
+from dpopt.report.sparse_cases import ISSUE_TRUTH, TABLE_12X2, skewed_records, sparse_hierarchy, table_12x2_truth
 
 EXAMPLE = "specs/sparse_histogram_intervals_zcdp.yaml"
-EXAMPLE_TRUTH = np.array([0, 0, 30, 0, 0, 0, 30, 0, 0, 0, 0, 1] + [0] * 8, float)  # the issue's table: 30, 30, 1
+EXAMPLE_TRUTH = ISSUE_TRUTH  # the issue's table: 30, 30, 1 and seventeen 0
 
 
 def three_sd(c: float, n: int) -> float:
@@ -102,6 +106,94 @@ def test_lattice_law_half_width_is_the_exact_quantile():
     assert sol.certificate["utility"]["per_cell"]["intervals"]["half_widths"] == [expected] * 3
 
 
+def test_isotropic_lattice_half_width_is_the_exact_discrete_gaussian_quantile():
+    spec = {"dpopt": 1, "name": "lattice counts", "data": {"attributes": {"a": ["x", "y", "z", "w"]}},
+            "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "add_remove",
+            "privacy": {"zcdp": {"rho": 0.02}}, "mechanism": "gaussian", "intervals": {"level": 0.9}}
+    sol = dpopt.solve(spec)
+    assert sol.mechanism.sampler == "exact"
+    s2 = float(sol.mechanism.lattice_sigma2)
+    z = np.arange(-2000, 2001)
+    pmf = np.exp(-z.astype(float) ** 2 / (2 * s2))
+    pmf /= pmf.sum()  # N_ℤ(0, σ²) summed term by term (brute force)
+    for level, half in ((0.9, sol.certificate["utility"]["per_cell"]["intervals"]["half_widths"]),
+                        (0.95, [c["margin_of_error"] for c in sol.certificate["utility"]["per_cell"]["cells"]])):
+        expected = min(k for k in range(400) if pmf[np.abs(z) <= k].sum() >= level)
+        assert half == [expected] * 4
+
+
+def lattice_marginals_spec(**changes) -> dict:
+    attributes = {"a": ["a0", "a1", "a2"], "b": ["b0", "b1"], "c": ["c0", "c1", "c2"]}
+    return {"dpopt": 1, "name": "lattice marginals", "data": {"attributes": attributes},
+            "query": {"kind": "marginals", "all_of_size": 2}, "adjacency": "add_remove",
+            "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "marginal_gaussian"} | changes
+
+
+def test_mixed_lattice_noise_gets_the_sub_gaussian_bound_from_the_release_map():
+    # The exact marginal measurement releases cells that mix many discrete Gaussians, Z_i = Σ_k c_ik η_k. The
+    # coefficients c_ik are read off the release itself (x = 0 and one η_k = 1 at a time), independently of the
+    # closed form; then v_i = Σ_k c_ik² σ_k² and h_i = √(2 v_i ln(2/(1 − L))) (CKS 2020, Cor. 9 + Chernoff).
+    sol = dpopt.solve(lattice_marginals_spec(intervals={"level": 0.9}))
+    mechanism = sol.mechanism
+    assert mechanism.sampler == "exact"
+    alg, d = mechanism.workload.algebra, mechanism.dimension
+    proxy = np.zeros(d)
+    for t, s2 in mechanism.lattice.items():
+        for j in range(alg.size(t)):
+            unit = {u: np.zeros((1,) + alg.table_shape(u), dtype=np.int64) for u in mechanism.lattice}
+            unit[t].reshape(-1)[j] = 1
+            mechanism._lattice_noise = lambda rng, size, unit=unit: unit
+            column = mechanism.release(np.zeros(d), np.random.default_rng(0))
+            proxy += np.asarray(column).reshape(-1) ** 2 * float(s2)
+    del mechanism._lattice_noise
+    per_cell = sol.certificate["utility"]["per_cell"]
+    assert [c["sub_gaussian_proxy"] for c in per_cell["cells"]] == pytest.approx(proxy, rel=1e-9)
+    assert per_cell["intervals"]["half_widths"] == pytest.approx(np.sqrt(2 * proxy * math.log(2 / 0.1)), rel=1e-9)
+    assert [c["margin_of_error"] for c in per_cell["cells"]] == pytest.approx(np.sqrt(2 * proxy * math.log(40)))
+    assert "Corollary 9" in per_cell["method"] and "sub-Gaussian" in per_cell["intervals"]["method"]
+    # coverage by simulation of the noise itself: 4,000 draws; the bound gives ≥ 90% per cell, and a cell's
+    # observed coverage has s.d. ≤ √(0.9·0.1/4000) = 0.0047, so ≥ 0.9 − 3 s.d. holds unless the bound is wrong
+    z = mechanism.sample(4000, np.random.default_rng(11))
+    covered = np.mean(np.abs(z) <= np.array(per_cell["intervals"]["half_widths"]), axis=0)
+    assert np.min(covered) >= 0.9 - three_sd(0.9, 4000)
+
+
+JAMES_STEIN = {"dpopt": 1, "name": "small-area table", "data": {"attributes": {"age": [f"g{i}" for i in range(9)],
+                                                                                "sex": ["f", "m"]}, "n": 40},
+               "query": {"kind": "contingency_table", "attributes": ["age", "sex"]}, "adjacency": "replace_one",
+               "privacy": {"gdp": {"mu": 0.3}}, "mechanism": "james_stein"}
+JAMES_STEIN_TRUTH = np.array([25, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0], float)
+
+
+@pytest.mark.parametrize("variant_spec", [JAMES_STEIN, JAMES_STEIN | {"adjacency": "add_remove"}])
+def test_james_stein_release_inverts_to_its_stage_up_to_two_candidates(variant_spec):
+    # the stage value is drawn here, shrunk by the paper's estimator (Lee et al. 2022, eqs. 8–10) as written below,
+    # and one of the two candidates must be it
+    sol = dpopt.solve(variant_spec)
+    m = sol.mechanism
+    rng = np.random.default_rng(5)
+    for scale in (1.0, 0.05):  # a strong signal (shrink factor > 0) and a weak one (often < 0)
+        theta = JAMES_STEIN_TRUTH * scale
+        u = theta if m.basis is None else theta @ m.basis
+        x = u + rng.normal(0, m.sigma, u.shape)
+        centre = np.full_like(x, x.mean())
+        c = (m.k - 3) * m.sigma**2
+        shrunk = centre + (1 - c / np.sum((x - centre) ** 2)) * (x - centre)
+        published = shrunk if m.basis is None else theta + (shrunk - u) @ m.basis.T
+        stage = x if m.basis is None else theta + (x - u) @ m.basis.T
+        y_plus, y_minus = m.stage_candidates(published)
+        assert min(np.abs(y_plus - stage).max(), np.abs(y_minus - stage).max()) < 1e-9
+
+
+def test_coverage_of_a_james_stein_release(releases=400, per_cell=True):
+    sol = dpopt.solve(JAMES_STEIN)
+    block = sol.certificate["utility"]["per_cell"]["intervals"]
+    assert sol.mechanism.variant == "rotated" and block["method"].startswith("stage_preimage_interval")
+    assert block["stage"]["kind"] == "james_stein"
+    result = table_coverage(sol, JAMES_STEIN_TRUTH, releases, np.random.default_rng(releases))
+    check_coverage(result, per_cell=per_cell)
+
+
 def test_release_csv_carries_the_interval_columns_and_verifies(tmp_path, capsys):
     data = tmp_path / "k.csv"
     data.write_text("k\n" + "k03\n" * 30 + "k07\n" * 30 + "k12\n")
@@ -147,14 +239,7 @@ def test_coverage_of_a_table_with_an_exact_total(example, releases, per_cell):
 @pytest.mark.parametrize("releases, per_cell", [pytest.param(12, False),
                                                 pytest.param(60, True, marks=pytest.mark.slow)])
 def test_coverage_of_a_single_sparse_table(releases, per_cell):
-    spec = {"dpopt": 1, "name": "sparse counts", "data": {"attributes": {"a": [f"a{i}" for i in range(12)],
-                                                                          "b": ["x", "y"]}},
-            "query": {"kind": "contingency_table", "attributes": ["a", "b"]}, "adjacency": "add_remove",
-            "privacy": {"zcdp": {"rho": 0.1}}, "mechanism": "gaussian", "sampler": "floating_point",
-            "postprocess": {"nonnegative": True, "integer": True, "consistent": True}}
-    truth = np.zeros(24)
-    truth[[0, 5, 17]] = [12, 1, 3]
-    result = table_coverage(dpopt.solve(spec), truth, releases, np.random.default_rng(7 + releases))
+    result = table_coverage(dpopt.solve(TABLE_12X2), table_12x2_truth(), releases, np.random.default_rng(7 + releases))
     check_coverage(result, per_cell=per_cell)
 
 
@@ -165,8 +250,7 @@ def marginal_truth(tmp_path, spec: dict, records: int, seed: int):
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(list(attributes))
-        for _ in range(records):
-            writer.writerow([levels[min(int(rng.geometric(0.6)) - 1, len(levels) - 1)] for levels in attributes.values()])
+        writer.writerows(skewed_records(attributes, records, 0.6, rng))
     problem = dpopt.compile(spec)
     value, _ = sources.answer(sources.connect(), sources.open_source(path), problem.spec, query=problem.query)
     return value
@@ -191,14 +275,8 @@ def test_coverage_of_consistent_marginals_in_marginal_space(tmp_path, monkeypatc
 def hierarchy():
     spec = spec_with("specs/hierarchy_topdown_zcdp.yaml")
     design = dpopt.release.solve_hierarchy(spec)
-    rng = np.random.default_rng(21)
-    counties = np.zeros((6, 12))
-    for row in counties:  # sparse: 3 occupied cells of 12 per county
-        row[rng.choice(12, 3, replace=False)] = rng.integers(1, 9, 3)
-    parents_county = np.array([0, 0, 1, 1, 2, 2])
-    states = np.vstack([counties[parents_county == s].sum(axis=0) for s in range(3)])
-    truth = [states.sum(axis=0)[None, :], states, counties]
-    return design, truth, [np.zeros(3, dtype=np.int64), parents_county]
+    truth, parents = sparse_hierarchy(np.random.default_rng(21), (3, 2), 12, 3)  # 3 occupied cells of 12 per county
+    return design, truth, parents
 
 
 @pytest.mark.parametrize("releases, per_cell", [pytest.param(6, False),
@@ -209,6 +287,21 @@ def test_coverage_at_every_level_of_a_hierarchy(hierarchy, releases, per_cell):
     assert [r.name for r in results] == ["nation", "state", "county"]
     for result in results:
         check_coverage(result, per_cell=per_cell)
+
+
+def test_hierarchy_report_measures_coverage_at_every_level(hierarchy):
+    from dpopt.report.hierarchy import hierarchy_markdown
+    from dpopt.report.hierarchy_coverage import simulate_hierarchy
+
+    design, _, _ = hierarchy
+    cert = design.certificate()
+    section = hierarchy_markdown(cert).split("## Intervals for the true values")[1].split("\n## ")[0]
+    assert "Coverage measured in simulation, per level" in section
+    assert "| level | units (synthetic) | coverage ± SE |" in section
+    simulated = simulate_hierarchy(cert)  # the same seeded simulation the report prints
+    assert [r.name for r in simulated["results"]] == ["nation", "state", "county"] and simulated["units"] == [1, 2, 4]
+    for result in simulated["results"]:  # 100 releases; 3 binomial s.d. as in check_coverage
+        check_coverage(result)
 
 
 def test_report_shows_published_values_intervals_and_coverage(example):
@@ -224,3 +317,46 @@ def test_report_shows_published_values_intervals_and_coverage(example):
     assert "intervals" in {f.name for f in report.figures}
     # the simulated coverage the section prints: 100 releases of 20 cells (module docstring's binomial bound)
     assert report.intervals["result"].coverage >= 0.95 - three_sd(0.95, 2000)
+
+
+# ---------------------------------------------------------------- Monte Carlo through the post-processing (approximate)
+def test_monte_carlo_intervals_need_a_postprocessed_single_table():
+    from dpopt.errors import SpecError
+
+    base = spec_with(EXAMPLE)
+    with pytest.raises(SpecError, match="intervals.method: monte_carlo simulates the post-processing"):
+        dpopt.load_spec({k: v for k, v in base.items() if k != "postprocess"}
+                        | {"intervals": {"method": "monte_carlo"}})
+    with pytest.raises(SpecError, match="not simultaneous"):
+        dpopt.load_spec(base | {"intervals": {"method": "monte_carlo", "simultaneous": True}})
+
+
+def test_monte_carlo_release_names_its_approximate_method_and_verifies(tmp_path, capsys):
+    data = tmp_path / "k.csv"
+    data.write_text("k\n" + "k03\n" * 30 + "k07\n" * 30 + "k12\n")
+    (tmp_path / "spec.json").write_text(json.dumps(spec_with(EXAMPLE, intervals={"method": "monte_carlo",
+                                                                                 "draws": 20})))
+    out = tmp_path / "out"
+    assert main(["release", str(tmp_path / "spec.json"), "--data", str(data), "--seed", "2", "--insecure-seed",
+                 "--out", str(out)]) == 0
+    rows = list(csv.DictReader((out / "release.csv").open(encoding="utf-8")))
+    cert = json.loads((out / "certificate.json").read_text())
+    block = cert["utility"]["per_cell"]["intervals"]
+    assert block["method"].startswith("monte_carlo: approximate") and block["monte_carlo"]["draws"] == 20
+    for row in rows:  # whole non-negative ends; the interval centres on the published value, not the noisy one
+        low, high = float(row["ci_95_low"]), float(row["ci_95_high"])
+        assert 0 <= low <= high and low == int(low) and high == int(high)
+    widths = [float(r["ci_95_high"]) - float(r["ci_95_low"]) for r in rows]
+    assert max(widths) < 2 * float(rows[0]["margin_of_error_95"])
+    capsys.readouterr()
+    assert main(["verify", str(out / "certificate.json")]) == 0
+
+
+@pytest.mark.slow
+def test_monte_carlo_coverage_on_a_dense_table():
+    # where the plug-in is close to the truth (every cell far from 0, so non-negativity does not bind), the
+    # basic bootstrap interval's coverage is about the level: 20 releases × 20 cells, 3 binomial s.d.
+    sol = dpopt.solve(spec_with(EXAMPLE, intervals={"method": "monte_carlo", "draws": 100}, data={
+        "attributes": {"k": [f"k{i:02d}" for i in range(1, 21)]}, "n": 800}))
+    result = table_coverage(sol, np.full(20, 40.0), 20, np.random.default_rng(3))
+    assert result.coverage >= 0.95 - three_sd(0.95, 400)

@@ -55,9 +55,10 @@ ROUNDING = ("post-processing of the released values (no privacy cost): each valu
 """The method of the ``output`` block (:func:`output_block`), ``{n}`` the decimals."""
 
 
-def output_block(spec: Spec) -> dict | None:
+def output_block(spec) -> dict | None:
     """The certificate's ``output`` block: the rounding of the published numbers the spec asks for
-    (``output: {decimals: N}``), or None without one (no block: every value is written in full)."""
+    (``output: {decimals: N}``; a :class:`Spec` or a private-key spec), or None without one (no block: every
+    value is written in full)."""
     if spec.output is None:
         return None
     return {"decimals": spec.output.decimals, "method": ROUNDING.format(n=spec.output.decimals)}

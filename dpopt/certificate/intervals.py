@@ -23,8 +23,12 @@ the interval is that of the projected (least-squares) estimate too; the publishe
 :math:`h_i` at level :math:`L'`:
 
 * :math:`L' = 0.95`: the per-cell 95% margin of error of :mod:`dpopt.certificate.per_cell` (exact for Gaussian
-  and lattice laws, a Monte Carlo quantile otherwise — its ``method`` says which);
+  and i.i.d. lattice laws, a proven bound for mixed lattice noise, a Monte Carlo quantile otherwise — its
+  ``method`` says which);
 * Gaussian cells: :math:`h_i = z_{(1+L')/2}\,\mathrm{SE}_i`;
+* lattice noise that is a linear image of independent discrete Gaussians (an exact measurement whose cells mix
+  several lattice draws): the sub-Gaussian bound :math:`h_i = \sqrt{2 v_i \ln(2/(1 - L'))}`, v_i the cell's
+  proxy (Canonne, Kamath & Steinke 2020, Corollary 9: :math:`P(|Z_i| \ge h) \le 2e^{-h^2/(2v_i)}`);
 * independent coordinates with a known law (Laplace, discrete Gaussian, discrete Laplace ...): the smallest
   h with :math:`2\,P(W_i > h) \le 1 - L'` from the law's tail (the smallest whole h on a lattice);
 * otherwise Chebyshev, :math:`h_i = \mathrm{SE}_i/\sqrt{1 - L'}` (:math:`P(|Z| \ge k\,\mathrm{SE}) \le 1/k^2`
@@ -33,7 +37,14 @@ the interval is that of the projected (least-squares) estimate too; the publishe
 **Simultaneous** (family-wise) intervals: :math:`L' = 1 - (1 - L)/k` for the k released cells of a table
 (Bonferroni: :math:`P(\exists i: x_i \notin I_i) \le \sum_i (1 - L') = 1 - L` for any dependence).
 
-A released value that is itself shrunk (James–Stein) is not the noise-stage value: no interval is given.
+**A shrunk release** (James–Stein, ``stage_preimage_interval``). The published value M is the noise stage y after
+a shrinkage that the published value inverts up to two candidates (the shrink factor 1 − c/‖r‖² positive or
+negative; :func:`dpopt.mechanisms.shrinkage.stage_candidates`). The interval is the hull
+:math:`[\min_\pm y_{\pm,i} - h_i,\ \max_\pm y_{\pm,i} + h_i] \cap R`: it contains the stage interval of the
+actual y, whichever candidate it is, so :math:`P(x_i \in I_i) \ge L'` as above. It is a function of the published
+values alone (post-processing, no budget); it is wider than the stage interval by the distance between the
+candidates, about |M_i − centre| when the signal is strong. A rotated variant in a Gram–Schmidt basis (not
+rebuilt from the certificate) gets no interval.
 
 References
 ----------
@@ -50,8 +61,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpopt.core import normal
-from dpopt.certificate.per_cell import per_cell_errors, symmetric_differences
+from dpopt.certificate.per_cell import per_cell_errors, sub_gaussian_half_width, symmetric_differences
 from dpopt.mechanisms import Mechanism
+from dpopt.mechanisms.shrinkage import helmert_columns, stage_candidates
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
 from dpopt.problem import Problem
 from dpopt.spec.models import Intervals as IntervalOption
@@ -62,6 +74,18 @@ BUDGET = ("none: intervals are post-processing of the released noisy values and 
 """What the certificate says intervals cost."""
 
 DEFAULT = IntervalOption()
+
+MONTE_CARLO_SEED = 20262503
+"""Seed of the releases ``intervals: {method: monte_carlo}`` simulates at the published table (a simulation, not a
+release; :mod:`dpopt.postprocess.monte_carlo`)."""
+MONTE_CARLO = (
+    "monte_carlo: approximate; {draws} releases simulated at the published (post-processed) table through the same "
+    "mechanism and post-processing (seed {seed}); the interval is [p_i − q_(1+L)/2(e_i), p_i − q_(1−L)/2(e_i)] ∩ R "
+    "for the simulated errors e_i of each cell (basic bootstrap; Ashmead et al. 2025, arXiv:2503.19714), L = "
+    "{level:g}: centred on the published value, its coverage is approximate (the post-processing's bias is "
+    "corrected at the plug-in, not at the truth), measured in simulation, not proven; ends rounded inward to R. "
+    "half_widths are the noise stage's, for reference")
+"""The method the certificate names for ``intervals: {method: monte_carlo}``."""
 
 
 def column_names(level: float) -> tuple[str, str]:
@@ -126,6 +150,12 @@ def _half_widths(per_cell: dict, level: float, law) -> tuple[list, str]:
         z = float(normal.ndtri((1.0 + level) / 2.0))
         h = z * se
         how = f"Gaussian cells: h = z·SE, z = Φ⁻¹((1 + {level:.10g})/2) = {z:.12g}"
+    elif any(c.get("sub_gaussian_proxy") is not None for c in per_cell["cells"]):
+        proxies = np.array([np.nan if c.get("sub_gaussian_proxy") is None else c["sub_gaussian_proxy"]
+                            for c in per_cell["cells"]])
+        h = sub_gaussian_half_width(proxies, level)
+        how = (f"lattice noise, sub-Gaussian bound: h = √(2 v_i ln(2/(1 − {level:.10g}))) with v_i each cell's "
+               "sub_gaussian_proxy (CKS 2020, Corollary 9), coverage ≥ the level")
     elif isinstance(law, ProductLaw) and law.basis is None and len(law.marginals) == len(se):
         cache: dict = {}
         h = np.array([np.nan if not np.isfinite(s) else cache.setdefault(m.key, _law_half_width(m, level))
@@ -155,10 +185,24 @@ def interval_block(per_cell: dict, spec: Spec, law=None) -> dict:
     cell_level = 1.0 - (1.0 - option.level) / max(released, 1) if option.simultaneous else option.level
     block = {"level": option.level, "simultaneous": option.simultaneous, "cell_level": cell_level,
              "columns": list(column_names(option.level)), "budget": BUDGET, "range": answer_range(spec)}
-    if isinstance(law, PostProcessedLaw):
+    if isinstance(law, PostProcessedLaw) and law.preimage is None:
         return block | {"method": f"none: the released value is post-processed ({law.operation}), not the "
                                   "noise-stage value an interval is centred on", "half_widths": None}
+    if isinstance(law, PostProcessedLaw):
+        h, how = _half_widths(per_cell, cell_level, law.inner)
+        family = (f"simultaneous over the {released} released cells, Bonferroni" if option.simultaneous
+                  else "per cell")
+        return block | {
+            "method": (f"stage_preimage_interval: the published value is the noise stage after {law.operation}; it "
+                       "determines the unbiased stage value y up to two candidates y₊, y₋ (stage_candidates: the "
+                       "shrink factor positive or negative), and the interval is the hull of [y_i − h_i, y_i + h_i] "
+                       f"over both, ∩ R: it contains the stage interval of the actual y, so it covers the true value "
+                       f"with probability ≥ {option.level:g} ({family}); {how}; ends rounded inward to R"),
+            "stage": law.preimage, "half_widths": h}
     h, how = _half_widths(per_cell, cell_level, law)
+    if option.method == "monte_carlo":
+        return block | {"method": MONTE_CARLO.format(draws=option.draws, seed=MONTE_CARLO_SEED, level=option.level),
+                        "monte_carlo": {"draws": option.draws, "seed": MONTE_CARLO_SEED}, "half_widths": h}
     family = (f"simultaneous (family-wise) over the {released} released cells, Bonferroni: each cell at "
               f"1 − (1 − {option.level:g})/{released}" if option.simultaneous else "per cell")
     return block | {
@@ -182,6 +226,19 @@ def certified_per_cell(mechanism: Mechanism, problem: Problem) -> dict:
     return with_intervals(block, problem.spec, mechanism.noise_law())
 
 
+def _stage_candidates(published: np.ndarray, stage: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate stage values of a published post-processed release (``stage``: a law's ``preimage``)."""
+    if stage.get("kind") != "james_stein":
+        raise ValueError(f"unknown stage preimage {stage.get('kind')!r}")
+    d = published.shape[-1]
+    if stage["basis"] not in ("identity", "helmert"):
+        raise ValueError(f"unknown stage basis {stage['basis']!r}")
+    basis = None if stage["basis"] == "identity" else helmert_columns(d)
+    rows = published.reshape(-1, d)
+    y_plus, y_minus = stage_candidates(rows, stage["variant"], float(stage["constant"]), basis)
+    return y_plus.reshape(published.shape), y_minus.reshape(published.shape)
+
+
 def cell_intervals(values, block: dict) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) for released values y (NaN where a value or half-width is missing).
 
@@ -190,7 +247,12 @@ def cell_intervals(values, block: dict) -> tuple[np.ndarray, np.ndarray]:
     """
     y = np.array(values, dtype=float)  # None → NaN
     h = np.array(block["half_widths"] or [None] * y.shape[-1], dtype=float)
-    low, high = y - h, y + h
+    if block.get("stage") is not None:  # the stage values the published ones come from (module docstring)
+        y_plus, y_minus = _stage_candidates(y, block["stage"])
+        low, high = np.fmin(y_plus, y_minus) - h, np.fmax(y_plus, y_minus) + h
+        y = (y_plus + y_minus) / 2.0
+    else:
+        low, high = y - h, y + h
     rng = block["range"]
     point = y
     if rng["integer"]:
@@ -211,7 +273,8 @@ class Intervals:
     ----------
     labels : tuple of str
     values : numpy.ndarray
-        The released noise-stage values the intervals are centred on.
+        The released values the intervals are built on (the noise-stage values; for a shrunk release, the
+        published values, inverted to their stage candidates).
     low, high : numpy.ndarray
         The interval ends (NaN for a cell the design does not release).
     level : float
@@ -238,7 +301,13 @@ def intervals(solution, released) -> Intervals:
     solution : Solution
         ``dpopt.solve(spec)``.
     released : array (d,) or (groups, d)
-        ``solution.mechanism.release(...)`` (the noise-stage values, before any post-processing).
+        ``solution.mechanism.release(...)`` (before any ``postprocess`` step; a James–Stein release as released).
+
+    Raises
+    ------
+    ValueError
+        For ``intervals: {method: monte_carlo}``, whose intervals centre on the post-processed values:
+        :func:`dpopt.postprocess.monte_carlo.monte_carlo_bounds` gives them.
 
     Examples
     --------
@@ -250,11 +319,25 @@ def intervals(solution, released) -> Intervals:
     (True, 0.95)
     """
     block = solution.certificate["utility"]["per_cell"]["intervals"]
+    if "monte_carlo" in block:
+        raise ValueError("intervals: {method: monte_carlo} centres on the post-processed values: use "
+                         "dpopt.postprocess.monte_carlo.monte_carlo_bounds(solution, published)")
     values = np.asarray(released, dtype=float)
     low, high = cell_intervals(values, block)
     return Intervals(tuple(solution.problem.labels), values, low, high, block["level"], block["simultaneous"],
                      block["method"])
 
 
-__all__ = ["BUDGET", "Intervals", "answer_range", "cell_intervals", "certified_per_cell", "column_names", "interval_block",
-           "intervals", "with_intervals"]
+__all__ = [
+    "BUDGET",
+    "MONTE_CARLO",
+    "MONTE_CARLO_SEED",
+    "Intervals",
+    "answer_range",
+    "cell_intervals",
+    "certified_per_cell",
+    "column_names",
+    "interval_block",
+    "intervals",
+    "with_intervals",
+]

@@ -15,6 +15,15 @@ How, in order of preference (each cell records its method):
    and m from its tail, 2·P(W > m) = 0.05 (bisection; the smallest integer for a lattice law);
 2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form; Gaussian noise too
    large to state as a law: the family's closed-form variances (:meth:`Mechanism.cell_variances`);
+2'. **lattice noise that is a linear image of independent discrete Gaussians** (``sampler: exact`` designs whose
+   noise is not i.i.d., :meth:`Mechanism.sub_gaussian_cell_proxies`; or a product law B·W whose marginals declare a
+   ``sub_gaussian`` proxy): the law of Z_i has no closed form and 1.96·SE is not proven for it. Each
+   N_ℤ(0, σ_k²) is sub-Gaussian with proxy σ_k², :math:`E e^{tW_k} \le e^{t^2\sigma_k^2/2}` (Canonne, Kamath &
+   Steinke 2020, Corollary 9), so :math:`Z_i = \sum_k c_{ik} W_k` has
+   :math:`E e^{tZ_i} \le e^{t^2 v_i/2}`, :math:`v_i = \sum_k c_{ik}^2\sigma_k^2` (independence), and Chernoff's
+   bound gives :math:`P(|Z_i| \ge h) \le 2e^{-h^2/(2v_i)}`. The margin is the proven upper bound
+   :math:`m_i = \sqrt{2 v_i \ln(2/(1 - L))}` (= 2.716·√v_i at L = 0.95; coverage ≥ L) and the SE is exact,
+   √Var Z_i (the discrete Gaussians' variances, ≤ σ_k²); each cell records v_i (``sub_gaussian_proxy``);
 3. noise that is a linear image of independent non-Gaussian noise whose per-cell law has no closed
    form but whose variances do (``marginal_laplace``: :meth:`Mechanism.cell_law_groups`): the SE is
    exact, √Var Z_i, and the margin is the 95% quantile of |Z_i| from a Monte Carlo of the sampler
@@ -98,7 +107,48 @@ def _from_law(law: ProductLaw) -> tuple[np.ndarray, np.ndarray, str] | None:
         se = np.sqrt(np.asarray(law.basis, dtype=float) ** 2 @ sd**2)
         se[~observed] = np.nan
         return se, Z_975 * se, f"closed form: cell i is N(0, Σ_k B_ik² σ_k²) under {law.description}; margin 1.96·SE"
-    return None
+    found = _sub_gaussian_image(law, np.asarray(law.basis, dtype=float))
+    if found is None:
+        return None
+    se, proxies = found
+    se[~observed] = proxies[~observed] = np.nan
+    return (se, sub_gaussian_half_width(proxies, LEVEL),
+            f"standard error exact, √(Σ_k B_ik² Var W_k) under {law.description}; " + SUB_GAUSSIAN_METHOD, proxies)
+
+
+def _sub_gaussian_image(law: ProductLaw, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(√Var, sub-Gaussian proxy) of each coordinate of matrix·W for the product law's W, when every marginal
+    declares a proxy (path 2'); None otherwise."""
+    if any(m.sub_gaussian is None for m in law.marginals):
+        return None
+    squared = matrix**2
+    variances = np.array([m.gaussian_sd**2 if m.gaussian_sd is not None else m.abs_moment(2.0)
+                          for m in law.marginals])
+    return np.sqrt(squared @ variances), squared @ np.array([m.sub_gaussian for m in law.marginals])
+
+
+def sub_gaussian_half_width(proxy, level: float):
+    """The smallest h with 2·exp(−h²/(2v)) ≤ 1 − level: a proven bound on the ``level`` quantile of |Z| for Z
+    sub-Gaussian with variance proxy v (path 2' of the module docstring)."""
+    return np.sqrt(2.0 * np.asarray(proxy, dtype=float) * math.log(2.0 / (1.0 - level)))
+
+
+SUB_GAUSSIAN_METHOD = (
+    "margin: a proven upper bound with coverage ≥ 95%, the sub-Gaussian tail of a linear image Σ_k c_ik W_k of "
+    "independent discrete Gaussians N_ℤ(0, σ_k²) (each sub-Gaussian with proxy σ_k², Canonne, Kamath & Steinke 2020, "
+    "Corollary 9): P(|Z_i| ≥ m) ≤ 2 exp(−m²/(2 v_i)), v_i = Σ_k c_ik² σ_k² (each cell's sub_gaussian_proxy), "
+    f"m = √(2 v_i ln 40) = {math.sqrt(2.0 * math.log(40.0)):.4f}·√v_i")
+
+
+def _from_sub_gaussian(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str, np.ndarray] | None:
+    """Path 2' of the module docstring from the family's declared proxies."""
+    declared = mechanism.sub_gaussian_cell_proxies()
+    if declared is None:
+        return None
+    variances, proxies, how = declared
+    proxies = np.asarray(proxies, dtype=float)
+    return (np.sqrt(np.asarray(variances, dtype=float)), sub_gaussian_half_width(proxies, LEVEL),
+            f"standard error exact, √Var Z_i ({how}); " + SUB_GAUSSIAN_METHOD, proxies)
 
 
 def _from_variances(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str] | None:
@@ -222,16 +272,17 @@ def _monte_carlo(mechanism: Mechanism, orbits: np.ndarray | None) -> tuple[np.nd
     return se, moe, mc, method
 
 
-def _block(labels, se, moe, method: str, mc=None) -> dict:
+def _block(labels, se, moe, method: str, mc=None, proxies=None) -> dict:
     cells = [
         {"cell": str(label),
          "standard_error": float(s) if np.isfinite(s) else None,
          "margin_of_error": float(m) if np.isfinite(m) else None}
         for label, s, m in zip(labels, se, moe)
     ]
-    if mc is not None:
-        for cell, e in zip(cells, mc):
-            cell["monte_carlo_se"] = float(e) if np.isfinite(e) else None
+    for key, extra in (("monte_carlo_se", mc), ("sub_gaussian_proxy", proxies)):
+        if extra is not None:
+            for cell, e in zip(cells, extra):
+                cell[key] = float(e) if np.isfinite(e) else None
     return {"level": LEVEL, "method": method, "cells": cells}
 
 
@@ -250,6 +301,13 @@ def mapped_per_cell_errors(mechanism: Mechanism, matrix, labels) -> dict:
         se = np.sqrt(mb**2 @ sd**2)
         return _block(labels, se, Z_975 * se, f"closed form: cell i of M·Z is N(0, Σ_k (MB)_ik² σ_k²) under "
                                                 f"{law.description}; margin 1.96·SE")
+    if isinstance(law, ProductLaw) and law.observed is None:
+        found = _sub_gaussian_image(law, matrix if law.basis is None else matrix @ np.asarray(law.basis, dtype=float))
+        if found is not None:
+            se, proxies = found
+            return _block(labels, se, sub_gaussian_half_width(proxies, LEVEL),
+                          f"standard error exact, √(Σ_k (MB)_ik² Var W_k) under {law.description}; "
+                          + SUB_GAUSSIAN_METHOD.replace("Σ_k c_ik W_k", "Σ_k (MB)_ik W_k"), proxies=proxies)
     z = mechanism.sample(DRAWS, np.random.default_rng(SEED)) @ matrix.T
     return _block(labels, np.sqrt(np.mean(z**2, axis=0)), np.quantile(np.abs(z), LEVEL, axis=0),
                   f"Monte Carlo of the mechanism's sampler mapped by M ({DRAWS} draws, seed {SEED}): "
@@ -274,21 +332,26 @@ def per_cell_errors(mechanism: Mechanism, labels,
     -------
     dict
         ``{"level": 0.95, "method", "cells": [{"cell", "standard_error", "margin_of_error"}]}``;
-        a cell the design does not release has nulls.
+        a cell the design does not release has nulls. Cells also carry ``monte_carlo_se`` (path 5) or
+        ``sub_gaussian_proxy`` (path 2') where those apply.
     """
     law = mechanism.noise_law()
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
-    found = _from_law(inner) if isinstance(inner, ProductLaw) else _from_variances(mechanism)
+    if isinstance(inner, ProductLaw):
+        found = _from_law(inner)
+    else:
+        found = _from_sub_gaussian(mechanism) or _from_variances(mechanism)
     if found is None:
         found = _from_groups(mechanism)
     if found is None:
         found = _from_unimodal(mechanism)
-    mc = None
+    mc = proxies = None
     if found is not None:
-        se, moe, method = found
+        se, moe, method, *extra = found
+        proxies = extra[0] if extra else None
     else:
         listed = vectors() if callable(vectors) else vectors
         se, moe, mc, method = _monte_carlo(mechanism, cell_orbits(labels, listed))
     if isinstance(law, PostProcessedLaw):
         method += f"; the noise stage, before the post-processing ({law.operation}), whose error depends on the answer"
-    return _block(labels, se, moe, method, mc)
+    return _block(labels, se, moe, method, mc, proxies)

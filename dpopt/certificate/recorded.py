@@ -60,7 +60,7 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
     "selection": (
         frozenset({"kind", "dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",
                    "releases", "numerics", "checks"}),
-        frozenset({"test_release"}),
+        frozenset({"test_release", "output"}),
     ),
     "synthesis": (
         frozenset({"kind", "dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism", "utility",

@@ -218,6 +218,15 @@ class Mechanism(ABC):
         otherwise."""
         return None
 
+    def sub_gaussian_cell_proxies(self) -> tuple[np.ndarray, np.ndarray, str] | None:
+        r"""For lattice noise that is a linear image :math:`Z_i = \sum_k c_{ik} W_k` of independent discrete
+        Gaussians :math:`W_k \sim N_\mathbb{Z}(0, \sigma_k^2)` and is not stated as a product law (an exact
+        measurement whose release mixes several lattice measurements): (Var Z_i in closed form, the sub-Gaussian
+        variance proxy :math:`v_i = \sum_k c_{ik}^2\sigma_k^2`, how both were obtained) per released
+        coordinate. The per-cell errors then bound the margin by the sub-Gaussian tail (Canonne, Kamath & Steinke
+        2020, Corollary 9; :mod:`dpopt.certificate.per_cell`) instead of a normal approximation. None otherwise."""
+        return None
+
     def unimodal_cell_variances(self) -> np.ndarray | None:
         """For noise that is a linear image of independent symmetric unimodal noise (Laplace) whose per-cell law
         has no closed form: Var Z_i of each released coordinate in closed form; the per-cell errors then take the

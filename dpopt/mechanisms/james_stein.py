@@ -69,6 +69,7 @@ from dpopt.mechanisms.lattice import (
     lattice_privacy_summary,
     target_lattice_variance,
 )
+from dpopt.mechanisms.shrinkage import stage_candidates
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal, sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
@@ -281,12 +282,24 @@ class JamesSteinMechanism(Mechanism):
         if self.sampler == "exact":  # the lattice measurement of every count, before the shrinkage
             stage = ProductLaw.iid(DiscreteGaussianMarginal(float(self.lattice_sigma2)), self.dimension,
                                    f"lattice measurement N_ℤ(0, σ_ℤ²)^d, σ_ℤ² = {self.lattice_sigma2}")
-            return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description)
+            return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description,
+                                    self._preimage() if self.basis is None else None)
         basis = None if self.basis is None else np.asarray(self.basis, dtype=float)
         k = self.dimension if basis is None else basis.shape[1]
         stage = ProductLaw((GaussianMarginal(self.sigma),) * k, self.dimension, basis, None,
                            f"Gaussian stage N(0, σ²BBᵀ), σ = {self.sigma:.17g}, rank {k}")
-        return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description)
+        preimage = None if self.basis_name == "gram_schmidt" else self._preimage()
+        return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description, preimage)
+
+    def _preimage(self) -> dict:
+        """The shrinkage's constant (k − c)·v, v the stage variance the release shrinks with (σ², or Var N_ℤ on
+        the lattice), for the interval's stage preimage (:func:`stage_candidates`)."""
+        return {"kind": "james_stein", "variant": self.variant, "basis": self.basis_name,
+                "constant": (self.k - _SHRINK_DEGREES[self.variant]) * self.variance}
+
+    def stage_candidates(self, published) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`stage_candidates` at this mechanism's variant, constant and basis."""
+        return stage_candidates(published, self.variant, self._preimage()["constant"], self.basis)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Draws of the additive Gaussian stage σBZ (σZ for B = I); on the lattice, of the measurement's noise

@@ -677,6 +677,19 @@ class MarginalGaussianMechanism(Mechanism):
         Gaussians' variances)."""
         return cell_variances(self.workload, self._variance_coefficients())
 
+    def sub_gaussian_cell_proxies(self) -> tuple[np.ndarray, np.ndarray, str] | None:
+        """On the lattice, cell i's noise is Σ_T Σ_j c_ij η_T,j (the release is linear in the y_T), so its variance
+        and its sub-Gaussian proxy Σ c_ij² σ_T² are the closed-form cell variances at a_T' computed from
+        Var N_ℤ(0, σ_T²) and from σ_T² respectively (:func:`cell_variances`)."""
+        if self.sampler != "exact":
+            return None
+        alg = self.workload.algebra
+        proxies = {t: alg.co_size(t) * alg.size(t) ** 2 / float(s2) for t, s2 in self.lattice.items()}
+        return (self.cell_variances(), cell_variances(self.workload, proxies),
+                "closed form: the release is linear in the lattice measurements y_T, cell i of block S has "
+                "Σ_{T⊆S} (∏_{k∉T} n_k/a_T')(m_T/∏_{k∈T} n_k)/(∏_{S∖T} n_k)² at a_T' = ∏_{k∉T} n_k L_T²/Var N_ℤ(0, σ_T²) "
+                "(the proxy: at σ_T² in place of the variance)")
+
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:
             return None

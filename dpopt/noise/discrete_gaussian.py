@@ -40,6 +40,7 @@ class DiscreteGaussianMarginal(Marginal):
         if not (sigma2 > 0 and math.isfinite(sigma2)):
             raise ValueError(f"σ² must be positive and finite (got {sigma2})")
         self.sigma2 = float(sigma2)
+        self.sub_gaussian = self.sigma2  # E e^{tW} ≤ e^{t²σ²/2} (CKS 2020, Corollary 9)
         top = int(math.ceil(40.0 * math.sqrt(self.sigma2))) + 10
         k = np.arange(0, top + 1, dtype=float)
         half = np.exp(-k * k / (2.0 * self.sigma2))

@@ -20,6 +20,7 @@ class GaussianMarginal(Marginal):
             raise ValueError(f"the standard deviation must be positive and finite (got {sd})")
         self.sd = float(sd)
         self.gaussian_sd = self.sd
+        self.sub_gaussian = self.sd * self.sd
 
     @property
     def key(self) -> tuple:

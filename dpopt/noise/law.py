@@ -142,6 +142,10 @@ class PostProcessedLaw:
     inner: object
     operation: str
     description: str = field(default="")
+    preimage: dict | None = field(default=None)
+    """How the inner stage's value is recovered from the output, up to finitely many candidates, when it can be
+    (JSON: e.g. ``{"kind": "james_stein", ...}``, :func:`dpopt.mechanisms.shrinkage.stage_candidates`); intervals
+    for the truth are then built around every candidate (:mod:`dpopt.certificate.intervals`)."""
 
     def log_density(self, points: np.ndarray) -> np.ndarray:
         return self.inner.log_density(points)

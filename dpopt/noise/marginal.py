@@ -29,6 +29,9 @@ class Marginal(ABC):
     log_concave: bool = True
     gaussian_sd: float | None = None
     """σ when the marginal is N(0, σ²): products of Gaussians are whitened to one coordinate."""
+    sub_gaussian: float | None = None
+    """A variance proxy v with E e^{tW} ≤ e^{t²v/2} for every t (σ² for N(0, σ²) and for N_ℤ(0, σ²)), when one is
+    proven; linear images of independent such marginals get proven tail bounds (:mod:`dpopt.certificate.per_cell`)."""
     analytic_tail: ClassVar[bool] = False
     """P(W > x) is analytic on x > 0 (no kink): :meth:`abs_moment` may use Gauss–Legendre panels."""
 

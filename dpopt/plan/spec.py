@@ -99,6 +99,8 @@ def query_spec(plan: Plan, index: int, privacy: Mapping[str, Any]) -> Spec:
         document["sampler"] = plan.sampler
     if plan.intervals is not None:
         document["intervals"] = plan.intervals.model_dump(mode="json")
+    if plan.output is not None:
+        document["output"] = plan.output.model_dump(mode="json")
     try:
         spec = Spec.model_validate(document)
         check_references(spec)

@@ -48,6 +48,7 @@ from dpopt.release.bounding import bound_contributions, pair_mean, published_bou
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
 from dpopt.certificate.intervals import cell_intervals
 from dpopt.release.cells import cell_errors, cell_rows, cells_block, document_csv, release_cells
+from dpopt.release.rounded import column_mode, round_array, rounded_document
 from dpopt.rng import RandomSource, random_source
 from dpopt.problem import compile
 from dpopt.solve import Solution, solve
@@ -213,7 +214,7 @@ class GroupRelease:
                 for level in self.levels
             }
         doc["cells"] = self.cells(include_values)
-        return doc
+        return doc if self.spec.output is None else rounded_document(doc, self.spec.output.decimals)
 
     def cells(self, include_values: bool = True) -> dict:
         """The per-cell table (:mod:`dpopt.release.cells`), one row per group and cell (keys ``column``,
@@ -251,6 +252,10 @@ class GroupRelease:
                     if intervals:
                         table |= {f"{label} {intervals['columns'][0]}": low[:, j],
                                   f"{label} {intervals['columns'][1]}": high[:, j]}
+                if self.spec.output is not None:  # the spec's rounding (post-processing; certificate: output)
+                    table = {name: column if name == level.column else
+                             round_array(column, self.spec.output.decimals, column_mode(name))
+                             for name, column in table.items()}
                 con.register("release_table", table)
                 for suffix, form in forms:
                     path = staging / f"release_{level.column}.{suffix}"

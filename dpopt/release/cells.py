@@ -61,9 +61,10 @@ def cell_errors(per_cell: dict, labels: Sequence[str]) -> tuple[list, list]:
     return [c["standard_error"] for c in cells], [c["margin_of_error"] for c in cells]
 
 
-def cell_rows(labels: Sequence[str], values, per_cell: dict, postprocessed=None) -> list[dict]:
+def cell_rows(labels: Sequence[str], values, per_cell: dict, postprocessed=None, bounds=None) -> list[dict]:
     """One row per cell: label, value, standard error, 95% margin of error, post-processed value (or None), and
-    the interval's low and high ends (None where the value or its half-width is missing)."""
+    the interval's low and high ends (None where the value or its half-width is missing; ``bounds``: (low, high)
+    computed elsewhere, e.g. :func:`dpopt.postprocess.monte_carlo.monte_carlo_bounds`)."""
     se, moe = cell_errors(per_cell, labels)
     post = [None] * len(labels) if postprocessed is None else list(postprocessed)
     names = columns(per_cell)
@@ -71,7 +72,7 @@ def cell_rows(labels: Sequence[str], values, per_cell: dict, postprocessed=None)
     if block is None:
         return [dict(zip(names, (str(label), _number(v), s, m, _number(p))))
                 for label, v, s, m, p in zip(labels, values, se, moe, post)]
-    low, high = cell_intervals(list(values), block)
+    low, high = cell_intervals(list(values), block) if bounds is None else bounds
     return [dict(zip(names, (str(label), _number(v), s, m, _number(p), _number(lo), _number(hi))))
             for label, v, s, m, p, lo, hi in zip(labels, values, se, moe, post, low, high)]
 
@@ -100,9 +101,9 @@ def cells_csv(rows: list[dict], keys: Sequence[str] = (), columns: Sequence[str]
 
 
 def release_cells(per_cell: dict, labels: Sequence[str], values, postprocessed=None,
-                  post_method: str | None = None) -> dict:
+                  post_method: str | None = None, bounds=None) -> dict:
     """The ``cells`` block of an ungrouped release: :func:`cell_rows` then :func:`cells_block`."""
-    return cells_block(cell_rows(labels, values, per_cell, postprocessed), per_cell, post_method)
+    return cells_block(cell_rows(labels, values, per_cell, postprocessed, bounds), per_cell, post_method)
 
 
 def document_csv(document: dict) -> str:

@@ -41,6 +41,7 @@ from dpopt.release import sources
 from dpopt.release.bind import as_test_release, certificate_sha256, is_seeded, sha256_bytes
 from dpopt.release.cells import cell_rows, cells_block, document_csv
 from dpopt.release.geography import check_data_parents, declared_geography
+from dpopt.release.rounded import rounded_document
 from dpopt.release.hierarchy_design import HierarchySolution, check_hierarchy_spec, solve_hierarchy
 from dpopt.rng import RandomSource, random_source
 from dpopt.spec.load import load_spec, spec_document
@@ -90,7 +91,7 @@ class HierarchyRelease:
             doc["tables"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.tables)}
             doc["noisy"] = {n: _as_dict(k, t, labels) for n, k, t in zip(self.names, self.keys, self.noisy)}
             doc["cells"] = self.cells()
-        return doc
+        return doc if self.spec.output is None else rounded_document(doc, self.spec.output.decimals)
 
     def cells(self) -> dict:
         """The per-cell table (:mod:`dpopt.release.cells`): one row per level, unit and cell, the noisy value

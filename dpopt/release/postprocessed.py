@@ -18,6 +18,7 @@ from dpopt.errors import UnsupportedSpecError
 from dpopt.postprocess import PostprocessResult, postprocess_release, spec_structure
 from dpopt.postprocess.evaluation import table_errors
 from dpopt.postprocess.marginals import noise_free_sets, postprocess_marginals, uses_marginal_space
+from dpopt.postprocess.monte_carlo import monte_carlo_bounds
 from dpopt.postprocess.table import certificate_block, mechanism_covariance
 from dpopt.release import sources
 from dpopt.solve import Solution
@@ -46,6 +47,17 @@ def invariant_values(solution: Solution, data: str | Path) -> np.ndarray | None:
     value, _ = sources.answer(sources.connect(), sources.open_source(data), solution.spec,
                               query=solution.problem.query)
     return structure.invariant_values(value)
+
+
+def published_bounds(solution: Solution, post, data: str | Path) -> tuple | None:
+    """The intervals of ``intervals: {method: monte_carlo}`` for the published answers of ``post``
+    (:func:`dpopt.postprocess.monte_carlo.monte_carlo_bounds`, at the invariants' public values), or None for the
+    default noise-stage intervals (computed from the release by :mod:`dpopt.release.cells`)."""
+    block = solution.certificate["utility"]["per_cell"].get("intervals") or {}
+    if "monte_carlo" not in block:
+        return None
+    values = None if uses_marginal_space(solution.problem.query) else invariant_values(solution, data)
+    return monte_carlo_bounds(solution, post.answers, values)
 
 
 def postprocess_once(

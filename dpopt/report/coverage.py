@@ -25,6 +25,7 @@ import numpy as np
 from dpopt.certificate.intervals import cell_intervals
 from dpopt.postprocess import Structure, postprocess_release, spec_structure, topdown
 from dpopt.postprocess.marginals import noise_free_sets, postprocess_marginals, uses_marginal_space
+from dpopt.postprocess.monte_carlo import monte_carlo_bounds
 from dpopt.postprocess.table import mechanism_covariance
 from dpopt.solve import Solution
 from dpopt.spec.models import Postprocess
@@ -80,11 +81,15 @@ class Coverage:
         }
 
 
-def _measure(name, truth, noisy, published, per_cell) -> Coverage:
-    """Coverage of ``truth`` (units, d) by the intervals of each release in ``noisy`` and the naive ones."""
+def _measure(name, truth, noisy, published, per_cell, bounds=None) -> Coverage:
+    """Coverage of ``truth`` (units, d) by the intervals of each release in ``noisy`` (or the ``bounds`` computed
+    for each release) and the naive ones."""
     truth = np.asarray(truth, dtype=float)
     y, pub = np.stack(noisy), np.stack(published).astype(float)
-    low, high = cell_intervals(y, per_cell["intervals"])
+    if bounds is None:
+        low, high = cell_intervals(y, per_cell["intervals"])
+    else:
+        low, high = (np.stack(side) for side in zip(*bounds))
     moe = np.array([np.nan if c["margin_of_error"] is None else c["margin_of_error"] for c in per_cell["cells"]])
     return Coverage(name, truth, (low <= truth) & (truth <= high), high - low,
                     (pub - moe <= truth) & (truth <= pub + moe), np.broadcast_to(2 * moe, pub.shape), 2 * moe,
@@ -121,7 +126,14 @@ def table_coverage(solution: Solution, table, releases: int, rng: np.random.Gene
         else:
             published.append(postprocess_release(solution, y, table=None if values is not None else table,
                                                  values=values).answers[None, :])
-    return _measure("table", answers[None, :], noisy, published, solution.certificate["utility"]["per_cell"])
+    per_cell = solution.certificate["utility"]["per_cell"]
+    bounds = None
+    if "monte_carlo" in (per_cell.get("intervals") or {}):  # each release's interval around its published value
+        if values is None and not marginal and spec.invariants:
+            values = spec_structure(solution.problem).invariant_values(np.asarray(table, dtype=float))
+        bounds = [tuple(b[None, :] for b in monte_carlo_bounds(solution, p[0], None if marginal else values))
+                  for p in published]
+    return _measure("table", answers[None, :], noisy, published, per_cell, bounds)
 
 
 def hierarchy_coverage(design: HierarchySolution, truth: list[np.ndarray], parents: list[np.ndarray], releases: int,

@@ -46,9 +46,9 @@ def synthetic_table(cells: int, n: int | None, rng: np.random.Generator) -> np.n
 def simulate(solution: Solution) -> dict | None:
     """Coverage of the certificate's intervals on a synthetic sparse table, or None where not simulated (no
     interval, a query that is not a table of counts (:data:`TABLES`), a table larger than :data:`MAX_CELLS`, marginals
-    post-processed in marginal space)."""
+    post-processed in marginal space, Monte Carlo intervals, which simulate releases themselves)."""
     block = solution.certificate["utility"]["per_cell"].get("intervals")
-    if not block or block["half_widths"] is None or block["range"]["lower"] != 0.0:
+    if not block or block["half_widths"] is None or block["range"]["lower"] != 0.0 or "monte_carlo" in block:
         return None
     if solution.spec.query.kind not in TABLES or uses_marginal_space(solution.problem.query):
         return None
@@ -74,6 +74,11 @@ def interval_blocks(per_cell: dict, simulated: dict | None, figure=None) -> list
         + f". Method: {block['method']}. Known without the data: {block['range']['reason']}. Budget: "
         f"{block['budget']}. The published (post-processed) value may lie outside its interval: the interval is for "
         "the truth."]
+    if simulated is None and "monte_carlo" in block:
+        return out + ["Coverage was not simulated in this report: each simulated release would itself simulate "
+                      f"{block['monte_carlo']['draws']} post-processed releases. The Monte Carlo interval's coverage "
+                      "is approximate; `benchmarks/bench_intervals.py` measures it on sparse tables, where the "
+                      "plug-in is furthest from the truth."]
     if simulated is None:
         return out + ["Coverage was not simulated in this report (a table of more than "
                       f"{MAX_CELLS} cells, a query that is not a table of counts, or marginals post-processed in "

@@ -38,6 +38,7 @@ from typing import Any
 
 from dpopt._lazy import lazy_module
 from dpopt._version import __version__
+from dpopt.certificate.build import output_block
 from dpopt.certificate.model import Certificate
 from dpopt.core.checks import Check
 from dpopt.core.decimals import float_written_above, written
@@ -237,7 +238,7 @@ def certificate_body(spec: SelectionSpec) -> dict:
                       "parameters": {"releases": [r.name for r in spec.releases]}},
         "utility": {"metric": "per_release", "value": None, "method": "releases[i].utility"},
         "releases": design_blocks(spec), "numerics": NUMERICS,
-    }
+    } | ({} if spec.output is None else {"output": output_block(spec)})
 
 
 def certify(spec: SelectionSpec | str | Path | Mapping[str, Any]) -> Certificate:

@@ -40,6 +40,7 @@ from dpopt.noise.discrete_laplace import sample_discrete_laplace
 from dpopt.privacy import quantile as qm
 from dpopt.release.bounding import bound_contributions, pair_mean, published_bounding
 from dpopt.release.operator import operator_report
+from dpopt.release.rounded import rounded_document
 from dpopt.release.sources import (
     DataSource,
     _run,
@@ -234,4 +235,6 @@ def release_selection(spec_source: str | Path | dict | SelectionSpec, data: str 
                 "releases": released, "cells": selection_cells(released, certificate["releases"]),
                 "bounding": [{"release": b["release"]} | published_bounding(b) for b in bounding],
                 "randomness": randomness.describe()}
+    if spec.output is not None:  # the spec's rounding (post-processing), stated in the certificate's output block
+        document = rounded_document(document, spec.output.decimals)
     return certificate, document, operator_report(None, bounding)

@@ -605,6 +605,12 @@ class Intervals(_Model):
 
     level: Probability = 0.95
     simultaneous: StrictBool = False
+    method: Literal["noise_stage", "monte_carlo"] = "noise_stage"
+    """``noise_stage`` (default): around the unbiased noise-stage value, coverage proven. ``monte_carlo``: around the
+    published post-processed value, from the errors of post-processed releases simulated at the published table
+    (the Census Bureau's approach, arXiv:2503.19714); coverage approximate (:mod:`dpopt.postprocess.monte_carlo`)."""
+    draws: Annotated[int, Field(ge=20, le=100_000)] = 200
+    """Simulated releases of ``monte_carlo``."""
 
 
 class Geography(_Model):
@@ -716,6 +722,17 @@ class Spec(_Model):
         return {"metric": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
+    def _monte_carlo_intervals_need_a_postprocessed_table(self) -> "Spec":
+        if self.intervals is not None and self.intervals.method == "monte_carlo":
+            if self.postprocess is None:
+                raise ValueError("intervals.method: monte_carlo simulates the post-processing: the spec needs "
+                                 "postprocess (without it, noise_stage is the interval of the published value)")
+            if self.geography is not None or self.intervals.simultaneous:
+                raise ValueError("intervals.method: monte_carlo is per cell, for a single post-processed table (not "
+                                 "simultaneous, not a geography hierarchy)")
+        return self
+
+    @model_validator(mode="after")
     def _semi_adjacency_needs_invariants(self) -> "Spec":
         if self.semi_adjacency is not None and not self.invariants:
             raise ValueError("semi_adjacency applies to specs with invariants only")
@@ -741,12 +758,6 @@ class Spec(_Model):
                 raise ValueError(f"utility.tables[{i}]: {table.attributes} is not a table of the query "
                                  f"(its tables: {', '.join(' × '.join(g) for g in groups[:8])}"
                                  f"{' …' if len(groups) > 8 else ''})")
-        return self
-
-    @model_validator(mode="after")
-    def _output_is_for_single_releases(self) -> "Spec":
-        if self.output is not None and self.geography is not None:
-            raise ValueError("output: rounding applies to a single release (not yet to a geography hierarchy)")
         return self
 
     @property
@@ -805,6 +816,8 @@ class Plan(_Model):
     """As :attr:`Spec.sampler`, for every query of the plan."""
     intervals: Intervals | None = None
     """As :attr:`Spec.intervals`, for every query of the plan."""
+    output: Output | None = None
+    """As :attr:`Spec.output`, for every query of the plan (each query's certificate states it)."""
 
     _adjacency = field_validator("adjacency", mode="before")(Spec._adjacency_shorthand.__func__)
     _utility = field_validator("utility", mode="before")(Spec._utility_shorthand.__func__)

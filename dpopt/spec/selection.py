@@ -36,6 +36,7 @@ from dpopt.spec.models import (
     Levels,
     Name,
     NumericAttribute,
+    Output,
     PositiveFinite,
     Privacy,
     PrivacyNumber,
@@ -174,6 +175,8 @@ class SelectionSpec(_Model):
     releases: Annotated[list[Release], Field(min_length=1)]
     adjacency: AddRemove
     privacy: Privacy
+    output: Output | None = None
+    """As :attr:`Spec.output`: the published numbers rounded (post-processing), stated in the certificate."""
 
     _adjacency = field_validator("adjacency", mode="before")(Spec._adjacency_shorthand.__func__)
 
