@@ -177,7 +177,7 @@ def test_james_stein_release_inverts_to_its_stage_up_to_two_candidates(variant_s
         u = theta if m.basis is None else theta @ m.basis
         x = u + rng.normal(0, m.sigma, u.shape)
         centre = np.full_like(x, x.mean())
-        c = (m.k - 3) * m.sigma**2
+        c = (m.k - 3) * m.variance  # the stage variance the release shrinks with: σ², or Var N_ℤ on the lattice
         shrunk = centre + (1 - c / np.sum((x - centre) ** 2)) * (x - centre)
         published = shrunk if m.basis is None else theta + (shrunk - u) @ m.basis.T
         stage = x if m.basis is None else theta + (x - u) @ m.basis.T

@@ -337,10 +337,9 @@ def per_cell_errors(mechanism: Mechanism, labels,
     """
     law = mechanism.noise_law()
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
-    if isinstance(inner, ProductLaw):
-        found = _from_law(inner)
-    else:
-        found = _from_sub_gaussian(mechanism) or _from_variances(mechanism)
+    found = _from_sub_gaussian(mechanism)  # declared proxies first: the cell may be an image of the law's noise
+    if found is None:
+        found = _from_law(inner) if isinstance(inner, ProductLaw) else _from_variances(mechanism)
     if found is None:
         found = _from_groups(mechanism)
     if found is None:

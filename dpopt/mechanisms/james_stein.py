@@ -283,13 +283,25 @@ class JamesSteinMechanism(Mechanism):
             stage = ProductLaw.iid(DiscreteGaussianMarginal(float(self.lattice_sigma2)), self.dimension,
                                    f"lattice measurement N_ℤ(0, σ_ℤ²)^d, σ_ℤ² = {self.lattice_sigma2}")
             return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description,
-                                    self._preimage() if self.basis is None else None)
+                                    None if self.basis_name == "gram_schmidt" else self._preimage())
         basis = None if self.basis is None else np.asarray(self.basis, dtype=float)
         k = self.dimension if basis is None else basis.shape[1]
         stage = ProductLaw((GaussianMarginal(self.sigma),) * k, self.dimension, basis, None,
                            f"Gaussian stage N(0, σ²BBᵀ), σ = {self.sigma:.17g}, rank {k}")
         preimage = None if self.basis_name == "gram_schmidt" else self._preimage()
         return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description, preimage)
+
+    def sub_gaussian_cell_proxies(self) -> tuple[np.ndarray, np.ndarray, str] | None:
+        r"""On the lattice with a basis B: the stage the shrinkage acts on is y = φ + Pη, P = BBᵀ, η i.i.d.
+        :math:`N_\mathbb{Z}(0, \sigma_\mathbb{Z}^2)`; cell i's noise :math:`\sum_k P_{ik}\eta_k` has variance
+        :math:`P_{ii}\,\mathrm{Var}\,N_\mathbb{Z}` and sub-Gaussian proxy :math:`P_{ii}\sigma_\mathbb{Z}^2`
+        (:math:`\sum_k P_{ik}^2 = P_{ii}` for a projection). None otherwise (the stage law is stated)."""
+        if self.sampler != "exact" or self.basis is None:
+            return None
+        basis = np.asarray(self.basis, dtype=float)
+        diagonal = np.einsum("ij,ij->i", basis, basis)
+        return (diagonal * self.variance, diagonal * float(self.lattice_sigma2),
+                "the stage Pη, P = BBᵀ the projection onto the shrunk span")
 
     def _preimage(self) -> dict:
         """The shrinkage's constant (k − c)·v, v the stage variance the release shrinks with (σ², or Var N_ℤ on
