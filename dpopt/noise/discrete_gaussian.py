@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from dpopt.noise.discrete_laplace import bernoulli_exp_split, sample_discrete_laplace
+from dpopt.noise.discrete_laplace import bernoulli_exp_split, redraw_rejected, sample_discrete_laplace
 from dpopt.noise.marginal import Marginal
 
 _CAP = 2**62
@@ -83,27 +83,25 @@ def discrete_gaussian_moments(sigma2: float, gamma: float | None = None) -> dict
     return out
 
 
+def _gaussian_candidates(rng: np.random.Generator, p: int, q: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One round of CKS Algorithm 3: Y ~ discrete Laplace of scale t = ⌊σ⌋ + 1 and the Bernoulli of
+    exp(−(|Y| − σ²/t)²/(2σ²)) = exp(−(|Y|tq − p)²/(2pqt²)), whole and fractional parts in integers."""
+    t = math.isqrt(p // q) + 1
+    den = 2 * p * q * t * t
+    y = sample_discrete_laplace(rng, t, 1, size)
+    magnitude = np.abs(y)
+    small = magnitude <= 2**31 // (t * q)  # | |Y| t q − p | < 2^31: its square fits in int64
+    a = np.where(small, magnitude, 0) * (t * q) - p
+    whole, frac = np.divmod(a * a, den)
+    for i in np.flatnonzero(~small):  # far-tail proposals: exact Python integers, the whole part capped at 2^62
+        w, frac[i] = divmod((int(magnitude[i]) * t * q - p) ** 2, den)
+        whole[i] = min(w, _CAP)
+    return y, bernoulli_exp_split(rng, whole, frac, den)
+
+
 def sample_discrete_gaussian(rng: np.random.Generator, p: int, q: int, size: int) -> np.ndarray:
     """``size`` exact draws of N_Z(0, p/q) (CKS Algorithm 3); q a power of two ≤ 2^30, p < 2^31."""
     t = math.isqrt(p // q) + 1  # ⌊σ⌋ + 1
-    den = 2 * p * q * t * t  # γ = (|Y| t q − p)² / den
-    if den >= 2**62:
+    if 2 * p * q * t * t >= 2**62:
         raise ValueError(f"σ² = {p}/{q} is outside the exact sampler's int64 range")
-    safe = 2**31 // (t * q)  # |Y| ≤ safe ⇒ | |Y| t q − p | < 2^31 ⇒ its square fits in int64
-    out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
-    while pending.size:
-        y = sample_discrete_laplace(rng, t, 1, pending.size)
-        magnitude = np.abs(y)
-        whole = np.empty(y.size, dtype=np.int64)
-        frac = np.empty(y.size, dtype=np.int64)
-        small = magnitude <= safe
-        a = magnitude[small] * (t * q) - p
-        whole[small], frac[small] = np.divmod(a * a, den)
-        for i in np.flatnonzero(~small):  # exact Python integers for far-tail proposals
-            w, f = divmod((int(magnitude[i]) * t * q - p) ** 2, den)
-            whole[i], frac[i] = min(w, _CAP), f
-        accept = bernoulli_exp_split(rng, whole, frac, den)
-        out[pending[accept]] = y[accept]
-        pending = pending[~accept]
-    return out
+    return redraw_rejected(lambda n: _gaussian_candidates(rng, p, q, n), size)
