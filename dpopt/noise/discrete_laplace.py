@@ -78,21 +78,27 @@ def _bernoulli_exp_unit(rng: np.random.Generator, num: np.ndarray, den: int) -> 
     share the same K, so Bernoulli(num/(den·K)) is one uniform integer below den·K
     (or Bernoulli(num/den) · Bernoulli(1/K) when den·K would leave int64).
     """
-    out = np.zeros(num.shape, dtype=bool)
-    live = np.arange(num.size)
-    values = num
-    k = 1
+    num = np.asarray(num, dtype=np.int64)
+    accept = _bernoulli_ratio(rng, num, den, 1)
+    out = ~accept  # K = 1: odd
+    live = np.flatnonzero(accept)
+    values, k = num[live], 2
     while live.size:
-        if den * k < 2**62:
-            accept = rng.integers(0, den * k, size=live.size, dtype=np.int64) < values
-        else:
-            accept = rng.integers(0, den, size=live.size, dtype=np.int64) < values
-            accept &= rng.integers(0, k, size=live.size, dtype=np.int64) == 0
+        accept = _bernoulli_ratio(rng, values, den, k)
         if k % 2 == 1:
             out[live[~accept]] = True
         live, values = live[accept], values[accept]
         k += 1
     return out
+
+
+def _bernoulli_ratio(rng: np.random.Generator, num: np.ndarray, den: int, k: int) -> np.ndarray:
+    """Bernoulli(num/(den·k)): a uniform integer below den·k compared with num, or Bernoulli(num/den) ·
+    Bernoulli(1/k) when den·k would leave int64."""
+    if den * k < 2**62:
+        return rng.integers(0, den * k, size=num.size, dtype=np.int64) < num
+    return ((rng.integers(0, den, size=num.size, dtype=np.int64) < num)
+            & (rng.integers(0, k, size=num.size, dtype=np.int64) == 0))
 
 
 def bernoulli_exp_split(
@@ -104,10 +110,14 @@ def bernoulli_exp_split(
     trials all succeed exactly when a unit geometric G (P(G ≥ v) = e^{−v}, one uniform word:
     :func:`~dpopt.noise.exp_inversion.unit_geometric`) is at least ``whole``; then Algorithm 1 on frac/den.
     """
-    ok = unit_geometric(rng, whole.size).reshape(whole.shape) >= whole
+    shape = np.shape(whole)
+    whole, frac = np.ravel(whole), np.ravel(frac)
+    ok = np.ones(whole.size, dtype=bool)
+    some = np.flatnonzero(whole)  # G ≥ 0 always: a word only where whole > 0
+    ok[some] = unit_geometric(rng, some.size) >= whole[some]
     idx = np.flatnonzero(ok)
-    ok.flat[idx] = _bernoulli_exp_unit(rng, frac.flat[idx], den)
-    return ok
+    ok[idx] = _bernoulli_exp_unit(rng, frac[idx], den)
+    return ok.reshape(shape)
 
 
 def bernoulli_exp(rng: np.random.Generator, num: np.ndarray, den: int) -> np.ndarray:

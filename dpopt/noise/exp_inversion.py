@@ -102,17 +102,17 @@ class _Thresholds:
 
     def __init__(self, descending: list[int], bits: int):
         self.bits = bits
-        self.values = np.array(descending, dtype=np.uint64)
+        self.values = np.array(descending + [0], dtype=np.uint64)  # a 0 past the end: never above a word
         self.shift = bits - min(bits, max(12, len(descending).bit_length() + 3))
         # c ≥ (bucket + 1)·2^shift ⟺ ⌊c/2^shift⌋ > bucket: start = L − #{i : ⌊c_i/2^shift⌋ ≤ bucket}
-        heads = np.bincount((self.values >> np.uint64(self.shift)).astype(np.int64), minlength=1 << (bits - self.shift))
-        self.start = len(descending) - np.cumsum(heads)
+        heads = np.bincount((self.values[:-1] >> np.uint64(self.shift)).astype(np.int64),
+                            minlength=1 << (bits - self.shift))
+        self.start = len(descending) - np.cumsum(heads)[:1 << (bits - self.shift)]
 
     def count(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """#{i : c_i > W} per word (int64), and whether W equals the first threshold not counted (a tie: the
         first word does not decide that comparison)."""
-        top = self.values.size
-        pos = self.start[(words >> np.uint64(self.shift)).astype(np.int64)]
+        pos = self.start[(words >> np.uint64(self.shift)).view(np.int64)]  # < 2^63 after the shift
         ahead, tied = self._step(pos, words)
         live = np.flatnonzero(ahead)  # a threshold inside the bucket is above W: search on (rare)
         while live.size:
@@ -122,10 +122,10 @@ class _Thresholds:
         return pos, tied
 
     def _step(self, pos: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """c_{pos+1} > W and c_{pos+1} = W (both False beyond the last threshold)."""
-        inside = pos < self.values.size
-        c = self.values[np.minimum(pos, self.values.size - 1)]
-        return inside & (c > words), inside & (c == words)
+        """c_{pos+1} > W and c_{pos+1} = W (c = 0 past the last threshold: a spurious tie at W = 0 is resolved
+        by the caller's exact comparison, which knows where the thresholds end)."""
+        c = self.values[pos]
+        return c > words, c == words
 
 
 @lru_cache(maxsize=8)
