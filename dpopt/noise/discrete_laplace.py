@@ -128,18 +128,16 @@ def bernoulli_exp(rng: np.random.Generator, num: np.ndarray, den: int) -> np.nda
 
 def _truncated(rng: np.random.Generator, t: int, size: int) -> np.ndarray:
     """``size`` draws of U on {0..t−1}, P(U = u) ∝ e^{−u/t}: by exact inversion up to
-    :data:`~dpopt.noise.exp_inversion.MAX_TABLE_T`, else CKS's rejection (uniform U kept with
-    probability e^{−U/t}, Algorithm 1), the rejected ones redrawn."""
+    :data:`~dpopt.noise.exp_inversion.MAX_TABLE_T`, else CKS's rejection (:func:`_uniform_candidates`)."""
     if t <= MAX_TABLE_T:
         return truncated_geometric(rng, t, size)
-    out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
-    while pending.size:
-        u = rng.integers(0, t, size=pending.size, dtype=np.int64)
-        kept = _bernoulli_exp_unit(rng, u, t)
-        out[pending[kept]] = u[kept]
-        pending = pending[~kept]
-    return out
+    return redraw_rejected(lambda n: _uniform_candidates(rng, t, n), size)
+
+
+def _uniform_candidates(rng: np.random.Generator, t: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One round of CKS's truncated geometric: U uniform on {0..t−1}, kept with probability e^{−U/t}."""
+    u = rng.integers(0, t, size=size, dtype=np.int64)
+    return u, _bernoulli_exp_unit(rng, u, t)
 
 
 def redraw_rejected(draw: Callable[[int], tuple[np.ndarray, np.ndarray]], size: int) -> np.ndarray:
