@@ -2,11 +2,15 @@ r"""The discrete Laplace law on ℤ and its exact sampler (Canonne, Kamath & Ste
 
 .. math:: P[Y = y] = \frac{1 - r}{1 + r}\, r^{|y|}, \qquad r = e^{-1/b}.
 
-The sampler draws every value in integer arithmetic from uniform integers (no floating
-point): Algorithm 1 of CKS for Bernoulli(exp(−γ)), γ rational, and Algorithm 2 for the
-discrete Laplace of a rational scale t/s. The samplers are vectorized over draws (numpy
-int64, each draw its own rejection loop); their parameters are limited so that no
-intermediate value can overflow int64.
+The sampler draws every value from uniform integers and decides every acceptance by an
+integer comparison (no floating point): CKS Algorithm 1 for Bernoulli(exp(−γ)), γ rational,
+and Algorithm 2 for the discrete Laplace of a rational scale t/s, with their runs of
+Bernoulli(e^{−1}) trials and (for t ≤ 2^16) the rejection sampling of U replaced by exact
+inversion of one uniform word against integer thresholds (:mod:`dpopt.noise.exp_inversion`;
+same laws). The samplers are vectorized over draws: each round draws all its candidates as
+numpy int64 arrays and only the rejected places are drawn again (:func:`redraw_rejected`);
+parameters are limited so that no intermediate value can overflow int64. The number of words
+and rounds depends only on the parameters and on the noise drawn, never on data.
 
 References
 ----------
