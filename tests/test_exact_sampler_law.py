@@ -28,7 +28,7 @@ import pytest
 from scipy import stats
 
 from dpopt.noise import discrete_gaussian, discrete_laplace, exp_inversion
-from dpopt.noise.discrete_gaussian import _gaussian_candidates, sample_discrete_gaussian
+from dpopt.noise.discrete_gaussian import _divmod_square, _gaussian_candidates, sample_discrete_gaussian
 from dpopt.noise.discrete_laplace import (
     _bernoulli_exp_unit,
     _laplace_candidates,
@@ -339,3 +339,19 @@ def test_guide_table_counts_every_word_like_a_linear_scan(bits, table):
     assert np.array_equal(count, scan)
     following = found.values.astype(np.int64)[scan]  # with the 0 past the end (a documented spurious tie at W = 0)
     assert np.array_equal(tied, following == words.astype(np.int64))
+
+
+@pytest.mark.parametrize("den", [8, 2**40 + 1, 10**18 + 3, 2**62 - 1])
+def test_square_division_is_exact_beyond_int64(den):
+    """(⌊a²/den⌋, a² mod den) against Python integers for 20,000 a up to 2^62 in magnitude (a² up to 2^124),
+    the whole part capped at 2^40 (module docstring of dpopt.noise.discrete_gaussian)."""
+    rng = np.random.default_rng(den % 1000)
+    a = rng.integers(-(2**62), 2**62, 20_000) // rng.integers(1, 2**40, 20_000)
+    a = np.concatenate([a, [0, 1, -1, 2**62 - 1, -(2**62 - 1), math.isqrt(den * 2**40)]])
+    whole, rest = _divmod_square(a, den)
+    for x, w, r in zip(a.tolist(), whole.tolist(), rest.tolist()):
+        exact_w, exact_r = divmod(x * x, den)
+        if exact_w >= 2**40 - 1 and w == 2**40:
+            assert r == 0
+        else:
+            assert (w, r) == (exact_w, exact_r), x
