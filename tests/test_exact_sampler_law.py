@@ -343,12 +343,16 @@ def test_guide_table_counts_every_word_like_a_linear_scan(bits, table):
 
 @pytest.mark.parametrize("den", [8, 2**40 + 1, 10**18 + 3, 2**62 - 1])
 def test_square_division_is_exact_beyond_int64(den):
-    """(⌊a²/den⌋, a² mod den) against Python integers for 20,000 a up to 2^62 in magnitude (a² up to 2^124),
-    the whole part capped at 2^40 (module docstring of dpopt.noise.discrete_gaussian)."""
+    """(⌊a²/den⌋, a² mod den) against Python integers for 20,000 a up to 2^62 in magnitude (a² up to 2^124;
+    the whole part capped at 2^40, module docstring of dpopt.noise.discrete_gaussian), and for those below
+    2^31 alone (int64)."""
     rng = np.random.default_rng(den % 1000)
     a = rng.integers(-(2**62), 2**62, 20_000) // rng.integers(1, 2**40, 20_000)
     a = np.concatenate([a, [0, 1, -1, 2**62 - 1, -(2**62 - 1), math.isqrt(den * 2**40)]])
     whole, rest = _divmod_square(a, den)
+    small = a[np.abs(a) < 2**31]  # the int64 path
+    small_whole, small_rest = _divmod_square(small, den)
+    a, whole, rest = (np.concatenate(pair) for pair in ((a, small), (whole, small_whole), (rest, small_rest)))
     for x, w, r in zip(a.tolist(), whole.tolist(), rest.tolist()):
         exact_w, exact_r = divmod(x * x, den)
         if exact_w >= 2**40 - 1 and w == 2**40:

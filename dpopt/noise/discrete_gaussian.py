@@ -13,8 +13,8 @@ arrays, and only the rejected places are drawn again.
 The parameter range (σ² ≤ 2^30, numerator < 2^31, denominator ≤ 2^30) keeps a = |Y|tq − p
 within int64 except for |Y| ≥ 2^62/(tq) (probability below e^{−2^16}; Python integers); a²
 may not fit, and the division of a² by 2pqt² is done exactly in uint64 arithmetic
-(:func:`_divmod_square`). Whole parts at or above 2^40 − 1 are capped at 2^40: the capped
-and exact samplers differ only if G ≥ 2^40 − 1, probability e^{−(2^40 − 1)}.
+(:func:`_divmod_square`). There, whole parts at or above 2^40 − 1 are capped at 2^40: the
+capped and exact samplers differ only if G ≥ 2^40 − 1, probability e^{−(2^40 − 1)}.
 
 **Timing.** The sampler never sees the confidential value: the noise is drawn first and
 added afterwards, so the random words consumed and the rounds run depend only on σ² and on
@@ -112,14 +112,17 @@ def _gaussian_candidates(rng: np.random.Generator, p: int, q: int, size: int) ->
 
 
 def _divmod_square(a: np.ndarray, den: int) -> tuple[np.ndarray, np.ndarray]:
-    """(⌊a²/den⌋, a² mod den) for int64 a and den < 2^62, exactly, the whole part capped at :data:`_WHOLE_CAP`.
+    """(⌊a²/den⌋, a² mod den) for int64 a and den < 2^62, exactly (when some |a| ≥ 2^31, whole parts at or
+    above 2^40 − 1 are capped at :data:`_WHOLE_CAP`).
 
-    a² may leave int64, so the whole part w is guessed in floating point (relative error below 2^−50 of a
-    value below 2^40: off by at most 1) and then checked in integers: r = a² − w·den is computed modulo 2^64
+    Below 2^31, int64 division. Beyond, a² leaves int64, so the whole part w is guessed in floating point
+    (relative error below 2^−50 of a value below 2^40: off by at most 1) and then checked in integers: r = a² − w·den is computed modulo 2^64
     (uint64 arithmetic wraps), and w is right exactly when r < den (for w off by ±1, r is den + frac or
     2^64 − den + frac, both ≥ den since 2den < 2^63). Off by one, w moves towards the side r shows. The
     floating-point value only proposes; the decision is the integer check.
     """
+    if not a.size or int(np.abs(a).max()) < 2**31:  # a² < 2^62: int64 suffices
+        return np.divmod(a * a, den)
     guess = np.floor(np.square(a.astype(np.float64)) / float(den))
     capped = guess >= _WHOLE_CAP
     whole = np.where(capped, _WHOLE_CAP, guess).astype(np.int64)

@@ -101,7 +101,6 @@ class _Thresholds:
     """
 
     def __init__(self, descending: list[int], bits: int):
-        self.bits = bits
         self.values = np.array(descending + [0], dtype=np.uint64)  # a 0 past the end: never above a word
         self.shift = bits - min(bits, max(12, len(descending).bit_length() + 3))
         # c ≥ (bucket + 1)·2^shift ⟺ ⌊c/2^shift⌋ > bucket: start = L − #{i : ⌊c_i/2^shift⌋ ≤ bucket}
