@@ -39,7 +39,9 @@ parameter is within 2^-20 < 1e-6 relative of the value it rounds."""
 EXACT_SAMPLER_NOTE = (
     "exact sampler in integer arithmetic (Canonne, Kamath & Steinke 2020, {algorithm}); no floating "
     "point touches the noise. Randomness: the numpy Generator passed to release (dpopt release: "
-    "AES-CTR CSPRNG keyed from OS entropy unless --insecure-seed)"
+    "AES-CTR CSPRNG keyed from OS entropy unless --insecure-seed). Timing: the noise is drawn before it is "
+    "added, so the random words and rejection rounds depend on the scale and the noise drawn, never on the "
+    "data; not covered: the running time's dependence on the noise drawn"
 )
 
 

@@ -629,8 +629,9 @@ class MarginalGaussianMechanism(Mechanism):
         m = values.shape[0]
         noise = self._lattice_noise(rng, m)
         parts: dict[Subset, np.ndarray] = {}
+        holding = _first_holding(workload.sets)
         for t in workload.closure:
-            i = next(i for i, s in enumerate(workload.sets) if set(t) <= set(s))
+            i = holding(t)
             marginal = alg.marginal(tables[i], workload.sets[i], t)
             if t not in self.lattice:  # public: no neighbour moves it
                 parts[t] = alg.center(marginal, len(t))
@@ -707,6 +708,16 @@ def _optimise(workload: MarginalWorkload, mu: float, replace: bool, fixed: tuple
         return optimal_coefficients(workload, mu, replace, fixed, agree, weighted_eigenvalues(workload, goals.weights))
     found = design_for_goals(workload, components(workload, replace, fixed), goals, mu, replace, agree, names)
     return MarginalDesign(found.coefficients, found.objective, found.lower_bound, found.method)
+
+
+def _first_holding(sets: tuple[Subset, ...]):
+    """t ↦ the index of the first workload set holding t (sets indexed by attribute: a release looks up every
+    component of the closure, and the closure of many marginals is as long as the sets)."""
+    by_attribute: dict[int, list[int]] = {}
+    for i, s in enumerate(sets):
+        for x in s:
+            by_attribute.setdefault(x, []).append(i)
+    return lambda t: next(i for i in by_attribute[t[0]] if set(t) <= set(sets[i])) if t else 0
 
 
 def _integer_centring(table: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -3,12 +3,23 @@ r"""The discrete Gaussian law N_ℤ(0, σ²) on ℤ, its moments and its exact s
 
 Sampling is CKS Algorithm 3: with t = ⌊σ⌋ + 1, draw Y from the discrete Laplace of
 scale t and accept it with probability exp(−(|Y| − σ²/t)²/(2σ²)); the product of the two
-is proportional to exp(−Y²/(2σ²)). Everything is integer arithmetic on uniform integers.
-The parameter range (σ² ≤ 2^30, numerator < 2^31, denominator ≤ 2^30) keeps every
-product within int64 except |Y| beyond ≈ 2^31/(tq) (probability below e^{−2000} for
-σ ≥ 1), which is handled with Python integers; the number of exp(−1) trials of those
-rare proposals is capped at 2^62 (the capped and exact samplers differ only if 2^62
-consecutive Bernoulli(1/e) trials succeed).
+is proportional to exp(−Y²/(2σ²)). With σ² = p/q the exponent is (|Y|tq − p)²/(2pqt²), a
+ratio of integers, split into its whole part (a unit geometric G ≥ whole, probability
+e^{−whole}) and its fraction (CKS Algorithm 1): every accept/reject decision is an integer
+comparison of uniform words, no floating-point number enters it
+(:mod:`dpopt.noise.exp_inversion`). All candidates of a round are drawn at once, as numpy
+arrays, and only the rejected places are drawn again.
+
+The parameter range (σ² ≤ 2^30, numerator < 2^31, denominator ≤ 2^30) keeps a = |Y|tq − p
+within int64 except for |Y| ≥ 2^62/(tq) (probability below e^{−2^16}; Python integers); a²
+may not fit, and the division of a² by 2pqt² is done exactly in uint64 arithmetic
+(:func:`_divmod_square`). There, whole parts at or above 2^40 − 1 are capped at 2^40: the
+capped and exact samplers differ only if G ≥ 2^40 − 1, probability e^{−(2^40 − 1)}.
+
+**Timing.** The sampler never sees the confidential value: the noise is drawn first and
+added afterwards, so the random words consumed and the rounds run depend only on σ² and on
+the noise drawn. The running time does depend on the noise (rejection rounds, ties resolved
+by further words), which this module does not hide.
 
 References
 ----------
@@ -22,10 +33,11 @@ import math
 
 import numpy as np
 
-from dpopt.noise.discrete_laplace import bernoulli_exp_split, sample_discrete_laplace
+from dpopt.noise.discrete_laplace import bernoulli_exp_split, redraw_rejected, sample_discrete_laplace
 from dpopt.noise.marginal import Marginal
 
-_CAP = 2**62
+_WHOLE_CAP = 2**40
+"""Whole parts of the acceptance exponent at or above this are capped to it (module docstring)."""
 
 
 class DiscreteGaussianMarginal(Marginal):
@@ -84,27 +96,53 @@ def discrete_gaussian_moments(sigma2: float, gamma: float | None = None) -> dict
     return out
 
 
+def _gaussian_candidates(rng: np.random.Generator, p: int, q: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One round of CKS Algorithm 3: Y ~ discrete Laplace of scale t = ⌊σ⌋ + 1 and the Bernoulli of
+    exp(−(|Y| − σ²/t)²/(2σ²)) = exp(−a²/den), a = |Y|tq − p, den = 2pqt², whole and fractional parts in
+    integers (:func:`_divmod_square`)."""
+    t = math.isqrt(p // q) + 1
+    den = 2 * p * q * t * t
+    y = sample_discrete_laplace(rng, t, 1, size)
+    magnitude = np.abs(y)
+    fits = magnitude < 2**62 // (t * q)  # a fits in int64 (|Y| beyond: probability below e^{−2^16})
+    whole, frac = _divmod_square(np.where(fits, magnitude, 0) * (t * q) - p, den)
+    for i in np.flatnonzero(~fits):
+        w, frac[i] = divmod((int(magnitude[i]) * t * q - p) ** 2, den)
+        whole[i] = min(w, _WHOLE_CAP)
+    return y, bernoulli_exp_split(rng, whole, frac, den)
+
+
+def _divmod_square(a: np.ndarray, den: int) -> tuple[np.ndarray, np.ndarray]:
+    """(⌊a²/den⌋, a² mod den) for int64 a and den < 2^62, exactly (when some |a| ≥ 2^31, whole parts at or
+    above 2^40 − 1 are capped at :data:`_WHOLE_CAP`).
+
+    Below 2^31, int64 division. Beyond, a² leaves int64, so the whole part w is guessed in floating point
+    (relative error below 2^−50 of a value below 2^40: off by at most 1) and then checked in integers: r = a² − w·den is computed modulo 2^64
+    (uint64 arithmetic wraps), and w is right exactly when r < den (for w off by ±1, r is den + frac or
+    2^64 − den + frac, both ≥ den since 2den < 2^63). Off by one, w moves towards the side r shows. The
+    floating-point value only proposes; the decision is the integer check.
+    """
+    if not a.size or int(np.abs(a).max()) < 2**31:  # a² < 2^62: int64 suffices
+        return np.divmod(a * a, den)
+    guess = np.floor(np.square(a.astype(np.float64)) / float(den))
+    capped = guess >= _WHOLE_CAP
+    whole = np.where(capped, _WHOLE_CAP, guess).astype(np.int64)
+    magnitude = np.abs(a).astype(np.uint64)
+    den64 = np.uint64(den)
+    rest = magnitude * magnitude - whole.astype(np.uint64) * den64
+    rest[capped] = 0  # w ≥ 2^40 − 1: rejected unless G ≥ 2^40 − 1 (module docstring)
+    wrong = np.flatnonzero(rest >= den64)
+    while wrong.size:
+        low = rest[wrong] >= np.uint64(2**63)  # r "negative": w too large
+        whole[wrong] += np.where(low, -1, 1)
+        rest[wrong] = np.where(low, rest[wrong] + den64, rest[wrong] - den64)
+        wrong = wrong[rest[wrong] >= den64]
+    return whole, rest.astype(np.int64)
+
+
 def sample_discrete_gaussian(rng: np.random.Generator, p: int, q: int, size: int) -> np.ndarray:
     """``size`` exact draws of N_Z(0, p/q) (CKS Algorithm 3); q a power of two ≤ 2^30, p < 2^31."""
     t = math.isqrt(p // q) + 1  # ⌊σ⌋ + 1
-    den = 2 * p * q * t * t  # γ = (|Y| t q − p)² / den
-    if den >= 2**62:
+    if 2 * p * q * t * t >= 2**62:
         raise ValueError(f"σ² = {p}/{q} is outside the exact sampler's int64 range")
-    safe = 2**31 // (t * q)  # |Y| ≤ safe ⇒ | |Y| t q − p | < 2^31 ⇒ its square fits in int64
-    out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
-    while pending.size:
-        y = sample_discrete_laplace(rng, t, 1, pending.size)
-        magnitude = np.abs(y)
-        whole = np.empty(y.size, dtype=np.int64)
-        frac = np.empty(y.size, dtype=np.int64)
-        small = magnitude <= safe
-        a = magnitude[small] * (t * q) - p
-        whole[small], frac[small] = np.divmod(a * a, den)
-        for i in np.flatnonzero(~small):  # exact Python integers for far-tail proposals
-            w, f = divmod((int(magnitude[i]) * t * q - p) ** 2, den)
-            whole[i], frac[i] = min(w, _CAP), f
-        accept = bernoulli_exp_split(rng, whole, frac, den)
-        out[pending[accept]] = y[accept]
-        pending = pending[~accept]
-    return out
+    return redraw_rejected(lambda n: _gaussian_candidates(rng, p, q, n), size)

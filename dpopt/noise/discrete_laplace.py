@@ -2,11 +2,15 @@ r"""The discrete Laplace law on ℤ and its exact sampler (Canonne, Kamath & Ste
 
 .. math:: P[Y = y] = \frac{1 - r}{1 + r}\, r^{|y|}, \qquad r = e^{-1/b}.
 
-The sampler draws every value in integer arithmetic from uniform integers (no floating
-point): Algorithm 1 of CKS for Bernoulli(exp(−γ)), γ rational, and Algorithm 2 for the
-discrete Laplace of a rational scale t/s. The samplers are vectorized over draws (numpy
-int64, each draw its own rejection loop); their parameters are limited so that no
-intermediate value can overflow int64.
+The sampler draws every value from uniform integers and decides every acceptance by an
+integer comparison (no floating point): CKS Algorithm 1 for Bernoulli(exp(−γ)), γ rational,
+and Algorithm 2 for the discrete Laplace of a rational scale t/s, with their runs of
+Bernoulli(e^{−1}) trials and (for t ≤ 2^16) the rejection sampling of U replaced by exact
+inversion of one uniform word against integer thresholds (:mod:`dpopt.noise.exp_inversion`;
+same laws). The samplers are vectorized over draws: each round draws all its candidates as
+numpy int64 arrays and only the rejected places are drawn again (:func:`redraw_rejected`);
+parameters are limited so that no intermediate value can overflow int64. The number of words
+and rounds depends only on the parameters and on the noise drawn, never on data.
 
 References
 ----------
@@ -17,9 +21,11 @@ References
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
+from dpopt.noise.exp_inversion import MAX_TABLE_T, truncated_geometric, unit_geometric
 from dpopt.noise.marginal import Marginal
 
 
@@ -76,16 +82,13 @@ def _bernoulli_exp_unit(rng: np.random.Generator, num: np.ndarray, den: int) -> 
     share the same K, so Bernoulli(num/(den·K)) is one uniform integer below den·K
     (or Bernoulli(num/den) · Bernoulli(1/K) when den·K would leave int64).
     """
-    out = np.zeros(num.shape, dtype=bool)
-    live = np.arange(num.size)
-    values = num
-    k = 1
+    num = np.asarray(num, dtype=np.int64)
+    accept = _bernoulli_ratio(rng, num, den, 1)
+    out = ~accept  # K = 1: odd
+    live = np.flatnonzero(accept)
+    values, k = num[live], 2
     while live.size:
-        if den * k < 2**62:
-            accept = rng.integers(0, den * k, size=live.size, dtype=np.int64) < values
-        else:
-            accept = rng.integers(0, den, size=live.size, dtype=np.int64) < values
-            accept &= rng.integers(0, k, size=live.size, dtype=np.int64) == 0
+        accept = _bernoulli_ratio(rng, values, den, k)
         if k % 2 == 1:
             out[live[~accept]] = True
         live, values = live[accept], values[accept]
@@ -93,17 +96,13 @@ def _bernoulli_exp_unit(rng: np.random.Generator, num: np.ndarray, den: int) -> 
     return out
 
 
-def _survive_unit_trials(rng: np.random.Generator, count: np.ndarray) -> np.ndarray:
-    """True with probability e^{−count}: ``count`` Bernoulli(exp(−1)) trials all succeed (stops early)."""
-    ok = np.ones(count.shape, dtype=bool)
-    left = count.astype(np.int64, copy=True)
-    live = np.flatnonzero(left > 0)
-    while live.size:
-        success = _bernoulli_exp_unit(rng, np.ones(live.size, dtype=np.int64), 1)
-        ok[live[~success]] = False
-        left[live] -= 1
-        live = live[success & (left[live] > 0)]
-    return ok
+def _bernoulli_ratio(rng: np.random.Generator, num: np.ndarray, den: int, k: int) -> np.ndarray:
+    """Bernoulli(num/(den·k)): a uniform integer below den·k compared with num, or Bernoulli(num/den) ·
+    Bernoulli(1/k) when den·k would leave int64."""
+    if den * k < 2**62:
+        return rng.integers(0, den * k, size=num.size, dtype=np.int64) < num
+    return ((rng.integers(0, den, size=num.size, dtype=np.int64) < num)
+            & (rng.integers(0, k, size=num.size, dtype=np.int64) == 0))
 
 
 def bernoulli_exp_split(
@@ -111,12 +110,18 @@ def bernoulli_exp_split(
 ) -> np.ndarray:
     """Bernoulli(exp(−γ)) for γ = whole + frac/den (int64 arrays, 0 ≤ frac < den < 2^62), exactly.
 
-    exp(−γ) = exp(−1)^whole · exp(−frac/den) (CKS Algorithm 1, γ > 1 case).
+    exp(−γ) = e^{−whole} · exp(−frac/den) (CKS Algorithm 1, γ > 1 case): the ``whole`` Bernoulli(e^{−1})
+    trials all succeed exactly when a unit geometric G (P(G ≥ v) = e^{−v}, one uniform word:
+    :func:`~dpopt.noise.exp_inversion.unit_geometric`) is at least ``whole``; then Algorithm 1 on frac/den.
     """
-    ok = _survive_unit_trials(rng, whole)
+    shape = np.shape(whole)
+    whole, frac = np.ravel(whole), np.ravel(frac)
+    ok = np.ones(whole.size, dtype=bool)
+    some = np.flatnonzero(whole)  # G ≥ 0 always: a word only where whole > 0
+    ok[some] = unit_geometric(rng, some.size) >= whole[some]
     idx = np.flatnonzero(ok)
     ok[idx] = _bernoulli_exp_unit(rng, frac[idx], den)
-    return ok
+    return ok.reshape(shape)
 
 
 def bernoulli_exp(rng: np.random.Generator, num: np.ndarray, den: int) -> np.ndarray:
@@ -125,35 +130,57 @@ def bernoulli_exp(rng: np.random.Generator, num: np.ndarray, den: int) -> np.nda
     return bernoulli_exp_split(rng, whole, frac, den)
 
 
-def _unit_successes(rng: np.random.Generator, size: int) -> np.ndarray:
-    """Number of Bernoulli(exp(−1)) successes before the first failure: Geometric, P(V ≥ v) = e^{−v}."""
-    v = np.zeros(size, dtype=np.int64)
-    live = np.arange(size)
-    while live.size:
-        live = live[_bernoulli_exp_unit(rng, np.ones(live.size, dtype=np.int64), 1)]
-        v[live] += 1
-    return v
+def _truncated(rng: np.random.Generator, t: int, size: int) -> np.ndarray:
+    """``size`` draws of U on {0..t−1}, P(U = u) ∝ e^{−u/t}: by exact inversion up to
+    :data:`~dpopt.noise.exp_inversion.MAX_TABLE_T`, else CKS's rejection (:func:`_uniform_candidates`)."""
+    if t <= MAX_TABLE_T:
+        return truncated_geometric(rng, t, size)
+    return redraw_rejected(lambda n: _uniform_candidates(rng, t, n), size)
+
+
+def _uniform_candidates(rng: np.random.Generator, t: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One round of CKS's truncated geometric: U uniform on {0..t−1}, kept with probability e^{−U/t}."""
+    u = rng.integers(0, t, size=size, dtype=np.int64)
+    return u, _bernoulli_exp_unit(rng, u, t)
+
+
+def redraw_rejected(draw: Callable[[int], tuple[np.ndarray, np.ndarray]], size: int) -> np.ndarray:
+    """Rejection sampling over arrays: ``draw(n)`` gives n candidates and whether each is accepted; the
+    rejected places are drawn again (independently, so each place gets the accepted law) until none is left."""
+    out, accepted = draw(size)
+    pending = np.flatnonzero(~accepted)
+    while pending.size:
+        values, accepted = draw(pending.size)
+        out[pending[accepted]] = values[accepted]
+        pending = pending[~accepted]
+    return out
+
+
+def _laplace_candidates(rng: np.random.Generator, t: int, s: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One round of CKS Algorithm 2 (:func:`sample_discrete_laplace`): signed ⌊(U + tV)/s⌋ and "not −0"."""
+    u = _truncated(rng, t, size)
+    v = unit_geometric(rng, size)
+    if size and int(v.max()) >= 2**62 // t:  # U + tV could leave int64: exact Python integers, capped
+        y = np.array([min((int(a) + t * int(b)) // s, 2**62) for a, b in zip(u, v)], dtype=np.int64)
+    else:
+        y = u + t * v
+        if s != 1:
+            y //= s
+    negative = rng.integers(0, 2, size=size, dtype=np.int8).astype(bool)
+    accepted = ~negative | (y != 0)
+    np.negative(y, out=y, where=negative)
+    return y, accepted
 
 
 def sample_discrete_laplace(rng: np.random.Generator, t: int, s: int, size: int) -> np.ndarray:
     """``size`` exact draws of the discrete Laplace of scale t/s (integers t, s ≥ 1; CKS Algorithm 2).
 
-    U ~ Uniform{0..t−1} kept with probability e^{−U/t}; V ~ Geometric(1 − e^{−1});
-    X = U + tV is Geometric(1 − e^{−1/t}); Y = ⌊X/s⌋ is Geometric(1 − e^{−s/t}); a fair
-    sign, rejecting −0, gives P[Z = z] ∝ e^{−|z|s/t}.
+    U on {0..t−1} with P(U = u) ∝ e^{−u/t} (:func:`_truncated`); V with P(V ≥ v) = e^{−v}
+    (:func:`~dpopt.noise.exp_inversion.unit_geometric`); X = U + tV is Geometric(1 − e^{−1/t});
+    Y = ⌊X/s⌋ is Geometric(1 − e^{−s/t}); a fair sign, rejecting −0 (those places drawn again),
+    gives P[Z = z] ∝ e^{−|z|s/t}. Magnitudes are capped at 2^62 (only reached when V > 2^62/t − 1:
+    probability below e^{−2^62/t + 1}, e.g. e^{−2^22} for t ≤ 2^40).
     """
     if not (1 <= t < 2**62 and 1 <= s < 2**62):
         raise ValueError(f"discrete Laplace needs integers 1 ≤ t, s < 2^62 (got t={t}, s={s})")
-    out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
-    while pending.size:
-        u = rng.integers(0, t, size=pending.size, dtype=np.int64)
-        kept = bernoulli_exp(rng, u, t)
-        rejected = pending[~kept]
-        idx, u = pending[kept], u[kept]
-        y = (u + t * _unit_successes(rng, idx.size)) // s
-        negative = rng.integers(0, 2, size=idx.size, dtype=np.int64)
-        good = ~((negative == 1) & (y == 0))
-        out[idx[good]] = ((1 - 2 * negative) * y)[good]
-        pending = np.concatenate([rejected, idx[~good]])
-    return out
+    return redraw_rejected(lambda n: _laplace_candidates(rng, t, s, n), size)

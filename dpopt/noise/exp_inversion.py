@@ -1,0 +1,202 @@
+r"""Geometric laws of ratio e^{−1} and e^{−1/t} by exact inversion: uniform words against ⌊2^b·x⌋.
+
+A uniform real U ∈ [0, 1) is read as the binary fraction of independent uniform b-bit words
+W₁ W₂ … (b = :data:`WORD_BITS`). For a real x with c_j = ⌊2^{jb} x⌋ and P_j the integer of the
+first j words, P_j < c_j proves U < x and P_j > c_j proves U > x; only P_j = c_j needs the next
+word. So the first word decides U < x unless W₁ = c₁ (probability 2^{−b}); the tie is then resolved
+word by word in Python integers. Every x used here is irrational (Lindemann–Weierstrass), so ties end
+almost surely, and every decision is an integer comparison: **no floating-point number enters an
+accept/reject decision**. The integers c_j are computed in Arb ball arithmetic (python-flint,
+rigorous error bounds) at increasing precision until the ball of 2^{jb}x excludes every integer.
+
+Two laws, both by inversion — X = #{i ≥ 1 : U < x_i} for the decreasing tail probabilities
+x_i = P(X ≥ i):
+
+* the **unit geometric** G, P(G ≥ v) = e^{−v}: one word for what Canonne, Kamath & Steinke's
+  Algorithms 1–2 draw as a run of Bernoulli(e^{−1}) trials (the V of Algorithm 2; the ⌊γ⌋ trials of
+  Algorithm 1 all succeed exactly when G ≥ ⌊γ⌋, probability e^{−⌊γ⌋});
+* the **truncated geometric** on {0, …, t−1}, P(X ≥ u) = (e^{−u/t} − e^{−1})/(1 − e^{−1}), the U of
+  Algorithm 2 that CKS draw by rejection (uniform, kept with probability e^{−U/t}), for t up to
+  :data:`MAX_TABLE_T` (its t − 1 thresholds are tabulated once per t).
+
+Neither sampler sees any data: their word counts and rounds depend only on the parameters and on the
+words drawn.
+
+References
+----------
+.. [1] C. Canonne, G. Kamath and T. Steinke, "The discrete Gaussian for differential privacy",
+   NeurIPS 2020 (arXiv:2004.00010), Algorithms 1 and 2.
+.. [2] L. Devroye, *Non-Uniform Random Variate Generation*, Springer 1986, §III.2 (inversion by
+   sequential search) and §X.1 (geometric variates).
+.. [3] F. Johansson, "Arb: efficient arbitrary-precision midpoint-radius interval arithmetic",
+   IEEE Transactions on Computers 66(8), 2017.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+import flint
+import numpy as np
+
+WORD_BITS = 64
+"""Bits of one uniform word (numpy ``integers(0, 2**64, dtype=uint64)``: one raw 64-bit output)."""
+
+MAX_TABLE_T = 2**16
+"""Largest t whose truncated-geometric thresholds are tabulated (t − 1 Arb products, cached per t)."""
+
+Real = tuple
+"""A real number of this module by name: ``("unit", v)`` is e^{−v}; ``("truncated", u, t)`` is
+(e^{−u/t} − e^{−1})/(1 − e^{−1})."""
+
+
+def _evaluate(x: Real) -> flint.arb:
+    """The Arb ball of ``x`` at the current working precision."""
+    if x[0] == "unit":
+        return (-flint.arb(x[1])).exp()
+    _, u, t = x
+    e1 = (-flint.arb(1)).exp()
+    return ((-flint.arb(flint.fmpq(u, t))).exp() - e1) / (1 - e1)
+
+
+@lru_cache(maxsize=4096)
+def scaled_floor(x: Real, shift: int) -> int:
+    """⌊2^shift · x⌋, exactly: Arb at increasing precision until the ball excludes every integer.
+
+    Never returns for an x with 2^shift·x an integer; the x of this module are irrational.
+    """
+    prec = shift + 64
+    while True:
+        with flint.ctx.workprec(prec):
+            y = _evaluate(x) * flint.arb(2) ** shift
+            lo, hi = y.lower().floor().unique_fmpz(), y.upper().floor().unique_fmpz()
+        if lo is not None and lo == hi:
+            return int(lo)
+        prec *= 2
+
+
+def _words(rng: np.random.Generator, size: int, bits: int) -> np.ndarray:
+    return rng.integers(0, 1 << bits, size=size, dtype=np.uint64)
+
+
+def _below(prefix: list[int], x: Real, rng: np.random.Generator, bits: int) -> bool:
+    """U < x for the uniform U whose leading words are ``prefix`` (extended in place from ``rng`` as needed)."""
+    j, value = 0, 0
+    while True:
+        if j == len(prefix):
+            prefix.append(int(_words(rng, 1, bits)[0]))
+        value = (value << bits) | prefix[j]
+        j += 1
+        c = scaled_floor(x, j * bits)
+        if value != c:
+            return value < c
+
+
+class _Thresholds:
+    """Integer thresholds c_1 ≥ c_2 ≥ … ≥ c_L of b-bit words and a guide table (Chen & Asau 1974;
+    Devroye 1986, §III.2.4) to count #{i : c_i > W} for many words W.
+
+    The word's top k bits name its bucket; ``start[bucket]`` counts the thresholds at or above the
+    bucket's upper end (all > W); the search goes on from there through the few thresholds inside the
+    bucket. Each step is an integer comparison.
+    """
+
+    def __init__(self, descending: list[int], bits: int):
+        self.values = np.array(descending + [0], dtype=np.uint64)  # a 0 past the end: never above a word
+        self.shift = bits - min(bits, max(12, len(descending).bit_length() + 3))
+        # c ≥ (bucket + 1)·2^shift ⟺ ⌊c/2^shift⌋ > bucket: start = L − #{i : ⌊c_i/2^shift⌋ ≤ bucket}
+        heads = np.bincount((self.values[:-1] >> np.uint64(self.shift)).astype(np.int64),
+                            minlength=1 << (bits - self.shift))
+        self.start = len(descending) - np.cumsum(heads)[:1 << (bits - self.shift)]
+
+    def count(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """#{i : c_i > W} per word (int64), and whether W equals the first threshold not counted (a tie: the
+        first word does not decide that comparison)."""
+        pos = self.start[(words >> np.uint64(self.shift)).view(np.int64)]  # < 2^63 after the shift
+        ahead, tied = self._step(pos, words)
+        live = np.flatnonzero(ahead)  # a threshold inside the bucket is above W: search on (rare)
+        while live.size:
+            pos[live] += 1
+            ahead, tied[live] = self._step(pos[live], words[live])
+            live = live[ahead]
+        return pos, tied
+
+    def _step(self, pos: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """c_{pos+1} > W and c_{pos+1} = W (c = 0 past the last threshold: a spurious tie at W = 0 is resolved
+        by the caller's exact comparison, which knows where the thresholds end)."""
+        c = self.values[pos]
+        return c > words, c == words
+
+
+@lru_cache(maxsize=8)
+def _unit_thresholds(bits: int) -> _Thresholds:
+    """⌊2^b e^{−v}⌋ for v = 1, 2, … up to the first 0."""
+    out, v = [], 1
+    while not out or out[-1] > 0:
+        out.append(scaled_floor(("unit", v), bits))
+        v += 1
+    return _Thresholds(out, bits)
+
+
+@lru_cache(maxsize=16)
+def _truncated_thresholds(t: int, bits: int) -> _Thresholds:
+    """⌊2^b P(X ≥ u)⌋ for u = 1 … t − 1 of the truncated geometric.
+
+    e^{−u/t} as the Arb power r^u, r = e^{−1/t} (one multiplication a step, the ball's radius carried
+    along); a threshold whose ball contains an integer is recomputed alone (:func:`scaled_floor`).
+    """
+    out = []
+    with flint.ctx.workprec(2 * bits + 64):
+        e1 = (-flint.arb(1)).exp()
+        r = (-flint.arb(flint.fmpq(1, t))).exp()
+        scale = flint.arb(2) ** bits / (1 - e1)
+        power = flint.arb(1)
+        for u in range(1, t):
+            power *= r
+            y = (power - e1) * scale
+            lo, hi = y.lower().floor().unique_fmpz(), y.upper().floor().unique_fmpz()
+            out.append(int(lo) if lo is not None and lo == hi else None)
+    return _Thresholds([c if c is not None else scaled_floor(("truncated", u, t), bits)
+                        for u, c in enumerate(out, start=1)], bits)
+
+
+def unit_geometric(rng: np.random.Generator, size: int, bits: int | None = None) -> np.ndarray:
+    """``size`` draws of G with P(G ≥ v) = e^{−v}, v = 0, 1, … (int64): G = #{v ≥ 1 : U < e^{−v}}.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The source of uniform words.
+    size : int
+        Number of draws.
+    bits : int, optional
+        Word size (default :data:`WORD_BITS`; smaller in tests, so that ties are frequent).
+    """
+    bits = WORD_BITS if bits is None else bits
+    words = _words(rng, size, bits)
+    out, tied = _unit_thresholds(bits).count(words)
+    for i in np.flatnonzero(tied):  # G ≥ out[i] is decided; the comparisons from v = out[i] + 1 on are not
+        prefix, v = [int(words[i])], int(out[i])
+        while _below(prefix, ("unit", v + 1), rng, bits):
+            v += 1
+        out[i] = v
+    return out
+
+
+def truncated_geometric(rng: np.random.Generator, t: int, size: int, bits: int | None = None) -> np.ndarray:
+    """``size`` draws of X on {0, …, t − 1} with P(X = u) ∝ e^{−u/t} (int64), 1 ≤ t ≤ :data:`MAX_TABLE_T`.
+
+    X = #{u ∈ 1..t−1 : U < (e^{−u/t} − e^{−1})/(1 − e^{−1})}; ``bits`` as in :func:`unit_geometric`.
+    """
+    if not 1 <= t <= MAX_TABLE_T:
+        raise ValueError(f"the tabulated truncated geometric needs 1 ≤ t ≤ {MAX_TABLE_T} (got {t})")
+    bits = WORD_BITS if bits is None else bits
+    if t == 1:
+        return np.zeros(size, dtype=np.int64)
+    words = _words(rng, size, bits)
+    out, tied = _truncated_thresholds(t, bits).count(words)
+    for i in np.flatnonzero(tied):  # the comparisons with u ≤ out[i] are decided, the later ones may not be
+        prefix, u = [int(words[i])], int(out[i])
+        while u + 1 < t and _below(prefix, ("truncated", u + 1, t), rng, bits):
+            u += 1
+        out[i] = u
+    return out
