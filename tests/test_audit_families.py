@@ -80,13 +80,15 @@ def test_no_family_is_refuted(families):
 class _UnderNoised:
     """A mechanism whose release carries ``factor`` times the noise its certificate states.
 
-    Only what the audit uses is forwarded: ``family``, ``dimension``, ``noise_law`` (the
-    stated law, unchanged) and ``release`` (its deviation from the answer shrunk).
+    Only what the audit uses is forwarded: ``family``, ``dimension``, ``needs_integer_answers`` (a lattice
+    measurement is audited at whole-number answers), ``noise_law`` (the stated law, unchanged) and ``release``
+    (its deviation from the answer shrunk).
     """
 
     def __init__(self, mechanism: Mechanism, factor: float):
         self.inner, self.factor = mechanism, factor
         self.family, self.dimension = mechanism.family, mechanism.dimension
+        self.needs_integer_answers = mechanism.needs_integer_answers
 
     def noise_law(self):
         return noise_law_of(self.inner)
