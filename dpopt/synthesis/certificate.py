@@ -28,8 +28,9 @@ from dpopt.synthesis.budget import budget_block, budget_checks, em_epsilon
 from dpopt.synthesis.kind import KIND
 from dpopt.synthesis.measure import measurement_spec
 
-POST_PROCESSING = ("the synthetic records are drawn from the published tables alone (and randomness independent of "
-                   "the data): post-processing of the measurements, so they spend no privacy budget beyond the "
+POST_PROCESSING = ("the synthetic records are drawn from the measurements' outputs alone (the published tables; with "
+                   "exact: false, the noisy tables they were post-processed from) and randomness independent of the "
+                   "data: post-processing of the measurements, so they spend no privacy budget beyond the "
                    "measurements' and the selection's (Dwork & Roth 2014, Prop. 2.1; zCDP: Bun & Steinke 2016, "
                    "Lemma 1.8)")
 
