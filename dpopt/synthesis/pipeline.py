@@ -51,8 +51,9 @@ from dpopt.synthesis.measure import (
 )
 from dpopt.synthesis.report import FIGURE, residual_figure, synthesis_html, synthesis_markdown
 
-OWNED = (*OUTPUT_NAMES, "synthetic.csv", "synthetic.parquet", "marginals.json", "report.html")
-"""The files a synthesis writes (an existing ``--out`` folder holding anything else is not replaced)."""
+OWNED = (*OUTPUT_NAMES, "synthetic.csv", "synthetic.parquet", "marginals.json", "report.html", "release.sig.json")
+"""The files a synthesis writes, and the signature ``dpopt sign`` adds (an existing ``--out`` folder holding anything
+else is not replaced; a new synthesis replaces the folder whole, its old signature with it)."""
 
 SELECTION_METHOD = ("MST (McKenna, Miklau & Sheldon 2021): after the one-way marginals, each round draws one pair "
                     "joining two components of the pairs chosen so far, by the exponential mechanism on the L1 "
