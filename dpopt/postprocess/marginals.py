@@ -12,8 +12,9 @@ histogram of :math:`N = \prod_k n_k` cells:
    (every table non-negative; every two tables agree on the marginal of the attributes they
    share), in the Euclidean metric of the released cells:
    :math:`\hat\mu = \arg\min_{\mu\in C}\tfrac12\sum_S\|\mu_S - y_S\|_2^2`, a convex QP with d
-   variables and sparse equality constraints, solved by Clarabel (interior point) with each shared margin a variable of its own
-   (:func:`hub_projection`; through cvxpy in the pairwise form when that does not solve).
+   variables and sparse equality constraints, solved by Clarabel (interior point) with each shared
+   margin a variable of its own (:func:`hub_projection`; through cvxpy in the pairwise form when that
+   does not solve).
    Tables that agree on every pairwise intersection have well-defined ANOVA components
    :math:`c_T` for every T of the workload's closure (a T-component is read off the
    T-marginal of any S ⊇ T), so they are the marginals :math:`W x` of one real table x
