@@ -123,3 +123,15 @@ def test_exact_false_from_a_spec_fits_the_denoised_release_and_verifies(tmp_path
     start = mechanism.workload.offsets[[tuple(s) for s in mechanism.workload.sets].index((1, 3))]
     assert abs(release.records.shape[0] - 1000) <= 6 * sd[start:start + 4].sum()
     assert verify_synthesis(release.certificate).passed
+
+
+def test_exact_must_be_a_boolean_named_in_one_line():
+    import yaml
+
+    from dpopt.spec.synthesis import load_synthesis_spec
+
+    document = yaml.safe_load(open("specs/synthesize_survey.yaml"))
+    document["synthesize"]["exact"] = "yes"
+    with pytest.raises(SpecError, match=r"^synthesize\.exact: .*boolean") as caught:
+        load_synthesis_spec(document)
+    assert "\n" not in str(caught.value)
