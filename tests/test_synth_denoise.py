@@ -9,6 +9,7 @@ interactions' energy: independence), computed by hand.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ import pytest
 from dpopt.errors import SpecError
 from dpopt.synth import synthesize_records
 from dpopt.synth.denoise import independence, interaction_dimension, shrink, simplex_projection
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
 
 
 def test_simplex_projection_meets_its_optimality_conditions():
@@ -106,9 +109,9 @@ def test_exact_false_from_a_spec_fits_the_denoised_release_and_verifies(tmp_path
     import dpopt
     from dpopt.synthesis import verify_synthesis
 
-    document = yaml.safe_load(open("specs/synthesize_survey.yaml"))
+    document = yaml.safe_load((SPECS / "synthesize_survey.yaml").read_text())
     document["synthesize"]["exact"] = False
-    release = dpopt.synthesize(document, "specs/data/survey.csv", seed=3, insecure_seed=True)
+    release = dpopt.synthesize(document, SPECS / "data" / "survey.csv", seed=3, insecure_seed=True)
     synthesis = release.certificate.data["synthesis"]
     assert synthesis["records_from"] == "the noisy tables' least-squares total"
     assert "target tables" in synthesis["method"] and "matching no table exactly" in synthesis["method"]
@@ -130,7 +133,7 @@ def test_exact_must_be_a_boolean_named_in_one_line():
 
     from dpopt.spec.synthesis import load_synthesis_spec
 
-    document = yaml.safe_load(open("specs/synthesize_survey.yaml"))
+    document = yaml.safe_load((SPECS / "synthesize_survey.yaml").read_text())
     document["synthesize"]["exact"] = "yes"
     with pytest.raises(SpecError, match=r"^synthesize\.exact: .*boolean") as caught:
         load_synthesis_spec(document)
