@@ -41,7 +41,7 @@ from dpopt.spec.load import load_spec
 from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
 from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, candidates, select
 from dpopt.synthesis.budget import budget_parts, em_epsilon
-from dpopt.synthesis.certificate import POST_PROCESSING, certify, synthesis_sha256
+from dpopt.synthesis.certificate import certify, post_processing, synthesis_sha256
 from dpopt.synthesis.measure import (
     Measurement,
     domain_order_tables,
@@ -217,7 +217,7 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
                                       targets=targets)
     say("certifying (every claim re-derived, the measurements' certificates verified)")
     certificate = certify(spec, [_row(m, g) for m, g in measured], selection,
-                          {"post_processing": POST_PROCESSING, "method": result.method, "records": n,
+                          {"post_processing": post_processing(spec), "method": result.method, "records": n,
                            "records_from": "synthesize.records" if spec.synthesize.records else
                            "data.n (public)" if spec.data.n else "the published tables' total" if exact else
                            "the noisy tables' least-squares total"}, randomness.seeded)
