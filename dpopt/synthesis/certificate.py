@@ -199,7 +199,8 @@ def synthesis_checks(spec: SynthesisSpec, data: dict) -> list[Check]:
     checks += [
         Check("test_release", "marked a test release exactly when a measurement's noise came from a seed",
               bool(data.get("test_release")) == seeded, "test release" if seeded else "production"),
-        Check("post_processing", "the synthesis is post-processing of the published tables (no budget)",
+        Check("post_processing", "the synthesis is post-processing of the " + (
+            "measurements' noisy tables" if spec.synthesize.exact is False else "published tables") + " (no budget)",
               synthesis.get("post_processing") == post_processing(spec), "no budget spent by the synthesis"),
     ]
     return checks
