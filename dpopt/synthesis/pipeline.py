@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 import dpopt.synth as synth
-from dpopt.synth.denoise import shrink
 from dpopt.certificate.model import Certificate, write_atomic
 from dpopt.core.output import OUTPUT_NAMES, output_folder
 from dpopt.domain.queries import compile_query
@@ -39,6 +38,7 @@ from dpopt.release.bind import sha256_bytes
 from dpopt.rng import RandomSource, random_source
 from dpopt.spec.load import load_spec
 from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
+from dpopt.synth.denoise import shrink
 from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, candidates, select
 from dpopt.synthesis.budget import budget_parts, em_epsilon
 from dpopt.synthesis.certificate import certify, post_processing, synthesis_sha256
