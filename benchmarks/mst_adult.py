@@ -1,12 +1,13 @@
 """OpenDP's MST (``opendp[mbi]``) on adult at ρ-zCDP, for benchmarks/bench_synthesize.py (run in its own venv).
 
 OpenDP's mbi extra pins its own JAX, so it is not installed beside dpopt: ``bench_synthesize.py --mst-python
-PYTHON`` runs this script with a Python that has ``opendp[mbi]`` (e.g. ``python3 -m venv /work/mbi-venv &&
-/work/mbi-venv/bin/pip install "opendp[mbi]" pandas``: mbi builds its records with pandas) and reads the one JSON line it prints: the average two-way
-and three-way total variation distance of MST's synthetic records from the data, the records, and the CPU and
-wall time of the release and the synthesis. Every level of every column is given as a key (public: the
-domain), one record is the privacy unit (add/remove), and MST's defaults are kept (90% of ρ on the measured
-marginals, the rest on the selection; one-way marginals first). SEED seeds numpy's global generator (what mbi
+PYTHON`` runs this script with a Python that has ``opendp[mbi]`` and pandas, which mbi builds its records
+with (e.g. ``python3 -m venv /work/mbi-venv && /work/mbi-venv/bin/pip install "opendp[mbi]" pandas``), and
+reads the one JSON line it prints: the average two-way and three-way total variation distance of MST's
+synthetic records from the data, the records, and the CPU and wall time of the release and the synthesis.
+Every level of every column is given as a key (public: the domain), one record is the privacy unit
+(add/remove), and MST's defaults are kept (90% of ρ on the measured marginals, the rest on the selection;
+one-way marginals first). SEED seeds numpy's global generator (what mbi
 draws records with); OpenDP's noise comes from its own CSPRNG, so two runs differ.
 
 Run: PYTHON benchmarks/mst_adult.py DATA_DIR RHO SEED
