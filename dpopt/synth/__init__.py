@@ -22,13 +22,13 @@ here; PrivSyn (Zhang et al., USENIX Security 2021) showed that updating *records
    levels between records that keep it exact and lower the other tables' misfit (:mod:`dpopt.synth.repair`).
 
 The price of exact agreement. Published tables carry noise, their one-way margins included (a
-non-negative projection also adds mass: adult's published total is 49,519 for 48,842 records), and exact
+non-negative projection also adds mass: adult's published total is 49,521 for 48,842 records), and exact
 agreement puts the records in those noisy cells: on adult at ρ = 0.1 the average two-way TVD from the true
-data is 0.0325 after the search and 0.037 after the repair (benchmarks/bench_synthesize.py). ``exact=False``
+data is 0.0327 after the search and 0.037 after the repair (benchmarks/bench_synthesize.py). ``exact=False``
 skips step 3. Better still when exactness is not needed: ``targets``, tables fitted in place of the published
 ones, such as the *noisy* tables before post-processing shrunk toward the independence of their attributes
 (:mod:`dpopt.synth.denoise`: they keep the release's unbiased total and threshold the cells the noise
-explains): 0.028 on adult, against 0.0325 for the published tables (same benchmark).
+explains): 0.028 on adult, against 0.0327 for the published tables (same benchmark).
 
 What holds. When the given tables are whole numbers that agree on shared attributes and sum to ``n``,
 the records tabulate **exactly** to every one-way margin the tables imply and to the d − 1 two-way
