@@ -102,7 +102,8 @@ def mst(python: str | None, data: Path, seed: int) -> str:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return f"skipped, {python} could not run it ({last})"
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    return (f"average TVD two-way {out['tvd2']:.4f}, three-way {out['tvd3']:.4f}; {out['records']:,} records; "
+    return (f"average TVD two-way {out['tvd2']:.4f}, three-way {out['tvd3']:.4f}; {out['records']:,} records, "
+            f"{out['off_domain']:.1%} with a value off the domain (OpenDP's null level); "
             f"{out['wall']:.1f} s wall, {out['cpu']:.1f} s CPU (its own process; OpenDP's noise, not seeded)")
 
 
