@@ -4,23 +4,26 @@ The adult data set (``/work/shared/data`` or ``--data``: 48,842 records × 14 at
 of Private-PGM) is measured the way ``dpopt synthesize`` does it:
 
 1. the spec "all 91 two-way marginals, add/remove, ρ-zCDP ρ = 0.1, ``marginal_gaussian``" is compiled and
-   designed by dpopt (the family's calibration and selection; the certificate's Monte Carlo claims are left
-   to ``dpopt synthesize``: at 148,137 cells they need more than the default 2 GiB memory limit);
+   designed by dpopt (the family's calibration and selection; the certificate is left to ``dpopt synthesize``,
+   whose run on the same spec is the end-to-end figure: docs/howto/synthetic-microdata.md);
 2. the true tables are counted and released with the mechanism's ``release`` (seeded), then post-processed
    as ``dpopt release`` does it for a marginal workload (:func:`dpopt.postprocess.marginals.
    postprocess_marginals`: non-negative tables that agree on shared attributes, consistent whole numbers);
-3. :func:`dpopt.synth.synthesize_records` turns the published tables into as many records as their total,
-   with weights 1 / (each table's standard error): once as it is (exact on the one-way margins and a spanning
-   tree of two-way tables), once with ``exact=False``.
+3. :func:`dpopt.synth.synthesize_records` turns the tables into records, with weights 1 / (each table's
+   standard error), four ways: fitted to the published tables with the exact repair (exact on the one-way
+   margins and a spanning tree of two-way tables; ``synthesize.exact: true``, the default), the same without
+   the repair, fitted to the *noisy* tables shrunk toward independence (:mod:`dpopt.synth.denoise`) without
+   the repair (``synthesize.exact: false``), and those targets with the repair to the published tables.
 
 It prints the average total variation distance (TVD) of the synthetic records from the true data over all
-91 two-way and all 364 three-way marginals, the tables matched exactly, the synthesis time and its peak
-memory (tracemalloc) beside the whole process's, next to: the published tables themselves (their TVD), a
+91 two-way and all 364 three-way marginals, the tables matched exactly, the synthesis time, and the process's
+peak memory (ru_maxrss), next to: the published tables themselves (their TVD), a
 noise-free independent-columns baseline (each column drawn from its true one-way margin: not private, a
-floor for "no dependence learned"), and OpenDP's MST where ``opendp[mbi]`` is importable (a skip line
-otherwise; the issue's own measurement of MST on this task is 0.0415 in 306 s).
+floor for "no dependence learned"), and OpenDP's MST run by ``benchmarks/mst_adult.py`` under ``--mst-python``
+(a Python with ``opendp[mbi]``, in its own venv: a skip line otherwise; the issue's own measurement of MST on
+this task is 0.0415 in 306 s).
 
-Run: python benchmarks/bench_synthesize.py [--seed 0] [--data DIR]
+Run: python benchmarks/bench_synthesize.py [--seed 0] [--data DIR] [--mst-python /work/mbi-venv/bin/python]
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import argparse
 import itertools
 import json
 import resource
+import subprocess
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +43,7 @@ from dpopt.design.select import design_candidates, select
 from dpopt.postprocess.marginals import noise_free_sets, postprocess_marginals
 from dpopt.spec.models import Postprocess
 from dpopt.synth import synthesize_records
+from dpopt.synth.denoise import shrink
 
 DATA = Path("/work/shared/data")
 RHO = 0.1
@@ -72,23 +76,42 @@ def publish(domain: dict[str, int], data: np.ndarray, seed: int):
     truth = workload.vector([tabulate(data, s, sizes) for s in workload.sets]).astype(float)
     noisy = mechanism.release(truth, rng=np.random.default_rng(seed))
     released = time.perf_counter() - start
-    start = time.perf_counter()
+    start = time.process_time()
     result = postprocess_marginals(workload, noisy, Postprocess(), noise_free_sets(mechanism), None)
-    post = time.perf_counter() - start
+    post = time.process_time() - start
     se = np.sqrt(mechanism.cell_variances())
     names = list(domain)
-    tables, weights = {}, {}
-    for i, (s, table) in enumerate(zip(workload.sets, workload.tables(result.table))):
+    total = float(workload.tables(workload.project(noisy))[0].sum())  # least squares: the noisy tables' total
+    tables, weights, targets = {}, {}, {}
+    for i, (s, table, raw) in enumerate(zip(workload.sets, workload.tables(result.table), workload.tables(noisy))):
         key = tuple(names[k] for k in s)
         tables[key] = np.rint(table).astype(np.int64)
         weights[key] = 1.0 / float(se[workload.offsets[i]])
-    return tables, weights, mechanism, released, post
+        targets[key] = shrink(raw, float(se[workload.offsets[i]]), total)
+    return tables, weights, targets, total, mechanism, released, post
+
+
+def mst(python: str | None, data: Path, seed: int) -> str:
+    """OpenDP's MST on the same task, run by benchmarks/mst_adult.py under ``python`` (a venv with ``opendp[mbi]``,
+    which pins its own JAX), or the reason it is skipped."""
+    if not python:
+        return "skipped, no --mst-python (a Python with opendp[mbi]; issue 38 measured 0.0415 in 306 s)"
+    done = subprocess.run([python, str(Path(__file__).with_name("mst_adult.py")), str(data), str(RHO), str(seed)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"skipped, {python} could not run it ({last})"
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return (f"average TVD two-way {out['tvd2']:.4f}, three-way {out['tvd3']:.4f}; {out['records']:,} records, "
+            f"{out['off_domain']:.1%} with a value off the domain (OpenDP's null level); "
+            f"{out['wall']:.1f} s wall, {out['cpu']:.1f} s CPU (its own process; OpenDP's noise, not seeded)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--mst-python", help="a Python with opendp[mbi] (its own venv) to run OpenDP's MST with")
     args = parser.parse_args()
     domain = json.loads((args.data / "adult-domain.json").read_text())
     data = np.loadtxt(args.data / "adult.csv", delimiter=",", skiprows=1, dtype=np.int64)
@@ -97,41 +120,37 @@ def main() -> None:
     print(f"adult: {len(data):,} records × {len(sizes)} attributes, domain {float(np.prod(sizes, dtype=float)):.3g} "
           f"cells; all 91 two-way marginals at rho = {RHO} (zCDP, add/remove), seed {args.seed}")
 
-    tables, weights, mechanism, released, post = publish(domain, data, args.seed)
+    tables, weights, targets, total, mechanism, released, post = publish(domain, data, args.seed)
     n = int(next(iter(tables.values())).sum())
     published = np.mean([0.5 * np.abs(t / t.sum() - tabulate(data, tuple(names.index(a) for a in key), sizes)
                                       / len(data)).sum() for key, t in tables.items()])
     print(f"release: {mechanism.family}, design + release {released:.1f} s; consistent whole-number tables "
-          f"(dpopt.postprocess.marginals) {post:.1f} s; published total {n:,}")
+          f"(dpopt.postprocess.marginals) {post:.1f} s CPU; published total {n:,}, noisy tables' least-squares "
+          f"total {total:,.0f}")
     print(f"  published tables themselves: average two-way TVD {published:.4f}")
 
-    for exact in (True, False):
-        tracemalloc.start()
+    variants = [("published tables, exact repair (exact: true)", True, None, n),
+                ("published tables, no repair", False, None, n),
+                ("noisy tables shrunk toward independence, no repair (exact: false)", False, targets, round(total)),
+                ("shrunk noisy tables, exact repair to the published", True, targets, n)]
+    for label, exact, fitted, records in variants:
         cpu, wall = time.process_time(), time.perf_counter()
-        out = synthesize_records(domain, tables, n, np.random.default_rng(args.seed), weights=weights, exact=exact,
+        out = synthesize_records(domain, tables, records, np.random.default_rng(args.seed), weights=weights,
+                                 exact=exact, targets=fitted,
                                  progress=lambda line: print(f"  [{time.perf_counter() - wall:6.1f} s] {line}"))
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        peak = tracemalloc.get_traced_memory()[1] / 2**20
-        tracemalloc.stop()
         matched = sum(1 for v in out.residual.values() if v == 0)
         gap = sum(out.residual.values()) / (2 * n * len(out.residual))
-        print(f"dpopt.synth (exact={exact}): average TVD two-way {average_tvd(out.records, data, sizes, 2):.4f}, "
+        print(f"dpopt.synth, {label}: average TVD two-way {average_tvd(out.records, data, sizes, 2):.4f}, "
               f"three-way {average_tvd(out.records, data, sizes, 3):.4f}; {matched} of {len(out.residual)} tables "
-              f"matched exactly, mean gap to the published tables {gap:.4f} (TVD); {wall:.1f} s wall, {cpu:.1f} s "
-              f"CPU, peak {peak:.0f} MiB (tracemalloc)")
+              f"matched exactly, mean gap to the published tables {gap:.4f} (TVD); {wall:.1f} s wall, {cpu:.1f} s CPU")
 
     rng = np.random.default_rng(args.seed)
     independent = np.stack([rng.choice(k, size=len(data), p=np.bincount(data[:, a], minlength=k) / len(data))
                             for a, k in enumerate(sizes)], axis=1)
     print(f"independent columns (true one-way margins, no noise): average TVD two-way "
           f"{average_tvd(independent, data, sizes, 2):.4f}, three-way {average_tvd(independent, data, sizes, 3):.4f}")
-    try:
-        import opendp.prelude as dp
-        importable = hasattr(dp, "mbi")
-    except ImportError:
-        importable = False
-    print("OpenDP MST: " + ("opendp[mbi] is importable but this script does not run it" if importable else
-                            "skipped, opendp[mbi] is not importable here (issue 38 measured 0.0415 in 306 s)"))
+    print("OpenDP MST: " + mst(args.mst_python, args.data, args.seed))
     print(f"process peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB "
           "(including the release's post-processing)")
 

@@ -322,8 +322,6 @@ def _verify_folder(args: argparse.Namespace) -> int:
     from dpopt.synthesis.folder import is_synthesis_folder, verify_synthesis_folder
 
     if is_synthesis_folder(args.certificate):  # dpopt synthesize --out: the certificate and every file against it
-        if args.public_key:
-            raise SpecError("--public-key", "a synthesis folder is not signed (sign and verify its certificate.json)")
         lines = verify_synthesis_folder(args.certificate)
     else:
         lines = verify_folder(args.certificate, _verify_result)
@@ -342,8 +340,8 @@ def _verify_folder(args: argparse.Namespace) -> int:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    """``dpopt sign CERT``: the certificate's bytes; ``dpopt sign DIR``: a release folder that verifies, as a whole
-    (:func:`dpopt.release.signature.sign_release`)."""
+    """``dpopt sign CERT``: the certificate's bytes; ``dpopt sign DIR``: a release (or synthesis) folder that
+    verifies, as a whole (:func:`dpopt.release.signature.sign_release`)."""
     if not Path(args.certificate).is_dir():
         from dpopt.certificate.signing import sign_file
 
@@ -351,9 +349,12 @@ def _sign(args: argparse.Namespace) -> int:
         return 0
     from dpopt.release.bind import verify_folder
     from dpopt.release.signature import TEST, release_mode, sign_release
+    from dpopt.synthesis.folder import is_synthesis_folder, verify_synthesis_folder
 
     with _progress("dpopt sign: verifying the release folder"):
-        failed = [line.file for line in verify_folder(args.certificate, _verify_result) if not line.passed]
+        lines = (verify_synthesis_folder(args.certificate) if is_synthesis_folder(args.certificate) else
+                 verify_folder(args.certificate, _verify_result))
+        failed = [line.file for line in lines if not line.passed]
     if failed:
         print(f"not signed: the release folder does not verify ({', '.join(failed)}; see dpopt verify "
               f"{args.certificate})", file=sys.stderr)

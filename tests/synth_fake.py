@@ -19,7 +19,7 @@ class SynthesisResult:
     method: str
 
 
-def synthesize_records(domain, marginals, n, rng, weights=None, progress=None):
+def synthesize_records(domain, marginals, n, rng, weights=None, progress=None, *, exact=True, targets=None):
     names = list(domain)
     columns = []
     for j, a in enumerate(names):

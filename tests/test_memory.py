@@ -129,3 +129,38 @@ def test_auto_on_a_1000_by_1000_table_refuses_under_the_default_limit(monkeypatc
     monkeypatch.delenv("DPOPT_MEMORY_LIMIT", raising=False)
     with pytest.raises(dpopt.errors.CalibrationError, match="1000000 x 999999 Helmert basis .* would take 21.8 TiB"):
         dpopt.solve(_table(1000, 1000))
+
+
+def test_monte_carlo_batches_hold_at_most_the_batch_whatever_the_dimension():
+    # 148,137 cells (all two-way marginals of adult): 2·10⁷ // 148,137 = 135 draws a batch
+    from dpopt.mechanisms.base import MONTE_CARLO_BATCH, monte_carlo_batches
+    sizes = monte_carlo_batches(2_000, 148_137)
+    assert sum(sizes) == 2_000 and max(sizes) == MONTE_CARLO_BATCH // 148_137 == 135
+    assert monte_carlo_batches(3_333, 1_200) == [3_333]  # 4·10⁶ values: one batch, as before batching
+    assert monte_carlo_batches(3, 10**9) == [1, 1, 1]
+
+
+def test_a_batched_monte_carlo_draws_what_one_call_draws(monkeypatch):
+    # The Gaussian sampler takes its variates from one generator in row-major order, so draws made in batches
+    # of 7 rows are the rows of one call (numpy's Generator streams are sequential): every per-draw term, hence
+    # the estimate and its interval, must be identical, not merely close.
+    import dpopt.mechanisms.base as base
+    mechanism = dpopt.solve(_table(3, 4, mechanism="gaussian")).mechanism
+    whole = mechanism._monte_carlo("l2", None, None, draws=50)
+    monkeypatch.setattr(base, "MONTE_CARLO_BATCH", 7 * 12)
+    assert base.monte_carlo_batches(50, 12) == [7] * 7 + [1]
+    assert mechanism._monte_carlo("l2", None, None, draws=50) == whole
+    assert mechanism._monte_carlo("max_variance", None, None, draws=50).value == pytest.approx(
+        float(np.var(mechanism.sample(50, np.random.default_rng(base.MONTE_CARLO_SEED)), axis=0).max()), rel=1e-12)
+
+
+def test_merged_moments_are_numpys_variance():
+    from dpopt.mechanisms.base import merge_moments
+    z = np.random.default_rng(3).normal(size=(101, 4)) * [1.0, 2.0, 5.0, 1e3] + 7.0
+    moments = None
+    for part in (z[:10], z[10:11], z[11:]):
+        moments = merge_moments(moments, part)
+    count, mean, m2 = moments
+    assert count == 101
+    np.testing.assert_allclose(mean, z.mean(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(m2 / count, np.var(z, axis=0), rtol=1e-12)

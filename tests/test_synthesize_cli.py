@@ -223,3 +223,34 @@ def test_verify_of_the_folder_rederives_each_file_and_catches_an_edited_record(a
     (edited / "marginals.json").write_text(json.dumps(document))
     assert main(["verify", str(edited)]) == 1
     assert "FAIL  synthetic.csv" in capsys.readouterr().out
+
+
+def test_a_signed_synthesis_folder_verifies_with_the_key_and_fails_when_a_record_changes(adaptive_folder, tmp_path,
+                                                                                         capsys):
+    # Ed25519 (RFC 8032) over the manifest of every file's SHA-256: any edited file leaves the folder unsigned.
+    # The adaptive run is seeded, so the folder is signed as a TEST release (verified here with --accept-seeded;
+    # the refusal without it is the release folders' code, tests/test_release_signature.py).
+    import shutil
+
+    pytest.importorskip("cryptography")
+    from dpopt.release.signature import SIGNATURE_FILE
+
+    folder = tmp_path / "signed"
+    shutil.copytree(adaptive_folder, folder)
+    assert main(["keygen", str(tmp_path / "agency.pem")]) == 0
+    assert main(["sign", str(folder), "--key", str(tmp_path / "agency.pem")]) == 0
+    manifest = json.loads((folder / SIGNATURE_FILE).read_text())["manifest"]
+    assert manifest["mode"] == "test"
+    assert set(manifest["files"]) == {p.name for p in adaptive_folder.iterdir()}
+    public = str(tmp_path / "agency.pub.pem")
+    capsys.readouterr()
+    assert main(["verify", str(folder), "--public-key", public, "--accept-seeded"]) == 0
+    assert f"PASS  {SIGNATURE_FILE}" in capsys.readouterr().out
+    lines = (folder / "synthetic.csv").read_text().splitlines()
+    first = lines[1].split(",")
+    first[0] = next(level for level in ATTRIBUTES["a"] if level != first[0])
+    lines[1] = ",".join(first)
+    (folder / "synthetic.csv").write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["verify", str(folder), "--public-key", public, "--accept-seeded"]) == 1
+    assert f"FAIL  {SIGNATURE_FILE}" in capsys.readouterr().out

@@ -69,9 +69,33 @@ FINAL_METHODS = ("sample", "release", "expected_utility", "privacy_checks")
 
 MONTE_CARLO_DRAWS = 200_000
 MONTE_CARLO_SEED = 20260101
-MONTE_CARLO_ENTRIES = 20_000_000
-"""Noise entries one Monte Carlo batch holds (160 MB of float64): more draws are taken in batches of that size, in
-the same random stream, so the estimate's memory does not grow with the number of cells."""
+MONTE_CARLO_BATCH = 20_000_000
+"""The most noise values (draws × d) one batch of a Monte Carlo holds: 160 MB a copy, whatever d is."""
+
+
+def monte_carlo_batches(draws: int, dimension: int) -> list[int]:
+    """Batch sizes summing to ``draws``, each of at most :data:`MONTE_CARLO_BATCH` // d draws (one at least):
+    a Monte Carlo's memory is then bounded independently of the number of cells. One batch when the draws
+    fit (draws × d ≤ :data:`MONTE_CARLO_BATCH`, every default Monte Carlo but those of d > 10⁴ at the 2,000-draw
+    floor), so those draw exactly what one call did."""
+    step = max(1, MONTE_CARLO_BATCH // max(1, int(dimension)))
+    return [min(step, draws - start) for start in range(0, int(draws), step)]
+
+
+def merge_moments(moments: tuple[int, np.ndarray, np.ndarray] | None, z: np.ndarray
+                  ) -> tuple[int, np.ndarray, np.ndarray]:
+    r"""Per-column (count, mean, sum of squared deviations) of the rows seen so far, updated with the rows of
+    ``z`` by Chan, Golub & LeVeque's pairwise rule
+    :math:`M_2 = M_2^a + M_2^b + \delta^2 n_a n_b / (n_a + n_b)`, :math:`\delta = \bar z_b - \bar z_a`
+    ("Updating formulae and a pairwise algorithm for computing sample variances", Stanford CS report 1979)."""
+    count, mean = z.shape[0], z.mean(axis=0)
+    m2 = np.sum((z - mean) ** 2, axis=0)
+    if moments is None:
+        return count, mean, m2
+    n_a, mean_a, m2_a = moments
+    total = n_a + count
+    delta = mean - mean_a
+    return total, mean_a + delta * (count / total), m2_a + m2 + delta**2 * (n_a * count / total)
 
 IDEALIZED_NUMERICS = (
     "floating-point sampler (numpy Generator): the guarantee assumes idealized real "
@@ -401,7 +425,8 @@ class Mechanism(ABC):
     ) -> UtilityValue:
         """Estimate a metric from ``draws`` noise samples (fixed seed); 95% CI from the standard error.
 
-        By default 200,000 draws, fewer for large d so that draws × d stays ≤ 2·10⁷.
+        By default 200,000 draws, fewer for large d so that draws × d stays ≤ 2·10⁷; drawn in batches of
+        at most :data:`MONTE_CARLO_BATCH` values (:func:`monte_carlo_batches`), so its memory does not grow with d.
 
         Raises
         ------
@@ -417,23 +442,27 @@ class Mechanism(ABC):
         if draws is None:
             draws = min(MONTE_CARLO_DRAWS, max(2_000, 20_000_000 // self.dimension))
         rng = np.random.default_rng(MONTE_CARLO_SEED)
-        if metric not in ("l2", "l1", "usefulness") and not inference:
-            v = np.var(self.sample(draws, rng), axis=0)
-            return UtilityValue(metric, float(v.max()), f"Monte Carlo, {draws} draws")
-        chunk = max(1, MONTE_CARLO_ENTRIES // self.dimension)  # memory independent of d beyond 2·10⁷ entries
-        parts = []
-        for start in range(0, draws, chunk):
-            z = self.sample(min(chunk, draws - start), rng)
+        terms, moments = [], None
+        for size in monte_carlo_batches(draws, self.dimension):
+            z = self.sample(size, rng)
+            per = None
             if metric == "l2":
                 wz = z if workload is None else z @ workload.T
-                parts.append(np.sum(wz**2, axis=1))
+                per = np.sum(wz**2, axis=1)
             elif metric == "l1":
-                parts.append(np.sum(np.abs(z), axis=1))
+                per = np.sum(np.abs(z), axis=1)
             elif metric == "usefulness":
-                parts.append(np.mean(np.abs(z) <= gamma, axis=1))
+                per = np.mean(np.abs(z) <= gamma, axis=1)
+            elif inference:
+                per = self._inference_draws(metric, z, alpha, alternative)
+            if per is None:  # no per-draw term: the largest per-coordinate variance
+                moments = merge_moments(moments, z)
             else:
-                parts.append(self._inference_draws(metric, z, alpha, alternative))
-        per = np.concatenate(parts)
+                terms.append(per)
+        if moments is not None:
+            count, _, m2 = moments
+            return UtilityValue(metric, float((m2 / count).max()), f"Monte Carlo, {draws} draws")
+        per = np.concatenate(terms)
         mean, se = float(per.mean()), float(per.std(ddof=1) / math.sqrt(per.size))
         return UtilityValue(
             metric,

@@ -185,7 +185,7 @@ def check_draws(default: int, variates_per_draw: int) -> int:
     a sampler whose variance is off by 1.2% fails. With n ≥ 20 draws the standard error is estimated from at
     least 19 degrees of freedom: a correct sampler fails with probability P(|t₁₉| > 5) < 10⁻⁴ (the seed is
     fixed, so the outcome is reproducible). Memory does not grow with the cells (the draws are batched,
-    :data:`~dpopt.mechanisms.base.MONTE_CARLO_ENTRIES`); time is about 20 variates a cell at most.
+    :data:`~dpopt.mechanisms.base.MONTE_CARLO_BATCH`); time is about 20 variates a cell at most.
     """
     return min(default, max(MIN_CHECK_DRAWS, CHECK_VARIATES // max(1, variates_per_draw)))
 

@@ -55,8 +55,12 @@ def _json(path: Path):
 
 def release_mode(folder: Path) -> str:
     """:data:`TEST` when the release's noise came from a seed — its document's ``randomness`` says so, or a
-    certificate it names carries ``test_release: true`` — else :data:`PRODUCTION`."""
+    certificate it names carries ``test_release: true`` (a synthesis folder, which has no release document: its
+    ``certificate.json``) — else :data:`PRODUCTION`."""
     document = _json(folder / RELEASE_FILE)
+    synthesis = _json(folder / "certificate.json") if not (folder / RELEASE_FILE).exists() else None
+    if isinstance(synthesis, dict) and synthesis.get("kind") == "synthesis":  # dpopt synthesize --out: no release.json
+        return TEST if is_test_release(synthesis) else PRODUCTION
     if not isinstance(document, dict):
         raise CertificateError(f"{folder} holds no readable {RELEASE_FILE}: not a release folder")
     certificates = [_json(folder / name) for name in certificate_files(document)]

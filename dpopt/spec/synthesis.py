@@ -11,6 +11,8 @@
       all_of_size: 2                         # the default; or marginals: [[a, b], [c, d, e]]
       selection: fixed                       # or adaptive (MST-style, zCDP only)
       records: 1000                          # optional: default data.n when public, else the tables' total
+      exact: true                            # records repaired to match published tables exactly (default);
+                                             # false: fitted to the noisy tables denoised, closer to the data
       split: {one_way: "1/3", selection: "1/3", selected: "1/3"}   # adaptive only (default MST's thirds)
       rounds: 5                              # adaptive only (default: attributes - 1, a spanning tree)
 
@@ -26,7 +28,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Union
 
-from pydantic import Field, StrictFloat, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator, model_validator
 
 from dpopt.errors import SpecError
 from dpopt.spec.load import read_document, validated
@@ -91,6 +93,9 @@ class Synthesize(_Model):
     all_of_size: Annotated[Count, Field(ge=1)] | None = None
     selection: Literal["fixed", "adaptive"] = "fixed"
     records: Count | None = None
+    exact: StrictBool | None = None
+    """Repair the records to the published tables (a spanning tree of them and every one-way margin) exactly:
+    None or True; False fits the noisy tables shrunk toward independence instead (:mod:`dpopt.synth.denoise`)."""
     split: Split | None = None
     rounds: Count | None = None
 

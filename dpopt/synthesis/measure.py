@@ -73,12 +73,20 @@ class Measurement:
         With its ``postprocess`` block (and ``test_release`` when seeded).
     tables : dict
         Attribute names (in domain order) → the published table, axes in that order.
+    released : dict
+        The same keys → the mechanism's noisy table before post-processing (real-valued, possibly negative).
+    released_total : float
+        The least-squares estimate of the number of records from the noisy tables: the grand total of their
+        orthogonal projection onto consistent tables (:meth:`~dpopt.domain.marginal_algebra.MarginalWorkload.
+        project`), unbiased, unlike the published total, which the non-negative projection raises.
     """
 
     part: str
     solution: Solution
     certificate: Certificate
     tables: dict[Clique, np.ndarray]
+    released: dict[Clique, np.ndarray]
+    released_total: float
 
     @property
     def cell_sd(self) -> float:
@@ -90,6 +98,17 @@ class Measurement:
     def total(self) -> float:
         """The published tables' grand total (the same for every table: they are consistent)."""
         return float(next(iter(self.tables.values())).sum())
+
+    def table_sd(self) -> dict[Clique, float]:
+        """Each table's per-cell noise standard deviation: the root mean of its cells' closed-form variances where
+        the family states them (:meth:`~dpopt.mechanisms.base.Mechanism.cell_variances`), else :attr:`cell_sd`."""
+        variances = self.solution.mechanism.cell_variances()
+        if variances is None:
+            return {k: self.cell_sd for k in self.tables}
+        query = self.solution.problem.query
+        order = list(self.tables)  # domain_order_tables keeps the workload's order
+        return {k: math.sqrt(float(np.mean(variances[start:start + query.workload.algebra.size(s)])))
+                for k, s, start in zip(order, query.workload.sets, query.workload.offsets)}
 
 
 def measure(spec: SynthesisSpec, part: str, document: dict, data: str | Path, rng: np.random.Generator,
@@ -111,7 +130,10 @@ def measure(spec: SynthesisSpec, part: str, document: dict, data: str | Path, rn
     post, certificate = postprocess_once(solution, noisy, data)
     if seeded:
         certificate = Certificate({**certificate.data, "test_release": True})
-    return Measurement(part, solution, certificate, domain_order_tables(spec, problem.query, post.answers))
+    workload = problem.query.workload
+    total = float(workload.tables(workload.project(noisy))[0].sum())
+    return Measurement(part, solution, certificate, domain_order_tables(spec, problem.query, post.answers),
+                       domain_order_tables(spec, problem.query, noisy), total)
 
 
 def domain_order_tables(spec: SynthesisSpec, query, answers) -> dict[Clique, np.ndarray]:

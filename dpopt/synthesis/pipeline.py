@@ -6,7 +6,8 @@
    ``adaptive``: the one-way marginals are measured, ``rounds`` pairs selected
    (:func:`dpopt.synthesis.adaptive.select`) and measured;
 3. :func:`dpopt.synth.synthesize_records` turns the published tables into records (post-processing; each
-   table weighted by the inverse of its certified noise per cell);
+   table weighted by the inverse of its noise per cell); with ``exact: false`` it fits the noisy tables shrunk
+   toward independence (:func:`dpopt.synth.denoise.shrink`) instead and matches no table exactly;
 4. the certificate (:mod:`dpopt.synthesis.certificate`) and the report (:mod:`dpopt.synthesis.report`);
 5. :meth:`SynthesisRelease.write`: ``synthetic.csv`` (and ``synthetic.parquet``), ``marginals.json``,
    ``certificate.json``, ``report.md`` with ``residual.png``, ``report.html``: the folder whole or nothing.
@@ -37,9 +38,10 @@ from dpopt.release.bind import sha256_bytes
 from dpopt.rng import RandomSource, random_source
 from dpopt.spec.load import load_spec
 from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
+from dpopt.synth.denoise import shrink
 from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, candidates, select
 from dpopt.synthesis.budget import budget_parts, em_epsilon
-from dpopt.synthesis.certificate import POST_PROCESSING, certify, synthesis_sha256
+from dpopt.synthesis.certificate import certify, post_processing, synthesis_sha256
 from dpopt.synthesis.measure import (
     Measurement,
     domain_order_tables,
@@ -49,8 +51,9 @@ from dpopt.synthesis.measure import (
 )
 from dpopt.synthesis.report import FIGURE, residual_figure, synthesis_html, synthesis_markdown
 
-OWNED = (*OUTPUT_NAMES, "synthetic.csv", "synthetic.parquet", "marginals.json", "report.html")
-"""The files a synthesis writes (an existing ``--out`` folder holding anything else is not replaced)."""
+OWNED = (*OUTPUT_NAMES, "synthetic.csv", "synthetic.parquet", "marginals.json", "report.html", "release.sig.json")
+"""The files a synthesis writes, and the signature ``dpopt sign`` adds (an existing ``--out`` folder holding anything
+else is not replaced; a new synthesis replaces the folder whole, its old signature with it)."""
 
 SELECTION_METHOD = ("MST (McKenna, Miklau & Sheldon 2021): after the one-way marginals, each round draws one pair "
                     "joining two components of the pairs chosen so far, by the exponential mechanism on the L1 "
@@ -199,16 +202,25 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
                          data, randomness.stream(2), randomness.seeded)
         measured = [(first, one_way), (second, pairs)]
     tables = {k: t for m, _ in measured for k, t in m.tables.items()}
-    weights = {k: 1.0 / max(m.cell_sd, 1e-12) for m, _ in measured for k in m.tables}
-    n = spec.synthesize.records or spec.data.n or max(int(round(measured[-1][0].total)), 1)
+    sds = {k: sd for m, _ in measured for k, sd in m.table_sd().items()}
+    weights = {k: 1.0 / max(sd, 1e-12) for k, sd in sds.items()}
+    exact = spec.synthesize.exact is not False
+    estimate = measured[-1][0].released_total
+    n = (spec.synthesize.records or spec.data.n or
+         max(int(round(measured[-1][0].total if exact else estimate)), 1))
+    targets = None
+    if not exact:  # post-processing of the noisy tables: each shrunk toward independence, total the estimate
+        targets = {k: shrink(t, sds[k], max(m.released_total, 1.0)) for m, _ in measured for k, t in m.released.items()}
     say(f"synthesizing {n} records from {len(tables)} tables")
     result = synth.synthesize_records({a: len(v) for a, v in spec.data.attributes.items()}, tables, n,
-                                      randomness.stream(3), weights=weights, progress=progress)
+                                      randomness.stream(3), weights=weights, progress=progress, exact=exact,
+                                      targets=targets)
     say("certifying (every claim re-derived, the measurements' certificates verified)")
     certificate = certify(spec, [_row(m, g) for m, g in measured], selection,
-                          {"post_processing": POST_PROCESSING, "method": result.method, "records": n,
+                          {"post_processing": post_processing(spec), "method": result.method, "records": n,
                            "records_from": "synthesize.records" if spec.synthesize.records else
-                           "data.n (public)" if spec.data.n else "the published tables' total"}, randomness.seeded)
+                           "data.n (public)" if spec.data.n else "the published tables' total" if exact else
+                           "the noisy tables' least-squares total"}, randomness.seeded)
     residual = {"×".join(k): float(v) for k, v in result.residual.items()}
     return SynthesisRelease(spec, np.asarray(result.records, dtype=np.int32), tables, residual, result.method,
                             certificate)

@@ -69,6 +69,9 @@ def sections(certificate: Certificate, residual: dict[str, float], records: int,
     blocks: list = [c["synthesis"]["method"], c["synthesis"]["post_processing"],
                     f"{records} records; largest residual {worst:.6g} (TVD {worst / (2 * max(records, 1)):.4g}); "
                     + ("the records tabulate exactly to every published table." if worst == 0 else
+                       "the records were fitted to the noisy tables shrunk toward independence (exact: false), not to "
+                       "the published tables: a residual is their gap to a published table." if
+                       c["spec"]["synthesize"].get("exact") is False else
                        "a residual above 0 means no record file of this size tabulates to the published tables as "
                        "the synthesizer fitted them (see the method)."), table]
     if figure is not None:
