@@ -60,6 +60,11 @@ def target_tradeoff(guarantee: dict, alpha: np.ndarray) -> tuple[np.ndarray, str
     return None
 
 
+PANEL_MIN_DRAWS = 1_000
+"""Fewest draws of a noise panel when the family caps its sampler's draws (:meth:`Mechanism.sampler_check_draws`:
+an exact lattice sampler costs about 1 µs a variate): a histogram of 1,000 draws still shows the law's shape."""
+
+
 def noise_draws(dimension: int, draws: int = NOISE_DRAWS) -> int:
     """The draws :func:`noise_panels` takes: ``draws``, fewer for a large query (at most 4·10⁶ numbers, at
     least 2,000 draws: a histogram of three cells needs no more)."""
@@ -71,7 +76,9 @@ def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAW
     """Up to three panels: the cells whose noise varies most (named by ``labels``, e.g.
     ``race=other,sex=male``) against the law's marginal density where the law states it per
     output coordinate; for a gauge law, ‖Z‖_K against its Gamma(s, rate ε) density."""
-    z = mechanism.sample(noise_draws(mechanism.dimension, draws), np.random.default_rng(seed))
+    count = noise_draws(mechanism.dimension, draws)
+    count = min(count, max(PANEL_MIN_DRAWS, mechanism.sampler_check_draws(count)))  # a costly sampler: fewer
+    z = mechanism.sample(count, np.random.default_rng(seed))
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
     released = np.isfinite(z).all(axis=0)  # a coordinate a design does not release is NaN throughout
     spread = np.where(released, np.std(np.where(released, z, 0.0), axis=0), -1.0)
