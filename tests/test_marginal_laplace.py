@@ -178,6 +178,12 @@ def test_certificate_records_the_bound_and_verify_rejects_a_tampered_one():
     tampered = copy.deepcopy(cert)
     tampered["mechanism"]["parameters"]["design"]["lower_bounds"]["unbiased_pure"] *= 1.5
     assert "utility.lower_bound" in {c.claim for c in dpopt.verify(tampered).failed}
+    # the report states the achieved error, each bound and the ratio (computed here from the recorded numbers)
+    report = dpopt.render_markdown(cert)
+    value, bounds = cert["utility"]["value"], design_info["lower_bounds"]
+    assert f"Achieved l2 = {value:.6g}" in report
+    for bound in (bounds["unbiased_pure"], bounds["laplace_strategies"]):
+        assert f"≥ {bound:.6g} for every" in report and f"achieved / bound = {value / bound:.3g}" in report
 
 
 # ----------------------------------------------------------------------------- per-cell errors

@@ -162,6 +162,17 @@ def test_k_norm_utility_curve_is_scaled_not_redesigned():
     np.testing.assert_allclose(scaled["k_norm"][1], redesigned["k_norm"][1], rtol=1e-9)
 
 
+def test_optimal_covariance_utility_curve_is_scaled_not_redesigned():
+    # the independent route: every point re-designed (the SDP solved again) at μ·s; Σ(μ) = Σ(1)/μ² exactly, the
+    # solver to its tolerance (the re-designs' own spread), hence 1e-6
+    sol = solved(_path("age_cumulative_optimal_gdp"))
+    known = {"gaussian_optimal": next(c["utility"]["value"] for c in sol.certificate["candidates"]
+                                      if c["family"] == "gaussian_optimal")}
+    scaled, _, _ = report_data.utility_curves(sol.problem, ["gaussian_optimal"], (0.5, 1.0, 2.0), known)
+    redesigned, _, _ = report_data.utility_curves(sol.problem, ["gaussian_optimal"], (0.5, 1.0, 2.0), None)
+    np.testing.assert_allclose(scaled["gaussian_optimal"][1], redesigned["gaussian_optimal"][1], rtol=1e-6)
+
+
 def test_noise_panels_are_named_by_cell():
     sol = solved(_path("table_replace_gdp"))
     panels = report_data.noise_panels(sol.mechanism, sol.mechanism.noise_law(), ["race=white,sex=female"] * 6,

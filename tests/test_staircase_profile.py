@@ -156,3 +156,58 @@ def test_gdp_design_beats_randomized_response_and_verifies():
     check = next(c for c in solution.certificate["checks"] if c["claim"] == "privacy")
     assert check["passed"] and "trade-off function T ≥ G_μ" in check["method"]
     assert dpopt.verify(solution.certificate).passed
+
+
+@pytest.mark.parametrize("epsilon0, step, g, shifts", [
+    (1.0, 1.0, 0.3, [1.0]), (0.7, 0.5, 0.8, [1.3, 0.5]), (0.5, 0.4, 1.0, [1.0, 1.0]), (1.3, 0.3, 0.5, [0.1, 7.5]),
+    (0.012987114889818067, 1.0, 0.4989177409314891, [1.0, 75.0, 1.0]), (0.0053, 1 / 3, 0.4995, [1.0, 42.0]),
+])
+def test_double_precision_search_profile_against_60_digits(epsilon0, step, g, shifts):
+    """The search's double-precision pmf, δ(ε), KL and trade-off function (dpopt.privacy.staircase_search) against
+    the 60-digit profile (itself checked by brute force above). The search lets double precision decide a step
+    only farther than 10⁻¹¹ (relative) from its target (staircase._UNDECIDED): the sums are of positive terms
+    (KL: of at most ~10³ terms whose |j|ε₀ sum to a few times the KL), each from a few dozen roundings, so
+    relative errors of ~10⁻¹³ are the most they should carry; 10⁻¹² is asserted."""
+    from dpopt.privacy import staircase_search as search
+    from dpopt.privacy.staircase_profile import LossPMFTradeOff, staircase_kl, staircase_move_pmf
+
+    exact = staircase_move_pmf(epsilon0, step, g, [Fraction(m) for m in shifts])
+    j0, masses = law = search.move_pmf(epsilon0, step, g, shifts)
+    for j, mass in exact.items():
+        if mass > 1e-300:
+            assert masses[j - j0] == pytest.approx(float(mass), rel=1e-12)
+    assert search.kl(epsilon0, law) == pytest.approx(staircase_kl(exact, epsilon0), rel=1e-12)
+    for epsilon in (0.0, 0.3, 1.0, 2.0):
+        reference = float(staircase_delta_mp(epsilon, epsilon0, step, g, [Fraction(m) for m in shifts]))
+        assert search.delta(epsilon, epsilon0, law) == pytest.approx(reference, rel=1e-12, abs=1e-300)
+    alpha = np.linspace(0.0, 1.0, 1001)
+    assert LossPMFTradeOff.in_double_precision(law, epsilon0)(alpha) == pytest.approx(
+        LossPMFTradeOff(exact, epsilon0)(alpha), abs=1e-14)
+
+
+def test_approx_check_reads_the_target_as_written():
+    """δ is read as the decimal written (dpopt.core.decimals): a staircase whose exact δ(ε) lies between the
+    decimal D and the float nearest to D (above it) meets the float but not D, so its check fails; the design
+    for D itself passes. D is found by moving ε₀ until the exact δ sits just below a float x whose repr
+    spells a decimal below x (then D = repr(x), float(D) = x and float_below(D) is the float before x)."""
+    from dpopt.core.decimals import float_below, written
+    from dpopt.mechanisms.staircase import StaircaseMechanism
+
+    spec = _spec({"approx": {"epsilon": 1.0, "delta": 0.01}})
+    space = dpopt.derive(dpopt.load_spec(spec))
+    moves = [Fraction(1), Fraction(1)]
+    for k in range(200):
+        epsilon0 = 0.6 + 1e-3 * k
+        g = l1_optimal_g(epsilon0)
+        exact = staircase_delta_mp(1.0, epsilon0, 1.0, g, moves)
+        x = math.nextafter(float(exact), math.inf)
+        if float(exact) < x and Fraction(x) > written(repr(x)) and exact > float_below(repr(x)):
+            break
+    else:
+        pytest.fail("no ε₀ put δ(ε) between a decimal and its float")
+    target = {"approx": {"epsilon": 1.0, "delta": x}}  # a float counts as its repr, D
+    mechanism = StaircaseMechanism(epsilon0, 1.0, g, 2, "l1-optimal")
+    [check] = mechanism._privacy_checks(space, dpopt.load_spec({**spec, "privacy": target}).privacy)
+    assert exact <= x and not check.passed
+    solution = dpopt.solve({**spec, "privacy": target})
+    assert next(c for c in solution.certificate["checks"] if c["claim"] == "privacy")["passed"]

@@ -48,6 +48,10 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
         raise
 
 
+INDENTED_CELLS = 10_000
+"""Released cells up to which certificate.json and mechanism.json are indented throughout."""
+
+
 @dataclass(frozen=True)
 class Certificate:
     """A certificate: the JSON document of the contract (see DESIGN.md), read-only."""
@@ -62,7 +66,15 @@ class Certificate:
         return all(check["passed"] for check in self.data["checks"])
 
     def to_json(self) -> str:
-        return json.dumps(self.data, indent=2, ensure_ascii=False) + "\n"
+        """The certificate as JSON: indented for a person up to :data:`INDENTED_CELLS` released cells; past that one
+        line per top-level block (json's C encoder: the indented encoder is pure Python, 13 s of CPU for the range
+        example's 175,270 cells' errors)."""
+        dimension = (self.data.get("sensitivity") or {}).get("dimension") if isinstance(self.data, dict) else None
+        if not isinstance(dimension, int) or dimension <= INDENTED_CELLS:
+            return json.dumps(self.data, indent=2, ensure_ascii=False) + "\n"
+        blocks = (f"  {json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}"
+                  for key, value in self.data.items())
+        return "{\n" + ",\n".join(blocks) + "\n}\n"
 
     def write(self, path: str | Path) -> None:
         write_atomic(path, self.to_json())

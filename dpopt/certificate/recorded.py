@@ -118,6 +118,76 @@ def _same_float(recorded: float, expected: float, abs_tol: float) -> bool:
     return math.isfinite(recorded) and math.isclose(recorded, expected, rel_tol=REL_TOL, abs_tol=abs_tol)
 
 
+RECORDS = 256
+"""Lists of at least this many objects with the same keys (per-cell errors: one object per released cell) are
+compared column by column (:func:`_first_differing_record`)."""
+
+
+def _plain(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _first_differing_record(recorded: list, expected, abs_tol: float) -> int | None:
+    """For a list ``expected`` of at least :data:`RECORDS` objects with the same keys: the index of the first row
+    where :func:`difference` finds one (-1 when none), each column compared at once (strings by equality, plain
+    numbers by numpy with :func:`_same_float`'s rule: |r − e| ≤ max(REL_TOL·max(|r|, |e|), abs_tol) with r finite,
+    or r = e for a non-finite e); None when ``expected`` is not such a list."""
+    if len(expected) < RECORDS or not all(type(e) is dict for e in expected):
+        return None
+    keys = set(expected[0])
+    if any(e.keys() != keys for e in expected):
+        return None
+    bad = [i for i, r in enumerate(recorded) if not isinstance(r, dict) or r.keys() != keys]
+    rows = [i for i, r in enumerate(recorded) if isinstance(r, dict) and r.keys() == keys]
+    for key in keys:
+        got, want = [recorded[i][key] for i in rows], [expected[i][key] for i in rows]
+        if all(type(x) is str for x in want):
+            bad += [i for i, a, b in zip(rows, got, want) if type(a) is not str or a != b]
+        elif all(_plain(x) for x in want) and all(_plain(x) for x in got):
+            r, e = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
+            with np.errstate(invalid="ignore"):
+                close = np.isfinite(r) & (np.abs(r - e) <= np.maximum(REL_TOL * np.maximum(np.abs(r), np.abs(e)), abs_tol))
+            same = np.where(np.isfinite(e), close, (r == e) | (np.isnan(e) & np.isnan(r)))
+            bad += [rows[i] for i in np.flatnonzero(~same)]
+        else:
+            bad += [i for i, a, b in zip(rows, got, want) if difference(a, b, "", abs_tol)]
+    return min(bad, default=-1)
+
+
+def _numeric(value, recorded: bool) -> bool:
+    """``value`` is a number, or a list (a tuple, when not ``recorded``) of such, with no bool: what
+    :func:`difference` compares number by number (a recorded number must be a JSON int or float)."""
+    stack = [value]
+    kinds = (int, float) if recorded else (int, float, np.integer, np.floating)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list) or (not recorded and isinstance(node, tuple)):
+            stack.extend(node)
+        elif isinstance(node, bool) or not isinstance(node, kinds):
+            return False
+    return True
+
+
+def _first_differing_row(recorded: list, expected, abs_tol: float) -> int | None:
+    """For a list ``expected`` of at least :data:`RECORDS` numbers (or equal-shaped lists of numbers): the index of
+    the first row where :func:`difference` finds one (-1 when none), all numbers compared at once with
+    :func:`_same_float`'s rule at ``abs_tol`` (every nested list's tolerance is its parent's: the parent's
+    largest magnitude bounds the child's); None when ``expected`` and ``recorded`` are not such lists."""
+    if len(expected) < RECORDS or not _numeric(expected, recorded=False) or not _numeric(recorded, recorded=True):
+        return None
+    try:
+        r, e = np.asarray(recorded, dtype=float), np.asarray(expected, dtype=float)
+    except (ValueError, OverflowError):  # ragged, or an integer beyond a float: number by number
+        return None
+    if r.shape != e.shape:
+        return None
+    with np.errstate(invalid="ignore"):
+        close = np.isfinite(r) & (np.abs(r - e) <= np.maximum(REL_TOL * np.maximum(np.abs(r), np.abs(e)), abs_tol))
+    same = np.where(np.isfinite(e), close, (r == e) | (np.isnan(e) & np.isnan(r)))
+    wrong = np.flatnonzero(~same.reshape(len(expected), -1).all(axis=1))
+    return int(wrong[0]) if wrong.size else -1
+
+
 def difference(recorded, expected, path: str = "", abs_tol: float = 0.0) -> str | None:
     """Where ``recorded`` differs from its recomputation ``expected`` (JSON values), or None.
 
@@ -140,8 +210,14 @@ def difference(recorded, expected, path: str = "", abs_tol: float = 0.0) -> str 
     if isinstance(expected, (list, tuple)):
         if not isinstance(recorded, list) or len(recorded) != len(expected):
             return f"{where}: expected a list of {len(expected)}"
+        first = _first_differing_record(recorded, expected, abs_tol)  # objects hold no number of the list's scale
+        if first is not None:  # a long list of records: the rows that differ found column by column
+            return None if first < 0 else difference(recorded[first], expected[first], f"{where}[{first}]", abs_tol)
         scale = max((abs(x) for x in _numbers(list(expected)) if math.isfinite(x)), default=0.0)
         tol = max(abs_tol, REL_TOL * scale)
+        first = _first_differing_row(recorded, expected, tol)
+        if first is not None:  # a long list of numbers: compared at once
+            return None if first < 0 else difference(recorded[first], expected[first], f"{where}[{first}]", tol)
         for i, (r, e) in enumerate(zip(recorded, expected)):
             found = difference(r, e, f"{where}[{i}]", tol)
             if found:

@@ -86,7 +86,7 @@ def check_shape(document: Any) -> None:
         if isinstance(node, _Duplicated):
             raise DocumentError(f"gives the key '{node.key}' twice {_where(path)}")
         items = node.items() if isinstance(node, dict) else ((f"[{i}]", v) for i, v in enumerate(node))
-        stack.extend((value, [*path, str(key)]) for key, value in items)
+        stack.extend((value, [*path, str(key)]) for key, value in items if isinstance(value, (dict, list)))
 
 
 def parse_json(text: str) -> Any:

@@ -38,6 +38,7 @@ import numpy as np
 from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
+from dpopt.core.rows import row_groups
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
@@ -96,6 +97,11 @@ class MahalanobisSensitivity:
     negative: float
 
 
+DISTINCT_ROWS_FROM = 1_000
+"""Generators above which :func:`mahalanobis_sensitivity` works on the distinct rows (a Semi-DP space of the census
+plan lists 538,571 moves of 15 cells, 471 distinct: 0.5 s a call, 0.09 s with the hashing)."""
+
+
 def mahalanobis_sensitivity(sigma: np.ndarray, vectors: np.ndarray) -> MahalanobisSensitivity:
     """The Mahalanobis sensitivity of N(0, Σ) over ``vectors`` (rows), by eigendecomposition."""
     w, q = np.linalg.eigh(sigma)
@@ -105,6 +111,9 @@ def mahalanobis_sensitivity(sigma: np.ndarray, vectors: np.ndarray) -> Mahalanob
     keep = w > RANK_TOL * top
     qr, wr = q[:, keep], w[keep]
     v = np.atleast_2d(np.asarray(vectors, dtype=float))
+    if v.shape[0] > DISTINCT_ROWS_FROM:  # the maxima below are over rows: equal rows give equal terms
+        first, _ = row_groups(v + 0.0)  # + 0.0: −0 and 0 are one row
+        v = v[np.sort(first)]
     coords = v @ qr
     residual = float(np.linalg.norm(v - coords @ qr.T, axis=1).max() / np.linalg.norm(v, axis=1).max())
     squared = float(np.max(np.sum(coords**2 / wr, axis=1)))

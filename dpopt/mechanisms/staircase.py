@@ -51,6 +51,7 @@ import numpy as np
 
 from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
+from dpopt.core.decimals import float_below
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError, SpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
@@ -60,6 +61,7 @@ from dpopt.noise.prior_metrics import kl_divergence, mallows_distance, renyi_div
 from dpopt.noise.staircase import StaircaseNoise
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
 from dpopt.privacy.gdp_check import gdp_margin, mu_of_tradeoff
+from dpopt.privacy import staircase_search as search
 from dpopt.privacy.staircase_profile import (
     LossPMFTradeOff,
     staircase_delta_mp,
@@ -218,27 +220,70 @@ def exact_gdp(mu: float, epsilon0: float, step: float, g: float, moves) -> tuple
     return True, f"{len(moves)} move pattern(s); the last: {detail}"
 
 
-def _raise_epsilon0(epsilon0: float, step: float, moves, privacy: Privacy, utility: Utility) -> float:
-    """The largest ε₀ ≥ ``epsilon0`` (to 2⁻⁴⁰ of the bracket, by bisection) whose exact profile with the
-    metric-optimal g meets the target over every move; ``epsilon0`` (generic conversion) meets it already.
+_UNDECIDED = {"approx": 1e-11, "zcdp": 1e-11, "gdp": 1e-9}
+"""Relative distance to the target within which a double-precision profile value does not decide a step of
+the search (:func:`_profile_test` with ``exact``): the 60-digit profile does. The double-precision δ(ε) and
+KL sums carry relative errors near 10⁻¹⁵ (:mod:`dpopt.privacy.staircase_search`; measured against the
+60-digit profile in tests/test_staircase_profile.py); the μ estimate maximises over α, its margin is wider."""
 
-    (ε, δ): the bisection's test is the certificate's own, :func:`exact_delta`. ρ-zCDP: the test is the
-    Kullback–Leibler limit max_v E_P[L] ≤ ρ(1 − 10⁻⁸) (where sup_α D_α/α sits for these pmfs, as for
-    randomized response); μ-GDP: the estimate max_v μ(T_v) ≤ μ(1 − 10⁻⁹)
-    (:func:`~dpopt.privacy.gdp_check.mu_of_tradeoff`). The result of these two is kept only if
-    :func:`exact_zcdp` or :func:`exact_gdp` certifies it; else ``epsilon0``.
+
+def _profile_test(step: float, moves, privacy: Privacy, utility: Utility, exact: bool):
+    """ε₀ ↦ does the staircase (ε₀, Δ₀ = ``step``, the metric-optimal g) meet the target over every move?
+
+    (ε, δ): max_v δ_v(ε) ≤ δ (the certificate's own test, :func:`exact_delta`, at ε and δ read as the
+    decimals written, :func:`~dpopt.core.decimals.float_below`). ρ-zCDP: the Kullback–Leibler limit
+    max_v E_P[L] ≤ ρ(1 − 10⁻⁸) (where sup_α D_α/α sits for these pmfs, as for randomized response); μ-GDP:
+    the estimate max_v μ(T_v) ≤ μ(1 − 10⁻⁹) (:func:`~dpopt.privacy.gdp_check.mu_of_tradeoff`). Each value
+    is first computed in double precision; with ``exact`` the 60-digit pmfs decide whenever it lies within
+    :data:`_UNDECIDED` (relative) of the target, so the answers are those of the 60-digit profile.
     """
-    target = privacy.parameters
+    target, definition = privacy.parameters, privacy.definition
+    if definition == "approx":
+        epsilon, bound = float_below(target["epsilon"]), float_below(target["delta"])
+
+        def fast(e0, g):
+            return max(search.delta(epsilon, e0, search.move_pmf(e0, step, g, m)) for m in moves)
+
+        def slow(e0, g):
+            return exact_delta(epsilon, e0, step, g, moves)[0] <= bound
+    elif definition == "gdp":
+        bound = target["mu"] * (1 - 1e-9)
+
+        def fast(e0, g):
+            return max(mu_of_tradeoff(LossPMFTradeOff.in_double_precision(search.move_pmf(e0, step, g, m), e0))
+                       for m in moves)
+
+        def slow(e0, g):
+            return max(mu_of_tradeoff(LossPMFTradeOff(staircase_move_pmf(e0, step, g, m), e0))
+                       for m in moves) <= bound
+    else:
+        bound = target["rho"] * (1 - 1e-8)
+
+        def fast(e0, g):
+            return max(search.kl(e0, search.move_pmf(e0, step, g, m)) for m in moves)
+
+        def slow(e0, g):
+            return max(staircase_kl(staircase_move_pmf(e0, step, g, m), e0) for m in moves) <= bound
 
     def holds(e0: float) -> bool:
         g, _ = metric_optimal_g(e0, step, utility)
-        if privacy.definition == "approx":
-            return exact_delta(target["epsilon"], e0, step, g, moves)[0] <= target["delta"]
-        if privacy.definition == "gdp":
-            return max(mu_of_tradeoff(LossPMFTradeOff(staircase_move_pmf(e0, step, g, m), e0))
-                       for m in moves) <= target["mu"] * (1 - 1e-9)
-        return max(staircase_kl(staircase_move_pmf(e0, step, g, m), e0) for m in moves) <= target["rho"] * (1 - 1e-8)
+        value = fast(e0, g)
+        if exact and abs(value - bound) <= _UNDECIDED[definition] * bound:
+            return bool(slow(e0, g))
+        return value <= bound
 
+    return holds
+
+
+def _raise_epsilon0(epsilon0: float, step: float, moves, privacy: Privacy, utility: Utility,
+                    exact: bool = True) -> float:
+    """The largest ε₀ ≥ ``epsilon0`` (to 2⁻⁴⁰ of the bracket, by bisection) whose exact profile with the
+    metric-optimal g meets the target over every move (:func:`_profile_test`); ``epsilon0`` (generic
+    conversion) meets it already. Without ``exact`` every step is decided in double precision (a
+    search among steps Δ₀); with it, as the 60-digit profile decides. Under ρ-zCDP and μ-GDP the result
+    is kept only if :func:`exact_zcdp` or :func:`exact_gdp` certifies it; else ``epsilon0``.
+    """
+    holds = _profile_test(step, moves, privacy, utility, exact)
     lo, hi = epsilon0, 2.0 * epsilon0
     for _ in range(8):  # ε₀ at most 2⁸ times the generic one; δ(ε) → P[L > ε] as ε₀ grows
         if not holds(hi):
@@ -249,10 +294,13 @@ def _raise_epsilon0(epsilon0: float, step: float, moves, privacy: Privacy, utili
     for _ in range(_RAISE_BISECTIONS):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if holds(mid) else (lo, mid)
+    if not exact:
+        return lo
+    target = privacy.parameters
     g = metric_optimal_g(lo, step, utility)[0]
     if privacy.definition == "zcdp" and not exact_zcdp(target["rho"], lo, step, g, moves)[0]:
         return epsilon0
-    if privacy.definition == "gdp" and not exact_gdp(target["mu"], lo, step, g, moves)[0]:
+    if privacy.definition == "gdp" and not exact_gdp(float_below(target["mu"]), lo, step, g, moves)[0]:
         return epsilon0
     return lo
 
@@ -297,19 +345,33 @@ class StaircaseMechanism(Mechanism):
         if spec.utility.metric in PRIOR_METRICS:
             steps = [float(pattern.largest)]  # each prior metric evaluation is a quadrature
         moves = exact_moves(space) if spec.privacy.definition in EXACT_TARGETS else None
-        best = None
-        for step in steps:
+        metric = spec.utility
+
+        def designed(step: float, exact: bool) -> tuple[float, StaircaseMechanism]:
             eps0, step0, _ = _calibrate(pattern, epsilon, step)
             if moves is not None:
-                eps0 = _raise_epsilon0(eps0, step0, moves, spec.privacy, spec.utility)
-            g, policy = metric_optimal_g(eps0, step0, spec.utility)
+                eps0 = _raise_epsilon0(eps0, step0, moves, spec.privacy, metric, exact)
+            g, policy = metric_optimal_g(eps0, step0, metric)
             candidate = cls(eps0, step0, g, space.dimension, policy)
-            value = candidate.expected_utility(spec.utility).value
-            better = best is None or (value > best[0] if spec.utility.metric == "usefulness" else value < best[0])
-            if better:
-                best = (value, candidate)
-        if best is None:
+            return candidate.expected_utility(metric).value, candidate
+
+        def rank(value: float) -> float:
+            return -value if metric.metric == "usefulness" else value
+
+        # each step searched in double precision; then, best first, again as the 60-digit profile decides (a
+        # step whose raised ε₀ is not certified falls back to the generic one), until no step left can win
+        found = sorted(((designed(step, exact=moves is None), step) for step in steps), key=lambda t: rank(t[0][0]))
+        if not found:
             raise CalibrationError("no staircase step meets the target")
+        if moves is None:
+            return found[0][0][1], found[0][0][0]
+        best = None
+        for (value, _), step in found:
+            if best is not None and rank(value) > rank(best[0]) + 1e-9 * abs(best[0]):
+                break
+            exact = designed(step, exact=True)
+            if best is None or rank(exact[0]) < rank(best[0]):
+                best = exact
         return best[1], best[0]
 
     @classmethod
@@ -355,7 +417,7 @@ class StaircaseMechanism(Mechanism):
         method = ("exact staircase privacy-loss distribution on ε₀ℤ (per coordinate from the piecewise-constant "
                   "density, convolved over the coordinates of each listed move; dpopt.privacy.staircase_profile)")
         if privacy.definition == "gdp":
-            passed, detail = exact_gdp(target["mu"], n.epsilon0, n.step, n.g, moves)
+            passed, detail = exact_gdp(float_below(target["mu"]), n.epsilon0, n.step, n.g, moves)
             return Check("privacy", f"{method}: its piecewise-linear trade-off function T ≥ G_μ",
                          passed, f"ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, g = {n.g:.17g}; {detail}")
         if privacy.definition == "zcdp":
@@ -363,11 +425,12 @@ class StaircaseMechanism(Mechanism):
             return Check("privacy", f"{method}: its Rényi divergences D_α ≤ ρα, certified on intervals of orders "
                                     "(Arb balls)", passed, f"ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, "
                                                            f"g = {n.g:.17g}; {detail}")
-        delta, worst = exact_delta(target["epsilon"], n.epsilon0, n.step, n.g, moves)
+        delta, worst = exact_delta(float_below(target["epsilon"]), n.epsilon0, n.step, n.g, moves)
         return Check(
             "privacy",
-            f"{method}, δ(ε) in 60 digits",
-            bool(delta <= target["delta"]),
+            f"{method}, δ(ε) in 60 digits, against ε and δ as written (each the largest float not above its "
+            "decimal)",
+            bool(delta <= float_below(target["delta"])),
             f"ε₀ = {n.epsilon0:.17g}, Δ₀ = {n.step:.17g}, g = {n.g:.17g}; {len(moves)} move pattern(s), the worst "
             f"|v| = {tuple(float(t) for t in worst)}: δ(ε={target['epsilon']}) = {mpmath.nstr(delta, 17)} "
             f"vs δ = {target['delta']}",

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import lru_cache
+from itertools import accumulate
 
 import numpy as np
 
@@ -69,6 +71,13 @@ def _breaks(lo: mpmath.mpf, hi: mpmath.mpf, step: mpmath.mpf, g: mpmath.mpf, off
 def staircase_loss_pmf(epsilon0: float, step: float, g: float, shift: float | Fraction) -> dict[int, mpmath.mpf]:
     """{j: P[L = jε₀]} of one staircase coordinate against its shift by m = ``shift`` > 0 (module docstring),
     in 60-digit arithmetic (it sets that precision itself)."""
+    return dict(_loss_pmf(Fraction(epsilon0), Fraction(step), Fraction(g), Fraction(shift)))
+
+
+@lru_cache(maxsize=256)
+def _loss_pmf(epsilon0: Fraction, step: Fraction, g: Fraction, shift: Fraction) -> tuple[tuple[int, mpmath.mpf], ...]:
+    """:func:`staircase_loss_pmf` as a tuple, kept for the last 256 arguments (a move's coordinates and the
+    moves of one space share their shifts; mpf values are immutable)."""
     with mpmath.workdps(_MP_DIGITS):
         e0, d0, gg, m = _mp(epsilon0), _mp(step), _mp(g), _mp(shift)
         b = mpmath.exp(-e0)
@@ -83,7 +92,7 @@ def staircase_loss_pmf(epsilon0: float, step: float, g: float, shift: float | Fr
                 j = _drops(abs(x - m), d0, gg) - _drops(abs(x), d0, gg)
                 mass = weight * a * b ** _drops(abs(x), d0, gg) * (w - u)
                 pmf[j] = pmf.get(j, mpmath.mpf(0)) + mass
-        return pmf
+        return tuple(pmf.items())
 
 
 def _convolve(p: dict[int, mpmath.mpf], q: dict[int, mpmath.mpf]) -> dict[int, mpmath.mpf]:
@@ -174,10 +183,26 @@ class LossPMFTradeOff(TradeOff):
             self._losses = [j * e0 for j, _ in items]
             p = [mass for _, mass in items]
             q = [mass * mpmath.exp(-loss) for (_, mass), loss in zip(items, self._losses)]
-            self._alpha = np.array([0.0] + [float(sum(p[: k + 1])) for k in range(len(p))])
-            self._power = np.array([0.0] + [float(sum(q[: k + 1])) for k in range(len(q))])
+            self._alpha = np.array([0.0] + [float(c) for c in accumulate(p)])
+            self._power = np.array([0.0] + [float(c) for c in accumulate(q)])
         self._alpha[-1] = self._power[-1] = 1.0  # Σ p = Σ q = 1 (60-digit sums, rounded)
         self._slopes = -np.exp(-np.array([float(loss) for loss in self._losses]))
+
+    @classmethod
+    def in_double_precision(cls, law: tuple[int, np.ndarray], epsilon0: float) -> LossPMFTradeOff:
+        """The same trade-off function from a pmf ``(j0, masses)`` in double precision
+        (:func:`dpopt.privacy.staircase_search.move_pmf`), its sums in double precision: for a search only."""
+        j0, masses = law
+        j = j0 + np.flatnonzero(masses > 0)
+        p = masses[masses > 0]
+        losses = j * float(epsilon0)
+        self = cls.__new__(cls)
+        self._losses = list(losses)
+        self._alpha = np.concatenate([[0.0], np.cumsum(p)])
+        self._power = np.concatenate([[0.0], np.cumsum(p * np.exp(-losses))])
+        self._alpha[-1] = self._power[-1] = 1.0
+        self._slopes = -np.exp(-losses)
+        return self
 
     @property
     def name(self) -> str:

@@ -27,7 +27,8 @@ BUDGET_PARAMETER = {"pure": "epsilon", "approx": "epsilon", "pdp": "epsilon", "g
 
 SCALE_FAMILIES = {("k_norm", "pure"): 1.0,
                   ("marginal_gaussian", "gdp"): 1.0, ("marginal_gaussian", "zcdp"): 0.5,
-                  ("kronecker_gaussian", "gdp"): 1.0, ("kronecker_gaussian", "zcdp"): 0.5}
+                  ("kronecker_gaussian", "gdp"): 1.0, ("kronecker_gaussian", "zcdp"): 0.5,
+                  ("gaussian_optimal", "gdp"): 1.0, ("gaussian_optimal", "zcdp"): 0.5}
 """(family, definition) → k: the family's design at budget b·s is its design at b with the noise divided by
 s^k. K-norm under pure ε (Hardt & Talwar 2010): K = Hull(S), or the fallback ball, does not depend on ε, and
 the noise is R·U with R ~ Gamma(r + 1, rate ε), so Z(sε) has the law of Z(ε)/s. Its hull is the costly part
@@ -35,7 +36,10 @@ of a design, so the utility curve scales the calibrated mechanism's prediction i
 The marginal and Kronecker Gaussian strategies are optimised for unit noise, independently of the budget,
 then calibrated: σ = Δ/μ under μ-GDP (k = 1), σ = Δ/√(2ρ) under ρ-zCDP (k = 1/2; Bun & Steinke 2016,
 Prop. 1.6). Re-designed at s = 0.5 and 2, the 10-attribute marginal and the Kronecker examples agree with
-the scaled values to 1e-15 relative; their re-design was most of a report's time."""
+the scaled values to 1e-15 relative; their re-design was most of a report's time. The optimal covariance is
+homogeneous the same way: the program min f(Σ) subject to vᵀΣ⁺v ≤ μ² over S has the solution Σ(μ) = Σ(1)/μ²
+(substitute Σ = Σ'/μ²), μ = √(2ρ) under ρ-zCDP; its SDP (most of ``census_part2``'s report) solves it to the
+solver's tolerance, so a re-design agrees with the scaled value to about 1e-8 (tests/test_report_statistician.py)."""
 METRIC_POWER = {"l2": 2, "max_variance": 2, "l1": 1}
 """metric → m: the metric of noise c·Z is c^m times that of Z."""
 
@@ -60,6 +64,11 @@ def target_tradeoff(guarantee: dict, alpha: np.ndarray) -> tuple[np.ndarray, str
     return None
 
 
+PANEL_MIN_DRAWS = 1_000
+"""Fewest draws of a noise panel when the family caps its sampler's draws (:meth:`Mechanism.sampler_check_draws`:
+an exact lattice sampler costs about 1 µs a variate): a histogram of 1,000 draws still shows the law's shape."""
+
+
 def noise_draws(dimension: int, draws: int = NOISE_DRAWS) -> int:
     """The draws :func:`noise_panels` takes: ``draws``, fewer for a large query (at most 4·10⁶ numbers, at
     least 2,000 draws: a histogram of three cells needs no more)."""
@@ -71,7 +80,9 @@ def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAW
     """Up to three panels: the cells whose noise varies most (named by ``labels``, e.g.
     ``race=other,sex=male``) against the law's marginal density where the law states it per
     output coordinate; for a gauge law, ‖Z‖_K against its Gamma(s, rate ε) density."""
-    z = mechanism.sample(noise_draws(mechanism.dimension, draws), np.random.default_rng(seed))
+    count = noise_draws(mechanism.dimension, draws)
+    count = min(count, max(PANEL_MIN_DRAWS, mechanism.sampler_check_draws(count)))  # a costly sampler: fewer
+    z = mechanism.sample(count, np.random.default_rng(seed))
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
     released = np.isfinite(z).all(axis=0)  # a coordinate a design does not release is NaN throughout
     spread = np.where(released, np.std(np.where(released, z, 0.0), axis=0), -1.0)

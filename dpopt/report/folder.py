@@ -6,14 +6,11 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from dpopt.certificate.model import write_atomic
+from dpopt.certificate.model import INDENTED_CELLS, write_atomic
 from dpopt.core.output import output_folder
 from dpopt.report.document import build_report
 from dpopt.report.render import write_report
 from dpopt.solve import Solution
-
-INDENTED_CELLS = 10_000
-"""Released cells up to which ``mechanism.json`` is indented."""
 
 
 def write_solution(solution: Solution, folder: str | Path,

@@ -1,0 +1,83 @@
+"""Long lists in ``dpopt verify``'s comparison of recorded blocks (dpopt.certificate.recorded.difference).
+
+Lists of ≥ RECORDS objects with the same keys (per-cell errors) and of ≥ RECORDS numbers (or equal-shaped lists of
+numbers) are compared column by column with numpy. The reference is the element-by-element comparison itself
+(RECORDS raised past every list's length): for every tampering below both must give the same verdict and the
+same message (the first differing entry in row-major order).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from dpopt.certificate import recorded
+
+ROWS = 300
+
+
+def _records(rng) -> list[dict]:
+    return [{"cell": f"age={i % 17},sex={i % 2}", "standard_error": float(rng.uniform(1, 10)),
+             "margin_of_error": float(rng.uniform(1, 30)), "rank": int(i)} for i in range(ROWS)]
+
+
+def _numbers(rng) -> list:
+    return [[float(x) for x in row] for row in rng.normal(0.0, 5.0, (ROWS, 3))]
+
+
+TAMPER = {
+    "none": lambda r: None,
+    "a number beyond 1e-9 relative": lambda r: r[137].__setitem__("standard_error", r[137]["standard_error"] * (1 + 1e-8)),
+    "a number within 1e-9 relative": lambda r: r[137].__setitem__("standard_error", r[137]["standard_error"] * (1 + 1e-10)),
+    "two rows, the later first in its column": lambda r: (r[250].__setitem__("cell", "x"),
+                                                          r[90].__setitem__("margin_of_error", 0.0)),
+    "a string for a number": lambda r: r[12].__setitem__("rank", "12"),
+    "a bool for a number": lambda r: r[0].__setitem__("rank", True),
+    "a missing key": lambda r: r[200].pop("cell"),
+    "a NaN": lambda r: r[5].__setitem__("margin_of_error", math.nan),
+    "infinity": lambda r: r[299].__setitem__("standard_error", math.inf),
+    "not an object": lambda r: r.__setitem__(3, [1, 2]),
+}
+
+NUMBER_TAMPER = {
+    "none": lambda r: None,
+    "beyond the tolerance": lambda r: r[41].__setitem__(2, r[41][2] + 1e-7),
+    "within the list's tolerance (1e-9 of its largest)": lambda r: r[41].__setitem__(2, r[41][2] + 1e-12),
+    "a bool": lambda r: r[100].__setitem__(0, False),
+    "ragged": lambda r: r[7].append(1.0),
+    "NaN recorded": lambda r: r[8].__setitem__(1, math.nan),
+    "a string": lambda r: r[9].__setitem__(1, "1.0"),
+}
+
+
+def _both(monkeypatch, got, want):
+    fast = recorded.difference(got, want)
+    with monkeypatch.context() as m:
+        m.setattr(recorded, "RECORDS", 10**9)
+        slow = recorded.difference(got, want)
+    return fast, slow
+
+
+@pytest.mark.parametrize("case", list(TAMPER))
+def test_records_compare_as_element_by_element(case, monkeypatch):
+    rng = np.random.default_rng(7)
+    want = _records(rng)
+    got = copy.deepcopy(want)
+    TAMPER[case](got)
+    fast, slow = _both(monkeypatch, got, want)
+    assert fast == slow
+    assert (fast is None) == (case in ("none", "a number within 1e-9 relative"))
+
+
+@pytest.mark.parametrize("case", list(NUMBER_TAMPER))
+def test_number_arrays_compare_as_element_by_element(case, monkeypatch):
+    rng = np.random.default_rng(8)
+    want = _numbers(rng)
+    got = copy.deepcopy(want)
+    NUMBER_TAMPER[case](got)
+    fast, slow = _both(monkeypatch, {"a": got}, {"a": want})
+    assert fast == slow
+    assert (fast is None) == (case in ("none", "within the list's tolerance (1e-9 of its largest)"))
