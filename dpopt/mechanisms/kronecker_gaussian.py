@@ -536,7 +536,7 @@ class KroneckerGaussianMechanism(Mechanism):
 
 
 def anova_cell_variances(split, factors, work, weights: dict) -> np.ndarray:
-    """Each workload answer's variance per unit of noise variance for a strategy of ordered factors A_k ⊗ the
+    r"""Each workload answer's variance per unit of noise variance for a strategy of ordered factors A_k ⊗ the
     ANOVA components weighted by ``weights`` (b_T): in every cell of term t,
     :math:`\sum_{T\subseteq S_t} b_T^{-1}\prod_{k\in T}(1-1/n_k)\prod_{k\in S_t\setminus T}n_k^{-1}
     \prod_{k\in P\setminus S_t}n_k` times, per ordered attribute, the diagonal of F_k(A_kᵀA_k)⁻¹F_kᵀ
