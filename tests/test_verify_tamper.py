@@ -86,9 +86,9 @@ ECHOED = {("gaussian_optimal", "design"), ("r2dp", "design"), ("marginal_gaussia
           ("marginal_laplace", "design"), ("kronecker_gaussian", "design"), ("kronecker_laplace", "design")}
 """Parameters that record how the design was found (solver objective, bounds, baselines); they are
 carried into the rebuilt mechanism, not re-derived (module docstring). Of the marginal and Kronecker
-families' ``design`` records, verify re-derives only some entries (marginal_laplace's ``l1_sensitivity`` and
-lower bounds, kronecker_laplace's lower bound, the table goals); their method text, baselines, expected errors
-and the other bounds are echoed."""
+families' ``design`` records, verify re-derives only some entries (marginal_laplace's ``l1_sensitivity``, lower
+bounds and error, the Kronecker families' strategy sensitivity and expected error, kronecker_laplace's lower bound,
+the table goals); their method text, baselines and the other bounds are echoed."""
 
 
 def certificate(family: str) -> dict:
@@ -170,6 +170,19 @@ def test_every_parameter_edited_is_rejected(family):
 def test_every_parameter_leaf_edited_is_rejected(family):
     bad = [label for label, tampered in _parameter_edits(family, every_leaf=True) if not rejected(tampered)]
     assert bad == []
+
+
+@pytest.mark.parametrize("family, key", [("kronecker_gaussian", "strategy_sensitivity_squared"),
+                                         ("kronecker_gaussian", "expected_l2"), ("kronecker_laplace", "l1_sensitivity"),
+                                         ("kronecker_laplace", "expected_l2")])
+def test_kronecker_design_records_of_sensitivity_and_error_are_re_derived(family, key):
+    """Of the echoed design records, these state the strategy's sensitivity and error: each edited is rejected."""
+    cert = certificate(family)
+    row = next(r for r in cert["candidates"] if r["family"] == family and "parameters" in r)
+    new = edited(cert["mechanism"]["parameters"]["design"][key])
+    for parameters in (cert["mechanism"]["parameters"], row["parameters"]):
+        parameters["design"][key] = new
+    assert rejected(cert)
 
 
 # ----------------------------------------------------------------- NaN, negative, zero, null
