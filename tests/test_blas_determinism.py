@@ -91,9 +91,9 @@ CASES: dict[str, dict | str] = {
 }
 
 
-SAMPLE = ("marginal_laplace", "projected_gaussian")
-"""The families of the default run: each solves in about a second and certifies in a computed basis (the
-marginal algebra's eigenvalues; the span's SVD and its projector)."""
+SAMPLE = ("marginal_laplace",)
+"""The families of the default run besides the K-norm ball: marginal_laplace solves in about a second and
+certifies in the marginal algebra's computed eigenvalues (about 4 s of CPU for both subprocesses)."""
 
 
 def _run(config: str, code: str, *args: str) -> subprocess.CompletedProcess:
