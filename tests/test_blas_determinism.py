@@ -9,11 +9,13 @@ verifies its certificate in another subprocess under the other, both ways:
 * ``single``: one thread (``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` = 1);
 * ``other``: two threads and OpenBLAS's baseline x86-64 kernels (``OPENBLAS_CORETYPE=Prescott``, SSE3,
   which every x86-64 CPU runs; ignored elsewhere): thread counts alone leave the small matrices of a fast
-  test single-threaded, the kernel changes their last bits as another machine's CPU does.
+  test single-threaded, the kernel changes their last bits as another machine's CPU does;
+* ``default``: no thread or kernel variable set (what a user's shell has).
 
 The default run solves the issue's family one way (the K-norm l1 ball, on a small Kronecker workload with
-repeated singular values; it failed both ways before the span's basis was made canonical); the slow run
-the other way, every registered family both ways, and the issue's own reproduction. The optimal K-norm
+repeated singular values; it failed both ways before the span's basis was made canonical) and a sample of
+the registry (:data:`SAMPLE`) under one thread, verified under the default configuration; the slow run the
+other way, every registered family both ways, and the issue's own reproduction. The optimal K-norm
 (K = Hull(S)) failed there (boundary_simplices 6850 vs 6890 on table_3x4_margins_pure: qhull triangulated
 from orthonormal-basis coordinates whose last bits differ) until its hull was built on exact pivot
 coordinates (:class:`~dpopt.sensitivity.subspace.PivotCoordinates`); the default run checks in process
@@ -42,6 +44,7 @@ THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 CONFIGS = {
     "single": dict.fromkeys(THREADS, "1"),
     "other": {**dict.fromkeys(THREADS, "2"), "OPENBLAS_CORETYPE": "Prescott"},
+    "default": {},
 }
 DIRECTIONS = [("single", "other"), ("other", "single")]
 
@@ -88,8 +91,13 @@ CASES: dict[str, dict | str] = {
 }
 
 
+SAMPLE = ("marginal_laplace",)
+"""The families of the default run besides the K-norm ball: marginal_laplace solves in about a second and
+certifies in the marginal algebra's computed eigenvalues (about 4 s of CPU for both subprocesses)."""
+
+
 def _run(config: str, code: str, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE" and k not in THREADS}
     env.update(CONFIGS[config], PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=1800)
 
@@ -189,6 +197,12 @@ def test_k_norm_ball_verifies_under_other_blas(solved_under, verified_under, tmp
     spec = spec_file(kronecker_ball(6), "k_norm", tmp_path)
     cert = solve_then_verify(spec, CLI_BALL, solved_under, verified_under, tmp_path)
     assert cert["mechanism"]["parameters"]["norm_ball"] == "l1"
+
+
+@pytest.mark.parametrize("family", SAMPLE)
+def test_a_sample_of_families_verifies_under_default_blas(family, tmp_path):
+    cert = solve_then_verify(spec_file(CASES[family], family, tmp_path), CLI, "single", "default", tmp_path)
+    assert cert["mechanism"]["family"] == family
 
 
 @pytest.mark.slow

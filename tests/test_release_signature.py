@@ -205,6 +205,7 @@ def _battery(folder: Path, public: Path, tmp_path: Path, every: bool) -> dict[st
 
 
 def _assert_none_accepted(counts: dict[str, list[int]]) -> None:
+    print("edits per class (cases / accepted): " + ", ".join(f"{k} {n}/{a}" for k, (n, a) in counts.items()))
     assert all(cases > 0 for cases, _ in counts.values())
     assert {label: accepted for label, (_, accepted) in counts.items() if accepted} == {}, counts
 

@@ -41,11 +41,11 @@ References
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 
 from dpopt.core.checks import Check
+from dpopt.core.decimals import float_below, written
 from dpopt.core.rounding import nudge_until
 from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
@@ -243,12 +243,12 @@ class GeneralizedGaussianMechanism(Mechanism):
         if spec.privacy.definition in TARGETS:
             scales, skipped = target_scales(problem)
             return [cls(p, b, d, "unbounded", calibration) for p, b, calibration in scales], skipped
-        eps = target["epsilon"]
-        laplace = laplace_scale_for(eps, space.l1)
+        laplace = laplace_scale_for(target["epsilon"], space.l1)
         options = [cls(1, laplace, d, "unbounded", "laplace")]
         skipped: list[str] = []
+        eps = float_below(target["epsilon"])  # the calibrations below meet the decimal written (core.decimals)
         if spec.privacy.definition == "pdp":
-            delta = target["delta"]
+            delta = float_below(target["delta"])
             magnitudes = difference_magnitudes(space)
             for p in PDP_SHAPES[1:]:
                 try:
@@ -354,7 +354,7 @@ class GeneralizedGaussianMechanism(Mechanism):
                     f"exact rational check Δ₁/b ≤ ε (Laplace noise is ε-DP{post}"
                     + ("; pure ε-DP implies (ε, δ)-pDP" if definition == "pdp" else "")
                     + ")",
-                    ratio <= Fraction(eps),
+                    ratio <= written(eps),
                     f"Δ₁/b = {float(ratio):.17g} vs ε = {eps}",
                 )
             ]

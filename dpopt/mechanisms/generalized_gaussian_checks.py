@@ -19,6 +19,7 @@ import numpy as np
 
 from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
+from dpopt.core.decimals import float_below
 from dpopt.privacy.pdp import gaussian_pdp_bound_mp, gg_pdp_bound_disjoint_mp, gg_pdp_monte_carlo
 from dpopt.privacy.truncated_gg import (
     bit_coordinate_loss_mp,
@@ -38,14 +39,17 @@ def lemma10_bound(scale: float, epsilon: float, l2_squared: Fraction) -> mpmath.
         return gaussian_pdp_bound_mp(mpmath.mpf(scale) / mpmath.sqrt(2), epsilon, l2_squared)
 
 
-def pdp_check(scale: float, p: float, monte_carlo: dict | None, space: SensitivitySpace, eps: float,
-              delta: float) -> Check:
+def pdp_check(scale: float, p: float, monte_carlo: dict | None, space: SensitivitySpace, eps: object,
+              delta: object) -> Check:
     """The (ε, δ)-pDP check of unbounded GG(0, b, p) noise, p ≥ 2 (Liu 2019).
 
     p = 2: Lemma 10, 2Φ(−(εb² − Δ₂²)/(√2 Δ₂ b)) ≤ δ; one coordinate moving: Corollary 8,
     Q(1/p, u*^p) ≤ δ; otherwise Corollary 7 by the Monte Carlo the design recorded
-    (``monte_carlo``: draws, seed, confidence), a statistical guarantee.
+    (``monte_carlo``: draws, seed, confidence), a statistical guarantee. ε and δ are the target as
+    written: each bound is evaluated at, and compared with, the largest float not above the decimal
+    (:func:`~dpopt.core.decimals.float_below`).
     """
+    shown_delta, eps, delta = delta, float_below(eps), float_below(delta)
     if p == 2:
         level = lemma10_bound(scale, eps, space.l2_squared)
         return Check(
@@ -53,7 +57,7 @@ def pdp_check(scale: float, p: float, monte_carlo: dict | None, space: Sensitivi
             "Lemma 10 (Liu 2019): 2Φ(−(εb² − Δ₂²)/(√2 Δ₂ b)) ≤ δ for GG(0, b, 2) = N(0, b²/2), "
             "60-digit arithmetic, exact Δ₂²",
             bool(level <= delta),
-            f"pDP level bound {mpmath.nstr(level, 12)} vs δ = {delta}",
+            f"pDP level bound {mpmath.nstr(level, 12)} vs δ = {shown_delta}",
         )
     magnitudes = difference_magnitudes(space)
     if magnitudes.disjoint:
@@ -63,7 +67,7 @@ def pdp_check(scale: float, p: float, monte_carlo: dict | None, space: Sensitivi
             "Corollary 8 (Liu 2019): one coordinate moves by at most Δ; "
             "Q(1/p, u*^p) ≤ δ with (u*+Δ/b)^p − u*^p = ε, 60-digit arithmetic",
             bool(level <= delta),
-            f"pDP level bound {mpmath.nstr(level, 12)} vs δ = {delta} (Δ = {space.linf})",
+            f"pDP level bound {mpmath.nstr(level, 12)} vs δ = {shown_delta} (Δ = {space.linf})",
         )
     if not monte_carlo:
         return Check(
@@ -89,17 +93,18 @@ def pdp_check(scale: float, p: float, monte_carlo: dict | None, space: Sensitivi
         f"one-sided Clopper–Pearson upper bound on Pr(|L| > ε) ≤ δ, joint confidence {mc.confidence} "
         f"(Bonferroni over {len(mc.profiles)} profile(s)); Δ_p^p {how}",
         mc.holds(delta),
-        f"exceedances {list(mc.exceedances)}; upper bounds {[f'{u:.6g}' for u in mc.upper_bounds]} vs δ = {delta}"
+        f"exceedances {list(mc.exceedances)}; upper bounds {[f'{u:.6g}' for u in mc.upper_bounds]} vs δ = {shown_delta}"
         f" — a statistical guarantee, held with confidence {mc.confidence}",
     )
 
 
 def bounded_checks(variant: str, scale: float, p: float, lower: np.ndarray, upper: np.ndarray,
-                   space: SensitivitySpace, eps: float) -> list[Check]:
+                   space: SensitivitySpace, eps: object) -> list[Check]:
     """The pure ε-DP checks of the truncated or boundary-inflated GG on the box [lower, upper].
 
     The certified worst-case privacy loss max over difference rows of Σ_k ℓ_k(|v_k|)
-    (:func:`~dpopt.privacy.truncated_gg.worst_case_loss`, Liu 2019, Defs 5–6) is ≤ ε, and its
+    (:func:`~dpopt.privacy.truncated_gg.worst_case_loss`, Liu 2019, Defs 5–6) is ≤ ε (the decimal
+    written: compared with :func:`~dpopt.core.decimals.float_below` of it), and its
     per-coordinate losses agree with a 60-digit re-evaluation (mpmath) to 1e-9.
     """
     rows = difference_magnitudes(space).rows
@@ -110,7 +115,7 @@ def bounded_checks(variant: str, scale: float, p: float, lower: np.ndarray, uppe
             "privacy",
             f"certified worst-case privacy loss of the {variant} GG (Liu 2019, Defs 5–6): "
             f"max over difference rows of Σ_k ℓ_k(|v_k|), {how}",
-            bound <= eps,
+            bound <= float_below(eps),
             f"loss bound {bound:.12g} vs ε = {eps}",
         )
     ]

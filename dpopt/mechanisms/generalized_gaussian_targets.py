@@ -24,6 +24,7 @@ from fractions import Fraction
 
 from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
+from dpopt.core.decimals import float_below
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import DpoptError
 from dpopt.mechanisms.laplace import LaplaceMechanism, laplace_privacy_check
@@ -69,7 +70,8 @@ def target_scales(problem: Problem) -> tuple[list[tuple[int, float, str]], list[
     target = privacy.parameters
     for p in PROFILE_SHAPES:
         try:
-            scales.append((p, gg_scale_for_approx(target["epsilon"], target["delta"], space.linf, p),
+            scales.append((p, gg_scale_for_approx(float_below(target["epsilon"]), float_below(target["delta"]),
+                                                  space.linf, p),
                            "exact_profile"))
         except DpoptError as exc:
             skipped.append(f"p={p}: {exc}")
@@ -98,12 +100,12 @@ def target_check(p: int, scale: float, space: SensitivitySpace, privacy: Privacy
                      "a neighbour moves several coordinates; the exact profile covers one-coordinate moves")
     target = privacy.parameters
     shift = Fraction(space.linf) / Fraction(scale)
-    delta = gg_delta_mp(target["epsilon"], shift, p)
+    delta = gg_delta_mp(float_below(target["epsilon"]), shift, p)  # the decimal written: core.decimals
     return Check(
         "privacy",
         "exact GG profile δ(ε) = max_y F(y) − e^ε F(y − Δ∞/b) of the largest one-coordinate move (log-concave "
         "noise: the worst case), bounded above on a 2⁻¹⁸⁰ bracket of the loss root, incomplete gamma in 60 digits",
-        bool(delta <= target["delta"]),
+        bool(delta <= float_below(target["delta"])),
         f"Δ∞/b = {float(shift):.17g}, p = {p}: δ(ε={target['epsilon']}) = {mpmath.nstr(delta, 17)} "
         f"vs δ = {target['delta']}",
     )

@@ -334,8 +334,25 @@ class KroneckerGaussianMechanism(Mechanism):
         return self.attributes if self.coefficients is None else tuple(self.attributes[k] for k in self.split.ordered)
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        """The attributes, levels, terms, adjacency and multiplier recorded are the compiled spec's."""
-        return [kronecker_scope_check(problem, self)]
+        """The attributes, levels, terms, adjacency and multiplier recorded are the compiled spec's; the design
+        record's sensitivity and expected error are those of the stored factors and σ."""
+        return [kronecker_scope_check(problem, self), self._design_check()]
+
+    def _design_check(self) -> Check:
+        """``design.recorded``: ``strategy_sensitivity_squared`` equals Δ₂(A)²·k² in rationals, ``expected_l2``
+        equals s² times the closed-form unit error (to 1e-9 relative, the float sums' rounding)."""
+        info = self.design_info
+        if not info:
+            return Check("design.recorded", "no design record", True, "the parameters record none")
+        error = self._expected_l2(None)
+        off = [name for name, same in (
+            ("strategy_sensitivity_squared", info.get("strategy_sensitivity_squared") == str(self._sensitivity_squared)),
+            ("expected_l2", isinstance(info.get("expected_l2"), float)
+             and math.isclose(info["expected_l2"], error, rel_tol=1e-9))) if not same]
+        return Check("design.recorded", "the design record's strategy sensitivity (exact, from the stored factors) "
+                     "and expected l2 error (closed form at the stored σ) re-derived", not off,
+                     f"Δ₂(A)²k² = {float(self._sensitivity_squared):.17g}, E‖Z‖² = {error:.10g}"
+                     + (f"; recorded values differ: {', '.join(off)}" if off else ""))
 
     @cached_property
     def _sensitivity_squared(self) -> Fraction:
@@ -536,7 +553,7 @@ class KroneckerGaussianMechanism(Mechanism):
 
 
 def anova_cell_variances(split, factors, work, weights: dict) -> np.ndarray:
-    """Each workload answer's variance per unit of noise variance for a strategy of ordered factors A_k ⊗ the
+    r"""Each workload answer's variance per unit of noise variance for a strategy of ordered factors A_k ⊗ the
     ANOVA components weighted by ``weights`` (b_T): in every cell of term t,
     :math:`\sum_{T\subseteq S_t} b_T^{-1}\prod_{k\in T}(1-1/n_k)\prod_{k\in S_t\setminus T}n_k^{-1}
     \prod_{k\in P\setminus S_t}n_k` times, per ordered attribute, the diagonal of F_k(A_kᵀA_k)⁻¹F_kᵀ

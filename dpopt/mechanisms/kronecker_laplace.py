@@ -240,9 +240,15 @@ class KroneckerLaplaceMechanism(Mechanism):
         achieved = self._expected_l2(None)
         same = (recorded is None and bound is None) or (
             recorded is not None and bound is not None and math.isclose(recorded, bound, rel_tol=1e-9))
+        if self.design_info:  # the record's sensitivity (exact) and error (closed form) are the stored strategy's
+            l1 = l1_sensitivity(self.strategy, self.replace, self.multiplier)
+            error = self.design_info.get("expected_l2")
+            same = same and self.design_info.get("l1_sensitivity") == str(l1) and isinstance(error, float) and \
+                math.isclose(error, achieved, rel_tol=1e-9)
         return Check("utility.lower_bound",
                      "the recorded lower bound 2/ε²·(Σσ_i(W))²/N (Laplace matrix mechanisms, add/remove) equals its "
-                     "recomputation from the workload's factors and is at most the achieved error",
+                     "recomputation from the workload's factors and is at most the achieved error; the recorded l1 "
+                     "sensitivity (exact) and expected error (closed form) are the stored strategy's",
                      same and (bound is None or bound <= achieved),
                      "no bound (replace-one or Hamming)" if bound is None else
                      f"achieved {achieved:.8g} / bound {bound:.8g} = ratio {achieved / bound:.4g}")

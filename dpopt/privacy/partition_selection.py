@@ -39,10 +39,13 @@ most δ_new + δ_noise (S: the keys both data sets have; the new keys' decisions
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from dpopt._lazy import lazy_module
+from dpopt.core.decimals import float_below, written
+from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 
 mpmath = lazy_module("mpmath")
@@ -52,18 +55,26 @@ MAX_DP_STEPS = 50_000_000
 upper bound with every one of the g keys at t rows is used (stated as a bound)."""
 
 SAFETY = 1 - 1e-9
-"""Thresholds are calibrated for δ·SAFETY, so that the double-precision dynamic programme (relative error
-~1e-15) cannot certify a threshold whose exact δ_new exceeds δ."""
+"""Thresholds are calibrated for δ·SAFETY: a margin for the bisection, below the rounded-up value of
+:func:`new_keys_delta` that the certificate compares with δ."""
 
 
-def per_partition_budget(epsilon: float, delta: float, partitions: int) -> tuple[float, float]:
-    """(ε/g, 1 − (1 − δ)^{1/g}): the budget of one partition's decision when a person is in ≤ g of them."""
-    return epsilon / partitions, -math.expm1(math.log1p(-delta) / partitions)
+def per_partition_budget(epsilon: object, delta: object, partitions: int) -> tuple[float, float]:
+    """(ε′, δ′) ≈ (ε/g, 1 − (1 − δ)^{1/g}): the budget of one partition's decision when a person is in
+    ≤ g of them, as floats that compose within the target as written (:mod:`dpopt.core.decimals`):
+    g·ε′ ≤ ε exactly and :func:`composed_delta` (δ′, g) ≤ δ (each moved down until it holds)."""
+    eps, bound = written(epsilon), float_below(delta)
+    eps_one = nudge_until(float(eps / partitions), lambda e: partitions * Fraction(e) <= eps, up=False)
+    delta_one = nudge_until(-math.expm1(math.log1p(-bound) / partitions),
+                            lambda d: composed_delta(d, partitions) <= bound, up=False)
+    return eps_one, delta_one
 
 
-def composed_delta(delta_one: float, partitions: int) -> float:
-    """1 − (1 − δ′)^g, the δ of g independent (ε′, δ′) decisions (Kairouz, Oh & Viswanath 2015, Thm. 3.3)."""
-    return -math.expm1(partitions * math.log1p(-delta_one))
+def composed_delta(delta_one: float, partitions: int) -> mpmath.mpf:
+    """1 − (1 − δ′)^g, the δ of g independent (ε′, δ′) decisions (Kairouz, Oh & Viswanath 2015, Thm. 3.3 at
+    i = k), in 40-digit arithmetic."""
+    with mpmath.workdps(40):
+        return -mpmath.expm1(partitions * mpmath.log1p(-mpmath.mpf(delta_one)))
 
 
 def optimal_keep_probabilities(epsilon: float, delta: float) -> np.ndarray:
@@ -160,24 +171,35 @@ def gaussian_tail(x: float, sigma: float) -> mpmath.mpf:
 
 
 def new_keys_delta(tail, rows: int, per_key: int, keys: int) -> tuple[float, str]:
-    r"""δ_new = max over allowed v of 1 − Π_j (1 − tail(v_j)), tail(v) = P[v + Z ≥ τ] (increasing in v).
+    r"""δ_new = max over allowed v of 1 − Π_j (1 − tail(v_j)), tail(v) = P[v + Z ≥ τ] (increasing in v),
+    rounded up.
 
     v: ≤ ``per_key`` (t) rows in each of ≤ ``keys`` (g) keys, ≤ ``rows`` (R) in all. Exact by dynamic
     programming over the keys (minimising Σ_j log(1 − tail(v_j)) with a budget of rows) when g·R·t ≤
     :data:`MAX_DP_STEPS`; else the bound with all g keys at t rows. Returns (δ_new, how).
+
+    The programme runs in doubles: each weight log(1 − tail) is its 50-digit value rounded (relative error
+    ≤ u = 2⁻⁵³); a sum of ≤ g of these non-positive weights adds ≤ g·u (every partial sum has the sign of
+    the total); the least of sums each within that relative error is within it of the exact least; and
+    1 − eˣ = −expm1(x) has relative condition number |x|eˣ/(1 − eˣ) ≤ 1 for x ≤ 0, plus its own rounding
+    (≤ 2u). The double result times 1 + (2g + 8)u, rounded up, is returned: an upper bound on the exact
+    δ_new (the factor covers the first-order (g + 3)u with room for the products of errors).
     """
     with mpmath.workdps(50):
         weight = np.array([0.0] + [float(mpmath.log1p(-tail(v))) for v in range(1, per_key + 1)])
+    inflate = 1.0 + (2 * keys + 8) * 2.0**-53
     if keys * rows * per_key > MAX_DP_STEPS:
-        return float(-np.expm1(keys * weight[per_key])), f"bound: every one of {keys} new keys at {per_key} rows"
+        value = float(-np.expm1(keys * weight[per_key]))
+        return math.nextafter(value * inflate, math.inf), f"bound: every one of {keys} new keys at {per_key} rows"
     best = np.zeros(rows + 1)  # least Σ log(1 − tail(v_j)) with ≤ r rows on the keys so far
     for _ in range(keys):
         step = best.copy()
         for v in range(1, min(per_key, rows) + 1):
             step[v:] = np.minimum(step[v:], best[:-v] + weight[v])
         best = step
-    return float(-np.expm1(best[rows])), (f"exact: dynamic programme over ≤ {keys} new keys, ≤ {per_key} rows "
-                                          f"each, ≤ {rows} in all")
+    value = float(-np.expm1(best[rows]))
+    return math.nextafter(value * inflate, math.inf), (f"exact: dynamic programme over ≤ {keys} new keys, ≤ "
+                                                       f"{per_key} rows each, ≤ {rows} in all, rounded up")
 
 
 def laplace_threshold(scale: mpmath.mpf, delta: float, rows: int, per_key: int, keys: int) -> int:

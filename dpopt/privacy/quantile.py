@@ -24,8 +24,12 @@ grid point satisfies :math:`E[u^* - u] \le (\ln G + 1)/\beta` (integrating the t
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
+
+from dpopt.core.decimals import written
+from dpopt.core.rounding import nudge_until
 
 
 def grid(low: float, high: float, step: float | None = None, points: list[float] | None = None) -> np.ndarray:
@@ -52,14 +56,24 @@ def row_sensitivity(q: float) -> float:
     return max(q, 1.0 - q)
 
 
-def beta_for(epsilon: float, rows: int, q: float) -> float:
-    """β = ε/(2RΔ) for a person with ≤ R rows (see the module)."""
-    return epsilon / (2.0 * rows * row_sensitivity(q))
+def beta_for(epsilon: object, rows: int, q: float) -> float:
+    """The largest float β ≈ ε/(2RΔ) for a person with ≤ R rows (see the module) whose guarantee
+    :func:`epsilon_of` is at most ε exactly: ε a Fraction or the decimal written
+    (:func:`~dpopt.core.decimals.written`: ε = 0.1 is 1/10)."""
+    target = written(epsilon)
+    beta = float(target / (2 * rows * _exact_sensitivity(q)))
+    return nudge_until(beta, lambda b: epsilon_of(b, rows, q) <= target, up=False)
 
 
-def epsilon_of(beta: float, rows: int, q: float) -> float:
-    """ε = 2βRΔ, the guarantee of scale β."""
-    return 2.0 * beta * rows * row_sensitivity(q)
+def epsilon_of(beta: float, rows: int, q: float) -> Fraction:
+    """ε = 2βRΔ, the guarantee of scale β, exactly (Δ = max(q, 1 − q) of the binary values of β and q)."""
+    return 2 * Fraction(beta) * rows * _exact_sensitivity(q)
+
+
+def _exact_sensitivity(q: float) -> Fraction:
+    """Δ = max(q, 1 − q) in rationals (1.0 − q may round in floating point)."""
+    exact = Fraction(q)
+    return max(exact, 1 - exact)
 
 
 def scores(values: np.ndarray, points: np.ndarray, q: float) -> np.ndarray:

@@ -41,7 +41,7 @@ from dpopt._version import __version__
 from dpopt.certificate.build import output_block
 from dpopt.certificate.model import Certificate
 from dpopt.core.checks import Check
-from dpopt.core.decimals import float_written_above, written
+from dpopt.core.decimals import float_below, float_written_above, written
 from dpopt.privacy import partition_selection as ps
 from dpopt.privacy import quantile as qm
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_sigma_approx
@@ -50,7 +50,6 @@ from dpopt.spec.load import canonical_json
 from dpopt.spec.models import MAX_COUNT, PrivacyUnit
 from dpopt.selection.kind import KIND
 from dpopt.spec.selection import (
-    RELATIVE_SLACK,
     CountRelease,
     MeanRelease,
     QuantileRelease,
@@ -84,11 +83,6 @@ def person_bounds(unit: PrivacyUnit, cells: int) -> Bounds:
     return Bounds(rows, per_cell, min(groups, rows))
 
 
-def _decimal(x: float) -> Fraction:
-    """The rational a spec's number denotes as written (0.3 is 3/10)."""
-    return Fraction(repr(x))
-
-
 def _laplace_sd(scale: Fraction) -> float:
     """Standard deviation of the discrete Laplace of scale b: √(2r)/(1 − r), r = e^{−1/b}."""
     r = math.exp(-1 / float(scale))
@@ -99,7 +93,7 @@ def _count_block(spec: SelectionSpec, release: CountRelease) -> dict:
     unit = spec.data.privacy_unit
     b = person_bounds(unit, MAX_COUNT)
     l2sq = table_norms(unit, MAX_COUNT, replace=False)[1]
-    eps, delta = _decimal(release.epsilon), release.delta
+    eps, delta = written(release.epsilon), release.delta
     block = {
         "name": release.name, "kind": "count", "by": release.by,
         "declared": list(spec.data.attributes[release.by].declared),
@@ -108,8 +102,8 @@ def _count_block(spec: SelectionSpec, release: CountRelease) -> dict:
         "guarantee": {"definition": "approx", "epsilon": release.epsilon, "delta": delta},
     }
     if release.selection == "optimal":
-        eps_sel = eps * Fraction(release.share)
-        eps_one, delta_one = ps.per_partition_budget(float(eps_sel), delta, b.cells)
+        eps_sel = eps * written(release.share)
+        eps_one, delta_one = ps.per_partition_budget(eps_sel, delta, b.cells)
         pis, design_delta = ps.certified_keep_probabilities(eps_one, delta_one)
         half = next(n for n, p in enumerate(pis) if p >= 0.5)
         scale = b.rows / (eps - eps_sel)
@@ -124,19 +118,21 @@ def _count_block(spec: SelectionSpec, release: CountRelease) -> dict:
                 "method": f"least n with π_n ≥ 1/2; a key with ≥ {len(pis) - 1} users is always kept"}
     elif release.selection == "laplace_threshold":
         scale = b.rows / eps
-        tau = ps.laplace_threshold(mpmath.mpf(scale.numerator) / scale.denominator, delta, b.rows, b.per_cell, b.cells)
+        tau = ps.laplace_threshold(mpmath.mpf(scale.numerator) / scale.denominator, float_below(delta), b.rows,
+                                   b.per_cell, b.cells)
         block["partition_selection"] = {"method": "thresholded discrete Laplace: a key is kept when its noisy row "
                                                   "count is ≥ the threshold, and that noisy count is released",
                                         "threshold": tau, "delta": delta}
         block["noise"] = {"family": "discrete_laplace", "scale": str(scale), "epsilon": str(eps)}
         kept = {"metric": "rows_for_even_chance", "value": tau, "method": "P[c + Z ≥ τ] ≥ 1/2 iff c ≥ τ (Z symmetric)"}
     else:
-        sigma = gaussian_sigma_approx(l2sq, release.epsilon, delta / 2)
-        tau = ps.gaussian_threshold(sigma, delta / 2, b.rows, b.per_cell, b.cells)
+        half = float_below(delta) / 2  # δ split between the noise and the new keys, under the decimal written
+        sigma = gaussian_sigma_approx(l2sq, float_below(release.epsilon), half)
+        tau = ps.gaussian_threshold(sigma, half, b.rows, b.per_cell, b.cells)
         block["partition_selection"] = {"method": "thresholded Gaussian: a key is kept when its noisy row count is "
                                                   "≥ the threshold, and that noisy count is released",
-                                        "threshold": tau, "delta": delta / 2}
-        block["noise"] = {"family": "gaussian", "sigma": sigma, "epsilon": str(eps), "delta": delta / 2}
+                                        "threshold": tau, "delta": half}
+        block["noise"] = {"family": "gaussian", "sigma": sigma, "epsilon": str(eps), "delta": half}
         kept = {"metric": "rows_for_even_chance", "value": tau, "method": "P[c + Z ≥ τ] ≥ 1/2 iff c ≥ τ (Z symmetric)"}
     sd = block["noise"]["sigma"] if "sigma" in block["noise"] else _laplace_sd(Fraction(block["noise"]["scale"]))
     block["utility"] = {"metric": "count_standard_deviation", "value": sd,
@@ -150,9 +146,9 @@ def _quantile_block(spec: SelectionSpec, release: QuantileRelease) -> dict:
     groups = None if release.by is None else list(spec.data.attributes[release.by])
     b = person_bounds(spec.data.privacy_unit, 1 if groups is None else len(groups))
     points = qm.grid(domain.min, domain.max, release.grid.step, release.grid.points)
-    share = release.epsilon / len(release.q)
-    per_q = [{"q": q, "epsilon": share, "beta": qm.beta_for(share, b.rows, q), "row_sensitivity": qm.row_sensitivity(q)}
-             for q in release.q]
+    share = written(release.epsilon) / len(release.q)  # Σ_q ε_q ≤ ε exactly (qm.beta_for rounds β down)
+    per_q = [{"q": q, "epsilon": float(share), "beta": qm.beta_for(share, b.rows, q),
+              "row_sensitivity": qm.row_sensitivity(q)} for q in release.q]
     return {
         "name": release.name, "kind": "quantile", "attribute": release.attribute, "by": release.by, "groups": groups,
         "grid": {"low": float(points[0]), "high": float(points[-1]), "size": len(points)}
@@ -172,19 +168,19 @@ def _quantile_block(spec: SelectionSpec, release: QuantileRelease) -> dict:
 def _half_width(spec: SelectionSpec, release: MeanRelease) -> Fraction:
     """h = (b − a)/2 of the attribute, exactly (its bounds as written in decimal)."""
     domain = spec.data.attributes[release.attribute]
-    return (_decimal(domain.max) - _decimal(domain.min)) / 2
+    return (written(domain.max) - written(domain.min)) / 2
 
 
 def _mean_block(spec: SelectionSpec, i: int, release: MeanRelease) -> dict:
     b = person_bounds(spec.data.privacy_unit, MAX_COUNT)
-    h, eps = _half_width(spec, release), _decimal(release.epsilon)
+    h, eps = _half_width(spec, release), written(release.epsilon)
     domain = spec.data.attributes[release.attribute]
     scale_sum, scale_count = b.rows * h / (eps / 2), b.rows / (eps / 2)
     sd = math.sqrt(2 * float(scale_sum) ** 2 + float(h) ** 2 * _laplace_sd(scale_count) ** 2)
     return {
         "name": release.name, "kind": "mean", "attribute": release.attribute, "by": release.by,
         "keys_from": keys_from(spec, i).name, "bounds": [domain.min, domain.max],
-        "midpoint": str(_decimal(domain.min) + h),
+        "midpoint": str(written(domain.min) + h),
         "sensitivity": {"rows": b.rows, "half_width": str(h), "l1_sums": str(b.rows * h), "l1_counts": b.rows,
                         "l1": str(b.rows * (h + 1)),
                         "how": f"person-level: ≤ {b.rows} rows in all over the keys, each moving its key's centred sum "
@@ -258,24 +254,20 @@ def certify(spec: SelectionSpec | str | Path | Mapping[str, Any]) -> Certificate
 
 
 # ------------------------------------------------------------------------------ checks
-def _at_most(value: float, bound: float) -> bool:
-    return value <= bound * (1 + RELATIVE_SLACK)
-
-
 def _count_checks(spec: SelectionSpec, release: CountRelease, block: dict, at: str) -> list[Check]:
     b = person_bounds(spec.data.privacy_unit, MAX_COUNT)
     sens = block["sensitivity"]
     checks = [Check(f"{at}.sensitivity", "person_bounds re-derived from the privacy unit (R, t, g ≤ R)",
                     (sens["rows"], sens["per_key"], sens["keys"]) == (b.rows, b.per_cell, b.cells),
                     f"R = {b.rows}, t = {b.per_cell}, g = {b.cells}")]
-    sel, noise, eps = block["partition_selection"], block["noise"], _decimal(release.epsilon)
+    sel, noise, eps = block["partition_selection"], block["noise"], written(release.epsilon)
     if release.selection == "optimal":
         eps_one, delta_one, pis = sel["epsilon_per_key"], sel["delta_per_key"], sel["keep_probabilities"]
         exact = ps.pair_delta(pis, eps_one)
         design = sel["design_delta"]
         closed = max(abs(p - ps.keep_probability(n, eps_one, design)) for n, p in enumerate(pis))
         composed = ps.composed_delta(delta_one, b.cells)
-        eps_noise = Fraction(noise["epsilon"])
+        eps_sel, eps_noise = eps * written(release.share), Fraction(noise["epsilon"])
         checks += [
             Check(f"{at}.selection.delta", "exact δ of the keep-probability table over every neighbouring pair of user "
                   "counts (n, n + 1), both outcomes and directions, 40-digit arithmetic",
@@ -285,13 +277,14 @@ def _count_checks(spec: SelectionSpec, release: CountRelease, block: dict, at: s
                   closed <= 1e-12 and delta_one * (1 - 1e-3) <= design <= delta_one,
                   f"largest difference {closed:.3g} at δ = {design:.6g}"),
             Check(f"{at}.selection.composition", "g keys per person: (g·ε′, 1 − (1 − δ′)^g) (Kairouz, Oh & "
-                  "Viswanath 2015, Thm. 3.3)",
-                  _at_most(b.cells * eps_one, sel["epsilon"]) and _at_most(composed, sel["delta"]),
-                  f"{b.cells} × {eps_one:.6g} ≤ {sel['epsilon']:.6g}; δ = {composed:.6g} ≤ {sel['delta']:.6g}"),
-            Check(f"{at}.noise", "ε of the counts' discrete Laplace = R/b exactly (rationals); selection + counts = ε",
-                  Fraction(b.rows) / Fraction(noise["scale"]) == eps_noise
-                  and _at_most(sel["epsilon"] + float(eps_noise), release.epsilon),
-                  f"{b.rows}/({noise['scale']}) = {eps_noise}"),
+                  "Viswanath 2015, Thm. 3.3) within (share·ε, δ) as written: g·ε′ in rationals, 1 − (1 − δ′)^g "
+                  "in 40 digits against the largest double not above δ",
+                  b.cells * Fraction(eps_one) <= eps_sel and composed <= float_below(release.delta),
+                  f"{b.cells} × {eps_one!r} ≤ {eps_sel}; δ = {mpmath.nstr(composed, 17)} ≤ {release.delta!r}"),
+            Check(f"{at}.noise", "ε of the counts' discrete Laplace = R/b exactly (rationals); selection + counts = ε "
+                  "as written",
+                  Fraction(b.rows) / Fraction(noise["scale"]) == eps_noise and eps_sel + eps_noise == eps,
+                  f"{b.rows}/({noise['scale']}) = {eps_noise}; {eps_sel} + {eps_noise} = {eps}"),
         ]
         return checks
     rows, per_key, keys = b.rows, b.per_cell, b.cells
@@ -300,20 +293,26 @@ def _count_checks(spec: SelectionSpec, release: CountRelease, block: dict, at: s
         mp_scale = mpmath.mpf(scale.numerator) / scale.denominator
         new, how = ps.new_keys_delta(lambda v: ps.discrete_laplace_tail(sel["threshold"] - v, mp_scale),
                                      rows, per_key, keys)
-        noise_delta, noise_holds = 0.0, Fraction(rows) / scale == eps
+        noise_delta, noise_holds = mpmath.mpf(0), Fraction(rows) / scale == eps
         noise_how = f"ε = R/b = {rows}/({noise['scale']}) exactly"
     else:
         new, how = ps.new_keys_delta(lambda v: ps.gaussian_tail(sel["threshold"] - v, noise["sigma"]),
                                      rows, per_key, keys)
-        mu = math.sqrt(float(Fraction(sens["l2_squared"]))) / noise["sigma"]
-        noise_delta = float(gaussian_delta_mp(release.epsilon, mu))
-        noise_holds = _at_most(noise_delta, noise["delta"])
-        noise_how = f"analytic Gaussian (Balle & Wang 2018) at μ = {mu:.6g}: δ = {noise_delta:.6g}"
+        l2sq = Fraction(sens["l2_squared"])
+        with mpmath.workdps(60):
+            mu = mpmath.sqrt(mpmath.mpf(l2sq.numerator) / l2sq.denominator) / mpmath.mpf(noise["sigma"])
+        noise_delta = gaussian_delta_mp(float_below(release.epsilon), mu)
+        noise_holds = noise_delta <= noise["delta"]
+        noise_how = (f"analytic Gaussian (Balle & Wang 2018) at μ = {mpmath.nstr(mu, 8)} (60 digits, exact Δ₂²): "
+                     f"δ(ε = {release.epsilon!r}) = {mpmath.nstr(noise_delta, 8)} ≤ {noise['delta']!r}")
+    with mpmath.workdps(60):
+        total = noise_delta + new
     checks += [
-        Check(f"{at}.noise", "the counts' noise on the keys both data sets have", noise_holds, noise_how),
+        Check(f"{at}.noise", "the counts' noise on the keys both data sets have", bool(noise_holds), noise_how),
         Check(f"{at}.selection.delta", "δ_new: probability that a key only the added person holds passes the "
-              f"threshold ({how}); total δ_noise + δ_new", _at_most(noise_delta + new, release.delta),
-              f"δ_new = {new:.6g}, δ_noise = {noise_delta:.6g}, target {release.delta:.6g}"),
+              f"threshold ({how}); total δ_noise + δ_new in 60 digits against the largest double not above δ "
+              "as written", bool(total <= float_below(release.delta)),
+              f"δ_new = {new:.6g}, δ_noise = {mpmath.nstr(noise_delta, 6)}, target {release.delta!r}"),
     ]
     return checks
 
@@ -325,9 +324,10 @@ def _quantile_checks(spec: SelectionSpec, release: QuantileRelease, block: dict,
     return [
         Check(f"{at}.sensitivity", "person_bounds re-derived from the privacy unit",
               block["sensitivity"]["rows"] == b.rows, f"R = {b.rows}"),
-        Check(f"{at}.epsilon", "ε = Σ_q 2βRΔ_q (exponential mechanism, person with ≤ R rows, Δ_q = max(q, 1 − q))",
-              _at_most(total, release.epsilon) and [p["q"] for p in block["per_q"]] == list(release.q),
-              f"Σ ε = {total:.6g} ≤ {release.epsilon:.6g}"),
+        Check(f"{at}.epsilon", "ε = Σ_q 2βRΔ_q (exponential mechanism, person with ≤ R rows, Δ_q = max(q, 1 − q)) "
+              "in rationals, against ε as written",
+              total <= written(release.epsilon) and [p["q"] for p in block["per_q"]] == list(release.q),
+              f"Σ ε = {float(total):.17g} ≤ {release.epsilon!r}"),
     ]
 
 
@@ -341,8 +341,8 @@ def _mean_checks(spec: SelectionSpec, i: int, release: MeanRelease, block: dict,
               "(centred sum, count) per key", (sens["rows"], Fraction(sens["l1"])) == (b.rows, b.rows * (h + 1)),
               f"R = {b.rows}, h = {h}"),
         Check(f"{at}.epsilon", "privacy loss Rh/b_S + R/b_n of the two Laplace noises, exact rationals",
-              loss <= _decimal(release.epsilon) and block["keys_from"] == keys_from(spec, i).name,
-              f"{loss} ≤ {_decimal(release.epsilon)}; keys of {block['keys_from']}"),
+              loss <= written(release.epsilon) and block["keys_from"] == keys_from(spec, i).name,
+              f"{loss} ≤ {written(release.epsilon)}; keys of {block['keys_from']}"),
     ]
 
 

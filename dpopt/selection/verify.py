@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.recorded import certificate_schema, recorded_check_claims
+from dpopt.certificate.verify import Verification
 from dpopt.core.checks import Check
 from dpopt.errors import DpoptError
 from dpopt.selection.design import certificate_body, release_checks, spec_sha256
 from dpopt.spec.selection import load_selection_spec
-
-@dataclass(frozen=True)
-class Verification:
-    """The checks of a verification, each re-derived."""
-
-    checks: tuple[Check, ...]
-
-    @property
-    def failed(self) -> tuple[Check, ...]:
-        return tuple(c for c in self.checks if not c.passed)
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed
 
 
 def verify_selection(certificate: Certificate) -> Verification:
@@ -34,11 +19,11 @@ def verify_selection(certificate: Certificate) -> Verification:
     data = certificate.data
     checks = [certificate_schema(data, top="selection")]
     if not checks[0].passed:  # a block missing, or not of its type: nothing else can be read safely
-        return Verification(tuple(checks))
+        return Verification(checks)
     try:
         spec = load_selection_spec(data["spec"])
     except DpoptError as exc:
-        return Verification((*checks, Check("spec", "the recorded spec loads", False, str(exc))))
+        return Verification([*checks, Check("spec", "the recorded spec loads", False, str(exc))])
     digest = spec_sha256(spec)
     checks.append(Check("spec_sha256", "SHA-256 of the canonical JSON of the recorded spec",
                         digest == data["spec_sha256"], digest))
@@ -51,4 +36,4 @@ def verify_selection(certificate: Certificate) -> Verification:
         checks += recomputed + recorded_check_claims(data["checks"], recomputed, complete=True)
     except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError, IndexError) as exc:
         checks.append(Check("releases", "the recorded releases can be read", False, f"{type(exc).__name__}: {exc}"))
-    return Verification(tuple(checks))
+    return Verification(checks)

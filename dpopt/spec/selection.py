@@ -49,10 +49,6 @@ from dpopt.spec.models import (
     levels_as_text,
 )
 
-RELATIVE_SLACK = 1e-12
-"""The sum of the releases' ε (δ) may exceed the target by this fraction (floating-point addition)."""
-
-
 class PrivateKeys(_Model):
     """A grouping column whose keys are not listed: ``{keys: private, declared: [...]}``.
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from fractions import Fraction
 
 from dpopt._version import __version__
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.recorded import recorded_check_claims, schema_problems
-from dpopt.certificate.verify import verify
+from dpopt.certificate.verify import Verification, verify
 from dpopt.core.checks import Check
 from dpopt.core.decimals import written
 from dpopt.errors import DpoptError
@@ -210,21 +209,6 @@ def _json(value):
     return json.loads(json.dumps(value))
 
 
-@dataclass(frozen=True)
-class Verification:
-    """The checks of a verification, each re-derived."""
-
-    checks: tuple[Check, ...]
-
-    @property
-    def failed(self) -> tuple[Check, ...]:
-        return tuple(c for c in self.checks if not c.passed)
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed
-
-
 def verify_synthesis(certificate: Certificate | dict) -> Verification:
     """Re-derive every claim of a synthesis certificate: its keys, the spec's hash, the budget (parts, exact total),
     each selection round, each embedded measurement certificate (``dpopt verify`` of it, and that it certifies the
@@ -236,11 +220,11 @@ def verify_synthesis(certificate: Certificate | dict) -> Verification:
     checks = [Check("schema", "the certificate holds exactly the keys of a synthesis certificate", not problems,
                     "; ".join(problems[:3]) or "all keys known")]
     if problems:
-        return Verification(tuple(checks))
+        return Verification(checks)
     try:
         spec = load_synthesis_spec(data["spec"])
     except DpoptError as exc:
-        return Verification((*checks, Check("spec", "the recorded spec loads", False, str(exc))))
+        return Verification([*checks, Check("spec", "the recorded spec loads", False, str(exc))])
     digest = synthesis_sha256(spec)
     checks.append(Check("spec_sha256", "SHA-256 of the canonical JSON of the recorded spec",
                         digest == data["spec_sha256"], digest))
@@ -251,4 +235,4 @@ def verify_synthesis(certificate: Certificate | dict) -> Verification:
                         f"differ: {', '.join(differing)}" if differing else "all equal"))
     recomputed = synthesis_checks(spec, data)
     checks += recomputed + recorded_check_claims(data["checks"], recomputed, complete=True)
-    return Verification(tuple(checks))
+    return Verification(checks)
