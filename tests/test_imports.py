@@ -18,12 +18,14 @@ from dpopt.mechanisms import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("cvxpy", "matplotlib", "duckdb", "dask")
-VERIFY_NEEDS_NONE_OF = HEAVY + ("scipy", "networkx", "sympy", "randomgen", "yaml", "mpmath", "flint")
+VERIFY_NEEDS_NONE_OF = HEAVY + ("scipy", "networkx", "sympy", "randomgen", "yaml", "mpmath")
 """Not imported by ``dpopt verify`` of a μ-GDP Gaussian certificate: no part of scipy (its array-API layer
 alone costs 1.5–2.5 numpy imports; Φ, log Φ and Φ⁻¹ come from :mod:`dpopt.core.normal`, query matrices are
-built when used), nor networkx, sympy, randomgen, PyYAML (a JSON certificate), mpmath or python-flint (its
+built when used), nor networkx, sympy, randomgen, PyYAML (a JSON certificate) or mpmath (its
 privacy check is exact rational arithmetic; the second route's window end and μ bracket are
-double-precision roots)."""
+double-precision roots). python-flint (about 40 ms) is allowed: the count is measured on the lattice, and the
+sampler claim draws exact discrete Gaussian noise, whose inversion thresholds are Arb evaluations
+(:mod:`dpopt.noise.exp_inversion`)."""
 GAUSSIAN_COUNT = {"dpopt": 1, "name": "count", "data": {"attributes": {"a": ["x"]}}, "query": {"kind": "count"},
                   "adjacency": "add_remove", "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "gaussian"}
 

@@ -133,7 +133,7 @@ def test_symmetric_table_equals_the_dense_sdp():
     document = {"dpopt": 1, "name": "symmetric", "data": {"attributes": attributes, "n": 10},
                 "query": {"kind": "marginals", "all_of_size": 2}, "adjacency": "replace_one",
                 "privacy": {"gdp": {"mu": 1.0}}, "mechanism": ["marginal_gaussian", "gaussian_optimal"],
-                "utility": {"metric": "l2"}}
+                "utility": {"metric": "l2"}, "sampler": "floating_point"}  # the continuous designs compared
     solution = dpopt.solve(document)
     values = {c.family: c.utility.value for c in solution.candidates}
     assert values["marginal_gaussian"] == pytest.approx(values["gaussian_optimal"], rel=1e-6)
@@ -145,7 +145,8 @@ def test_asymmetric_tampering_still_checked_exactly():
     problem = dpopt.compile({"dpopt": 1, "name": "t", "data": {"attributes": {
         "a": ["1", "2"], "b": ["x", "y"], "c": ["p", "q"]}, "n": 10},
         "query": {"kind": "marginals", "all_of_size": 2}, "adjacency": "replace_one",
-        "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "marginal_gaussian", "utility": {"metric": "l2"}})
+        "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "marginal_gaussian", "utility": {"metric": "l2"},
+        "sampler": "floating_point"})  # the continuous Mahalanobis sensitivity, enumerated below
     cls = registry()["marginal_gaussian"]
     params = cls.design(problem).parameters
     params["coefficients"][0]["a"] *= 1.5  # breaks the symmetry: the check falls back to more classes

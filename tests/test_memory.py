@@ -143,9 +143,10 @@ def test_monte_carlo_batches_hold_at_most_the_batch_whatever_the_dimension():
 def test_a_batched_monte_carlo_draws_what_one_call_draws(monkeypatch):
     # The Gaussian sampler takes its variates from one generator in row-major order, so draws made in batches
     # of 7 rows are the rows of one call (numpy's Generator streams are sequential): every per-draw term, hence
-    # the estimate and its interval, must be identical, not merely close.
+    # the estimate and its interval, must be identical, not merely close. (The exact lattice sampler's rejection
+    # rounds consume the stream per call, not per row: the floating-point sampler is the one with that property.)
     import dpopt.mechanisms.base as base
-    mechanism = dpopt.solve(_table(3, 4, mechanism="gaussian")).mechanism
+    mechanism = dpopt.solve(_table(3, 4, mechanism="gaussian", sampler="floating_point")).mechanism
     whole = mechanism._monte_carlo("l2", None, None, draws=50)
     monkeypatch.setattr(base, "MONTE_CARLO_BATCH", 7 * 12)
     assert base.monte_carlo_batches(50, 12) == [7] * 7 + [1]

@@ -228,6 +228,14 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         if np.abs(e @ u[:, ~on]).max() > 1e-6:
             return 0.0
         return _ks(e @ u[:, on] / np.sqrt(lam[on]), stats.norm.cdf)
+    if family == "marginal_gaussian" and p.get("sampler") == "exact":
+        # The lattice release states no product law (a linear image of discrete Gaussians), only each cell's
+        # variance (utility.per_cell): the sample variance of cell i has SE ≈ v_i·√(2/(N − 1)) (near-normal
+        # errors), and each cell's mean is 0 with SE √(v_i/N); the smallest two-sided p-value, Bonferroni over 2d.
+        v = np.array([c["standard_error"] ** 2 for c in r.solution.certificate["utility"]["per_cell"]["cells"]])
+        n = e.shape[0]
+        z = np.concatenate([(e.var(axis=0, ddof=1) - v) / (v * math.sqrt(2 / (n - 1))), e.mean(axis=0) / np.sqrt(v / n)])
+        return float(min(1.0, z.size * 2 * stats.norm.sf(np.abs(z).max())))
     if family == "marginal_gaussian":
         # Σ = W (Σ_T a_T E_T)⁺ Wᵀ built densely: W = [group margin; group × sex table], E_T = ⊗ (I − J/n or J/n)
         sizes = p["levels"]

@@ -35,8 +35,12 @@ References
 from __future__ import annotations
 
 from functools import lru_cache
-import flint
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    import flint
 
 WORD_BITS = 64
 """Bits of one uniform word (numpy ``integers(0, 2**64, dtype=uint64)``: one raw 64-bit output)."""
@@ -51,6 +55,8 @@ Real = tuple
 
 def _evaluate(x: Real) -> flint.arb:
     """The Arb ball of ``x`` at the current working precision."""
+    import flint  # imported where used (start-up of `dpopt verify`)
+
     if x[0] == "unit":
         return (-flint.arb(x[1])).exp()
     _, u, t = x
@@ -64,6 +70,8 @@ def scaled_floor(x: Real, shift: int) -> int:
 
     Never returns for an x with 2^shift·x an integer; the x of this module are irrational.
     """
+    import flint  # imported where used (start-up of `dpopt verify`)
+
     prec = shift + 64
     while True:
         with flint.ctx.workprec(prec):
@@ -144,6 +152,8 @@ def _truncated_thresholds(t: int, bits: int) -> _Thresholds:
     e^{−u/t} as the Arb power r^u, r = e^{−1/t} (one multiplication a step, the ball's radius carried
     along); a threshold whose ball contains an integer is recomputed alone (:func:`scaled_floor`).
     """
+    import flint  # imported where used (start-up of `dpopt verify`)
+
     out = []
     with flint.ctx.workprec(2 * bits + 64):
         e1 = (-flint.arb(1)).exp()
