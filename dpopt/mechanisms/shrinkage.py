@@ -26,12 +26,9 @@ def stage_candidates(published: np.ndarray, variant: str, constant: float,
 
     With u = BᵀM (M itself for B = I), the shrinkage keeps the centre ū (0 for ``zero``, the mean of u otherwise)
     and multiplies the residual r = x − ū1 by f = 1 − c/‖r‖² (c = ``constant``, (k − 2)σ² or (k − 3)σ²), so the
-    published residual r̂ = u − ū1 has a = ‖r̂‖ = |ρ − c/ρ|, ρ = ‖r‖. That gives two roots,
-    :math:`
-ho_\pm = (\pm a + \sqrt{a^2 + 4c})/2` (f > 0: ρ₊ ≥ √c; f < 0: ρ₋ = c/ρ₊ ≤ √c), and the stage residual
-    is r = g r̂ with :math:`g_+ = 
-ho_+/a` or :math:`g_- = -
-ho_-/a`. In the cells,
+    published residual r̂ = u − ū1 has norm :math:`a = \|\hat r\| = |\rho - c/\rho|`, ρ = ‖r‖. That gives two
+    roots, :math:`\rho_\pm = (\pm a + \sqrt{a^2 + 4c})/2` (f > 0: ρ₊ ≥ √c; f < 0: ρ₋ = c/ρ₊ ≤ √c), and the
+    stage residual is r = g r̂ with :math:`g_+ = \rho_+/a` or :math:`g_- = -\rho_-/a`. In the cells,
     :math:`y_\pm = M + (g_\pm - 1) B\hat r` (the component orthogonal to B is released unchanged). A published
     residual of norm 0 (probability 0: ρ = √c in any direction) leaves the stage undetermined: NaN.
 
