@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 
 from dpopt.certificate.per_cell import mapped_per_cell_errors
 from dpopt.cli import main
@@ -133,10 +133,13 @@ def test_errors_of_a_linear_map_of_the_noise():
     laplace = solve(RACE | {"privacy": {"pure": {"epsilon": 1.0}}, "mechanism": "laplace"})
     b = laplace.mechanism.parameters["scale"]
     block = mapped_per_cell_errors(laplace.mechanism, [[1.0, 1.0, 0.0]], ["sum"])
-    # Monte Carlo of 20,000 draws of X = Z₁ + Z₂: E X⁴ = 2·24b⁴ + 6·(2b²)² = 72b⁴ and (E X²)² = 16b⁴, so the mean
-    # of X² has relative SE √((72/16 − 1)/20000) = 1.3% and its root 0.66%: 3.5% is more than 5 standard errors
-    assert block["cells"][0]["standard_error"] == pytest.approx(2 * b, rel=0.035)
-    assert "Monte Carlo" in block["method"]
+    # X = Z₁ + Z₂, Z_k i.i.d. Laplace(b): Var X = 2·2b², so SE = 2b exactly. X has density (1 + |x|/b)e^{−|x|/b}/(4b)
+    # and tail P(X > x) = e^{−x/b}(2 + x/b)/4 (integrating the density), so the exact 95% margin q solves
+    # e^{−q/b}(2 + q/b)/2 = 0.05. The Chernoff margin is a proven upper bound: at least q, and (the bound's slack on
+    # two Laplace terms) below 1.8q
+    q = b * optimize.brentq(lambda x: math.exp(-x) * (2.0 + x) / 2.0 - 0.05, 0.0, 50.0)
+    assert block["cells"][0]["standard_error"] == pytest.approx(2 * b, rel=1e-9)
+    assert q <= block["cells"][0]["margin_of_error"] <= 1.8 * q and "Chernoff" in block["method"]
 
 
 def test_data_errors_come_before_the_design(tmp_path, monkeypatch):

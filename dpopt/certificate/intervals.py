@@ -140,12 +140,17 @@ def _law_half_width(marginal, level: float) -> float:
     return float(optimize.brentq(lambda x: float(marginal.tail(x)) - excess, 0.0, hi, xtol=1e-12, rtol=1e-12))
 
 
-def _half_widths(per_cell: dict, level: float, law) -> tuple[list, str]:
-    """(h_i per cell, how) at per-cell level ``level`` (module docstring)."""
+def _half_widths(per_cell: dict, level: float, law, half_width=None) -> tuple[list, str]:
+    """(h_i per cell, how) at per-cell level ``level`` (module docstring); ``half_width(level)``, when given, is
+    the proven (h, how) of the cells' law at any level (e.g. a mapped product law's)."""
     se = np.array([np.nan if c["standard_error"] is None else c["standard_error"] for c in per_cell["cells"]])
-    if math.isclose(level, per_cell["level"], rel_tol=0, abs_tol=1e-15):
+    at_margin = math.isclose(level, per_cell["level"], rel_tol=0, abs_tol=1e-15)
+    proven = None if at_margin or half_width is None else half_width(level)
+    if at_margin:
         h = np.array([np.nan if c["margin_of_error"] is None else c["margin_of_error"] for c in per_cell["cells"]])
         how = f"h = the per-cell {per_cell['level']:g} margin of error (utility.per_cell: {per_cell['method']})"
+    elif proven is not None:
+        h, how = np.asarray(proven[0], dtype=float), f"h_i: {proven[1]}"
     elif per_cell["method"].startswith("closed form") and "N(0" in per_cell["method"]:
         z = float(normal.ndtri((1.0 + level) / 2.0))
         h = z * se
@@ -167,7 +172,7 @@ def _half_widths(per_cell: dict, level: float, law) -> tuple[list, str]:
     return [float(v) if np.isfinite(v) else None for v in h], how
 
 
-def interval_block(per_cell: dict, spec: Spec, law=None) -> dict:
+def interval_block(per_cell: dict, spec: Spec, law=None, half_width=None) -> dict:
     """The ``intervals`` entry of a ``utility.per_cell`` block: level, method, the set R, each cell's h_i.
 
     Parameters
@@ -179,6 +184,9 @@ def interval_block(per_cell: dict, spec: Spec, law=None) -> dict:
     law : optional
         The mechanism's noise law (:meth:`Mechanism.noise_law`), for exact tails at a level other than the
         per-cell block's; None falls back to the Gaussian closed form or Chebyshev.
+    half_width : callable, optional
+        level → (h, how) or None: a proven half-width at any level for the cells' law when ``law`` does not
+        describe them (a plan's query mapped from a joint release: :func:`dpopt.certificate.per_cell.mapped_half_widths`).
     """
     option = spec.intervals or DEFAULT
     released = sum(c["standard_error"] is not None for c in per_cell["cells"])
@@ -199,7 +207,7 @@ def interval_block(per_cell: dict, spec: Spec, law=None) -> dict:
                        f"over both, ∩ R: it contains the stage interval of the actual y, so it covers the true value "
                        f"with probability ≥ {option.level:g} ({family}); {how}; ends rounded inward to R"),
             "stage": law.preimage, "half_widths": h}
-    h, how = _half_widths(per_cell, cell_level, law)
+    h, how = _half_widths(per_cell, cell_level, law, half_width)
     if option.method == "monte_carlo":
         return block | {"method": MONTE_CARLO.format(draws=option.draws, seed=MONTE_CARLO_SEED, level=option.level),
                         "monte_carlo": {"draws": option.draws, "seed": MONTE_CARLO_SEED}, "half_widths": h}
@@ -213,9 +221,9 @@ def interval_block(per_cell: dict, spec: Spec, law=None) -> dict:
     }
 
 
-def with_intervals(per_cell: dict, spec: Spec, law=None) -> dict:
+def with_intervals(per_cell: dict, spec: Spec, law=None, half_width=None) -> dict:
     """``per_cell`` with its ``intervals`` entry (:func:`interval_block`)."""
-    return per_cell | {"intervals": interval_block(per_cell, spec, law)}
+    return per_cell | {"intervals": interval_block(per_cell, spec, law, half_width)}
 
 
 def certified_per_cell(mechanism: Mechanism, problem: Problem) -> dict:

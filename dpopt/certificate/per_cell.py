@@ -55,6 +55,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from dpopt.certificate import linear_tails
 from dpopt.core import normal
 from dpopt.mechanisms import Mechanism
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
@@ -286,28 +287,61 @@ def _block(labels, se, moe, method: str, mc=None, proxies=None) -> dict:
     return {"level": LEVEL, "method": method, "cells": cells}
 
 
+def _image(law, matrix: np.ndarray) -> np.ndarray:
+    """C = M·B, the coefficients of each mapped cell on the law's independent variates W."""
+    return matrix if law.basis is None else matrix @ np.asarray(law.basis, dtype=float)
+
+
+def mapped_half_widths(mechanism: Mechanism, matrix, level: float) -> tuple[np.ndarray, str] | None:
+    """A proven h_i with P(|(MZ)_i| > h_i) ≤ 1 − level for each row of M·Z, Z = B·W of a product law with
+    non-Gaussian independent W (:func:`dpopt.certificate.linear_tails.half_widths`: exact lattice convolution
+    for an integer image of lattice variates, else Chernoff), or None (a Gaussian law has its closed form; a law
+    without a pmf or moment bound, a Monte Carlo)."""
+    law = mechanism.noise_law()
+    if not isinstance(law, ProductLaw) or law.observed is not None or law.gaussian:
+        return None
+    return linear_tails.half_widths(_image(law, np.atleast_2d(np.asarray(matrix, dtype=float))), law.marginals,
+                                    level)
+
+
 def mapped_per_cell_errors(mechanism: Mechanism, matrix, labels) -> dict:
     r"""The per-cell errors of M·Z, a linear post-processing of the mechanism's noise Z (e.g. a plan's
     query answered from a jointly released histogram), in the block format of :func:`per_cell_errors`.
 
-    Gaussian noise Z = B·W, W ~ N(0, diag σ_k²): cell i of M·Z is N(0, Σ_k (MB)_ik² σ_k²), a closed
-    form (margin 1.96·SE); otherwise a Monte Carlo of the mechanism's sampler mapped by M.
+    Noise Z = B·W with W independent:
+
+    * Gaussian W ~ N(0, diag σ_k²): cell i of M·Z is N(0, Σ_k (MB)_ik² σ_k²), a closed form (margin 1.96·SE);
+    * lattice W and an integer M·B: the exact margin by convolution of the pmfs (:func:`mapped_half_widths`);
+    * otherwise sub-Gaussian W (discrete Gaussians): the sub-Gaussian bound (path 2' of the module docstring);
+    * otherwise W with a moment generating function (Laplace, discrete Laplace): the Chernoff bound
+      (:mod:`dpopt.certificate.linear_tails`);
+
+    the standard error exact, √(Σ_k (MB)_ik² Var W_k), in all these; otherwise a Monte Carlo of the mechanism's
+    sampler mapped by M.
     """
     matrix = np.atleast_2d(np.asarray(matrix, dtype=float))
     law = mechanism.noise_law()
     if isinstance(law, ProductLaw) and law.gaussian and law.observed is None:
         sd = np.array([m.gaussian_sd for m in law.marginals])
-        mb = matrix if law.basis is None else matrix @ np.asarray(law.basis, dtype=float)
-        se = np.sqrt(mb**2 @ sd**2)
+        se = np.sqrt(_image(law, matrix) ** 2 @ sd**2)
         return _block(labels, se, Z_975 * se, f"closed form: cell i of M·Z is N(0, Σ_k (MB)_ik² σ_k²) under "
                                                 f"{law.description}; margin 1.96·SE")
     if isinstance(law, ProductLaw) and law.observed is None:
-        found = _sub_gaussian_image(law, matrix if law.basis is None else matrix @ np.asarray(law.basis, dtype=float))
+        image = _image(law, matrix)
+        exact = law.lattice and all(m.lattice for m in law.marginals) and np.array_equal(image, np.round(image))
+        found = None if exact else _sub_gaussian_image(law, image)
         if found is not None:
             se, proxies = found
             return _block(labels, se, sub_gaussian_half_width(proxies, LEVEL),
                           f"standard error exact, √(Σ_k (MB)_ik² Var W_k) under {law.description}; "
                           + SUB_GAUSSIAN_METHOD.replace("Σ_k c_ik W_k", "Σ_k (MB)_ik W_k"), proxies=proxies)
+        proven = mapped_half_widths(mechanism, matrix, LEVEL)
+        if proven is not None:
+            variances = np.array([m.gaussian_sd**2 if m.gaussian_sd is not None else m.abs_moment(2.0)
+                                  for m in law.marginals])
+            return _block(labels, np.sqrt(image**2 @ variances), proven[0],
+                          f"standard error exact, √(Σ_k (MB)_ik² Var W_k) under {law.description}; margin: "
+                          f"{proven[1]}")
     z = mechanism.sample(DRAWS, np.random.default_rng(SEED)) @ matrix.T
     return _block(labels, np.sqrt(np.mean(z**2, axis=0)), np.quantile(np.abs(z), LEVEL, axis=0),
                   f"Monte Carlo of the mechanism's sampler mapped by M ({DRAWS} draws, seed {SEED}): "

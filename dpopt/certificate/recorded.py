@@ -93,7 +93,7 @@ SCHEMA: dict[str, tuple[frozenset, frozenset]] = {
                         frozenset({"gdp_design_total_mu"})),
     "plan.candidate": (frozenset({"design", "weighted_total"}), frozenset({"note"})),
     "plan.query": (frozenset({"name", "weight", "share", "target", "family", "parameters", "sensitivity",
-                              "utility"}), frozenset({"certificate"})),
+                              "utility"}), frozenset({"certificate", "per_cell"})),
 }
 """The keys each block of a certificate must hold and may hold; nothing else is accepted."""
 

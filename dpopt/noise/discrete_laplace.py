@@ -38,6 +38,7 @@ class DiscreteLaplaceMarginal(Marginal):
         if not (scale > 0 and math.isfinite(scale)):
             raise ValueError(f"the discrete Laplace scale must be positive and finite (got {scale})")
         self.b = float(scale)
+        self.mgf_radius = 1.0 / self.b
 
     @property
     def key(self) -> tuple:
@@ -55,6 +56,16 @@ class DiscreteLaplaceMarginal(Marginal):
     def tail(self, x):
         k = np.floor(np.asarray(x, dtype=float))
         return np.exp((k + 1.0) * (-1.0 / self.b)) / (1.0 + math.exp(-1.0 / self.b))
+
+    def log_mgf_bound(self, s: float) -> float:
+        r"""log E e^{sW} = 2 log(1 − r) − log(1 − r e^{s}) − log(1 − r e^{−s}) for |s| < 1/b (r = e^{−1/b}),
+        exact (``inf`` beyond): Σ_k (1 − r)/(1 + r) r^{|k|} e^{sk} summed as two geometric series."""
+        s = abs(s)
+        if s * self.b >= 1.0:
+            return math.inf
+        log_r = -1.0 / self.b
+        return (2.0 * math.log(-math.expm1(log_r)) - math.log(-math.expm1(log_r + s))
+                - math.log(-math.expm1(log_r - s)))
 
 def discrete_laplace_moments(scale: float, gamma: float | None = None) -> dict[str, float]:
     r"""E|Y|, E[Y²], E[Y⁴] and, given γ, P(|Y| ≤ γ) of the discrete Laplace of scale b, in closed form.

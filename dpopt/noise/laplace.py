@@ -18,6 +18,7 @@ class LaplaceMarginal(Marginal):
         if not (scale > 0 and math.isfinite(scale)):
             raise ValueError(f"the Laplace scale must be positive and finite (got {scale})")
         self.b = float(scale)
+        self.mgf_radius = 1.0 / self.b
 
     @property
     def key(self) -> tuple:
@@ -32,3 +33,8 @@ class LaplaceMarginal(Marginal):
 
     def tail(self, x):
         return 0.5 * np.exp(-np.asarray(x, dtype=float) / self.b)
+
+    def log_mgf_bound(self, s: float) -> float:
+        """log E e^{sW} = −log(1 − b²s²) for |s| < 1/b, exact (``inf`` beyond)."""
+        bs = self.b * abs(s)
+        return -math.log1p(-bs * bs) if bs < 1.0 else math.inf

@@ -115,6 +115,20 @@ class Marginal(ABC):
                 total += value
         return total
 
+    mgf_radius: float = math.inf
+    """Where :meth:`log_mgf_bound` is finite: |s| < ``mgf_radius`` (1/b for the Laplace laws)."""
+
+    def log_mgf_bound(self, s: float) -> float | None:
+        r"""An upper bound on the log moment generating function :math:`\log \mathbb E e^{sW}` (``inf`` where
+        the expectation diverges), or None when none is stated: exact for N(0, σ²) (σ²s²/2), the proxy's
+        v s²/2 for a ``sub_gaussian`` law; laws with a closed form override it (Laplace, discrete Laplace).
+        Chernoff tail bounds of linear combinations use it (:mod:`dpopt.certificate.linear_tails`)."""
+        if self.gaussian_sd is not None:
+            return 0.5 * (self.gaussian_sd * s) ** 2
+        if self.sub_gaussian is not None:
+            return 0.5 * self.sub_gaussian * s * s
+        return None
+
     def within(self, gamma: float) -> float:
         """P(|W| ≤ γ) = 1 − 2P(W > γ) (continuous; for a lattice law 1 − 2P(W > ⌊γ⌋))."""
         return float(1.0 - 2.0 * self.tail(math.floor(gamma) if self.lattice else gamma))

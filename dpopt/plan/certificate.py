@@ -30,7 +30,7 @@ from dpopt.privacy.semi_dp import REPORTED_DELTAS
 from dpopt.errors import CalibrationError, DpoptError
 from dpopt.plan.allocate import Allocation
 from dpopt.plan.compose import ADDITIVE, additive_check, epsilon_per_delta, gdp_route_check, pld_check
-from dpopt.plan.joint import joint_spec, query_errors
+from dpopt.plan.joint import joint_per_cell, joint_spec, query_errors
 from dpopt.plan.spec import KIND, load_plan, plan_document, plan_sha256, query_spec
 from dpopt.spec.load import load_spec
 from dpopt.spec.models import Plan, Privacy
@@ -99,11 +99,13 @@ def composition_checks(plan: Plan, targets: list[Privacy], mechanisms, spaces, n
     return checks
 
 
-def _joint_rows(plan: Plan, target: dict, maps, errors) -> list[dict]:
-    """The ``queries`` rows of a joint design: each query post-processes the one release under the whole target."""
+def _joint_rows(plan: Plan, target: dict, maps, errors, per_cells: list[dict]) -> list[dict]:
+    """The ``queries`` rows of a joint design: each query post-processes the one release under the whole target;
+    its ``per_cell`` block (errors and intervals of its mapped noise, :func:`dpopt.plan.joint.joint_per_cell`)."""
     return [{"name": q.name, "weight": q.weight, "share": 1.0, "target": target, "family": "joint",
-             "parameters": {}, "sensitivity": {"dimension": int(m.shape[0])}, "utility": u.to_dict()}
-            for q, m, u in zip(plan.queries, maps, errors)]
+             "parameters": {}, "sensitivity": {"dimension": int(m.shape[0])}, "utility": u.to_dict(),
+             "per_cell": per_cell}
+            for q, m, u, per_cell in zip(plan.queries, maps, errors, per_cells)]
 
 
 def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocation, comparison: dict,
@@ -115,7 +117,9 @@ def _joint_certificate(plan: Plan, certificate: Certificate, allocation: Allocat
     failed = [c for c in checks if not c.passed]
     if failed:
         raise CalibrationError("plan certification failed: " + "; ".join(f"{c.claim} ({c.detail})" for c in failed))
-    queries = _joint_rows(plan, joint.spec.privacy.model_dump(exclude_none=True), joint.maps, joint.errors)
+    target = joint.spec.privacy.model_dump(exclude_none=True)
+    queries = _joint_rows(plan, target, joint.maps, joint.errors,
+                          joint_per_cell(plan, target, joint.mechanism, joint.maps))
     return Certificate({
         "dpopt_version": __version__,
         "kind": KIND,
@@ -285,7 +289,7 @@ def verify_plan(certificate: Certificate | dict | str | Path) -> Verification:
         row = {"weight": q.weight, "family": sub["mechanism"]["family"], "parameters": sub["mechanism"]["parameters"],
                "sensitivity": {k: sub["sensitivity"].get(k) for k in ("dimension", "l1", "l2", "linf")},
                "utility": {k: v for k, v in sub["utility"].items() if k != "per_cell"}}
-        same = all(entry.get(k) == v for k, v in row.items())
+        same = all(entry.get(k) == v for k, v in row.items()) and "per_cell" not in entry  # a joint row's only
         checks.append(Check(f"{name}.parameters", "the plan's row repeats the plan's weight and the query "
                                                   "certificate's mechanism, sensitivity and utility", same,
                             f"{mechanism.family}"))
@@ -356,7 +360,9 @@ def _verify_joint(plan: Plan, data: dict) -> list[Check]:
         checks.append(Check(f"{q.name}.utility", f"E‖W_i A_i P_i Z‖² of the joint release ({u.method})",
                             isinstance(value, (int, float)) and math.isclose(value, u.value, rel_tol=1e-9),
                             f"recomputed {u.value:.12g}, recorded {value}"))
-    rows = json.loads(json.dumps(_joint_rows(plan, spec.privacy.model_dump(exclude_none=True), maps, errors)))
+    target = spec.privacy.model_dump(exclude_none=True)
+    rows = json.loads(json.dumps(_joint_rows(plan, target, maps, errors,
+                                             joint_per_cell(plan, target, mechanism, maps))))
     summary = {"mechanism": {"family": "plan", "parameters": {"joint": mechanism.family}},
                "sensitivity": sub["sensitivity"], "notes": NOTES, "queries": rows}
     checks.append(compare("plan.summary", "plan's rows, mechanism, sensitivity and notes (from the joint release)",

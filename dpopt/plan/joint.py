@@ -22,13 +22,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpopt.certificate.intervals import with_intervals
+from dpopt.certificate.per_cell import mapped_half_widths, mapped_per_cell_errors
 from dpopt.design.select import Candidate, design_candidates, select
-from dpopt.domain.queries import CountingQuery, NumericQuery
+from dpopt.domain.queries import CountingQuery, NumericQuery, compile_query
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import DpoptError
 from dpopt.mechanisms import Mechanism, UtilityValue
 from dpopt.problem import OnProblem, Problem, compile
-from dpopt.plan.spec import plan_unit
+from dpopt.plan.spec import plan_unit, query_spec
 from dpopt.spec.models import Plan, Spec, Utility
 
 FAMILY = "gaussian_optimal"
@@ -111,6 +113,19 @@ def query_errors(mechanism: Mechanism, specs: list[Spec], maps: list[np.ndarray]
         w = workload_matrix(s.utility)
         u = mechanism.expected_utility(Utility(metric="l2", workload=(m if w is None else w @ m).tolist()))
         out.append(u)
+    return out
+
+
+def joint_per_cell(plan: Plan, target: dict, mechanism: Mechanism, maps: list[np.ndarray]) -> list[dict]:
+    """Each query's ``utility.per_cell`` block under the joint release: the errors of its noise M_i·Z
+    (:func:`~dpopt.certificate.per_cell.mapped_per_cell_errors`) and its intervals, at any level through the
+    proven half-widths of the mapped law (:func:`~dpopt.certificate.per_cell.mapped_half_widths`). Recorded in
+    each row of the plan certificate and re-derived by :func:`dpopt.plan.certificate.verify_plan`."""
+    out = []
+    for i, m in enumerate(maps):
+        spec = query_spec(plan, i, target)
+        block = mapped_per_cell_errors(mechanism, m, compile_query(spec).labels)
+        out.append(with_intervals(block, spec, half_width=lambda level, m=m: mapped_half_widths(mechanism, m, level)))
     return out
 
 

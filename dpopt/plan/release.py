@@ -20,9 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from dpopt.certificate.composition import PLAN_PER_GROUP, composition_checks, groups_block
-from dpopt.certificate.intervals import with_intervals
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.per_cell import mapped_per_cell_errors
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
@@ -321,8 +319,7 @@ def _cells(rows: list[dict], per_cells: list[dict], keys: list[str]) -> dict:
 def plan_per_cell(solution: PlanSolution) -> list[dict]:
     """Each query's per-cell standard error and 95% margin of error (the ``utility.per_cell`` block format):
     its certificate's, or for a joint design the shared histogram's noise mapped by the query's map
-    (:func:`dpopt.certificate.per_cell.mapped_per_cell_errors`)."""
-    if solution.joint is not None:
-        return [with_intervals(mapped_per_cell_errors(solution.joint.mechanism, m, d.problem.labels), d.problem.spec)
-                for m, d in zip(solution.joint.maps, solution.designs)]
+    (:func:`dpopt.plan.joint.joint_per_cell`, recorded in the plan certificate)."""
+    if solution.joint is not None:  # recorded in the plan certificate's rows (dpopt.plan.joint.joint_per_cell)
+        return [row["per_cell"] for row in solution.certificate["queries"]]
     return [c["utility"]["per_cell"] for c in solution.certificates]
