@@ -350,6 +350,12 @@ def test_monte_carlo_release_names_its_approximate_method_and_verifies(tmp_path,
     assert max(widths) < 2 * float(rows[0]["margin_of_error_95"])
     capsys.readouterr()
     assert main(["verify", str(out / "certificate.json")]) == 0
+    # the folder: the ends re-derived from the published values (seeded simulation); an edited end fails
+    assert main(["verify", str(out)]) == 0 and "20 cells' interval ends re-derived" in capsys.readouterr().out
+    document = json.loads((out / "release.json").read_text())
+    document["cells"]["rows"][2]["ci_95_high"] += 1
+    (out / "release.json").write_text(json.dumps(document))
+    assert main(["verify", str(out)]) != 0 and "1 of 20 cells' interval ends differ" in capsys.readouterr().out
 
 
 @pytest.mark.slow

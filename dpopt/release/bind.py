@@ -25,6 +25,7 @@ from dpopt.certificate.recorded import is_test_release
 from dpopt.certificate.second_route import is_not_available
 from dpopt.core.documents import decode, parse_json
 from dpopt.errors import CertificateError, DpoptError
+from dpopt.release.interval_check import CLAIM, monte_carlo_line
 
 RELEASE_FILE = "release.json"
 TEST_RELEASE = "TEST RELEASE — not for publication (noise drawn from a caller's seed)"
@@ -116,7 +117,8 @@ def verify_folder(folder: str | Path, verify_certificate: Callable[[Certificate]
     """Check a release folder: every certificate it names verifies (``verify_certificate``
     returns an object with ``passed`` and ``failed``), the document names each certificate's
     SHA-256 and every table's, and repeats the certificate's blocks unchanged (its signature:
-    :func:`dpopt.release.signature.release_signature_check`).
+    :func:`dpopt.release.signature.release_signature_check`); Monte Carlo interval ends are re-derived from the
+    published values (:mod:`dpopt.release.interval_check`).
 
     Raises
     ------
@@ -146,6 +148,9 @@ def verify_folder(folder: str | Path, verify_certificate: Callable[[Certificate]
         held = sum(1 for c in result.checks if not is_not_available(c))  # counted as `dpopt verify CERT` counts
         detail = f"{held} claims hold" if not failed else "FAILED: " + ", ".join(failed)
         lines.append(FileCheck(name, not failed, detail + (f"; {TEST_RELEASE}" if test else "")))
+        found = None if failed else monte_carlo_line(document, certificate, getattr(result, "problem", None))
+        if found is not None:  # interval ends simulated from the published values (dpopt.release.interval_check)
+            lines.append(FileCheck(f"{RELEASE_FILE}: {CLAIM}", *found))
         problems += [f"its {block} differs from {name}'s" for block in _repeated_blocks(document, certificate.data)]
         if test != is_seeded(document.get("randomness", {})):
             problems.append(f"randomness and {name}'s test_release disagree")
