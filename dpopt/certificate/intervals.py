@@ -80,11 +80,13 @@ MONTE_CARLO_SEED = 20262503
 release; :mod:`dpopt.postprocess.monte_carlo`)."""
 MONTE_CARLO = (
     "monte_carlo: approximate; {draws} releases simulated at the published (post-processed) table through the same "
-    "mechanism and post-processing (seed {seed}); the interval is [p_i − q_(1+L)/2(e_i), p_i − q_(1−L)/2(e_i)] ∩ R "
-    "for the simulated errors e_i of each cell (basic bootstrap; Ashmead et al. 2025, arXiv:2503.19714), L = "
-    "{level:g}: centred on the published value, its coverage is approximate (the post-processing's bias is "
-    "corrected at the plug-in, not at the truth), measured in simulation, not proven; ends rounded inward to R. "
-    "half_widths are the noise stage's, for reference")
+    "mechanism and post-processing (seed {seed}); with q₊, q₋ the (1 ± L)/2 quantiles of each cell's simulated "
+    "errors e_i, the interval is the basic bootstrap interval [p_i − q₊, p_i − q₋] ∩ R (Ashmead et al. 2025, "
+    "arXiv:2503.19714), except that a cell published at the lower bound of R takes the percentile interval's upper "
+    "end max(p_i − q₋, p_i + q₊) (every error simulated there is ≥ 0, so the basic interval would be [0, 0]), "
+    "L = {level:g}: around the published value, its coverage is approximate (bias and spread simulated at the "
+    "plug-in, not at the truth), measured in simulation, not proven; ends rounded inward to R. half_widths are "
+    "the noise stage's, for reference")
 """The method the certificate names for ``intervals: {method: monte_carlo}``."""
 
 
