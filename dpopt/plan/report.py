@@ -36,9 +36,11 @@ def allocation_rows(cert: Certificate) -> list[list[str]]:
 
 
 def _cell_rows(cert: Certificate) -> list:
+    """Each query's cells: its certificate's ``utility.per_cell``, or a joint design's row ``per_cell``."""
     rows = [["query", "cell", "standard error", "95% margin of error"]]
     for q in cert["queries"]:
-        for c in q.get("certificate", {}).get("utility", {}).get("per_cell", {}).get("cells", []):
+        per_cell = q.get("per_cell") or q.get("certificate", {}).get("utility", {}).get("per_cell", {})
+        for c in per_cell.get("cells", []):
             rows.append([q["name"], c["cell"], "not released" if c["standard_error"] is None else
                          f"{c['standard_error']:.3g}",
                          "—" if c["margin_of_error"] is None else f"± {c['margin_of_error']:.3g}"])
@@ -62,7 +64,9 @@ def plan_sections(cert: Certificate, verified: Sequence | None = None) -> tuple[
               f"(ratio optimal/equal = {a['ratio_optimal_to_equal']:.4f}); kept: {a['kept']}."]
     if cert.data.get("design") == "joint":
         blocks.append("Design kept: **joint** — one release of the shared histogram by `gaussian_optimal` under the "
-                      "whole budget; every query is its post-processing (its error below is E‖W_i A_i P_i Z‖²).")
+                      "whole budget; every query is its post-processing (its error below is E‖W_i A_i P_i Z‖²). "
+                      "Each query's intervals: " + "; ".join(dict.fromkeys(
+                          q["per_cell"]["intervals"]["method"] for q in cert["queries"] if "per_cell" in q)) + ".")
     sections.append(("Allocation and per-query error", blocks + [allocation_rows(cert)]))
     cells = _cell_rows(cert)
     if len(cells) > 1:

@@ -77,8 +77,10 @@ def interval_blocks(per_cell: dict, simulated: dict | None, figure=None) -> list
     if simulated is None and "monte_carlo" in block:
         return out + ["Coverage was not simulated in this report: each simulated release would itself simulate "
                       f"{block['monte_carlo']['draws']} post-processed releases. The Monte Carlo interval's coverage "
-                      "is approximate; `benchmarks/bench_intervals.py` measures it on sparse tables, where the "
-                      "plug-in is furthest from the truth."]
+                      "is approximate and differs from cell to cell: `benchmarks/bench_intervals.py` measures it per "
+                      "cell on a sparse table, where the plug-in is furthest from the truth (there the worst cells are "
+                      "the large ones whose downward bias the plug-in underestimates, and small counts published as "
+                      "0); the default noise_stage interval's coverage is proven for every cell."]
     if simulated is None:
         return out + ["Coverage was not simulated in this report (a table of more than "
                       f"{MAX_CELLS} cells, a query that is not a table of counts, or marginals post-processed in "
