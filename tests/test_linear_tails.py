@@ -54,13 +54,28 @@ def test_lattice_convolution_gives_the_exact_quantile(b, coefficients, level):
         assert 2 * r ** (h[0] + 1) / (1 + r) <= 1 - level < 2 * r ** h[0] / (1 + r)
 
 
-def test_chernoff_bound_is_valid_and_reduces_to_the_sub_gaussian_closed_form():
-    """Non-integer coefficients: the Chernoff route. Its h bounds the exact quantile of 0.5·W₁ + W₂ (brute force
-    on the pmf of W₁ + 2W₂ = 2·(0.5W₁ + W₂), halved: h ≥ q/2 rounded); all-Gaussian terms give √(2v ln(2/(1 − L)))."""
+def test_rational_coefficients_are_convolved_on_a_finer_lattice():
+    """0.5·W₁ + W₂ = (W₁ + 2W₂)/2: its quantile is half that of W₁ + 2W₂ (brute force)."""
     marginal = DiscreteLaplaceMarginal(1.0)
     h, how = half_widths(np.array([[0.5, 1.0]]), (marginal, marginal), 0.95)
-    assert "Chernoff" in how and h[0] >= brute_force_quantile(1.0, [1, 2], 0.95) / 2 - 0.5
-    assert h[0] <= 2.0 * brute_force_quantile(1.0, [1, 2], 0.95) / 2  # not absurdly loose
+    assert h[0] == brute_force_quantile(1.0, [1, 2], 0.95) / 2 and "convolution" in how
+
+
+def test_chernoff_bound_is_valid_and_reduces_to_the_sub_gaussian_closed_form():
+    """An irrational coefficient: the Chernoff route. The exact 95% quantile of |W₁/√2 + W₂| (W_k discrete Laplace,
+    b = 1) by enumerating every pair |w| ≤ 60 (cut mass < 2·2e^{−61} < 1e-25) and sorting: the bound is at least it,
+    and within 2× of it; all-Gaussian terms give the closed form √(2v ln(2/(1 − L)))."""
+    marginal = DiscreteLaplaceMarginal(1.0)
+    c = 1 / math.sqrt(2.0)
+    h, how = half_widths(np.array([[c, 1.0]]), (marginal, marginal), 0.95)
+    r = math.exp(-1.0)
+    w = np.arange(-60, 61)
+    pmf = (1 - r) / (1 + r) * r ** np.abs(w)
+    z = np.abs(c * w[:, None] + w[None, :]).ravel()
+    prob = (pmf[:, None] * pmf[None, :]).ravel()
+    order = np.argsort(z)
+    exact = z[order][np.searchsorted(np.cumsum(prob[order]), 0.95)]
+    assert "Chernoff" in how and exact <= h[0] <= 2 * exact
     from dpopt.noise.gaussian import GaussianMarginal
 
     g = GaussianMarginal(2.0)

@@ -5,9 +5,10 @@ cell whose noise is :math:`Z_i = \sum_k c_{ik} W_k` (a plan's query answered fro
 For a level L, ``half_widths`` returns for each cell an h_i with :math:`P(|Z_i| > h_i) \le 1 - L`, proven, by
 the first route that applies:
 
-1. **Lattice convolution** (every W_k on ℤ, every :math:`c_{ik}` an integer, the law of each W_k given by its
-   pmf): :math:`Z_i` lives on ℤ and its pmf is the convolution of the pmfs of the terms :math:`c_{ik}W_k`. Each
-   W_k is cut to :math:`|W_k| \le T_k` with :math:`P(|W_k| > T_k) = 2P(W_k > T_k) \le \tau_k`, and the
+1. **Lattice convolution** (every W_k on ℤ, every :math:`c_{ik}` a whole multiple of 1/D for one whole D ≤
+   :data:`MAX_DENOMINATOR` (D = 1 for a map of 0/1 sums), the law of each W_k given by its pmf): :math:`D Z_i`
+   lives on ℤ (the quantile of :math:`|Z_i|` is that of :math:`|DZ_i|` over D) and its pmf is the convolution
+   of the pmfs of the terms :math:`Dc_{ik}W_k`. Each W_k is cut to :math:`|W_k| \le T_k` with :math:`P(|W_k| > T_k) = 2P(W_k > T_k) \le \tau_k`, and the
    convolution :math:`\tilde p` of the cut pmfs is the law of :math:`Z_i` on the event E that no term was cut
    (a sub-probability). Then
 
@@ -50,6 +51,8 @@ TRUNCATION = 1e-3
 """The mass cut from the lattice convolution, as a fraction of 1 − L (added to the tail, so still proven)."""
 FLOAT_SLACK = 1e-12
 """Added to the convolved tail for the rounding of double-precision sums of non-negative terms."""
+MAX_DENOMINATOR = 64
+"""Coefficients that are multiples of 1/D for a whole D up to this are convolved on the lattice (1/D)ℤ."""
 MAX_SUPPORT = 20_001
 """Largest support of a convolved law (direct convolution costs about its square); beyond it, Chernoff."""
 
@@ -67,6 +70,15 @@ def _cut(marginal, tau: float) -> int:
         else:
             lo = mid
     return hi
+
+
+def _denominator(coefficients: np.ndarray) -> int | None:
+    """The smallest whole D ≤ :data:`MAX_DENOMINATOR` with every D·c_k a whole number (to 1e-9), or None."""
+    for scale in range(1, MAX_DENOMINATOR + 1):
+        scaled = coefficients * scale
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * np.maximum(1.0, np.abs(scaled))):
+            return scale
+    return None
 
 
 def _power(pmf: np.ndarray, n: int) -> np.ndarray:
@@ -151,25 +163,23 @@ def half_widths(coefficients: np.ndarray, marginals: tuple, level: float) -> tup
     level : float
     """
     c = np.atleast_2d(np.asarray(coefficients, dtype=float))
-    integral = all(m.lattice for m in marginals) and np.array_equal(c, np.round(c))
-    if not integral and any(m.log_mgf_bound(0.0) is None for m in marginals):
-        return None
+    lattice = all(m.lattice for m in marginals)
     out, cache, routes = np.empty(c.shape[0]), {}, set()
     for i, row in enumerate(c):
         nonzero = np.flatnonzero(row)
-        if integral:
+        scale = _denominator(row[nonzero]) if lattice and nonzero.size else None
+        if scale is not None:
             terms: dict = {}
             for k in nonzero:
-                key = (int(abs(row[k])), marginals[k].key)
+                key = (int(round(abs(row[k]) * scale)), marginals[k].key)
                 terms[key] = (marginals[k], terms.get(key, (None, 0))[1] + 1)
-            signature = ("lattice", tuple(sorted((key, n) for key, (_, n) in terms.items())))
+            signature = (scale, tuple(sorted((key, n) for key, (_, n) in terms.items())))
             if signature not in cache:
-                cache[signature] = _lattice_half_width(terms, level) if terms else 0.0
-                if cache[signature] is not None:
-                    routes.add("lattice")
-            value = cache[signature]
-            if value is not None:
-                out[i] = value
+                found = _lattice_half_width(terms, level)
+                cache[signature] = None if found is None else found / scale
+            if cache[signature] is not None:
+                routes.add("lattice")
+                out[i] = cache[signature]
                 continue
         value = _chernoff_half_width(row[nonzero], [marginals[k] for k in nonzero], level) if nonzero.size else 0.0
         if value is None:
@@ -178,7 +188,8 @@ def half_widths(coefficients: np.ndarray, marginals: tuple, level: float) -> tup
         out[i] = value
     how = []
     if "lattice" in routes:
-        how.append(f"the exact {level:g} quantile of |Z_i|, an integer combination of independent lattice variates, "
+        how.append(f"the exact {level:g} quantile of |Z_i|, a combination of independent lattice variates whose "
+                   f"coefficients times a whole D ≤ {MAX_DENOMINATOR} are whole numbers (D·Z_i on ℤ), "
                    "by convolution of their pmfs, each cut where its two tails hold "
                    f"≤ {TRUNCATION:g}·(1 − L)/(number of terms) and the cut mass added to the tail "
                    "(P(|Z_i| > h) ≤ P̃(|Z_i| > h) + Σ_k τ_k ≤ 1 − L, proven)")
@@ -189,4 +200,4 @@ def half_widths(coefficients: np.ndarray, marginals: tuple, level: float) -> tup
     return out, "; ".join(how)
 
 
-__all__ = ["FLOAT_SLACK", "MAX_SUPPORT", "TRUNCATION", "half_widths"]
+__all__ = ["FLOAT_SLACK", "MAX_DENOMINATOR", "MAX_SUPPORT", "TRUNCATION", "half_widths"]

@@ -311,9 +311,11 @@ def mapped_per_cell_errors(mechanism: Mechanism, matrix, labels) -> dict:
     Noise Z = B·W with W independent:
 
     * Gaussian W ~ N(0, diag σ_k²): cell i of M·Z is N(0, Σ_k (MB)_ik² σ_k²), a closed form (margin 1.96·SE);
-    * lattice W and an integer M·B: the exact margin by convolution of the pmfs (:func:`mapped_half_widths`);
-    * otherwise sub-Gaussian W (discrete Gaussians): the sub-Gaussian bound (path 2' of the module docstring);
-    * otherwise W with a moment generating function (Laplace, discrete Laplace): the Chernoff bound
+    * lattice W (discrete Laplace, discrete Gaussian): :func:`mapped_half_widths`, the exact margin by convolution
+      of the pmfs where M·B is a whole multiple of 1/D (D ≤ 64), else the Chernoff bound (for discrete
+      Gaussians, the sub-Gaussian bound of path 2');
+    * otherwise sub-Gaussian W: the sub-Gaussian bound (path 2' of the module docstring);
+    * otherwise W with a moment generating function (Laplace): the Chernoff bound
       (:mod:`dpopt.certificate.linear_tails`);
 
     the standard error exact, √(Σ_k (MB)_ik² Var W_k), in all these; otherwise a Monte Carlo of the mechanism's
@@ -328,8 +330,7 @@ def mapped_per_cell_errors(mechanism: Mechanism, matrix, labels) -> dict:
                                                 f"{law.description}; margin 1.96·SE")
     if isinstance(law, ProductLaw) and law.observed is None:
         image = _image(law, matrix)
-        exact = law.lattice and all(m.lattice for m in law.marginals) and np.array_equal(image, np.round(image))
-        found = None if exact else _sub_gaussian_image(law, image)
+        found = None if all(m.lattice for m in law.marginals) else _sub_gaussian_image(law, image)
         if found is not None:
             se, proxies = found
             return _block(labels, se, sub_gaussian_half_width(proxies, LEVEL),
