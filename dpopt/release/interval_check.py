@@ -39,8 +39,10 @@ CLAIM = "monte_carlo intervals"
 def monte_carlo_line(document: dict, certificate: Certificate, problem: Problem | None) -> tuple[bool, str] | None:
     """(holds, detail) of the module's check for one release folder, or None when the certificate's intervals are
     not Monte Carlo ones."""
-    block = (certificate.data.get("utility", {}).get("per_cell") or {}).get("intervals") or {}
-    if "monte_carlo" not in block:
+    utility = certificate.data.get("utility")
+    per_cell = utility.get("per_cell") if isinstance(utility, dict) else None
+    block = per_cell.get("intervals") if isinstance(per_cell, dict) else None
+    if not isinstance(block, dict) or "monte_carlo" not in block:
         return None
     if problem is None:
         return False, "not re-derived: the certificate's spec did not compile"
