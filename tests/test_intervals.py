@@ -129,23 +129,34 @@ def lattice_marginals_spec(**changes) -> dict:
             "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "marginal_gaussian"} | changes
 
 
-def test_mixed_lattice_noise_gets_the_sub_gaussian_bound_from_the_release_map():
-    # The exact marginal measurement releases cells that mix many discrete Gaussians, Z_i = Σ_k c_ik η_k. The
-    # coefficients c_ik are read off the release itself (x = 0 and one η_k = 1 at a time), independently of the
-    # closed form; then v_i = Σ_k c_ik² σ_k² and h_i = √(2 v_i ln(2/(1 − L))) (CKS 2020, Cor. 9 + Chernoff).
-    sol = dpopt.solve(lattice_marginals_spec(intervals={"level": 0.9}))
-    mechanism = sol.mechanism
-    assert mechanism.sampler == "exact"
+def release_map(mechanism) -> tuple[np.ndarray, np.ndarray]:
+    """(C, σ²): the coefficients c_ik of Z_i = Σ_k c_ik η_k read off the exact marginal release itself (x = 0 and
+    one η_k = 1 at a time), independently of the family's closed forms, and each η_k's σ_k²."""
     alg, d = mechanism.workload.algebra, mechanism.dimension
-    proxy = np.zeros(d)
+    columns, sigma2 = [], []
     for t, s2 in mechanism.lattice.items():
         for j in range(alg.size(t)):
             unit = {u: np.zeros((1,) + alg.table_shape(u), dtype=np.int64) for u in mechanism.lattice}
             unit[t].reshape(-1)[j] = 1
             mechanism._lattice_noise = lambda rng, size, unit=unit: unit
-            column = mechanism.release(np.zeros(d), np.random.default_rng(0))
-            proxy += np.asarray(column).reshape(-1) ** 2 * float(s2)
+            columns.append(np.asarray(mechanism.release(np.zeros(d), np.random.default_rng(0))).reshape(-1))
+            sigma2.append(float(s2))
     del mechanism._lattice_noise
+    return np.column_stack(columns), np.array(sigma2)
+
+
+def test_mixed_lattice_noise_gets_the_sub_gaussian_bound_from_the_release_map(monkeypatch):
+    # The exact marginal measurement releases cells that mix many discrete Gaussians, Z_i = Σ_k c_ik η_k. Where the
+    # exact convolution is refused (here: forced, by a support limit of 1), v_i = Σ_k c_ik² σ_k² and
+    # h_i = √(2 v_i ln(2/(1 − L))) (CKS 2020, Cor. 9 + Chernoff), c_ik read off the release map.
+    from dpopt.certificate import linear_tails
+
+    monkeypatch.setattr(linear_tails, "MAX_SUPPORT", 1)
+    sol = dpopt.solve(lattice_marginals_spec(intervals={"level": 0.9}))
+    mechanism = sol.mechanism
+    assert mechanism.sampler == "exact"
+    c, sigma2 = release_map(mechanism)
+    proxy = c**2 @ sigma2
     per_cell = sol.certificate["utility"]["per_cell"]
     assert [c["sub_gaussian_proxy"] for c in per_cell["cells"]] == pytest.approx(proxy, rel=1e-9)
     assert per_cell["intervals"]["half_widths"] == pytest.approx(np.sqrt(2 * proxy * math.log(2 / 0.1)), rel=1e-9)
@@ -154,6 +165,46 @@ def test_mixed_lattice_noise_gets_the_sub_gaussian_bound_from_the_release_map():
     # coverage by simulation of the noise itself: 4,000 draws; the bound gives ≥ 90% per cell, and a cell's
     # observed coverage has s.d. ≤ √(0.9·0.1/4000) = 0.0047, so ≥ 0.9 − 3 s.d. holds unless the bound is wrong
     z = mechanism.sample(4000, np.random.default_rng(11))
+    covered = np.mean(np.abs(z) <= np.array(per_cell["intervals"]["half_widths"]), axis=0)
+    assert np.min(covered) >= 0.9 - three_sd(0.9, 4000)
+
+
+def test_mixed_lattice_noise_gets_the_exact_quantile_by_convolution():
+    """The same cells by default: each Z_i = Σ_k c_ik η_k has coefficients that are multiples of 1/D, so D·Z_i
+    lives on ℤ and its pmf is a convolution. Brute force here: the full pmf of D·Z_i (each η_k over ±40σ_k, cut
+    mass < 1e-300) convolved term by term, its smallest h with P(|Z_i| > h) ≤ 1 − L; the certificate's margin and
+    0.9 half-width are those quantiles, below the sub-Gaussian bound, and the SE is √(Σ c² Var η) (Var by summing
+    the pmf). 4,000 draws cover each cell ≥ 0.9 − 3 s.d."""
+    from fractions import Fraction
+
+    sol = dpopt.solve(lattice_marginals_spec(intervals={"level": 0.9}))
+    c, sigma2 = release_map(sol.mechanism)
+    per_cell = sol.certificate["utility"]["per_cell"]
+    assert "convolution" in per_cell["method"] and "convolution" in per_cell["intervals"]["method"]
+    for i in range(0, c.shape[0], 7):  # a sample of cells (every 7th)
+        row = c[i]
+        nonzero = np.flatnonzero(np.abs(row) > 1e-12)
+        scale = math.lcm(*[Fraction(float(abs(x))).limit_denominator(10_000).denominator for x in row[nonzero]])
+        pmf, variance = np.ones(1), 0.0
+        for k in nonzero:
+            top = int(40 * math.sqrt(sigma2[k])) + 10
+            w = np.arange(-top, top + 1)
+            single = np.exp(-w**2 / (2 * sigma2[k]))
+            single /= single.sum()
+            variance += row[k] ** 2 * float(np.sum(w**2 * single))
+            step = int(round(abs(row[k]) * scale))
+            spread = np.zeros(2 * step * top + 1)
+            spread[::step] = single
+            pmf = np.convolve(pmf, spread)
+        centre = (len(pmf) - 1) // 2
+        tails = [1 - pmf[centre - h:centre + h + 1].sum() for h in range(centre + 1)]
+        for level, got in ((0.95, per_cell["cells"][i]["margin_of_error"]),
+                           (0.9, per_cell["intervals"]["half_widths"][i])):
+            exact = next(h for h, tail in enumerate(tails) if tail <= 1 - level) / scale
+            assert got == pytest.approx(exact, rel=1e-12)
+        assert per_cell["cells"][i]["standard_error"] == pytest.approx(math.sqrt(variance), rel=1e-9)
+        assert per_cell["cells"][i]["margin_of_error"] < math.sqrt(2 * (row**2 @ sigma2) * math.log(40))
+    z = sol.mechanism.sample(4000, np.random.default_rng(11))
     covered = np.mean(np.abs(z) <= np.array(per_cell["intervals"]["half_widths"]), axis=0)
     assert np.min(covered) >= 0.9 - three_sd(0.9, 4000)
 

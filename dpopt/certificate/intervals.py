@@ -61,7 +61,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpopt.core import normal
-from dpopt.certificate.per_cell import per_cell_errors, sub_gaussian_half_width, symmetric_differences
+from dpopt.certificate.per_cell import (image_half_widths, per_cell_errors, sub_gaussian_half_width,
+                                       symmetric_differences)
 from dpopt.mechanisms import Mechanism
 from dpopt.mechanisms.shrinkage import helmert_columns, stage_candidates
 from dpopt.noise.law import PostProcessedLaw, ProductLaw
@@ -233,7 +234,8 @@ def certified_per_cell(mechanism: Mechanism, problem: Problem) -> dict:
     (:func:`~dpopt.certificate.per_cell.per_cell_errors`) and the intervals' half-widths (:func:`interval_block`);
     what ``dpopt solve`` records and ``dpopt verify`` recomputes."""
     block = per_cell_errors(mechanism, problem.labels, symmetric_differences(problem))
-    return with_intervals(block, problem.spec, mechanism.noise_law())
+    return with_intervals(block, problem.spec, mechanism.noise_law(),
+                          lambda level: image_half_widths(mechanism, level))
 
 
 def _stage_candidates(published: np.ndarray, stage: dict) -> tuple[np.ndarray, np.ndarray]:

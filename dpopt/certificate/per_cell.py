@@ -15,6 +15,10 @@ How, in order of preference (each cell records its method):
    and m from its tail, 2·P(W > m) = 0.05 (bisection; the smallest integer for a lattice law);
 2. B·W with Gaussian W: coordinate i is N(0, Σ_k B_ik² σ_k²), a closed form; Gaussian noise too
    large to state as a law: the family's closed-form variances (:meth:`Mechanism.cell_variances`);
+2''. **a declared linear image** Z = CW of independent lattice variates (:meth:`Mechanism.linear_noise_image`,
+   e.g. an exact marginal measurement) whose rows are whole multiples of 1/D: the exact quantile of each cell by
+   convolution of the pmfs (:mod:`dpopt.certificate.linear_tails`; the truncation mass added to the tail), the SE
+   exact; otherwise path 2';
 2'. **lattice noise that is a linear image of independent discrete Gaussians** (``sampler: exact`` designs whose
    noise is not i.i.d., :meth:`Mechanism.sub_gaussian_cell_proxies`; or a product law B·W whose marginals declare a
    ``sub_gaussian`` proxy): the law of Z_i has no closed form and 1.96·SE is not proven for it. Each
@@ -139,6 +143,33 @@ SUB_GAUSSIAN_METHOD = (
     "independent discrete Gaussians N_ℤ(0, σ_k²) (each sub-Gaussian with proxy σ_k², Canonne, Kamath & Steinke 2020, "
     "Corollary 9): P(|Z_i| ≥ m) ≤ 2 exp(−m²/(2 v_i)), v_i = Σ_k c_ik² σ_k² (each cell's sub_gaussian_proxy), "
     f"m = √(2 v_i ln 40) = {math.sqrt(2.0 * math.log(40.0)):.4f}·√v_i")
+
+
+def image_half_widths(mechanism: Mechanism, level: float, chernoff: bool = True) -> tuple[np.ndarray, str] | None:
+    """Proven half-widths at ``level`` of a family's declared linear noise image Z = CW
+    (:meth:`Mechanism.linear_noise_image`, :func:`dpopt.certificate.linear_tails.half_widths`), or None."""
+    image = mechanism.linear_noise_image()
+    if image is None:
+        return None
+    return linear_tails.half_widths(image[0], image[1], level, chernoff)
+
+
+def _from_image(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """Path 2'' of the module docstring: the exact quantile of each cell of a declared linear image, when every
+    cell's law convolves on a lattice; None otherwise (the sub-Gaussian bound of path 2' is then used)."""
+    image = mechanism.linear_noise_image()
+    if image is None:
+        return None
+    c, marginals = image
+    proven = linear_tails.half_widths(c, marginals, LEVEL, chernoff=False)
+    if proven is None:
+        return None
+    second: dict = {}
+    variances = np.array([second.setdefault(m.key, m.gaussian_sd**2 if m.gaussian_sd is not None
+                                            else m.abs_moment(2.0)) for m in marginals])
+    return (np.sqrt(c**2 @ variances), proven[0],
+            f"standard error exact, √(Σ_k C_ik² Var W_k) of the release map C (Z = CW, {c.shape[1]} independent "
+            f"lattice variates); margin: {proven[1]}")
 
 
 def _from_sub_gaussian(mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray, str, np.ndarray] | None:
@@ -312,7 +343,7 @@ def mapped_per_cell_errors(mechanism: Mechanism, matrix, labels) -> dict:
 
     * Gaussian W ~ N(0, diag σ_k²): cell i of M·Z is N(0, Σ_k (MB)_ik² σ_k²), a closed form (margin 1.96·SE);
     * lattice W (discrete Laplace, discrete Gaussian): :func:`mapped_half_widths`, the exact margin by convolution
-      of the pmfs where M·B is a whole multiple of 1/D (D ≤ 64), else the Chernoff bound (for discrete
+      of the pmfs where M·B is a whole multiple of 1/D (D ≤ 1,024), else the Chernoff bound (for discrete
       Gaussians, the sub-Gaussian bound of path 2');
     * otherwise sub-Gaussian W: the sub-Gaussian bound (path 2' of the module docstring);
     * otherwise W with a moment generating function (Laplace): the Chernoff bound
@@ -372,7 +403,9 @@ def per_cell_errors(mechanism: Mechanism, labels,
     """
     law = mechanism.noise_law()
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
-    found = _from_sub_gaussian(mechanism)  # declared proxies first: the cell may be an image of the law's noise
+    found = _from_image(mechanism)  # a declared linear image first: exact quantiles where every cell convolves
+    if found is None:  # then declared proxies: the cell may be an image of the law's noise
+        found = _from_sub_gaussian(mechanism)
     if found is None:
         found = _from_law(inner) if isinstance(inner, ProductLaw) else _from_variances(mechanism)
     if found is None:

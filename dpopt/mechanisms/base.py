@@ -251,6 +251,14 @@ class Mechanism(ABC):
         2020, Corollary 9; :mod:`dpopt.certificate.per_cell`) instead of a normal approximation. None otherwise."""
         return None
 
+    def linear_noise_image(self) -> tuple[np.ndarray, tuple] | None:
+        r"""For noise that is a linear image :math:`Z = CW` of independent one-dimensional laws W_k and is not
+        stated as a product law in an orthonormal basis (an exact measurement whose release mixes several lattice
+        draws): (C, dense d × r; the r marginal laws of W, :class:`~dpopt.noise.marginal.Marginal`). The per-cell
+        errors then take the exact quantile of each cell's law by convolution where C allows it
+        (:mod:`dpopt.certificate.linear_tails`). None otherwise, or when C would be too large to state densely."""
+        return None
+
     def unimodal_cell_variances(self) -> np.ndarray | None:
         """For noise that is a linear image of independent symmetric unimodal noise (Laplace) whose per-cell law
         has no closed form: Var Z_i of each released coordinate in closed form; the per-cell errors then take the

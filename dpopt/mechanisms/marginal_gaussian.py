@@ -68,7 +68,7 @@ from dpopt.mechanisms.lattice import (
     target_lattice_variance,
 )
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
-from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
+from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal, sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.marginal_covariance import (
@@ -93,6 +93,8 @@ from dpopt.spec.models import Privacy
 MARGINAL_KINDS = ("marginals", "contingency_table", "histogram", "count")
 """Query kinds that are stacks of marginals of one table."""
 
+MAX_IMAGE_ENTRIES = 2_000_000
+"""Largest release map C (cells × lattice draws) :meth:`MarginalGaussianMechanism.linear_noise_image` states densely."""
 MAX_LAW_DIMENSION = 1500
 """Largest query dimension whose noise law is stated with a dense orthonormal basis (the
 second route of ``dpopt verify`` and the audit); above it the law is described in words."""
@@ -690,6 +692,24 @@ class MarginalGaussianMechanism(Mechanism):
                 "closed form: the release is linear in the lattice measurements y_T, cell i of block S has "
                 "Σ_{T⊆S} (∏_{k∉T} n_k/a_T')(m_T/∏_{k∈T} n_k)/(∏_{S∖T} n_k)² at a_T' = ∏_{k∉T} n_k L_T²/Var N_ℤ(0, σ_T²) "
                 "(the proxy: at σ_T² in place of the variance)")
+
+    def linear_noise_image(self) -> tuple[np.ndarray, tuple] | None:
+        """On the lattice: the release adds Z = Σ_T synthesize(centre(η_T)/|T|) to the answer, linear in the
+        lattice noise η (:meth:`_sample`); C's columns are its images of the unit tables, one η_T,j at a time,
+        and W_k = η_T,j ~ N_ℤ(0, σ_T²). None off the lattice or above :data:`MAX_IMAGE_ENTRIES` entries."""
+        if self.sampler != "exact":
+            return None
+        alg = self.workload.algebra
+        rank = sum(alg.size(t) for t in self.lattice)
+        if rank * self.dimension > MAX_IMAGE_ENTRIES:
+            return None
+        columns, marginals = [], []
+        for t, s2 in self.lattice.items():
+            n = alg.size(t)
+            units = np.eye(n).reshape((n,) + alg.table_shape(t))
+            columns.append(synthesize_noise(self.workload, {t: alg.center(units, len(t)) / n}, n).reshape(n, -1).T)
+            marginals += [DiscreteGaussianMarginal(float(s2))] * n
+        return np.concatenate(columns, axis=1), tuple(marginals)
 
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:
