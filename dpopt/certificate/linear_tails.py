@@ -172,18 +172,22 @@ def half_widths(coefficients: np.ndarray, marginals: tuple, level: float,
     """
     c = np.atleast_2d(np.asarray(coefficients, dtype=float))
     lattice = all(m.lattice for m in marginals)
+    laws: dict = {}
+    law_of = np.array([laws.setdefault(m.key, (len(laws), m))[0] for m in marginals])
+    by_index = {j: m for j, m in laws.values()}
     out, cache, routes = np.empty(c.shape[0]), {}, set()
     for i, row in enumerate(c):
         nonzero = np.flatnonzero(row)
         scale = _denominator(row[nonzero]) if lattice and nonzero.size else None
         if scale is not None:
-            terms: dict = {}
-            for k in nonzero:
-                key = (int(round(abs(row[k]) * scale)), marginals[k].key)
-                terms[key] = (marginals[k], terms.get(key, (None, 0))[1] + 1)
-            signature = (scale, tuple(sorted((key, n) for key, (_, n) in terms.items())))
+            steps = np.rint(np.abs(row[nonzero]) * scale).astype(np.int64)
+            kept = steps > 0  # a coefficient below 1e-9/D is a rounding residue of a zero
+            pairs, counts = np.unique(np.column_stack([steps[kept], law_of[nonzero][kept]]), axis=0,
+                                      return_counts=True)
+            signature = (scale, pairs.tobytes(), counts.tobytes())
             if signature not in cache:
-                found = _lattice_half_width(terms, level)
+                terms = {(int(a), by_index[b].key): (by_index[b], int(n)) for (a, b), n in zip(pairs, counts)}
+                found = _lattice_half_width(terms, level) if terms else 0.0
                 cache[signature] = None if found is None else found / scale
             if cache[signature] is not None:
                 routes.add("lattice")
