@@ -169,41 +169,49 @@ def test_mixed_lattice_noise_gets_the_sub_gaussian_bound_from_the_release_map(mo
     assert np.min(covered) >= 0.9 - three_sd(0.9, 4000)
 
 
-def test_mixed_lattice_noise_gets_the_exact_quantile_by_convolution():
-    """The same cells by default: each Z_i = Σ_k c_ik η_k has coefficients that are multiples of 1/D, so D·Z_i
-    lives on ℤ and its pmf is a convolution. Brute force here: the full pmf of D·Z_i (each η_k over ±40σ_k, cut
-    mass < 1e-300) convolved term by term, its smallest h with P(|Z_i| > h) ≤ 1 − L; the certificate's margin and
-    0.9 half-width are those quantiles, below the sub-Gaussian bound, and the SE is √(Σ c² Var η) (Var by summing
-    the pmf). 4,000 draws cover each cell ≥ 0.9 − 3 s.d."""
+def lattice_combination(row: np.ndarray, sigma2: np.ndarray) -> tuple[np.ndarray, int, float]:
+    """Brute force for Z = Σ_k c_k η_k, η_k ~ N_ℤ(0, σ_k²) independent, c_k multiples of 1/D: (the full pmf of D·Z,
+    each η_k over ±40σ_k (cut mass < 1e-300), convolved term by term; D; Var Z from the summed pmfs)."""
     from fractions import Fraction
 
+    nonzero = np.flatnonzero(np.abs(row) > 1e-12)
+    scale = math.lcm(*[Fraction(float(abs(x))).limit_denominator(10_000).denominator for x in row[nonzero]])
+    pmf, variance = np.ones(1), 0.0
+    for k in nonzero:
+        top = int(40 * math.sqrt(sigma2[k])) + 10
+        w = np.arange(-top, top + 1)
+        single = np.exp(-w**2 / (2 * sigma2[k]))
+        single /= single.sum()
+        variance += row[k] ** 2 * float(np.sum(w**2 * single))
+        step = int(round(abs(row[k]) * scale))
+        spread = np.zeros(2 * step * top + 1)
+        spread[::step] = single
+        pmf = np.convolve(pmf, spread)
+    return pmf, scale, variance
+
+
+def quantile_of(pmf: np.ndarray, scale: int, level: float) -> float:
+    """The smallest h with P(|Z| > h) ≤ 1 − level for the pmf of D·Z (centred)."""
+    centre = (len(pmf) - 1) // 2
+    h = next(h for h in range(centre + 1) if 1 - pmf[centre - h:centre + h + 1].sum() <= 1 - level)
+    return h / scale
+
+
+def test_mixed_lattice_noise_gets_the_exact_quantile_by_convolution():
+    """The same cells by default: each Z_i = Σ_k c_ik η_k has coefficients that are multiples of 1/D, so D·Z_i
+    lives on ℤ and its pmf is a convolution (brute force: :func:`lattice_combination`); the certificate's margin and
+    0.9 half-width are its quantiles, below the sub-Gaussian bound, and the SE is √(Σ c² Var η). 4,000 draws cover
+    each cell ≥ 0.9 − 3 s.d."""
     sol = dpopt.solve(lattice_marginals_spec(intervals={"level": 0.9}))
     c, sigma2 = release_map(sol.mechanism)
     per_cell = sol.certificate["utility"]["per_cell"]
     assert "convolution" in per_cell["method"] and "convolution" in per_cell["intervals"]["method"]
     for i in range(0, c.shape[0], 7):  # a sample of cells (every 7th)
-        row = c[i]
-        nonzero = np.flatnonzero(np.abs(row) > 1e-12)
-        scale = math.lcm(*[Fraction(float(abs(x))).limit_denominator(10_000).denominator for x in row[nonzero]])
-        pmf, variance = np.ones(1), 0.0
-        for k in nonzero:
-            top = int(40 * math.sqrt(sigma2[k])) + 10
-            w = np.arange(-top, top + 1)
-            single = np.exp(-w**2 / (2 * sigma2[k]))
-            single /= single.sum()
-            variance += row[k] ** 2 * float(np.sum(w**2 * single))
-            step = int(round(abs(row[k]) * scale))
-            spread = np.zeros(2 * step * top + 1)
-            spread[::step] = single
-            pmf = np.convolve(pmf, spread)
-        centre = (len(pmf) - 1) // 2
-        tails = [1 - pmf[centre - h:centre + h + 1].sum() for h in range(centre + 1)]
-        for level, got in ((0.95, per_cell["cells"][i]["margin_of_error"]),
-                           (0.9, per_cell["intervals"]["half_widths"][i])):
-            exact = next(h for h, tail in enumerate(tails) if tail <= 1 - level) / scale
-            assert got == pytest.approx(exact, rel=1e-12)
+        pmf, scale, variance = lattice_combination(c[i], sigma2)
+        assert per_cell["cells"][i]["margin_of_error"] == pytest.approx(quantile_of(pmf, scale, 0.95), rel=1e-12)
+        assert per_cell["intervals"]["half_widths"][i] == pytest.approx(quantile_of(pmf, scale, 0.9), rel=1e-12)
         assert per_cell["cells"][i]["standard_error"] == pytest.approx(math.sqrt(variance), rel=1e-9)
-        assert per_cell["cells"][i]["margin_of_error"] < math.sqrt(2 * (row**2 @ sigma2) * math.log(40))
+        assert per_cell["cells"][i]["margin_of_error"] < math.sqrt(2 * (c[i] ** 2 @ sigma2) * math.log(40))
     z = sol.mechanism.sample(4000, np.random.default_rng(11))
     covered = np.mean(np.abs(z) <= np.array(per_cell["intervals"]["half_widths"]), axis=0)
     assert np.min(covered) >= 0.9 - three_sd(0.9, 4000)
@@ -214,6 +222,23 @@ JAMES_STEIN = {"dpopt": 1, "name": "small-area table", "data": {"attributes": {"
                "query": {"kind": "contingency_table", "attributes": ["age", "sex"]}, "adjacency": "replace_one",
                "privacy": {"gdp": {"mu": 0.3}}, "mechanism": "james_stein"}
 JAMES_STEIN_TRUTH = np.array([25, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0], float)
+
+
+def test_james_stein_lattice_stage_in_the_helmert_basis_gets_the_exact_quantile():
+    """Replace-one with n public: the stage is y = φ + Pη, P = I − J/d the projection onto the sum-zero span (the
+    Helmert basis's BBᵀ; here written as I − J/d, not read from the mechanism), η i.i.d. N_ℤ(0, σ_ℤ²). Cell i's
+    stage noise η_i(1 − 1/d) − Σ_{j≠i} η_j/d: its exact quantile by brute force (:func:`lattice_combination`)."""
+    sol = dpopt.solve(JAMES_STEIN)
+    mechanism = sol.mechanism
+    assert mechanism.sampler == "exact" and mechanism.basis_name == "helmert"
+    d = mechanism.dimension
+    row = np.full(d, -1.0 / d)
+    row[0] += 1.0
+    pmf, scale, variance = lattice_combination(row, np.full(d, float(mechanism.lattice_sigma2)))
+    per_cell = sol.certificate["utility"]["per_cell"]
+    assert scale == d and "convolution" in per_cell["method"]
+    assert per_cell["cells"][0]["margin_of_error"] == pytest.approx(quantile_of(pmf, scale, 0.95), rel=1e-12)
+    assert per_cell["cells"][0]["standard_error"] == pytest.approx(math.sqrt(variance), rel=1e-9)
 
 
 @pytest.mark.parametrize("variant_spec", [JAMES_STEIN, JAMES_STEIN | {"adjacency": "add_remove"}])

@@ -200,7 +200,7 @@ def interval_block(per_cell: dict, spec: Spec, law=None, half_width=None) -> dic
         return block | {"method": f"none: the released value is post-processed ({law.operation}), not the "
                                   "noise-stage value an interval is centred on", "half_widths": None}
     if isinstance(law, PostProcessedLaw):
-        h, how = _half_widths(per_cell, cell_level, law.inner)
+        h, how = _half_widths(per_cell, cell_level, law.inner, half_width)
         family = (f"simultaneous over the {released} released cells, Bonferroni" if option.simultaneous
                   else "per cell")
         return block | {

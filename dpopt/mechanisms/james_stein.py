@@ -85,6 +85,8 @@ MIN_GUARANTEED_GAIN = 0.01
 
 _SHRINK_DEGREES = {"zero": 2, "mean": 3, "rotated": 3}
 _TARGETS = ("gdp", "zcdp", "approx")
+MAX_IMAGE_CELLS = 2_000
+"""Largest stage whose projection P (cells²) :meth:`JamesSteinMechanism.linear_noise_image` states densely."""
 
 
 def inverse_chi2_mean(k, t):
@@ -302,6 +304,15 @@ class JamesSteinMechanism(Mechanism):
         diagonal = np.einsum("ij,ij->i", basis, basis)
         return (diagonal * self.variance, diagonal * float(self.lattice_sigma2),
                 "the stage Pη, P = BBᵀ the projection onto the shrunk span")
+
+    def linear_noise_image(self) -> tuple[np.ndarray, tuple] | None:
+        """On the lattice with a basis B (up to :data:`MAX_IMAGE_CELLS` cells): the stage noise Pη, C = P = BBᵀ,
+        W = η i.i.d. N_ℤ(0, σ_ℤ²) (:meth:`sub_gaussian_cell_proxies`). For the Helmert basis P = I − J/d, whose
+        entries are multiples of 1/d: the per-cell errors take the exact quantile. None otherwise."""
+        if self.sampler != "exact" or self.basis is None or self.dimension > MAX_IMAGE_CELLS:
+            return None
+        basis = np.asarray(self.basis, dtype=float)
+        return basis @ basis.T, (DiscreteGaussianMarginal(float(self.lattice_sigma2)),) * self.dimension
 
     def _preimage(self) -> dict:
         """The shrinkage's constant (k − c)·v, v the stage variance the release shrinks with (σ², or Var N_ℤ on
