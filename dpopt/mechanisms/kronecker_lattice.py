@@ -1,0 +1,428 @@
+r"""A Kronecker strategy measured exactly on a lattice (``kronecker_gaussian`` with ``sampler: exact``).
+
+The continuous design measures :math:`y = Ax + z`, :math:`A = \bigotimes_k A_k`, :math:`z \sim N(0, s^2 I_N)`, and
+releases :math:`W A^{-1} y`. Rotate each factor's output space by :math:`O_k = [q_k, Q_k]` orthogonal,
+:math:`q_k = A_k^{-\top}\mathbf 1/r_k`, :math:`r_k = \|A_k^{-\top}\mathbf 1\|`: then :math:`q_k^\top A_k =
+\mathbf 1^\top/r_k` and :math:`(\bigotimes_k O_k^\top)y` splits into independent blocks, one per set T of
+attributes (index ≥ 1 exactly on T),
+
+.. math:: y_T = \Big(\bigotimes_{k\in T} P_k\Big)\, x_T\, \prod_{k\notin T} r_k^{-1} + s\,h_T,\qquad P_k = Q_k^\top A_k,
+
+with :math:`x_T` the T-marginal of the cells and :math:`h_T \sim N(0, I)`. A term of W with support S reads only
+the blocks T ⊆ S (:math:`\mathbf 1^\top A_k^{-1} O_k = r_k e_0^\top`), so only the blocks of the down-closure D of
+the supports are measured, and each needs only a marginal of the cells — which the answers determine when the
+term's factors have full column rank (prefix, ranges, identity): every release path hands the mechanism the
+answers, and the measurement starts from them.
+
+**On the lattice.** Each :math:`P_k` is rounded to an integer matrix :math:`\tilde P_k = \mathrm{round}(c_kP_k)`
+((n_k − 1) × n_k), and block T is the exact integer measurement
+
+.. math:: \tilde y_T = \Big(\bigotimes_{k\in T}\tilde P_k\Big) x_T + \eta_T,\qquad
+          \eta_T \sim N_\mathbb{Z}(0, \sigma_T^2)\ \text{i.i.d.},\qquad
+          \sigma_T^2 \ge \tau^2 \prod_{k\in T} c_k^2 \prod_{k\notin T} r_k^2
+
+(σ_T² dyadic, rounded up). Under replace-one the total (T = ∅) does not move and is published from the integer
+total, without noise. The release is the unbiased :math:`W\tilde O^{-1}\tilde y`, :math:`\tilde O_k =
+[\mathbf 1^\top; \tilde P_k]` (a term reads the S-table whose entries with index ≥ 1 exactly on T are
+:math:`\tilde y_T`): post-processing, in floating point, of integers.
+
+**Privacy**, exact from the integer factors: neighbours shift block T by the integer vector
+:math:`\Delta_T = (\bigotimes_{k\in T}\tilde P_k)\delta_T`; with :math:`G_k = \tilde P_k^\top\tilde P_k`,
+:math:`\|\Delta_T\|^2 = \prod_{k\in T}G_k[i_k,i_k]` (add/remove, cell i) or
+:math:`\prod G_k[i_k,i_k] + \prod G_k[j_k,j_k] - 2\prod G_k[i_k,j_k]` (replace-one, cells i, j). The measurement's
+μ² is the largest :math:`\sum_T \|\Delta_T\|^2/v_T` over neighbours (× k² for Hamming k), with v_T = σ_T² under
+ρ-zCDP (Canonne, Kamath & Steinke 2020, Theorem 14) and the effective variance 1/m_T² of the certified GDP slope
+under μ-GDP and (ε, δ) (:mod:`dpopt.privacy.discrete_gaussian_gdp`), checked by
+:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`. The maximum is searched in exact integers over every pair
+of cells (every cell under add/remove) when there are at most :data:`MAX_PAIR_GRID` of them; beyond, the sum over
+the blocks of each block's own maximum bounds it.
+
+References
+----------
+.. [1] C. Canonne, G. Kamath and T. Steinke, "The discrete Gaussian for differential privacy", NeurIPS 2020.
+.. [2] C. Li, G. Miklau, M. Hay, A. McGregor and V. Rastogi, "The matrix mechanism", VLDB Journal 2015.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+
+import numpy as np
+
+from dpopt.domain.kronecker import KroneckerWorkload, apply_along
+from dpopt.domain.marginal_algebra import Subset, subsets
+from dpopt.core.checks import Check
+from dpopt.errors import DataError
+from dpopt.mechanisms.lattice import (
+    GDP_RANGE_REFUSAL,
+    GDP_TARGETS,
+    MAX_LATTICE_SIGMA2,
+    effective_variance,
+    lattice_privacy_check,
+    target_lattice_variance,
+)
+from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
+from dpopt.privacy.gaussian_calibration import gaussian_sigma
+from dpopt.spec.models import Privacy
+
+MAX_PAIR_GRID = 4_000_000
+"""Most neighbour positions (pairs of cells under replace-one, cells under add/remove) searched exactly for the
+sensitivity; beyond, the per-block maxima are summed (an upper bound)."""
+
+INT_LIMIT = 2**62
+"""Bound on any integer the int64 measurement forms (overflow check)."""
+
+
+def rotated_factor(a: np.ndarray) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """(P_k, r_k = ‖A_k⁻ᵀ1‖, its exact integer form or None) of a continuous factor (module docstring).
+
+    P_k = Q_kᵀA_k with Q_k completing q_k orthonormally; when A_k = αI + βJ (an identity or summed attribute),
+    P_k = α(I − J/n) instead (n rows, the same Gram matrix PᵀP = α²(I − J/n), so the same sensitivity and the same
+    error), whose integer form nI − J is exact at every scale."""
+    n = a.shape[0]
+    u = np.linalg.solve(a.T, np.ones(n))
+    r = float(np.linalg.norm(u))
+    if n >= 2:
+        alpha, beta = a[0, 0] - a[0, 1], a[0, 1]
+        if np.allclose(a, alpha * np.eye(n) + beta, rtol=0, atol=1e-12 * np.abs(a).max()):
+            return alpha * (np.eye(n) - 1.0 / n), r, (n * np.eye(n) - 1).astype(np.int64)
+    basis, _ = np.linalg.qr(np.column_stack([u / r, np.eye(n)]))
+    return basis[:, 1:n].T @ a, r, None
+
+
+def block_family(workload: KroneckerWorkload) -> tuple[Subset, ...]:
+    """D: every subset of a term's support, ordered by size then lexicographically."""
+    supports = {workload.support(t) for t in range(len(workload.terms))}
+    return tuple(sorted({t for s in supports for t in subsets(s)}, key=lambda t: (len(t), t)))
+
+
+def recoverable_terms(workload: KroneckerWorkload) -> dict[Subset, int] | str:
+    """For each distinct support, the first term whose factors are integer with full column rank (its answers
+    determine the support's marginal of the cells); or the reason none is."""
+    out: dict[Subset, int] = {}
+    for t in range(len(workload.terms)):
+        s = workload.support(t)
+        if s in out:
+            continue
+        factors = [workload.factor(t, k) for k in s]
+        if all(np.all(f == np.round(f)) and np.linalg.matrix_rank(f) == f.shape[1] for f in factors):
+            out[s] = t
+    missing = [s for s in (workload.support(t) for t in range(len(workload.terms))) if s not in out]
+    if missing:
+        return (f"no term with support {missing[0]} has integer factors of full column rank, so the answers do "
+                "not determine that marginal of the cells")
+    return out
+
+
+def _int_matrix(matrix: np.ndarray) -> np.ndarray:
+    return np.rint(np.asarray(matrix, dtype=float)).astype(np.int64)
+
+
+def _apply_int(table: np.ndarray, matrix: np.ndarray, axis: int) -> np.ndarray:
+    """``matrix`` (int64) along ``axis`` of an int64 table, exactly (the caller bounds the result)."""
+    moved = np.moveaxis(table, axis, -1)
+    return np.moveaxis(moved @ matrix.T, -1, axis)
+
+
+def _row_bound(matrix: np.ndarray) -> int:
+    return int(np.abs(matrix.astype(object)).sum(axis=1).max()) if matrix.size else 0
+
+
+@dataclass(frozen=True)
+class KroneckerLattice:
+    """The integer factors P̃_k and the block variances σ_T² (module docstring).
+
+    Parameters
+    ----------
+    workload : KroneckerWorkload
+    factors : tuple of numpy.ndarray
+        P̃_k per attribute, int64, m_k × n_k (m_k = n_k − 1, or n_k for the form nI − J).
+    variances : dict
+        σ_T² (a dyadic Fraction) per noisy block T of D.
+    public : tuple of Subset
+        Blocks of D published without noise (the total under replace-one).
+    """
+
+    workload: KroneckerWorkload
+    factors: tuple[np.ndarray, ...]
+    variances: dict[Subset, Fraction]
+    public: tuple[Subset, ...]
+
+    def __post_init__(self):
+        sizes = self.workload.sizes
+        if len(self.factors) != len(sizes) or any(f.ndim != 2 or f.shape[1] != n for f, n in zip(self.factors, sizes)):
+            raise ValueError("one integer factor per attribute, with one column per level")
+        if set(self.variances) | set(self.public) != set(block_family(self.workload)) or set(self.variances) & set(self.public):
+            raise ValueError("one variance per block of the supports' down-closure (the public blocks excepted)")
+        if not all(isinstance(v, Fraction) and v > 0 for v in self.variances.values()):
+            raise ValueError("the block variances must be positive rationals")
+
+    # ------------------------------------------------------------ privacy
+    def shift_norms(self, replace: bool) -> dict[Subset, np.ndarray]:
+        """‖Δ_T‖² per block (exact Python integers, object arrays) over the neighbour grid: axes (i_1..i_p) under
+        add/remove, (i_1, j_1, .., i_p, j_p) flattened per attribute to n_k² under replace-one; broadcastable."""
+        grams = [f.astype(object).T @ f.astype(object) for f in self.factors]
+        p = len(grams)
+        out = {}
+        for t in self.variances:
+            def along(values_of, k):
+                shape = [1] * p
+                shape[k] = values_of.size
+                return values_of.reshape(shape)
+            if not replace:
+                term = np.ones([1] * p, dtype=object)
+                for k in t:
+                    term = term * along(np.diag(grams[k]).copy(), k)
+                out[t] = term
+                continue
+            ii = np.ones([1] * p, dtype=object)
+            jj = np.ones([1] * p, dtype=object)
+            ij = np.ones([1] * p, dtype=object)
+            for k in t:
+                g, n = grams[k], grams[k].shape[0]
+                ii = ii * along(np.repeat(np.diag(g), n), k)
+                jj = jj * along(np.tile(np.diag(g), n), k)
+                ij = ij * along(g.reshape(-1), k)
+            out[t] = ii + jj - 2 * ij
+        return out
+
+    def mu_squared(self, effective: dict[Subset, Fraction], replace: bool, multiplier: int) -> tuple[Fraction, str]:
+        """max over neighbours of Σ_T ‖Δ_T‖²/v_T, × multiplier² (exact), and how it was searched."""
+        norms = self.shift_norms(replace)
+        grid = math.prod(n * n if replace else n for n in self.workload.sizes)
+        common = math.lcm(*(v.numerator for v in effective.values())) if effective else 1
+        weights = {t: int(effective[t].denominator * common // effective[t].numerator) for t in norms}
+        if grid <= MAX_PAIR_GRID:
+            total = sum((norms[t] * weights[t] for t in norms), start=np.zeros([1] * len(self.factors), dtype=object))
+            top, how = max(np.asarray(total).reshape(-1).tolist()), f"exact maximum over {grid} neighbour positions"
+        else:
+            top = sum(max(np.asarray(norms[t]).reshape(-1).tolist()) * weights[t] for t in norms)
+            how = "sum over the blocks of each block's maximum (an upper bound)"
+        return Fraction(top, common) * multiplier * multiplier, how
+
+    # ------------------------------------------------------------ data
+    @cached_property
+    def _recovery(self) -> dict[Subset, int]:
+        found = recoverable_terms(self.workload)
+        if isinstance(found, str):
+            raise ValueError(found)
+        return found
+
+    def marginals(self, answers: np.ndarray) -> dict[Subset, np.ndarray]:
+        """x_T (int64, shape (m,) + levels of T) for every block T of D, from the integer answers (m, d).
+
+        Raises
+        ------
+        DataError
+            Answers that no integer cells reproduce exactly (not counts of records), or beyond the int64 range.
+        """
+        work, m = self.workload, answers.shape[0]
+        by_support = {}
+        for s, t in self._recovery.items():
+            block = answers[:, work.offsets[t]:work.offsets[t + 1]].reshape(
+                (m,) + tuple(work.factor(t, k).shape[0] for k in s))
+            x = block.astype(float)
+            for i, k in enumerate(s):
+                x = apply_along(x, np.linalg.pinv(work.factor(t, k)), 1 + i)
+            x = np.rint(x)
+            if not np.all(np.abs(x) <= 2.0**52):
+                raise DataError("the exact (lattice) release needs counts below 2^52")
+            x = x.astype(np.int64)
+            bound = int(np.abs(x).max(initial=0)) * math.prod(_row_bound(_int_matrix(work.factor(t, k))) for k in s)
+            if bound >= INT_LIMIT:
+                raise DataError("the exact (lattice) release: the counts are beyond the int64 measurement's range")
+            back = x
+            for i, k in enumerate(s):
+                back = _apply_int(back, _int_matrix(work.factor(t, k)), 1 + i)
+            if not np.array_equal(back, block):
+                raise DataError("the exact (lattice) release needs answers that are counts of records (no integer "
+                                "cells reproduce them); set `sampler: floating_point` for other values")
+            by_support[s] = x
+        out = {}
+        for block in block_family(work):
+            s = next(s for s in by_support if set(block) <= set(s))
+            drop = tuple(1 + i for i, k in enumerate(s) if k not in block)
+            out[block] = by_support[s].sum(axis=drop) if drop else by_support[s]
+        return out
+
+    def measure(self, answers: np.ndarray, rng: np.random.Generator) -> dict[Subset, np.ndarray]:
+        """ỹ_T = (⊗_{k∈T} P̃_k) x_T + η_T in int64 for every block (no noise on the public ones)."""
+        noise = self.noise(rng, answers.shape[0])
+        out = {}
+        for t, x in self.marginals(answers).items():
+            bound = int(np.abs(x).max(initial=0)) * math.prod(_row_bound(self.factors[k]) for k in t)
+            if bound >= INT_LIMIT:
+                raise DataError("the exact (lattice) release: the counts are beyond the int64 measurement's range")
+            y = x
+            for i, k in enumerate(t):
+                y = _apply_int(y, self.factors[k], 1 + i)
+            out[t] = y + noise[t] if t in noise else y
+        return out
+
+    def noise(self, rng: np.random.Generator, size: int) -> dict[Subset, np.ndarray]:
+        """η_T ~ N_ℤ(0, σ_T²) i.i.d. (int64), ``size`` tables per noisy block, in the order of D."""
+        from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
+
+        sizes = self.workload.sizes
+        out = {}
+        for t in block_family(self.workload):
+            if t in self.variances:
+                s2 = self.variances[t]
+                shape = (size,) + tuple(self.factors[k].shape[0] for k in t)
+                out[t] = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, math.prod(shape)).reshape(shape)
+        return out
+
+    # ------------------------------------------------------------ post-processing
+    @cached_property
+    def _maps(self) -> list[dict[int, np.ndarray]]:
+        """B_{t,k} = W_{t,k} Õ_k⁺ per term and attribute of its support (floats; Õ_k⁺ the pseudo-inverse, a left
+        inverse of Õ_k = [1ᵀ; P̃_k], which has full column rank)."""
+        inverses = [np.linalg.pinv(np.vstack([np.ones((1, f.shape[1])), f.astype(float)])) for f in self.factors]
+        return [{k: self.workload.factor(t, k) @ inverses[k] for k in self.workload.support(t)}
+                for t in range(len(self.workload.terms))]
+
+    def estimate(self, blocks: dict[Subset, np.ndarray], size: int) -> np.ndarray:
+        """W Õ⁻¹ ỹ (size, d) from the blocks (absent blocks are zero): per term, the S-table assembled from the
+        blocks T ⊆ S, the maps B_{t,k} applied along its axes."""
+        work, out = self.workload, []
+        for t in range(len(work.terms)):
+            s = work.support(t)
+            table = np.zeros((size,) + tuple(self.factors[k].shape[0] + 1 for k in s))
+            for block in subsets(s):
+                if block in blocks:
+                    index = (slice(None),) + tuple(slice(1, None) if k in block else 0 for k in s)
+                    table[index] = blocks[block]
+            for i, k in enumerate(s):
+                table = apply_along(table, self._maps[t][k], 1 + i)
+            out.append(table.reshape(size, -1))
+        return np.concatenate(out, axis=1)
+
+    def cell_variances(self, variances: dict[Subset, float]) -> np.ndarray:
+        """Σ_{T⊆S} v_T ⊗_{k∈S} (row sums of squares of B_{t,k}[:, 1:] if k ∈ T else B_{t,k}[:, 0]²) per answer."""
+        work, out = self.workload, []
+        for t in range(len(work.terms)):
+            s, maps = work.support(t), self._maps[t]
+            cell = np.zeros(work.rows(t))
+            for block in subsets(s):
+                if block not in variances:
+                    continue
+                term = np.ones(1)
+                for k in s:
+                    b = maps[k]
+                    term = np.kron(term, np.sum(b[:, 1:] ** 2, axis=1) if k in block else b[:, 0] ** 2)
+                cell = cell + variances[block] * term
+            out.append(cell)
+        return np.concatenate(out)
+
+    def variates(self) -> int:
+        """Discrete Gaussian variates one noise draw takes."""
+        return sum(math.prod(self.factors[k].shape[0] for k in t) for t in self.variances)
+
+
+def rounded_factors(factors: tuple[np.ndarray, ...], scales: tuple[int, ...]) -> tuple[tuple[np.ndarray, ...], tuple[float, ...], tuple[float, ...]]:
+    """(P̃_k = round(c_k P_k) int64 or the exact integer form, r_k, ĉ_k = ⟨P̃_k, P_k⟩/‖P_k‖², the scale P̃_k has)."""
+    out, norms, fitted = [], [], []
+    for a, c in zip(factors, scales):
+        p, r, exact = rotated_factor(a)
+        q = exact if exact is not None else np.rint(c * p).astype(np.int64)
+        out.append(q)
+        norms.append(r)
+        fitted.append(float(np.sum(q * p) / np.sum(p * p)) if p.size else 1.0)
+    return tuple(out), tuple(norms), tuple(fitted)
+
+
+def shape_variances(workload: KroneckerWorkload, fitted: tuple[float, ...], norms: tuple[float, ...],
+                    public: tuple[Subset, ...]) -> dict[Subset, Fraction]:
+    """w_T = ∏_{k∈T} ĉ_k² ∏_{k∉T} r_k²: block T's noise variance per unit of the continuous s² (module docstring)."""
+    return {t: Fraction(math.prod(fitted[k] ** 2 for k in t)
+                        * math.prod(norms[k] ** 2 for k in range(len(norms)) if k not in t))
+            for t in block_family(workload) if t not in public}
+
+
+def _unit_error(workload, integer, shape, public, replace, multiplier) -> float:
+    """E‖Z‖² per unit of 1/μ² at the shape variances (continuous noise): μ²(w)·Σ cell variances(w); inf when an
+    Õ_k is singular."""
+    if any(np.linalg.cond(np.vstack([np.ones((1, f.shape[1])), f.astype(float)])) > 1e10 for f in integer):
+        return math.inf
+    lattice = KroneckerLattice(workload, integer, shape, public)
+    mu2, _ = lattice.mu_squared(shape, replace, multiplier)
+    return float(mu2) * float(lattice.cell_variances({t: float(w) for t, w in shape.items()}).sum())
+
+
+def choose_scales(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], replace: bool, multiplier: int,
+                  unit: float, cap: Fraction) -> tuple[int, ...]:
+    """Per-attribute scales c_k (powers of two): from 1, double the one whose doubling gives the lowest error while
+    the largest block variance τ²w_T (τ² = μ²(w)·``unit``, ``unit`` the continuous s² at unit sensitivity) stays
+    below ``cap``/2 (room for the GDP slope's enlargement and the dyadic rounding); the best scales seen (the
+    rounding's error is not monotone in c)."""
+    public = ((),) if replace else ()
+
+    def evaluate(scales):
+        integer, norms, fitted = rounded_factors(factors, scales)
+        shape = shape_variances(workload, fitted, norms, public)
+        if any(f == 0 for f in fitted):
+            return math.inf, math.inf
+        lattice = KroneckerLattice(workload, integer, shape, public)
+        mu2, _ = lattice.mu_squared(shape, replace, multiplier)
+        largest = float(mu2) * unit * float(max(shape.values(), default=0))
+        return _unit_error(workload, integer, shape, public, replace, multiplier), largest
+
+    scales = [1] * len(factors)
+    error, _ = evaluate(scales)
+    best = (error, tuple(scales))
+    while True:
+        trials = []
+        for k in range(len(scales)):
+            if workload.sizes[k] < 2 or rotated_factor(factors[k])[2] is not None:
+                continue
+            trial = scales[:k] + [2 * scales[k]] + scales[k + 1:]
+            e, largest = evaluate(trial)
+            if largest <= float(cap) / 2:
+                trials.append((e, trial))
+        if not trials:
+            return best[1]
+        error, scales = min(trials)
+        if error < best[0]:
+            best = (error, tuple(scales))
+
+
+def lattice_check(lattice: KroneckerLattice, privacy: Privacy, replace: bool, multiplier: int) -> Check:
+    """``privacy`` of the lattice measurement: μ² = max over neighbours of Σ_T ‖Δ_T‖²/v_T from the integer factors,
+    v_T = :func:`~dpopt.mechanisms.lattice.effective_variance` of σ_T², checked against the target."""
+    effective = {t: effective_variance(s2, privacy.definition) for t, s2 in lattice.variances.items()}
+    if None in effective.values():
+        return Check("privacy", "exact lattice measurement", False, GDP_RANGE_REFUSAL)
+    mu2, how = lattice.mu_squared(effective, replace, multiplier)
+    return lattice_privacy_check(mu2, privacy, "max over neighbours of Σ_T ‖(⊗_{k∈T} P̃_k)δ_T‖²/v_T from the integer "
+                                 f"factors P̃_k ({how}" + (f", × {multiplier}²" if multiplier != 1 else "") + ")")
+
+
+def range_cap(definition: str) -> Fraction:
+    """The largest lattice variance served: the certified GDP range under μ-GDP and (ε, δ), else the sampler's."""
+    return MAX_SIGMA2 if definition in GDP_TARGETS else MAX_LATTICE_SIGMA2
+
+
+def calibrate(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], replace: bool, multiplier: int,
+              privacy: Privacy, scales: tuple[int, ...]) -> KroneckerLattice | str:
+    """The lattice at scale c with the smallest common τ² (σ_T² ≥ τ² w_T, dyadic) that the exact check accepts,
+    or why there is none. τ² starts at μ²(w)·s₁², s₁ the continuous σ at unit sensitivity (μ² is linear in 1/τ²
+    at v_T = τ²w_T, and v_T ≥ τ²w_T by :func:`~dpopt.mechanisms.lattice.target_lattice_variance`)."""
+    integer, norms, fitted = rounded_factors(factors, scales)
+    public = ((),) if replace else ()
+    shape = shape_variances(workload, fitted, norms, public)
+    base, _ = KroneckerLattice(workload, integer, shape, public).mu_squared(shape, replace, multiplier)
+    tau2 = base * Fraction(gaussian_sigma(Fraction(1), privacy)) ** 2
+    step = Fraction(1, 10**9)
+    for _ in range(40):
+        variances = {t: target_lattice_variance(tau2 * w, 1, privacy.definition) for t, w in shape.items()}
+        if None in variances.values() or any(v > range_cap(privacy.definition) for v in variances.values()):
+            return f"a lattice variance at scales {scales} is outside the certified range (above {range_cap(privacy.definition)})"
+        lattice = KroneckerLattice(workload, integer, variances, public)
+        if lattice_check(lattice, privacy, replace, multiplier).passed:
+            return lattice
+        tau2 *= 1 + step
+        step *= 4
+    return "no lattice variance the exact check accepts was found"
