@@ -738,7 +738,8 @@ def anova_cell_variances(split, factors, work, weights: dict) -> np.ndarray:
 def lattice_record(attributes: tuple[str, ...], lattice: KroneckerLattice) -> dict:
     """The lattice as the certificate carries it: integer factors, block variances (exact fractions), public blocks."""
     return {"factors": [{"attribute": a, "matrix": f.tolist()} for a, f in zip(attributes, lattice.factors)],
-            "blocks": [{"attributes": [attributes[k] for k in t], "sigma2": str(v)} for t, v in lattice.variances.items()],
+            "blocks": [{"attributes": [attributes[k] for k in t], "sigma2": str(v), "gain": lattice.gain(t)}
+                       for t, v in lattice.variances.items()],
             "public": [[attributes[k] for k in t] for t in lattice.public]}
 
 
@@ -760,9 +761,9 @@ def lattice_from_record(attributes: tuple[str, ...], workload: KroneckerWorkload
             raise ValueError(f"a lattice block names an attribute outside {list(attributes)}")
         return tuple(sorted(index[a] for a in names))
 
-    variances = {}
+    variances, gains = {}, {}
     for b in record["blocks"]:
-        value = Fraction(str(b["sigma2"]))
-        variances[block(b["attributes"])] = value
+        variances[block(b["attributes"])] = Fraction(str(b["sigma2"]))
+        gains[block(b["attributes"])] = b.get("gain", 1)
     return KroneckerLattice(workload, tuple(by_name[a] for a in attributes), variances,
-                            tuple(block(p) for p in record["public"]))
+                            tuple(block(p) for p in record["public"]), gains)

@@ -144,12 +144,20 @@ class KroneckerLattice:
         σ_T² (a dyadic Fraction) per noisy block T of D.
     public : tuple of Subset
         Blocks of D published without noise (the total under replace-one).
+    gains : dict, optional
+        g_T ≥ 1 per noisy block: block T measures g_T (⊗ P̃_k) x_T (a finer lattice for a block whose variance
+        would be small, where the discrete Gaussian's GDP slope costs 1/(12σ²)); 1 when absent.
     """
 
     workload: KroneckerWorkload
     factors: tuple[np.ndarray, ...]
     variances: dict[Subset, Fraction]
     public: tuple[Subset, ...]
+    gains: dict[Subset, int] | None = None
+
+    def gain(self, t: Subset) -> int:
+        """g_T (1 unless recorded)."""
+        return 1 if self.gains is None else self.gains.get(t, 1)
 
     def __post_init__(self):
         sizes = self.workload.sizes
@@ -159,6 +167,9 @@ class KroneckerLattice:
             raise ValueError("one variance per block of the supports' down-closure (the public blocks excepted)")
         if not all(isinstance(v, Fraction) and v > 0 for v in self.variances.values()):
             raise ValueError("the block variances must be positive rationals")
+        if self.gains is not None and (set(self.gains) - set(self.variances)
+                                       or not all(type(g) is int and 1 <= g < 2**20 for g in self.gains.values())):
+            raise ValueError("the block gains must be integers from 1 to 2^20, on noisy blocks")
 
     # ------------------------------------------------------------ privacy
     def shift_norms(self, replace: bool) -> dict[Subset, np.ndarray]:
@@ -190,11 +201,11 @@ class KroneckerLattice:
         return out
 
     def mu_squared(self, effective: dict[Subset, Fraction], replace: bool, multiplier: int) -> tuple[Fraction, str]:
-        """max over neighbours of Σ_T ‖Δ_T‖²/v_T, × multiplier² (exact), and how it was searched."""
+        """max over neighbours of Σ_T g_T²‖Δ_T‖²/v_T, × multiplier² (exact), and how it was searched."""
         norms = self.shift_norms(replace)
         grid = math.prod(n * n if replace else n for n in self.workload.sizes)
         common = math.lcm(*(v.numerator for v in effective.values())) if effective else 1
-        weights = {t: int(effective[t].denominator * common // effective[t].numerator) for t in norms}
+        weights = {t: int(effective[t].denominator * common // effective[t].numerator) * self.gain(t) ** 2 for t in norms}
         if grid <= MAX_PAIR_GRID:
             total = sum((norms[t] * weights[t] for t in norms), start=np.zeros([1] * len(self.factors), dtype=object))
             top, how = max(np.asarray(total).reshape(-1).tolist()), f"exact maximum over {grid} neighbour positions"
@@ -249,17 +260,17 @@ class KroneckerLattice:
         return out
 
     def measure(self, answers: np.ndarray, rng: np.random.Generator) -> dict[Subset, np.ndarray]:
-        """ỹ_T = (⊗_{k∈T} P̃_k) x_T + η_T in int64 for every block (no noise on the public ones)."""
+        """ỹ_T = g_T (⊗_{k∈T} P̃_k) x_T + η_T in int64 for every block (no noise on the public ones)."""
         noise = self.noise(rng, answers.shape[0])
         out = {}
         for t, x in self.marginals(answers).items():
-            bound = int(np.abs(x).max(initial=0)) * math.prod(_row_bound(self.factors[k]) for k in t)
+            bound = int(np.abs(x).max(initial=0)) * math.prod(_row_bound(self.factors[k]) for k in t) * self.gain(t)
             if bound >= INT_LIMIT:
                 raise DataError("the exact (lattice) release: the counts are beyond the int64 measurement's range")
             y = x
             for i, k in enumerate(t):
                 y = _apply_int(y, self.factors[k], 1 + i)
-            out[t] = y + noise[t] if t in noise else y
+            out[t] = self.gain(t) * y + noise[t] if t in noise else y
         return out
 
     def noise(self, rng: np.random.Generator, size: int) -> dict[Subset, np.ndarray]:
@@ -294,7 +305,7 @@ class KroneckerLattice:
             for block in subsets(s):
                 if block in blocks:
                     index = (slice(None),) + tuple(slice(1, None) if k in block else 0 for k in s)
-                    table[index] = blocks[block]
+                    table[index] = blocks[block] / self.gain(block)
             for i, k in enumerate(s):
                 table = apply_along(table, self._maps[t][k], 1 + i)
             out.append(table.reshape(size, -1))
@@ -313,7 +324,7 @@ class KroneckerLattice:
                 for k in s:
                     b = maps[k]
                     term = np.kron(term, np.sum(b[:, 1:] ** 2, axis=1) if k in block else b[:, 0] ** 2)
-                cell = cell + variances[block] * term
+                cell = cell + variances[block] / self.gain(block) ** 2 * term
             out.append(cell)
         return np.concatenate(out)
 
@@ -405,6 +416,20 @@ def range_cap(definition: str) -> Fraction:
     return MAX_SIGMA2 if definition in GDP_TARGETS else MAX_LATTICE_SIGMA2
 
 
+LIFT_SIGMA2 = 2**12
+"""Under μ-GDP and (ε, δ), a block whose variance would be below this is measured on a finer lattice (gain g_T, a
+power of two): the discrete Gaussian's certified slope costs about 1/(12σ²) of variance, 2·10⁻⁵ here."""
+
+
+def lift(variance: Fraction, definition: str) -> int:
+    """g_T: the smallest power of two with g_T²·``variance`` ≥ :data:`LIFT_SIGMA2` under μ-GDP and (ε, δ) (1 under
+    ρ-zCDP, where the discrete Gaussian's variance is at most σ² and nothing is lost)."""
+    gain = 1
+    while definition in GDP_TARGETS and variance * gain * gain < LIFT_SIGMA2:
+        gain *= 2
+    return gain
+
+
 def calibrate(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], replace: bool, multiplier: int,
               privacy: Privacy, scales: tuple[int, ...]) -> KroneckerLattice | str:
     """The lattice at scale c with the smallest common τ² (σ_T² ≥ τ² w_T, dyadic) that the exact check accepts,
@@ -415,12 +440,13 @@ def calibrate(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], repl
     shape = shape_variances(workload, fitted, norms, public)
     base, _ = KroneckerLattice(workload, integer, shape, public).mu_squared(shape, replace, multiplier)
     tau2 = base * Fraction(gaussian_sigma(Fraction(1), privacy)) ** 2
+    gains = {t: lift(tau2 * w, privacy.definition) for t, w in shape.items()}
     step = Fraction(1, 10**9)
     for _ in range(40):
-        variances = {t: target_lattice_variance(tau2 * w, 1, privacy.definition) for t, w in shape.items()}
+        variances = {t: target_lattice_variance(tau2 * w * gains[t] ** 2, 1, privacy.definition) for t, w in shape.items()}
         if None in variances.values() or any(v > range_cap(privacy.definition) for v in variances.values()):
             return f"a lattice variance at scales {scales} is outside the certified range (above {range_cap(privacy.definition)})"
-        lattice = KroneckerLattice(workload, integer, variances, public)
+        lattice = KroneckerLattice(workload, integer, variances, public, gains)
         if lattice_check(lattice, privacy, replace, multiplier).passed:
             return lattice
         tau2 *= 1 + step
