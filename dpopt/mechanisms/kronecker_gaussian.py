@@ -251,8 +251,8 @@ class KroneckerGaussianMechanism(Mechanism):
                              "plain attributes' marginals")
         if not (math.isfinite(self.sigma) and self.sigma > 0):
             raise ValueError(f"sigma {sigma!r} (positive, finite)")
-        if lattice is not None and (self.coefficients is not None or lattice.workload is not workload):
-            raise ValueError("a lattice measurement serves the product strategy of this workload")
+        if lattice is not None and lattice.workload is not workload:
+            raise ValueError("a lattice measurement serves this workload")
         self.lattice = lattice
         self.sampler = "floating_point" if lattice is None else "exact"
         self.needs_integer_answers = lattice is not None
@@ -334,26 +334,32 @@ class KroneckerGaussianMechanism(Mechanism):
             },
         }
         mechanism = build(sigma, info)
-        refusal = cls.exact_reason(problem, anova is not None)
+        refusal = cls.exact_reason(problem, None if anova is None else anova.coefficients)
         lattice = None
+        continuous = found.factors if anova is None else anova.factors
+        plain = None if anova is None else (split, anova.coefficients)
         if refusal is None:
-            scales = choose_scales(workload, found.factors, replace, k, unit, range_cap(spec.privacy.definition))
-            lattice = calibrate(workload, found.factors, replace, k, spec.privacy, scales)
+            scales = choose_scales(workload, continuous, replace, k, unit, range_cap(spec.privacy.definition), plain)
+            lattice = calibrate(workload, continuous, replace, k, spec.privacy, scales, plain)
+            if isinstance(lattice, str) and max(scales) > 1:  # the search's estimate of τ² fell short: one step back
+                scales = tuple(c // 2 if c == max(scales) else c for c in scales)
+                lattice = calibrate(workload, continuous, replace, k, spec.privacy, scales, plain)
             if isinstance(lattice, str):
                 refusal, lattice = lattice, None
         if lattice is None:
             info["sampler"] = f"floating_point: {refusal}"
             return mechanism
         target = "gdp" if spec.privacy.definition in GDP_TARGETS else "zcdp"
-        exact = cls(attributes, workload, replace, k, found.factors, sigma, None, None, lattice, target)
+        coefficients = None if anova is None else anova.coefficients
+        exact = cls(attributes, workload, replace, k, continuous, sigma, None, coefficients, lattice, target)
         exact_error = exact._expected_l2(None)
         info.update({"sampler": "exact", "continuous_expected_l2": error, "expected_l2": exact_error,
                      "lattice_scales": list(scales), "lattice_mu_squared": str(exact._lattice_mu_squared()),
                      "lattice_error_ratio": exact_error / error})
-        return cls(attributes, workload, replace, k, found.factors, sigma, info, None, lattice, target)
+        return cls(attributes, workload, replace, k, continuous, sigma, info, coefficients, lattice, target)
 
     @staticmethod
-    def exact_reason(problem: Problem, anova: bool) -> str | None:
+    def exact_reason(problem: Problem, coefficients: dict | None) -> str | None:
         """Why the design keeps the floating-point sampler (None: it measures exactly on the lattice)."""
         spec, query = problem.spec, problem.query
         if spec.sampler == "floating_point":
@@ -361,9 +367,11 @@ class KroneckerGaussianMechanism(Mechanism):
         reason = exact_refusal(spec.privacy.definition, query.is_integer_valued)
         if reason is not None:
             return reason
-        if anova:
-            return ("the strategy of the plain attributes is in their ANOVA algebra (add/remove), which has no "
-                    "lattice form yet")
+        if coefficients is not None:
+            split = AnovaSplit.of(query.kron)
+            parts = {tuple(i for i, k in enumerate(split.plain) if k in t) for t in block_family(query.kron)}
+            if parts - set(coefficients):
+                return "a plain attribute has a single level (a block with no ANOVA coefficient)"
         found = recoverable_terms(query.kron)
         return found if isinstance(found, str) else None
 

@@ -201,11 +201,23 @@ class KroneckerLattice:
         return out
 
     def mu_squared(self, effective: dict[Subset, Fraction], replace: bool, multiplier: int) -> tuple[Fraction, str]:
-        """max over neighbours of Σ_T g_T²‖Δ_T‖²/v_T, × multiplier² (exact), and how it was searched."""
-        norms = self.shift_norms(replace)
-        grid = math.prod(n * n if replace else n for n in self.workload.sizes)
+        """max over neighbours of Σ_T g_T²‖Δ_T‖²/v_T, × multiplier² (exact), and how it was searched.
+
+        Add/remove: Σ_T ω_T ∏_{k∈T} G_k[i_k, i_k] with ω_T ≥ 0 is increasing in each diagonal entry, so its maximum
+        over cells is at i_k = argmax G_k[i, i] for every k at once: Σ_T ω_T ∏_{k∈T} max_i G_k[i, i], exact.
+        Replace-one: the exact maximum over every pair of cells (:data:`MAX_PAIR_GRID` at most), else the sum of the
+        blocks' own maxima (an upper bound)."""
         common = math.lcm(*(v.numerator for v in effective.values())) if effective else 1
-        weights = {t: int(effective[t].denominator * common // effective[t].numerator) * self.gain(t) ** 2 for t in norms}
+        weights = {t: int(effective[t].denominator * common // effective[t].numerator) * self.gain(t) ** 2
+                   for t in self.variances}
+        if not replace:
+            tops = [max((int(v) for v in np.einsum("ij,ij->j", f.astype(object), f.astype(object))), default=0)
+                    for f in self.factors]
+            top = sum(w * math.prod(tops[k] for k in t) for t, w in weights.items())
+            return (Fraction(top, common) * multiplier * multiplier,
+                    "exact: Σ_T ω_T ∏_{k∈T} max_i ‖P̃_k e_i‖² (increasing in each attribute's column norm)")
+        norms = self.shift_norms(replace)
+        grid = math.prod(n * n for n in self.workload.sizes)
         if grid <= MAX_PAIR_GRID:
             total = sum((norms[t] * weights[t] for t in norms), start=np.zeros([1] * len(self.factors), dtype=object))
             top, how = max(np.asarray(total).reshape(-1).tolist()), f"exact maximum over {grid} neighbour positions"
@@ -346,14 +358,43 @@ def rounded_factors(factors: tuple[np.ndarray, ...], scales: tuple[int, ...]) ->
 
 
 def shape_variances(workload: KroneckerWorkload, fitted: tuple[float, ...], norms: tuple[float, ...],
-                    public: tuple[Subset, ...]) -> dict[Subset, Fraction]:
-    """w_T = ∏_{k∈T} ĉ_k² ∏_{k∉T} r_k²: block T's noise variance per unit of the continuous s² (module docstring)."""
-    return {t: Fraction(math.prod(fitted[k] ** 2 for k in t)
-                        * math.prod(norms[k] ** 2 for k in range(len(norms)) if k not in t))
-            for t in block_family(workload) if t not in public}
+                    public: tuple[Subset, ...], anova=None) -> dict[Subset, Fraction]:
+    """w_T: block T's noise variance per unit of the continuous s² (module docstring): ∏_{k∈T} ĉ_k² ∏_{k∉T} r_k² over
+    the attributes with a factor; with ``anova`` = (split, b) the plain attributes' part is L_U² (∏_{k∈P∖U} n_k)/b_U,
+    U the block's plain component (as marginal_gaussian's lattice, L_U = ∏_{k∈U} n_k)."""
+    out = {}
+    for t in block_family(workload):
+        if t in public:
+            continue
+        owners = range(len(norms)) if anova is None else anova[0].ordered
+        value = math.prod(fitted[k] ** 2 if k in t else norms[k] ** 2 for k in owners)
+        if anova is not None:
+            split, b = anova
+            u = tuple(i for i, k in enumerate(split.plain) if k in t)
+            value *= split.algebra.size(u) ** 2 * split.algebra.co_size(u) / b[u]
+        out[t] = Fraction(value)
+    return out
 
 
-def _unit_error(workload, integer, shape, public, replace, multiplier) -> float:
+def lattice_shape(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], scales: tuple[int, ...],
+                  public: tuple[Subset, ...], anova=None) -> tuple[tuple[np.ndarray, ...], dict[Subset, Fraction]]:
+    """The integer factors of every attribute and the shape variances w_T: the continuous factors (all attributes,
+    or the ordered ones with ``anova`` = (split, b)) rounded at ``scales``, the plain attributes' nI − J."""
+    integer, norms, fitted = rounded_factors(factors, scales)
+    if anova is None:
+        return integer, shape_variances(workload, fitted, norms, public)
+    split = anova[0]
+    full, full_norms, full_fitted = [], [], []
+    for k, n in enumerate(workload.sizes):
+        if k in split.ordered:
+            i = split.ordered.index(k)
+            full.append(integer[i]), full_norms.append(norms[i]), full_fitted.append(fitted[i])
+        else:
+            full.append((n * np.eye(n) - 1).astype(np.int64)), full_norms.append(1.0), full_fitted.append(1.0)
+    return tuple(full), shape_variances(workload, tuple(full_fitted), tuple(full_norms), public, anova)
+
+
+def _unit_error(workload, integer, shape, public, replace, multiplier) -> float:  # noqa: PLR0913
     """E‖Z‖² per unit of 1/μ² at the shape variances (continuous noise): μ²(w)·Σ cell variances(w); inf when an
     Õ_k is singular."""
     if any(np.linalg.cond(np.vstack([np.ones((1, f.shape[1])), f.astype(float)])) > 1e10 for f in integer):
@@ -363,35 +404,50 @@ def _unit_error(workload, integer, shape, public, replace, multiplier) -> float:
     return float(mu2) * float(lattice.cell_variances({t: float(w) for t, w in shape.items()}).sum())
 
 
+ROOM = 0.99
+"""The fraction of the range cap the scale search fills: room for the GDP slope's enlargement of σ² (about 2·10⁻⁴) and
+the dyadic rounding (2⁻²⁰)."""
+
+
+def _smallest_scale(a: np.ndarray) -> int:
+    """The smallest power of two at which Õ_k = [1ᵀ; round(c P_k)] has a condition number below 10⁶ (at most 2^20)."""
+    p, _, exact = rotated_factor(a)
+    scale = 1
+    while exact is None and scale < 2**20:
+        if np.linalg.cond(np.vstack([np.ones((1, a.shape[1])), np.rint(scale * p)])) < 1e6:
+            break
+        scale *= 2
+    return scale
+
+
 def choose_scales(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], replace: bool, multiplier: int,
-                  unit: float, cap: Fraction) -> tuple[int, ...]:
+                  unit: float, cap: Fraction, anova=None) -> tuple[int, ...]:
     """Per-attribute scales c_k (powers of two): from 1, double the one whose doubling gives the lowest error while
     the largest block variance τ²w_T (τ² = μ²(w)·``unit``, ``unit`` the continuous s² at unit sensitivity) stays
-    below ``cap``/2 (room for the GDP slope's enlargement and the dyadic rounding); the best scales seen (the
-    rounding's error is not monotone in c)."""
+    below ``cap`` × :data:`ROOM`; the best scales seen (the rounding's error is not monotone in c)."""
     public = ((),) if replace else ()
 
     def evaluate(scales):
-        integer, norms, fitted = rounded_factors(factors, scales)
-        shape = shape_variances(workload, fitted, norms, public)
-        if any(f == 0 for f in fitted):
-            return math.inf, math.inf
+        if any(rotated_factor(a)[2] is None and not np.any(np.rint(c * rotated_factor(a)[0]))
+               for a, c in zip(factors, scales) if a.shape[0] > 1):
+            return math.inf, 0.0
+        integer, shape = lattice_shape(workload, factors, scales, public, anova)
         lattice = KroneckerLattice(workload, integer, shape, public)
         mu2, _ = lattice.mu_squared(shape, replace, multiplier)
         largest = float(mu2) * unit * float(max(shape.values(), default=0))
         return _unit_error(workload, integer, shape, public, replace, multiplier), largest
 
-    scales = [1] * len(factors)
+    scales = [_smallest_scale(a) for a in factors]
     error, _ = evaluate(scales)
     best = (error, tuple(scales))
     while True:
         trials = []
         for k in range(len(scales)):
-            if workload.sizes[k] < 2 or rotated_factor(factors[k])[2] is not None:
+            if factors[k].shape[0] < 2 or rotated_factor(factors[k])[2] is not None:
                 continue
             trial = scales[:k] + [2 * scales[k]] + scales[k + 1:]
             e, largest = evaluate(trial)
-            if largest <= float(cap) / 2:
+            if largest <= float(cap) * ROOM:
                 trials.append((e, trial))
         if not trials:
             return best[1]
@@ -431,13 +487,12 @@ def lift(variance: Fraction, definition: str) -> int:
 
 
 def calibrate(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], replace: bool, multiplier: int,
-              privacy: Privacy, scales: tuple[int, ...]) -> KroneckerLattice | str:
+              privacy: Privacy, scales: tuple[int, ...], anova=None) -> KroneckerLattice | str:
     """The lattice at scale c with the smallest common τ² (σ_T² ≥ τ² w_T, dyadic) that the exact check accepts,
     or why there is none. τ² starts at μ²(w)·s₁², s₁ the continuous σ at unit sensitivity (μ² is linear in 1/τ²
     at v_T = τ²w_T, and v_T ≥ τ²w_T by :func:`~dpopt.mechanisms.lattice.target_lattice_variance`)."""
-    integer, norms, fitted = rounded_factors(factors, scales)
     public = ((),) if replace else ()
-    shape = shape_variances(workload, fitted, norms, public)
+    integer, shape = lattice_shape(workload, factors, scales, public, anova)
     base, _ = KroneckerLattice(workload, integer, shape, public).mu_squared(shape, replace, multiplier)
     tau2 = base * Fraction(gaussian_sigma(Fraction(1), privacy)) ** 2
     gains = {t: lift(tau2 * w, privacy.definition) for t, w in shape.items()}
