@@ -333,7 +333,6 @@ class KroneckerGaussianMechanism(Mechanism):
                 **(extra or {}),
             },
         }
-        mechanism = build(sigma, info)
         refusal = cls.exact_reason(problem, None if anova is None else anova.coefficients)
         lattice = None
         continuous = found.factors if anova is None else anova.factors
@@ -348,7 +347,7 @@ class KroneckerGaussianMechanism(Mechanism):
                 refusal, lattice = lattice, None
         if lattice is None:
             info["sampler"] = f"floating_point: {refusal}"
-            return mechanism
+            return build(sigma, info)
         target = "gdp" if spec.privacy.definition in GDP_TARGETS else "zcdp"
         coefficients = None if anova is None else anova.coefficients
         exact = cls(attributes, workload, replace, k, continuous, sigma, None, coefficients, lattice, target)
