@@ -66,6 +66,7 @@ from dpopt.mechanisms.kronecker_lattice import (
     calibrate,
     choose_scales,
     lattice_check,
+    unrounded_error,
     range_cap,
     recoverable_terms,
 )
@@ -354,7 +355,8 @@ class KroneckerGaussianMechanism(Mechanism):
         exact_error = exact._expected_l2(None)
         info.update({"sampler": "exact", "continuous_expected_l2": error, "expected_l2": exact_error,
                      "lattice_scales": list(scales), "lattice_mu_squared": str(exact._lattice_mu_squared()),
-                     "lattice_error_ratio": exact_error / error})
+                     "lattice_error_ratio": exact_error / error,
+                     "lattice_rounding_ratio": exact_error / unrounded_error(workload, continuous, replace, k, unit, plain)})
         return cls(attributes, workload, replace, k, continuous, sigma, info, coefficients, lattice, target)
 
     @staticmethod
@@ -437,7 +439,9 @@ class KroneckerGaussianMechanism(Mechanism):
             ("strategy_sensitivity_squared", info.get("strategy_sensitivity_squared") == str(self._sensitivity_squared)),
             ("expected_l2", isinstance(info.get("expected_l2"), float)
              and math.isclose(info["expected_l2"], error, rel_tol=1e-9)),
-            *((("lattice_mu_squared", info.get("lattice_mu_squared") == str(self._lattice_mu_squared())),)
+            *((("lattice_mu_squared", info.get("lattice_mu_squared") == str(self._lattice_mu_squared())),
+               ("continuous_expected_l2", isinstance(info.get("continuous_expected_l2"), float)
+                and math.isclose(info["continuous_expected_l2"], self._continuous_l2(), rel_tol=1e-9)))
               if self.lattice is not None else ())) if not same]
         return Check("design.recorded", "the design record's strategy sensitivity (exact, from the stored factors) "
                      "and expected l2 error (closed form at the stored σ) re-derived", not off,
@@ -525,9 +529,11 @@ class KroneckerGaussianMechanism(Mechanism):
         if self.lattice is not None and "lattice_error_ratio" in info:
             out.append(f"the lattice costs {100 * (info['lattice_error_ratio'] - 1):+.4g}% total squared error against "
                        f"the continuous design (E‖Z‖² {info['expected_l2']:.8g} against "
-                       f"{info['continuous_expected_l2']:.8g}): the strategy's rotated factors rounded to integers at "
-                       f"scales {info['lattice_scales']}, only the blocks the workload reads measured"
-                       + (", the total published from the integer total (replace-one)" if self.replace else ""))
+                       f"{info['continuous_expected_l2']:.8g}): only the blocks the workload reads measured"
+                       + (", the total published from the integer total (replace-one)" if self.replace else "")
+                       + f"; of it, {100 * (info['lattice_rounding_ratio'] - 1):+.4g}% is the rotated factors rounded "
+                       f"to integers at scales {info['lattice_scales']} and the discrete noise (against the same "
+                       "blocks with unrounded factors and continuous noise)")
         if self.lattice is None and str(info.get("sampler", "")).startswith("floating_point:"):
             out.append(f"no exact lattice measurement: {info['sampler'].split(': ', 1)[1]}")
         if info.get("gap_to_svd_bound") is not None:
@@ -712,6 +718,10 @@ class KroneckerGaussianMechanism(Mechanism):
             return None
         if self.lattice is not None:
             return float(self.cell_variances().sum())
+        return self._continuous_l2()
+
+    def _continuous_l2(self) -> float:
+        """s² times the closed-form unit error of the stored continuous strategy (the design the lattice rounds)."""
         if self.coefficients is not None:
             return self.sigma**2 * anova_unit_error(self.workload, self.split, self.factors, self.coefficients)
         return self.sigma**2 * unit_error(self.workload, self.factors)

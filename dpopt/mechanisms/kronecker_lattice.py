@@ -76,19 +76,31 @@ INT_LIMIT = 2**62
 """Bound on any integer the int64 measurement forms (overflow check)."""
 
 
+def centring(n: int) -> np.ndarray:
+    """An integer H with rows orthogonal to 1 and HᵀH = λ(I − J/n): the Sylvester–Hadamard rows after the first
+    (λ = n, n − 1 rows of ±1) when n is a power of two, else nI − J (λ = n², n rows)."""
+    if n & (n - 1) == 0:
+        h = np.ones((1, 1), dtype=np.int64)
+        while h.shape[0] < n:
+            h = np.block([[h, h], [h, -h]])
+        return h[1:]
+    return (n * np.eye(n) - 1).astype(np.int64)
+
+
 def rotated_factor(a: np.ndarray) -> tuple[np.ndarray, float, np.ndarray | None]:
     """(P_k, r_k = ‖A_k⁻ᵀ1‖, its exact integer form or None) of a continuous factor (module docstring).
 
     P_k = Q_kᵀA_k with Q_k completing q_k orthonormally; when A_k = αI + βJ (an identity or summed attribute),
-    P_k = α(I − J/n) instead (n rows, the same Gram matrix PᵀP = α²(I − J/n), so the same sensitivity and the same
-    error), whose integer form nI − J is exact at every scale."""
+    P_k = αH/√λ instead with H = :func:`centring` (the same Gram matrix PᵀP = α²(I − J/n), so the same sensitivity
+    and the same error), whose integer form H is exact at every scale."""
     n = a.shape[0]
     u = np.linalg.solve(a.T, np.ones(n))
     r = float(np.linalg.norm(u))
     if n >= 2:
         alpha, beta = a[0, 0] - a[0, 1], a[0, 1]
         if np.allclose(a, alpha * np.eye(n) + beta, rtol=0, atol=1e-12 * np.abs(a).max()):
-            return alpha * (np.eye(n) - 1.0 / n), r, (n * np.eye(n) - 1).astype(np.int64)
+            h = centring(n)
+            return alpha * h / math.sqrt(float(h[0] @ h[0]) if h.shape[0] < n else n * n), r, h
     basis, _ = np.linalg.qr(np.column_stack([u / r, np.eye(n)]))
     return basis[:, 1:n].T @ a, r, None
 
@@ -357,11 +369,17 @@ def rounded_factors(factors: tuple[np.ndarray, ...], scales: tuple[int, ...]) ->
     return tuple(out), tuple(norms), tuple(fitted)
 
 
+def _lam(n: int) -> int:
+    """λ of :func:`centring`: HᵀH = λ(I − J/n)."""
+    return n if n & (n - 1) == 0 else n * n
+
+
 def shape_variances(workload: KroneckerWorkload, fitted: tuple[float, ...], norms: tuple[float, ...],
                     public: tuple[Subset, ...], anova=None) -> dict[Subset, Fraction]:
     """w_T: block T's noise variance per unit of the continuous s² (module docstring): ∏_{k∈T} ĉ_k² ∏_{k∉T} r_k² over
-    the attributes with a factor; with ``anova`` = (split, b) the plain attributes' part is L_U² (∏_{k∈P∖U} n_k)/b_U,
-    U the block's plain component (as marginal_gaussian's lattice, L_U = ∏_{k∈U} n_k)."""
+    the attributes with a factor; with ``anova`` = (split, b) the plain attributes' part is (∏_{k∈U} λ_k)(∏_{k∈P∖U}
+    n_k)/b_U, U the block's plain component, λ_k of :func:`centring` (n_k², as marginal_gaussian's lattice L_U², or
+    n_k for a power of two)."""
     out = {}
     for t in block_family(workload):
         if t in public:
@@ -371,7 +389,7 @@ def shape_variances(workload: KroneckerWorkload, fitted: tuple[float, ...], norm
         if anova is not None:
             split, b = anova
             u = tuple(i for i, k in enumerate(split.plain) if k in t)
-            value *= split.algebra.size(u) ** 2 * split.algebra.co_size(u) / b[u]
+            value *= math.prod(_lam(split.algebra.sizes[i]) for i in u) * split.algebra.co_size(u) / b[u]
         out[t] = Fraction(value)
     return out
 
@@ -390,7 +408,7 @@ def lattice_shape(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], 
             i = split.ordered.index(k)
             full.append(integer[i]), full_norms.append(norms[i]), full_fitted.append(fitted[i])
         else:
-            full.append((n * np.eye(n) - 1).astype(np.int64)), full_norms.append(1.0), full_fitted.append(1.0)
+            full.append(centring(n)), full_norms.append(1.0), full_fitted.append(1.0)
     return tuple(full), shape_variances(workload, tuple(full_fitted), tuple(full_norms), public, anova)
 
 
@@ -404,9 +422,25 @@ def _unit_error(workload, integer, shape, public, replace, multiplier) -> float:
     return float(mu2) * float(lattice.cell_variances({t: float(w) for t, w in shape.items()}).sum())
 
 
+REFINE = 16
+"""Scales tried between the doubling search's best c and 2c (the rounding's error is not monotone in c)."""
+
 ROOM = 0.99
 """The fraction of the range cap the scale search fills: room for the GDP slope's enlargement of σ² (about 2·10⁻⁴) and
 the dyadic rounding (2⁻²⁰)."""
+
+
+IDEAL_SCALE = 2**30
+"""The scale at which the rounding is below 10⁻⁹ relative: the reference for the rounding's cost."""
+
+
+def unrounded_error(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], replace: bool, multiplier: int,
+                    unit: float, anova=None) -> float:
+    """E‖Z‖² of the same blocks measured with the unrounded factors and continuous Gaussian noise at the target
+    (``unit`` the continuous s² at unit sensitivity): the reference the rounding's cost is stated against."""
+    public = ((),) if replace else ()
+    integer, shape = lattice_shape(workload, factors, (IDEAL_SCALE,) * len(factors), public, anova)
+    return _unit_error(workload, integer, shape, public, replace, multiplier) * unit
 
 
 def _smallest_scale(a: np.ndarray) -> int:
@@ -422,9 +456,11 @@ def _smallest_scale(a: np.ndarray) -> int:
 
 def choose_scales(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], replace: bool, multiplier: int,
                   unit: float, cap: Fraction, anova=None) -> tuple[int, ...]:
-    """Per-attribute scales c_k (powers of two): from 1, double the one whose doubling gives the lowest error while
+    """Per-attribute scales c_k: from the smallest that keeps Õ_k well conditioned, double the one whose doubling
+    gives the lowest error while
     the largest block variance τ²w_T (τ² = μ²(w)·``unit``, ``unit`` the continuous s² at unit sensitivity) stays
-    below ``cap`` × :data:`ROOM`; the best scales seen (the rounding's error is not monotone in c)."""
+    below ``cap`` × :data:`ROOM`; keep the best scales seen (the rounding's error is not monotone in c), then try
+    :data:`REFINE` integer scales between each c and 2c."""
     public = ((),) if replace else ()
 
     def evaluate(scales):
@@ -450,10 +486,20 @@ def choose_scales(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], 
             if largest <= float(cap) * ROOM:
                 trials.append((e, trial))
         if not trials:
-            return best[1]
+            break
         error, scales = min(trials)
         if error < best[0]:
             best = (error, tuple(scales))
+    for k in range(len(factors)):  # the rounding's error varies with c: try REFINE scales from c to 2c
+        if factors[k].shape[0] < 2 or rotated_factor(factors[k])[2] is not None:
+            continue
+        base = best[1][k]
+        for j in range(1, REFINE):
+            trial = best[1][:k] + (base + base * j // REFINE,) + best[1][k + 1:]
+            e, largest = evaluate(list(trial))
+            if largest <= float(cap) * ROOM and e < best[0]:
+                best = (e, trial)
+    return best[1]
 
 
 def lattice_check(lattice: KroneckerLattice, privacy: Privacy, replace: bool, multiplier: int) -> Check:
