@@ -15,13 +15,18 @@ term's factors have full column rank (prefix, ranges, identity): every release p
 answers, and the measurement starts from them.
 
 **On the lattice.** Each :math:`P_k` is rounded to an integer matrix :math:`\tilde P_k = \mathrm{round}(c_kP_k)`
-((n_k − 1) × n_k), and block T is the exact integer measurement
+((n_k − 1) × n_k); an identity or summed attribute (:math:`A_k = \alpha I + \beta J`) takes an exact integer
+form H with :math:`H^\top H = \lambda(I - J/n)` instead (:func:`centring`). Under add/remove with plain attributes
+the strategy is :math:`(\bigotimes_{k\in V}A_k)\otimes\sum_U\sqrt{b_U}E_U` (:mod:`dpopt.optimize.kronecker_anova`):
+the plain attributes take the same forms and block T's variance carries :math:`\prod_{k\in U}\lambda_k
+\prod_{k\in P\setminus U}n_k/b_U` for its plain part U. Block T is the exact integer measurement
 
 .. math:: \tilde y_T = \Big(\bigotimes_{k\in T}\tilde P_k\Big) x_T + \eta_T,\qquad
           \eta_T \sim N_\mathbb{Z}(0, \sigma_T^2)\ \text{i.i.d.},\qquad
-          \sigma_T^2 \ge \tau^2 \prod_{k\in T} c_k^2 \prod_{k\notin T} r_k^2
+          \sigma_T^2 \ge \tau^2 g_T^2 \prod_{k\in T} c_k^2 \prod_{k\notin T} r_k^2
 
-(σ_T² dyadic, rounded up). Under replace-one the total (T = ∅) does not move and is published from the integer
+(σ_T² dyadic, rounded up; the block's gain g_T = 1 unless its variance would be small under μ-GDP,
+:func:`lift`; a term reads ỹ_T/g_T). Under replace-one the total (T = ∅) does not move and is published from the integer
 total, without noise. The release is the unbiased :math:`W\tilde O^{-1}\tilde y`, :math:`\tilde O_k =
 [\mathbf 1^\top; \tilde P_k]` (a term reads the S-table whose entries with index ≥ 1 exactly on T are
 :math:`\tilde y_T`): post-processing, in floating point, of integers.
@@ -33,9 +38,10 @@ total, without noise. The release is the unbiased :math:`W\tilde O^{-1}\tilde y`
 μ² is the largest :math:`\sum_T \|\Delta_T\|^2/v_T` over neighbours (× k² for Hamming k), with v_T = σ_T² under
 ρ-zCDP (Canonne, Kamath & Steinke 2020, Theorem 14) and the effective variance 1/m_T² of the certified GDP slope
 under μ-GDP and (ε, δ) (:mod:`dpopt.privacy.discrete_gaussian_gdp`), checked by
-:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`. The maximum is searched in exact integers over every pair
-of cells (every cell under add/remove) when there are at most :data:`MAX_PAIR_GRID` of them; beyond, the sum over
-the blocks of each block's own maximum bounds it.
+:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`. Under add/remove the sum is increasing in every factor's
+column norm, so its maximum is at the largest column of each factor at once (exact); under replace-one it is
+searched in exact integers over every pair of cells when there are at most :data:`MAX_PAIR_GRID` pairs, and beyond,
+the sum over the blocks of each block's own maximum bounds it.
 
 References
 ----------
@@ -52,9 +58,9 @@ from functools import cached_property
 
 import numpy as np
 
+from dpopt.core.checks import Check
 from dpopt.domain.kronecker import KroneckerWorkload, apply_along
 from dpopt.domain.marginal_algebra import Subset, subsets
-from dpopt.core.checks import Check
 from dpopt.errors import DataError
 from dpopt.mechanisms.lattice import (
     GDP_RANGE_REFUSAL,
@@ -64,6 +70,7 @@ from dpopt.mechanisms.lattice import (
     lattice_privacy_check,
     target_lattice_variance,
 )
+from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.privacy.gaussian_calibration import gaussian_sigma
 from dpopt.spec.models import Privacy
@@ -299,9 +306,6 @@ class KroneckerLattice:
 
     def noise(self, rng: np.random.Generator, size: int) -> dict[Subset, np.ndarray]:
         """η_T ~ N_ℤ(0, σ_T²) i.i.d. (int64), ``size`` tables per noisy block, in the order of D."""
-        from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
-
-        sizes = self.workload.sizes
         out = {}
         for t in block_family(self.workload):
             if t in self.variances:
@@ -412,7 +416,7 @@ def lattice_shape(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], 
     return tuple(full), shape_variances(workload, tuple(full_fitted), tuple(full_norms), public, anova)
 
 
-def _unit_error(workload, integer, shape, public, replace, multiplier) -> float:  # noqa: PLR0913
+def _unit_error(workload, integer, shape, public, replace, multiplier) -> float:
     """E‖Z‖² per unit of 1/μ² at the shape variances (continuous noise): μ²(w)·Σ cell variances(w); inf when an
     Õ_k is singular."""
     if any(np.linalg.cond(np.vstack([np.ones((1, f.shape[1])), f.astype(float)])) > 1e10 for f in integer):
