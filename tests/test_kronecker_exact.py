@@ -181,3 +181,24 @@ def test_grouped_release_measures_each_group_on_the_lattice(tmp_path):
     assert release.mechanism.sampler == "exact"
     level = release.level("g")
     assert list(level.keys) == ["A", "B", "C"] and level.values.shape == (3, dense_terms().shape[0])
+
+
+def test_plan_releases_the_kronecker_query_on_the_lattice(tmp_path):
+    """A release plan designs the Kronecker query at its share on the lattice, releases it through the plan's
+    one-pass path, and its certificate holds."""
+    from dpopt.plan.release import release_plan
+    from dpopt.rng import random_source
+
+    plan = {"dpopt": 1, "name": "plan", "data": {"attributes": LEVELS, "n": 30}, "adjacency": "replace_one",
+            "privacy": {"zcdp": {"rho": 1}}, "utility": "l2",
+            "queries": [{"name": "kron", "mechanism": "kronecker_gaussian", "query": {"kind": "kronecker", "terms": TERMS}},
+                        {"name": "sex", "query": {"kind": "histogram", "attribute": "sex"}}]}
+    records = tmp_path / "records.csv"
+    records.write_text("age,sex,r\n" + "".join(f"{'abcd'[i % 4]},{'fm'[i % 2]},{'xyz'[i % 3]}\n" for i in range(30)))
+    solution, document, _ = release_plan(plan, records, random_source(3, insecure_seed=True))
+    certificate = json.loads(solution.certificate.to_json())
+    kron = next(q for q in certificate["queries"] if q["name"] == "kron")
+    assert kron["family"] == "kronecker_gaussian" and kron["parameters"]["sampler"] == "exact"
+    assert dpopt.plan.verify_plan(certificate).passed
+    table = next(t for t in document["tables"] if t["name"] == "kron")
+    assert len(table["release"]) == dense_terms().shape[0]
