@@ -444,7 +444,9 @@ class KroneckerGaussianMechanism(Mechanism):
                 and math.isclose(info["continuous_expected_l2"], self._continuous_l2(), rel_tol=1e-9)))
               if self.lattice is not None else ())) if not same]
         return Check("design.recorded", "the design record's strategy sensitivity (exact, from the stored factors) "
-                     "and expected l2 error (closed form at the stored σ) re-derived", not off,
+                     "and expected l2 error (closed form at the stored σ"
+                     + ("; on the lattice, at the block variances, with the lattice's μ² and the continuous design's "
+                        "error" if self.lattice is not None else "") + ") re-derived", not off,
                      f"Δ₂(A)²k² = {float(self._sensitivity_squared):.17g}, E‖Z‖² = {error:.10g}"
                      + (f"; recorded values differ: {', '.join(off)}" if off else ""))
 
