@@ -3,8 +3,9 @@
 Sources of the expected values:
 
 * the privacy: μ² = max over neighbouring cell vectors δ of Σ_T g_T² ‖M_T δ‖² / v_T, recomputed here densely in floats
-  from the certificate's record alone (M_T = ⊗_k (the recorded integer factor if k ∈ T, else a row of ones), the
-  blocks' σ_T² and gains), by enumerating every cell (add/remove) or pair of cells (replace-one) — not by the
+  from the certificate's record alone (M_T = ⊗_k (the recorded integer factor if k ∈ T — divided by the block's
+  divisor and rounded half up for a rounded attribute — else a row of ones), the blocks' σ_T² and gains), by
+  enumerating every cell (add/remove) or pair of cells (replace-one) — not by the
   module's integer Kronecker search; v_T = σ_T² under ρ-zCDP (Canonne, Kamath & Steinke 2020, Theorem 14);
 * the release: unbiased (mean of the errors 0) with the certified per-cell variances, checked by Monte Carlo of
   the public release path with a tolerance of 5 standard errors (derived in the test); neighbouring datasets
@@ -59,7 +60,10 @@ def dense_mu_squared(parameters: dict, replace: bool) -> float:
     for b in lattice["blocks"]:
         m = np.ones((1, 1))
         for a, n in zip(names, sizes):
-            m = np.kron(m, factors[a] if a in b["attributes"] else np.ones((1, n)))
+            f = factors[a]
+            if a in lattice["rounded"] and b["divisor"] > 1:  # P̃/d rounded half up: ⌊P̃/d + 1/2⌋
+                f = np.floor(f / b["divisor"] + 0.5)
+            m = np.kron(m, f if a in b["attributes"] else np.ones((1, n)))
         blocks.append((m, b["gain"] ** 2 / float(Fraction(b["sigma2"]))))
     cells = int(np.prod(sizes))
     eye = np.eye(cells)

@@ -64,6 +64,7 @@ from dpopt.mechanisms.kronecker_lattice import (
     KroneckerLattice,
     block_family,
     calibrate,
+    choose_divisors,
     choose_scales,
     lattice_check,
     unrounded_error,
@@ -102,6 +103,10 @@ from dpopt.spec.models import Privacy
 from dpopt.spec.models_workload import MatrixFactor, RangesFactor
 
 _TARGETS = ("gdp", "zcdp", "approx")
+
+BASE_ROOM = 4**6
+"""The finest factors may be 64 times finer than the range cap allows the largest block: the blocks with room keep
+them, the others divide them (:func:`~dpopt.mechanisms.kronecker_lattice.choose_divisors`)."""
 
 CHUNK = 250
 """Noise draws per chunk of the l2 Monte Carlo check."""
@@ -339,11 +344,13 @@ class KroneckerGaussianMechanism(Mechanism):
         continuous = found.factors if anova is None else anova.factors
         plain = None if anova is None else (split, anova.coefficients)
         if refusal is None:
-            scales = choose_scales(workload, continuous, replace, k, unit, range_cap(spec.privacy.definition), plain)
-            lattice = calibrate(workload, continuous, replace, k, spec.privacy, scales, plain)
-            if isinstance(lattice, str) and max(scales) > 1:  # the search's estimate of τ² fell short: one step back
-                scales = tuple(c // 2 if c == max(scales) else c for c in scales)
-                lattice = calibrate(workload, continuous, replace, k, spec.privacy, scales, plain)
+            cap = range_cap(spec.privacy.definition)
+            scales = choose_scales(workload, continuous, replace, k, unit, cap * BASE_ROOM, plain)
+            for attempt in range(4):  # the divisors' estimate of τ² may fall short: a tighter cap
+                divisors = choose_divisors(workload, continuous, scales, replace, k, unit, cap / 2**attempt, plain)
+                lattice = calibrate(workload, continuous, replace, k, spec.privacy, scales, plain, divisors)
+                if not isinstance(lattice, str):
+                    break
             if isinstance(lattice, str):
                 refusal, lattice = lattice, None
         if lattice is None:
@@ -354,7 +361,9 @@ class KroneckerGaussianMechanism(Mechanism):
         exact = cls(attributes, workload, replace, k, continuous, sigma, None, coefficients, lattice, target)
         exact_error = exact._expected_l2(None)
         info.update({"sampler": "exact", "continuous_expected_l2": error, "expected_l2": exact_error,
-                     "lattice_scales": list(scales), "lattice_mu_squared": str(exact._lattice_mu_squared()),
+                     "lattice_scales": list(scales),
+                     "lattice_divisors": sorted({lattice.divisor(t) for t in lattice.variances}),
+                     "lattice_mu_squared": str(exact._lattice_mu_squared()),
                      "lattice_error_ratio": exact_error / error,
                      "lattice_rounding_ratio": exact_error / unrounded_error(workload, continuous, replace, k, unit, plain)})
         return cls(attributes, workload, replace, k, continuous, sigma, info, coefficients, lattice, target)
@@ -757,8 +766,9 @@ def anova_cell_variances(split, factors, work, weights: dict) -> np.ndarray:
 def lattice_record(attributes: tuple[str, ...], lattice: KroneckerLattice) -> dict:
     """The lattice as the certificate carries it: integer factors, block variances (exact fractions), public blocks."""
     return {"factors": [{"attribute": a, "matrix": f.tolist()} for a, f in zip(attributes, lattice.factors)],
-            "blocks": [{"attributes": [attributes[k] for k in t], "sigma2": str(v), "gain": lattice.gain(t)}
-                       for t, v in lattice.variances.items()],
+            "blocks": [{"attributes": [attributes[k] for k in t], "sigma2": str(v), "gain": lattice.gain(t),
+                        "divisor": lattice.divisor(t)} for t, v in lattice.variances.items()],
+            "rounded": [attributes[k] for k in lattice.rounded],
             "public": [[attributes[k] for k in t] for t in lattice.public]}
 
 
@@ -780,9 +790,11 @@ def lattice_from_record(attributes: tuple[str, ...], workload: KroneckerWorkload
             raise ValueError(f"a lattice block names an attribute outside {list(attributes)}")
         return tuple(sorted(index[a] for a in names))
 
-    variances, gains = {}, {}
+    variances, gains, divisors = {}, {}, {}
     for b in record["blocks"]:
         variances[block(b["attributes"])] = Fraction(str(b["sigma2"]))
         gains[block(b["attributes"])] = b.get("gain", 1)
+        divisors[block(b["attributes"])] = b.get("divisor", 1)
     return KroneckerLattice(workload, tuple(by_name[a] for a in attributes), variances,
-                            tuple(block(p) for p in record["public"]), gains)
+                            tuple(block(p) for p in record["public"]), gains, block(record.get("rounded", [])),
+                            divisors if any(d != 1 for d in divisors.values()) else None)

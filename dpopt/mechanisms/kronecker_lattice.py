@@ -166,6 +166,13 @@ class KroneckerLattice:
     gains : dict, optional
         g_T ≥ 1 per noisy block: block T measures g_T (⊗ P̃_k) x_T (a finer lattice for a block whose variance
         would be small, where the discrete Gaussian's GDP slope costs 1/(12σ²)); 1 when absent.
+    rounded : tuple of int
+        The attributes whose factor is a rounding (the others have an exact integer form).
+    divisors : dict, optional
+        d_T (a power of two) per block: block T uses ⌊(2P̃_k + d_T)/(2d_T)⌋ (P̃_k/d_T rounded half up, in integers)
+        for its rounded attributes, a coarser factor where the block's variance would exceed the range cap; equal
+        for blocks with the same attributes outside ``rounded`` (so that the release decodes axis by axis); 1 when
+        absent.
     """
 
     workload: KroneckerWorkload
@@ -173,10 +180,34 @@ class KroneckerLattice:
     variances: dict[Subset, Fraction]
     public: tuple[Subset, ...]
     gains: dict[Subset, int] | None = None
+    rounded: tuple[int, ...] = ()
+    divisors: dict[Subset, int] | None = None
 
     def gain(self, t: Subset) -> int:
         """g_T (1 unless recorded)."""
         return 1 if self.gains is None else self.gains.get(t, 1)
+
+    def divisor(self, t: Subset) -> int:
+        """d_T (1 unless recorded)."""
+        return 1 if self.divisors is None else self.divisors.get(t, 1)
+
+    def block_factor(self, k: int, t: Subset) -> np.ndarray:
+        """Attribute k's integer factor in block T: P̃_k, or ⌊(2P̃_k + d)/(2d)⌋ for a rounded attribute, d = d_T."""
+        d = self.divisor(t)
+        if d == 1 or k not in self.rounded:
+            return self.factors[k]
+        key = (k, d)
+        if key not in self._divided:
+            self._divided[key] = (2 * self.factors[k] + d) // (2 * d)
+        return self._divided[key]
+
+    @cached_property
+    def _divided(self) -> dict:
+        return {}
+
+    def pattern(self, t: Subset) -> Subset:
+        """T's attributes outside ``rounded`` (its divisor depends on them alone)."""
+        return tuple(k for k in t if k not in self.rounded)
 
     def __post_init__(self):
         sizes = self.workload.sizes
@@ -189,13 +220,32 @@ class KroneckerLattice:
         if self.gains is not None and (set(self.gains) - set(self.variances)
                                        or not all(type(g) is int and 1 <= g < 2**20 for g in self.gains.values())):
             raise ValueError("the block gains must be integers from 1 to 2^20, on noisy blocks")
+        if not set(self.rounded) <= set(range(len(sizes))):
+            raise ValueError("the rounded attributes must be attributes of the workload")
+        if self.divisors is not None:
+            if set(self.divisors) - set(self.variances) or not all(
+                    type(d) is int and 1 <= d <= 2**20 and d & (d - 1) == 0 for d in self.divisors.values()):
+                raise ValueError("the block divisors must be powers of two from 1 to 2^20, on noisy blocks")
+            by_pattern: dict[Subset, set] = {}
+            for t in self.variances:
+                by_pattern.setdefault(self.pattern(t), set()).add(self.divisor(t))
+            if any(len(v) > 1 for v in by_pattern.values()):
+                raise ValueError("blocks with the same attributes outside the rounded ones must share their divisor")
 
     # ------------------------------------------------------------ privacy
     def shift_norms(self, replace: bool) -> dict[Subset, np.ndarray]:
         """‖Δ_T‖² per block (exact Python integers, object arrays) over the neighbour grid: axes (i_1..i_p) under
         add/remove, (i_1, j_1, .., i_p, j_p) flattened per attribute to n_k² under replace-one; broadcastable."""
-        grams = [f.astype(object).T @ f.astype(object) for f in self.factors]
-        p = len(grams)
+        p = len(self.factors)
+        cache: dict = {}
+
+        def gram(k, t):
+            key = (k, self.divisor(t) if k in self.rounded else 1)
+            if key not in cache:
+                f = self.block_factor(k, t).astype(object)
+                cache[key] = f.T @ f
+            return cache[key]
+
         out = {}
         for t in self.variances:
             def along(values_of, k):
@@ -205,14 +255,15 @@ class KroneckerLattice:
             if not replace:
                 term = np.ones([1] * p, dtype=object)
                 for k in t:
-                    term = term * along(np.diag(grams[k]).copy(), k)
+                    term = term * along(np.diag(gram(k, t)).copy(), k)
                 out[t] = term
                 continue
             ii = np.ones([1] * p, dtype=object)
             jj = np.ones([1] * p, dtype=object)
             ij = np.ones([1] * p, dtype=object)
             for k in t:
-                g, n = grams[k], grams[k].shape[0]
+                g = gram(k, t)
+                n = g.shape[0]
                 ii = ii * along(np.repeat(np.diag(g), n), k)
                 jj = jj * along(np.tile(np.diag(g), n), k)
                 ij = ij * along(g.reshape(-1), k)
@@ -229,12 +280,14 @@ class KroneckerLattice:
         common = math.lcm(*(v.numerator for v in effective.values())) if effective else 1
         weights = {t: int(effective[t].denominator * common // effective[t].numerator) * self.gain(t) ** 2
                    for t in self.variances}
-        if not replace:
+        if not replace and self.divisors is None:
             tops = [max((int(v) for v in np.einsum("ij,ij->j", f.astype(object), f.astype(object))), default=0)
                     for f in self.factors]
             top = sum(w * math.prod(tops[k] for k in t) for t, w in weights.items())
             return (Fraction(top, common) * multiplier * multiplier,
                     "exact: Σ_T ω_T ∏_{k∈T} max_i ‖P̃_k e_i‖² (increasing in each attribute's column norm)")
+        if not replace:
+            return self._add_remove_with_divisors(weights, common, multiplier)
         norms = self.shift_norms(replace)
         grid = math.prod(n * n for n in self.workload.sizes)
         if grid <= MAX_PAIR_GRID:
@@ -244,6 +297,36 @@ class KroneckerLattice:
             top = sum(max(np.asarray(norms[t]).reshape(-1).tolist()) * weights[t] for t in norms)
             how = "sum over the blocks of each block's maximum (an upper bound)"
         return Fraction(top, common) * multiplier * multiplier, how
+
+    def _add_remove_with_divisors(self, weights: dict, common: int, multiplier: int) -> tuple[Fraction, str]:
+        """Add/remove with block divisors: the attributes outside ``rounded`` have equal column norms (their exact
+        integer forms), so the maximum over cells is over the rounded attributes' levels, enumerated exactly up to
+        :data:`MAX_PAIR_GRID`; beyond, Σ_T ω_T ∏_{k∈T} max_i ‖block factor e_i‖² (an upper bound)."""
+        rounded = tuple(self.rounded)
+        grid = math.prod(self.workload.sizes[k] for k in rounded)
+
+        def column_norms(k, t):
+            f = self.block_factor(k, t).astype(object)
+            return np.einsum("ij,ij->j", f, f)
+
+        if grid > MAX_PAIR_GRID:
+            top = sum(w * math.prod(max(int(v) for v in column_norms(k, t)) for k in t) for t, w in weights.items())
+            return Fraction(top, common) * multiplier * multiplier, "Σ_T ω_T ∏_{k∈T} max_i ‖P̃_k e_i‖² (an upper bound)"
+        total = np.zeros([1] * len(rounded), dtype=object)
+        for t, w in weights.items():
+            term = np.full([1] * len(rounded), w, dtype=object)
+            for k in t:
+                norms = column_norms(k, t)
+                if k in rounded:
+                    shape = [1] * len(rounded)
+                    shape[rounded.index(k)] = norms.size
+                    term = term * norms.reshape(shape)
+                else:
+                    term = term * max(int(v) for v in norms)
+            total = total + term
+        top = max(np.asarray(total).reshape(-1).tolist())
+        return (Fraction(top, common) * multiplier * multiplier,
+                f"exact maximum over the {grid} levels of the rounded attributes (the others' columns have equal norms)")
 
     # ------------------------------------------------------------ data
     @cached_property
@@ -295,12 +378,13 @@ class KroneckerLattice:
         noise = self.noise(rng, answers.shape[0])
         out = {}
         for t, x in self.marginals(answers).items():
-            bound = int(np.abs(x).max(initial=0)) * math.prod(_row_bound(self.factors[k]) for k in t) * self.gain(t)
+            bound = (int(np.abs(x).max(initial=0)) * math.prod(_row_bound(self.block_factor(k, t)) for k in t)
+                     * self.gain(t))
             if bound >= INT_LIMIT:
                 raise DataError("the exact (lattice) release: the counts are beyond the int64 measurement's range")
             y = x
             for i, k in enumerate(t):
-                y = _apply_int(y, self.factors[k], 1 + i)
+                y = _apply_int(y, self.block_factor(k, t), 1 + i)
             out[t] = self.gain(t) * y + noise[t] if t in noise else y
         return out
 
@@ -315,13 +399,20 @@ class KroneckerLattice:
         return out
 
     # ------------------------------------------------------------ post-processing
+    def _map(self, t: int, k: int, block: Subset) -> np.ndarray:
+        """B = W_{t,k} Õ⁺ for attribute k of term t in the slice of ``block``'s pattern (floats; Õ⁺ the
+        pseudo-inverse, a left inverse of Õ = [1ᵀ; the block's factor], which has full column rank)."""
+        d = self.divisor(block) if k in self.rounded else 1
+        key = (t, k, d)
+        if key not in self._maps:
+            f = self.block_factor(k, block) if d != 1 else self.factors[k]
+            self._maps[key] = self.workload.factor(t, k) @ np.linalg.pinv(
+                np.vstack([np.ones((1, f.shape[1])), f.astype(float)]))
+        return self._maps[key]
+
     @cached_property
-    def _maps(self) -> list[dict[int, np.ndarray]]:
-        """B_{t,k} = W_{t,k} Õ_k⁺ per term and attribute of its support (floats; Õ_k⁺ the pseudo-inverse, a left
-        inverse of Õ_k = [1ᵀ; P̃_k], which has full column rank)."""
-        inverses = [np.linalg.pinv(np.vstack([np.ones((1, f.shape[1])), f.astype(float)])) for f in self.factors]
-        return [{k: self.workload.factor(t, k) @ inverses[k] for k in self.workload.support(t)}
-                for t in range(len(self.workload.terms))]
+    def _maps(self) -> dict:
+        return {}
 
     def estimate(self, blocks: dict[Subset, np.ndarray], size: int) -> np.ndarray:
         """W Õ⁻¹ ỹ (size, d) from the blocks (absent blocks are zero): per term, the S-table assembled from the
@@ -334,8 +425,20 @@ class KroneckerLattice:
                 if block in blocks:
                     index = (slice(None),) + tuple(slice(1, None) if k in block else 0 for k in s)
                     table[index] = blocks[block] / self.gain(block)
-            for i, k in enumerate(s):
-                table = apply_along(table, self._maps[t][k], 1 + i)
+            plain = [i for i, k in enumerate(s) if k not in self.rounded]
+            for i, k in enumerate(s):  # the rounded axes first, slice by slice of the other attributes' pattern
+                if k not in self.rounded:
+                    continue
+                decoded = np.empty(table.shape[:1 + i] + (work.factor(t, k).shape[0],) + table.shape[2 + i:])
+                for u in subsets(tuple(s[j] for j in plain)):
+                    index = [slice(None)] * table.ndim
+                    for j in plain:
+                        index[1 + j] = slice(1, None) if s[j] in u else slice(0, 1)
+                    block = tuple(sorted(set(u) | {k}))
+                    decoded[tuple(index)] = apply_along(table[tuple(index)], self._map(t, k, block), 1 + i)
+                table = decoded
+            for i in plain:
+                table = apply_along(table, self._map(t, s[i], ()), 1 + i)
             out.append(table.reshape(size, -1))
         return np.concatenate(out, axis=1)
 
@@ -343,14 +446,14 @@ class KroneckerLattice:
         """Σ_{T⊆S} v_T ⊗_{k∈S} (row sums of squares of B_{t,k}[:, 1:] if k ∈ T else B_{t,k}[:, 0]²) per answer."""
         work, out = self.workload, []
         for t in range(len(work.terms)):
-            s, maps = work.support(t), self._maps[t]
+            s = work.support(t)
             cell = np.zeros(work.rows(t))
             for block in subsets(s):
                 if block not in variances:
                     continue
                 term = np.ones(1)
                 for k in s:
-                    b = maps[k]
+                    b = self._map(t, k, block)
                     term = np.kron(term, np.sum(b[:, 1:] ** 2, axis=1) if k in block else b[:, 0] ** 2)
                 cell = cell + variances[block] / self.gain(block) ** 2 * term
             out.append(cell)
@@ -536,14 +639,70 @@ def lift(variance: Fraction, definition: str) -> int:
     return gain
 
 
-def calibrate(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], replace: bool, multiplier: int,
-              privacy: Privacy, scales: tuple[int, ...], anova=None) -> KroneckerLattice | str:
-    """The lattice at scale c with the smallest common τ² (σ_T² ≥ τ² w_T, dyadic) that the exact check accepts,
-    or why there is none. τ² starts at μ²(w)·s₁², s₁ the continuous σ at unit sensitivity (μ² is linear in 1/τ²
-    at v_T = τ²w_T, and v_T ≥ τ²w_T by :func:`~dpopt.mechanisms.lattice.target_lattice_variance`)."""
+def rounded_attributes(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], anova=None) -> tuple[int, ...]:
+    """The attributes whose integer factor is a rounding (not an exact integer form)."""
+    owners = range(len(workload.sizes)) if anova is None else anova[0].ordered
+    return tuple(k for k, a in zip(owners, factors) if rotated_factor(a)[2] is None)
+
+
+def divided_shape(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], scales: tuple[int, ...],
+                  public: tuple[Subset, ...], anova, divisors: dict[Subset, int]):
+    """(integer factors, shape variances w_T, the rounded attributes, d_T per noisy block) with block T's rounded
+    factors divided by d_U (U = T's other attributes, ``divisors`` keyed by U): w_T carries the divided factors'
+    fitted scales ⟨⌊(2P̃ + d)/(2d)⌋, P⟩/‖P‖² in place of P̃'s."""
+    integer, shape = lattice_shape(workload, factors, scales, public, anova)
+    rounded = rounded_attributes(workload, factors, anova)
+    owners = list(range(len(workload.sizes)) if anova is None else anova[0].ordered)
+    continuous = {k: rotated_factor(factors[owners.index(k)])[0] for k in rounded}
+    probe = KroneckerLattice(workload, integer, shape, public, None, rounded, None)
+    by_block, out = {}, {}
+    for t, w in shape.items():
+        d = divisors.get(probe.pattern(t), 1)
+        by_block[t] = d
+        ratio = 1.0
+        for k in t:
+            if k in rounded and d > 1:
+                p, q = continuous[k], integer[k]
+                ratio *= (np.sum(((2 * q + d) // (2 * d)) * p) / np.sum(q * p)) ** 2
+        out[t] = w * Fraction(ratio)
+    return integer, out, rounded, by_block
+
+
+def choose_divisors(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], scales: tuple[int, ...],
+                    replace: bool, multiplier: int, unit: float, cap: Fraction, anova=None) -> dict[Subset, int]:
+    """d_U per pattern U (the attributes outside the rounded ones): the smallest power of two with which every block
+    of that pattern has τ²w_T/d^{2|T∩rounded|} below ``cap`` × :data:`ROOM` at the undivided design's τ²."""
     public = ((),) if replace else ()
     integer, shape = lattice_shape(workload, factors, scales, public, anova)
-    base, _ = KroneckerLattice(workload, integer, shape, public).mu_squared(shape, replace, multiplier)
+    rounded = rounded_attributes(workload, factors, anova)
+    probe = KroneckerLattice(workload, integer, shape, public, None, rounded, None)
+    mu2, _ = probe.mu_squared(shape, replace, multiplier)
+    out: dict[Subset, int] = {}
+    for t, w in shape.items():
+        k = sum(1 for a in t if a in rounded)
+        d, variance = 1, float(mu2) * unit * float(w)
+        while k and variance / d ** (2 * k) > float(cap) * ROOM and d < 2**20:
+            d *= 2
+        u = probe.pattern(t)
+        out[u] = max(out.get(u, 1), d)
+    return out
+
+
+def calibrate(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], replace: bool, multiplier: int,
+              privacy: Privacy, scales: tuple[int, ...], anova=None,
+              divisors: dict[Subset, int] | None = None) -> KroneckerLattice | str:
+    """The lattice at scale c (coarsened by ``divisors`` per pattern, :func:`choose_divisors`) with the smallest
+    common τ² (σ_T² ≥ τ² w_T, dyadic) that the exact check accepts, or why there is none. τ² starts at
+    μ²(w)·s₁², s₁ the continuous σ at unit sensitivity (μ² is linear in 1/τ² at v_T = τ²w_T, and v_T ≥ τ²w_T by
+    :func:`~dpopt.mechanisms.lattice.target_lattice_variance`)."""
+    public = ((),) if replace else ()
+    integer, shape, rounded, by_block = divided_shape(workload, factors, scales, public, anova, divisors or {})
+    divided = by_block if any(d > 1 for d in by_block.values()) else None
+
+    def lattice_of(variances, gains=None):
+        return KroneckerLattice(workload, integer, variances, public, gains, rounded, divided)
+
+    base, _ = lattice_of(shape).mu_squared(shape, replace, multiplier)
     tau2 = base * Fraction(gaussian_sigma(Fraction(1), privacy)) ** 2
     gains = {t: lift(tau2 * w, privacy.definition) for t, w in shape.items()}
     step = Fraction(1, 10**9)
@@ -551,7 +710,7 @@ def calibrate(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], repl
         variances = {t: target_lattice_variance(tau2 * w * gains[t] ** 2, 1, privacy.definition) for t, w in shape.items()}
         if None in variances.values() or any(v > range_cap(privacy.definition) for v in variances.values()):
             return f"a lattice variance at scales {scales} is outside the certified range (above {range_cap(privacy.definition)})"
-        lattice = KroneckerLattice(workload, integer, variances, public, gains)
+        lattice = lattice_of(variances, gains)
         if lattice_check(lattice, privacy, replace, multiplier).passed:
             return lattice
         tau2 *= 1 + step
