@@ -26,7 +26,10 @@ the plain attributes take the same forms and block T's variance carries :math:`\
           \sigma_T^2 \ge \tau^2 g_T^2 \prod_{k\in T} c_k^2 \prod_{k\notin T} r_k^2
 
 (σ_T² dyadic, rounded up; the block's gain g_T = 1 unless its variance would be small under μ-GDP,
-:func:`lift`; a term reads ỹ_T/g_T). Under replace-one the total (T = ∅) does not move and is published from the integer
+:func:`lift`; a term reads ỹ_T/g_T). The scales are shared by the blocks, but a block whose variance would exceed
+the range cap uses its rounded factors divided by a power of two d_T, rounded half up in integers
+(:func:`choose_divisors`); d_T depends only on the block's other attributes, so that the release still decodes the
+rounded axes slice by slice. Under replace-one the total (T = ∅) does not move and is published from the integer
 total, without noise. The release is the unbiased :math:`W\tilde O^{-1}\tilde y`, :math:`\tilde O_k =
 [\mathbf 1^\top; \tilde P_k]` (a term reads the S-table whose entries with index ≥ 1 exactly on T are
 :math:`\tilde y_T`): post-processing, in floating point, of integers.
