@@ -543,8 +543,10 @@ class KroneckerGaussianMechanism(Mechanism):
                        f"{info['continuous_expected_l2']:.8g}): only the blocks the workload reads measured"
                        + (", the total published from the integer total (replace-one)" if self.replace else "")
                        + f"; of it, {100 * (info['lattice_rounding_ratio'] - 1):+.4g}% is the rotated factors rounded "
-                       f"to integers at scales {info['lattice_scales']} and the discrete noise (against the same "
-                       "blocks with unrounded factors and continuous noise)")
+                       f"to integers at scales {info['lattice_scales']}"
+                       + (f" (divided by up to {max(info['lattice_divisors'])} in the largest blocks, to stay in the "
+                          "range of the lattice variances)" if max(info.get("lattice_divisors") or [1]) > 1 else "")
+                       + " and the discrete noise (against the same blocks with unrounded factors and continuous noise)")
         if self.lattice is None and str(info.get("sampler", "")).startswith("floating_point:"):
             out.append(f"no exact lattice measurement: {info['sampler'].split(': ', 1)[1]}")
         if info.get("gap_to_svd_bound") is not None:
