@@ -135,14 +135,20 @@ def test_the_lattice_cost_is_recorded_against_the_continuous_design(solved):
     assert design["lattice_error_ratio"] == pytest.approx(design["expected_l2"] / continuous, rel=1e-9)
 
 
-@pytest.mark.parametrize("edit", ["factor", "sigma2", "gain"])
+@pytest.mark.parametrize("edit", ["factor", "sigma2", "gain", "divisor"])
 def test_verify_refuses_a_forged_lattice(solved, edit):
-    """A doubled integer factor (Δ doubled), a halved block variance or a doubled gain: the recorded σ_T² no longer
-    meet ρ, and `dpopt verify` says which claim failed."""
-    document = json.loads(solved["replace_one"].certificate.to_json())
+    """A doubled integer factor (Δ doubled), a halved block variance, a doubled gain, or the largest divisor halved
+    in every block that has it (a finer factor: Δ about doubled there): the recorded σ_T² no longer meet ρ, and
+    `dpopt verify` says which claim failed."""
+    document = json.loads(solved["add_remove" if edit == "divisor" else "replace_one"].certificate.to_json())
     forged = copy.deepcopy(document)
     lattice = forged["mechanism"]["parameters"]["lattice"]
-    if edit == "factor":
+    if edit == "divisor":
+        largest = max(b["divisor"] for b in lattice["blocks"])
+        assert largest > 1
+        for b in lattice["blocks"]:
+            b["divisor"] //= 2 if b["divisor"] == largest else 1
+    elif edit == "factor":
         lattice["factors"][0]["matrix"] = [[2 * v for v in row] for row in lattice["factors"][0]["matrix"]]
     else:
         block = max(lattice["blocks"], key=lambda b: Fraction(b["sigma2"]))
