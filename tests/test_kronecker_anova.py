@@ -40,7 +40,7 @@ def sdp_error(terms) -> float:
 def test_between_the_dense_optimum_and_the_product_strategy(name):
     """SVD bound ≤ SDP optimum ≤ ours ≤ the product strategy (all dense), ours strictly better here."""
     terms = CASES[name]
-    m = dpopt.solve(spec(terms)).mechanism
+    m = dpopt.solve(spec(terms, sampler="floating_point")).mechanism
     assert m.coefficients is not None
     w = dense_workload(terms)
     ours = m.sigma**2 * np.trace(w @ np.linalg.pinv(dense_strategy(m).T @ dense_strategy(m)) @ w.T)
@@ -58,7 +58,7 @@ def test_only_plain_attributes_reach_the_svd_bound_and_the_sdp():
     """Marginals only (no ordered attribute): B alone, whose closed form attains the SVD bound, which the
     dense SDP also attains (Li–Miklau; marginal_covariance's add/remove closed form)."""
     terms = [{"sex": "identity", "r": "identity"}, {"age": "identity"}, {"age": "identity", "sex": "identity"}]
-    m = dpopt.solve(spec(terms)).mechanism
+    m = dpopt.solve(spec(terms, sampler="floating_point")).mechanism
     assert m.factors == () and m.coefficients is not None
     w = dense_workload(terms)
     svd = np.linalg.svd(w, compute_uv=False).sum() ** 2 / w.shape[1]
@@ -70,7 +70,7 @@ def test_samples_follow_the_dense_covariance():
     """200,000 draws of the ANOVA sampler (B singular off the closure): each entry of the sample covariance
     within 5 standard errors, SE² of an entry being (C_ii C_jj + C_ij²)/n for Gaussian data."""
     terms = CASES["a signed matrix, a margin, prefix"]
-    m = dpopt.solve(spec(terms)).mechanism
+    m = dpopt.solve(spec(terms, sampler="floating_point")).mechanism
     w, a = dense_workload(terms), dense_strategy(m)
     cov = m.sigma**2 * w @ np.linalg.pinv(a.T @ a) @ w.T
     n = 200_000
@@ -85,7 +85,7 @@ def medium_spec() -> dict:
     return {"dpopt": 1, "name": "medium", "adjacency": "add_remove", "privacy": {"gdp": {"mu": 1.0}},
             "data": {"attributes": {"age": [str(i) for i in range(30)]} | {x: four for x in ("p", "q", "s", "t")}},
             "query": {"kind": "kronecker", "all_of_size": 2, "crossed_with": {"age": "prefix"}},
-            "mechanism": "kronecker_gaussian"}
+            "mechanism": "kronecker_gaussian", "sampler": "floating_point"}  # the continuous sampler's claim
 
 
 @pytest.mark.parametrize("scale, passes", [(1.0, True), (1.02, False)])
@@ -109,7 +109,7 @@ def test_the_sampler_claim_at_its_fewest_draws_catches_a_wrong_scale(monkeypatch
 def test_verify_recomputes_the_anova_sensitivity_and_refuses_an_under_noised_one():
     """A certificate whose ANOVA coefficients are all quadrupled (Δ₂(A)² = Σ_T b_T m_T/N_P quadrupled, s
     unchanged) fails verify; the one the solve wrote passes."""
-    solution = dpopt.solve(spec(CASES["prefix x sex, ranges, a 2-way margin"]))
+    solution = dpopt.solve(spec(CASES["prefix x sex, ranges, a 2-way margin"], sampler="floating_point"))
     document = json.loads(solution.certificate.to_json())
     assert all(c.passed for c in dpopt.verify(document).checks)
     for entry in document["mechanism"]["parameters"]["anova"]:

@@ -171,7 +171,7 @@ def dense_strategy(m) -> np.ndarray:
 def test_design_equals_the_dense_path(name, adjacency):
     """Error, Δ₂(A)² and per-cell variances against dense W, A (:func:`dense_strategy`) and numpy, to 1e-9
     (least squares W(AᵀA)⁺Aᵀy: B is singular off the components the workload sees)."""
-    m = dpopt.solve(spec(CASES[name], adjacency)).mechanism
+    m = dpopt.solve(spec(CASES[name], adjacency, sampler="floating_point")).mechanism  # the continuous design
     assert (m.coefficients is not None) == (adjacency == "add_remove")
     w, a = dense_workload(CASES[name]), dense_strategy(m)
     cov = m.sigma**2 * w @ np.linalg.pinv(a.T @ a) @ w.T
@@ -190,7 +190,7 @@ def test_samples_follow_the_dense_covariance():
     """200,000 draws: each entry of the sample covariance within 5 standard errors, SE² of an entry
     being (C_ii C_jj + C_ij²)/n for Gaussian data."""
     terms = CASES["prefix x sex, ranges, a 2-way margin"]
-    m = dpopt.solve(spec(terms, "replace_one")).mechanism
+    m = dpopt.solve(spec(terms, "replace_one", sampler="floating_point")).mechanism
     w, a = dense_workload(terms), kron_all(m.factors)
     cov = m.sigma**2 * w @ np.linalg.inv(a.T @ a) @ w.T
     n = 200_000
@@ -205,7 +205,7 @@ def test_one_dimensional_case_equals_gaussian_optimal(factor):
     SDP also finds (its solver tolerance: 1e-6 relative)."""
     n = 8
     base = {"dpopt": 1, "name": "1-D", "data": {"attributes": {"x": [str(i) for i in range(n)]}},
-            "adjacency": "add_remove", "privacy": {"gdp": {"mu": 1.0}}}
+            "adjacency": "add_remove", "privacy": {"gdp": {"mu": 1.0}}, "sampler": "floating_point"}
     ours = dpopt.solve(base | {"query": {"kind": "kronecker", "terms": [{"x": factor}]},
                                "mechanism": "kronecker_gaussian"})
     sdp = dpopt.solve(base | {"query": {"kind": "linear", "attribute": "x",
@@ -308,7 +308,7 @@ def test_age_prefix_example_solves_and_verifies(tmp_path):
 
 def test_verify_recomputes_the_strategy_and_refuses_an_under_noised_one():
     """A certificate whose first strategy factor is doubled (Δ₂(A) doubled, s unchanged) fails verify."""
-    solution = dpopt.solve(spec(CASES["prefix x sex, ranges, a 2-way margin"], "replace_one"))
+    solution = dpopt.solve(spec(CASES["prefix x sex, ranges, a 2-way margin"], "replace_one", sampler="floating_point"))
     document = json.loads(solution.certificate.to_json())
     assert all(c.passed for c in dpopt.verify(document).checks)
     strategy = document["mechanism"]["parameters"]["strategy"][0]

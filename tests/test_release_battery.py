@@ -228,7 +228,7 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         if np.abs(e @ u[:, ~on]).max() > 1e-6:
             return 0.0
         return _ks(e @ u[:, on] / np.sqrt(lam[on]), stats.norm.cdf)
-    if family == "marginal_gaussian" and p.get("sampler") == "exact":
+    if family in ("marginal_gaussian", "kronecker_gaussian") and p.get("sampler") == "exact":
         # The lattice release states no product law (a linear image of discrete Gaussians), only each cell's
         # variance (utility.per_cell): the sample variance of cell i has SE ≈ v_i·√(2/(N − 1)) (near-normal
         # errors), and each cell's mean is 0 with SE √(v_i/N); the smallest two-sided p-value, Bonferroni over 2d.

@@ -78,8 +78,16 @@ def test_dask_counts_equal_duckdb_counts(fmt, query, files, client):
                 mechanism="discrete_gaussian",
             ),
         ),  # integers
+        (
+            "parquet",
+            make_spec(
+                query={"kind": "kronecker", "terms": [{"race": "prefix", "sex": "identity"}, {"race": {"ranges": 2}}]},
+                mechanism="kronecker_gaussian",
+            ),
+        ),  # the exact lattice measurement of a Kronecker strategy, from each group's answers
     ],
-    ids=["csv-projected_gaussian", "parquet-projected_gaussian", "parquet-discrete_gaussian"],
+    ids=["csv-projected_gaussian", "parquet-projected_gaussian", "parquet-discrete_gaussian",
+         "parquet-kronecker_gaussian"],
 )
 def test_dask_release_is_bitwise_the_single_machine_release(fmt, spec, files, client):
     kwargs = {"seed": 11, "insecure_seed": True, "block": 64, "groups": public_groups(300, text=fmt == "csv")}

@@ -106,7 +106,9 @@ FAMILIES: tuple[Capability, ...] = (
                workload=False, tables=True, privacy_unit=False,
                serves="weighted marginal strategy with Laplace noise (pure ε)"),
     Capability("kronecker_gaussian", _M + "kronecker_gaussian", GAUSSIAN_TARGETS, ("kronecker",), ("l2",),
-               workload=False, serves="Kronecker strategy for range/prefix × marginal workloads"),
+               workload=False, exact="zcdp, gdp, approx (integer factors of full column rank on each support; "
+               "lattice variances ≤ 2³⁰; gdp, approx ≤ 2²²)",
+               serves="Kronecker strategy for range/prefix × marginal workloads"),
     Capability("kronecker_laplace", _M + "kronecker_laplace", ("pure",), ("kronecker",), ("l2",), workload=False,
                serves="Kronecker strategy with Laplace noise (pure ε) for range/prefix × marginal workloads"),
     Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,

@@ -37,6 +37,10 @@ the independent blocks :math:`g_T` (index ≥ 1 exactly on T) for T ⊆ some S, 
 attributes is drawn, scaled by :math:`s\,b_T^{-1/2}`, a term's marginal is synthesized from its
 components and :math:`W_{t,k}A_k^{-1}` is applied along each ordered axis.
 
+**Exact measurement** (``sampler: exact``, the default, product strategy): the blocks of the rotated strategy are
+measured as integers with discrete Gaussian noise (:mod:`dpopt.mechanisms.kronecker_lattice`); the release is
+post-processing of those integers, and the certificate's privacy claim is evaluated from the integer factors.
+
 **Errors** in closed form: :math:`E\|Z\|^2 = s^2\sum_t\prod_k\mathrm{tr}(G_{t,k}X_k^{-1})`;
 a cell's variance is :math:`s^2\prod_k (W_{t,k}X_k^{-1}W_{t,k}^\top)_{rr}`.
 """
@@ -56,6 +60,29 @@ from dpopt.domain.kronecker import KroneckerWorkload, apply_along, factor_matrix
 from dpopt.domain.marginal_algebra import Subset, subsets
 from dpopt.domain.queries import KroneckerQuery
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
+from dpopt.mechanisms.kronecker_lattice import (
+    KroneckerLattice,
+    block_family,
+    calibrate,
+    choose_divisors,
+    choose_scales,
+    lattice_check,
+    unrounded_error,
+    range_cap,
+    recoverable_terms,
+)
+from dpopt.mechanisms.lattice import (
+    EXACT_MEASUREMENT_NOTE,
+    GDP_TARGETS,
+    MAX_LATTICE_SIGMA2,
+    MIN_LATTICE_SIGMA2,
+    check_draws,
+    discrete_variance,
+    effective_variance,
+    exact_refusal,
+    integer_answers,
+    lattice_privacy_summary,
+)
 from dpopt.mechanisms.marginal_gaussian import positive_by_set
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
@@ -76,6 +103,10 @@ from dpopt.spec.models import Privacy
 from dpopt.spec.models_workload import MatrixFactor, RangesFactor
 
 _TARGETS = ("gdp", "zcdp", "approx")
+
+BASE_ROOM = 4**6
+"""The finest factors may be 64 times finer than the range cap allows the largest block: the blocks with room keep
+them, the others divide them (:func:`~dpopt.mechanisms.kronecker_lattice.choose_divisors`)."""
 
 CHUNK = 250
 """Noise draws per chunk of the l2 Monte Carlo check."""
@@ -192,6 +223,11 @@ class KroneckerGaussianMechanism(Mechanism):
     coefficients : dict, optional
         b_T > 0 of B = Σ_T √b_T E_T on the plain attributes (keys: subsets of their local indices;
         :mod:`dpopt.optimize.kronecker_anova`), add/remove only; None for the product strategy.
+    lattice : KroneckerLattice, optional
+        The exact measurement (``sampler: exact``): the integer factors and block variances; None for the
+        floating-point sampler.
+    lattice_target : {"zcdp", "gdp"}
+        The privacy the block variances serve: zCDP at σ_T², μ-GDP and (ε, δ) at the effective variances 1/m_T².
     """
 
     family = "kronecker_gaussian"
@@ -199,7 +235,8 @@ class KroneckerGaussianMechanism(Mechanism):
 
     def __init__(self, attributes: tuple[str, ...], workload: KroneckerWorkload, replace: bool, multiplier: int,
                  factors: tuple[np.ndarray, ...], sigma: float, design: dict | None = None,
-                 coefficients: dict[Subset, float] | None = None):
+                 coefficients: dict[Subset, float] | None = None, lattice: KroneckerLattice | None = None,
+                 lattice_target: str = "zcdp"):
         self.attributes = tuple(attributes)
         self.workload = workload
         self.replace = bool(replace)
@@ -220,6 +257,14 @@ class KroneckerGaussianMechanism(Mechanism):
                              "plain attributes' marginals")
         if not (math.isfinite(self.sigma) and self.sigma > 0):
             raise ValueError(f"sigma {sigma!r} (positive, finite)")
+        if lattice is not None and lattice.workload is not workload:
+            raise ValueError("a lattice measurement serves this workload")
+        self.lattice = lattice
+        self.sampler = "floating_point" if lattice is None else "exact"
+        self.needs_integer_answers = lattice is not None
+        if lattice_target not in ("zcdp", "gdp"):
+            raise ValueError(f"lattice privacy {lattice_target!r} (zcdp or gdp)")
+        self.lattice_target = lattice_target
 
     # ---------------------------------------------------------------- facts
     @classmethod
@@ -294,7 +339,51 @@ class KroneckerGaussianMechanism(Mechanism):
                 **(extra or {}),
             },
         }
-        return build(sigma, info)
+        refusal = cls.exact_reason(problem, None if anova is None else anova.coefficients)
+        lattice = None
+        continuous = found.factors if anova is None else anova.factors
+        plain = None if anova is None else (split, anova.coefficients)
+        if refusal is None:
+            cap = range_cap(spec.privacy.definition)
+            scales = choose_scales(workload, continuous, replace, k, unit, cap * BASE_ROOM, plain)
+            for attempt in range(4):  # the divisors' estimate of τ² may fall short: a tighter cap
+                divisors = choose_divisors(workload, continuous, scales, replace, k, unit, cap / 2**attempt, plain)
+                lattice = calibrate(workload, continuous, replace, k, spec.privacy, scales, plain, divisors)
+                if not isinstance(lattice, str):
+                    break
+            if isinstance(lattice, str):
+                refusal, lattice = lattice, None
+        if lattice is None:
+            info["sampler"] = f"floating_point: {refusal}"
+            return build(sigma, info)
+        target = "gdp" if spec.privacy.definition in GDP_TARGETS else "zcdp"
+        coefficients = None if anova is None else anova.coefficients
+        exact = cls(attributes, workload, replace, k, continuous, sigma, None, coefficients, lattice, target)
+        exact_error = exact._expected_l2(None)
+        info.update({"sampler": "exact", "continuous_expected_l2": error, "expected_l2": exact_error,
+                     "lattice_scales": list(scales),
+                     "lattice_divisors": sorted({lattice.divisor(t) for t in lattice.variances}),
+                     "lattice_mu_squared": str(exact._lattice_mu_squared()),
+                     "lattice_error_ratio": exact_error / error,
+                     "lattice_rounding_ratio": exact_error / unrounded_error(workload, continuous, replace, k, unit, plain)})
+        return cls(attributes, workload, replace, k, continuous, sigma, info, coefficients, lattice, target)
+
+    @staticmethod
+    def exact_reason(problem: Problem, coefficients: dict | None) -> str | None:
+        """Why the design keeps the floating-point sampler (None: it measures exactly on the lattice)."""
+        spec, query = problem.spec, problem.query
+        if spec.sampler == "floating_point":
+            return "the spec asks for sampler: floating_point"
+        reason = exact_refusal(spec.privacy.definition, query.is_integer_valued)
+        if reason is not None:
+            return reason
+        if coefficients is not None:
+            split = AnovaSplit.of(query.kron)
+            parts = {tuple(i for i, k in enumerate(split.plain) if k in t) for t in block_family(query.kron)}
+            if parts - set(coefficients):
+                return "a plain attribute has a single level (a block with no ANOVA coefficient)"
+        found = recoverable_terms(query.kron)
+        return found if isinstance(found, str) else None
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KroneckerGaussianMechanism:
@@ -310,8 +399,15 @@ class KroneckerGaussianMechanism(Mechanism):
         if set(by_name) != set(owners):
             raise ValueError(f"the strategy factors are for {sorted(by_name)}, expected {list(owners)}")
         factors = finite_factors(tuple(by_name[a] for a in owners))
+        lattice = None
+        if parameters.get("sampler", "floating_point") == "exact":
+            lattice = lattice_from_record(attributes, workload, parameters["lattice"],
+                                          parameters["adjacency"] == "replace_one")
+        elif parameters.get("sampler", "floating_point") != "floating_point":
+            raise ValueError(f"sampler {parameters['sampler']!r} (floating_point or exact)")
         return cls(attributes, workload, parameters["adjacency"] == "replace_one", int(parameters["multiplier"]),
-                   factors, float(parameters["sigma"]), parameters.get("design"), coefficients)
+                   factors, float(parameters["sigma"]), parameters.get("design"), coefficients, lattice,
+                   parameters["lattice"].get("privacy", "zcdp") if lattice is not None else "zcdp")
 
     @property
     def parameters(self) -> dict:
@@ -326,6 +422,9 @@ class KroneckerGaussianMechanism(Mechanism):
             **({} if self.coefficients is None else {"anova": [
                 {"attributes": [self.attributes[self.split.plain[i]] for i in t], "coefficient": b}
                 for t, b in self.coefficients.items()]}),
+            "sampler": self.sampler,
+            **({} if self.lattice is None else {"lattice": {**lattice_record(self.attributes, self.lattice),
+                                                            "privacy": self.lattice_target}}),
             "design": self.design_info,
         }
 
@@ -348,9 +447,15 @@ class KroneckerGaussianMechanism(Mechanism):
         off = [name for name, same in (
             ("strategy_sensitivity_squared", info.get("strategy_sensitivity_squared") == str(self._sensitivity_squared)),
             ("expected_l2", isinstance(info.get("expected_l2"), float)
-             and math.isclose(info["expected_l2"], error, rel_tol=1e-9))) if not same]
+             and math.isclose(info["expected_l2"], error, rel_tol=1e-9)),
+            *((("lattice_mu_squared", info.get("lattice_mu_squared") == str(self._lattice_mu_squared())),
+               ("continuous_expected_l2", isinstance(info.get("continuous_expected_l2"), float)
+                and math.isclose(info["continuous_expected_l2"], self._continuous_l2(), rel_tol=1e-9)))
+              if self.lattice is not None else ())) if not same]
         return Check("design.recorded", "the design record's strategy sensitivity (exact, from the stored factors) "
-                     "and expected l2 error (closed form at the stored σ) re-derived", not off,
+                     "and expected l2 error (closed form at the stored σ"
+                     + ("; on the lattice, at the block variances, with the lattice's μ² and the continuous design's "
+                        "error" if self.lattice is not None else "") + ") re-derived", not off,
                      f"Δ₂(A)²k² = {float(self._sensitivity_squared):.17g}, E‖Z‖² = {error:.10g}"
                      + (f"; recorded values differ: {', '.join(off)}" if off else ""))
 
@@ -361,7 +466,37 @@ class KroneckerGaussianMechanism(Mechanism):
             return anova_sensitivity(self.split, self.factors, self.coefficients) * self.multiplier ** 2
         return strategy_sensitivity(self.factors, self.replace) * self.multiplier ** 2
 
+    def _lattice_mu_squared(self) -> Fraction | None:
+        """μ² of the lattice measurement at the effective variances of its target (zCDP's σ_T², GDP's 1/m_T²)."""
+        effective = {t: effective_variance(s2, self.lattice_target) for t, s2 in self.lattice.variances.items()}
+        if None in effective.values():
+            return None
+        return self.lattice.mu_squared(effective, self.replace, self.multiplier)[0]
+
+    def _lattice_claim(self) -> Check:
+        """``mechanism.lattice``: integer factors P̃_k, dyadic block variances in the exact sampler's range, one per
+        block of the supports' down-closure (the total public only under replace-one), answers recoverable."""
+        lat = self.lattice
+        blocks = set(block_family(self.workload))
+        public = {()} if self.replace else set()
+        ok = (all(f.dtype == np.int64 for f in lat.factors) and set(lat.public) == public
+              and set(lat.variances) == blocks - public
+              and all(MIN_LATTICE_SIGMA2 <= v <= MAX_LATTICE_SIGMA2 and v.denominator & (v.denominator - 1) == 0
+                      for v in lat.variances.values())
+              and not isinstance(recoverable_terms(self.workload), str))
+        return Check("mechanism.lattice", "exact measurement: integer factors P̃_k, dyadic σ_T² in [2^-9, 2^30] for "
+                     "every block T ⊆ a term's support (the total public under replace-one only), each support's "
+                     "marginal determined by integer answers of full column rank", ok,
+                     f"{len(lat.variances)} noisy blocks, σ_T² from {float(min(lat.variances.values())):.6g} to "
+                     f"{float(max(lat.variances.values())):.6g}; integer factors of {[f.shape for f in lat.factors]}")
+
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        if self.lattice is not None:
+            claim = self._lattice_claim()
+            check = lattice_check(self.lattice, privacy, self.replace, self.multiplier)
+            return [claim, Check("privacy", "the release is a post-processing of the integer measurements "
+                                 "ỹ_T = (⊗_{k∈T} P̃_k) x_T + N_ℤ(0, σ_T²) (kronecker_lattice); " + check.method,
+                                 claim.passed and check.passed, check.detail)]
         conditions = [float(np.linalg.cond(a)) for a in self.factors]
         invertible = Check("strategy.invertible", "every factor A_k is invertible (condition number < 1e12), so "
                                                   "x̂ = A⁻¹y is the least-squares estimate",
@@ -382,6 +517,15 @@ class KroneckerGaussianMechanism(Mechanism):
         return [invertible, check]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.lattice is not None:
+            mu2 = self._lattice_mu_squared()
+            if self.lattice_target == "zcdp":  # ρ = μ²/2: the helper at Δ₂² = μ², σ² = 1
+                return lattice_privacy_summary(mu2, Fraction(1), "zcdp")
+            mu = math.sqrt(float(mu2))
+            return {"mu": mu, "rho": mu * mu / 2.0,
+                    "epsilon_at_delta": {f"{d:g}": gaussian_epsilon(d, mu) for d in (1e-5, 1e-6, 1e-10)},
+                    "conversion": "exact: μ² = max over neighbours of Σ_T ‖Δ_T‖² m_T² on the lattice (m_T the certified "
+                                  "GDP slope of N_ℤ(0, σ_T²)), analytic-Gaussian (ε, δ) profile"}
         mu = math.sqrt(float(self._sensitivity_squared)) / self.sigma
         return {
             "mu": mu,
@@ -391,8 +535,20 @@ class KroneckerGaussianMechanism(Mechanism):
         }
 
     def notes(self) -> list[str]:
-        out = super().notes()
         info = self.design_info
+        out = [EXACT_MEASUREMENT_NOTE] if self.lattice is not None else super().notes()
+        if self.lattice is not None and "lattice_error_ratio" in info:
+            out.append(f"the lattice costs {100 * (info['lattice_error_ratio'] - 1):+.4g}% total squared error against "
+                       f"the continuous design (E‖Z‖² {info['expected_l2']:.8g} against "
+                       f"{info['continuous_expected_l2']:.8g}): only the blocks the workload reads measured"
+                       + (", the total published from the integer total (replace-one)" if self.replace else "")
+                       + f"; of it, {100 * (info['lattice_rounding_ratio'] - 1):+.4g}% is the rotated factors rounded "
+                       f"to integers at scales {info['lattice_scales']}"
+                       + (f" (divided by up to {max(info['lattice_divisors'])} in the largest blocks, to stay in the "
+                          "range of the lattice variances)" if max(info.get("lattice_divisors") or [1]) > 1 else "")
+                       + " and the discrete noise (against the same blocks with unrounded factors and continuous noise)")
+        if self.lattice is None and str(info.get("sampler", "")).startswith("floating_point:"):
+            out.append(f"no exact lattice measurement: {info['sampler'].split(': ', 1)[1]}")
         if info.get("gap_to_svd_bound") is not None:
             out.append(f"expected l2 error {info['expected_l2']:.6g}, {100 * info['gap_to_svd_bound']:.3g}% above the "
                        "SVD lower bound (valid for every Gaussian strategy under add/remove; generally not attained)")
@@ -456,7 +612,17 @@ class KroneckerGaussianMechanism(Mechanism):
             yield np.transpose(table, (0,) + tuple(1 + int(o) for o in order)).reshape(size, -1)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.lattice is not None:
+            return self.lattice.estimate({t: e.astype(float) for t, e in self.lattice.noise(rng, size).items()}, size)
         return np.concatenate(list(self._noise_blocks(rng, size)), axis=1)
+
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Floating point: φ(X) + Z. Exact: the integer measurements ỹ_T from the integer answers (their
+        support marginals), then W Õ⁺ ỹ (post-processing)."""
+        if self.lattice is None:
+            return values + self._sample(rng, values.shape[0])
+        blocks = self.lattice.measure(integer_answers(values), rng)
+        return self.lattice.estimate({t: y.astype(float) for t, y in blocks.items()}, values.shape[0])
 
     def _noise_blocks(self, rng: np.random.Generator, size: int) -> Iterator[np.ndarray]:
         """The terms' noise blocks of the stored strategy (product or ANOVA form)."""
@@ -482,6 +648,9 @@ class KroneckerGaussianMechanism(Mechanism):
 
     def noise_law(self) -> ProductLaw | str:
         """s W A⁻¹ z densely (its SVD) for small domains, else a description."""
+        if self.lattice is not None:
+            return ("the exact lattice measurement's noise is a linear image of independent discrete Gaussians, not a "
+                    "product law in an orthonormal basis; its privacy is the exact check's")
         n = self.workload.cells
         if n > MAX_LAW_CELLS or self.dimension > 1500:
             return (f"the noise law is stated densely up to {MAX_LAW_CELLS} cells and 1500 answers (this query has "
@@ -495,6 +664,8 @@ class KroneckerGaussianMechanism(Mechanism):
         """s² Π_k (W_{t,k} X_k⁻¹ W_{t,k}ᵀ)_rr per answer of term t (module docstring); with B in the ANOVA
         algebra the plain part is the same in every cell of the S-marginal: Σ_{T⊆S} b_T⁻¹ (M_S E_T M_Sᵀ)_rr
         = Σ_{T⊆S} b_T⁻¹ ∏_{k∈T}(1 − 1/n_k) ∏_{k∈S∖T} n_k⁻¹ ∏_{k∈P∖S} n_k."""
+        if self.lattice is not None:
+            return self.lattice.cell_variances({t: discrete_variance(s2) for t, s2 in self.lattice.variances.items()})
         if self.coefficients is not None:
             return self._anova_cell_variances()
         inverses = [np.linalg.inv(a.T @ a) for a in self.factors]
@@ -507,6 +678,15 @@ class KroneckerGaussianMechanism(Mechanism):
                 diag = np.kron(diag, values) if k in self.workload.support(t) else diag * values[0]
             out.append(diag)
         return self.sigma**2 * np.concatenate(out)
+
+    def sub_gaussian_cell_proxies(self) -> tuple[np.ndarray, np.ndarray, str] | None:
+        """On the lattice the release is linear in the ỹ_T: each cell's variance and sub-Gaussian proxy are the
+        closed-form cell variances at Var N_ℤ(0, σ_T²) and at σ_T²."""
+        if self.lattice is None:
+            return None
+        return (self.cell_variances(), self.lattice.cell_variances({t: float(s2) for t, s2 in self.lattice.variances.items()}),
+                "closed form: the release W Õ⁺ ỹ is linear in the lattice blocks; Σ_T v_T ⊗_k (squared rows of "
+                "W_{t,k}Õ_k⁺ on the block's columns), v_T = Var N_ℤ(0, σ_T²) (the proxy: σ_T²)")
 
     def _anova_cell_variances(self) -> np.ndarray:
         return self.sigma**2 * anova_cell_variances(self.split, self.factors, self.workload, self.coefficients)
@@ -528,6 +708,8 @@ class KroneckerGaussianMechanism(Mechanism):
         :math:`(\mathrm{tr}\,\Sigma)^2` when the noise has high rank), so 200 draws give a reliable SE and
         a tight test: on the 175,270-answer example the SE is about 0.1% of the error, so a sampler whose
         scale is off by 0.5% (error off by 1%) fails (``tests/test_kronecker_anova.py``)."""
+        if self.lattice is not None:
+            return check_draws(default, self.lattice.variates())
         return min(default, max(MIN_CHECK_DRAWS, CHECK_NORMALS // max(1, self._normals_per_draw())))
 
     def _monte_carlo(self, metric: str, workload, gamma, draws: int | None = None, alpha=None,
@@ -535,7 +717,7 @@ class KroneckerGaussianMechanism(Mechanism):
         """The base estimate, with the l2 metric's draws taken in chunks of :data:`CHUNK` from the sampler's
         term blocks (:meth:`_term_noise`, which :meth:`_sample` concatenates), so that 2,000 draws of 10⁵
         answers never sit in memory at once."""
-        if metric != "l2" or workload is not None or draws is None:
+        if metric != "l2" or workload is not None or draws is None or self.lattice is not None:
             return super()._monte_carlo(metric, workload, gamma, draws, alpha, alternative)
         rng = np.random.default_rng(MONTE_CARLO_SEED)
         per = np.concatenate([sum(np.einsum("ij,ij->i", block, block) for block in self._noise_blocks(rng, min(CHUNK, draws - done)))
@@ -547,6 +729,12 @@ class KroneckerGaussianMechanism(Mechanism):
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:
             return None
+        if self.lattice is not None:
+            return float(self.cell_variances().sum())
+        return self._continuous_l2()
+
+    def _continuous_l2(self) -> float:
+        """s² times the closed-form unit error of the stored continuous strategy (the design the lattice rounds)."""
         if self.coefficients is not None:
             return self.sigma**2 * anova_unit_error(self.workload, self.split, self.factors, self.coefficients)
         return self.sigma**2 * unit_error(self.workload, self.factors)
@@ -575,3 +763,40 @@ def anova_cell_variances(split, factors, work, weights: dict) -> np.ndarray:
                 diag = np.kron(diag, np.ones(n))
         out.append(diag)
     return np.concatenate(out)
+
+
+def lattice_record(attributes: tuple[str, ...], lattice: KroneckerLattice) -> dict:
+    """The lattice as the certificate carries it: integer factors, block variances (exact fractions), public blocks."""
+    return {"factors": [{"attribute": a, "matrix": f.tolist()} for a, f in zip(attributes, lattice.factors)],
+            "blocks": [{"attributes": [attributes[k] for k in t], "sigma2": str(v), "gain": lattice.gain(t),
+                        "divisor": lattice.divisor(t)} for t, v in lattice.variances.items()],
+            "rounded": [attributes[k] for k in lattice.rounded],
+            "public": [[attributes[k] for k in t] for t in lattice.public]}
+
+
+def lattice_from_record(attributes: tuple[str, ...], workload: KroneckerWorkload, record: dict,
+                        replace: bool) -> KroneckerLattice:
+    """The lattice of a certificate (ValueError on a malformed record: a non-integer entry, a bad fraction)."""
+    index = {a: k for k, a in enumerate(attributes)}
+    by_name = {}
+    for f in record["factors"]:
+        matrix = np.asarray(f["matrix"], dtype=object)
+        if matrix.ndim != 2 or not all(type(v) is int and abs(v) < 2**31 for v in matrix.reshape(-1)):
+            raise ValueError(f"the lattice factor of {f['attribute']!r} is not a matrix of integers below 2^31")
+        by_name[f["attribute"]] = matrix.astype(np.int64)
+    if set(by_name) != set(attributes):
+        raise ValueError(f"the lattice factors are for {sorted(by_name)}, expected {list(attributes)}")
+
+    def block(names) -> Subset:
+        if any(a not in index for a in names):
+            raise ValueError(f"a lattice block names an attribute outside {list(attributes)}")
+        return tuple(sorted(index[a] for a in names))
+
+    variances, gains, divisors = {}, {}, {}
+    for b in record["blocks"]:
+        variances[block(b["attributes"])] = Fraction(str(b["sigma2"]))
+        gains[block(b["attributes"])] = b.get("gain", 1)
+        divisors[block(b["attributes"])] = b.get("divisor", 1)
+    return KroneckerLattice(workload, tuple(by_name[a] for a in attributes), variances,
+                            tuple(block(p) for p in record["public"]), gains, block(record.get("rounded", [])),
+                            divisors if any(d != 1 for d in divisors.values()) else None)
