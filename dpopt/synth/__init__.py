@@ -50,7 +50,7 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,7 +59,7 @@ from dpopt.errors import SpecError
 from dpopt.synth.repair import polish, repair
 from dpopt.synth.search import Fit, search
 from dpopt.synth.tables import layout, residuals
-from dpopt.synth.tree import sample_tree, spanning_tree
+from dpopt.synth.tree import held_tree, sample_tree, spanning_tree
 
 __all__ = ["SynthesisResult", "synthesize_records"]
 
@@ -100,7 +100,7 @@ def synthesize_records(
     weights: Mapping[tuple[str, ...], float] | None = None,
     progress: Callable[[str], None] | None = None,
     *,
-    exact: bool = True,
+    exact: bool | Sequence[tuple[str, ...]] = True,
     targets: Mapping[tuple[str, ...], np.ndarray] | None = None,
 ) -> SynthesisResult:
     """``n`` records whose tabulations fit the published ``marginals`` (module docstring).
@@ -120,10 +120,13 @@ def synthesize_records(
         Key → confidence in that table (e.g. 1 / its standard error); 1 for each by default.
     progress : callable, optional
         Called with one line per step.
-    exact : bool, default True
+    exact : bool or sequence of keys, default True
         Restore exact agreement with the one-way margins and the spanning tree's tables after the search
         (step 3). False leaves the records as the search left them: closer to the true data when the
-        published tables are noisy (their one-way margins carry the noise too), exact on nothing.
+        published tables are noisy (their one-way margins carry the noise too), exact on nothing. A sequence of
+        keys of given one- and two-way tables whose pairs hold no cycle: exact on those tables and the one-way
+        margins of their attributes only (:func:`dpopt.synth.tree.held_tree`), every other attribute left as the
+        search left it.
     targets : mapping, optional
         Key → the table the dealing and the search fit instead of that key's given table (non-negative; scaled
         to ``n``), e.g. the release's tables shrunk toward independence (:func:`dpopt.synth.denoise.shrink`).
@@ -157,7 +160,19 @@ def synthesize_records(
         keyed = {tuple(k): v for k, v in targets.items()}
         _, fitted = layout(domain, {t.key: keyed.get(t.key, t.given.reshape(t.shape)) for t in tables}, n, weights)
     tree = spanning_tree(sizes, fitted)
-    tree_exact = spanning_tree(sizes, tables, smallest=True)
+    if exact is True or exact is False:
+        tree_exact = spanning_tree(sizes, tables, smallest=True)
+    else:
+        held = [tuple(k) for k in exact]
+        keyed = {t.key: t for t in tables}
+        unknown = [k for k in held if k not in keyed]
+        if unknown or any(len(k) > 2 for k in held):
+            raise SpecError("exact", f"{(unknown or [k for k in held if len(k) > 2])[0]!r} is not a given one- or "
+                                     "two-way table")
+        try:
+            tree_exact = held_tree(sizes, [keyed[k] for k in held])
+        except ValueError as exc:
+            raise SpecError("exact", str(exc)) from None
     say(f"synthesis: {len(tables)} tables over {len(sizes)} attributes; spanning trees of {len(tree.edges)} "
         f"two-way tables: most mutual information (to start from), fewest cells (matched exactly)")
     records = sample_tree(tree, sizes, n, rng)
@@ -167,9 +182,10 @@ def synthesize_records(
     fit = Fit(fitted, sizes, records)
     if n:
         search(fit, rng, SWEEPS, say)
-    if n and exact:
+    if n and exact is not False:
         moved = repair(fit, tree_exact, rng)
-        say(f"synthesis: tree tables and one-way margins restored exactly ({moved:,} level changes); "
+        say(f"synthesis: {len(tree_exact.edges)} tree tables and the one-way margins of "
+            f"{len(tree_exact.ones) + len(tree_exact.edges)} attributes restored exactly ({moved:,} level changes); "
             f"weighted squared misfit {fit.loss():,.0f}")
         swaps = polish(fit, tree_exact, rng)
         say(f"synthesis: {swaps:,} swaps that keep them exact; weighted squared misfit {fit.loss():,.0f}")
@@ -177,10 +193,17 @@ def synthesize_records(
     say(f"synthesis: {sum(1 for v in residual.values() if v == 0)} of {len(residual)} tables matched exactly")
     fitted_to = ("the target tables given in their place (e.g. the noisy tables shrunk toward independence)"
                  if targets is not None else "every table")
+    if exact is True:
+        repaired = ("then repaired to match a spanning tree of the smallest given two-way tables and every one-way "
+                    "margin exactly when the tables are consistent whole numbers; other tables are fitted, not matched "
+                    "(residual per table)")
+    elif exact is False:
+        repaired = "matching no table exactly (residual per table)"
+    else:
+        repaired = (f"then repaired to match the {len(exact)} given tables held exact and the one-way margins of their "
+                    "attributes exactly when the tables are consistent whole numbers; other tables are fitted, not "
+                    "matched (residual per table)")
     method = ("records dealt along a Chow-Liu spanning tree of the fitted two-way tables by controlled "
               f"allocation and fitted to {fitted_to} by record-level coordinate descent of the weighted squared "
-              "misfit (a greedy form of PrivSyn's Gradually Update Method), " + (
-                  "then repaired to match a spanning tree of the smallest given two-way tables and every one-way "
-                  "margin exactly when the tables are consistent whole numbers; other tables are fitted, not matched "
-                  "(residual per table)" if exact else "matching no table exactly (residual per table)"))
+              "misfit (a greedy form of PrivSyn's Gradually Update Method), " + repaired)
     return SynthesisResult(records, residual, method)
