@@ -162,7 +162,8 @@ def main() -> None:
                 ("shrunk noisy tables, exact repair to the published", True, targets, n),
                 (f"shrunk noisy tables, exact on {len(held)} published tables (a forest over the {len(small)} "
                  f"attributes of at most {SMALL_LEVELS} levels)", held, targets, n),
-                ("shrunk noisy tables, exact on the published sex × income table", [("sex", "income>50K")], targets, n)]
+                ("shrunk noisy tables, exact on the published sex × income table", [("sex", "income>50K")],
+                 targets, n)]
     for label, exact, fitted, records in variants:
         cpu, wall = time.process_time(), time.perf_counter()
         out = synthesize_records(domain, tables, records, np.random.default_rng(args.seed), weights=weights,

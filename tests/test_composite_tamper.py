@@ -10,12 +10,12 @@ longer its recomputation (a spec's leaf changes its SHA-256).
 
 Echoed, not re-derived (:data:`ECHOED`; stated in ``docs/concepts/certificates.md``): ``dpopt_version``, a
 plan's equal-split baseline and model fit (they need every query designed again), the solver's record and the
-non-chosen candidates inside a level's, a query's or a measurement's own certificate (as for single certificates:
-:mod:`test_verify_tamper`), a synthesis's method sentence. None of them states or weakens the guarantee: an accepted edit outside them fails
-the test, and the counts per class are in the assertion message.
+non-chosen candidates inside a level's, a query's or a measurement's own certificate (as for single
+certificates: :mod:`test_verify_tamper`), a synthesis's method sentence. None of them states or weakens the
+guarantee: an accepted edit outside them fails the test, and the counts per class are in the assertion message.
 
 The default run takes a sample (the forged claims, every check edited once (every check of the selection
-certificate by all four edits; the synthesis's by all four under ``-m slow``), unknown keys at the top and in each block,
+certificate by all four edits; the synthesis's under ``-m slow``), unknown keys at the top and in each block,
 missing keys at the top, every leaf of the selection certificate, and of the others' top-level blocks the first
 :data:`PER_BLOCK` leaves outside the embedded certificates); ``-m slow`` edits every leaf of every kind.
 """
@@ -52,10 +52,10 @@ ECHOED = [
 ]
 """Leaves whose edit verify accepts, and why (module docstring): the version that wrote the file; how a plan's
 shares were found (the shares themselves are re-derived: the composition, each query's certificate); the joint
-design's row in a plan designed separately (the joint design is not made again); the non-chosen candidates of
-an embedded certificate; a synthesis's method sentence (the synthesizer's description of itself: what the records
-are is checked by ``dpopt verify DIR`` against the files). A plan's two baseline totals are re-derived together (the kept one is the certified
-total, the ratio and the rows repeat them), so an edit of one of them fails."""
+design's row in a plan designed separately (the joint design is not made again); the non-chosen candidates of an
+embedded certificate; a synthesis's method sentence (the synthesizer's description of itself: what the records
+are is checked by ``dpopt verify DIR`` against the files). A plan's two baseline totals are re-derived together
+(the kept one is the certified total, the ratio and the rows repeat them), so an edit of one of them fails."""
 
 
 SYNTHESIS = {"dpopt": 1, "name": "three attributes", "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 1}},

@@ -58,7 +58,8 @@ def verify_synthesis_folder(folder: str | Path) -> list[FileCheck]:
               and document.get("records") == certificate["synthesis"]["records"]
               and all(np.all(t >= 0) for t in tables.values()))
         lines.append(FileCheck("marginals.json", ok, "the certificate's SHA-256 and the measured tables" if ok else
-                               "does not match the certificate (its SHA-256, the tables, their levels or the number of records)"))
+                               "does not match the certificate (its SHA-256, the tables, their levels or the number "
+                               "of records)"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return lines + [FileCheck("marginals.json", False, f"cannot be read: {type(exc).__name__}: {exc}")]
     lines += _records_checks(folder, spec, document, tables)
