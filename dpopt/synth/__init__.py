@@ -173,8 +173,9 @@ def synthesize_records(
             tree_exact = held_tree(sizes, [keyed[k] for k in held])
         except ValueError as exc:
             raise SpecError("exact", str(exc)) from None
-    say(f"synthesis: {len(tables)} tables over {len(sizes)} attributes; spanning trees of {len(tree.edges)} "
-        f"two-way tables: most mutual information (to start from), fewest cells (matched exactly)")
+    matched = "" if exact is False else f"; {len(tree_exact.edges)} two-way tables to match exactly (fewest cells first)"
+    say(f"synthesis: {len(tables)} tables over {len(sizes)} attributes; a spanning tree of {len(tree.edges)} two-way "
+        f"tables of most mutual information (to start from){matched}")
     records = sample_tree(tree, sizes, n, rng)
     say(f"synthesis: {n:,} records dealt along the tree (exact on its tables)")
     if targets is not None:
