@@ -49,16 +49,16 @@ ECHOED = [
     re.compile(r"candidates\.2\.(weighted_total|note)"),
     re.compile(r"(levels\.\w+|(queries|measurements)\.\d+\.certificate)\.candidates\.\d+\..*"),
     re.compile(r"synthesis\.method"),
-    re.compile(r"measurements\.\d+\.certificate\.mechanism\.parameters\.design\..*"),
+    re.compile(r"measurements\.\d+\.certificate\.postprocess\.method\.(steps\.\d+|metric|exact_directions)"),
 ]
 """Leaves whose edit verify accepts, and why (module docstring): the version that wrote the file; how a plan's
 shares were found (the shares themselves are re-derived: the composition, each query's certificate); the joint
 design's row in a plan designed separately (the joint design is not made again); the non-chosen candidates of an
-embedded certificate; the design record of a synthesis's embedded marginal measurement (echoed as in a single
-certificate: :data:`test_verify_tamper.ECHOED`); a synthesis's method sentence (the synthesizer's description of
-itself: what the records are is checked by ``dpopt verify DIR`` against the files). A plan's two baseline totals
-are re-derived together (the kept one is the certified total, the ratio and the rows repeat them), so an edit of
-one of them fails."""
+embedded certificate; how a synthesis's embedded measurement was post-processed (its steps, metric and exact
+directions; the guarantee, the theorem and the options its post-processing block states are checked); a
+synthesis's method sentence (the synthesizer's description of itself: what the records are is checked by ``dpopt
+verify DIR`` against the files). A plan's two baseline totals are re-derived together (the kept one is the
+certified total, the ratio and the rows repeat them), so an edit of one of them fails."""
 
 
 SYNTHESIS = {"dpopt": 1, "name": "three attributes", "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 1}},

@@ -21,6 +21,7 @@ from dpopt.certificate.verify import Verification, verify
 from dpopt.core.checks import Check
 from dpopt.core.decimals import written
 from dpopt.errors import DpoptError
+from dpopt.postprocess.certify import POSTPROCESSING_THEOREM
 from dpopt.spec.load import canonical_json, load_spec, spec_sha256
 from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
 from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, SELECTION_METHOD, candidates
@@ -147,8 +148,8 @@ def measurement_checks(spec: SynthesisSpec, rows: list) -> list[Check]:
         try:
             wanted = load_spec(measurement_spec(spec, part, row["marginals"], _privacy(parts[part])))
             inner = row["certificate"]
-            same = spec_sha256(wanted) == inner.get("spec_sha256") and row["marginals"] == expected_marginals(
-                spec, part, row.get("_selection"))
+            same = (spec_sha256(wanted) == inner.get("spec_sha256") and row["marginals"] == expected_marginals(
+                spec, part, row.get("_selection")) and _postprocess_holds(inner.get("postprocess"), wanted))
             result = verify(Certificate.from_dict(inner, source=at))
         except (DpoptError, KeyError, TypeError, AttributeError, ValueError) as exc:
             checks.append(Check(at, "the embedded certificate can be read", False, f"{type(exc).__name__}: {exc}"))
@@ -167,6 +168,24 @@ STEP_KEYS = frozenset({"round", "rho", "epsilon", "sensitivity", "candidates", "
 
 ROW_KEYS = frozenset({"part", "marginals", "certificate"})
 """The keys of a recorded measurement."""
+
+POSTPROCESS_METHOD_KEYS = frozenset({"steps", "metric", "exact_directions", "space", "guarantees", "consistent",
+                                     "nonnegative", "integer", "noise_free_margins", "error", "preserves_guarantee"})
+"""The keys the ``method`` of a measurement's post-processing may hold (:mod:`dpopt.postprocess.table`,
+:mod:`dpopt.postprocess.marginals`)."""
+
+
+def _postprocess_holds(block, wanted) -> bool:
+    """An embedded measurement's ``postprocess`` block states the guarantee kept, the post-processing theorem and
+    the options its spec prescribes (consistent, non-negative, whole). How the tables were computed (its steps, the
+    metric, the error statement) is echoed, as in a release's certificate."""
+    options = wanted.postprocess
+    if not isinstance(block, dict) or not isinstance(block.get("method"), dict) or options is None:
+        return False
+    method = block["method"]
+    return (set(block) <= {"guarantee", "method", "error"} and block["guarantee"] == "unchanged by post-processing"
+            and set(method) <= POSTPROCESS_METHOD_KEYS and method.get("preserves_guarantee") == POSTPROCESSING_THEOREM
+            and all(method.get(k) == getattr(options, k) for k in ("consistent", "nonnegative", "integer")))
 
 
 def selection_checks(spec: SynthesisSpec, selection) -> list[Check]:
