@@ -29,6 +29,12 @@ skips step 3. Better still when exactness is not needed: ``targets``, tables fit
 ones, such as the *noisy* tables before post-processing shrunk toward the independence of their attributes
 (:mod:`dpopt.synth.denoise`: they keep the release's unbiased total and threshold the cells the noise
 explains): 0.028 on adult, against 0.0327 for the published tables (same benchmark).
+Between the two, ``exact`` may name a few given one- and two-way tables (a forest of pairs): the records fitted
+to the targets are repaired to those tables and their attributes' one-way margins only
+(:func:`dpopt.synth.tree.held_tree`). Exact agreement with *every* published one-way margin has a floor: a
+pair's TVD is at least either one-way margin's, and adult's published one-way margins (lifted by the
+non-negative projection) put the average two-way TVD of any file matching them at 0.021 or more; the 7 smallest
+tables over the attributes of at most 16 levels cost 0.0304, sex × income alone 0.0282 (same benchmark).
 
 What holds. When the given tables are whole numbers that agree on shared attributes and sum to ``n``,
 the records tabulate **exactly** to every one-way margin the tables imply and to the d − 1 two-way
