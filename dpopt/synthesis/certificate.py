@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from dpopt._version import __version__
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.recorded import recorded_check_claims, schema_problems
+from dpopt.certificate.recorded import certificate_schema, recorded_check_claims
 from dpopt.certificate.recorded_spec import recorded_blocks, recorded_spec
 from dpopt.certificate.verify import Verification, verify
 from dpopt.core.checks import Check
@@ -277,11 +277,8 @@ def verify_synthesis(certificate: Certificate | dict) -> Verification:
     each selection round, each embedded measurement certificate (``dpopt verify`` of it, and that it certifies the
     measurement the spec prescribes), and the recorded checks against the re-derived ones (none missing)."""
     data = certificate.data if isinstance(certificate, Certificate) else certificate
-    problems = schema_problems(data, "synthesis", "certificate") if isinstance(data, dict) else ["not an object"]
-    if isinstance(data, dict) and data.get("kind") != KIND:
-        problems.append(f"kind is not {KIND!r}")
-    schema = Check("schema", "the certificate holds exactly the keys of a synthesis certificate", not problems,
-                   "; ".join(problems[:3]) or "all keys known")
+    schema = (certificate_schema(data, top="synthesis") if isinstance(data, dict) else
+              Check("schema", "the certificate holds exactly the keys of a synthesis certificate", False, "not an object"))
     checks, spec = recorded_spec(data, schema, load_synthesis_spec, synthesis_sha256)
     if spec is None:
         return Verification(checks)
