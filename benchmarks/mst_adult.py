@@ -10,7 +10,15 @@ Every level of every column is given as a key (public: the domain), one record i
 one-way marginals first). SEED seeds numpy's global generator (what mbi
 draws records with); OpenDP's noise comes from its own CSPRNG, so two runs differ.
 
-Run: PYTHON benchmarks/mst_adult.py DATA_DIR RHO SEED
+Records are drawn with ``synthesize(method="sample")`` (i.i.d. draws from the fitted model) by default, not
+OpenDP's default ``"round"``: in mbi 1.1.0 (``MarkovRandomField.synthetic_data``) ``"round"`` gives each record of a
+group of parent levels the child level at the quantile (rank + U) / count of the conditional distribution, its rank
+being the record's position in the file, so every column drawn within the same groups rises with that position:
+columns that should be independent given their parents come out comonotone (measured on adult at ρ = 0.1: one-way
+TVD below 0.01 for every attribute, yet an average two-way TVD of 0.139, worse than independent columns' 0.0775).
+METHOD ``round`` reproduces it.
+
+Run: PYTHON benchmarks/mst_adult.py DATA_DIR RHO SEED [METHOD]
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ def main() -> None:
     import polars as pl
 
     folder, rho, seed = Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+    method = sys.argv[4] if len(sys.argv) > 4 else "sample"
     domain = json.loads((folder / "adult-domain.json").read_text())
     names, sizes = list(domain), list(domain.values())
     frame = pl.read_csv(folder / "adult.csv")
@@ -52,13 +61,14 @@ def main() -> None:
              .release())
     # OpenDP adds a null level to every column's keys; a record MST draws there counts in an extra level,
     # which the data never has (mass off the domain is error)
-    drawn = table.synthesize().select(names)
+    drawn = table.synthesize(method=method).select(names)
     off_domain = float(drawn.select(pl.any_horizontal(pl.all().is_null())).to_series().mean())
     synthetic = drawn.with_columns(pl.col(a).fill_null(n) for a, n in domain.items()).to_numpy().astype(np.int64)
     sizes = [n + 1 for n in sizes]
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     print(json.dumps({"tvd2": average_tvd(synthetic, truth, sizes, 2), "tvd3": average_tvd(synthetic, truth, sizes, 3),
-                      "records": int(len(synthetic)), "off_domain": off_domain, "cpu": cpu, "wall": wall}))
+                      "records": int(len(synthetic)), "off_domain": off_domain, "cpu": cpu, "wall": wall,
+                      "method": method}))
 
 
 if __name__ == "__main__":

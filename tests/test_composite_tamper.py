@@ -1,4 +1,5 @@
-"""The tamper battery of composite certificates (issue 35): a hierarchical release's, a plan's, a selection's.
+"""The tamper battery of composite certificates (issues 35, 38): a hierarchical release's, a plan's, a selection's,
+a synthesis's (adaptive: the budget's parts, the selection rounds, two embedded measurements).
 
 Each is edited by the classes of issue 31's battery (:mod:`test_verify_tamper`) and each edit must be
 rejected: the verifier returns not passed, or refuses the document (:class:`CertificateError`), never another
@@ -9,12 +10,12 @@ longer its recomputation (a spec's leaf changes its SHA-256).
 
 Echoed, not re-derived (:data:`ECHOED`; stated in ``docs/concepts/certificates.md``): ``dpopt_version``, a
 plan's equal-split baseline and model fit (they need every query designed again), the solver's record and the
-non-chosen candidates inside a level's or a query's own certificate (as for single certificates:
-:mod:`test_verify_tamper`). None of them states or weakens the guarantee: an accepted edit outside them fails
-the test, and the counts per class are in the assertion message.
+non-chosen candidates inside a level's, a query's or a measurement's own certificate (as for single
+certificates: :mod:`test_verify_tamper`), a synthesis's method sentence. None of them states or weakens the
+guarantee: an accepted edit outside them fails the test, and the counts per class are in the assertion message.
 
 The default run takes a sample (the forged claims, every check edited once (every check of the selection
-certificate by all four edits), unknown keys at the top and in each block,
+certificate by all four edits; the synthesis's under ``-m slow``), unknown keys at the top and in each block,
 missing keys at the top, every leaf of the selection certificate, and of the others' top-level blocks the first
 :data:`PER_BLOCK` leaves outside the embedded certificates); ``-m slow`` edits every leaf of every kind.
 """
@@ -25,6 +26,7 @@ import copy
 import json
 import re
 
+import numpy as np
 import pytest
 
 from conftest import edited
@@ -45,35 +47,60 @@ ECHOED = [
     re.compile(r"(.*\.)?dpopt_version"),
     re.compile(r"allocation\.(method|model_objective|exponents\.\d+)"),
     re.compile(r"candidates\.2\.(weighted_total|note)"),
-    re.compile(r"(levels\.\w+|queries\.\d+\.certificate)\.candidates\.\d+\..*"),
+    re.compile(r"(levels\.\w+|(queries|measurements)\.\d+\.certificate)\.candidates\.\d+\..*"),
+    re.compile(r"synthesis\.method"),
+    re.compile(r"measurements\.\d+\.certificate\.postprocess\.method\.(steps\.\d+|metric|exact_directions)"),
 ]
 """Leaves whose edit verify accepts, and why (module docstring): the version that wrote the file; how a plan's
 shares were found (the shares themselves are re-derived: the composition, each query's certificate); the joint
-design's row in a plan designed separately (the joint design is not made again); the non-chosen candidates of
-an embedded certificate. A plan's two baseline totals are re-derived together (the kept one is the certified
-total, the ratio and the rows repeat them), so an edit of one of them fails."""
+design's row in a plan designed separately (the joint design is not made again); the non-chosen candidates of an
+embedded certificate; how a synthesis's embedded measurement was post-processed (its steps, metric and exact
+directions; the guarantee, the theorem and the options its post-processing block states are checked); a
+synthesis's method sentence (the synthesizer's description of itself: what the records are is checked by ``dpopt
+verify DIR`` against the files). A plan's two baseline totals are re-derived together (the kept one is the
+certified total, the ratio and the rows repeat them), so an edit of one of them fails."""
+
+
+SYNTHESIS = {"dpopt": 1, "name": "three attributes", "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 1}},
+             "data": {"attributes": {"a": ["x", "y", "z"], "b": ["0", "1"], "c": ["p", "q", "r", "s"]}},
+             "mechanism": "marginal_gaussian", "synthesize": {"selection": "adaptive"}}
+"""An adaptive synthesis (one-way marginals, two selection rounds, the selected pairs): every block a synthesis
+certificate can hold."""
+
+KINDS = ["hierarchy", "plan", "selection", "synthesis"]
 
 
 @pytest.fixture(scope="module")
-def kinds() -> dict:
-    """The three composite certificates, as JSON."""
+def kinds(tmp_path_factory) -> dict:
+    """The four composite certificates, as JSON."""
     from dpopt.plan import solve_plan
     from dpopt.release.hierarchy_design import solve_hierarchy
+    from dpopt.rng import random_source
     from dpopt.selection.design import certify
+    from dpopt.synthesis.pipeline import synthesize
 
+    rng = np.random.default_rng(0)
+    data = tmp_path_factory.mktemp("synthesis") / "data.csv"
+    rows = [",".join(rng.choice(levels) for levels in SYNTHESIS["data"]["attributes"].values()) for _ in range(300)]
+    data.write_text("\n".join(["a,b,c", *rows]) + "\n")
     return {
         "hierarchy": json.loads(solve_hierarchy(ROOT / "specs" / "hierarchy_topdown_zcdp.yaml").certificate().to_json()),
         "plan": json.loads(solve_plan(PLAN).certificate.to_json()),
         "selection": json.loads(certify(ROOT / "specs" / "visits_private_clinics.yaml").to_json()),
+        "synthesis": json.loads(synthesize(SYNTHESIS, data, randomness=random_source(7, insecure_seed=True))
+                                .certificate.to_json()),
     }
 
 
 def verification(kind: str, data: dict):
     from dpopt.plan import verify_plan
     from dpopt.selection import verify_selection
+    from dpopt.synthesis import verify_synthesis
 
     if kind == "hierarchy":
         return verify_hierarchy_release(data)
+    if kind == "synthesis":
+        return verify_synthesis(data)
     return verify_plan(data) if kind == "plan" else verify_selection(Certificate(data))
 
 
@@ -124,6 +151,8 @@ def _embedded(kind: str, data: dict) -> tuple:
         return tuple(("levels", name) for name in data["levels"])
     if kind == "plan":
         return tuple(("queries", i, "certificate") for i in range(len(data["queries"])))
+    if kind == "synthesis":
+        return tuple(("measurements", i, "certificate") for i in range(len(data["measurements"])))
     return ()
 
 
@@ -132,7 +161,7 @@ def _echoed(path) -> bool:
 
 
 # ------------------------------------------------------------------------------------ claims
-@pytest.mark.parametrize("kind", ["hierarchy", "plan", "selection"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_untampered_passes_and_the_issues_forged_claim_fails(kinds, kind):
     data = kinds[kind]
     assert verification(kind, data).passed
@@ -141,17 +170,23 @@ def test_untampered_passes_and_the_issues_forged_claim_fails(kinds, kind):
     assert not verification(kind, forged).passed
 
 
-@pytest.mark.parametrize("kind", ["hierarchy", "plan"])
+@pytest.mark.parametrize("kind", ["hierarchy", "plan", "synthesis"])
 def test_a_claim_forged_in_an_embedded_block_fails(kinds, kind):
-    """The hierarchy's block (carried by every level certificate alike) and a plan query's own certificate."""
+    """The hierarchy's block (carried by every level certificate alike), a plan query's own certificate, a
+    synthesis's measurement certificate (its failed claims are named in the measurement's check)."""
     forged = copy.deepcopy(kinds[kind])
     if kind == "hierarchy":
         forged["hierarchy"]["checks"].append(FORGED)
         for level in forged["levels"].values():
             level["hierarchy"] = forged["hierarchy"]
         forged["checks"] = forged["hierarchy"]["checks"]
-    else:
+    elif kind == "plan":
         forged["queries"][1]["certificate"]["checks"].append(FORGED)
+    else:
+        forged["measurements"][1]["certificate"]["checks"].append(FORGED)
+        failed = {c.claim: c.detail for c in verification(kind, forged).failed}
+        assert "recorded:epsilon = 0.0001" in failed.get("measurements[1]", ""), failed
+        return
     failed = [c.claim for c in verification(kind, forged).failed]
     assert any(claim.endswith("recorded:epsilon = 0.0001") for claim in failed), failed
 
@@ -170,13 +205,13 @@ def _check_edits(data: dict, every: bool):
             yield f"checks[{i}] {label}", tampered
 
 
-@pytest.mark.parametrize("kind", ["hierarchy", "plan", "selection"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_every_recorded_check_removed_negated_reworded_or_repeated_fails(kinds, kind):
     assert [label for label, t in _check_edits(kinds[kind], every=kind == "selection") if not rejected(kind, t)] == []
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["hierarchy", "plan"])
+@pytest.mark.parametrize("kind", ["hierarchy", "plan", "synthesis"])
 def test_every_recorded_check_fails_under_every_edit(kinds, kind):
     assert [label for label, t in _check_edits(kinds[kind], every=True) if not rejected(kind, t)] == []
 
@@ -197,7 +232,7 @@ def _key_edits(kind: str, data: dict, every: bool):
             yield "missing key", ".".join(map(str, (*path, key))), tampered
 
 
-@pytest.mark.parametrize("kind", ["hierarchy", "plan", "selection"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_unknown_and_missing_keys_are_rejected(kinds, kind):
     assert [f"{c}: {label}" for c, label, t in _key_edits(kind, kinds[kind], every=False) if not rejected(kind, t)] == []
 
@@ -238,19 +273,19 @@ def _assert_only_echoed(counts: dict[str, list]) -> None:
     assert {block: row[2] for block, row in counts.items() if row[2]} == {}, counts
 
 
-@pytest.mark.parametrize("kind", ["hierarchy", "plan", "selection"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_every_leaf_outside_the_embedded_certificates_edited_is_rejected(kinds, kind):
     _assert_only_echoed(_leaf_battery(kind, kinds[kind], every=False))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["hierarchy", "plan"])
+@pytest.mark.parametrize("kind", ["hierarchy", "plan", "synthesis"])
 def test_every_leaf_edited_is_rejected(kinds, kind):
     _assert_only_echoed(_leaf_battery(kind, kinds[kind], every=True))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["hierarchy", "plan", "selection"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_every_unknown_key_is_rejected(kinds, kind):
     assert [label for _, label, t in _key_edits(kind, kinds[kind], every=True) if not rejected(kind, t)] == []
 

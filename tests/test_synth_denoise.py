@@ -129,7 +129,7 @@ def test_exact_false_from_a_spec_fits_the_denoised_release_and_verifies(tmp_path
     assert verify_synthesis(release.certificate).passed
 
 
-def test_exact_must_be_a_boolean_named_in_one_line():
+def test_exact_must_be_a_boolean_or_a_list_named_in_one_line():
     import yaml
 
     from dpopt.spec.synthesis import load_synthesis_spec

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dpopt.certificate.model import Certificate
 from dpopt.certificate.recorded import certificate_schema, recorded_check_claims
+from dpopt.certificate.recorded_spec import recorded_blocks, recorded_spec
 from dpopt.certificate.verify import Verification
 from dpopt.core.checks import Check
-from dpopt.errors import DpoptError
 from dpopt.selection.design import certificate_body, release_checks, spec_sha256
 from dpopt.spec.selection import load_selection_spec
 
@@ -17,20 +17,11 @@ def verify_selection(certificate: Certificate) -> Verification:
     checks of each release's guarantee on the *recorded* numbers, and the recorded checks against them
     (each one re-derived, none missing: :func:`dpopt.certificate.recorded.recorded_check_claims`)."""
     data = certificate.data
-    checks = [certificate_schema(data, top="selection")]
-    if not checks[0].passed:  # a block missing, or not of its type: nothing else can be read safely
+    checks, spec = recorded_spec(data, certificate_schema(data, top="selection"), load_selection_spec, spec_sha256)
+    if spec is None:  # a block missing, or not of its type, or a bad spec: nothing else can be read safely
         return Verification(checks)
-    try:
-        spec = load_selection_spec(data["spec"])
-    except DpoptError as exc:
-        return Verification([*checks, Check("spec", "the recorded spec loads", False, str(exc))])
-    digest = spec_sha256(spec)
-    checks.append(Check("spec_sha256", "SHA-256 of the canonical JSON of the recorded spec",
-                        digest == data["spec_sha256"], digest))
     fresh = certificate_body(spec)
-    differing = [k for k in {*fresh, "output"} if k not in ("dpopt_version",) and fresh.get(k) != data.get(k)]
-    checks.append(Check("recorded", "every recorded number equals its re-derivation from the spec", not differing,
-                        f"differ: {', '.join(differing)}" if differing else "all equal"))
+    checks.append(recorded_blocks(fresh, data, {*fresh, "output"} - {"dpopt_version"}))
     try:
         recomputed = release_checks(spec, list(data["releases"]))
         checks += recomputed + recorded_check_claims(data["checks"], recomputed, complete=True)

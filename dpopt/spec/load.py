@@ -8,6 +8,7 @@ import json
 import re
 import types
 from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, Any, Mapping, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -179,6 +180,26 @@ def validated(raw: Mapping[str, Any], model: type[ModelT]) -> ModelT:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise _first_problem(exc, raw) from None
+
+
+def load_composite(source: str | Path | Mapping[str, Any] | ModelT, model: type[ModelT],
+                   check: Callable[[ModelT], None]) -> ModelT:
+    """Load a composite spec (private keys and quantiles, synthesis): read, validate as ``model``, then ``check``
+    its cross-references; an instance of ``model`` is returned as it is.
+
+    Raises
+    ------
+    SpecError
+        A document that is not a mapping, the first problem :func:`validated` finds, or ``check``'s.
+    """
+    if isinstance(source, model):
+        return source
+    raw = dict(source) if isinstance(source, Mapping) else read_document(source)
+    if not isinstance(raw, Mapping):
+        raise SpecError("", "a spec must be a mapping of fields (got " + type(raw).__name__ + ")")
+    spec = validated(raw, model)
+    check(spec)
+    return spec
 
 
 # ------------------------------------------------------------------ typos

@@ -28,7 +28,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from dpopt.core.decimals import written
 from dpopt.errors import SpecError
-from dpopt.spec.load import is_selection_document, read_document, validated
+from dpopt.spec.load import is_selection_document, load_composite
 from dpopt.spec.models import (
     AddRemove,
     Finite,
@@ -238,14 +238,7 @@ def load_selection_spec(source: str | Path | Mapping[str, Any] | SelectionSpec) 
     SpecError
         Naming the first bad field (``releases[0].by`` ...).
     """
-    if isinstance(source, SelectionSpec):
-        return source
-    raw = dict(source) if isinstance(source, Mapping) else read_document(source)
-    if not isinstance(raw, Mapping):
-        raise SpecError("", "a spec must be a mapping of fields (got " + type(raw).__name__ + ")")
-    spec = validated(raw, SelectionSpec)
-    _check_references(spec)
-    return spec
+    return load_composite(source, SelectionSpec, _check_references)
 
 
 def _check_references(spec: SelectionSpec) -> None:

@@ -12,7 +12,8 @@
       selection: fixed                       # or adaptive (MST-style, zCDP only)
       records: 1000                          # optional: default data.n when public, else the tables' total
       exact: true                            # records repaired to match published tables exactly (default);
-                                             # false: fitted to the noisy tables denoised, closer to the data
+                                             # false: fitted to the noisy tables denoised, closer to the data;
+                                             # [[sex, income]]: denoised, then exact on these published tables
       split: {one_way: "1/3", selection: "1/3", selected: "1/3"}   # adaptive only (default MST's thirds)
       rounds: 5                              # adaptive only (default: attributes - 1, a spanning tree)
 
@@ -31,7 +32,7 @@ from typing import Annotated, Any, Literal, Mapping, Union
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator, model_validator
 
 from dpopt.errors import SpecError
-from dpopt.spec.load import read_document, validated
+from dpopt.spec.load import load_composite
 from dpopt.spec.models import (
     AddRemove,
     Count,
@@ -93,9 +94,12 @@ class Synthesize(_Model):
     all_of_size: Annotated[Count, Field(ge=1)] | None = None
     selection: Literal["fixed", "adaptive"] = "fixed"
     records: Count | None = None
-    exact: StrictBool | None = None
+    exact: StrictBool | Annotated[list[Annotated[list[Name], Field(min_length=1, max_length=2)]],
+                                  Field(min_length=1)] | None = None
     """Repair the records to the published tables (a spanning tree of them and every one-way margin) exactly:
-    None or True; False fits the noisy tables shrunk toward independence instead (:mod:`dpopt.synth.denoise`)."""
+    None or True; False fits the noisy tables shrunk toward independence instead (:mod:`dpopt.synth.denoise`); a
+    list of measured one- and two-way marginals whose pairs hold no cycle fits those shrunk tables, then matches
+    exactly the listed published tables and the one-way margins of their attributes only (``fixed`` selection)."""
     split: Split | None = None
     rounds: Count | None = None
 
@@ -163,14 +167,34 @@ def load_synthesis_spec(source: str | Path | Mapping[str, Any] | SynthesisSpec) 
     SpecError
         Naming the first bad field (``synthesize.marginals[1]`` ...).
     """
-    if isinstance(source, SynthesisSpec):
-        return source
-    raw = dict(source) if isinstance(source, Mapping) else read_document(source)
-    if not isinstance(raw, Mapping):
-        raise SpecError("", "a spec must be a mapping of fields (got " + type(raw).__name__ + ")")
-    spec = validated(raw, SynthesisSpec)
-    _check_references(spec)
-    return spec
+    return load_composite(source, SynthesisSpec, _check_references)
+
+
+def _check_exact(spec: SynthesisSpec, groups: list[list[str]]) -> None:
+    """``exact`` as a list: fixed selection, each entry a measured marginal, their pairs a forest."""
+    held = spec.synthesize.exact
+    if not isinstance(held, list):
+        return
+    if spec.synthesize.selection != "fixed":
+        raise SpecError("synthesize.exact", "a list of tables held exact goes with selection: fixed (the tables "
+                                            "adaptive selects are not known in advance)")
+    measured = {frozenset(g) for g in groups}
+    parent = {a: a for a in spec.data.attributes}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for i, table in enumerate(held):
+        if frozenset(table) not in measured or len(set(table)) != len(table):
+            raise SpecError(f"synthesize.exact[{i}]", f"{table} is not a marginal of synthesize.marginals")
+        if len(table) == 2:
+            a, b = find(table[0]), find(table[1])
+            if a == b:
+                raise SpecError(f"synthesize.exact[{i}]", "the tables held exact close a cycle of attributes: a record "
+                                                          "file matches a forest of pairs exactly, not a cycle")
+            parent[a] = b
 
 
 def _check_references(spec: SynthesisSpec) -> None:
@@ -197,6 +221,7 @@ def _check_references(spec: SynthesisSpec) -> None:
             raise SpecError(field, "an attribute is listed twice")
     if len({tuple(sorted(g)) for g in groups}) != len(groups):
         raise SpecError("synthesize.marginals", "a marginal is listed twice")
+    _check_exact(spec, groups)
     if spec.synthesize.selection != "adaptive":
         return
     if spec.privacy.definition != "zcdp":

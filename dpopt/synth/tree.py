@@ -129,6 +129,24 @@ def spanning_tree(sizes: Sequence[int], tables: Sequence[Table], smallest: bool 
     return Tree(tuple(roots), tuple(edges), pairs, ones)
 
 
+def held_tree(sizes: Sequence[int], tables: Sequence[Table]) -> Tree:
+    """The forest the repair holds exactly when only ``tables`` are to be matched: the spanning forest of their pairs
+    (smallest first), rooted only at attributes they hold (an attribute none holds is left free, not dealt uniformly).
+
+    Raises
+    ------
+    ValueError
+        When the tables' pairs hold a cycle (a forest cannot match every one of them).
+    """
+    tree = spanning_tree(sizes, tables, smallest=True)
+    pairs = {(t.axes[x], t.axes[y]) for t in tables for x in range(len(t.axes)) for y in range(x + 1, len(t.axes))}
+    if len(pairs) != len(tree.edges):
+        raise ValueError("the tables' pairs of attributes hold a cycle: a spanning forest matches all of them only "
+                         "when they hold none")
+    roots = tuple(r for r in tree.roots if tree.ones[r] is not None)
+    return Tree(roots, tree.edges, tree.pairs, {r: tree.ones[r] for r in roots})
+
+
 def allocate(weights: np.ndarray | None, total: int, size: int) -> np.ndarray:
     """Whole counts summing to ``total``: ``weights`` itself when it is whole and sums to ``total``, else
     its largest-remainder rounding after scaling to ``total`` (uniform when there are no weights)."""

@@ -26,6 +26,11 @@ Pair = tuple[str, str]
 SCORE_SENSITIVITY = {"add_remove": 1, "replace_one": 2}
 """Δ of the score q under each adjacency (module docstring)."""
 
+SELECTION_METHOD = ("MST (McKenna, Miklau & Sheldon 2021): after the one-way marginals, each round draws one pair "
+                    "joining two components of the pairs chosen so far, by the exponential mechanism on the L1 "
+                    "distance between the data's two-way table and the product of the published one-way tables")
+"""The selection block's ``method`` (re-derived by verify)."""
+
 
 def components(attributes: Sequence[str], selected: Sequence[Pair]) -> dict[str, int]:
     """The component of each attribute in the forest of ``selected`` pairs (union-find, smallest index)."""

@@ -15,14 +15,16 @@ from fractions import Fraction
 
 from dpopt._version import __version__
 from dpopt.certificate.model import Certificate
-from dpopt.certificate.recorded import recorded_check_claims, schema_problems
+from dpopt.certificate.recorded import certificate_schema, recorded_check_claims
+from dpopt.certificate.recorded_spec import recorded_blocks, recorded_spec
 from dpopt.certificate.verify import Verification, verify
 from dpopt.core.checks import Check
 from dpopt.core.decimals import written
 from dpopt.errors import DpoptError
+from dpopt.postprocess.certify import POSTPROCESSING_THEOREM
 from dpopt.spec.load import canonical_json, load_spec, spec_sha256
 from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
-from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, candidates
+from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, SELECTION_METHOD, candidates
 from dpopt.synthesis.budget import budget_block, budget_checks, em_epsilon
 from dpopt.synthesis.kind import KIND
 from dpopt.synthesis.measure import measurement_spec
@@ -39,10 +41,29 @@ POST_PROCESSING_NOISY = ("the synthetic records are drawn from the measurements'
                          "2016, Lemma 1.8)")
 
 
+POST_PROCESSING_BOTH = ("the synthetic records are drawn from the measurements' noisy tables (the mechanisms' outputs "
+                        "before their post-processing) and the published tables alone, and randomness independent of "
+                        "the data: post-processing of the measurements, so they spend no privacy budget beyond the "
+                        "measurements' and the selection's (Dwork & Roth 2014, Prop. 2.1; zCDP: Bun & Steinke 2016, "
+                        "Lemma 1.8)")
+
+
 def post_processing(spec: SynthesisSpec) -> str:
-    """The post-processing statement of a synthesis of this spec: :data:`POST_PROCESSING`, or with ``exact: false``
-    (records fitted to the noisy tables) :data:`POST_PROCESSING_NOISY`."""
-    return POST_PROCESSING_NOISY if spec.synthesize.exact is False else POST_PROCESSING
+    """The post-processing statement of a synthesis of this spec: :data:`POST_PROCESSING`, with ``exact: false``
+    (records fitted to the noisy tables) :data:`POST_PROCESSING_NOISY`, with a list of tables held exact (fitted to
+    the noisy tables, then repaired to published ones) :data:`POST_PROCESSING_BOTH`."""
+    exact = spec.synthesize.exact
+    return POST_PROCESSING_NOISY if exact is False else POST_PROCESSING_BOTH if isinstance(exact, list) else \
+        POST_PROCESSING
+
+
+def records_from(spec: SynthesisSpec) -> str:
+    """Where the number of synthetic records comes from: the spec (``synthesize.records``, a public ``data.n``), else
+    the published tables' total (records matched to published tables), else the noisy tables' least-squares
+    total (``exact: false``)."""
+    return ("synthesize.records" if spec.synthesize.records else "data.n (public)" if spec.data.n else
+            "the noisy tables' least-squares total" if spec.synthesize.exact is False else
+            "the published tables' total")
 
 
 NUMERICS = ("idealized numerics: the selection's Gumbel draws and scores use floating point; each measurement's "
@@ -119,15 +140,16 @@ def measurement_checks(spec: SynthesisSpec, rows: list) -> list[Check]:
     checks = []
     for i, row in enumerate(rows):
         at = f"measurements[{i}]"
-        part = row.get("part") if isinstance(row, dict) else None
+        part = row.get("part") if isinstance(row, dict) and set(row) - {"_selection"} == ROW_KEYS else None
         if part not in parts or part.startswith("selection"):
-            checks.append(Check(at, "a measurement of a budget part", False, f"unknown part {part!r}"))
+            checks.append(Check(at, "a measurement of a budget part (its part, marginals and certificate)", False,
+                                f"unknown part {part!r}, or other keys"))
             continue
         try:
             wanted = load_spec(measurement_spec(spec, part, row["marginals"], _privacy(parts[part])))
             inner = row["certificate"]
-            same = spec_sha256(wanted) == inner.get("spec_sha256") and row["marginals"] == expected_marginals(
-                spec, part, row.get("_selection"))
+            same = (spec_sha256(wanted) == inner.get("spec_sha256") and row["marginals"] == expected_marginals(
+                spec, part, row.get("_selection")) and _postprocess_holds(inner.get("postprocess"), wanted))
             result = verify(Certificate.from_dict(inner, source=at))
         except (DpoptError, KeyError, TypeError, AttributeError, ValueError) as exc:
             checks.append(Check(at, "the embedded certificate can be read", False, f"{type(exc).__name__}: {exc}"))
@@ -141,6 +163,31 @@ def measurement_checks(spec: SynthesisSpec, rows: list) -> list[Check]:
     return checks
 
 
+STEP_KEYS = frozenset({"round", "rho", "epsilon", "sensitivity", "candidates", "selected"})
+"""The keys of a recorded selection round."""
+
+ROW_KEYS = frozenset({"part", "marginals", "certificate"})
+"""The keys of a recorded measurement."""
+
+POSTPROCESS_METHOD_KEYS = frozenset({"steps", "metric", "exact_directions", "space", "guarantees", "consistent",
+                                     "nonnegative", "integer", "noise_free_margins", "error", "preserves_guarantee"})
+"""The keys the ``method`` of a measurement's post-processing may hold (:mod:`dpopt.postprocess.table`,
+:mod:`dpopt.postprocess.marginals`)."""
+
+
+def _postprocess_holds(block, wanted) -> bool:
+    """An embedded measurement's ``postprocess`` block states the guarantee kept, the post-processing theorem and
+    the options its spec prescribes (consistent, non-negative, whole). How the tables were computed (its steps, the
+    metric, the error statement) is echoed, as in a release's certificate."""
+    options = wanted.postprocess
+    if not isinstance(block, dict) or not isinstance(block.get("method"), dict) or options is None:
+        return False
+    method = block["method"]
+    return (set(block) <= {"guarantee", "method", "error"} and block["guarantee"] == "unchanged by post-processing"
+            and set(method) <= POSTPROCESS_METHOD_KEYS and method.get("preserves_guarantee") == POSTPROCESSING_THEOREM
+            and all(method.get(k) == getattr(options, k) for k in ("consistent", "nonnegative", "integer")))
+
+
 def selection_checks(spec: SynthesisSpec, selection) -> list[Check]:
     """Adaptive: each round's ρ is its budget part, ε the largest float with ε²/8 ≤ ρ (exact), Δ the
     adjacency's,
@@ -152,7 +199,9 @@ def selection_checks(spec: SynthesisSpec, selection) -> list[Check]:
     steps = selection.get("steps") if isinstance(selection, dict) else None
     if not isinstance(steps, list) or not steps or len(steps) > spec.rounds:
         return [Check("selection", "the recorded selection rounds can be read", False, "no rounds, or too many")]
-    checks, chosen = [], []
+    checks = [Check("selection.method", "the selection block holds its method (MST's rounds) and its steps only",
+                    set(selection) == {"method", "steps"} and selection["method"] == SELECTION_METHOD, "MST")]
+    chosen: list[tuple[str, ...]] = []
     delta = SCORE_SENSITIVITY[spec.adjacency.kind]
     for i, step in enumerate(steps):
         at = f"selection.round_{i + 1}"
@@ -161,7 +210,7 @@ def selection_checks(spec: SynthesisSpec, selection) -> list[Check]:
             options = candidates(spec.attributes, pairs, chosen)
             pair = tuple(step["selected"])
             eps = em_epsilon(rho)
-            holds = (step["rho"] == rho and step["epsilon"] == eps
+            holds = (set(step) == STEP_KEYS and step["round"] == i + 1 and step["rho"] == rho and step["epsilon"] == eps
                      and Fraction(step["epsilon"]) ** 2 / 8 <= written(rho)
                      and step["sensitivity"] == delta and step["candidates"] == len(options) and pair in options)
         except (KeyError, TypeError, ValueError) as exc:
@@ -199,10 +248,24 @@ def synthesis_checks(spec: SynthesisSpec, data: dict) -> list[Check]:
         Check("test_release", "marked a test release exactly when a measurement's noise came from a seed",
               bool(data.get("test_release")) == seeded, "test release" if seeded else "production"),
         Check("post_processing", "the synthesis is post-processing of the " + (
-            "measurements' noisy tables" if spec.synthesize.exact is False else "published tables") + " (no budget)",
+            "measurements' noisy tables" if spec.synthesize.exact is False else "measurements' noisy and published "
+            "tables" if isinstance(spec.synthesize.exact, list) else "published tables") + " (no budget)",
               synthesis.get("post_processing") == post_processing(spec), "no budget spent by the synthesis"),
+        Check("synthesis.records", "the number of records comes from where the spec says (records_from), and is the "
+              "spec's number when the spec gives one", _records_hold(spec, synthesis), records_from(spec)),
     ]
     return checks
+
+
+def _records_hold(spec: SynthesisSpec, synthesis: dict) -> bool:
+    """``records_from`` re-derived; ``records`` a positive whole number, the spec's when it fixes one; and the block's
+    keys exactly these four (the method is the synthesizer's own sentence, not re-derived)."""
+    count = synthesis.get("records")
+    fixed = spec.synthesize.records or spec.data.n
+    return (set(synthesis) == {"post_processing", "method", "records", "records_from"}
+            and isinstance(synthesis.get("method"), str) and synthesis.get("records_from") == records_from(spec)
+            and isinstance(count, int) and not isinstance(count, bool) and count > 0
+            and (not fixed or count == fixed))
 
 
 def _json(value):
@@ -214,25 +277,14 @@ def verify_synthesis(certificate: Certificate | dict) -> Verification:
     each selection round, each embedded measurement certificate (``dpopt verify`` of it, and that it certifies the
     measurement the spec prescribes), and the recorded checks against the re-derived ones (none missing)."""
     data = certificate.data if isinstance(certificate, Certificate) else certificate
-    problems = schema_problems(data, "synthesis", "certificate") if isinstance(data, dict) else ["not an object"]
-    if isinstance(data, dict) and data.get("kind") != KIND:
-        problems.append(f"kind is not {KIND!r}")
-    checks = [Check("schema", "the certificate holds exactly the keys of a synthesis certificate", not problems,
-                    "; ".join(problems[:3]) or "all keys known")]
-    if problems:
+    schema = (certificate_schema(data, top="synthesis") if isinstance(data, dict) else
+              Check("schema", "the certificate holds exactly the keys of a synthesis certificate", False, "not an object"))
+    checks, spec = recorded_spec(data, schema, load_synthesis_spec, synthesis_sha256)
+    if spec is None:
         return Verification(checks)
-    try:
-        spec = load_synthesis_spec(data["spec"])
-    except DpoptError as exc:
-        return Verification([*checks, Check("spec", "the recorded spec loads", False, str(exc))])
-    digest = synthesis_sha256(spec)
-    checks.append(Check("spec_sha256", "SHA-256 of the canonical JSON of the recorded spec",
-                        digest == data["spec_sha256"], digest))
     fresh = body(spec, data["measurements"], data["selection"], data["synthesis"], bool(data.get("test_release")))
-    differing = [k for k in ("guarantee", "sensitivity", "mechanism", "utility", "budget", "numerics")
-                 if fresh[k] != data.get(k)]
-    checks.append(Check("recorded", "every recorded block equals its re-derivation from the spec", not differing,
-                        f"differ: {', '.join(differing)}" if differing else "all equal"))
+    checks.append(recorded_blocks(fresh, data, ("guarantee", "sensitivity", "mechanism", "utility", "budget",
+                                                "numerics")))
     recomputed = synthesis_checks(spec, data)
     checks += recomputed + recorded_check_claims(data["checks"], recomputed, complete=True)
     return Verification(checks)

@@ -2,7 +2,7 @@
 
 * ``certificate.json`` verifies (:func:`dpopt.synthesis.certificate.verify_synthesis`);
 * ``marginals.json`` names that certificate's SHA-256 and its spec's, and holds exactly the tables the
-  measurements made (their attributes and levels), each non-negative;
+  measurements made (their attributes and levels), each non-negative, and the certificate's number of records;
 * ``synthetic.csv`` has the spec's attributes as its header and only their levels (checked in SQL), as many
   records as ``marginals.json`` states, and the residual of every table re-derived from its rows: the L1 gap
   between the records' tabulation and the published table;
@@ -55,9 +55,11 @@ def verify_synthesis_folder(folder: str | Path) -> list[FileCheck]:
         shapes_ok = all(tables[k].shape == tuple(len(spec.data.attributes[a]) for a in k) for k in tables)
         ok = (document["certificate_sha256"] == sha256_bytes(raw) and document["spec_sha256"] == certificate[
             "spec_sha256"] and set(tables) == measured and levels_ok and shapes_ok
+              and document.get("records") == certificate["synthesis"]["records"]
               and all(np.all(t >= 0) for t in tables.values()))
         lines.append(FileCheck("marginals.json", ok, "the certificate's SHA-256 and the measured tables" if ok else
-                               "does not match the certificate (its SHA-256, the tables or their levels)"))
+                               "does not match the certificate (its SHA-256, the tables, their levels or the number "
+                               "of records)"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return lines + [FileCheck("marginals.json", False, f"cannot be read: {type(exc).__name__}: {exc}")]
     lines += _records_checks(folder, spec, document, tables)

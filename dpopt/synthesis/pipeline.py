@@ -39,9 +39,9 @@ from dpopt.rng import RandomSource, random_source
 from dpopt.spec.load import load_spec
 from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
 from dpopt.synth.denoise import shrink
-from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, candidates, select
+from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, SELECTION_METHOD, candidates, select
 from dpopt.synthesis.budget import budget_parts, em_epsilon
-from dpopt.synthesis.certificate import certify, post_processing, synthesis_sha256
+from dpopt.synthesis.certificate import certify, post_processing, records_from, synthesis_sha256
 from dpopt.synthesis.measure import (
     Measurement,
     domain_order_tables,
@@ -54,10 +54,6 @@ from dpopt.synthesis.report import FIGURE, residual_figure, synthesis_html, synt
 OWNED = (*OUTPUT_NAMES, "synthetic.csv", "synthetic.parquet", "marginals.json", "report.html", "release.sig.json")
 """The files a synthesis writes, and the signature ``dpopt sign`` adds (an existing ``--out`` folder holding anything
 else is not replaced; a new synthesis replaces the folder whole, its old signature with it)."""
-
-SELECTION_METHOD = ("MST (McKenna, Miklau & Sheldon 2021): after the one-way marginals, each round draws one pair "
-                    "joining two components of the pairs chosen so far, by the exponential mechanism on the L1 "
-                    "distance between the data's two-way table and the product of the published one-way tables")
 
 Progress = Callable[[str], None]
 
@@ -204,13 +200,17 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
     tables = {k: t for m, _ in measured for k, t in m.tables.items()}
     sds = {k: sd for m, _ in measured for k, sd in m.table_sd().items()}
     weights = {k: 1.0 / max(sd, 1e-12) for k, sd in sds.items()}
-    exact = spec.synthesize.exact is not False
+    held = spec.synthesize.exact
+    exact = held is not False
     estimate = measured[-1][0].released_total
     n = (spec.synthesize.records or spec.data.n or
          max(int(round(measured[-1][0].total if exact else estimate)), 1))
     targets = None
-    if not exact:  # post-processing of the noisy tables: each shrunk toward independence, total the estimate
+    if held is False or isinstance(held, list):  # post-processing of the noisy tables: each shrunk toward
+        # independence, total the estimate
         targets = {k: shrink(t, sds[k], max(m.released_total, 1.0)) for m, _ in measured for k, t in m.released.items()}
+    if isinstance(held, list):
+        exact = [tuple(sorted(g, key=spec.attributes.index)) for g in held]
     say(f"synthesizing {n} records from {len(tables)} tables")
     result = synth.synthesize_records({a: len(v) for a, v in spec.data.attributes.items()}, tables, n,
                                       randomness.stream(3), weights=weights, progress=progress, exact=exact,
@@ -218,9 +218,7 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
     say("certifying (every claim re-derived, the measurements' certificates verified)")
     certificate = certify(spec, [_row(m, g) for m, g in measured], selection,
                           {"post_processing": post_processing(spec), "method": result.method, "records": n,
-                           "records_from": "synthesize.records" if spec.synthesize.records else
-                           "data.n (public)" if spec.data.n else "the published tables' total" if exact else
-                           "the noisy tables' least-squares total"}, randomness.seeded)
+                           "records_from": records_from(spec)}, randomness.seeded)
     residual = {"×".join(k): float(v) for k, v in result.residual.items()}
     return SynthesisRelease(spec, np.asarray(result.records, dtype=np.int32), tables, residual, result.method,
                             certificate)

@@ -72,6 +72,10 @@ def sections(certificate: Certificate, residual: dict[str, float], records: int,
                        "the records were fitted to the noisy tables shrunk toward independence (exact: false), not to "
                        "the published tables: a residual is their gap to a published table." if
                        c["spec"]["synthesize"].get("exact") is False else
+                       "the records were fitted to the noisy tables shrunk toward independence, then matched "
+                       "exactly to the published tables listed in synthesize.exact (and the one-way margins of "
+                       "their attributes) only: a residual elsewhere is their gap to a published table." if
+                       isinstance(c["spec"]["synthesize"].get("exact"), list) else
                        "a residual above 0 means no record file of this size tabulates to the published tables as "
                        "the synthesizer fitted them (see the method)."), table]
     if figure is not None:
