@@ -125,7 +125,7 @@ def _target(privacy: Privacy, profile: dict | None = None) -> tuple[str, float, 
 
     A zCDP target is audited at δ = :data:`AUDIT_DELTA_FOR_ZCDP`, at the ε the certificate's headline states
     there: the mechanism's own exact profile (``profile``, ε by δ as in ``mechanism.privacy.epsilon_at_delta``)
-    when it has one, else the CKS conversion of ρ (valid for every ρ-zCDP mechanism)."""
+    when it is tighter, else the CKS conversion of ρ (valid for every ρ-zCDP mechanism)."""
     p = privacy.parameters
     if privacy.definition == "gdp":
         return "mu", p["mu"], 0.0, ""
@@ -136,7 +136,7 @@ def _target(privacy: Privacy, profile: dict | None = None) -> tuple[str, float, 
     if privacy.definition == "zcdp":
         eps, _ = zcdp_epsilon_cks(AUDIT_DELTA_FOR_ZCDP, p["rho"])
         own = (profile or {}).get(f"{AUDIT_DELTA_FOR_ZCDP:g}")
-        if isinstance(own, (int, float)) and own <= eps:
+        if isinstance(own, (int, float)) and own < eps:
             return "epsilon", float(own), AUDIT_DELTA_FOR_ZCDP, (
                 f"the mechanism's own exact (ε, δ) profile at δ = {AUDIT_DELTA_FOR_ZCDP:g}, the report's headline "
                 f"(ρ = {p['rho']:g} by the CKS bound gives the looser {eps:.6g})")
