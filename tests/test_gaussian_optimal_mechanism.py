@@ -24,7 +24,8 @@ WORKLOAD_SPEC = ROOT / "specs" / "age_cumulative_optimal_gdp.yaml"
 
 
 def table(**overrides):
-    return dpopt.compile(make_spec(mechanism="gaussian_optimal", **overrides))
+    """The continuous design (the exact measurement of the same Σ: tests/test_exact_strategy.py)."""
+    return dpopt.compile(make_spec(mechanism="gaussian_optimal", **{"sampler": "floating_point", **overrides}))
 
 
 def prefix_spec(d: int = 6, **overrides):
@@ -34,7 +35,7 @@ def prefix_spec(d: int = 6, **overrides):
         query={"kind": "histogram", "attribute": "age"},
         mechanism=["gaussian", "projected_gaussian", "gaussian_optimal"],
         utility={"metric": "l2", "workload": np.tril(np.ones((d, d))).tolist()},
-        **overrides,
+        **{"sampler": "floating_point", **overrides},
     )
 
 

@@ -112,6 +112,9 @@ FAMILIES: tuple[Capability, ...] = (
                serves="Kronecker strategy with Laplace noise (pure ε) for range/prefix × marginal workloads"),
     Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
+               exact="zcdp, gdp, approx; counting queries; sum-zero, margin-kernel or full spans; metrics l2, "
+                     "max_variance; the integer strategy's rounding at most 0.1% (else floating point, and the "
+                     "certificate says why)",
                serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
     Capability("laplace", _M + "laplace", ("pure", "approx", "zcdp", "gdp"), bound="iid",
                serves="Laplace noise on every coordinate"),

@@ -69,6 +69,10 @@ class FullSpace(Subspace):
     def project(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(x, dtype=float)
 
+    def invariant_component(self, counts: np.ndarray) -> np.ndarray:
+        """(I − P)x = 0: nothing is public."""
+        return np.zeros(np.shape(counts))
+
     def basis(self) -> np.ndarray:
         self.require_basis_memory()
         return np.eye(self.ambient)
