@@ -80,13 +80,12 @@ def test_census_audit_states_its_delta_and_conversion(census):
 def test_per_cell_errors_of_the_census(census, tmp_path):
     # P_V η with η i.i.d. N_ℤ(0, 25/16) and P_V the projector on tables with fixed state totals: a state's two cells
     # have P_ii = 1/2, so SE² = Var N_ℤ(0, 25/16)/2, the variance summed over k ∈ [−60, 60] here (the tail beyond is
-    # below e^{−1100}). The noise is not Gaussian: the 95% margin is the proven sub-Gaussian bound, each N_ℤ(0, s²)
-    # sub-Gaussian with proxy s² (CKS 2020, Cor. 9), so cell i has proxy v = Σ_k P_ik² s² = s²/2 and
-    # P(|Z_i| ≥ m) ≤ 2e^{−m²/(2v)} = 0.05 at m = √(2v ln 40)
+    # below e^{−1100}); the 95% margin is Φ⁻¹(0.975)·SE, the Gaussian reading of the projected lattice noise
+    # (docs/concepts/exact-noise.md)
     k = np.arange(-60, 61, dtype=float)
     weights = np.exp(-k**2 / (2 * 25 / 16))
     se = math.sqrt(float(np.sum(k**2 * weights) / np.sum(weights)) / 2)
-    moe = math.sqrt(2 * (25 / 32) * math.log(40))
+    moe = stats.norm.ppf(0.975) * se
     per_cell = census["utility"]["per_cell"]
     assert per_cell["level"] == 0.95 and len(per_cell["cells"]) == 104
     assert per_cell["cells"][1]["cell"] == "state=AL,voting_age=under_18"

@@ -188,12 +188,13 @@ def _statistic(mechanism: Mechanism, v: np.ndarray, y: np.ndarray) -> tuple[str,
     The log-likelihood ratio of the noise law the mechanism *states*
     (:func:`dpopt.certificate.second_route.noise_law_of`), so a sampler that does not draw
     that law (e.g. a K-norm radius of the wrong Gamma shape) is tested against the density
-    its certificate relies on; without a stated law, the projection on v. Coordinates a
+    its certificate relies on; without a stated law, or with a projected product law (no density,
+    :class:`~dpopt.noise.law.ProductLaw` ``projection``), the projection on v. Coordinates a
     mechanism does not release (non-finite in its output, whatever the data) carry no
     information and are left out.
     """
     law = noise_law_of(mechanism)
-    if not isinstance(law, str):
+    if not isinstance(law, str) and not getattr(getattr(law, "inner", law), "projection", False):
         return "log-likelihood ratio", law.log_density(y - v) - law.log_density(y)
     released = np.isfinite(y).all(axis=0)
     return "projection on v", y[:, released] @ v[released]

@@ -348,15 +348,6 @@ class ProjectedGaussianMechanism(GaussianMechanism):
         stated); None otherwise."""
         return self._covariance_diagonal() if self.sampler == "exact" else None
 
-    def sub_gaussian_cell_proxies(self) -> tuple[np.ndarray, np.ndarray, str] | None:
-        r"""On the lattice cell i's noise is :math:`\sum_k (P_V)_{ik}\eta_k`: variance (P_V)_ii Var N_ℤ and
-        sub-Gaussian proxy (P_V)_ii σ_ℤ² (Σ_k (P_V)_ik² = (P_V)_ii; CKS 2020, Corollary 9); None otherwise."""
-        if self.sampler != "exact":
-            return None
-        diagonal = self.span.projector_diagonal()
-        return (diagonal * self._variance(), diagonal * float(self.lattice_sigma2),
-                f"the release's noise is P_V η, η i.i.d. N_ℤ(0, σ_ℤ²), P_V the projector on the {self.span.name} span")
-
     def notes(self) -> list[str]:
         return super().notes() + [
             f"noise lies in the {self.span.rank}-dimensional span of the sensitivity space; the "
