@@ -334,7 +334,8 @@ class GaussianOptimalMechanism(Mechanism):
             return f"the {spec.utility.metric} prediction is of Gaussian noise (the lattice noise is not Gaussian)"
         reason = exact_refusal(spec.privacy.definition, counting_query(problem))
         if reason is None and space.span.invariant_component(np.zeros((1, space.dimension))) is None:
-            reason = f"the component off the {space.span.name} span is not a function of integer sums the neighbours keep"
+            reason = (f"the component off the {space.span.name} span is not a function of integer sums the "
+                      "neighbours keep")
         return reason
 
     @staticmethod
