@@ -56,6 +56,13 @@ GDP_SCAN = tuple(np.linspace(0.85, 1.0, 64))
 ROUNDING_BUDGET = 5e-4
 """Relative cost of the rounding (before the lattice variance's) at which the first scale is good enough."""
 
+REFINE_MAX_DIMENSION = 32
+"""Largest query dimension whose rounded strategy is refined entry by entry (:func:`refine_strategy`: d² entries a
+sweep, each evaluated in O(m + d³))."""
+
+REFINE_SWEEPS = 6
+"""Sweeps of :func:`refine_strategy` at most."""
+
 MAX_ENTRY = 2**20
 """Largest |M_ij| served: with counts below 2³⁰ and d ≤ 120, y = Mx stays far inside int64."""
 
@@ -97,6 +104,44 @@ def reconstruction(strategy: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray,
     return basis @ inverse @ mb.T, basis @ inverse @ basis.T
 
 
+def refine_strategy(strategy: np.ndarray, vectors: np.ndarray, basis: np.ndarray, cost, ceiling: float
+                    ) -> np.ndarray:
+    """Coordinate descent on the rounded strategy: each entry moved by ±1 when that lowers Δ_M²·cost(B G⁻¹Bᵀ)
+    (the design's cost at the lattice variance the move allows) and keeps Δ_M² ≤ ``ceiling``, until a sweep
+    changes nothing or :data:`REFINE_SWEEPS` sweeps. Entry-wise rounding errs by up to ½ in every entry, and the
+    rounding's first-order cost is a maximum over the neighbouring differences; moving single entries against
+    the worst differences recovers most of it (``specs/age_cumulative_optimal_gdp.yaml``: 0.12% → about 0.07%).
+    The privacy does not depend on how M was found: it is certified from the M returned."""
+    m = np.array(strategy, dtype=np.int64)
+    v = np.atleast_2d(np.asarray(vectors, dtype=float))
+    shifts = v @ m.T.astype(float)
+    norms = np.sum(shifts**2, axis=1)
+
+    def value(norms_now, matrix) -> float:
+        return float(norms_now.max()) * cost(reconstruction(matrix, basis)[1])
+
+    current = value(norms, m)
+    for _ in range(REFINE_SWEEPS):
+        changed = False
+        for i in range(m.shape[0]):
+            for j in range(m.shape[1]):
+                for step in (1, -1):
+                    column = shifts[:, i] + step * v[:, j]
+                    trial = norms - shifts[:, i] ** 2 + column**2
+                    if trial.max() > ceiling:
+                        continue
+                    m[i, j] += step
+                    candidate = value(trial, m)
+                    if candidate < current * (1.0 - 1e-12):
+                        current, norms, changed = candidate, trial, True
+                        shifts[:, i] = column
+                        break
+                    m[i, j] -= step
+        if not changed:
+            break
+    return m
+
+
 @dataclass(frozen=True)
 class IntegerStrategy:
     """The exact measurement of a correlated design (module docstring).
@@ -125,7 +170,8 @@ def design_strategy(covariance: np.ndarray, vectors: np.ndarray, basis: np.ndarr
     reasons: its cost ratio above 1 + ``limit``).
 
     ``cost`` maps a covariance to the design's objective (a trace or a maximum variance: linear in the
-    covariance's scale). Under μ-GDP and (ε, δ) the scales of :data:`GDP_FIRST_SCALE` are tried.
+    covariance's scale). Under μ-GDP and (ε, δ) the scales of :data:`GDP_FIRST_SCALE` are tried; a rounding that
+    costs more than :data:`ROUNDING_BUDGET` is refined (:func:`refine_strategy`) up to :data:`REFINE_MAX_DIMENSION`.
     """
     w, q = np.linalg.eigh(np.asarray(covariance, dtype=float))
     keep = w > 1e-10 * w.max()
@@ -152,6 +198,12 @@ def design_strategy(covariance: np.ndarray, vectors: np.ndarray, basis: np.ndarr
     if best is None:
         return "no integer strategy with its lattice variance in the exact sampler's range"
     ratio, m, sens = best
+    if ratio > 1.0 + ROUNDING_BUDGET and basis.shape[0] <= REFINE_MAX_DIMENSION:
+        ceiling = float(MAX_SIGMA2) * float(wanted) / (1 + 1e-3) if target in GDP_TARGETS else math.inf
+        m = refine_strategy(m, vectors, basis, cost, ceiling)
+        sens = strategy_sensitivity(m, vectors)
+        _, unit = reconstruction(m, basis)
+        ratio = float(sens) / float(wanted) * cost(unit) / reference
     if ratio > 1.0 + limit:  # the lattice variance only adds to it
         return _too_costly(ratio, limit, target)
     sigma2 = target_lattice_variance(Fraction(sens) / wanted, 1, target)
