@@ -20,7 +20,9 @@ DATA = ROOT / "specs" / "data" / "survey.csv"
 def test_solve_json_prints_the_certificate(capsys):
     assert main(["solve", str(TABLE), "--json"]) == 0
     cert = json.loads(capsys.readouterr().out)
-    assert cert["mechanism"]["family"] == "projected_gaussian"
+    # gaussian_optimal's covariance σ²P ties the continuous projected design (l2 10); the projected design on the
+    # lattice costs 4.4% more (μ-GDP at σ = √2: (σm)² ≈ 1 + 1/(12σ²)), beyond auto's 0.1% margin for exact noise
+    assert cert["mechanism"]["family"] == "gaussian_optimal"
     assert cert["guarantee"] == {**cert["guarantee"], "definition": "gdp", "mu": 1.0}
 
 

@@ -51,7 +51,7 @@ def test_james_stein_releases_the_shrinkage_of_the_integer_measurement(james_ste
     _, mechanism = james_stein
     counts = np.random.default_rng(1).multinomial(200, np.full(18, 1 / 18)).astype(float)
     released = mechanism.release(counts, np.random.default_rng(4))
-    eta = mechanism.sample(1, np.random.default_rng(4))[0]  # the same stream: the same integer noise
+    eta = mechanism.latent_sample(1, np.random.default_rng(4))[0]  # the same stream: the same integer noise
     assert np.array_equal(eta, np.round(eta))
     b = linalg.helmert(18).T  # 18 × 17, the sum-zero Helmert basis (Sec. 4.1)
     x = b.T @ (counts + eta)
@@ -61,3 +61,65 @@ def test_james_stein_releases_the_shrinkage_of_the_integer_measurement(james_ste
     np.testing.assert_allclose(released, expected, atol=1e-9)
     assert released.sum() == pytest.approx(200, abs=1e-9)  # the total, public, is kept
     assert math.isclose(mechanism.variance, float(mechanism.lattice_sigma2), rel_tol=1e-12)  # σ_ℤ² ≥ 16
+
+
+def _lattice_variance(s2: float) -> float:
+    """Var N_ℤ(0, s2) summed directly over |k| ≤ 40·√s2 + 40 (the tail beyond is below e^{−800})."""
+    k = np.arange(-int(40 * math.sqrt(s2)) - 40, int(40 * math.sqrt(s2)) + 41, dtype=float)
+    w = np.exp(-k**2 / (2 * s2))
+    return float(np.sum(k**2 * w) / np.sum(w))
+
+
+def test_james_stein_states_the_projected_lattice_stage_it_releases(james_stein):
+    """The stage the rotated shrinkage acts on is φ + Pη, P = I − J/18 (the sum-zero projector, written here
+    directly): the stated law is that projection of i.i.d. N_ℤ(0, σ_ℤ²), the second route's privacy and sampler
+    checks hold for it, each cell's SE is √((17/18)·Var N_ℤ) and its sub-Gaussian proxy (17/18)·σ_ℤ²
+    (Σ_k P_ik² = P_ii = 17/18, CKS 2020 Cor. 9). The unprojected law (proxy σ_ℤ², the previous statement) is
+    refuted by the sampler check: the draws Pη are not integers."""
+    from dpopt.certificate.per_cell import per_cell_errors
+    from dpopt.certificate.second_route import privacy_claim, sampler_claim
+    from dpopt.noise.law import PostProcessedLaw, ProductLaw
+
+    problem, mechanism = james_stein
+    law = mechanism.noise_law()
+    p = np.eye(18) - 1 / 18
+    assert law.inner.projection and np.allclose(law.inner.basis, p, atol=1e-12)
+    assert privacy_claim(law, problem.space, problem.spec.privacy).passed
+    assert sampler_claim(law, mechanism, draws=4_000).passed
+    s2 = float(mechanism.lattice_sigma2)
+    cells = per_cell_errors(mechanism, [f"a=c{i}" for i in range(18)])["cells"]
+    for cell in cells:
+        assert cell["sub_gaussian_proxy"] == pytest.approx(17 / 18 * s2, rel=1e-9)
+        assert cell["standard_error"] == pytest.approx(math.sqrt(17 / 18 * _lattice_variance(s2)), rel=1e-9)
+    unprojected = PostProcessedLaw(ProductLaw.iid(law.inner.marginals[0], 18), law.operation)
+    assert not sampler_claim(unprojected, mechanism, draws=4_000).passed
+
+
+MARGINS = {"dpopt": 1, "name": "m", "data": {"attributes": {"a": ["x", "y", "z"], "b": ["u", "v"]}, "n": 60},
+           "query": {"kind": "contingency_table", "attributes": ["a", "b"]}, "adjacency": "replace_one",
+           "invariants": [{"kind": "margins", "attributes": ["a"]}, {"kind": "margins", "attributes": ["b"]}],
+           "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "projected_gaussian"}
+"""A 3 × 2 table with both one-way margins published: the noise lives on (I − J/3) ⊗ (I − J/2), rank 2."""
+
+
+def test_projected_gaussian_keeps_the_margins_exactly_and_moves_only_the_measured_noise():
+    """The release is (I − P)x + P(x + η): the margins of x exactly (they are invariant) and, between two tables
+    with the same margins released from the same stream, a difference of exactly P times the difference of the
+    tables (the same integer noise η; P = (I − J/3) ⊗ (I − J/2), Cho & Awan Example 8's form)."""
+    problem = dpopt.compile(MARGINS)
+    mechanism = registry()["projected_gaussian"].design(problem)
+    assert mechanism.sampler == "exact" and mechanism.span.rank == 2
+    assert all(c.passed for c in mechanism.privacy_checks(problem.space, problem.spec.privacy))
+    x = np.array([[10, 12], [9, 11], [8, 10]])
+    moved = x + np.array([[1, -1], [-1, 1], [0, 0]])  # a replace-one move keeps both margins
+    a = mechanism.release(x.ravel().astype(float), np.random.default_rng(3)).reshape(3, 2)
+    b = mechanism.release(moved.ravel().astype(float), np.random.default_rng(3)).reshape(3, 2)
+    np.testing.assert_allclose(a.sum(axis=0), x.sum(axis=0), atol=1e-9)
+    np.testing.assert_allclose(a.sum(axis=1), x.sum(axis=1), atol=1e-9)
+    p = np.kron(np.eye(3) - 1 / 3, np.eye(2) - 1 / 2)
+    np.testing.assert_allclose((b - a).ravel(), p @ (moved - x).ravel(), atol=1e-9)
+    # E‖Z‖² = v·rank with v = σ_ℤ² (≥ σ², a dyadic at most 2^-20 above; Var N_ℤ = σ_ℤ² to 1e-300 at σ_ℤ² ≥ 16 and
+    # within 1e-8 relative at σ² = 1, CKS Prop. 19's series)
+    sigma2 = float(mechanism.lattice_sigma2)
+    assert mechanism.sigma**2 <= sigma2 <= mechanism.sigma**2 * (1 + 2.0**-20)
+    assert mechanism.expected_utility(problem.spec.utility).value == pytest.approx(2 * sigma2, rel=1e-7)

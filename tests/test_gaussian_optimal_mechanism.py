@@ -24,7 +24,8 @@ WORKLOAD_SPEC = ROOT / "specs" / "age_cumulative_optimal_gdp.yaml"
 
 
 def table(**overrides):
-    return dpopt.compile(make_spec(mechanism="gaussian_optimal", **overrides))
+    """The continuous design (the exact measurement of the same Σ: tests/test_exact_strategy.py)."""
+    return dpopt.compile(make_spec(mechanism="gaussian_optimal", **{"sampler": "floating_point", **overrides}))
 
 
 def prefix_spec(d: int = 6, **overrides):
@@ -34,7 +35,7 @@ def prefix_spec(d: int = 6, **overrides):
         query={"kind": "histogram", "attribute": "age"},
         mechanism=["gaussian", "projected_gaussian", "gaussian_optimal"],
         utility={"metric": "l2", "workload": np.tril(np.ones((d, d))).tolist()},
-        **overrides,
+        **{"sampler": "floating_point", **overrides},
     )
 
 
@@ -148,8 +149,8 @@ def test_weights_option():
     with pytest.raises(DpoptError, match="utility.weights: has 2 entries"):
         dpopt.solve(make_spec(utility={"metric": "l2", "weights": [1.0, 2.0]}))
     weights = [4.0, 1.0, 1.0, 1.0, 1.0, 0.25]
-    sol = dpopt.solve(make_spec(mechanism=["projected_gaussian", "gaussian_optimal"],
-                                utility={"metric": "l2", "weights": weights}))
+    sol = dpopt.solve(make_spec(mechanism=["projected_gaussian", "gaussian_optimal"], sampler="floating_point",
+                                utility={"metric": "l2", "weights": weights}))  # the continuous σ²P below
     by = {c.family: c for c in sol.candidates}
     # the projected Gaussian's weighted error: σ² Σ_i w_i P_ii with P_ii = 1 − 1/6, σ² = 2
     assert by["projected_gaussian"].utility.value == pytest.approx(2 * sum(weights) * 5 / 6, rel=1e-12)

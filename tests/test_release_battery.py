@@ -221,6 +221,17 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         basis = _span_basis(r.solution.space)
         if np.abs(e - (e @ basis) @ basis.T).max() > 1e-8:  # noise off the span: invariants broken
             return 0.0
+        if p.get("sampler") == "exact":
+            # on the sum-zero span e = η − η̄1, so e_0 − e_1 = η_0 − η_1, the difference of two i.i.d. N_ℤ(0, σ_ℤ²):
+            # its pmf is the self-convolution of the discrete Gaussian's (|k| ≤ 10⁴, the mass beyond < 10⁻³⁰⁰)
+            assert p["span"] == "sum_zero", p
+            s2 = float(m.lattice_sigma2)
+            k = np.arange(-10_000, 10_001)
+            w = np.exp(-(k.astype(float) ** 2) / (2 * s2))
+            pmf = np.convolve(w, w)[10_000:30_001]  # index j ↔ difference j − 10,000
+            with np.errstate(divide="ignore"):
+                log_pmf = np.log(pmf)
+            return _chi2_integer(np.round(e[:, 0] - e[:, 1], 9), lambda j: log_pmf[j + 10_000])
         return _ks(e @ basis / p["sigma"], stats.norm.cdf)
     if family == "gaussian_optimal":
         lam, u = linalg.eigh(m.noise_covariance())

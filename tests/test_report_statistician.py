@@ -19,8 +19,9 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 from conftest import make_spec
-from exact_gdp import balle_wang_epsilon
+from exact_gdp import balle_wang_epsilon, cks_epsilon
 from scipy import stats
 from solved_specs import SPECS, solved
 
@@ -43,48 +44,56 @@ def census():
 
 
 def test_census_has_one_headline_epsilon_per_delta(census):
-    # σ = 1.25 and Δ₂ = √8 (a = 2 record changes under the state totals): μ = √8/1.25
-    mu = math.sqrt(8) / 1.25
+    # measured exactly on the lattice: σ_ℤ² = σ² = 25/16 (dyadic, no rounding) and Δ₂² = 8 (a = 2 record changes
+    # under the state totals), so ρ = 8/(2·25/16) = 2.56 by CKS 2020, Thm 14; the discrete Gaussian is not exactly
+    # GDP, so ε per δ is the CKS conversion of ρ (Prop. 12), the tightest valid for every ρ-zCDP mechanism
     rho = 2.56
     by_delta = epsilon_by_delta(census.data)
     assert set(by_delta) == {1e-5, 1e-6, 1e-10}
     for delta, figures in by_delta.items():
         headline = figures[0][0]
-        assert headline == pytest.approx(balle_wang_epsilon(mu, delta), rel=1e-6)  # exact: nothing valid is lower
-        assert all(eps >= headline for eps, _ in figures)
+        assert headline == pytest.approx(cks_epsilon(rho, delta), rel=1e-6)
+        assert all(eps >= headline * (1 - 1e-12) for eps, _ in figures)
         lemma40 = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # Bun & Steinke 2016, Prop. 1.3
         assert all(eps == pytest.approx(lemma40, rel=1e-9) for eps, how in figures[1:] if "Lemma 40" in how)
     text = render_markdown(census)
-    assert f"| 1e-06 | **{balle_wang_epsilon(mu, 1e-6):.6g}** |" in text  # 12.7795
-    assert "looser bounds of the same guarantee" in text
+    assert f"| 1e-06 | **{cks_epsilon(rho, 1e-6):.6g}** |" in text  # 13.5678
+    headline = f"Headline: ε = {cks_epsilon(rho, 1e-5):.4g} at δ = 1e-05, ε = {cks_epsilon(rho, 1e-6):.4g} at δ = 1e-06"
+    assert text.count(headline) == 1
     assert "ε at δ = 1e-06 within D_t" not in text  # the Semi-DP figures are in the one table, labelled
-    assert text.count("Headline: ε = 11.65 at δ = 1e-05, ε = 12.78 at δ = 1e-06") == 1
+    assert f"{balle_wang_epsilon(math.sqrt(8) / 1.25, 1e-6):.6g}" not in text  # the continuous profile is not claimed
 
 
 def test_census_audit_states_its_delta_and_conversion(census):
     report = build_report(census, audit_draws=4_000, utility_families="selected", utility_scales=(1.0,))
     text = render_markdown(report)
-    # the audit's target is the report's headline at δ = 1e-6 (the exact Gaussian profile, 12.7795), not the
-    # looser CKS conversion of ρ = 2.56 (13.5678): one ε per δ on the page and on the terminal
-    headline = balle_wang_epsilon(math.sqrt(8) / 1.25, 1e-6)
+    # the audit's target is the report's headline at δ = 1e-6, the CKS conversion of ρ = 2.56 (the lattice
+    # measurement has no tighter profile of its own): one ε per δ on the page and on the terminal
+    headline = cks_epsilon(2.56, 1e-6)
     assert report.audit.delta == 1e-6 and report.audit.certified == pytest.approx(headline, rel=1e-9)
-    assert "CKS bound gives the looser 13.5678" in report.audit.certified_from
+    assert "by the CKS bound (Canonne, Kamath & Steinke 2020)" in report.audit.certified_from
+    assert "gives the looser" not in report.audit.certified_from
     assert f"the audited value ε = {headline:.6g} at δ = 1e-06" in text
     assert "the headline at this δ is" not in text
 
 
 def test_per_cell_errors_of_the_census(census, tmp_path):
-    # N(0, σ²P) with P the projector on tables with fixed state totals: a state's two cells have
-    # P_ii = 1/2, so SE = σ/√2 and the 95% margin is Φ⁻¹(0.975)·SE
+    # P_V η with η i.i.d. N_ℤ(0, 25/16) and P_V the projector on tables with fixed state totals: a state's two cells
+    # have P_ii = 1/2, so SE² = Var N_ℤ(0, 25/16)/2, the variance summed over k ∈ [−60, 60] here (the tail beyond is
+    # below e^{−1100}); the 95% margin is Φ⁻¹(0.975)·SE, the Gaussian reading of the projected lattice noise
+    # (docs/concepts/exact-noise.md)
+    k = np.arange(-60, 61, dtype=float)
+    weights = np.exp(-k**2 / (2 * 25 / 16))
+    se = math.sqrt(float(np.sum(k**2 * weights) / np.sum(weights)) / 2)
+    moe = stats.norm.ppf(0.975) * se
     per_cell = census["utility"]["per_cell"]
-    se, moe = 1.25 / math.sqrt(2), stats.norm.ppf(0.975) * 1.25 / math.sqrt(2)
     assert per_cell["level"] == 0.95 and len(per_cell["cells"]) == 104
     assert per_cell["cells"][1]["cell"] == "state=AL,voting_age=under_18"
     for cell in per_cell["cells"]:
         assert cell["standard_error"] == pytest.approx(se, rel=1e-12)
         assert cell["margin_of_error"] == pytest.approx(moe, rel=1e-12)
     text = render_markdown(census)
-    assert "| every released cell (104 of 104) | 0.884 | ± 1.73 |" in text
+    assert f"| every released cell (104 of 104) | {se:.3g} | ± {moe:.3g} |" in text
     assert main(["solve", str(_path("census_2020_states")), "--out", str(tmp_path), "--quiet"]) == 0
     written = json.loads((tmp_path / "mechanism.json").read_text())
     assert written["per_cell"]["cells"][0]["margin_of_error"] == pytest.approx(moe, rel=1e-12)
@@ -114,9 +123,12 @@ def test_per_cell_errors_of_k_norm_noise_add_up_to_its_l2():
 
 
 def test_published_exactly_said_once():
+    # replace-one without invariants: the total is the same on neighbours, so whichever Gaussian design auto picks
+    # (rank 5 of 6) releases the component off the sum-zero span exactly, and the report says so once
     text = render_markdown(solved(_path("table_replace_gdp")).certificate)
     line = next(x for x in text.splitlines() if x.startswith("**Published exactly.**"))
-    assert "Nothing" not in line and "e.g. the total under replace_one" in line
+    assert "Nothing" not in line and "No invariant is declared, but noise lies in the 5-dimensional span" in line
+    assert "orthogonal to it is released exactly" in line
     assert text.count("released exactly") == 1
 
 
@@ -128,10 +140,20 @@ def test_numbers_are_rounded_for_people_and_kept_in_the_json(census):
 
 
 def test_jargon_is_explained(census):
-    text = render_markdown(census)
-    terms = text[text.index("**Terms used above.**"):text.index("## Caveats")]
+    # the exact census has no second-route law check (its noise P_V η is not a product law), so only the span's
+    # name is jargon; the floating-point design of the same spec states the law and its bracket terms
+    terms = _terms(render_markdown(census))
+    assert "**margins_kernel**" in terms
+    assert "pessimistic / optimistic bracket" not in terms and "‖Λ^(-1/2)Bᵀv‖" not in terms
+    spec = yaml.safe_load(_path("census_2020_states").read_text())
+    floating = dpopt.solve({**spec, "sampler": "floating_point"}).certificate
+    terms = _terms(render_markdown(floating))
     for term in ("pessimistic / optimistic bracket", "‖Λ^(-1/2)Bᵀv‖", "margins_kernel"):
         assert f"**{term}**" in terms
+
+
+def _terms(text: str) -> str:
+    return text[text.index("**Terms used above.**"):text.index("## Caveats")]
 
 
 def test_claim_count_is_the_one_verify_reports():
@@ -164,12 +186,14 @@ def test_k_norm_utility_curve_is_scaled_not_redesigned():
 
 def test_optimal_covariance_utility_curve_is_scaled_not_redesigned():
     # the independent route: every point re-designed (the SDP solved again) at μ·s; Σ(μ) = Σ(1)/μ² exactly, the
-    # solver to its tolerance (the re-designs' own spread), hence 1e-6
+    # solver to its tolerance (the re-designs' own spread), hence 1e-6. The continuous design (at μ = 1 the exact
+    # measurement's rounding, at most 0.1%, would be the only difference)
     sol = solved(_path("age_cumulative_optimal_gdp"))
-    known = {"gaussian_optimal": next(c["utility"]["value"] for c in sol.certificate["candidates"]
-                                      if c["family"] == "gaussian_optimal")}
-    scaled, _, _ = report_data.utility_curves(sol.problem, ["gaussian_optimal"], (0.5, 1.0, 2.0), known)
-    redesigned, _, _ = report_data.utility_curves(sol.problem, ["gaussian_optimal"], (0.5, 1.0, 2.0), None)
+    problem = dpopt.compile({**yaml.safe_load(_path("age_cumulative_optimal_gdp").read_text()),
+                             "sampler": "floating_point"})
+    known = {"gaussian_optimal": sol.mechanism.design_info["objective_value"]}  # the design's tr(WΣWᵀ) at Σ
+    scaled, _, _ = report_data.utility_curves(problem, ["gaussian_optimal"], (0.5, 1.0, 2.0), known)
+    redesigned, _, _ = report_data.utility_curves(problem, ["gaussian_optimal"], (0.5, 1.0, 2.0), None)
     np.testing.assert_allclose(scaled["gaussian_optimal"][1], redesigned["gaussian_optimal"][1], rtol=1e-6)
 
 

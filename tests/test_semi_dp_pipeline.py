@@ -38,7 +38,9 @@ def _derive(spec: dict):
 
 
 def test_projected_gaussian_is_selected_and_calibrated_on_s_semi():
-    sol = dpopt.solve(_spec())
+    # the paper's continuous noise (on the lattice at μ = 1 the projected design costs 1.6% more, and auto keeps
+    # gaussian_optimal's equal floating-point design; tests/test_exact_post_processed.py covers the lattice)
+    sol = dpopt.solve(_spec(sampler="floating_point"))
     assert sol.mechanism.family == "projected_gaussian"
     assert sol.mechanism.sigma == pytest.approx(math.sqrt(6))  # Δ₂ = √6, μ = 1
     # E‖N‖² = σ² rank = 6 (k − 1)² (Figure 2's cost with the corrected Δ₂)

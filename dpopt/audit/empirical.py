@@ -125,7 +125,7 @@ def _target(privacy: Privacy, profile: dict | None = None) -> tuple[str, float, 
 
     A zCDP target is audited at δ = :data:`AUDIT_DELTA_FOR_ZCDP`, at the ε the certificate's headline states
     there: the mechanism's own exact profile (``profile``, ε by δ as in ``mechanism.privacy.epsilon_at_delta``)
-    when it has one, else the CKS conversion of ρ (valid for every ρ-zCDP mechanism)."""
+    when it is tighter, else the CKS conversion of ρ (valid for every ρ-zCDP mechanism)."""
     p = privacy.parameters
     if privacy.definition == "gdp":
         return "mu", p["mu"], 0.0, ""
@@ -136,7 +136,7 @@ def _target(privacy: Privacy, profile: dict | None = None) -> tuple[str, float, 
     if privacy.definition == "zcdp":
         eps, _ = zcdp_epsilon_cks(AUDIT_DELTA_FOR_ZCDP, p["rho"])
         own = (profile or {}).get(f"{AUDIT_DELTA_FOR_ZCDP:g}")
-        if isinstance(own, (int, float)) and own <= eps:
+        if isinstance(own, (int, float)) and own < eps:
             return "epsilon", float(own), AUDIT_DELTA_FOR_ZCDP, (
                 f"the mechanism's own exact (ε, δ) profile at δ = {AUDIT_DELTA_FOR_ZCDP:g}, the report's headline "
                 f"(ρ = {p['rho']:g} by the CKS bound gives the looser {eps:.6g})")
@@ -188,12 +188,13 @@ def _statistic(mechanism: Mechanism, v: np.ndarray, y: np.ndarray) -> tuple[str,
     The log-likelihood ratio of the noise law the mechanism *states*
     (:func:`dpopt.certificate.second_route.noise_law_of`), so a sampler that does not draw
     that law (e.g. a K-norm radius of the wrong Gamma shape) is tested against the density
-    its certificate relies on; without a stated law, the projection on v. Coordinates a
+    its certificate relies on; without a stated law, or with a projected product law (no density,
+    :class:`~dpopt.noise.law.ProductLaw` ``projection``), the projection on v. Coordinates a
     mechanism does not release (non-finite in its output, whatever the data) carry no
     information and are left out.
     """
     law = noise_law_of(mechanism)
-    if not isinstance(law, str):
+    if not isinstance(law, str) and not getattr(getattr(law, "inner", law), "projection", False):
         return "log-likelihood ratio", law.log_density(y - v) - law.log_density(y)
     released = np.isfinite(y).all(axis=0)
     return "projection on v", y[:, released] @ v[released]

@@ -334,7 +334,7 @@ def privacy_claim(law, space: SensitivitySpace, privacy: Privacy) -> Check:
                      f"refuted: the difference {vectors[off].tolist()} leaves the noise's support (residual "
                      f"{residual[off]:.3g}), so those neighbours are told apart with certainty")
     if law.lattice:
-        if law.basis is not None:
+        if law.basis is not None and not law.projection:
             return not_available(claim, "integer noise in a rotated basis has no lattice analysis")
         w, _ = law.coordinates(vectors)
         if (np.abs(w - np.round(w)) > 1e-9).any():
@@ -432,6 +432,9 @@ def sampler_claim(law, mechanism: Mechanism, draws: int = SAMPLER_DRAWS, seed: i
         scale = 1.0 / law.epsilon
     else:
         w, residual = law.coordinates(z)
+        if law.projection:  # W is not a function of Z = P·W: its draws, and that the sampler's Z are their images
+            w = mechanism.latent_sample(draws, np.random.default_rng(seed))
+            residual = np.linalg.norm(z - w @ np.asarray(law.basis, dtype=float).T, axis=1)
         pvalues = [_ks_pvalue(w[:, k], m) for k, m in enumerate(law.marginals)]
         tests, k = len(pvalues), int(np.argmin(pvalues))
         worst, what = pvalues[k], f"coordinate {k} of the law vs {law.marginals[k]!r}"

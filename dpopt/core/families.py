@@ -94,6 +94,7 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), exact="zcdp, gdp, approx; counting queries; metrics other than ci_volume, test_power",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
+               exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, max_variance",
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
                exact="zcdp, gdp, approx; counting queries (the measurement; shrinkage is post-processing)",
@@ -113,6 +114,9 @@ FAMILIES: tuple[Capability, ...] = (
                serves="Kronecker strategy with Laplace noise (pure ε) for range/prefix × marginal workloads"),
     Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
+               exact="zcdp, gdp, approx; counting queries; sum-zero, margin-kernel or full spans; metrics l2, "
+                     "max_variance; the integer strategy's rounding at most 0.1% (else floating point, and the "
+                     "certificate says why)",
                serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
     Capability("laplace", _M + "laplace", ("pure", "approx", "zcdp", "gdp"), bound="iid",
                serves="Laplace noise on every coordinate"),

@@ -187,6 +187,18 @@ class Mechanism(ABC):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` noise draws, shape (size, d)."""
 
+    def latent_sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """``size`` draws of W, shape (size, d), for a noise law Z = P·W with P a projection
+        (:class:`~dpopt.noise.law.ProductLaw` with ``projection``): the sampler's independent coordinates before
+        P, such that :meth:`sample` with a generator in the same state returns their images P·W.
+
+        Raises
+        ------
+        NotImplementedError
+            For families whose law is not a projected product law.
+        """
+        raise NotImplementedError(f"the {self.family} family's noise law is not a projected product law")
+
     def sampler_check_draws(self, default: int) -> int:
         """Draws for the ``utility.sampler`` claim: ``default``; a family whose draws are costly may take fewer
         and state why that many still resolve a wrong sampler (the claim's 5-SE tolerance is estimated from them)."""

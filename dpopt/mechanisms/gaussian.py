@@ -262,16 +262,23 @@ def lattice_reason(problem: Problem, sigma: float) -> str | None:
 class ProjectedGaussianMechanism(GaussianMechanism):
     """Gaussian noise on the span V of the sensitivity space: N(0, σ² P_V).
 
-    Sampled as P_V z with z ~ N(0, σ² I) (the projector applied implicitly).
+    Sampled as P_V z with z ~ N(0, σ² I) (the projector applied implicitly). ``sampler="exact"``: the counts
+    are measured exactly, y = x + η with η i.i.d. N_ℤ(0, σ_ℤ²) (the isotropic lattice measurement, of the same
+    privacy), and the release is (I − P_V)x + P_V y, the first part from integer sums no neighbour moves
+    (:meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component`), the second from the integers y alone.
     """
 
     family = "projected_gaussian"
     title = "Gaussian, projected on the sensitivity span"
     noise_in_span = True
 
-    def __init__(self, sigma: float, space: SensitivitySpace):
-        super().__init__(sigma, space.dimension)
+    def __init__(self, sigma: float, space: SensitivitySpace, sampler: str = "floating_point",
+                 refusal: str | None = None, target: str = "zcdp"):
+        super().__init__(sigma, space.dimension, None, sampler, refusal, target)
         self.span = space.span
+        self.integer_noise = False  # P_V y is not integer-valued
+        if sampler == "exact" and self.span.invariant_component(np.zeros((1, self.dimension))) is None:
+            raise ValueError(f"the {self.span.name} span has no exact invariant component")
 
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
@@ -282,27 +289,64 @@ class ProjectedGaussianMechanism(GaussianMechanism):
 
     @classmethod
     def design(cls, problem: Problem) -> "ProjectedGaussianMechanism":
-        return cls(gaussian_sigma(problem.space.l2_squared, problem.spec.privacy), problem.space)
+        sigma = gaussian_sigma(problem.space.l2_squared, problem.spec.privacy)
+        refusal = lattice_reason(problem, sigma)
+        span = problem.space.span
+        if refusal is None and problem.spec.utility.metric in ("l1", "usefulness"):
+            refusal = (f"the {problem.spec.utility.metric} prediction is of Gaussian noise (the projected lattice "
+                       "noise's coordinates are not discrete Gaussians)")
+        if refusal is None and span.invariant_component(np.zeros((1, span.ambient))) is None:
+            refusal = f"the component off the {span.name} span is not a function of integer sums the neighbours keep"
+        return cls(sigma, problem.space, "exact" if refusal is None else "floating_point", refusal,
+                   problem.spec.privacy.definition)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "ProjectedGaussianMechanism":
-        return cls(parameters["sigma"], space)
+        return cls(parameters["sigma"], space, parameters.get("sampler", "floating_point"),
+                   target=parameters.get("lattice_privacy", "zcdp"))
 
     @property
     def parameters(self) -> dict:
-        return {"sigma": self.sigma, "span_rank": self.span.rank, "span": self.span.name}
+        out = {"sigma": self.sigma, "span_rank": self.span.rank, "span": self.span.name}
+        if self.sampler == "exact":  # absent: floating point
+            out["sampler"] = "exact"
+            if self.target == "gdp":
+                out["lattice_privacy"] = "gdp"
+        return out
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.sampler == "exact":
+            return self.span.project(super()._sample(rng, size))
         return self.span.project(rng.normal(0.0, self.sigma, size=(size, self.dimension)))
+
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Exact: (I − P_V)x from the invariant integer sums, plus P_V y, y = x + η in int64 (class docstring)."""
+        if self.sampler != "exact":
+            return values + self._sample(rng, values.shape[0])
+        s2 = self.lattice_sigma2
+        counts = integer_answers(values)
+        measured = counts + sample_discrete_gaussian(rng, s2.numerator, s2.denominator, values.size).reshape(
+            values.shape)
+        return self.span.invariant_component(counts) + self.span.project(measured.astype(float))
 
     def noise_law(self) -> ProductLaw | str:
         """r i.i.d. N(0, σ²) coordinates in an orthonormal basis of the span (r = its rank); the
-        reason it is not built when that d × r basis has more than :data:`MAX_LAW_BASIS_ENTRIES`."""
+        reason it is not built when that d × r basis has more than :data:`MAX_LAW_BASIS_ENTRIES`, or on the
+        lattice (P_V η is not a product law in any orthonormal basis)."""
+        if self.sampler == "exact":
+            return ("the exact lattice measurement's released noise P_V η is a projection of independent discrete "
+                    "Gaussians, not a product law; its privacy is the exact check's (CKS 2020, Theorem 14; the "
+                    "certified GDP slope)")
         if self.span.ambient * self.span.rank > MAX_LAW_BASIS_ENTRIES:
             return (f"the {self.span.ambient} x {self.span.rank} basis of the span is too large for the second "
                     f"route (more than {MAX_LAW_BASIS_ENTRIES} entries)")
         return ProductLaw((GaussianMarginal(self.sigma),) * self.span.rank, self.dimension, self.span.basis(), None,
                           f"N(0, σ²P_V) on the {self.span.rank}-dimensional span V, σ = {self.sigma:.17g}")
+
+    def cell_variances(self) -> np.ndarray | None:
+        """On the lattice: Var (P_V η)_i = v·(P_V)_ii, v = Var N_ℤ(0, σ_ℤ²) (the per-cell errors, no law being
+        stated); None otherwise."""
+        return self._covariance_diagonal() if self.sampler == "exact" else None
 
     def notes(self) -> list[str]:
         return super().notes() + [
@@ -312,13 +356,13 @@ class ProjectedGaussianMechanism(GaussianMechanism):
         ]
 
     def _covariance_diagonal(self) -> np.ndarray:
-        return self.sigma**2 * self.span.projector_diagonal()
+        return self._variance() * self.span.projector_diagonal()
 
     def noise_covariance(self) -> np.ndarray:
         basis = self.span.basis()
-        return self.sigma**2 * (basis @ basis.T)
+        return self._variance() * (basis @ basis.T)
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
         if workload is None:
-            return self.sigma**2 * self.span.rank
-        return self.sigma**2 * float(np.sum(self.span.project(workload) ** 2))
+            return self._variance() * self.span.rank
+        return self._variance() * float(np.sum(self.span.project(workload) ** 2))

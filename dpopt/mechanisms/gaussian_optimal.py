@@ -25,6 +25,15 @@ never affects the guarantee, only (slightly) the utility.
 
 Sampling draws z ~ N(0, I_r) and returns F z with F = Q_r Λ_r^{1/2} from the eigendecomposition
 of Σ: no singular matrix is ever inverted.
+
+**Exact measurement** (``sampler: exact``, the default for counting queries under ρ-zCDP, μ-GDP and (ε, δ) with
+the ``l2`` or ``max_variance`` metric, when the component off the span is a function of integer sums no neighbour
+moves): y = Mx + η with the integer strategy M = round(c·Σ^{+1/2}) and η i.i.d. discrete Gaussian, released by
+least squares (post-processing); its privacy is certified from M's exact integer sensitivity max‖Mδ‖² and the
+lattice variance (:mod:`dpopt.mechanisms.integer_strategy`). The released noise has covariance
+Var N_ℤ(0, σ_ℤ²)·B(BᵀMᵀMB)⁻¹Bᵀ, not Σ: the rounding's cost is stated, and when it is above
+:data:`EXACT_COST_LIMIT` (μ-GDP at small noise, where the certified slope's range caps c) the floating-point
+sampler is kept and the certificate says why.
 """
 
 from __future__ import annotations
@@ -39,8 +48,23 @@ from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.core.rows import row_groups
-from dpopt.errors import CalibrationError
+from dpopt.errors import CalibrationError, DataError
 from dpopt.mechanisms.base import Mechanism
+from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
+from dpopt.mechanisms.integer_strategy import design_strategy, reconstruction, rounding_note, strategy_sensitivity
+from dpopt.mechanisms.lattice import (
+    EXACT_MEASUREMENT_NOTE,
+    GDP_RANGE_REFUSAL,
+    GDP_TARGETS,
+    check_draws,
+    discrete_variance,
+    effective_variance,
+    exact_refusal,
+    integer_answers,
+    lattice_privacy_check,
+    lattice_privacy_summary,
+)
+from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.covariance import OBJECTIVES, Objective, optimal_covariance, target_mu
@@ -64,6 +88,13 @@ RANGE_TOL = 1e-9
 """Largest relative distance of a generator from range(Σ) accepted by the range check."""
 
 _TARGETS = ("gdp", "zcdp", "approx")
+
+EXACT_COST_LIMIT = 1e-3
+"""Largest relative cost of the exact measurement's rounding (:mod:`dpopt.mechanisms.integer_strategy`) accepted:
+above it the design keeps the floating-point sampler (the issue's 0.1%)."""
+
+EXACT_METRICS = ("l2", "max_variance")
+"""Metrics whose prediction is a function of the released covariance alone (the lattice noise is not Gaussian)."""
 
 
 @dataclass(frozen=True)
@@ -194,12 +225,34 @@ class GaussianOptimalMechanism(Mechanism):
     title = "Gaussian, optimal covariance (convex program)"
     noise_in_span = True
 
-    def __init__(self, covariance: np.ndarray, space: SensitivitySpace, design: dict | None = None):
+    def __init__(self, covariance: np.ndarray, space: SensitivitySpace, design: dict | None = None,
+                 strategy: np.ndarray | None = None, lattice_sigma2: Fraction | None = None,
+                 strategy_sensitivity_squared: int | None = None, target: str = "zcdp", refusal: str | None = None):
         self.covariance = np.asarray(covariance, dtype=float)
         self.dimension = int(space.dimension)
         self.rank = int(space.rank)
+        self.span = space.span
         self.design_info = dict(design or {})
-        w, q = np.linalg.eigh(self.covariance)
+        self.refusal = refusal
+        self.sampler = "floating_point" if strategy is None else "exact"
+        self.target = "gdp" if target in GDP_TARGETS else "zcdp"
+        self.needs_integer_answers = strategy is not None
+        released = self.covariance
+        if strategy is not None:
+            self.strategy = np.asarray(strategy)
+            if self.strategy.shape != (self.dimension, self.dimension) or self.strategy.dtype.kind not in "iu":
+                raise ValueError(f"the strategy must be an integer {self.dimension} x {self.dimension} matrix")
+            if lattice_sigma2 is None or strategy_sensitivity_squared is None:
+                raise ValueError("an exact design needs its lattice variance and its strategy sensitivity")
+            self.lattice_sigma2 = Fraction(lattice_sigma2)
+            if self.lattice_sigma2 <= 0:
+                raise ValueError("the lattice variance must be positive")
+            self.strategy_sensitivity_squared = int(strategy_sensitivity_squared)
+            self._reconstruction, unit = reconstruction(self.strategy, space.span.basis())
+            released = discrete_variance(self.lattice_sigma2) * unit
+        self.released_covariance = released
+        """The covariance of the released noise: Σ, or on the lattice Var N_ℤ(0, σ_ℤ²)·B(BᵀMᵀMB)⁻¹Bᵀ."""
+        w, q = np.linalg.eigh(released)
         keep = w > RANK_TOL * w.max()
         self._eigenvalues = w[keep]
         self._range = q[:, keep]
@@ -259,7 +312,31 @@ class GaussianOptimalMechanism(Mechanism):
             "workload_floor": result.regularized,
             **cls._baselines(objective, space, mu, value),
         }
-        return cls(sigma, space, info)
+        refusal = cls._lattice_refusal(problem)
+        if refusal is None:
+            found = design_strategy(sigma, vectors, space.span.basis(), mu, spec.privacy.definition,
+                                    lambda cov: objective.value(cov, space.rank), EXACT_COST_LIMIT)
+            if isinstance(found, str):
+                refusal = found
+            else:
+                info["lattice_cost_ratio"] = found.cost_ratio
+                return cls(sigma, space, info, found.strategy, found.lattice_sigma2, found.sensitivity_squared,
+                           spec.privacy.definition)
+        return cls(sigma, space, info, refusal=refusal)
+
+    @staticmethod
+    def _lattice_refusal(problem: Problem) -> str | None:
+        """Why the design keeps the floating-point sampler before any strategy is tried (None: it may not)."""
+        spec, space = problem.spec, problem.space
+        if spec.sampler == "floating_point":
+            return "the spec asks for sampler: floating_point"
+        if spec.utility.metric not in EXACT_METRICS:
+            return f"the {spec.utility.metric} prediction is of Gaussian noise (the lattice noise is not Gaussian)"
+        reason = exact_refusal(spec.privacy.definition, counting_query(problem))
+        if reason is None and space.span.invariant_component(np.zeros((1, space.dimension))) is None:
+            reason = (f"the component off the {space.span.name} span is not a function of integer sums the "
+                      "neighbours keep")
+        return reason
 
     @staticmethod
     def _baselines(objective: Objective, space: SensitivitySpace, mu: float, value: float) -> dict:
@@ -282,29 +359,108 @@ class GaussianOptimalMechanism(Mechanism):
             raise ValueError(f"covariance has shape {sigma.shape}, the query dimension is {space.dimension}")
         if not np.all(np.isfinite(sigma)):
             raise ValueError("covariance has non-finite entries")
-        return cls(sigma, space, parameters.get("design"))
+        if parameters.get("sampler", "floating_point") != "exact":
+            return cls(sigma, space, parameters.get("design"))
+        strategy = parameters["strategy"]
+        if not all(isinstance(x, int) and not isinstance(x, bool) for row in strategy for x in row):
+            raise ValueError("the strategy must be a matrix of integers")
+        return cls(sigma, space, parameters.get("design"), np.array(strategy, dtype=np.int64),
+                   Fraction(parameters["lattice_sigma2"]), parameters["strategy_sensitivity_squared"],
+                   parameters.get("lattice_privacy", "zcdp"))
 
     @property
     def parameters(self) -> dict:
-        return {"covariance": self.covariance.tolist(), "rank": self.rank, "design": self.design_info}
+        out = {"covariance": self.covariance.tolist(), "rank": self.rank, "design": self.design_info}
+        if self.sampler == "exact":
+            out.update({"sampler": "exact", "strategy": self.strategy.tolist(),
+                        "strategy_sensitivity_squared": self.strategy_sensitivity_squared,
+                        "lattice_sigma2": str(self.lattice_sigma2)})
+            if self.target == "gdp":
+                out["lattice_privacy"] = "gdp"
+        return out
 
-    def noise_law(self) -> ProductLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
+    def scope_checks(self, problem: Problem) -> list[Check]:
+        """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`)."""
+        return [lattice_scope_check(problem)] if self.sampler == "exact" else []
+
+    def noise_law(self) -> ProductLaw | str:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`); on the
+        lattice the reason there is none."""
+        if self.sampler == "exact":
+            return ("the exact measurement's released noise Rη is a linear image of independent discrete Gaussians, "
+                    "not a product law; its privacy is the exact check's (the strategy's integer sensitivity, CKS "
+                    "2020, Theorem 14; the certified GDP slope)")
         w, q = np.linalg.eigh(np.asarray(self.covariance, dtype=float))
         keep = w > _EIGEN_RTOL * w.max()
         return ProductLaw(tuple(GaussianMarginal(float(np.sqrt(x))) for x in w[keep]), self.dimension, q[:, keep], None,
                           f"N(0, Σ) in the eigenbasis of Σ ({int(keep.sum())} positive eigenvalues)")
 
+    def _lattice_noise(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+        s2 = self.lattice_sigma2
+        return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, shape[0] * shape[1]).reshape(shape)
+
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """N(0, Σ) draws F z; on the lattice the released noise Rη, η ~ N_ℤ(0, σ_ℤ²)^d."""
+        if self.sampler == "exact":
+            return self._lattice_noise(rng, (size, self.dimension)).astype(float) @ self._reconstruction.T
         return rng.standard_normal((size, self._factor.shape[1])) @ self._factor.T
+
+    def sampler_check_draws(self, default: int) -> int:
+        """On the lattice: :func:`~dpopt.mechanisms.lattice.check_draws` (d variates a draw)."""
+        return check_draws(default, self.dimension) if self.sampler == "exact" else default
+
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Exact: y = Mx + η in int64, then x̂ = (I − P_V)x + R(y − M(I − P_V)x) (module docstring of
+        :mod:`~dpopt.mechanisms.integer_strategy`), the public part from integer sums no neighbour moves."""
+        if self.sampler != "exact":
+            return values + self._sample(rng, values.shape[0])
+        counts = integer_answers(values)
+        if float(np.abs(counts).sum(axis=1).max(initial=0)) * float(np.abs(self.strategy).max(initial=0)) >= 2.0**62:
+            raise DataError("the counts are too large for the exact strategy measurement in int64 "
+                            "(set `sampler: floating_point` to use the floating-point noise)")
+        measured = counts @ self.strategy.T + self._lattice_noise(rng, counts.shape)
+        public = self.span.invariant_component(counts)
+        return public + (measured - public @ self.strategy.T.astype(float)) @ self._reconstruction.T
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if privacy.definition not in _TARGETS:
             return [Check("privacy", "Gaussian noise, designed covariance", False,
                           f"cannot meet a {privacy.definition} target")]
+        if self.sampler == "exact":
+            return self._lattice_checks(space, privacy)
         return covariance_checks(self.covariance, _generators(space), space, privacy)
 
+    def _lattice_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        """The strategy's sensitivity re-derived in integers, the reconstruction R M B = B, and the target from
+        μ² = Δ_M²/v (:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`)."""
+        try:
+            sens = strategy_sensitivity(self.strategy, _generators(space))
+        except ValueError as exc:
+            return [Check("privacy", "exact lattice measurement of an integer strategy", False, str(exc))]
+        stated = self.strategy_sensitivity_squared
+        basis = space.span.basis()
+        gap = float(np.abs(self._reconstruction @ self.strategy.astype(float) @ basis - basis).max())
+        checks = [
+            Check("privacy.strategy_sensitivity",
+                  f"max over {np.atleast_2d(_generators(space)).shape[0]} generators δ of ‖Mδ‖² in exact integer "
+                  "arithmetic (convex in δ: the hull's maximum is at a generator) equals the stated Δ_M²",
+                  sens == stated, f"recomputed {sens} vs stated {stated}"),
+            Check("mechanism.reconstruction", "the least-squares map R = B(BᵀMᵀMB)⁻¹BᵀMᵀ recovers the span: "
+                  "max |R M B − B| ≤ 1e-9 (the release is then x + Rη)", gap <= 1e-9, f"max |RMB − B| = {gap:.3g}"),
+        ]
+        variance = effective_variance(self.lattice_sigma2, privacy.definition)
+        if variance is None:
+            return checks + [Check("privacy", "exact lattice measurement", False, GDP_RANGE_REFUSAL)]
+        return checks + [lattice_privacy_check(Fraction(max(sens, stated)) / variance, privacy,
+                                                f"Δ_M²/v (Δ_M² = {max(sens, stated)}, σ_ℤ² = {self.lattice_sigma2}, "
+                                                f"v = {variance})")]
+
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.sampler == "exact":
+            out = lattice_privacy_summary(Fraction(self.strategy_sensitivity_squared), self.lattice_sigma2,
+                                          self.target)
+            out["conversion"] = out["conversion"].replace("Δ₂", "Δ_M") + " (Δ_M² = max‖Mδ‖², the integer strategy's)"
+            return out
         mu = math.sqrt(mahalanobis_sensitivity(self.covariance, _generators(space)).squared)
         return {
             "mu": mu,
@@ -313,8 +469,25 @@ class GaussianOptimalMechanism(Mechanism):
             "conversion": "exact: μ = max_v ‖Σ^{+1/2}v‖ (Mahalanobis sensitivity), analytic-Gaussian (ε, δ) profile",
         }
 
+    def sub_gaussian_cell_proxies(self) -> tuple[np.ndarray, np.ndarray, str] | None:
+        r"""On the lattice cell i's noise is :math:`\sum_k R_{ik}\eta_k`: variance (RRᵀ)_ii Var N_ℤ and sub-Gaussian
+        proxy (RRᵀ)_ii σ_ℤ² (CKS 2020, Corollary 9); None otherwise."""
+        if self.sampler != "exact":
+            return None
+        weights = np.sum(self._reconstruction**2, axis=1)
+        return (weights * discrete_variance(self.lattice_sigma2), weights * float(self.lattice_sigma2),
+                "the release is x + Rη, R = B(BᵀMᵀMB)⁻¹BᵀMᵀ, η i.i.d. N_ℤ(0, σ_ℤ²)")
+
     def notes(self) -> list[str]:
-        out = super().notes()
+        if self.sampler == "exact":
+            out = [EXACT_MEASUREMENT_NOTE + f" (the integer strategy M = round(c·Σ^(+1/2)), max‖Mδ‖² = "
+                   f"{self.strategy_sensitivity_squared}, lattice variance σ_ℤ² = {self.lattice_sigma2}; the least "
+                   "squares back to the cells is post-processing)"]
+            ratio = self.design_info.get("lattice_cost_ratio")
+            if ratio is not None:
+                out.append(rounding_note(float(ratio)))
+        else:
+            out = super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
         if self.rank < self.dimension:
             out.append(
                 f"noise lies in the {self.rank}-dimensional span of the sensitivity space; the component of "
@@ -339,16 +512,21 @@ class GaussianOptimalMechanism(Mechanism):
 
     # ------------------------------------------------------------ utilities
     def noise_covariance(self) -> np.ndarray:
-        """Σ (for :mod:`dpopt.stats.inference`)."""
-        return self.covariance
+        """The released noise's covariance (Σ; on the lattice :attr:`released_covariance`), for
+        :mod:`dpopt.stats.inference`."""
+        return self.released_covariance
+
+    def cell_variances(self) -> np.ndarray | None:
+        """On the lattice: the diagonal of :attr:`released_covariance` (no law being stated); None otherwise."""
+        return self._variances() if self.sampler == "exact" else None
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
         if workload is None:
-            return float(np.trace(self.covariance))
-        return float(np.sum((workload @ self.covariance) * workload))
+            return float(np.trace(self.released_covariance))
+        return float(np.sum((workload @ self.released_covariance) * workload))
 
     def _variances(self) -> np.ndarray:
-        return np.maximum(np.diag(self.covariance), 0.0)
+        return np.maximum(np.diag(self.released_covariance), 0.0)
 
     def _expected_l1(self) -> float:
         return expected_l1(np.sqrt(self._variances()))

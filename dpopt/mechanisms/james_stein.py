@@ -58,7 +58,7 @@ from dpopt.core.checks import Check
 from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
-from dpopt.mechanisms.gaussian import lattice_reason, lattice_scope_check
+from dpopt.mechanisms.gaussian import MAX_LAW_BASIS_ENTRIES, lattice_reason, lattice_scope_check
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
     GDP_TARGETS,
@@ -279,36 +279,38 @@ class JamesSteinMechanism(Mechanism):
         return [lattice_scope_check(problem)] if self.sampler == "exact" else []
 
     # --------------------------------------------------------------- sampling
-    def noise_law(self) -> PostProcessedLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
-        if self.sampler == "exact":  # the lattice measurement of every count, before the shrinkage
-            stage = ProductLaw.iid(DiscreteGaussianMarginal(float(self.lattice_sigma2)), self.dimension,
-                                   f"lattice measurement N_ℤ(0, σ_ℤ²)^d, σ_ℤ² = {self.lattice_sigma2}")
-            return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description,
-                                    None if self.basis_name == "gram_schmidt" else self._preimage())
+    def noise_law(self) -> PostProcessedLaw | str:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`).
+
+        On the lattice the stage the shrinkage acts on is φ(X) + Pη, P = BBᵀ (P = I without a basis), η i.i.d.
+        N_ℤ(0, σ_ℤ²): a projected product law (``projection``), whose neighbouring shifts v = Pv are the integer
+        shifts of η, and whose cell i has variance P_ii Var N_ℤ and sub-Gaussian proxy P_ii σ_ℤ² (Σ_k P_ik² = P_ii);
+        the d × d projection is stated up to :data:`~dpopt.mechanisms.gaussian.MAX_LAW_BASIS_ENTRIES` entries."""
+        preimage = None if self.basis_name == "gram_schmidt" else self._preimage()
+        if self.sampler == "exact":
+            marginal = DiscreteGaussianMarginal(float(self.lattice_sigma2))
+            if self.basis is None:
+                stage = ProductLaw.iid(marginal, self.dimension,
+                                       f"lattice measurement N_ℤ(0, σ_ℤ²)^d, σ_ℤ² = {self.lattice_sigma2}")
+            elif self.dimension**2 > MAX_LAW_BASIS_ENTRIES:
+                return (f"the {self.dimension} x {self.dimension} projection of the lattice stage is too large for the "
+                        f"second route (more than {MAX_LAW_BASIS_ENTRIES} entries)")
+            else:
+                basis = np.asarray(self.basis, dtype=float)
+                stage = ProductLaw((marginal,) * self.dimension, self.dimension, basis @ basis.T, None,
+                                   f"lattice measurement projected on the shrunk span, Pη, P = BBᵀ ({self.basis_name} "
+                                   f"B, rank {self.k}), η ~ N_ℤ(0, σ_ℤ²)^d, σ_ℤ² = {self.lattice_sigma2}", True)
+            return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description, preimage)
         basis = None if self.basis is None else np.asarray(self.basis, dtype=float)
         k = self.dimension if basis is None else basis.shape[1]
         stage = ProductLaw((GaussianMarginal(self.sigma),) * k, self.dimension, basis, None,
                            f"Gaussian stage N(0, σ²BBᵀ), σ = {self.sigma:.17g}, rank {k}")
-        preimage = None if self.basis_name == "gram_schmidt" else self._preimage()
         return PostProcessedLaw(stage, f"James–Stein shrinkage ({self.variant})", stage.description, preimage)
-
-    def sub_gaussian_cell_proxies(self) -> tuple[np.ndarray, np.ndarray, str] | None:
-        r"""On the lattice with a basis B: the stage the shrinkage acts on is y = φ + Pη, P = BBᵀ, η i.i.d.
-        :math:`N_\mathbb{Z}(0, \sigma_\mathbb{Z}^2)`; cell i's noise :math:`\sum_k P_{ik}\eta_k` has variance
-        :math:`P_{ii}\,\mathrm{Var}\,N_\mathbb{Z}` and sub-Gaussian proxy :math:`P_{ii}\sigma_\mathbb{Z}^2`
-        (:math:`\sum_k P_{ik}^2 = P_{ii}` for a projection). None otherwise (the stage law is stated)."""
-        if self.sampler != "exact" or self.basis is None:
-            return None
-        basis = np.asarray(self.basis, dtype=float)
-        diagonal = np.einsum("ij,ij->i", basis, basis)
-        return (diagonal * self.variance, diagonal * float(self.lattice_sigma2),
-                "the stage Pη, P = BBᵀ the projection onto the shrunk span")
 
     def linear_noise_image(self) -> tuple[np.ndarray, tuple] | None:
         """On the lattice with a basis B (up to :data:`MAX_IMAGE_CELLS` cells): the stage noise Pη, C = P = BBᵀ,
-        W = η i.i.d. N_ℤ(0, σ_ℤ²) (:meth:`sub_gaussian_cell_proxies`). For the Helmert basis P = I − J/d, whose
-        entries are multiples of 1/d: the per-cell errors take the exact quantile. None otherwise."""
+        W = η i.i.d. N_ℤ(0, σ_ℤ²). For the Helmert basis P = I − J/d, whose entries are multiples of 1/d: the
+        per-cell errors take the exact quantile. None otherwise."""
         if self.sampler != "exact" or self.basis is None or self.dimension > MAX_IMAGE_CELLS:
             return None
         basis = np.asarray(self.basis, dtype=float)
@@ -325,14 +327,22 @@ class JamesSteinMechanism(Mechanism):
         return stage_candidates(published, self.variant, self._preimage()["constant"], self.basis)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """Draws of the additive Gaussian stage σBZ (σZ for B = I); on the lattice, of the measurement's noise
-        η ~ N_ℤ(0, σ_ℤ²)^d. The release (:meth:`_release`) shrinks φ(X) + σBZ (Bᵀ(φ(X) + η))."""
+        """Draws of the additive Gaussian stage σBZ (σZ for B = I); on the lattice, of the stage's noise Pη,
+        η ~ N_ℤ(0, σ_ℤ²)^d (:meth:`latent_sample`), P = BBᵀ (η itself for B = I). The release (:meth:`_release`)
+        shrinks Bᵀ(φ(X) + σBZ) (Bᵀ(φ(X) + η))."""
         if self.sampler == "exact":
-            s2 = self.lattice_sigma2
-            return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * self.dimension).reshape(
-                size, self.dimension).astype(float)
+            eta = self.latent_sample(size, rng)
+            return eta if self.basis is None else (eta @ self.basis) @ self.basis.T
         z = rng.normal(0.0, self.sigma, size=(size, self.k))
         return z if self.basis is None else z @ self.basis.T
+
+    def latent_sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """On the lattice: η ~ N_ℤ(0, σ_ℤ²)^d, the measurement's noise before the projection (as floats)."""
+        if self.sampler != "exact":
+            return super().latent_sample(size, rng)
+        s2 = self.lattice_sigma2
+        return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * self.dimension).reshape(
+            size, self.dimension).astype(float)
 
     def sampler_check_draws(self, default: int) -> int:
         """On the lattice: :func:`~dpopt.mechanisms.lattice.check_draws` (d variates a draw)."""

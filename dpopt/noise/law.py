@@ -46,12 +46,20 @@ class ProductLaw:
     dimension : int
         d, the query dimension.
     basis : ndarray, shape (d, r), optional
-        Orthonormal columns; None for the identity (r = d).
+        Orthonormal columns; None for the identity (r = d); or, with ``projection``, a symmetric
+        projection P (d × d, P² = P = Pᵀ, singular): Z = P·W is then the projection of d independent
+        coordinates (the lattice stage of James–Stein, :mod:`dpopt.mechanisms.james_stein`).
     observed : ndarray of bool, shape (d,), optional
         The output coordinates that are released (None: all); the others carry no
         information and are ignored.
     description : str
         The law in words, for certificates.
+    projection : bool
+        ``basis`` is a projection P, not orthonormal columns. Both have BBᵀ the orthogonal projector onto
+        range(B), so :meth:`coordinates` serves both: a shift v of Z in range(B) is the shift u = Bᵀv of W
+        (B u = BBᵀv = v), and (Z, Z + v) is a post-processing of (W, W + u), so the privacy of the pair of W
+        laws bounds it (for a projection, u = Pv = v). W is not a function of Z: the sampler's draws of W come
+        from :meth:`~dpopt.mechanisms.base.Mechanism.latent_sample`, and Z has no product density.
     """
 
     marginals: tuple
@@ -59,6 +67,7 @@ class ProductLaw:
     basis: np.ndarray | None = None
     observed: np.ndarray | None = None
     description: str = ""
+    projection: bool = False
 
     @classmethod
     def iid(cls, marginal: Marginal, dimension: int, description: str = "") -> ProductLaw:
@@ -94,7 +103,10 @@ class ProductLaw:
         return w, np.linalg.norm(y - w @ b.T, axis=1)
 
     def log_density(self, points: np.ndarray) -> np.ndarray:
-        """Σ_k log f_k(w_k) for the rows of ``points`` (the density on the noise's support)."""
+        """Σ_k log f_k(w_k) for the rows of ``points`` (the density on the noise's support); not for a
+        projection (Z = P·W has no product density)."""
+        if self.projection:
+            raise ValueError("a projected product law has no product density")
         w, _ = self.coordinates(points)
         out = np.zeros(w.shape[0])
         for k, m in enumerate(self.marginals):

@@ -110,7 +110,7 @@ def _exponent_known(design: QueryDesign, definition: str) -> bool:
     lattice variance's rounding (below 2^-20 relative): the allocation uses the same exponent."""
     mechanism = design.mechanism
     gaussian = getattr(mechanism.noise_law(), "gaussian", False) or (
-        mechanism.needs_integer_answers and mechanism.family in ("gaussian", "marginal_gaussian"))
+        mechanism.needs_integer_answers and mechanism.family in ("gaussian", "projected_gaussian", "marginal_gaussian"))
     return definition in ("gdp", "zcdp", "approx") and design.spec.utility.metric in ("l2", "max_variance") and gaussian
 
 

@@ -39,7 +39,10 @@ Prop. 1.6). Re-designed at s = 0.5 and 2, the 10-attribute marginal and the Kron
 the scaled values to 1e-15 relative; their re-design was most of a report's time. The optimal covariance is
 homogeneous the same way: the program min f(Σ) subject to vᵀΣ⁺v ≤ μ² over S has the solution Σ(μ) = Σ(1)/μ²
 (substitute Σ = Σ'/μ²), μ = √(2ρ) under ρ-zCDP; its SDP (most of ``census_part2``'s report) solves it to the
-solver's tolerance, so a re-design agrees with the scaled value to about 1e-8 (tests/test_report_statistician.py)."""
+solver's tolerance, so a re-design agrees with the scaled value to about 1e-8 (tests/test_report_statistician.py).
+An exact design of either (a lattice measurement) is homogeneous only up to its lattice's cost, which the
+certificate states (at most 0.1% for ``gaussian_optimal``'s integer strategy): the curve is the continuous
+design's, scaled."""
 METRIC_POWER = {"l2": 2, "max_variance": 2, "l1": 1}
 """metric → m: the metric of noise c·Z is c^m times that of Z."""
 

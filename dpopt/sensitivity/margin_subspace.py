@@ -86,6 +86,23 @@ class MarginSubspace(Subspace):
             out -= c * (table.mean(axis=axes, keepdims=True) if axes else table)
         return out.reshape(x.shape)
 
+    def invariant_component(self, counts: np.ndarray) -> np.ndarray:
+        """(I − P)x = Σ_R c_R M_R x (module docstring) for integer counts x, each M_R x the integer marginal
+        over R (a sub-margin of an invariant one, or the total) divided by ∏_{j∉R} n_j: the marginals are
+        summed in int64, so the floats depend on them alone."""
+        counts = np.asarray(counts)
+        lead = counts.shape[:-1]
+        table = counts.astype(np.int64).reshape(lead + self.shape)
+        out = np.zeros(table.shape)
+        offset = len(lead)
+        for c, averaged in self._terms:
+            axes = tuple(offset + j for j in averaged)
+            if not axes:  # the whole table is invariant
+                out += c * table
+                continue
+            out += c * (table.sum(axis=axes, keepdims=True) / math.prod(self.shape[j] for j in averaged))
+        return out.reshape(counts.shape)
+
     def projector_diagonal(self) -> np.ndarray:
         return np.full(self.ambient, self.rank / self.ambient)
 

@@ -36,6 +36,12 @@ class Subspace(ABC):
     def projector_diagonal(self) -> np.ndarray:
         """diag(P), shape (d,)."""
 
+    def invariant_component(self, counts: np.ndarray) -> np.ndarray | None:
+        """(I − P)x for integer ``counts`` x (rows), computed from integer sums that every vector of the subspace
+        leaves unchanged, so that neighbours whose difference lies in the subspace get the same floats bit for
+        bit; None when the subspace has no such form (an exact lattice release then cannot use it)."""
+        return None
+
     def require_basis_memory(self, copies: int = 1) -> None:
         """Refuse (:func:`~dpopt.core.memory.require_memory`) a dense basis whose construction
         takes ``copies`` d × rank arrays above the memory limit, before it is built."""
@@ -63,6 +69,10 @@ class FullSpace(Subspace):
     def project(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(x, dtype=float)
 
+    def invariant_component(self, counts: np.ndarray) -> np.ndarray:
+        """(I − P)x = 0: nothing is public."""
+        return np.zeros(np.shape(counts))
+
     def basis(self) -> np.ndarray:
         self.require_basis_memory()
         return np.eye(self.ambient)
@@ -83,6 +93,12 @@ class SumZeroSpace(Subspace):
     def project(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
         return x - x.mean(axis=-1, keepdims=True)
+
+    def invariant_component(self, counts: np.ndarray) -> np.ndarray:
+        """(1ᵀx/d)·1 from the integer total 1ᵀx."""
+        counts = np.asarray(counts)
+        total = counts.astype(np.int64).sum(axis=-1, keepdims=True)
+        return np.broadcast_to(total / self.ambient, counts.shape).astype(float)
 
     def basis(self) -> np.ndarray:
         self.require_basis_memory(copies=3)  # eye, the shifted copy, Q
