@@ -438,10 +438,12 @@ def test_monte_carlo_interval_at_a_cell_published_at_zero_reaches_up():
     """Simulated at a published 0, non-negativity makes every error ≥ 0, so the basic bootstrap interval
     [p − q₊, p − q₋] is [0, 0] and never holds a true 1 published as 0; the interval there takes the percentile
     end p + q₊ instead. With noise SE 4.36 at a zero cell, the simulated releases publish positive counts there
-    (P(Z > 0.5) ≈ 0.45 per release before the total pulls it down), so q₊ ≥ 1 and the zeros' intervals reach 1."""
+    (P(Z > 0.5) ≈ 0.45 per release before the total pulls it down), so q₊ ≥ 1 and the zeros' intervals reach 1
+    (q₊, the 97.5% point of 100 simulated errors, is ≥ 1 once 3 of them are: with P ≥ 0.225 per draw, half the
+    0.45, fewer than 3 has probability P(Bin(100, 0.225) ≤ 2) = 3.8·10⁻⁹ per cell; 20 draws needed 1 and missed)."""
     from dpopt.postprocess.monte_carlo import monte_carlo_bounds
 
-    sol = dpopt.solve(spec_with(EXAMPLE, intervals={"method": "monte_carlo", "draws": 20}))
+    sol = dpopt.solve(spec_with(EXAMPLE, intervals={"method": "monte_carlo", "draws": 100}))
     published = np.array(EXAMPLE_TRUTH, dtype=float)
     low, high = monte_carlo_bounds(sol, published, [int(published.sum())])
     zeros = published == 0
