@@ -134,3 +134,29 @@ def test_flat_number_lists_compare_as_element_by_element(case, monkeypatch):
     fast, slow = _both(monkeypatch, {"a": got}, {"a": want})
     assert fast == slow
     assert (fast is None) == (case == "none")
+
+
+JSON_VALUES = {
+    "plain": {"a": [1, 2.5, None, True, "x", {"b": [math.nan, -math.inf, -0.0]}], "c": {}},
+    "a tuple": {"a": (1, 2)},
+    "numpy float64 (a float subclass)": {"a": [np.float64(1.5), 2]},
+    "an integer key": {1: "x"},
+    "a nested tuple": [{"a": [(1.0, 2.0)]}],
+    "a string subclass": {"a": type("Label", (str,), {})("x")},
+}
+
+
+@pytest.mark.parametrize("case", list(JSON_VALUES))
+def test_a_recomputed_value_compares_as_its_json(case):
+    """verify._json skips the dump and parse of a value JSON gives back equal; the reference is the dump and
+    parse itself, compared by recorded.difference (NaN equals NaN there) and by its JSON text."""
+    import importlib
+    import json
+
+    verify_module = importlib.import_module("dpopt.certificate.verify")
+    value = JSON_VALUES[case]
+    reference = json.loads(json.dumps(value))
+    got = verify_module._json(value)
+    assert recorded.difference(reference, got) is None and recorded.difference(got, reference) is None
+    assert json.dumps(got) == json.dumps(reference)
+    assert (got is value) == (case == "plain")
