@@ -21,8 +21,8 @@ verdict column judges the CPU time.
 ``--mode all`` (the default) runs the three. dpopt limits BLAS to one thread during a solve and a verification
 (:mod:`dpopt.core.blas`), so ``OPENBLAS_NUM_THREADS`` need not be set.
 
-Run ``python benchmarks/bench_examples.py [--mode all|cli|python|small] [--only SUBSTRING] [--timeout SECONDS]
-[--repeat N]``.
+Run ``python benchmarks/bench_examples.py [--mode all|cli|python|small] [--only SUBSTRING] [--skip SUBSTRING]
+[--timeout SECONDS] [--repeat N]``.
 """
 
 from __future__ import annotations
@@ -182,11 +182,15 @@ def main() -> None:
     parser.add_argument("--mode", choices=("all", "cli", "python", "small"), default="all")
     parser.add_argument("--only", default="", help="only the specs whose file name contains this (or one of "
                                                    "several, comma-separated)")
+    parser.add_argument("--skip", default="", help="leave out the specs whose file name contains this (or one of "
+                                                   "several, comma-separated)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per command")
     parser.add_argument("--repeat", type=int, default=9, help="runs of each command for the small solve")
     options = parser.parse_args()
     parts = options.only.split(",")
-    specs = [s for s in sorted((ROOT / "specs").glob("*.yaml")) if any(p in s.name for p in parts)]
+    skipped = [p for p in options.skip.split(",") if p]
+    specs = [s for s in sorted((ROOT / "specs").glob("*.yaml"))
+             if any(p in s.name for p in parts) and not any(p in s.name for p in skipped)]
     if options.mode in ("all", "small"):
         small_solve(options.repeat)
     if options.mode in ("all", "cli"):

@@ -39,3 +39,48 @@ def test_solve_and_verify_run_with_one_blas_thread(monkeypatch):
     assert dpopt.verify(solution.certificate).passed
     assert seen == {"solve": {1}, "verify": {1}}
     assert _blas_threads() == before  # restored
+
+
+LATE_LOAD = """
+import json, os
+import numpy
+from threadpoolctl import threadpool_info
+from dpopt.core.blas import one_blas_thread
+
+def threads():
+    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+before = threads()
+with one_blas_thread():
+    import scipy.linalg  # scipy's own OpenBLAS loads here, inside the body
+    inside = threads()
+after = threads()
+cores = len(os.sched_getaffinity(0))
+print(json.dumps({"new": sorted(set(inside) - set(before)), "inside": sorted(set(inside.values())),
+                  "restored": all(after[p] == n for p, n in before.items()),
+                  "late_default": all(n == cores for p, n in after.items() if p not in before),
+                  "variable": os.environ.get("OPENBLAS_NUM_THREADS")}))
+"""
+
+
+def test_a_blas_library_loaded_during_the_body_starts_with_one_thread():
+    """scipy ships its own OpenBLAS, loaded when dpopt first imports scipy.linalg or scipy.optimize — inside a
+    solve. threadpoolctl can only limit the libraries loaded when the body starts; the variable OpenBLAS reads
+    at load time covers the others (in a fresh interpreter, where only numpy's library is loaded first)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                                                "BLIS_NUM_THREADS")}
+    done = subprocess.run([sys.executable, "-c", LATE_LOAD], env=env, capture_output=True, text=True, check=True)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    if not seen["new"]:
+        import pytest
+
+        pytest.skip("scipy and numpy share one BLAS library in this installation")
+    assert seen["inside"] == [1]
+    assert seen["restored"]
+    assert seen["late_default"]  # one thread per available core, OpenBLAS's default (below its build's maximum)
+    assert seen["variable"] is None  # the variable set for the body is removed

@@ -208,3 +208,23 @@ def test_figure_3_expected_costs_k3():
         assert lo <= expected <= hi
     naive = [row.mean_l2_norm.value for row in rows[1:]]
     assert naive == pytest.approx([23.988081, 38.183766, 51.351648], rel=1e-6)
+
+
+def test_lower_bound_of_a_list_with_repeated_rows_is_the_bound_of_the_full_list():
+    """optimal_cost_lower_bound runs its greedy choice on the first occurrence of each distinct row; the reference
+    is the greedy choice on the whole list (k_norm_module._greedy_independent), which takes the first of equal
+    rows too, so both choose the same vectors (compared to 1e-12: BLAS may round the longer list's products
+    differently in the last bits)."""
+    import math
+
+    space = dpopt.derive(dpopt.load_spec(table_spec(3)))
+    vectors, basis = space.vectors(), space.span.basis()
+    rng = np.random.default_rng(3)
+    repeated = np.vstack([vectors, vectors[rng.integers(0, len(vectors), 3 * len(vectors))], vectors[::-1]])
+    y = repeated @ basis
+    s = basis.shape[1]
+    _, logdet = np.linalg.slogdet(y[k_norm_module._greedy_independent(y, s)])
+    log_volume = s * math.log(2.0) + logdet - math.lgamma(s + 1)
+    rho_squared = math.exp(2.0 * (log_volume - (0.5 * s * math.log(math.pi) - math.lgamma(0.5 * s + 1))) / s)
+    bound, _ = k_norm_module.optimal_cost_lower_bound(repeated, basis, 1.0)
+    assert bound == pytest.approx(s * (s + 1) * rho_squared, rel=1e-12)

@@ -81,3 +81,82 @@ def test_number_arrays_compare_as_element_by_element(case, monkeypatch):
     fast, slow = _both(monkeypatch, {"a": got}, {"a": want})
     assert fast == slow
     assert (fast is None) == (case in ("none", "within the list's tolerance (1e-9 of its largest)"))
+
+
+def _largest_by_element(values: list) -> float:
+    """The reference: the largest finite |x| number by number (``_numbers`` skips bools, strings and numpy's
+    integers)."""
+    return max((abs(x) for x in recorded._numbers(values) if math.isfinite(x)), default=0.0)
+
+
+SCALES = {
+    "floats": [1.5, -7.25, 3.0],
+    "ints and floats": [2, -9, 4.5],
+    "a NaN and an infinity": [math.nan, -math.inf, 2.0],
+    "only non-finite": [math.nan, math.inf],
+    "a bool": [True, 0.5],
+    "numpy's integer (skipped)": [np.int64(40), 3.0],
+    "numpy's float64 (a float)": [np.float64(-40.0), 3.0],
+    "an integer beyond a float": [10**400, 1.0],
+    "nested": [[1.0, -8.0], [2.0, 3.0]],
+    "strings": ["a", 3.0],
+    "empty": [],
+}
+
+
+@pytest.mark.parametrize("case", list(SCALES))
+def test_the_largest_magnitude_at_once_is_the_element_by_element_one(case):
+    values = SCALES[case]
+    if case == "an integer beyond a float":  # float(10**400) overflows number by number too
+        with pytest.raises(OverflowError):
+            _largest_by_element(values)
+        with pytest.raises(OverflowError):
+            recorded._largest_finite(values)
+        return
+    assert recorded._largest_finite(values) == _largest_by_element(values)
+
+
+FLAT_TAMPER = {
+    "none": lambda r: None,
+    "beyond the tolerance": lambda r: r.__setitem__(41, r[41] + 1e-7),
+    "a bool": lambda r: r.__setitem__(100, True),
+    "a string": lambda r: r.__setitem__(9, "1.0"),
+    "NaN recorded": lambda r: r.__setitem__(8, math.nan),
+}
+
+
+@pytest.mark.parametrize("case", list(FLAT_TAMPER))
+def test_flat_number_lists_compare_as_element_by_element(case, monkeypatch):
+    rng = np.random.default_rng(9)
+    want = [float(x) for x in rng.normal(0.0, 5.0, ROWS)]
+    got = list(want)
+    FLAT_TAMPER[case](got)
+    fast, slow = _both(monkeypatch, {"a": got}, {"a": want})
+    assert fast == slow
+    assert (fast is None) == (case == "none")
+
+
+JSON_VALUES = {
+    "plain": {"a": [1, 2.5, None, True, "x", {"b": [math.nan, -math.inf, -0.0]}], "c": {}},
+    "a tuple": {"a": (1, 2)},
+    "numpy float64 (a float subclass)": {"a": [np.float64(1.5), 2]},
+    "an integer key": {1: "x"},
+    "a nested tuple": [{"a": [(1.0, 2.0)]}],
+    "a string subclass": {"a": type("Label", (str,), {})("x")},
+}
+
+
+@pytest.mark.parametrize("case", list(JSON_VALUES))
+def test_a_recomputed_value_compares_as_its_json(case):
+    """verify._json skips the dump and parse of a value JSON gives back equal; the reference is the dump and
+    parse itself, compared by recorded.difference (NaN equals NaN there) and by its JSON text."""
+    import importlib
+    import json
+
+    verify_module = importlib.import_module("dpopt.certificate.verify")
+    value = JSON_VALUES[case]
+    reference = json.loads(json.dumps(value))
+    got = verify_module._json(value)
+    assert recorded.difference(reference, got) is None and recorded.difference(got, reference) is None
+    assert json.dumps(got) == json.dumps(reference)
+    assert (got is value) == (case == "plain")

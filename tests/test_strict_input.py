@@ -71,6 +71,13 @@ def test_a_key_given_twice_in_a_certificate_is_an_error(tmp_path):
         Certificate.from_file(path)
 
 
+def test_a_key_given_twice_inside_a_list_names_its_index(tmp_path):
+    """The path is spelled as documents._where does: keys joined by dots, list indices in brackets."""
+    path = _spec(tmp_path, '{"checks": [{"claim": "a"}, {"claim": "b", "claim": "c"}]}', "c.json")
+    with pytest.raises(CertificateError, match=re.escape("gives the key 'claim' twice in checks[1]")):
+        Certificate.from_file(path)
+
+
 # ---------------------------------------------------------- YAML 1.2 core schema
 @pytest.mark.parametrize("written", ["1:30", "0x10", "0o10", "1_000", "yes", "on", "true", "false", "'1'", "1e400",
                                      ".nan", ".inf"])

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
+from operator import itemgetter
 
 import numpy as np
 
@@ -112,6 +113,20 @@ def _numbers(value) -> Iterable[float]:
             yield from _numbers(item)
 
 
+def _largest_finite(values: list) -> float:
+    """The largest finite |x| over the numbers of ``values`` and of its nested lists (bools and other items
+    skipped: :func:`_numbers`), 0 when none; a flat list of numbers at once."""
+    if _all_of(values, (int, float)):  # the numbers _numbers yields (numpy's integers are not among them)
+        try:
+            array = np.abs(np.asarray(values, dtype=float))
+        except OverflowError:  # an integer beyond a float: number by number, as below
+            pass
+        else:
+            finite = array[np.isfinite(array)]
+            return float(finite.max()) if finite.size else 0.0
+    return max((abs(x) for x in _numbers(values) if math.isfinite(x)), default=0.0)
+
+
 def _same_float(recorded: float, expected: float, abs_tol: float) -> bool:
     if math.isnan(expected) or math.isinf(expected):
         return recorded == expected or (math.isnan(expected) and math.isnan(recorded))
@@ -127,23 +142,36 @@ def _plain(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _all_of(values: list, kinds: tuple[type, ...]) -> bool:
+    """Every item of ``values`` is an instance of ``kinds`` and not a bool (each distinct type tested once: a
+    per-cell list holds 10⁵ items of one or two types)."""
+    return all(issubclass(t, kinds) and not issubclass(t, bool) for t in set(map(type, values)))
+
+
+def _column(rows: list, key: str, every: bool, index: list[int]) -> list:
+    return list(map(itemgetter(key), rows)) if every else [rows[i][key] for i in index]
+
+
 def _first_differing_record(recorded: list, expected, abs_tol: float) -> int | None:
     """For a list ``expected`` of at least :data:`RECORDS` objects with the same keys: the index of the first row
     where :func:`difference` finds one (-1 when none), each column compared at once (strings by equality, plain
     numbers by numpy with :func:`_same_float`'s rule: |r − e| ≤ max(REL_TOL·max(|r|, |e|), abs_tol) with r finite,
     or r = e for a non-finite e); None when ``expected`` is not such a list."""
-    if len(expected) < RECORDS or not all(type(e) is dict for e in expected):
+    if len(expected) < RECORDS or set(map(type, expected)) != {dict}:
         return None
-    keys = set(expected[0])
-    if any(e.keys() != keys for e in expected):
+    keys = expected[0].keys()
+    if not all(map(keys.__eq__, map(dict.keys, expected))):
         return None
-    bad = [i for i, r in enumerate(recorded) if not isinstance(r, dict) or r.keys() != keys]
-    rows = [i for i, r in enumerate(recorded) if isinstance(r, dict) and r.keys() == keys]
-    for key in keys:
-        got, want = [recorded[i][key] for i in rows], [expected[i][key] for i in rows]
-        if all(type(x) is str for x in want):
-            bad += [i for i, a, b in zip(rows, got, want) if type(a) is not str or a != b]
-        elif all(_plain(x) for x in want) and all(_plain(x) for x in got):
+    every = set(map(type, recorded)) == {dict} and all(map(keys.__eq__, map(dict.keys, recorded)))
+    bad = [] if every else [i for i, r in enumerate(recorded) if not isinstance(r, dict) or r.keys() != keys]
+    rows = list(range(len(recorded))) if every else [i for i, r in enumerate(recorded)
+                                                      if isinstance(r, dict) and r.keys() == keys]
+    for key in set(keys):
+        got, want = _column(recorded, key, every, rows), _column(expected, key, every, rows)
+        if set(map(type, want)) == {str}:
+            if got != want or set(map(type, got)) != {str}:
+                bad += [i for i, a, b in zip(rows, got, want) if type(a) is not str or a != b]
+        elif _all_of(want, (int, float)) and _all_of(got, (int, float)):
             r, e = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
             with np.errstate(invalid="ignore"):
                 close = np.isfinite(r) & (np.abs(r - e) <= np.maximum(REL_TOL * np.maximum(np.abs(r), np.abs(e)), abs_tol))
@@ -157,8 +185,10 @@ def _first_differing_record(recorded: list, expected, abs_tol: float) -> int | N
 def _numeric(value, recorded: bool) -> bool:
     """``value`` is a number, or a list (a tuple, when not ``recorded``) of such, with no bool: what
     :func:`difference` compares number by number (a recorded number must be a JSON int or float)."""
-    stack = [value]
     kinds = (int, float) if recorded else (int, float, np.integer, np.floating)
+    if type(value) is list and _all_of(value, kinds):  # a flat list: each type once
+        return True
+    stack = [value]
     while stack:
         node = stack.pop()
         if isinstance(node, list) or (not recorded and isinstance(node, tuple)):
@@ -213,7 +243,7 @@ def difference(recorded, expected, path: str = "", abs_tol: float = 0.0) -> str 
         first = _first_differing_record(recorded, expected, abs_tol)  # objects hold no number of the list's scale
         if first is not None:  # a long list of records: the rows that differ found column by column
             return None if first < 0 else difference(recorded[first], expected[first], f"{where}[{first}]", abs_tol)
-        scale = max((abs(x) for x in _numbers(list(expected)) if math.isfinite(x)), default=0.0)
+        scale = _largest_finite(list(expected))
         tol = max(abs_tol, REL_TOL * scale)
         first = _first_differing_row(recorded, expected, tol)
         if first is not None:  # a long list of numbers: compared at once

@@ -210,9 +210,40 @@ def mechanism_record_checks(record: dict, space: SensitivitySpace, mechanism: Me
     ]
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_CONTAINERS = frozenset({dict, list})
+
+
 def _json(value):
-    """``value`` as the certificate's JSON would hold it."""
-    return json.loads(json.dumps(value))
+    """``value`` as the certificate's JSON would hold it: ``value`` itself when it holds only dicts with string keys,
+    lists, str, int, float, bool and None (exactly these types, which a dump and a parse give back equal: floats
+    by their shortest repr, NaN and ±inf as written), else a dump and a parse (tuples, numpy scalars, ...). The
+    175,270 per-cell records of the range example cost 0.5 s to dump and parse, 0.1 s to check."""
+    return value if _plain_json(value) else json.loads(json.dumps(value))
+
+
+def _plain_json(value) -> bool:
+    """``value`` is made of the types :func:`_json` returns as they are (each container's item types tested once)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind in _SCALARS:
+            continue
+        if kind is dict:
+            if set(map(type, node)) - {str}:
+                return False
+            children = node.values()
+        elif kind is list:
+            children = node
+        else:
+            return False
+        types = set(map(type, children))
+        if types - _SCALARS - _CONTAINERS:
+            return False
+        if types & _CONTAINERS:
+            stack.extend(c for c in children if type(c) in _CONTAINERS)
+    return True
 
 
 def rebuild_mechanism(data: dict, space: SensitivitySpace) -> Mechanism:

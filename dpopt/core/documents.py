@@ -76,17 +76,31 @@ def check_shape(document: Any) -> None:
     DocumentError
         Naming the path of the first offending container.
     """
-    stack: list[tuple[Any, list[str]]] = [(document, [])]
+    if not isinstance(document, (dict, list)):
+        return
+    # entries (container, depth, parent entry, key): a path is spelled only for an error (a certificate's per-cell
+    # list holds 10⁵ objects)
+    stack: list[tuple] = [(document, 0, None, None)]
     while stack:
-        node, path = stack.pop()
-        if not isinstance(node, (dict, list)):
-            continue
-        if len(path) >= MAX_DEPTH:
-            raise DocumentError(f"nests containers deeper than {MAX_DEPTH} levels ({_where(path[:3])} ...)")
+        entry = stack.pop()
+        node, depth = entry[0], entry[1]
+        if depth >= MAX_DEPTH:
+            raise DocumentError(f"nests containers deeper than {MAX_DEPTH} levels ({_where(_path(entry)[:3])} ...)")
         if isinstance(node, _Duplicated):
-            raise DocumentError(f"gives the key '{node.key}' twice {_where(path)}")
-        items = node.items() if isinstance(node, dict) else ((f"[{i}]", v) for i, v in enumerate(node))
-        stack.extend((value, [*path, str(key)]) for key, value in items if isinstance(value, (dict, list)))
+            raise DocumentError(f"gives the key '{node.key}' twice {_where(_path(entry))}")
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        brackets = not isinstance(node, dict)
+        stack.extend((value, depth + 1, entry, f"[{key}]" if brackets else str(key))
+                     for key, value in items if isinstance(value, (dict, list)))
+
+
+def _path(entry: tuple) -> list[str]:
+    """The keys from the root to a :func:`check_shape` entry."""
+    keys = []
+    while entry[2] is not None:
+        keys.append(entry[3])
+        entry = entry[2]
+    return keys[::-1]
 
 
 def parse_json(text: str) -> Any:

@@ -43,7 +43,8 @@ def exact_norms(vectors: np.ndarray) -> tuple[Fraction, Fraction, Fraction]:
 
     l1 = exact_max(np.abs(vectors).sum(axis=1), lambda v: exact_sum(v, 1))
     l2sq = exact_max((vectors**2).sum(axis=1), lambda v: exact_sum(v, 2))
-    linf = exact_max(np.abs(vectors).max(axis=1, initial=0.0), lambda v: max(abs(Fraction(x)) for x in v))
+    # a float maximum of |x| is exact (comparisons and |x| do not round): one Fraction per row, not per entry
+    linf = exact_max(np.abs(vectors).max(axis=1, initial=0.0), lambda v: Fraction(float(v.max(initial=0.0))))
     return l1, l2sq, linf
 
 
