@@ -278,10 +278,22 @@ def _gg_delta(b: float, p: int):
         return cdf(y) - mpmath.e * cdf(y - s)
 
 
+def _corollary8_level(b: float, p: int):
+    """Corollary 8's bound at ε = 1, Δ = 1 on one coordinate, in 100 digits: the loss exceeds ε only where
+    (u + c)^p − u^p > ε, u = |e|/b, c = 1/b, that is u > u*; the bound is P(|e|/b > u*) = Q(1/p, u*^p)."""
+    import mpmath
+
+    with mpmath.workdps(100):
+        c = 1 / _mp_fraction(Fraction(b))
+        u = _bisect(lambda u: -((u + c) ** p - u**p - 1), mpmath.mpf(0), mpmath.mpf(64))
+        return mpmath.gammainc(mpmath.mpf(1) / p, u**p, mpmath.inf, regularized=True)
+
+
 GG_CASES = [
     # (shape, target, calibration, b refused, b accepted): b found by a search over two-digit δ whose float is above
     # the decimal (each float scale's δ, in 100 digits, compared with both readings); the test re-derives the verdicts
     (2, {"pdp": {"epsilon": 1, "delta": 6e-3}}, "lemma10", 4.128186801936286, 4.128186801936287),
+    (3, {"pdp": {"epsilon": 1, "delta": 1.8e-4}}, "corollary8", 10.776970552040487, 10.776970552040488),
     (3, {"approx": {"epsilon": 1, "delta": 6.1e-3}}, "exact_profile", 4.594535194593779, 4.59453519459378),
     (4, {"approx": {"epsilon": 1, "delta": 2.5e-3}}, "exact_profile", 7.409905508979718, 7.409905508979719),
 ]
@@ -289,14 +301,16 @@ GG_CASES = [
 
 @pytest.mark.parametrize("p, target, calibration, refused, accepted", GG_CASES, ids=lambda v: str(v)[:12])
 def test_generalized_gaussian_60_digit_checks_compare_with_the_decimal(p, target, calibration, refused, accepted):
-    """p = 2 under pDP (Lemma 10) and p = 3, 4 under (ε, δ) (the exact one-coordinate profile) on a count: at the
-    scale refused the level lies strictly between the decimal δ and its float, at the next float it is at most the
-    decimal (100-digit evaluations written here, :func:`_lemma10_level` and :func:`_gg_delta`)."""
+    """p = 2 under pDP (Lemma 10), p = 3 under pDP (Corollary 8) and p = 3, 4 under (ε, δ) (the exact
+    one-coordinate profile) on a count: at the scale refused the level lies strictly between the decimal δ and its
+    float, at the next float it is at most the decimal (100-digit evaluations written here,
+    :func:`_lemma10_level`, :func:`_corollary8_level`, :func:`_gg_delta`)."""
     from dpopt.mechanisms.generalized_gaussian import GeneralizedGaussianMechanism
 
     text = repr(next(iter(target.values()))["delta"])
     decimal, binary = (_mp_fraction(x) for x in _above(text))
-    level = _lemma10_level if p == 2 else lambda b: _gg_delta(b, p)
+    level = (_lemma10_level if p == 2 else (lambda b: _corollary8_level(b, p)) if "pdp" in target
+             else lambda b: _gg_delta(b, p))
     assert decimal < level(refused) <= binary and level(accepted) <= decimal
     assert math.nextafter(refused, math.inf) == accepted
     space = dpopt.derive(dpopt.load_spec({**COUNT, "privacy": {"gdp": {"mu": 1}}}))
