@@ -67,7 +67,14 @@ from dpopt.mechanisms.lattice import (
     GDP_RANGE_REFUSAL,
     target_lattice_variance,
 )
-from dpopt.mechanisms.marginal_design import baselines, design_record_check, optimise, semi_dp_bracket, target_mu
+from dpopt.mechanisms.marginal_design import (
+    baselines,
+    design_record_check,
+    objective_value,
+    optimise,
+    semi_dp_bracket,
+    target_mu,
+)
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal
@@ -98,8 +105,6 @@ MAX_LAW_DIMENSION = 1500
 second route of ``dpopt verify`` and the audit); above it the law is described in words."""
 
 _TARGETS = ("gdp", "zcdp", "approx")
-
-
 
 
 def synthesize_noise(workload: MarginalWorkload, parts: dict[Subset, np.ndarray], batch: int) -> np.ndarray:
@@ -353,7 +358,7 @@ class MarginalGaussianMechanism(Mechanism):
         if refusal is None:
             sampler = "exact"
         error = expected_error(workload, mechanism.coefficients)
-        objective = error if goals.plain else float(goals.value(table_errors(workload, mechanism.coefficients)))
+        objective = objective_value(goals, workload, mechanism.coefficients)
         exact = mechanism._mahalanobis_squared()
         info = {
             "method": result.method,
@@ -431,8 +436,10 @@ class MarginalGaussianMechanism(Mechanism):
         }
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        """The table, blocks and adjacency in the parameters are those the spec compiles to; with table goals,
-        each table's error against its target and the objective (:func:`~dpopt.optimize.table_goals.goals_check`)."""
+        """The table, blocks and adjacency in the parameters are those the spec compiles to; the design record's
+        closed-form entries re-derived (:func:`~dpopt.mechanisms.marginal_design.design_record_check`); with table
+        goals, each table's error against its target and the objective
+        (:func:`~dpopt.optimize.table_goals.goals_check`)."""
         refusal = self.exact_reason(problem.spec, self.coefficients, self.workload)
         checks = [workload_scope_check(problem, self),
                   design_record_check(problem, self, "exact" if refusal is None else f"floating_point: {refusal}")]
