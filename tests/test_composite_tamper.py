@@ -16,8 +16,11 @@ guarantee: an accepted edit outside them fails the test, and the counts per clas
 
 The default run takes a sample (the forged claims, every check edited once (every check of the selection
 certificate by all four edits; the synthesis's under ``-m slow``), unknown keys at the top and in each block,
-missing keys at the top, every leaf of the selection certificate, and of the others' top-level blocks the first
-:data:`PER_BLOCK` leaves outside the embedded certificates); ``-m slow`` edits every leaf of every kind.
+missing keys at the top, every leaf of the selection certificate, of the others' top-level blocks the first
+:data:`PER_BLOCK` leaves outside the embedded certificates, and inside them each block once: mechanism,
+sensitivity, utility, checks, candidates of a level's or a query's certificate, and share, privacy or target,
+mechanism or parameters, sensitivity, utility of its row: :func:`_embedded_sample`); ``-m slow`` edits every leaf
+of every kind.
 """
 
 from __future__ import annotations
@@ -255,16 +258,16 @@ def _leaf_battery(kind: str, data: dict, every: bool) -> dict[str, list]:
     return counts
 
 
-PER_BLOCK = 2
+PER_BLOCK = {"hierarchy": 2, "plan": 1}
 """Leaves per top-level block in the default sample of a hierarchy's and a plan's battery (a verification
-takes 0.2–0.3 s of CPU)."""
+takes 0.35 s of CPU, a plan's 0.6 s)."""
 
 
 def _sample(kind: str, data: dict):
     """The first :data:`PER_BLOCK` leaves of each top-level block, outside the embedded certificates, the first
     entry of each list."""
     for key in data:
-        yield from list(_leaves(data[key], (key,), _embedded(kind, data), first=1))[:PER_BLOCK]
+        yield from list(_leaves(data[key], (key,), _embedded(kind, data), first=1))[:PER_BLOCK[kind]]
 
 
 def _assert_only_echoed(counts: dict[str, list]) -> None:
@@ -276,6 +279,42 @@ def _assert_only_echoed(counts: dict[str, list]) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_leaf_outside_the_embedded_certificates_edited_is_rejected(kinds, kind):
     _assert_only_echoed(_leaf_battery(kind, kinds[kind], every=False))
+
+
+EMBEDDED_BLOCKS = ("mechanism", "sensitivity", "utility", "checks", "candidates")
+"""The blocks of an embedded certificate (a level's, a query's) the default sample edits."""
+ROW_BLOCKS = ("share", "privacy", "target", "mechanism", "parameters", "sensitivity", "utility")
+"""The blocks of a row that holds an embedded certificate (``hierarchy.levels[i]``, ``queries[i]``) it edits."""
+
+
+def _embedded_sample(kind: str, data: dict):
+    """Each block of :data:`EMBEDDED_BLOCKS` of the embedded certificates and of :data:`ROW_BLOCKS` of their rows,
+    once, in turn: of container j the first leaf of its blocks b ≡ j (mod the number of containers)."""
+    embedded = _embedded(kind, data)
+    rows = ([("hierarchy", "levels", i) for i in range(len(data["hierarchy"]["levels"]))] if kind == "hierarchy"
+            else [("queries", i) for i in range(len(data["queries"]))])
+    for containers, names in ((embedded, EMBEDDED_BLOCKS), (rows, ROW_BLOCKS)):
+        for j, path in enumerate(containers):
+            block = _get(data, path)
+            for b, key in enumerate(k for k in block if k in names):
+                if b % len(containers) == j:
+                    yield next(_leaves(block[key], (*path, key), first=1))
+
+
+@pytest.mark.parametrize("kind", ["hierarchy", "plan"])
+def test_each_block_of_the_embedded_certificates_edited_is_rejected(kinds, kind):
+    """The default run's sample inside the embedded certificates (levels, queries) and their rows (shares,
+    targets, mechanisms): :func:`_embedded_sample`; ``-m slow`` edits every leaf."""
+    paths = list(_embedded_sample(kind, kinds[kind]))
+    depth = 2 if kind == "hierarchy" else 3  # levels.NAME.BLOCK, queries.I.certificate.BLOCK
+    assert {p[depth] for p in paths if p[depth - 1:depth] != ("levels",) and len(p) > depth} >= set(EMBEDDED_BLOCKS)
+    accepted = []
+    for path in paths:
+        tampered = copy.deepcopy(kinds[kind])
+        _get(tampered, path[:-1])[path[-1]] = edited(_get(kinds[kind], path))
+        if not rejected(kind, tampered) and not _echoed(path):
+            accepted.append(".".join(map(str, path)))
+    assert accepted == [], f"{len(paths)} edits"
 
 
 @pytest.mark.slow

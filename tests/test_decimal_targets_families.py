@@ -232,3 +232,92 @@ def test_no_relative_slack_above_the_target(relative):
     forged = certify(spec)["releases"]
     forged[0]["per_q"][0]["beta"] = math.nextafter(0.1 * (1 + relative), math.inf)
     assert not _verdict(spec, forged, "releases[0].epsilon")
+
+
+# --------------------------------------------------------------------------- generalized Gaussian: 60-digit checks
+def _mp_fraction(value: Fraction):
+    """``value`` in 100 digits (both readings of a target differ in their 17th digit)."""
+    import mpmath
+
+    with mpmath.workdps(100):
+        return mpmath.mpf(value.numerator) / value.denominator
+
+
+def _lemma10_level(b: float):
+    """Lemma 10's bound at ε = 1, Δ₂ = 1, in 100 digits: GG(0, b, 2) = N(0, σ²), σ = b/√2; the privacy loss of
+    one record is N(m, v²) with m = Δ²/(2σ²), v = Δ/σ, and the bound is 2Φ(−(ε − m)/v)."""
+    import mpmath
+
+    with mpmath.workdps(100):
+        sigma = _mp_fraction(Fraction(b)) / mpmath.sqrt(2)
+        m, v = 1 / (2 * sigma**2), 1 / sigma
+        return 2 * mpmath.ncdf(-(1 - m) / v)
+
+
+def _bisect(g, lo, hi):
+    """The root of g, positive at ``lo`` and not at ``hi``, to 2⁻⁴⁰⁰ of the bracket."""
+    for _ in range(400):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if g(mid) > 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _gg_delta(b: float, p: int):
+    """δ(ε = 1) of GG(0, 1, p) against its shift by s = 1/b (one coordinate, Δ∞ = 1), in 100 digits: the set
+    where the density ratio exceeds e^ε is {y < y*}, (s − y*)^p − |y*|^p = ε (y* < s/2), so δ = F(y*) − e F(y* − s),
+    F the GG(0, 1, p) cdf (F(y) = Q(1/p, |y|^p)/2 for y < 0)."""
+    import mpmath
+
+    with mpmath.workdps(100):
+        s = 1 / _mp_fraction(Fraction(b))
+
+        def cdf(y):
+            tail = mpmath.gammainc(mpmath.mpf(1) / p, abs(y) ** p, mpmath.inf, regularized=True) / 2
+            return tail if y < 0 else 1 - tail
+
+        y = _bisect(lambda y: (s - y) ** p - abs(y) ** p - 1, -4 * s - 8, s / 2)
+        return cdf(y) - mpmath.e * cdf(y - s)
+
+
+def _corollary8_level(b: float, p: int):
+    """Corollary 8's bound at ε = 1, Δ = 1 on one coordinate, in 100 digits: the loss exceeds ε only where
+    (u + c)^p − u^p > ε, u = |e|/b, c = 1/b, that is u > u*; the bound is P(|e|/b > u*) = Q(1/p, u*^p)."""
+    import mpmath
+
+    with mpmath.workdps(100):
+        c = 1 / _mp_fraction(Fraction(b))
+        u = _bisect(lambda u: -((u + c) ** p - u**p - 1), mpmath.mpf(0), mpmath.mpf(64))
+        return mpmath.gammainc(mpmath.mpf(1) / p, u**p, mpmath.inf, regularized=True)
+
+
+GG_CASES = [
+    # (shape, target, calibration, b refused, b accepted): b found by a search over two-digit δ whose float is above
+    # the decimal (each float scale's δ, in 100 digits, compared with both readings); the test re-derives the verdicts
+    (2, {"pdp": {"epsilon": 1, "delta": 6e-3}}, "lemma10", 4.128186801936286, 4.128186801936287),
+    (3, {"pdp": {"epsilon": 1, "delta": 1.8e-4}}, "corollary8", 10.776970552040487, 10.776970552040488),
+    (3, {"approx": {"epsilon": 1, "delta": 6.1e-3}}, "exact_profile", 4.594535194593779, 4.59453519459378),
+    (4, {"approx": {"epsilon": 1, "delta": 2.5e-3}}, "exact_profile", 7.409905508979718, 7.409905508979719),
+]
+
+
+@pytest.mark.parametrize("p, target, calibration, refused, accepted", GG_CASES, ids=lambda v: str(v)[:12])
+def test_generalized_gaussian_60_digit_checks_compare_with_the_decimal(p, target, calibration, refused, accepted):
+    """p = 2 under pDP (Lemma 10), p = 3 under pDP (Corollary 8) and p = 3, 4 under (ε, δ) (the exact
+    one-coordinate profile) on a count: at the scale refused the level lies strictly between the decimal δ and its
+    float, at the next float it is at most the decimal (100-digit evaluations written here,
+    :func:`_lemma10_level`, :func:`_corollary8_level`, :func:`_gg_delta`)."""
+    from dpopt.mechanisms.generalized_gaussian import GeneralizedGaussianMechanism
+
+    text = repr(next(iter(target.values()))["delta"])
+    decimal, binary = (_mp_fraction(x) for x in _above(text))
+    level = (_lemma10_level if p == 2 else (lambda b: _corollary8_level(b, p)) if "pdp" in target
+             else lambda b: _gg_delta(b, p))
+    assert decimal < level(refused) <= binary and level(accepted) <= decimal
+    assert math.nextafter(refused, math.inf) == accepted
+    space = dpopt.derive(dpopt.load_spec({**COUNT, "privacy": {"gdp": {"mu": 1}}}))
+    assert space.linf == 1 and space.l2_squared == 1
+    privacy = Privacy.model_validate(target)
+    verdicts = [_privacy_passes(GeneralizedGaussianMechanism.from_parameters(
+        {"p": p, "scale": b, "variant": "unbounded", "calibration": calibration}, space), space, privacy)
+        for b in (accepted, refused)]
+    assert verdicts == [True, False]

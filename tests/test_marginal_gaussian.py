@@ -228,3 +228,101 @@ def test_invariant_margins_certificate_verifies():
     invariants = [{"kind": "margins", "attributes": ["a"]}, {"kind": "margins", "attributes": ["b"]}]
     cert = dpopt.solve(spec(ALL_2WAY, "replace_one", {"gdp": {"mu": 1.0}}, invariants=invariants)).certificate
     assert dpopt.verify(cert).passed
+
+
+# ------------------------------------------------------------------ (g) the design record, re-derived (issue 35)
+@pytest.fixture(scope="module")
+def designs() -> dict:
+    """The certificates of all 2-way marginals of (3, 2, 4) at ρ = 1, add/remove and replace-one."""
+    out = {}
+    for adjacency in ("add_remove", "replace_one"):
+        document = spec(ALL_2WAY, adjacency)
+        del document["sampler"]  # the exact lattice sampler, the default: its verify takes 0.1 s
+        out[adjacency] = dpopt.solve(document).certificate.data
+    return out
+
+
+@pytest.mark.parametrize("adjacency", ["add_remove", "replace_one"])
+def test_design_record_equals_its_dense_derivation(designs, adjacency):
+    """Every re-derived entry of the record against dense linear algebra on W (6 + 12 + 8 = 26 rows, 24 cells):
+    σ² = Δ₂²/μ² with Δ₂² the largest ‖W(x − x')‖² over neighbouring one-record differences (brute force over the
+    24 cells and their pairs), the rank of those differences, tr(WWᵀ) for the identity strategy (noise of
+    variance Δ₂(I)²/μ² on each cell: 1 record add/remove, 2 replace-one), numpy's singular values for the SVD
+    bound, tr Σ and max vᵀΣ⁺v of the dense noise covariance for the error and μ_Σ²."""
+    from fractions import Fraction
+
+    replace = adjacency == "replace_one"
+    cert = designs[adjacency]
+    info = cert["mechanism"]["parameters"]["design"]
+    sizes, blocks, mu2 = (3, 2, 4), [(0, 1), (0, 2), (1, 2)], 2.0  # μ² = 2ρ
+    w = dense_workload(sizes, blocks)
+    cells = w.shape[1]
+    eye = np.eye(cells)
+    moves = ([eye[p] - eye[q] for p, q in itertools.combinations(range(cells), 2)] if replace
+             else list(eye))
+    diffs = np.array([w @ m for m in moves])
+    l2_squared = float(np.max(np.sum(diffs * diffs, axis=1)))
+    rank = int(np.linalg.matrix_rank(diffs))
+    # 3 blocks; rank Σ_T m_T over {∅, a, b, c, ab, ac, bc} = 1 + 2 + 1 + 3 + 2 + 6 + 3, the total fixed under replace-one
+    assert (l2_squared, rank) == ((6.0, 17) if replace else (3.0, 18))
+    identity = (2.0 if replace else 1.0) / mu2 * float(np.trace(w @ w.T))
+    assert info["target_mu"] == pytest.approx(math.sqrt(mu2), rel=1e-15)
+    assert info["baselines"] == pytest.approx({"direct": l2_squared / mu2 * w.shape[0],
+                                               "direct_least_squares": l2_squared / mu2 * rank,
+                                               "identity_strategy": identity}, rel=1e-12)
+    mechanism = registry()["marginal_gaussian"].from_parameters(cert["mechanism"]["parameters"],
+                                                                dpopt.compile(cert["spec"]).space)
+    sigma = dense_noise_covariance(mechanism)
+    dense = float(np.max(np.sum((diffs @ np.linalg.pinv(sigma, rcond=1e-10, hermitian=True)) * diffs, axis=1)))
+    assert float(Fraction(info["mu_sigma_squared"])) == pytest.approx(dense, rel=1e-9)
+    assert info["expected_l2"] == pytest.approx(float(np.trace(sigma)), rel=1e-12)
+    assert info["components"] == (6 if replace else 7)  # {∅, a, b, c, ab, ac, bc}, ∅ exact under replace-one
+    if replace:
+        assert "svd_bound" not in info
+    else:
+        assert info["svd_bound"] == pytest.approx(svd_bound(sizes, blocks, mu2), rel=1e-12)
+        assert info["lower_bound"] == pytest.approx(info["svd_bound"], rel=1e-12)
+    assert info["optimality_gap"] == pytest.approx(
+        max(0.0, (np.trace(sigma) - info["lower_bound"]) / np.trace(sigma)), abs=1e-9)
+
+
+DESIGN_EDITS = [("target_mu",), ("mu_sigma_squared",), ("expected_l2",), ("components",), ("sampler",),
+                ("baselines", "direct"), ("baselines", "direct_least_squares"), ("baselines", "identity_strategy"),
+                ("svd_bound",), ("lower_bound",), ("optimality_gap", 0.25)]
+"""The re-derived entries (halved, renamed or −5 by :func:`conftest.edited`); the gap (3.7e-16 here, compared to
+1e-9 absolute: a difference of two nearly equal floats) set to 0.25."""
+
+
+def _forged(cert: dict, path: tuple, value) -> dict:
+    """``cert`` with the design entry at ``path`` set to ``value`` in the mechanism and the chosen candidate."""
+    from conftest import edited
+
+    out = copy.deepcopy(cert)
+    rows = [r["parameters"] for r in out["candidates"] if r["family"] == "marginal_gaussian" and "parameters" in r]
+    for parameters in (out["mechanism"]["parameters"], *rows):
+        block = parameters["design"]
+        for key in path[:-1]:
+            block = block[key]
+        block[path[-1]] = edited(block[path[-1]]) if value is None else value
+    return out
+
+
+@pytest.mark.parametrize("path", DESIGN_EDITS, ids=lambda p: ".".join(map(str, p)))
+def test_a_forged_design_entry_fails_verify(designs, path):
+    cert = designs["add_remove"]
+    value = path[-1] if isinstance(path[-1], float) else None
+    forged = _forged(cert, path[:-1] if value is not None else path, value)
+    assert "design.recorded" in {c.claim for c in dpopt.verify(forged).failed}
+
+
+def test_the_untampered_designs_verify(designs):
+    assert all(dpopt.verify(cert).passed for cert in designs.values())
+
+
+@pytest.mark.parametrize("path,value", [(("mu_sigma_squared",), "1/2"), (("svd_bound",), 1.0),
+                                        (("lower_bound",), 1e6), (("sampler",), "floating_point")])
+def test_a_plausible_forgery_under_replace_one_fails_verify(designs, path, value):
+    """A smaller μ_Σ², an SVD bound (none under replace-one), a dual bound above the achieved error, a sampler
+    the design did not choose."""
+    cert = designs["replace_one"]
+    assert "design.recorded" in {c.claim for c in dpopt.verify(_forged(cert, path, value)).failed}

@@ -88,8 +88,9 @@ ECHOED = {("gaussian_optimal", "design"), ("r2dp", "design"), ("marginal_gaussia
 """Parameters that record how the design was found (solver objective, bounds, baselines); they are
 carried into the rebuilt mechanism, not re-derived (module docstring). Of the marginal and Kronecker
 families' ``design`` records, verify re-derives only some entries (marginal_laplace's ``l1_sensitivity``, lower
-bounds and error, the Kronecker families' strategy sensitivity and expected error, kronecker_laplace's lower bound,
-the table goals); their method text, baselines and the other bounds are echoed."""
+bounds and error, marginal_gaussian's closed-form entries (:mod:`dpopt.mechanisms.marginal_design`; forged ones:
+tests/test_marginal_gaussian.py), the Kronecker families' strategy sensitivity and expected error,
+kronecker_laplace's lower bound, the table goals); their method text and the solvers' own numbers are echoed."""
 
 
 def certificate(family: str) -> dict:

@@ -68,12 +68,19 @@ from dpopt.mechanisms.lattice import (
     lattice_variance,
     target_lattice_variance,
 )
+from dpopt.mechanisms.marginal_design import (
+    baselines,
+    design_record_check,
+    objective_value,
+    optimise,
+    semi_dp_bracket,
+    target_mu,
+)
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal, sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.marginal_covariance import (
-    MarginalDesign,
     components,
     exact_mahalanobis_squared,
     expected_error,
@@ -81,9 +88,9 @@ from dpopt.optimize.marginal_covariance import (
     pattern_refusal,
     svd_bound,
 )
-from dpopt.optimize.table_goals import TableGoals, design_for_goals, goals_check, table_errors, weighted_eigenvalues
+from dpopt.optimize.table_goals import TableGoals, goals_check, table_errors
 from dpopt.privacy.gaussian import gaussian_epsilon
-from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
+from dpopt.privacy.gaussian_calibration import gaussian_privacy_check
 from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import hamming_factor
@@ -101,12 +108,6 @@ MAX_LAW_DIMENSION = 1500
 second route of ``dpopt verify`` and the audit); above it the law is described in words."""
 
 _TARGETS = ("gdp", "zcdp", "approx")
-
-
-def target_mu(privacy: Privacy) -> float:
-    """μ of the target: 1/σ at unit sensitivity (μ, √(2ρ), or the analytic-Gaussian μ*(ε, δ), rounded
-    safely), as :func:`dpopt.optimize.covariance.target_mu` (which imports the SDP's constraint tools)."""
-    return 1.0 / gaussian_sigma(Fraction(1), privacy)
 
 
 def synthesize_noise(workload: MarginalWorkload, parts: dict[Subset, np.ndarray], batch: int) -> np.ndarray:
@@ -342,7 +343,7 @@ class MarginalGaussianMechanism(Mechanism):
         attributes = tuple(problem.query.attributes)
         goals = TableGoals.of(spec.utility, attributes, workload)
         # under invariant margins: the differing records re-paired on one invariant margin, the best one
-        designs = [(_optimise(workload, mu / k, replace, fixed, agree, goals, attributes), agree)
+        designs = [(optimise(workload, mu / k, replace, fixed, agree, goals, attributes), agree)
                    for agree in fixed or ((),)]
         result, agree = min(designs, key=lambda pair: pair[0].error)
 
@@ -360,10 +361,8 @@ class MarginalGaussianMechanism(Mechanism):
         if refusal is None:
             sampler = "exact"
         error = expected_error(workload, mechanism.coefficients)
-        objective = error if goals.plain else float(goals.value(table_errors(workload, mechanism.coefficients)))
+        objective = objective_value(goals, workload, mechanism.coefficients)
         exact = mechanism._mahalanobis_squared()
-        sigma2 = float(space.l2_squared) / (mu * mu)
-        identity = (2.0 if replace else 1.0) * k * k / (mu * mu) * len(workload.blocks) * workload.algebra.cells
         info = {
             "method": result.method,
             "target_mu": mu,
@@ -374,16 +373,12 @@ class MarginalGaussianMechanism(Mechanism):
             "optimality_gap": max(0.0, (objective - result.lower_bound) / objective),
             "components": len(mechanism.coefficients),
             "sampler": sampler if refusal is None else f"floating_point: {refusal}",
-            "baselines": {
-                "direct": sigma2 * workload.dimension,
-                "direct_least_squares": sigma2 * space.rank,
-                "identity_strategy": identity,
-            },
+            "baselines": baselines(problem, workload, mu, replace, k),
         }
         if not replace:
             info["svd_bound"] = svd_bound(workload, mu)
         if fixed:
-            info["semi_dp"] = mechanism.semi_dp_bracket()
+            info["semi_dp"] = semi_dp_bracket(workload, mechanism.coefficients, replace, k, fixed, agree)
             everything = tuple(sorted({x for f in fixed for x in f}))
             free = [x for x, n in enumerate(workload.algebra.sizes) if n >= 2 and x not in everything]
             # every covariance meeting the exact Semi-DP target meets a² max over the patterns avoiding every
@@ -451,9 +446,13 @@ class MarginalGaussianMechanism(Mechanism):
         }
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        """The table, blocks and adjacency in the parameters are those the spec compiles to; with table goals,
-        each table's error against its target and the objective (:func:`~dpopt.optimize.table_goals.goals_check`)."""
-        checks = [workload_scope_check(problem, self)]
+        """The table, blocks and adjacency in the parameters are those the spec compiles to; the design record's
+        closed-form entries re-derived (:func:`~dpopt.mechanisms.marginal_design.design_record_check`); with table
+        goals, each table's error against its target and the objective
+        (:func:`~dpopt.optimize.table_goals.goals_check`)."""
+        refusal = self.exact_reason(problem.spec, self.coefficients, self.workload)
+        checks = [workload_scope_check(problem, self),
+                  design_record_check(problem, self, "exact" if refusal is None else f"floating_point: {refusal}")]
         if problem.spec.utility.table_goals or "tables" in self.design_info:
             checks.append(goals_check(problem.spec.utility, self.attributes, self.workload,
                                       self._variance_coefficients(), self.design_info.get("tables")))
@@ -485,22 +484,10 @@ class MarginalGaussianMechanism(Mechanism):
                 * self.multiplier ** 2)
 
     def semi_dp_bracket(self) -> dict:
-        r"""Under invariant margins, the exact Semi-DP Mahalanobis sensitivity μ_Σ² bracketed (exact rationals):
-
-        * ``certified``: a² max over the patterns D avoiding :attr:`agree` (the privacy check);
-        * ``attained``: a² max over the patterns D avoiding every invariant attribute, a lower bound that
-          a pair of conforming datasets attains (a copies of a cell p replaced by a copies of a cell q
-          that agrees with p on every invariant attribute: equal invariant margins, distance a);
-        * ``all_pairs``: a² max over every pattern, the bound before re-pairing.
-
-        μ_Σ² is exact (``certified`` = ``attained``, ``relative_gap`` 0) when the worst pattern avoids every
-        invariant attribute.
-        """
-        everything = tuple(sorted({k for f in self.fixed for k in f}))
-        certified, attained, all_pairs = (self._mahalanobis_squared(a) for a in (self.agree, everything, ()))
-        return {"certified": str(certified), "attained": str(attained), "all_pairs": str(all_pairs),
-                "relative_gap": float((certified - attained) / certified) if certified else 0.0,
-                "gap_to_all_pairs": float((all_pairs - certified) / all_pairs) if all_pairs else 0.0}
+        """Under invariant margins, the exact Semi-DP Mahalanobis sensitivity μ_Σ² of the released noise (at the
+        lattice's a_T' on the lattice) bracketed: :func:`~dpopt.mechanisms.marginal_design.semi_dp_bracket`."""
+        return semi_dp_bracket(self.workload, self._effective_coefficients(), self.replace, self.multiplier,
+                               self.fixed, self.agree)
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         needed = set(components(self.workload, self.replace, self.fixed))
@@ -725,19 +712,6 @@ class MarginalGaussianMechanism(Mechanism):
         if workload is not None:
             return None
         return expected_error(self.workload, self._variance_coefficients())
-
-
-def _optimise(workload: MarginalWorkload, mu: float, replace: bool, fixed: tuple[Subset, ...], agree: Subset,
-              goals: TableGoals, names: tuple[str, ...]) -> MarginalDesign:
-    """The design for the spec's table goals (:mod:`dpopt.optimize.table_goals`): the unweighted total, the weighted
-    total (at the weighted eigenvalues), or the convex program of the largest weighted error or of the targets;
-    ``error`` and ``lower_bound`` are the objective's."""
-    if goals.plain:
-        return optimal_coefficients(workload, mu, replace, fixed, agree)
-    if goals.objective == "total" and goals.targets_absent:
-        return optimal_coefficients(workload, mu, replace, fixed, agree, weighted_eigenvalues(workload, goals.weights))
-    found = design_for_goals(workload, components(workload, replace, fixed), goals, mu, replace, agree, names)
-    return MarginalDesign(found.coefficients, found.objective, found.lower_bound, found.method)
 
 
 def _first_holding(sets: tuple[Subset, ...]):

@@ -49,6 +49,7 @@ from dpopt.sensitivity.person import describe_unit, most_rows, table_norms
 from dpopt.spec.load import canonical_json
 from dpopt.spec.models import MAX_COUNT, PrivacyUnit
 from dpopt.selection.kind import KIND
+from dpopt.selection.timing import TIMING
 from dpopt.spec.selection import (
     CountRelease,
     MeanRelease,
@@ -134,6 +135,7 @@ def _count_block(spec: SelectionSpec, release: CountRelease) -> dict:
                                         "threshold": tau, "delta": half}
         block["noise"] = {"family": "gaussian", "sigma": sigma, "epsilon": str(eps), "delta": half}
         kept = {"metric": "rows_for_even_chance", "value": tau, "method": "P[c + Z ≥ τ] ≥ 1/2 iff c ≥ τ (Z symmetric)"}
+    block["timing"] = dict(TIMING)  # what the release's running time reveals of the number of keys
     sd = block["noise"]["sigma"] if "sigma" in block["noise"] else _laplace_sd(Fraction(block["noise"]["scale"]))
     block["utility"] = {"metric": "count_standard_deviation", "value": sd,
                         "method": "closed form (discrete Laplace: √(2r)/(1 − r), r = e^{−1/b}; Gaussian: σ)",

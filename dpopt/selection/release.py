@@ -10,7 +10,9 @@ For each release, in the order of the spec:
 2. a **count** counts rows and distinct persons per key of the bounded rows, then releases every
    declared key (noisy; zero rows when the data have none) and each other key only when partition
    selection keeps it (optimal: with probability π of its users; thresholds: when its noisy count
-   reaches τ, that noisy count being released); keys are handled in sorted order;
+   reaches τ, that noisy count being released); keys are handled in sorted order, and the draws and
+   comparisons over whole blocks of padded slots (:mod:`dpopt.selection.timing`: their work does not
+   reveal the number of keys);
 3. a **quantile** draws each q of each group (levels in spec order) by the exponential mechanism;
 4. a **mean** per private key sums (x − m) and counts rows per key of the bounded rows, for the keys its
    count release released (in that release's order, zero rows when absent) and no other, adds Laplace noise
@@ -54,6 +56,7 @@ from dpopt.release.sources import (
 from dpopt.rng import RandomSource
 from dpopt.selection.cells import selection_cells
 from dpopt.selection.design import certify
+from dpopt.selection.timing import padded_slots
 from dpopt.spec.models import PrivacyUnit
 from dpopt.spec.selection import (
     CountRelease,
@@ -116,26 +119,30 @@ def _count(con, source: DataSource, spec: SelectionSpec, release: CountRelease, 
     found = {k: (int(rows), int(users)) for k, rows, users in _run(
         con, source, f"SELECT {key}, count(*), count(DISTINCT {pid}) FROM {bounded.sql} GROUP BY ALL").fetchall()}
     declared = block["declared"]
-    candidates = sorted(k for k in found if k not in set(declared))
+    public = set(declared)
+    candidates = sorted(k for k in found if k not in public)
     decide, noise = randomness.stream(DRAWS, i, 0), randomness.stream(DRAWS, i, 1)
-    sel = block["partition_selection"]
+    sel, d, n = block["partition_selection"], len(declared), len(candidates)
+    slots = padded_slots(n)  # the draw stage's work: whole blocks of slots, whatever n (dpopt.selection.timing)
+    true = np.zeros(d + slots, dtype=np.int64)
+    true[:d] = [found.get(k, (0, 0))[0] for k in declared]
+    true[d:d + n] = [found[k][0] for k in candidates]
     if release.selection == "optimal":
-        pis = sel["keep_probabilities"]
-        uniforms = decide.random(len(candidates))
-        kept = [k for k, u in zip(candidates, uniforms) if u < pis[min(found[k][1], len(pis) - 1)]]
-        keys = declared + kept
-        values = np.array([found.get(k, (0, 0))[0] for k in keys]) + _discrete_laplace(noise, block["noise"]["scale"],
-                                                                                      len(keys))
+        users = np.zeros(slots, dtype=np.int64)
+        users[:n] = [found[k][1] for k in candidates]
+        pis = np.asarray(sel["keep_probabilities"])
+        passed = decide.random(slots) < pis[np.minimum(users, len(pis) - 1)]
+        noisy = true + _discrete_laplace(noise, block["noise"]["scale"], d + slots)
+    elif release.selection == "laplace_threshold":
+        noisy = true + _discrete_laplace(noise, block["noise"]["scale"], d + slots)
+        passed = noisy[d:] >= sel["threshold"]
     else:
-        keys = declared + candidates
-        true = np.array([found.get(k, (0, 0))[0] for k in keys], dtype=float)
-        if release.selection == "laplace_threshold":
-            noisy = true + _discrete_laplace(noise, block["noise"]["scale"], len(keys))
-        else:
-            noisy = true + noise.normal(0.0, block["noise"]["sigma"], len(keys))
-        passed = [j < len(declared) or noisy[j] >= sel["threshold"] for j in range(len(keys))]
-        kept = [k for k, p in zip(keys[len(declared):], passed[len(declared):]) if p]
-        keys, values = [k for k, p in zip(keys, passed) if p], noisy[np.array(passed, dtype=bool)]
+        noisy = true + noise.normal(0.0, block["noise"]["sigma"], d + slots)
+        passed = noisy[d:] >= sel["threshold"]
+    chosen = np.flatnonzero(passed)
+    chosen = chosen[chosen < n]  # a padded slot is never a key
+    kept = [candidates[j] for j in chosen]
+    keys, values = declared + kept, np.concatenate([noisy[:d], noisy[d + chosen]])
     out = {"name": release.name, "kind": "count", "by": release.by, "selection": release.selection,
            "values": {k: float(v) if release.selection == "gaussian_threshold" else int(v)
                       for k, v in zip(keys, values)},
