@@ -221,15 +221,17 @@ def test_tampered_joint_covariance_fails_verify(overlapping):
     assert not verify_plan(data).passed
 
 
-def test_joint_rows_record_each_querys_intervals_and_verify_rederives_them(overlapping):
-    """Query i of a joint design releases M_i(h + Z), Z ~ N(0, Σ) with Σ the certified covariance: cell j's noise
+def test_joint_rows_record_each_querys_intervals_and_verify_rederives_them():
+    """Query i of a joint design with continuous noise (``sampler: floating_point``; the exact design's noise is
+    the integer strategy's Rη) releases M_i(h + Z), Z ~ N(0, Σ) with Σ the certified covariance: cell j's noise
     is N(0, (M_i Σ M_iᵀ)_jj), so its SE is that root and its 95% half-width 1.96·SE (Φ⁻¹(0.975) from scipy). Each
     row records the block; a tampered half-width fails verify."""
     from scipy import stats
 
-    cert = overlapping.certificate
+    solution = solve_plan({**OVERLAPPING, "sampler": "floating_point"})
+    cert = solution.certificate
     sigma = np.asarray(cert["joint"]["certificate"]["mechanism"]["parameters"]["covariance"])
-    for row, m in zip(cert["queries"], overlapping.joint.maps):
+    for row, m in zip(cert["queries"], solution.joint.maps):
         se = np.sqrt(np.diag(m @ sigma @ m.T))
         block = row["per_cell"]
         assert [c["standard_error"] for c in block["cells"]] == pytest.approx(se, rel=1e-9)

@@ -171,10 +171,17 @@ def _bound(parameter: str, alpha_up: float, beta_up: float, delta: float) -> flo
     return best
 
 
-def audit_answer(spec: Spec) -> np.ndarray:
+def audit_answer(spec: Spec, whole: bool = False) -> np.ndarray:
     """The reference true answer of an audit: the centre of the public box the spec implies
-    (:func:`dpopt.domain.bounds.answer_bounds`), so that x ± v/2 stay in it; else 0."""
+    (:func:`dpopt.domain.bounds.answer_bounds`), so that x ± v/2 stay in it; else 0.
+
+    ``whole`` (a lattice measurement, ``needs_integer_answers``): 0, the answers of the empty table, so that x and
+    x + v = Wδ are both answers of integer tables, which a measurement that rebuilds its cells from the answers (an
+    exact Kronecker strategy) requires. A lattice measurement's noise does not depend on x, so the audit's verdict
+    does not depend on this choice."""
     query = compile_query(spec)
+    if whole:
+        return np.zeros(query.dimension)
     bounds = answer_bounds(spec, query)
     if bounds is None:
         return np.zeros(query.dimension)
@@ -245,7 +252,8 @@ def audit_mechanism(
         How many sensitivity vectors to try.
     answer : array_like, shape (d,), optional
         The reference true answer x: the pair for v is (x − v/2, x + v/2) (a lattice measurement,
-        which takes integer answers: (⌊x − v/2⌋, ⌊x − v/2⌋ + v) for the integer v of counts). Default 0; a
+        which takes integer answers: (x, x + v) for whole x (:func:`audit_answer` with ``whole``), else
+        (⌊x − v/2⌋, ⌊x − v/2⌋ + v), for the integer v of counts). Default 0; a
         family whose output depends on a public box needs x inside it (:func:`audit_answer`).
     profile : dict, optional
         ε by δ of the certified release (default: the mechanism's own ``privacy_summary``), see :func:`_target`.
@@ -271,7 +279,7 @@ def audit_mechanism(
     rows, best = [], -math.inf
     whole = getattr(mechanism, "needs_integer_answers", False)  # a lattice measurement takes integer answers
     for v in chosen_pairs:
-        x0 = np.floor(centre - v / 2) if whole else centre - v / 2
+        x0 = (centre if np.array_equal(centre, np.rint(centre)) else np.floor(centre - v / 2)) if whole else centre - v / 2
         y0 = mechanism.release(np.tile(x0, (draws, 1)), rng) - x0
         y1 = mechanism.release(np.tile(x0 + v, (draws, 1)), rng) - x0
         name, s0 = _statistic(mechanism, v, y0)

@@ -30,4 +30,4 @@ def audit(source: Solution | Certificate | str | Path, draws: int = AUDIT_DRAWS,
         spec = load_spec(cert["spec"])
         space = derive(spec)
         mechanism = rebuild_mechanism(cert.data, space)
-    return audit_mechanism(mechanism, space, spec.privacy, draws=draws, seed=seed, answer=audit_answer(spec))
+    return audit_mechanism(mechanism, space, spec.privacy, draws=draws, seed=seed, answer=audit_answer(spec, mechanism.needs_integer_answers))

@@ -226,7 +226,8 @@ def _build_report(certificate: Certificate, audit_draws: int | None, utility_fam
     if audit_draws:
         stage(f"empirical audit ({audit_draws} draws per dataset and pair)")
         try:
-            result = audit_mechanism(mechanism, space, spec.privacy, draws=audit_draws, answer=audit_answer(spec))
+            result = audit_mechanism(mechanism, space, spec.privacy, draws=audit_draws,
+                                     answer=audit_answer(spec, mechanism.needs_integer_answers))
         except (DpoptError, ValueError) as exc:
             notes.append(f"{AUDIT_NOT_RUN}{exc})")
     return Report(certificate, tuple(figures), result, tuple(notes), simulated)
