@@ -105,6 +105,7 @@ FAMILIES: tuple[Capability, ...] = (
                serves="the optimal Gaussian strategy for marginal workloads at any domain size"),
     Capability("marginal_laplace", _M + "marginal_laplace", ("pure",), MARGINAL_QUERIES, ("l2",),
                workload=False, tables=True, privacy_unit=False,
+               exact="pure (discrete Laplace on the integer marginals; every marginal workload)",
                serves="weighted marginal strategy with Laplace noise (pure ε)"),
     Capability("kronecker_gaussian", _M + "kronecker_gaussian", GAUSSIAN_TARGETS, ("kronecker",), ("l2",),
                workload=False, exact="zcdp, gdp, approx (integer factors of full column rank on each support; "
