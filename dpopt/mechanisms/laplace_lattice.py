@@ -43,7 +43,8 @@ from dpopt.noise.exp_inversion import MAX_TABLE_T
 from dpopt.spec.models import Privacy
 
 MAX_EXPONENT = 40
-"""Finest grid 2^-40 of a lattice scale (a scale below 2^-24 would have noise almost surely 0)."""
+"""Finest grid 2^-40 of a lattice scale: a scale below 2^-24 is rounded up by more than 2^-16 relative (its noise is
+0 except with probability below 2e^{-2^24})."""
 
 EXACT_LAPLACE_NOTE = (
     "exact measurement: each measured block of integer counts gets i.i.d. discrete Laplace noise sampled in "

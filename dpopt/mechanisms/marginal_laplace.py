@@ -231,9 +231,11 @@ class MarginalLaplaceMechanism(Mechanism):
         sampler = parameters.get("sampler", "floating_point")
         lattice = None
         if sampler == "exact":
-            index = {a: i for i, a in enumerate(attributes)}
-            lattice = {tuple(sorted(index[a] for a in entry["marginal"])): Fraction(str(entry["scale"]))
-                       for entry in parameters["lattice"]}
+            try:
+                lattice = {tuple(sorted(attributes.index(a) for a in entry["marginal"])): Fraction(str(entry["scale"]))
+                           for entry in parameters["lattice"]}
+            except (KeyError, TypeError) as exc:
+                raise ValueError(f"lattice: each entry needs a marginal of the attributes and a scale ({exc})") from None
         return cls(attributes, workload, parameters["adjacency"] == "replace_one", int(parameters["multiplier"]),
                    weights, scale, parameters.get("design"), sampler, lattice)
 
