@@ -112,6 +112,7 @@ FAMILIES: tuple[Capability, ...] = (
                "lattice variances ≤ 2³⁰; gdp, approx ≤ 2²²)",
                serves="Kronecker strategy for range/prefix × marginal workloads"),
     Capability("kronecker_laplace", _M + "kronecker_laplace", ("pure",), ("kronecker",), ("l2",), workload=False,
+               exact="pure (every term carries the ordered attributes, integer factors of full column rank)",
                serves="Kronecker strategy with Laplace noise (pure ε) for range/prefix × marginal workloads"),
     Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
