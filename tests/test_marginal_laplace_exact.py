@@ -197,6 +197,7 @@ def test_lattice_scale_rounds_up_to_sixteen_bit_numerators():
     """p/2^k ≥ x, p ≤ 2^16, and no finer grid would do: 2^k p is the ceiling of 2^k x."""
     for x in (Fraction(1, 3), Fraction(7), Fraction(123456, 7), Fraction(10**6, 3)):
         t = lattice_scale(x)
-        assert t >= x and t.numerator <= 2**16 or t.denominator == 1
+        assert t >= x
+        assert t.numerator <= 2**16 or t.denominator == 1
         assert t.denominator == 1 or math.ceil(x * 2 * t.denominator) > 2**16
         assert t - x < Fraction(1, t.denominator)
