@@ -16,13 +16,17 @@ Two releases, each designed once and released by both samplers from the same cer
 * **examples**: the example specs whose design this round's exact measurements changed (projected Gaussian on
   the lattice, ``gaussian_optimal`` by an integer strategy), each solved by default (exact where it can) and with
   ``sampler: floating_point``: the chosen family and sampler and the certified utility of each, and their ratio;
+* **pure ε**: ``specs/marginals_5attr_2way_pure.yaml`` (``marginal_laplace``, RELEASES/10 releases) and
+  ``specs/range_marginals_age_prefix_pure.yaml`` (``kronecker_laplace``, 1,000 releases) at the answers of 5,000
+  random records, by the exact (discrete Laplace on integer measurements) and floating-point samplers from the same
+  strategy and scale: CPU times, the certified E‖Z‖² of each and the measured one;
 * **draws**: CELLS (10⁶) noise draws alone, exact N_ℤ(0, σ²) and discrete Laplace of scale σ against numpy's
   floating-point normal and Laplace, at σ = 1, 10, 1000 (median of REPEATS CPU times; AES-CTR generator).
 
 Printed: CPU time of the release (median of REPEATS), the ratio exact / floating point (target ≤ 3), and the
 error ratio: the certified expected squared error (closed form) and the measured one.
 
-Run ``python benchmarks/bench_exact_noise.py [--attributes N] [--levels L] [--only examples]``.
+Run ``python benchmarks/bench_exact_noise.py [--attributes N] [--levels L] [--only examples|laplace]``.
 """
 
 from __future__ import annotations
@@ -110,6 +114,34 @@ def james_stein() -> None:
           f"{np.mean(np.sum((y_float - truth) ** 2, axis=1)):.6g}")
 
 
+def pure_strategies() -> None:
+    """The two pure-ε strategies (marginal_laplace, kronecker_laplace) on their examples, each released by both
+    samplers from the same weights, factors and scale, at the answers of a table of counts."""
+    for name, releases in (("marginals_5attr_2way_pure", RELEASES // 10), ("range_marginals_age_prefix_pure", 1000)):
+        path = ROOT / "specs" / f"{name}.yaml"
+        solution = dpopt.solve(path)
+        exact = solution.mechanism
+        parameters = {k: v for k, v in exact.parameters.items() if k != "lattice"}
+        floating = registry()[exact.family].from_parameters(dict(parameters, sampler="floating_point"), solution.space)
+        spec = load_spec(path)
+        draw = np.random.default_rng(0)
+        records = [{a: levels[draw.integers(len(levels))] for a, levels in spec.data.attributes.items()}
+                   for _ in range(5000)]  # 5,000 records, each attribute's level uniform
+        truth = np.tile(solution.problem.query.evaluate(records), (releases, 1))
+        t_exact, y_exact = cpu(lambda: exact.release(truth, np.random.default_rng(1)))
+        t_float, y_float = cpu(lambda: floating.release(truth, np.random.default_rng(1)))
+        print(f"{exact.family} ({path.name}, {exact.dimension} answers): {releases:,} releases CPU exact "
+              f"{t_exact:.2f} s, floating point {t_float:.2f} s, ratio {t_exact / t_float:.2f} (target <= 3)")
+        e_exact, e_float = exact._expected_l2(None), floating._expected_l2(None)
+        print(f"  certified E||error||^2: exact {e_exact:.8g}, floating point {e_float:.8g}, ratio "
+              f"{e_exact / e_float:.6f}; measured: exact {np.mean(np.sum((y_exact - truth) ** 2, axis=1)):.6g}, "
+              f"floating point {np.mean(np.sum((y_float - truth) ** 2, axis=1)):.6g}")
+    e_exact, e_float = exact._expected_l2(None), floating._expected_l2(None)
+    print(f"  certified E||error||^2: exact {e_exact:.8g}, floating point {e_float:.8g}, ratio {e_exact / e_float:.6f}; "
+          f"measured: exact {np.mean(np.sum((y_exact - truth) ** 2, axis=1)):.6g}, floating point "
+          f"{np.mean(np.sum((y_float - truth) ** 2, axis=1)):.6g}")
+
+
 def topdown() -> None:
     path = ROOT / "specs" / "hierarchy_topdown_zcdp.yaml"
     data = ROOT / "specs" / "data" / "hierarchy.csv"
@@ -128,7 +160,7 @@ def topdown() -> None:
 
 EXAMPLES = ("census_2020_states", "census_part1_table_gdp", "sparse_histogram_intervals_zcdp", "table_2x2_margins_gdp",
             "table_3x3_margins_gdp", "table_race_sex_postprocess_gdp", "table_replace_gdp", "visits_person_level",
-            "age_cumulative_optimal_gdp")
+            "age_cumulative_optimal_gdp", "marginals_5attr_2way_pure")
 
 
 def examples() -> None:
@@ -170,13 +202,17 @@ def main() -> None:
     parser.add_argument("--levels", type=int, default=40)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--cells", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=("examples",), default=None, help="run one part only")
+    parser.add_argument("--only", choices=("examples", "laplace"), default=None, help="run one part only")
     args = parser.parse_args()
+    if args.only == "laplace":
+        pure_strategies()
+        return
     examples()
     if args.only == "examples":
         return
     marginals(args.attributes, args.levels, args.records)
     james_stein()
+    pure_strategies()
     topdown()
     draws(args.cells)
 

@@ -100,13 +100,15 @@ def _laplace_case(mechanism, space, l1: Fraction, definition: str = "pure"):
 
 
 def test_kronecker_laplace_compares_with_the_decimal():
-    mechanism, space = _solve(KRONECKER, "kronecker_laplace", {"pure": {"epsilon": 1}})
+    # the continuous design's check Δ₁/b ≤ ε (the exact lattice's Σ Δ_S/t_S: test_kronecker_laplace_exact.py)
+    mechanism, space = _solve({**KRONECKER, "sampler": "floating_point"}, "kronecker_laplace", {"pure": {"epsilon": 1}})
     l1 = l1_sensitivity(mechanism.strategy, mechanism.replace, mechanism.multiplier)
     assert _laplace_case(mechanism, space, l1) == [True, False]
 
 
 def test_marginal_laplace_compares_with_the_decimal():
-    mechanism, space = _solve(MARGINALS, "marginal_laplace", {"pure": {"epsilon": 1}})
+    # the continuous design's check Δ₁/b ≤ ε (the exact lattice scales' Σ Δ_S/t_S: test_marginal_laplace_exact.py)
+    mechanism, space = _solve({**MARGINALS, "sampler": "floating_point"}, "marginal_laplace", {"pure": {"epsilon": 1}})
     l1 = marginal_l1(mechanism.workload, mechanism.weights, mechanism.replace, mechanism.multiplier)
     assert _laplace_case(mechanism, space, l1) == [True, False]
 

@@ -34,11 +34,13 @@ SMALL = {
 
 
 def small_spec(size: int = 1, adjacency: str = "add_remove", epsilon: float = 1.0) -> dict:
+    """The continuous design (floating-point sampler: these tests compare it with dense algebra; the exact
+    discrete Laplace measurement on integer factors is tested in test_kronecker_laplace_exact.py)."""
     data = {"attributes": SMALL} | ({} if adjacency == "add_remove" else {"n": 50})
     return {"dpopt": 1, "name": "small prefix x marginals", "data": data,
             "query": {"kind": "kronecker", "all_of_size": size, "crossed_with": {"age": "prefix"}},
             "adjacency": adjacency, "privacy": {"pure": {"epsilon": epsilon}},
-            "mechanism": "kronecker_laplace", "utility": "l2"}
+            "mechanism": "kronecker_laplace", "utility": "l2", "sampler": "floating_point"}
 
 
 def dense_workload(size: int) -> np.ndarray:

@@ -265,23 +265,43 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         lam, u = linalg.eigh(p["sigma"] ** 2 * w @ np.linalg.inv(a.T @ a) @ w.T)
         return _ks(e @ u / np.sqrt(lam), stats.norm.cdf)
     if family == "marginal_laplace":
-        # reference errors drawn here: W (AᵀA)⁻¹ Aᵀ z, z i.i.d. Laplace(b) on the weighted marginals A = [θ_S M_S]
+        # reference errors drawn here: W (AᵀA)⁻¹ Aᵀ z, z = θ_S η_S on the weighted marginals A = [θ_S M_S], η_S i.i.d.
+        # discrete Laplace of the recorded lattice scale t_S (the exact default), drawn as the difference of two
+        # i.i.d. geometrics of success probability 1 − e^{−1/t_S} (P[G₁ − G₂ = k] ∝ e^{−|k|/t_S})
         w = np.vstack([np.kron(np.eye(4), np.ones((1, 2))), np.eye(8)])
         rows = {("group",): np.kron(np.eye(4), np.ones((1, 2))), ("group", "sex"): np.eye(8),
                 ("sex",): np.kron(np.ones((1, 4)), np.eye(2)), (): np.ones((1, 8))}
+        assert p["sampler"] == "exact"
+        scales = {tuple(s["marginal"]): float(Fraction(s["scale"])) for s in p["lattice"]}
         a = np.vstack([s["weight"] * rows[tuple(s["marginal"])] for s in p["strategy"]])
-        z = np.random.default_rng(SEED + 1).laplace(0.0, p["scale"], (e.shape[0], a.shape[0]))
+        ref = np.random.default_rng(SEED + 1)
+
+        def discrete_laplace(marginal):
+            q, shape = -math.expm1(-1.0 / scales[marginal]), (e.shape[0], rows[marginal].shape[0])
+            return ref.geometric(q, shape) - ref.geometric(q, shape)
+
+        z = np.hstack([s["weight"] * discrete_laplace(tuple(s["marginal"])) for s in p["strategy"]])
         reference = z @ (w @ np.linalg.pinv(a.T @ a) @ a.T).T
         return min(float(stats.ks_2samp(e[:, i], reference[:, i]).pvalue) for i in (0, 4)) * 2
     if family == "kronecker_laplace":
-        # reference errors drawn here: W (AᵀA)⁻¹ Aᵀ z, z i.i.d. Laplace(b) on the rows of A = A_group ⊗ [θ_S M_S],
-        # W = prefix(4) ⊗ I₂, A_group and θ the recorded strategy (sex is the plain attribute: M_() = 1ᵀ, M_(sex) = I)
+        # reference errors drawn here: W (AᵀA)⁻¹ Aᵀ z, W = prefix(4) ⊗ I₂, on the rows of A = Ã_group ⊗ [θ_S M_S]
+        # (sex is the plain attribute: M_() = 1ᵀ, M_(sex) = I), Ã_group the recorded integer factor and z = θ_S η
+        # with η i.i.d. discrete Laplace of the recorded scale t_S per marginal S (the exact default), drawn as the
+        # difference of two i.i.d. geometrics of success probability 1 − e^{−1/t_S}
         w = np.kron(np.tril(np.ones((4, 4))), np.eye(2))
-        (factor,) = p["strategy"]["ordered"]
+        assert p["sampler"] == "exact"
+        (factor,) = p["lattice"]["factors"]
+        scales = {tuple(s["marginal"]): float(Fraction(s["scale"])) for s in p["lattice"]["scales"]}
         rows = {(): np.ones((1, 2)), ("sex",): np.eye(2)}
-        b = np.vstack([s["weight"] * rows[tuple(s["marginal"])] for s in p["strategy"]["marginals"]])
-        a = np.kron(np.array(factor["matrix"]), b)
-        z = np.random.default_rng(SEED + 1).laplace(0.0, p["scale"], (e.shape[0], a.shape[0]))
+        ordered = np.array(factor["matrix"], dtype=float)
+        ref = np.random.default_rng(SEED + 1)
+        blocks, noise = [], []
+        for s in p["strategy"]["marginals"]:
+            marginal = tuple(s["marginal"])
+            blocks.append(np.kron(ordered, s["weight"] * rows[marginal]))
+            q, shape = -math.expm1(-1.0 / scales[marginal]), (e.shape[0], blocks[-1].shape[0])
+            noise.append(s["weight"] * (ref.geometric(q, shape) - ref.geometric(q, shape)))
+        a, z = np.vstack(blocks), np.hstack(noise)
         reference = z @ (w @ np.linalg.inv(a.T @ a) @ a.T).T
         return min(float(stats.ks_2samp(e[:, i], reference[:, i]).pvalue) for i in (0, 7)) * 2
     if family == "query_scaling":

@@ -153,6 +153,51 @@ def _row_bound(matrix: np.ndarray) -> int:
     return int(np.abs(matrix.astype(object)).sum(axis=1).max()) if matrix.size else 0
 
 
+def cell_marginals(workload: KroneckerWorkload, answers: np.ndarray) -> dict[Subset, np.ndarray]:
+    """x_T (int64, shape (m,) + levels of T) for every block T of D (:func:`block_family`), from the integer
+    answers (m, d): each support's marginal by the pseudo-inverse of a recoverable term's factors
+    (:func:`recoverable_terms`), rounded and checked by recomputing that term's answers in int64.
+
+    Raises
+    ------
+    ValueError
+        No term of some support has integer factors of full column rank.
+    DataError
+        Answers that no integer cells reproduce exactly (not counts of records), or beyond the int64 range.
+    """
+    found = recoverable_terms(workload)
+    if isinstance(found, str):
+        raise ValueError(found)
+    work, m = workload, answers.shape[0]
+    by_support = {}
+    for s, t in found.items():
+        block = answers[:, work.offsets[t]:work.offsets[t + 1]].reshape(
+            (m,) + tuple(work.factor(t, k).shape[0] for k in s))
+        x = block.astype(float)
+        for i, k in enumerate(s):
+            x = apply_along(x, np.linalg.pinv(work.factor(t, k)), 1 + i)
+        x = np.rint(x)
+        if not np.all(np.abs(x) <= 2.0**52):
+            raise DataError("the exact (lattice) release needs counts below 2^52")
+        x = x.astype(np.int64)
+        bound = int(np.abs(x).max(initial=0)) * math.prod(_row_bound(_int_matrix(work.factor(t, k))) for k in s)
+        if bound >= INT_LIMIT:
+            raise DataError("the exact (lattice) release: the counts are beyond the int64 measurement's range")
+        back = x
+        for i, k in enumerate(s):
+            back = _apply_int(back, _int_matrix(work.factor(t, k)), 1 + i)
+        if not np.array_equal(back, block):
+            raise DataError("the exact (lattice) release needs answers that are counts of records (no integer "
+                            "cells reproduce them); set `sampler: floating_point` for other values")
+        by_support[s] = x
+    out = {}
+    for block in block_family(work):
+        s = next(s for s in by_support if set(block) <= set(s))
+        drop = tuple(1 + i for i, k in enumerate(s) if k not in block)
+        out[block] = by_support[s].sum(axis=drop) if drop else by_support[s]
+    return out
+
+
 @dataclass(frozen=True)
 class KroneckerLattice:
     """The integer factors P̃_k and the block variances σ_T² (module docstring).
@@ -332,49 +377,9 @@ class KroneckerLattice:
                 f"exact maximum over the {grid} levels of the rounded attributes (the others' columns have equal norms)")
 
     # ------------------------------------------------------------ data
-    @cached_property
-    def _recovery(self) -> dict[Subset, int]:
-        found = recoverable_terms(self.workload)
-        if isinstance(found, str):
-            raise ValueError(found)
-        return found
-
     def marginals(self, answers: np.ndarray) -> dict[Subset, np.ndarray]:
-        """x_T (int64, shape (m,) + levels of T) for every block T of D, from the integer answers (m, d).
-
-        Raises
-        ------
-        DataError
-            Answers that no integer cells reproduce exactly (not counts of records), or beyond the int64 range.
-        """
-        work, m = self.workload, answers.shape[0]
-        by_support = {}
-        for s, t in self._recovery.items():
-            block = answers[:, work.offsets[t]:work.offsets[t + 1]].reshape(
-                (m,) + tuple(work.factor(t, k).shape[0] for k in s))
-            x = block.astype(float)
-            for i, k in enumerate(s):
-                x = apply_along(x, np.linalg.pinv(work.factor(t, k)), 1 + i)
-            x = np.rint(x)
-            if not np.all(np.abs(x) <= 2.0**52):
-                raise DataError("the exact (lattice) release needs counts below 2^52")
-            x = x.astype(np.int64)
-            bound = int(np.abs(x).max(initial=0)) * math.prod(_row_bound(_int_matrix(work.factor(t, k))) for k in s)
-            if bound >= INT_LIMIT:
-                raise DataError("the exact (lattice) release: the counts are beyond the int64 measurement's range")
-            back = x
-            for i, k in enumerate(s):
-                back = _apply_int(back, _int_matrix(work.factor(t, k)), 1 + i)
-            if not np.array_equal(back, block):
-                raise DataError("the exact (lattice) release needs answers that are counts of records (no integer "
-                                "cells reproduce them); set `sampler: floating_point` for other values")
-            by_support[s] = x
-        out = {}
-        for block in block_family(work):
-            s = next(s for s in by_support if set(block) <= set(s))
-            drop = tuple(1 + i for i, k in enumerate(s) if k not in block)
-            out[block] = by_support[s].sum(axis=drop) if drop else by_support[s]
-        return out
+        """x_T for every block T of D, from the integer answers (:func:`cell_marginals`)."""
+        return cell_marginals(self.workload, answers)
 
     def measure(self, answers: np.ndarray, rng: np.random.Generator) -> dict[Subset, np.ndarray]:
         """ỹ_T = g_T (⊗_{k∈T} P̃_k) x_T + η_T in int64 for every block (no noise on the public ones)."""

@@ -26,6 +26,17 @@ the cells of every measured marginal (whose noise is i.i.d.) and commutes with t
 every cell of one released table has the same noise law: the per-cell margin of error is a Monte Carlo
 quantile pooled over the table's cells, the standard error exact.
 
+**Exact measurement** (``sampler: exact``, the default; :mod:`dpopt.mechanisms.laplace_lattice`). Measuring
+θ_S M_S x + Laplace(b) is measuring the integer counts M_S x with Laplace(b/θ_S) and weighting by θ_S. On the lattice
+y_S = M_S x + η_S, η_S i.i.d. discrete Laplace of scale t_S = b/θ_S rounded up to p/2^k (p ≤ 2^16), sampled in
+integer arithmetic; neighbours shift y_S by integer vectors of l1 norm k (add/remove) or 2k (replace-one, S
+moving), so ε = k Σ_S c_S/t_S ≤ Δ₁/b exactly. The least squares reads the weighted θ_S y_S (post-processing); its
+T-component needs only the integers u_{S,T} = marg_{S→T} y_S = M_T x + marg_{S→T} η_S, formed in int64 from
+the T-marginal of the answers (the same integers as y_S would give: the release is a function of the y_S, and no
+S-marginal beyond the answers is needed). With per-cell variance w_S = θ_S² Var η_S of the weighted noise, the
+noise's covariance is W Σ_T (ν_T/κ_T²) E_T Wᵀ with ν_T = Σ_{S⊇T} θ_S² ∏_{k∉S} n_k w_S, i.e. the closed forms
+above at a_T = κ_T²/ν_T (ν_T = 2b²κ_T for Laplace(b)); Var η_S = 2r/(1 − r)², r = e^{−1/t_S}.
+
 **Lower bounds** (:mod:`dpopt.optimize.marginal_pure_bound`): the design records, beside its error, a
 bound valid for every unbiased ε-DP mechanism of the workload and one for every strategy with Laplace
 noise, and their ratios; the ``utility.lower_bound`` claim re-derives both and the error (in exact
@@ -45,8 +56,18 @@ from dpopt.domain.marginal_algebra import MarginalWorkload, Subset, subsets
 from dpopt.domain.queries import CountingQuery
 from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.laplace import laplace_privacy_check
+from dpopt.mechanisms.laplace_lattice import (
+    EXACT_LAPLACE_NOTE,
+    discrete_laplace_variance,
+    lattice_pure_check,
+    lattice_scale,
+    pure_epsilon,
+    sample_blocks,
+)
+from dpopt.mechanisms.lattice import integer_answers
 from dpopt.mechanisms.marginal_gaussian import (
     MARGINAL_KINDS,
+    _first_holding,
     cell_variances,
     positive_by_set,
     synthesize_noise,
@@ -88,6 +109,11 @@ class MarginalLaplaceMechanism(Mechanism):
         b, the Laplace scale on every measured cell.
     design : dict, optional
         How θ and b were obtained (recorded, not used to rebuild).
+    sampler : {"floating_point", "exact"}
+        ``exact``: the discrete Laplace measurement of the module docstring.
+    lattice : dict, optional
+        t_S per measured marginal (exact only; default: b/θ_S rounded up by
+        :func:`~dpopt.mechanisms.laplace_lattice.lattice_scale`).
     """
 
     family = "marginal_laplace"
@@ -96,7 +122,8 @@ class MarginalLaplaceMechanism(Mechanism):
     fixed: tuple[Subset, ...] = ()
 
     def __init__(self, attributes: tuple[str, ...], workload: MarginalWorkload, replace: bool, multiplier: int,
-                 weights: dict[Subset, float], scale: float, design: dict | None = None):
+                 weights: dict[Subset, float], scale: float, design: dict | None = None,
+                 sampler: str = "floating_point", lattice: dict[Subset, Fraction] | None = None):
         self.attributes = tuple(attributes)
         self.workload = workload
         self.replace = bool(replace)
@@ -109,6 +136,17 @@ class MarginalLaplaceMechanism(Mechanism):
         self.kappa = precisions(workload, self.weights, self.components)
         if not all(k > 0 for k in self.kappa.values()):
             raise ValueError("the measured marginals do not cover every component of the workload")
+        if sampler not in ("floating_point", "exact"):
+            raise ValueError(f"sampler {sampler!r} (floating_point or exact)")
+        self.sampler = sampler
+        self.needs_integer_answers = sampler == "exact"
+        self.lattice = {} if sampler != "exact" else (
+            {s: Fraction(t) for s, t in lattice.items()} if lattice is not None
+            else {s: lattice_scale(Fraction(self.scale) / Fraction(w)) for s, w in self.weights.items()})
+        if set(self.lattice) - set(self.weights) or (self.lattice and set(self.lattice) != set(self.weights)):
+            raise ValueError("the lattice scales are not those of the measured marginals")
+        if not all(t > 0 for t in self.lattice.values()):
+            raise ValueError("a lattice scale is not positive")
 
     # ---------------------------------------------------------------- facts
     @classmethod
@@ -157,6 +195,8 @@ class MarginalLaplaceMechanism(Mechanism):
         scale = float(nudge_until(float(l1) / epsilon, lambda b: all(
             c.passed for c in at(b).privacy_checks(space, spec.privacy)), up=True))
         error = at(scale)._expected_l2(None)
+        sampler = "floating_point" if spec.sampler == "floating_point" else "exact"
+        final = cls(attributes, workload, replace, k, found.weights, scale, None, sampler)
         bounds = pure_lower_bounds(workload, epsilon, replace, k)
         per_cell = 2.0 * (float(space.l1) / epsilon) ** 2  # Var of Laplace(Δ₁/ε) on every released cell
         largest = max(len(s) for s in workload.sets)
@@ -171,12 +211,15 @@ class MarginalLaplaceMechanism(Mechanism):
             "ratio_to_lower_bound": error / bounds.unbiased,
             "ratio_to_laplace_strategies_bound": error / bounds.laplace_strategies,
             "baselines": {"laplace": per_cell * workload.dimension, "laplace_least_squares": per_cell * space.rank},
+            "sampler": sampler if sampler == "exact" else "floating_point: the spec asks for sampler: floating_point",
         }
+        if sampler == "exact":
+            info["lattice_error_ratio"] = final._expected_l2(None) / error
         if spec.utility.table_goals:
-            info["tables"] = goals.to_dict(attributes, workload, table_errors(workload, at(scale).variance_coefficients()))
+            info["tables"] = goals.to_dict(attributes, workload, table_errors(workload, final.variance_coefficients()))
             info["method"] += {"total": "; weighted total", "max": "; largest weighted table error"}[goals.objective] + (
                 "" if goals.targets_absent else ", subject to the tables' targets")
-        return cls(attributes, workload, replace, k, found.weights, scale, info)
+        return cls(attributes, workload, replace, k, found.weights, scale, info, sampler)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> MarginalLaplaceMechanism:
@@ -185,8 +228,16 @@ class MarginalLaplaceMechanism(Mechanism):
         scale = float(parameters["scale"])
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"scale {parameters['scale']!r}")
+        sampler = parameters.get("sampler", "floating_point")
+        lattice = None
+        if sampler == "exact":
+            try:
+                lattice = {tuple(sorted(attributes.index(a) for a in entry["marginal"])): Fraction(str(entry["scale"]))
+                           for entry in parameters["lattice"]}
+            except (KeyError, TypeError) as exc:
+                raise ValueError(f"lattice: each entry needs a marginal of the attributes and a scale ({exc})") from None
         return cls(attributes, workload, parameters["adjacency"] == "replace_one", int(parameters["multiplier"]),
-                   weights, scale, parameters.get("design"))
+                   weights, scale, parameters.get("design"), sampler, lattice)
 
     @property
     def parameters(self) -> dict:
@@ -195,6 +246,9 @@ class MarginalLaplaceMechanism(Mechanism):
             **workload_parameters(self),
             "strategy": [{"marginal": [names[k] for k in s], "weight": w} for s, w in self.weights.items()],
             "scale": self.scale,
+            "sampler": self.sampler,
+            **({"lattice": [{"marginal": [names[k] for k in s], "scale": str(t)} for s, t in self.lattice.items()]}
+               if self.sampler == "exact" else {}),
             "design": self.design_info,
         }
 
@@ -206,8 +260,23 @@ class MarginalLaplaceMechanism(Mechanism):
         return checks
 
     def variance_coefficients(self) -> dict[Subset, float]:
-        """a_T = κ_T / 2b²: the noise's covariance is W(Σ_T a_T E_T)⁺Wᵀ (module docstring)."""
-        return {t: k / (2.0 * self.scale**2) for t, k in self.kappa.items()}
+        """a_T = κ_T / 2b² (Laplace(b)), on the lattice κ_T²/ν_T: the noise's covariance is W(Σ_T a_T E_T)⁺Wᵀ
+        (module docstring)."""
+        if self.sampler != "exact":
+            return {t: k / (2.0 * self.scale**2) for t, k in self.kappa.items()}
+        alg = self.workload.algebra
+        nu: dict[Subset, float] = {}
+        for s, w in self.weights.items():
+            term = w**4 * alg.co_size(s) * discrete_laplace_variance(self.lattice[s])
+            for t in self.kappa:
+                if set(t) <= set(s):
+                    nu[t] = nu.get(t, 0.0) + term
+        return {t: k * k / nu[t] for t, k in self.kappa.items()}
+
+    def _lattice_terms(self) -> list[tuple[Fraction, Fraction]]:
+        """(Δ_S, t_S) per measured marginal: Δ_S = k (add/remove), 2k for a moving S (replace-one), else 0."""
+        return [((2 if moving(self.workload, s) else 0) * self.multiplier if self.replace else self.multiplier, t)
+                for s, t in self.lattice.items()]
 
     def _bound_check(self, problem: Problem) -> Check:
         """``utility.lower_bound``: the recorded bounds, ratios, error and l1 sensitivity re-derived; the bounds
@@ -224,8 +293,11 @@ class MarginalLaplaceMechanism(Mechanism):
                     "ratio_to_lower_bound": float(error) / bounds.unbiased,
                     "ratio_to_laplace_strategies_bound": float(error) / bounds.laplace_strategies,
                     "expected_l2": float(error)}
+        if self.sampler == "exact":
+            expected["lattice_error_ratio"] = self._expected_l2(None) / float(error)
         got = {**({f"lower_bounds.{k}": v for k, v in recorded.items()} if isinstance(recorded, dict) else {}),
-               **{k: info.get(k) for k in ("ratio_to_lower_bound", "ratio_to_laplace_strategies_bound", "expected_l2")}}
+               **{k: info.get(k) for k in ("ratio_to_lower_bound", "ratio_to_laplace_strategies_bound", "expected_l2",
+                                           "lattice_error_ratio")}}
         off = [k for k, v in expected.items() if not (
             got.get(k) == v or (isinstance(v, float) and isinstance(got.get(k), float)
                                 and math.isclose(got[k], v, rel_tol=1e-9)))]
@@ -236,7 +308,9 @@ class MarginalLaplaceMechanism(Mechanism):
                      "the lower bounds for every unbiased ε-DP mechanism and for every strategy with Laplace noise "
                      f"re-derived ({bounds.method}); the error 2b² Σ_T m_T λ_T / κ_T recomputed in rational "
                      "arithmetic from the stored weights and scale; each bound ≤ that error; the recorded bounds, "
-                     "ratios, error and l1 sensitivity are the re-derived ones",
+                     "ratios, error and l1 sensitivity are the re-derived ones"
+                     + ("; the lattice error ratio (the discrete Laplace variances' error over that error) re-derived"
+                        if self.sampler == "exact" else ""),
                      not off and below,
                      f"error {float(error):.10g}, bounds {bounds.unbiased:.10g} (unbiased ε-DP) and "
                      f"{bounds.laplace_strategies:.10g} (Laplace strategies): ratio {float(error) / bounds.unbiased:.4g}"
@@ -256,6 +330,12 @@ class MarginalLaplaceMechanism(Mechanism):
         return 2 * Fraction(self.scale) ** 2 * total
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        if self.sampler == "exact":
+            return [lattice_pure_check(
+                self._lattice_terms(), privacy,
+                f"t_S the stored scales of the {len(self.lattice)} measured marginals and Δ_S = "
+                + ("k" if not self.replace else "2k for a marginal with an attribute of ≥ 2 levels, else 0")
+                + f" (k = {self.multiplier})")]
         l1 = _l1(self.workload, self.weights, self.replace, self.multiplier)
         inner = laplace_privacy_check(l1, self.scale, privacy)
         return [Check("privacy",
@@ -266,6 +346,11 @@ class MarginalLaplaceMechanism(Mechanism):
                       + inner.method, inner.passed, inner.detail)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.sampler == "exact":
+            eps = pure_epsilon(self._lattice_terms())
+            return {"epsilon": float(eps), "epsilon_exact": str(eps),
+                    "conversion": "exact: ε = Σ_S Δ_S/t_S for independent discrete Laplace blocks under integer "
+                                  "shifts, then post-processing"}
         l1 = _l1(self.workload, self.weights, self.replace, self.multiplier)
         return {"epsilon": float(laplace_epsilon(l1, self.scale)),
                 "conversion": "Laplace mechanism on the strategy A x, ε = Δ₁(A)/b (exact), then post-processing"}
@@ -275,7 +360,10 @@ class MarginalLaplaceMechanism(Mechanism):
                 "law on the released cells")
 
     def notes(self) -> list[str]:
-        out = super().notes()
+        out = [EXACT_LAPLACE_NOTE] if self.sampler == "exact" else super().notes()
+        if self.sampler == "exact":
+            out.append(f"discrete Laplace error against Laplace noise at the design's scales: "
+                       f"{self.design_info.get('lattice_error_ratio', math.nan):.9g}× the expected squared error")
         if self.replace:
             out.append("the grand total is the same on neighbouring datasets and is released exactly")
         bounds = self.design_info.get("lower_bounds")
@@ -307,13 +395,47 @@ class MarginalLaplaceMechanism(Mechanism):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         alg = self.workload.algebra
         sums: dict[Subset, np.ndarray] = {}
+        lattice = self._lattice_noise(rng, size) if self.sampler == "exact" else {}
         for s, w in self.weights.items():
-            z = rng.laplace(0.0, self.scale, (size,) + alg.table_shape(s))
+            z = (w * lattice[s] if self.sampler == "exact"
+                 else rng.laplace(0.0, self.scale, (size,) + alg.table_shape(s)))
             for t in self.components:
                 if set(t) <= set(s):
                     part = (w * alg.co_size(s)) * alg.center(alg.marginal(z, s, t), len(t))
                     sums[t] = part if t not in sums else sums[t] + part
         return synthesize_noise(self.workload, {t: c / self.kappa[t] for t, c in sums.items()}, size)
+
+    def _lattice_noise(self, rng: np.random.Generator, size: int) -> dict[Subset, np.ndarray]:
+        """η_S: ``size`` int64 S-tables of i.i.d. discrete Laplace(t_S) per measured marginal."""
+        alg = self.workload.algebra
+        return sample_blocks(rng, self.lattice, {s: alg.table_shape(s) for s in self.lattice}, size)
+
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Floating point: φ(X) + Z. Exact: T-component Σ_{S⊇T} θ_S² ∏_{k∉S} n_k centre_T(u_{S,T})/κ_T of the
+        integers u_{S,T} = M_T x + marg_{S→T} η_S (int64), public components from the answers (module docstring)."""
+        if self.sampler != "exact":
+            return values + self._sample(rng, values.shape[0])
+        alg, workload = self.workload.algebra, self.workload
+        counts = integer_answers(values)
+        tables = workload.tables(counts)  # float views of whole numbers, exact below 2^53
+        m = values.shape[0]
+        noise = self._lattice_noise(rng, m)
+        parts: dict[Subset, np.ndarray] = {}
+        holding = _first_holding(workload.sets)
+        for t in workload.closure:
+            i = holding(t)
+            marginal = np.rint(alg.marginal(tables[i], workload.sets[i], t)).astype(np.int64)
+            if t not in self.kappa:  # public: no neighbour moves it
+                parts[t] = alg.center(marginal, len(t))
+                continue
+            total = None
+            for s, w in self.weights.items():
+                if set(t) <= set(s):
+                    u = marginal + alg.marginal(noise[s], s, t)  # integers: the T-marginal of y_S
+                    term = (w * w * alg.co_size(s)) * alg.center(u, len(t))
+                    total = term if total is None else total + term
+            parts[t] = total / self.kappa[t]
+        return workload.from_components(parts).reshape(m, workload.dimension)
 
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:
