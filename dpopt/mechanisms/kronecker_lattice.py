@@ -57,7 +57,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -151,6 +151,17 @@ def _apply_int(table: np.ndarray, matrix: np.ndarray, axis: int) -> np.ndarray:
 
 def _row_bound(matrix: np.ndarray) -> int:
     return int(np.abs(matrix.astype(object)).sum(axis=1).max()) if matrix.size else 0
+
+
+@lru_cache(maxsize=64)
+def _left_inverse(data: bytes, rows: int, cols: int) -> np.ndarray:
+    """Õ⁺, the pseudo-inverse of Õ = [1ᵀ; F] for the int64 factor F given by its bytes and shape (cached by
+    content: the scale search builds many lattices that share most factors, and every term of an attribute
+    shares its Õ)."""
+    f = np.frombuffer(data, dtype=np.int64).reshape(rows, cols)
+    out = np.linalg.pinv(np.vstack([np.ones((1, cols)), f.astype(float)]))
+    out.flags.writeable = False
+    return out
 
 
 @dataclass(frozen=True)
@@ -409,8 +420,8 @@ class KroneckerLattice:
         key = (t, k, d)
         if key not in self._maps:
             f = self.block_factor(k, block) if d != 1 else self.factors[k]
-            self._maps[key] = self.workload.factor(t, k) @ np.linalg.pinv(
-                np.vstack([np.ones((1, f.shape[1])), f.astype(float)]))
+            f = np.ascontiguousarray(f, dtype=np.int64)
+            self._maps[key] = self.workload.factor(t, k) @ _left_inverse(f.tobytes(), *f.shape)
         return self._maps[key]
 
     @cached_property
