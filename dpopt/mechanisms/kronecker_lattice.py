@@ -468,7 +468,7 @@ class KroneckerLattice:
                 term = np.ones(1)
                 for k in s:
                     b = self._map(t, k, block)
-                    term = np.kron(term, np.sum(b[:, 1:] ** 2, axis=1) if k in block else b[:, 0] ** 2)
+                    term = np.multiply.outer(term, np.sum(b[:, 1:] ** 2, axis=1) if k in block else b[:, 0] ** 2).ravel()
                 cell = cell + variances[block] / self.gain(block) ** 2 * term
             out.append(cell)
         return np.concatenate(out)
