@@ -473,6 +473,22 @@ class KroneckerLattice:
             out.append(cell)
         return np.concatenate(out)
 
+    def total_variance(self, variances: dict[Subset, float]) -> float:
+        """Σ over the answers of :meth:`cell_variances`: Σ_t Σ_{T⊆S} v_T/g_T² ∏_{k∈S} (the sum of that attribute's
+        vector), the sum of a Kronecker product of vectors being the product of their sums (no answer formed)."""
+        work, total = self.workload, 0.0
+        for t in range(len(work.terms)):
+            s = work.support(t)
+            for block in subsets(s):
+                if block not in variances:
+                    continue
+                term = 1.0
+                for k in s:
+                    b = self._map(t, k, block)
+                    term *= float(np.sum(b[:, 1:] ** 2) if k in block else np.sum(b[:, 0] ** 2))
+                total += variances[block] / self.gain(block) ** 2 * term
+        return total
+
     def variates(self) -> int:
         """Discrete Gaussian variates one noise draw takes."""
         return sum(math.prod(self.factors[k].shape[0] for k in t) for t in self.variances)
@@ -533,10 +549,15 @@ def lattice_shape(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], 
     return tuple(full), shape_variances(workload, tuple(full_fitted), tuple(full_norms), public, anova)
 
 
+def _singular(integer: tuple[np.ndarray, ...]) -> bool:
+    """Whether some Õ_k = [1ᵀ; P̃_k] has a condition number above 10¹⁰."""
+    return any(np.linalg.cond(np.vstack([np.ones((1, f.shape[1])), f.astype(float)])) > 1e10 for f in integer)
+
+
 def _unit_error(workload, integer, shape, public, replace, multiplier) -> float:
     """E‖Z‖² per unit of 1/μ² at the shape variances (continuous noise): μ²(w)·Σ cell variances(w); inf when an
     Õ_k is singular."""
-    if any(np.linalg.cond(np.vstack([np.ones((1, f.shape[1])), f.astype(float)])) > 1e10 for f in integer):
+    if _singular(integer):
         return math.inf
     lattice = KroneckerLattice(workload, integer, shape, public)
     mu2, _ = lattice.mu_squared(shape, replace, multiplier)
@@ -585,6 +606,8 @@ def choose_scales(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], 
     public = ((),) if replace else ()
 
     def evaluate(scales):
+        """(E‖Z‖² per unit of 1/μ² as :func:`_unit_error`, its sum over the answers taken by
+        :meth:`KroneckerLattice.total_variance`; the largest block variance)."""
         if any(rotated_factor(a)[2] is None and not np.any(np.rint(c * rotated_factor(a)[0]))
                for a, c in zip(factors, scales) if a.shape[0] > 1):
             return math.inf, 0.0
@@ -592,7 +615,9 @@ def choose_scales(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], 
         lattice = KroneckerLattice(workload, integer, shape, public)
         mu2, _ = lattice.mu_squared(shape, replace, multiplier)
         largest = float(mu2) * unit * float(max(shape.values(), default=0))
-        return _unit_error(workload, integer, shape, public, replace, multiplier), largest
+        if _singular(integer):
+            return math.inf, largest
+        return float(mu2) * lattice.total_variance({t: float(w) for t, w in shape.items()}), largest
 
     scales = [_smallest_scale(a) for a in factors]
     error, _ = evaluate(scales)
