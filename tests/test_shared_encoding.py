@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from dpopt.certificate.model import Certificate, dumps_sharing
+from dpopt.certificate.model import Certificate, ascii_json, dumps_sharing
 
 
 def _document():
@@ -36,3 +36,10 @@ def test_certificate_past_the_indented_size_writes_the_same_text_with_a_shared_b
     shared = (block, json.dumps(block, ensure_ascii=False))
     assert not cert.indented()
     assert cert.to_json(shared) == cert.to_json()
+
+
+def test_ascii_form_of_a_unicode_encoding_is_jsons_own():
+    """ensure_ascii=True's escapes (BMP and a surrogate pair beyond it) from the ensure_ascii=False text."""
+    doc, _ = _document()
+    doc["astral"] = "𝔼‖Z‖² ≤ \\ \"q\" \u2028"
+    assert ascii_json(json.dumps(doc, ensure_ascii=False)) == json.dumps(doc)

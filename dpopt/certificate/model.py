@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,15 @@ INDENTED_CELLS = 10_000
 
 _SHARED = "\x00dpopt:shared-block\x00"
 """Stands for a shared block while the document around it is encoded (a string no document carries)."""
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def ascii_json(text: str) -> str:
+    """The ``ensure_ascii=True`` form of a JSON text encoded with ``ensure_ascii=False``: each non-ASCII character
+    (only inside strings) as json writes it, ``\\uXXXX`` (a surrogate pair beyond the BMP)."""
+    return _NON_ASCII.sub(lambda m: json.dumps(m.group(0))[1:-1], text)
 
 
 def dumps_sharing(value: Any, block: Any, text: str, ensure_ascii: bool = True) -> str:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from dpopt.certificate.model import INDENTED_CELLS, dumps_sharing, write_atomic
+from dpopt.certificate.model import INDENTED_CELLS, ascii_json, dumps_sharing, write_atomic
 from dpopt.core.output import output_folder
 from dpopt.report.document import build_report
 from dpopt.report.render import write_report
@@ -33,7 +33,7 @@ def write_solution(solution: Solution, folder: str | Path,
         # both files carry the per-cell errors (34 MB for the range example): encoded once, 0.5 s less
         shared = (document["per_cell"], json.dumps(document["per_cell"], ensure_ascii=False))
     with output_folder(folder) as staging:
-        mechanism = (dumps_sharing(document, *shared) if shared is not None and shared[1].isascii()
+        mechanism = (dumps_sharing(document, shared[0], ascii_json(shared[1])) if shared is not None
                      else json.dumps(document, indent=indent))
         write_atomic(staging / "mechanism.json", mechanism + "\n")
         solution.certificate.write(staging / "certificate.json", shared)
