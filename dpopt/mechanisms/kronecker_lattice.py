@@ -164,6 +164,16 @@ def _left_inverse(data: bytes, rows: int, cols: int) -> np.ndarray:
     return out
 
 
+@lru_cache(maxsize=64)
+def _decoder(w_data: bytes, w_rows: int, f_data: bytes, rows: int, cols: int) -> np.ndarray:
+    """B = W Õ⁺ for the float factor W (w_rows × cols) and the int64 factor F given by their bytes (cached by content:
+    the terms of a workload share their factors, the scale search's lattices most of theirs)."""
+    w = np.frombuffer(w_data, dtype=float).reshape(w_rows, cols)
+    out = w @ _left_inverse(f_data, rows, cols)
+    out.flags.writeable = False
+    return out
+
+
 @dataclass(frozen=True)
 class KroneckerLattice:
     """The integer factors P̃_k and the block variances σ_T² (module docstring).
@@ -421,7 +431,8 @@ class KroneckerLattice:
         if key not in self._maps:
             f = self.block_factor(k, block) if d != 1 else self.factors[k]
             f = np.ascontiguousarray(f, dtype=np.int64)
-            self._maps[key] = self.workload.factor(t, k) @ _left_inverse(f.tobytes(), *f.shape)
+            w = np.ascontiguousarray(self.workload.factor(t, k), dtype=float)
+            self._maps[key] = _decoder(w.tobytes(), w.shape[0], f.tobytes(), *f.shape)
         return self._maps[key]
 
     @cached_property
@@ -476,7 +487,7 @@ class KroneckerLattice:
     def total_variance(self, variances: dict[Subset, float]) -> float:
         """Σ over the answers of :meth:`cell_variances`: Σ_t Σ_{T⊆S} v_T/g_T² ∏_{k∈S} (the sum of that attribute's
         vector), the sum of a Kronecker product of vectors being the product of their sums (no answer formed)."""
-        work, total = self.workload, 0.0
+        work, total, sums = self.workload, 0.0, {}
         for t in range(len(work.terms)):
             s = work.support(t)
             for block in subsets(s):
@@ -485,7 +496,10 @@ class KroneckerLattice:
                 term = 1.0
                 for k in s:
                     b = self._map(t, k, block)
-                    term *= float(np.sum(b[:, 1:] ** 2) if k in block else np.sum(b[:, 0] ** 2))
+                    key = (id(b), k in block)  # the maps are shared by content (:func:`_decoder`)
+                    if key not in sums:
+                        sums[key] = float(np.sum(b[:, 1:] ** 2) if k in block else np.sum(b[:, 0] ** 2))
+                    term *= sums[key]
                 total += variances[block] / self.gain(block) ** 2 * term
         return total
 
@@ -551,7 +565,16 @@ def lattice_shape(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], 
 
 def _singular(integer: tuple[np.ndarray, ...]) -> bool:
     """Whether some Õ_k = [1ᵀ; P̃_k] has a condition number above 10¹⁰."""
-    return any(np.linalg.cond(np.vstack([np.ones((1, f.shape[1])), f.astype(float)])) > 1e10 for f in integer)
+    return any(_condition(f.tobytes(), *f.shape) > 1e10
+               for f in (np.ascontiguousarray(f, dtype=np.int64) for f in integer))
+
+
+@lru_cache(maxsize=64)
+def _condition(data: bytes, rows: int, cols: int) -> float:
+    """The condition number of Õ = [1ᵀ; F] for the int64 factor F given by its bytes and shape (cached by content:
+    the scale search's trials share most factors)."""
+    f = np.frombuffer(data, dtype=np.int64).reshape(rows, cols)
+    return float(np.linalg.cond(np.vstack([np.ones((1, cols)), f.astype(float)])))
 
 
 def _unit_error(workload, integer, shape, public, replace, multiplier) -> float:
