@@ -7,6 +7,8 @@ a table (a list of rows) for :mod:`dpopt.report.sections`.
 
 from __future__ import annotations
 
+import itertools
+
 import re
 from collections.abc import Sequence
 
@@ -159,7 +161,7 @@ def per_cell_block(d: dict) -> list:
     first = (round(released[0]["standard_error"], 4), round(released[0]["margin_of_error"], 4)) if released else None
     # stops at the first cell that differs (the range example's 175,270 cells: at the second)
     uniform = bool(released) and all((round(c["standard_error"], 4), round(c["margin_of_error"], 4)) == first
-                                     for c in released)
+                                     for c in itertools.islice(released, 1, None))
     if uniform and len(released) > 1:
         c = released[0]
         rows = [["cells", "standard error", f"{per_cell['level']:.0%} margin of error"],
