@@ -164,10 +164,11 @@ def _left_inverse(data: bytes, rows: int, cols: int) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=32)
 def _decoder(w_data: bytes, w_rows: int, f_data: bytes, rows: int, cols: int) -> np.ndarray:
     """B = W Õ⁺ for the float factor W (w_rows × cols) and the int64 factor F given by their bytes (cached by content:
-    the terms of a workload share their factors, the scale search's lattices most of theirs)."""
+    the terms of a workload share their factors, the scale search's lattices most of theirs; 32 maps, about ten a
+    trial of the range example's search)."""
     w = np.frombuffer(w_data, dtype=float).reshape(w_rows, cols)
     out = w @ _left_inverse(f_data, rows, cols)
     out.flags.writeable = False
