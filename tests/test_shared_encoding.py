@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from dpopt.certificate import model
 from dpopt.certificate.model import Certificate, ascii_json, dumps_sharing
 
 
@@ -28,6 +29,8 @@ def test_a_block_absent_or_given_twice_is_encoded_whole():
     assert dumps_sharing(doc, {"per_cell": 1}, text) == json.dumps(doc)
     twice = {"a": block, "b": block}
     assert dumps_sharing(twice, block, text) == json.dumps(twice)
+    impostor = {"x": model._SHARED, "per_cell": block}  # the stand-in string in the data: encoded whole
+    assert dumps_sharing(impostor, block, text) == json.dumps(impostor)
 
 
 def test_certificate_past_the_indented_size_writes_the_same_text_with_a_shared_block():

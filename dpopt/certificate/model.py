@@ -75,16 +75,21 @@ def dumps_sharing(value: Any, block: Any, text: str, ensure_ascii: bool = True) 
     """``json.dumps(value, ensure_ascii=ensure_ascii)`` (one line) with the object ``block``, found by identity
     among nested dict values, written as ``text``: the block's own one-line encoding with the same option, made
     once for two documents that carry it (the per-cell errors of ``certificate.json`` and ``mechanism.json``).
-    The same string as encoding ``value`` whole; encoded whole when the block is not found exactly once."""
+    The same string as encoding ``value`` whole (which it is, once, where the block is absent); encoded whole when
+    the block is found more than once or its stand-in string occurs elsewhere."""
+    found = []
 
     def swap(node: Any) -> Any:
         if node is block:
+            found.append(node)
             return _SHARED
         return {k: swap(v) for k, v in node.items()} if isinstance(node, dict) else node
 
     out = json.dumps(swap(value), ensure_ascii=ensure_ascii)
+    if not found:
+        return out
     token = json.dumps(_SHARED, ensure_ascii=ensure_ascii)
-    if out.count(token) != 1:
+    if len(found) != 1 or out.count(token) != 1:
         return json.dumps(value, ensure_ascii=ensure_ascii)
     return out.replace(token, text, 1)
 

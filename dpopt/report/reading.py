@@ -8,7 +8,6 @@ a table (a list of rows) for :mod:`dpopt.report.sections`.
 from __future__ import annotations
 
 import itertools
-
 import re
 from collections.abc import Sequence
 
