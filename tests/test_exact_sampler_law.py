@@ -37,7 +37,7 @@ from dpopt.noise.discrete_laplace import (
     redraw_rejected,
     sample_discrete_laplace,
 )
-from dpopt.noise.exp_inversion import _Thresholds, scaled_floor, truncated_geometric, unit_geometric
+from dpopt.noise.exp_inversion import MAX_TABLE_T, _Thresholds, scaled_floor, truncated_geometric, unit_geometric
 
 mpmath.mp.dps = 40
 CUTOFF = mpmath.mpf(10) ** -7
@@ -325,6 +325,19 @@ def test_thresholds_agree_with_an_independent_evaluation():
         for u in (1, 2, 500, 999, 1000):
             x = (mpmath.exp(-mpmath.mpf(u) / t) - e1) / (1 - e1) * mpmath.mpf(2) ** 64
             assert int(table[u - 1]) == int(mpmath.floor(x))
+
+
+@pytest.mark.parametrize("t,bits", [(2, 8), (7, 16), (300, 14), (4097, 64), (MAX_TABLE_T, 64)])
+def test_integer_threshold_recurrence_equals_each_threshold_in_arb(t, bits):
+    """The table's integer power recurrence (enclosure of 2^K e^{−u/t}) against each threshold evaluated alone as
+    an Arb ball at increasing precision (:func:`scaled_floor`, the sampler's exact reference), every u for small
+    t, a spread of u (ends included) for the largest."""
+    exp_inversion._truncated_thresholds.cache_clear()
+    table = exp_inversion._truncated_thresholds(t, bits).values
+    assert table.size == t  # t − 1 thresholds and the 0 past the end
+    us = range(1, t) if t < 5000 else sorted({1, 2, 3, t // 2, t - 2, t - 1, *range(1, t, 997)})
+    for u in us:
+        assert int(table[u - 1]) == scaled_floor(("truncated", u, t), bits), u
 
 
 @pytest.mark.parametrize("bits,table", [(14, "unit"), (14, "truncated")])

@@ -212,3 +212,14 @@ def test_plan_releases_the_kronecker_query_on_the_lattice(tmp_path):
     assert dpopt.plan.verify_plan(certificate).passed
     table = next(t for t in document["tables"] if t["name"] == "kron")
     assert len(table["release"]) == dense_terms().shape[0]
+
+
+@pytest.mark.parametrize("adjacency", ["replace_one", "add_remove"])
+def test_total_variance_is_the_sum_of_the_cell_variances(solved, adjacency):
+    """The scale search's Σ over answers (product of each factor's sum) against the sum of the per-answer variances
+    (Kronecker products formed, summed): equal up to float rounding (1e-12 relative: a few hundred terms of
+    double-precision products, each off by a few units in the last place)."""
+    lattice = solved[adjacency].mechanism.lattice
+    variances = {t: float(v) for t, v in lattice.variances.items()}
+    total = lattice.total_variance(variances)
+    assert total == pytest.approx(float(lattice.cell_variances(variances).sum()), rel=1e-12)

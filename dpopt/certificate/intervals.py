@@ -146,11 +146,11 @@ def _law_half_width(marginal, level: float) -> float:
 def _half_widths(per_cell: dict, level: float, law, half_width=None) -> tuple[list, str]:
     """(h_i per cell, how) at per-cell level ``level`` (module docstring); ``half_width(level)``, when given, is
     the proven (h, how) of the cells' law at any level (e.g. a mapped product law's)."""
-    se = np.array([np.nan if c["standard_error"] is None else c["standard_error"] for c in per_cell["cells"]])
+    se = np.array([c["standard_error"] for c in per_cell["cells"]], dtype=float)  # None → nan
     at_margin = math.isclose(level, per_cell["level"], rel_tol=0, abs_tol=1e-15)
     proven = None if at_margin or half_width is None else half_width(level)
     if at_margin:
-        h = np.array([np.nan if c["margin_of_error"] is None else c["margin_of_error"] for c in per_cell["cells"]])
+        h = np.array([c["margin_of_error"] for c in per_cell["cells"]], dtype=float)  # None → nan
         how = f"h = the per-cell {per_cell['level']:g} margin of error (utility.per_cell: {per_cell['method']})"
     elif proven is not None:
         h, how = np.asarray(proven[0], dtype=float), f"h_i: {proven[1]}"
@@ -159,8 +159,7 @@ def _half_widths(per_cell: dict, level: float, law, half_width=None) -> tuple[li
         h = z * se
         how = f"Gaussian cells: h = z·SE, z = Φ⁻¹((1 + {level:.10g})/2) = {z:.12g}"
     elif any(c.get("sub_gaussian_proxy") is not None for c in per_cell["cells"]):
-        proxies = np.array([np.nan if c.get("sub_gaussian_proxy") is None else c["sub_gaussian_proxy"]
-                            for c in per_cell["cells"]])
+        proxies = np.array([c.get("sub_gaussian_proxy") for c in per_cell["cells"]], dtype=float)  # None → nan
         h = sub_gaussian_half_width(proxies, level)
         how = (f"lattice noise, sub-Gaussian bound: h = √(2 v_i ln(2/(1 − {level:.10g}))) with v_i each cell's "
                "sub_gaussian_proxy (CKS 2020, Corollary 9), coverage ≥ the level")

@@ -57,7 +57,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -195,6 +195,28 @@ def cell_marginals(workload: KroneckerWorkload, answers: np.ndarray) -> dict[Sub
         s = next(s for s in by_support if set(block) <= set(s))
         drop = tuple(1 + i for i, k in enumerate(s) if k not in block)
         out[block] = by_support[s].sum(axis=drop) if drop else by_support[s]
+    return out
+
+
+@lru_cache(maxsize=64)
+def _left_inverse(data: bytes, rows: int, cols: int) -> np.ndarray:
+    """Õ⁺, the pseudo-inverse of Õ = [1ᵀ; F] for the int64 factor F given by its bytes and shape (cached by
+    content: the scale search builds many lattices that share most factors, and every term of an attribute
+    shares its Õ)."""
+    f = np.frombuffer(data, dtype=np.int64).reshape(rows, cols)
+    out = np.linalg.pinv(np.vstack([np.ones((1, cols)), f.astype(float)]))
+    out.flags.writeable = False
+    return out
+
+
+@lru_cache(maxsize=32)
+def _decoder(w_data: bytes, w_rows: int, f_data: bytes, rows: int, cols: int) -> np.ndarray:
+    """B = W Õ⁺ for the float factor W (w_rows × cols) and the int64 factor F given by their bytes (cached by content:
+    the terms of a workload share their factors, the scale search's lattices most of theirs; 32 maps, about ten a
+    trial of the range example's search)."""
+    w = np.frombuffer(w_data, dtype=float).reshape(w_rows, cols)
+    out = w @ _left_inverse(f_data, rows, cols)
+    out.flags.writeable = False
     return out
 
 
@@ -414,8 +436,9 @@ class KroneckerLattice:
         key = (t, k, d)
         if key not in self._maps:
             f = self.block_factor(k, block) if d != 1 else self.factors[k]
-            self._maps[key] = self.workload.factor(t, k) @ np.linalg.pinv(
-                np.vstack([np.ones((1, f.shape[1])), f.astype(float)]))
+            f = np.ascontiguousarray(f, dtype=np.int64)
+            w = np.ascontiguousarray(self.workload.factor(t, k), dtype=float)
+            self._maps[key] = _decoder(w.tobytes(), w.shape[0], f.tobytes(), *f.shape)
         return self._maps[key]
 
     @cached_property
@@ -462,10 +485,29 @@ class KroneckerLattice:
                 term = np.ones(1)
                 for k in s:
                     b = self._map(t, k, block)
-                    term = np.kron(term, np.sum(b[:, 1:] ** 2, axis=1) if k in block else b[:, 0] ** 2)
+                    term = np.multiply.outer(term, np.sum(b[:, 1:] ** 2, axis=1) if k in block else b[:, 0] ** 2).ravel()
                 cell = cell + variances[block] / self.gain(block) ** 2 * term
             out.append(cell)
         return np.concatenate(out)
+
+    def total_variance(self, variances: dict[Subset, float]) -> float:
+        """Σ over the answers of :meth:`cell_variances`: Σ_t Σ_{T⊆S} v_T/g_T² ∏_{k∈S} (the sum of that attribute's
+        vector), the sum of a Kronecker product of vectors being the product of their sums (no answer formed)."""
+        work, total, sums = self.workload, 0.0, {}
+        for t in range(len(work.terms)):
+            s = work.support(t)
+            for block in subsets(s):
+                if block not in variances:
+                    continue
+                term = 1.0
+                for k in s:
+                    b = self._map(t, k, block)
+                    key = (id(b), k in block)  # the maps are shared by content (:func:`_decoder`)
+                    if key not in sums:
+                        sums[key] = float(np.sum(b[:, 1:] ** 2) if k in block else np.sum(b[:, 0] ** 2))
+                    term *= sums[key]
+                total += variances[block] / self.gain(block) ** 2 * term
+        return total
 
     def variates(self) -> int:
         """Discrete Gaussian variates one noise draw takes."""
@@ -527,10 +569,24 @@ def lattice_shape(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], 
     return tuple(full), shape_variances(workload, tuple(full_fitted), tuple(full_norms), public, anova)
 
 
+def _singular(integer: tuple[np.ndarray, ...]) -> bool:
+    """Whether some Õ_k = [1ᵀ; P̃_k] has a condition number above 10¹⁰."""
+    return any(_condition(f.tobytes(), *f.shape) > 1e10
+               for f in (np.ascontiguousarray(f, dtype=np.int64) for f in integer))
+
+
+@lru_cache(maxsize=64)
+def _condition(data: bytes, rows: int, cols: int) -> float:
+    """The condition number of Õ = [1ᵀ; F] for the int64 factor F given by its bytes and shape (cached by content:
+    the scale search's trials share most factors)."""
+    f = np.frombuffer(data, dtype=np.int64).reshape(rows, cols)
+    return float(np.linalg.cond(np.vstack([np.ones((1, cols)), f.astype(float)])))
+
+
 def _unit_error(workload, integer, shape, public, replace, multiplier) -> float:
     """E‖Z‖² per unit of 1/μ² at the shape variances (continuous noise): μ²(w)·Σ cell variances(w); inf when an
     Õ_k is singular."""
-    if any(np.linalg.cond(np.vstack([np.ones((1, f.shape[1])), f.astype(float)])) > 1e10 for f in integer):
+    if _singular(integer):
         return math.inf
     lattice = KroneckerLattice(workload, integer, shape, public)
     mu2, _ = lattice.mu_squared(shape, replace, multiplier)
@@ -579,6 +635,8 @@ def choose_scales(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], 
     public = ((),) if replace else ()
 
     def evaluate(scales):
+        """(E‖Z‖² per unit of 1/μ² as :func:`_unit_error`, its sum over the answers taken by
+        :meth:`KroneckerLattice.total_variance`; the largest block variance)."""
         if any(rotated_factor(a)[2] is None and not np.any(np.rint(c * rotated_factor(a)[0]))
                for a, c in zip(factors, scales) if a.shape[0] > 1):
             return math.inf, 0.0
@@ -586,7 +644,9 @@ def choose_scales(workload: KroneckerWorkload, factors: tuple[np.ndarray, ...], 
         lattice = KroneckerLattice(workload, integer, shape, public)
         mu2, _ = lattice.mu_squared(shape, replace, multiplier)
         largest = float(mu2) * unit * float(max(shape.values(), default=0))
-        return _unit_error(workload, integer, shape, public, replace, multiplier), largest
+        if _singular(integer):
+            return math.inf, largest
+        return float(mu2) * lattice.total_variance({t: float(w) for t, w in shape.items()}), largest
 
     scales = [_smallest_scale(a) for a in factors]
     error, _ = evaluate(scales)

@@ -34,6 +34,7 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -145,28 +146,51 @@ def _unit_thresholds(bits: int) -> _Thresholds:
     return _Thresholds(out, bits)
 
 
+def _floor_of(make: Callable[[], flint.arb], shift: int) -> int:
+    """⌊2^shift · y⌋ of the irrational y that ``make`` evaluates in Arb, at increasing precision (as
+    :func:`scaled_floor`)."""
+    import flint  # imported where used (start-up of `dpopt verify`)
+
+    prec = shift + 64
+    while True:
+        with flint.ctx.workprec(prec):
+            y = make() * flint.arb(2) ** shift
+            lo, hi = y.lower().floor().unique_fmpz(), y.upper().floor().unique_fmpz()
+        if lo is not None and lo == hi:
+            return int(lo)
+        prec *= 2
+
+
 @lru_cache(maxsize=16)
 def _truncated_thresholds(t: int, bits: int) -> _Thresholds:
-    """⌊2^b P(X ≥ u)⌋ for u = 1 … t − 1 of the truncated geometric.
+    r"""⌊2^b P(X ≥ u)⌋ for u = 1 … t − 1 of the truncated geometric, in exact integer arithmetic.
 
-    e^{−u/t} as the Arb power r^u, r = e^{−1/t} (one multiplication a step, the ball's radius carried
-    along); a threshold whose ball contains an integer is recomputed alone (:func:`scaled_floor`).
+    With K = b + 64 and the exact floors R = ⌊2^K e^{−1/t}⌋, E = ⌊2^K e^{−1}⌋, S = ⌊2^{b+64}/(1 − e^{−1})⌋
+    (Arb, :func:`_floor_of`), the integers P_0 = 2^K, P_u = ⌊P_{u−1}R/2^K⌋ enclose the power:
+    P_u ≤ 2^K e^{−u/t} < P_u + 2u (by induction: the error grows by at most 1 from R and 1 from the floor,
+    P_{u−1} ≤ 2^K). So 2^K(e^{−u/t} − e^{−1}) lies in (P_u − E − 1, P_u − E + 2t] (positive: at least
+    2^K e^{−1}(e^{1/t} − 1) > 2^K/(3t) ≫ 2t + 1 for t ≤ :data:`MAX_TABLE_T`), and the threshold
+    ⌊2^b P(X ≥ u)⌋ = ⌊2^K(e^{−u/t} − e^{−1}) · 2^{b+64}/(1 − e^{−1}) / 2^{K+64}⌋ lies between ⌊q/2^{K+64}⌋,
+    q = (P_u − E − 1)S, and ⌊(P_u − E + 2t)(S + 1)/2^{K+64}⌋ ≤ ⌊(q + D)/2^{K+64}⌋ with D = (2t + 1)S + 2^K + 2t.
+    When q mod 2^{K+64} < 2^{K+64} − D both are ⌊q/2^{K+64}⌋, exact; otherwise (probability about 2^{−47} a
+    threshold) it is recomputed alone in Arb (:func:`scaled_floor`). The same integers as an Arb ball per
+    threshold, about seven times faster (Python integers instead of Arb calls).
     """
     import flint  # imported where used (start-up of `dpopt verify`)
 
-    out = []
-    with flint.ctx.workprec(2 * bits + 64):
-        e1 = (-flint.arb(1)).exp()
-        r = (-flint.arb(flint.fmpq(1, t))).exp()
-        scale = flint.arb(2) ** bits / (1 - e1)
-        power = flint.arb(1)
-        for u in range(1, t):
-            power *= r
-            y = (power - e1) * scale
-            lo, hi = y.lower().floor().unique_fmpz(), y.upper().floor().unique_fmpz()
-            out.append(int(lo) if lo is not None and lo == hi else None)
-    return _Thresholds([c if c is not None else scaled_floor(("truncated", u, t), bits)
-                        for u, c in enumerate(out, start=1)], bits)
+    k = bits + 64
+    r = _floor_of(lambda: (-flint.arb(flint.fmpq(1, t))).exp(), k)
+    e1 = scaled_floor(("unit", 1), k)
+    s = _floor_of(lambda: 1 / (1 - (-flint.arb(1)).exp()), bits + 64)
+    shift = k + 64
+    mask, limit, base = (1 << shift) - 1, (1 << shift) - ((2 * t + 1) * s + (1 << k) + 2 * t), e1 + 1
+    out, power = [], 1 << k
+    append = out.append
+    for u in range(1, t):
+        power = (power * r) >> k
+        q = (power - base) * s
+        append(q >> shift if q & mask < limit else scaled_floor(("truncated", u, t), bits))
+    return _Thresholds(out, bits)
 
 
 def unit_geometric(rng: np.random.Generator, size: int, bits: int | None = None) -> np.ndarray:

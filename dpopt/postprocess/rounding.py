@@ -23,7 +23,6 @@ The result is certified by :mod:`dpopt.postprocess.certify`, never by the solver
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from dpopt.errors import SolverError
 from dpopt.postprocess.structure import Structure, exact_product, margin_rows
@@ -128,6 +127,8 @@ def round_integer_program(estimate, constraints: np.ndarray, values) -> np.ndarr
             raise SolverError("controlled rounding: the whole-number table misses an invariant")
         return base
     rhs = np.asarray(target, dtype=float)
+    from scipy.optimize import Bounds, LinearConstraint, milp  # imported where used (0.2 s: a report imports this module)
+
     result = milp(
         1 - 2 * frac[free],
         constraints=[LinearConstraint(c[:, free].astype(float), rhs, rhs)] if c.shape[0] else [],

@@ -7,6 +7,7 @@ a table (a list of rows) for :mod:`dpopt.report.sections`.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -156,8 +157,11 @@ def per_cell_block(d: dict) -> list:
     intro = (f"Each released cell differs from the true value by its noise. **Standard error**: the noise's "
              f"standard deviation. **{per_cell['level']:.0%} margin of error**: the released cell is within this "
              f"distance of the true value in {per_cell['level']:.0%} of releases. Method: {per_cell['method']}.")
-    values = {(round(c["standard_error"], 4), round(c["margin_of_error"], 4)) for c in released}
-    if len(values) == 1 and len(released) > 1:
+    first = (round(released[0]["standard_error"], 4), round(released[0]["margin_of_error"], 4)) if released else None
+    # stops at the first cell that differs (the range example's 175,270 cells: at the second)
+    uniform = bool(released) and all((round(c["standard_error"], 4), round(c["margin_of_error"], 4)) == first
+                                     for c in itertools.islice(released, 1, None))
+    if uniform and len(released) > 1:
         c = released[0]
         rows = [["cells", "standard error", f"{per_cell['level']:.0%} margin of error"],
                 [f"every released cell ({len(released)} of {len(cells)})", f"{c['standard_error']:.3g}",
@@ -167,7 +171,7 @@ def per_cell_block(d: dict) -> list:
             [c["cell"], "not released" if c["standard_error"] is None else f"{c['standard_error']:.3g}",
              "—" if c["margin_of_error"] is None else f"± {c['margin_of_error']:.3g}"] for c in cells[:MAX_CELL_ROWS]]
     blocks = [intro, rows]
-    if len(values) > 1 and len(cells) > MAX_CELL_ROWS:
+    if released and not uniform and len(cells) > MAX_CELL_ROWS:
         blocks.append(f"The other {len(cells) - MAX_CELL_ROWS} cells: `utility.per_cell` in certificate.json.")
     return blocks
 
