@@ -164,7 +164,8 @@ def _chernoff_half_width(coefficients: np.ndarray, marginals: list, level: float
 
 def half_widths(coefficients: np.ndarray, marginals: tuple, level: float,
                 chernoff: bool = True) -> tuple[np.ndarray, str] | None:
-    """(h_i for each row i of Z = C·W, how) with P(|Z_i| > h_i) ≤ 1 − level proven (module docstring), or None.
+    """(h_i for each row i of Z = C·W, how) with :math:`P(|Z_i| > h_i)` ≤ 1 − L (L the level) proven (module
+    docstring), or None.
 
     Parameters
     ----------

@@ -125,7 +125,7 @@ def main(names: list[str]) -> int:
         seconds = time.perf_counter() - start
         out[path.name] = {**row, "slow": seconds > SLOW_SECONDS}
         print(f"{path.name}: {out[path.name]['family']} ({seconds:.2f} s)", file=sys.stderr)
-    GOLDEN.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    GOLDEN.write_text(json.dumps(out, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     print(f"wrote {GOLDEN.relative_to(ROOT)} ({len(out)} specs)", file=sys.stderr)
     return 0
 
