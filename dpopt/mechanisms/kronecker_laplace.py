@@ -64,9 +64,9 @@ from dpopt.mechanisms.kronecker_lattice import cell_marginals, recoverable_terms
 from dpopt.mechanisms.laplace import laplace_privacy_check
 from dpopt.mechanisms.laplace_lattice import (
     EXACT_LAPLACE_NOTE,
-    discrete_laplace_variance,
     lattice_pure_check,
     lattice_scale,
+    lattice_variance_weights,
     pure_epsilon,
     sample_blocks,
 )
@@ -538,14 +538,7 @@ class KroneckerLaplaceMechanism(Mechanism):
         variance: κ_T/(2b²) for Laplace(b), κ_T²/ν_T on the lattice (module docstring)."""
         if self.sampler != "exact":
             return {t: k / (2.0 * self.scale**2) for t, k in self.kappa.items()}
-        alg = self.split.algebra
-        nu: dict[Subset, float] = {}
-        for s, w in self.theta.items():
-            term = w**4 * alg.co_size(s) * discrete_laplace_variance(self.lattice[s])
-            for t in self.kappa:
-                if set(t) <= set(s):
-                    nu[t] = nu.get(t, 0.0) + term
-        return {t: k * k / nu[t] for t, k in self.kappa.items()}
+        return lattice_variance_weights(self.kappa, self.theta, self.split.algebra, self.lattice)
 
     def _variances(self) -> np.ndarray:
         """Var Z_i per answer in closed form: :func:`~dpopt.mechanisms.kronecker_gaussian.anova_cell_variances`

@@ -73,6 +73,20 @@ def discrete_laplace_variance(scale: Fraction) -> float:
     return discrete_laplace_moments(float(scale))["second_moment"]
 
 
+def lattice_variance_weights(kappa: dict, weights: dict, algebra, lattice: dict) -> dict:
+    """The weights κ_T²/ν_T of the least squares' T-components on the lattice, ν_T = Σ_{S⊇T} θ_S⁴·co-size(S)·
+    Var DL(t_S): marginal S measured with weight θ_S and discrete Laplace noise of scale t_S
+    (:func:`discrete_laplace_variance`) contributes to every component T ⊆ S (the marginal families' module
+    docstrings; for Laplace(b) the weights are κ_T/(2b²))."""
+    nu: dict = {}
+    for s, w in weights.items():
+        term = w**4 * algebra.co_size(s) * discrete_laplace_variance(lattice[s])
+        for t in kappa:
+            if set(t) <= set(s):
+                nu[t] = nu.get(t, 0.0) + term
+    return {t: k * k / nu[t] for t, k in kappa.items()}
+
+
 def pure_epsilon(terms: list[tuple[Fraction, Fraction]]) -> Fraction:
     """ε = Σ Δ_S/t_S over (Δ_S, t_S), exactly."""
     return sum((Fraction(d) / Fraction(t) for d, t in terms), Fraction(0))

@@ -58,9 +58,9 @@ from dpopt.mechanisms.base import Mechanism
 from dpopt.mechanisms.laplace import laplace_privacy_check
 from dpopt.mechanisms.laplace_lattice import (
     EXACT_LAPLACE_NOTE,
-    discrete_laplace_variance,
     lattice_pure_check,
     lattice_scale,
+    lattice_variance_weights,
     pure_epsilon,
     sample_blocks,
 )
@@ -264,14 +264,7 @@ class MarginalLaplaceMechanism(Mechanism):
         (module docstring)."""
         if self.sampler != "exact":
             return {t: k / (2.0 * self.scale**2) for t, k in self.kappa.items()}
-        alg = self.workload.algebra
-        nu: dict[Subset, float] = {}
-        for s, w in self.weights.items():
-            term = w**4 * alg.co_size(s) * discrete_laplace_variance(self.lattice[s])
-            for t in self.kappa:
-                if set(t) <= set(s):
-                    nu[t] = nu.get(t, 0.0) + term
-        return {t: k * k / nu[t] for t, k in self.kappa.items()}
+        return lattice_variance_weights(self.kappa, self.weights, self.workload.algebra, self.lattice)
 
     def _lattice_terms(self) -> list[tuple[Fraction, Fraction]]:
         """(Δ_S, t_S) per measured marginal: Δ_S = k (add/remove), 2k for a moving S (replace-one), else 0."""
