@@ -60,12 +60,37 @@ def test_intervals_are_cut_to_nonnegative_whole_numbers_without_losing_the_truth
     assert low.tolist() == pytest.approx([0.6]) and high.tolist() == pytest.approx([5.6])
 
 
+def _sum_zero_lattice_quantile(s2: float, d: int, level: float) -> float:
+    """The smallest h on the lattice (1/d)ℤ with P(|Z| > h) ≤ 1 − level for Z = (P_V η)_i, P_V = I − J/d the
+    sum-zero projector, η i.i.d. N_ℤ(0, s2): d·Z = (d − 1)η_i − Σ_{k≠i} η_k, its pmf convolved here directly from the
+    discrete Gaussian's pmf on |k| ≤ 12·√s2 + 12 (the mass beyond is below e^{−72})."""
+    k = np.arange(-int(12 * np.sqrt(s2)) - 12, int(12 * np.sqrt(s2)) + 13)
+    pmf = np.exp(-k.astype(float) ** 2 / (2 * s2))
+    pmf /= pmf.sum()
+    rest, lo = np.array([1.0]), 0  # Σ_{k≠i} η_k: pmf and its lowest value
+    for _ in range(d - 1):
+        rest, lo = np.convolve(rest, pmf), lo + int(k[0])
+    values = {}
+    for a, pa in zip(k, pmf):  # (d − 1)·a − (sum of the others)
+        for j, pr in enumerate(rest):
+            v = (d - 1) * int(a) - (lo + j)
+            values[v] = values.get(v, 0.0) + pa * pr
+    support = np.array(sorted(values))
+    mass = np.array([values[v] for v in support])
+    for m in range(0, int(np.abs(support).max()) + 1):
+        if mass[np.abs(support) > m].sum() <= 1 - level:
+            return m / d
+    raise AssertionError("no quantile in the support")
+
+
 def test_certificate_names_the_method_level_and_budget_and_verify_rederives_it(example):
     block = example.certificate["utility"]["per_cell"]["intervals"]
     assert block["method"].startswith("noise_stage_interval") and block["level"] == 0.95
     assert block["budget"].startswith("none")
-    se = example.certificate["utility"]["per_cell"]["cells"][0]["standard_error"]
-    assert block["half_widths"][0] == pytest.approx(stats.norm.ppf(0.975) * se, rel=1e-9)
+    # the example measures exactly (projected_gaussian on the lattice, the sum-zero span of 20 cells): the
+    # half-width is the exact 95% quantile of the lattice noise P_V η, convolved independently here
+    s2 = float(example.mechanism.lattice_sigma2)
+    assert block["half_widths"][0] == pytest.approx(_sum_zero_lattice_quantile(s2, 20, 0.95), abs=1e-12)
     data = json.loads(example.certificate.to_json())
     data["utility"]["per_cell"]["intervals"]["half_widths"][3] *= 0.9  # a tampered, too narrow interval
     failed = [c.claim for c in dpopt.verify(data).checks if not c.passed]
@@ -81,7 +106,8 @@ def spec_with(path: str, **changes) -> dict:
 
 
 def test_level_and_simultaneous_options_set_the_half_width():
-    base = spec_with(EXAMPLE)
+    base = spec_with(EXAMPLE, sampler="floating_point")  # N(0, σ²P_V): the Gaussian quantiles (the exact path:
+    # test_certificate_names_the_method_level_and_budget_and_verify_rederives_it)
     per_cell = dpopt.solve(base | {"intervals": {"level": 0.9}}).certificate["utility"]["per_cell"]
     se = np.array([c["standard_error"] for c in per_cell["cells"]])
     assert per_cell["intervals"]["columns"] == ["ci_90_low", "ci_90_high"]

@@ -22,7 +22,6 @@ import pytest
 import yaml
 from conftest import make_spec
 from exact_gdp import balle_wang_epsilon, cks_epsilon
-from scipy import stats
 from solved_specs import SPECS, solved
 
 import dpopt
@@ -80,12 +79,15 @@ def test_census_audit_states_its_delta_and_conversion(census):
 def test_per_cell_errors_of_the_census(census, tmp_path):
     # P_V η with η i.i.d. N_ℤ(0, 25/16) and P_V the projector on tables with fixed state totals: a state's two cells
     # have P_ii = 1/2, so SE² = Var N_ℤ(0, 25/16)/2, the variance summed over k ∈ [−60, 60] here (the tail beyond is
-    # below e^{−1100}); the 95% margin is Φ⁻¹(0.975)·SE, the Gaussian reading of the projected lattice noise
-    # (docs/concepts/exact-noise.md)
+    # below e^{−1100}); the 95% margin is the exact quantile of the lattice noise: a cell's noise is (η₁ − η₂)/2
+    # (P_V = I − J/2 within a state), so it is m/2 for the smallest whole m with P(|η₁ − η₂| > m) ≤ 0.05, the pmf
+    # of η₁ − η₂ convolved here
     k = np.arange(-60, 61, dtype=float)
     weights = np.exp(-k**2 / (2 * 25 / 16))
     se = math.sqrt(float(np.sum(k**2 * weights) / np.sum(weights)) / 2)
-    moe = stats.norm.ppf(0.975) * se
+    difference = np.convolve(weights / weights.sum(), weights[::-1] / weights.sum())  # η₁ − η₂ on [−120, 120]
+    support = np.arange(-120, 121)
+    moe = min(m for m in range(121) if difference[np.abs(support) > m].sum() <= 0.05) / 2
     per_cell = census["utility"]["per_cell"]
     assert per_cell["level"] == 0.95 and len(per_cell["cells"]) == 104
     assert per_cell["cells"][1]["cell"] == "state=AL,voting_age=under_18"

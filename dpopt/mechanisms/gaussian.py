@@ -61,6 +61,9 @@ judged on one keeps the floating-point sampler."""
 MAX_LAW_BASIS_ENTRIES = 20_000_000
 """Entries of the span's basis above which the projected Gaussian states no noise law (160 MB; the
 second route projects its sampler's draws on that basis)."""
+MAX_IMAGE_CELLS = 2_000
+"""Largest release whose projection P (cells²) a lattice family's ``linear_noise_image`` states densely
+(:meth:`ProjectedGaussianMechanism.linear_noise_image`, James–Stein's stage)."""
 
 
 class GaussianMechanism(Mechanism):
@@ -342,6 +345,16 @@ class ProjectedGaussianMechanism(GaussianMechanism):
                     f"route (more than {MAX_LAW_BASIS_ENTRIES} entries)")
         return ProductLaw((GaussianMarginal(self.sigma),) * self.span.rank, self.dimension, self.span.basis(), None,
                           f"N(0, σ²P_V) on the {self.span.rank}-dimensional span V, σ = {self.sigma:.17g}")
+
+    def linear_noise_image(self) -> tuple[np.ndarray, tuple] | None:
+        """On the lattice (up to :data:`MAX_IMAGE_CELLS` cells): the released noise P_V η, C = P_V, W = η i.i.d.
+        N_ℤ(0, σ_ℤ²). For the sum-zero span P_V = I − J/d (entries multiples of 1/d) and a margin kernel
+        (I − J/r) ⊗ (I − J/c) (multiples of 1/(rc)) the per-cell errors take the exact quantile by convolution
+        (:mod:`dpopt.certificate.linear_tails`). None otherwise."""
+        if self.sampler != "exact" or self.dimension > MAX_IMAGE_CELLS:
+            return None
+        basis = self.span.basis()
+        return basis @ basis.T, (DiscreteGaussianMarginal(float(self.lattice_sigma2)),) * self.dimension
 
     def cell_variances(self) -> np.ndarray | None:
         """On the lattice: Var (P_V η)_i = v·(P_V)_ii, v = Var N_ℤ(0, σ_ℤ²) (the per-cell errors, no law being

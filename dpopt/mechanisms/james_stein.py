@@ -58,7 +58,7 @@ from dpopt.core.checks import Check
 from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, Mechanism, UtilityValue
-from dpopt.mechanisms.gaussian import MAX_LAW_BASIS_ENTRIES, lattice_reason, lattice_scope_check
+from dpopt.mechanisms.gaussian import MAX_IMAGE_CELLS, MAX_LAW_BASIS_ENTRIES, lattice_reason, lattice_scope_check
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
     GDP_TARGETS,
@@ -85,8 +85,6 @@ MIN_GUARANTEED_GAIN = 0.01
 
 _SHRINK_DEGREES = {"zero": 2, "mean": 3, "rotated": 3}
 _TARGETS = ("gdp", "zcdp", "approx")
-MAX_IMAGE_CELLS = 2_000
-"""Largest stage whose projection P (cells²) :meth:`JamesSteinMechanism.linear_noise_image` states densely."""
 
 
 def inverse_chi2_mean(k, t):
