@@ -46,6 +46,7 @@ gives ρ ≤ μ'²/2 with μ'² the exact Mahalanobis sensitivity at the a_T' (c
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -622,22 +623,16 @@ class MarginalGaussianMechanism(Mechanism):
         release computed from them and the public components alone (module docstring)."""
         if self.sampler != "exact":
             return values + self._sample(rng, values.shape[0])
-        alg, workload = self.workload.algebra, self.workload
-        counts = integer_answers(values)
-        tables = workload.tables(counts)  # float views of whole numbers, exact below 2^53
-        m = values.shape[0]
-        noise = self._lattice_noise(rng, m)
-        parts: dict[Subset, np.ndarray] = {}
-        holding = _first_holding(workload.sets)
-        for t in workload.closure:
-            i = holding(t)
-            marginal = alg.marginal(tables[i], workload.sets[i], t)
-            if t not in self.lattice:  # public: no neighbour moves it
-                parts[t] = alg.center(marginal, len(t))
-                continue
-            measured = _integer_centring(np.rint(marginal).astype(np.int64), alg.table_shape(t)) + noise[t]
-            parts[t] = alg.center(measured, len(t)) / alg.size(t)
-        return workload.from_components(parts).reshape(m, workload.dimension)
+        alg = self.workload.algebra
+        noise = self._lattice_noise(rng, values.shape[0])
+
+        def component(t: Subset, marginal: np.ndarray) -> np.ndarray | None:
+            if t not in self.lattice:
+                return None
+            measured = _integer_centring(marginal, alg.table_shape(t)) + noise[t]
+            return alg.center(measured, len(t)) / alg.size(t)
+
+        return exact_marginal_release(self.workload, values, component)
 
     def _factors(self) -> dict[Subset, np.ndarray]:
         """For each T, the (d × ∏_{k∈T} n_k) map g ↦ Z of the sampler (its T-part)."""
@@ -712,6 +707,30 @@ class MarginalGaussianMechanism(Mechanism):
         if workload is not None:
             return None
         return expected_error(self.workload, self._variance_coefficients())
+
+
+def exact_marginal_release(workload: MarginalWorkload, values: np.ndarray,
+                           component: Callable[[Subset, np.ndarray], np.ndarray | None]) -> np.ndarray:
+    """The release of an exact marginal measurement from its ANOVA components: for each T of the closure, the
+    T-marginal of the integer answers (int64, from the first workload set holding T), handed to ``component``,
+    which returns the released T-component computed from it and the lattice noise, or None when T is public (no
+    neighbour moves it: its component is the marginal centred, without noise). Shape (m, d) like ``values``.
+
+    Raises
+    ------
+    DataError
+        Answers that are not whole counts (:func:`~dpopt.mechanisms.lattice.integer_answers`).
+    """
+    alg = workload.algebra
+    tables = workload.tables(integer_answers(values))  # float views of whole numbers, exact below 2^53
+    holding = _first_holding(workload.sets)
+    parts: dict[Subset, np.ndarray] = {}
+    for t in workload.closure:
+        i = holding(t)
+        marginal = np.rint(alg.marginal(tables[i], workload.sets[i], t)).astype(np.int64)
+        part = component(t, marginal)
+        parts[t] = alg.center(marginal, len(t)) if part is None else part
+    return workload.from_components(parts).reshape(values.shape[0], workload.dimension)
 
 
 def _first_holding(sets: tuple[Subset, ...]):

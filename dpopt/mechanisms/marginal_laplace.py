@@ -64,11 +64,10 @@ from dpopt.mechanisms.laplace_lattice import (
     pure_epsilon,
     sample_blocks,
 )
-from dpopt.mechanisms.lattice import integer_answers
 from dpopt.mechanisms.marginal_gaussian import (
     MARGINAL_KINDS,
-    _first_holding,
     cell_variances,
+    exact_marginal_release,
     positive_by_set,
     synthesize_noise,
     workload_from_parameters,
@@ -408,27 +407,21 @@ class MarginalLaplaceMechanism(Mechanism):
         integers u_{S,T} = M_T x + marg_{S→T} η_S (int64), public components from the answers (module docstring)."""
         if self.sampler != "exact":
             return values + self._sample(rng, values.shape[0])
-        alg, workload = self.workload.algebra, self.workload
-        counts = integer_answers(values)
-        tables = workload.tables(counts)  # float views of whole numbers, exact below 2^53
-        m = values.shape[0]
-        noise = self._lattice_noise(rng, m)
-        parts: dict[Subset, np.ndarray] = {}
-        holding = _first_holding(workload.sets)
-        for t in workload.closure:
-            i = holding(t)
-            marginal = np.rint(alg.marginal(tables[i], workload.sets[i], t)).astype(np.int64)
-            if t not in self.kappa:  # public: no neighbour moves it
-                parts[t] = alg.center(marginal, len(t))
-                continue
+        alg = self.workload.algebra
+        noise = self._lattice_noise(rng, values.shape[0])
+
+        def component(t: Subset, marginal: np.ndarray) -> np.ndarray | None:
+            if t not in self.kappa:
+                return None
             total = None
             for s, w in self.weights.items():
                 if set(t) <= set(s):
                     u = marginal + alg.marginal(noise[s], s, t)  # integers: the T-marginal of y_S
                     term = (w * w * alg.co_size(s)) * alg.center(u, len(t))
                     total = term if total is None else total + term
-            parts[t] = total / self.kappa[t]
-        return workload.from_components(parts).reshape(m, workload.dimension)
+            return total / self.kappa[t]
+
+        return exact_marginal_release(self.workload, values, component)
 
     def _expected_l2(self, workload: np.ndarray | None) -> float | None:
         if workload is not None:
