@@ -18,6 +18,7 @@ import itertools
 import json
 import math
 from collections import defaultdict
+from fractions import Fraction
 from pathlib import Path
 
 import mpmath
@@ -146,11 +147,31 @@ def test_laplace_threshold_is_the_least_meeting_delta(rows, per_key, keys):
     assert dp == pytest.approx(brute(tau), rel=1e-12)
 
 
-def test_gaussian_threshold_meets_delta_by_brute_force():
-    sigma, delta = 5.0, 1e-6
-    tau = ps.gaussian_threshold(sigma, delta, 4, 3, 2)
-    exact = brute_new_keys(lambda v: ps.gaussian_tail(tau - v, sigma), 4, 3, 2)
-    assert exact <= delta and brute_new_keys(lambda v: ps.gaussian_tail(tau - 1e-3 * sigma - v, sigma), 4, 3, 2) > delta
+def summed_discrete_gaussian_tail(k: int, sigma2: int) -> mpmath.mpf:
+    """P[Z ≥ k] of N_ℤ(0, σ²) from its pmf ∝ e^{−j²/(2σ²)}, summed over |j| ≤ 60σ in 50 digits (the rest is below
+    e^{−1800})."""
+    with mpmath.workdps(50):
+        top = 60 * math.isqrt(sigma2) + 60
+        w = {j: mpmath.exp(-mpmath.mpf(j * j) / (2 * sigma2)) for j in range(-top, top + 1)}
+        return mpmath.fsum(v for j, v in w.items() if j >= k) / mpmath.fsum(w.values())
+
+
+@pytest.mark.parametrize("sigma2", [1, 25])
+def test_discrete_gaussian_tail_bound_holds_and_is_close(sigma2):
+    # the bound Φ̄(k/σ) + φ(k/σ)/σ exceeds the summed tail, and by less than the pmf at k (its φ(k/σ)/σ term)
+    for k in (1, 2, 5, 12):
+        exact = summed_discrete_gaussian_tail(k, sigma2)
+        bound = ps.discrete_gaussian_tail(k, Fraction(sigma2))
+        assert exact <= bound <= exact + 2 * mpmath.npdf(k / mpmath.sqrt(sigma2)) / mpmath.sqrt(sigma2)
+
+
+def test_discrete_gaussian_threshold_meets_delta_by_brute_force():
+    sigma2, delta = 25, 1e-6
+    tau = ps.discrete_gaussian_threshold(Fraction(sigma2), delta, 4, 3, 2)
+    assert isinstance(tau, int)
+    exact = brute_new_keys(lambda v: summed_discrete_gaussian_tail(tau - v, sigma2), 4, 3, 2)
+    bound = brute_new_keys(lambda v: ps.discrete_gaussian_tail(tau - 1 - v, Fraction(sigma2)), 4, 3, 2)
+    assert exact <= delta < bound  # the true law meets δ at τ; the certified bound does not at τ − 1
 
 
 # --------------------------------------------------------------------------------- quantiles

@@ -21,8 +21,8 @@ Thm. 3.3 at i = k: k mechanisms (ε₀, δ₀)-DP compose to (kε₀, 1 − (1 �
 ``PreaggPartitionSelection::ProbabilityOfKeep`` in that file); :func:`pair_delta` the exact δ of
 any keep-probability table by enumeration of the neighbouring count pairs.
 
-**Thresholding baselines.** Row counts get discrete Laplace noise of scale b (or Gaussian noise of
-standard deviation σ) and a key is kept when its noisy count is ≥ τ; the same noisy count is
+**Thresholding baselines.** Row counts get discrete Laplace noise of scale b (or discrete Gaussian
+noise N_ℤ(0, σ²)) and a key is kept when its noisy count is ≥ τ (an integer); the same noisy count is
 released. On the keys both data sets have, this is the noise mechanism (ε from the person-level
 l1 or l2 sensitivity; post-processing by the threshold). A key only the larger data set has holds
 ≤ t rows of the added person; the probability that any such key passes is
@@ -70,11 +70,10 @@ def per_partition_budget(epsilon: object, delta: object, partitions: int) -> tup
     return eps_one, delta_one
 
 
-def composed_delta(delta_one: float, partitions: int) -> mpmath.mpf:
+def composed_delta(delta_one: float, partitions: int) -> Fraction:
     """1 − (1 − δ′)^g, the δ of g independent (ε′, δ′) decisions (Kairouz, Oh & Viswanath 2015, Thm. 3.3 at
-    i = k), in 40-digit arithmetic."""
-    with mpmath.workdps(40):
-        return -mpmath.expm1(partitions * mpmath.log1p(-mpmath.mpf(delta_one)))
+    i = k), exactly (δ′ a double, read as the rational it is)."""
+    return 1 - (1 - Fraction(delta_one)) ** partitions
 
 
 def optimal_keep_probabilities(epsilon: float, delta: float) -> np.ndarray:
@@ -122,20 +121,39 @@ def keep_probability(n: int, epsilon: float, delta: float) -> float:
     return 1.0
 
 
+def exp_lower(x: float) -> Fraction:
+    """A rational lower bound on e^x (the lower end of an Arb ball at 128 bits: rigorous, within 2⁻¹²⁰
+    relative)."""
+    import flint  # imported where used (start-up of `dpopt verify`)
+
+    exact = Fraction(x)
+    with flint.ctx.workprec(128):
+        mantissa, exponent = flint.arb(flint.fmpq(exact.numerator, exact.denominator)).exp().lower().man_exp()
+    return Fraction(int(mantissa)) * Fraction(2) ** int(exponent)
+
+
 def pair_delta(pis: np.ndarray, epsilon: float) -> float:
     r"""The exact δ at ε of a decision keeping a partition of n users with probability π_n (π_n = π_N past
     the table's end): the largest of P[out | n′] − e^ε P[out | n] over out ∈ {keep, drop} and every
     neighbouring pair {n, n′} = {m, m + 1}, m ≥ 0, both ways (a binary output's only events).
 
-    Evaluated in 40-digit arithmetic on the table's doubles (each converted exactly), rounded up to a double.
+    Evaluated in exact rationals on the table's doubles (each converted exactly: they are the probabilities
+    the exact sampler :func:`dpopt.noise.bernoulli.bernoulli_rational` keeps with), every term A − e^ε B with
+    B ≥ 0 bounded above through a rigorous lower bound on e^ε (:func:`exp_lower`); rounded up to a double.
     """
-    with mpmath.workdps(40):
-        table = [mpmath.mpf(float(p)) for p in pis] + [mpmath.mpf(float(pis[-1]))]
-        e = mpmath.exp(mpmath.mpf(epsilon))
-        worst = mpmath.mpf(0)
-        for low, high in zip(table[:-1], table[1:]):
-            worst = max(worst, high - e * low, low - e * high, (1 - low) - e * (1 - high), (1 - high) - e * (1 - low))
-        return math.nextafter(float(worst), 1.0)
+    table = [Fraction(float(p)) for p in pis]
+    table.append(table[-1])
+    e = exp_lower(epsilon)
+    worst = Fraction(0)
+    for low, high in zip(table[:-1], table[1:]):
+        worst = max(worst, high - e * low, low - e * high, (1 - low) - e * (1 - high), (1 - high) - e * (1 - low))
+    return _float_above(worst)
+
+
+def _float_above(x: Fraction) -> float:
+    """The least double ≥ x."""
+    value = float(x)
+    return value if Fraction(value) >= x else math.nextafter(value, math.inf)
 
 
 def certified_keep_probabilities(epsilon: float, delta: float) -> tuple[np.ndarray, float]:
@@ -170,6 +188,22 @@ def gaussian_tail(x: float, sigma: float) -> mpmath.mpf:
         return mpmath.ncdf(-mpmath.mpf(x) / mpmath.mpf(sigma))
 
 
+def discrete_gaussian_tail(k: int, sigma2: Fraction) -> mpmath.mpf:
+    r"""An upper bound on P[Z ≥ k] for Z ~ N_ℤ(0, σ²) (pmf ∝ e^{−j²/(2σ²)}), 1 for k ≤ 0:
+
+    .. math:: P[Z \ge k] \le \bar\Phi(k/\sigma) + \varphi(k/\sigma)/\sigma \quad (k \ge 1),
+
+    since Σ_{j ≥ k} e^{−j²/(2σ²)} ≤ e^{−k²/(2σ²)} + ∫_k^∞ e^{−x²/(2σ²)} dx (a decreasing summand) and the
+    normaliser Σ_j e^{−j²/(2σ²)} = σ√(2π) Σ_n e^{−2π²σ²n²} ≥ σ√(2π) (Poisson summation). In 50-digit arithmetic, as :func:`gaussian_tail`.
+    """
+    if k <= 0:
+        return mpmath.mpf(1)
+    with mpmath.workdps(50):
+        sigma = mpmath.sqrt(mpmath.mpf(Fraction(sigma2).numerator) / Fraction(sigma2).denominator)
+        x = mpmath.mpf(k) / sigma
+        return mpmath.ncdf(-x) + mpmath.npdf(x) / sigma
+
+
 def new_keys_delta(tail, rows: int, per_key: int, keys: int) -> tuple[float, str]:
     r"""δ_new = max over allowed v of 1 − Π_j (1 − tail(v_j)), tail(v) = P[v + Z ≥ τ] (increasing in v),
     rounded up.
@@ -202,9 +236,9 @@ def new_keys_delta(tail, rows: int, per_key: int, keys: int) -> tuple[float, str
                                                        f"{per_key} rows each, ≤ {rows} in all, rounded up")
 
 
-def laplace_threshold(scale: mpmath.mpf, delta: float, rows: int, per_key: int, keys: int) -> int:
-    """The least integer τ ≥ 1 with δ_new(τ) ≤ δ·:data:`SAFETY` under discrete Laplace noise of scale b (δ_new
-    falls with τ).
+def integer_threshold(tail, delta: float, rows: int, per_key: int, keys: int) -> int:
+    """The least integer τ > t with δ_new(τ) ≤ δ·:data:`SAFETY` for integer noise Z with P[Z ≥ k] ≤ tail(k)
+    (δ_new falls with τ; at τ ≤ t one key of t rows passes with probability ≥ 1/2 > δ).
 
     Raises
     ------
@@ -212,37 +246,25 @@ def laplace_threshold(scale: mpmath.mpf, delta: float, rows: int, per_key: int, 
         No τ below 10⁹ meets δ.
     """
     def holds(tau: int) -> bool:
-        return new_keys_delta(lambda v: discrete_laplace_tail(tau - v, scale), rows, per_key, keys)[0] <= delta * SAFETY
+        return new_keys_delta(lambda v: tail(tau - v), rows, per_key, keys)[0] <= delta * SAFETY
 
     high = per_key + 1
     while not holds(high):
         high *= 2
         if high > 10**9:
-            raise CalibrationError(f"no Laplace threshold below 10⁹ meets δ = {delta:g}")
-    low = per_key  # tail(τ − t) ≥ 1/(1+r) ≥ 1/2 > δ at τ = t
+            raise CalibrationError(f"no threshold below 10⁹ meets δ = {delta:g}")
+    low = per_key
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if holds(mid) else (mid, high)
     return high
 
 
-def gaussian_threshold(sigma: float, delta: float, rows: int, per_key: int, keys: int) -> float:
-    """A threshold τ (within 10⁻⁴σ above the least) with δ_new(τ) ≤ δ·:data:`SAFETY` under Gaussian noise σ.
+def laplace_threshold(scale: mpmath.mpf, delta: float, rows: int, per_key: int, keys: int) -> int:
+    """:func:`integer_threshold` under discrete Laplace noise of scale b (:func:`discrete_laplace_tail`)."""
+    return integer_threshold(lambda k: discrete_laplace_tail(k, scale), delta, rows, per_key, keys)
 
-    Raises
-    ------
-    CalibrationError
-        No τ below 10⁹·σ meets δ.
-    """
-    def excess(tau: float) -> float:
-        return new_keys_delta(lambda v: gaussian_tail(tau - v, sigma), rows, per_key, keys)[0] - delta * SAFETY
 
-    low, high = float(per_key), float(per_key) + sigma
-    while excess(high) > 0:
-        low, high = high, per_key + 2 * (high - per_key)
-        if high > 1e9 * sigma:
-            raise CalibrationError(f"no Gaussian threshold meets δ = {delta:g}")
-    while high - low > 1e-4 * sigma:
-        mid = (low + high) / 2
-        low, high = (low, mid) if excess(mid) <= 0 else (mid, high)
-    return high
+def discrete_gaussian_threshold(sigma2: Fraction, delta: float, rows: int, per_key: int, keys: int) -> int:
+    """:func:`integer_threshold` under N_ℤ(0, σ²) noise (the tail bound :func:`discrete_gaussian_tail`)."""
+    return integer_threshold(lambda k: discrete_gaussian_tail(k, sigma2), delta, rows, per_key, keys)

@@ -6,7 +6,8 @@ One row per released number, keyed by ``release`` and ``key`` (the private key, 
 - **counts** (``label`` ``count``): the noisy count c̃ = c + Y. With discrete Laplace noise of scale b
   (P[Y = y] = (1 − r)/(1 + r)·r^{|y|}, r = e^{−1/b}), SE = √(2r)/(1 − r) and the margin is the smallest
   integer m with P(|Y| > m) = 2r^{m+1}/(1 + r) ≤ 0.05, so [c̃ − m, c̃ + m] holds c with probability ≥ 95%
-  **exactly** (a lattice law: at least, not about); with Gaussian noise, m = z₀.₉₇₅·σ, exact. The interval is cut
+  **exactly** (a lattice law: at least, not about); with discrete Gaussian noise N_ℤ(0, σ²), SE = √Var and m the
+  smallest integer with P(|Y| > m) ≤ 0.05 (the pmf summed). The interval is cut
   at 0 (a count is never negative: no coverage is lost). A key selected
   by a threshold was released *because* its noisy count reached τ: the interval is the unconditional one,
   and the note says so. A count within its margin of zero is flagged (the key may hold no rows).
@@ -28,6 +29,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from statistics import NormalDist
+
+from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal, discrete_gaussian_moments
 
 LEVEL = 0.95
 """The level of every margin and interval of the table."""
@@ -52,9 +55,19 @@ def discrete_laplace_errors(scale: str | Fraction | float) -> tuple[float, int]:
     return math.sqrt(2 * r) / (1 - r), m
 
 
-def _count_errors(noise: dict) -> tuple[float, float | int]:
-    if noise["family"] == "gaussian":
-        return noise["sigma"], Z * noise["sigma"]
+def discrete_gaussian_errors(sigma2: str | Fraction) -> tuple[float, int]:
+    """(SE, 95% margin) of N_ℤ(0, σ²): √Var, and the smallest integer m with P(|Y| > m) = 2P(Y > m) ≤ 0.05, from the
+    pmf summed in float64 (:class:`~dpopt.noise.discrete_gaussian.DiscreteGaussianMarginal`)."""
+    law = DiscreteGaussianMarginal(float(Fraction(sigma2)))
+    m = 0
+    while 2 * float(law.tail(m)) > 1 - LEVEL:
+        m += 1
+    return math.sqrt(discrete_gaussian_moments(law.sigma2)["second_moment"]), m
+
+
+def _count_errors(noise: dict) -> tuple[float, int]:
+    if noise["family"] == "discrete_gaussian":
+        return discrete_gaussian_errors(noise["sigma2"])
     return discrete_laplace_errors(noise["scale"])
 
 

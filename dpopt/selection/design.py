@@ -12,7 +12,8 @@ R rows in all, t in one cell, g cells, g ≤ R (a cell holds a row at least). Un
   user count of ≤ g keys by one. ``optimal``: the selection spends ``selection_share``·ε with δ
   (:mod:`dpopt.privacy.partition_selection`), the counts (1 − share)·ε with discrete Laplace noise of
   scale R/ε_c (exact: ε written in decimal is a rational). ``laplace_threshold``: discrete Laplace of
-  scale R/ε, threshold for δ. ``gaussian_threshold``: Gaussian σ for (ε, δ/2) on l2, threshold for δ/2.
+  scale R/ε, threshold for δ. ``gaussian_threshold``: discrete Gaussian N_ℤ(0, σ²) whose effective
+  variance 1/m² (the certified GDP slope) is at least the Gaussian σ² for (ε, δ/2) on l2, integer threshold for δ/2.
 - **quantile**: β = ε_q/(2RΔ) per q (:mod:`dpopt.privacy.quantile`), ε split equally over the q's.
 - **mean** per private key over [a, b] (m = (a + b)/2, h = (b − a)/2): the pair (S_j, n_j) = (Σ(x − m), rows)
   of every released key j, stacked. A person's bounded rows put n_j rows in key j with
@@ -42,6 +43,8 @@ from dpopt.certificate.build import output_block
 from dpopt.certificate.model import Certificate
 from dpopt.core.checks import Check
 from dpopt.core.decimals import float_below, float_written_above, written
+from dpopt.errors import CalibrationError
+from dpopt.mechanisms.lattice import discrete_variance, effective_variance, target_lattice_variance
 from dpopt.privacy import partition_selection as ps
 from dpopt.privacy import quantile as qm
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_sigma_approx
@@ -63,10 +66,10 @@ from dpopt.spec.selection import (
 mpmath = lazy_module("mpmath")
 
 
-NUMERICS = ("idealized numerics: the keep decisions (a double-precision uniform below π_n), the Gaussian noise, "
-            "the means' sums and their Laplace noise, and the quantile draws (inverse CDF of double-precision "
-            "probabilities) use floating point; the discrete Laplace noise is drawn exactly in integer arithmetic "
-            "(Canonne, Kamath & Steinke 2020)")
+NUMERICS = ("idealized numerics: the means' sums and their Laplace noise, and the quantile draws (inverse CDF of "
+            "double-precision probabilities) use floating point; the keep decisions (uniform 64-bit words against the "
+            "binary expansion of the rational π_n), the discrete Laplace and the discrete Gaussian noise are drawn "
+            "exactly in integer arithmetic (Canonne, Kamath & Steinke 2020)")
 
 
 @dataclass(frozen=True)
@@ -129,16 +132,24 @@ def _count_block(spec: SelectionSpec, release: CountRelease) -> dict:
     else:
         half = float_below(delta) / 2  # δ split between the noise and the new keys, under the decimal written
         sigma = gaussian_sigma_approx(l2sq, float_below(release.epsilon), half)
-        tau = ps.gaussian_threshold(sigma, half, b.rows, b.per_cell, b.cells)
-        block["partition_selection"] = {"method": "thresholded Gaussian: a key is kept when its noisy row count is "
-                                                  "≥ the threshold, and that noisy count is released",
+        sigma2 = target_lattice_variance(Fraction(sigma) ** 2, 1, "approx")
+        if sigma2 is None:
+            raise CalibrationError(f"{release.name}: the discrete Gaussian's variance σ² = {sigma**2:.6g} is outside "
+                                   "the exact sampler's certified range")
+        tau = ps.discrete_gaussian_threshold(sigma2, half, b.rows, b.per_cell, b.cells)
+        block["partition_selection"] = {"method": "thresholded discrete Gaussian: a key is kept when its noisy row "
+                                                  "count is ≥ the threshold, and that noisy count is released",
                                         "threshold": tau, "delta": half}
-        block["noise"] = {"family": "gaussian", "sigma": sigma, "epsilon": str(eps), "delta": half}
+        block["noise"] = {"family": "discrete_gaussian", "sigma2": str(sigma2), "epsilon": str(eps), "delta": half,
+                          "design_sigma": sigma}
         kept = {"metric": "rows_for_even_chance", "value": tau, "method": "P[c + Z ≥ τ] ≥ 1/2 iff c ≥ τ (Z symmetric)"}
     block["timing"] = dict(TIMING)  # what the release's running time reveals of the number of keys
-    sd = block["noise"]["sigma"] if "sigma" in block["noise"] else _laplace_sd(Fraction(block["noise"]["scale"]))
+    noise = block["noise"]
+    sd = (math.sqrt(discrete_variance(Fraction(noise["sigma2"]))) if "sigma2" in noise
+          else _laplace_sd(Fraction(noise["scale"])))
     block["utility"] = {"metric": "count_standard_deviation", "value": sd,
-                        "method": "closed form (discrete Laplace: √(2r)/(1 − r), r = e^{−1/b}; Gaussian: σ)",
+                        "method": "closed form (discrete Laplace: √(2r)/(1 − r), r = e^{−1/b}; discrete Gaussian: "
+                                  "√Var N_ℤ(0, σ²), the series)",
                         "selection": kept}
     return block
 
@@ -271,18 +282,18 @@ def _count_checks(spec: SelectionSpec, release: CountRelease, block: dict, at: s
         composed = ps.composed_delta(delta_one, b.cells)
         eps_sel, eps_noise = eps * written(release.share), Fraction(noise["epsilon"])
         checks += [
-            Check(f"{at}.selection.delta", "exact δ of the keep-probability table over every neighbouring pair of user "
-                  "counts (n, n + 1), both outcomes and directions, 40-digit arithmetic",
+            Check(f"{at}.selection.delta", "exact δ of the keep-probability table (its doubles, the probabilities the "
+                  "exact sampler keeps with) over every neighbouring pair of user counts (n, n + 1), both outcomes "
+                  "and directions, in rationals with a rigorous lower bound on e^ε′ (Arb)",
                   exact <= delta_one, f"δ = {exact:.6g} ≤ δ per key = {delta_one:.6g} at ε per key = {eps_one:.6g}"),
             Check(f"{at}.selection.optimal", "the table against the closed form of google/differential-privacy "
                   "(PreaggPartitionSelection::ProbabilityOfKeep) at the δ it was built for, ≥ (1 − 10⁻³)·δ per key",
                   closed <= 1e-12 and delta_one * (1 - 1e-3) <= design <= delta_one,
                   f"largest difference {closed:.3g} at δ = {design:.6g}"),
             Check(f"{at}.selection.composition", "g keys per person: (g·ε′, 1 − (1 − δ′)^g) (Kairouz, Oh & "
-                  "Viswanath 2015, Thm. 3.3) within (share·ε, δ) as written: g·ε′ in rationals, 1 − (1 − δ′)^g "
-                  "in 40 digits against the largest double not above δ",
-                  b.cells * Fraction(eps_one) <= eps_sel and composed <= float_below(release.delta),
-                  f"{b.cells} × {eps_one!r} ≤ {eps_sel}; δ = {mpmath.nstr(composed, 17)} ≤ {release.delta!r}"),
+                  "Viswanath 2015, Thm. 3.3) within (share·ε, δ) as written, both in rationals",
+                  b.cells * Fraction(eps_one) <= eps_sel and composed <= written(release.delta),
+                  f"{b.cells} × {eps_one!r} ≤ {eps_sel}; δ = {float(composed):.17g} ≤ {release.delta!r}"),
             Check(f"{at}.noise", "ε of the counts' discrete Laplace = R/b exactly (rationals); selection + counts = ε "
                   "as written",
                   Fraction(b.rows) / Fraction(noise["scale"]) == eps_noise and eps_sel + eps_noise == eps,
@@ -298,14 +309,21 @@ def _count_checks(spec: SelectionSpec, release: CountRelease, block: dict, at: s
         noise_delta, noise_holds = mpmath.mpf(0), Fraction(rows) / scale == eps
         noise_how = f"ε = R/b = {rows}/({noise['scale']}) exactly"
     else:
-        new, how = ps.new_keys_delta(lambda v: ps.gaussian_tail(sel["threshold"] - v, noise["sigma"]),
+        sigma2 = Fraction(noise["sigma2"])
+        new, how = ps.new_keys_delta(lambda v: ps.discrete_gaussian_tail(sel["threshold"] - v, sigma2),
                                      rows, per_key, keys)
         l2sq = Fraction(sens["l2_squared"])
+        variance = effective_variance(sigma2, "approx")
+        if variance is None:
+            raise ValueError(f"σ_ℤ² = {sigma2}: the discrete Gaussian's GDP slope is not certified")
+        mu_squared = l2sq / variance
         with mpmath.workdps(60):
-            mu = mpmath.sqrt(mpmath.mpf(l2sq.numerator) / l2sq.denominator) / mpmath.mpf(noise["sigma"])
+            mu = mpmath.sqrt(mpmath.mpf(mu_squared.numerator) / mu_squared.denominator)
         noise_delta = gaussian_delta_mp(float_below(release.epsilon), mu)
-        noise_holds = noise_delta <= noise["delta"]
-        noise_how = (f"analytic Gaussian (Balle & Wang 2018) at μ = {mpmath.nstr(mu, 8)} (60 digits, exact Δ₂²): "
+        noise_holds = noise_delta <= noise["delta"] and isinstance(sel["threshold"], int)
+        noise_how = (f"discrete Gaussian N_ℤ(0, {sigma2}) under integer shifts: μ = Δ₂·m = {mpmath.nstr(mu, 8)} "
+                     "(m the certified GDP slope, effective variance 1/m² = "
+                     f"{float(variance):.10g}; Δ₂² exact); analytic Gaussian (Balle & Wang 2018) in 60 digits: "
                      f"δ(ε = {release.epsilon!r}) = {mpmath.nstr(noise_delta, 8)} ≤ {noise['delta']!r}")
     with mpmath.workdps(60):
         total = noise_delta + new

@@ -38,6 +38,8 @@ import numpy as np
 from dpopt.certificate.model import Certificate
 from dpopt.domain.queries import NumericQuery
 from dpopt.errors import DataError
+from dpopt.noise.bernoulli import bernoulli_rational
+from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.noise.discrete_laplace import sample_discrete_laplace
 from dpopt.privacy import quantile as qm
 from dpopt.release.bounding import bound_contributions, pair_mean, published_bounding
@@ -130,22 +132,22 @@ def _count(con, source: DataSource, spec: SelectionSpec, release: CountRelease, 
     if release.selection == "optimal":
         users = np.zeros(slots, dtype=np.int64)
         users[:n] = [found[k][1] for k in candidates]
-        pis = np.asarray(sel["keep_probabilities"])
-        passed = decide.random(slots) < pis[np.minimum(users, len(pis) - 1)]
+        pis = sel["keep_probabilities"]  # doubles: exact dyadic rationals, kept with exactly that probability
+        passed = bernoulli_rational(decide, pis, np.minimum(users, len(pis) - 1))
         noisy = true + _discrete_laplace(noise, block["noise"]["scale"], d + slots)
     elif release.selection == "laplace_threshold":
         noisy = true + _discrete_laplace(noise, block["noise"]["scale"], d + slots)
         passed = noisy[d:] >= sel["threshold"]
     else:
-        noisy = true + noise.normal(0.0, block["noise"]["sigma"], d + slots)
+        sigma2 = Fraction(block["noise"]["sigma2"])
+        noisy = true + sample_discrete_gaussian(noise, sigma2.numerator, sigma2.denominator, d + slots)
         passed = noisy[d:] >= sel["threshold"]
     chosen = np.flatnonzero(passed)
     chosen = chosen[chosen < n]  # a padded slot is never a key
     kept = [candidates[j] for j in chosen]
     keys, values = declared + kept, np.concatenate([noisy[:d], noisy[d + chosen]])
     out = {"name": release.name, "kind": "count", "by": release.by, "selection": release.selection,
-           "values": {k: float(v) if release.selection == "gaussian_threshold" else int(v)
-                      for k, v in zip(keys, values)},
+           "values": {k: int(v) for k, v in zip(keys, values)},
            "declared": declared, "selected": kept, "note": KEYS_NOTE}
     return out, report
 

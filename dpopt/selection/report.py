@@ -24,7 +24,7 @@ def _count_lines(block: dict) -> list[str]:
     else:
         lines.append(f"  - threshold τ = {sel['threshold']:.6g} on the noisy row count (a key with τ rows is kept "
                      "with probability 1/2)")
-    scale = f"scale b = {noise['scale']}" if "scale" in noise else f"σ = {noise['sigma']:.6g}"
+    scale = f"scale b = {noise['scale']}" if "scale" in noise else f"σ² = {noise['sigma2']} (on the integers)"
     lines.append(f"- counts: {noise['family'].replace('_', ' ')} noise, {scale}, ε = {noise['epsilon']}; "
                  f"standard deviation {utility['value']:.4g} per count")
     return lines
