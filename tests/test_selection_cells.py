@@ -37,17 +37,19 @@ def test_count_margin_is_the_least_integer_holding_95_percent(scale):
 
 
 def test_mean_intervals_cover_by_simulation():
-    # 200 rows uniform on [0, 120]; the spec's noise: Laplace b_S = 480 on the centred sum, discrete Laplace
-    # b_n = 8 on the count (the difference of two geometrics of parameter 1 − r: a route independent of the
-    # sampler). 4,000 releases: the binomial SE of a 95% coverage is √(0.95·0.05/4000) = 0.0034; the delta method's
+    # 200 rows uniform on [0, 120]; the spec's noise: discrete Laplace b_S = 7,864,320 steps of 2⁻¹⁴ (= 480) on the
+    # lattice sum, discrete Laplace b_n = 8 on the count (each the difference of two geometrics of parameter 1 − r:
+    # a route independent of the sampler). 4,000 releases: the binomial SE of a 95% coverage is √(0.95·0.05/4000) = 0.0034; the delta method's
     # own error is O(Var ñ/n²) = O(128/40000) here; ±0.015 (over 4 SE) bounds both
     block = certify(SPEC)["releases"][2]
     rng = np.random.default_rng(20261206)
     x = rng.uniform(0, 120, 200)
-    truth, s, n = x.mean(), float(np.sum(x - 60)), len(x)
-    r = math.exp(-1 / 8)
+    step, b_sum = Fraction(block["noise"]["centred_sum"]["step"]), Fraction(block["noise"]["centred_sum"]["scale"])
+    assert float(step * b_sum) == 480.0  # R·h/(ε/2) = 4·60/0.5, h on the lattice
+    truth, s, n = x.mean(), int(np.sum(np.round((x - 60) / float(step)))), len(x)
+    r, r_sum = math.exp(-1 / 8), math.exp(-1 / float(b_sum))
     draws = 4000
-    sums = s + rng.laplace(0, 480, draws)
+    sums = float(step) * (s + rng.geometric(1 - r_sum, draws) - rng.geometric(1 - r_sum, draws))
     counts = n + rng.geometric(1 - r, draws) - rng.geometric(1 - r, draws)
     values = {str(i): min(120.0, max(0.0, 60 + a / c)) for i, (a, c) in enumerate(zip(sums, counts))}
     out = {"name": "m", "values": values,

@@ -68,9 +68,11 @@ def test_sensitivity_and_privacy_loss_against_brute_force(unit, low, high):
     m = (a + b) / 2
     contributions = brute_force(unit, [a - m, (3 * a + b) / 4 - m, b - m])
     l1 = max(sum(abs(s) + n for s, n in v) for v in contributions)
-    scale_sum = Fraction(block["noise"]["centred_sum"]["scale"])
+    step = Fraction(block["noise"]["centred_sum"]["step"])  # the sums' lattice: these values lie on it
+    assert all(s % step == 0 for v in contributions for s, _ in v)
+    scale_sum = Fraction(block["noise"]["centred_sum"]["scale"])  # in lattice steps
     scale_count = Fraction(block["noise"]["count"]["scale"])
-    loss = max(sum(abs(s) / scale_sum + n / scale_count for s, n in v) for v in contributions)
+    loss = max(sum(abs(s) / step / scale_sum + n / scale_count for s, n in v) for v in contributions)
     assert Fraction(block["sensitivity"]["l1"]) == l1
     assert loss == Fraction("0.5")  # the privacy loss of the two Laplace noises reaches ε exactly, never above
 
@@ -79,7 +81,8 @@ def test_means_of_unbounded_persons_at_a_large_epsilon(tmp_path):
     # 40 persons, each with 1 row in north and 1 in south (within k = 4, g = 2, c = 3: nothing is dropped), so the
     # true means are those written here. ε = 1000: b_S = R·h/(ε/2) = 4·60/500 = 0.48, b_n = 4/500 = 0.008; the
     # count's noise is non-zero with probability 2r/(1 + r) < 1e-50 (r = e^{−125}), and |Z_S| > 20·b_S = 9.6 with
-    # probability e^{−20}: each mean is within 9.6/40 = 0.24 of the truth
+    # probability below e^{−20} (discrete Laplace on the lattice 2⁻¹⁴ℤ, whose rounding moves a value by ≤ 2⁻¹⁵):
+    # each mean is within 9.6/40 + 2⁻¹⁵ < 0.24 of the truth
     rows = [(f"P{p}", "18-39", "north", 10 + p) for p in range(40)]
     rows += [(f"P{p}", "18-39", "south", 100 - p) for p in range(40)]
     path = write_csv(tmp_path / "d.csv", rows)

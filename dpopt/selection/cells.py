@@ -11,9 +11,9 @@ One row per released number, keyed by ``release`` and ``key`` (the private key, 
   at 0 (a count is never negative: no coverage is lost). A key selected
   by a threshold was released *because* its noisy count reached τ: the interval is the unconditional one,
   and the note says so. A count within its margin of zero is flagged (the key may hold no rows).
-- **means** (``label`` ``mean``): clip(m₀ + S̃/ñ, a, b) from the noisy centred sum S̃ = S + L (Laplace b_S)
-  and the noisy count ñ = n + Y (discrete Laplace b_n). By the delta method, at the released (S̃, ñ),
-  Var ≈ (2b_S² + (S̃/ñ)²·Var Y)/ñ², Var Y = 2r/(1 − r)²: the interval mean ± z₀.₉₇₅·SE, cut to [a, b] (the
+- **means** (``label`` ``mean``): clip(m₀ + S̃/ñ, a, b) from the noisy centred sum S̃ = step·(S + L) (S the
+  lattice sum, L discrete Laplace b_S in lattice steps) and the noisy count ñ = n + Y (discrete Laplace b_n). By
+  the delta method, at the released (S̃, ñ), Var ≈ (step²·Var L + (S̃/ñ)²·Var Y)/ñ², Var = 2r/(1 − r)² for each: the interval mean ± z₀.₉₇₅·SE, cut to [a, b] (the
   true mean lies in [a, b], so cutting loses no coverage) is **approximate** (the note says so). When
   ñ is within the count's margin of zero the mean rests on noise alone: no SE, the interval is [a, b], and
   the note flags it (the rule reads only released numbers: post-processing).
@@ -96,7 +96,8 @@ def count_rows(out: dict, block: dict) -> list[dict]:
 def mean_rows(out: dict, block: dict) -> list[dict]:
     """The rows of a mean release (see the module: delta method, approximate; noise alone near ñ = 0)."""
     low, high = block["bounds"]
-    b_sum = float(Fraction(block["noise"]["centred_sum"]["scale"]))
+    noise_sum = block["noise"]["centred_sum"]
+    sum_se = discrete_laplace_errors(noise_sum["scale"])[0] * float(Fraction(noise_sum["step"]))
     count_se, count_moe = discrete_laplace_errors(block["noise"]["count"]["scale"])
     rows = []
     for key, value in out["values"].items():
@@ -107,7 +108,7 @@ def mean_rows(out: dict, block: dict) -> list[dict]:
                              f"noisy count {n} within its margin of zero (±{count_moe}): the mean rests on noise "
                              "alone; interval [a, b], the attribute's bounds"))
             continue
-        se = math.sqrt(2 * b_sum**2 + (s / n) ** 2 * count_se**2) / n
+        se = math.sqrt(sum_se**2 + (s / n) ** 2 * count_se**2) / n
         rows.append(_row(out["name"], key, "mean", value, se, Z * se, max(low, value - Z * se),
                          min(high, value + Z * se), "approximate interval (delta method at the noisy sum and count)"))
     return rows

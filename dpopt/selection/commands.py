@@ -38,7 +38,7 @@ def solve_command(spec: str, out: str | None, as_json: bool, quiet: bool) -> int
                 how = (f"δ = {block['guarantee']['delta']:g}, "
                        f"selection {block['partition_selection']['method'].split(':')[0]}")
             elif block["kind"] == "mean":
-                how = f"Laplace noise on (centred sum, count) per key of {block['keys_from']}"
+                how = f"discrete Laplace noise on (lattice centred sum, count) per key of {block['keys_from']}"
             else:
                 how = f"exponential mechanism on {block['grid']['size']} grid points"
             print(f"{block['name']}: {block['kind']}, ε = {block['guarantee']['epsilon']:g}, {how}")

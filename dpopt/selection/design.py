@@ -19,9 +19,11 @@ R rows in all, t in one cell, g cells, g ≤ R (a cell holds a row at least). Un
   of every released key j, stacked. A person's bounded rows put n_j rows in key j with
   :math:`|S_j| \le n_j h`, Σ_j n_j ≤ R, so the stacked vector moves by at most
   :math:`\sum_j |S_j| \le Rh` (sums) and :math:`\sum_j n_j \le R` (counts), both attained together
-  (R rows at b, in any keys): l1 = R(h + 1), whatever the number of keys. Noise: Laplace of scale
-  b_S = Rh/ε_S on each sum and discrete Laplace of scale b_n = R/ε_n on each count, privacy loss
-  ≤ Rh/b_S + R/b_n = ε_S + ε_n; the equal split ε_S = ε_n = ε/2 minimises the worst first-order variance of
+  (R rows at b, in any keys): l1 = R(h + 1), whatever the number of keys. On the lattice: each centred
+  value is rounded to 2^{−k}ℤ and clamped to ±H steps, H = ⌈2^k h⌉ (h rounded outward: the rounding charged to
+  the sensitivity, :func:`mean_lattice`), so the integer sums move by ≤ RH. Noise: discrete Laplace of scale
+  b_S = RH/ε_S (lattice units) on each integer sum and of scale b_n = R/ε_n on each count, privacy loss
+  ≤ RH/b_S + R/b_n = ε_S + ε_n; the equal split ε_S = ε_n = ε/2 minimises the worst first-order variance of
   the mean, (2b_S² + h²·Var n)/n² ∝ 1/ε_S² + 1/ε_n² (as for the mean pair of
   :mod:`dpopt.sensitivity.person`). The keys are those the count release with the same ``by`` released
   (public once released: basic composition covers the adaptive choice).
@@ -66,10 +68,10 @@ from dpopt.spec.selection import (
 mpmath = lazy_module("mpmath")
 
 
-NUMERICS = ("idealized numerics: the means' sums and their Laplace noise, and the quantile draws (inverse CDF of "
-            "double-precision probabilities) use floating point; the keep decisions (uniform 64-bit words against the "
-            "binary expansion of the rational π_n), the discrete Laplace and the discrete Gaussian noise are drawn "
-            "exactly in integer arithmetic (Canonne, Kamath & Steinke 2020)")
+NUMERICS = ("idealized numerics: the quantile draws (inverse CDF of double-precision probabilities) use floating "
+            "point; the keep decisions (uniform 64-bit words against the binary expansion of the rational π_n), the "
+            "discrete Laplace noise (on the counts and on the means' integer sums of lattice-rounded values) and the "
+            "discrete Gaussian noise are drawn exactly in integer arithmetic (Canonne, Kamath & Steinke 2020)")
 
 
 @dataclass(frozen=True)
@@ -184,26 +186,42 @@ def _half_width(spec: SelectionSpec, release: MeanRelease) -> Fraction:
     return (written(domain.max) - written(domain.min)) / 2
 
 
+LATTICE_BITS = 20
+"""A mean's centred values are measured on the lattice 2^{−k}ℤ with k chosen so that the half-width h is
+between 2^{19} and 2^{20} steps (:func:`mean_lattice`): the rounding moves a row by ≤ h·2^{−20}."""
+
+
+def mean_lattice(h: Fraction) -> tuple[int, Fraction, int]:
+    """(k, step = 2^{−k}, H = ⌈h/step⌉) for a half-width h > 0: the lattice of the centred values and their bound on
+    it (h rounded outward: H·step ≥ h, the rounding charged to the sensitivity). k is a public function of h."""
+    k = LATTICE_BITS - math.ceil(math.log2(float(h)))
+    step = Fraction(1, 2**k) if k >= 0 else Fraction(2 ** -k)
+    return k, step, math.ceil(h / step)
+
+
 def _mean_block(spec: SelectionSpec, i: int, release: MeanRelease) -> dict:
     b = person_bounds(spec.data.privacy_unit, MAX_COUNT)
     h, eps = _half_width(spec, release), written(release.epsilon)
+    _, step, top = mean_lattice(h)
     domain = spec.data.attributes[release.attribute]
-    scale_sum, scale_count = b.rows * h / (eps / 2), b.rows / (eps / 2)
-    sd = math.sqrt(2 * float(scale_sum) ** 2 + float(h) ** 2 * _laplace_sd(scale_count) ** 2)
+    scale_sum, scale_count = b.rows * top / (eps / 2), b.rows / (eps / 2)
+    sd = math.sqrt((_laplace_sd(scale_sum) * float(step)) ** 2 + float(h) ** 2 * _laplace_sd(scale_count) ** 2)
     return {
         "name": release.name, "kind": "mean", "attribute": release.attribute, "by": release.by,
         "keys_from": keys_from(spec, i).name, "bounds": [domain.min, domain.max],
         "midpoint": str(written(domain.min) + h),
-        "sensitivity": {"rows": b.rows, "half_width": str(h), "l1_sums": str(b.rows * h), "l1_counts": b.rows,
-                        "l1": str(b.rows * (h + 1)),
+        "sensitivity": {"rows": b.rows, "half_width": str(h), "lattice_step": str(step), "lattice_half_width": top,
+                        "l1_sums": b.rows * top, "l1_counts": b.rows, "l1": str(b.rows * (top * step + 1)),
                         "how": f"person-level: ≤ {b.rows} rows in all over the keys, each moving its key's centred sum "
-                               f"by ≤ (b − a)/2 = {h} and its count by 1"},
-        "noise": {"centred_sum": {"family": "laplace", "scale": str(scale_sum), "epsilon": str(eps / 2)},
+                               f"by ≤ H = ⌈h/step⌉ = {top} lattice steps of {step} (h = (b − a)/2 = {h}; the value "
+                               "rounded to the lattice and clamped to ±H in integers) and its count by 1"},
+        "noise": {"centred_sum": {"family": "discrete_laplace", "step": str(step), "scale": str(scale_sum),
+                                  "epsilon": str(eps / 2)},
                   "count": {"family": "discrete_laplace", "scale": str(scale_count), "epsilon": str(eps / 2)}},
         "guarantee": {"definition": "pure", "epsilon": release.epsilon, "delta": 0.0},
         "utility": {"metric": "mean_standard_deviation_times_rows", "value": sd,
-                    "method": "first order, worst case over the true mean: √(2b_S² + h²·Var n)/n for a key with n "
-                              "rows (the value is that times n)"},
+                    "method": "first order, worst case over the true mean: √(Var Y_S·step² + h²·Var n)/n for a key "
+                              "with n rows (the value is that times n; discrete Laplace variances √(2r)/(1 − r))"},
     }
 
 
@@ -354,14 +372,19 @@ def _quantile_checks(spec: SelectionSpec, release: QuantileRelease, block: dict,
 def _mean_checks(spec: SelectionSpec, i: int, release: MeanRelease, block: dict, at: str) -> list[Check]:
     b = person_bounds(spec.data.privacy_unit, MAX_COUNT)
     h = _half_width(spec, release)
+    _, step, top = mean_lattice(h)
     sens, noise = block["sensitivity"], block["noise"]
-    loss = b.rows * h / Fraction(noise["centred_sum"]["scale"]) + b.rows / Fraction(noise["count"]["scale"])
+    loss = b.rows * top / Fraction(noise["centred_sum"]["scale"]) + b.rows / Fraction(noise["count"]["scale"])
     return [
-        Check(f"{at}.sensitivity", "person_bounds re-derived from the privacy unit; l1 = Rh + R of the stacked "
-              "(centred sum, count) per key", (sens["rows"], Fraction(sens["l1"])) == (b.rows, b.rows * (h + 1)),
-              f"R = {b.rows}, h = {h}"),
-        Check(f"{at}.epsilon", "privacy loss Rh/b_S + R/b_n of the two Laplace noises, exact rationals",
-              loss <= written(release.epsilon) and block["keys_from"] == keys_from(spec, i).name,
+        Check(f"{at}.sensitivity", "person_bounds re-derived from the privacy unit; the lattice of the centred values "
+              "(H = ⌈h/step⌉ ≥ h/step, integers clamped to ±H); l1 = RH of the lattice sums, R of the counts",
+              (sens["rows"], Fraction(sens["lattice_step"]), sens["lattice_half_width"], sens["l1_sums"])
+              == (b.rows, step, top, b.rows * top) and top * step >= h,
+              f"R = {b.rows}, h = {h}, step = {step}, H = {top}"),
+        Check(f"{at}.epsilon", "privacy loss RH/b_S + R/b_n of the two discrete Laplace noises (on the lattice sums "
+              "and the counts, both integers), exact rationals",
+              loss <= written(release.epsilon) and block["keys_from"] == keys_from(spec, i).name
+              and Fraction(noise["centred_sum"]["step"]) == step,
               f"{loss} ≤ {written(release.epsilon)}; keys of {block['keys_from']}"),
     ]
 

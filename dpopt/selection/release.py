@@ -14,9 +14,9 @@ For each release, in the order of the spec:
    comparisons over whole blocks of padded slots (:mod:`dpopt.selection.timing`: their work does not
    reveal the number of keys);
 3. a **quantile** draws each q of each group (levels in spec order) by the exponential mechanism;
-4. a **mean** per private key sums (x − m) and counts rows per key of the bounded rows, for the keys its
-   count release released (in that release's order, zero rows when absent) and no other, adds Laplace noise
-   to the sums and discrete Laplace noise to the counts, and post-processes each key's mean
+4. a **mean** per private key sums (x − m) rounded to the lattice 2^{−k}ℤ (integers clamped to ±H) and counts
+   rows per key of the bounded rows, for the keys its count release released (in that release's order, zero
+   rows when absent) and no other, adds discrete Laplace noise to the integer sums and to the counts, and post-processes each key's mean
    clip(m + S̃/ñ, a, b) (null when ñ ≤ 0; :func:`dpopt.release.bounding.pair_mean`).
 
 The document lists the released keys only: how many keys the data hold is never released (neither a
@@ -162,13 +162,19 @@ def _mean(con, source: DataSource, spec: SelectionSpec, release: MeanRelease, bl
     low, high = block["bounds"]
     query = NumericQuery("mean", release.attribute, low, high, None)
     x = f"CAST(trim(CAST({quote_identifier(release.attribute)} AS VARCHAR)) AS DOUBLE)"
+    step, top = Fraction(block["sensitivity"]["lattice_step"]), int(block["sensitivity"]["lattice_half_width"])
+    # each centred value on the lattice, in integers clamped to ±H (a deterministic map of the row: its doubles
+    # need not be exact, the bound |u| ≤ H is), and summed exactly (BIGINT/HUGEINT)
+    on_lattice = (f"least(greatest(CAST(round(({x} - {query.midpoint!r}) * {float(1 / step)!r}) AS BIGINT), "
+                  f"{-top}), {top})")
     wanted = set(keys)
-    found = {k: (float(s), int(n)) for k, s, n in _run(
-        con, source, f"SELECT {key}, sum({x} - {query.midpoint!r}), count(*) FROM {bounded.sql} GROUP BY ALL"
+    found = {k: (int(s), int(n)) for k, s, n in _run(
+        con, source, f"SELECT {key}, sum({on_lattice}), count(*) FROM {bounded.sql} GROUP BY ALL"
     ).fetchall() if k in wanted}
-    sums = np.array([found.get(k, (0.0, 0))[0] for k in keys]) + randomness.stream(DRAWS, i, 0).laplace(
-        0.0, float(Fraction(block["noise"]["centred_sum"]["scale"])), len(keys))
-    counts = np.array([found.get(k, (0.0, 0))[1] for k in keys]) + _discrete_laplace(
+    lattice_sums = [found.get(k, (0, 0))[0] + int(y) for k, y in zip(keys, _discrete_laplace(
+        randomness.stream(DRAWS, i, 0), block["noise"]["centred_sum"]["scale"], len(keys)))]
+    sums = np.array([float(u * step) for u in lattice_sums])  # S̃ = step·(Σu + Y): post-processing of integers
+    counts = np.array([found.get(k, (0, 0))[1] for k in keys]) + _discrete_laplace(
         randomness.stream(DRAWS, i, 1), block["noise"]["count"]["scale"], len(keys))
     means = {k: pair_mean(query, np.array([s, n])) for k, s, n in zip(keys, sums, counts)}
     out = {"name": release.name, "kind": "mean", "attribute": release.attribute, "by": release.by,

@@ -45,8 +45,9 @@ def _mean_lines(block: dict) -> list[str]:
     noise, low_high = block["noise"], block["bounds"]
     return [f"- mean of `{block['attribute']}` in [{low_high[0]:g}, {low_high[1]:g}] per key of `{block['by']}`, only "
             f"for the keys released by `{block['keys_from']}` (declared and selected)",
-            f"- noise on (Σ(x − {block['midpoint']}), rows) per key: Laplace of scale "
-            f"b_S = {noise['centred_sum']['scale']} on the sums, discrete Laplace of scale "
+            f"- noise on (Σ(x − {block['midpoint']}), rows) per key: discrete Laplace of scale "
+            f"b_S = {noise['centred_sum']['scale']} steps of {noise['centred_sum']['step']} on the sums (each value "
+            f"rounded to that lattice, in integers), discrete Laplace of scale "
             f"b_n = {noise['count']['scale']} on the counts (ε = {noise['centred_sum']['epsilon']} each; "
             f"l1 = {block['sensitivity']['l1']})",
             f"- mean = clip(midpoint + S̃/ñ) (post-processing); standard deviation ≈ "
