@@ -1,5 +1,6 @@
-"""Exact sampling on the person-level paths with private keys (issue 39): the keep decisions' Bernoulli law by
-enumeration of the words it reads, and the discrete Gaussian threshold's certificate."""
+"""Exact sampling on the person-level paths with private keys and in synthesis's adaptive selection (issue 39): the
+keep decisions' Bernoulli law by enumeration of the words it reads, the discrete Gaussian threshold's privacy loss
+and certificate, and the exponential mechanism's law by enumeration of its rejection loop."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import math
 from fractions import Fraction
 from pathlib import Path
 
+import mpmath
 import numpy as np
 import pytest
 
@@ -119,3 +121,102 @@ def test_verify_rejects_a_forged_discrete_gaussian(tamper, claims):
     tamper(data["releases"][0])
     failed = {c.claim for c in verify_selection(Certificate.from_dict(data)).failed}
     assert claims <= failed
+
+
+# ------------------------------------------------------------------ synthesis: the exponential mechanism, exact
+class ScriptedBatches:
+    """Stands in for the Generator and the Bernoulli(exp(−γ)) sampler of :mod:`dpopt.synthesis.adaptive`: replays
+    scripted proposals and acceptance patterns, and records the weight of the script (each proposal 1/c, each
+    acceptance e^{−γ} or 1 − e^{−γ} at the γ the code passed, in 40 digits)."""
+
+    def __init__(self, script, c):
+        self.script, self.c, self.used = list(script), c, 0
+        self.weight = mpmath.mpf(1)
+
+    def integers(self, low, high, size=None, dtype=None):
+        assert (low, high, size) == (0, self.c, self.c)
+        if self.used == len(self.script):
+            raise _Exhausted
+        self.weight /= mpmath.mpf(self.c) ** self.c
+        return np.array(self.script[self.used][0])
+
+    def bernoulli(self, rng, whole, frac, den):
+        pattern = self.script[self.used][1]
+        self.used += 1
+        for w, f, a in zip(whole, frac, pattern):
+            p = mpmath.exp(-(mpmath.mpf(int(w)) + mpmath.mpf(int(f)) / den))
+            self.weight *= p if a else 1 - p
+        return np.array(pattern, dtype=bool)
+
+
+def test_exponential_mechanism_law_by_enumerating_its_rejection_loop(monkeypatch):
+    # every script of ≤ 2 batches (proposals × acceptances) the loop can read, weighted by its probability: the
+    # law of the output given that it is decided within them must be the softmax exp(ε′q_i/(2·2^K Δ))/Σ, computed
+    # here from the scores alone (the batches are i.i.d., so the decided law is the same at every depth)
+    from dpopt.synthesis import adaptive
+
+    with mpmath.workdps(40):
+        q, epsilon, sensitivity = [5 << adaptive.SCORE_BITS, 3 << adaptive.SCORE_BITS, 0], Fraction(3, 4), 2
+        c = len(q)
+        batches = [(prop, pat) for prop in itertools.product(range(c), repeat=c)
+                   for pat in itertools.product((0, 1), repeat=c)]
+        rejecting = [b for b in batches if not any(b[1])]
+        law, undecided = [mpmath.mpf(0)] * c, mpmath.mpf(0)
+        for script in [[b] for b in batches] + [[r, b] for r in rejecting for b in batches]:
+            fake = ScriptedBatches(script, c)
+            monkeypatch.setattr(adaptive, "bernoulli_exp_split", fake.bernoulli)
+            try:
+                i = adaptive.exponential_mechanism(q, epsilon, sensitivity, fake)
+            except _Exhausted:
+                if len(script) == 2:
+                    undecided += fake.weight
+                continue
+            law[i] += fake.weight
+        weights = [mpmath.exp(mpmath.mpf(epsilon.numerator) / epsilon.denominator * s / (2 * sensitivity * 2**10))
+                   for s in q]
+        softmax = [w / mpmath.fsum(weights) for w in weights]
+        assert abs(mpmath.fsum(law) + undecided - 1) < mpmath.mpf(10) ** -30
+        for got, want in zip(law, softmax):
+            assert abs(got / (1 - undecided) - want) < mpmath.mpf(10) ** -30
+
+
+def test_integer_scores_move_by_at_most_the_sensitivity():
+    # neighbours (one record added to a cell of a 2 × 3 table): the integer score moves by ≤ 2^K·Δ, Δ = 1 — checked
+    # on every cell and on a prediction with fractional entries
+    from dpopt.synthesis.adaptive import SCORE_BITS, scores
+
+    one_way = {"a": np.array([3.3, 5.1]), "b": np.array([2.2, 4.0, 2.2])}
+    table = np.array([[1, 0, 2], [0, 3, 2]], dtype=float)
+    base = scores({("a", "b"): table}, one_way, [("a", "b")])[0]
+    for cell in itertools.product(range(2), range(3)):
+        moved = table.copy()
+        moved[cell] += 1
+        assert abs(scores({("a", "b"): moved}, one_way, [("a", "b")])[0] - base) <= 1 << SCORE_BITS
+
+
+def test_exponential_mechanism_privacy_loss_on_neighbours():
+    # three candidate pairs over attributes a, b, c; a record added to one cell of each true table (every choice of
+    # cells): the softmax laws at ε′ (40 digits, from the integer scores) differ by at most e^{ε′} ≤ e^ε, both ways
+    from dpopt.synthesis.adaptive import exact_epsilon, scores
+
+    one_way = {"a": np.array([3.3, 5.1]), "b": np.array([2.2, 4.0]), "c": np.array([1.5, 6.5])}
+    pairs = [("a", "b"), ("a", "c"), ("b", "c")]
+    truth = {("a", "b"): np.array([[1.0, 2], [3, 2]]), ("a", "c"): np.array([[0.0, 4], [1, 3]]),
+             ("b", "c"): np.array([[2.0, 0], [2, 4]])}
+    epsilon = exact_epsilon(0.7)
+    assert epsilon <= Fraction(0.7)
+
+    def law(q):
+        with mpmath.workdps(40):
+            w = [mpmath.exp(mpmath.mpf(epsilon.numerator) / epsilon.denominator * s / 2**11) for s in q]
+            return [x / mpmath.fsum(w) for x in w]
+
+    base = law(scores(truth, one_way, pairs))
+    worst = 0.0
+    for cells in itertools.product(itertools.product(range(2), range(2)), repeat=3):  # the record's cell per table
+        moved = {p: t.copy() for p, t in truth.items()}
+        for p, cell in zip(pairs, cells):
+            moved[p][cell] += 1
+        other = law(scores(moved, one_way, pairs))
+        worst = max(worst, max(float(abs(mpmath.log(x / y))) for x, y in zip(base, other)))
+    assert 0 < worst <= float(epsilon)

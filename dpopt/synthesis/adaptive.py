@@ -9,26 +9,53 @@ Each round scores every candidate pair (a, b) that joins two components of the p
 the L1 distance between the data's two-way table and the one the released one-way tables predict
 (p̂ the released tables normalised, N their total: public, post-processing). Adding or removing one
 record changes one cell of M_ab(D) by 1, so q changes by at most Δ = 1; replacing one record moves one
-count out of a cell and one into another, Δ = 2. The pair is drawn with probability
-∝ exp(ε q / (2Δ)) (the exponential mechanism, ε-DP; ε²/8-zCDP: :mod:`dpopt.synthesis.budget`), by the
-Gumbel-max trick (argmax of ε q/(2Δ) + Gumbel noise: an exact draw of that law; floating-point, idealized
-numerics). Only the selected pair is published, never a score.
+count out of a cell and one into another, Δ = 2.
+
+**Exact scores and draws.** The score is computed in integers on the lattice 2^{−K}ℤ (K = :data:`SCORE_BITS`):
+s(a, b) = Σ |2^K M_ab(D) − round(2^K M̂_ab)|, the public prediction rounded once (any public table serves);
+a record moves s by ≤ 2^K Δ (one count, one cell; two under replacement). The pair is drawn with probability
+∝ exp(ε′ s / (2·2^K Δ)) — the exponential mechanism, ε′-DP and ε′²/8-zCDP (Cesar & Rogers 2021, bounded range;
+:mod:`dpopt.synthesis.budget`) — at ε′ = ⌊2^{40}ε⌋/2^{40} ≤ ε (:func:`exact_epsilon`), so that the exponent is a
+ratio of integers. It is sampled exactly by rejection: a uniform candidate i (an exact uniform integer), accepted
+with probability exp(−ε′(s* − s_i)/(2·2^K Δ)) (s* the best score) by Canonne, Kamath & Steinke's Bernoulli(exp(−γ))
+for rational γ (2020, Algorithm 1: integer comparisons only); the first accepted candidate has law
+(e^{−γ_i}/c)/Σ_j (e^{−γ_j}/c) = softmax(ε′s/(2·2^K Δ)) exactly (a geometric series over the rejected rounds).
+The expected number of rounds is c/Σ_j e^{−γ_j} ≤ c (the best candidate is accepted surely). Not covered: the
+running time, which depends on the scores (the rounds). Only the selected pair is published, never a score.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 
 import numpy as np
+
+from dpopt.noise.discrete_laplace import bernoulli_exp_split
 
 Pair = tuple[str, str]
 
 SCORE_SENSITIVITY = {"add_remove": 1, "replace_one": 2}
 """Δ of the score q under each adjacency (module docstring)."""
 
+SCORE_BITS = 10
+"""K: scores are integers in units of 2^{−K} counts (module docstring)."""
+
+EPSILON_BITS = 40
+"""ε′ = ⌊2^{40}ε⌋/2^{40}: the exponential mechanism's ε as a dyadic rational (:func:`exact_epsilon`)."""
+
+WHOLE_CAP = 2**62
+"""Whole parts of an acceptance exponent above this are capped to it: the capped and exact draws differ only when a
+unit geometric reaches 2^{62}, probability e^{−2^{62}}."""
+
 SELECTION_METHOD = ("MST (McKenna, Miklau & Sheldon 2021): after the one-way marginals, each round draws one pair "
                     "joining two components of the pairs chosen so far, by the exponential mechanism on the L1 "
-                    "distance between the data's two-way table and the product of the published one-way tables")
+                    "distance between the data's two-way table and the product of the published one-way tables; "
+                    f"exact: integer scores in units of 2^-{SCORE_BITS} (the prediction rounded to that lattice, "
+                    f"sensitivity 2^{SCORE_BITS}·Δ), ε′ = floor(2^{EPSILON_BITS}·ε)/2^{EPSILON_BITS} ≤ ε, drawn by "
+                    "rejection: a uniform candidate accepted with probability exp(−ε′(s* − s)/(2^"
+                    f"{SCORE_BITS + 1}·Δ)) (Canonne, Kamath & Steinke 2020, Algorithm 1, integer arithmetic): the "
+                    "exponential mechanism's law exactly")
 """The selection block's ``method`` (re-derived by verify)."""
 
 
@@ -64,20 +91,66 @@ def independent_table(one_way: Mapping[str, np.ndarray], a: str, b: str) -> np.n
     return total * np.outer(pa, pb)
 
 
-def scores(truth: Mapping[Pair, np.ndarray], one_way: Mapping[str, np.ndarray], pairs: Sequence[Pair]) -> np.ndarray:
-    """q(a, b) for each pair: the L1 distance of the true table from the independent prediction."""
-    return np.array([np.abs(np.asarray(truth[p], float) - independent_table(one_way, *p)).sum() for p in pairs])
+def scores(truth: Mapping[Pair, np.ndarray], one_way: Mapping[str, np.ndarray], pairs: Sequence[Pair]) -> list[int]:
+    """s(a, b) for each pair: Σ |2^K M_ab − round(2^K M̂_ab)| in integers (module docstring; K = :data:`SCORE_BITS`).
+
+    Raises
+    ------
+    ValueError
+        A true table whose counts are not whole numbers.
+    """
+    out = []
+    for p in pairs:
+        counts = np.asarray(truth[p], dtype=float)
+        if not np.array_equal(counts, np.round(counts)):
+            raise ValueError(f"the true table of {p} holds counts that are not whole numbers")
+        predicted = np.round(independent_table(one_way, *p) * 2.0**SCORE_BITS).astype(np.int64)
+        out.append(int(np.abs((counts.astype(np.int64) << SCORE_BITS) - predicted).sum()))
+    return out
 
 
-def exponential_mechanism(q: np.ndarray, epsilon: float, sensitivity: int, rng: np.random.Generator) -> int:
-    """An index drawn with probability ∝ exp(ε q_i / (2Δ)) (Gumbel-max trick)."""
-    return int(np.argmax(epsilon * np.asarray(q, float) / (2 * sensitivity) + rng.gumbel(size=len(q))))
+def exact_epsilon(epsilon: float) -> Fraction:
+    """ε′ = ⌊2^{40}ε⌋/2^{40} ≤ ε, exactly (ε read as the rational its double is)."""
+    return Fraction(int(Fraction(epsilon) * 2**EPSILON_BITS), 2**EPSILON_BITS)
+
+
+def acceptance_exponents(q: Sequence[int], epsilon: Fraction, sensitivity: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """γ_i = ε′(s* − s_i)/(2·2^K·Δ) of every candidate as (whole parts, numerators of the fractional parts, their
+    common denominator D = 2·2^K·Δ·den(ε′)): a candidate is accepted with probability e^{−γ_i}.
+
+    Raises
+    ------
+    ValueError
+        D ≥ 2^62 (an ε′ finer than :func:`exact_epsilon` gives).
+    """
+    epsilon = Fraction(epsilon)
+    den = 2 * sensitivity * 2**SCORE_BITS * epsilon.denominator
+    if den >= 2**62:
+        raise ValueError(f"ε′ = {epsilon} has too fine a denominator for the exact sampler (use exact_epsilon)")
+    best = max(q)
+    parts = [divmod(epsilon.numerator * (best - int(s)), den) for s in q]
+    whole = np.array([min(w, WHOLE_CAP) for w, _ in parts], dtype=np.int64)
+    return whole, np.array([f for _, f in parts], dtype=np.int64), den
+
+
+def exponential_mechanism(q: Sequence[int], epsilon: Fraction, sensitivity: int, rng: np.random.Generator) -> int:
+    """An index drawn with probability ∝ exp(ε′ q_i / (2·2^K Δ)), exactly, for integer scores q and a rational ε′:
+    uniform candidates accepted with probability e^{−γ_i} (:func:`acceptance_exponents`) until one is (module
+    docstring). The trials are drawn c at a time and the first accepted one is returned: the same law as one at a
+    time."""
+    whole, frac, den = acceptance_exponents([int(x) for x in q], epsilon, sensitivity)
+    while True:
+        proposed = rng.integers(0, len(q), size=len(q))
+        accepted = np.flatnonzero(bernoulli_exp_split(rng, whole[proposed], frac[proposed], den))
+        if accepted.size:
+            return int(proposed[accepted[0]])
 
 
 def select(attributes: Sequence[str], pairs: Sequence[Pair], truth: Mapping[Pair, np.ndarray],
            one_way: Mapping[str, np.ndarray], epsilons: Sequence[float], sensitivity: int,
            rng: np.random.Generator) -> list[Pair]:
-    """One pair per round (``epsilons[i]`` the i-th round's ε), each joining two components.
+    """One pair per round (``epsilons[i]`` the i-th round's ε, sampled at ε′ = :func:`exact_epsilon` (ε)), each joining
+    two components.
 
     Returns the selected pairs, in the order selected (fewer than the rounds only when no candidate is left).
     """
@@ -87,5 +160,6 @@ def select(attributes: Sequence[str], pairs: Sequence[Pair], truth: Mapping[Pair
         options = candidates(attributes, pairs, selected)
         if not options:
             break
-        selected.append(options[exponential_mechanism(np.array([q[p] for p in options]), epsilon, sensitivity, rng)])
+        selected.append(options[exponential_mechanism([q[p] for p in options], exact_epsilon(epsilon), sensitivity,
+                                                      rng)])
     return selected

@@ -66,8 +66,10 @@ def records_from(spec: SynthesisSpec) -> str:
             "the published tables' total")
 
 
-NUMERICS = ("idealized numerics: the selection's Gumbel draws and scores use floating point; each measurement's "
-            "certificate states its own numerics")
+NUMERICS = ("the selection is exact: integer scores, the exponential mechanism drawn by rejection with "
+            "Bernoulli(exp(−γ)) acceptances in integer arithmetic at a rational ε′ ≤ ε (selection.method); its "
+            "running time depends on the scores and is not covered; each measurement's certificate states its own "
+            "numerics")
 
 REQUIRED = frozenset({"kind", "dpopt_version", "spec_sha256", "spec", "guarantee", "sensitivity", "mechanism",
                       "utility", "budget", "measurements", "selection", "synthesis", "numerics", "checks"})
