@@ -125,7 +125,7 @@ def test_verify_rejects_a_forged_discrete_gaussian(tamper, claims):
 
 # ------------------------------------------------------------------ synthesis: the exponential mechanism, exact
 class ScriptedBatches:
-    """Stands in for the Generator and the Bernoulli(exp(−γ)) sampler of :mod:`dpopt.synthesis.adaptive`: replays
+    """Stands in for the Generator and the Bernoulli(exp(−γ)) sampler of :mod:`dpopt.noise.exponential`: replays
     scripted proposals and acceptance patterns, and records the weight of the script (each proposal 1/c, each
     acceptance e^{−γ} or 1 − e^{−γ} at the γ the code passed, in 40 digits)."""
 
@@ -134,25 +134,26 @@ class ScriptedBatches:
         self.weight = mpmath.mpf(1)
 
     def integers(self, low, high, size=None, dtype=None):
-        assert (low, high, size) == (0, self.c, self.c)
+        assert (low, high, size) == (0, self.c, (1, self.c))  # one draw, c proposals a round
         if self.used == len(self.script):
             raise _Exhausted
         self.weight /= mpmath.mpf(self.c) ** self.c
-        return np.array(self.script[self.used][0])
+        return np.array([self.script[self.used][0]])
 
     def bernoulli(self, rng, whole, frac, den):
         pattern = self.script[self.used][1]
         self.used += 1
-        for w, f, a in zip(whole, frac, pattern):
+        for w, f, a in zip(whole.ravel(), frac.ravel(), pattern):
             p = mpmath.exp(-(mpmath.mpf(int(w)) + mpmath.mpf(int(f)) / den))
             self.weight *= p if a else 1 - p
-        return np.array(pattern, dtype=bool)
+        return np.array([pattern], dtype=bool)
 
 
 def test_exponential_mechanism_law_by_enumerating_its_rejection_loop(monkeypatch):
     # every script of ≤ 2 batches (proposals × acceptances) the loop can read, weighted by its probability: the
     # law of the output given that it is decided within them must be the softmax exp(ε′q_i/(2·2^K Δ))/Σ, computed
     # here from the scores alone (the batches are i.i.d., so the decided law is the same at every depth)
+    from dpopt.noise import exponential
     from dpopt.synthesis import adaptive
 
     with mpmath.workdps(40):
@@ -164,7 +165,7 @@ def test_exponential_mechanism_law_by_enumerating_its_rejection_loop(monkeypatch
         law, undecided = [mpmath.mpf(0)] * c, mpmath.mpf(0)
         for script in [[b] for b in batches] + [[r, b] for r in rejecting for b in batches]:
             fake = ScriptedBatches(script, c)
-            monkeypatch.setattr(adaptive, "bernoulli_exp_split", fake.bernoulli)
+            monkeypatch.setattr(exponential, "bernoulli_exp_split", fake.bernoulli)
             try:
                 i = adaptive.exponential_mechanism(q, epsilon, sensitivity, fake)
             except _Exhausted:

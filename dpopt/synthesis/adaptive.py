@@ -16,12 +16,10 @@ s(a, b) = Σ |2^K M_ab(D) − round(2^K M̂_ab)|, the public prediction rounded 
 a record moves s by ≤ 2^K Δ (one count, one cell; two under replacement). The pair is drawn with probability
 ∝ exp(ε′ s / (2·2^K Δ)) — the exponential mechanism, ε′-DP and ε′²/8-zCDP (Cesar & Rogers 2021, bounded range;
 :mod:`dpopt.synthesis.budget`) — at ε′ = ⌊2^{40}ε⌋/2^{40} ≤ ε (:func:`exact_epsilon`), so that the exponent is a
-ratio of integers. It is sampled exactly by rejection: a uniform candidate i (an exact uniform integer), accepted
-with probability exp(−ε′(s* − s_i)/(2·2^K Δ)) (s* the best score) by Canonne, Kamath & Steinke's Bernoulli(exp(−γ))
-for rational γ (2020, Algorithm 1: integer comparisons only); the first accepted candidate has law
-(e^{−γ_i}/c)/Σ_j (e^{−γ_j}/c) = softmax(ε′s/(2·2^K Δ)) exactly (a geometric series over the rejected rounds).
-The expected number of rounds is c/Σ_j e^{−γ_j} ≤ c (the best candidate is accepted surely). Not covered: the
-running time, which depends on the scores (the rounds). Only the selected pair is published, never a score.
+ratio of integers. It is sampled exactly by rejection (:mod:`dpopt.noise.exponential`): a uniform candidate i,
+accepted with probability exp(−ε′(s* − s_i)/(2·2^K Δ)) (s* the best score) by Canonne, Kamath & Steinke's
+Bernoulli(exp(−γ)) for rational γ (2020, Algorithm 1: integer comparisons only); the first accepted candidate has
+the softmax law exactly. Not covered: the running time, which depends on the scores (the rounds). Only the selected pair is published, never a score.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpopt.noise.discrete_laplace import bernoulli_exp_split
+from dpopt.noise.exponential import sample_exponential
 
 Pair = tuple[str, str]
 
@@ -43,10 +41,6 @@ SCORE_BITS = 10
 
 EPSILON_BITS = 40
 """ε′ = ⌊2^{40}ε⌋/2^{40}: the exponential mechanism's ε as a dyadic rational (:func:`exact_epsilon`)."""
-
-WHOLE_CAP = 2**62
-"""Whole parts of an acceptance exponent above this are capped to it: the capped and exact draws differ only when a
-unit geometric reaches 2^{62}, probability e^{−2^{62}}."""
 
 SELECTION_METHOD = ("MST (McKenna, Miklau & Sheldon 2021): after the one-way marginals, each round draws one pair "
                     "joining two components of the pairs chosen so far, by the exponential mechanism on the L1 "
@@ -114,36 +108,17 @@ def exact_epsilon(epsilon: float) -> Fraction:
     return Fraction(int(Fraction(epsilon) * 2**EPSILON_BITS), 2**EPSILON_BITS)
 
 
-def acceptance_exponents(q: Sequence[int], epsilon: Fraction, sensitivity: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """γ_i = ε′(s* − s_i)/(2·2^K·Δ) of every candidate as (whole parts, numerators of the fractional parts, their
-    common denominator D = 2·2^K·Δ·den(ε′)): a candidate is accepted with probability e^{−γ_i}.
+def exponential_mechanism(q: Sequence[int], epsilon: Fraction, sensitivity: int, rng: np.random.Generator) -> int:
+    """An index drawn with probability ∝ exp(ε′ q_i / (2·2^K Δ)), exactly, for integer scores q and a rational ε′
+    (:func:`dpopt.noise.exponential.sample_exponential`: uniform candidates accepted with probability
+    exp(−ε′(q* − q_i)/(2·2^K Δ))).
 
     Raises
     ------
     ValueError
-        D ≥ 2^62 (an ε′ finer than :func:`exact_epsilon` gives).
+        An ε′ whose exponent denominators leave int64 (finer than :func:`exact_epsilon` gives).
     """
-    epsilon = Fraction(epsilon)
-    den = 2 * sensitivity * 2**SCORE_BITS * epsilon.denominator
-    if den >= 2**62:
-        raise ValueError(f"ε′ = {epsilon} has too fine a denominator for the exact sampler (use exact_epsilon)")
-    best = max(q)
-    parts = [divmod(epsilon.numerator * (best - int(s)), den) for s in q]
-    whole = np.array([min(w, WHOLE_CAP) for w, _ in parts], dtype=np.int64)
-    return whole, np.array([f for _, f in parts], dtype=np.int64), den
-
-
-def exponential_mechanism(q: Sequence[int], epsilon: Fraction, sensitivity: int, rng: np.random.Generator) -> int:
-    """An index drawn with probability ∝ exp(ε′ q_i / (2·2^K Δ)), exactly, for integer scores q and a rational ε′:
-    uniform candidates accepted with probability e^{−γ_i} (:func:`acceptance_exponents`) until one is (module
-    docstring). The trials are drawn c at a time and the first accepted one is returned: the same law as one at a
-    time."""
-    whole, frac, den = acceptance_exponents([int(x) for x in q], epsilon, sensitivity)
-    while True:
-        proposed = rng.integers(0, len(q), size=len(q))
-        accepted = np.flatnonzero(bernoulli_exp_split(rng, whole[proposed], frac[proposed], den))
-        if accepted.size:
-            return int(proposed[accepted[0]])
+    return int(sample_exponential(q, Fraction(epsilon) / (2 * sensitivity * 2**SCORE_BITS), rng)[0])
 
 
 def select(attributes: Sequence[str], pairs: Sequence[Pair], truth: Mapping[Pair, np.ndarray],
