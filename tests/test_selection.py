@@ -186,14 +186,13 @@ def exact_law(values: list[float], points: list[float], q: float, beta: float) -
 
 def test_quantile_draws_follow_the_exact_law():
     """χ² goodness of fit, 40 000 draws, seed 28: the test rejects at level 10⁻³ only (a correct sampler
-    fails with probability 10⁻³ over seeds; this seed is fixed)."""
+    fails with probability 10⁻³ over seeds; this seed is fixed). The scale λ = 1/5 on the integer scores
+    −|2·rank − n| (q = 1/2) is β = λ·2 = 0.4 per unit of rank."""
     values = np.array([3, 5, 5, 6, 9, 12, 12, 12, 14, 19], dtype=float)
     points = qm.grid(0, 20, 2.0)
-    beta = 0.4
-    law = np.array(exact_law(list(values), list(points), 0.5, beta))
-    assert np.allclose(qm.probabilities(values, points, 0.5, beta), law, rtol=1e-12, atol=0)
+    law = np.array(exact_law(list(values), list(points), 0.5, 0.4))
     rng = random_source(28, insecure_seed=True).stream(0)
-    draws = np.array([qm.sample(values, points, 0.5, beta, rng) for _ in range(40_000)])
+    draws = qm.sample(values, points, 0.5, Fraction(1, 5), rng, size=40_000)
     observed = np.array([(draws == p).sum() for p in points])
     expected = law * len(draws)
     assert np.all(expected >= 5)  # every cell large enough for the χ² approximation
@@ -202,9 +201,11 @@ def test_quantile_draws_follow_the_exact_law():
 
 @pytest.mark.parametrize("q", [0.5, 0.1, 0.9])
 def test_quantile_privacy_loss_is_at_most_epsilon(q):
-    """A person with R rows added anywhere: the log-ratio of the exact laws never exceeds ε = 2βRΔ."""
+    """A person with R rows added anywhere: the log-ratio of the exact laws never exceeds ε = 2λRD (the law
+    ∝ exp(−β|rank − qn|) with β = λc per rank, q = a/c)."""
     rows, epsilon = 3, 1.0
-    beta = qm.beta_for(epsilon, rows, q)
+    scale = qm.scale_for(epsilon, rows, q)
+    beta = float(scale * Fraction(str(q)).denominator)
     base = [3.0, 5, 5, 6, 9, 12, 12, 12, 14, 19]
     points = list(qm.grid(0, 20, 1.0))
     p = np.array(exact_law(base, points, q, beta))
@@ -213,7 +214,7 @@ def test_quantile_privacy_loss_is_at_most_epsilon(q):
         p2 = np.array(exact_law(base + list(added), points, q, beta))
         worst = max(worst, float(np.max(np.abs(np.log(p2) - np.log(p)))))
     assert worst <= epsilon * (1 + 1e-12)
-    assert qm.epsilon_of(beta, rows, q) == pytest.approx(epsilon, rel=1e-15)
+    assert qm.epsilon_of(scale, rows, q) == 1
 
 
 QUANTILE_SPEC = {
@@ -243,30 +244,34 @@ def _audit_lower_bound(a: np.ndarray, b: np.ndarray, points: np.ndarray, confide
 
 def test_audit_of_the_release_path_does_not_refute_the_quantile_certificate(tmp_path):
     """Neighbouring files (a person with 2 rows at 20 added); each file bounded and read by the release path
-    (quantile_values), then 30 000 draws each by draw_quantiles with the certified β. The 95% lower bound
-    on ε stays below the certificate's ε; the same audit refutes β three times larger."""
+    (quantile_values), then 30 000 draws each of the sampler draw_quantiles calls (qm.sample, at the certified
+    scale λ and q of the block, all at once). The 95% lower bound on ε stays below the certificate's ε; the same
+    audit refutes λ three times larger."""
     rows = [(f"P{i}", "a", "x", str(v)) for i, v in enumerate([2, 4, 5, 7, 8, 8, 9, 11, 12, 15])]
     small = write_csv(tmp_path / "small.csv", rows)
     large = write_csv(tmp_path / "large.csv", rows + [("Q", "a", "x", "20"), ("Q", "a", "x", "20")])
     spec = load_selection_spec(QUANTILE_SPEC)
     cert = certify(spec)
     block = cert["releases"][0]
+    per_q = block["per_q"][0]
+    points = qm.grid(0, 20, 1.0)
     con, randomness = connect(), random_source(7, insecure_seed=True)
     samples = {}
     for name, path in (("small", small), ("large", large)):
         values, report = quantile_values(con, open_source(path), spec, spec.releases[0], 0, randomness)
         assert report["rows_dropped"] == 0
         rng = randomness.stream(99, len(samples))
-        samples[name] = np.array([draw_quantiles(values, block, rng)["all"]["0.5"] for _ in range(30_000)])
-    points = qm.grid(0, 20, 1.0)
+        assert draw_quantiles(values, block, rng)["all"]["0.5"] in points
+        samples[name] = qm.sample(values["all"], points, per_q["q"], Fraction(per_q["exact"]["scale"]), rng,
+                                  size=30_000)
     certified = cert["guarantee"]["epsilon"]
     assert _audit_lower_bound(samples["small"], samples["large"], points) <= certified
-    loud = dict(block, per_q=[dict(block["per_q"][0], beta=3 * block["per_q"][0]["beta"])])
+    loud = 3 * Fraction(per_q["exact"]["scale"])
     rng = randomness.stream(98)
-    values_small = {"all": np.array([v for *_, v in rows], dtype=float)}
-    values_large = {"all": np.append(values_small["all"], [20.0, 20.0])}
-    a = np.array([draw_quantiles(values_small, loud, rng)["all"]["0.5"] for _ in range(30_000)])
-    b = np.array([draw_quantiles(values_large, loud, rng)["all"]["0.5"] for _ in range(30_000)])
+    values_small = np.array([v for *_, v in rows], dtype=float)
+    values_large = np.append(values_small, [20.0, 20.0])
+    a = qm.sample(values_small, points, 0.5, loud, rng, size=30_000)
+    b = qm.sample(values_large, points, 0.5, loud, rng, size=30_000)
     assert _audit_lower_bound(a, b, points) > certified
 
 
@@ -310,6 +315,8 @@ def test_solve_verify_release_report_cli(tmp_path, capsys):
     ("laplace_threshold", lambda c: c["releases"][0]["partition_selection"].__setitem__("threshold", 40),
      ["recorded", "releases[0].selection.delta"]),
     ("optimal", lambda c: c["releases"][1]["per_q"][0].__setitem__("beta", 0.2), ["recorded", "releases[1].epsilon"]),
+    ("optimal", lambda c: c["releases"][1]["per_q"][0]["exact"].__setitem__("scale", "1/10"),
+     ["recorded", "releases[1].epsilon"]),
     ("optimal", lambda c: c.__setitem__("seed", 3), ["schema"]),
 ])
 def test_verify_refuses_a_tampered_certificate(selection, tamper, claims, tmp_path, capsys):

@@ -51,8 +51,12 @@ def acceptance_exponents(scores: Sequence[int], scale: Fraction) -> tuple[np.nda
     if scale < 0 or scale.denominator >= 2**62:
         raise ValueError(f"the exponential mechanism's scale must be a rational ≥ 0 with a denominator below 2^62 "
                          f"(got {scale})")
-    best = max(int(s) for s in scores)
-    parts = [divmod(scale.numerator * (best - int(s)), scale.denominator) for s in scores]
+    values = [int(s) for s in scores]
+    best = max(values)
+    if scale.numerator * (best - min(values)) < 2**63:  # every numerator fits int64: numpy
+        whole, frac = np.divmod(scale.numerator * (best - np.array(values, dtype=np.int64)), scale.denominator)
+        return whole, frac, scale.denominator
+    parts = [divmod(scale.numerator * (best - s), scale.denominator) for s in values]
     whole = np.array([min(w, WHOLE_CAP) for w, _ in parts], dtype=np.int64)
     return whole, np.array([f for _, f in parts], dtype=np.int64), scale.denominator
 

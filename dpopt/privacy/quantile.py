@@ -16,6 +16,12 @@ groups released with the same β a person with ≤ R rows in all (the person-lev
 
 pure DP, whatever the data: β = ε/(2RΔ) is calibrated without looking at them.
 
+**Exact sampling.** With q = a/c as written (0.9 is 9/10), the scores are the integers
+:math:`s_j = c\,u_j = -|c\,\#\{x_i \le g_j\} - a n|`, moved by ≤ D = max(a, c − a) per row, and the law
+∝ exp(λ s_j) with the rational λ = ε/(2RD) (β = λc per unit of rank) is drawn exactly by
+:func:`dpopt.noise.exponential.sample_exponential` (uniform proposals accepted by Bernoulli(exp(−γ)) in integer
+arithmetic; Canonne, Kamath & Steinke 2020, Algorithm 1).
+
 Utility (data-independent): with u* the best score, :math:`P[u^* - u \ge (\ln G + s)/\beta] \le e^{-s}`
 (McSherry & Talwar, Thm. 6, on the G grid points), hence the expected rank error beyond the best
 grid point satisfies :math:`E[u^* - u] \le (\ln G + 1)/\beta` (integrating the tail).
@@ -30,6 +36,7 @@ import numpy as np
 
 from dpopt.core.decimals import written
 from dpopt.core.rounding import nudge_until
+from dpopt.noise.exponential import sample_exponential
 
 
 def grid(low: float, high: float, step: float | None = None, points: list[float] | None = None) -> np.ndarray:
@@ -56,44 +63,57 @@ def row_sensitivity(q: float) -> float:
     return max(q, 1.0 - q)
 
 
-def beta_for(epsilon: object, rows: int, q: float) -> float:
-    """The largest float β ≈ ε/(2RΔ) for a person with ≤ R rows (see the module) whose guarantee
-    :func:`epsilon_of` is at most ε exactly: ε a Fraction or the decimal written
-    (:func:`~dpopt.core.decimals.written`: ε = 0.1 is 1/10)."""
-    target = written(epsilon)
-    beta = float(target / (2 * rows * _exact_sensitivity(q)))
-    return nudge_until(beta, lambda b: epsilon_of(b, rows, q) <= target, up=False)
+def exact_q(q: float) -> Fraction:
+    """q as the decimal written (0.9 is 9/10: :func:`~dpopt.core.decimals.written`)."""
+    return written(q)
 
 
-def epsilon_of(beta: float, rows: int, q: float) -> Fraction:
-    """ε = 2βRΔ, the guarantee of scale β, exactly (Δ = max(q, 1 − q) of the binary values of β and q)."""
-    return 2 * Fraction(beta) * rows * _exact_sensitivity(q)
+def score_sensitivity(q: float) -> int:
+    """D = max(a, c − a) for q = a/c: how far one row moves an integer score s_j = −|c·rank_j − a·n| (c·Δ)."""
+    exact = exact_q(q)
+    return max(exact.numerator, exact.denominator - exact.numerator)
 
 
-def _exact_sensitivity(q: float) -> Fraction:
-    """Δ = max(q, 1 − q) in rationals (1.0 − q may round in floating point)."""
-    exact = Fraction(q)
-    return max(exact, 1 - exact)
+def scale_for(epsilon: object, rows: int, q: float) -> Fraction:
+    """λ = ε/(2RD): the law ∝ exp(λ s_j) on the integer scores is ε-DP for a person with ≤ R rows (module
+    docstring; ε a Fraction or the decimal written)."""
+    return written(epsilon) / (2 * rows * score_sensitivity(q))
 
 
-def scores(values: np.ndarray, points: np.ndarray, q: float) -> np.ndarray:
-    """u_j = −|#{x_i ≤ g_j} − qn| for every grid point."""
-    ranks = np.searchsorted(np.sort(np.asarray(values, dtype=float)), points, side="right")
-    return -np.abs(ranks - q * len(values))
+def epsilon_of(scale: Fraction, rows: int, q: float) -> Fraction:
+    """ε = 2λRD, the guarantee of scale λ on the integer scores, exactly."""
+    return 2 * Fraction(scale) * rows * score_sensitivity(q)
 
 
-def probabilities(values: np.ndarray, points: np.ndarray, q: float, beta: float) -> np.ndarray:
-    """The mechanism's output law on the grid, exp(βu_j)/Σ exp(βu_k) (shifted by the best score)."""
-    weighted = beta * scores(values, points, q)
-    p = np.exp(weighted - weighted.max())
-    return p / p.sum()
+def rank_scale(scale: Fraction, q: float) -> float:
+    """β = λc (q = a/c), the scale per unit of rank error, as the largest float ≤ it (for the utility bound)."""
+    beta = Fraction(scale) * exact_q(q).denominator
+    return nudge_until(float(beta), lambda b: Fraction(b) <= beta, up=False)
 
 
-def sample(values: np.ndarray, points: np.ndarray, q: float, beta: float, rng: np.random.Generator) -> float:
-    """One grid point drawn from :func:`probabilities` by inverting its CDF at a uniform of ``rng``."""
-    cdf = np.cumsum(probabilities(values, points, q, beta))
-    index = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
-    return float(points[min(index, len(points) - 1)])
+def integer_scores(values: np.ndarray, points: np.ndarray, q: float) -> np.ndarray:
+    """s_j = −|c·#{x_i ≤ g_j} − a·n| for q = a/c, in int64 (c times u_j).
+
+    Raises
+    ------
+    ValueError
+        c·n beyond 2^62.
+    """
+    exact = exact_q(q)
+    n = len(values)
+    if exact.denominator * (n + 1) >= 2**62:
+        raise ValueError(f"{n} values at q = {exact} leave the integer scores' int64 range")
+    ranks = np.searchsorted(np.sort(np.asarray(values, dtype=float)), points, side="right").astype(np.int64)
+    return -np.abs(exact.denominator * ranks - exact.numerator * n)
+
+
+def sample(values: np.ndarray, points: np.ndarray, q: float, scale: Fraction, rng: np.random.Generator,
+           size: int | None = None) -> float | np.ndarray:
+    """Grid points drawn with probability ∝ exp(λ s_j), exactly (:func:`dpopt.noise.exponential.sample_exponential`:
+    integer scores, rational λ, integer arithmetic); one float, or ``size`` of them."""
+    drawn = points[sample_exponential(integer_scores(values, points, q), Fraction(scale), rng, 1 if size is None
+                                      else size)]
+    return float(drawn[0]) if size is None else drawn
 
 
 def rank_error_bound(beta: float, size: int) -> float:

@@ -201,11 +201,12 @@ def quantile_values(con, source: DataSource, spec: SelectionSpec, release: Quant
 
 
 def draw_quantiles(values: dict[str, np.ndarray], block: dict, rng: np.random.Generator) -> dict[str, dict[str, float]]:
-    """Each q of each group drawn by the exponential mechanism of the block (groups in order, then q's)."""
+    """Each q of each group drawn exactly by the exponential mechanism of the block (its integer scores and rational
+    scale λ; groups in order, then q's)."""
     grid = block["grid"]
     points = (np.asarray(grid["points"]) if "points" in grid
               else qm.grid(grid["low"], grid["high"], grid["step"]))
-    return {g: {repr(p["q"]): qm.sample(v, points, p["q"], p["beta"], rng) for p in block["per_q"]}
+    return {g: {repr(p["q"]): qm.sample(v, points, p["q"], Fraction(p["exact"]["scale"]), rng) for p in block["per_q"]}
             for g, v in values.items()}
 
 
