@@ -221,3 +221,28 @@ def test_exponential_mechanism_privacy_loss_on_neighbours():
         other = law(scores(moved, one_way, pairs))
         worst = max(worst, max(float(abs(mpmath.log(x / y))) for x, y in zip(base, other)))
     assert 0 < worst <= float(epsilon)
+
+
+@pytest.mark.parametrize("tamper, claims", [
+    (lambda b: b["noise"]["centred_sum"].__setitem__("scale", str(Fraction(b["noise"]["centred_sum"]["scale"]) / 2)),
+     {"recorded", "releases[2].epsilon"}),
+    (lambda b: b["sensitivity"].__setitem__("lattice_half_width", b["sensitivity"]["lattice_half_width"] // 2),
+     {"recorded", "releases[2].sensitivity"}),
+    (lambda b: b["noise"]["centred_sum"].__setitem__("step", "1/8192"), {"recorded", "releases[2].epsilon"}),
+])
+def test_verify_rejects_a_forged_mean_lattice(tamper, claims):
+    data = json.loads(certify(SPEC).to_json())
+    tamper(data["releases"][2])
+    failed = {c.claim for c in verify_selection(Certificate.from_dict(data)).failed}
+    assert claims <= failed
+
+
+def test_a_half_width_off_the_lattice_is_rounded_outward():
+    # bounds [0, 0.3]: h = 3/20; k = 20 − ⌈log₂ 0.15⌉ = 22 (0.15 = 2⁻²·0.6), H = ⌈0.15·2²²⌉ = ⌈629145.6⌉ = 629146
+    raw = read_document(SPEC)
+    raw["data"]["attributes"]["duration"] = {"min": 0, "max": 0.3}
+    cert = certify(raw)
+    block = cert["releases"][2]
+    assert cert.passed
+    assert block["sensitivity"]["lattice_step"] == "1/4194304" and block["sensitivity"]["lattice_half_width"] == 629146
+    assert Fraction(block["noise"]["centred_sum"]["scale"]) == 4 * 629146 / Fraction(1, 2)  # R·H/(ε/2)
