@@ -246,3 +246,17 @@ def test_a_half_width_off_the_lattice_is_rounded_outward():
     assert cert.passed
     assert block["sensitivity"]["lattice_step"] == "1/4194304" and block["sensitivity"]["lattice_half_width"] == 629146
     assert Fraction(block["noise"]["centred_sum"]["scale"]) == 4 * 629146 / Fraction(1, 2)  # R·H/(ε/2)
+
+
+def test_a_large_sigma_is_certified_by_zcdp():
+    # ε = 0.003 on the counts: the continuous σ = 3,089 has σ² ≈ 9.5·10⁶, above the GDP slope's certified 2²²; the
+    # noise is then certified by ρ = Δ₂²/(2σ²) (CKS Thm 14) and the CKS conversion, and a halved σ² fails
+    raw = read_document(SPEC)
+    raw["releases"][0] = {**raw["releases"][0], "selection": "gaussian_threshold", "epsilon": 0.003}
+    raw["privacy"]["approx"]["epsilon"] = 1.503
+    data = json.loads(certify(raw).to_json())
+    noise = data["releases"][0]["noise"]
+    assert noise["route"] == "zcdp" and Fraction(noise["sigma2"]) > 2**22
+    assert verify_selection(Certificate.from_dict(copy.deepcopy(data))).passed
+    noise["sigma2"] = str(Fraction(noise["sigma2"]) / 2)
+    assert {"recorded", "releases[0].noise"} <= {c.claim for c in verify_selection(Certificate.from_dict(data)).failed}

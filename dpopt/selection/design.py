@@ -46,14 +46,13 @@ from dpopt.certificate.build import output_block
 from dpopt.certificate.model import Certificate
 from dpopt.core.checks import Check
 from dpopt.core.decimals import float_below, float_written_above, written
-from dpopt.errors import CalibrationError
-from dpopt.mechanisms.lattice import discrete_variance, effective_variance, target_lattice_variance
+from dpopt.mechanisms.lattice import discrete_variance
 from dpopt.privacy import partition_selection as ps
 from dpopt.privacy import quantile as qm
-from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_sigma_approx
 from dpopt.sensitivity.person import describe_unit, most_rows, table_norms
 from dpopt.spec.load import canonical_json
 from dpopt.spec.models import MAX_COUNT, PrivacyUnit
+from dpopt.selection.gaussian_counts import ROUTES, counts_noise, counts_noise_check
 from dpopt.selection.kind import KIND
 from dpopt.selection.timing import TIMING
 from dpopt.spec.selection import (
@@ -137,17 +136,13 @@ def _count_block(spec: SelectionSpec, release: CountRelease) -> dict:
         kept = {"metric": "rows_for_even_chance", "value": tau, "method": "P[c + Z ≥ τ] ≥ 1/2 iff c ≥ τ (Z symmetric)"}
     else:
         half = float_below(delta) / 2  # δ split between the noise and the new keys, under the decimal written
-        sigma = gaussian_sigma_approx(l2sq, float_below(release.epsilon), half)
-        sigma2 = target_lattice_variance(Fraction(sigma) ** 2, 1, "approx")
-        if sigma2 is None:
-            raise CalibrationError(f"{release.name}: the discrete Gaussian's variance σ² = {sigma**2:.6g} is outside "
-                                   "the exact sampler's certified range")
+        noise = counts_noise(release.name, l2sq, release.epsilon, half)
+        sigma2 = Fraction(noise["sigma2"])
         tau = ps.discrete_gaussian_threshold(sigma2, half, b.rows, b.per_cell, b.cells)
         block["partition_selection"] = {"method": "thresholded discrete Gaussian: a key is kept when its noisy row "
                                                   "count is ≥ the threshold, and that noisy count is released",
                                         "threshold": tau, "delta": half}
-        block["noise"] = {"family": "discrete_gaussian", "sigma2": str(sigma2), "epsilon": str(eps), "delta": half,
-                          "design_sigma": sigma}
+        block["noise"] = noise | {"epsilon": str(eps), "delta": half}
         kept = {"metric": "rows_for_even_chance", "value": tau, "method": "P[c + Z ≥ τ] ≥ 1/2 iff c ≥ τ (Z symmetric)"}
     block["timing"] = dict(TIMING)  # what the release's running time reveals of the number of keys
     noise = block["noise"]
@@ -336,19 +331,8 @@ def _count_checks(spec: SelectionSpec, release: CountRelease, block: dict, at: s
         sigma2 = Fraction(noise["sigma2"])
         new, how = ps.new_keys_delta(lambda v: ps.discrete_gaussian_tail(sel["threshold"] - v, sigma2),
                                      rows, per_key, keys)
-        l2sq = Fraction(sens["l2_squared"])
-        variance = effective_variance(sigma2, "approx")
-        if variance is None:
-            raise ValueError(f"σ_ℤ² = {sigma2}: the discrete Gaussian's GDP slope is not certified")
-        mu_squared = l2sq / variance
-        with mpmath.workdps(60):
-            mu = mpmath.sqrt(mpmath.mpf(mu_squared.numerator) / mu_squared.denominator)
-        noise_delta = gaussian_delta_mp(float_below(release.epsilon), mu)
-        noise_holds = noise_delta <= noise["delta"] and isinstance(sel["threshold"], int)
-        noise_how = (f"discrete Gaussian N_ℤ(0, {sigma2}) under integer shifts: μ = Δ₂·m = {mpmath.nstr(mu, 8)} "
-                     "(m the certified GDP slope, effective variance 1/m² = "
-                     f"{float(variance):.10g}; Δ₂² exact); analytic Gaussian (Balle & Wang 2018) in 60 digits: "
-                     f"δ(ε = {release.epsilon!r}) = {mpmath.nstr(noise_delta, 8)} ≤ {noise['delta']!r}")
+        noise_holds, noise_delta, noise_how = counts_noise_check(Fraction(sens["l2_squared"]), noise, release.epsilon)
+        noise_holds = noise_holds and isinstance(sel["threshold"], int) and noise["route"] in ROUTES
     with mpmath.workdps(60):
         total = noise_delta + new
     checks += [
