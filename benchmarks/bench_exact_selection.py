@@ -22,6 +22,7 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
+import mpmath
 import numpy as np
 
 from dpopt.noise.bernoulli import bernoulli_rational
@@ -55,7 +56,8 @@ def line(what: str, exact: float, floating: float) -> None:
 def continuous_threshold(sigma: float, delta: float, rows: int, per_key: int, keys: int) -> float:
     """The least real τ (to 10⁻⁴σ) with δ_new ≤ δ·SAFETY under N(0, σ²) noise (the floating-point design)."""
     def excess(tau: float) -> float:
-        return ps.new_keys_delta(lambda v: ps.gaussian_tail(tau - v, sigma), rows, per_key, keys)[0] - delta * ps.SAFETY
+        return ps.new_keys_delta(lambda v: mpmath.ncdf((v - mpmath.mpf(tau)) / sigma), rows, per_key,
+                                 keys)[0] - delta * ps.SAFETY
 
     low, high = float(per_key), float(per_key) + sigma
     while excess(high) > 0:

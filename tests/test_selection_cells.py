@@ -39,8 +39,9 @@ def test_count_margin_is_the_least_integer_holding_95_percent(scale):
 def test_mean_intervals_cover_by_simulation():
     # 200 rows uniform on [0, 120]; the spec's noise: discrete Laplace b_S = 7,864,320 steps of 2⁻¹⁴ (= 480) on the
     # lattice sum, discrete Laplace b_n = 8 on the count (each the difference of two geometrics of parameter 1 − r:
-    # a route independent of the sampler). 4,000 releases: the binomial SE of a 95% coverage is √(0.95·0.05/4000) = 0.0034; the delta method's
-    # own error is O(Var ñ/n²) = O(128/40000) here; ±0.015 (over 4 SE) bounds both
+    # a route independent of the sampler). 4,000 releases: the binomial SE of a 95% coverage is
+    # √(0.95·0.05/4000) = 0.0034; the delta method's own error is O(Var ñ/n²) = O(128/40000) here; ±0.015 (over
+    # 4 SE) bounds both
     block = certify(SPEC)["releases"][2]
     rng = np.random.default_rng(20261206)
     x = rng.uniform(0, 120, 200)

@@ -182,19 +182,13 @@ def discrete_laplace_tail(k: int, scale: mpmath.mpf) -> mpmath.mpf:
     return r**k / (1 + r) if k >= 1 else 1 - r ** (1 - k) / (1 + r)
 
 
-def gaussian_tail(x: float, sigma: float) -> mpmath.mpf:
-    """P[N(0, σ²) ≥ x] in 50-digit arithmetic."""
-    with mpmath.workdps(50):
-        return mpmath.ncdf(-mpmath.mpf(x) / mpmath.mpf(sigma))
-
-
 def discrete_gaussian_tail(k: int, sigma2: Fraction) -> mpmath.mpf:
     r"""An upper bound on P[Z ≥ k] for Z ~ N_ℤ(0, σ²) (pmf ∝ e^{−j²/(2σ²)}), 1 for k ≤ 0:
 
     .. math:: P[Z \ge k] \le \bar\Phi(k/\sigma) + \varphi(k/\sigma)/\sigma \quad (k \ge 1),
 
     since Σ_{j ≥ k} e^{−j²/(2σ²)} ≤ e^{−k²/(2σ²)} + ∫_k^∞ e^{−x²/(2σ²)} dx (a decreasing summand) and the
-    normaliser Σ_j e^{−j²/(2σ²)} = σ√(2π) Σ_n e^{−2π²σ²n²} ≥ σ√(2π) (Poisson summation). In 50-digit arithmetic, as :func:`gaussian_tail`.
+    normaliser Σ_j e^{−j²/(2σ²)} = σ√(2π) Σ_n e^{−2π²σ²n²} ≥ σ√(2π) (Poisson summation). In 50-digit arithmetic.
     """
     if k <= 0:
         return mpmath.mpf(1)

@@ -13,10 +13,10 @@ One row per released number, keyed by ``release`` and ``key`` (the private key, 
   and the note says so. A count within its margin of zero is flagged (the key may hold no rows).
 - **means** (``label`` ``mean``): clip(m₀ + S̃/ñ, a, b) from the noisy centred sum S̃ = step·(S + L) (S the
   lattice sum, L discrete Laplace b_S in lattice steps) and the noisy count ñ = n + Y (discrete Laplace b_n). By
-  the delta method, at the released (S̃, ñ), Var ≈ (step²·Var L + (S̃/ñ)²·Var Y)/ñ², Var = 2r/(1 − r)² for each: the interval mean ± z₀.₉₇₅·SE, cut to [a, b] (the
-  true mean lies in [a, b], so cutting loses no coverage) is **approximate** (the note says so). When
-  ñ is within the count's margin of zero the mean rests on noise alone: no SE, the interval is [a, b], and
-  the note flags it (the rule reads only released numbers: post-processing).
+  the delta method, at the released (S̃, ñ), Var ≈ (step²·Var L + (S̃/ñ)²·Var Y)/ñ², Var = 2r/(1 − r)² for each:
+  the interval mean ± z₀.₉₇₅·SE, cut to [a, b] (the true mean lies in [a, b], so cutting loses no coverage) is
+  **approximate** (the note says so). When ñ is within the count's margin of zero the mean rests on noise alone:
+  no SE, the interval is [a, b], and the note flags it (the rule reads only released numbers: post-processing).
 - **quantiles** (``label`` ``q=…``): the exponential mechanism's draw has no law free of the data: no SE or
   interval; the note gives the certified bound on its expected rank error.
 

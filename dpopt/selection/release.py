@@ -16,8 +16,8 @@ For each release, in the order of the spec:
 3. a **quantile** draws each q of each group (levels in spec order) by the exponential mechanism;
 4. a **mean** per private key sums (x − m) rounded to the lattice 2^{−k}ℤ (integers clamped to ±H) and counts
    rows per key of the bounded rows, for the keys its count release released (in that release's order, zero
-   rows when absent) and no other, adds discrete Laplace noise to the integer sums and to the counts, and post-processes each key's mean
-   clip(m + S̃/ñ, a, b) (null when ñ ≤ 0; :func:`dpopt.release.bounding.pair_mean`).
+   rows when absent) and no other, adds discrete Laplace noise to the integer sums and to the counts, and
+   post-processes each key's mean clip(m + S̃/ñ, a, b) (null when ñ ≤ 0; :func:`dpopt.release.bounding.pair_mean`).
 
 The document lists the released keys only: how many keys the data hold is never released (neither a
 count nor the dropped keys). The bounding reports (rows and persons truncated, values clamped) are

@@ -19,7 +19,8 @@ a record moves s by ≤ 2^K Δ (one count, one cell; two under replacement). The
 ratio of integers. It is sampled exactly by rejection (:mod:`dpopt.noise.exponential`): a uniform candidate i,
 accepted with probability exp(−ε′(s* − s_i)/(2·2^K Δ)) (s* the best score) by Canonne, Kamath & Steinke's
 Bernoulli(exp(−γ)) for rational γ (2020, Algorithm 1: integer comparisons only); the first accepted candidate has
-the softmax law exactly. Not covered: the running time, which depends on the scores (the rounds). Only the selected pair is published, never a score.
+the softmax law exactly. Not covered: the running time, which depends on the scores (the rounds). Only the selected
+pair is published, never a score.
 """
 
 from __future__ import annotations
