@@ -80,22 +80,27 @@ def test_product_bernoulli_exp_is_exact(component_laws):  # noqa: F811
     assert_bracketed(law, residual, {True: mpmath.exp(-mpmath.mpf(1) / 4)}, 1e-6)
 
 
-@pytest.mark.parametrize("p,q", [(1, 1), pytest.param(5, 2, marks=pytest.mark.slow),
-                                 pytest.param(10, 1, marks=pytest.mark.slow), pytest.param(9, 4, marks=pytest.mark.slow)])
-def test_wide_round_is_exact(component_laws, fraction_law, monkeypatch, p, q):  # noqa: F811
+@pytest.mark.parametrize("p,q,cutoff,largest,reach", [(1, 1, 1e-7, 2e-4, 25),
+                                                       pytest.param(1, 1, 1e-9, 2e-5, 60, marks=pytest.mark.slow),
+                                                       pytest.param(5, 2, 1e-9, 2e-5, 60, marks=pytest.mark.slow),
+                                                       pytest.param(10, 1, 1e-9, 2e-5, 60, marks=pytest.mark.slow),
+                                                       pytest.param(9, 4, 1e-9, 2e-5, 60, marks=pytest.mark.slow)])
+def test_wide_round_is_exact(component_laws, fraction_law, monkeypatch, p, q, cutoff, largest, reach):  # noqa: F811
     """One wide round forced at small σ², its discrete Laplace proposal drawn from its stated law (|y| ≤ 60); both
-    the int64 rows and the Python-integer rows (qM > p) are taken."""
+    the int64 rows and the Python-integer rows (qM > p) are taken. The default run enumerates |y| ≤ 25 down to 10⁻⁷
+    (P(|Y| > 25) = 2e^{−13}/(1 + e^{−1/2}) < 10⁻⁵ at t = 2; a residual below 2·10⁻⁴, still far below the 10⁻³ a
+    wrong term moves), the slow run |y| ≤ 60 to 10⁻⁹."""
     t = math.isqrt(p // q) + 1
-    proposal = [(y, _laplace_pmf(Fraction(t), y)) for y in range(-60, 61)]
+    proposal = [(y, _laplace_pmf(Fraction(t), y)) for y in range(-reach, reach + 1)]
     tail = 1 - mpmath.fsum(w for _, w in proposal)
     monkeypatch.setattr(discrete_gaussian, "sample_discrete_laplace", lambda rng, t_, s_, n: rng.law(proposal, tail, n))
     sigma2 = mpmath.mpf(p) / q
     exact = {y: _gaussian_pmf(sigma2, y) for y in range(-6, 7)}
     law, residual = enumerate_law(lambda rng: tuple(int(a[0]) for a in _wide_candidates(rng, p, q, 1)),
-                                  mpmath.mpf(10) ** -9)
+                                  mpmath.mpf(cutoff))
     assert fraction_law, "the Python-integer rows were taken"
     accepted = mpmath.fsum(w for (y, ok), w in law.items() if ok)
-    assert residual < 2e-5  # the product Bernoullis branch more than the int64 round: a wider residual, still
+    assert residual < largest  # the product Bernoullis branch more than the int64 round: a wider residual, still
     # far below the change a wrong term of the exponent makes (e^{−γ} moves by ≥ 10⁻³ on these y)
     for y, value in exact.items():  # as test_exact_sampler_law.assert_round_law
         found = law.get((y, 1), mpmath.mpf(0))
