@@ -28,7 +28,7 @@ and Bernoulli(e^{−γ}) is the product of independent Bernoulli(e^{−γ_i}). �
 takes the whole/fraction split above; γ₂ and γ₃ are products of fractions at most 1 (qM ≤ p, R < s, q ≤ 2p), so
 CKS Algorithm 1's Bernoulli(γ/k) is a product of independent Bernoulli(n_i/d_i) and Bernoulli(1/k), each one
 uniform int64 word against an integer (:func:`_bernoulli_exp_product`). Candidates with qM > p or qM² ≥ 2^62
-(|Y| beyond σ²·t: probability about e^{−σ²} at large σ) are decided one by one in Python integers
+(|Y| beyond about σ²: probability about e^{−σ} at large σ) are decided one by one in Python integers
 (:func:`_bernoulli_exp_fraction`), exactly. The wide path's whole parts at or above 2^62 are rejected (G ≥ 2^62
 has probability e^{−2^62}).
 
