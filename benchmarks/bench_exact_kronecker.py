@@ -7,7 +7,7 @@ the same run, with ``sampler: exact`` (the default) and ``sampler: floating_poin
 * the certified expected squared error E‖Z‖² of each (closed form) and their ratio; the lattice's cost against the
   same blocks with unrounded factors and continuous noise (``lattice_rounding_ratio`` of the design record);
 * the scales of the rounded factors and the largest lattice variance (the range caps: 2²² under μ-GDP, where
-  the discrete Gaussian's slope is certified, 2³⁰ for the int64 sampler);
+  the discrete Gaussian's slope is certified, 2⁴² under ρ-zCDP, served by the sampler beyond int64);
 * CPU time of the solve, of ``dpopt.verify`` (the GDP slopes' cache cleared first, as in a fresh ``dpopt verify``),
   and of max(20, VALUES/d) releases of one table through ``Mechanism.release``, exact and floating point, and the
   measured mean squared error of those releases.

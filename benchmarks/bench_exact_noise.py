@@ -21,12 +21,13 @@ Two releases, each designed once and released by both samplers from the same cer
   random records, by the exact (discrete Laplace on integer measurements) and floating-point samplers from the same
   strategy and scale: CPU times, the certified E‖Z‖² of each and the measured one;
 * **draws**: CELLS (10⁶) noise draws alone, exact N_ℤ(0, σ²) and discrete Laplace of scale σ against numpy's
-  floating-point normal and Laplace, at σ = 1, 10, 1000 (median of REPEATS CPU times; AES-CTR generator).
+  floating-point normal and Laplace, at σ = 1, 10, 1000, 2¹⁵ (σ² = 2³⁰, the int64 round's last) and 2²⁰, 2³⁰
+  (σ² = 2⁴⁰, 2⁶⁰: the discrete Gaussian's wide round beyond int64) (CPU times; AES-CTR generator).
 
 Printed: CPU time of the release (median of REPEATS), the ratio exact / floating point (target ≤ 3), and the
 error ratio: the certified expected squared error (closed form) and the measured one.
 
-Run ``python benchmarks/bench_exact_noise.py [--attributes N] [--levels L] [--only examples|laplace]``.
+Run ``python benchmarks/bench_exact_noise.py [--attributes N] [--levels L] [--only examples|laplace|draws]``.
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ def examples() -> None:
 
 def draws(cells: int) -> None:
     stream = random_source().stream(0)
-    for sigma in (1, 10, 1000):
+    for sigma in (1, 10, 1000, 2**15, 2**20, 2**30):
         sample_discrete_gaussian(stream, sigma * sigma, 1, 10)  # the sampler's tables for this σ, built once
         times = {name: cpu(f)[0] for name, f in (
             ("gauss_exact", lambda: sample_discrete_gaussian(stream, sigma * sigma, 1, cells)),
@@ -202,10 +203,13 @@ def main() -> None:
     parser.add_argument("--levels", type=int, default=40)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--cells", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=("examples", "laplace"), default=None, help="run one part only")
+    parser.add_argument("--only", choices=("examples", "laplace", "draws"), default=None, help="run one part only")
     args = parser.parse_args()
     if args.only == "laplace":
         pure_strategies()
+        return
+    if args.only == "draws":
+        draws(args.cells)
         return
     examples()
     if args.only == "examples":

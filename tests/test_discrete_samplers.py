@@ -107,11 +107,13 @@ def test_samplers_are_reproducible_from_the_generator_state():
     assert np.array_equal(a, b) and a.dtype == np.int64
 
 
-def test_parameters_outside_the_int64_range_are_refused():
+def test_parameters_outside_the_samplers_range_are_refused():
+    """The discrete Laplace needs t, s < 2^62; the discrete Gaussian serves σ² up to 2^60 (beyond int64 by its wide
+    round, p < 2^61: tests/test_wide_discrete_gaussian.py), not 2^61."""
     with pytest.raises(ValueError):
         sample_discrete_laplace(np.random.default_rng(0), 2**62, 1, 10)
     with pytest.raises(ValueError):
-        sample_discrete_gaussian(np.random.default_rng(0), 2**31 + 1, 1, 10)
+        sample_discrete_gaussian(np.random.default_rng(0), 2**61, 1, 10)
 
 
 @pytest.mark.parametrize(

@@ -107,6 +107,7 @@ def test_a_costly_rounding_keeps_the_floating_point_sampler_and_says_why(monkeyp
     assert IDEALIZED in " ".join(mech.notes())
 
 
+@pytest.mark.slow  # 6 s; the default run keeps the refined strategy through the golden row age_cumulative_optimal_gdp
 def test_refinement_lowers_the_rounding_cost_below_a_thousandth():
     # the same design at the default limit: exact, its stated cost ratio within the 0.1%
     spec = {**TABLE, "privacy": {"gdp": {"mu": 0.5}}}

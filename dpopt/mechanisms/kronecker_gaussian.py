@@ -74,7 +74,7 @@ from dpopt.mechanisms.kronecker_lattice import (
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
     GDP_TARGETS,
-    MAX_LATTICE_SIGMA2,
+    MAX_WIDE_LATTICE_SIGMA2,
     MIN_LATTICE_SIGMA2,
     check_draws,
     discrete_variance,
@@ -481,10 +481,10 @@ class KroneckerGaussianMechanism(Mechanism):
         public = {()} if self.replace else set()
         ok = (all(f.dtype == np.int64 for f in lat.factors) and set(lat.public) == public
               and set(lat.variances) == blocks - public
-              and all(MIN_LATTICE_SIGMA2 <= v <= MAX_LATTICE_SIGMA2 and v.denominator & (v.denominator - 1) == 0
+              and all(MIN_LATTICE_SIGMA2 <= v <= MAX_WIDE_LATTICE_SIGMA2 and v.denominator & (v.denominator - 1) == 0
                       for v in lat.variances.values())
               and not isinstance(recoverable_terms(self.workload), str))
-        return Check("mechanism.lattice", "exact measurement: integer factors P̃_k, dyadic σ_T² in [2^-9, 2^30] for "
+        return Check("mechanism.lattice", "exact measurement: integer factors P̃_k, dyadic σ_T² in [2^-9, 2^60] for "
                      "every block T ⊆ a term's support (the total public under replace-one only), each support's "
                      "marginal determined by integer answers of full column rank", ok,
                      f"{len(lat.variances)} noisy blocks, σ_T² from {float(min(lat.variances.values())):.6g} to "

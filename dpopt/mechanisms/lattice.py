@@ -41,14 +41,20 @@ from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.errors import DataError
 from dpopt.mechanisms.integer_noise import dyadic_ceil
-from dpopt.noise.discrete_gaussian import discrete_gaussian_moments
+from dpopt.noise.discrete_gaussian import MAX_WIDE_SIGMA2, discrete_gaussian_moments
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2, unit_shift_gdp
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.spec.models import Privacy
 
 MAX_LATTICE_SIGMA2 = Fraction(2**30)
-"""Largest lattice variance the exact sampler serves in int64 (:func:`~dpopt.noise.discrete_gaussian.sample_discrete_gaussian`)."""
+"""Largest lattice variance of the per-cell designs (the sampler's int64 round, and the tabulated law of
+:class:`~dpopt.noise.discrete_gaussian.DiscreteGaussianMarginal`, 40σ entries, which their margins read)."""
+
+MAX_WIDE_LATTICE_SIGMA2 = Fraction(MAX_WIDE_SIGMA2)
+"""Largest lattice variance the exact sampler serves (its wide round beyond int64,
+:func:`~dpopt.noise.discrete_gaussian.sample_discrete_gaussian`): the range of the designs that never tabulate the
+law (the Kronecker blocks, :mod:`dpopt.mechanisms.kronecker_lattice`)."""
 
 MIN_LATTICE_SIGMA2 = Fraction(1, 2**9)
 """Smallest lattice variance served: below it the sampler's dyadic grid (denominators up to 2^30) rounds a variance
@@ -81,21 +87,23 @@ EXACT_MEASUREMENT_NOTE = (
 )
 
 
-def lattice_variance(continuous: Fraction, scale: int) -> Fraction | None:
+def lattice_variance(continuous: Fraction, scale: int, cap: Fraction = MAX_LATTICE_SIGMA2) -> Fraction | None:
     """σ² on the lattice: the dyadic rational ≥ scale²·``continuous`` (:func:`~dpopt.mechanisms.integer_noise.dyadic_ceil`),
-    or None when it is outside the exact sampler's range [:data:`MIN_LATTICE_SIGMA2`, :data:`MAX_LATTICE_SIGMA2`]."""
+    or None when it is outside [:data:`MIN_LATTICE_SIGMA2`, ``cap``] (:data:`MAX_LATTICE_SIGMA2` by default; at most
+    :data:`MAX_WIDE_LATTICE_SIGMA2`, the sampler's range)."""
     target = Fraction(continuous) * scale * scale
     if target < MIN_LATTICE_SIGMA2:
         return None
     sigma2 = dyadic_ceil(target)
-    return sigma2 if sigma2 <= MAX_LATTICE_SIGMA2 else None
+    return sigma2 if sigma2 <= min(cap, MAX_WIDE_LATTICE_SIGMA2) else None
 
 
-def target_lattice_variance(continuous: Fraction, scale: int, target: str) -> Fraction | None:
+def target_lattice_variance(continuous: Fraction, scale: int, target: str,
+                            cap: Fraction = MAX_LATTICE_SIGMA2) -> Fraction | None:
     """σ² on the lattice for a target: :func:`lattice_variance` under ρ-zCDP; under μ-GDP and (ε, δ) the dyadic
     σ² whose effective variance (:func:`effective_variance`) is at least scale²·``continuous`` (σ² enlarged by the
-    certified (σm)², about 1 + 2·10⁻⁴, and rounded up until it holds). None outside the sampler's range."""
-    sigma2 = lattice_variance(continuous, scale)
+    certified (σm)², about 1 + 2·10⁻⁴, and rounded up until it holds). None outside [2⁻⁹, ``cap``]."""
+    sigma2 = lattice_variance(continuous, scale, cap)
     if sigma2 is None or target not in GDP_TARGETS:
         return sigma2
     wanted = Fraction(continuous) * scale * scale

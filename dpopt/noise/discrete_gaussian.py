@@ -10,11 +10,27 @@ comparison of uniform words, no floating-point number enters it
 (:mod:`dpopt.noise.exp_inversion`). All candidates of a round are drawn at once, as numpy
 arrays, and only the rejected places are drawn again.
 
-The parameter range (σ² ≤ 2^30, numerator < 2^31, denominator ≤ 2^30) keeps a = |Y|tq − p
+The int64 round's range (σ² ≤ 2^30, numerator < 2^31, denominator ≤ 2^30) keeps a = |Y|tq − p
 within int64 except for |Y| ≥ 2^62/(tq) (probability below e^{−2^16}; Python integers); a²
 may not fit, and the division of a² by 2pqt² is done exactly in uint64 arithmetic
 (:func:`_divmod_square`). There, whole parts at or above 2^40 − 1 are capped at 2^40: the
 capped and exact samplers differ only if G ≥ 2^40 − 1, probability e^{−(2^40 − 1)}.
+
+**Beyond int64** (:func:`_wide_candidates`, σ² = p/q ≥ 1 up to :data:`MAX_WIDE_SIGMA2`). The same round,
+with the exponent never squared in full: with s = tq and |a| = Ms + R (0 ≤ R < s, M ≥ 0, from |Y| − ⌊p/s⌋ and
+p mod s in int64),
+
+.. math:: \frac{a^2}{2pqt^2} = \frac{q(M + R/s)^2}{2p}
+   = \underbrace{\frac{qM^2}{2p}}_{\gamma_1} + \underbrace{\frac{qM}{p}\cdot\frac{R}{s}}_{\gamma_2}
+   + \underbrace{\frac{R}{s}\cdot\frac{R}{s}\cdot\frac{q}{2p}}_{\gamma_3},
+
+and Bernoulli(e^{−γ}) is the product of independent Bernoulli(e^{−γ_i}). γ₁ (numerator and denominator in int64)
+takes the whole/fraction split above; γ₂ and γ₃ are products of fractions at most 1 (qM ≤ p, R < s, q ≤ 2p), so
+CKS Algorithm 1's Bernoulli(γ/k) is a product of independent Bernoulli(n_i/d_i) and Bernoulli(1/k), each one
+uniform int64 word against an integer (:func:`_bernoulli_exp_product`). Candidates with qM > p or qM² ≥ 2^62
+(|Y| beyond about σ²: probability about e^{−σ} at large σ) are decided one by one in Python integers
+(:func:`_bernoulli_exp_fraction`), exactly. The wide path's whole parts at or above 2^62 are rejected (G ≥ 2^62
+has probability e^{−2^62}).
 
 **Timing.** The sampler never sees the confidential value: the noise is drawn first and
 added afterwards, so the random words consumed and the rounds run depend only on σ² and on
@@ -33,11 +49,18 @@ import math
 
 import numpy as np
 
+from dpopt.noise import discrete_laplace
 from dpopt.noise.discrete_laplace import bernoulli_exp_split, redraw_rejected, sample_discrete_laplace
 from dpopt.noise.marginal import Marginal
 
 _WHOLE_CAP = 2**40
 """Whole parts of the acceptance exponent at or above this are capped to it (module docstring)."""
+
+MAX_WIDE_SIGMA2 = 2**60
+"""Largest σ² the sampler serves (the wide path, :func:`_wide_candidates`; p < 2^61, q ≤ 2^30)."""
+
+_LIMB_BITS = 62
+"""Bits of one int64 word of a uniform integer beyond int64 (:func:`_bernoulli_fraction`; smaller in tests)."""
 
 
 class DiscreteGaussianMarginal(Marginal):
@@ -140,9 +163,97 @@ def _divmod_square(a: np.ndarray, den: int) -> tuple[np.ndarray, np.ndarray]:
     return whole, rest.astype(np.int64)
 
 
+def _bernoulli_exp_product(rng: np.random.Generator, factors: list[tuple[np.ndarray, int]]) -> np.ndarray:
+    """Bernoulli(exp(−γ)) per place for γ = Π_i n_i/d_i, each int64 array 0 ≤ n_i ≤ d_i < 2^62 (CKS Algorithm 1).
+
+    K ← 1; repeat A ~ Bernoulli(γ/K), K ← K + 1 while A = 1; return [K odd]. Bernoulli(γ/K) is the product of the
+    independent Bernoulli(n_1/(d_1 K)) and Bernoulli(n_i/d_i), i ≥ 2 (:func:`~dpopt.noise.discrete_laplace._bernoulli_ratio`).
+    """
+    def trial(live: np.ndarray, k: int) -> np.ndarray:
+        (n, d), rest = factors[0], factors[1:]
+        accept = discrete_laplace._bernoulli_ratio(rng, n[live], d, k)
+        for n_i, d_i in rest:
+            accept &= discrete_laplace._bernoulli_ratio(rng, n_i[live], d_i, 1)
+        return accept
+
+    size = factors[0][0].size
+    live = np.arange(size)
+    out = np.zeros(size, dtype=bool)
+    k = 1
+    while live.size:
+        accept = trial(live, k)
+        if k % 2 == 1:
+            out[live[~accept]] = True
+        live = live[accept]
+        k += 1
+    return out
+
+
+def _bernoulli_fraction(rng: np.random.Generator, num: int, den: int) -> bool:
+    """Bernoulli(num/den) for Python integers 0 ≤ num ≤ den: a uniform integer below den (limbs of
+    :data:`_LIMB_BITS` bits, rejected while ≥ den) compared with num."""
+    bits = max(1, (den - 1).bit_length())
+    while True:
+        value, have = 0, 0
+        while have < bits:
+            value = (value << _LIMB_BITS) | int(rng.integers(0, 2**_LIMB_BITS, dtype=np.int64))
+            have += _LIMB_BITS
+        value >>= have - bits
+        if value < den:
+            return value < num
+
+
+def _bernoulli_exp_fraction(rng: np.random.Generator, num: int, den: int) -> bool:
+    """Bernoulli(exp(−num/den)) for Python integers num ≥ 0, den ≥ 1: G ≥ ⌊num/den⌋ (a unit geometric; whole parts
+    at or above 2^62 rejected) and CKS Algorithm 1 on the fraction, Bernoulli(frac/(den·K)) by
+    :func:`_bernoulli_fraction`."""
+    whole, frac = divmod(num, den)
+    if whole >= 2**62:
+        return False
+    if whole and int(discrete_laplace.unit_geometric(rng, 1)[0]) < whole:
+        return False
+    k = 1
+    while _bernoulli_fraction(rng, frac, den * k):
+        k += 1
+    return k % 2 == 1
+
+
+def _wide_candidates(rng: np.random.Generator, p: int, q: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One round of CKS Algorithm 3 for σ² = p/q ≥ 1 without squaring a (module docstring, "Beyond int64"):
+    Y ~ discrete Laplace of scale t = ⌊σ⌋ + 1, accepted with probability e^{−γ₁}e^{−γ₂}e^{−γ₃}."""
+    t = math.isqrt(p // q) + 1
+    s = t * q
+    whole_p, rest_p = divmod(p, s)
+    y = sample_discrete_laplace(rng, t, 1, size)
+    m = np.abs(y) - whole_p  # a = m·s − rest_p
+    above = m >= 1  # a > 0: a = (m − [rest_p > 0])·s + (−rest_p mod s)
+    big_m = np.where(above, m - (1 if rest_p else 0), -m)
+    big_r = np.where(above, (-rest_p) % s, rest_p)
+    wide = big_m > min(p // q, math.isqrt((2**62 - 1) // q))  # qM > p, or qM² beyond int64
+    accept = np.zeros(size, dtype=bool)
+    common = np.flatnonzero(~wide)
+    if common.size:
+        mc, rc = big_m[common], big_r[common]
+        whole, frac = np.divmod(q * mc * mc, 2 * p)
+        ok = bernoulli_exp_split(rng, whole, frac, 2 * p)
+        ok &= _bernoulli_exp_product(rng, [(q * mc, p), (rc, s)])
+        ok &= _bernoulli_exp_product(rng, [(rc, s), (rc, s), (np.full(rc.size, q, dtype=np.int64), 2 * p)])
+        accept[common] = ok
+    for i in np.flatnonzero(wide):
+        a = int(big_m[i]) * s + int(big_r[i])
+        accept[i] = _bernoulli_exp_fraction(rng, a * a, 2 * p * q * t * t)
+    return y, accept
+
+
 def sample_discrete_gaussian(rng: np.random.Generator, p: int, q: int, size: int) -> np.ndarray:
-    """``size`` exact draws of N_Z(0, p/q) (CKS Algorithm 3); q a power of two ≤ 2^30, p < 2^31."""
+    """``size`` exact draws of N_Z(0, p/q) (CKS Algorithm 3); q a power of two ≤ 2^30.
+
+    In int64 (:func:`_gaussian_candidates`) when 2pqt² < 2^62 (σ² up to 2^30 with p < 2^31); beyond, for
+    1 ≤ σ² ≤ :data:`MAX_WIDE_SIGMA2` and p < 2^61, the wide round (:func:`_wide_candidates`).
+    """
     t = math.isqrt(p // q) + 1  # ⌊σ⌋ + 1
-    if 2 * p * q * t * t >= 2**62:
-        raise ValueError(f"σ² = {p}/{q} is outside the exact sampler's int64 range")
-    return redraw_rejected(lambda n: _gaussian_candidates(rng, p, q, n), size)
+    if 2 * p * q * t * t < 2**62:
+        return redraw_rejected(lambda n: _gaussian_candidates(rng, p, q, n), size)
+    if not (q <= p < 2**61 and q <= 2**30 and p <= MAX_WIDE_SIGMA2 * q):
+        raise ValueError(f"σ² = {p}/{q} is outside the exact sampler's range (up to 2^60, p < 2^61, q ≤ 2^30)")
+    return redraw_rejected(lambda n: _wide_candidates(rng, p, q, n), size)

@@ -102,15 +102,26 @@ def _design_all(plan: Plan, total: float, shares: list[float], problems: list[Pr
     return designs
 
 
+LATTICE_GAUSSIAN_FAMILIES = ("gaussian", "projected_gaussian", "marginal_gaussian", "kronecker_gaussian",
+                             "gaussian_optimal")
+"""Families whose exact (lattice) designs keep the continuous design's cost scaling 1/s (:func:`_exponent_known`)."""
+
+
 def _exponent_known(design: QueryDesign, definition: str) -> bool:
     """p = 1 exactly: Gaussian noise under a zCDP/GDP currency with a variance metric. A Gaussian
     law is μ-GDP iff its whitened sensitivity is ≤ μ (and ρ-zCDP iff it is ≤ √(2ρ)), so the
     optimal covariance at share s is (s₀/s) times the one at s₀ and E‖WZ‖², max Var ∝ 1/s. A Gaussian design
     measured exactly on a lattice (:mod:`dpopt.mechanisms.lattice`) has the continuous design's cost up to its
-    lattice variance's rounding (below 2^-20 relative): the allocation uses the same exponent."""
+    lattice variance's rounding (below 2^-20 relative): the allocation uses the same exponent. So do the exact
+    Kronecker design (its blocks' variances are τ²w_T with τ² ∝ 1/s at fixed integer factors, E‖Z‖² linear in
+    them; the scale search and the GDP slope's 1/(12σ²) move it by the recorded ``lattice_rounding_ratio``, below
+    10⁻³ on the examples) and the integer strategy of ``gaussian_optimal`` (M = round(cΣ^{+1/2}) at the continuous
+    Σ ∝ 1/s: the cost is the continuous one times ``lattice_cost_ratio`` ∈ [1, 1.001], its refusal limit). The
+    model is only the allocation's: every design is then built at its share and certified at its own cost, and the
+    plan keeps the better of the optimal and the equal split by those certified costs."""
     mechanism = design.mechanism
     gaussian = getattr(mechanism.noise_law(), "gaussian", False) or (
-        mechanism.needs_integer_answers and mechanism.family in ("gaussian", "projected_gaussian", "marginal_gaussian"))
+        mechanism.needs_integer_answers and mechanism.family in LATTICE_GAUSSIAN_FAMILIES)
     return definition in ("gdp", "zcdp", "approx") and design.spec.utility.metric in ("l2", "max_variance") and gaussian
 
 
