@@ -64,10 +64,10 @@ import numpy as np
 from dpopt.errors import SpecError
 from dpopt.synth.repair import polish, repair
 from dpopt.synth.search import Fit, search
-from dpopt.synth.tables import layout, residuals
+from dpopt.synth.tables import layout, residuals, tabulations
 from dpopt.synth.tree import held_tree, sample_tree, spanning_tree
 
-__all__ = ["SynthesisResult", "synthesize_records"]
+__all__ = ["SynthesisResult", "synthesize_records", "tabulations"]
 
 SWEEPS = 3
 """Sweeps of the record search over every attribute (it also stops when a sweep gains < 0.1%). Few on
