@@ -27,7 +27,7 @@ from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
 from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, SELECTION_METHOD, candidates
 from dpopt.synthesis.budget import budget_block, budget_checks, em_epsilon
 from dpopt.synthesis.kind import KIND
-from dpopt.synthesis.measure import measurement_spec
+from dpopt.synthesis.measure import measurement_spec, tabulated
 
 POST_PROCESSING_NOISY = ("the synthetic records are drawn from the measurements' noisy tables (the mechanisms' outputs "
                          "before their post-processing into the published tables) alone, and randomness independent "
@@ -52,16 +52,12 @@ POST_PROCESSING_MODEL = ("the synthetic records are drawn from the measurements'
 PUBLISHED_FROM_RECORDS = ("the records' own tabulation on every measured marginal: the marginals of one model fitted to "
                           "all noisy tables (the records, fitted to each noisy table shrunk toward the independence of "
                           "its attributes), rounded by the records themselves, so consistent, non-negative and whole by "
-                          "construction and matched exactly by the records; the measurements' own per-table "
-                          "post-processed tables (their postprocess blocks) are not published")
+                          "construction and matched exactly by the records; no measurement is published table by table "
+                          "(adaptive: the one-way measurement's post-processed tables serve the selection's scores "
+                          "only)")
 
 PUBLISHED_FROM_MEASUREMENTS = ("each measurement's consistent, non-negative tables (whole where its postprocess block "
                                "says so), as its postprocess block states")
-
-
-def tabulated(spec: SynthesisSpec) -> bool:
-    """Whether the published tables are the records' tabulations: ``exact: true`` (the default)."""
-    return spec.synthesize.exact is None or spec.synthesize.exact is True
 
 
 def post_processing(spec: SynthesisSpec) -> str:
@@ -203,7 +199,9 @@ def _postprocess_holds(block, wanted) -> bool:
     the options its spec prescribes (consistent, non-negative, whole). How the tables were computed (its steps, the
     metric, the error statement) is echoed, as in a release's certificate."""
     options = wanted.postprocess
-    if not isinstance(block, dict) or not isinstance(block.get("method"), dict) or options is None:
+    if options is None:  # a measurement that is not post-processed (exact: true) has no block
+        return block is None
+    if not isinstance(block, dict) or not isinstance(block.get("method"), dict):
         return False
     method = block["method"]
     return (set(block) <= {"guarantee", "method", "error"} and block["guarantee"] == "unchanged by post-processing"

@@ -24,7 +24,8 @@ from dpopt.errors import DataError, DpoptError
 from dpopt.release import sources
 from dpopt.release.bind import FileCheck, sha256_bytes
 from dpopt.spec.synthesis import load_synthesis_spec
-from dpopt.synthesis.certificate import tabulated, verify_synthesis
+from dpopt.synthesis.certificate import verify_synthesis
+from dpopt.synthesis.measure import tabulated
 
 
 def is_synthesis_folder(folder: str | Path) -> bool:

@@ -45,20 +45,14 @@ from dpopt.synth.denoise import shrink
 from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, SELECTION_METHOD, candidates, select
 from dpopt.synthesis.budget import budget_parts, em_epsilon
 from dpopt.synth.tables import layout, residuals, tabulations
-from dpopt.synthesis.certificate import (
-    certify,
-    post_processing,
-    published_tables,
-    records_from,
-    synthesis_sha256,
-    tabulated,
-)
+from dpopt.synthesis.certificate import certify, post_processing, published_tables, records_from, synthesis_sha256
 from dpopt.synthesis.measure import (
     Measurement,
     domain_order_tables,
     first_measurement_spec,
     measure,
     measurement_spec,
+    tabulated,
 )
 from dpopt.synthesis.report import FIGURE, residual_figure, synthesis_html, synthesis_markdown
 
@@ -195,7 +189,8 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
     selection = None
     if spec.synthesize.selection == "fixed":
         groups = [sorted(g, key=spec.attributes.index) for g in spec.groups()]
-        say(f"measuring {len(groups)} marginals (design, count, release, post-process)")
+        say(f"measuring {len(groups)} marginals (design, count, release"
+            + (")" if tabulated(spec) else ", post-process)"))
         measured = [(measure(spec, "measurement", first_measurement_spec(spec), data, randomness.stream(0),
                              randomness.seeded), groups)]
     else:
@@ -208,7 +203,6 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
         second = measure(spec, "selected", measurement_spec(spec, "selected", pairs, _privacy(parts["selected"])),
                          data, randomness.stream(2), randomness.seeded)
         measured = [(first, one_way), (second, pairs)]
-    tables = {k: t for m, _ in measured for k, t in m.tables.items()}
     sds = {k: sd for m, _ in measured for k, sd in m.table_sd().items()}
     weights = {k: 1.0 / max(sd, 1e-12) for k, sd in sds.items()}
     held = spec.synthesize.exact
@@ -217,6 +211,9 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
          max(int(round(measured[-1][0].total if isinstance(held, list) else estimate)), 1))
     # post-processing of the noisy tables: each shrunk toward independence, total the estimate
     targets = {k: shrink(t, sds[k], max(m.released_total, 1.0)) for m, _ in measured for k, t in m.released.items()}
+    # the tables given to the synthesizer (its residuals): the measurements' post-processed ones where they are
+    # published (exact: false, a list), else the targets themselves (the published tables are the tabulations)
+    tables = targets if tabulated(spec) else {k: t for m, _ in measured for k, t in m.tables.items()}
     exact = [tuple(sorted(g, key=spec.attributes.index)) for g in held] if isinstance(held, list) else False
     say(f"synthesizing {n} records from {len(tables)} tables")
     domain = {a: len(v) for a, v in spec.data.attributes.items()}
