@@ -3,8 +3,9 @@
 It records the spec, the target and what was measured: each measurement's own certificate embedded whole
 (:mod:`dpopt.synthesis.measure`), the selection rounds with their ρ and ε (adaptive), the budget parts and
 their exact total (:mod:`dpopt.synthesis.budget`), that the records are post-processing of the measurements,
-and which post-processing produced the published tables (:func:`published_tables`). :func:`synthesis_checks` derives every claim from the spec and the recorded blocks alone; the same
-function makes the certificate's checks and :func:`verify_synthesis` re-derives them.
+and which post-processing produced the published tables (:func:`published_tables`). :func:`synthesis_checks`
+derives every claim from the spec and the recorded blocks alone; the same function makes the certificate's checks
+and :func:`verify_synthesis` re-derives them.
 """
 
 from __future__ import annotations
@@ -49,12 +50,12 @@ POST_PROCESSING_MODEL = ("the synthetic records are drawn from the measurements'
                          "neither spends privacy budget beyond the measurements' and the selection's (Dwork & Roth "
                          "2014, Prop. 2.1; zCDP: Bun & Steinke 2016, Lemma 1.8)")
 
-PUBLISHED_FROM_RECORDS = ("the records' own tabulation on every measured marginal: the marginals of one model fitted to "
-                          "all noisy tables (the records, fitted to each noisy table shrunk toward the independence of "
-                          "its attributes), rounded by the records themselves, so consistent, non-negative and whole by "
-                          "construction and matched exactly by the records; no measurement is published table by table "
-                          "(adaptive: the one-way measurement's post-processed tables serve the selection's scores "
-                          "only)")
+PUBLISHED_FROM_RECORDS = ("the records' own tabulation on every measured marginal: the marginals of one model fitted "
+                          "to all noisy tables (the records, fitted to each noisy table shrunk toward the independence "
+                          "of its attributes), rounded by the records themselves, so consistent, non-negative and "
+                          "whole by construction and matched exactly by the records; no measurement is published "
+                          "table by table (adaptive: the one-way measurement's post-processed tables serve the "
+                          "selection's scores only)")
 
 PUBLISHED_FROM_MEASUREMENTS = ("each measurement's consistent, non-negative tables (whole where its postprocess block "
                                "says so), as its postprocess block states")
