@@ -278,6 +278,7 @@ def test_by_default_the_published_tables_are_the_records_tabulations_and_verify_
     cert = json.loads((out / "certificate.json").read_text())
     assert "tabulation" in cert["synthesis"]["published_tables"]
     assert cert["synthesis"]["records_from"] == "the noisy tables' least-squares total"
+    assert "postprocess" not in cert["measurements"][0]["certificate"]  # its tables are not published
     assert main(["verify", str(out)]) == 0
     counts = document["tables"][0]["counts"]
     moved = next((i, j) for i, row in enumerate(counts) for j, v in enumerate(row) if v > 0)
@@ -299,6 +300,7 @@ def test_with_exact_false_the_measurements_tables_are_published_and_said_to_be(t
     totals = {float(t.sum()) for t in release.tables.values()}
     assert len(totals) == 1  # consistent: every table has the same total
     assert any(v > 0 for v in release.residual.values())  # the fake's independent columns match no noisy table
+    assert release.certificate["measurements"][0]["certificate"]["postprocess"]["method"]["integer"] is True
     from dpopt.synthesis import verify_synthesis
 
     assert verify_synthesis(release.certificate).passed
