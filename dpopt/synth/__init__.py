@@ -35,6 +35,8 @@ to the targets are repaired to those tables and their attributes' one-way margin
 pair's TVD is at least either one-way margin's, and adult's published one-way margins (lifted by the
 non-negative projection) put the average two-way TVD of any file matching them at 0.021 or more; the 7 smallest
 tables over the attributes of at most 16 levels cost 0.0304, sex × income alone 0.0282 (same benchmark).
+``dpopt synthesize`` fits the shrunk noisy tables by default and then publishes the records' own tables in place
+of the release's (:func:`dpopt.synth.tables.tabulations`: consistent, non-negative, whole, matched exactly).
 
 What holds. When the given tables are whole numbers that agree on shared attributes and sum to ``n``,
 the records tabulate **exactly** to every one-way margin the tables imply and to the d − 1 two-way
