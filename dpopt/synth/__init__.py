@@ -207,7 +207,7 @@ def synthesize_records(
                     "margin exactly when the tables are consistent whole numbers; other tables are fitted, not matched "
                     "(residual per table)")
     elif exact is False:
-        repaired = "matching no table exactly (residual per table)"
+        repaired = "matching no given table exactly (residual per table)"
     else:
         repaired = (f"then repaired to match the {len(exact)} given tables held exact and the one-way margins of their "
                     "attributes exactly when the tables are consistent whole numbers; other tables are fitted, not "
