@@ -42,9 +42,9 @@ from dpopt.rng import RandomSource, random_source
 from dpopt.spec.load import load_spec
 from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
 from dpopt.synth.denoise import shrink
+from dpopt.synth.tables import layout, residuals, tabulations
 from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, SELECTION_METHOD, candidates, select
 from dpopt.synthesis.budget import budget_parts, em_epsilon
-from dpopt.synth.tables import layout, residuals, tabulations
 from dpopt.synthesis.certificate import certify, post_processing, published_tables, records_from, synthesis_sha256
 from dpopt.synthesis.measure import (
     Measurement,
