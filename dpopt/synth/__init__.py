@@ -199,7 +199,7 @@ def synthesize_records(
         swaps = polish(fit, tree_exact, rng)
         say(f"synthesis: {swaps:,} swaps that keep them exact; weighted squared misfit {fit.loss():,.0f}")
     residual = residuals(tables, records)
-    say(f"synthesis: {sum(1 for v in residual.values() if v == 0)} of {len(residual)} tables matched exactly")
+    say(f"synthesis: {sum(1 for v in residual.values() if v == 0)} of {len(residual)} given tables matched exactly")
     fitted_to = ("the target tables given in their place (e.g. the noisy tables shrunk toward independence)"
                  if targets is not None else "every table")
     if exact is True:
