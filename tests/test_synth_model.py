@@ -119,7 +119,7 @@ def test_without_exact_repair_the_residual_is_still_the_brute_force_gap():
     tables = tables_of(data, domain, itertools.combinations(domain, 2))
     out = synthesize_records(domain, tables, 40, np.random.default_rng(0), exact=False)
     assert out.residual == brute_force_l1(out.records, domain, tables)
-    assert "no table exactly" in out.method
+    assert "no given table exactly" in out.method
 
 
 def test_residual_of_inconsistent_tables():
