@@ -10,14 +10,16 @@ of Private-PGM) is measured the way ``dpopt synthesize`` does it:
    as ``dpopt release`` does it for a marginal workload (:func:`dpopt.postprocess.marginals.
    postprocess_marginals`: non-negative tables that agree on shared attributes, consistent whole numbers);
 3. :func:`dpopt.synth.synthesize_records` turns the tables into records, with weights 1 / (each table's
-   standard error), four ways: fitted to the published tables with the exact repair (exact on the one-way
-   margins and a spanning tree of two-way tables; ``synthesize.exact: true``, the default), the same without
-   the repair, fitted to the *noisy* tables shrunk toward independence (:mod:`dpopt.synth.denoise`) without
-   the repair (``synthesize.exact: false``), those targets with the repair to the published tables, and those
-   targets with the repair to a few published tables only (``synthesize.exact: [[a, b], ...]``): a spanning forest
-   of the tables over the attributes of at most 16 levels, and the sex × income table alone.
+   standard error): fitted to the *noisy* tables shrunk toward independence (:mod:`dpopt.synth.denoise`) without
+   a repair, and the records' own tabulations published (:func:`dpopt.synth.tables.tabulations`;
+   ``synthesize.exact: true``, the default: every published table matched exactly), the same records beside the
+   release's tables (``synthesize.exact: false``); fitted to the release's tables with the exact repair to them
+   (exact on the one-way margins and a spanning tree of two-way tables; the default before), the same without the
+   repair, the shrunk targets with the repair to the release's tables, and those targets with the repair to a few
+   of them only (``synthesize.exact: [[a, b], ...]``): a spanning forest of the tables over the attributes of at
+   most 16 levels, and the sex × income table alone.
 
-It also prints the published one-way margins' TVD and the floor it sets for records that match them exactly
+It also prints the release's one-way margins' TVD and the floor it sets for records that match them exactly
 (a pair's TVD is at least the TVD of either of its one-way margins, so the average over pairs is at least the
 average of the larger of the two). It prints the average total variation distance (TVD) of the synthetic records from the true data over all
 91 two-way and all 364 three-way marginals, the tables matched exactly, the synthesis time, and the process's
@@ -48,7 +50,7 @@ from dpopt.postprocess.marginals import noise_free_sets, postprocess_marginals
 from dpopt.spec.models import Postprocess
 from dpopt.synth import synthesize_records
 from dpopt.synth.denoise import shrink
-from dpopt.synth.tables import layout
+from dpopt.synth.tables import layout, residuals, tabulations
 from dpopt.synth.tree import spanning_tree
 
 DATA = Path("/work/shared/data")
@@ -68,6 +70,24 @@ def average_tvd(records: np.ndarray, truth: np.ndarray, sizes: list[int], k: int
     return float(np.mean([0.5 * np.abs(tabulate(records, s, sizes) / len(records)
                                        - tabulate(truth, s, sizes) / len(truth)).sum()
                           for s in itertools.combinations(range(len(sizes)), k)]))
+
+
+def published_tvd(tables: dict, data: np.ndarray, names: list[str], sizes: list[int]) -> float:
+    """Mean over the published tables of ½‖table / its total − the true table / n‖₁."""
+    return float(np.mean([0.5 * np.abs(t / t.sum() - tabulate(data, tuple(names.index(a) for a in key), sizes)
+                                       / len(data)).sum() for key, t in tables.items()]))
+
+
+def one_way_tvd(tables: dict, data: np.ndarray, names: list[str], sizes: list[int]) -> float:
+    """Mean over the attributes of ½‖margin / its total − the true margin / n‖₁, each margin read off the first
+    table holding the attribute (they agree when the tables are consistent)."""
+    out = []
+    for k, a in enumerate(names):
+        key = next(key for key in tables if a in key)
+        t = np.asarray(tables[key], dtype=float)
+        margin = t.sum(axis=tuple(i for i in range(t.ndim) if key[i] != a))
+        out.append(0.5 * np.abs(margin / margin.sum() - np.bincount(data[:, k], minlength=sizes[k]) / len(data)).sum())
+    return float(np.mean(out))
 
 
 def publish(domain: dict[str, int], data: np.ndarray, seed: int):
@@ -131,12 +151,12 @@ def main() -> None:
 
     tables, weights, targets, total, mechanism, released, post = publish(domain, data, args.seed)
     n = int(next(iter(tables.values())).sum())
-    published = np.mean([0.5 * np.abs(t / t.sum() - tabulate(data, tuple(names.index(a) for a in key), sizes)
-                                      / len(data)).sum() for key, t in tables.items()])
+    published = published_tvd(tables, data, names, sizes)
     print(f"release: {mechanism.family}, design + release {released:.1f} s; consistent whole-number tables "
           f"(dpopt.postprocess.marginals) {post:.1f} s CPU; published total {n:,}, noisy tables' least-squares "
           f"total {total:,.0f}")
-    print(f"  published tables themselves: average two-way TVD {published:.4f}")
+    print(f"  the release's published tables themselves (per-table post-processing, as dpopt release): average "
+          f"two-way TVD {published:.4f}")
 
     one_way, shrunk = {}, {}
     for k, a in enumerate(names):
@@ -148,33 +168,42 @@ def main() -> None:
         shrunk[a] = 0.5 * np.abs(margin - truth).sum()
     ordered = sorted(one_way.values())
     floor = sum(j * v for j, v in enumerate(ordered)) / (len(ordered) * (len(ordered) - 1) / 2)
-    print(f"  published one-way margins: average TVD {np.mean(ordered):.4f} (the shrunk noisy tables' one-way margins, "
-          f"averaged over the tables holding each attribute: {np.mean(list(shrunk.values())):.4f}); records that match "
-          f"the published ones exactly have an average two-way TVD of at least {floor:.4f} (each pair's TVD is at "
-          "least either attribute's one-way TVD)")
+    print(f"  the release's one-way margins: average TVD {np.mean(ordered):.4f} (the shrunk noisy tables' one-way "
+          f"margins, averaged over the tables holding each attribute: {np.mean(list(shrunk.values())):.4f}); records "
+          f"that match the release's ones exactly have an average two-way TVD of at least {floor:.4f} (each pair's TVD "
+          "is at least either attribute's one-way TVD)")
     small = [a for a in names if domain[a] <= SMALL_LEVELS]
     _, laid = layout(domain, {k: t for k, t in tables.items() if set(k) <= set(small)}, n, None)
     forest = spanning_tree(sizes, laid, smallest=True)
     held = [tuple(names[i] for i in pair) for pair in forest.pairs]
-    variants = [("published tables, exact repair (exact: true)", True, None, n),
-                ("published tables, no repair", False, None, n),
-                ("noisy tables shrunk toward independence, no repair (exact: false)", False, targets, round(total)),
-                ("shrunk noisy tables, exact repair to the published", True, targets, n),
-                (f"shrunk noisy tables, exact on {len(held)} published tables (a forest over the {len(small)} "
-                 f"attributes of at most {SMALL_LEVELS} levels)", held, targets, n),
-                ("shrunk noisy tables, exact on the published sex × income table", [("sex", "income>50K")],
-                 targets, n)]
-    for label, exact, fitted, records in variants:
+    variants = [("noisy tables shrunk toward independence, the records' tabulations published (exact: true, the "
+                 "default)", False, targets, round(total), True),
+                ("the same records, the release's tables published (exact: false)", False, targets, round(total),
+                 False),
+                ("the release's published tables, exact repair to them (the default before)", True, None, n, False),
+                ("the release's published tables, no repair", False, None, n, False),
+                ("shrunk noisy tables, exact repair to the release's tables", True, targets, n, False),
+                (f"shrunk noisy tables, exact on {len(held)} of the release's tables (a forest over the {len(small)} "
+                 f"attributes of at most {SMALL_LEVELS} levels)", held, targets, n, False),
+                ("shrunk noisy tables, exact on the release's sex × income table", [("sex", "income>50K")],
+                 targets, n, False)]
+    for label, exact, fitted, records, tabulated in variants:
         cpu, wall = time.process_time(), time.perf_counter()
         out = synthesize_records(domain, tables, records, np.random.default_rng(args.seed), weights=weights,
                                  exact=exact, targets=fitted,
                                  progress=lambda line: print(f"  [{time.perf_counter() - wall:6.1f} s] {line}"))
+        published, residual = tables, out.residual
+        if tabulated:  # the published tables: the records' own (dpopt.synthesis.pipeline with exact: true)
+            published = tabulations(domain, list(tables), out.records)
+            residual = residuals(layout(domain, published, records, None)[1], out.records)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        matched = sum(1 for v in out.residual.values() if v == 0)
-        gap = sum(out.residual.values()) / (2 * n * len(out.residual))
+        matched = sum(1 for v in residual.values() if v == 0)
+        gap = sum(residual.values()) / (2 * records * len(residual))
         print(f"dpopt.synth, {label}: average TVD two-way {average_tvd(out.records, data, sizes, 2):.4f}, "
-              f"three-way {average_tvd(out.records, data, sizes, 3):.4f}; {matched} of {len(out.residual)} tables "
-              f"matched exactly, mean gap to the published tables {gap:.4f} (TVD); {wall:.1f} s wall, {cpu:.1f} s CPU")
+              f"three-way {average_tvd(out.records, data, sizes, 3):.4f}; {matched} of {len(residual)} published "
+              f"tables matched exactly, mean gap to them {gap:.4f} (TVD); published tables' own average two-way TVD "
+              f"{published_tvd(published, data, names, sizes):.4f}, their one-way margins' "
+              f"{one_way_tvd(published, data, names, sizes):.4f}; {wall:.1f} s wall, {cpu:.1f} s CPU")
 
     rng = np.random.default_rng(args.seed)
     independent = np.stack([rng.choice(k, size=len(data), p=np.bincount(data[:, a], minlength=k) / len(data))

@@ -115,7 +115,7 @@ def test_exact_false_from_a_spec_fits_the_denoised_release_and_verifies(tmp_path
     synthesis = release.certificate.data["synthesis"]
     assert synthesis["records_from"] == "the noisy tables' least-squares total"
     assert synthesis["post_processing"].startswith("the synthetic records are drawn from the measurements' noisy tables")
-    assert "target tables" in synthesis["method"] and "matching no table exactly" in synthesis["method"]
+    assert "target tables" in synthesis["method"] and "matching no given table exactly" in synthesis["method"]
     # Every noisy table of marginal_gaussian has the same total (consistent release), so the least-squares total is
     # that of the 4-cell sex × disability table: its SD is at most the sum of its cells' SDs (Minkowski); 6 SD
     # (a fixed seed; a Gaussian exceeds 6 SD with probability 2·10⁻⁹).

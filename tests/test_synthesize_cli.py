@@ -254,3 +254,53 @@ def test_a_signed_synthesis_folder_verifies_with_the_key_and_fails_when_a_record
     capsys.readouterr()
     assert main(["verify", str(folder), "--public-key", public, "--accept-seeded"]) == 1
     assert f"FAIL  {SIGNATURE_FILE}" in capsys.readouterr().out
+
+
+def test_by_default_the_published_tables_are_the_records_tabulations_and_verify_holds_them_to_it(tmp_path, capsys):
+    """``exact: true`` (the default): marginals.json holds, for every measured marginal, the synthetic records' own
+    counts, tallied here from synthetic.csv with a Counter (the definition of a tabulation), so every residual is 0
+    and the tables are consistent (a×b and a×c give a the same margin) and whole; the certificate says so; moving one
+    count of a published table between two cells (still non-negative, same total) fails ``dpopt verify DIR``."""
+    from collections import Counter
+
+    out = tmp_path / "out"
+    assert _run(_spec(tmp_path), "--data", _data(tmp_path), "--out", out) == 0
+    document = json.loads((out / "marginals.json").read_text())
+    rows = list(csv.DictReader((out / "synthetic.csv").open()))
+    assert document["records"] == len(rows)
+    for table in document["tables"]:
+        counted = Counter(tuple(r[a] for a in table["attributes"]) for r in rows)
+        a, b = table["levels"]
+        assert table["counts"] == [[counted[(x, y)] for y in b] for x in a], table["attributes"]
+    margins = {tuple(t["attributes"]): np.asarray(t["counts"]) for t in document["tables"]}
+    assert np.array_equal(margins[("a", "b")].sum(axis=1), margins[("a", "c")].sum(axis=1))
+    assert set(document["residual_l1"].values()) == {0}
+    cert = json.loads((out / "certificate.json").read_text())
+    assert "tabulation" in cert["synthesis"]["published_tables"]
+    assert cert["synthesis"]["records_from"] == "the noisy tables' least-squares total"
+    assert "postprocess" not in cert["measurements"][0]["certificate"]  # its tables are not published
+    assert main(["verify", str(out)]) == 0
+    counts = document["tables"][0]["counts"]
+    moved = next((i, j) for i, row in enumerate(counts) for j, v in enumerate(row) if v > 0)
+    counts[moved[0]][moved[1]] -= 1
+    counts[moved[0]][1 - moved[1] if len(counts[0]) == 2 else 0] += 1
+    (out / "marginals.json").write_text(json.dumps(document))
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 1
+    assert "FAIL  synthetic.csv" in capsys.readouterr().out
+
+
+def test_with_exact_false_the_measurements_tables_are_published_and_said_to_be(tmp_path):
+    """``exact: false``: the published tables are the measurement's post-processed ones (its consistent
+    whole tables: one total for all), not the records' counts; the certificate names that post-processing."""
+    import dpopt
+
+    release = dpopt.synthesize(_spec(tmp_path, exact=False), _data(tmp_path), seed=3, insecure_seed=True)
+    assert release.certificate["synthesis"]["published_tables"].startswith("each measurement's consistent")
+    totals = {float(t.sum()) for t in release.tables.values()}
+    assert len(totals) == 1  # consistent: every table has the same total
+    assert any(v > 0 for v in release.residual.values())  # the fake's independent columns match no noisy table
+    assert release.certificate["measurements"][0]["certificate"]["postprocess"]["method"]["integer"] is True
+    from dpopt.synthesis import verify_synthesis
+
+    assert verify_synthesis(release.certificate).passed

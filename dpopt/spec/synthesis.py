@@ -11,8 +11,9 @@
       all_of_size: 2                         # the default; or marginals: [[a, b], [c, d, e]]
       selection: fixed                       # or adaptive (MST-style, zCDP only)
       records: 1000                          # optional: default data.n when public, else the tables' total
-      exact: true                            # records repaired to match published tables exactly (default);
-                                             # false: fitted to the noisy tables denoised, closer to the data;
+      exact: true                            # the default: records fitted to the denoised noisy tables, the
+                                             # published tables their tabulations (matched exactly);
+                                             # false: the same records, the measurements' tables published;
                                              # [[sex, income]]: denoised, then exact on these published tables
       split: {one_way: "1/3", selection: "1/3", selected: "1/3"}   # adaptive only (default MST's thirds)
       rounds: 5                              # adaptive only (default: attributes - 1, a spanning tree)
@@ -96,10 +97,11 @@ class Synthesize(_Model):
     records: Count | None = None
     exact: StrictBool | Annotated[list[Annotated[list[Name], Field(min_length=1, max_length=2)]],
                                   Field(min_length=1)] | None = None
-    """Repair the records to the published tables (a spanning tree of them and every one-way margin) exactly:
-    None or True; False fits the noisy tables shrunk toward independence instead (:mod:`dpopt.synth.denoise`); a
-    list of measured one- and two-way marginals whose pairs hold no cycle fits those shrunk tables, then matches
-    exactly the listed published tables and the one-way margins of their attributes only (``fixed`` selection)."""
+    """None or True: the records are fitted to the noisy tables shrunk toward independence (:mod:`dpopt.synth.denoise`)
+    and the published tables are their tabulations, so the records match every published table exactly; False: the
+    same records, the measurements' own post-processed tables published (matched by none); a list of measured one-
+    and two-way marginals whose pairs hold no cycle: the same fit, then the records repaired to match exactly the
+    listed tables of the measurements and the one-way margins of their attributes only (``fixed`` selection)."""
     split: Split | None = None
     rounds: Count | None = None
 

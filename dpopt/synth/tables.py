@@ -132,3 +132,32 @@ def residuals(tables: list[Table], records: np.ndarray) -> dict[tuple[str, ...],
         gap = float(np.abs(table.counts(records) - table.given).sum())
         out[table.key] = int(round(gap)) if np.array_equal(table.given, np.round(table.given)) else gap
     return out
+
+
+def tabulations(domain: Mapping[str, int], keys: list[tuple[str, ...]], records: np.ndarray
+                ) -> dict[tuple[str, ...], np.ndarray]:
+    r"""The records' own table over each key (int64, axes in the key's order): :math:`M_S[c] = \#\{r : r_S = c\}`.
+
+    Published in place of a release's tables, they are **consistent** (every table over :math:`S \supseteq T`
+    sums to the same table over :math:`T`: both count the same records), **non-negative** and **whole** by
+    construction, and the records match every one of them exactly. When the records are a fit of the noisy
+    measurements (:func:`dpopt.synth.synthesize_records` with ``targets``), these are the marginals of that one
+    fitted model, rounded by the records themselves: a controlled rounding that keeps every shared margin equal,
+    which rounding each table on its own does not.
+
+    Parameters
+    ----------
+    domain : mapping
+        Attribute → number of levels, in column order.
+    keys : list of tuple of str
+        The tables to tabulate (attributes in domain order).
+    records : numpy.ndarray of int, shape (n, d)
+        Level indices, one column per attribute of ``domain``.
+    """
+    names = list(domain)
+    out = {}
+    for key in keys:
+        shape = tuple(int(domain[a]) for a in key)
+        cells = np.ravel_multi_index([records[:, names.index(a)].astype(np.int64) for a in key], shape)
+        out[tuple(key)] = np.bincount(cells, minlength=math.prod(shape)).astype(np.int64).reshape(shape)
+    return out

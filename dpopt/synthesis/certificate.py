@@ -2,9 +2,10 @@
 
 It records the spec, the target and what was measured: each measurement's own certificate embedded whole
 (:mod:`dpopt.synthesis.measure`), the selection rounds with their ρ and ε (adaptive), the budget parts and
-their exact total (:mod:`dpopt.synthesis.budget`), and that the records are post-processing of the published
-tables. :func:`synthesis_checks` derives every claim from the spec and the recorded blocks alone; the same
-function makes the certificate's checks and :func:`verify_synthesis` re-derives them.
+their exact total (:mod:`dpopt.synthesis.budget`), that the records are post-processing of the measurements,
+and which post-processing produced the published tables (:func:`published_tables`). :func:`synthesis_checks`
+derives every claim from the spec and the recorded blocks alone; the same function makes the certificate's checks
+and :func:`verify_synthesis` re-derives them.
 """
 
 from __future__ import annotations
@@ -27,12 +28,7 @@ from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
 from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, SELECTION_METHOD, candidates
 from dpopt.synthesis.budget import budget_block, budget_checks, em_epsilon
 from dpopt.synthesis.kind import KIND
-from dpopt.synthesis.measure import measurement_spec
-
-POST_PROCESSING = ("the synthetic records are drawn from the published tables alone (and randomness independent of "
-                   "the data): post-processing of the measurements, so they spend no privacy budget beyond the "
-                   "measurements' and the selection's (Dwork & Roth 2014, Prop. 2.1; zCDP: Bun & Steinke 2016, "
-                   "Lemma 1.8)")
+from dpopt.synthesis.measure import measurement_spec, tabulated
 
 POST_PROCESSING_NOISY = ("the synthetic records are drawn from the measurements' noisy tables (the mechanisms' outputs "
                          "before their post-processing into the published tables) alone, and randomness independent "
@@ -48,22 +44,46 @@ POST_PROCESSING_BOTH = ("the synthetic records are drawn from the measurements' 
                         "Lemma 1.8)")
 
 
+POST_PROCESSING_MODEL = ("the synthetic records are drawn from the measurements' noisy tables (the mechanisms' outputs "
+                         "before their post-processing) alone, and randomness independent of the data, and the "
+                         "published tables are the records' own tabulations: post-processing of the measurements, so "
+                         "neither spends privacy budget beyond the measurements' and the selection's (Dwork & Roth "
+                         "2014, Prop. 2.1; zCDP: Bun & Steinke 2016, Lemma 1.8)")
+
+PUBLISHED_FROM_RECORDS = ("the records' own tabulation on every measured marginal: the marginals of one model fitted "
+                          "to all noisy tables (the records, fitted to each noisy table shrunk toward the independence "
+                          "of its attributes), rounded by the records themselves, so consistent, non-negative and "
+                          "whole by construction and matched exactly by the records; no measurement is published "
+                          "table by table (adaptive: the one-way measurement's post-processed tables serve the "
+                          "selection's scores only)")
+
+PUBLISHED_FROM_MEASUREMENTS = ("each measurement's consistent, non-negative tables (whole where its postprocess block "
+                               "says so), as its postprocess block states")
+
+
 def post_processing(spec: SynthesisSpec) -> str:
-    """The post-processing statement of a synthesis of this spec: :data:`POST_PROCESSING`, with ``exact: false``
+    """The post-processing statement of a synthesis of this spec: with ``exact: true`` (the default: records fitted to
+    the noisy tables, the published tables their tabulations) :data:`POST_PROCESSING_MODEL`, with ``exact: false``
     (records fitted to the noisy tables) :data:`POST_PROCESSING_NOISY`, with a list of tables held exact (fitted to
     the noisy tables, then repaired to published ones) :data:`POST_PROCESSING_BOTH`."""
     exact = spec.synthesize.exact
     return POST_PROCESSING_NOISY if exact is False else POST_PROCESSING_BOTH if isinstance(exact, list) else \
-        POST_PROCESSING
+        POST_PROCESSING_MODEL
+
+
+def published_tables(spec: SynthesisSpec) -> str:
+    """Which post-processing produced the published tables (``marginals.json``): :data:`PUBLISHED_FROM_RECORDS` with
+    ``exact: true``, else :data:`PUBLISHED_FROM_MEASUREMENTS`."""
+    return PUBLISHED_FROM_RECORDS if tabulated(spec) else PUBLISHED_FROM_MEASUREMENTS
 
 
 def records_from(spec: SynthesisSpec) -> str:
     """Where the number of synthetic records comes from: the spec (``synthesize.records``, a public ``data.n``), else
-    the published tables' total (records matched to published tables), else the noisy tables' least-squares
-    total (``exact: false``)."""
+    the published tables' total (records repaired to a list of published tables), else the noisy tables'
+    least-squares total (``exact: true`` or ``false``)."""
     return ("synthesize.records" if spec.synthesize.records else "data.n (public)" if spec.data.n else
-            "the noisy tables' least-squares total" if spec.synthesize.exact is False else
-            "the published tables' total")
+            "the published tables' total" if isinstance(spec.synthesize.exact, list) else
+            "the noisy tables' least-squares total")
 
 
 NUMERICS = ("the selection is exact: integer scores, the exponential mechanism drawn by rejection with "
@@ -182,7 +202,9 @@ def _postprocess_holds(block, wanted) -> bool:
     the options its spec prescribes (consistent, non-negative, whole). How the tables were computed (its steps, the
     metric, the error statement) is echoed, as in a release's certificate."""
     options = wanted.postprocess
-    if not isinstance(block, dict) or not isinstance(block.get("method"), dict) or options is None:
+    if options is None:  # a measurement that is not post-processed (exact: true) has no block
+        return block is None
+    if not isinstance(block, dict) or not isinstance(block.get("method"), dict):
         return False
     method = block["method"]
     return (set(block) <= {"guarantee", "method", "error"} and block["guarantee"] == "unchanged by post-processing"
@@ -250,9 +272,13 @@ def synthesis_checks(spec: SynthesisSpec, data: dict) -> list[Check]:
         Check("test_release", "marked a test release exactly when a measurement's noise came from a seed",
               bool(data.get("test_release")) == seeded, "test release" if seeded else "production"),
         Check("post_processing", "the synthesis is post-processing of the " + (
-            "measurements' noisy tables" if spec.synthesize.exact is False else "measurements' noisy and published "
-            "tables" if isinstance(spec.synthesize.exact, list) else "published tables") + " (no budget)",
+            "measurements' noisy and published tables" if isinstance(spec.synthesize.exact, list) else
+            "measurements' noisy tables") + " (no budget)",
               synthesis.get("post_processing") == post_processing(spec), "no budget spent by the synthesis"),
+        Check("synthesis.published_tables", "the published tables are " + (
+            "the records' tabulations (consistent, non-negative, whole; matched exactly)" if tabulated(spec) else
+            "the measurements' post-processed tables"), synthesis.get("published_tables") == published_tables(spec),
+              "exact: true" if tabulated(spec) else f"exact: {spec.synthesize.exact}"),
         Check("synthesis.records", "the number of records comes from where the spec says (records_from), and is the "
               "spec's number when the spec gives one", _records_hold(spec, synthesis), records_from(spec)),
     ]
@@ -261,10 +287,10 @@ def synthesis_checks(spec: SynthesisSpec, data: dict) -> list[Check]:
 
 def _records_hold(spec: SynthesisSpec, synthesis: dict) -> bool:
     """``records_from`` re-derived; ``records`` a positive whole number, the spec's when it fixes one; and the block's
-    keys exactly these four (the method is the synthesizer's own sentence, not re-derived)."""
+    keys exactly these five (the method is the synthesizer's own sentence, not re-derived)."""
     count = synthesis.get("records")
     fixed = spec.synthesize.records or spec.data.n
-    return (set(synthesis) == {"post_processing", "method", "records", "records_from"}
+    return (set(synthesis) == {"post_processing", "published_tables", "method", "records", "records_from"}
             and isinstance(synthesis.get("method"), str) and synthesis.get("records_from") == records_from(spec)
             and isinstance(count, int) and not isinstance(count, bool) and count > 0
             and (not fixed or count == fixed))

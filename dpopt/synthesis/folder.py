@@ -5,7 +5,8 @@
   measurements made (their attributes and levels), each non-negative, and the certificate's number of records;
 * ``synthetic.csv`` has the spec's attributes as its header and only their levels (checked in SQL), as many
   records as ``marginals.json`` states, and the residual of every table re-derived from its rows: the L1 gap
-  between the records' tabulation and the published table;
+  between the records' tabulation and the published table, which is 0 for every table when the certificate says
+  the published tables are the records' tabulations (``exact: true``);
 * ``synthetic.parquet`` holds the same rows as ``synthetic.csv``.
 """
 
@@ -24,6 +25,7 @@ from dpopt.release import sources
 from dpopt.release.bind import FileCheck, sha256_bytes
 from dpopt.spec.synthesis import load_synthesis_spec
 from dpopt.synthesis.certificate import verify_synthesis
+from dpopt.synthesis.measure import tabulated
 
 
 def is_synthesis_folder(folder: str | Path) -> bool:
@@ -85,11 +87,15 @@ def _records_checks(folder: Path, spec, document: dict, tables: dict) -> list[Fi
         np.add.at(counts, tuple(records[:, names.index(a)] for a in clique), 1)
         residual["×".join(clique)] = float(np.abs(counts - table).sum())
     recorded = document.get("residual_l1", {})
+    exact = tabulated(spec)
     same = (header == names and len(rows) == document.get("records") and set(recorded) == set(residual)
-            and all(math.isclose(recorded[k], v, rel_tol=1e-9, abs_tol=1e-9) for k, v in residual.items()))
+            and all(math.isclose(recorded[k], v, rel_tol=1e-9, abs_tol=1e-9) for k, v in residual.items())
+            and not (exact and any(residual.values())))
     lines = [FileCheck("synthetic.csv", same, f"{len(rows)} records, every value a level; each table's residual "
-                       "re-derived from the rows" if same else "header, record count or residual differs from "
-                       "marginals.json")]
+                       "re-derived from the rows" + (", 0 for every table (the published tables are the records' "
+                                                     "tabulations)" if exact else "")
+                       if same else "header, record count or residual differs from marginals.json"
+                       + (", or a table is not the records' tabulation" if exact else ""))]
     parquet = folder / "synthetic.parquet"
     try:
         differ = con.execute(

@@ -1,11 +1,14 @@
 """One certified measurement of marginal tables, as ``dpopt release`` makes it.
 
-A measurement is an ordinary dpopt spec (:func:`measurement_spec`: a ``marginals`` query with a
-``postprocess`` block) designed and certified by :func:`dpopt.solve.solve`, counted in SQL
-(:mod:`dpopt.release.sources`), released by the family's one public release
-(:func:`dpopt.release.blocks.noisy_block`) from its own CSPRNG stream and post-processed to consistent,
-non-negative, whole tables (:func:`dpopt.release.postprocessed.postprocess_once`). Its certificate (with
-its ``postprocess`` block) is embedded whole in the synthesis certificate and verified by ``dpopt verify``.
+A measurement is an ordinary dpopt spec (:func:`measurement_spec`: a ``marginals`` query) designed and
+certified by :func:`dpopt.solve.solve`, counted in SQL (:mod:`dpopt.release.sources`), released by the family's
+one public release (:func:`dpopt.release.blocks.noisy_block`) from its own CSPRNG stream and, when its tables are
+published (``exact: false`` or a list) or scored (adaptive selection's one-way tables), post-processed to
+consistent, non-negative, whole tables (:func:`dpopt.release.postprocessed.postprocess_once`: the spec's
+``postprocess`` block). With ``exact: true`` (the default) the published tables are the synthetic records'
+tabulations instead (:mod:`dpopt.synthesis.pipeline`), so the other measurements are not post-processed table by
+table. Its certificate (with its ``postprocess`` block, if any) is embedded whole in the synthesis certificate and
+verified by ``dpopt verify``.
 """
 
 from __future__ import annotations
@@ -33,15 +36,24 @@ from dpopt.postprocess.marginals import require_roundable
 Clique = tuple[str, ...]
 
 
+def tabulated(spec: SynthesisSpec) -> bool:
+    """Whether the published tables are the synthetic records' tabulations: ``exact: true`` (the default)."""
+    return spec.synthesize.exact is None or spec.synthesize.exact is True
+
+
 def measurement_spec(spec: SynthesisSpec, part: str, groups: list[list[str]], privacy: dict) -> dict:
     """The spec of one measurement: the synthesis spec's domain, adjacency, mechanism and sampler, a
-    ``marginals`` query of ``groups``, the target ``privacy`` and consistent non-negative tables, whole
-    numbers where :func:`~dpopt.postprocess.marginals.require_roundable` accepts it."""
+    ``marginals`` query of ``groups``, the target ``privacy`` and, unless the published tables are the records'
+    tabulations (:func:`tabulated`; the ``one_way`` part keeps it: the selection scores its tables), a
+    ``postprocess`` block: consistent non-negative tables, whole numbers where
+    :func:`~dpopt.postprocess.marginals.require_roundable` accepts it."""
     document = spec.model_dump(mode="json", exclude_none=True, include={"dpopt", "data", "adjacency", "mechanism",
                                                                         "sampler"})
     document |= {"name": f"{spec.name} ({part})", "query": {"kind": "marginals", "attributes": groups},
-                 "privacy": privacy, "utility": {"metric": "l2"},
-                 "postprocess": {"nonnegative": True, "integer": True, "consistent": True}}
+                 "privacy": privacy, "utility": {"metric": "l2"}}
+    if tabulated(spec) and part != "one_way":
+        return document
+    document["postprocess"] = {"nonnegative": True, "integer": True, "consistent": True}
     try:
         require_roundable(compile_query(load_spec(document)), Postprocess())
     except UnsupportedSpecError:  # tables sharing 2+ attributes over many cells: real-valued consistent tables
@@ -62,7 +74,7 @@ def first_measurement_spec(spec: SynthesisSpec) -> dict:
 
 @dataclass(frozen=True)
 class Measurement:
-    """A released, post-processed set of marginal tables and its certificate.
+    """A released (and, when its spec says so, post-processed) set of marginal tables and its certificate.
 
     Attributes
     ----------
@@ -70,9 +82,10 @@ class Measurement:
         ``measurement``, ``one_way`` or ``selected`` (the budget part it spends).
     solution : Solution
     certificate : Certificate
-        With its ``postprocess`` block (and ``test_release`` when seeded).
-    tables : dict
-        Attribute names (in domain order) → the published table, axes in that order.
+        With its ``postprocess`` block when post-processed (and ``test_release`` when seeded).
+    tables : dict or None
+        Attribute names (in domain order) → the post-processed table, axes in that order; None when the
+        measurement is not post-processed (:func:`measurement_spec`).
     released : dict
         The same keys → the mechanism's noisy table before post-processing (real-valued, possibly negative).
     released_total : float
@@ -84,7 +97,7 @@ class Measurement:
     part: str
     solution: Solution
     certificate: Certificate
-    tables: dict[Clique, np.ndarray]
+    tables: dict[Clique, np.ndarray] | None
     released: dict[Clique, np.ndarray]
     released_total: float
 
@@ -96,7 +109,9 @@ class Measurement:
 
     @property
     def total(self) -> float:
-        """The published tables' grand total (the same for every table: they are consistent)."""
+        """The post-processed tables' grand total (the same for every table: they are consistent)."""
+        if self.tables is None:
+            raise ValueError(f"the {self.part} measurement is not post-processed: it has no published total")
         return float(next(iter(self.tables.values())).sum())
 
     def table_sd(self) -> dict[Clique, float]:
@@ -104,9 +119,9 @@ class Measurement:
         the family states them (:meth:`~dpopt.mechanisms.base.Mechanism.cell_variances`), else :attr:`cell_sd`."""
         variances = self.solution.mechanism.cell_variances()
         if variances is None:
-            return {k: self.cell_sd for k in self.tables}
+            return {k: self.cell_sd for k in self.released}
         query = self.solution.problem.query
-        order = list(self.tables)  # domain_order_tables keeps the workload's order
+        order = list(self.released)  # domain_order_tables keeps the workload's order
         return {k: math.sqrt(float(np.mean(variances[start:start + query.workload.algebra.size(s)])))
                 for k, s, start in zip(order, query.workload.sets, query.workload.offsets)}
 
@@ -127,13 +142,15 @@ def measure(spec: SynthesisSpec, part: str, document: dict, data: str | Path, rn
         raise DataError(f"{source}: has no records")
     solution = solve(problem)
     noisy = noisy_block(solution.mechanism, value[None, :], rng)[0]
-    post, certificate = postprocess_once(solution, noisy, data)
+    tables, certificate = None, solution.certificate
+    if problem.spec.postprocess is not None:
+        post, certificate = postprocess_once(solution, noisy, data)
+        tables = domain_order_tables(spec, problem.query, post.answers)
     if seeded:
         certificate = Certificate({**certificate.data, "test_release": True})
     workload = problem.query.workload
     total = float(workload.tables(workload.project(noisy))[0].sum())
-    return Measurement(part, solution, certificate, domain_order_tables(spec, problem.query, post.answers),
-                       domain_order_tables(spec, problem.query, noisy), total)
+    return Measurement(part, solution, certificate, tables, domain_order_tables(spec, problem.query, noisy), total)
 
 
 def domain_order_tables(spec: SynthesisSpec, query, answers) -> dict[Clique, np.ndarray]:

@@ -5,9 +5,12 @@
 2. ``fixed``: the spec's marginals are measured (:func:`dpopt.synthesis.measure.measure`);
    ``adaptive``: the one-way marginals are measured, ``rounds`` pairs selected
    (:func:`dpopt.synthesis.adaptive.select`) and measured;
-3. :func:`dpopt.synth.synthesize_records` turns the published tables into records (post-processing; each
-   table weighted by the inverse of its noise per cell); with ``exact: false`` it fits the noisy tables shrunk
-   toward independence (:func:`dpopt.synth.denoise.shrink`) instead and matches no table exactly;
+3. :func:`dpopt.synth.synthesize_records` fits records to the measurements' noisy tables shrunk toward
+   independence (:func:`dpopt.synth.denoise.shrink`; post-processing; each table weighted by the inverse of its
+   noise per cell). With ``exact: true`` (the default) the published tables are then the records' own tabulations
+   (:func:`dpopt.synth.tables.tabulations`: the marginals of that one fitted model, consistent, non-negative and
+   whole by construction, matched exactly); with ``exact: false`` they are the measurements' post-processed tables,
+   matched by none; with a list, the records are repaired to match those of the measurements' tables exactly;
 4. the certificate (:mod:`dpopt.synthesis.certificate`) and the report (:mod:`dpopt.synthesis.report`);
 5. :meth:`SynthesisRelease.write`: ``synthetic.csv`` (and ``synthetic.parquet``), ``marginals.json``,
    ``certificate.json``, ``report.md`` with ``residual.png``, ``report.html``: the folder whole or nothing.
@@ -39,15 +42,17 @@ from dpopt.rng import RandomSource, random_source
 from dpopt.spec.load import load_spec
 from dpopt.spec.synthesis import SynthesisSpec, load_synthesis_spec
 from dpopt.synth.denoise import shrink
+from dpopt.synth.tables import layout, residuals, tabulations
 from dpopt.synthesis.adaptive import SCORE_SENSITIVITY, SELECTION_METHOD, candidates, select
 from dpopt.synthesis.budget import budget_parts, em_epsilon
-from dpopt.synthesis.certificate import certify, post_processing, records_from, synthesis_sha256
+from dpopt.synthesis.certificate import certify, post_processing, published_tables, records_from, synthesis_sha256
 from dpopt.synthesis.measure import (
     Measurement,
     domain_order_tables,
     first_measurement_spec,
     measure,
     measurement_spec,
+    tabulated,
 )
 from dpopt.synthesis.report import FIGURE, residual_figure, synthesis_html, synthesis_markdown
 
@@ -184,7 +189,8 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
     selection = None
     if spec.synthesize.selection == "fixed":
         groups = [sorted(g, key=spec.attributes.index) for g in spec.groups()]
-        say(f"measuring {len(groups)} marginals (design, count, release, post-process)")
+        say(f"measuring {len(groups)} marginals (design, count, release"
+            + (")" if tabulated(spec) else ", post-process)"))
         measured = [(measure(spec, "measurement", first_measurement_spec(spec), data, randomness.stream(0),
                              randomness.seeded), groups)]
     else:
@@ -197,31 +203,36 @@ def synthesize(spec: SynthesisSpec | str | Path | Mapping[str, Any], data: str |
         second = measure(spec, "selected", measurement_spec(spec, "selected", pairs, _privacy(parts["selected"])),
                          data, randomness.stream(2), randomness.seeded)
         measured = [(first, one_way), (second, pairs)]
-    tables = {k: t for m, _ in measured for k, t in m.tables.items()}
     sds = {k: sd for m, _ in measured for k, sd in m.table_sd().items()}
     weights = {k: 1.0 / max(sd, 1e-12) for k, sd in sds.items()}
     held = spec.synthesize.exact
-    exact = held is not False
     estimate = measured[-1][0].released_total
     n = (spec.synthesize.records or spec.data.n or
-         max(int(round(measured[-1][0].total if exact else estimate)), 1))
-    targets = None
-    if held is False or isinstance(held, list):  # post-processing of the noisy tables: each shrunk toward
-        # independence, total the estimate
-        targets = {k: shrink(t, sds[k], max(m.released_total, 1.0)) for m, _ in measured for k, t in m.released.items()}
-    if isinstance(held, list):
-        exact = [tuple(sorted(g, key=spec.attributes.index)) for g in held]
+         max(int(round(measured[-1][0].total if isinstance(held, list) else estimate)), 1))
+    # post-processing of the noisy tables: each shrunk toward independence, total the estimate
+    targets = {k: shrink(t, sds[k], max(m.released_total, 1.0)) for m, _ in measured for k, t in m.released.items()}
+    # the tables given to the synthesizer (its residuals): the measurements' post-processed ones where they are
+    # published (exact: false, a list), else the targets themselves (the published tables are the tabulations)
+    tables = targets if tabulated(spec) else {k: t for m, _ in measured for k, t in m.tables.items()}
+    exact = [tuple(sorted(g, key=spec.attributes.index)) for g in held] if isinstance(held, list) else False
     say(f"synthesizing {n} records from {len(tables)} tables")
-    result = synth.synthesize_records({a: len(v) for a, v in spec.data.attributes.items()}, tables, n,
-                                      randomness.stream(3), weights=weights, progress=progress, exact=exact,
-                                      targets=targets)
+    domain = {a: len(v) for a, v in spec.data.attributes.items()}
+    result = synth.synthesize_records(domain, tables, n, randomness.stream(3), weights=weights, progress=progress,
+                                      exact=exact, targets=targets)
+    method, residual = result.method, result.residual
+    if tabulated(spec):  # the published tables: the fitted records' own, consistent, whole and matched exactly
+        tables = tabulations(domain, list(tables), result.records)
+        residual = residuals(layout(domain, tables, n, None)[1], result.records)
+        method += ("; the published tables are then the records' own tabulations on every measured marginal, "
+                   "matched exactly")
+        say(f"synthesis: publishing the records' tabulations: {sum(1 for v in residual.values() if v == 0)} of "
+            f"{len(residual)} tables matched exactly")
     say("certifying (every claim re-derived, the measurements' certificates verified)")
     certificate = certify(spec, [_row(m, g) for m, g in measured], selection,
-                          {"post_processing": post_processing(spec), "method": result.method, "records": n,
-                           "records_from": records_from(spec)}, randomness.seeded)
-    residual = {"×".join(k): float(v) for k, v in result.residual.items()}
-    return SynthesisRelease(spec, np.asarray(result.records, dtype=np.int32), tables, residual, result.method,
-                            certificate)
+                          {"post_processing": post_processing(spec), "published_tables": published_tables(spec),
+                           "method": method, "records": n, "records_from": records_from(spec)}, randomness.seeded)
+    residual = {"×".join(k): float(v) for k, v in residual.items()}
+    return SynthesisRelease(spec, np.asarray(result.records, dtype=np.int32), tables, residual, method, certificate)
 
 
 def _select(spec: SynthesisSpec, data, first: Measurement, parts: dict, randomness: RandomSource

@@ -67,6 +67,7 @@ def sections(certificate: Certificate, residual: dict[str, float], records: int,
     table = [["marginal", "L1 residual", "TVD"]] + [[k, f"{v:.6g}", f"{v / (2 * max(records, 1)):.4g}"]
                                                     for k, v in sorted(residual.items(), key=lambda kv: -kv[1])]
     blocks: list = [c["synthesis"]["method"], c["synthesis"]["post_processing"],
+                    "The published tables (marginals.json): " + c["synthesis"]["published_tables"] + ".",
                     f"{records} records; largest residual {worst:.6g} (TVD {worst / (2 * max(records, 1)):.4g}); "
                     + ("the records tabulate exactly to every published table." if worst == 0 else
                        "the records were fitted to the noisy tables shrunk toward independence (exact: false), not to "
@@ -79,7 +80,7 @@ def sections(certificate: Certificate, residual: dict[str, float], records: int,
                        "a residual above 0 means no record file of this size tabulates to the published tables as "
                        "the synthesizer fitted them (see the method)."), table]
     if figure is not None:
-        blocks.insert(3, Image(figure))
+        blocks.insert(4, Image(figure))
     out.append(("Agreement with the published tables", blocks))
     return out
 
