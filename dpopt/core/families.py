@@ -91,7 +91,9 @@ class Capability:
 _M = "dpopt.mechanisms."
 
 FAMILIES: tuple[Capability, ...] = (
-    Capability("gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), exact="zcdp, gdp, approx; counting queries; metrics other than ci_volume, test_power",
+    Capability("gaussian", _M + "exact_sum", ("gdp", "zcdp", "approx", "pdp"),
+               exact="zcdp, gdp, approx; counting queries, and bounded sums and means on a dyadic lattice (the "
+                     "lattice's cost at most 0.1%); metrics other than ci_volume, test_power",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, max_variance",
@@ -120,7 +122,9 @@ FAMILIES: tuple[Capability, ...] = (
                      "max_variance; the integer strategy's rounding at most 0.1% (else floating point, and the "
                      "certificate says why)",
                serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
-    Capability("laplace", _M + "laplace", ("pure", "approx", "zcdp", "gdp"), bound="iid",
+    Capability("laplace", _M + "exact_sum", ("pure", "approx", "zcdp", "gdp"), bound="iid",
+               exact="pure, approx, zcdp on bounded sums and means (discrete Laplace on a dyadic lattice; gdp "
+                     "through ε costs more than 0.1%)",
                serves="Laplace noise on every coordinate"),
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
