@@ -129,6 +129,12 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
         self.cost_ratio = self._max_variance() / (2.0 * self.scale**2)
 
     @classmethod
+    def utility_bound(cls, problem: Problem) -> float | None:
+        """:meth:`LaplaceMechanism.utility_bound`: the exact measurement's variance, (2t² − 1/6 + O(t⁻²))·(g/n)²
+        with t ≥ b·n/g, is within 10⁻¹² of 2b² (t ≥ 2^20), inside the bound's 10⁻⁹ margin."""
+        return LaplaceMechanism.utility_bound(problem)
+
+    @classmethod
     def design(cls, problem: Problem) -> LaplaceMechanism:
         """:meth:`LaplaceMechanism.design`; on a bounded sum or mean, its exact lattice measurement unless the spec
         or the cost rules it out (then Laplace(b) and the reason)."""
