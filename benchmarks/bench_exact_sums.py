@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 import dpopt
+from dpopt.spec.load import read_document
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ def _sum(privacy: dict, mechanism: str, lower: float = 0, upper: float = 200000,
 
 
 def cases() -> list[tuple[str, dict]]:
-    mean = yaml.safe_load((ROOT / "specs" / "mean_income_approx.yaml").read_text())
+    mean = read_document(ROOT / "specs" / "mean_income_approx.yaml")
     return [
         ("mean_income_approx.yaml, laplace", {**mean, "mechanism": "laplace"}),
         ("mean_income_approx.yaml, gaussian", {**mean, "mechanism": "gaussian"}),

@@ -179,3 +179,13 @@ def test_an_answer_from_python_is_rounded_to_the_lattice():
     g = mech.lattice.granularity
     out = mech.release(np.array([3.3]), np.random.default_rng(1))
     assert Fraction(float(out[0])) / g == int(Fraction(float(out[0])) / g)
+
+
+@pytest.mark.parametrize("divisor", [1, 3])
+def test_the_units_of_an_answer_are_the_exact_half_up_rounding(divisor):
+    lattice = RealLattice(-2, Fraction(-1), Fraction(3, 2), divisor, 10)
+    answers = np.array([0.125, -0.125, 0.375, -0.375, 0.1 + 0.2, -7.3, 1e-300, 2.0**40 + 0.125])
+    expected = [_rounded(lattice, Fraction(float(a)) * divisor) for a in answers]
+    assert lattice.units(answers).tolist() == expected
+    # and back: g·N/n is the nearest double of the exact rational
+    assert lattice.answers(np.array(expected)).tolist() == [float(Fraction(u, 4 * divisor)) for u in expected]

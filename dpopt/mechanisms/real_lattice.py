@@ -112,6 +112,10 @@ class RealLattice:
         flat = np.asarray(values, dtype=float).reshape(-1)
         if not np.all(np.isfinite(flat)):
             raise DataError("the exact (lattice) release needs finite answers")
+        if self.divisor == 1 and np.all(np.abs(flat) <= 2.0 ** (self.exponent + 50)):
+            q = flat * 2.0 ** -self.exponent  # exact: a power of two, no overflow below 2^50
+            units = np.floor(q) + (q - np.floor(q) >= 0.5)  # floor and fractional part of a double are exact
+            return units.astype(np.int64).reshape(np.shape(values))
         units = [math.floor(Fraction(float(a)) / self.unit + Fraction(1, 2)) for a in flat]
         if any(abs(u) > MAX_UNITS for u in units):
             raise DataError(f"an answer is beyond 2^50 units of the lattice g = {self.granularity} "
@@ -119,9 +123,10 @@ class RealLattice:
         return np.asarray(units, dtype=np.int64).reshape(np.shape(values))
 
     def answers(self, units: np.ndarray) -> np.ndarray:
-        """The published g·N/n of integers N, each the nearest double of the exact rational (post-processing)."""
-        flat = np.asarray(units, dtype=np.int64).reshape(-1)
-        return np.asarray([float(int(u) * self.unit) for u in flat], dtype=float).reshape(np.shape(units))
+        """The published g·N/n of integers N (|N| ≤ 2^53), each the nearest double of the exact rational
+        (post-processing): N·g is a double exactly and IEEE division by n rounds the exact quotient to nearest."""
+        scaled = np.asarray(units, dtype=np.int64).astype(float) * 2.0**self.exponent
+        return scaled if self.divisor == 1 else scaled / float(self.divisor)
 
     def space(self, listed: bool = True) -> SensitivitySpace:
         """The one-dimensional integer sensitivity space of N: moves of at most Δ_u (the extreme ±Δ_u listed;
