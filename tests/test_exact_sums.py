@@ -189,3 +189,27 @@ def test_the_units_of_an_answer_are_the_exact_half_up_rounding(divisor):
     assert lattice.units(answers).tolist() == expected
     # and back: g·N/n is the nearest double of the exact rational
     assert lattice.answers(np.array(expected)).tolist() == [float(Fraction(u, 4 * divisor)) for u in expected]
+
+
+def test_dpopt_release_counts_the_sum_on_the_lattice_grouped_and_ungrouped(tmp_path, monkeypatch):
+    from dpopt.release import batch
+    from dpopt.rng import random_source
+
+    seen = []  # the answers the release hands the mechanism, recounted on its lattice
+    for name in ("lattice_answer", "lattice_group_answers"):
+        original = getattr(batch, name)
+        monkeypatch.setattr(batch, name, lambda *a, _f=original: seen.append(_f(*a)) or seen[-1])
+    path = tmp_path / "g.csv"
+    rows = [("a", 0.1), ("a", 0.3), ("b", 9.99), ("b", 0.0625), ("c", 10.0)]
+    path.write_text("clinic,x\n" + "".join(f"{c},{x!r}\n" for c, x in rows))
+    spec = _spec()
+    spec["data"]["attributes"]["clinic"] = ["a", "b", "c"]
+    grouped = batch.release_groups(spec, path, "clinic", seed=5, insecure_seed=True)
+    lattice = grouped.mechanism.lattice
+    g = lattice.granularity
+    exact = {c: sum(_rounded(lattice, Fraction(x)) for k, x in rows if k == c) * g for c in "abc"}
+    assert seen[0].values[:, 0].tolist() == [float(exact[c]) for c in "abc"]
+    values = grouped.levels[0].values[:, 0]
+    assert all(Fraction(float(v)) / g == int(Fraction(float(v)) / g) for v in values)  # lattice points
+    batch.release_once(spec, path, random_source(5, insecure_seed=True))
+    assert seen[1].tolist() == [float(sum(exact.values()))]
