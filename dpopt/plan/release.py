@@ -25,11 +25,13 @@ from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
 from dpopt.plan.spec import load_plan, plan_cells, query_spec
+from dpopt.mechanisms.real_lattice import RealLattice
 from dpopt.problem import Problem
 from dpopt.release import sources
 from dpopt.release.batch import ENGINES, group_domain
 from dpopt.release.bounding import bound_contributions, pair_mean, published_bounding
 from dpopt.release.cells import cell_rows, cells_block
+from dpopt.release.lattice_sums import lattice_answer
 from dpopt.release.operator import operator_report
 from dpopt.rng import RandomSource
 from dpopt.spec.models import Plan
@@ -285,6 +287,9 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         mechanism = {"family": joint.mechanism.family, "design": "joint"}
     else:
         answers, records = plan_answers(solution, data, counted)
+        answers = [lattice_answer(*counted, d.problem.query, d.mechanism.lattice)  # a sum measured exactly
+                   if isinstance(getattr(d.mechanism, "lattice", None), RealLattice) else a
+                   for d, a in zip(solution.designs, answers)]
         noisy_answers = [d.mechanism.release(v, rng=randomness.stream(i))
                          for i, (d, v) in enumerate(zip(solution.designs, answers))]
     per_cells = plan_per_cell(solution)
