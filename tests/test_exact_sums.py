@@ -213,3 +213,20 @@ def test_dpopt_release_counts_the_sum_on_the_lattice_grouped_and_ungrouped(tmp_p
     assert all(Fraction(float(v)) / g == int(Fraction(float(v)) / g) for v in values)  # lattice points
     batch.release_once(spec, path, random_source(5, insecure_seed=True))
     assert seen[1].tolist() == [float(sum(exact.values()))]
+
+
+def test_support_attack_breaks_the_floating_point_sum_and_not_the_exact_one():
+    """Mironov's support attack (tests/test_float_attack.py) on a sum of values in [0, 1] at neighbouring sums 0 and
+    1 (one record of value 1 added), ε = 0.5: the floating-point Laplace release is flagged only at 1 (no ε holds);
+    the exact release's flag rates obey P(E | one) ≤ e^ε P(E | other) within Clopper–Pearson limits."""
+    from test_float_attack import EPSILON, RELEASES, clopper_pearson, event_rates
+
+    spec = _spec(privacy={"pure": {"epsilon": EPSILON}}, upper=1)
+    floating = dpopt.solve({**spec, "sampler": "floating_point"}).mechanism
+    exact = dpopt.solve(spec).mechanism
+    assert isinstance(exact, LatticeSumLaplace) and not floating.exact_noise
+    e0, e1 = event_rates(floating, floating.scale, lambda i: np.random.default_rng(400 + i))
+    assert e0 == 0 and clopper_pearson(e1, RELEASES, upper=False) > 0.1
+    f0, f1 = event_rates(exact, floating.scale, lambda i: np.random.default_rng(500 + i))
+    for a, b in ((f0, f1), (f1, f0)):
+        assert clopper_pearson(a, RELEASES, upper=False) <= math.exp(EPSILON) * clopper_pearson(b, RELEASES, upper=True)
