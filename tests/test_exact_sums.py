@@ -230,3 +230,18 @@ def test_support_attack_breaks_the_floating_point_sum_and_not_the_exact_one():
     f0, f1 = event_rates(exact, floating.scale, lambda i: np.random.default_rng(500 + i))
     for a, b in ((f0, f1), (f1, f0)):
         assert clopper_pearson(a, RELEASES, upper=False) <= math.exp(EPSILON) * clopper_pearson(b, RELEASES, upper=True)
+
+
+def test_on_counts_the_exact_geometric_law_beats_the_floating_point_staircase():
+    # the unit-step discrete staircase is the geometric law: E Z² = 2r/(1 − r)² per cell, r = e^{−ε} (CKS 2020,
+    # Def. 28), 3 cells at ε = 1: 5.524, below the continuous staircase's, so auto needs no discrete staircase
+    spec = {"dpopt": 1, "name": "c", "data": {"attributes": {"a": ["x", "y", "z"]}},
+            "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "add_remove",
+            "privacy": {"pure": {"epsilon": 1}}, "mechanism": ["staircase", "discrete_laplace"],
+            "utility": {"metric": "l2"}}
+    solution = dpopt.solve(spec)
+    r = math.exp(-1)
+    assert solution.mechanism.family == "discrete_laplace"
+    assert solution.certificate["utility"]["value"] == pytest.approx(3 * 2 * r / (1 - r) ** 2, rel=1e-5)
+    staircase = next(c for c in solution.candidates if c.family == "staircase")
+    assert staircase.utility.value > solution.certificate["utility"]["value"]
