@@ -33,7 +33,6 @@ from dpopt.domain.queries import NumericQuery
 from dpopt.mechanisms.gaussian import CONTINUOUS_METRICS, GaussianMechanism
 from dpopt.mechanisms.laplace import LaplaceMechanism
 from dpopt.mechanisms.lattice import (
-    GDP_TARGETS,
     discrete_variance,
     lattice_isotropic_check,
     lattice_privacy_summary,
