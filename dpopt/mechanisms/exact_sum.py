@@ -41,6 +41,7 @@ from dpopt.mechanisms.lattice import (
 from dpopt.mechanisms.real_lattice import (
     EXACT_SUM_NOTE,
     LATTICE_BITS,
+    MAX_EXPONENT,
     RealLattice,
     answer_units,
     exponent_at_most,
@@ -125,7 +126,7 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
     def __init__(self, scale: float, lattice: RealLattice, units_scale: Fraction):
         super().__init__(scale, 1)
         self.lattice, self.units_scale = lattice, Fraction(units_scale)
-        self.cost_ratio = self._max_variance() / (2.0 * self.scale**2)
+        self.cost_ratio = self._moments()["second_moment"] / (2 * float(Fraction(self.scale) / lattice.unit) ** 2)
 
     @classmethod
     def utility_bound(cls, problem: Problem) -> float | None:
@@ -148,11 +149,11 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
         if refusal is None:
             divisor, sensitivity = answer_units(problem)
             b = Fraction(continuous.scale) * divisor
-            lattice = real_lattice(problem, exponent_at_most(min(b, sensitivity), LATTICE_BITS))
             try:
+                lattice = real_lattice(problem, exponent_at_most(min(b, sensitivity), LATTICE_BITS))
                 units = DiscreteLaplaceMechanism.design(replace(problem, space=_laplace_space(lattice, problem.spec.privacy)))
             except CalibrationError as exc:
-                refusal = f"the discrete Laplace on the lattice: {exc}"
+                refusal = f"on the lattice: {exc}"
             else:
                 exact = cls(continuous.scale, lattice, units.scale)
                 refusal = _cost_refusal(exact.cost_ratio)
@@ -217,7 +218,7 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
         super().__init__(sigma, 1, target=target)
         self.lattice, self.lattice_sigma2, self.sampler = lattice, Fraction(sigma2), "exact"
         self.integer_noise = True  # GaussianMechanism sets it per instance
-        self.cost_ratio = self._variance() / self.sigma**2
+        self.cost_ratio = discrete_variance(self.lattice_sigma2) / float(Fraction(self.sigma) / lattice.unit) ** 2
 
     @classmethod
     def design(cls, problem: Problem) -> GaussianMechanism:
@@ -238,8 +239,9 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
             divisor, _ = answer_units(problem)
             sigma = Fraction(continuous.sigma) * divisor
             top = GAUSSIAN_BITS[privacy.definition]
-            lattices = [real_lattice(problem, exponent_at_most(sigma, bits)) for bits in range(top, top - 5, -1)]
-            refusal = "the lattice variance is outside the exact sampler's range"
+            exponents = [exponent_at_most(sigma, bits) for bits in range(top, top - 5, -1)]
+            lattices = [real_lattice(problem, e) for e in exponents if abs(e) <= MAX_EXPONENT]
+            refusal = "the lattice variance is outside the exact sampler's range, or g outside the double range"
             for lattice in sorted(lattices, key=lambda lat: lat.shift * lat.granularity):  # the rounding's cost
                 sigma_units = gaussian_sigma(Fraction(lattice.shift) ** 2, privacy)
                 sigma2 = target_lattice_variance(Fraction(sigma_units) ** 2, 1, privacy.definition)

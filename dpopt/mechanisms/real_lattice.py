@@ -32,7 +32,7 @@ from typing import Iterable
 import numpy as np
 
 from dpopt.core.checks import Check
-from dpopt.errors import DataError
+from dpopt.errors import CalibrationError, DataError
 from dpopt.domain.queries import NumericQuery
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import hamming_factor
@@ -173,8 +173,20 @@ def answer_units(problem: Problem) -> tuple[int, Fraction]:
     return divisor, Fraction(problem.space.l1) * divisor
 
 
+MAX_EXPONENT = 1000
+"""|e| served: g = 2^e and 2^-e are normal doubles (the SQL scaling and the published g·N/n)."""
+
+
 def real_lattice(problem: Problem, exponent: int) -> RealLattice:
-    """The lattice g = 2^exponent of the spec's sum or mean and its Δ_u (module docstring), exactly."""
+    """The lattice g = 2^exponent of the spec's sum or mean and its Δ_u (module docstring), exactly.
+
+    Raises
+    ------
+    CalibrationError
+        |exponent| above :data:`MAX_EXPONENT` (bounds or a noise scale beyond double range).
+    """
+    if abs(exponent) > MAX_EXPONENT:
+        raise CalibrationError(f"the lattice 2^{exponent} is beyond the double range")
     query, spec = problem.query, problem.spec
     lower, upper = Fraction(query.lower), Fraction(query.upper)
     g = Fraction(2) ** exponent
