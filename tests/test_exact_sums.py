@@ -245,3 +245,23 @@ def test_on_counts_the_exact_geometric_law_beats_the_floating_point_staircase():
     assert solution.certificate["utility"]["value"] == pytest.approx(3 * 2 * r / (1 - r) ** 2, rel=1e-5)
     staircase = next(c for c in solution.candidates if c.family == "staircase")
     assert staircase.utility.value > solution.certificate["utility"]["value"]
+
+
+def test_a_grouped_release_plan_counts_each_groups_sum_on_the_lattice(tmp_path, monkeypatch):
+    from dpopt.plan import release as plan_release
+    from dpopt.rng import random_source
+
+    seen = []
+    original = plan_release._lattice_group_units
+    monkeypatch.setattr(plan_release, "_lattice_group_units", lambda *a: seen.append(original(*a)) or seen[-1])
+    path = tmp_path / "g.csv"
+    rows = [("a", 0.1), ("a", 0.3), ("b", 9.99), ("b", 0.0625)]
+    path.write_text("clinic,x\n" + "".join(f"{c},{x!r}\n" for c, x in rows))
+    plan = {"dpopt": 1, "name": "p", "data": {"attributes": {"clinic": ["a", "b"], "x": {"min": 0, "max": 10}}},
+            "queries": [{"name": "total", "query": {"kind": "sum", "attribute": "x"}},
+                        {"name": "clinics", "query": {"kind": "histogram", "attribute": "clinic"}}],
+            "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "auto",
+            "utility": {"metric": "l2"}}
+    solution, _, _ = plan_release.release_plan_groups(plan, path, ["clinic"], random_source(3, insecure_seed=True))
+    lattice = solution.designs[0].mechanism.lattice
+    assert seen == [{0: {c: sum(_rounded(lattice, Fraction(x)) for k, x in rows if k == c) for c in "ab"}}]
