@@ -6,16 +6,19 @@ release g(N + η)/n:
 
 - **Laplace** → η discrete Laplace of scale t = p/2^k (CKS 2020, Algorithms 1–2), designed by
   :class:`~dpopt.mechanisms.discrete_laplace.DiscreteLaplaceMechanism` on the integer space of shifts ≤ Δ_u:
-  pure ε = Δ_u/t exactly; (ε, δ) by the discrete Laplace's exact profile; ρ-zCDP by its Rényi divergences;
-  μ-GDP through ε-DP. g = 2^e ≤ 2^-20 min(b, Δ) (sum units), so t ≈ 2^20·b/Δ·… stays below the sampler's 2^40.
+  pure ε = Δ_u/t exactly; (ε, δ) through ε = Δ_u/t, δ unused (:func:`_laplace_space`); ρ-zCDP by its Rényi
+  divergences. g = 2^e ≤ 2^-20 min(b, Δ) (sum units), so the unit the rounding adds to Δ costs below 2^-20 and
+  t ≈ b/g stays within the sampler's 2^40 for ε ≥ 2^-19. μ-GDP through ε-DP costs more than the margin
+  (Laplace's exact one-dimensional trade-off is far tighter): such a design keeps Laplace(b).
 - **Gaussian** → η ~ N_ℤ(0, σ_ℤ²) (CKS 2020, Algorithm 3), σ_ℤ² the dyadic lattice variance of
   :mod:`dpopt.mechanisms.lattice` for the continuous σ_u = the Gaussian calibration at Δ_u: ρ = Δ_u²/(2σ_ℤ²)
   (CKS Theorem 14), μ = Δ_u·m under μ-GDP and (ε, δ) (the certified slope). The sampler serves σ_ℤ² ≤ 2³⁰ and the
-  slope σ_ℤ² ≤ 2²², so g = 2^e ≈ 2^-13 σ (zCDP) or 2^-9 σ (μ-GDP, (ε, δ)): the unit the rounding adds to Δ costs
-  up to about 2g/Δ — nothing when the bounds are multiples of g.
+  slope σ_ℤ² ≤ 2²², so g = 2^e is between 2^-14 σ and 2^-10 σ (zCDP) or 2^-10 σ and 2^-6 σ (μ-GDP, (ε, δ))
+  (:data:`GAUSSIAN_BITS`): the unit the rounding adds to Δ costs up to about 2g/Δ in variance — nothing when the
+  bounds are multiples of g.
 
 The design keeps the floating-point sampler (and its note) when the exact measurement's predicted error exceeds
-the continuous design's by more than :data:`~dpopt.design.select.EXACT_MARGIN`; the certificate's design record
+the continuous design's by more than :data:`COST_MARGIN` (0.1%, as ``EXACT_MARGIN``); the certificate's design record
 states the ratio (``lattice_cost_ratio`` in the parameters, or the refusal's note).
 """
 
