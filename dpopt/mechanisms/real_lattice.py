@@ -47,8 +47,10 @@ MAX_UNITS = 2**50
 """Largest |N| (in units of g) served: N·g is then a double exactly, and N + η stays in int64."""
 
 EXACT_SUM_NOTE = (
-    "exact measurement on a dyadic lattice: each record's value is rounded to the lattice g = {g} in exact "
-    "arithmetic, the integer sum N (units of g) receives {noise} sampled in integer arithmetic (Canonne, Kamath & "
+    "exact measurement on a dyadic lattice: each record's value is rounded half up to the lattice g = {g} in exact "
+    "arithmetic and summed exactly (dpopt release; an answer handed to Mechanism.release is rounded as a whole, "
+    "which the same sensitivity covers), the integer sum N (units of g) receives {noise} sampled in integer "
+    "arithmetic (Canonne, Kamath & "
     "Steinke 2020), and the published value g(N + η)/{divisor} is formed from the integer N + η alone "
     "(post-processing); the rounding is charged to the sensitivity (Δ_u = {shift} units), so the guarantee covers "
     "the numbers as computed. Randomness: the numpy Generator passed to release (dpopt release: AES-CTR CSPRNG "
