@@ -115,10 +115,12 @@ def _cost_refusal(ratio: float) -> str | None:
 
 
 def _laplace_space(lattice: RealLattice, privacy: Privacy) -> SensitivitySpace:
-    """The lattice's integer space for the discrete Laplace: under (ε, δ) stated as not listed, so that the design
-    and check go through ε = Δ_u/t with δ unused (the exact profile sums Δ_u terms, millions here; the continuous
-    design's δ gains Δ₁/b = ε − 2 ln(1 − δ), a relative 2δ/ε in the scale, within the cost margin for δ ≤ ε/4000)."""
-    return lattice.space(listed=privacy.definition != "approx")
+    """The lattice's integer space for the discrete Laplace: listed (the move ±Δ_u) only under ρ-zCDP, whose Rényi
+    check is a closed form per order; otherwise stated as not listed, so that the design and check go through
+    ε = Δ_u/t (an exact (ε, δ) profile or trade-off function of the move would run over its Δ_u + 1 loss values,
+    millions here; under (ε, δ) the continuous design's δ gains Δ₁/b = ε − 2 ln(1 − δ), a relative 2δ/ε in the
+    scale, within the cost margin for δ ≤ ε/4000)."""
+    return lattice.space(listed=privacy.definition == "zcdp")
 
 
 class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
