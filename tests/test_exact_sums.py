@@ -265,3 +265,23 @@ def test_a_grouped_release_plan_counts_each_groups_sum_on_the_lattice(tmp_path, 
     solution, _, _ = plan_release.release_plan_groups(plan, path, ["clinic"], random_source(3, insecure_seed=True))
     lattice = solution.designs[0].mechanism.lattice
     assert seen == [{0: {c: sum(_rounded(lattice, Fraction(x)) for k, x in rows if k == c) for c in "ab"}}]
+
+
+def test_verify_rejects_a_halved_lattice_variance_of_a_gaussian_sum():
+    cert = dpopt.solve(_spec(mechanism="gaussian", privacy={"zcdp": {"rho": 0.5}}, lower=0, upper=10.3)).certificate.data
+    assert dpopt.verify(cert).passed
+    forged = copy.deepcopy(cert)
+    parameters = forged["mechanism"]["parameters"]
+    parameters["lattice_sigma2"] = str(Fraction(parameters["lattice_sigma2"]) / 2)  # ρ = Δ_u²/(2σ_ℤ²) doubled
+    assert not dpopt.verify(forged).passed
+
+
+@pytest.mark.parametrize("divisor", [1, 7, 12345])
+def test_the_vectorised_units_agree_with_exact_rounding_and_invert_the_published_value(divisor):
+    rng = np.random.default_rng(divisor)
+    lattice = RealLattice(-3, Fraction(0), Fraction(1), divisor, 1)
+    units = rng.integers(-2**40, 2**40, size=2000)
+    values = np.concatenate([lattice.answers(units), rng.normal(0, 1e6, 2000), lattice.answers(units) * (1 + 1e-16)])
+    expected = [math.floor(Fraction(float(v)) * 8 * divisor + Fraction(1, 2)) for v in values]
+    assert lattice.units(values).tolist() == expected
+    assert lattice.units(lattice.answers(units)).tolist() == units.tolist()

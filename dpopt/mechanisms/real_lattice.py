@@ -118,6 +118,13 @@ class RealLattice:
             q = flat * 2.0 ** -self.exponent  # exact: a power of two, no overflow below 2^50
             units = np.floor(q) + (q - np.floor(q) >= 0.5)  # floor and fractional part of a double are exact
             return units.astype(np.int64).reshape(np.shape(values))
+        if np.all(np.abs(flat) <= 2.0 ** (self.exponent + 50) / self.divisor):  # a mean: floor in floats where safe
+            estimate = flat * 2.0**-self.exponent * self.divisor + 0.5  # within 2^-51 |estimate| of A·n/g + ½
+            units = np.floor(estimate)
+            near = np.abs(estimate - np.round(estimate)) <= 2.0**-48 * np.maximum(1.0, np.abs(estimate))
+            for i in np.flatnonzero(near):  # an integer may lie between: decided exactly
+                units[i] = math.floor(Fraction(float(flat[i])) / self.unit + Fraction(1, 2))
+            return units.astype(np.int64).reshape(np.shape(values))
         units = [math.floor(Fraction(float(a)) / self.unit + Fraction(1, 2)) for a in flat]
         if any(abs(u) > MAX_UNITS for u in units):
             raise DataError(f"an answer is beyond 2^50 units of the lattice g = {self.granularity} "
