@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -44,11 +45,11 @@ def test_survey_plan_solves_and_verifies_through_the_cli(tmp_path, capsys):
     assert [q["name"] for q in cert["queries"]] == ["total income", "race", "sex", "age", "race x sex", "mean income"]
     assert main(["report", str(tmp_path / "certificate.json")]) == 0
     assert "| race x sex | 2 |" in capsys.readouterr().out
-    # tampering: one query's sigma lowered in its certificate and in the plan's row (the Gaussian sum; the
-    # tables are measured exactly by marginal_gaussian under zCDP)
+    # tampering: one query's noise lowered in its certificate and in the plan's row (the Gaussian sum, measured
+    # exactly on its lattice: σ_ℤ² halved; the tables are measured exactly by marginal_gaussian under zCDP)
     entry = cert["queries"][0]
-    entry["certificate"]["mechanism"]["parameters"]["sigma"] *= 0.8
-    entry["parameters"]["sigma"] *= 0.8
+    for parameters in (entry["certificate"]["mechanism"]["parameters"], entry["parameters"]):
+        parameters["lattice_sigma2"] = str(Fraction(parameters["lattice_sigma2"]) / 2)
     (tmp_path / "bad.json").write_text(json.dumps(cert))
     assert main(["verify", str(tmp_path / "bad.json")]) == 1
     assert "total income.privacy" in capsys.readouterr().err

@@ -68,6 +68,8 @@ class Capability:
     exact : str
         When its noise is sampled exactly (no floating-point noise touches the release,
         :mod:`dpopt.mechanisms.lattice`); empty: never (its certificate notes idealized numerics).
+    inexact : str
+        For a family that is never exact: why, in one short clause (the docs table shows it).
     serves : str
         One line for the docs table: what it is best at.
     """
@@ -85,13 +87,16 @@ class Capability:
     max_dimension: int | None = None
     bound: str | None = None
     exact: str = ""
+    inexact: str = ""
     serves: str = ""
 
 
 _M = "dpopt.mechanisms."
 
 FAMILIES: tuple[Capability, ...] = (
-    Capability("gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), exact="zcdp, gdp, approx; counting queries; metrics other than ci_volume, test_power",
+    Capability("gaussian", _M + "exact_sum", ("gdp", "zcdp", "approx", "pdp"),
+               exact="zcdp, gdp, approx; counting queries, and bounded sums and means on a dyadic lattice (the "
+                     "lattice's cost at most 0.1%); metrics other than ci_volume, test_power",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, max_variance",
@@ -124,16 +129,25 @@ FAMILIES: tuple[Capability, ...] = (
                      "max_variance; the integer strategy's rounding at most 0.1% (else floating point, and the "
                      "certificate says why)",
                serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
-    Capability("laplace", _M + "laplace", ("pure", "approx", "zcdp", "gdp"), bound="iid",
+    Capability("laplace", _M + "exact_sum", ("pure", "approx", "zcdp", "gdp"), bound="iid",
+               exact="pure, approx, zcdp on bounded sums and means (discrete Laplace on a dyadic lattice; gdp "
+                     "through ε costs more than 0.1%)",
                serves="Laplace noise on every coordinate"),
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
+               inexact="a Gamma radius times a uniform point of the polytope K: no lattice law with a derived "
+                       "privacy loss",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
     Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
-               bound="iid_zcdp",
+               bound="iid_zcdp", inexact="density exp(−‖x/σ‖_p^p) with a real p (and a truncation box): the privacy loss "
+                                         "of its lattice version is derived only at p = 1, 2 (discrete Laplace, "
+                                         "discrete Gaussian)",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase", metrics=LOCAL_METRICS, bound="iid",
+               inexact="on counts the unit-step discrete staircase is the geometric law (exact as "
+                       "discrete_laplace); on real answers its steps at ±(g + k)Δ₀ are not lattice points",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
     Capability("r2dp", _M + "r2dp", metrics=LOCAL_METRICS, bound="iid",
+               inexact="Laplace of a scale drawn from a continuous mixing law: no exact sampler of the mixture",
                serves="R²DP: Laplace with a randomised scale"),
     Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),
@@ -141,6 +155,7 @@ FAMILIES: tuple[Capability, ...] = (
                bound="iid", exact="always", serves="discrete Laplace (geometric) noise on integer answers"),
     Capability("query_scaling", _M + "query_scaling", GAUSSIAN_TARGETS,
                metrics=("ci_volume", "test_power", "l2"), invariants=True,
+               inexact="its ci_volume and test_power predictions are of the continuous Gaussian",
                serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),
 )
 """Every family of this package, in the order ``auto`` compares them (ties go to the first)."""

@@ -162,6 +162,6 @@ def capability_table(rows: tuple[Capability, ...] = FAMILIES) -> str:
         workload, tables, invariants = ("yes" if flag else "no" for flag in (row.workload, row.tables, row.invariants))
         lines.append(f"| `{row.name}` | {_cell(row.definitions)} | {_cell(row.queries)} "
                      f"| {_cell(row.metrics)} | {workload} | {tables} | {invariants} | {limit} | {bound} "
-                     f"| {row.exact or 'no'} "
+                     f"| {row.exact or 'never (floating point, idealized note): ' + (row.inexact or 'no lattice version')} "
                      f"| {row.serves} |")
     return "\n".join(lines)

@@ -498,7 +498,7 @@ class FamilyRegistry(Mapping[str, type[Mechanism]]):
     listing the names imports nothing."""
 
     def __getitem__(self, name: str) -> type[Mechanism]:
-        if name not in _REGISTRY and name in FAMILY_MODULES:
+        if name in FAMILY_MODULES:  # always: a family's module may refine a class another module defined
             importlib.import_module(FAMILY_MODULES[name])
         return _REGISTRY[name]
 

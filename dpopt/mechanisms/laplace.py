@@ -176,6 +176,9 @@ class LaplaceMechanism(Mechanism):
         value = cls(scale, space.dimension).expected_utility(spec.utility)
         return value.value if value.method == "closed form" else None
 
+    refusal: str | None = None
+    """Why a bounded sum or mean keeps the floating-point sampler (:mod:`dpopt.mechanisms.exact_sum`)."""
+
     @classmethod
     def design(cls, problem: Problem) -> "LaplaceMechanism":
         spec, space = problem.spec, problem.space
@@ -208,6 +211,9 @@ class LaplaceMechanism(Mechanism):
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         return [laplace_privacy_check(space.l1, self.scale, privacy, space)]
+
+    def notes(self) -> list[str]:
+        return super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
 
     def noise_law(self) -> ProductLaw:
         """d i.i.d. Laplace(0, b) coordinates."""

@@ -25,11 +25,13 @@ from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.plan.solve import PlanSolution, solve_plan
 from dpopt.plan.spec import load_plan, plan_cells, query_spec
+from dpopt.mechanisms.real_lattice import RealLattice
 from dpopt.problem import Problem
 from dpopt.release import sources
 from dpopt.release.batch import ENGINES, group_domain
 from dpopt.release.bounding import bound_contributions, pair_mean, published_bounding
 from dpopt.release.cells import cell_rows, cells_block
+from dpopt.release.lattice_sums import lattice_answer, units_sql
 from dpopt.release.operator import operator_report
 from dpopt.rng import RandomSource
 from dpopt.spec.models import Plan
@@ -137,6 +139,21 @@ def _units(solution: PlanSolution) -> tuple[list[Problem], list, list]:
         solution.designs)
 
 
+def _lattice_group_units(con, source: sources.DataSource, column: str, problems: list[Problem],
+                         mechanisms: list) -> dict[int, dict[str, int]]:
+    """For each released unit u that is a sum measured on a lattice, every group's exact N (units of g)
+    (:func:`dpopt.release.lattice_sums.units_sql`), keyed by the group as text."""
+    out = {}
+    for u, (problem, mechanism) in enumerate(zip(problems, mechanisms)):
+        lattice = getattr(mechanism, "lattice", None)
+        if isinstance(lattice, RealLattice) and problem.query.kind == "sum":  # a mean's n is not a group's
+            key = f"CAST({sources.quote_identifier(column)} AS VARCHAR)"
+            rows = sources._run(con, source, f"SELECT {key}, CAST(sum({units_sql(problem.query, lattice)}) AS VARCHAR) "
+                                             f"FROM {source.sql} GROUP BY ALL").fetchall()
+            out[u] = {str(k): int(v) for k, v in rows}
+    return out
+
+
 def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str | Path, group_by: list[str],
                         randomness: RandomSource, engine: str = "duckdb",
                         client=None) -> tuple[PlanSolution, dict, Certificate]:
@@ -217,9 +234,12 @@ def release_plan_groups(plan: Plan | str | Path | Mapping[str, Any], data: str |
             counts[g, int(row[1])] = row[2]
             for k in range(len(numeric)):
                 totals[g, k, int(row[1])] = row[3 + k] or 0.0
+        exact = {} if engine == "dask" else _lattice_group_units(con, source, column, problems, mechanisms)
         tables = {}
         for g, k in enumerate(keys):
             answers = _answers(problems, attributes, shape, numeric, counts[g], totals[g])
+            for u, units in exact.items():  # a sum measured exactly: the group's N on its lattice
+                answers[u] = mechanisms[u].lattice.answers(np.array([units.get(k, 0)]))
             noisy = [m.release(a, rng=randomness.stream(l, g, u)) for u, (m, a) in enumerate(zip(mechanisms, answers))]
             per_query = [mp @ noisy[0] for mp in maps[0]] if maps[0] is not None else noisy
             tables[k] = {n: dict(zip(lb, v.tolist())) for n, lb, v in zip(names, labels, per_query)}
@@ -285,6 +305,9 @@ def release_plan(plan: Plan | str | Path | Mapping[str, Any], data: str | Path,
         mechanism = {"family": joint.mechanism.family, "design": "joint"}
     else:
         answers, records = plan_answers(solution, data, counted)
+        answers = [lattice_answer(*counted, d.problem.query, d.mechanism.lattice)  # a sum measured exactly
+                   if isinstance(getattr(d.mechanism, "lattice", None), RealLattice) else a
+                   for d, a in zip(solution.designs, answers)]
         noisy_answers = [d.mechanism.release(v, rng=randomness.stream(i))
                          for i, (d, v) in enumerate(zip(solution.designs, answers))]
     per_cells = plan_per_cell(solution)

@@ -42,11 +42,13 @@ from dpopt.core.output import output_folder
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError, SpecError, UnsupportedSpecError
 from dpopt.mechanisms import Mechanism
+from dpopt.mechanisms.real_lattice import RealLattice
 from dpopt.release import sources
 from dpopt.release.bind import as_test_release, certificate_sha256, sha256_bytes
 from dpopt.release.bounding import bound_contributions, pair_mean, published_bounding
 from dpopt.release.blocks import BLOCK_GROUPS, add_noise, noisy_block
 from dpopt.certificate.intervals import cell_intervals
+from dpopt.release.lattice_sums import lattice_answer, lattice_group_answers
 from dpopt.release.cells import cell_errors, cell_rows, cells_block, document_csv, release_cells
 from dpopt.release.rounded import column_mode, round_array, rounded_document
 from dpopt.rng import RandomSource, random_source
@@ -359,6 +361,9 @@ def release_groups(
         counted = [sources.group_answers(con, source, spec, column, domain.keys, domain.description, query=query)
                    for column, domain in zip(group_by, domains)]
     solution = solve(problem)
+    lattice = getattr(solution.mechanism, "lattice", None)
+    if isinstance(lattice, RealLattice) and counted:  # sums measured exactly: each group's N recounted
+        counted = [lattice_group_answers(con, source, query, lattice, answers) for answers in counted]
     if engine == "dask":
         try:  # dask is an optional dependency (pip install "dpopt[dask]")
             from dpopt.release.distributed import release_level_dask
@@ -422,6 +427,9 @@ def release_once(
             source, bounding = bound_contributions(con, source, problem.spec, problem.query, randomness)
         value, records = sources.answer(con, source, problem.spec, query=problem.query)
     solution = solve(problem)
+    lattice = getattr(solution.mechanism, "lattice", None)
+    if isinstance(lattice, RealLattice) and engine != "dask":  # a sum or mean measured exactly: N recounted
+        value = lattice_answer(con, source, problem.query, lattice)
     return solution, noisy_block(solution.mechanism, value[None, :], randomness.stream())[0], records, bounding
 
 

@@ -1,0 +1,297 @@
+r"""Laplace and Gaussian noise on a bounded sum or mean, measured exactly on a dyadic lattice.
+
+The continuous design (Laplace(b) or N(0, σ²) on the answer) fixes the noise scale; the measurement is then the
+integer lattice sum N of :mod:`dpopt.mechanisms.real_lattice` (units of g = 2^e) plus integer noise, and the
+release g(N + η)/n:
+
+- **Laplace** → η discrete Laplace of scale t = p/2^k (CKS 2020, Algorithms 1–2), designed by
+  :class:`~dpopt.mechanisms.discrete_laplace.DiscreteLaplaceMechanism` on the integer space of shifts ≤ Δ_u:
+  pure ε = Δ_u/t exactly; (ε, δ) through ε = Δ_u/t, δ unused (:func:`_laplace_space`); ρ-zCDP by its Rényi
+  divergences. g = 2^e ≤ 2^-20 min(b, Δ) (sum units), so the unit the rounding adds to Δ costs below 2^-20 and
+  t ≈ b/g stays within the sampler's 2^40 for ε ≥ 2^-19. μ-GDP through ε-DP costs more than the margin
+  (Laplace's exact one-dimensional trade-off is far tighter): such a design keeps Laplace(b).
+- **Gaussian** → η ~ N_ℤ(0, σ_ℤ²) (CKS 2020, Algorithm 3), σ_ℤ² the dyadic lattice variance of
+  :mod:`dpopt.mechanisms.lattice` for the continuous σ_u = the Gaussian calibration at Δ_u: ρ = Δ_u²/(2σ_ℤ²)
+  (CKS Theorem 14), μ = Δ_u·m under μ-GDP and (ε, δ) (the certified slope). The sampler serves σ_ℤ² ≤ 2³⁰ and the
+  slope σ_ℤ² ≤ 2²², so g = 2^e is between 2^-14 σ and 2^-10 σ (zCDP) or 2^-10 σ and 2^-6 σ (μ-GDP, (ε, δ))
+  (:data:`GAUSSIAN_BITS`): the unit the rounding adds to Δ costs up to about 2g/Δ in variance — nothing when the
+  bounds are multiples of g.
+
+The design keeps the floating-point sampler (and its note) when the exact measurement's predicted error exceeds
+the continuous design's by more than :data:`COST_MARGIN` (0.1%, as ``EXACT_MARGIN``); the certificate's design record
+states the ratio (``lattice_cost_ratio`` in the parameters, or the refusal's note).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt.core.checks import Check
+from dpopt.errors import CalibrationError
+from dpopt.mechanisms.discrete_laplace import DiscreteLaplaceMechanism, discrete_laplace_privacy_check
+from dpopt.domain.queries import NumericQuery
+from dpopt.mechanisms.gaussian import CONTINUOUS_METRICS, GaussianMechanism
+from dpopt.mechanisms.laplace import LaplaceMechanism
+from dpopt.mechanisms.lattice import (
+    discrete_variance,
+    lattice_isotropic_check,
+    lattice_privacy_summary,
+    target_lattice_variance,
+)
+from dpopt.mechanisms.real_lattice import (
+    EXACT_SUM_NOTE,
+    LATTICE_BITS,
+    MAX_EXPONENT,
+    RealLattice,
+    answer_units,
+    exponent_at_most,
+    lattice_refusal,
+    lattice_scope_check,
+    real_lattice,
+)
+from dpopt.noise.discrete_gaussian import discrete_gaussian_moments, sample_discrete_gaussian
+from dpopt.noise.discrete_laplace import discrete_laplace_moments, sample_discrete_laplace
+from dpopt.privacy.gaussian_calibration import gaussian_sigma
+from dpopt.problem import Problem
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Privacy
+
+COST_MARGIN = 1e-3
+"""The largest relative error cost of the lattice (against the continuous design) at which the exact measurement
+is used; the same 0.1% as :data:`dpopt.design.select.EXACT_MARGIN` (not imported: design is a higher layer)."""
+
+GAUSSIAN_BITS = {"zcdp": 14, "gdp": 10, "approx": 10}
+"""The finest lattice tried, g = 2^e ≤ 2^-bits σ (sum units): σ_ℤ = σ/g below 2^15 (σ_ℤ² < 2³⁰, the int64 sampler's
+range) under ρ-zCDP, below 2^11 (σ_ℤ² < 2²², the certified slope's range) otherwise. The design tries this and the
+four coarser lattices and takes the one whose rounding costs least, Δ_u·g smallest (the bounds' multiples of a
+coarser g cost nothing), among those in the sampler's range."""
+
+NOISE_FREE_NOTE = "no second route on the lattice: the neighbours' shift of N is the integer Δ_u (privacy claim), " \
+                  "not the real sensitivity the second route reads"
+
+
+class _LatticeSum:
+    """What the two exact sum mechanisms share: the lattice, its scope check, the release through N."""
+
+    lattice: RealLattice
+    integer_noise = True
+
+    def _units_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """g·η/n, shape (size, 1) (the release's noise as a double; only for Monte Carlo checks)."""
+        return (self._units_noise(rng, size).astype(float) * float(self.lattice.unit)).reshape(size, 1)
+
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """g(N + η)/n: N = the lattice units of each answer (exact), η integer noise, the sum in int64."""
+        units = self.lattice.units(values)
+        return self.lattice.answers(units + self._units_noise(rng, units.size).reshape(units.shape))
+
+    def scope_checks(self, problem: Problem) -> list[Check]:
+        """:func:`~dpopt.mechanisms.real_lattice.lattice_scope_check`."""
+        return [lattice_scope_check(problem, self.lattice)]
+
+    def noise_law(self) -> str:
+        return NOISE_FREE_NOTE
+
+
+def _refusal(problem: Problem) -> str | None:
+    """:func:`~dpopt.mechanisms.real_lattice.lattice_refusal`, and the metrics only the continuous law predicts."""
+    metric = problem.spec.utility.metric
+    if metric in CONTINUOUS_METRICS:
+        return f"the {metric} prediction is of the continuous law"
+    return lattice_refusal(problem)
+
+
+def _cost_refusal(ratio: float) -> str | None:
+    """Why a lattice measurement whose error is ``ratio`` times the continuous design's is not used (None: it is)."""
+    if ratio > 1 + COST_MARGIN:
+        return f"the lattice measurement costs {ratio:.6f} times the continuous design's error (above 1.001)"
+    return None
+
+
+def _laplace_space(lattice: RealLattice, privacy: Privacy) -> SensitivitySpace:
+    """The lattice's integer space for the discrete Laplace: listed (the move ±Δ_u) only under ρ-zCDP, whose Rényi
+    check is a closed form per order; otherwise stated as not listed, so that the design and check go through
+    ε = Δ_u/t (an exact (ε, δ) profile or trade-off function of the move would run over its Δ_u + 1 loss values,
+    millions here; under (ε, δ) the continuous design's δ gains Δ₁/b = ε − 2 ln(1 − δ), a relative 2δ/ε in the
+    scale, within the cost margin for δ ≤ ε/4000)."""
+    return lattice.space(listed=privacy.definition == "zcdp")
+
+
+class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
+    """Laplace on a bounded sum or mean, measured on the lattice: N + η, η discrete Laplace of scale t (units)."""
+
+    family = "laplace"  # registered in place of LaplaceMechanism, whose design it refines
+
+    def __init__(self, scale: float, lattice: RealLattice, units_scale: Fraction):
+        super().__init__(scale, 1)
+        self.lattice, self.units_scale = lattice, Fraction(units_scale)
+        self.cost_ratio = self._moments()["second_moment"] / (2 * float(Fraction(self.scale) / lattice.unit) ** 2)
+
+    @classmethod
+    def utility_bound(cls, problem: Problem) -> float | None:
+        """:meth:`LaplaceMechanism.utility_bound`: the exact measurement's variance, (2t² − 1/6 + O(t⁻²))·(g/n)²
+        with t ≥ b·n/g, is within 10⁻¹² of 2b² (t ≥ 2^20), inside the bound's 10⁻⁹ margin."""
+        return LaplaceMechanism.utility_bound(problem)
+
+    @classmethod
+    def design(cls, problem: Problem) -> LaplaceMechanism:
+        """:meth:`LaplaceMechanism.design`; on a bounded sum or mean, its exact lattice measurement unless the spec
+        or the cost rules it out (then Laplace(b) and the reason)."""
+        return cls.from_design(problem, LaplaceMechanism.design(problem))
+
+    @classmethod
+    def from_design(cls, problem: Problem, continuous: LaplaceMechanism) -> LaplaceMechanism:
+        """The exact measurement of ``continuous``'s design, or ``continuous`` with its refusal."""
+        if not isinstance(problem.query, NumericQuery):
+            return continuous
+        refusal = _refusal(problem)
+        if refusal is None:
+            divisor, sensitivity = answer_units(problem)
+            b = Fraction(continuous.scale) * divisor
+            try:
+                lattice = real_lattice(problem, exponent_at_most(min(b, sensitivity), LATTICE_BITS))
+                units = DiscreteLaplaceMechanism.design(replace(problem, space=_laplace_space(lattice, problem.spec.privacy)))
+            except CalibrationError as exc:
+                refusal = f"on the lattice: {exc}"
+            else:
+                exact = cls(continuous.scale, lattice, units.scale)
+                refusal = _cost_refusal(exact.cost_ratio)
+                if refusal is None:
+                    return exact
+        continuous.refusal = refusal
+        return continuous
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> LaplaceMechanism:
+        if "sum_lattice" not in parameters:
+            return LaplaceMechanism.from_parameters(parameters, space)
+        return cls(parameters["scale"], RealLattice.from_dict(parameters["sum_lattice"]),
+                   Fraction(parameters["lattice_scale"]))
+
+    @property
+    def parameters(self) -> dict:
+        return {"scale": self.scale, "sampler": "exact", "sum_lattice": self.lattice.to_dict(),
+                "lattice_scale": str(self.units_scale), "lattice_cost_ratio": self.cost_ratio}
+
+    def _units_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        t = self.units_scale
+        return sample_discrete_laplace(rng, t.numerator, t.denominator, size)
+
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        return [discrete_laplace_privacy_check(_laplace_space(self.lattice, privacy), self.units_scale, privacy)]
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        eps = Fraction(self.lattice.shift) / self.units_scale
+        return {"epsilon": float(eps), "epsilon_exact": str(eps), "rho": float(eps * eps / 2),
+                "conversion": "exact: ε = Δ_u/t on the lattice (Δ_u the lattice sum's sensitivity in units of g); "
+                              "ε-DP ⇒ ε²/2-zCDP"}
+
+    def notes(self) -> list[str]:
+        lat = self.lattice
+        return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=f"discrete Laplace noise of scale t = "
+                                      f"{self.units_scale} (Algorithms 1–2)", divisor=lat.divisor, shift=lat.shift)]
+
+    def _moments(self) -> dict:
+        return discrete_laplace_moments(float(self.units_scale))
+
+    def _expected_l2(self, workload: np.ndarray | None) -> float:
+        frob = 1.0 if workload is None else float(np.sum(workload**2))
+        return self._max_variance() * frob
+
+    def _expected_l1(self) -> float:
+        return self._moments()["mean_abs"] * float(self.lattice.unit)
+
+    def _usefulness(self, gamma: float) -> float:
+        return discrete_laplace_moments(float(self.units_scale), gamma / float(self.lattice.unit))["within"]
+
+    def _max_variance(self) -> float:
+        return self._moments()["second_moment"] * float(self.lattice.unit) ** 2
+
+
+class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
+    """Gaussian on a bounded sum or mean, measured on the lattice: N + η, η ~ N_ℤ(0, σ_ℤ²) (units)."""
+
+    family = "gaussian"  # registered in place of GaussianMechanism, whose design it refines
+
+    def __init__(self, sigma: float, lattice: RealLattice, sigma2: Fraction, target: str):
+        super().__init__(sigma, 1, target=target)
+        self.lattice, self.lattice_sigma2, self.sampler = lattice, Fraction(sigma2), "exact"
+        self.integer_noise = True  # GaussianMechanism sets it per instance
+        self.cost_ratio = discrete_variance(self.lattice_sigma2) / float(Fraction(self.sigma) / lattice.unit) ** 2
+
+    @classmethod
+    def design(cls, problem: Problem) -> GaussianMechanism:
+        """:meth:`GaussianMechanism.design`; on a bounded sum or mean, its exact lattice measurement unless the
+        spec or the cost rules it out (then N(0, σ²) and the reason)."""
+        return cls.from_design(problem, GaussianMechanism.design(problem))
+
+    @classmethod
+    def from_design(cls, problem: Problem, continuous: GaussianMechanism) -> GaussianMechanism:
+        """The exact measurement of ``continuous``'s design, or ``continuous`` with its refusal."""
+        if not isinstance(problem.query, NumericQuery):
+            return continuous
+        privacy = problem.spec.privacy
+        refusal = _refusal(problem)
+        if refusal is None and privacy.definition not in GAUSSIAN_BITS:
+            refusal = f"a {privacy.definition} target is not certified for the discrete Gaussian"
+        if refusal is None:
+            divisor, _ = answer_units(problem)
+            sigma = Fraction(continuous.sigma) * divisor
+            top = GAUSSIAN_BITS[privacy.definition]
+            exponents = [exponent_at_most(sigma, bits) for bits in range(top, top - 5, -1)]
+            lattices = [real_lattice(problem, e) for e in exponents if abs(e) <= MAX_EXPONENT]
+            refusal = "the lattice variance is outside the exact sampler's range, or g outside the double range"
+            for lattice in sorted(lattices, key=lambda lat: lat.shift * lat.granularity):  # the rounding's cost
+                sigma_units = gaussian_sigma(Fraction(lattice.shift) ** 2, privacy)
+                sigma2 = target_lattice_variance(Fraction(sigma_units) ** 2, 1, privacy.definition)
+                if sigma2 is not None:
+                    exact = cls(continuous.sigma, lattice, sigma2, privacy.definition)
+                    refusal = _cost_refusal(exact.cost_ratio)
+                    if refusal is None:
+                        return exact
+                    break
+        continuous.refusal = refusal
+        return continuous
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> GaussianMechanism:
+        if "sum_lattice" not in parameters:
+            return GaussianMechanism.from_parameters(parameters, space)
+        return cls(parameters["sigma"], RealLattice.from_dict(parameters["sum_lattice"]),
+                   Fraction(parameters["lattice_sigma2"]), parameters.get("lattice_privacy", "zcdp"))
+
+    @property
+    def parameters(self) -> dict:
+        return {"sigma": self.sigma, "sampler": "exact", "sum_lattice": self.lattice.to_dict(),
+                "lattice_sigma2": str(self.lattice_sigma2), "lattice_privacy": self.target,
+                "lattice_cost_ratio": self.cost_ratio}
+
+    def _units_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        s2 = self.lattice_sigma2
+        return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size)
+
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        return [lattice_isotropic_check(Fraction(self.lattice.shift) ** 2, self.lattice_sigma2, privacy)]
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        return lattice_privacy_summary(Fraction(self.lattice.shift) ** 2, self.lattice_sigma2, self.target)
+
+    def notes(self) -> list[str]:
+        lat = self.lattice
+        return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=f"discrete Gaussian noise N_ℤ(0, σ_ℤ²), σ_ℤ² = "
+                                      f"{self.lattice_sigma2} (Algorithm 3)", divisor=lat.divisor, shift=lat.shift)]
+
+    def _variance(self) -> float:
+        return discrete_variance(self.lattice_sigma2) * float(self.lattice.unit) ** 2
+
+    def _expected_l1(self) -> float:
+        return discrete_gaussian_moments(float(self.lattice_sigma2))["mean_abs"] * float(self.lattice.unit)
+
+    def _usefulness(self, gamma: float) -> float:
+        return discrete_gaussian_moments(float(self.lattice_sigma2), gamma / float(self.lattice.unit))["within"]
