@@ -37,6 +37,7 @@ from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
+from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS
 from dpopt.mechanisms.integer_noise import (
     EXACT_SAMPLER_NOTE,
     IntegerNoiseMechanism,
@@ -44,7 +45,6 @@ from dpopt.mechanisms.integer_noise import (
     is_integer_valued,
     move_patterns,
 )
-from dpopt.mechanisms.laplace import SCALE_MONOTONE_METRICS, epsilon_dp_check
 from dpopt.noise.discrete_laplace import (
     DiscreteLaplaceMarginal,
     discrete_laplace_moments,
@@ -58,7 +58,7 @@ from dpopt.privacy.discrete_laplace import (
     discrete_laplace_renyi,
     discrete_laplace_zcdp_holds,
 )
-from dpopt.privacy.pure_conversion import pure_epsilon_for, pure_privacy_check
+from dpopt.privacy.pure_conversion import epsilon_dp_check, pure_epsilon_for, pure_privacy_check
 from dpopt.privacy.zcdp import renyi_peak
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
