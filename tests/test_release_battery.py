@@ -314,6 +314,9 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         assert p["variant"] in ("zero", "mean"), p  # B = I in this case's spec
         reference = _js_reference(r.truth, p["sigma"], p["variant"], e.shape[0]) - r.truth
         return float(stats.ks_2samp(np.sum(e**2, axis=1), np.sum(reference**2, axis=1)).pvalue)
+    if family == "laplace" and p.get("sampler") == "exact":  # on counts: i.i.d. discrete Laplace of scale t (CKS 2020)
+        t = float(Fraction(p["scale_exact"]))
+        return _chi2_integer(np.ravel(e), lambda k: -np.abs(k) / t)
     if family == "laplace":
         return _ks(e / p["scale"], stats.laplace.cdf)
     if family == "k_norm":

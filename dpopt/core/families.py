@@ -121,6 +121,8 @@ FAMILIES: tuple[Capability, ...] = (
                      "certificate says why)",
                serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
     Capability("laplace", _M + "laplace", ("pure", "approx", "zcdp", "gdp"), bound="iid",
+               exact="pure, approx, zcdp, gdp; counting queries (discrete Laplace of a dyadic scale t ≥ b, the "
+                     "discrete law's guarantee: under gdp, zcdp a larger t than b)",
                serves="Laplace noise on every coordinate"),
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
