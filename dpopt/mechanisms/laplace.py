@@ -17,7 +17,8 @@ x plus η i.i.d. discrete Laplace of a dyadic scale t ≥ b, P[η = k] ∝ e^{�
 arithmetic (Canonne, Kamath & Steinke 2020, Algorithms 1–2). The guarantee is certified for that law, as the
 ``discrete_laplace`` family certifies it (:func:`~dpopt.mechanisms.discrete_laplace.discrete_laplace_privacy_check`:
 pure ε = Δ₁/t exactly against the decimal target as written; (ε, δ) by the exact profile of each move pattern; ρ-zCDP
-by the Rényi divergences of each pattern; μ-GDP through ε-DP). Where the discrete law needs a larger scale than b
+by the Rényi divergences of each pattern; μ-GDP by the exact trade-off function of each pattern). Where the discrete
+law needs a larger scale than b
 (under μ-GDP, ρ-zCDP or (ε, δ) a unit shift of the discrete Laplace is randomized response, the worst ε-DP pair),
 t is the discrete family's own calibration. The utility stated is the discrete law's,
 E η² = 2e^{−1/t}/(1 − e^{−1/t})². ``sampler: floating_point`` keeps Laplace(b) and its note.
