@@ -23,7 +23,8 @@ Two releases, each designed once and released by both samplers from the same cer
 * **counts**: ``laplace`` on a count (add/remove) and on a 3-cell histogram (replace-one) under pure ε = 1,
   (1, 10⁻⁶), ρ = 0.5 and μ = 1, solved by default (exact: discrete Laplace of a dyadic scale t ≥ b) and with
   ``sampler: floating_point``: both scales, the certified E‖Z‖² of each and their ratio, and the CPU time of
-  RELEASES releases of each;
+  RELEASES releases of each; and ``query_scaling`` (``l2`` with a workload) on a 3-cell histogram under the
+  Gaussian targets, the certified error of each sampler;
 * **draws**: CELLS (10⁶) noise draws alone, exact N_ℤ(0, σ²) and discrete Laplace of scale σ against numpy's
   floating-point normal and Laplace, at σ = 1, 10, 1000 (median of REPEATS CPU times; AES-CTR generator).
 
@@ -192,7 +193,7 @@ COUNT_QUERIES = (("count", {"kind": "count"}, "add_remove"),
 
 def laplace_counts() -> None:
     """``laplace`` on counts: exact by default against ``sampler: floating_point``, certified error and CPU time."""
-    releases = 100_000
+    releases = RELEASES
     for label, query, adjacency in COUNT_QUERIES:
         for privacy in COUNT_TARGETS:
             spec = {"dpopt": 1, "name": label, "data": {"attributes": {"a": ["x", "y", "z"]}, "n": 100},
@@ -210,6 +211,13 @@ def laplace_counts() -> None:
             print(f"laplace, {label}, {next(iter(privacy))}: scale t = {te:.9g} (exact) vs b = {bf:.9g}; "
                   f"certified E‖Z‖² {ve:.9g} / {vf:.9g} = {ve / vf:.6f}; {releases:,} releases "
                   f"{se:.3f} s / {sf:.3f} s CPU ({se / sf:.1f}x)")
+    for privacy in COUNT_TARGETS[1:]:  # query_scaling: Gaussian targets, a 3-cell histogram with a workload
+        spec = {"dpopt": 1, "name": "query scaling", "data": {"attributes": {"a": ["x", "y", "z"]}},
+                "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "add_remove", "privacy": privacy,
+                "mechanism": "query_scaling", "utility": {"metric": "l2", "workload": [[1, 0, 0], [0, 2, 0], [0, 0, 3]]}}
+        values = [dpopt.solve({**spec, "sampler": s}).certificate["utility"]["value"] for s in ("exact", "floating_point")]
+        print(f"query_scaling, 3-cell histogram, {next(iter(privacy))}: certified E‖WZ‖² {values[0]:.9g} / "
+              f"{values[1]:.9g} = {values[0] / values[1]:.6f}")
 
 
 def draws(cells: int) -> None:

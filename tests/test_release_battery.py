@@ -45,7 +45,7 @@ from scipy import linalg, stats
 import dpopt
 from dpopt.audit import audit_answer, audit_mechanism
 from dpopt.cli import main
-from dpopt.core.families import family_names
+from dpopt.core.families import capability, family_names
 from dpopt.ledger import Ledger
 from dpopt.mechanisms import registry
 from dpopt.plan import solve_plan
@@ -529,11 +529,13 @@ EXACT_COUNT_CASES = {
     "discrete_gaussian": (HISTOGRAM, {"zcdp": {"rho": 0.5}}),
     "marginal_gaussian": ({"kind": "marginals", "attributes": [["group"], ["group", "sex"]]}, {"zcdp": {"rho": 0.5}}),
     "marginal_laplace": ({"kind": "marginals", "attributes": [["group"], ["group", "sex"]]}, {"pure": {"epsilon": 1.0}}),
+    "query_scaling": (HISTOGRAM, {"zcdp": {"rho": 0.5}}),
 }
-SLOW_PATH_FAMILIES = ("gaussian", "discrete_gaussian", "marginal_gaussian", "marginal_laplace")
+SLOW_PATH_FAMILIES = ("gaussian", "discrete_gaussian", "marginal_gaussian", "marginal_laplace", "query_scaling")
 """Their certificates take 1–3 s CPU each path (the sampler checks); the default run keeps laplace and
 discrete_laplace, whose exact paths are this issue's."""
 STATES = {"S1": ["S1C1", "S1C2"], "S2": ["S2C1"]}
+VISITS_SPEC, VISITS_DATA = ROOT / "specs" / "visits_person_level.yaml", ROOT / "specs" / "data" / "visits.csv"
 COUNTY = [("S1", "S1C1"), ("S1", "S1C2"), ("S2", "S2C1")]
 
 
@@ -554,9 +556,10 @@ def county_data(tmp_path_factory) -> Path:
                                     for f in EXACT_COUNT_CASES])
 def test_every_release_path_of_an_exact_count_family_states_no_idealized_numerics(family, county_data, tmp_path,
                                                                                     capfd):
-    """Each exact count family, released through the Python API, the CLI charged to a ledger, a grouped release
-    (DuckDB, and Dask when installed), a one-query plan and a TopDown hierarchy: no certificate (nor the ledger's
-    copy) carries the floating-point note; ``sampler: floating_point`` on the Python path does (the test can fail)."""
+    """Each exact count family, released through the Python API, the CLI charged to a ledger, a person-level CLI
+    release (rows bounded per person; the families that serve a privacy unit), a grouped release (DuckDB, and Dask when installed), a one-query plan and a
+    TopDown hierarchy: no certificate (nor the ledger's copy) carries the floating-point note; ``sampler:
+    floating_point`` on the Python path does (the test can fail)."""
     data, (query, privacy) = county_data, EXACT_COUNT_CASES[family]
     engines = ("duckdb", "dask") if importlib.util.find_spec("dask") else ("duckdb",)  # Dask is optional
     spec = {"dpopt": 1, "name": f"exact paths: {family}", "data": {"attributes": {"group": GROUPS, "sex": SEXES}},
@@ -574,12 +577,20 @@ def test_every_release_path_of_an_exact_count_family_states_no_idealized_numeric
     ledger = Ledger.create(tmp_path / f"ledger_{family}", budget)
     capfd.readouterr()
     code = main(["release", str(spec_path), "--data", str(data), "--seed", "7", "--insecure-seed",
-                 "--ledger", str(ledger.path)])
-    out = capfd.readouterr()
-    assert code == 0, out.err
-    _no_idealized_note(f"{family}: CLI", json.loads(out.out))
+                 "--ledger", str(ledger.path), "--out", str(tmp_path / "cli")])
+    assert code == 0, capfd.readouterr().err
+    written = json.loads((tmp_path / "cli" / "certificate.json").read_text())
+    assert any("exact" in note for note in written["mechanism"]["notes"])  # the notes are there, and say exact
+    _no_idealized_note(f"{family}: CLI", written)
     for entry in ledger.entries:
         _no_idealized_note(f"{family}: ledger", ledger.certificate(entry))
+    if capability(family).privacy_unit:  # person level: the visits table, each person's rows bounded before counting
+        person = {**yaml.safe_load(VISITS_SPEC.read_text()), "mechanism": family, "privacy": privacy}
+        (tmp_path / "person.yaml").write_text(yaml.safe_dump(person))
+        assert main(["release", str(tmp_path / "person.yaml"), "--data", str(VISITS_DATA), "--seed", "7",
+                     "--insecure-seed", "--out", str(tmp_path / "person")]) == 0, capfd.readouterr().err
+        _no_idealized_note(f"{family}: person level",
+                           json.loads((tmp_path / "person" / "certificate.json").read_text()))
     for engine in engines:
         grouped = release_groups(spec, data, "state", groups={"state": list(STATES)}, seed=7, insecure_seed=True,
                                  engine=engine)
