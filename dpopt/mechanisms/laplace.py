@@ -304,15 +304,15 @@ class LaplaceOnCounts(LaplaceMechanism):
         return [lattice_scope_check(problem)]
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return self.lattice._sample(rng, size).astype(float)
+        return self.lattice.sample(size, rng)
 
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """x + η in int64 (the answers refused in one line unless whole numbers), then converted."""
         counts = integer_answers(values)
-        return (counts + self.lattice._sample(rng, values.shape[0])).astype(float)
+        return (counts + self.lattice.sample(values.shape[0], rng).astype(np.int64)).astype(float)
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        return self.lattice._privacy_checks(space, privacy)
+        return self.lattice.privacy_checks(space, privacy)
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         return self.lattice.privacy_summary(space)
