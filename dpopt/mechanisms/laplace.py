@@ -32,7 +32,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt._lazy import lazy_module
-from dpopt.core.decimals import float_below, written
+from dpopt.core.decimals import float_below
 from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until

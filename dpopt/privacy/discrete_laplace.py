@@ -127,13 +127,13 @@ def discrete_laplace_gdp_mu(scale: Fraction, pattern: Sequence[int]) -> mpmath.m
         law = _loss_law_mp(scale, pattern)
         total = sum(pattern)
         q = [p * mpmath.exp(-(total - 2 * j) / b) for j, p in enumerate(law)]
-        quantile = lambda p: mpmath.sqrt(2) * mpmath.erfinv(2 * p - 1)  # noqa: E731 (Φ⁻¹)
+        root2 = mpmath.sqrt(2)  # Φ⁻¹(p) = √2 erf⁻¹(2p − 1)
         worst = mpmath.mpf(0)
         for k in range(1, total + 1):
             alpha, beta = mpmath.fsum(law[k:]), mpmath.fsum(q[:k])
             if min(alpha, beta, 1 - alpha, 1 - beta) < GDP_SMALLEST:
                 return None
-            worst = max(worst, quantile(1 - alpha) - quantile(beta))
+            worst = max(worst, root2 * (mpmath.erfinv(1 - 2 * alpha) - mpmath.erfinv(2 * beta - 1)))
         return worst
 
 
