@@ -20,6 +20,11 @@ Two releases, each designed once and released by both samplers from the same cer
   ``specs/range_marginals_age_prefix_pure.yaml`` (``kronecker_laplace``, 1,000 releases) at the answers of 5,000
   random records, by the exact (discrete Laplace on integer measurements) and floating-point samplers from the same
   strategy and scale: CPU times, the certified E‖Z‖² of each and the measured one;
+* **counts**: ``laplace`` on a count (add/remove) and on a 3-cell histogram (replace-one) under pure ε = 1,
+  (1, 10⁻⁶), ρ = 0.5 and μ = 1, solved by default (exact: discrete Laplace of a dyadic scale t ≥ b) and with
+  ``sampler: floating_point``: both scales, the certified E‖Z‖² of each and their ratio, and the CPU time of
+  RELEASES releases of each; and ``query_scaling`` (``l2`` with a workload) on a 3-cell histogram under the
+  Gaussian targets, the certified error of each sampler;
 * **draws**: CELLS (10⁶) noise draws alone, exact N_ℤ(0, σ²) and discrete Laplace of scale σ against numpy's
   floating-point normal and Laplace, at σ = 1, 10, 1000, 2¹⁵ (σ² = 2³⁰, the int64 round's last) and 2²⁰, 2³⁰
   (σ² = 2⁴⁰, 2⁶⁰: the discrete Gaussian's wide round beyond int64) (CPU times; AES-CTR generator).
@@ -27,7 +32,7 @@ Two releases, each designed once and released by both samplers from the same cer
 Printed: CPU time of the release (median of REPEATS), the ratio exact / floating point (target ≤ 3), and the
 error ratio: the certified expected squared error (closed form) and the measured one.
 
-Run ``python benchmarks/bench_exact_noise.py [--attributes N] [--levels L] [--only examples|laplace|draws]``.
+Run ``python benchmarks/bench_exact_noise.py [--attributes N] [--levels L] [--only examples|laplace|counts|draws]``.
 """
 
 from __future__ import annotations
@@ -181,6 +186,41 @@ def examples() -> None:
               f"{value / fvalue:.6f}" + (f"; kept floating point: {why}" if smp != "exact" and why else ""))
 
 
+COUNT_TARGETS = ({"pure": {"epsilon": 1}}, {"approx": {"epsilon": 1, "delta": 1e-6}}, {"zcdp": {"rho": 0.5}},
+                 {"gdp": {"mu": 1}})
+COUNT_QUERIES = (("count", {"kind": "count"}, "add_remove"),
+                 ("3-cell histogram", {"kind": "histogram", "attribute": "a"}, "replace_one"))
+
+
+def laplace_counts() -> None:
+    """``laplace`` on counts: exact by default against ``sampler: floating_point``, certified error and CPU time."""
+    releases = RELEASES
+    for label, query, adjacency in COUNT_QUERIES:
+        for privacy in COUNT_TARGETS:
+            spec = {"dpopt": 1, "name": label, "data": {"attributes": {"a": ["x", "y", "z"]}, "n": 100},
+                    "query": query, "adjacency": adjacency, "privacy": privacy, "mechanism": "laplace",
+                    "utility": {"metric": "l2"}}
+            out = {}
+            for sampler in ("exact", "floating_point"):
+                sol = dpopt.solve({**spec, "sampler": sampler})
+                answer = np.full((releases, sol.mechanism.dimension), 7.0)
+                seconds, _ = cpu(lambda: sol.mechanism.release(answer, np.random.default_rng(1)))
+                out[sampler] = (sol.mechanism.scale, sol.certificate["utility"]["value"], seconds,
+                                sol.mechanism.exact_noise)
+            (te, ve, se, exact), (bf, vf, sf, _) = out["exact"], out["floating_point"]
+            assert exact, (label, privacy)
+            print(f"laplace, {label}, {next(iter(privacy))}: scale t = {te:.9g} (exact) vs b = {bf:.9g}; "
+                  f"certified E‖Z‖² {ve:.9g} / {vf:.9g} = {ve / vf:.6f}; {releases:,} releases "
+                  f"{se:.3f} s / {sf:.3f} s CPU ({se / sf:.1f}x)")
+    for privacy in COUNT_TARGETS[1:]:  # query_scaling: Gaussian targets, a 3-cell histogram with a workload
+        spec = {"dpopt": 1, "name": "query scaling", "data": {"attributes": {"a": ["x", "y", "z"]}},
+                "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "add_remove", "privacy": privacy,
+                "mechanism": "query_scaling", "utility": {"metric": "l2", "workload": [[1, 0, 0], [0, 2, 0], [0, 0, 3]]}}
+        values = [dpopt.solve({**spec, "sampler": s}).certificate["utility"]["value"] for s in ("exact", "floating_point")]
+        print(f"query_scaling, 3-cell histogram, {next(iter(privacy))}: certified E‖WZ‖² {values[0]:.9g} / "
+              f"{values[1]:.9g} = {values[0] / values[1]:.6f}")
+
+
 def draws(cells: int) -> None:
     stream = random_source().stream(0)
     for sigma in (1, 10, 1000, 2**15, 2**20, 2**30):
@@ -203,7 +243,8 @@ def main() -> None:
     parser.add_argument("--levels", type=int, default=40)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--cells", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=("examples", "laplace", "draws"), default=None, help="run one part only")
+    parser.add_argument("--only", choices=("examples", "laplace", "counts", "draws"), default=None,
+                        help="run one part only")
     args = parser.parse_args()
     if args.only == "laplace":
         pure_strategies()
@@ -211,12 +252,16 @@ def main() -> None:
     if args.only == "draws":
         draws(args.cells)
         return
+    if args.only == "counts":
+        laplace_counts()
+        return
     examples()
     if args.only == "examples":
         return
     marginals(args.attributes, args.levels, args.records)
     james_stein()
     pure_strategies()
+    laplace_counts()
     topdown()
     draws(args.cells)
 

@@ -18,7 +18,8 @@ CONTRACT = {"dpopt_version", "spec_sha256", "guarantee", "sensitivity", "mechani
 
 @pytest.fixture(scope="module")
 def certificate() -> dict:
-    spec = make_spec(privacy={"approx": {"epsilon": 1.0, "delta": 1e-6}}, mechanism="laplace")
+    # the continuous Laplace, whose scale the tampers edit (the exact default's lattice scale: test_verify_second_route)
+    spec = make_spec(privacy={"approx": {"epsilon": 1.0, "delta": 1e-6}}, mechanism="laplace", sampler="floating_point")
     return copy.deepcopy(dpopt.solve(spec).certificate.data)
 
 

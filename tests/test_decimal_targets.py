@@ -14,7 +14,7 @@ import math
 from fractions import Fraction
 
 from dpopt.core.decimals import float_below, float_written_below, written
-from dpopt.mechanisms.laplace import epsilon_dp_check
+from dpopt.privacy.pure_conversion import epsilon_dp_check
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check, gaussian_sigma
 from dpopt.privacy.pure_conversion import pure_implies
 from dpopt.spec.models import Privacy

@@ -7,8 +7,9 @@ that sampler can return is sparse among all doubles: at x = 0 every release lies
 x = 1 the double 1 + Z rounds off S most of the time. The attack answers "x = 1" exactly when the release is
 not in S (membership is decided by inverting the sampler and re-running its arithmetic on the nearby k, in
 Python floats: IEEE double arithmetic and the same C ``log``). For an ε-DP release, P₁(E) ≤ e^ε P₀(E) for every
-event E; here P₀(E) = 0 and P₁(E) > 0, so no ε holds. On the exact path (``discrete_laplace``: integer counts
-plus integer noise) the same event has the same probability under both neighbours, within the DP bound.
+event E; here P₀(E) = 0 and P₁(E) > 0, so no ε holds. On the exact path (``laplace`` by default on a count:
+integer counts plus discrete Laplace noise, and ``discrete_laplace``) the same event has the same probability under
+both neighbours, within the DP bound.
 """
 
 from __future__ import annotations
@@ -72,8 +73,16 @@ def clopper_pearson(k: int, n: int, upper: bool, level: float = 1e-4) -> float:
 
 def test_support_attack_breaks_the_floating_point_laplace_and_not_the_exact_path():
     rngs = {"pcg64": lambda i: np.random.default_rng(100 + i), "aes": lambda i: aes_generator(200 + i)}
-    floating = dpopt.solve(count_spec("laplace")).mechanism
-    exact = dpopt.solve(count_spec("discrete_laplace")).mechanism
+    floating = dpopt.solve(dict(count_spec("laplace"), sampler="floating_point")).mechanism
+    assert not floating.exact_noise
+    for family in ("laplace", "discrete_laplace"):  # the default laplace release is exact on a count
+        exact = dpopt.solve(count_spec(family)).mechanism
+        assert exact.exact_noise and exact.scale == floating.scale == 1 / EPSILON  # the same scale: 2 is dyadic
+        _attack_both(floating, exact, rngs)
+
+
+def _attack_both(floating, exact, rngs) -> None:
+    """The attack on the floating-point and the exact release, with the same streams and the same event."""
     for name, factory in rngs.items():
         e0, e1 = event_rates(floating, floating.scale, factory)
         # at x = 0 the release is the draw itself: never outside S; at x = 1 it is, most of the time

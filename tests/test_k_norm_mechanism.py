@@ -2,8 +2,8 @@
 
 Expected values and their sources:
 
-* Laplace on a d-cell table under replace-one: E‖Z‖₂² = 2(Δ₁/ε)²d with Δ₁ = 2
-  (i.i.d. Laplace variance 2b²); a count under add/remove: both Laplace and the K-norm
+* Laplace on a d-cell table under replace-one (exact on counts by default: discrete Laplace of scale t = Δ₁/ε,
+  Δ₁ = 2, whose variance 2r/(1 − r)², r = e^{−1/t}, follows from its pmf); a count (both continuous) under add/remove: both Laplace and the K-norm
   on K = [−1, 1] are Laplace(1/ε) (Gamma(2) × U(−1, 1) has density ∝ e^{−ε|x|}), so the
   two predictions tie at 2/ε²;
 * 2×2 table with margins: the noise is Laplace(2/ε) along u = (1, −1, −1, 1)/2, whose
@@ -22,6 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import yaml
 from conftest import ROOT
 
 import dpopt
@@ -86,14 +87,18 @@ def test_auto_prefers_k_norm_to_laplace_on_a_rank_deficient_table():
     sol = dpopt.solve(ROOT / "specs" / "table_replace_pure.yaml")
     by_family = {c.family: c for c in sol.candidates}
     laplace, k_norm = by_family["laplace"].utility.value, by_family["k_norm"].utility.value
-    assert laplace == pytest.approx(2 * (2 / 0.5) ** 2 * 6, rel=1e-12)
+    # laplace on counts is exact: discrete Laplace of scale t = Δ₁/ε = 4, E η² = 2r/(1 − r)², r = e^{−1/t} (its pmf
+    # (1 − r)/(1 + r)·r^{|k|}, CKS 2020), on 6 cells
+    r = math.exp(-1 / 4)
+    assert laplace == pytest.approx(6 * 2 * r / (1 - r) ** 2, rel=1e-12)
     assert k_norm < laplace and sol.mechanism.family == "k_norm"
 
 
 def test_count_k_norm_is_laplace_and_ties():
     """S = {±1}: K = [−1, 1] and the K-norm noise is Laplace(1/ε); the selector keeps the
-    first family listed on ties (laplace)."""
-    sol = dpopt.solve(ROOT / "specs" / "count_add_remove.yaml")
+    first family listed on ties (laplace). Both continuous: sampler: floating_point."""
+    sol = dpopt.solve({**yaml.safe_load((ROOT / "specs" / "count_add_remove.yaml").read_text()),
+                       "sampler": "floating_point"})
     by_family = {c.family: c for c in sol.candidates}
     assert by_family["k_norm"].utility.value == pytest.approx(by_family["laplace"].utility.value, rel=1e-12)
 

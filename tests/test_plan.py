@@ -177,7 +177,7 @@ def test_no_dominating_pair_is_reported_not_assumed():
 
 
 def test_pure_plan_sums_epsilon():
-    sol = solve_plan(make_plan(privacy={"pure": {"epsilon": 1.0}}, mechanism="laplace"))
+    sol = solve_plan(make_plan(privacy={"pure": {"epsilon": 1.0}}, mechanism="laplace", sampler="floating_point"))
     eps = [d.target["pure"]["epsilon"] for d in sol.designs]
     assert sum(eps) <= 1.0 and sum(eps) == pytest.approx(1.0, rel=1e-9)
     # Laplace l2 error 2b²d with b = Δ₁/ε_i: power 2, so shares ∝ (w_i d_i)^(1/3) = (1, 9)^(1/3)

@@ -8,6 +8,7 @@ sensitivities as the plan's mechanisms (the discrete Gaussian's where they measu
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from types import SimpleNamespace
 
 import pytest
@@ -31,7 +32,8 @@ def _plan(queries: list[dict]) -> dict:
 def _reference_epsilon(sol, interval: float) -> float:
     """dp_accounting's ε(δ) for the plan's mechanisms, composed PLD by PLD (connect-the-dots): Gaussian σ/Δ₂,
     Laplace b/Δ₁ (noise multipliers), and on the lattice the discrete Gaussian N_ℤ(0, σ_ℤ²) with its integer
-    shift (``from_discrete_gaussian_mechanism``; each query here moves one cell by 1 under add/remove, so the
+    shift (``from_discrete_gaussian_mechanism``) and the discrete Laplace of parameter 1/t
+    (``from_discrete_laplace_mechanism``; each query here moves one cell by 1 under add/remove, so the
     product of discrete Gaussians is the one-dimensional one at shift 1)."""
     total = None
     for d in sol.designs:
@@ -42,6 +44,10 @@ def _reference_epsilon(sol, interval: float) -> float:
                                                        value_discretization_interval=interval, use_connect_dots=True)
         elif family == "gaussian":
             one = pld.from_gaussian_mechanism(p["sigma"] / d.space.l2, value_discretization_interval=interval)
+        elif family == "laplace" and p.get("sampler") == "exact":  # discrete Laplace of parameter 1/t on counts
+            assert d.space.l1 == 1  # one cell, by one
+            one = pld.from_discrete_laplace_mechanism(1 / float(Fraction(p["scale_exact"])), 1,
+                                                      value_discretization_interval=interval, use_connect_dots=True)
         elif family == "laplace":
             one = pld.from_laplace_mechanism(p["scale"] / d.space.l1, value_discretization_interval=interval)
         else:  # pragma: no cover - the plans below fix the families

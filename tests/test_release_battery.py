@@ -31,6 +31,7 @@ are detected with larger D still.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from fractions import Fraction
@@ -44,8 +45,12 @@ from scipy import linalg, stats
 import dpopt
 from dpopt.audit import audit_answer, audit_mechanism
 from dpopt.cli import main
-from dpopt.core.families import family_names
+from dpopt.core.families import capability, family_names
+from dpopt.ledger import Ledger
 from dpopt.mechanisms import registry
+from dpopt.plan import solve_plan
+from dpopt.release import release_groups
+from dpopt.release.hierarchy import release_hierarchy
 from dpopt.rng import random_source
 
 N = 20_000
@@ -314,6 +319,9 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         assert p["variant"] in ("zero", "mean"), p  # B = I in this case's spec
         reference = _js_reference(r.truth, p["sigma"], p["variant"], e.shape[0]) - r.truth
         return float(stats.ks_2samp(np.sum(e**2, axis=1), np.sum(reference**2, axis=1)).pvalue)
+    if family == "laplace" and p.get("sampler") == "exact":  # on counts: i.i.d. discrete Laplace of scale t (CKS 2020)
+        t = float(Fraction(p["scale_exact"]))
+        return _chi2_integer(np.ravel(e), lambda k: -np.abs(k) / t)
     if family == "laplace":
         return _ks(e / p["scale"], stats.laplace.cdf)
     if family == "k_norm":
@@ -510,3 +518,87 @@ def test_committee_example_releases_inside_the_box(capfd):
     assert main(["release", str(spec), "--data", str(data), "--seed", "6", "--insecure-seed"]) == 0
     value = json.loads(capfd.readouterr().out)["release"]["value"]
     assert 0.0 <= value <= 10.0
+
+
+# --------------------------------------------------------------------- exact noise on every release path
+EXACT_COUNT_CASES = {
+    # family -> (query, target): each releases exact (integer) noise on counts by default (issue 39)
+    "laplace": (HISTOGRAM, {"pure": {"epsilon": 1.0}}),
+    "discrete_laplace": (HISTOGRAM, {"pure": {"epsilon": 1.0}}),
+    "gaussian": (HISTOGRAM, {"zcdp": {"rho": 0.5}}),
+    "discrete_gaussian": (HISTOGRAM, {"zcdp": {"rho": 0.5}}),
+    "marginal_gaussian": ({"kind": "marginals", "attributes": [["group"], ["group", "sex"]]}, {"zcdp": {"rho": 0.5}}),
+    "marginal_laplace": ({"kind": "marginals", "attributes": [["group"], ["group", "sex"]]}, {"pure": {"epsilon": 1.0}}),
+    "query_scaling": (HISTOGRAM, {"zcdp": {"rho": 0.5}}),
+}
+SLOW_PATH_FAMILIES = ("gaussian", "discrete_gaussian", "marginal_gaussian", "marginal_laplace", "query_scaling")
+"""Their certificates take 1–3 s CPU each path (the sampler checks); the default run keeps laplace and
+discrete_laplace, whose exact paths are this issue's."""
+STATES = {"S1": ["S1C1", "S1C2"], "S2": ["S2C1"]}
+VISITS_SPEC, VISITS_DATA = ROOT / "specs" / "visits_person_level.yaml", ROOT / "specs" / "data" / "visits.csv"
+COUNTY = [("S1", "S1C1"), ("S1", "S1C2"), ("S2", "S2C1")]
+
+
+def _no_idealized_note(where: str, document) -> None:
+    text = json.dumps(document.data if hasattr(document, "data") else document, ensure_ascii=False)
+    assert "idealized" not in text, where
+
+
+@pytest.fixture(scope="module")
+def county_data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("paths") / "records.csv"
+    path.write_text("group,sex,state,county\n" + "".join(
+        f"{r['group']},{r['sex']},{COUNTY[i % 3][0]},{COUNTY[i % 3][1]}\n" for i, r in enumerate(RECORDS)))
+    return path
+
+
+@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.slow) if f in SLOW_PATH_FAMILIES else f
+                                    for f in EXACT_COUNT_CASES])
+def test_every_release_path_of_an_exact_count_family_states_no_idealized_numerics(family, county_data, tmp_path,
+                                                                                    capfd):
+    """Each exact count family, released through the Python API, the CLI charged to a ledger, a person-level CLI
+    release (rows bounded per person; the families that serve a privacy unit), a grouped release (DuckDB, and Dask when installed), a one-query plan and a
+    TopDown hierarchy: no certificate (nor the ledger's copy) carries the floating-point note; ``sampler:
+    floating_point`` on the Python path does (the test can fail)."""
+    data, (query, privacy) = county_data, EXACT_COUNT_CASES[family]
+    engines = ("duckdb", "dask") if importlib.util.find_spec("dask") else ("duckdb",)  # Dask is optional
+    spec = {"dpopt": 1, "name": f"exact paths: {family}", "data": {"attributes": {"group": GROUPS, "sex": SEXES}},
+            "query": query, "adjacency": "add_remove", "privacy": privacy, "mechanism": family,
+            "utility": {"metric": "l2"}}
+    solution = dpopt.solve(spec)
+    assert solution.mechanism.exact_noise, family
+    _no_idealized_note(f"{family}: Python", solution.certificate)
+    if not family.startswith("discrete_"):  # the discrete families have no floating-point sampler
+        floating = dpopt.solve({**spec, "sampler": "floating_point"})
+        assert "idealized" in json.dumps(floating.certificate.data), f"{family}: floating point"
+    spec_path = tmp_path / f"{family}.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    budget = {k: {p: 10 * v for p, v in params.items()} for k, params in privacy.items()}  # room for one release
+    ledger = Ledger.create(tmp_path / f"ledger_{family}", budget)
+    capfd.readouterr()
+    code = main(["release", str(spec_path), "--data", str(data), "--seed", "7", "--insecure-seed",
+                 "--ledger", str(ledger.path), "--out", str(tmp_path / "cli")])
+    assert code == 0, capfd.readouterr().err
+    written = json.loads((tmp_path / "cli" / "certificate.json").read_text())
+    assert any("exact" in note for note in written["mechanism"]["notes"])  # the notes are there, and say exact
+    _no_idealized_note(f"{family}: CLI", written)
+    for entry in ledger.entries:
+        _no_idealized_note(f"{family}: ledger", ledger.certificate(entry))
+    if capability(family).privacy_unit:  # person level: the visits table, each person's rows bounded before counting
+        person = {**yaml.safe_load(VISITS_SPEC.read_text()), "mechanism": family, "privacy": privacy}
+        (tmp_path / "person.yaml").write_text(yaml.safe_dump(person))
+        assert main(["release", str(tmp_path / "person.yaml"), "--data", str(VISITS_DATA), "--seed", "7",
+                     "--insecure-seed", "--out", str(tmp_path / "person")]) == 0, capfd.readouterr().err
+        _no_idealized_note(f"{family}: person level",
+                           json.loads((tmp_path / "person" / "certificate.json").read_text()))
+    for engine in engines:
+        grouped = release_groups(spec, data, "state", groups={"state": list(STATES)}, seed=7, insecure_seed=True,
+                                 engine=engine)
+        _no_idealized_note(f"{family}: grouped ({engine})", grouped.certificate)
+    plan = {key: value for key, value in spec.items() if key not in ("query", "mechanism")}
+    plan["queries"] = [{"name": "q", "query": query, "mechanism": family}]
+    _no_idealized_note(f"{family}: plan", solve_plan(plan).certificate)
+    geography = {"levels": ["state", "county"], "shares": "equal",
+                 "units": {"state": list(STATES), "county": {c: s for s, cs in STATES.items() for c in cs}}}
+    hierarchy = release_hierarchy({**spec, "geography": geography}, data, seed=7, insecure_seed=True)
+    _no_idealized_note(f"{family}: hierarchy", hierarchy.certificate)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -228,9 +229,11 @@ def _cert(**overrides) -> dict:
     return copy.deepcopy(dpopt.solve(make_spec(**overrides)).certificate.data)
 
 
-def test_edited_laplace_scale_fails_the_second_route_too():
-    cert = _cert(privacy={"approx": {"epsilon": 1.0, "delta": 1e-6}}, mechanism="laplace")
-    cert["mechanism"]["parameters"]["scale"] /= 2
+@pytest.mark.parametrize("sampler, key", [("floating_point", "scale"), ("exact", "scale_exact")])
+def test_edited_laplace_scale_fails_the_second_route_too(sampler, key):
+    cert = _cert(privacy={"approx": {"epsilon": 1.0, "delta": 1e-6}}, mechanism="laplace", sampler=sampler)
+    scale = cert["mechanism"]["parameters"][key]
+    cert["mechanism"]["parameters"][key] = scale / 2 if sampler == "floating_point" else str(Fraction(scale) / 2)
     failed = {c.claim for c in dpopt.verify(cert).failed}
     assert {"privacy", "privacy.second_route"} <= failed
 

@@ -96,7 +96,8 @@ _M = "dpopt.mechanisms."
 FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian", _M + "exact_sum", ("gdp", "zcdp", "approx", "pdp"),
                exact="zcdp, gdp, approx; counting queries, and bounded sums and means on a dyadic lattice (the "
-                     "lattice's cost at most 0.1%); metrics other than ci_volume, test_power",
+                     "lattice's cost at most 0.1%); metrics other than ci_volume, test_power (predicted for "
+                     "continuous noise)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, max_variance",
@@ -130,8 +131,9 @@ FAMILIES: tuple[Capability, ...] = (
                      "certificate says why)",
                serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
     Capability("laplace", _M + "exact_sum", ("pure", "approx", "zcdp", "gdp"), bound="iid",
-               exact="pure, approx, zcdp on bounded sums and means (discrete Laplace on a dyadic lattice; gdp "
-                     "through ε costs more than 0.1%)",
+               exact="pure, approx, zcdp, gdp on counting queries (discrete Laplace of a dyadic scale t ≥ b, the "
+                     "discrete law's guarantee: under gdp, zcdp a larger t than b); pure, approx, zcdp on bounded "
+                     "sums and means (discrete Laplace on a dyadic lattice; gdp through ε costs more than 0.1%)",
                serves="Laplace noise on every coordinate"),
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
                inexact="a Gamma radius times a uniform point of the polytope K: no lattice law with a derived "
@@ -155,7 +157,8 @@ FAMILIES: tuple[Capability, ...] = (
                bound="iid", exact="always", serves="discrete Laplace (geometric) noise on integer answers"),
     Capability("query_scaling", _M + "query_scaling", GAUSSIAN_TARGETS,
                metrics=("ci_volume", "test_power", "l2"), invariants=True,
-               inexact="its ci_volume and test_power predictions are of the continuous Gaussian",
+               exact="zcdp, gdp, approx; counting queries; metric l2 (ci_volume and test_power are predicted for "
+                     "continuous noise)",
                serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),
 )
 """Every family of this package, in the order ``auto`` compares them (ties go to the first)."""

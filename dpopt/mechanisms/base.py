@@ -97,6 +97,11 @@ def merge_moments(moments: tuple[int, np.ndarray, np.ndarray] | None, z: np.ndar
     delta = mean - mean_a
     return total, mean_a + delta * (count / total), m2_a + m2 + delta**2 * (n_a * count / total)
 
+
+SCALE_MONOTONE_METRICS = ("l1", "l2", "max_variance", "usefulness")
+"""Metrics monotone in a noise scale (l1, l2, max_variance grow with it, usefulness falls), for
+the scale-based utility bounds (Laplace, discrete Laplace, generalized Gaussian)."""
+
 IDEALIZED_NUMERICS = (
     "floating-point sampler (numpy Generator): the guarantee assumes idealized real "
     "arithmetic; finite-precision attacks on floating-point noise are not covered"

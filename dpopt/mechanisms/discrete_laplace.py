@@ -8,8 +8,9 @@ added i.i.d. to each coordinate of a query with integer values and l1 sensitivit
 gives exactly ε = Δ₁/b (the privacy loss ratio P[y]/P[y − v] is at most e^{‖v‖₁/b}).
 Targets: pure ε; (ε, δ) by the exact profile of the noise law, a finite sum for each move
 pattern of the neighbouring differences (:mod:`dpopt.privacy.discrete_laplace`; through
-pure ε, δ unused, when the differences cannot be listed); μ-GDP through ε-DP
-(:mod:`dpopt.privacy.pure_conversion`); ρ-zCDP by the Rényi divergences
+pure ε, δ unused, when the differences cannot be listed); μ-GDP by the exact trade-off function of each
+move pattern (the polygon of its privacy-loss law's vertices, :func:`~dpopt.privacy.discrete_laplace.discrete_laplace_gdp_mu`),
+else through ε-DP (:mod:`dpopt.privacy.pure_conversion`); ρ-zCDP by the Rényi divergences
 of each move pattern, calibrated on the peak of D_α/α (an interior order at small ρ) and
 certified over intervals of orders, with ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4) as
 the fallback when the differences are not listed.
@@ -37,6 +38,7 @@ from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
+from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS
 from dpopt.mechanisms.integer_noise import (
     EXACT_SAMPLER_NOTE,
     IntegerNoiseMechanism,
@@ -44,7 +46,6 @@ from dpopt.mechanisms.integer_noise import (
     is_integer_valued,
     move_patterns,
 )
-from dpopt.mechanisms.laplace import SCALE_MONOTONE_METRICS, epsilon_dp_check
 from dpopt.noise.discrete_laplace import (
     DiscreteLaplaceMarginal,
     discrete_laplace_moments,
@@ -53,12 +54,13 @@ from dpopt.noise.discrete_laplace import (
 from dpopt.noise.law import ProductLaw
 from dpopt.privacy.discrete_laplace import (
     discrete_laplace_delta,
+    discrete_laplace_gdp_mu,
     discrete_laplace_delta_mp,
     discrete_laplace_kl_scale,
     discrete_laplace_renyi,
     discrete_laplace_zcdp_holds,
 )
-from dpopt.privacy.pure_conversion import pure_epsilon_for, pure_privacy_check
+from dpopt.privacy.pure_conversion import epsilon_dp_check, pure_epsilon_for, pure_privacy_check
 from dpopt.privacy.zcdp import renyi_peak
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
@@ -80,6 +82,16 @@ def discrete_laplace_privacy_check(space: SensitivitySpace, scale: Fraction, pri
     """
     eps = Fraction(space.l1) / scale
     if privacy.definition == "gdp":
+        mu = _gdp_mu(space, scale)
+        if mu is not None:
+            return Check(
+                "privacy",
+                "exact trade-off function of each move pattern: the polygon through the vertices (α_k, β_k) of the "
+                "tests J ≥ k of the privacy-loss law, above G_μ iff every vertex is (Dong, Roth & Su 2022); "
+                "μ = max_k Φ⁻¹(1 − α_k) − Φ⁻¹(β_k) over the patterns, 60 digits",
+                bool(mu + GDP_MARGIN <= float_below(privacy.parameters["mu"])),
+                f"μ = {mpmath.nstr(mu, 17)} vs μ = {privacy.parameters['mu']} (b = {scale})",
+            )
         return pure_privacy_check(eps, privacy, "ε = Δ₁/b of discrete Laplace noise (Canonne, Kamath & Steinke "
                                   "2020), exact rational", f"Δ₁/b = {float(eps):.17g} (b = {scale})")
     patterns = move_patterns(space) if privacy.definition in ("approx", "zcdp") else None
@@ -105,6 +117,41 @@ def discrete_laplace_privacy_check(space: SensitivitySpace, scale: Fraction, pri
         bool(delta <= float_below(p["delta"])),
         f"δ(ε={p['epsilon']}) = {mpmath.nstr(delta, 17)} vs δ = {p['delta']} (b = {scale})",
     )
+
+
+GDP_MARGIN = 1e-30
+"""Added to the 60-digit μ of :func:`~dpopt.privacy.discrete_laplace.discrete_laplace_gdp_mu` before it is compared
+with the target (its evaluation error is below 10⁻⁵⁰)."""
+
+
+def _gdp_mu(space: SensitivitySpace, scale: Fraction):
+    """The largest exact μ over the move patterns (:func:`~dpopt.privacy.discrete_laplace.discrete_laplace_gdp_mu`);
+    None when the differences are not listed or a pattern's vertices are beyond 60 digits."""
+    patterns = move_patterns(space)
+    if patterns is None:
+        return None
+    mus = [discrete_laplace_gdp_mu(scale, t) for t in patterns]
+    return None if any(m is None for m in mus) else max(mus)
+
+
+def _gdp_scale(space: SensitivitySpace, mu: float, start: Fraction) -> Fraction | None:
+    """The dyadic b below ``start`` (the ε-DP route's scale) whose exact trade-off functions meet μ-GDP: bisection
+    in log b, rounded up and moved up until the 60-digit check accepts it; None when the patterns are not listed."""
+    target = float_below(mu) - GDP_MARGIN
+
+    def passes(b: float) -> bool:
+        value = _gdp_mu(space, dyadic_ceil(Fraction(b)))
+        return value is not None and value <= target
+
+    hi = float(start)
+    if not passes(hi):
+        return None
+    scale = dyadic_ceil(Fraction(bisect_feasible(passes, hi / 8.0, hi, steps=40, geometric=True)))
+    for _ in range(4):
+        if passes(float(scale)) and (value := _gdp_mu(space, scale)) is not None and value <= target:
+            return scale
+        scale = dyadic_ceil(scale * (1 + Fraction(1, 10**8)))
+    return None
 
 
 def _approx_scale(space: SensitivitySpace, epsilon: float, delta: float) -> Fraction | None:
@@ -227,6 +274,8 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
             scale = dyadic_ceil(Fraction(space.l1) / written(p["epsilon"]))
         elif spec.privacy.definition == "gdp":  # ε-DP ⇒ μ-GDP (randomized response, Lee et al. 2022, eq. 12)
             scale = dyadic_ceil(Fraction(space.l1) / Fraction(pure_epsilon_for(spec.privacy)))
+            tight = _gdp_scale(space, p["mu"], scale)  # the exact trade-off functions of the move patterns
+            scale = tight if tight is not None and tight < scale else scale
         else:
             target = Fraction(space.l1) ** 2 / (2 * written(p["rho"]))  # b² ≥ Δ₁²/(2ρ)
             scale = _ceil_sqrt(target, dyadic_ceil(Fraction(math.sqrt(float(target)))).denominator)

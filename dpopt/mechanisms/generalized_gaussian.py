@@ -49,10 +49,9 @@ from dpopt.core.decimals import float_below, written
 from dpopt.core.rounding import nudge_until
 from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
-from dpopt.mechanisms.base import Mechanism, better
+from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism, better
 from dpopt.mechanisms.generalized_gaussian_checks import bounded_checks, lemma10_bound, pdp_check
 from dpopt.mechanisms.generalized_gaussian_targets import TARGETS, target_check, target_scales
-from dpopt.mechanisms.laplace import SCALE_MONOTONE_METRICS
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.noise.law import ProductLaw
 from dpopt.noise.marginal import NoiseObjectMarginal

@@ -54,7 +54,7 @@ def target_scales(problem: Problem) -> tuple[list[tuple[int, float, str]], list[
     scales: list[tuple[int, float, str]] = []
     skipped: list[str] = []
     try:
-        scales.append((1, LaplaceMechanism.design(problem).scale, "laplace"))
+        scales.append((1, LaplaceMechanism.design_scale(problem), "laplace"))
     except DpoptError as exc:
         skipped.append(f"p=1: {exc}")
     try:

@@ -11,6 +11,17 @@ by ε-DP ⇒ ε²/2-zCDP, which remains the fallback for small ρ);
 the exact 1-D trade-off (Prop. 9), the exact 2-D one when neighbours move at most two
 coordinates (eq. 14; a contingency table is eq. 16, calibrated by Algorithm 1), else the
 universal ε-DP ⇒ μ-GDP conversion (eq. 12) — see :mod:`dpopt.privacy.laplace_gdp`.
+
+**Exact measurement on counts** (``sampler: exact``, the default, :class:`LaplaceOnCounts`): the integer answers
+x plus η i.i.d. discrete Laplace of a dyadic scale t ≥ b, P[η = k] ∝ e^{−|k|/t}, sampled exactly in integer
+arithmetic (Canonne, Kamath & Steinke 2020, Algorithms 1–2). The guarantee is certified for that law, as the
+``discrete_laplace`` family certifies it (:func:`~dpopt.mechanisms.discrete_laplace.discrete_laplace_privacy_check`:
+pure ε = Δ₁/t exactly against the decimal target as written; (ε, δ) by the exact profile of each move pattern; ρ-zCDP
+by the Rényi divergences of each pattern; μ-GDP by the exact trade-off function of each pattern). Where the discrete
+law needs a larger scale than b
+(under μ-GDP, ρ-zCDP or (ε, δ) a unit shift of the discrete Laplace is randomized response, the worst ε-DP pair),
+t is the discrete family's own calibration. The utility stated is the discrete law's,
+E η² = 2e^{−1/t}/(1 − e^{−1/t})². ``sampler: floating_point`` keeps Laplace(b) and its note.
 """
 
 from __future__ import annotations
@@ -21,12 +32,17 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt._lazy import lazy_module
-from dpopt.core.decimals import float_below, written
+from dpopt.core.decimals import float_below
 from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
-from dpopt.mechanisms.base import Mechanism
+from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism
+from dpopt.mechanisms.discrete_laplace import MAX_SCALE as MAX_LATTICE_SCALE
+from dpopt.mechanisms.discrete_laplace import DiscreteLaplaceMechanism, discrete_laplace_privacy_check
+from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
+from dpopt.mechanisms.integer_noise import dyadic_ceil
+from dpopt.mechanisms.lattice import integer_answers
 from dpopt.noise.laplace import LaplaceMarginal
 from dpopt.noise.law import ProductLaw
 from dpopt.privacy.laplace import (
@@ -41,6 +57,7 @@ from dpopt.privacy.laplace import (
     laplace_zcdp_rho,
 )
 from dpopt.privacy.laplace_gdp import LaplaceGDPRoute, laplace_gdp_route
+from dpopt.privacy.pure_conversion import epsilon_dp_check
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
@@ -90,39 +107,9 @@ def laplace_privacy_check(
     return epsilon_dp_check(eps, privacy, "Laplace noise")
 
 
-def epsilon_dp_check(eps: Fraction, privacy: Privacy, noise: str, source: str = "") -> Check:
-    """Exact rational check of an ε-DP mechanism (ε = Δ₁/b, exact) against the target.
-
-    pure and approx: ε ≤ ε_target (δ is not used); zcdp: ε²/2 ≤ ρ (ε-DP ⇒ ε²/2-zCDP,
-    Bun & Steinke 2016, Prop. 1.4). Any other target fails, naming it.
-    """
-    definition, p = privacy.definition, privacy.parameters
-    cite = f"; {source}" if source else ""
-    if definition in ("pure", "approx"):
-        return Check(
-            "privacy",
-            f"exact rational check Δ₁/b ≤ ε ({noise}{cite}; δ is not used)",
-            eps <= written(p["epsilon"]),
-            f"Δ₁/b = {float(eps):.17g} vs ε = {p['epsilon']}",
-        )
-    if definition == "zcdp":
-        return Check(
-            "privacy",
-            f"exact rational check (Δ₁/b)²/2 ≤ ρ ({noise}{cite}; ε-DP ⇒ ε²/2-zCDP, Bun & Steinke 2016, Prop. 1.4)",
-            eps * eps / 2 <= written(p["rho"]),
-            f"(Δ₁/b)²/2 = {float(eps * eps / 2):.17g} vs ρ = {p['rho']}",
-        )
-    return Check("privacy", noise, False, f"no {definition} guarantee for {noise} in this version")
-
-
 def _gdp_check(route: LaplaceGDPRoute, scale: float, mu: float) -> Check:
     result = route.check(scale, mu)
     return Check("privacy", result.method, result.passed, result.detail)
-
-
-SCALE_MONOTONE_METRICS = ("l1", "l2", "max_variance", "usefulness")
-"""Metrics monotone in a noise scale (l1, l2, max_variance grow with it, usefulness falls), for
-the scale-based utility bounds (:meth:`LaplaceMechanism.utility_bound`, discrete Laplace)."""
 
 
 class LaplaceMechanism(Mechanism):
@@ -158,8 +145,9 @@ class LaplaceMechanism(Mechanism):
         least the root of :func:`~dpopt.privacy.laplace.laplace_kl_scale`.
 
         l1, l2 (any workload), max_variance grow with b and usefulness falls, so the closed
-        forms at that b (rounded down) bound every calibrated design. None for other targets
-        and metrics.
+        forms at that b (rounded down) bound every calibrated design; on counts (:class:`LaplaceOnCounts`) the
+        discrete law's closed forms at that b, as its scale is t ≥ b and they are monotone in the scale too. None
+        for other targets and metrics.
         """
         spec, space = problem.spec, problem.space
         definition = spec.privacy.definition
@@ -173,7 +161,9 @@ class LaplaceMechanism(Mechanism):
             scale = laplace_kl_scale(spec.privacy.parameters["rho"], space.l1, laplace_patterns(space)) * (1 - 1e-9)
         if not (math.isfinite(scale) and scale > 0):
             return None
-        value = cls(scale, space.dimension).expected_utility(spec.utility)
+        exact = count_lattice_reason(problem) is None  # the discrete law at t ≥ b ≥ this scale: its closed forms
+        bound = LaplaceOnCounts(Fraction(scale), space.dimension, scale) if exact else cls(scale, space.dimension)
+        value = bound.expected_utility(spec.utility)
         return value.value if value.method == "closed form" else None
 
     refusal: str | None = None
@@ -181,12 +171,22 @@ class LaplaceMechanism(Mechanism):
 
     @classmethod
     def design(cls, problem: Problem) -> "LaplaceMechanism":
+        """Laplace(b) at :meth:`design_scale`; on a counting query (unless ``sampler: floating_point``) the exact
+        measurement of :class:`LaplaceOnCounts` at a dyadic scale t ≥ b."""
+        scale = cls.design_scale(problem)
+        if count_lattice_reason(problem) is None:
+            return LaplaceOnCounts.at_least(scale, problem)
+        return cls(scale, problem.space.dimension)
+
+    @classmethod
+    def design_scale(cls, problem: Problem) -> float:
+        """The smallest Laplace scale b (in floating point, moved up until the exact check passes) that meets the
+        spec's target on ``problem.space``."""
         spec, space = problem.spec, problem.space
         p = spec.privacy.parameters
         if spec.privacy.definition == "gdp":
             route, mu = laplace_gdp_route(space), float_below(p["mu"])  # the μ the certificate is checked at
-            scale = nudge_until(route.scale(mu), lambda b: route.check(b, mu).passed, up=True)
-            return cls(scale, space.dimension)
+            return nudge_until(route.scale(mu), lambda b: route.check(b, mu).passed, up=True)
         if spec.privacy.definition == "approx":
             scale = laplace_scale_for_approx(p["epsilon"], p["delta"], space.l1)
         elif spec.privacy.definition == "zcdp":
@@ -196,10 +196,12 @@ class LaplaceMechanism(Mechanism):
         scale = nudge_until(scale, lambda b: laplace_privacy_check(space.l1, b, spec.privacy, space).passed, up=True)
         if not math.isfinite(scale):
             raise CalibrationError("the Laplace scale for this target is out of range")
-        return cls(scale, space.dimension)
+        return scale
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "LaplaceMechanism":
+        if parameters.get("sampler") == "exact":
+            return LaplaceOnCounts(Fraction(parameters["scale_exact"]), space.dimension, parameters["design_scale"])
         return cls(parameters["scale"], space.dimension)
 
     @property
@@ -247,3 +249,99 @@ class LaplaceMechanism(Mechanism):
 
     def _max_variance(self) -> float:
         return 2.0 * self.scale**2
+
+
+def count_lattice_reason(problem: Problem) -> str | None:
+    """Why a ``laplace`` design on ``problem`` keeps the floating-point sampler; None: it measures exactly
+    (:class:`LaplaceOnCounts`): a counting query whose target the discrete Laplace family serves."""
+    if problem.spec.sampler == "floating_point":
+        return "the spec asks for sampler: floating_point"
+    if not counting_query(problem):
+        return "the answers are not counts"
+    return DiscreteLaplaceMechanism.supports(problem)
+
+
+class LaplaceOnCounts(LaplaceMechanism):
+    r"""The ``laplace`` design measured exactly on counts: x + η in integers, η i.i.d. discrete Laplace of a dyadic
+    scale t ≥ b, the design's continuous scale (module docstring).
+
+    The noise law, its sampler, its privacy check and its closed-form utilities are the ``discrete_laplace``
+    family's at scale t (held in :attr:`lattice`, one place for each); this class adds the integer answers, the
+    scope check (a counting query) and the design's b, which the certificate keeps to state the cost
+    E‖η‖²/E‖Z‖² = [2e^{−1/t}/(1 − e^{−1/t})²]/(2b²).
+    """
+
+    integer_noise = True
+    needs_integer_answers = True
+
+    def __init__(self, lattice_scale: Fraction, dimension: int, design_scale: float):
+        self.lattice = DiscreteLaplaceMechanism(lattice_scale, dimension)
+        super().__init__(float(lattice_scale), dimension)
+        self.design_scale = float(design_scale)
+
+    @classmethod
+    def at_least(cls, scale: float, problem: Problem) -> "LaplaceOnCounts":
+        """The exact measurement at the smallest dyadic t ≥ ``scale`` (:func:`dyadic_ceil`, rounded up: the private
+        direction) whose discrete law meets the target, else at the discrete family's own calibration if larger.
+
+        Raises
+        ------
+        CalibrationError
+            The discrete law's exact check fails at the scale found (or the scale is beyond the sampler's 2^40).
+        """
+        space, privacy = problem.space, problem.spec.privacy
+        t = dyadic_ceil(Fraction(scale))
+        if not discrete_laplace_privacy_check(space, t, privacy).passed:
+            t = max(t, DiscreteLaplaceMechanism.design(problem).scale)
+        if t > MAX_LATTICE_SCALE:
+            raise CalibrationError(f"the discrete Laplace scale {float(t):.6g} exceeds the exact sampler's 2^40")
+        mechanism = cls(t, space.dimension, scale)
+        check = discrete_laplace_privacy_check(space, t, privacy)
+        if not check.passed:
+            raise CalibrationError(f"the exact Laplace measurement failed its check ({check.detail})")
+        return mechanism
+
+    @property
+    def parameters(self) -> dict:
+        return {"scale": self.scale, "scale_exact": str(self.lattice.scale), "sampler": "exact",
+                "design_scale": self.design_scale}
+
+    def scope_checks(self, problem: Problem) -> list[Check]:
+        return [lattice_scope_check(problem)]
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.lattice.sample(size, rng)
+
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """x + η in int64 (the answers refused in one line unless whole numbers), then converted."""
+        counts = integer_answers(values)
+        return (counts + self.lattice.sample(values.shape[0], rng).astype(np.int64)).astype(float)
+
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        return self.lattice.privacy_checks(space, privacy)
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        return self.lattice.privacy_summary(space)
+
+    def notes(self) -> list[str]:
+        ratio = self.lattice._abs_moments()[1] / (2.0 * self.design_scale**2)
+        return self.lattice.notes() + [
+            f"exact measurement of the Laplace design on counts: discrete Laplace of scale t = {self.lattice.scale} "
+            f"≥ the continuous design's b = {self.design_scale:.17g}; the guarantee and the utility are the discrete "
+            f"law's (E η² = 2e^{{−1/t}}/(1 − e^{{−1/t}})², {ratio:.9g} times the continuous 2b²); "
+            "sampler: floating_point keeps Laplace(b)"]
+
+    def noise_law(self) -> ProductLaw:
+        return self.lattice.noise_law()
+
+    def _expected_l2(self, workload: np.ndarray | None) -> float:
+        return self.lattice._expected_l2(workload)
+
+    def _expected_l1(self) -> float:
+        return self.lattice._expected_l1()
+
+    def _usefulness(self, gamma: float) -> float:
+        return self.lattice._usefulness(gamma)
+
+    def _max_variance(self) -> float:
+        return self.lattice._max_variance()

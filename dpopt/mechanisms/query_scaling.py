@@ -24,6 +24,16 @@ Privacy: the release is a post-processing of a Gaussian mechanism on the adjuste
 whose l2 sensitivity :math:`\Delta(f_\xi)^2 = \max_v \sum_i \xi_i v_i^2` is evaluated exactly
 (rationals) over the generators of the sensitivity hull; the target is then checked as
 for the isotropic Gaussian (μ = Δ(f_ξ)/σ).
+
+**Exact measurement** (``sampler: exact``, the default, on counting queries with the ``l2`` metric; lattice
+variances in the exact sampler's range): each noisy coordinate is measured as x_i + η_i with the integer count
+x_i and η_i ~ N_ℤ(0, σ_i²), σ_i² the dyadic variance whose effective variance v_i is at least the design's σ²/ξ_i
+(:func:`~dpopt.mechanisms.lattice.target_lattice_variance`; v_i = σ_i² under ρ-zCDP, 1/m_i² under μ-GDP and
+(ε, δ), m_i the certified slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), sampled exactly. Neighbours
+shift the counts by integer vectors v, so the measurement is μ-GDP (ρ-zCDP with ρ = μ²/2, CKS 2020 Theorem 14)
+with μ² = max_v Σ_i v_i²/v_i, the design's own sensitivity Δ(f_ξ)²/σ² at the effective variances, evaluated
+exactly in rationals (:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`). The ``ci_volume`` and
+``test_power`` designs keep the floating-point sampler: their predictions are of continuous Gaussian noise.
 """
 
 from __future__ import annotations
@@ -32,9 +42,24 @@ import math
 
 import numpy as np
 
+from fractions import Fraction
+
 from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.mechanisms.base import Mechanism
+from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
+from dpopt.mechanisms.lattice import (
+    EXACT_MEASUREMENT_NOTE,
+    GDP_TARGETS,
+    check_draws,
+    discrete_variance,
+    effective_variance,
+    exact_refusal,
+    integer_answers,
+    lattice_privacy_check,
+    target_lattice_variance,
+)
+from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal, discrete_gaussian_moments, sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
 from dpopt.noise.law import ProductLaw
 from dpopt.optimize.query_scaling import (
@@ -68,7 +93,8 @@ class QueryScalingMechanism(Mechanism):
     title = "Gaussian on a scaled query Diag(ξ)^½φ, inverted (Shoham–Rinott)"
     noise_in_span = True
 
-    def __init__(self, xi, sigma: float, objective: str, design_note: str | None = None):
+    def __init__(self, xi, sigma: float, objective: str, design_note: str | None = None,
+                 lattice: tuple[Fraction | None, ...] | None = None, target: str = "zcdp", refusal: str | None = None):
         self.xi = np.asarray(xi, dtype=float).reshape(-1)
         if np.isnan(self.xi).any() or (self.xi < 0).any():
             raise ValueError("xi must be non-negative (0: not asked, inf: released exactly)")
@@ -76,6 +102,18 @@ class QueryScalingMechanism(Mechanism):
         self.objective = objective
         self.dimension = self.xi.size
         self.design_note = design_note
+        self.lattice = None if lattice is None else tuple(None if v is None else Fraction(v) for v in lattice)
+        """σ_i² of each noisy coordinate on the lattice (None elsewhere); None: the floating-point sampler."""
+        if self.lattice is not None and [v is not None for v in self.lattice] != list(self._noisy()):
+            raise ValueError("a lattice variance is needed for each noisy coordinate (ξ finite and > 0), only there")
+        self.sampler = "floating_point" if self.lattice is None else "exact"
+        self.needs_integer_answers = self.integer_noise = self.lattice is not None
+        self.target = "gdp" if target in GDP_TARGETS else "zcdp"
+        self.refusal = refusal
+
+    def _noisy(self) -> np.ndarray:
+        """The coordinates that carry noise: ξ finite and positive."""
+        return (self.xi > 0) & np.isfinite(self.xi)
 
     # ---------------------------------------------------------------- facts
     @classmethod
@@ -129,25 +167,42 @@ class QueryScalingMechanism(Mechanism):
             f"ξ optimises {u.metric} over the sensitivity hull by {scaling.method}"
             + (f"; certified duality gap {scaling.duality_gap:.2g}" if scaling.duality_gap else "")
         )
-        return cls(xi, sigma, u.metric, note)
+        lattice, refusal = _lattice_variances(problem, xi, sigma)
+        return cls(xi, sigma, u.metric, note, lattice, spec.privacy.definition, refusal)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "QueryScalingMechanism":
         xi = [math.inf if x is None else float(x) for x in parameters["xi"]]
         if len(xi) != space.dimension:
             raise ValueError(f"xi has {len(xi)} entries for a query of dimension {space.dimension}")
-        return cls(xi, parameters["sigma"], parameters["objective"])
+        lattice = parameters.get("lattice_variances")
+        return cls(xi, parameters["sigma"], parameters["objective"],
+                   lattice=None if lattice is None else [None if v is None else Fraction(v) for v in lattice],
+                   target=parameters.get("lattice_privacy", "zcdp"))
 
     @property
     def parameters(self) -> dict:
-        return {
+        out = {
             "xi": [None if math.isinf(x) else float(x) for x in self.xi],
             "sigma": self.sigma,
             "objective": self.objective,
         }
+        if self.lattice is not None:  # absent: floating point
+            out |= {"sampler": "exact", "lattice_variances": [None if v is None else str(v) for v in self.lattice]}
+            if self.target == "gdp":
+                out["lattice_privacy"] = "gdp"
+        return out
+
+    def scope_checks(self, problem: Problem) -> list[Check]:
+        """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`)."""
+        return [lattice_scope_check(problem)] if self.lattice is not None else []
 
     def _variances(self) -> np.ndarray:
-        """σ²/ξ_i per coordinate: 0 when released exactly, ∞ when not asked."""
+        """The noise variance per coordinate: σ²/ξ_i (on the lattice Var N_ℤ(0, σ_i²)); 0 when released exactly,
+        ∞ when not asked."""
+        if self.lattice is not None:
+            return np.array([discrete_variance(v) if v is not None else (0.0 if math.isinf(x) else math.inf)
+                             for v, x in zip(self.lattice, self.xi)])
         with np.errstate(divide="ignore"):
             return np.where(np.isinf(self.xi), 0.0, self.sigma**2 / self.xi)
 
@@ -157,11 +212,32 @@ class QueryScalingMechanism(Mechanism):
         noisy = np.flatnonzero(np.isfinite(xi) & (xi > 0))
         basis = np.zeros((self.dimension, noisy.size))
         basis[noisy, np.arange(noisy.size)] = 1.0
+        if self.lattice is not None:
+            marginals = tuple(DiscreteGaussianMarginal(float(self.lattice[i])) for i in noisy)
+            return ProductLaw(marginals, self.dimension, basis, xi > 0,
+                              "N_ℤ(0, σ_i²) per noisy coordinate, σ_i² = "
+                              + ", ".join(str(self.lattice[i]) for i in noisy) + "; ξ = ∞ exact, ξ = 0 not released")
         marginals = tuple(GaussianMarginal(self.sigma / float(np.sqrt(xi[i]))) for i in noisy)
         return ProductLaw(marginals, self.dimension, basis, xi > 0,
                           f"N(0, σ²Diag(ξ)⁻¹), σ = {self.sigma:.17g}; ξ = ∞ exact, ξ = 0 not released")
 
+    def _lattice_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` rows of exact integer noise: N_ℤ(0, σ_i²) on the noisy coordinates, 0 elsewhere (int64)."""
+        out = np.zeros((size, self.dimension), dtype=np.int64)
+        for i, v in enumerate(self.lattice):
+            if v is not None:
+                out[:, i] = sample_discrete_gaussian(rng, v.numerator, v.denominator, size)
+        return out
+
+    def sampler_check_draws(self, default: int) -> int:
+        """On the lattice: :func:`~dpopt.mechanisms.lattice.check_draws` (d variates a draw)."""
+        return check_draws(default, self.dimension) if self.lattice is not None else default
+
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.lattice is not None:
+            z = self._lattice_noise(rng, size).astype(float)
+            z[:, self.xi == 0] = np.nan
+            return z
         sd = np.sqrt(self._variances())
         z = rng.normal(size=(size, self.dimension)) * np.where(np.isinf(sd), 0.0, sd)
         z[:, np.isinf(sd)] = np.nan
@@ -181,6 +257,8 @@ class QueryScalingMechanism(Mechanism):
         if moving.size:
             return [exact_check, Check("privacy", "Gaussian noise on the adjusted query", False,
                                        "a coordinate released exactly changes between neighbours")]
+        if self.lattice is not None:
+            return [exact_check, self._lattice_check(vectors, privacy)]
         adjusted = adjusted_l2_squared(vectors, self.xi)
         check = gaussian_privacy_check(adjusted, self.sigma, privacy)
         return [
@@ -194,8 +272,48 @@ class QueryScalingMechanism(Mechanism):
             ),
         ]
 
+    def _effective_variances(self, definition: str) -> list[Fraction | None] | None:
+        """v_i = :func:`~dpopt.mechanisms.lattice.effective_variance` of each lattice variance (None off the
+        noisy coordinates); None when a slope is not certified."""
+        out = [None if v is None else effective_variance(v, definition) for v in self.lattice]
+        return None if any(e is None for e, v in zip(out, self.lattice) if v is not None) else out
+
+    def _lattice_mu_squared(self, vectors, definition: str) -> Fraction | None:
+        """μ² = max_v Σ_i v_i²/v_i over the listed neighbouring differences, exact in rationals (rows within 1e-9 of
+        the float maximum re-evaluated exactly, as :func:`adjusted_l2_squared` does); None when a slope is not
+        certified."""
+        effective = self._effective_variances(definition)
+        if effective is None:
+            return None
+        v = np.atleast_2d(np.asarray(vectors, dtype=float))
+        cols = [i for i, e in enumerate(effective) if e is not None]
+        weights = np.zeros(self.dimension)
+        weights[cols] = [1.0 / float(effective[i]) for i in cols]
+        values = (v**2) @ weights
+        top = float(values.max(initial=0.0))
+        rows = np.flatnonzero(values >= top * (1 - 1e-9))
+        return max((sum((Fraction(v[r, i]) ** 2 / effective[i] for i in cols), Fraction(0)) for r in rows),
+                   default=Fraction(0))
+
+    def _lattice_check(self, vectors, privacy: Privacy) -> Check:
+        mu_squared = self._lattice_mu_squared(vectors, privacy.definition)
+        if mu_squared is None:
+            return Check("privacy", "exact lattice measurement", False,
+                         "a lattice variance is beyond the certified GDP slope's range")
+        return lattice_privacy_check(mu_squared, privacy, f"max_v Σ_i v_i²/v_i over the {len(vectors)} listed "
+                                     "neighbouring differences (exact rationals)")
+
     def notes(self) -> list[str]:
-        out = super().notes() + [
+        if self.lattice is not None:
+            return [EXACT_MEASUREMENT_NOTE + " (lattice variances σ_i² = "
+                    + ", ".join(str(v) for v in self.lattice if v is not None) + ")"] + self._design_notes()
+        return super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else []) + \
+            self._design_notes()
+
+    def _design_notes(self) -> list[str]:
+        out = [
+            "the design's noise N(0, σ² Diag(ξ)⁻¹) (Shoham & Rinott) is measured exactly, each noisy count as "
+            "x_i + N_ℤ(0, σ_i²) with effective variance at least σ²/ξ_i" if self.lattice is not None else
             (
                 "the agency answers the adjusted query Diag(ξ)^½ φ(X) + N(0, σ²I) (Shoham & Rinott); the "
                 "release is its inverse transform Diag(ξ)^-½(·), an unbiased estimate of φ(X) with noise "
@@ -214,6 +332,16 @@ class QueryScalingMechanism(Mechanism):
         return out
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.lattice is not None:
+            mu_squared = self._lattice_mu_squared(space.vectors(), self.target)
+            mu = math.sqrt(float(mu_squared))
+            if self.target != "gdp":
+                return {"rho": float(mu_squared / 2), "rho_exact": str(mu_squared / 2),
+                        "conversion": "exact: ρ = max_v Σ_i v_i²/(2σ_i²) on the lattice (CKS 2020, Thm 14)"}
+            return {"mu": mu, "rho": mu * mu / 2.0,
+                    "epsilon_at_delta": {f"{delta:g}": gaussian_epsilon(delta, mu) for delta in (1e-5, 1e-6, 1e-10)},
+                    "conversion": "exact: μ² = max_v Σ_i v_i² m_i² on the lattice (m_i the certified GDP slope of "
+                                  "N_ℤ(0, σ_i²)), analytic-Gaussian (ε, δ) profile"}
         mu = math.sqrt(float(adjusted_l2_squared(space.vectors(), self.xi))) / self.sigma
         return {
             "mu": mu,
@@ -234,7 +362,12 @@ class QueryScalingMechanism(Mechanism):
         return out
 
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """The inverse transform of the adjusted release: φ + N(0, σ² Diag(ξ)⁻¹), NaN where not asked."""
+        """The inverse transform of the adjusted release: φ + N(0, σ² Diag(ξ)⁻¹), NaN where not asked; on the
+        lattice x + η in int64 (module docstring), then converted."""
+        if self.lattice is not None:
+            out = (integer_answers(values) + self._lattice_noise(rng, values.shape[0])).astype(float)
+            out[:, self.xi == 0] = np.nan
+            return out
         adjusted = self._adjusted_release(values, rng)
         return invert_adjusted_release(adjusted.ravel(), np.tile(self.xi, values.shape[0])).reshape(values.shape)
 
@@ -249,9 +382,14 @@ class QueryScalingMechanism(Mechanism):
         return float(np.sum(np.where(w > 0, w * var, 0.0)))
 
     def _expected_l1(self) -> float:
+        if self.lattice is not None:
+            return sum(discrete_gaussian_moments(float(v))["mean_abs"] for v in self.lattice if v is not None)
         return expected_l1(np.sqrt(self._variances()))
 
     def _usefulness(self, gamma: float) -> float:
+        if self.lattice is not None:
+            return float(np.mean([1.0 if v is None else discrete_gaussian_moments(float(v), gamma)["within"]
+                                  for v in self.lattice]))
         return mean_usefulness(np.sqrt(self._variances()), gamma)
 
     def _max_variance(self) -> float:
@@ -280,3 +418,25 @@ class QueryScalingMechanism(Mechanism):
         log_det = float(np.sum(2.0 * math.log(self.sigma) - np.log(self.xi[noisy])))
         return region_importance_weights(q, int(noisy.sum()), log_det, alpha)
 
+
+def _lattice_variances(problem: Problem, xi: np.ndarray, sigma: float) -> tuple[tuple | None, str | None]:
+    """(σ_i² per coordinate on the lattice, None) for the exact measurement of the module docstring, or (None, why
+    the design keeps the floating-point sampler)."""
+    spec = problem.spec
+    if spec.sampler == "floating_point":
+        return None, "the spec asks for sampler: floating_point"
+    if spec.utility.metric != "l2":
+        return None, f"the {spec.utility.metric} prediction is of the continuous Gaussian"
+    reason = exact_refusal(spec.privacy.definition, counting_query(problem))
+    if reason is not None:
+        return None, reason
+    lattice = []
+    for x in xi:
+        if not (0 < x < math.inf):
+            lattice.append(None)
+            continue
+        variance = target_lattice_variance(Fraction(sigma) ** 2 / Fraction(float(x)), 1, spec.privacy.definition)
+        if variance is None:
+            return None, "a lattice variance is outside the exact sampler's range (or the certified GDP slope's)"
+        lattice.append(variance)
+    return tuple(lattice), None

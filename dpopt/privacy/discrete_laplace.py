@@ -26,6 +26,11 @@ for one coordinate, splitting Σ_y p(y)^α p(y − t)^{1−α} at 0 and t (geome
 
 :func:`discrete_laplace_zcdp_holds` certifies D_α ≤ ρα over all orders with
 :func:`dpopt.privacy.zcdp.renyi_zcdp_holds` (the largest loss of a move is ‖t‖₁/b).
+
+**μ-GDP** from the same law of J: the trade-off function of a move is the polygon through the vertices of the
+tests that reject when J ≥ k (:func:`discrete_laplace_gdp_mu`). A unit move is randomized response with ε = 1/b
+(one interior vertex), where this equals the ε-DP conversion; a move of several coordinates is better than the
+conversion of its ε = D/b.
 """
 
 from __future__ import annotations
@@ -67,6 +72,22 @@ def discrete_laplace_delta(epsilon: float, scale: float, pattern: Sequence[int])
     return float(np.sum(law * gain))
 
 
+def _loss_law_mp(scale: Fraction, pattern: Sequence[int]) -> list:
+    """P[J = j], j = 0 … D, of the module docstring in the working mpmath precision, b taken exactly."""
+    b = mpmath.mpf(scale.numerator) / scale.denominator
+    r = mpmath.exp(-1 / b)
+    law = [mpmath.mpf(1)]
+    for t in pattern:
+        pmf = [(1 - r) / (1 + r) * r**j for j in range(t + 1)]
+        pmf[0], pmf[t] = 1 / (1 + r), r**t / (1 + r)
+        out = [mpmath.mpf(0)] * (len(law) + t)
+        for i, a in enumerate(law):
+            for j, c in enumerate(pmf):
+                out[i + j] += a * c
+        law = out
+    return law
+
+
 def discrete_laplace_delta_mp(epsilon: float, scale: Fraction, pattern: Sequence[int]) -> mpmath.mpf:
     """δ(ε) of the module docstring in 60-digit arithmetic, b taken exactly (the certificate's check)."""
     pattern = [int(v) for v in pattern if v]
@@ -74,22 +95,46 @@ def discrete_laplace_delta_mp(epsilon: float, scale: Fraction, pattern: Sequence
         return mpmath.mpf(0)
     with mpmath.workdps(_MP_DIGITS):
         b = mpmath.mpf(scale.numerator) / scale.denominator
-        r = mpmath.exp(-1 / b)
-        law = [mpmath.mpf(1)]
-        for t in pattern:
-            pmf = [(1 - r) / (1 + r) * r**j for j in range(t + 1)]
-            pmf[0], pmf[t] = 1 / (1 + r), r**t / (1 + r)
-            out = [mpmath.mpf(0)] * (len(law) + t)
-            for i, a in enumerate(law):
-                for j, c in enumerate(pmf):
-                    out[i + j] += a * c
-            law = out
+        law = _loss_law_mp(scale, pattern)
         total, eps = sum(pattern), mpmath.mpf(epsilon)
         return mpmath.fsum(
             p * (1 - mpmath.exp(eps - (total - 2 * big_j) / b))
             for big_j, p in enumerate(law)
             if (total - 2 * big_j) / b > eps
         )
+
+
+GDP_SMALLEST = 1e-40
+"""Vertices of the trade-off curve with α or β below this are not evaluated (60 digits resolve Φ⁻¹ near 0 and 1
+only so far): :func:`discrete_laplace_gdp_mu` returns None and the ε-DP route is used instead."""
+
+
+def discrete_laplace_gdp_mu(scale: Fraction, pattern: Sequence[int]) -> mpmath.mpf | None:
+    r"""The smallest μ for which i.i.d. discrete Laplace noise of scale b is μ-GDP against a move with |t_k| =
+    ``pattern``, in 60-digit arithmetic; None when a vertex is beyond :data:`GDP_SMALLEST`.
+
+    The privacy loss is (D − 2J)/b (module docstring), decreasing in J, so the most powerful tests of P (no move)
+    against Q (the move) reject when J ≥ k: α_k = P[J ≥ k], β_k = Q[J < k] = Σ_{j<k} P[J = j] e^{−(D − 2j)/b}
+    (k = 0 … D + 1). The trade-off function T(P, Q) is the polygon through these vertices, and since G_μ is convex
+    it lies above G_μ iff every vertex does (Dong, Roth & Su 2022, Def. 2.1, Prop. 2.2): β_k ≥ Φ(Φ⁻¹(1 − α_k) − μ),
+    i.e. μ ≥ Φ⁻¹(1 − α_k) − Φ⁻¹(β_k). The reversed pair (Q, P) is the move −t, of the same pattern.
+    """
+    pattern = [int(v) for v in pattern if v]
+    if not pattern:
+        return mpmath.mpf(0)
+    with mpmath.workdps(_MP_DIGITS):
+        b = mpmath.mpf(scale.numerator) / scale.denominator
+        law = _loss_law_mp(scale, pattern)
+        total = sum(pattern)
+        q = [p * mpmath.exp(-(total - 2 * j) / b) for j, p in enumerate(law)]
+        root2 = mpmath.sqrt(2)  # Φ⁻¹(p) = √2 erf⁻¹(2p − 1)
+        worst = mpmath.mpf(0)
+        for k in range(1, total + 1):
+            alpha, beta = mpmath.fsum(law[k:]), mpmath.fsum(q[:k])
+            if min(alpha, beta, 1 - alpha, 1 - beta) < GDP_SMALLEST:
+                return None
+            worst = max(worst, root2 * (mpmath.erfinv(1 - 2 * alpha) - mpmath.erfinv(2 * beta - 1)))
+        return worst
 
 
 def discrete_laplace_renyi(alpha: float | arb, scale: Fraction, pattern: Sequence[int]) -> arb:

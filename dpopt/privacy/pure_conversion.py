@@ -215,3 +215,28 @@ def pure_privacy_check(achieved: Fraction, privacy: Privacy, how: str, detail: s
     implied = pure_implies(achieved, privacy)
     method = how if privacy.definition == "pure" else f"{how}; then {implied.method}"
     return Check("privacy", method, premise and implied.passed, f"{detail}; {implied.detail}")
+
+
+def epsilon_dp_check(eps: Fraction, privacy: Privacy, noise: str, source: str = "") -> Check:
+    """Exact rational check of an ε-DP mechanism (ε = Δ₁/b, exact) against the target.
+
+    pure and approx: ε ≤ ε_target (δ is not used); zcdp: ε²/2 ≤ ρ (ε-DP ⇒ ε²/2-zCDP,
+    Bun & Steinke 2016, Prop. 1.4). Any other target fails, naming it.
+    """
+    definition, p = privacy.definition, privacy.parameters
+    cite = f"; {source}" if source else ""
+    if definition in ("pure", "approx"):
+        return Check(
+            "privacy",
+            f"exact rational check Δ₁/b ≤ ε ({noise}{cite}; δ is not used)",
+            eps <= written(p["epsilon"]),
+            f"Δ₁/b = {float(eps):.17g} vs ε = {p['epsilon']}",
+        )
+    if definition == "zcdp":
+        return Check(
+            "privacy",
+            f"exact rational check (Δ₁/b)²/2 ≤ ρ ({noise}{cite}; ε-DP ⇒ ε²/2-zCDP, Bun & Steinke 2016, Prop. 1.4)",
+            eps * eps / 2 <= written(p["rho"]),
+            f"(Δ₁/b)²/2 = {float(eps * eps / 2):.17g} vs ρ = {p['rho']}",
+        )
+    return Check("privacy", noise, False, f"no {definition} guarantee for {noise} in this version")
