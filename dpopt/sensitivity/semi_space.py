@@ -163,7 +163,7 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
         images = _images(reduced.query_matrix(), moves)
         l1, l2sq, linf = exact_norms(images) if len(moves) else zero
         if small == shape:  # the reduced table is the table: these are the listed vectors
-            listed = _with_zero(_distinct(images))
+            listed = _distinct(_with_zero(images))
         kernel = MarginSubspace(shape, groups)
         span = kernel if domain.query_is_table else _image_span(domain, kernel)
         kind = "tables with zero invariant margins (implicit projector)" if span is kernel else "A·(that kernel)"
@@ -179,7 +179,7 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
             raise ValueError("too many Semi-DP sensitivity vectors to list for this table")
         if kept:
             return kept[0].copy()
-        out = _with_zero(_distinct(_images(domain.query_matrix(), margin_moves(shape, groups, degree))))
+        out = _distinct(_with_zero(_images(domain.query_matrix(), margin_moves(shape, groups, degree))))
         if out.nbytes <= _KEPT_BYTES:
             kept.append(out)
         return out.copy()
