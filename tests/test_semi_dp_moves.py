@@ -138,6 +138,17 @@ def test_invariant_attribute_outside_the_query():
     assert space.semi_adjacent_parameter == 2 and space.l2_squared == 8
 
 
+def test_listed_vectors_are_distinct():
+    """S_Semi is a set: the age-range sums of a 2×5 table with its row margin invariant map many of the table's moves
+    to one vector; the space lists each vector once, the same set as brute force."""
+    ranges = [[1 if lo <= k <= hi else 0 for k in range(5)] for lo in range(5) for hi in range(lo, 5)]
+    spec = _spec((2, 5), groups=[["a0"]], query={"kind": "linear", "attribute": "a1", "matrix": ranges})
+    space = _assert_equal_to_brute_force(spec)
+    vectors = space.vectors()
+    moves = margin_moves((2, 5), ((0,),), space.semi_adjacent_parameter)
+    assert len(_rows(vectors)) == len(vectors) < len(moves)
+
+
 @pytest.mark.parametrize("shape,groups", [((5, 5), ((0,), (1,))), ((4, 3), ((0,),)), ((5, 2, 2), ((0,), (1, 2)))])
 def test_reduced_table_norms_equal_full_table_norms(shape, groups):
     degree = 1 + len(groups)

@@ -130,7 +130,8 @@ class MahalanobisSensitivity:
 
 DISTINCT_ROWS_FROM = 1_000
 """Generators above which :func:`mahalanobis_sensitivity` works on the distinct rows (a Semi-DP space of the census
-plan lists 538,571 moves of 15 cells, 471 distinct: 0.5 s a call, 0.09 s with the hashing)."""
+plan listed 538,571 moves of 15 cells, 471 distinct: 0.5 s a call, 0.09 s with the hashing; the Semi-DP space now
+lists its distinct vectors itself)."""
 
 
 def mahalanobis_sensitivity(sigma: np.ndarray, vectors: np.ndarray) -> MahalanobisSensitivity:

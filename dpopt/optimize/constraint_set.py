@@ -33,8 +33,8 @@ def distinct_directions(vectors: np.ndarray) -> np.ndarray:
     """The vectors without zeros, with one of ±v, and with the longest of positive multiples.
 
     vᵀΣ⁺v is even in v and grows with its scale, so these give the same constraints. Kept for the last
-    four inputs (by a BLAKE2b digest of their bytes): the census example's 538,571 moves take 1.4 s, their
-    digest 0.1 s.
+    four inputs (by a BLAKE2b digest of their bytes): the census example's 538,571 moves took 1.4 s, their
+    digest 0.1 s (its Semi-DP space now lists only its 471 distinct vectors).
     """
     v = np.ascontiguousarray(np.atleast_2d(np.asarray(vectors, dtype=float)))
     key = (v.shape, hashlib.blake2b(v.view(np.uint8), digest_size=32).digest())

@@ -151,7 +151,7 @@ def gdp_route_check(privacy: Privacy, targets: list[Privacy], names: list[str]) 
 
 DISTINCT_FROM = 1_000
 """Listed differences above which :func:`dominating_pair` works on the distinct ones (the census plan's Semi-DP space
-lists 538,571 moves of 15 cells, 471 distinct)."""
+listed 538,571 moves of 15 cells, 471 distinct, before it kept only its distinct vectors)."""
 
 
 def dominating_pair(mechanism: Mechanism, space: SensitivitySpace) -> float | ProductPair | str:
