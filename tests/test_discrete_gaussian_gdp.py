@@ -12,7 +12,7 @@ from fractions import Fraction
 import mpmath
 import pytest
 
-from dpopt.privacy.discrete_gaussian_gdp import MARGIN, MAX_SIGMA2, unit_shift_gdp
+from dpopt.privacy.discrete_gaussian_gdp import MARGIN, MAX_SIGMA2, _tail_bound, unit_shift_gdp
 
 
 def pmf_tails(sigma2: float):
@@ -79,3 +79,76 @@ def test_range():
     assert unit_shift_gdp(Fraction(0)) is None
     large = unit_shift_gdp(Fraction(2**20))
     assert large is not None and large.tail_bound <= float(large.slope)
+
+
+def tails_at_large_variance(sigma2: int, js: list[int], top: int) -> dict:
+    """T(k) = P[Y ≥ k] for k ∈ {j, j + 1 : j ∈ js}, 50 digits, by direct summation: the weights e^{−k²/(2σ²)}
+    by the recurrence w(k + 1) = w(k)·q^{2k+1}, q = e^{−1/(2σ²)}, for 0 ≤ k ≤ top (Z = 2Σ w − 1; top = 40σ
+    leaves out less than e^{−800} of Z), and beyond top from e^{−j²/(2σ²)} until a term falls below 10⁻⁶⁰ of
+    the first (the terms decrease geometrically there: the rest is below 10⁻⁵⁹ of the sum)."""
+    with mpmath.workdps(50):
+        s2 = mpmath.mpf(sigma2)
+        q = mpmath.exp(-1 / (2 * s2))
+        weight, ratio, weights = mpmath.mpf(1), q, []
+        for _ in range(top + 1):
+            weights.append(weight)
+            weight, ratio = weight * ratio, ratio * q * q
+        z = 2 * mpmath.fsum(weights) - 1
+        wanted = {k for j in js if j < top for k in (j, j + 1)}
+        suffix, acc = {}, mpmath.mpf(0)
+        for k in range(top, -1, -1):
+            acc += weights[k]
+            if k in wanted:
+                suffix[k] = acc
+        for j in (j for j in js if j >= top):
+            weight = mpmath.exp(-mpmath.mpf(j) ** 2 / (2 * s2))
+            ratio = mpmath.exp(-mpmath.mpf(2 * j + 1) / (2 * s2))
+            terms = []
+            while not terms or terms[-1] > terms[0] * mpmath.mpf(10) ** -60:
+                terms.append(weight)
+                weight, ratio = weight * ratio, ratio * q * q
+            suffix[j], suffix[j + 1] = mpmath.fsum(terms), mpmath.fsum(terms[1:])
+        return {k: v / z for k, v in suffix.items()}
+
+
+def gaussian_upper_quantile(tail, guess: float):
+    """Φ̄⁻¹(tail) in 50 digits: the root of log(erfc(x/√2)/2) = log(tail) (erfc keeps its digits far out)."""
+    with mpmath.workdps(50):
+        log_tail = mpmath.log(tail)
+        return mpmath.findroot(lambda x: mpmath.log(mpmath.erfc(x / mpmath.sqrt(2)) / 2) - log_tail, guess)
+
+
+def test_large_variance_slope_dominates_an_independent_sample_of_increments():
+    """σ² = 10⁶ (the integer strategies' size): the increments d_j at a sample of j from the centre to far past
+    the evaluated range A, each from a 50-digit reference, are below the certified slope; d_0 is the largest
+    evaluated one. The proof steps of the tail bound hold at every sampled
+    j ≥ A: z_j ≥ (j − ½)/σ and d_j ≤ B(j)."""
+    s2, sigma = 10**6, 1000
+    gdp = unit_shift_gdp(Fraction(s2))
+    assert gdp.checked < 20_000  # B(A) ≤ m from A ≈ max(16.1σ, 16,668); the former bound needed A ≥ σ²/2
+    js = [0, 1, 10, 1000, gdp.checked - 1, gdp.checked, 20_000, 30_000, 100_000, 500_000]
+    tails = tails_at_large_variance(s2, js, 40 * sigma)
+    for j in js:
+        if j == 0:
+            z_j, z_next = None, gaussian_upper_quantile(tails[1], 0.5 / sigma)
+            d_j = 2 * z_next  # z_0 = −z_1 by symmetry
+        else:
+            z_j = gaussian_upper_quantile(tails[j], (j - 0.5) / sigma)
+            d_j = gaussian_upper_quantile(tails[j + 1], (j + 0.5) / sigma) - z_j
+        assert d_j <= float(gdp.slope), j
+        if j == 0:
+            assert float(d_j) == pytest.approx(gdp.largest_increment, rel=1e-9)
+            assert float(d_j) * sigma == pytest.approx(1 + 1 / (24 * s2), rel=1e-12)  # Euler–Maclaurin, next O(σ⁻⁴)
+        if j >= gdp.checked:
+            assert z_j >= (j - 0.5) / sigma
+            assert d_j <= _tail_bound(j, float(s2))
+    assert gdp.tail_bound <= float(gdp.slope)
+
+
+@pytest.mark.parametrize("y", [1.0, 2.0, 5.0, 16.1, 100.0])
+def test_mills_ratio_series_bound(y):
+    """The tail bound's last step, h(y) ≥ y/(1 − 1/y² + 3/y⁴) (Abramowitz & Stegun 26.2.12), against the hazard
+    φ(y)/Φ̄(y) in 50 digits."""
+    with mpmath.workdps(50):
+        hazard = mpmath.npdf(y) / (mpmath.erfc(y / mpmath.sqrt(2)) / 2)
+        assert hazard >= y / (1 - 1 / y**2 + 3 / y**4)

@@ -1,5 +1,5 @@
 """``MarginalGaussianMechanism.exact_reason`` refuses a component outside the lattice sampler's range before it
-certifies any GDP slope (each costs up to a second near σ² = 2²², ``dpopt.privacy.discrete_gaussian_gdp``):
+certifies any GDP slope (``dpopt.privacy.discrete_gaussian_gdp``):
 a GDP target only raises a component's lattice variance, so one already above ``MAX_SIGMA2`` at its first dyadic
 variance can never be certified."""
 

@@ -689,9 +689,8 @@ def lattice_check(lattice: KroneckerLattice, privacy: Privacy, replace: bool, mu
 
 GDP_DESIGN_SIGMA2 = Fraction(2**20)
 """The largest lattice variance a μ-GDP or (ε, δ) design aims at, a quarter of the certified range
-(:data:`~dpopt.privacy.discrete_gaussian_gdp.MAX_SIGMA2`): the slope's evaluation takes time in proportion to σ²
-(0.3 s here against 1.3 s at 2²², per block, in the design and again in ``dpopt verify``), and the rounding at this
-scale costs below 10⁻⁴ on the examples."""
+(:data:`~dpopt.privacy.discrete_gaussian_gdp.MAX_SIGMA2`), set when the slope's evaluation took time in proportion
+to σ²; the rounding at this scale costs below 10⁻⁴ on the examples."""
 
 
 ZCDP_DESIGN_SIGMA2 = Fraction(2**42)

@@ -18,18 +18,28 @@ j = 0, where d_0 = 2z_1 and P[Y = 0] = 1/Z exceeds the continuous mass of [−½
 
 **Certified slope** (:func:`unit_shift_gdp`). The increments d_0, …, d_{A−1} are evaluated in float64 (log
 tails by a reverse log-sum-exp, z_j by :func:`dpopt.core.normal.ndtri_exp`, which imports no scipy), their
-largest value M is enlarged by the margin :data:`MARGIN`, m = (1 + η)M, after checking that η M/2 exceeds the float64 error bound of an
-increment (:func:`_increment_error`). For j ≥ A an analytic bound: with r_j = e^{−(2j+1)/(2σ²)},
+largest value M is enlarged by the margin :data:`MARGIN`, m = (1 + η)M, after checking that η M/2 exceeds the
+float64 error bound of an increment (:func:`_increment_error`). For j ≥ A an analytic bound, valid when
+A − ½ ≥ σ; write y = (j − ½)/σ and t = 1/y:
 
-* the mean value theorem and the increasing Gaussian hazard h(z) = φ(z)/Φ̄(z) ≥ z give
-  d_j ≤ −log(T(j+1)/T(j)) / z_j;
-* T(j+1)/T(j) is the mean of e^{−(2K+1)/(2σ²)} over the tail law K ≥ j, whose overshoot K − j is
-  stochastically below a geometric law of ratio r_j; by Jensen −log(T(j+1)/T(j)) ≤ (j + ½ + r_j/(1 − r_j))/σ²;
-* z_j ≥ (j − 2)/σ when u = j/σ² ≥ ½, (j − 2)/σ ≥ 1 and 2u − log 2u + log(1 − e^{−u}) ≥ 2/σ² (the left side
-  increases for u ≥ ½): from T(j) ≤ e^{−j²/(2σ²)}/(Z(1 − r_j)), Z ≥ σ√(2π) (Poisson summation) and
-  Φ̄(x) ≥ φ(x)x/(1 + x²) ≥ φ(x)/(2x) for x ≥ 1;
+* **z_j ≥ y.** f(k) = e^{−k²/(2σ²)} is convex for k ≥ σ, so the midpoint rule underestimates its integral
+  (Hermite–Hadamard): Σ_{k≥j} f(k) ≤ ∫_{j−½}^∞ f = σ√(2π) Φ̄(y); and Z = Σ_k f(k) = σ√(2π) Σ_n e^{−2π²σ²n²}
+  ≥ σ√(2π) (Poisson summation). Hence T(j) ≤ Φ̄(y).
+* **d_j ≤ N_j/h(y)** with N_j = −log(T(j+1)/T(j)): log Φ̄ has derivative −h, the Gaussian hazard
+  h(z) = φ(z)/Φ̄(z), which increases, so N_j = ∫_{z_j}^{z_{j+1}} h ≥ d_j h(z_j) ≥ d_j h(y).
+* **σN_j ≤ y + 1/σ + 1/y.** T(j+1)/T(j) is the mean of e^{−(2K+1)/(2σ²)} over the tail law K ≥ j, whose
+  overshoot K − j is stochastically below a geometric law of ratio r_j = e^{−(2j+1)/(2σ²)}; by Jensen
+  N_j ≤ (j + ½ + r_j/(1 − r_j))/σ², and r_j/(1 − r_j) ≤ 2σ²/(2j + 1) (e^s − 1 ≥ s).
+* **h(y) ≥ y/(1 − t² + 3t⁴)**: the asymptotic series of Mills' ratio cut after a positive term is an upper
+  bound, Φ̄(y) < φ(y)(1/y − 1/y³ + 3/y⁵) for y > 0 (Abramowitz & Stegun 26.2.12).
 
-so d_j ≤ B(j) = (j + ½ + r_j/(1 − r_j))/(σ(j − 2)), which decreases in j: B(A) ≤ m closes the argument.
+So σd_j ≤ (1 + t/σ + t²)(1 − t² + 3t⁴) = 1 + t/σ − t³/σ + 2t⁴ + 3t⁵/σ + 3t⁶ ≤ G(t) = 1 + t/σ + 2t⁴ + 3t⁵/σ
++ 3t⁶, which increases in t, i.e. decreases in j: B(A) = G(σ/(A − ½))/σ ≤ m closes the argument. G − 1 ≈
+1/(A − ½) + 2t⁴, below η once A ≳ 1/(0.6η) and y ≳ 16: A ≈ max(σ + 1, 16,668, 16.1σ) increments, about
+17,000 at σ² = 10⁶ (the geometric bound with z_j ≥ (j − 2)/σ, used before, needed A ≥ σ²/2).
+
+The float64 sums run to K = A + 400 + ⌈100σ²/A⌉ and bound the rest by f(K)/(1 − r_K) (the geometric
+law again); that overestimate moves T(j), j ≤ A, by a relative e^{−(K²−A²)/(2σ²)}(1 + σ²/K) < e^{−94}.
 
 References
 ----------
@@ -52,7 +62,7 @@ MARGIN = 1e-4
 """η: the certified slope is (1 + η) times the largest increment evaluated (a variance cost of about 2η)."""
 
 MAX_SIGMA2 = Fraction(2**22)
-"""Largest lattice variance certified (the float64 evaluation runs over about σ²/2 increments)."""
+"""Largest lattice variance certified (the float64 evaluation runs over about max(16.1σ, 16,668) increments)."""
 
 _UNIT = 2.0**-53
 
@@ -80,19 +90,20 @@ class UnitShiftGdp:
 
 
 def _start(s2: float) -> int:
-    """A first A for the tail bound: u ≥ ½, (A − 2)/σ ≥ 1 and B(A) ≈ 1/σ·(1 + 4.1/A) below (1 + η)/σ."""
-    return int(max(math.ceil(s2 / 2), math.ceil(math.sqrt(s2)) + 3, 2 + math.ceil(4.2 / MARGIN)))
+    """A first A for the tail bound: A − ½ ≥ σ, 1/(A − ½) ≤ 0.6η and y = (A − ½)/σ ≥ 16.1 (2t⁴ ≤ 0.3η), so that
+    B(A) ≈ (1 + 0.9η)/σ is below m ≥ (1 + η)/σ."""
+    sigma = math.sqrt(s2)
+    return int(max(math.ceil(sigma + 1), math.ceil(1 / (0.6 * MARGIN)) + 1, math.ceil(0.5 + 16.1 * sigma)))
 
 
 def _tail_bound(j: int, s2: float) -> float | None:
-    """B(j) when the conditions of the tail argument hold at j (module docstring), else None."""
-    sigma, u = math.sqrt(s2), j / s2
-    if u < 0.5 or (j - 2) / sigma < 1:
+    """B(j) = G(σ/(j − ½))/σ ≥ d_k for every k ≥ j (module docstring); None when j − ½ < σ."""
+    sigma = math.sqrt(s2)
+    if j - 0.5 < sigma:
         return None
-    if 2 * u - math.log(2 * u) + math.log1p(-math.exp(-u)) < 2 / s2 + 1e-9:
-        return None
-    r = math.exp(-(2 * j + 1) / (2 * s2))
-    return (j + 0.5 + r / (1 - r)) / (sigma * (j - 2)) * (1 + 1e-12)
+    t = sigma / (j - 0.5)
+    g = 1 + t / sigma + 2 * t**4 + 3 * t**5 / sigma + 3 * t**6
+    return g / sigma * (1 + 1e-12)
 
 
 def _increment_error(count: int, z_max: float) -> float:
@@ -113,7 +124,7 @@ def unit_shift_gdp(sigma2: Fraction) -> UnitShiftGdp | None:
     s2 = float(sigma2)
     checked = _start(s2)
     while True:
-        count = checked + 400
+        count = checked + 400 + math.ceil(100 * s2 / checked)  # the tail beyond count: module docstring
         k = np.arange(count + 1, dtype=float)
         log_w = -k * k / (2 * s2)
         r_end = math.exp(-(2 * count + 1) / (2 * s2))
