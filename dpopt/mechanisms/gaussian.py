@@ -256,7 +256,7 @@ def lattice_reason(problem: Problem, sigma: float) -> str | None:
         return f"the {spec.utility.metric} prediction is of the continuous Gaussian"
     reason = exact_refusal(spec.privacy.definition, counting_query(problem))
     if reason is None and target_lattice_variance(Fraction(sigma) ** 2, 1, spec.privacy.definition) is None:
-        reason = ("the lattice variance is outside the exact sampler's range (2^-9 to 2^30)"
+        reason = ("the lattice variance is outside the exact sampler's range (2^-9 to 2^60)"
                   + (f", or above {MAX_SIGMA2} where the GDP slope is certified"
                      if spec.privacy.definition in GDP_TARGETS else ""))
     return reason
