@@ -53,6 +53,7 @@ _ROOT_2PI = math.sqrt(2.0 * math.pi)
 
 
 def _check(sigma2: float) -> float:
+    """σ for σ² in the closed forms' range [:data:`MIN_SIGMA2`, ∞); ValueError otherwise."""
     if not (sigma2 >= MIN_SIGMA2 and math.isfinite(sigma2)):
         raise ValueError(f"the closed forms of N_Z(0, σ²) need σ² ≥ {MIN_SIGMA2:g} (got {sigma2})")
     return math.sqrt(sigma2)
