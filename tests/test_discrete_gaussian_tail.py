@@ -112,3 +112,14 @@ def test_discrete_gaussian_family_beyond_the_tabulated_range(privacy):
     if "zcdp" in privacy:
         assert sigma2 == 500_000_000_000
     assert solution.certificate.passed and dpopt.verify(solution.certificate).passed
+
+
+@pytest.mark.parametrize("sigma2", [0.3, 50.0, 1e4])
+def test_lattice_margin_by_bisection_is_the_first_k_of_a_linear_scan(sigma2):
+    """The per-cell margin of a lattice law is the smallest k with P(W > k) ≤ 0.025: bisection finds the k a scan
+    from 0 finds (the tabulated law, every k checked)."""
+    law = DiscreteGaussianMarginal(sigma2)
+    k = 0
+    while float(law.tail(k)) > 0.025:
+        k += 1
+    assert _marginal_errors(law)[1] == k
