@@ -152,3 +152,59 @@ def test_mills_ratio_series_bound(y):
     with mpmath.workdps(50):
         hazard = mpmath.npdf(y) / (mpmath.erfc(y / mpmath.sqrt(2)) / 2)
         assert hazard >= y / (1 - 1 / y**2 + 3 / y**4)
+
+
+def tails_by_theta(sigma2: int, js: list[int]) -> dict:
+    """T(k) = P[Y ≥ k] for k ∈ {j, j + 1 : j ∈ js}, 50 digits, without summing 40σ terms: Z = σ√(2π)(1 +
+    2Σ_{n≥1} e^{−2π²σ²n²}) (Poisson summation; the sum is below e^{−10⁹} here, so Z = σ√(2π) to 50 digits);
+    for j ≤ σ + 1, Σ_{k≥j} w(k) = (Z + 1)/2 − Σ_{0≤k<j} w(k) (no cancellation: the front sum is below Z/2·0.7);
+    beyond, the terms from j until one falls below 10⁻⁶⁰ of the first (:func:`tails_at_large_variance`)."""
+    with mpmath.workdps(50):
+        s2 = mpmath.mpf(sigma2)
+        sigma = mpmath.sqrt(s2)
+        z = sigma * mpmath.sqrt(2 * mpmath.pi) * (1 + 2 * mpmath.exp(-2 * mpmath.pi**2 * s2))
+        q = mpmath.exp(-1 / (2 * s2))
+        wanted = sorted({k for j in js for k in (j, j + 1)})
+        out, front = {}, [k for k in wanted if k <= int(sigma) + 2]
+        weight, ratio, acc, k = mpmath.mpf(1), q, mpmath.mpf(0), 0
+        for target in front:
+            while k < target:
+                acc += weight
+                weight, ratio, k = weight * ratio, ratio * q * q, k + 1
+            out[target] = ((z + 1) / 2 - acc) / z
+        for j in (j for j in js if j > int(sigma) + 2):
+            weight = mpmath.exp(-mpmath.mpf(j) ** 2 / (2 * s2))
+            ratio = mpmath.exp(-mpmath.mpf(2 * j + 1) / (2 * s2))
+            terms = []
+            while not terms or terms[-1] > terms[0] * mpmath.mpf(10) ** -60:
+                terms.append(weight)
+                weight, ratio = weight * ratio, ratio * q * q
+            out[j], out[j + 1] = mpmath.fsum(terms) / z, mpmath.fsum(terms[1:]) / z
+        return out
+
+
+@pytest.mark.slow
+def test_slope_at_the_top_of_the_range_dominates_a_50_digit_sample_of_increments():
+    """σ² = 2²⁸ = MAX_SIGMA2 (about 4 s of mpmath): increments d_j from the centre to twice the evaluated range A,
+    each from 50-digit tails, are below the certified slope; d_0 is the largest evaluated increment and matches
+    the Euler–Maclaurin value (1 + 1/(24σ²))/σ; past A the tail bound's proof steps hold."""
+    s2 = int(MAX_SIGMA2)
+    assert s2 == 2**28
+    sigma = 2**14
+    gdp = unit_shift_gdp(Fraction(s2))
+    js = [0, 1, 100, sigma, gdp.checked - 1, gdp.checked, 2 * gdp.checked]
+    tails = tails_by_theta(s2, js)
+    for j in js:
+        if j == 0:
+            z_j, d_j = None, 2 * gaussian_upper_quantile(tails[1], 0.5 / sigma)
+        else:
+            z_j = gaussian_upper_quantile(tails[j], (j - 0.5) / sigma)
+            d_j = gaussian_upper_quantile(tails[j + 1], (j + 0.5) / sigma) - z_j
+        assert d_j <= float(gdp.slope), j
+        if j == 0:
+            assert float(d_j) == pytest.approx(gdp.largest_increment, rel=1e-9)  # the float64 bound: 2.4e-10
+            assert float(d_j) * sigma == pytest.approx(1 + 1 / (24 * s2), rel=1e-12)
+        if j >= gdp.checked:
+            assert z_j >= (j - 0.5) / sigma
+            assert d_j <= _tail_bound(j, float(s2))
+    assert gdp.tail_bound <= float(gdp.slope)

@@ -249,14 +249,15 @@ def test_a_half_width_off_the_lattice_is_rounded_outward():
 
 
 def test_a_large_sigma_is_certified_by_zcdp():
-    # ε = 0.003 on the counts: the continuous σ = 3,089 has σ² ≈ 9.5·10⁶, above the GDP slope's certified 2²²; the
-    # noise is then certified by ρ = Δ₂²/(2σ²) (CKS Thm 14) and the CKS conversion, and a halved σ² fails
+    # ε = 0.0001 on the counts: the continuous σ (3,089 at ε = 0.003, growing like 1/ε as ε → 0) has σ² far above
+    # the GDP slope's certified 2²⁸ (σ = 16,384); the noise is then certified by ρ = Δ₂²/(2σ²) (CKS Thm 14) and the
+    # CKS conversion, and a halved σ² fails
     raw = read_document(SPEC)
-    raw["releases"][0] = {**raw["releases"][0], "selection": "gaussian_threshold", "epsilon": 0.003}
-    raw["privacy"]["approx"]["epsilon"] = 1.503
+    raw["releases"][0] = {**raw["releases"][0], "selection": "gaussian_threshold", "epsilon": 0.0001}
+    raw["privacy"]["approx"]["epsilon"] = 1.5001
     data = json.loads(certify(raw).to_json())
     noise = data["releases"][0]["noise"]
-    assert noise["route"] == "zcdp" and Fraction(noise["sigma2"]) > 2**22
+    assert noise["route"] == "zcdp" and Fraction(noise["sigma2"]) > 2**28
     assert verify_selection(Certificate.from_dict(copy.deepcopy(data))).passed
     noise["sigma2"] = str(Fraction(noise["sigma2"]) / 2)
     assert {"recorded", "releases[0].noise"} <= {c.claim for c in verify_selection(Certificate.from_dict(data)).failed}

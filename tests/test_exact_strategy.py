@@ -23,6 +23,7 @@ import pytest
 import dpopt
 from dpopt.mechanisms.base import IDEALIZED_NUMERICS as IDEALIZED
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
+from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 
 TABLE = {"dpopt": 1, "name": "3 x 2, n fixed", "data": {"attributes": {"a": ["x", "y", "z"], "b": ["u", "v"]}, "n": 2},
          "query": {"kind": "contingency_table", "attributes": ["a", "b"]}, "adjacency": "replace_one",
@@ -91,9 +92,9 @@ def test_verify_re_derives_the_strategy_and_rejects_forgeries(solution):
 
 
 def test_a_costly_rounding_keeps_the_floating_point_sampler_and_says_why(monkeypatch):
-    # μ-GDP 0.5 on the cumulative age workload: the certified slope's range caps c near 2048, and the refined
-    # rounding with the slope costs about 0.08% (docs/concepts/exact-noise.md); at a limit of 10⁻⁵ the design keeps
-    # N(0, Σ) and names the measured cost
+    # μ-GDP 0.5 on the cumulative age workload: the certified slope's range caps c near 16384, and the rounding
+    # with the slope costs about 0.03% (docs/concepts/exact-noise.md); at a limit of 10⁻⁵ the design keeps N(0, Σ)
+    # and names the measured cost and the cap
     from dpopt.mechanisms import gaussian_optimal
 
     monkeypatch.setattr(gaussian_optimal, "EXACT_COST_LIMIT", 1e-5)
@@ -103,7 +104,7 @@ def test_a_costly_rounding_keeps_the_floating_point_sampler_and_says_why(monkeyp
     spec["utility"] = {"metric": "l2", "workload": np.tril(np.ones((16, 16))).tolist()}
     mech = dpopt.solve(spec).mechanism
     assert mech.sampler == "floating_point"
-    assert "rounding would cost" in mech.refusal and "above 0.001%" in mech.refusal and "2^22" in mech.refusal
+    assert "rounding would cost" in mech.refusal and "above 0.001%" in mech.refusal and str(MAX_SIGMA2) in mech.refusal
     assert IDEALIZED in " ".join(mech.notes())
 
 

@@ -82,16 +82,30 @@ def _marginal_errors(marginal) -> tuple[float, float]:
     se = math.sqrt(marginal.abs_moment(2.0))
     excess = (1.0 - LEVEL) / 2.0
     if marginal.lattice:
-        k = 0
-        while float(marginal.tail(k)) > excess:
-            k += 1
-        return se, float(k)
+        return se, float(_lattice_quantile(marginal, excess))
     from scipy import optimize  # imported where used (start-up of `dpopt verify`)
 
     hi = marginal.scale
     while float(marginal.tail(hi)) > excess:
         hi *= 2.0
     return se, float(optimize.brentq(lambda x: float(marginal.tail(x)) - excess, 0.0, hi, xtol=1e-12, rtol=1e-12))
+
+
+def _lattice_quantile(marginal, excess: float) -> int:
+    """The smallest whole k ≥ 0 with P(W > k) ≤ ``excess`` for a lattice law (P(W > k) non-increasing in k): by
+    doubling, then bisection on whole numbers (O(log k) tail evaluations, none of the law's size)."""
+    if float(marginal.tail(0)) <= excess:
+        return 0
+    lo, hi = 0, 1  # invariant: P(W > lo) > excess ≥ P(W > hi) once hi is found
+    while float(marginal.tail(hi)) > excess:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if float(marginal.tail(mid)) > excess:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def _from_law(law: ProductLaw) -> tuple[np.ndarray, np.ndarray, str] | None:

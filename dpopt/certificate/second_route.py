@@ -72,6 +72,10 @@ SAMPLER_LEVEL = 1e-6
 MAX_PATTERNS = 48
 """At most this many distinct shift patterns get their own PLD (the largest first)."""
 
+MAX_LATTICE_POINTS = 2_000_001
+"""Most points of a lattice law's window the privacy claim's PLD forms (N_ℤ(0, σ²) reaches it near σ² = 1.3·10¹⁰,
+its window about ±8.8σ; the tabulated law stops at 2³⁰): beyond, the claim is not available."""
+
 GDP_DELTA_FLOOR = 1e-12
 """The GDP profile is compared for ε up to δ_μ(ε) = this (below, the window's tail mass dominates)."""
 
@@ -340,6 +344,10 @@ def privacy_claim(law, space: SensitivitySpace, privacy: Privacy) -> Check:
         if (np.abs(w - np.round(w)) > 1e-9).any():
             return Check(claim, method, False, "refuted: integer noise with a non-integer difference "
                                                "(the two outputs have disjoint supports)")
+        points = max(2 * int(m.window()) + 1 for m in law.marginals)
+        if points > MAX_LATTICE_POINTS:
+            return not_available(claim, f"the lattice law's window has {points} points (above "
+                                        f"{MAX_LATTICE_POINTS}): no numerical privacy-loss distribution")
     patterns, reduction = _patterns(law, vectors)
     if not patterns:
         return not_available(claim, "every listed difference is zero on the released coordinates")
@@ -460,13 +468,16 @@ def _ks_pvalue(x: np.ndarray, marginal) -> float:
 
     A lattice law is compared at its support points, D = max_k |F̂(k) − F(k)|, with the
     continuous KS law of D (conservative for a discrete law: its p-values are too large,
-    never too small; scipy's ``kstest`` mis-handles ties).
+    never too small; scipy's ``kstest`` mis-handles ties). Between consecutive distinct draws
+    u < u′, F̂ is constant on u ≤ k < u′ and F increases, so the maximum is at k = u or k = u′ − 1:
+    only those points are evaluated (twice the draws, not the range of the draws).
     """
     if not marginal.lattice:
         return _ks_continuous(x, marginal.cdf)
     if (x != np.round(x)).any():
         return 0.0
-    k = np.arange(x.min(), x.max() + 1.0)
+    values = np.unique(x)
+    k = np.union1d(values, values[1:] - 1.0)
     empirical = np.searchsorted(np.sort(x), k, side="right") / x.size
     gap = float(np.max(np.abs(empirical - marginal.cdf(k))))
     gap = max(gap, float(marginal.cdf(k[0] - 1.0)), float(1.0 - marginal.cdf(k[-1])))

@@ -107,7 +107,7 @@ FAMILIES: tuple[Capability, ...] = (
                serves="James–Stein shrinkage of a Gaussian release (requested by name unless it gains ≥ 1%)"),
     Capability("marginal_gaussian", _M + "marginal_gaussian", GAUSSIAN_TARGETS, MARGINAL_QUERIES, ("l2",),
                workload=False, tables=True, invariants=True, privacy_unit=False,
-               exact="zcdp, gdp, approx (lattice variances ≤ 2³⁰; gdp, approx ≤ 2²²)",
+               exact="zcdp, gdp, approx (lattice variances ≤ 2⁶⁰; gdp, approx ≤ 2²⁸)",
                serves="the optimal Gaussian strategy for marginal workloads at any domain size"),
     Capability("marginal_laplace", _M + "marginal_laplace", ("pure",), MARGINAL_QUERIES, ("l2",),
                workload=False, tables=True, privacy_unit=False,
@@ -115,7 +115,7 @@ FAMILIES: tuple[Capability, ...] = (
                serves="weighted marginal strategy with Laplace noise (pure ε)"),
     Capability("kronecker_gaussian", _M + "kronecker_gaussian", GAUSSIAN_TARGETS, ("kronecker",), ("l2",),
                workload=False, exact="zcdp, gdp, approx (integer factors of full column rank on each support; "
-               "lattice variances ≤ 2⁴² under zcdp, the sampler serving 2⁶⁰ beyond int64; gdp, approx ≤ 2²²)",
+               "lattice variances ≤ 2⁴² under zcdp, the sampler serving 2⁶⁰ beyond int64; gdp, approx ≤ 2²⁸)",
                serves="Kronecker strategy for range/prefix × marginal workloads"),
     Capability("kronecker_laplace", _M + "kronecker_laplace", ("pure",), ("kronecker",), ("l2",), workload=False,
                exact="pure (every term carries the ordered attributes, integer factors of full column rank); a "

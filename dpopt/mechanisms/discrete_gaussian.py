@@ -10,14 +10,15 @@ Privacy (:mod:`dpopt.privacy.discrete_gaussian`):
   (evaluated as an upper bound in 80 digits); one spread over several coordinates (a
   histogram under replace-one) the exact profile of the sum of their losses
   (:func:`~dpopt.privacy.discrete_gaussian.discrete_gaussian_move_delta_mp`, 50 digits,
-  an upper bound). Only when the differences cannot be listed, or the exact sum is beyond
-  its budget (:data:`~dpopt.privacy.discrete_gaussian.MOVE_MP_BUDGET`), the ρ-zCDP
+  an upper bound). Only when the differences cannot be listed, the exact sum is beyond
+  its budget (:data:`~dpopt.privacy.discrete_gaussian.MOVE_MP_BUDGET`) or σ² is above
+  :data:`EXACT_PROFILE_MAX_SIGMA2` (the profile sums about 40σ terms), the ρ-zCDP
   guarantee is converted by the CKS bound (Prop. 12; :mod:`dpopt.privacy.zcdp`), checked
   in 60 digits at one order α (every α > 1 gives a valid bound), which spends more noise.
 
 Sampling is CKS Algorithm 3 in integer arithmetic (:mod:`dpopt.noise.discrete_gaussian`,
-which also holds the law's moments); the parameter range σ² ≤ 2^30, numerator < 2^31,
-denominator ≤ 2^30 is the sampler's int64 range.
+which also holds the law's moments); the parameter range is the sampler's: σ² ≤ 2^60, denominator a power of
+two ≤ 2^30, numerator < 2^31 (the int64 round) or below 2^61 with σ² ≥ 1 (the wide round).
 
 References
 ----------
@@ -47,6 +48,7 @@ from dpopt.mechanisms.integer_noise import (
     move_patterns,
 )
 from dpopt.noise.discrete_gaussian import (
+    MAX_WIDE_SIGMA2,
     DiscreteGaussianMarginal,
     discrete_gaussian_moments,
     sample_discrete_gaussian,
@@ -67,11 +69,19 @@ from dpopt.spec.models import Privacy
 
 mpmath = lazy_module("mpmath")
 
-MAX_SIGMA2 = Fraction(2**30)
+MAX_SIGMA2 = Fraction(MAX_WIDE_SIGMA2)
+"""Largest σ² served: the exact sampler's range (its law's margins and moments are closed forms above 2^30,
+:mod:`dpopt.noise.discrete_gaussian_tail`)."""
+
+EXACT_PROFILE_MAX_SIGMA2 = Fraction(2**30)
+"""Largest σ² whose (ε, δ) is certified by the exact profile (sums over about 40σ terms); above, by ρ-zCDP and the
+CKS conversion."""
 
 
 def _exact_patterns(space: SensitivitySpace, sigma2: float) -> list[tuple[int, ...]] | None:
     """The move patterns when the exact profile can be certified at σ² within the budget, else None."""
+    if sigma2 > EXACT_PROFILE_MAX_SIGMA2:
+        return None
     patterns = move_patterns(space)
     if patterns is None or any(len(t) > 1 and move_mp_cost(sigma2, t) > MOVE_MP_BUDGET for t in patterns):
         return None
@@ -177,8 +187,9 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
     def __init__(self, sigma2: Fraction, dimension: int):
         sigma2 = Fraction(sigma2)
         q = sigma2.denominator
-        if not (0 < sigma2 <= MAX_SIGMA2 and q & (q - 1) == 0 and q <= 2**30 and sigma2.numerator < 2**31):
-            raise ValueError(f"σ² = {sigma2} is outside the exact sampler's range (dyadic, ≤ 2^30)")
+        if not (0 < sigma2 <= MAX_SIGMA2 and q & (q - 1) == 0 and q <= 2**30
+                and (sigma2.numerator < 2**31 or (sigma2 >= 1 and sigma2.numerator < 2**61))):
+            raise ValueError(f"σ² = {sigma2} is outside the exact sampler's range (dyadic, ≤ 2^60)")
         self.sigma2 = sigma2
         self.dimension = int(dimension)
 
@@ -203,7 +214,7 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
             start = _approx_start(space, p["epsilon"], p["delta"])
 
         if dyadic_ceil(start) > MAX_SIGMA2:
-            raise CalibrationError(f"σ² = {float(start):.6g} exceeds the exact sampler's range (2^30)")
+            raise CalibrationError(f"σ² = {float(start):.6g} exceeds the exact sampler's range (2^60)")
 
         @cache
         def certified(sigma2: Fraction) -> bool:

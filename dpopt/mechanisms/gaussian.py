@@ -235,8 +235,14 @@ class GaussianMechanism(Mechanism):
 
 
 def counting_query(problem: Problem) -> bool:
-    """The compiled query's answers are integer counts."""
-    return isinstance(problem.query, CountingQuery) and problem.query.is_integer_valued
+    """The compiled query's answers are integer counts: a counting kind, or a ``linear`` query whose matrix has
+    whole entries (sums of whole multiples of counts; neighbours then differ by integer vectors)."""
+    query = problem.query
+    if not isinstance(query, CountingQuery):
+        return False
+    if query.kind == "linear":
+        return bool(np.all(query.user_matrix == np.round(query.user_matrix)))
+    return query.is_integer_valued
 
 
 def lattice_scope_check(problem: Problem) -> Check:
@@ -256,7 +262,7 @@ def lattice_reason(problem: Problem, sigma: float) -> str | None:
         return f"the {spec.utility.metric} prediction is of the continuous Gaussian"
     reason = exact_refusal(spec.privacy.definition, counting_query(problem))
     if reason is None and target_lattice_variance(Fraction(sigma) ** 2, 1, spec.privacy.definition) is None:
-        reason = ("the lattice variance is outside the exact sampler's range (2^-9 to 2^30)"
+        reason = ("the lattice variance is outside the exact sampler's range (2^-9 to 2^60)"
                   + (f", or above {MAX_SIGMA2} where the GDP slope is certified"
                      if spec.privacy.definition in GDP_TARGETS else ""))
     return reason

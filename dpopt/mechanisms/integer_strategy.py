@@ -26,7 +26,7 @@ of V and G = BᵀMᵀMB,
 so that R M B = B and x̂ = x + Rη: the released noise has covariance Var N_ℤ(0, σ_ℤ²)·B G^{-1} Bᵀ. As c grows,
 M/c → Σ^{+1/2}, Δ_M²/c² → μ_Σ² and c²BG^{-1}Bᵀ → Σ, so the design's cost is recovered; the rounding's cost is
 the ratio of the two costs (:attr:`IntegerStrategy.cost_ratio`), stated in the certificate. Under μ-GDP c is
-limited by the certified slope's range σ_ℤ² ≤ 2²² (c ≲ 2048), under ρ-zCDP by :data:`ZCDP_SCALE` (the int64
+limited by the certified slope's range σ_ℤ² ≤ 2²⁸ (c ≲ 16384), under ρ-zCDP by :data:`ZCDP_SCALE` (the int64
 sampler's range is 2³⁰).
 """
 
@@ -45,9 +45,9 @@ ZCDP_SCALE = 2**13
 """c under ρ-zCDP: σ_ℤ² ≈ c²μ_Σ²/μ² = 2²⁶, well inside the sampler's 2³⁰, the rounding relative 2⁻¹³/|Σ^{+1/2}|."""
 
 GDP_FIRST_SCALE = 2**10
-"""c tried first under μ-GDP and (ε, δ): σ_ℤ² ≈ 2²⁰, whose certified slope takes about 0.3 s of CPU to evaluate
-(1.5 s at the range's end, 2²²). Kept when its rounding costs at most :data:`ROUNDING_BUDGET`; else the scales
-:data:`GDP_SCAN` × 2048 are tried and the cheapest whose lattice variance is in range is kept (the rounding's
+"""c tried first under μ-GDP and (ε, δ): σ_ℤ² ≈ 2²⁰, whose certified slope takes about 10 ms of CPU to evaluate
+(0.13 s at the range's end, 2²⁸). Kept when its rounding costs at most :data:`ROUNDING_BUDGET`; else the scales
+:data:`GDP_SCAN` × √MAX_SIGMA2 (16384) are tried and the cheapest whose lattice variance is in range is kept (the rounding's
 first-order cost is a maximum over the neighbouring differences of terms that vary erratically with c: on
 ``specs/age_cumulative_optimal_gdp.yaml`` from 0.12% to 0.36% over c ∈ [1700, 2048])."""
 
@@ -216,7 +216,7 @@ def design_strategy(covariance: np.ndarray, vectors: np.ndarray, basis: np.ndarr
 
 def _too_costly(ratio: float, limit: float, target: str) -> str:
     return (f"the integer strategy's rounding would cost {100 * (ratio - 1):.3g}% (above {100 * limit:g}%"
-            + (f": the certified GDP slope's range σ_ℤ² ≤ 2^22 caps the strategy's scale)" if target in GDP_TARGETS
+            + (f": the certified GDP slope's range σ_ℤ² ≤ {MAX_SIGMA2} caps the strategy's scale)" if target in GDP_TARGETS
                else ")"))
 
 

@@ -47,14 +47,14 @@ from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.spec.models import Privacy
 
-MAX_LATTICE_SIGMA2 = Fraction(2**30)
-"""Largest lattice variance of the per-cell designs (the sampler's int64 round, and the tabulated law of
-:class:`~dpopt.noise.discrete_gaussian.DiscreteGaussianMarginal`, 40σ entries, which their margins read)."""
-
 MAX_WIDE_LATTICE_SIGMA2 = Fraction(MAX_WIDE_SIGMA2)
 """Largest lattice variance the exact sampler serves (its wide round beyond int64,
-:func:`~dpopt.noise.discrete_gaussian.sample_discrete_gaussian`): the range of the designs that never tabulate the
-law (the Kronecker blocks, :mod:`dpopt.mechanisms.kronecker_lattice`)."""
+:func:`~dpopt.noise.discrete_gaussian.sample_discrete_gaussian`)."""
+
+MAX_LATTICE_SIGMA2 = MAX_WIDE_LATTICE_SIGMA2
+"""Largest lattice variance of the per-cell designs: the sampler's range. Their margins read the law of
+:class:`~dpopt.noise.discrete_gaussian.DiscreteGaussianMarginal`, tabulated up to 2^30 and in closed form with
+proven error bounds above (:mod:`dpopt.noise.discrete_gaussian_tail`), so nothing of size σ is formed."""
 
 MIN_LATTICE_SIGMA2 = Fraction(1, 2**9)
 """Smallest lattice variance served: below it the sampler's dyadic grid (denominators up to 2^30) rounds a variance

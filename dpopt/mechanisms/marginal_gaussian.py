@@ -418,7 +418,7 @@ class MarginalGaussianMechanism(Mechanism):
                             if target_lattice_variance(v, alg.size(t), definition) is None), None)
         if outside is not None:
             return (f"the lattice variance of component {outside} is outside the exact sampler's range "
-                    "(2^-9 to 2^30 in units of the lattice"
+                    "(2^-9 to 2^60 in units of the lattice"
                     + (f"; up to {MAX_SIGMA2} where the GDP slope is certified)" if definition in GDP_TARGETS else ")"))
         return None
 

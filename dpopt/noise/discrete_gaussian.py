@@ -49,7 +49,7 @@ import math
 
 import numpy as np
 
-from dpopt.noise import discrete_laplace
+from dpopt.noise import discrete_gaussian_tail, discrete_laplace
 from dpopt.noise.discrete_laplace import bernoulli_exp_split, redraw_rejected, sample_discrete_laplace
 from dpopt.noise.marginal import Marginal
 
@@ -59,6 +59,10 @@ _WHOLE_CAP = 2**40
 MAX_WIDE_SIGMA2 = 2**60
 """Largest σ² the sampler serves (the wide path, :func:`_wide_candidates`; p < 2^61, q ≤ 2^30)."""
 
+TABULATED_MAX_SIGMA2 = 2**30
+"""Largest σ² whose law :class:`DiscreteGaussianMarginal` tabulates (40σ entries, 10 MB at 2^30); above, and in
+:func:`discrete_gaussian_moments`, the closed forms of :mod:`dpopt.noise.discrete_gaussian_tail`."""
+
 _LIMB_BITS = 62
 """Bits of one int64 word of a uniform integer beyond int64 (:func:`_bernoulli_fraction`; smaller in tests)."""
 
@@ -66,7 +70,11 @@ _LIMB_BITS = 62
 class DiscreteGaussianMarginal(Marginal):
     r"""N_ℤ(0, σ²): pmf ∝ exp(−k²/(2σ²)) on ℤ (Canonne, Kamath & Steinke 2020).
 
-    Normalised by the sum over |k| ≤ ⌈40σ⌉ + 10 (the rest is below e^{−800}).
+    Up to σ² = :data:`TABULATED_MAX_SIGMA2`, tabulated: normalised by the sum over |k| ≤ ⌈40σ⌉ + 10 (the rest is
+    below e^{−800}). Above, in closed form with nothing of size σ formed (:mod:`dpopt.noise.discrete_gaussian_tail`):
+    the normaliser σ√(2π) (Poisson summation), P(W > k) by Euler–Maclaurin taken at the upper end of its proven
+    error bracket (≤ σ⁻⁴/120 wide), so a quantile read from it (the smallest k with P(W > k) ≤ α) is never too
+    small; E|W| and E W² = σ² in closed form.
     """
 
     lattice = True
@@ -76,6 +84,10 @@ class DiscreteGaussianMarginal(Marginal):
             raise ValueError(f"σ² must be positive and finite (got {sigma2})")
         self.sigma2 = float(sigma2)
         self.sub_gaussian = self.sigma2  # E e^{tW} ≤ e^{t²σ²/2} (CKS 2020, Corollary 9)
+        self._closed = self.sigma2 > TABULATED_MAX_SIGMA2
+        if self._closed:
+            self._log_norm = math.log(math.sqrt(2.0 * math.pi * self.sigma2))
+            return
         top = int(math.ceil(40.0 * math.sqrt(self.sigma2))) + 10
         k = np.arange(0, top + 1, dtype=float)
         half = np.exp(-k * k / (2.0 * self.sigma2))
@@ -96,15 +108,31 @@ class DiscreteGaussianMarginal(Marginal):
         return -k * k / (2.0 * self.sigma2) - self._log_norm
 
     def tail(self, x):
+        if self._closed:
+            return discrete_gaussian_tail.tail_upper(self.sigma2, np.maximum(np.floor(np.asarray(x, dtype=float)), 0))
         k = np.clip(np.floor(np.asarray(x, dtype=float)), 0, self._tail.size - 1).astype(int)
         return self._tail[k]
+
+    def abs_moment(self, p: float) -> float:
+        """E|W|^p: summed over the window when tabulated; in closed form above (p = 1: Euler–Maclaurin; p = 2:
+        σ², Poisson summation)."""
+        if not self._closed:
+            return super().abs_moment(p)
+        if p == 2.0:
+            return self.sigma2
+        if p == 1.0:
+            return discrete_gaussian_tail.mean_abs_with_error(self.sigma2)[0]
+        raise ValueError(f"E|W|^{p:g} of N_Z(0, σ²) above σ² = 2^30 is stated for p = 1 and 2 only")
 
 
 def discrete_gaussian_moments(sigma2: float, gamma: float | None = None) -> dict[str, float]:
     """E|Y|, E[Y²], E[Y⁴] and, given γ, P(|Y| ≤ γ) of N_Z(0, σ²), by summing the series in float64.
 
-    Terms beyond |y| = 40σ + 2 are below e^{−800} of the largest and are left out.
+    Terms beyond |y| = 40σ + 2 are below e^{−800} of the largest and are left out. Above σ² =
+    :data:`TABULATED_MAX_SIGMA2`, the closed forms (:func:`dpopt.noise.discrete_gaussian_tail.moments`).
     """
+    if sigma2 > TABULATED_MAX_SIGMA2:
+        return discrete_gaussian_tail.moments(sigma2, gamma)
     top = math.ceil(40.0 * math.sqrt(sigma2) + 2)
     y = np.arange(-top, top + 1, dtype=float)
     w = np.exp(-(y * y) / (2.0 * sigma2))

@@ -58,8 +58,8 @@ class Marginal(ABC):
         x = np.asarray(x, dtype=float)
         if self.lattice:
             x = np.floor(x)
-            below = self.tail(np.maximum(-x - 1.0, 0.0))  # P(W ≤ x) = P(W ≥ −x) = P(W > −x − 1), x < 0
-            return np.where(x >= 0, 1.0 - self.tail(np.maximum(x, 0.0)), below)
+            tail = self.tail(np.where(x >= 0, x, -x - 1.0))  # P(W ≤ x) = P(W ≥ −x) = P(W > −x − 1), x < 0
+            return np.where(x >= 0, 1.0 - tail, tail)
         return np.where(x >= 0, 1.0 - self.tail(np.abs(x)), self.tail(np.abs(x)))
 
     def window(self) -> float:
