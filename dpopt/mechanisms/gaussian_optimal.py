@@ -71,6 +71,7 @@ from dpopt.optimize.covariance import OBJECTIVES, Objective, optimal_covariance,
 from dpopt.privacy.gaussian import gaussian_epsilon
 from dpopt.privacy.gaussian_calibration import gaussian_privacy_check
 from dpopt.problem import Problem
+from dpopt.sensitivity.integer_complement import IntegerComplementSpan
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec
 from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
@@ -204,6 +205,34 @@ def _generators(space: SensitivitySpace) -> np.ndarray:
         raise CalibrationError(f"the optimal covariance needs the generators of the sensitivity space: {exc}") from None
 
 
+def _complement(span) -> np.ndarray | None:
+    return span.complement() if isinstance(span, IntegerComplementSpan) else None
+
+
+def _public_statistics_checks(recorded: np.ndarray | None, space: SensitivitySpace) -> list[Check]:
+    """The recorded C equals the one re-derived from the spec, and Cδ = 0 in integers for every listed δ (so the
+    public component Cᵀ(CCᵀ)⁻¹Cx is the same on neighbours); nothing when neither records nor derives one."""
+    derived = _complement(space.span)
+    if recorded is None and derived is None:
+        return []
+    what = "the public statistics Cx (C an integer basis of the span's orthogonal complement)"
+    if recorded is None or derived is None:
+        return [Check("privacy.public_statistics", what, False,
+                      "the certificate records no C" if recorded is None else "the spec's span derives no C")]
+    same = recorded.shape == derived.shape and bool(np.array_equal(recorded, derived))
+    generators = np.atleast_2d(_generators(space))
+    integral = bool(np.array_equal(generators, np.round(generators)))
+    products = [int(x) for x in (np.round(generators).astype(object) @ recorded.astype(object).T).ravel()] \
+        if integral else [1]
+    moved = sum(x != 0 for x in products)
+    return [Check("privacy.public_statistics",
+                  f"{what}: the recorded C equals the canonical one re-derived from the listed moves, and Cδ = 0 "
+                  f"in exact integers for all {generators.shape[0]} listed δ",
+                  same and integral and moved == 0,
+                  f"C {'equals' if same else 'differs from'} the re-derived {derived.shape[0]} x {derived.shape[1]}; "
+                  f"{moved} of {len(products)} entries of Cδ non-zero" + ("" if integral else "; δ not integer"))]
+
+
 def _json_float(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
@@ -228,11 +257,15 @@ class GaussianOptimalMechanism(Mechanism):
 
     def __init__(self, covariance: np.ndarray, space: SensitivitySpace, design: dict | None = None,
                  strategy: np.ndarray | None = None, lattice_sigma2: Fraction | None = None,
-                 strategy_sensitivity_squared: int | None = None, target: str = "zcdp", refusal: str | None = None):
+                 strategy_sensitivity_squared: int | None = None, target: str = "zcdp", refusal: str | None = None,
+                 public_statistics: np.ndarray | None = None):
         self.covariance = np.asarray(covariance, dtype=float)
         self.dimension = int(space.dimension)
         self.rank = int(space.rank)
         self.span = space.span
+        self.public_statistics = _complement(space.span) if public_statistics is None else public_statistics
+        """C of an :class:`~dpopt.sensitivity.integer_complement.IntegerComplementSpan` (the statistics Cx
+        computing the public component), as derived or as a certificate records it; None for other spans."""
         self.design_info = dict(design or {})
         self.refusal = refusal
         self.sampler = "floating_point" if strategy is None else "exact"
@@ -365,9 +398,14 @@ class GaussianOptimalMechanism(Mechanism):
         strategy = parameters["strategy"]
         if not all(isinstance(x, int) and not isinstance(x, bool) for row in strategy for x in row):
             raise ValueError("the strategy must be a matrix of integers")
+        recorded = parameters.get("public_statistics")
+        if recorded is not None:
+            if not all(isinstance(x, int) and not isinstance(x, bool) for row in recorded for x in row):
+                raise ValueError("public_statistics must be a matrix of integers")
+            recorded = np.array(recorded, dtype=np.int64).reshape(len(recorded), space.dimension)
         return cls(sigma, space, parameters.get("design"), np.array(strategy, dtype=np.int64),
                    Fraction(parameters["lattice_sigma2"]), parameters["strategy_sensitivity_squared"],
-                   parameters.get("lattice_privacy", "zcdp"))
+                   parameters.get("lattice_privacy", "zcdp"), public_statistics=recorded)
 
     @property
     def parameters(self) -> dict:
@@ -376,6 +414,8 @@ class GaussianOptimalMechanism(Mechanism):
             out.update({"sampler": "exact", "strategy": self.strategy.tolist(),
                         "strategy_sensitivity_squared": self.strategy_sensitivity_squared,
                         "lattice_sigma2": str(self.lattice_sigma2)})
+            if self.public_statistics is not None:
+                out["public_statistics"] = self.public_statistics.tolist()
             if self.target == "gdp":
                 out["lattice_privacy"] = "gdp"
         return out
@@ -441,7 +481,7 @@ class GaussianOptimalMechanism(Mechanism):
         stated = self.strategy_sensitivity_squared
         basis = space.span.basis()
         gap = float(np.abs(self._reconstruction @ self.strategy.astype(float) @ basis - basis).max())
-        checks = [
+        checks = [*_public_statistics_checks(self.public_statistics, space),
             Check("privacy.strategy_sensitivity",
                   f"max over {np.atleast_2d(_generators(space)).shape[0]} generators δ of ‖Mδ‖² in exact integer "
                   "arithmetic (convex in δ: the hull's maximum is at a generator) equals the stated Δ_M²",

@@ -37,6 +37,7 @@ from dpopt.core.rows import row_groups
 from dpopt.domain.marginal_algebra import subsets
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
+from dpopt.sensitivity.integer_complement import IntegerComplementSpan
 from dpopt.sensitivity.invariants import InvariantDomain, conforming_histograms
 from dpopt.sensitivity.margin_subspace import MarginSubspace
 from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
@@ -184,6 +185,8 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
             kept.append(out)
         return out.copy()
 
+    if isinstance(span, DenseSubspace):  # A·(that kernel): its public component from the listed integer moves
+        span = IntegerComplementSpan(span.basis(), vectors)
     return SemiSensitivitySpace(
         dimension=domain.query.dimension,
         span=span,
@@ -287,6 +290,8 @@ def _from_vectors(domain, a, vectors, C, method) -> SemiSensitivitySpace:
     vectors = np.unique(vectors, axis=0)
     l1, l2sq, linf = exact_norms(vectors)
     span = span_of(vectors.T)
+    if isinstance(span, DenseSubspace):
+        span = IntegerComplementSpan(span.basis(), lambda: vectors)
     from scipy.linalg import null_space  # imported where used (start-up of `dpopt verify`)
 
     kernel = null_space(C.astype(float))
