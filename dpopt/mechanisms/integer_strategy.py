@@ -18,7 +18,8 @@ v the effective variance of σ_ℤ² (σ_ℤ² itself under ρ-zCDP). Δ_M² is 
 differences is at a listed generator), and σ_ℤ² is the smallest lattice variance with Δ_M²/v ≤ μ_target².
 
 The release is post-processing of the integers y and of the public component (I − P_V)x (integer sums that no
-neighbour moves, :meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component`): with B an orthonormal basis
+neighbour moves, :meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component`; on a span of listed integer
+moves the statistics Cx of an integer basis C of V^⊥, :mod:`dpopt.sensitivity.integer_complement`): with B an orthonormal basis
 of V and G = BᵀMᵀMB,
 
 .. math:: \hat x = (I - P_V)x + R\,(y - M(I - P_V)x), \qquad R = B G^{-1} B^\top M^\top ,
