@@ -89,6 +89,8 @@ class IntegerComplementSpan(DenseSubspace):
         return self._complement[0]
 
     def _derive(self) -> np.ndarray | None:
+        if self.ambient > MAX_COMPLEMENT_DIMENSION:  # before listing the generators
+            return None
         try:
             generators = self._generators()
         except ValueError:
