@@ -103,8 +103,8 @@ def _isotropic_off_invariants(m: Metric, groups: np.ndarray, count: int) -> bool
     free = np.eye(n) - q
     rest = free @ (w.T @ w)
     trace = float(np.trace(free))
-    if trace < 0.5:  # every cell fixed by the invariants
-        return False
+    if trace < 0.5:  # every cell is its own invariant: one table meets them, whatever the metric
+        return True
     scale = float(np.trace(rest)) / trace
     tolerance = 1e-9 * max(abs(scale), float(np.abs(rest).max(initial=0.0)))
     return (scale > 0 and bool(np.abs(rest - scale * free).max(initial=0.0) <= tolerance)
