@@ -24,6 +24,7 @@ from dpopt.postprocess import consistent_table, spec_structure, table_structure
 from dpopt.postprocess.least_squares import grouped_sum_projection, metric, weighted_least_squares
 from dpopt.postprocess.nonnegative import grouped_simplex_projection, nonnegative_least_squares
 from dpopt.postprocess.rounding import round_grouped, round_integer_program, round_two_way
+from dpopt.postprocess.structure import Structure
 from dpopt.report.render import render_markdown
 from dpopt.spec.models import Postprocess
 
@@ -124,6 +125,11 @@ def test_projected_noise_under_its_total_takes_the_simplex_projection():
         np.testing.assert_allclose(got, x.value, atol=1e-5)
         objective = lambda v: float(np.sum((m.whitening @ (y - v)) ** 2))  # noqa: E731
         assert objective(got) <= objective(x.value) + 1e-9
+    # every cell its own invariant: the one table meeting them is h = t, under any metric
+    own = Structure(np.eye(3), ("a", "b", "c"), np.eye(3, dtype=np.int64), ("a", "b", "c"), (3,))
+    got, route = nonnegative_least_squares(np.array([1.2, -0.3, 2.0]), own, np.array([1, 0, 2]),
+                                           metric(np.diag([1.0, 2.0, 3.0]), 3))
+    assert route.startswith("closed form") and got.tolist() == [1.0, 0.0, 2.0]
     # noise correlated across cells another way: not isotropic off the total, the QP route
     other = metric(np.diag(np.arange(1.0, n + 1)), n)
     assert nonnegative_least_squares(y, s, s.invariant_values(h), other)[1].startswith("cvxpy")
