@@ -235,3 +235,21 @@ def test_other_targets_carry_no_pdp_note():
     sol = dpopt.solve(make_spec(privacy={"approx": {"epsilon": 1.0, "delta": 1e-6}}, mechanism="gaussian"))
     assert "note" not in sol.certificate["guarantee"]
     assert PDP_CAVEAT.startswith("probabilistic DP")
+
+
+def test_remembered_coefficients_are_the_draws_own(monkeypatch):
+    # the calibration reuses A_j of the same seeded draws (dpopt.privacy.pdp._coefficients): the same numbers as
+    # computing them afresh, so the calibrated scale and its counts are those of the uncached path
+    from dpopt.privacy import pdp
+
+    profiles = ((1.0, 0.5),)
+    fresh = [(i, pdp._polynomial_coefficients(u, np.asarray(profiles[i]), 3))
+             for i, u in pdp._draws(3, profiles, 60_000, 7)]
+    kept = list(pdp._coefficients(3, profiles, 60_000, 7))
+    assert [i for i, _ in kept] == [i for i, _ in fresh]
+    for (_, a), (_, b) in zip(kept, fresh):
+        np.testing.assert_array_equal(a, b)
+    cached = gg_pdp_scale_monte_carlo(1.0, 0.05, 3, list(profiles), draws=60_000, seed=7)
+    monkeypatch.setattr(pdp, "CACHED_COEFFICIENTS", 0)
+    uncached = gg_pdp_scale_monte_carlo(1.0, 0.05, 3, list(profiles), draws=60_000, seed=7)
+    assert cached == uncached

@@ -24,6 +24,7 @@ from dpopt.postprocess import consistent_table, spec_structure, table_structure
 from dpopt.postprocess.least_squares import grouped_sum_projection, metric, weighted_least_squares
 from dpopt.postprocess.nonnegative import grouped_simplex_projection, nonnegative_least_squares
 from dpopt.postprocess.rounding import round_grouped, round_integer_program, round_two_way
+from dpopt.postprocess.structure import Structure
 from dpopt.report.render import render_markdown
 from dpopt.spec.models import Postprocess
 
@@ -101,6 +102,37 @@ def test_grouped_closed_forms_match_an_independent_solver():
         x = cp.Variable(int(sel.sum()))
         cp.Problem(cp.Minimize(cp.sum_squares(x - y[sel])), [x >= 0, cp.sum(x) == totals[g]]).solve(solver=cp.CLARABEL)
         np.testing.assert_allclose(nn[sel], x.value, atol=1e-6)
+
+
+def test_projected_noise_under_its_total_takes_the_simplex_projection():
+    # Σ = σ²(I − 11ᵀ/n) (Gaussian noise projected off the total, the total released exactly): on {1ᵀh = t} the
+    # objective ‖L(y − h)‖² is ‖y − h‖²/σ² − (1ᵀ(y − h))²/(nσ²), the last term 0 there, so its minimiser is the
+    # simplex projection; checked against cvxpy's QP on the metric itself (objective no larger, within 1e-5)
+    rng = np.random.default_rng(11)
+    n, sigma = 8, 3.0
+    s = table_structure((n,), total=True)
+    m = metric(sigma**2 * (np.eye(n) - np.ones((n, n)) / n), n)
+    assert m.exact.shape[1] == 1
+    for _ in range(5):
+        h = rng.integers(0, 5, n) * (rng.random(n) < 0.5)
+        y = h + rng.normal(0, sigma, n)
+        y += (h.sum() - y.sum()) / n  # the projected release keeps the total
+        got, route = nonnegative_least_squares(y, s, s.invariant_values(h), m)
+        assert route.startswith("closed form")
+        x = cp.Variable(n)
+        cp.Problem(cp.Minimize(cp.sum_squares(m.whitening @ (y - x))), [x >= 0, cp.sum(x) == h.sum()]).solve(
+            solver=cp.CLARABEL)
+        np.testing.assert_allclose(got, x.value, atol=1e-5)
+        objective = lambda v: float(np.sum((m.whitening @ (y - v)) ** 2))  # noqa: E731
+        assert objective(got) <= objective(x.value) + 1e-9
+    # every cell its own invariant: the one table meeting them is h = t, under any metric
+    own = Structure(np.eye(3), ("a", "b", "c"), np.eye(3, dtype=np.int64), ("a", "b", "c"), (3,))
+    got, route = nonnegative_least_squares(np.array([1.2, -0.3, 2.0]), own, np.array([1, 0, 2]),
+                                           metric(np.diag([1.0, 2.0, 3.0]), 3))
+    assert route.startswith("closed form") and got.tolist() == [1.0, 0.0, 2.0]
+    # noise correlated across cells another way: not isotropic off the total, the QP route
+    other = metric(np.diag(np.arange(1.0, n + 1)), n)
+    assert nonnegative_least_squares(y, s, s.invariant_values(h), other)[1].startswith("cvxpy")
 
 
 def test_largest_remainders_stay_within_one_and_keep_every_group_sum():

@@ -48,6 +48,15 @@ def test_scalar_design_is_the_global_optimum(scalar):
     assert dpopt.verify(cert).passed
 
 
+def test_design_value_is_the_design_s_utility(scalar):
+    # the report's utility curve asks design_value: the same number as design() then expected_utility (digest T13:
+    # 0.660051), without the baselines' staircase design
+    from dpopt.mechanisms.r2dp import R2DPMechanism
+
+    assert R2DPMechanism.design_value(scalar.problem) == scalar.certificate["utility"]["value"]
+    assert scalar.certificate["utility"]["value"] == pytest.approx(0.660051, abs=1e-5)
+
+
 def test_certificate_holds_the_law_not_a_realised_scale(scalar):
     # digest P10 / T22: only the second fold's law is recorded; a release discloses nothing else
     mech = scalar.mechanism

@@ -18,6 +18,20 @@ from dpopt.report.render import render_markdown
 from dpopt.report.words import exact_number
 
 
+def test_log_labels_and_lattice_bars_without_mathtext_or_patches():
+    from dpopt.report.plots import _lattice_bars, _plain_text
+
+    # matplotlib's LogFormatterSciNotation strings, written by hand, and their plain-text forms
+    assert _plain_text(r"$\mathdefault{10^{-5}}$") == "10⁻⁵"
+    assert _plain_text(r"$\mathdefault{2\times10^{-3}}$") == "2×10⁻³"
+    assert _plain_text(r"$\mathdefault{10^{12}}$") == "10¹²"
+    assert _plain_text("0.5") == "0.5"
+    # bars of width 0.8 at −1, 0, 2 with heights 0.25, 0.5, 0.25: edges v ± 0.4, zero over the gaps
+    steps, edges = _lattice_bars(np.array([-1.0, 0.0, 2.0]), np.array([0.25, 0.5, 0.25]))
+    np.testing.assert_allclose(edges, [-1.4, -0.6, -0.4, 0.4, 1.6, 2.4])
+    np.testing.assert_allclose(steps, [0.25, 0, 0.5, 0, 0.25])
+
+
 def test_worst_difference_names_its_cells():
     d = {"utility": {"per_cell": {"cells": [{"cell": f"c{i}"} for i in range(100)]}}}
     assert name_cells("refuted; worst difference {94: 2, 95: -2}", d) == "refuted; worst difference {c94: 2, c95: -2}"

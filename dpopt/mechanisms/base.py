@@ -179,6 +179,14 @@ class Mechanism(ABC):
         """The calibrated instance for the spec's privacy target and utility."""
 
     @classmethod
+    def design_value(cls, problem: Problem) -> float:
+        """The predicted utility of :meth:`design` for the spec, as
+        ``cls.design(problem).expected_utility(problem.spec.utility).value`` (the report's utility against the
+        budget re-designs a family at other budgets and needs this number only). A family whose design also
+        computes what the number does not need (baselines, records) overrides it with the same number, cheaper."""
+        return cls.design(problem).expected_utility(problem.spec.utility).value
+
+    @classmethod
     @abstractmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "Mechanism":
         """Rebuild the instance a certificate describes."""

@@ -318,7 +318,7 @@ def _metric_or_limit(objective: LinearObjective, expectation: float) -> float:
 
 
 def optimize_mixture(objective: LinearObjective, epsilon: float, delta: float,
-                     grid: int = DEFAULT_GRID) -> MixtureOptimum:
+                     grid: int = DEFAULT_GRID, dual_bound: bool = True) -> MixtureOptimum:
     """The best second fold for ``objective`` at (ε, Δ): LP on ``grid`` rates, two-atom
     polish, exact re-check, dual bound and Laplace-optimality test (module docstring).
 
@@ -326,6 +326,9 @@ def optimize_mixture(objective: LinearObjective, epsilon: float, delta: float,
     e^ε, and the optimal weight on the low atom is ~e^{−ε}, digest P8), the two-atom
     search runs from a default start instead and the record says so; its multiplier
     (the slope of the chord between the atoms) seeds the dual bound.
+
+    ``dual_bound=False`` skips the dual bound (``bound`` is then NaN, no ``dual_multiplier`` in ``details``): the
+    fold is the same, it does not depend on the bound (a report's utility curve needs the fold's value only).
 
     Raises
     ------
@@ -375,8 +378,10 @@ def optimize_mixture(objective: LinearObjective, epsilon: float, delta: float,
         raise SolverError("no R²DP candidate passed the exact privacy check")
     fold, eps_cert, _ = best
 
-    lam, dual_s, dual_v = _best_dual(cost, epsilon, lam, _dual_grid(objective, epsilon))
-    details.update(dual_multiplier=lam, dual_argmin=dual_s / delta)
+    dual_v = math.nan
+    if dual_bound:
+        lam, dual_s, dual_v = _best_dual(cost, epsilon, lam, _dual_grid(objective, epsilon))
+        details.update(dual_multiplier=lam, dual_argmin=dual_s / delta)
     laplace = laplace_optimality(objective, epsilon, delta)
     laplace_fold = certify_fold(DiscreteFold([epsilon / delta]), epsilon, delta)[0]
     if laplace.optimal:
@@ -386,7 +391,7 @@ def optimize_mixture(objective: LinearObjective, epsilon: float, delta: float,
         value=objective.fold_value(fold),
         laplace_value=objective.fold_value(laplace_fold),
         lp_value=objective.to_metric(float(lp.weights @ lp.costs)) if lp is not None else math.nan,
-        bound=_metric_or_limit(objective, dual_v),
+        bound=_metric_or_limit(objective, dual_v) if dual_bound else math.nan,
         laplace=laplace,
         epsilon_certified=eps_cert,
         grid=int(lp.s.size) if lp is not None else 0,

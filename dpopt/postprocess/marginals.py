@@ -63,7 +63,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from dpopt.core.checks import Check
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload, Subset
@@ -332,6 +331,8 @@ def consistent_rounding(workload: MarginalWorkload, estimate, exact: ExactMargin
         if staged is not None:
             return staged, ("two stages: shared one-way margins by largest remainders, then each two-way table "
                             "by a totally unimodular LP (|z − μ̂| < 1 per cell; scipy.optimize.linprog, HiGHS)")
+    from scipy.optimize import Bounds, LinearConstraint, milp  # imported where used: a report need not
+
     constraints = [LinearConstraint(a[:, free], rhs, rhs)] if a.shape[0] else []
     result = milp(1 - 2 * frac[free], constraints=constraints, integrality=np.ones(free.size), bounds=Bounds(0, 1),
                   options={"time_limit": ROUNDING_TIME_LIMIT})
@@ -403,6 +404,8 @@ def two_stage_rounding(workload: MarginalWorkload, x: np.ndarray, exact: ExactMa
 
 def _l1_rounding(x: np.ndarray, a: sparse.csr_matrix, values: np.ndarray) -> tuple[np.ndarray, str]:
     """min Σ|z − x| over integer z ≥ 0 with A z = values: variables (z, p, q), z − p + q = x, p, q ≥ 0."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     d = x.size
     eye = sparse.identity(d, format="csr")
     zero = sparse.csr_matrix((a.shape[0], d))

@@ -60,24 +60,55 @@ def nonnegative_least_squares(noisy, structure: Structure, values, m: Metric) ->
 
 
 def _partition(structure: Structure, m: Metric) -> np.ndarray | None:
-    """The group of each cell (−1: none) when the problem is a product of simplices, else None.
+    r"""The group of each cell (−1: none) when the problem is a product of simplices, else None.
 
-    That is: the table released cell by cell, isotropic noise, no noiseless direction, and
-    invariants that are sums over disjoint sets of cells (e.g. the total, or one margin).
+    That is: the table released cell by cell, invariants that are sums over disjoint sets of cells (e.g. the
+    total, or one margin), and a metric M = LᵀL isotropic on the tables that meet them: with Q the orthogonal
+    projector onto the span of the invariants' rows,
+
+    .. math:: (I - Q)\,M = c\,(I - Q),\quad c > 0,\qquad (I - Q)\,U_0 = 0,
+
+    so that on {C h = t} the objective (y − h)ᵀM(y − h) equals c‖y − h‖² plus a constant (write y − h =
+    (I − Q)(y − h) + Q(y − h), Q h fixed by C h = t, and (I − Q) M Q = c(I − Q)Q = 0), and every noiseless
+    direction U₀ is a combination of the invariants (its equation is C h = t's). Isotropic noise (M = cI, no
+    U₀) is the first case; Gaussian noise projected off the total (Σ = σ²(I − 11ᵀ/n), U₀ = 1/√n, the
+    ``projected_gaussian`` family under an exact total) the second.
     """
     c = structure.constraints
     n = structure.cells
-    if m.exact.shape[1] or structure.queries.shape != (n, n) or not np.array_equal(structure.queries, np.eye(n)):
-        return None
-    w = m.whitening
-    if w.shape != (n, n) or not np.allclose(w, w[0, 0] * np.eye(n)):
+    if structure.queries.shape != (n, n) or not np.array_equal(structure.queries, np.eye(n)):
         return None
     if c.size and (not np.isin(c, (0, 1)).all() or np.any(c.sum(axis=0) > 1)):
         return None
     groups = np.full(n, -1)
     for g, row in enumerate(c):
         groups[row == 1] = g
+    if not _isotropic_off_invariants(m, groups, len(c)):
+        return None
     return groups
+
+
+def _isotropic_off_invariants(m: Metric, groups: np.ndarray, count: int) -> bool:
+    """Whether (I − Q)M = c(I − Q) with c > 0 and (I − Q)U₀ = 0 (see :func:`_partition`), to 10⁻⁹ relative;
+    Q = Σ_g 1_g1_gᵀ/|g| over the disjoint groups (cells of no group: none)."""
+    n = groups.size
+    w = m.whitening
+    if w.shape[1] != n:
+        return False
+    q = np.zeros((n, n))
+    for g in range(count):
+        members = np.flatnonzero(groups == g)
+        if members.size:
+            q[np.ix_(members, members)] = 1.0 / members.size
+    free = np.eye(n) - q
+    rest = free @ (w.T @ w)
+    trace = float(np.trace(free))
+    if trace < 0.5:  # every cell is its own invariant: one table meets them, whatever the metric
+        return True
+    scale = float(np.trace(rest)) / trace
+    tolerance = 1e-9 * max(abs(scale), float(np.abs(rest).max(initial=0.0)))
+    return (scale > 0 and bool(np.abs(rest - scale * free).max(initial=0.0) <= tolerance)
+            and bool(np.abs(free @ m.exact).max(initial=0.0) <= 1e-9))
 
 
 def grouped_simplex_projection(noisy: np.ndarray, groups: np.ndarray, totals: np.ndarray) -> np.ndarray:

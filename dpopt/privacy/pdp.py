@@ -42,6 +42,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -377,6 +378,32 @@ def _draws(p: int, profiles, draws: int, seed: int):
             done += size
 
 
+CACHED_COEFFICIENTS = 2_000_000
+"""Most coefficients A_j (draws × profiles × (p − 1) floats, 16 MB) of one (p, profiles, draws, seed) kept for reuse
+by :func:`_coefficients`."""
+
+
+def _coefficients(p: int, profiles, draws: int, seed: int):
+    """Yield (profile index, A_j of a chunk of draws) as ``_polynomial_coefficients`` of :func:`_draws` gives
+    them; the same arrays, remembered for the last few (p, profiles, draws, seed) when they are small (one
+    calibration tests its scale a dozen times on the same draws, and a report re-calibrates at other ε)."""
+    if draws * len(profiles) * max(p - 1, 1) <= CACHED_COEFFICIENTS:
+        yield from _cached_coefficients(p, profiles, draws, seed)
+        return
+    for i, u in _draws(p, profiles, draws, seed):
+        yield i, _polynomial_coefficients(u, np.asarray(profiles[i]), p)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_coefficients(p: int, profiles: tuple, draws: int, seed: int) -> tuple:
+    chunks = []
+    for i, u in _draws(p, profiles, draws, seed):
+        a = _polynomial_coefficients(u, np.asarray(profiles[i]), p)
+        a.setflags(write=False)
+        chunks.append((i, a))
+    return tuple(chunks)
+
+
 def _power_terms(profiles, p: int, lp_power: float | None) -> list[float]:
     """P = min(Σ_k d_k^p, Δ_p^p) per profile (Σ_k d_k^p alone, Lemma 2's form, without Δ_p^p)."""
     sums = [float(np.sum(np.asarray(d) ** p)) for d in profiles]
@@ -412,8 +439,8 @@ def gg_pdp_monte_carlo(
     terms = _power_terms(profiles, p, lp_power)
     counts = [0] * len(profiles)
     c = 1.0 / scale
-    for i, u in _draws(p, profiles, draws, seed):
-        h = _loss_bound(_polynomial_coefficients(u, np.asarray(profiles[i]), p), terms[i], c, p)
+    for i, coefficients in _coefficients(p, profiles, draws, seed):
+        h = _loss_bound(coefficients, terms[i], c, p)
         counts[i] += int(np.count_nonzero(h > epsilon * (1.0 - 1e-12)))  # ties count as exceedances
     level = 1.0 - (1.0 - confidence) / len(profiles)
     return MonteCarloPDP(
@@ -485,8 +512,7 @@ def gg_pdp_scale_monte_carlo(
         )
     terms = _power_terms(profiles, p, lp_power)
     roots: list[list[np.ndarray]] = [[] for _ in profiles]
-    for i, u in _draws(p, profiles, draws, seed):
-        coefficients = _polynomial_coefficients(u, np.asarray(profiles[i]), p)
+    for i, coefficients in _coefficients(p, profiles, draws, seed):
         roots[i].append(_roots(coefficients, terms[i], epsilon, p))
     scale = 0.0
     for per_profile in roots:

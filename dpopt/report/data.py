@@ -186,7 +186,7 @@ def utility_curves(problem: Problem, families: list[str],
                 scaled = problem.restated(load_spec(doc))
                 if cls.supports(scaled) is not None:
                     continue
-                value = cls.design(scaled).expected_utility(scaled.spec.utility).value
+                value = cls.design_value(scaled)
             except (DpoptError, ValueError, ArithmeticError):
                 continue
             if np.isfinite(value):

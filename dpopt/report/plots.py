@@ -8,6 +8,7 @@ Each function takes plain data (arrays, dicts); the numbers are computed in
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 
@@ -22,6 +23,33 @@ def _short_ticks(*axes) -> None:
 
     for axis in axes:
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.4g}"))
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-\u2212", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁻")
+_MATHTEXT = re.compile(r"^\$\\mathdefault\{(.*)\}\$$")
+_POWER = re.compile(r"\^\{([^}]*)\}")
+
+
+def _plain_text(label: str) -> str:
+    """A log axis' mathtext label as plain Unicode text: ``$\\mathdefault{2\\times10^{-3}}$`` → ``2×10⁻³`` (the same
+    characters on the figure; parsing mathtext cost a tenth of a second a report)."""
+    found = _MATHTEXT.match(label)
+    if found is None:
+        return label
+    body = found.group(1).replace("\\times", "×")
+    return _POWER.sub(lambda m: m.group(1).translate(_SUPERSCRIPT), body)
+
+
+def _log_labels(axis) -> None:
+    """matplotlib's log-axis tick labels (which ticks are labelled, and how), written as plain text."""
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    class PlainLog(LogFormatterSciNotation):
+        def __call__(self, x, pos=None):
+            return _plain_text(super().__call__(x, pos))
+
+    axis.set_major_formatter(PlainLog())
+    axis.set_minor_formatter(PlainLog(labelOnlyBase=False))
 
 
 def _figure(width: float, height: float):
@@ -80,12 +108,15 @@ def noise_png(panels: list[dict], title: str) -> bytes:
     for ax, panel in zip(axes, panels):
         x = np.asarray(panel["samples"], dtype=float)
         x = x[np.isfinite(x)]
+        # one filled step outline per panel (ax.stairs), not a patch per bar (ax.bar, ax.hist): the same
+        # picture, a third of the figure's drawing time fewer
         if panel.get("lattice"):
             values, counts = np.unique(np.round(x), return_counts=True)
-            ax.bar(values, counts / x.size, width=0.8, color=_COLORS[0], alpha=0.55, label="sampler")
+            heights, edges = _lattice_bars(values, counts / max(x.size, 1))
         else:
             lo, hi = np.quantile(x, [0.002, 0.998]) if x.size else (0.0, 1.0)
-            ax.hist(x, bins=80, range=(lo, hi), density=True, color=_COLORS[0], alpha=0.55, label="sampler")
+            heights, edges = np.histogram(x, bins=80, range=(lo, hi), density=True)
+        ax.stairs(heights, edges, fill=True, color=_COLORS[0], alpha=0.55, label="sampler")
         if panel.get("density") is not None:
             gx, gy = panel["density"]
             style = {"marker": "o", "ms": 3, "ls": "none"} if panel.get("lattice") else {"lw": 1.6}
@@ -98,6 +129,15 @@ def noise_png(panels: list[dict], title: str) -> bytes:
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     return _png(fig)
+
+
+def _lattice_bars(values: np.ndarray, heights: np.ndarray, width: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
+    """Bars of ``width`` centred on distinct integers ``values``, as one step outline: edges v ± width/2, heights
+    interleaved with zeros over the gaps between bars (``ax.stairs`` of the result draws ``ax.bar``'s bars)."""
+    edges = np.column_stack([values - width / 2, values + width / 2]).ravel()
+    steps = np.zeros(max(2 * len(values) - 1, 0))
+    steps[::2] = heights
+    return steps, edges
 
 
 def hull_png(points: np.ndarray, rank: int, title: str) -> bytes:
@@ -173,6 +213,7 @@ def utility_png(curves: dict[str, tuple[np.ndarray, np.ndarray]], target: float,
     ax.set_xticks(sorted({float(x) for x, _ in curves.values() for x in x}))
     if positive and metric not in ("usefulness", "test_power"):
         ax.set_yscale("log")
+        _log_labels(ax.yaxis)
     else:
         _short_ticks(ax.yaxis)
     ax.set_xlabel(parameter)

@@ -182,17 +182,20 @@ _INDEXED = re.compile(r"worst difference \{([^}]*)\}")
 def name_cells(text: str, d: dict) -> str:
     """``worst difference {94: 2, 95: -2}`` (cell indices, as the certificate records a long vector) with the
     cells' labels from ``utility.per_cell`` instead: ``worst difference {state=WY,voting_age=under_18: 2, ...}``."""
-    labels = [c["cell"] for c in (d["utility"].get("per_cell") or {}).get("cells", [])]
+    text = str(text)
+    if _INDEXED.search(text) is None:  # most details: no list of the cells' labels (175,270 for the range example)
+        return text
+    cells = (d["utility"].get("per_cell") or {}).get("cells", [])
 
     def named(match: re.Match) -> str:
         parts = []
         for item in match.group(1).split(", "):
             index, sep, value = item.partition(": ")
-            parts.append(f"{labels[int(index)]}: {value}" if sep and index.isdigit() and int(index) < len(labels)
+            parts.append(f"{cells[int(index)]['cell']}: {value}" if sep and index.isdigit() and int(index) < len(cells)
                          else item)
         return "worst difference {" + ", ".join(parts) + "}"
 
-    return _INDEXED.sub(named, str(text))
+    return _INDEXED.sub(named, text)
 
 
 def checks_sentence(d: dict) -> str:
