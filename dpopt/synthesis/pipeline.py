@@ -112,8 +112,10 @@ class SynthesisRelease:
             writer.writerows(zip(*(lv[block[:, j]] for j, lv in enumerate(levels))))
 
     def _write_parquet(self, path: Path) -> None:
-        """``synthetic.parquet``: the rows of :meth:`csv` (text labels), mapped from the level codes in SQL."""
+        """``synthetic.parquet``: the rows of :meth:`csv` (text labels), mapped from the level codes in SQL; one
+        DuckDB thread keeps the rows' order without buffering them (two held ~250 MB more at 3·10⁶ × 14)."""
         con = sources.connect()
+        con.execute("SET threads = 1")
         con.register("synthetic", {f"c{j}": np.ascontiguousarray(self.records[:, j])
                                    for j in range(self.records.shape[1])})
         labels = ", ".join(f"[{', '.join(sources.quote_literal(str(v)) for v in levels)}][c{j} + 1] AS "
