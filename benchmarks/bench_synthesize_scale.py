@@ -2,22 +2,25 @@
 
 For each size ``ATTRIBUTES×RECORDS`` it
 
-1. writes a seeded data file with a correlated structure: a random tree-shaped Bayesian network of categorical
-   attributes (attribute j > 0 has a parent drawn uniformly among 0 … j − 1; 2–10 levels each, uniform; the root's
-   law and each row of each conditional table drawn from a Dirichlet(0.5, …) law, so pairs range from nearly
-   independent to strongly dependent), sampled by inverse CDF in chunks of 10⁶ records, written as Parquet
-   (DuckDB ``COPY``; the CLI reads Parquet);
-2. writes a spec: those attributes, add/remove, zCDP ρ = 1, ``marginal_gaussian``, ``synthesize: all_of_size: 2``
-   (every two-way marginal; the default ``exact: true``);
+1. writes a seeded data file with a correlated structure: a random tree-shaped Bayesian network of
+   categorical attributes (attribute j > 0 has a parent drawn uniformly among 0 … j − 1; 2–10 levels each,
+   uniform; the root's law and each row of each conditional table drawn from a Dirichlet(0.5, …) law, so
+   pairs range from nearly independent to strongly dependent), sampled by inverse CDF in chunks of 10⁶
+   records, written as Parquet (DuckDB ``COPY``; the CLI reads Parquet);
+2. writes a spec: those attributes, add/remove, zCDP ρ = 1, ``marginal_gaussian``,
+   ``synthesize: all_of_size: 2`` (every two-way marginal; the default ``exact: true``);
 3. runs ``dpopt synthesize SPEC --data FILE --out DIR --seed 0 --insecure-seed`` under ``nice`` and
-   ``/usr/bin/time -v`` (peak resident memory, user and system CPU, wall time; every progress line timestamped),
-4. reads ``synthetic.parquet`` back and prints the average total variation distance (TVD) between the synthetic
-   records' and the data's two-way tables over all pairs, TVD = ½ Σ |p − q| of the normalised tables.
+   ``/usr/bin/time -v`` (peak resident memory, user and system CPU, wall time; every progress line
+   timestamped),
+4. reads ``synthetic.parquet`` back and prints the average total variation distance (TVD) between the
+   synthetic records' and the data's two-way tables over all pairs, TVD = ½ Σ |p − q| of the normalised
+   tables.
 
 It prints one row per size: records, attributes, two-way tables, CPU (user + system), wall, peak memory, 2-way
 TVD; with ``--steps`` also the wall time of each progress step (where a run spends its time).
 
-Run: python benchmarks/bench_synthesize_scale.py [--sizes 30x100000 30x1000000 14x10000000] [--work /tmp/synthscale]
+Run: python benchmarks/bench_synthesize_scale.py [--sizes 30x100000 30x1000000 14x10000000]
+[--work /tmp/synthscale] [--steps]
 """
 
 from __future__ import annotations
@@ -89,7 +92,8 @@ def tvd2(levels: list[int], data: np.ndarray, synthetic: np.ndarray) -> float:
     for a, b in itertools.combinations(range(len(levels)), 2):
         size = levels[a] * levels[b]
         p = np.bincount(data[:, a].astype(np.intp) * levels[b] + data[:, b], minlength=size) / len(data)
-        q = np.bincount(synthetic[:, a].astype(np.intp) * levels[b] + synthetic[:, b], minlength=size) / len(synthetic)
+        q = np.bincount(synthetic[:, a].astype(np.intp) * levels[b] + synthetic[:, b], minlength=size)
+        q = q / len(synthetic)
         out.append(0.5 * np.abs(p - q).sum())
     return float(np.mean(out))
 
@@ -116,7 +120,7 @@ def run(d: int, n: int, seed: int, work: Path, dpopt: str, steps: bool) -> None:
     con = duckdb.connect()
     names = [f"a{j:02d}" for j in range(d)]
     columns = con.execute(f"SELECT {', '.join(f'CAST({a} AS UTINYINT) AS {a}' for a in names)} "
-                          f"FROM read_parquet('{out / 'synthetic.parquet'}')").fetchnumpy()  # labels are the codes
+                          f"FROM read_parquet('{out / 'synthetic.parquet'}')").fetchnumpy()  # labels: the codes
     con.close()
     synthetic = np.column_stack([np.asarray(columns[a]) for a in names])
     pairs = d * (d - 1) // 2

@@ -395,9 +395,10 @@ def marginals_by_key(con, source: DataSource, query: CountingQuery, column: str 
         f"CAST({level_code_sql(a, lv)} AS {_code_type(len(lv))}) AS c{i}"
         for i, (a, lv) in enumerate(zip(query.attributes, query.levels))]
     grouping = ", ".join("(" + ", ".join([*key, *(f"c{k}" for k in t)]) + ")" for t in sets)
-    # the level codes are stored once in a temporary table: grouping sets over the codes computed in a subquery
-    # held DuckDB (2.0) at ~2 GB for 435 pairs of 30 attributes × 10⁶ records, against ~0.3 GB this way
-    _run(con, source, f"CREATE OR REPLACE TEMP TABLE {CODES} AS SELECT {', '.join(selected)} FROM {source.sql}")
+    # the level codes are stored once in a temporary table: grouping sets over the codes computed in a
+    # subquery held DuckDB (2.0) at ~2 GB for 435 pairs of 30 attributes × 10⁶ records, ~0.3 GB this way
+    _run(con, source,
+         f"CREATE OR REPLACE TEMP TABLE {CODES} AS SELECT {', '.join(selected)} FROM {source.sql}")
     try:
         sql = (f"SELECT GROUPING_ID({', '.join(names)}) AS gid, {', '.join(names)}, count(*) AS n "
                f"FROM {CODES} GROUP BY GROUPING SETS ({grouping})")

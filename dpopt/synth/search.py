@@ -134,7 +134,8 @@ class Fit:
         for r in range(rows.size):
             change = 0.0
             for counts, target, w2, old, new in tables:  # (g+1)² − g² + (g'−1)² − g'²
-                change += w2 * (2.0 + 2.0 * (counts[new[r]] - target[new[r]] - counts[old[r]] + target[old[r]]))
+                change += w2 * (2.0 + 2.0 * (counts[new[r]] - target[new[r]]
+                                             - counts[old[r]] + target[old[r]]))
             if change < -1e-9:
                 for counts, _, _, old, new in tables:
                     counts[old[r]] -= 1.0
