@@ -7,7 +7,8 @@
   records as ``marginals.json`` states, and the residual of every table re-derived from its rows: the L1 gap
   between the records' tabulation and the published table, which is 0 for every table when the certificate says
   the published tables are the records' tabulations (``exact: true``);
-* ``synthetic.parquet`` holds the same rows as ``synthetic.csv``.
+* ``synthetic.parquet`` holds the same rows as ``synthetic.csv``, in the same order (compared as level codes;
+  a value that is not a level differs).
 """
 
 from __future__ import annotations
@@ -74,14 +75,10 @@ def _records_checks(folder: Path, spec, document: dict, tables: dict) -> list[Fi
     try:
         header = sources.columns(con, csv_source)
         sources.validate(con, csv_source, spec)
-        names = spec.attributes
-        # every value is a level (validated): its level code, computed in SQL (no Python object per value)
-        codes = con.execute("SELECT " + ", ".join(
-            f"{sources.level_code_sql(a, spec.data.attributes[a])} AS c{j}" for j, a in enumerate(names))
-                            + f" FROM {csv_source.sql}").fetchnumpy()
-    except (DataError, DpoptError) as exc:
-        return [FileCheck("synthetic.csv", False, str(exc))]
-    records = np.column_stack([np.asarray(codes[f"c{j}"], dtype=np.int64) for j in range(len(names))])
+        records = _codes(con, csv_source, spec)  # every value is a level (validated)
+    except (DataError, DpoptError, duckdb.Error) as exc:
+        return [FileCheck("synthetic.csv", False, str(exc).splitlines()[0])]
+    names = spec.attributes
     residual = {}
     for clique, table in tables.items():
         cells = np.ravel_multi_index(tuple(records[:, names.index(a)] for a in clique), table.shape)
@@ -97,15 +94,26 @@ def _records_checks(folder: Path, spec, document: dict, tables: dict) -> list[Fi
                                                      "tabulations)" if exact else "")
                        if same else "header, record count or residual differs from marginals.json"
                        + (", or a table is not the records' tabulation" if exact else ""))]
-    parquet = folder / "synthetic.parquet"
+    parquet = sources.DataSource(folder / "synthetic.parquet", "parquet")
     try:
-        differ = con.execute(
-            f"SELECT count(*) FROM ((SELECT * FROM {csv_source.sql} EXCEPT ALL SELECT * FROM "
-            f"read_parquet({sources.quote_literal(str(parquet))})) UNION ALL (SELECT * FROM "
-            f"read_parquet({sources.quote_literal(str(parquet))}) EXCEPT ALL SELECT * FROM {csv_source.sql}))"
-        ).fetchone()[0]
-    except duckdb.Error as exc:  # a missing or unreadable file
+        if sources.columns(con, parquet) != names:
+            raise DataError(f"its columns are not {', '.join(names)}")
+        other = _codes(con, parquet, spec)
+    except (DataError, duckdb.Error) as exc:  # a missing or unreadable file
         return lines + [FileCheck("synthetic.parquet", False, f"cannot be read: {str(exc).splitlines()[0]}")]
+    common = min(len(records), len(other))
+    differ = abs(len(records) - len(other)) + int(np.any(records[:common] != other[:common], axis=1).sum())
     lines.append(FileCheck("synthetic.parquet", differ == 0, "the rows of synthetic.csv" if differ == 0 else
                            f"{differ} rows differ from synthetic.csv"))
     return lines
+
+
+def _codes(con: duckdb.DuckDBPyConnection, source: sources.DataSource, spec) -> np.ndarray:
+    """The records' level codes (n, attributes) in domain order, computed in SQL (no Python object per value);
+    −1 where a value is not a level."""
+    names = spec.attributes
+    found = con.execute("SELECT " + ", ".join(
+        f"{sources.level_code_sql(a, spec.data.attributes[a])} AS c{j}" for j, a in enumerate(names))
+                        + f" FROM {source.sql}").fetchnumpy()
+    return np.column_stack([np.ma.filled(np.ma.asarray(found[f"c{j}"], dtype=np.int64), -1)
+                            for j in range(len(names))])
