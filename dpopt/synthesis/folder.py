@@ -81,7 +81,8 @@ def _records_checks(folder: Path, spec, document: dict, tables: dict) -> list[Fi
     names = spec.attributes
     residual = {}
     for clique, table in tables.items():
-        cells = np.ravel_multi_index(tuple(records[:, names.index(a)] for a in clique), table.shape)
+        axes = tuple(records[:, names.index(a)].astype(np.intp) for a in clique)
+        cells = np.ravel_multi_index(axes, table.shape)
         counts = np.bincount(cells, minlength=table.size).reshape(table.shape)
         residual["×".join(clique)] = float(np.abs(counts - table).sum())
     recorded = document.get("residual_l1", {})
@@ -112,8 +113,8 @@ def _codes(con: duckdb.DuckDBPyConnection, source: sources.DataSource, spec) -> 
     """The records' level codes (n, attributes) in domain order, computed in SQL (no Python object per value);
     −1 where a value is not a level."""
     names = spec.attributes
-    found = con.execute("SELECT " + ", ".join(
-        f"{sources.level_code_sql(a, spec.data.attributes[a])} AS c{j}" for j, a in enumerate(names))
-                        + f" FROM {source.sql}").fetchnumpy()
-    return np.column_stack([np.ma.filled(np.ma.asarray(found[f"c{j}"], dtype=np.int64), -1)
-                            for j in range(len(names))])
+    kind = "SMALLINT" if max(len(spec.data.attributes[a]) for a in names) < 1 << 15 else "INTEGER"
+    columns = ", ".join(f"CAST({sources.level_code_sql(a, spec.data.attributes[a])} AS {kind}) AS c{j}"
+                        for j, a in enumerate(names))
+    found = con.execute(f"SELECT {columns} FROM {source.sql}").fetchnumpy()
+    return np.column_stack([np.ma.filled(np.ma.asarray(found.pop(f"c{j}")), -1) for j in range(len(names))])
