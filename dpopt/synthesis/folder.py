@@ -90,7 +90,8 @@ def _records_checks(folder: Path, spec, document: dict, tables: dict) -> list[Fi
     same = (header == names and records.shape[0] == document.get("records") and set(recorded) == set(residual)
             and all(math.isclose(recorded[k], v, rel_tol=1e-9, abs_tol=1e-9) for k, v in residual.items())
             and not (exact and any(residual.values())))
-    lines = [FileCheck("synthetic.csv", same, f"{records.shape[0]} records, every value a level; each table's residual "
+    n = records.shape[0]
+    lines = [FileCheck("synthetic.csv", same, f"{n} records, every value a level; each table's residual "
                        "re-derived from the rows" + (", 0 for every table (the published tables are the records' "
                                                      "tabulations)" if exact else "")
                        if same else "header, record count or residual differs from marginals.json"
