@@ -355,12 +355,22 @@ def apply_query(query: CountingQuery, counts: np.ndarray) -> np.ndarray:
     return np.asarray((a @ counts.T).T)
 
 
+CODES = "dpopt_level_codes"
+"""The temporary table :func:`marginals_by_key` counts from (the records' level codes, dropped after)."""
+
+
+def _code_type(levels: int) -> str:
+    """The narrowest unsigned DuckDB integer holding the level codes 0 … levels − 1."""
+    return "UTINYINT" if levels <= 1 << 8 else "USMALLINT" if levels <= 1 << 16 else "UINTEGER"
+
+
 def marginals_by_key(con, source: DataSource, query: CountingQuery, column: str | None = None):
     """Every table of a marginals query counted from records in one SQL scan, never the histogram.
 
     One ``GROUP BY GROUPING SETS`` over the level codes of the query's attributes (each
-    table's attributes, with the key ``column`` when given); numpy lays the counts out as
-    the released vector (each table row-major in its listed order).
+    table's attributes, with the key ``column`` when given), the codes read once into a temporary
+    table (:data:`CODES`; its memory grows with the records × attributes, not with the tables);
+    numpy lays the counts out as the released vector (each table row-major in its listed order).
 
     Returns
     -------
@@ -382,11 +392,19 @@ def marginals_by_key(con, source: DataSource, query: CountingQuery, column: str 
     key = [] if column is None else ["key"]
     names = [*key, *(f"c{i}" for i in range(len(query.attributes)))]
     selected = [f"{quote_identifier(column)} AS key" for _ in key] + [
-        f"{level_code_sql(a, lv)} AS c{i}" for i, (a, lv) in enumerate(zip(query.attributes, query.levels))]
+        f"CAST({level_code_sql(a, lv)} AS {_code_type(len(lv))}) AS c{i}"
+        for i, (a, lv) in enumerate(zip(query.attributes, query.levels))]
     grouping = ", ".join("(" + ", ".join([*key, *(f"c{k}" for k in t)]) + ")" for t in sets)
-    sql = (f"SELECT GROUPING_ID({', '.join(names)}) AS gid, {', '.join(names)}, count(*) AS n "
-           f"FROM (SELECT {', '.join(selected)} FROM {source.sql}) GROUP BY GROUPING SETS ({grouping})")
-    result = _run(con, source, sql).fetchnumpy()
+    # the level codes are stored once in a temporary table: grouping sets over the codes computed in a
+    # subquery held DuckDB (2.0) at ~2 GB for 435 pairs of 30 attributes × 10⁶ records, ~0.3 GB this way
+    _run(con, source,
+         f"CREATE OR REPLACE TEMP TABLE {CODES} AS SELECT {', '.join(selected)} FROM {source.sql}")
+    try:
+        sql = (f"SELECT GROUPING_ID({', '.join(names)}) AS gid, {', '.join(names)}, count(*) AS n "
+               f"FROM {CODES} GROUP BY GROUPING SETS ({grouping})")
+        result = _run(con, source, sql).fetchnumpy()
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {CODES}")
     gid = np.asarray(result["gid"], dtype=np.int64)
     bit = {name: 1 << (len(names) - 1 - i) for i, name in enumerate(names)}
     mine = {t: gid == sum(bit[f"c{k}"] for k in range(len(query.attributes)) if k not in t) for t in sets}

@@ -126,18 +126,23 @@ class Fit:
             table = self.tables[i]
             stride = table.strides[table.axes.index(k)]
             cell = table.cells(self.records[rows])
-            tables.append((self.counts[i], table.target, table.weight ** 2, cell.tolist(),
+            # Python lists of Python floats: the same IEEE double arithmetic as numpy's scalars, without their
+            # per-element overhead in the one loop that must run record by record
+            tables.append((self.counts[i].tolist(), table.target.tolist(), table.weight ** 2, cell.tolist(),
                            (cell + (best - own) * stride).tolist()))
         taken = []
         for r in range(rows.size):
             change = 0.0
             for counts, target, w2, old, new in tables:  # (g+1)² − g² + (g'−1)² − g'²
-                change += w2 * (2.0 + 2.0 * float(counts[new[r]] - target[new[r]] - counts[old[r]] + target[old[r]]))
+                change += w2 * (2.0 + 2.0 * (counts[new[r]] - target[new[r]]
+                                             - counts[old[r]] + target[old[r]]))
             if change < -1e-9:
                 for counts, _, _, old, new in tables:
                     counts[old[r]] -= 1.0
                     counts[new[r]] += 1.0
                 taken.append(r)
+        for i, (counts, *_) in zip(self.holding[k], tables):
+            self.counts[i][:] = counts
         if taken:
             self.records[rows[taken], k] = best[taken]
         return len(taken)

@@ -7,7 +7,8 @@
   records as ``marginals.json`` states, and the residual of every table re-derived from its rows: the L1 gap
   between the records' tabulation and the published table, which is 0 for every table when the certificate says
   the published tables are the records' tabulations (``exact: true``);
-* ``synthetic.parquet`` holds the same rows as ``synthetic.csv``.
+* ``synthetic.parquet`` holds the same rows as ``synthetic.csv``, in the same order (compared as level codes;
+  a value that is not a level differs).
 """
 
 from __future__ import annotations
@@ -74,37 +75,47 @@ def _records_checks(folder: Path, spec, document: dict, tables: dict) -> list[Fi
     try:
         header = sources.columns(con, csv_source)
         sources.validate(con, csv_source, spec)
-        rows = con.execute(f"SELECT * FROM {csv_source.sql}").fetchall()
-    except (DataError, DpoptError) as exc:
-        return [FileCheck("synthetic.csv", False, str(exc))]
+        records = _codes(con, csv_source, spec)  # every value is a level (validated)
+    except (DataError, DpoptError, duckdb.Error) as exc:
+        return [FileCheck("synthetic.csv", False, str(exc).splitlines()[0])]
     names = spec.attributes
-    codes = {a: {level: i for i, level in enumerate(spec.data.attributes[a])} for a in names}
-    records = np.array([[codes[a][row[j]] for j, a in enumerate(names)] for row in rows], dtype=np.int64).reshape(
-        len(rows), len(names))
     residual = {}
     for clique, table in tables.items():
-        counts = np.zeros(table.shape)
-        np.add.at(counts, tuple(records[:, names.index(a)] for a in clique), 1)
+        axes = tuple(records[:, names.index(a)].astype(np.intp) for a in clique)
+        cells = np.ravel_multi_index(axes, table.shape)
+        counts = np.bincount(cells, minlength=table.size).reshape(table.shape)
         residual["×".join(clique)] = float(np.abs(counts - table).sum())
     recorded = document.get("residual_l1", {})
     exact = tabulated(spec)
-    same = (header == names and len(rows) == document.get("records") and set(recorded) == set(residual)
+    same = (header == names and records.shape[0] == document.get("records") and set(recorded) == set(residual)
             and all(math.isclose(recorded[k], v, rel_tol=1e-9, abs_tol=1e-9) for k, v in residual.items())
             and not (exact and any(residual.values())))
-    lines = [FileCheck("synthetic.csv", same, f"{len(rows)} records, every value a level; each table's residual "
+    n = records.shape[0]
+    lines = [FileCheck("synthetic.csv", same, f"{n} records, every value a level; each table's residual "
                        "re-derived from the rows" + (", 0 for every table (the published tables are the records' "
                                                      "tabulations)" if exact else "")
                        if same else "header, record count or residual differs from marginals.json"
                        + (", or a table is not the records' tabulation" if exact else ""))]
-    parquet = folder / "synthetic.parquet"
+    parquet = sources.DataSource(folder / "synthetic.parquet", "parquet")
     try:
-        differ = con.execute(
-            f"SELECT count(*) FROM ((SELECT * FROM {csv_source.sql} EXCEPT ALL SELECT * FROM "
-            f"read_parquet({sources.quote_literal(str(parquet))})) UNION ALL (SELECT * FROM "
-            f"read_parquet({sources.quote_literal(str(parquet))}) EXCEPT ALL SELECT * FROM {csv_source.sql}))"
-        ).fetchone()[0]
-    except duckdb.Error as exc:  # a missing or unreadable file
+        if sources.columns(con, parquet) != names:
+            raise DataError(f"its columns are not {', '.join(names)}")
+        other = _codes(con, parquet, spec)
+    except (DataError, duckdb.Error) as exc:  # a missing or unreadable file
         return lines + [FileCheck("synthetic.parquet", False, f"cannot be read: {str(exc).splitlines()[0]}")]
+    common = min(len(records), len(other))
+    differ = abs(len(records) - len(other)) + int(np.any(records[:common] != other[:common], axis=1).sum())
     lines.append(FileCheck("synthetic.parquet", differ == 0, "the rows of synthetic.csv" if differ == 0 else
                            f"{differ} rows differ from synthetic.csv"))
     return lines
+
+
+def _codes(con: duckdb.DuckDBPyConnection, source: sources.DataSource, spec) -> np.ndarray:
+    """The records' level codes (n, attributes) in domain order, computed in SQL (no Python object per value);
+    −1 where a value is not a level."""
+    names = spec.attributes
+    kind = "SMALLINT" if max(len(spec.data.attributes[a]) for a in names) < 1 << 15 else "INTEGER"
+    columns = ", ".join(f"CAST({sources.level_code_sql(a, spec.data.attributes[a])} AS {kind}) AS c{j}"
+                        for j, a in enumerate(names))
+    found = con.execute(f"SELECT {columns} FROM {source.sql}").fetchnumpy()
+    return np.column_stack([np.ma.filled(np.ma.asarray(found.pop(f"c{j}")), -1) for j in range(len(names))])

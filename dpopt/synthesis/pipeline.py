@@ -62,6 +62,9 @@ else is not replaced; a new synthesis replaces the folder whole, its old signatu
 
 Progress = Callable[[str], None]
 
+ROWS = 100_000
+"""Records written to ``synthetic.csv`` at a time (the labels of one block are held, not the file's)."""
+
 
 @dataclass(frozen=True)
 class SynthesisRelease:
@@ -96,10 +99,30 @@ class SynthesisRelease:
     def csv(self) -> str:
         """``synthetic.csv``: a header of the attribute names, one record a line, level labels."""
         buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(self.spec.attributes)
-        writer.writerows(zip(*self.labels().values()))
+        self._write_csv(buffer)
         return buffer.getvalue()
+
+    def _write_csv(self, stream) -> None:
+        """:meth:`csv` written to ``stream`` :data:`ROWS` records at a time (never every label at once)."""
+        writer = csv.writer(stream, lineterminator="\n")
+        writer.writerow(self.spec.attributes)
+        levels = [np.asarray(v, dtype=object) for v in self.spec.data.attributes.values()]
+        for start in range(0, self.records.shape[0], ROWS):
+            block = self.records[start:start + ROWS]
+            writer.writerows(zip(*(lv[block[:, j]] for j, lv in enumerate(levels))))
+
+    def _write_parquet(self, path: Path) -> None:
+        """``synthetic.parquet``: the rows of :meth:`csv` (text labels), mapped from the level codes in SQL; one
+        DuckDB thread keeps the rows' order without buffering them (two held ~250 MB more at 3·10⁶ × 14)."""
+        con = sources.connect()
+        con.execute("SET threads = 1")
+        con.register("synthetic", {f"c{j}": np.ascontiguousarray(self.records[:, j])
+                                   for j in range(self.records.shape[1])})
+        labels = ", ".join(f"[{', '.join(sources.quote_literal(str(v)) for v in levels)}][c{j} + 1] AS "
+                           f"{sources.quote_identifier(a)}"
+                           for j, (a, levels) in enumerate(self.spec.data.attributes.items()))
+        con.execute(f"COPY (SELECT {labels} FROM synthetic) TO {sources.quote_literal(str(path))} (FORMAT parquet)")
+        con.close()
 
     def marginals_document(self) -> dict:
         """``marginals.json``: every published table (attributes, their levels, the counts), the records' residual."""
@@ -120,12 +143,9 @@ class SynthesisRelease:
         """Write the folder ``out`` whole or not at all (module docstring); returns the files written."""
         figure = residual_figure(self.residual, int(self.records.shape[0]))
         with output_folder(out, OWNED) as staging:
-            write_atomic(staging / "synthetic.csv", self.csv())
-            con = sources.connect()
-            con.register("synthetic", {a: np.asarray(v, dtype=str) for a, v in self.labels().items()})
-            con.execute(f"COPY synthetic TO {sources.quote_literal(str(staging / 'synthetic.parquet'))} "
-                        "(FORMAT parquet)")
-            con.close()
+            with open(staging / "synthetic.csv", "w", encoding="utf-8", newline="") as stream:  # the folder is atomic
+                self._write_csv(stream)
+            self._write_parquet(staging / "synthetic.parquet")
             write_atomic(staging / "marginals.json", json.dumps(self.marginals_document(), indent=2,
                                                                 ensure_ascii=False) + "\n")
             self.certificate.write(staging / "certificate.json")
