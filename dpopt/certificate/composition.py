@@ -32,12 +32,16 @@ Gaussian: ρ = Δ₂²/(2σ²), Canonne, Kamath & Steinke 2020, Thm 14; Laplace 
 ε = Δ₁/b) a mechanism meeting the per-group target p at the per-group norm Δ_g meets p·(Δ_J/Δ_g)² (ρ),
 p·Δ_J/Δ_g (μ, ε) at the joint norm Δ_J. That value, rounded up, is re-checked by the family's own
 privacy check on the joint space (:func:`joint_block`), and the whole release states the better
-(smaller) of it and the composition.
+(smaller) of it and the composition. A sum measured on a lattice (:mod:`dpopt.mechanisms.real_lattice`) is
+checked on its integers: the stacked N_j move by the lattice unit u = Δ_u/R per row of the person in group j, so
+the joint norms in units of g are u times those of the person's rows per group (the same ratio to Δ_u as the real
+norms' to Δ), and the family's integer-noise check (``units_privacy_checks``) evaluates the scaled target there.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 
 from dpopt.core.decimals import float_written_above, written
@@ -45,6 +49,7 @@ from dpopt.core.checks import Check
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.mechanisms import Mechanism
 from dpopt.mechanisms.base import registry
+from dpopt.mechanisms.real_lattice import RealLattice
 from dpopt.sensitivity.person import grouped_norms
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import FullSpace
@@ -266,8 +271,15 @@ def joint_block(spec: Spec, query: CountingQuery | NumericQuery, space: Sensitiv
     joint_space = SensitivitySpace(dimension, FullSpace(dimension), l1, l2sq, linf, how, space.adjacency,
                                    complete=False)
     params = _scaled(definition, spec.privacy.parameters, ratio)
-    stacked = registry()[mechanism.family].from_parameters(mechanism.parameters, joint_space)
-    checks = stacked.privacy_checks(joint_space, Privacy(**{definition: params}))
+    lattice = getattr(mechanism, "lattice", None)
+    if isinstance(lattice, RealLattice):  # integers N_j on the lattice: the stacked moves in units of g
+        units = grouped_norms(spec, query, count, per_row=Fraction(lattice.row_shift))
+        units_space = SensitivitySpace(count, FullSpace(count), *units, space.adjacency, complete=False)
+        checks = mechanism.units_privacy_checks(units_space, Privacy(**{definition: params}))
+        checks = [replace(c, detail=f"in units of g ({units[3]}: l2² = {units[1]}): {c.detail}") for c in checks]
+    else:
+        stacked = registry()[mechanism.family].from_parameters(mechanism.parameters, joint_space)
+        checks = stacked.privacy_checks(joint_space, Privacy(**{definition: params}))
     passed = all(c.passed for c in checks)
     check = Check("groups.joint", f"the whole release on the stacked vector ({count} groups × {space.dimension} "
                                   f"cells) at {definition} {params}: the family's own check on the joint sensitivity",

@@ -6,7 +6,7 @@ release g(N + η)/n:
 
 - **Laplace** → η discrete Laplace of scale t = p/2^k (CKS 2020, Algorithms 1–2), designed by
   :class:`~dpopt.mechanisms.discrete_laplace.DiscreteLaplaceMechanism` on the integer space of shifts ≤ Δ_u:
-  pure ε = Δ_u/t exactly; (ε, δ) through ε = Δ_u/t, δ unused (:func:`_laplace_space`); ρ-zCDP by its Rényi
+  pure ε = Δ_u/t exactly; (ε, δ) through ε = Δ_u/t, δ unused (:func:`_laplace_listed`); ρ-zCDP by its Rényi
   divergences. g = 2^e ≤ 2^-20 min(b, Δ) (sum units), so the unit the rounding adds to Δ costs below 2^-20 and
   t ≈ b/g stays within the sampler's 2^40 for ε ≥ 2^-19. μ-GDP through ε-DP costs more than the margin
   (Laplace's exact one-dimensional trade-off is far tighter): such a design keeps Laplace(b).
@@ -95,6 +95,20 @@ class _LatticeSum:
         """:func:`~dpopt.mechanisms.real_lattice.lattice_scope_check`."""
         return [lattice_scope_check(problem, self.lattice)]
 
+    def units_privacy_checks(self, units: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        """The guarantee of the integer noise, i.i.d. on each coordinate, against the moves of ``units`` (a
+        sensitivity space in units of g: the lattice's own :meth:`RealLattice.space`, or the stacked per-group
+        sums of a grouped release, :func:`dpopt.certificate.composition.joint_block`)."""
+        raise NotImplementedError
+
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        """On the lattice's integer space of Δ_u (the real ``space`` is re-derived as Δ_u by the scope check)."""
+        return self.units_privacy_checks(self.lattice.space(listed=self.listed_space(privacy)), privacy)
+
+    def listed_space(self, privacy: Privacy) -> bool:
+        """Whether the checks read the lattice space's listed moves (±Δ_u)."""
+        return True
+
     def noise_law(self) -> str:
         return NOISE_FREE_NOTE
 
@@ -114,13 +128,13 @@ def _cost_refusal(ratio: float) -> str | None:
     return None
 
 
-def _laplace_space(lattice: RealLattice, privacy: Privacy) -> SensitivitySpace:
-    """The lattice's integer space for the discrete Laplace: listed (the move ±Δ_u) only under ρ-zCDP, whose Rényi
-    check is a closed form per order; otherwise stated as not listed, so that the design and check go through
-    ε = Δ_u/t (an exact (ε, δ) profile or trade-off function of the move would run over its Δ_u + 1 loss values,
-    millions here; under (ε, δ) the continuous design's δ gains Δ₁/b = ε − 2 ln(1 − δ), a relative 2δ/ε in the
-    scale, within the cost margin for δ ≤ ε/4000)."""
-    return lattice.space(listed=privacy.definition == "zcdp")
+def _laplace_listed(privacy: Privacy) -> bool:
+    """Whether the lattice's integer space for the discrete Laplace is listed (the move ±Δ_u): only under ρ-zCDP,
+    whose Rényi check is a closed form per order; otherwise stated as not listed, so that the design and check go
+    through ε = Δ_u/t (an exact (ε, δ) profile or trade-off function of the move would run over its Δ_u + 1 loss
+    values, millions here; under (ε, δ) the continuous design's δ gains Δ₁/b = ε − 2 ln(1 − δ), a relative 2δ/ε in
+    the scale, within the cost margin for δ ≤ ε/4000)."""
+    return privacy.definition == "zcdp"
 
 
 class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
@@ -156,7 +170,8 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
             b = Fraction(continuous.scale) * divisor
             try:
                 lattice = real_lattice(problem, exponent_at_most(min(b, sensitivity), LATTICE_BITS))
-                units = DiscreteLaplaceMechanism.design(replace(problem, space=_laplace_space(lattice, problem.spec.privacy)))
+                space = lattice.space(listed=_laplace_listed(problem.spec.privacy))
+                units = DiscreteLaplaceMechanism.design(replace(problem, space=space))
             except CalibrationError as exc:
                 refusal = f"on the lattice: {exc}"
             else:
@@ -183,8 +198,11 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
         t = self.units_scale
         return sample_discrete_laplace(rng, t.numerator, t.denominator, size)
 
-    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        return [discrete_laplace_privacy_check(_laplace_space(self.lattice, privacy), self.units_scale, privacy)]
+    def units_privacy_checks(self, units: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        return [discrete_laplace_privacy_check(units, self.units_scale, privacy)]
+
+    def listed_space(self, privacy: Privacy) -> bool:
+        return _laplace_listed(privacy)
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         eps = Fraction(self.lattice.shift) / self.units_scale
@@ -195,7 +213,7 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
     def notes(self) -> list[str]:
         lat = self.lattice
         return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=f"discrete Laplace noise of scale t = "
-                                      f"{self.units_scale} (Algorithms 1–2)", divisor=lat.divisor, shift=lat.shift)]
+                                      f"{self.units_scale} (Algorithms 1–2)", divisor=lat.divisor, shift=lat.shift_text)]
 
     def _moments(self) -> dict:
         return discrete_laplace_moments(float(self.units_scale))
@@ -276,8 +294,8 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
         s2 = self.lattice_sigma2
         return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size)
 
-    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        return [lattice_isotropic_check(Fraction(self.lattice.shift) ** 2, self.lattice_sigma2, privacy)]
+    def units_privacy_checks(self, units: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        return [lattice_isotropic_check(units.l2_squared, self.lattice_sigma2, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         return lattice_privacy_summary(Fraction(self.lattice.shift) ** 2, self.lattice_sigma2, self.target)
@@ -285,7 +303,7 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
     def notes(self) -> list[str]:
         lat = self.lattice
         return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=f"discrete Gaussian noise N_ℤ(0, σ_ℤ²), σ_ℤ² = "
-                                      f"{self.lattice_sigma2} (Algorithm 3)", divisor=lat.divisor, shift=lat.shift)]
+                                      f"{self.lattice_sigma2} (Algorithm 3)", divisor=lat.divisor, shift=lat.shift_text)]
 
     def _variance(self) -> float:
         return discrete_variance(self.lattice_sigma2) * float(self.lattice.unit) ** 2

@@ -13,10 +13,16 @@ over floats, "the rounding charged to the sensitivity"; Mironov, CCS 2012, for t
 gives, for a − b ≤ D, r(a) − r(b) ≤ ⌈D/g⌉. Hence
 
 - replace-one (Hamming k): a record moves N by r(x') − r(x) ≤ ⌈(U − L)/g⌉, so Δ_u = k⌈(U − L)/g⌉;
-- add/remove (sums): a record moves N by |r(x)| ≤ ⌈max(|L|, |U|)/g⌉ = Δ_u.
+- add/remove (sums): a record moves N by |r(x)| ≤ ⌈max(|L|, |U|)/g⌉ = Δ_u;
+- a person (``data.privacy_unit``: at most R = min(k, c) rows in the answer after bounding, each row rounded on
+  its own): add/remove moves N by a sum of at most R values r(x), so Δ_u = R⌈max(|L|, |U|)/g⌉; replace (one
+  person's rows by another's, either possibly fewer) by Σ r(x) − Σ r(x′) with r(x) ≤ ⌈max(U, 0)/g⌉ and
+  −r(x′) ≤ ⌈max(−L, 0)/g⌉, so Δ_u = R(⌈max(U, 0)/g⌉ + ⌈max(−L, 0)/g⌉). The unit u = Δ_u/R a row moves N by is
+  :attr:`RealLattice.row_shift`: the stacked sums of a grouped release move by u times a person's rows per group
+  (:func:`dpopt.sensitivity.person.grouped_norms` with ``per_row = u``).
 
 The same bounds hold when an answer A (a real number) is rounded as a whole, N = ⌊A/g + ½⌋, for neighbouring
-answers at most D apart, so :meth:`RealLattice.units` of an answer handed to ``Mechanism.release`` is covered
+answers at most D apart (a person's D = R·max(|L|, |U|) or R(max(U, 0) − min(L, 0)), and ⌈RD′/g⌉ ≤ R⌈D′/g⌉), so :meth:`RealLattice.units` of an answer handed to ``Mechanism.release`` is covered
 by the same Δ_u as the record-by-record sum of :meth:`RealLattice.lattice_sum` and of ``dpopt release``.
 At most one unit g more than the continuous sensitivity: the lattice is chosen so that this costs below the
 stated margin (:data:`LATTICE_BITS`), and the design states the measured cost.
@@ -35,6 +41,7 @@ from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError, DataError
 from dpopt.domain.queries import NumericQuery
 from dpopt.problem import Problem
+from dpopt.sensitivity.person import most_rows
 from dpopt.sensitivity.plain import hamming_factor
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import FullSpace
@@ -74,6 +81,8 @@ class RealLattice:
         1 for a sum; the public n for a mean (the answer is gN/n).
     shift : int
         Δ_u, the largest move of N between neighbours (module docstring).
+    rows : int
+        R, the most rows of one person in the answer (``data.privacy_unit``); 1 for record-level adjacency.
     """
 
     exponent: int
@@ -81,6 +90,17 @@ class RealLattice:
     upper: Fraction
     divisor: int
     shift: int
+    rows: int = 1
+
+    @property
+    def row_shift(self) -> int:
+        """u = Δ_u/R, the most one row moves N by (module docstring)."""
+        return self.shift // self.rows
+
+    @property
+    def shift_text(self) -> str:
+        """Δ_u in words: the number, and for a person-level sum R × u."""
+        return str(self.shift) if self.rows == 1 else f"{self.shift} = {self.rows} rows × {self.row_shift}"
 
     @property
     def granularity(self) -> Fraction:
@@ -149,14 +169,15 @@ class RealLattice:
             _vectors=lambda: np.array([[shift], [-shift]], dtype=float))
 
     def to_dict(self) -> dict:
-        """JSON-ready (exact rationals as strings)."""
+        """JSON-ready (exact rationals as strings); ``rows`` only for a person-level sum."""
         return {"granularity": f"2^{self.exponent}", "exponent": self.exponent, "lower": str(self.lower),
-                "upper": str(self.upper), "divisor": self.divisor, "shift": self.shift}
+                "upper": str(self.upper), "divisor": self.divisor, "shift": self.shift} | (
+            {"rows": self.rows} if self.rows != 1 else {})
 
     @classmethod
     def from_dict(cls, record: dict) -> RealLattice:
         return cls(int(record["exponent"]), Fraction(record["lower"]), Fraction(record["upper"]),
-                   int(record["divisor"]), int(record["shift"]))
+                   int(record["divisor"]), int(record["shift"]), int(record.get("rows", 1)))
 
 
 def lattice_refusal(problem: Problem) -> str | None:
@@ -168,8 +189,8 @@ def lattice_refusal(problem: Problem) -> str | None:
         return "not a bounded sum or mean"
     if query.pair:
         return "a mean with a privacy unit is released as a (centred sum, count) pair, not measured on one lattice"
-    if spec.data.privacy_unit is not None or spec.invariants:
-        return "the lattice sensitivity is derived for record-level adjacency without invariants"
+    if spec.invariants:
+        return "the lattice sensitivity is derived without invariants"
     if Fraction(query.upper) <= Fraction(query.lower):
         return "the bounds leave nothing to protect"
     return None
@@ -199,11 +220,19 @@ def real_lattice(problem: Problem, exponent: int) -> RealLattice:
     query, spec = problem.query, problem.spec
     lower, upper = Fraction(query.lower), Fraction(query.upper)
     g = Fraction(2) ** exponent
+    divisor, _ = answer_units(problem)
+    unit = spec.data.privacy_unit
+    if unit is not None:  # a person: R rows, each rounded on its own (module docstring)
+        rows, _, _ = most_rows(unit, 1)
+        if spec.adjacency.kind == "add_remove":
+            per_row = math.ceil(max(abs(lower), abs(upper)) / g)
+        else:
+            per_row = math.ceil(max(upper, 0) / g) + math.ceil(max(-lower, 0) / g)
+        return RealLattice(exponent, lower, upper, divisor, rows * per_row, rows)
     if spec.adjacency.kind == "add_remove":
         shift = math.ceil(max(abs(lower), abs(upper)) / g)
     else:
         shift = hamming_factor(spec) * math.ceil((upper - lower) / g)
-    divisor, _ = answer_units(problem)
     return RealLattice(exponent, lower, upper, divisor, shift)
 
 
@@ -219,6 +248,6 @@ def exponent_at_most(scale: Fraction, bits: int) -> int:
 def lattice_scope_check(problem: Problem, lattice: RealLattice) -> Check:
     """The certificate's lattice re-derived from the spec (bounds, adjacency, n) at its stated granularity."""
     derived = real_lattice(problem, lattice.exponent)
-    return Check("mechanism.lattice", "the lattice sum's Δ_u re-derived from the spec's bounds, adjacency and n at "
-                 "the stated granularity (each value rounded half up, ⌊a⌋ − ⌊b⌋ ≤ ⌈a − b⌉), exact integers",
+    return Check("mechanism.lattice", "the lattice sum's Δ_u re-derived from the spec's bounds, adjacency, privacy "
+                 "unit and n at the stated granularity (each value rounded half up, ⌊a⌋ − ⌊b⌋ ≤ ⌈a − b⌉), exact integers",
                  derived == lattice, f"stated {lattice.to_dict()}, derived {derived.to_dict()}")

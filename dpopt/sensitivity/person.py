@@ -279,8 +279,8 @@ def _mean_pair(query: NumericQuery, unit: PrivacyUnit, replace: bool, adjacency:
                             _vectors=lambda: listed)
 
 
-def grouped_norms(spec: Spec, query: CountingQuery | NumericQuery,
-                  groups: int) -> tuple[Fraction, Fraction, Fraction, str] | None:
+def grouped_norms(spec: Spec, query: CountingQuery | NumericQuery, groups: int,
+                  per_row: Fraction | None = None) -> tuple[Fraction, Fraction, Fraction, str] | None:
     r"""Exact (l1, l2², l∞) of one person's contribution to a release grouped by one column: the per-group
     answers of ``groups`` groups stacked into one vector, and how it is derived; None where not derived.
 
@@ -296,6 +296,11 @@ def grouped_norms(spec: Spec, query: CountingQuery | NumericQuery,
     larger magnitude: the histogram's replace norms, scaled. Not derived here (None): a replace sum whose
     interval contains values of both signs (a person's and the other's rows may then add up in one group),
     means, marginals and linear queries.
+
+    ``per_row`` (a sum only) replaces max(|a|, |b|) by another bound on one row's move of its group's answer with
+    the same sign structure: the lattice unit u of a sum measured on a lattice
+    (:attr:`dpopt.mechanisms.real_lattice.RealLattice.row_shift`), whose stacked sums of integers N_j move by at
+    most v_j·u.
     """
     unit, replace = spec.data.privacy_unit, spec.adjacency.kind != "add_remove"
     if groups < 1:
@@ -304,11 +309,11 @@ def grouped_norms(spec: Spec, query: CountingQuery | NumericQuery,
         low, high = Fraction(query.lower), Fraction(query.upper)
         if query.pair or (replace and low < 0 < high):
             return None
-        scale = max(abs(low), abs(high))
+        scale = max(abs(low), abs(high)) if per_row is None else Fraction(per_row)
         l1, l2sq, linf = table_norms(unit, groups, replace)
+        what = f"max(|a|, |b|) = {scale}" if per_row is None else f"{scale} lattice units per row"
         return (scale * l1, scale * scale * l2sq, scale * linf,
-                f"stacked per-group sums: max(|a|, |b|) = {scale} × the person-level norms of a "
-                f"{groups}-cell histogram")
+                f"stacked per-group sums: {what} × the person-level norms of a {groups}-cell histogram")
     if query.kind not in ("count", "histogram", "contingency_table"):
         return None
     l1, l2sq, linf = table_norms(unit, groups * query.cells, replace)
