@@ -13,9 +13,11 @@ release g(N + η)/n:
 - **Gaussian** → η ~ N_ℤ(0, σ_ℤ²) (CKS 2020, Algorithm 3), σ_ℤ² the dyadic lattice variance of
   :mod:`dpopt.mechanisms.lattice` for the continuous σ_u = the Gaussian calibration at Δ_u: ρ = Δ_u²/(2σ_ℤ²)
   (CKS Theorem 14), μ = Δ_u·m under μ-GDP and (ε, δ) (the certified slope). The sampler serves σ_ℤ² ≤ 2³⁰ and the
-  slope σ_ℤ² ≤ 2²², so g = 2^e is between 2^-14 σ and 2^-10 σ (zCDP) or 2^-10 σ and 2^-6 σ (μ-GDP, (ε, δ))
+  slope σ_ℤ² ≤ 2²⁸, so g = 2^e is between 2^-14 σ and 2^-10 σ (zCDP) or 2^-13 σ and 2^-9 σ (μ-GDP, (ε, δ))
   (:data:`GAUSSIAN_BITS`): the unit the rounding adds to Δ costs up to about 2g/Δ in variance — nothing when the
-  bounds are multiples of g.
+  bounds are multiples of g. Under μ-GDP that is 2/Δ_u ≤ 2/(μσ_ℤ), below 2^-13/μ on the finest lattice: with the
+  slope's 2·10⁻⁴ within the 0.1% margin for every bound when μ ≥ 0.153 (Δ/σ for (ε, δ)), and below that only
+  when some tried lattice nearly aligns with the bound.
 
 The design keeps the floating-point sampler (and its note) when the exact measurement's predicted error exceeds
 the continuous design's by more than :data:`COST_MARGIN` (0.1%, as ``EXACT_MARGIN``); the certificate's design record
@@ -63,9 +65,10 @@ COST_MARGIN = 1e-3
 """The largest relative error cost of the lattice (against the continuous design) at which the exact measurement
 is used; the same 0.1% as :data:`dpopt.design.select.EXACT_MARGIN` (not imported: design is a higher layer)."""
 
-GAUSSIAN_BITS = {"zcdp": 14, "gdp": 10, "approx": 10}
+GAUSSIAN_BITS = {"zcdp": 14, "gdp": 13, "approx": 13}
 """The finest lattice tried, g = 2^e ≤ 2^-bits σ (sum units): σ_ℤ = σ/g below 2^15 (σ_ℤ² < 2³⁰, the int64 sampler's
-range) under ρ-zCDP, below 2^11 (σ_ℤ² < 2²², the certified slope's range) otherwise. The design tries this and the
+range) under ρ-zCDP, below 2^14 (σ_ℤ² < 2²⁸, the certified slope's range,
+:data:`dpopt.privacy.discrete_gaussian_gdp.MAX_SIGMA2`) otherwise. The design tries this and the
 four coarser lattices and takes the one whose rounding costs least, Δ_u·g smallest (the bounds' multiples of a
 coarser g cost nothing), among those in the sampler's range."""
 
