@@ -15,9 +15,10 @@ release g(N + η)/n:
   (CKS Theorem 14), μ = Δ_u·m under μ-GDP and (ε, δ) (the certified slope). The sampler serves σ_ℤ² ≤ 2³⁰ and the
   slope σ_ℤ² ≤ 2²⁸, so g = 2^e is between 2^-14 σ and 2^-10 σ (zCDP) or 2^-13 σ and 2^-9 σ (μ-GDP, (ε, δ))
   (:data:`GAUSSIAN_BITS`): the unit the rounding adds to Δ costs up to about 2g/Δ in variance — nothing when the
-  bounds are multiples of g. Under μ-GDP that is 2/Δ_u ≤ 2/(μσ_ℤ), below 2^-13/μ on the finest lattice: with the
-  slope's 2·10⁻⁴ within the 0.1% margin for every bound when μ ≥ 0.153 (Δ/σ for (ε, δ)), and below that only
-  when some tried lattice nearly aligns with the bound.
+  bounds are multiples of g. Under μ-GDP that is 2/Δ_u with Δ_u ≈ μσ_ℤ ≥ μ·2^13 on the finest lattice, at most
+  2^-12/μ: with the slope's 2·10⁻⁴ within the 0.1% margin for every bound when μ ≥ 0.31 (Δ/σ for (ε, δ)), and
+  below that only when some tried lattice nearly aligns with the bound (a dyadic g, so that x/g is exact, and
+  σ_ℤ below the slope's 2^14 leave no finer choice).
 
 The design keeps the floating-point sampler (and its note) when the exact measurement's predicted error exceeds
 the continuous design's by more than :data:`COST_MARGIN` (0.1%, as ``EXACT_MARGIN``); the certificate's design record
