@@ -217,7 +217,8 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
     def notes(self) -> list[str]:
         lat = self.lattice
         return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=f"discrete Laplace noise of scale t = "
-                                      f"{self.units_scale} (Algorithms 1–2)", divisor=lat.divisor, shift=lat.shift_text)]
+                                      f"{self.units_scale} (Algorithms 1–2)",
+                                      divisor=lat.divisor, shift=lat.shift_text)]
 
     def _moments(self) -> dict:
         return discrete_laplace_moments(float(self.units_scale))
@@ -307,7 +308,8 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
     def notes(self) -> list[str]:
         lat = self.lattice
         return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=f"discrete Gaussian noise N_ℤ(0, σ_ℤ²), σ_ℤ² = "
-                                      f"{self.lattice_sigma2} (Algorithm 3)", divisor=lat.divisor, shift=lat.shift_text)]
+                                      f"{self.lattice_sigma2} (Algorithm 3)",
+                                      divisor=lat.divisor, shift=lat.shift_text)]
 
     def _variance(self) -> float:
         return discrete_variance(self.lattice_sigma2) * float(self.lattice.unit) ** 2

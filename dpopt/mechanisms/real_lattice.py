@@ -22,8 +22,8 @@ gives, for a − b ≤ D, r(a) − r(b) ≤ ⌈D/g⌉. Hence
   (:func:`dpopt.sensitivity.person.grouped_norms` with ``per_row = u``).
 
 The same bounds hold when an answer A (a real number) is rounded as a whole, N = ⌊A/g + ½⌋, for neighbouring
-answers at most D apart (a person's D = R·max(|L|, |U|) or R(max(U, 0) − min(L, 0)), and ⌈RD′/g⌉ ≤ R⌈D′/g⌉), so :meth:`RealLattice.units` of an answer handed to ``Mechanism.release`` is covered
-by the same Δ_u as the record-by-record sum of :meth:`RealLattice.lattice_sum` and of ``dpopt release``.
+answers at most D apart (a person's D = R·max(|L|, |U|) or R(max(U, 0) − min(L, 0)), and ⌈RD′/g⌉ ≤ R⌈D′/g⌉),
+so :meth:`RealLattice.units` of an answer handed to ``Mechanism.release`` is covered by the same Δ_u as the record-by-record sum of :meth:`RealLattice.lattice_sum` and of ``dpopt release``.
 At most one unit g more than the continuous sensitivity: the lattice is chosen so that this costs below the
 stated margin (:data:`LATTICE_BITS`), and the design states the measured cost.
 """
@@ -249,5 +249,6 @@ def lattice_scope_check(problem: Problem, lattice: RealLattice) -> Check:
     """The certificate's lattice re-derived from the spec (bounds, adjacency, n) at its stated granularity."""
     derived = real_lattice(problem, lattice.exponent)
     return Check("mechanism.lattice", "the lattice sum's Δ_u re-derived from the spec's bounds, adjacency, privacy "
-                 "unit and n at the stated granularity (each value rounded half up, ⌊a⌋ − ⌊b⌋ ≤ ⌈a − b⌉), exact integers",
+                 "unit and n at the stated granularity (each value rounded half up, ⌊a⌋ − ⌊b⌋ ≤ ⌈a − b⌉), "
+                 "exact integers",
                  derived == lattice, f"stated {lattice.to_dict()}, derived {derived.to_dict()}")
