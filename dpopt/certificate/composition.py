@@ -276,7 +276,8 @@ def joint_block(spec: Spec, query: CountingQuery | NumericQuery, space: Sensitiv
         units = grouped_norms(spec, query, count, per_row=Fraction(lattice.row_shift))
         units_space = SensitivitySpace(count, FullSpace(count), *units, space.adjacency, complete=False)
         checks = mechanism.units_privacy_checks(units_space, Privacy(**{definition: params}))
-        checks = [replace(c, detail=f"in units of g ({units[3]}: l2² = {units[1]}): {c.detail}") for c in checks]
+        stated = f"in units of g ({units[3]}: l1 = {units[0]}, l2² = {units[1]})"
+        checks = [replace(c, detail=f"{stated}: {c.detail}") for c in checks]
     else:
         stacked = registry()[mechanism.family].from_parameters(mechanism.parameters, joint_space)
         checks = stacked.privacy_checks(joint_space, Privacy(**{definition: params}))
