@@ -23,7 +23,8 @@ gives, for a − b ≤ D, r(a) − r(b) ≤ ⌈D/g⌉. Hence
 
 The same bounds hold when an answer A (a real number) is rounded as a whole, N = ⌊A/g + ½⌋, for neighbouring
 answers at most D apart (a person's D = R·max(|L|, |U|) or R(max(U, 0) − min(L, 0)), and ⌈RD′/g⌉ ≤ R⌈D′/g⌉),
-so :meth:`RealLattice.units` of an answer handed to ``Mechanism.release`` is covered by the same Δ_u as the record-by-record sum of :meth:`RealLattice.lattice_sum` and of ``dpopt release``.
+so :meth:`RealLattice.units` of an answer handed to ``Mechanism.release`` is covered by the same Δ_u as the
+record-by-record sum of :meth:`RealLattice.lattice_sum` and of ``dpopt release``.
 At most one unit g more than the continuous sensitivity: the lattice is chosen so that this costs below the
 stated margin (:data:`LATTICE_BITS`), and the design states the measured cost.
 """
