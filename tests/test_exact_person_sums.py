@@ -266,3 +266,23 @@ def test_a_record_level_lattice_records_no_rows():
     person = RealLattice(-2, Fraction(0), Fraction(1), 1, 12, 3)
     assert person.to_dict()["rows"] == 3 and RealLattice.from_dict(person.to_dict()) == person
     assert person.row_shift == 4 and person.shift_text == "12 = 3 rows × 4"
+
+
+def test_replacing_a_person_moves_the_laplace_release_within_the_certified_epsilon():
+    # Replace one person's ≤ 2 rows (values in [−1, 1.3], off the lattice at 1.3 and 0.3) by another's, either
+    # possibly fewer: the released law at y is the discrete Laplace pmf of y − N, so the log-ratio of the two
+    # datasets' laws at y is (|y − N′| − |y − N|)/t, an exact rational, over a window of y around both
+    solution = dpopt.solve(_spec({"max_rows": 2}, "replace_one", privacy={"pure": {"epsilon": 1}},
+                                 mechanism="laplace"))
+    mech = solution.mechanism
+    assert isinstance(mech, LatticeSumLaplace) and mech.lattice.rows == 2
+    lattice, t = mech.lattice, mech.units_scale
+    others = [0.7, -0.3, 1.3]  # the rest of the data set, unchanged
+    persons = [rows for r in range(3) for rows in itertools.combinations_with_replacement(VALUES[::2], r)]
+    sums = {rows: int(lattice.units(np.array([lattice.lattice_sum(others + [float(x) for x in rows])]))[0])
+            for rows in persons}
+    worst = Fraction(0)
+    for a, b in itertools.product(sums.values(), repeat=2):
+        for y in range(min(a, b) - lattice.shift, max(a, b) + lattice.shift + 1, max(1, lattice.shift // 50)):
+            worst = max(worst, Fraction(abs(y - b) - abs(y - a)) / t)
+    assert 0 < worst <= Fraction(lattice.shift) / t <= 1
