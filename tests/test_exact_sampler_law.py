@@ -255,7 +255,7 @@ def _g_test(draws: np.ndarray, edges: np.ndarray, masses: list, alternative: lis
     return g, threshold, power
 
 
-@pytest.mark.parametrize("p,q,seed", [(1, 1, 1), (5, 2, 2), (100, 1, 3), (10**6, 1, 4), (773249021, 1, 9)])
+@pytest.mark.parametrize("p,q,seed", [(1, 1, 1), (5, 2, 2), (100, 1, 3), (10**6, 1, 4)])
 def test_discrete_gaussian_fits_its_pmf_tails_included(p, q, seed):
     """Bins about σ/10 wide, the tails pooled beyond the bins; the alternative is N_ℤ(0, 1.03σ²)."""
     width = 2 * math.floor(math.sqrt(p / q) / 20) + 1
