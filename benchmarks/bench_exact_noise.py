@@ -29,8 +29,10 @@ Two releases, each designed once and released by both samplers from the same cer
   floating-point normal and Laplace, at σ = 1, 10, 1000, 2¹⁵ (σ² = 2³⁰, the int64 round's last) and 2²⁰, 2³⁰
   (σ² = 2⁴⁰, 2⁶⁰: the discrete Gaussian's wide round beyond int64) (CPU times; AES-CTR generator).
 
-Printed: CPU time of the release (median of REPEATS), the ratio exact / floating point (target ≤ 3), and the
-error ratio: the certified expected squared error (closed form) and the measured one.
+Printed: the load average; CPU time of the release (median of REPEATS), the ratio exact / floating point (target
+≤ 3), and the error ratio: the certified expected squared error (closed form) and the measured one; for the marginals
+also the noise stage alone (issue 39's target ≤ 3): the exact path's lattice draws (``_lattice_noise``) against the
+floating-point path's normals for the same tables.
 
 Run ``python benchmarks/bench_exact_noise.py [--attributes N] [--levels L]
 [--only examples|laplace|counts|draws|marginals|topdown]``.
