@@ -43,11 +43,13 @@ mpmath.mp.dps = 40
 
 
 def _masses(p: int, q: int, width: int, buckets: int) -> list:
-    """mass_b = w e^{−(bw)²q/2p} (b < B) and the tail's f(M₀)/(1 − e^{−M₀q/p}), M₀ = Bw, normalised (mpmath)."""
+    """mass_b = w e^{−(bw)²q/2p} (b < B) and the tail's f(M₀)/(1 − e^{−M₀q/p}), M₀ = Bw, normalised (mpmath); with
+    w = 1 every mass but mass_0 doubled (both signs)."""
     c = mpmath.mpf(q) / (2 * p)
     reach = width * buckets
-    masses = [width * mpmath.exp(-c * (b * width) ** 2) for b in range(buckets)]
-    masses.append(mpmath.exp(-c * reach * reach) / (1 - mpmath.exp(-mpmath.mpf(reach * q) / p)))
+    both = 2 if width == 1 else 1
+    masses = [(both if b else 1) * width * mpmath.exp(-c * (b * width) ** 2) for b in range(buckets)]
+    masses.append(both * mpmath.exp(-c * reach * reach) / (1 - mpmath.exp(-mpmath.mpf(reach * q) / p)))
     total = mpmath.fsum(masses)
     return [m / total for m in masses]
 

@@ -87,7 +87,7 @@ def test_wide_sampler_fits_its_pmf_at_large_sigma(p, seed):
 
 
 def test_range_of_the_sampler():
-    """2^30 < σ² ≤ 2^60 is served (beyond the int64 round's 2pqt² < 2^62), beyond is refused in one line."""
+    """σ² up to 2^60 is served, beyond is refused in one line."""
     rng = np.random.default_rng(0)
     assert sample_discrete_gaussian(rng, MAX_WIDE_SIGMA2, 1, 10).dtype == np.int64
     with pytest.raises(ValueError, match="outside the exact sampler's range"):

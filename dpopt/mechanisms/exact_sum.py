@@ -285,7 +285,8 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
     def notes(self) -> list[str]:
         lat = self.lattice
         return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=f"discrete Gaussian noise N_ℤ(0, σ_ℤ²), σ_ℤ² = "
-                                      f"{self.lattice_sigma2} (step envelope, CKS Algorithm 1)", divisor=lat.divisor, shift=lat.shift)]
+                                      f"{self.lattice_sigma2} (step envelope, CKS Algorithm 1)", divisor=lat.divisor,
+                                      shift=lat.shift)]
 
     def _variance(self) -> float:
         return discrete_variance(self.lattice_sigma2) * float(self.lattice.unit) ** 2

@@ -82,7 +82,8 @@ def bernoulli_rational(rng: np.random.Generator, probabilities: list[Fraction], 
     return out
 
 
-def bernoulli_chunk(rng: np.random.Generator, chunks: np.ndarray, num: np.ndarray, den: int, bits: int) -> np.ndarray:
+def bernoulli_chunk(rng: np.random.Generator, chunks: np.ndarray, num: np.ndarray, den: int,
+                    bits: int) -> np.ndarray:
     """Bernoulli(num/den) per place from the uniform ``bits``-bit word C already drawn for it, exactly.
 
     C is compared with c = ⌊2^b·num/den⌋ without forming c: C < c ⟺ (C + 1)·den ≤ 2^b·num (U < num/den, true),

@@ -18,11 +18,13 @@ P(M = m) ∝ g(m); then M is accepted with probability f(M)/g(M) = e^{−γ},
 
 .. math:: γ = \frac{O(2bw + O)\, q}{2p} \quad (M = bw + O), \qquad γ = \frac{G^2 q}{2p} \quad \text{(tail)},
 
-by CKS Algorithm 1 in integers (at most w M₀ q/p ≤ 0.03 in the buckets when w > 1: about 1 round in 100 is
-rejected; with w = 1, for σ < 410, nothing to accept: the bucket is the value); accepted, P(M = m) ∝ f(m). A
-fair sign, rejecting −0, gives P[Y = y] ∝ f(|y|). Rejected places are drawn again (independently), so the output
-law is exactly N_ℤ(0, p/q): every decision is an integer comparison of uniform words, no floating-point number
-enters it. Candidates are drawn for all places at once as numpy arrays; the ties of the inversion (probability
+by CKS Algorithm 1 in integers (γ < wM₀q/p ≤ 0.05 in the buckets when w > 1: about 2 rounds in 1,000 are
+rejected; with w = 1, for σ < 410, nothing to accept in the buckets: the bucket is the value); accepted,
+P(M = m) ∝ f(m). A fair sign, rejecting −0, gives P[Y = y] ∝ f(|y|). With w = 1 the masses of m ≥ 1 (the tail's
+too) are doubled instead, so that P(M = m) ∝ (2 − [m = 0]) f(m) and the sign needs no rejection (the e⁰ term of
+the irrationality argument is then −x·mass₀). Rejected places are drawn again (independently), so the output law
+is exactly N_ℤ(0, p/q): every decision is an integer comparison of uniform words, no floating-point number enters
+it. Candidates are drawn for a block of places at once as numpy arrays; the ties of the inversion (probability
 2^{−64} a threshold) and the tail (probability below 2^{−70}) are decided one by one in Python integers.
 
 **Timing.** The sampler never sees the confidential value: the noise is drawn first and added afterwards, so the
@@ -169,7 +171,7 @@ class _Envelope:
         self.chunk_bits = chunk_bits
         self.one_word = self.unit and (2 * p) << chunk_bits < 2**64 and self.log_width + chunk_bits < bits
         first = self.floors(bits)
-        kept = first.index(0) + 1 if 0 in first else len(first)  # up to the first 0: the rest tie with W = 0 alone
+        kept = first.index(0) + 1 if 0 in first else len(first)  # to the first 0: the rest tie with W = 0 only
         self.table = _Thresholds(first[:kept], bits)
 
     def floors(self, shift: int) -> list[int]:
@@ -183,13 +185,14 @@ class _Envelope:
         bucket, tied = self.table.count(words)
         for i in np.flatnonzero(tied):
             prefix, b = [int(words[i])], int(bucket[i])
-            while b < self.buckets and below_floors(prefix, lambda shift, j=b: self.floors(shift)[j], rng, self.bits):
+            while b < self.buckets and below_floors(prefix, lambda shift, j=b: self.floors(shift)[j], rng,
+                                                    self.bits):
                 b += 1
             bucket[i] = b
         return bucket
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=128)
 def _envelope_floors(p: int, q: int, width: int, buckets: int, shift: int) -> list[int]:
     """⌊2^shift S_i/S₀⌋, i = 1…B (:class:`_Envelope`), from Arb balls of the masses and their suffix sums."""
     import flint  # imported where used (start-up of `dpopt verify`)
@@ -199,10 +202,11 @@ def _envelope_floors(p: int, q: int, width: int, buckets: int, shift: int) -> li
     while True:
         with flint.ctx.workprec(prec):
             c = flint.arb(flint.fmpq(q, 2 * p))
-            total = (-(c * reach * reach)).exp() / (1 - (-flint.arb(flint.fmpq(reach * q, p))).exp())
+            both = 2 if width == 1 else 1  # w = 1: m > 0 carries both signs (module docstring)
+            total = both * (-(c * reach * reach)).exp() / (1 - (-flint.arb(flint.fmpq(reach * q, p))).exp())
             suffix = [total]
             for b in range(buckets - 1, -1, -1):
-                total += width * (-(c * (b * width) ** 2)).exp()
+                total += (both if b else 1) * width * (-(c * (b * width) ** 2)).exp()
                 suffix.append(total)
             scale = flint.arb(2) ** shift / total
             out = []
@@ -217,8 +221,9 @@ def _envelope_floors(p: int, q: int, width: int, buckets: int, shift: int) -> li
         prec *= 2
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)
 def _envelope(p: int, q: int, bits: int, chunk_bits: int) -> _Envelope:
+    """The envelope of N_ℤ(0, p/q), built once per σ² (4–12 ms; a guide table of at most 512 KB)."""
     return _Envelope(p, q, bits, chunk_bits)
 
 
@@ -234,7 +239,7 @@ def _gaussian_candidates(rng: np.random.Generator, p: int, q: int, size: int) ->
     negative = None
     if env.log_width:
         first = None
-        if env.one_word:  # one word: the offset O (low k bits), the trial's word (next 32 bits), the sign (top bit)
+        if env.one_word:  # one word: the offset O (low k bits), the trial (next 32 bits), the sign (top bit)
             mixed = exp_inversion._words(rng, size, env.bits)
             offset = (mixed & np.uint64(env.width - 1)).view(np.int64)
             negative = (mixed >> np.uint64(env.bits - 1)).view(np.int64)
@@ -248,7 +253,7 @@ def _gaussian_candidates(rng: np.random.Generator, p: int, q: int, size: int) ->
         if env.one_word:
             chunks = (mixed >> np.uint64(env.log_width)) & np.uint64((1 << env.chunk_bits) - 1)
             first = bernoulli_chunk(rng, chunks, gamma, 2 * p, env.chunk_bits)
-        accept = (_bernoulli_exp_unit(rng, gamma, 2 * p, first) if env.unit else bernoulli_exp(rng, gamma, 2 * p))
+        accept = _bernoulli_exp_unit(rng, gamma, 2 * p, first) if env.unit else bernoulli_exp(rng, gamma, 2 * p)
     else:
         accept = np.ones(size, dtype=bool)
     tails = np.flatnonzero(bucket == env.buckets)
@@ -258,8 +263,9 @@ def _gaussian_candidates(rng: np.random.Generator, p: int, q: int, size: int) ->
         accept[tails] = [_bernoulli_exp_fraction(rng, int(g) ** 2 * q, 2 * p) for g in beyond]
     if negative is None:
         negative = rng.integers(0, 2, size=size, dtype=np.int8)
-    zero = np.flatnonzero(magnitude == 0)  # −0 rejected: each sign of m > 0 keeps half of f(m), 0 keeps half
-    accept[zero] &= negative[zero] == 0
+    if env.width > 1:
+        zero = np.flatnonzero(magnitude == 0)  # −0 rejected: each sign of m > 0 keeps half of f(m), 0 keeps half
+        accept[zero] &= negative[zero] == 0
     magnitude *= 1 - 2 * negative
     return magnitude, accept
 
@@ -300,5 +306,6 @@ def sample_discrete_gaussian(rng: np.random.Generator, p: int, q: int, size: int
         raise ValueError(f"σ² = {p}/{q} is outside the exact sampler's range (up to 2^60, p < 2^61, q ≤ 2^30)")
     out = np.empty(size, dtype=np.int64)
     for start in range(0, size, _BLOCK):  # blocks that keep the temporaries in cache (and bound their memory)
-        out[start:start + _BLOCK] = redraw_rejected(lambda n: _gaussian_candidates(rng, p, q, n), min(_BLOCK, size - start))
+        out[start:start + _BLOCK] = redraw_rejected(lambda n: _gaussian_candidates(rng, p, q, n),
+                                                    min(_BLOCK, size - start))
     return out
