@@ -230,9 +230,10 @@ def _envelope(p: int, q: int, bits: int, chunk_bits: int) -> _Envelope:
 def _gaussian_candidates(rng: np.random.Generator, p: int, q: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     """One round of the sampler (module docstring): signed candidates M and whether each is accepted.
 
-    When 2p·2^32 < 2^64 one word of k + 32 bits (w = 2^k) gives each place its offset O (the low k bits) and the
-    first trial of Algorithm 1, Bernoulli(γ) (the top 32 bits against γ's binary expansion,
-    :func:`~dpopt.noise.bernoulli.bernoulli_chunk`); otherwise O and the trials are uniform integers."""
+    When 2p·2^32 < 2^64 one word gives each place its offset O (the low k bits, w = 2^k), the first trial of
+    Algorithm 1, Bernoulli(γ) (the next 32 bits against γ's binary expansion,
+    :func:`~dpopt.noise.bernoulli.bernoulli_chunk`) and its sign (the top bit): disjoint bits of a uniform word are
+    independent and uniform. Otherwise O, the trials and the sign are uniform integers."""
     env = _envelope(p, q, exp_inversion.WORD_BITS, _CHUNK_BITS)
     bucket = env.draw_buckets(rng, size)
     magnitude = bucket << env.log_width
