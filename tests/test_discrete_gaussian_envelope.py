@@ -163,3 +163,17 @@ def test_one_place_at_a_time_fits_the_pmf():
     g, threshold, power = _g_test(draws, edges, binned(mpmath.mpf(p) / q), binned(mpmath.mpf(p) / q * mpmath.mpf("1.3")))
     assert power >= 0.99
     assert g <= threshold, f"G = {g:.1f} above its 1e-6 quantile {threshold:.1f}"
+
+
+@pytest.mark.parametrize("p,seed", [(773249021, 31), (2**30 + 2**21, 32)])
+def test_wide_buckets_have_the_stated_moments(p, seed):
+    """w = 128 (one word per place for the offset, the trial and the sign), 400,000 draws: the mean within 4 standard
+    errors of 0 and the variance within 4 of σ² (Var N_ℤ(0, σ²) = σ² to 10⁻³⁰⁰ relative at σ² ≥ 16, Poisson
+    summation; the sample variance's standard error is σ²√(2/n) = 0.22%, so a 3% error in the variance is 13 of
+    them)."""
+    env = _envelope(p, 1, 64, discrete_gaussian._CHUNK_BITS)
+    assert env.width == 128 and env.one_word
+    n = 400_000
+    draws = sample_discrete_gaussian(np.random.default_rng(seed), p, 1, n).astype(float)
+    assert abs(draws.mean()) <= 4 * math.sqrt(p / n)
+    assert abs(draws.var() / p - 1) <= 4 * math.sqrt(2 / n)
