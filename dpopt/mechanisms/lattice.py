@@ -48,8 +48,8 @@ from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.spec.models import Privacy
 
 MAX_WIDE_LATTICE_SIGMA2 = Fraction(MAX_WIDE_SIGMA2)
-"""Largest lattice variance the exact sampler serves (its wide round beyond int64,
-:func:`~dpopt.noise.discrete_gaussian.sample_discrete_gaussian`)."""
+"""Largest lattice variance the exact sampler serves
+(:func:`~dpopt.noise.discrete_gaussian.sample_discrete_gaussian`)."""
 
 MAX_LATTICE_SIGMA2 = MAX_WIDE_LATTICE_SIGMA2
 """Largest lattice variance of the per-cell designs: the sampler's range. Their margins read the law of
