@@ -136,8 +136,7 @@ class _Thresholds:
         tied = np.zeros(words.size, dtype=bool)
         search = np.flatnonzero(pos < 0)  # buckets holding thresholds: W against each of them (rare)
         if search.size:
-            found, ahead = ~pos[search], np.ones(search.size, dtype=bool)
-            live = np.arange(search.size)
+            found, live = ~pos[search], np.arange(search.size)
             while live.size:
                 ahead, tied[search[live]] = self._step(found[live], words[search[live]])
                 live = live[ahead]
