@@ -26,18 +26,22 @@ Two releases, each designed once and released by both samplers from the same cer
   RELEASES releases of each; and ``query_scaling`` (``l2`` with a workload) on a 3-cell histogram under the
   Gaussian targets, the certified error of each sampler;
 * **draws**: CELLS (10⁶) noise draws alone, exact N_ℤ(0, σ²) and discrete Laplace of scale σ against numpy's
-  floating-point normal and Laplace, at σ = 1, 10, 1000, 2¹⁵ (σ² = 2³⁰, the int64 round's last) and 2²⁰, 2³⁰
-  (σ² = 2⁴⁰, 2⁶⁰: the discrete Gaussian's wide round beyond int64) (CPU times; AES-CTR generator).
+  floating-point normal and Laplace, at σ = 1, 10, 1000, 2¹⁵, 2²⁰ and 2³⁰ (σ² up to 2⁶⁰, the sampler's
+  largest) (CPU times; AES-CTR generator).
 
-Printed: CPU time of the release (median of REPEATS), the ratio exact / floating point (target ≤ 3), and the
-error ratio: the certified expected squared error (closed form) and the measured one.
+Printed: the load average; CPU time of the release (median of REPEATS), the ratio exact / floating point (target
+≤ 3), and the error ratio: the certified expected squared error (closed form) and the measured one; for the marginals
+also the noise stage alone (issue 39's target ≤ 3): the exact path's lattice draws (``_lattice_noise``) against the
+floating-point path's normals for the same tables.
 
-Run ``python benchmarks/bench_exact_noise.py [--attributes N] [--levels L] [--only examples|laplace|counts|draws]``.
+Run ``python benchmarks/bench_exact_noise.py [--attributes N] [--levels L]
+[--only examples|laplace|counts|draws|marginals|topdown]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import time
@@ -92,6 +96,15 @@ def marginals(attributes: int, levels: int, records: int) -> None:
     t_float, y_float = cpu(lambda: floating.release(truth, np.random.default_rng(1)))
     print(f"  release CPU: exact {t_exact:.2f} s, floating point {t_float:.2f} s, ratio {t_exact / t_float:.2f} "
           f"(target <= 3)")
+    alg = exact.workload.algebra
+    n_exact = sum(alg.size(t) for t in exact.lattice)
+    n_float = sum(alg.size(t) for t in floating.coefficients)
+    stage_exact, _ = cpu(lambda: exact._lattice_noise(np.random.default_rng(1), 1))
+    stage_float, _ = cpu(lambda: {t: s * np.random.default_rng(1).standard_normal((1,) + alg.table_shape(t))
+                                  for t, s in floating._scales().items()})
+    print(f"  noise stage CPU (the draws alone): exact {stage_exact * 1e3:.1f} ms ({n_exact:,} N_Z variates in "
+          f"{len(set(exact.lattice.values()))} calls), floating point {stage_float * 1e3:.1f} ms ({n_float:,} normals), "
+          f"ratio {stage_exact / stage_float:.2f} (target <= 3)")
     e_exact, e_float = exact._expected_l2(None), floating._expected_l2(None)
     print(f"  certified E||Z||^2: exact {e_exact:.6g}, floating point {e_float:.6g}, ratio {e_exact / e_float:.8f}")
     print(f"  measured ||Z||^2 (one release): exact {np.sum((y_exact - truth) ** 2):.6g}, "
@@ -243,9 +256,16 @@ def main() -> None:
     parser.add_argument("--levels", type=int, default=40)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--cells", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=("examples", "laplace", "counts", "draws"), default=None,
-                        help="run one part only")
+    parser.add_argument("--only", choices=("examples", "laplace", "counts", "draws", "marginals", "topdown"),
+                        default=None, help="run one part only")
     args = parser.parse_args()
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.only == "marginals":
+        marginals(args.attributes, args.levels, args.records)
+        return
+    if args.only == "topdown":
+        topdown()
+        return
     if args.only == "laplace":
         pure_strategies()
         return

@@ -231,7 +231,7 @@ def test_certificates_name_the_sampler_and_verify(tmp_path):
         )
     ).certificate
     notes = exact["mechanism"]["notes"]
-    assert any("exact sampler" in n and "Algorithm 3" in n for n in notes)
+    assert any("exact sampler" in n and "step-envelope" in n for n in notes)
     assert IDEALIZED_NUMERICS not in notes
     floating = dpopt.solve(
         make_spec(adjacency={"kind": "add_remove"}, privacy={"zcdp": {"rho": 0.5}}, mechanism="gaussian",

@@ -28,7 +28,7 @@ import pytest
 from scipy import stats
 
 from dpopt.noise import discrete_gaussian, discrete_laplace, exp_inversion
-from dpopt.noise.discrete_gaussian import _divmod_square, _gaussian_candidates, sample_discrete_gaussian
+from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.noise.discrete_laplace import (
     _bernoulli_exp_unit,
     _laplace_candidates,
@@ -164,14 +164,14 @@ def component_laws(monkeypatch):
     monkeypatch.setattr(discrete_laplace, "_bernoulli_ratio", ratio)
 
 
-def assert_round_law(candidates, exact: dict) -> None:
+def assert_round_law(candidates, exact: dict, largest_residual: float = 1e-6) -> None:
     """Rejection sampling redraws a place until a candidate is accepted, each round independent
     (:func:`test_rejected_places_are_redrawn_independently`), so the output law is the law of an accepted
     round's value: P(y) = P(y, accepted)/P(accepted). One round is enumerated and P(y) bracketed:
     [f_y/(A + r), (f_y + r)/A] from the found masses f_y, A and the residual r."""
     law, residual = enumerate_law(lambda rng: tuple(int(a[0]) for a in candidates(rng)), mpmath.mpf(10) ** -9)
     accepted = mpmath.fsum(p for (y, ok), p in law.items() if ok)
-    assert residual < 1e-6
+    assert residual < largest_residual
     for y, value in exact.items():
         found = law.get((y, 1), mpmath.mpf(0))
         slack = mpmath.mpf(10) ** -30  # 40-digit arithmetic; the bounds are attained when all the residual is accepted
@@ -214,17 +214,6 @@ def _gaussian_normaliser(sigma2: mpmath.mpf) -> mpmath.mpf:
 
 def _gaussian_pmf(sigma2: mpmath.mpf, y: int) -> mpmath.mpf:
     return mpmath.exp(-mpmath.mpf(y * y) / (2 * sigma2)) / _gaussian_normaliser(sigma2)
-
-
-@pytest.mark.parametrize("p,q", [(1, 4), (1, 1), (5, 2), (10, 1)])
-def test_discrete_gaussian_round_is_exact(component_laws, monkeypatch, p, q):
-    """One round of CKS Algorithm 3, its discrete Laplace proposal drawn from its stated law (|y| ≤ 60)."""
-    t = math.isqrt(p // q) + 1
-    proposal = [(y, _laplace_pmf(Fraction(t), y)) for y in range(-60, 61)]
-    tail = 1 - mpmath.fsum(w for _, w in proposal)
-    monkeypatch.setattr(discrete_gaussian, "sample_discrete_laplace", lambda rng, t_, s_, n: rng.law(proposal, tail, n))
-    sigma2 = mpmath.mpf(p) / q
-    assert_round_law(lambda rng: _gaussian_candidates(rng, p, q, 1), {y: _gaussian_pmf(sigma2, y) for y in range(-6, 7)})
 
 
 # ---- goodness of fit -------------------------------------------------------------------------------------------
@@ -350,25 +339,5 @@ def test_guide_table_counts_every_word_like_a_linear_scan(bits, table):
     count, tied = found.count(words)
     scan = (c[None, :] > words.astype(np.int64)[:, None]).sum(axis=1)
     assert np.array_equal(count, scan)
-    following = found.values.astype(np.int64)[scan]  # with the 0 past the end (a documented spurious tie at W = 0)
+    following = np.append(c, -1)[scan]  # past the last threshold: no tie
     assert np.array_equal(tied, following == words.astype(np.int64))
-
-
-@pytest.mark.parametrize("den", [8, 2**40 + 1, 10**18 + 3, 2**62 - 1])
-def test_square_division_is_exact_beyond_int64(den):
-    """(⌊a²/den⌋, a² mod den) against Python integers for 20,000 a up to 2^62 in magnitude (a² up to 2^124;
-    the whole part capped at 2^40, module docstring of dpopt.noise.discrete_gaussian), and for those below
-    2^31 alone (int64)."""
-    rng = np.random.default_rng(den % 1000)
-    a = rng.integers(-(2**62), 2**62, 20_000) // rng.integers(1, 2**40, 20_000)
-    a = np.concatenate([a, [0, 1, -1, 2**62 - 1, -(2**62 - 1), math.isqrt(den * 2**40)]])
-    whole, rest = _divmod_square(a, den)
-    small = a[np.abs(a) < 2**31]  # the int64 path
-    small_whole, small_rest = _divmod_square(small, den)
-    a, whole, rest = (np.concatenate(pair) for pair in ((a, small), (whole, small_whole), (rest, small_rest)))
-    for x, w, r in zip(a.tolist(), whole.tolist(), rest.tolist()):
-        exact_w, exact_r = divmod(x * x, den)
-        if exact_w >= 2**40 - 1 and w == 2**40:
-            assert r == 0
-        else:
-            assert (w, r) == (exact_w, exact_r), x

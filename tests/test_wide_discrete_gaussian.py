@@ -1,11 +1,8 @@
-"""The discrete Gaussian sampler beyond int64 (``dpopt.noise.discrete_gaussian._wide_candidates``, σ² up to 2^60).
+"""The discrete Gaussian sampler at large σ² (up to 2^60): its Python-integer Bernoulli(exp(−num/den)) and its fit.
 
-**Enumeration** (the method of ``test_exact_sampler_law``): every path of the wide round is forced at small σ²,
-where the rows decided in Python integers (qM > p) are frequent, and each output's exact probability is bracketed
-against the discrete Gaussian's pmf (mpmath, normalised by Poisson summation, independently of the sampler). The
-components are drawn from their stated laws (each checked word by word in ``test_exact_sampler_law``, and the
-limbs of the Python-integer Bernoulli here), so a wrong decomposition of the exponent, a wrong M or R, or a
-mis-routed row moves some output's probability by at least one enumerated leaf.
+**Enumeration** (the method of ``test_exact_sampler_law``): the Python-integer Bernoulli(num/den) built from limbs
+and Bernoulli(exp(−num/den)) of Python integers (the envelope's tail acceptance, ``dpopt.noise.discrete_gaussian``),
+each output's exact probability bracketed against its closed form (mpmath).
 
 **Goodness of fit at σ² ≈ 2^40 and 2^56**: the G-test of ``test_exact_sampler_law`` on 500,000 draws in bins σ/10
 wide. The bins' masses are normal-cdf differences at half-integer edges: by Poisson summation the normaliser is
@@ -17,7 +14,6 @@ of probability per edge here — far below the 1/√N ≈ 10⁻³ the test resol
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -25,8 +21,6 @@ import pytest
 from scipy import stats
 from test_exact_sampler_law import (
     _g_test,
-    _gaussian_pmf,
-    _laplace_pmf,
     assert_bracketed,
     component_laws,  # noqa: F401  (a fixture)
     enumerate_law,
@@ -36,9 +30,7 @@ from dpopt.noise import discrete_gaussian
 from dpopt.noise.discrete_gaussian import (
     MAX_WIDE_SIGMA2,
     _bernoulli_exp_fraction,
-    _bernoulli_exp_product,
     _bernoulli_fraction,
-    _wide_candidates,
     sample_discrete_gaussian,
 )
 
@@ -73,41 +65,6 @@ def test_python_integer_bernoulli_exp_is_exact(component_laws, fraction_law, num
     assert_bracketed(law, residual, {True: mpmath.exp(-mpmath.mpf(num) / den)}, 1e-6)
 
 
-def test_product_bernoulli_exp_is_exact(component_laws):  # noqa: F811
-    """γ = (2/3)(1/2)(3/4) = 1/4 as a product of three fractions."""
-    law, residual = enumerate_law(lambda rng: bool(_bernoulli_exp_product(
-        rng, [(np.array([2]), 3), (np.array([1]), 2), (np.array([3]), 4)])[0]), mpmath.mpf(10) ** -9)
-    assert_bracketed(law, residual, {True: mpmath.exp(-mpmath.mpf(1) / 4)}, 1e-6)
-
-
-@pytest.mark.parametrize("p,q,cutoff,largest,reach", [(1, 1, 1e-7, 2e-4, 25),
-                                                       pytest.param(1, 1, 1e-9, 2e-5, 60, marks=pytest.mark.slow),
-                                                       pytest.param(5, 2, 1e-9, 2e-5, 60, marks=pytest.mark.slow),
-                                                       pytest.param(10, 1, 1e-9, 2e-5, 60, marks=pytest.mark.slow),
-                                                       pytest.param(9, 4, 1e-9, 2e-5, 60, marks=pytest.mark.slow)])
-def test_wide_round_is_exact(component_laws, fraction_law, monkeypatch, p, q, cutoff, largest, reach):  # noqa: F811
-    """One wide round forced at small σ², its discrete Laplace proposal drawn from its stated law (|y| ≤ 60); both
-    the int64 rows and the Python-integer rows (qM > p) are taken. The default run enumerates |y| ≤ 25 down to 10⁻⁷
-    (P(|Y| > 25) = 2e^{−13}/(1 + e^{−1/2}) < 10⁻⁵ at t = 2; a residual below 2·10⁻⁴, still far below the 10⁻³ a
-    wrong term moves), the slow run |y| ≤ 60 to 10⁻⁹."""
-    t = math.isqrt(p // q) + 1
-    proposal = [(y, _laplace_pmf(Fraction(t), y)) for y in range(-reach, reach + 1)]
-    tail = 1 - mpmath.fsum(w for _, w in proposal)
-    monkeypatch.setattr(discrete_gaussian, "sample_discrete_laplace", lambda rng, t_, s_, n: rng.law(proposal, tail, n))
-    sigma2 = mpmath.mpf(p) / q
-    exact = {y: _gaussian_pmf(sigma2, y) for y in range(-6, 7)}
-    law, residual = enumerate_law(lambda rng: tuple(int(a[0]) for a in _wide_candidates(rng, p, q, 1)),
-                                  mpmath.mpf(cutoff))
-    assert fraction_law, "the Python-integer rows were taken"
-    accepted = mpmath.fsum(w for (y, ok), w in law.items() if ok)
-    assert residual < largest  # the product Bernoullis branch more than the int64 round: a wider residual, still
-    # far below the change a wrong term of the exponent makes (e^{−γ} moves by ≥ 10⁻³ on these y)
-    for y, value in exact.items():  # as test_exact_sampler_law.assert_round_law
-        found = law.get((y, 1), mpmath.mpf(0))
-        slack = mpmath.mpf(10) ** -30
-        assert found / (accepted + residual) <= value + slack and value <= (found + residual) / accepted + slack, y
-
-
 def _normal_bins(sigma2: float, edges: np.ndarray) -> list:
     """Masses of N_ℤ(0, σ²) below the first edge, between the edges, above the last: normal cdf at half-integer
     edges (module docstring: exact to 10⁻¹⁸ at these σ)."""
@@ -130,7 +87,7 @@ def test_wide_sampler_fits_its_pmf_at_large_sigma(p, seed):
 
 
 def test_range_of_the_sampler():
-    """2^30 < σ² ≤ 2^60 is served (beyond the int64 round's 2pqt² < 2^62), beyond is refused in one line."""
+    """σ² up to 2^60 is served, beyond is refused in one line."""
     rng = np.random.default_rng(0)
     assert sample_discrete_gaussian(rng, MAX_WIDE_SIGMA2, 1, 10).dtype == np.int64
     with pytest.raises(ValueError, match="outside the exact sampler's range"):

@@ -16,9 +16,9 @@ Privacy (:mod:`dpopt.privacy.discrete_gaussian`):
   guarantee is converted by the CKS bound (Prop. 12; :mod:`dpopt.privacy.zcdp`), checked
   in 60 digits at one order α (every α > 1 gives a valid bound), which spends more noise.
 
-Sampling is CKS Algorithm 3 in integer arithmetic (:mod:`dpopt.noise.discrete_gaussian`,
-which also holds the law's moments); the parameter range is the sampler's: σ² ≤ 2^60, denominator a power of
-two ≤ 2^30, numerator < 2^31 (the int64 round) or below 2^61 with σ² ≥ 1 (the wide round).
+Sampling is exact in integer arithmetic (:mod:`dpopt.noise.discrete_gaussian`: a step envelope inverted from
+uniform words, acceptance by CKS Algorithm 1; the module also holds the law's moments); the parameter range is the
+sampler's: σ² ≤ 2^60, denominator a power of two ≤ 2^30, numerator below 2^61.
 
 References
 ----------
@@ -259,7 +259,8 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
 
     def notes(self) -> list[str]:
         return [
-            EXACT_SAMPLER_NOTE.format(algorithm=f"Algorithm 3, discrete Gaussian with σ² = {self.sigma2}")
+            EXACT_SAMPLER_NOTE.format(algorithm=f"Algorithm 1 in a step-envelope rejection sampler, discrete "
+                                                f"Gaussian with σ² = {self.sigma2}")
         ]
 
     def _abs_moments(self) -> tuple[float, float, float]:

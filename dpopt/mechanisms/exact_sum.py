@@ -10,7 +10,7 @@ release g(N + η)/n:
   divergences. g = 2^e ≤ 2^-20 min(b, Δ) (sum units), so the unit the rounding adds to Δ costs below 2^-20 and
   t ≈ b/g stays within the sampler's 2^40 for ε ≥ 2^-19. μ-GDP through ε-DP costs more than the margin
   (Laplace's exact one-dimensional trade-off is far tighter): such a design keeps Laplace(b).
-- **Gaussian** → η ~ N_ℤ(0, σ_ℤ²) (CKS 2020, Algorithm 3), σ_ℤ² the dyadic lattice variance of
+- **Gaussian** → η ~ N_ℤ(0, σ_ℤ²) (:mod:`dpopt.noise.discrete_gaussian`), σ_ℤ² the dyadic lattice variance of
   :mod:`dpopt.mechanisms.lattice` for the continuous σ_u = the Gaussian calibration at Δ_u: ρ = Δ_u²/(2σ_ℤ²)
   (CKS Theorem 14), μ = Δ_u·m under μ-GDP and (ε, δ) (the certified slope). The sampler serves σ_ℤ² ≤ 2³⁰ and the
   slope σ_ℤ² ≤ 2²⁸, so g = 2^e is between 2^-14 σ and 2^-10 σ (zCDP) or 2^-13 σ and 2^-9 σ (μ-GDP, (ε, δ))
@@ -308,8 +308,8 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
     def notes(self) -> list[str]:
         lat = self.lattice
         return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=f"discrete Gaussian noise N_ℤ(0, σ_ℤ²), σ_ℤ² = "
-                                      f"{self.lattice_sigma2} (Algorithm 3)",
-                                      divisor=lat.divisor, shift=lat.shift_text)]
+                                      f"{self.lattice_sigma2} (step envelope, CKS Algorithm 1)", divisor=lat.divisor,
+                                      shift=lat.shift_text)]
 
     def _variance(self) -> float:
         return discrete_variance(self.lattice_sigma2) * float(self.lattice.unit) ** 2

@@ -5,7 +5,7 @@ g_T ~ N(0, s_T² I), is implemented without floating-point noise when every part
 *measured* exactly: an integer matrix A_T that is L_T times the part's projection (L_T an integer)
 gives y_T = A_T x + η_T from the integer counts x, η_T i.i.d. N_ℤ(0, σ_T²) with σ_T² ≥ L_T² s_T²
 (a dyadic rational rounded up,
-:func:`lattice_variance`), sampled exactly in integer arithmetic (CKS 2020, Algorithm 3). The
+:func:`lattice_variance`), sampled exactly in integer arithmetic (:mod:`dpopt.noise.discrete_gaussian`). The
 released numbers are computed from the integers y_T alone (and from public facts), in floating
 point: post-processing, which no finite-precision attack on the noise can exploit, since no
 floating-point number that depends on both the data and the noise is ever formed.
@@ -25,7 +25,7 @@ analytic-Gaussian profile. pDP targets keep the floating-point sampler and its n
 References
 ----------
 .. [1] C. Canonne, G. Kamath and T. Steinke, "The discrete Gaussian for differential privacy",
-   NeurIPS 2020 (arXiv:2004.00010), Algorithm 3 and Theorem 14.
+   NeurIPS 2020 (arXiv:2004.00010), Algorithm 1 and Theorem 14.
 .. [2] I. Mironov, "On significance of the least significant bits for differential privacy",
    CCS 2012.
 """
@@ -48,8 +48,8 @@ from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.spec.models import Privacy
 
 MAX_WIDE_LATTICE_SIGMA2 = Fraction(MAX_WIDE_SIGMA2)
-"""Largest lattice variance the exact sampler serves (its wide round beyond int64,
-:func:`~dpopt.noise.discrete_gaussian.sample_discrete_gaussian`)."""
+"""Largest lattice variance the exact sampler serves
+(:func:`~dpopt.noise.discrete_gaussian.sample_discrete_gaussian`)."""
 
 MAX_LATTICE_SIGMA2 = MAX_WIDE_LATTICE_SIGMA2
 """Largest lattice variance of the per-cell designs: the sampler's range. Their margins read the law of
@@ -78,7 +78,8 @@ correction is below e^{−300} for σ² ≥ 16."""
 
 EXACT_MEASUREMENT_NOTE = (
     "exact measurement on a lattice: each part of the noise is discrete Gaussian noise on integer "
-    "measurements of the counts, sampled in integer arithmetic (Canonne, Kamath & Steinke 2020, Algorithm 3; "
+    "measurements of the counts, sampled in integer arithmetic (a step envelope inverted from uniform words, "
+    "acceptance by Canonne, Kamath & Steinke 2020's Algorithm 1; "
     "ρ-zCDP by their Theorem 14; μ-GDP and (ε, δ) by the slope of the discrete Gaussian's trade-off function "
     "under integer shifts, certified per lattice variance); the released numbers are computed from those integers alone (post-processing), "
     "so the guarantee covers the numbers as computed. Randomness: the numpy Generator passed to release "

@@ -80,3 +80,35 @@ def bernoulli_rational(rng: np.random.Generator, probabilities: list[Fraction], 
     for i in np.flatnonzero((words == c) & ~certain):
         out[i] = _tie(rng, table[index[i]], int(words[i]), bits)
     return out
+
+
+def bernoulli_chunk(rng: np.random.Generator, chunks: np.ndarray, num: np.ndarray, den: int,
+                    bits: int) -> np.ndarray:
+    """Bernoulli(num/den) per place from the uniform ``bits``-bit word C already drawn for it, exactly.
+
+    C is compared with c = ⌊2^b·num/den⌋ without forming c: C < c ⟺ (C + 1)·den ≤ 2^b·num (U < num/den, true),
+    C > c ⟺ C·den > 2^b·num (false), and the tie C = c goes on word by word (:func:`_tie`, probability 2^{−b}).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The source of the words after a tie.
+    chunks : numpy.ndarray
+        uint64 words below 2^b, one a place.
+    num : numpy.ndarray
+        int64 numerators, 0 ≤ num ≤ den.
+    den : int
+        The denominator, with 2^b·den < 2^64 (every product above fits in uint64).
+    bits : int
+        b, the size of the words.
+    """
+    den64 = np.uint64(den)
+    scaled = num.view(np.uint64) << np.uint64(bits)
+    low = chunks * den64
+    at_most = np.flatnonzero(low <= scaled)  # C ≤ c: the rest are false
+    out = np.zeros(chunks.size, dtype=bool)
+    below = low[at_most] + den64 <= scaled[at_most]
+    out[at_most] = below
+    for i in at_most[~below]:  # C = c
+        out[i] = _tie(rng, Fraction(int(num[i]), den), int(chunks[i]), bits)
+    return out

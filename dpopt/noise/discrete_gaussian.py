@@ -1,63 +1,59 @@
-r"""The discrete Gaussian law N_ℤ(0, σ²) on ℤ, its moments and its exact sampler
-(Canonne, Kamath & Steinke 2020).
+r"""The discrete Gaussian law N_ℤ(0, σ²) on ℤ, its moments and its exact sampler.
 
-Sampling is CKS Algorithm 3: with t = ⌊σ⌋ + 1, draw Y from the discrete Laplace of
-scale t and accept it with probability exp(−(|Y| − σ²/t)²/(2σ²)); the product of the two
-is proportional to exp(−Y²/(2σ²)). With σ² = p/q the exponent is (|Y|tq − p)²/(2pqt²), a
-ratio of integers, split into its whole part (a unit geometric G ≥ whole, probability
-e^{−whole}) and its fraction (CKS Algorithm 1): every accept/reject decision is an integer
-comparison of uniform words, no floating-point number enters it
-(:mod:`dpopt.noise.exp_inversion`). All candidates of a round are drawn at once, as numpy
-arrays, and only the rejected places are drawn again.
+**Sampling** (σ² = p/q, f(m) = e^{−m²q/(2p)}, P[Y = y] ∝ f(|y|)): rejection from a bucketed envelope of f, in the
+manner of Canonne, Kamath & Steinke (2020, Algorithms 1–3) but with a proposal of 4,096 steps instead of their
+discrete Laplace. With M₀ = Bw ≥ 10σ (B ≤ :data:`MAX_BUCKETS` buckets of w integers), the envelope
 
-The int64 round's range (σ² ≤ 2^30, numerator < 2^31, denominator ≤ 2^30) keeps a = |Y|tq − p
-within int64 except for |Y| ≥ 2^62/(tq) (probability below e^{−2^16}; Python integers); a²
-may not fit, and the division of a² by 2pqt² is done exactly in uint64 arithmetic
-(:func:`_divmod_square`). There, whole parts at or above 2^40 − 1 are capped at 2^40: the
-capped and exact samplers differ only if G ≥ 2^40 − 1, probability e^{−(2^40 − 1)}.
+.. math:: g(m) = f(bw) \text{ on } bw ≤ m < (b+1)w \; (b < B), \qquad
+   g(m) = f(M_0)\, e^{-(m - M_0) M_0 q/p} \text{ for } m ≥ M_0
 
-**Beyond int64** (:func:`_wide_candidates`, σ² = p/q ≥ 1 up to :data:`MAX_WIDE_SIGMA2`). The same round,
-with the exponent never squared in full: with s = tq and |a| = Ms + R (0 ≤ R < s, M ≥ 0, from |Y| − ⌊p/s⌋ and
-p mod s in int64),
+lies above f (f decreases; m² ≥ M₀² + 2M₀(m − M₀)). A round draws the bucket I ∈ {0, …, B} (B: the tail) with
+probability mass_I/S₀ (mass_b = w f(bw), mass_B = f(M₀)/(1 − e^{−M₀q/p}), S_i = Σ_{j≥i} mass_j) by exact inversion
+of one uniform word against ⌊2^{64} S_i/S₀⌋, i = 1…B (:class:`~dpopt.noise.exp_inversion._Thresholds`; the
+integers in Arb ball arithmetic, ties resolved by further words against ⌊2^{64j} S_i/S₀⌋,
+:func:`~dpopt.noise.exp_inversion.below_floors`; each S_i/S₀ is irrational by Lindemann–Weierstrass, since
+S_i − xS₀ times 1 − e^{−M₀q/p} has the term −xw e⁰ and no other of exponent 0); then M uniform in the bucket, or
+M₀ + G with P(G ≥ g) = e^{−gM₀q/p} in the tail (:func:`~dpopt.noise.discrete_laplace.geometric`), so that
+P(M = m) ∝ g(m); then M is accepted with probability f(M)/g(M) = e^{−γ},
 
-.. math:: \frac{a^2}{2pqt^2} = \frac{q(M + R/s)^2}{2p}
-   = \underbrace{\frac{qM^2}{2p}}_{\gamma_1} + \underbrace{\frac{qM}{p}\cdot\frac{R}{s}}_{\gamma_2}
-   + \underbrace{\frac{R}{s}\cdot\frac{R}{s}\cdot\frac{q}{2p}}_{\gamma_3},
+.. math:: γ = \frac{O(2bw + O)\, q}{2p} \quad (M = bw + O), \qquad γ = \frac{G^2 q}{2p} \quad \text{(tail)},
 
-and Bernoulli(e^{−γ}) is the product of independent Bernoulli(e^{−γ_i}). γ₁ (numerator and denominator in int64)
-takes the whole/fraction split above; γ₂ and γ₃ are products of fractions at most 1 (qM ≤ p, R < s, q ≤ 2p), so
-CKS Algorithm 1's Bernoulli(γ/k) is a product of independent Bernoulli(n_i/d_i) and Bernoulli(1/k), each one
-uniform int64 word against an integer (:func:`_bernoulli_exp_product`). Candidates with qM > p or qM² ≥ 2^62
-(|Y| beyond about σ²: probability about e^{−σ} at large σ) are decided one by one in Python integers
-(:func:`_bernoulli_exp_fraction`), exactly. The wide path's whole parts at or above 2^62 are rejected (G ≥ 2^62
-has probability e^{−2^62}).
+by CKS Algorithm 1 in integers (γ < wM₀q/p ≤ 0.05 in the buckets when w > 1: about 2 rounds in 1,000 are
+rejected; with w = 1, for σ < 410, nothing to accept in the buckets: the bucket is the value); accepted,
+P(M = m) ∝ f(m). A fair sign, rejecting −0, gives P[Y = y] ∝ f(|y|). With w = 1 the masses of m ≥ 1 (the tail's
+too) are doubled instead, so that P(M = m) ∝ (2 − [m = 0]) f(m) and the sign needs no rejection (the e⁰ term of
+the irrationality argument is then −x·mass₀). Rejected places are drawn again (independently), so the output law
+is exactly N_ℤ(0, p/q): every decision is an integer comparison of uniform words, no floating-point number enters
+it. Candidates are drawn for a block of places at once as numpy arrays; the ties of the inversion (probability
+2^{−64} a threshold) and the tail (probability below 2^{−70}) are decided one by one in Python integers.
 
-**Timing.** The sampler never sees the confidential value: the noise is drawn first and
-added afterwards, so the random words consumed and the rounds run depend only on σ² and on
-the noise drawn. The running time does depend on the noise (rejection rounds, ties resolved
-by further words), which this module does not hide.
+**Timing.** The sampler never sees the confidential value: the noise is drawn first and added afterwards, so the
+random words consumed and the rounds run depend only on σ² and on the noise drawn. The running time does depend
+on the noise (rejection rounds, ties resolved by further words), which this module does not hide.
 
 References
 ----------
 .. [1] C. Canonne, G. Kamath and T. Steinke, "The discrete Gaussian for differential
-   privacy", NeurIPS 2020 (arXiv:2004.00010), Algorithm 3.
+   privacy", NeurIPS 2020 (arXiv:2004.00010), Algorithms 1 and 3.
+.. [2] L. Devroye, *Non-Uniform Random Variate Generation*, Springer 1986, §II.3 (rejection from a step
+   envelope) and §III.2 (inversion by guide tables).
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
-from dpopt.noise import discrete_gaussian_tail, discrete_laplace
-from dpopt.noise.discrete_laplace import bernoulli_exp_split, redraw_rejected, sample_discrete_laplace
+from dpopt.noise import discrete_gaussian_tail, discrete_laplace, exp_inversion
+from dpopt.noise.bernoulli import bernoulli_chunk
+from dpopt.noise.discrete_laplace import _bernoulli_exp_unit, bernoulli_exp, geometric, redraw_rejected
+from dpopt.noise.exp_inversion import _Thresholds, below_floors
 from dpopt.noise.marginal import Marginal
 
-_WHOLE_CAP = 2**40
-"""Whole parts of the acceptance exponent at or above this are capped to it (module docstring)."""
-
 MAX_WIDE_SIGMA2 = 2**60
-"""Largest σ² the sampler serves (the wide path, :func:`_wide_candidates`; p < 2^61, q ≤ 2^30)."""
+"""Largest σ² the sampler serves (p < 2^61, q ≤ 2^30)."""
 
 TABULATED_MAX_SIGMA2 = 2**30
 """Largest σ² whose law :class:`DiscreteGaussianMarginal` tabulates (40σ entries, 10 MB at 2^30); above, and in
@@ -147,74 +143,132 @@ def discrete_gaussian_moments(sigma2: float, gamma: float | None = None) -> dict
     return out
 
 
+_CHUNK_BITS = 32
+"""Bits of the word that decides Algorithm 1's first trial in the buckets (2p·2^32 < 2^64 for p < 2^31)."""
+
+_BLOCK = 1 << 16
+"""Places drawn together: a round's arrays stay in cache (and their memory bounded)."""
+
+_REACH_SIGMAS = 10
+"""M₀ ≥ this · σ: the tail's share of the envelope is below e^{−50}, its threshold 0 at 64 bits."""
+
+MAX_BUCKETS = 4096
+"""Most steps of the sampler's envelope (module docstring): its thresholds are B Arb exponentials, cached per σ²."""
+
+
+class _Envelope:
+    """The step envelope of N_ℤ(0, p/q) (module docstring): width w, B buckets, M₀ = Bw, the word thresholds of
+    the bucket's inversion and, for the ties, ⌊2^shift S_i/S₀⌋ at any shift."""
+
+    def __init__(self, p: int, q: int, bits: int, chunk_bits: int):
+        reach = math.isqrt(_REACH_SIGMAS**2 * p // q) + 1  # > 10σ
+        self.p, self.q, self.bits = p, q, bits
+        self.log_width = (-(-reach // MAX_BUCKETS) - 1).bit_length()  # the least w = 2^k with B ≤ MAX_BUCKETS
+        self.width = 1 << self.log_width
+        self.buckets = -(-reach // self.width)
+        self.reach = self.buckets * self.width
+        self.unit = self.width * self.reach * q <= p  # γ ≤ 1 in every bucket
+        self.chunk_bits = chunk_bits
+        self.one_word = self.unit and (2 * p) << chunk_bits < 2**64 and self.log_width + chunk_bits < bits
+        first = self.floors(bits)
+        kept = first.index(0) + 1 if 0 in first else len(first)  # to the first 0: the rest tie with W = 0 only
+        self.table = _Thresholds(first[:kept], bits)
+
+    def floors(self, shift: int) -> list[int]:
+        """⌊2^shift S_i/S₀⌋ for i = 1…B, in Arb at increasing precision until every ball has one floor."""
+        return _envelope_floors(self.p, self.q, self.width, self.buckets, shift)
+
+    def draw_buckets(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` buckets I, P(I = i) = mass_i/S₀: I = #{i ∈ 1…B : U < S_i/S₀}, the first word against the table,
+        a tie (the word equals the next threshold) word by word in Python integers."""
+        words = exp_inversion._words(rng, size, self.bits)
+        bucket, tied = self.table.count(words)
+        for i in np.flatnonzero(tied):
+            prefix, b = [int(words[i])], int(bucket[i])
+            while b < self.buckets and below_floors(prefix, lambda shift, j=b: self.floors(shift)[j], rng,
+                                                    self.bits):
+                b += 1
+            bucket[i] = b
+        return bucket
+
+
+@lru_cache(maxsize=128)
+def _envelope_floors(p: int, q: int, width: int, buckets: int, shift: int) -> list[int]:
+    """⌊2^shift S_i/S₀⌋, i = 1…B (:class:`_Envelope`), from Arb balls of the masses and their suffix sums."""
+    import flint  # imported where used (start-up of `dpopt verify`)
+
+    reach = width * buckets
+    prec = shift + 64 + buckets.bit_length()
+    while True:
+        with flint.ctx.workprec(prec):
+            c = flint.arb(flint.fmpq(q, 2 * p))
+            both = 2 if width == 1 else 1  # w = 1: m > 0 carries both signs (module docstring)
+            total = both * (-(c * reach * reach)).exp() / (1 - (-flint.arb(flint.fmpq(reach * q, p))).exp())
+            suffix = [total]
+            for b in range(buckets - 1, -1, -1):
+                total += (both if b else 1) * width * (-(c * (b * width) ** 2)).exp()
+                suffix.append(total)
+            scale = flint.arb(2) ** shift / total
+            out = []
+            for s in suffix[-2::-1]:  # S_1 … S_B
+                y = s * scale
+                lo, hi = y.lower().floor().unique_fmpz(), y.upper().floor().unique_fmpz()
+                if lo is None or lo != hi:
+                    break
+                out.append(int(lo))
+        if len(out) == buckets:
+            return out
+        prec *= 2
+
+
+@lru_cache(maxsize=64)
+def _envelope(p: int, q: int, bits: int, chunk_bits: int) -> _Envelope:
+    """The envelope of N_ℤ(0, p/q), built once per σ² (4–12 ms; a guide table of at most 512 KB)."""
+    return _Envelope(p, q, bits, chunk_bits)
+
+
 def _gaussian_candidates(rng: np.random.Generator, p: int, q: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """One round of CKS Algorithm 3: Y ~ discrete Laplace of scale t = ⌊σ⌋ + 1 and the Bernoulli of
-    exp(−(|Y| − σ²/t)²/(2σ²)) = exp(−a²/den), a = |Y|tq − p, den = 2pqt², whole and fractional parts in
-    integers (:func:`_divmod_square`)."""
-    t = math.isqrt(p // q) + 1
-    den = 2 * p * q * t * t
-    y = sample_discrete_laplace(rng, t, 1, size)
-    magnitude = np.abs(y)
-    fits = magnitude < 2**62 // (t * q)  # a fits in int64 (|Y| beyond: probability below e^{−2^16})
-    whole, frac = _divmod_square(np.where(fits, magnitude, 0) * (t * q) - p, den)
-    for i in np.flatnonzero(~fits):
-        w, frac[i] = divmod((int(magnitude[i]) * t * q - p) ** 2, den)
-        whole[i] = min(w, _WHOLE_CAP)
-    return y, bernoulli_exp_split(rng, whole, frac, den)
+    """One round of the sampler (module docstring): signed candidates M and whether each is accepted.
 
-
-def _divmod_square(a: np.ndarray, den: int) -> tuple[np.ndarray, np.ndarray]:
-    """(⌊a²/den⌋, a² mod den) for int64 a and den < 2^62, exactly (when some |a| ≥ 2^31, whole parts at or
-    above 2^40 − 1 are capped at :data:`_WHOLE_CAP`).
-
-    Below 2^31, int64 division. Beyond, a² leaves int64, so the whole part w is guessed in floating point
-    (relative error below 2^−50 of a value below 2^40: off by at most 1) and then checked in integers: r = a² − w·den is computed modulo 2^64
-    (uint64 arithmetic wraps), and w is right exactly when r < den (for w off by ±1, r is den + frac or
-    2^64 − den + frac, both ≥ den since 2den < 2^63). Off by one, w moves towards the side r shows. The
-    floating-point value only proposes; the decision is the integer check.
-    """
-    if not a.size or int(np.abs(a).max()) < 2**31:  # a² < 2^62: int64 suffices
-        return np.divmod(a * a, den)
-    guess = np.floor(np.square(a.astype(np.float64)) / float(den))
-    capped = guess >= _WHOLE_CAP
-    whole = np.where(capped, _WHOLE_CAP, guess).astype(np.int64)
-    magnitude = np.abs(a).astype(np.uint64)
-    den64 = np.uint64(den)
-    rest = magnitude * magnitude - whole.astype(np.uint64) * den64
-    rest[capped] = 0  # w ≥ 2^40 − 1: rejected unless G ≥ 2^40 − 1 (module docstring)
-    wrong = np.flatnonzero(rest >= den64)
-    while wrong.size:
-        low = rest[wrong] >= np.uint64(2**63)  # r "negative": w too large
-        whole[wrong] += np.where(low, -1, 1)
-        rest[wrong] = np.where(low, rest[wrong] + den64, rest[wrong] - den64)
-        wrong = wrong[rest[wrong] >= den64]
-    return whole, rest.astype(np.int64)
-
-
-def _bernoulli_exp_product(rng: np.random.Generator, factors: list[tuple[np.ndarray, int]]) -> np.ndarray:
-    """Bernoulli(exp(−γ)) per place for γ = Π_i n_i/d_i, each int64 array 0 ≤ n_i ≤ d_i < 2^62 (CKS Algorithm 1).
-
-    K ← 1; repeat A ~ Bernoulli(γ/K), K ← K + 1 while A = 1; return [K odd]. Bernoulli(γ/K) is the product of the
-    independent Bernoulli(n_1/(d_1 K)) and Bernoulli(n_i/d_i), i ≥ 2 (:func:`~dpopt.noise.discrete_laplace._bernoulli_ratio`).
-    """
-    def trial(live: np.ndarray, k: int) -> np.ndarray:
-        (n, d), rest = factors[0], factors[1:]
-        accept = discrete_laplace._bernoulli_ratio(rng, n[live], d, k)
-        for n_i, d_i in rest:
-            accept &= discrete_laplace._bernoulli_ratio(rng, n_i[live], d_i, 1)
-        return accept
-
-    size = factors[0][0].size
-    live = np.arange(size)
-    out = np.zeros(size, dtype=bool)
-    k = 1
-    while live.size:
-        accept = trial(live, k)
-        if k % 2 == 1:
-            out[live[~accept]] = True
-        live = live[accept]
-        k += 1
-    return out
+    When 2p·2^32 < 2^64 one word gives each place its offset O (the low k bits, w = 2^k), the first trial of
+    Algorithm 1, Bernoulli(γ) (the next 32 bits against γ's binary expansion,
+    :func:`~dpopt.noise.bernoulli.bernoulli_chunk`) and its sign (the top bit): disjoint bits of a uniform word are
+    independent and uniform. Otherwise O, the trials and the sign are uniform integers."""
+    env = _envelope(p, q, exp_inversion.WORD_BITS, _CHUNK_BITS)
+    bucket = env.draw_buckets(rng, size)
+    magnitude = bucket << env.log_width
+    negative = None
+    if env.log_width:
+        first = None
+        if env.one_word:  # one word: the offset O (low k bits), the trial (next 32 bits), the sign (top bit)
+            mixed = exp_inversion._words(rng, size, env.bits)
+            offset = (mixed & np.uint64(env.width - 1)).view(np.int64)
+            negative = (mixed >> np.uint64(env.bits - 1)).view(np.int64)
+        else:
+            offset = rng.integers(0, env.width, size=size, dtype=np.int64)
+        gamma = magnitude * 2 + offset  # γ·2p/q = O(2bw + O)
+        magnitude += offset
+        gamma *= offset
+        if q != 1:
+            gamma *= q
+        if env.one_word:
+            chunks = (mixed >> np.uint64(env.log_width)) & np.uint64((1 << env.chunk_bits) - 1)
+            first = bernoulli_chunk(rng, chunks, gamma, 2 * p, env.chunk_bits)
+        accept = _bernoulli_exp_unit(rng, gamma, 2 * p, first) if env.unit else bernoulli_exp(rng, gamma, 2 * p)
+    else:
+        accept = np.ones(size, dtype=bool)
+    tails = np.flatnonzero(bucket == env.buckets)
+    if tails.size:
+        beyond = geometric(rng, p, env.reach * q, tails.size)
+        magnitude[tails] = env.reach + beyond
+        accept[tails] = [_bernoulli_exp_fraction(rng, int(g) ** 2 * q, 2 * p) for g in beyond]
+    if negative is None:
+        negative = rng.integers(0, 2, size=size, dtype=np.int8)
+    if env.width > 1:
+        zero = np.flatnonzero(magnitude == 0)  # −0 rejected: each sign of m > 0 keeps half of f(m), 0 keeps half
+        accept[zero] &= negative[zero] == 0
+    magnitude *= 1 - 2 * negative
+    return magnitude, accept
 
 
 def _bernoulli_fraction(rng: np.random.Generator, num: int, den: int) -> bool:
@@ -233,8 +287,8 @@ def _bernoulli_fraction(rng: np.random.Generator, num: int, den: int) -> bool:
 
 def _bernoulli_exp_fraction(rng: np.random.Generator, num: int, den: int) -> bool:
     """Bernoulli(exp(−num/den)) for Python integers num ≥ 0, den ≥ 1: G ≥ ⌊num/den⌋ (a unit geometric; whole parts
-    at or above 2^62 rejected) and CKS Algorithm 1 on the fraction, Bernoulli(frac/(den·K)) by
-    :func:`_bernoulli_fraction`."""
+    at or above 2^62 rejected, probability e^{−2^62}) and CKS Algorithm 1 on the fraction, Bernoulli(frac/(den·K))
+    by :func:`_bernoulli_fraction`."""
     whole, frac = divmod(num, den)
     if whole >= 2**62:
         return False
@@ -246,42 +300,13 @@ def _bernoulli_exp_fraction(rng: np.random.Generator, num: int, den: int) -> boo
     return k % 2 == 1
 
 
-def _wide_candidates(rng: np.random.Generator, p: int, q: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """One round of CKS Algorithm 3 for σ² = p/q ≥ 1 without squaring a (module docstring, "Beyond int64"):
-    Y ~ discrete Laplace of scale t = ⌊σ⌋ + 1, accepted with probability e^{−γ₁}e^{−γ₂}e^{−γ₃}."""
-    t = math.isqrt(p // q) + 1
-    s = t * q
-    whole_p, rest_p = divmod(p, s)
-    y = sample_discrete_laplace(rng, t, 1, size)
-    m = np.abs(y) - whole_p  # a = m·s − rest_p
-    above = m >= 1  # a > 0: a = (m − [rest_p > 0])·s + (−rest_p mod s)
-    big_m = np.where(above, m - (1 if rest_p else 0), -m)
-    big_r = np.where(above, (-rest_p) % s, rest_p)
-    wide = big_m > min(p // q, math.isqrt((2**62 - 1) // q))  # qM > p, or qM² beyond int64
-    accept = np.zeros(size, dtype=bool)
-    common = np.flatnonzero(~wide)
-    if common.size:
-        mc, rc = big_m[common], big_r[common]
-        whole, frac = np.divmod(q * mc * mc, 2 * p)
-        ok = bernoulli_exp_split(rng, whole, frac, 2 * p)
-        ok &= _bernoulli_exp_product(rng, [(q * mc, p), (rc, s)])
-        ok &= _bernoulli_exp_product(rng, [(rc, s), (rc, s), (np.full(rc.size, q, dtype=np.int64), 2 * p)])
-        accept[common] = ok
-    for i in np.flatnonzero(wide):
-        a = int(big_m[i]) * s + int(big_r[i])
-        accept[i] = _bernoulli_exp_fraction(rng, a * a, 2 * p * q * t * t)
-    return y, accept
-
-
 def sample_discrete_gaussian(rng: np.random.Generator, p: int, q: int, size: int) -> np.ndarray:
-    """``size`` exact draws of N_Z(0, p/q) (CKS Algorithm 3); q a power of two ≤ 2^30.
-
-    In int64 (:func:`_gaussian_candidates`) when 2pqt² < 2^62 (σ² up to 2^30 with p < 2^31); beyond, for
-    1 ≤ σ² ≤ :data:`MAX_WIDE_SIGMA2` and p < 2^61, the wide round (:func:`_wide_candidates`).
-    """
-    t = math.isqrt(p // q) + 1  # ⌊σ⌋ + 1
-    if 2 * p * q * t * t < 2**62:
-        return redraw_rejected(lambda n: _gaussian_candidates(rng, p, q, n), size)
-    if not (q <= p < 2**61 and q <= 2**30 and p <= MAX_WIDE_SIGMA2 * q):
+    """``size`` exact draws of N_Z(0, p/q) (module docstring) for integers p, q ≥ 1 with p < 2^61 and either
+    pq < 2^61 or q ≤ 2^30 and p/q ≤ :data:`MAX_WIDE_SIGMA2` (so that M₀q and 2p stay below 2^62)."""
+    if not (1 <= p < 2**61 and q >= 1 and (p * q < 2**61 or (q <= 2**30 and p <= MAX_WIDE_SIGMA2 * q))):
         raise ValueError(f"σ² = {p}/{q} is outside the exact sampler's range (up to 2^60, p < 2^61, q ≤ 2^30)")
-    return redraw_rejected(lambda n: _wide_candidates(rng, p, q, n), size)
+    out = np.empty(size, dtype=np.int64)
+    for start in range(0, size, _BLOCK):  # blocks that keep the temporaries in cache (and bound their memory)
+        out[start:start + _BLOCK] = redraw_rejected(lambda n: _gaussian_candidates(rng, p, q, n),
+                                                    min(_BLOCK, size - start))
+    return out

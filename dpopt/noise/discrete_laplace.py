@@ -85,16 +85,18 @@ def discrete_laplace_moments(scale: float, gamma: float | None = None) -> dict[s
     return out
 
 
-def _bernoulli_exp_unit(rng: np.random.Generator, num: np.ndarray, den: int) -> np.ndarray:
+def _bernoulli_exp_unit(rng: np.random.Generator, num: np.ndarray, den: int,
+                        first: np.ndarray | None = None) -> np.ndarray:
     """Bernoulli(exp(−num/den)) for an int64 array 0 ≤ num ≤ den (CKS Algorithm 1).
 
     K ← 1; repeat A ~ Bernoulli(γ/K), K ← K + 1 while A = 1; return [K odd], since
     P(K > k) = γ^k/k! gives P(K odd) = Σ_j (−γ)^j/j! = e^{−γ}. All draws still running
     share the same K, so Bernoulli(num/(den·K)) is one uniform integer below den·K
-    (or Bernoulli(num/den) · Bernoulli(1/K) when den·K would leave int64).
+    (or Bernoulli(num/den) · Bernoulli(1/K) when den·K would leave int64). ``first``: the first
+    trial A ~ Bernoulli(num/den), when the caller has drawn it.
     """
     num = np.asarray(num, dtype=np.int64)
-    accept = _bernoulli_ratio(rng, num, den, 1)
+    accept = _bernoulli_ratio(rng, num, den, 1) if first is None else first
     out = ~accept  # K = 1: odd
     live = np.flatnonzero(accept)
     values, k = num[live], 2
@@ -110,6 +112,8 @@ def _bernoulli_exp_unit(rng: np.random.Generator, num: np.ndarray, den: int) -> 
 def _bernoulli_ratio(rng: np.random.Generator, num: np.ndarray, den: int, k: int) -> np.ndarray:
     """Bernoulli(num/(den·k)): a uniform integer below den·k compared with num, or Bernoulli(num/den) ·
     Bernoulli(1/k) when den·k would leave int64."""
+    if den * k <= 2**32:  # numpy's 32-bit bounded integers: the same uniform law, half the words
+        return rng.integers(0, den * k, size=num.size, dtype=np.uint32) < num
     if den * k < 2**62:
         return rng.integers(0, den * k, size=num.size, dtype=np.int64) < num
     return ((rng.integers(0, den, size=num.size, dtype=np.int64) < num)
@@ -167,16 +171,21 @@ def redraw_rejected(draw: Callable[[int], tuple[np.ndarray, np.ndarray]], size: 
     return out
 
 
-def _laplace_candidates(rng: np.random.Generator, t: int, s: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """One round of CKS Algorithm 2 (:func:`sample_discrete_laplace`): signed ⌊(U + tV)/s⌋ and "not −0"."""
+def geometric(rng: np.random.Generator, t: int, s: int, size: int) -> np.ndarray:
+    """``size`` draws of Y = ⌊X/s⌋, X = U + tV (:func:`sample_discrete_laplace`): P(Y ≥ y) = e^{−ys/t}, capped at 2^62."""
     u = _truncated(rng, t, size)
     v = unit_geometric(rng, size)
     if size and int(v.max()) >= 2**62 // t:  # U + tV could leave int64: exact Python integers, capped
-        y = np.array([min((int(a) + t * int(b)) // s, 2**62) for a, b in zip(u, v)], dtype=np.int64)
-    else:
-        y = u + t * v
-        if s != 1:
-            y //= s
+        return np.array([min((int(a) + t * int(b)) // s, 2**62) for a, b in zip(u, v)], dtype=np.int64)
+    y = u + t * v
+    if s != 1:
+        y //= s
+    return y
+
+
+def _laplace_candidates(rng: np.random.Generator, t: int, s: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One round of CKS Algorithm 2 (:func:`sample_discrete_laplace`): signed ⌊(U + tV)/s⌋ and "not −0"."""
+    y = geometric(rng, t, s, size)
     negative = rng.integers(0, 2, size=size, dtype=np.int8).astype(bool)
     accepted = ~negative | (y != 0)
     np.negative(y, out=y, where=negative)

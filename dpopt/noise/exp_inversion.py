@@ -89,13 +89,20 @@ def _words(rng: np.random.Generator, size: int, bits: int) -> np.ndarray:
 
 def _below(prefix: list[int], x: Real, rng: np.random.Generator, bits: int) -> bool:
     """U < x for the uniform U whose leading words are ``prefix`` (extended in place from ``rng`` as needed)."""
+    return below_floors(prefix, lambda shift: scaled_floor(x, shift), rng, bits)
+
+
+def below_floors(prefix: list[int], floor: Callable[[int], int], rng: np.random.Generator, bits: int) -> bool:
+    """U < x for the uniform U whose leading words are ``prefix`` (extended in place from ``rng`` as needed), an
+    irrational x given by ``floor(shift)`` = ⌊2^shift·x⌋: the j-word prefix P_j against ⌊2^{jb}x⌋, word by word
+    until they differ (module docstring)."""
     j, value = 0, 0
     while True:
         if j == len(prefix):
             prefix.append(int(_words(rng, 1, bits)[0]))
         value = (value << bits) | prefix[j]
         j += 1
-        c = scaled_floor(x, j * bits)
+        c = floor(j * bits)
         if value != c:
             return value < c
 
@@ -105,35 +112,42 @@ class _Thresholds:
     Devroye 1986, §III.2.4) to count #{i : c_i > W} for many words W.
 
     The word's top k bits name its bucket; ``start[bucket]`` counts the thresholds at or above the
-    bucket's upper end (all > W); the search goes on from there through the few thresholds inside the
-    bucket. Each step is an integer comparison.
+    bucket's upper end (all > W). A bucket holding no threshold (most of them: k is chosen so that there are
+    at least 32 buckets a threshold, up to 2^18 buckets) decides the count by that one look-up, stored as is in
+    ``guide`` (int32, to stay in cache); a bucket holding thresholds is stored as ``~start`` (negative) and the
+    search goes on from there through the thresholds inside it, for its words only. Each step is an integer
+    comparison.
     """
 
     def __init__(self, descending: list[int], bits: int):
+        self.size = len(descending)
         self.values = np.array(descending + [0], dtype=np.uint64)  # a 0 past the end: never above a word
-        self.shift = bits - min(bits, max(12, len(descending).bit_length() + 3))
+        self.shift = bits - min(bits, max(12, min(len(descending).bit_length() + 5, 18)))
         # c ≥ (bucket + 1)·2^shift ⟺ ⌊c/2^shift⌋ > bucket: start = L − #{i : ⌊c_i/2^shift⌋ ≤ bucket}
         heads = np.bincount((self.values[:-1] >> np.uint64(self.shift)).astype(np.int64),
-                            minlength=1 << (bits - self.shift))
-        self.start = len(descending) - np.cumsum(heads)[:1 << (bits - self.shift)]
+                            minlength=1 << (bits - self.shift))[:1 << (bits - self.shift)]
+        start = len(descending) - np.cumsum(heads)
+        self.guide = np.where(heads == 0, start, ~start).astype(np.int32)
 
     def count(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """#{i : c_i > W} per word (int64), and whether W equals the first threshold not counted (a tie: the
         first word does not decide that comparison)."""
-        pos = self.start[(words >> np.uint64(self.shift)).view(np.int64)]  # < 2^63 after the shift
-        ahead, tied = self._step(pos, words)
-        live = np.flatnonzero(ahead)  # a threshold inside the bucket is above W: search on (rare)
-        while live.size:
-            pos[live] += 1
-            ahead, tied[live] = self._step(pos[live], words[live])
-            live = live[ahead]
+        pos = np.take(self.guide, (words >> np.uint64(self.shift)).view(np.int64)).astype(np.int64)
+        tied = np.zeros(words.size, dtype=bool)
+        search = np.flatnonzero(pos < 0)  # buckets holding thresholds: W against each of them (rare)
+        if search.size:
+            found, live = ~pos[search], np.arange(search.size)
+            while live.size:
+                ahead, tied[search[live]] = self._step(found[live], words[search[live]])
+                live = live[ahead]
+                found[live] += 1
+            pos[search] = found
         return pos, tied
 
     def _step(self, pos: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """c_{pos+1} > W and c_{pos+1} = W (c = 0 past the last threshold: a spurious tie at W = 0 is resolved
-        by the caller's exact comparison, which knows where the thresholds end)."""
+        """c_{pos+1} > W and c_{pos+1} = W (past the last threshold: neither)."""
         c = self.values[pos]
-        return c > words, c == words
+        return c > words, (c == words) & (pos < self.size)
 
 
 @lru_cache(maxsize=8)
