@@ -167,16 +167,23 @@ def redraw_rejected(draw: Callable[[int], tuple[np.ndarray, np.ndarray]], size: 
     return out
 
 
-def _laplace_candidates(rng: np.random.Generator, t: int, s: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """One round of CKS Algorithm 2 (:func:`sample_discrete_laplace`): signed ⌊(U + tV)/s⌋ and "not −0"."""
+def sample_geometric(rng: np.random.Generator, t: int, s: int, size: int) -> np.ndarray:
+    """``size`` exact draws of Y on {0, 1, …} with P(Y = y) = (1 − e^{−s/t})e^{−ys/t} (integers t, s ≥ 1): the
+    magnitude of CKS Algorithm 2, Y = ⌊(U + tV)/s⌋ with U and V as in :func:`sample_discrete_laplace`; capped at
+    2^62 (only reached when V > 2^62/t − 1)."""
     u = _truncated(rng, t, size)
     v = unit_geometric(rng, size)
     if size and int(v.max()) >= 2**62 // t:  # U + tV could leave int64: exact Python integers, capped
-        y = np.array([min((int(a) + t * int(b)) // s, 2**62) for a, b in zip(u, v)], dtype=np.int64)
-    else:
-        y = u + t * v
-        if s != 1:
-            y //= s
+        return np.array([min((int(a) + t * int(b)) // s, 2**62) for a, b in zip(u, v)], dtype=np.int64)
+    y = u + t * v
+    if s != 1:
+        y //= s
+    return y
+
+
+def _laplace_candidates(rng: np.random.Generator, t: int, s: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One round of CKS Algorithm 2 (:func:`sample_discrete_laplace`): signed ⌊(U + tV)/s⌋ and "not −0"."""
+    y = sample_geometric(rng, t, s, size)
     negative = rng.integers(0, 2, size=size, dtype=np.int8).astype(bool)
     accepted = ~negative | (y != 0)
     np.negative(y, out=y, where=negative)
