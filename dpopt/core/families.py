@@ -144,7 +144,7 @@ FAMILIES: tuple[Capability, ...] = (
                                          "of its lattice version is derived only at p = 1, 2 (discrete Laplace, "
                                          "discrete Gaussian)",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
-    Capability("staircase", _M + "staircase", metrics=LOCAL_METRICS, bound="iid",
+    Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
                inexact="on counts the unit-step discrete staircase is the geometric law (exact as "
                        "discrete_laplace); on real answers its steps at ±(g + k)Δ₀ are not lattice points",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
