@@ -26,8 +26,9 @@ design must pass the pure check, else the continuous one is kept and the note sa
 
 **Cost.** h = 2^e ≤ 2⁻²⁰·Δ·min(1, g, 1/ε₀) (sum units), so that the step, its boundary and the noise's scale are
 each over 2²⁰ lattice points; the design keeps the floating-point sampler when the discrete law's predicted metric
-is worse than the continuous design's by more than :data:`~dpopt.mechanisms.exact_sum.COST_MARGIN` (0.1%), and the
-certificate states the ratio (``lattice_cost_ratio``).
+is worse than the continuous design's by more than :data:`~dpopt.mechanisms.exact_sum.COST_MARGIN` (0.1%). The
+certificate records the continuous design (``continuous``: its ε₀, step and g) and states E X² of the discrete law
+over the continuous one's (``lattice_cost_ratio``, re-derived by ``dpopt verify`` from both).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from dpopt.mechanisms.real_lattice import (
 )
 from dpopt.mechanisms.staircase import PRIOR_METRICS, StaircaseMechanism, metric_optimal_g
 from dpopt.noise.discrete_staircase import MAX_STEP, DiscreteStaircase, dyadic_floor
+from dpopt.noise.staircase import StaircaseNoise
 from dpopt.privacy.pure_conversion import pure_privacy_check
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
@@ -102,10 +104,12 @@ class LatticeSumStaircase(_LatticeSum, StaircaseMechanism):
 
     family = "staircase"  # registered in place of StaircaseMechanism, whose design it refines
 
-    def __init__(self, law: DiscreteStaircase, lattice: RealLattice, policy: str, cost_ratio: float | None):
+    def __init__(self, law: DiscreteStaircase, lattice: RealLattice, policy: str, continuous: dict | None):
         unit = lattice.unit
         super().__init__(float(law.epsilon), float(law.step * unit), law.boundary / law.step, 1, policy)
-        self.law, self.lattice, self.cost_ratio = law, lattice, cost_ratio
+        self.law, self.lattice, self.continuous = law, lattice, continuous
+        self.cost_ratio = None if continuous is None else self._max_variance() / StaircaseNoise(
+            continuous["epsilon0"], continuous["step"], continuous["g"]).abs_moment(2)
 
     @classmethod
     def design(cls, problem: Problem) -> StaircaseMechanism:
@@ -133,10 +137,9 @@ class LatticeSumStaircase(_LatticeSum, StaircaseMechanism):
             except CalibrationError as exc:
                 refusal = f"on the lattice: {exc}"
             else:
-                exact = cls(law, lattice, policy, None)
-                exact.cost_ratio = _ratio(exact.expected_utility(spec.utility).value,
-                                          continuous.expected_utility(spec.utility).value, spec.utility)
-                refusal = _cost_refusal(exact.cost_ratio)
+                exact = cls(law, lattice, policy, {key: continuous.parameters[key] for key in ("epsilon0", "step", "g")})
+                refusal = _cost_refusal(_ratio(exact.expected_utility(spec.utility).value,
+                                               continuous.expected_utility(spec.utility).value, spec.utility))
                 if refusal is None and not exact.privacy_checks(problem.space, spec.privacy)[0].passed:
                     refusal = ("the continuous design's ε₀ rests on the continuous law's exact profile, which the "
                                "discrete staircase does not inherit")
@@ -152,13 +155,14 @@ class LatticeSumStaircase(_LatticeSum, StaircaseMechanism):
         law = DiscreteStaircase(Fraction(parameters["epsilon0_exact"]), int(parameters["step_units"]),
                                 int(parameters["boundary_units"]))
         return cls(law, RealLattice.from_dict(parameters["sum_lattice"]), parameters["g_policy"],
-                   parameters["lattice_cost_ratio"])
+                   parameters["continuous"])
 
     @property
     def parameters(self) -> dict:
         return {**super().parameters, "sampler": "exact", "epsilon0_exact": str(self.law.epsilon),
                 "step_units": self.law.step, "boundary_units": self.law.boundary,
-                "sum_lattice": self.lattice.to_dict(), "lattice_cost_ratio": self.cost_ratio}
+                "sum_lattice": self.lattice.to_dict(), "continuous": self.continuous,
+                "lattice_cost_ratio": self.cost_ratio}
 
     def _units_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return self.law.sample(rng, size)
