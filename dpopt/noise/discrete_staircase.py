@@ -47,6 +47,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.noise.discrete_laplace import bernoulli_exp, redraw_rejected, sample_geometric
+from dpopt.noise.marginal import Marginal
 
 MAX_STEP = 2**40
 """Largest step m (lattice points per period) served: j·m + i stays in int64 below the 2⁶² cap."""
@@ -122,6 +123,16 @@ class DiscreteStaircase:
         partial = bj * (min(rest + 1, r) + b * max(0, rest + 1 - r))
         return (2 * (head + partial) - 1) / self.normaliser()
 
+    def upper_tail(self, x) -> np.ndarray:
+        """P(X > x) for x ≥ 0: Σ_{|k| > G} p(k)/2 with G = ⌊x⌋ = Jm + I, i.e. b^J(A₀/(1 − b) − min(I + 1, r) −
+        b·max(0, I + 1 − r))/Z (the periods from J on, less the first I + 1 magnitudes of period J)."""
+        b, a0, _, _ = self._period()
+        periods, rest = np.divmod(np.floor(np.asarray(x, dtype=float)).astype(np.int64), self.step)
+        r = self.boundary
+        head = np.minimum(rest + 1, r) + b * np.maximum(0, rest + 1 - r)
+        beyond = a0 / -math.expm1(-float(self.epsilon)) - head
+        return np.exp(-float(self.epsilon) * periods) * beyond / self.normaliser()
+
     # ------------------------------------------------------------ sampler
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` exact draws (int64), in integer arithmetic (module docstring)."""
@@ -142,6 +153,30 @@ class DiscreteStaircase:
         magnitude = np.where(large, cap, np.where(large, 0, period) * m + position)
         accepted &= ~(negative & (magnitude == 0))
         return np.where(negative, -magnitude, magnitude), accepted
+
+
+class DiscreteStaircaseMarginal(Marginal):
+    """The discrete staircase as the second route reads a lattice law (:mod:`dpopt.noise.marginal`)."""
+
+    lattice = True
+    log_concave = False
+
+    def __init__(self, law: DiscreteStaircase):
+        self.law = law
+
+    @property
+    def key(self) -> tuple:
+        return ("discrete_staircase", str(self.law.epsilon), self.law.step, self.law.boundary)
+
+    @property
+    def scale(self) -> float:
+        return max(1.0, self.law.step * (1.0 + 1.0 / float(self.law.epsilon)))
+
+    def log_density(self, x):
+        return -float(self.law.epsilon) * self.law.level(np.asarray(x)) - math.log(self.law.normaliser())
+
+    def tail(self, x):
+        return self.law.upper_tail(x)
 
 
 def dyadic_floor(x: Fraction, bits: int = 21) -> Fraction:
