@@ -229,19 +229,23 @@ def test_support_attack_breaks_the_floating_point_sum_and_not_the_exact_one():
         assert clopper_pearson(a, RELEASES, upper=False) <= math.exp(EPSILON) * clopper_pearson(b, RELEASES, upper=True)
 
 
-def test_on_counts_the_exact_geometric_law_beats_the_floating_point_staircase():
+def test_on_counts_the_exact_unit_step_staircase_is_the_geometric_law():
     # the unit-step discrete staircase is the geometric law: E Z² = 2r/(1 − r)² per cell, r = e^{−ε} (CKS 2020,
-    # Def. 28), 3 cells at ε = 1: 5.524, below the continuous staircase's, so auto needs no discrete staircase
+    # Def. 28), 3 cells at ε = 1: 5.524, below the continuous staircase's (5.75); the exact staircase and the discrete
+    # Laplace are the same law, so the tie goes to the family listed first
     spec = {"dpopt": 1, "name": "c", "data": {"attributes": {"a": ["x", "y", "z"]}},
             "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "add_remove",
-            "privacy": {"pure": {"epsilon": 1}}, "mechanism": ["staircase", "discrete_laplace"],
+            "privacy": {"pure": {"epsilon": 1}}, "mechanism": ["discrete_laplace", "staircase"],
             "utility": {"metric": "l2"}}
     solution = dpopt.solve(spec)
     r = math.exp(-1)
     assert solution.mechanism.family == "discrete_laplace"
     assert solution.certificate["utility"]["value"] == pytest.approx(3 * 2 * r / (1 - r) ** 2, rel=1e-5)
     staircase = next(c for c in solution.candidates if c.family == "staircase")
-    assert staircase.utility.value > solution.certificate["utility"]["value"]
+    assert staircase.mechanism.exact_noise
+    assert staircase.utility.value == pytest.approx(solution.certificate["utility"]["value"], rel=1e-12)
+    floating = dpopt.solve({**spec, "mechanism": "staircase", "sampler": "floating_point"})
+    assert floating.certificate["utility"]["value"] > solution.certificate["utility"]["value"]
 
 
 def test_a_grouped_release_plan_counts_each_groups_sum_on_the_lattice(tmp_path, monkeypatch):
