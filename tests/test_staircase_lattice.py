@@ -126,8 +126,8 @@ def test_the_privacy_loss_of_every_shift_by_enumeration(eps, m, r):
     for t in range(-2 * m, 2 * m + 1):
         worst = max(abs(levels[k] - levels[k - t]) for k in window)
         assert worst == math.ceil(abs(t) / m)
-        law_worst = max(abs(int(DiscreteStaircase(eps, m, r).level(k)) - int(DiscreteStaircase(eps, m, r).level(k - t)))
-                        for k in window)
+        law = DiscreteStaircase(eps, m, r)
+        law_worst = max(abs(int(law.level(k)) - int(law.level(k - t))) for k in window)
         assert law_worst == worst
 
 
@@ -233,8 +233,8 @@ def test_counts_with_wide_moves_get_the_exact_discrete_staircase():
     assert (p["epsilon0_exact"], p["step_units"]) == ("1", 3)
     # its E X² by brute force over every boundary (the law summed in 30 digits): the design's r is the best one
     with mpmath.workdps(30):
-        best = min(2 * brute_sum(Fraction(1), 3, r, lambda a: a * a) / (1 + 2 * brute_sum(Fraction(1), 3, r, lambda a: 1))
-                   for r in (1, 2, 3))
+        best = min(2 * brute_sum(Fraction(1), 3, r, lambda a: a * a)
+                   / (1 + 2 * brute_sum(Fraction(1), 3, r, lambda a: 1)) for r in (1, 2, 3))
     assert certificate["utility"]["value"] == pytest.approx(float(best), rel=1e-12)
     assert certificate["utility"]["value"] < 2 * 3.0**2  # Laplace(Δ₁/ε = 3): E Z² = 18
     result = dpopt.verify(certificate)

@@ -177,14 +177,3 @@ class DiscreteStaircaseMarginal(Marginal):
 
     def tail(self, x):
         return self.law.upper_tail(x)
-
-
-def dyadic_floor(x: Fraction, bits: int = 21) -> Fraction:
-    """The largest p/2^k ≤ x (x > 0) with p of about ``bits`` bits (k in [0, 40]): rounded down, the private side
-    of a per-step ε."""
-    x = Fraction(x)
-    if x <= 0:
-        raise ValueError(f"a per-step ε must be positive (got {x})")
-    exponent = x.numerator.bit_length() - x.denominator.bit_length()
-    k = min(max(bits - exponent, 0), 40)
-    return Fraction((x.numerator << k) // x.denominator, 2**k)
