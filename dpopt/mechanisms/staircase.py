@@ -442,7 +442,8 @@ class StaircaseMechanism(Mechanism):
                 "conversion": "ε = ε₀ · max_v Σ_i ⌈|v_i|/Δ₀⌉ (exact)"}
 
     refusal: str | None = None
-    """Why a bounded sum or mean keeps the floating-point sampler (:mod:`dpopt.mechanisms.staircase_lattice`)."""
+    """Why a counting query or a bounded sum or mean keeps the floating-point sampler
+    (:mod:`dpopt.mechanisms.staircase_lattice`)."""
 
     def notes(self) -> list[str]:
         return super().notes() + [f"staircase step g-policy: {self.policy}"] + (
