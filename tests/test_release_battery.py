@@ -351,6 +351,11 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         observed = np.concatenate([[at_lo.sum()], inner, [at_hi.sum()]])
         expected = np.concatenate([[f_lo], np.full(20, (f_hi - f_lo) / 20), [1 - f_hi]]) * x.size
         return float(stats.chisquare(observed, expected).pvalue)
+    if family == "staircase" and p.get("sampler") == "exact":
+        # on counts: the staircase density of Def. 3 at the integers, step m and boundary r lattice points (level
+        # ⌊|k|/m⌋, one more from r on within a step), per-step ε' as recorded
+        eps, m, r = float(Fraction(p["epsilon0_exact"])), p["step_units"], p["boundary_units"]
+        return _chi2_integer(np.ravel(e), lambda k: -eps * (np.abs(k) // m + (np.abs(k) % m >= r)))
     if family == "staircase":
         return _ks(e, _staircase_cdf(p["epsilon0"], p["step"], p["g"]))
     if family == "r2dp":

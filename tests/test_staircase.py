@@ -169,10 +169,12 @@ def test_vector_loss_is_attained_coordinatewise():
 
 # ---------------------------------------------------------------- pipeline
 def _spec(**overrides):
+    # the continuous law (sampler: floating_point); its exact lattice measurement: tests/test_staircase_lattice.py
     spec = {"dpopt": 1, "name": "staircase test",
             "data": {"attributes": {"race": ["w", "b", "o"], "income": {"min": 0, "max": 1000}}, "n": 100},
             "query": {"kind": "histogram", "attribute": "race"}, "adjacency": "replace_one",
-            "privacy": {"pure": {"epsilon": 2.0}}, "mechanism": "staircase", "utility": {"metric": "l1"}}
+            "privacy": {"pure": {"epsilon": 2.0}}, "mechanism": "staircase", "utility": {"metric": "l1"},
+            "sampler": "floating_point"}
     spec.update(overrides)
     return spec
 

@@ -71,6 +71,7 @@ def _spec(privacy: dict) -> dict:
         "privacy": privacy,
         "mechanism": "staircase",
         "utility": {"metric": "l1"},
+        "sampler": "floating_point",  # the continuous law's profile (on counts the default is the discrete staircase)
     }
 
 

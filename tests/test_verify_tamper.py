@@ -50,7 +50,7 @@ FAMILY_SPECS = {
                     "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "add_remove",
                     "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "james_stein"},
     "gaussian_optimal": "age_summary_ci_volume",
-    "laplace": "mean_income_approx",
+    "laplace": "count_add_remove",  # mean_income_approx: auto now keeps the exact staircase
     "k_norm": "table_2x2_margins_pure",
     "generalized_gaussian": "committee_mean_truncated_gg",
     "staircase": "staircase_sum_l1",

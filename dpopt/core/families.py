@@ -144,9 +144,11 @@ FAMILIES: tuple[Capability, ...] = (
                                          "of its lattice version is derived only at p = 1, 2 (discrete Laplace, "
                                          "discrete Gaussian)",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
-    Capability("staircase", _M + "staircase", metrics=LOCAL_METRICS, bound="iid",
-               inexact="on counts the unit-step discrete staircase is the geometric law (exact as "
-                       "discrete_laplace); on real answers its steps at ±(g + k)Δ₀ are not lattice points",
+    Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
+               exact="every target through ε-DP, on counting queries (the discrete staircase on ℤ, integer steps) and "
+                     "on bounded sums and means (on a dyadic lattice, the step the lattice sensitivity Δ_u); metrics "
+                     "l1, l2, usefulness, max_variance; within 0.1% of the continuous design (else floating point: "
+                     "approx, zcdp, gdp on listed moves are calibrated on the continuous law's exact profile)",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
     Capability("r2dp", _M + "r2dp", metrics=LOCAL_METRICS, bound="iid",
                inexact="Laplace of a scale drawn from a continuous mixing law: no exact sampler of the mixture",

@@ -117,7 +117,8 @@ def pdp_to_classical_ratio(epsilon: float, delta: float) -> float:
 
 
 def _staircase_row(epsilon: float, t: float) -> dict | None:
-    """The staircase family's own designs for a count (Δ = 1, add/remove) at ε, one per metric."""
+    """The staircase family's own designs for a count (Δ = 1, add/remove) at ε, one per metric, of the continuous
+    law (``sampler: floating_point``; its exact design on counts is the discrete staircase)."""
     if "staircase" not in registry():
         return None
     cls = registry()["staircase"]
@@ -137,6 +138,7 @@ def _staircase_row(epsilon: float, t: float) -> dict | None:
                 "privacy": {"pure": {"epsilon": epsilon}},
                 "mechanism": "staircase",
                 "utility": {"metric": metric, **extra},
+                "sampler": "floating_point",  # the continuous law, as the other rows (on counts: the geometric law)
             }
         )
         mechanism = cls.design(compile(spec))

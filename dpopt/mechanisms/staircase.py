@@ -441,8 +441,13 @@ class StaircaseMechanism(Mechanism):
         return {"epsilon": self.noise.epsilon0 * k, "steps_per_worst_shift": k,
                 "conversion": "ε = ε₀ · max_v Σ_i ⌈|v_i|/Δ₀⌉ (exact)"}
 
+    refusal: str | None = None
+    """Why a counting query or a bounded sum or mean keeps the floating-point sampler
+    (:mod:`dpopt.mechanisms.staircase_lattice`)."""
+
     def notes(self) -> list[str]:
-        return super().notes() + [f"staircase step g-policy: {self.policy}"]
+        return super().notes() + [f"staircase step g-policy: {self.policy}"] + (
+            [f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
 
     def _utility(self, utility: Utility) -> UtilityValue | None:
         if utility.metric in PRIOR_METRICS:

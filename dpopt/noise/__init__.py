@@ -9,7 +9,8 @@ the privacy-loss distributions of the second route (:mod:`dpopt.privacy.pld`,
 * :mod:`~dpopt.noise.gaussian`, :mod:`~dpopt.noise.laplace`,
   :mod:`~dpopt.noise.discrete_gaussian`, :mod:`~dpopt.noise.discrete_laplace` (with the
   exact integer samplers), :mod:`~dpopt.noise.generalized_gaussian`,
-  :mod:`~dpopt.noise.staircase`, :mod:`~dpopt.noise.second_folds` (R²DP: Laplace noise
+  :mod:`~dpopt.noise.staircase`, :mod:`~dpopt.noise.discrete_staircase` (its restriction to a
+  lattice, with its exact sampler), :mod:`~dpopt.noise.second_folds` (R²DP: Laplace noise
   with a random rate) — one module per law;
 * :mod:`~dpopt.noise.law` — the multivariate law a mechanism emits (products in an
   orthonormal basis, K-norm densities, post-processed stages);

@@ -48,7 +48,7 @@ import numpy as np
 
 from dpopt.noise import discrete_gaussian_tail, discrete_laplace, exp_inversion
 from dpopt.noise.bernoulli import bernoulli_chunk
-from dpopt.noise.discrete_laplace import _bernoulli_exp_unit, bernoulli_exp, geometric, redraw_rejected
+from dpopt.noise.discrete_laplace import _bernoulli_exp_unit, bernoulli_exp, redraw_rejected, sample_geometric
 from dpopt.noise.exp_inversion import _Thresholds, below_floors
 from dpopt.noise.marginal import Marginal
 
@@ -259,7 +259,7 @@ def _gaussian_candidates(rng: np.random.Generator, p: int, q: int, size: int) ->
         accept = np.ones(size, dtype=bool)
     tails = np.flatnonzero(bucket == env.buckets)
     if tails.size:
-        beyond = geometric(rng, p, env.reach * q, tails.size)
+        beyond = sample_geometric(rng, p, env.reach * q, tails.size)
         magnitude[tails] = env.reach + beyond
         accept[tails] = [_bernoulli_exp_fraction(rng, int(g) ** 2 * q, 2 * p) for g in beyond]
     if negative is None:

@@ -171,8 +171,10 @@ def redraw_rejected(draw: Callable[[int], tuple[np.ndarray, np.ndarray]], size: 
     return out
 
 
-def geometric(rng: np.random.Generator, t: int, s: int, size: int) -> np.ndarray:
-    """``size`` draws of Y = ⌊X/s⌋, X = U + tV (:func:`sample_discrete_laplace`): P(Y ≥ y) = e^{−ys/t}, capped at 2^62."""
+def sample_geometric(rng: np.random.Generator, t: int, s: int, size: int) -> np.ndarray:
+    """``size`` exact draws of Y on {0, 1, …} with P(Y = y) = (1 − e^{−s/t})e^{−ys/t} (integers t, s ≥ 1): the
+    magnitude of CKS Algorithm 2, Y = ⌊(U + tV)/s⌋ with U and V as in :func:`sample_discrete_laplace`; capped at
+    2^62 (only reached when V > 2^62/t − 1)."""
     u = _truncated(rng, t, size)
     v = unit_geometric(rng, size)
     if size and int(v.max()) >= 2**62 // t:  # U + tV could leave int64: exact Python integers, capped
@@ -185,7 +187,7 @@ def geometric(rng: np.random.Generator, t: int, s: int, size: int) -> np.ndarray
 
 def _laplace_candidates(rng: np.random.Generator, t: int, s: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     """One round of CKS Algorithm 2 (:func:`sample_discrete_laplace`): signed ⌊(U + tV)/s⌋ and "not −0"."""
-    y = geometric(rng, t, s, size)
+    y = sample_geometric(rng, t, s, size)
     negative = rng.integers(0, 2, size=size, dtype=np.int8).astype(bool)
     accepted = ~negative | (y != 0)
     np.negative(y, out=y, where=negative)

@@ -1,0 +1,367 @@
+r"""Staircase noise measured exactly on a lattice: integer counts, and bounded sums and means on a dyadic lattice.
+
+The noise is the **discrete staircase** of :mod:`dpopt.noise.discrete_staircase` — the staircase density of Geng &
+Viswanath restricted to a lattice hℤ, its step Δ₀ = m·h and its step boundary gΔ₀ = r·h lattice points — sampled in
+integer arithmetic. Its parameters:
+
+- the per-step ε' = 1/t, t = 1/ε₀ rounded **up** to a dyadic rational of 21 significant bits
+  (:func:`~dpopt.mechanisms.integer_noise.dyadic_ceil`, 2⁻²⁰ relative at most: the private side), as the
+  discrete Laplace rounds its scale: at m = 1 the discrete staircase *is* the discrete Laplace of scale t
+  (p(k) ∝ e^{−|k|/t}), so the two families tie there and ``auto`` keeps the one listed first;
+- the boundary g = r/m: the integer r ∈ {1, …, m} minimising the discrete law's closed-form metric
+  (:func:`best_boundary`: every r when m ≤ :data:`EXHAUSTIVE_STEPS`, else the :data:`BOUNDARY_WINDOW` integers
+  either side of g*·m, g* the continuous metric-optimal g at ε').
+
+**Counts** (:class:`StaircaseOnCounts`): h = 1 and y = x + η in integers, η i.i.d. per cell. The step is an integer
+m among the continuous design's candidates |v_i|/j (:func:`~dpopt.mechanisms.staircase.steps_per_shift`), ε₀ =
+ε/K(m), K(m) = max_v Σ_i ⌈|v_i|/m⌉, from ε-DP at the target's pure ε (the generic conversion); the step with the
+best metric is kept. Integer shifts |t| ≤ Km move the level of the law by at most K (the privacy of
+:mod:`dpopt.noise.discrete_staircase`), so the measurement is ε'·K(m)-DP exactly.
+
+**Sums and means** (:class:`LatticeSumStaircase`): the continuous design (ε₀, Δ₀ = Δ, the metric-optimal g) is
+implemented on the lattice sum N of :mod:`dpopt.mechanisms.real_lattice` (units of h = 2^e), as the exact
+``laplace`` and ``gaussian`` sums are (:mod:`dpopt.mechanisms.exact_sum`): the release is h(N + η)/n, the step
+m = Δ_u the lattice sum's sensitivity in units of h (the rounding charged to it: at most one unit more than Δ/h),
+h = 2^e ≤ 2⁻²⁰·Δ·min(1, g, 1/ε₀) (sum units) so that the step, its boundary and the noise's scale are each over 2²⁰
+lattice points. Neighbours move N by at most Δ_u = m units: ε'⌈Δ_u/m⌉ = ε'.
+
+**Privacy, as verified.** ε'·K (K = ⌈Δ_u/m⌉ on a sum, K(m) on counts) in exact rational arithmetic, converted to
+the spec's target as the continuous staircase's pure ε₀ is (:func:`~dpopt.privacy.pure_conversion.pure_privacy_check`:
+ε-DP ⇒ (ε, δ), ρ-zCDP, μ-GDP through randomized response). ``dpopt verify`` rebuilds the law from the recorded ε',
+m and r (exact rationals and integers), re-derives Δ_u from the spec at the stated h (``mechanism.lattice``) or the
+shift pattern from the spec's space, and checks the target. The continuous design's exact-profile calibration of
+(ε, δ), ρ-zCDP and μ-GDP on listed moves (:mod:`dpopt.privacy.staircase_profile`) is *not* carried over to the
+discrete law: the lattice designs go through ε-DP.
+
+**Cost.** A design keeps the floating-point sampler when the discrete law's predicted metric is worse than the
+continuous design's by more than :data:`~dpopt.mechanisms.exact_sum.COST_MARGIN` (0.1%); the note says so. The
+certificate records the continuous design (``continuous``: its ε₀, step and g) and states E X² of the discrete law
+over the continuous one's (``lattice_cost_ratio``, re-derived by ``dpopt verify`` from both).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt.core.checks import Check
+from dpopt.domain.queries import NumericQuery
+from dpopt.errors import CalibrationError
+from dpopt.mechanisms.exact_sum import _cost_refusal, _LatticeSum, _refusal
+from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
+from dpopt.mechanisms.integer_noise import dyadic_ceil
+from dpopt.mechanisms.lattice import integer_answers
+from dpopt.mechanisms.real_lattice import (
+    EXACT_SUM_NOTE,
+    LATTICE_BITS,
+    RealLattice,
+    answer_units,
+    exponent_at_most,
+    real_lattice,
+)
+from dpopt.mechanisms.staircase import (
+    PRIOR_METRICS,
+    StaircaseMechanism,
+    _candidate_steps,
+    metric_optimal_g,
+    steps_per_shift,
+)
+from dpopt.noise.discrete_staircase import MAX_STEP, DiscreteStaircase, DiscreteStaircaseMarginal
+from dpopt.noise.law import ProductLaw
+from dpopt.noise.staircase import StaircaseNoise
+from dpopt.privacy.pure_conversion import pure_epsilon_for, pure_privacy_check
+from dpopt.problem import Problem
+from dpopt.sensitivity.patterns import coordinatewise_reason, shift_pattern
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Privacy, Utility
+
+EXHAUSTIVE_STEPS = 4096
+"""Steps m up to which :func:`best_boundary` tries every boundary r ∈ {1, …, m}."""
+
+BOUNDARY_WINDOW = 64
+"""Boundaries tried either side of g*·m above :data:`EXHAUSTIVE_STEPS` (tests/test_staircase_lattice.py checks that
+the window holds the best of every r at m = 5000, under l1 and l2)."""
+
+SAMPLER_NOTE = ("discrete staircase noise of step m = {m}, boundary r = {r} and per-step ε' = {eps} (the staircase "
+                "density restricted to the lattice; a geometric period by CKS Algorithm 2, its part by rejection with "
+                "Bernoulli(e^{{−ε'}}), Algorithm 1)")
+
+
+def per_step_epsilon(epsilon0: float | Fraction) -> Fraction:
+    """ε' = 1/t with t = :func:`~dpopt.mechanisms.integer_noise.dyadic_ceil` (1/ε₀): at most ε₀, within 2⁻²⁰
+    relative."""
+    return 1 / dyadic_ceil(1 / Fraction(epsilon0))
+
+
+def best_boundary(epsilon: Fraction, step: int, unit: Fraction, utility: Utility,
+                  value: Callable[[DiscreteStaircase], float]) -> tuple[DiscreteStaircase, str]:
+    """The discrete staircase of per-step ε = ``epsilon`` and step m = ``step`` whose boundary r optimises
+    ``value`` (the spec's metric of the measurement; maximised for usefulness, else minimised), and the policy
+    recorded: every r for m ≤ :data:`EXHAUSTIVE_STEPS`, else the :data:`BOUNDARY_WINDOW` integers either side of
+    g*·m (g* the continuous metric-optimal g at ε, the step m·``unit``; ties: the smallest r)."""
+    m = int(step)
+    if m > MAX_STEP:
+        raise CalibrationError(f"a lattice step of {m} units is beyond the sampler's 2^40")
+    g_star, policy = metric_optimal_g(float(epsilon), float(m * unit), utility)
+    if m <= EXHAUSTIVE_STEPS:
+        boundaries = range(1, m + 1)
+    else:
+        centre = min(max(round(g_star * m), 1), m)
+        boundaries = range(max(centre - BOUNDARY_WINDOW, 1), min(centre + BOUNDARY_WINDOW, m) + 1)
+    sign = -1.0 if utility.metric == "usefulness" else 1.0
+    laws = [DiscreteStaircase(epsilon, m, r) for r in boundaries]
+    best = laws[int(np.argmin([sign * value(law) for law in laws]))]
+    return best, (f"{policy}, on the lattice: r = {best.boundary} of m = {m} (g = r/m; the continuous "
+                  f"g* = {g_star:.17g})")
+
+
+def _ratio(exact: float, continuous: float, utility: Utility) -> float:
+    """The lattice's cost: the exact measurement's metric over the continuous design's (the inverse for usefulness,
+    which is maximised)."""
+    return continuous / exact if utility.metric == "usefulness" else exact / continuous
+
+
+def _lattice_refusal(problem: Problem) -> str | None:
+    """Why a staircase design keeps the floating-point sampler, before any lattice is tried (None: it may not)."""
+    spec = problem.spec
+    if spec.sampler == "floating_point":
+        return "the spec asks for sampler: floating_point"
+    if spec.utility.metric in PRIOR_METRICS:
+        return f"the {spec.utility.metric} prediction is a quadrature of the continuous law"
+    return _refusal(problem) if isinstance(problem.query, NumericQuery) else None
+
+
+class _DiscreteStaircaseMeasurement:
+    """What both lattice measurements share: the discrete law in units of the lattice, its utilities scaled by
+    ``unit`` (the lattice's spacing in answer units), its parameters and its cost against the continuous design."""
+
+    law: DiscreteStaircase
+    unit: Fraction
+    continuous: dict | None
+    dimension: int
+    policy: str
+
+    def _measure(self, law: DiscreteStaircase, unit: Fraction, dimension: int, policy: str,
+                 continuous: dict | None) -> None:
+        StaircaseMechanism.__init__(self, float(law.epsilon), float(law.step * unit), law.boundary / law.step,
+                                    dimension, policy)
+        self.law, self.unit, self.continuous = law, Fraction(unit), continuous
+        self.cost_ratio = None if continuous is None else self._max_variance() / StaircaseNoise(
+            continuous["epsilon0"], continuous["step"], continuous["g"]).abs_moment(2)
+
+    @staticmethod
+    def _law(parameters: dict) -> DiscreteStaircase:
+        return DiscreteStaircase(Fraction(parameters["epsilon0_exact"]), int(parameters["step_units"]),
+                                 int(parameters["boundary_units"]))
+
+    @property
+    def parameters(self) -> dict:
+        return {**StaircaseMechanism.parameters.fget(self), "sampler": "exact", "epsilon0_exact": str(self.law.epsilon),
+                "step_units": self.law.step, "boundary_units": self.law.boundary, "continuous": self.continuous,
+                "lattice_cost_ratio": self.cost_ratio}
+
+    def _pure_check(self, steps: int, privacy: Privacy, shifts: str) -> Check:
+        total = self.law.epsilon * steps
+        return pure_privacy_check(
+            total, privacy,
+            "exact rational product ε'·K: the discrete staircase p(k) ∝ e^{−ε'⌊(|k| + m − r)/m⌋} changes level by "
+            f"at most ⌈|t|/m⌉ under an integer shift t, and {shifts} (dpopt.noise.discrete_staircase; Geng & "
+            "Viswanath 2016 restricted to the lattice)",
+            f"ε' = {self.law.epsilon}, m = {self.law.step}, r = {self.law.boundary}, K = {steps}: "
+            f"ε'K = {float(total):.17g}",
+        )
+
+    def _summary(self, steps: int, how: str) -> dict:
+        total = self.law.epsilon * steps
+        return {"epsilon": float(total), "epsilon_exact": str(total), "steps_per_worst_shift": steps,
+                "conversion": f"exact: ε = ε'·K on the lattice ({how})"}
+
+    def _sampler_note(self) -> str:
+        return SAMPLER_NOTE.format(m=self.law.step, r=self.law.boundary, eps=self.law.epsilon)
+
+    def _utility(self, utility: Utility) -> None:
+        return None
+
+    def _expected_l1(self) -> float:
+        return self.dimension * self.law.abs_moment(1) * float(self.unit)
+
+    def _expected_l2(self, workload: np.ndarray | None) -> float:
+        frob = self.dimension if workload is None else float(np.sum(workload**2))
+        return self._max_variance() * frob
+
+    def _usefulness(self, gamma: float) -> float:
+        return self.law.within(math.floor(Fraction(gamma) / self.unit))
+
+    def _max_variance(self) -> float:
+        return self.law.abs_moment(2) * float(self.unit) ** 2
+
+
+class StaircaseOnCounts(_DiscreteStaircaseMeasurement, StaircaseMechanism):
+    """The ``staircase`` design measured exactly on counts: y = x + η in integers, η i.i.d. discrete staircase."""
+
+    integer_noise = True
+    needs_integer_answers = True
+
+    def __init__(self, law: DiscreteStaircase, dimension: int, policy: str, continuous: dict | None):
+        self._measure(law, Fraction(1), dimension, policy, continuous)
+
+    @classmethod
+    def design_on(cls, problem: Problem, utility: Utility, record: dict) -> StaircaseOnCounts:
+        """The integer step m (among the continuous candidates |v_i|/j that are integers) and boundary r with the
+        best metric, at ε' = :func:`per_step_epsilon` (ε/K(m)), ε the target's pure ε; ``record`` the continuous
+        design it measures."""
+        space = problem.space
+        pattern = shift_pattern(space)
+        epsilon = Fraction(pure_epsilon_for(problem.spec.privacy))
+        steps = [int(step) for step in _candidate_steps(pattern) if float(step).is_integer()]
+        sign = -1.0 if utility.metric == "usefulness" else 1.0
+        found = []
+        for m in steps:
+            k = steps_per_shift(pattern, m)
+            law, policy = best_boundary(per_step_epsilon(epsilon / k), m, Fraction(1), utility,
+                                        lambda law: cls(law, space.dimension, "", None).expected_utility(utility).value)
+            mechanism = cls(law, space.dimension, policy, record)
+            found.append((sign * mechanism.expected_utility(utility).value, m, mechanism))
+        if not found:
+            raise CalibrationError("no integer staircase step")
+        return min(found, key=lambda t: t[:2])[2]
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> StaircaseOnCounts:
+        return cls(cls._law(parameters), space.dimension, parameters["g_policy"], parameters["continuous"])
+
+    def scope_checks(self, problem: Problem) -> list[Check]:
+        return [lattice_scope_check(problem)]
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.law.sample(rng, size * self.dimension).reshape(size, self.dimension)
+
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """x + η in int64 (the answers refused in one line unless whole numbers), then converted."""
+        counts = integer_answers(values)
+        return (counts + self.law.sample(rng, counts.size).reshape(counts.shape)).astype(float)
+
+    def _steps_on(self, space: SensitivitySpace) -> int | None:
+        return None if coordinatewise_reason(space) is not None else steps_per_shift(shift_pattern(space),
+                                                                                     self.law.step)
+
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        reason = coordinatewise_reason(space)
+        if reason is not None:
+            return [Check("privacy", "discrete staircase noise, per coordinate", False, reason)]
+        return [self._pure_check(self._steps_on(space), privacy,
+                                 "K = max_v Σ_i ⌈|v_i|/m⌉ over the spec's integer difference vectors, exact")]
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        return self._summary(self._steps_on(space), "K = max_v Σ_i ⌈|v_i|/m⌉ over the integer difference vectors")
+
+    def noise_law(self) -> ProductLaw:
+        """d i.i.d. discrete staircase coordinates, for the second route of ``dpopt verify``."""
+        law = self.law
+        return ProductLaw.iid(DiscreteStaircaseMarginal(law), self.dimension,
+                              f"discrete staircase^d (ε' = {law.epsilon}, m = {law.step}, r = {law.boundary})")
+
+    def notes(self) -> list[str]:
+        return [f"exact measurement of the staircase on counts: y = x + η in integers, η i.i.d. {self._sampler_note()}"
+                ", sampled in integer arithmetic; the released numbers are those integers (no floating point "
+                "touches the noise). Randomness: the numpy Generator passed to release (dpopt release: AES-CTR CSPRNG "
+                "keyed from OS entropy unless --insecure-seed). Timing: the noise is drawn before it is added, so the "
+                "random words and rejection rounds depend on the parameters and the noise drawn, never on the data; "
+                "not covered: the running time's dependence on the noise drawn",
+                f"staircase step g-policy: {self.policy}"]
+
+
+class LatticeSumStaircase(_DiscreteStaircaseMeasurement, _LatticeSum, StaircaseMechanism):
+    """Staircase on a bounded sum or mean, measured on the lattice: N + η, η discrete staircase (units of h)."""
+
+    family = "staircase"  # registered in place of StaircaseMechanism, whose design it refines
+
+    def __init__(self, law: DiscreteStaircase, lattice: RealLattice, policy: str, continuous: dict | None):
+        self.lattice = lattice
+        self._measure(law, lattice.unit, 1, policy, continuous)
+
+    @classmethod
+    def design(cls, problem: Problem) -> StaircaseMechanism:
+        """:meth:`StaircaseMechanism.design`; on counts and on a bounded sum or mean, its exact lattice measurement
+        unless the spec or the cost rules it out (then the continuous staircase and the reason)."""
+        return cls.from_design(problem, StaircaseMechanism.design(problem))
+
+    @classmethod
+    def from_design(cls, problem: Problem, continuous: StaircaseMechanism) -> StaircaseMechanism:
+        """The exact measurement of ``continuous``'s design, or ``continuous`` with its refusal."""
+        numeric = isinstance(problem.query, NumericQuery)
+        if not numeric and not counting_query(problem):
+            return continuous
+        spec = problem.spec
+        refusal = _lattice_refusal(problem)
+        if refusal is None:
+            record = {key: continuous.parameters[key] for key in ("epsilon0", "step", "g")}
+            try:
+                exact = (cls._lattice_design(problem, continuous, record) if numeric
+                         else StaircaseOnCounts.design_on(problem, spec.utility, record))
+            except CalibrationError as exc:
+                refusal = f"on the lattice: {exc}"
+            else:
+                ratio = _ratio(exact.expected_utility(spec.utility).value,
+                               continuous.expected_utility(spec.utility).value, spec.utility)
+                refusal = _cost_refusal(ratio)
+                if refusal is not None and not numeric:
+                    refusal += " (the discrete staircase is certified through ε-DP)"
+                if refusal is None and not exact.privacy_checks(problem.space, spec.privacy)[0].passed:
+                    refusal = "the discrete staircase does not meet the target through ε-DP"
+                if refusal is None:
+                    return exact
+        continuous.refusal = refusal
+        return continuous
+
+    @classmethod
+    def _lattice_design(cls, problem: Problem, continuous: StaircaseMechanism, record: dict) -> LatticeSumStaircase:
+        """The lattice of the continuous design's scale (module docstring), m = Δ_u, ε' from its ε₀, the best r."""
+        noise, spec = continuous.noise, problem.spec
+        _, sensitivity = answer_units(problem)
+        scale = sensitivity * min(Fraction(1), 1 / Fraction(noise.epsilon0), Fraction(noise.g) or Fraction(1))
+        lattice = real_lattice(problem, exponent_at_most(scale, LATTICE_BITS))
+        law, policy = best_boundary(per_step_epsilon(noise.epsilon0), lattice.shift, lattice.unit, spec.utility,
+                                    lambda law: cls(law, lattice, "", None).expected_utility(spec.utility).value)
+        return cls(law, lattice, policy, record)
+
+    @classmethod
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> StaircaseMechanism:
+        if parameters.get("sampler") != "exact":
+            return StaircaseMechanism.from_parameters(parameters, space)
+        if "sum_lattice" not in parameters:
+            return StaircaseOnCounts.from_parameters(parameters, space)
+        return cls(cls._law(parameters), RealLattice.from_dict(parameters["sum_lattice"]), parameters["g_policy"],
+                   parameters["continuous"])
+
+    @property
+    def parameters(self) -> dict:
+        return {**_DiscreteStaircaseMeasurement.parameters.fget(self), "sum_lattice": self.lattice.to_dict()}
+
+    def _units_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.law.sample(rng, size)
+
+    def _steps(self) -> int:
+        """K = ⌈Δ_u/m⌉: the most levels a neighbouring move of N crosses."""
+        return -(-self.lattice.shift // self.law.step)
+
+    def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        return [self._pure_check(self._steps(), privacy,
+                                 f"neighbours move the lattice sum N by at most Δ_u = {self.lattice.shift} units: "
+                                 "K = ⌈Δ_u/m⌉")]
+
+    def privacy_summary(self, space: SensitivitySpace) -> dict:
+        return self._summary(self._steps(), "K = ⌈Δ_u/m⌉, Δ_u the lattice sum's sensitivity and m the step, both "
+                                            "in units of h")
+
+    def notes(self) -> list[str]:
+        lat = self.lattice
+        return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=self._sampler_note(), divisor=lat.divisor,
+                                      shift=lat.shift),
+                f"staircase step g-policy: {self.policy}"]
+
+
+__all__ = ["LatticeSumStaircase", "StaircaseOnCounts", "best_boundary", "per_step_epsilon"]
