@@ -148,8 +148,10 @@ FAMILIES: tuple[Capability, ...] = (
                inexact="on counts the unit-step discrete staircase is the geometric law (exact as "
                        "discrete_laplace); on real answers its steps at ±(g + k)Δ₀ are not lattice points",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
-    Capability("r2dp", _M + "r2dp", metrics=LOCAL_METRICS, bound="iid",
-               inexact="Laplace of a scale drawn from a continuous mixing law: no exact sampler of the mixture",
+    Capability("r2dp", _M + "r2dp_counts", metrics=LOCAL_METRICS, bound="iid",
+               exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace "
+                     "laws of dyadic scales with integer weights, optimised by the LP on ℤ; metrics l1, l2, "
+                     "max_variance, usefulness, kl, renyi (mallows keeps floating point)",
                serves="R²DP: Laplace with a randomised scale"),
     Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),

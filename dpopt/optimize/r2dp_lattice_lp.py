@@ -1,0 +1,189 @@
+r"""The best discrete Laplace mixture for a per-coordinate metric: the R²DP mixture LP on the integers.
+
+A mixture Σ_j w_j DLap(1/t_j) (:mod:`dpopt.noise.discrete_laplace_mixture`) meets ε at an integer shift Δ iff
+a(0) ≤ e^ε a(Δ) (:mod:`dpopt.privacy.r2dp_lattice`), i.e. the constraint is linear in the weights:
+
+.. math:: \sum_j w_j\, r(t_j) \le 0, \qquad r(t) = \tanh(t/2)\,\big(1 - e^{\varepsilon - \Delta t}\big),
+
+the lattice form of the continuous LP's t(1 − e^{ε−Δt}) (:mod:`dpopt.optimize.r2dp_lp`). Every metric below is
+E[c(t)] for the per-component cost c of DLap(1/t), so the best mixture on a grid of rates is the same LP
+(:func:`~dpopt.optimize.r2dp_lp.solve_mixture_lp`), its basic solutions two atoms at most:
+
+=============  ====================================================  ======================
+metric         c(t) (discrete Laplace of rate t, r = e^{−t})          metric from E[c]
+=============  ====================================================  ======================
+usefulness γ   P(|Z| > γ) = 2r^{⌊γ⌋+1}/(1 + r)                        1 − E[c]
+l1             E|Z| = 2r/(1 − r²)                                    d·E[c]
+l2             E Z² = 2r/(1 − r)²                                    ‖W‖_F²·E[c]
+kl, renyi      the clipped release's divergence (finite sums)        as the continuous family
+=============  ====================================================  ======================
+
+The caller's grid holds the rates of dyadic scales (the exact sampler's), so the LP's atoms are the released ones. Nothing is taken on trust: the mechanism re-certifies the mixture with rounded
+integer weights in ball arithmetic. Weak duality bounds every mixture (any scales): for λ ≥ 0,
+E c ≥ inf_{t>0} c(t) + λ r(t) (evaluated on a log grid refined around its minima,
+:func:`~dpopt.optimize.r2dp_lp.min_on_line`); the discrete Laplace (one atom at t₀ = ε/Δ, r(t₀) = 0) is optimal
+among all mixtures when that bound at λ* = −c'(t₀)/r'(t₀) reaches c(t₀).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt.errors import SolverError
+from dpopt.noise.discrete_laplace_mixture import DiscreteLaplaceMixture, round_weights
+from dpopt.noise.prior_metrics import kl_divergence, renyi_divergence
+from dpopt.optimize.r2dp_lp import min_on_line, solve_mixture_lp
+from dpopt.spec.models import Utility
+
+LATTICE_METRICS = ("l1", "l2", "max_variance", "usefulness", "kl", "renyi")
+"""Metrics the lattice design predicts exactly (``mallows`` keeps the continuous family)."""
+
+MAX_SUM_TERMS = 5 * 10**7
+"""Largest (grid rates × cells × summed integers) of a prior metric's per-atom costs: beyond, the lattice design
+is refused (the sums grow with the noise scale)."""
+
+
+@dataclass(frozen=True)
+class LatticeObjective:
+    """A per-coordinate cost c(t) of DLap(1/t), minimised in expectation over the mixture.
+
+    Attributes
+    ----------
+    name, description : str
+    cost : callable
+        c(t), vectorised over rates t > 0.
+    cheap : bool
+        False when c(t) is a sum per rate (the prior metrics): coarser grids.
+    """
+
+    name: str
+    cost: Callable[[np.ndarray], np.ndarray]
+    description: str
+    cheap: bool = True
+
+
+def _single(t: float) -> DiscreteLaplaceMixture:
+    return DiscreteLaplaceMixture((Fraction(1.0 / float(t)),), (1,))
+
+
+def lattice_objective(utility: Utility) -> LatticeObjective | None:
+    """The per-coordinate objective of ``utility`` on the lattice; None for a metric not in
+    :data:`LATTICE_METRICS`."""
+    metric = utility.metric
+    if metric == "usefulness":
+        m = math.floor(utility.gamma) + 1
+        return LatticeObjective(
+            metric, lambda t: 2.0 * np.exp(-m * np.asarray(t, dtype=float)) / (1.0 + np.exp(-np.asarray(t, dtype=float))),
+            f"P(|Z| > {utility.gamma:g}) = Σ w_j 2r_j^{m}/(1 + r_j)")
+    if metric == "l1":
+        return LatticeObjective(metric, lambda t: 1.0 / np.sinh(np.asarray(t, dtype=float)),
+                                "E|Z| = Σ w_j 2r_j/(1 − r_j²) = Σ w_j / sinh t_j")
+    if metric in ("l2", "max_variance"):
+        return LatticeObjective(metric, lambda t: 0.5 / np.sinh(np.asarray(t, dtype=float) / 2.0) ** 2,
+                                "E Z² = Σ w_j 2r_j/(1 − r_j)² = Σ w_j / (2 sinh²(t_j/2))")
+    if metric == "kl":
+        return LatticeObjective(
+            metric, lambda t: np.array([kl_divergence(_single(x), utility.prior, utility.floor) for x in np.ravel(t)]),
+            f"generalised KL of the released histogram clipped at {utility.floor:g} (sums over ℤ)", cheap=False)
+    if metric == "renyi":
+        order = utility.order
+        return LatticeObjective(
+            metric, lambda t: np.array([_renyi_cost(_single(x), utility, order) for x in np.ravel(t)]),
+            f"Rényi divergence of order {order:g}, histogram clipped at {utility.floor:g} (sums over ℤ)", cheap=False)
+    return None
+
+
+def _renyi_cost(noise: DiscreteLaplaceMixture, utility: Utility, order: float) -> float:
+    """The linear bracket behind the Rényi metric, signed so that it is minimised: ±((α − 1)D_α mapped back)."""
+    value = renyi_divergence(noise, utility.prior, utility.floor, order)
+    return math.expm1((order - 1.0) * value) * (1.0 if order > 1 else -1.0)
+
+
+def lattice_row(t, epsilon: float, shift: int) -> np.ndarray:
+    """r(t) = tanh(t/2)(1 − e^{ε − Δt}) (the privacy constraint is Σ w_j r(t_j) ≤ 0)."""
+    t = np.asarray(t, dtype=float)
+    return np.tanh(t / 2.0) * -np.expm1(epsilon - shift * t)
+
+
+@dataclass(frozen=True)
+class LatticeOptimum:
+    """The LP's mixture and what it proves.
+
+    Attributes
+    ----------
+    mixture : DiscreteLaplaceMixture
+        The LP's support with weights rounded to integers over 2^32 (the last atom, the one with the most negative
+        constraint value, takes the remainder: rounding moves mass toward privacy); not yet certified.
+    laplace : DiscreteLaplaceMixture
+        The discrete Laplace of scale Δ/ε rounded up (one atom).
+    bound : float
+        Weak-duality lower bound on E[c] of every mixture meeting ε at Δ.
+    laplace_optimal : bool
+        The dual certificate of the one-atom law's optimality among all mixtures (module docstring).
+    multiplier : float
+    grid : int
+    solver : str
+    """
+
+    mixture: DiscreteLaplaceMixture
+    laplace: DiscreteLaplaceMixture
+    bound: float
+    laplace_optimal: bool
+    multiplier: float
+    grid: int
+    solver: str
+
+
+def grid_points(objective: LatticeObjective) -> int:
+    """Rates of the LP's grid: 801, 161 for the prior metrics (a sum per rate)."""
+    return 801 if objective.cheap else 161
+
+
+def sum_terms(objective: LatticeObjective, epsilon: float, shift: int, cells: int) -> int:
+    """The work of the prior metrics' per-atom sums on a grid reaching the scale 100Δ/ε (0 for closed forms)."""
+    if objective.cheap:
+        return 0
+    largest = 100.0 * shift / epsilon
+    return grid_points(objective) * cells * 2 * DiscreteLaplaceMixture((Fraction(largest),), (1,)).truncation
+
+
+def optimize_lattice_mixture(objective: LatticeObjective, epsilon: float, shift: int, scales: list[Fraction],
+                             laplace_scale: Fraction) -> LatticeOptimum:
+    """The LP over mixtures of discrete Laplace laws of the given dyadic ``scales`` (``laplace_scale``, the
+    discrete Laplace's Δ/ε rounded up, among them), at per-coordinate ε and integer shift Δ, with its dual bound
+    (module docstring).
+
+    Raises
+    ------
+    SolverError
+        If the LP does not solve.
+    """
+    t = np.array([1.0 / float(s) for s in scales])
+    costs, row = objective.cost(t), lattice_row(t, epsilon, shift)
+    if not np.all(np.isfinite(costs)):
+        raise SolverError(f"the {objective.name} cost is not finite on the lattice grid")
+    t0 = epsilon / shift
+    c0 = float(objective.cost(np.array([t0]))[0])
+    norm = abs(c0) if c0 != 0 else 1.0
+    w, lam, solver = solve_mixture_lp(costs / norm, row)
+    lam *= norm
+    support = np.flatnonzero(w > 1e-9 * w.max())
+    order = support[np.argsort(-row[support])]  # the most negative constraint value last
+    mixture = DiscreteLaplaceMixture(tuple(scales[i] for i in order), round_weights(w[order]))
+    laplace = DiscreteLaplaceMixture((laplace_scale,), (1,))
+
+    dual_grid = t0 * np.logspace(-4.0, 4.0, 4001 if objective.cheap else 401)
+    h = 1e-5 * t0
+    slope = float((objective.cost(np.array([t0 + h])) - objective.cost(np.array([t0 - h])))[0] / (2 * h))
+    lam_star = max(-slope / float(np.tanh(t0 / 2.0) * shift), 0.0)  # r'(t₀) = tanh(t₀/2)·Δ
+    bounds = {}
+    for m in {lam, lam_star}:
+        bounds[m] = min_on_line(lambda x, m=m: objective.cost(x) + m * lattice_row(x, epsilon, shift), dual_grid)[1]
+    best_lam = max(bounds, key=bounds.get)
+    optimal = bounds[lam_star] >= c0 - 1e-10 * abs(c0)
+    return LatticeOptimum(mixture, laplace, bounds[best_lam], optimal, best_lam, len(scales), solver)
