@@ -21,9 +21,12 @@ the closed form.
 the prior metrics), per coordinate at ε/k for the shift Δ∞ (k = max_v ‖v‖₀), as the continuous design; weights
 rounded to integers over 2^32 toward the more private atom; the scales moved up by 2^-10 until the ball check
 passes. The discrete Laplace at the same ε is a candidate too, and is the answer when the dual certificate proves it
-optimal among all mixtures. The continuous R²DP design is computed alongside: the certificate records its second fold
-and value (re-derived at verification), and when the lattice design's predicted utility is worse than it by more
-than :data:`COST_MARGIN` (0.1%, as ``EXACT_MARGIN``) the family keeps the continuous design and says why.
+optimal among all mixtures; under unit shifts (the counts' usual case) it is proven optimal for l1, l2, max_variance and
+usefulness and the LP is not run (:data:`UNIT_SHIFT_PROOF`). The continuous R²DP is compared through its staircase
+bound (:meth:`R2DPMechanism.utility_bound`: no continuous design does better) when the lattice design is within
+:data:`COST_MARGIN` of it; otherwise the continuous design is computed, the certificate records its second fold and
+value (both re-derived at verification), and when the lattice design is worse than it by more than
+:data:`COST_MARGIN` (0.1%, as ``EXACT_MARGIN``) the family keeps the continuous design and says why.
 
 ``sampler: floating_point``, non-counting queries, the ``mallows`` metric, and prior metrics whose sums would exceed
 :data:`~dpopt.optimize.r2dp_lattice_lp.MAX_SUM_TERMS` keep the continuous design (:mod:`dpopt.mechanisms.r2dp`).
@@ -39,7 +42,7 @@ import numpy as np
 from dpopt.core.checks import Check
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, SolverError
-from dpopt.mechanisms.base import UtilityValue, better
+from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, UtilityValue, better
 from dpopt.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_noise import EXACT_SAMPLER_NOTE
@@ -69,6 +72,13 @@ from dpopt.spec.models import Privacy, Utility
 COST_MARGIN = 1e-3
 """The largest relative utility cost of the lattice design against the continuous one at which it is used (the
 same 0.1% as :data:`dpopt.design.select.EXACT_MARGIN`; not imported: design is a higher layer)."""
+
+UNIT_SHIFT_PROOF = (
+    "no LP: under unit shifts the discrete Laplace at ε/k is optimal among all symmetric integer noises whose "
+    "coordinate is (ε/k)-DP, hence among all mixtures: such a law has p(j+1)/p(j) ≥ e^{−ε/k} for j ≥ 0, so its "
+    "ratio to the geometric law e^{−ε|j|/k} does not decrease in |j| (monotone likelihood ratio), |Z| dominates the "
+    "geometric |Z| stochastically, and every cost non-decreasing in |Z| (E|Z|, E Z², P(|Z| > γ)) is at least the "
+    "geometric's; exact ball re-check")
 
 NUDGES = 40
 """Times the scales are moved up by 2^-10 before a rounded mixture is given up (its ball check never passed)."""
@@ -161,11 +171,17 @@ class R2DPOnCounts(R2DPMechanism):
     # ---------------------------------------------------------------- design
     @classmethod
     def utility_bound(cls, problem: Problem) -> float | None:
-        """None on counts (the continuous family's staircase bound does not hold for noise that only needs integer
+        """On counts whose neighbours move coordinates by at most 1: the discrete Laplace at ε/k per coordinate
+        (:func:`unit_shift_optimum`), which no integer noise beats for l1, l2, max_variance, usefulness; None for
+        other counts (the continuous family's staircase bound does not hold for noise that only needs integer
         shifts: the discrete Laplace beats it at large ε); the continuous family's bound elsewhere."""
-        if cls.supports(problem) is None and lattice_reason(problem) is None:
+        if cls.supports(problem) is not None or lattice_reason(problem) is not None:
+            return R2DPMechanism.utility_bound(problem)
+        pattern = shift_pattern(problem.space)
+        if int(pattern.largest) != 1 or problem.spec.utility.metric not in SCALE_MONOTONE_METRICS:
             return None
-        return R2DPMechanism.utility_bound(problem)
+        scale = Fraction(pattern.max_support / pure_epsilon_for(problem.spec.privacy) * (1 - 1e-9))
+        return _one_atom_value(scale, problem.space.dimension, problem.spec.utility)
 
     @classmethod
     def design(cls, problem: Problem) -> R2DPMechanism:
@@ -177,13 +193,19 @@ class R2DPOnCounts(R2DPMechanism):
             if reason != "unsupported" and counting_query(problem):
                 continuous.refusal = reason
             return continuous
-        _, _, _, fold, continuous_value = R2DPMechanism._optimised(problem, dual_bound=False)
-        exact = cls._lattice_design(problem, {"second_fold": fold.parameters, "value": continuous_value})
-        cost = _worse(exact.design_record["value"], continuous_value, problem.spec.utility.metric)
+        exact = cls._lattice_design(problem)
+        metric = problem.spec.utility.metric
+        bound = R2DPMechanism.utility_bound(problem)
+        if bound is not None and _worse(exact.design_record["value"], bound, metric) <= COST_MARGIN:
+            exact.design_record["baselines"]["continuous_r2dp"] = {"bound": bound}
+            return exact
+        _, _, _, fold, value = R2DPMechanism._optimised(problem, dual_bound=False)
+        exact.design_record["baselines"]["continuous_r2dp"] = {"second_fold": fold.parameters, "value": value}
+        cost = _worse(exact.design_record["value"], value, metric)
         if cost > COST_MARGIN:
             continuous = R2DPMechanism.design(problem)
-            continuous.refusal = (f"the exact mixture's {problem.spec.utility.metric} is {cost:.4%} worse than the "
-                                  "continuous design's (above 0.1%)")
+            continuous.refusal = (f"the exact mixture's {metric} is {cost:.4%} worse than the continuous design's "
+                                  "(above 0.1%)")
             return continuous
         return exact
 
@@ -192,46 +214,61 @@ class R2DPOnCounts(R2DPMechanism):
         return cls.design(problem).expected_utility(problem.spec.utility).value
 
     @classmethod
-    def _lattice_design(cls, problem: Problem, continuous: dict) -> R2DPOnCounts:
+    def _lattice_design(cls, problem: Problem) -> R2DPOnCounts:
+        """The certified mixture and its record (the continuous comparison is added by :meth:`design`)."""
         spec, space = problem.spec, problem.space
         utility = spec.utility
         check_prior(utility, space.dimension)
         pattern = shift_pattern(space)
         k, shift = pattern.max_support, int(pattern.largest)
         epsilon = pure_epsilon_for(spec.privacy)
-        objective = lattice_objective(utility)
-        scales = rate_grid(epsilon / k, shift, grid_points(objective))
-        laplace_scale = lattice_scale(Fraction(shift) / Fraction(epsilon / k))
-        try:
-            optimum = optimize_lattice_mixture(objective, epsilon / k * (1 - 1e-9), shift, scales, laplace_scale)
-        except SolverError as exc:
-            raise CalibrationError(f"the R²DP lattice mixture LP failed ({exc})") from exc
-        laplace = certify_mixture(optimum.laplace, pattern, spec.privacy)
-        mixture = certify_mixture(optimum.mixture, pattern, spec.privacy)
-        candidates = [m for m in (laplace, None if optimum.laplace_optimal else mixture) if m is not None]
-        if not candidates:
+        laplace = certify_mixture(DiscreteLaplaceMixture((lattice_scale(Fraction(shift) / Fraction(epsilon / k)),),
+                                                         (1,)), pattern, spec.privacy)
+        if shift == 1 and utility.metric in SCALE_MONOTONE_METRICS:
+            chosen, optimal, how = laplace, True, UNIT_SHIFT_PROOF
+            bound = cls.utility_bound(problem)
+            extra = {"bound_all_mixtures": bound}
+        else:
+            chosen, optimal, how, extra = cls._lp_design(problem, pattern, laplace)
+        if chosen is None:
             raise CalibrationError("no discrete Laplace mixture passed the exact privacy check")
-        chosen = min(candidates, key=lambda m: _cost(objective, m))
         baseline = DiscreteLaplaceMechanism.design(problem)
         record = {
             "metric": utility.metric,
             "per_coordinate": {"epsilon": epsilon / k, "shift": shift, "coordinates_moved": k,
                                "exact": pattern.uniform},
-            "method": (f"LP over mixtures of discrete Laplace laws of {optimum.grid} dyadic scales (cvxpy "
-                       f"{optimum.solver}), weights rounded to integers over 2^32, exact ball re-check"),
-            "objective": objective.description,
-            "discrete_laplace_optimal_among_mixtures": optimum.laplace_optimal,
-            "dual_multiplier": optimum.multiplier,
-            "bound_all_mixtures": _metric_of_cost(optimum.bound, utility, space.dimension),
-            "baselines": {
-                "discrete_laplace": {"scale": str(baseline.scale),
-                                     "value": _one_atom_value(baseline.scale, space.dimension, utility)},
-                "continuous_r2dp": continuous,
-            },
+            "method": how,
+            "discrete_laplace_optimal_among_mixtures": optimal,
+            **extra,
+            "baselines": {"discrete_laplace": {"scale": str(baseline.scale),
+                                               "value": _one_atom_value(baseline.scale, space.dimension, utility)}},
         }
         mechanism = cls(chosen, space.dimension, record)
         record["value"] = mechanism.expected_utility(utility).value
         return mechanism
+
+    @staticmethod
+    def _lp_design(problem: Problem, pattern: ShiftPattern, laplace: DiscreteLaplaceMixture | None) -> tuple:
+        """(the certified mixture, whether the one-atom law is proven optimal, the method, the LP's record) from
+        :func:`~dpopt.optimize.r2dp_lattice_lp.optimize_lattice_mixture`."""
+        spec, space = problem.spec, problem.space
+        k, shift = pattern.max_support, int(pattern.largest)
+        epsilon = pure_epsilon_for(spec.privacy) / k
+        objective = lattice_objective(spec.utility)
+        scales = rate_grid(epsilon, shift, grid_points(objective))
+        try:
+            optimum = optimize_lattice_mixture(objective, epsilon * (1 - 1e-9), shift, scales,
+                                               lattice_scale(Fraction(shift) / Fraction(epsilon)))
+        except SolverError as exc:
+            raise CalibrationError(f"the R²DP lattice mixture LP failed ({exc})") from exc
+        mixture = None if optimum.laplace_optimal else certify_mixture(optimum.mixture, pattern, spec.privacy)
+        candidates = [m for m in (laplace, mixture) if m is not None]
+        chosen = min(candidates, key=lambda m: _cost(objective, m), default=None)
+        how = (f"LP over mixtures of discrete Laplace laws of {optimum.grid} dyadic scales (cvxpy {optimum.solver}), "
+               "weights rounded to integers over 2^32, exact ball re-check")
+        extra = {"objective": objective.description, "dual_multiplier": optimum.multiplier,
+                 "bound_all_mixtures": _metric_of_cost(optimum.bound, spec.utility, space.dimension)}
+        return chosen, optimum.laplace_optimal, how, extra
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> R2DPMechanism:
@@ -293,20 +330,24 @@ class R2DPOnCounts(R2DPMechanism):
         recorded = record["baselines"]
         laplace = DiscreteLaplaceMechanism(Fraction(recorded["discrete_laplace"]["scale"]), space.dimension)
         laplace_ok = all(c.passed for c in laplace.privacy_checks(space, spec.privacy))
-        continuous = R2DPMechanism(fold_from_parameters(recorded["continuous_r2dp"]["second_fold"]), space.dimension)
-        continuous_ok = all(c.passed for c in continuous.privacy_checks(space, spec.privacy))
+        continuous = recorded["continuous_r2dp"]
+        if "second_fold" in continuous:
+            design = R2DPMechanism(fold_from_parameters(continuous["second_fold"]), space.dimension)
+            continuous_ok = all(c.passed for c in design.privacy_checks(space, spec.privacy))
+            value, word = design.expected_utility(spec.utility).value, "its recorded second fold, privacy re-checked"
+        else:
+            value, word = R2DPMechanism.utility_bound(problem), "the staircase bound on every continuous design"
+            continuous_ok = value is not None and _worse(record.get("value"), value, spec.utility.metric) <= COST_MARGIN
         mine = self.expected_utility(spec.utility).value
-        values = (_one_atom_value(laplace.scale, space.dimension, spec.utility),
-                  continuous.expected_utility(spec.utility).value)
+        values = (_one_atom_value(laplace.scale, space.dimension, spec.utility), value)
         agree = (_close(values[0], recorded["discrete_laplace"]["value"])
-                 and _close(values[1], recorded["continuous_r2dp"]["value"])
+                 and _close(values[1], continuous.get("value", continuous.get("bound")))
                  and _close(mine, record.get("value")) and laplace_ok and continuous_ok)
         checks.append(Check(
             "r2dp.comparison",
-            "the recorded comparison at the same ε is recomputed: the discrete Laplace (its recorded scale) and the "
-            "continuous R²DP design (its recorded second fold), privacy of each re-checked, and this mixture, for "
-            "the spec's metric",
-            agree, _lattice_verdict(spec.utility.metric, mine, *values),
+            f"the recorded comparison at the same ε is recomputed: the discrete Laplace (its recorded scale, privacy "
+            f"re-checked), the continuous R²DP ({word}) and this mixture, for the spec's metric",
+            agree, _lattice_verdict(spec.utility.metric, mine, *values, "bound" in continuous),
         ))
         return checks
 
@@ -327,9 +368,10 @@ class R2DPOnCounts(R2DPMechanism):
         ]
         b = self.design_record.get("baselines")
         if b:
+            c = b["continuous_r2dp"]
             notes.append("comparison at the same ε: " + _lattice_verdict(
                 self.design_record["metric"], self.design_record.get("value"), b["discrete_laplace"]["value"],
-                b["continuous_r2dp"]["value"]))
+                c.get("value", c.get("bound")), "bound" in c))
         return notes
 
     # --------------------------------------------------------------- utility
@@ -384,11 +426,15 @@ def _close(a, b) -> bool:
     return isinstance(b, (int, float)) and (a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-15))
 
 
-def _lattice_verdict(metric: str, mine: float, laplace: float, continuous: float) -> str:
-    values = {"R²DP on ℤ": mine, "discrete Laplace": laplace, "continuous R²DP (floating point)": continuous}
+def _lattice_verdict(metric: str, mine: float, laplace: float, continuous: float | None, bound: bool) -> str:
+    if continuous is None:
+        return f"{metric}: no continuous R²DP bound to compare with"
+    name = "every continuous R²DP (staircase bound)" if bound else "continuous R²DP (floating point)"
+    values = {"R²DP on ℤ": mine, "discrete Laplace": laplace, name: continuous}
     text = ", ".join(f"{k} {v:.6g}" for k, v in values.items())
     return (f"{metric}: {text}; the exact mixture is {-_worse(mine, continuous, metric):+.3%} against the continuous "
-            f"design (positive: better), {-_worse(mine, laplace, metric):+.3%} against the discrete Laplace")
+            f"{'bound' if bound else 'design'} (positive: better), {-_worse(mine, laplace, metric):+.3%} against the "
+            "discrete Laplace")
 
 
 __all__ = ["R2DPOnCounts", "certify_mixture", "lattice_privacy_check", "lattice_reason"]

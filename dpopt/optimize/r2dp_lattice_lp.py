@@ -67,6 +67,12 @@ class LatticeObjective:
     cheap: bool = True
 
 
+def _geometric(t, form: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """``form(r, 1 − r)`` at r = e^{−t} (1 − r by ``expm1``: no cancellation at small t), vectorised."""
+    t = np.asarray(t, dtype=float)
+    return form(np.exp(-t), -np.expm1(-t))
+
+
 def _single(t: float) -> DiscreteLaplaceMixture:
     return DiscreteLaplaceMixture((Fraction(1.0 / float(t)),), (1,))
 
@@ -77,15 +83,14 @@ def lattice_objective(utility: Utility) -> LatticeObjective | None:
     metric = utility.metric
     if metric == "usefulness":
         m = math.floor(utility.gamma) + 1
-        return LatticeObjective(
-            metric, lambda t: 2.0 * np.exp(-m * np.asarray(t, dtype=float)) / (1.0 + np.exp(-np.asarray(t, dtype=float))),
-            f"P(|Z| > {utility.gamma:g}) = Σ w_j 2r_j^{m}/(1 + r_j)")
+        return LatticeObjective(metric, lambda t: _geometric(t, lambda r, q: 2.0 * r**m / (1.0 + r)),
+                                f"P(|Z| > {utility.gamma:g}) = Σ w_j 2r_j^{m}/(1 + r_j)")
     if metric == "l1":
-        return LatticeObjective(metric, lambda t: 1.0 / np.sinh(np.asarray(t, dtype=float)),
-                                "E|Z| = Σ w_j 2r_j/(1 − r_j²) = Σ w_j / sinh t_j")
+        return LatticeObjective(metric, lambda t: _geometric(t, lambda r, q: 2.0 * r / (q * (1.0 + r))),
+                                "E|Z| = Σ w_j 2r_j/(1 − r_j²)")
     if metric in ("l2", "max_variance"):
-        return LatticeObjective(metric, lambda t: 0.5 / np.sinh(np.asarray(t, dtype=float) / 2.0) ** 2,
-                                "E Z² = Σ w_j 2r_j/(1 − r_j)² = Σ w_j / (2 sinh²(t_j/2))")
+        return LatticeObjective(metric, lambda t: _geometric(t, lambda r, q: 2.0 * r / q**2),
+                                "E Z² = Σ w_j 2r_j/(1 − r_j)²")
     if metric == "kl":
         return LatticeObjective(
             metric, lambda t: np.array([kl_divergence(_single(x), utility.prior, utility.floor) for x in np.ravel(t)]),
