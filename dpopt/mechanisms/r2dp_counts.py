@@ -19,7 +19,7 @@ the closed form.
 
 **Design.** The mixture LP on the integers (:mod:`dpopt.optimize.r2dp_lattice_lp`) over 801 dyadic scales (161 for
 the prior metrics), per coordinate at ε/k for the shift Δ∞ (k = max_v ‖v‖₀), as the continuous design; weights
-rounded to integers over 2^32 toward the more private atom; the scales moved up by 2^-10 until the ball check
+rounded to integers over 2^32 toward the more private atom; the scales moved up by 2^-20 until the ball check
 passes. The discrete Laplace at the same ε is a candidate too, and is the answer when the dual certificate proves it
 optimal among all mixtures; under unit shifts (the counts' usual case) it is proven optimal for l1, l2, max_variance and
 usefulness and the LP is not run (:data:`UNIT_SHIFT_PROOF`). The continuous R²DP is compared through its staircase
@@ -45,8 +45,7 @@ from dpopt.errors import CalibrationError, SolverError
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, UtilityValue, better
 from dpopt.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
-from dpopt.mechanisms.integer_noise import EXACT_SAMPLER_NOTE
-from dpopt.mechanisms.laplace_lattice import lattice_scale
+from dpopt.mechanisms.integer_noise import EXACT_SAMPLER_NOTE, dyadic_ceil
 from dpopt.mechanisms.lattice import integer_answers
 from dpopt.mechanisms.r2dp import R2DPMechanism
 from dpopt.mechanisms.staircase import check_prior, prior_metric
@@ -81,7 +80,7 @@ UNIT_SHIFT_PROOF = (
     "geometric's; exact ball re-check")
 
 NUDGES = 40
-"""Times the scales are moved up by 2^-10 before a rounded mixture is given up (its ball check never passed)."""
+"""Times the scales are moved up by 2^-20 before a rounded mixture is given up (its ball check never passed)."""
 
 
 def lattice_reason(problem: Problem) -> str | None:
@@ -93,7 +92,8 @@ def lattice_reason(problem: Problem) -> str | None:
     if not counting_query(problem):
         return "the answers are not counts"
     if spec.utility.metric not in LATTICE_METRICS:
-        return f"the {spec.utility.metric} metric of a lattice law is not predicted (metrics: {', '.join(LATTICE_METRICS)})"
+        return (f"the {spec.utility.metric} metric of a lattice law is not predicted (metrics: "
+                f"{', '.join(LATTICE_METRICS)})")
     if coordinatewise_reason(problem.space) is not None:
         return coordinatewise_reason(problem.space)
     pattern = shift_pattern(problem.space)
@@ -109,22 +109,23 @@ def lattice_reason(problem: Problem) -> str | None:
 
 
 def rate_grid(epsilon: float, shift: int, points: int) -> list[Fraction]:
-    """Dyadic scales (:func:`~dpopt.mechanisms.laplace_lattice.lattice_scale`, the exact sampler's) of ``points``
-    rates log-spaced over [10⁻², 10²]·ε/Δ, and the discrete Laplace's Δ/ε rounded up; increasing, no repeats."""
+    """Dyadic scales (:func:`~dpopt.mechanisms.integer_noise.dyadic_ceil`: rounded up to 21 significant bits) of
+    ``points`` rates log-spaced over [10⁻², 10²]·ε/Δ, and the discrete Laplace's Δ/ε rounded up; increasing, no
+    repeats."""
     rates = np.logspace(-2.0, 2.0, points) * epsilon / shift
-    scales = {lattice_scale(Fraction(1.0 / float(t))) for t in rates}
-    scales.add(lattice_scale(Fraction(shift) / Fraction(epsilon)))
+    scales = {dyadic_ceil(Fraction(1.0 / float(t))) for t in rates}
+    scales.add(dyadic_ceil(Fraction(shift) / Fraction(epsilon)))
     return sorted(scales)
 
 
 def certify_mixture(mixture: DiscreteLaplaceMixture, pattern: ShiftPattern, privacy: Privacy
                     ) -> DiscreteLaplaceMixture | None:
-    """``mixture``, or its scales moved up by 2^-10 at a time (at most :data:`NUDGES` times), once the ball check of
+    """``mixture``, or its scales moved up by 2^-20 at a time (at most :data:`NUDGES` times), once the ball check of
     :func:`lattice_privacy_check` passes; None if it never does."""
     for _ in range(NUDGES):
         if lattice_privacy_check(mixture, pattern, privacy).passed:
             return mixture
-        mixture = DiscreteLaplaceMixture(tuple(lattice_scale(s * (1 + Fraction(1, 1024))) for s in mixture.scales),
+        mixture = DiscreteLaplaceMixture(tuple(dyadic_ceil(s * (1 + Fraction(1, 2**20))) for s in mixture.scales),
                                          mixture.weights)
     return None
 
@@ -222,7 +223,7 @@ class R2DPOnCounts(R2DPMechanism):
         pattern = shift_pattern(space)
         k, shift = pattern.max_support, int(pattern.largest)
         epsilon = pure_epsilon_for(spec.privacy)
-        laplace = certify_mixture(DiscreteLaplaceMixture((lattice_scale(Fraction(shift) / Fraction(epsilon / k)),),
+        laplace = certify_mixture(DiscreteLaplaceMixture((dyadic_ceil(Fraction(shift) / Fraction(epsilon / k)),),
                                                          (1,)), pattern, spec.privacy)
         if shift == 1 and utility.metric in SCALE_MONOTONE_METRICS:
             chosen, optimal, how = laplace, True, UNIT_SHIFT_PROOF
@@ -258,7 +259,7 @@ class R2DPOnCounts(R2DPMechanism):
         scales = rate_grid(epsilon, shift, grid_points(objective))
         try:
             optimum = optimize_lattice_mixture(objective, epsilon * (1 - 1e-9), shift, scales,
-                                               lattice_scale(Fraction(shift) / Fraction(epsilon)))
+                                               dyadic_ceil(Fraction(shift) / Fraction(epsilon)))
         except SolverError as exc:
             raise CalibrationError(f"the R²DP lattice mixture LP failed ({exc})") from exc
         mixture = None if optimum.laplace_optimal else certify_mixture(optimum.mixture, pattern, spec.privacy)

@@ -18,9 +18,9 @@ l2             E Z² = 2r/(1 − r)²                                    ‖W‖
 kl, renyi      the clipped release's divergence (finite sums)        as the continuous family
 =============  ====================================================  ======================
 
-The caller's grid holds the rates of dyadic scales (the exact sampler's), so the LP's atoms are the released ones. Nothing is taken on trust: the mechanism re-certifies the mixture with rounded
-integer weights in ball arithmetic. Weak duality bounds every mixture (any scales): for λ ≥ 0,
-E c ≥ inf_{t>0} c(t) + λ r(t) (evaluated on a log grid refined around its minima,
+The caller's grid holds the rates of dyadic scales (the exact sampler's), so the LP's atoms are the released ones.
+Nothing is taken on trust: the mechanism re-certifies the mixture with rounded integer weights in ball arithmetic.
+Weak duality bounds every mixture (any scales): for λ ≥ 0, E c ≥ inf_{t>0} c(t) + λ r(t) (evaluated on a log grid refined around its minima,
 :func:`~dpopt.optimize.r2dp_lp.min_on_line`); the discrete Laplace (one atom at t₀ = ε/Δ, r(t₀) = 0) is optimal
 among all mixtures when that bound at λ* = −c'(t₀)/r'(t₀) reaches c(t₀).
 """
