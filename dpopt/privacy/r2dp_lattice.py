@@ -61,8 +61,11 @@ def mixture_epsilon_ball(mixture: DiscreteLaplaceMixture, shift: int):
 
 
 def _upper(ball) -> Fraction:
-    """The upper end of an Arb ball, exactly."""
-    man, exp = ball.upper().man_exp()
+    """The upper end of an Arb ball, exactly (rounded up at :data:`BALL_BITS` bits)."""
+    from flint import ctx
+
+    with ctx.workprec(BALL_BITS):
+        man, exp = ball.upper().man_exp()
     return Fraction(int(man)) * Fraction(2) ** int(exp)
 
 
