@@ -357,8 +357,8 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         # p(k) = Σ_j w_j tanh(1/(2s_j)) e^{−|k|/s_j} (a mixture of discrete Laplace laws, each normalised)
         scales = [float(Fraction(s)) for s in p["mixture"]["scales"]]
         weights = np.array(p["mixture"]["weights"], dtype=float)
-        return _chi2_integer(np.ravel(e), lambda k: np.log(sum(
-            w * math.tanh(0.5 / s) * np.exp(-np.abs(k) / s) for w, s in zip(weights / weights.sum(), scales))))
+        return _chi2_integer(np.ravel(e), lambda k: np.logaddexp.reduce([
+            math.log(w * math.tanh(0.5 / s)) - np.abs(k) / s for w, s in zip(weights / weights.sum(), scales)]))
     if family == "r2dp":
         # Z = L/t, L ~ Laplace(1), t ~ the second fold: P(Z > x) = ½E[e^{−tx}] = ½M(−x) (R²DP eq. 11)
         fold = m.fold

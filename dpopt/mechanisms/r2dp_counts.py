@@ -20,10 +20,12 @@ the closed form.
 **Design.** The mixture LP on the integers (:mod:`dpopt.optimize.r2dp_lattice_lp`) over 801 dyadic scales (161 for
 the prior metrics), per coordinate at ε/k for the shift Δ∞ (k = max_v ‖v‖₀), as the continuous design; weights
 rounded to integers over 2^32 toward the more private atom; the scales moved up by 2^-20 until the ball check
-passes. The discrete Laplace at the same ε is a candidate too, and is the answer when the dual certificate proves it
-optimal among all mixtures; under unit shifts (the counts' usual case) it is proven optimal for l1, l2, max_variance and
-usefulness and the LP is not run (:data:`UNIT_SHIFT_PROOF`). The continuous R²DP is compared through its staircase
-bound (:meth:`R2DPMechanism.utility_bound`: no continuous design does better) when the lattice design is within
+passes. The discrete Laplace at the same ε is a candidate too, and the better certified one is released; when the
+dual certificate proves the one-atom law optimal among all mixtures, an LP mixture can only recover what rounding
+that atom's scale up to a dyadic costs (the record says which). Under unit shifts (the counts' usual case) the
+one-atom law is proven optimal for l1, l2, max_variance and usefulness and the LP is not run
+(:data:`UNIT_SHIFT_PROOF`). The continuous R²DP is compared through its staircase bound
+(:meth:`R2DPMechanism.utility_bound`: no continuous design does better) when the lattice design is within
 :data:`COST_MARGIN` of it; otherwise the continuous design is computed, the certificate records its second fold and
 value (both re-derived at verification), and when the lattice design is worse than it by more than
 :data:`COST_MARGIN` (0.1%, as ``EXACT_MARGIN``) the family keeps the continuous design and says why.
@@ -56,6 +58,7 @@ from dpopt.optimize.r2dp_lattice_lp import (
     LATTICE_METRICS,
     MAX_SUM_TERMS,
     LatticeObjective,
+    grid_decades,
     grid_points,
     lattice_objective,
     optimize_lattice_mixture,
@@ -108,11 +111,11 @@ def lattice_reason(problem: Problem) -> str | None:
     return None
 
 
-def rate_grid(epsilon: float, shift: int, points: int) -> list[Fraction]:
+def rate_grid(epsilon: float, shift: int, points: int, decades: tuple[float, float]) -> list[Fraction]:
     """Dyadic scales (:func:`~dpopt.mechanisms.integer_noise.dyadic_ceil`: rounded up to 21 significant bits) of
-    ``points`` rates log-spaced over [10⁻², 10²]·ε/Δ, and the discrete Laplace's Δ/ε rounded up; increasing, no
+    ``points`` rates log-spaced over 10^``decades``·ε/Δ, and the discrete Laplace's Δ/ε rounded up; increasing, no
     repeats."""
-    rates = np.logspace(-2.0, 2.0, points) * epsilon / shift
+    rates = np.logspace(*decades, points) * epsilon / shift
     scales = {dyadic_ceil(Fraction(1.0 / float(t))) for t in rates}
     scales.add(dyadic_ceil(Fraction(shift) / Fraction(epsilon)))
     return sorted(scales)
@@ -256,13 +259,13 @@ class R2DPOnCounts(R2DPMechanism):
         k, shift = pattern.max_support, int(pattern.largest)
         epsilon = pure_epsilon_for(spec.privacy) / k
         objective = lattice_objective(spec.utility)
-        scales = rate_grid(epsilon, shift, grid_points(objective))
+        scales = rate_grid(epsilon, shift, grid_points(objective), grid_decades(objective))
         try:
             optimum = optimize_lattice_mixture(objective, epsilon * (1 - 1e-9), shift, scales,
                                                dyadic_ceil(Fraction(shift) / Fraction(epsilon)))
         except SolverError as exc:
             raise CalibrationError(f"the R²DP lattice mixture LP failed ({exc})") from exc
-        mixture = None if optimum.laplace_optimal else certify_mixture(optimum.mixture, pattern, spec.privacy)
+        mixture = certify_mixture(optimum.mixture, pattern, spec.privacy)  # may recover the one atom's rounding
         candidates = [m for m in (laplace, mixture) if m is not None]
         chosen = min(candidates, key=lambda m: _cost(objective, m), default=None)
         how = (f"LP over mixtures of discrete Laplace laws of {optimum.grid} dyadic scales (cvxpy {optimum.solver}), "

@@ -141,11 +141,21 @@ class DiscreteLaplaceMixture:
 
     def clipped_expectations(self, h: Callable[[np.ndarray], np.ndarray], counts, floor: float) -> np.ndarray:
         """E[h(max(c_i + Z, τ))] for every count c_i: Σ_{|k| ≤ K} p(k) h(max(c_i + k, τ)) (module docstring)."""
+        return self._w() @ self.component_expectations(h, counts, floor)
+
+    def component_expectations(self, h: Callable[[np.ndarray], np.ndarray], counts, floor: float) -> np.ndarray:
+        """E_j[h(max(c_i + Z_j, τ))] for each component j (rows) and count c_i (columns), Z_j ~ DLap(s_j): the sums
+        over |k| ≤ K of the largest scale, components taken 16 at a time (memory 16·(2K + 1) floats)."""
         c = np.asarray(counts, dtype=float)
         k = np.arange(-self.truncation, self.truncation + 1, dtype=float)
-        p = self.pmf(k)
         values = h(np.maximum(np.add.outer(c, k), floor))
-        return values @ p
+        t = self._rates()
+        out = np.empty((t.size, c.size))
+        for start in range(0, t.size, 16):
+            rate = t[start:start + 16]
+            pmf = np.tanh(rate / 2.0)[:, None] * np.exp(-np.multiply.outer(rate, np.abs(k)))
+            out[start:start + 16] = pmf @ values.T
+        return out
 
     # ---------------------------------------------------------------- sampler
     def components(self, rng: np.random.Generator, size: int) -> np.ndarray:
