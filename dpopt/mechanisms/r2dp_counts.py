@@ -45,7 +45,6 @@ from dpopt.core.checks import Check
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, SolverError
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, UtilityValue, better
-from dpopt.mechanisms.discrete_laplace import DiscreteLaplaceMechanism
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_noise import EXACT_SAMPLER_NOTE, dyadic_ceil
 from dpopt.mechanisms.lattice import integer_answers
@@ -234,9 +233,8 @@ class R2DPOnCounts(R2DPMechanism):
             extra = {"bound_all_mixtures": bound}
         else:
             chosen, optimal, how, extra = cls._lp_design(problem, pattern, laplace)
-        if chosen is None:
+        if chosen is None or laplace is None:
             raise CalibrationError("no discrete Laplace mixture passed the exact privacy check")
-        baseline = DiscreteLaplaceMechanism.design(problem)
         record = {
             "metric": utility.metric,
             "per_coordinate": {"epsilon": epsilon / k, "shift": shift, "coordinates_moved": k,
@@ -244,8 +242,8 @@ class R2DPOnCounts(R2DPMechanism):
             "method": how,
             "discrete_laplace_optimal_among_mixtures": optimal,
             **extra,
-            "baselines": {"discrete_laplace": {"scale": str(baseline.scale),
-                                               "value": _one_atom_value(baseline.scale, space.dimension, utility)}},
+            "baselines": {"discrete_laplace": {"scale": str(laplace.scales[0]),
+                                               "value": _one_atom_value(laplace.scales[0], space.dimension, utility)}},
         }
         mechanism = cls(chosen, space.dimension, record)
         record["value"] = mechanism.expected_utility(utility).value
@@ -332,8 +330,8 @@ class R2DPOnCounts(R2DPMechanism):
         if not record or record.get("metric") != spec.utility.metric or spec.privacy.definition not in PURE_TARGETS:
             return checks
         recorded = record["baselines"]
-        laplace = DiscreteLaplaceMechanism(Fraction(recorded["discrete_laplace"]["scale"]), space.dimension)
-        laplace_ok = all(c.passed for c in laplace.privacy_checks(space, spec.privacy))
+        laplace = DiscreteLaplaceMixture((Fraction(recorded["discrete_laplace"]["scale"]),), (1,))
+        laplace_ok = lattice_privacy_check(laplace, shift_pattern(space), spec.privacy).passed
         continuous = recorded["continuous_r2dp"]
         if "second_fold" in continuous:
             design = R2DPMechanism(fold_from_parameters(continuous["second_fold"]), space.dimension)
@@ -343,7 +341,7 @@ class R2DPOnCounts(R2DPMechanism):
             value, word = R2DPMechanism.utility_bound(problem), "the staircase bound on every continuous design"
             continuous_ok = value is not None and _worse(record.get("value"), value, spec.utility.metric) <= COST_MARGIN
         mine = self.expected_utility(spec.utility).value
-        values = (_one_atom_value(laplace.scale, space.dimension, spec.utility), value)
+        values = (_one_atom_value(laplace.scales[0], space.dimension, spec.utility), value)
         agree = (_close(values[0], recorded["discrete_laplace"]["value"])
                  and _close(values[1], continuous.get("value", continuous.get("bound")))
                  and _close(mine, record.get("value")) and laplace_ok and continuous_ok)
