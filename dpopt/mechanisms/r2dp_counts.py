@@ -163,6 +163,7 @@ class R2DPOnCounts(R2DPMechanism):
     docstring); on any other spec the continuous design of :class:`~dpopt.mechanisms.r2dp.R2DPMechanism`."""
 
     family = "r2dp"  # registered in place of R2DPMechanism, whose design it refines on counts
+    title = "R²DP on counts: a mixture of discrete Laplace laws (exact sampler)"
     integer_noise = True
     needs_integer_answers = True
 
