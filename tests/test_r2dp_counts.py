@@ -144,7 +144,7 @@ def test_the_lp_agrees_with_the_unit_shift_theorem(metric):
     objective = lattice_objective(Utility.model_validate(metric))
     t = np.logspace(-2, 2, 401) * 2.0
     scales = sorted({Fraction(1.0 / x) for x in t} | {Fraction(1, 2)})
-    optimum = optimize_lattice_mixture(objective, 2.0, 1, scales, Fraction(1, 2))
+    optimum = optimize_lattice_mixture(objective, 2.0, 1, scales)
     assert optimum.laplace_optimal
 
 

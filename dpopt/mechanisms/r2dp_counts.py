@@ -96,8 +96,9 @@ def lattice_reason(problem: Problem) -> str | None:
     if spec.utility.metric not in LATTICE_METRICS:
         return (f"the {spec.utility.metric} metric of a lattice law is not predicted (metrics: "
                 f"{', '.join(LATTICE_METRICS)})")
-    if coordinatewise_reason(problem.space) is not None:
-        return coordinatewise_reason(problem.space)
+    reason = coordinatewise_reason(problem.space)
+    if reason is not None:
+        return reason
     pattern = shift_pattern(problem.space)
     if integer_shifts(pattern) is None:
         return "a neighbouring shift is not a whole number"
@@ -176,7 +177,7 @@ class R2DPOnCounts(R2DPMechanism):
     @classmethod
     def utility_bound(cls, problem: Problem) -> float | None:
         """On counts whose neighbours move coordinates by at most 1: the discrete Laplace at ε/k per coordinate
-        (:func:`unit_shift_optimum`), which no integer noise beats for l1, l2, max_variance, usefulness; None for
+        (its exact scale, rounded down by 10⁻⁹), which no integer noise beats (:data:`UNIT_SHIFT_PROOF`) for l1, l2, max_variance, usefulness; None for
         other counts (the continuous family's staircase bound does not hold for noise that only needs integer
         shifts: the discrete Laplace beats it at large ε); the continuous family's bound elsewhere."""
         if cls.supports(problem) is not None or lattice_reason(problem) is not None:
@@ -260,8 +261,7 @@ class R2DPOnCounts(R2DPMechanism):
         objective = lattice_objective(spec.utility)
         scales = rate_grid(epsilon, shift, grid_points(objective), grid_decades(objective))
         try:
-            optimum = optimize_lattice_mixture(objective, epsilon * (1 - 1e-9), shift, scales,
-                                               dyadic_ceil(Fraction(shift) / Fraction(epsilon)))
+            optimum = optimize_lattice_mixture(objective, epsilon * (1 - 1e-9), shift, scales)
         except SolverError as exc:
             raise CalibrationError(f"the R²DP lattice mixture LP failed ({exc})") from exc
         mixture = certify_mixture(optimum.mixture, pattern, spec.privacy)  # may recover the one atom's rounding

@@ -138,8 +138,6 @@ class LatticeOptimum:
     mixture : DiscreteLaplaceMixture
         The LP's support with weights rounded to integers over 2^32 (the last atom, the one with the most negative
         constraint value, takes the remainder: rounding moves mass toward privacy); not yet certified.
-    laplace : DiscreteLaplaceMixture
-        The discrete Laplace of scale Δ/ε rounded up (one atom).
     bound : float
         Weak-duality lower bound on E[c] of every mixture meeting ε at Δ.
     laplace_optimal : bool
@@ -150,7 +148,6 @@ class LatticeOptimum:
     """
 
     mixture: DiscreteLaplaceMixture
-    laplace: DiscreteLaplaceMixture
     bound: float
     laplace_optimal: bool
     multiplier: float
@@ -177,11 +174,10 @@ def sum_terms(objective: LatticeObjective, epsilon: float, shift: int, cells: in
     return grid_points(objective) * cells * 2 * DiscreteLaplaceMixture((Fraction(largest),), (1,)).truncation
 
 
-def optimize_lattice_mixture(objective: LatticeObjective, epsilon: float, shift: int, scales: list[Fraction],
-                             laplace_scale: Fraction) -> LatticeOptimum:
-    """The LP over mixtures of discrete Laplace laws of the given dyadic ``scales`` (``laplace_scale``, the
-    discrete Laplace's Δ/ε rounded up, among them), at per-coordinate ε and integer shift Δ, with its dual bound
-    (module docstring).
+def optimize_lattice_mixture(objective: LatticeObjective, epsilon: float, shift: int,
+                             scales: list[Fraction]) -> LatticeOptimum:
+    """The LP over mixtures of discrete Laplace laws of the given dyadic ``scales``, at per-coordinate ε and integer
+    shift Δ, with its dual bound (module docstring).
 
     Raises
     ------
@@ -200,7 +196,6 @@ def optimize_lattice_mixture(objective: LatticeObjective, epsilon: float, shift:
     support = np.flatnonzero(w > 1e-9 * w.max())
     order = support[np.argsort(-row[support])]  # the most negative constraint value last
     mixture = DiscreteLaplaceMixture(tuple(scales[i] for i in order), round_weights(w[order]))
-    laplace = DiscreteLaplaceMixture((laplace_scale,), (1,))
 
     dual_grid = t0 * (np.logspace(-4.0, 4.0, 4001) if objective.cheap else np.logspace(-2.0, 4.0, 301))
     h = 1e-5 * t0
@@ -211,4 +206,4 @@ def optimize_lattice_mixture(objective: LatticeObjective, epsilon: float, shift:
         bounds[m] = min_on_line(lambda x, m=m: objective.cost(x) + m * lattice_row(x, epsilon, shift), dual_grid)[1]
     best_lam = max(bounds, key=bounds.get)
     optimal = bounds[lam_star] >= c0 - 1e-10 * abs(c0)
-    return LatticeOptimum(mixture, laplace, bounds[best_lam], optimal, best_lam, len(scales), solver)
+    return LatticeOptimum(mixture, bounds[best_lam], optimal, best_lam, len(scales), solver)
