@@ -16,6 +16,7 @@ from pathlib import Path
 import mpmath
 import numpy as np
 import pytest
+import yaml
 from scipy import stats
 
 import dpopt
@@ -219,4 +220,15 @@ def test_specs_the_lattice_does_not_serve_keep_the_continuous_design():
 def test_converted_targets_verify():
     sol = dpopt.solve(_count_spec(query={"kind": "count"}, privacy={"gdp": {"mu": 1.0}}, utility={"metric": "l2"}))
     assert sol.mechanism.parameters["sampler"] == "exact"
+    assert dpopt.verify(sol.certificate).passed
+
+
+def test_unequal_shifts_fill_the_budget():
+    # person level: a person moves the 4 × 5 table by (3, 1), (2, 2), (1, 1, 1, 1), ... (l1 ≤ 4, l∞ = 3). The design
+    # at ε/k for Δ∞ (k = 2 cells, shift 3: scale 6) is loose; one discrete Laplace atom of scale s has the loss
+    # Σ_i |v_i|/s = Δ₁/s, so the budget is filled at s = Δ₁/ε = 4 (rounded up by the dyadic grid and the 2^-20 steps)
+    spec = yaml.safe_load((ROOT / "specs" / "visits_person_level.yaml").read_text())
+    sol = dpopt.solve({**spec, "mechanism": "r2dp", "privacy": {"pure": {"epsilon": 1.0}}})
+    mixture = DiscreteLaplaceMixture.from_parameters(sol.mechanism.parameters["mixture"])
+    assert mixture.scales == (mixture.scales[0],) and 4 <= mixture.scales[0] <= 4 * (1 + 1e-5)
     assert dpopt.verify(sol.certificate).passed

@@ -536,6 +536,7 @@ EXACT_COUNT_CASES = {
     "marginal_gaussian": ({"kind": "marginals", "attributes": [["group"], ["group", "sex"]]}, {"zcdp": {"rho": 0.5}}),
     "marginal_laplace": ({"kind": "marginals", "attributes": [["group"], ["group", "sex"]]}, {"pure": {"epsilon": 1.0}}),
     "query_scaling": (HISTOGRAM, {"zcdp": {"rho": 0.5}}),
+    "r2dp": (HISTOGRAM, {"pure": {"epsilon": 1.0}}),
 }
 SLOW_PATH_FAMILIES = ("gaussian", "discrete_gaussian", "marginal_gaussian", "marginal_laplace", "query_scaling")
 """Their certificates take 1–3 s CPU each path (the sampler checks); the default run keeps laplace and

@@ -19,8 +19,9 @@ the closed form.
 
 **Design.** The mixture LP on the integers (:mod:`dpopt.optimize.r2dp_lattice_lp`) over 801 dyadic scales (161 for
 the prior metrics), per coordinate at ε/k for the shift Δ∞ (k = max_v ‖v‖₀), as the continuous design; weights
-rounded to integers over 2^32 toward the more private atom; the scales moved up by 2^-20 until the ball check
-passes. The discrete Laplace at the same ε is a candidate too, and the better certified one is released; when the
+rounded to integers over 2^32 toward the more private atom; the scales then scaled down together while the whole
+pattern's ε allows it (:func:`fill_budget`: when neighbours move coordinates by different amounts, k·ε(Δ∞) ≤ ε
+leaves slack) and moved up by 2^-20 until the ball check passes. The discrete Laplace at the same ε is a candidate too, and the better certified one is released; when the
 dual certificate proves the one-atom law optimal among all mixtures, an LP mixture can only recover what rounding
 that atom's scale up to a dyadic costs (the record says which). Under unit shifts (the counts' usual case) the
 one-atom law is proven optimal for l1, l2, max_variance and usefulness and the LP is not run
@@ -119,6 +120,33 @@ def rate_grid(epsilon: float, shift: int, points: int, decades: tuple[float, flo
     scales = {dyadic_ceil(Fraction(1.0 / float(t))) for t in rates}
     scales.add(dyadic_ceil(Fraction(shift) / Fraction(epsilon)))
     return sorted(scales)
+
+
+def fill_budget(mixture: DiscreteLaplaceMixture, pattern: ShiftPattern, epsilon: float) -> DiscreteLaplaceMixture:
+    """``mixture`` with every scale multiplied by the smallest c ≤ 1 at which max_v Σ_i ε(|v_i|) ≤ ε in floating
+    point (bisection in log c), rounded up to dyadics; ``mixture`` itself when it has no slack. The per-coordinate
+    design k·ε(Δ∞) ≤ ε is sufficient, and loose when neighbours move coordinates by different amounts (as for the
+    continuous family, :func:`dpopt.mechanisms.r2dp._fill_budget`); :func:`certify_mixture` then certifies the
+    result."""
+    shifts = integer_shifts(pattern)
+
+    def excess(log_c: float) -> float:
+        scales = [float(s) * math.exp(log_c) for s in mixture.scales]
+        return pattern.worst([mixture_epsilon(scales, mixture.weights, m) for m in shifts]) - epsilon
+
+    if excess(0.0) >= 0:
+        return mixture
+    lo = -0.5
+    while excess(lo) < 0 and lo > -50:
+        lo -= 0.5
+    if excess(lo) < 0:
+        return mixture
+    hi = 0.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if excess(mid) >= 0 else (lo, mid)
+    factor = Fraction(math.exp(hi))
+    return DiscreteLaplaceMixture(tuple(dyadic_ceil(s * factor) for s in mixture.scales), mixture.weights)
 
 
 def certify_mixture(mixture: DiscreteLaplaceMixture, pattern: ShiftPattern, privacy: Privacy
@@ -227,8 +255,8 @@ class R2DPOnCounts(R2DPMechanism):
         pattern = shift_pattern(space)
         k, shift = pattern.max_support, int(pattern.largest)
         epsilon = pure_epsilon_for(spec.privacy)
-        laplace = certify_mixture(DiscreteLaplaceMixture((dyadic_ceil(Fraction(shift) / Fraction(epsilon / k)),),
-                                                         (1,)), pattern, spec.privacy)
+        one_atom = DiscreteLaplaceMixture((dyadic_ceil(Fraction(shift) / Fraction(epsilon / k)),), (1,))
+        laplace = certify_mixture(fill_budget(one_atom, pattern, epsilon), pattern, spec.privacy)
         if shift == 1 and utility.metric in SCALE_MONOTONE_METRICS:
             chosen, optimal, how = laplace, True, UNIT_SHIFT_PROOF
             bound = cls.utility_bound(problem)
@@ -264,7 +292,7 @@ class R2DPOnCounts(R2DPMechanism):
             optimum = optimize_lattice_mixture(objective, epsilon * (1 - 1e-9), shift, scales)
         except SolverError as exc:
             raise CalibrationError(f"the R²DP lattice mixture LP failed ({exc})") from exc
-        mixture = certify_mixture(optimum.mixture, pattern, spec.privacy)  # may recover the one atom's rounding
+        mixture = certify_mixture(fill_budget(optimum.mixture, pattern, epsilon * k), pattern, spec.privacy)
         candidates = [m for m in (laplace, mixture) if m is not None]
         chosen = min(candidates, key=lambda m: _cost(objective, m), default=None)
         how = (f"LP over mixtures of discrete Laplace laws of {optimum.grid} dyadic scales (cvxpy {optimum.solver}), "
