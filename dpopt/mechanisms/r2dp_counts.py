@@ -97,12 +97,10 @@ def lattice_reason(problem: Problem) -> str | None:
     if spec.utility.metric not in LATTICE_METRICS:
         return (f"the {spec.utility.metric} metric of a lattice law is not predicted (metrics: "
                 f"{', '.join(LATTICE_METRICS)})")
-    reason = coordinatewise_reason(problem.space)
+    reason = _shift_reason(problem.space)
     if reason is not None:
         return reason
     pattern = shift_pattern(problem.space)
-    if integer_shifts(pattern) is None:
-        return "a neighbouring shift is not a whole number"
     objective = lattice_objective(spec.utility)
     epsilon = pure_epsilon_for(spec.privacy) / pattern.max_support
     work = sum_terms(objective, epsilon, int(pattern.largest), problem.space.dimension)
@@ -110,6 +108,15 @@ def lattice_reason(problem: Problem) -> str | None:
         return (f"the {spec.utility.metric} sums over ℤ would take {work:.3g} terms at this ε (above "
                 f"{MAX_SUM_TERMS:.0e})")
     return None
+
+
+def _shift_reason(space: SensitivitySpace) -> str | None:
+    """Why the mixture's privacy cannot be certified on ``space`` (None: every difference vector is listed and its
+    coordinate shifts are whole numbers)."""
+    reason = coordinatewise_reason(space)
+    if reason is None and integer_shifts(shift_pattern(space)) is None:
+        reason = "a neighbouring shift is not a whole number"
+    return reason
 
 
 def rate_grid(epsilon: float, shift: int, points: int, decades: tuple[float, float]) -> list[Fraction]:
@@ -332,13 +339,10 @@ class R2DPOnCounts(R2DPMechanism):
 
     # --------------------------------------------------------------- privacy
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        reason = coordinatewise_reason(space)
+        reason = _shift_reason(space)
         if reason is not None:
             return [Check("privacy", "discrete Laplace mixture, per coordinate", False, reason)]
         pattern = shift_pattern(space)
-        if integer_shifts(pattern) is None:
-            return [Check("privacy", "discrete Laplace mixture, per coordinate", False,
-                          "a neighbouring shift is not a whole number")]
         shift = int(pattern.largest)
         closed = mixture_epsilon(self.mixture.scales, self.mixture.weights, shift)
         brute = ratio_sup_enumerated(self.mixture, shift)
@@ -356,7 +360,8 @@ class R2DPOnCounts(R2DPMechanism):
         checks = [lattice_scope_check(problem)]
         spec, space = problem.spec, problem.space
         record = self.design_record
-        if not record or record.get("metric") != spec.utility.metric or spec.privacy.definition not in PURE_TARGETS:
+        if (not record or record.get("metric") != spec.utility.metric or spec.privacy.definition not in PURE_TARGETS
+                or _shift_reason(space) is not None):
             return checks
         recorded = record["baselines"]
         laplace = DiscreteLaplaceMixture((Fraction(recorded["discrete_laplace"]["scale"]),), (1,))
@@ -383,6 +388,8 @@ class R2DPOnCounts(R2DPMechanism):
         return checks
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if _shift_reason(space) is not None:
+            return {}
         eps = pattern_epsilon_upper(self.mixture, shift_pattern(space))
         return {"epsilon": float(eps), "epsilon_upper": str(eps),
                 "conversion": "exact: ε = max_v Σ_i ln(a(0)/a(|v_i|)) for the discrete Laplace mixture, "
