@@ -20,7 +20,10 @@ def _spec(**overrides):
             "data": {"attributes": {"age": ["0-17", "18-64", "65+"], "disability": ["yes", "no"]}, "n": 500},
             "query": {"kind": "count"}, "adjacency": "add_remove",
             "privacy": {"pure": {"epsilon": 5.0}}, "mechanism": "r2dp",
-            "utility": {"metric": "usefulness", "gamma": 0.1}}
+            "utility": {"metric": "usefulness", "gamma": 0.1},
+            # the continuous design (digest T13); on counts the default is the exact mixture on ℤ
+            # (tests/test_r2dp_counts.py)
+            "sampler": "floating_point"}
     spec.update(overrides)
     return spec
 

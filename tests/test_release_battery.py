@@ -95,7 +95,7 @@ CASES: dict[str, dict] = {
     "generalized_gaussian": dict(query={"kind": "mean", "attribute": "score"}, adjacency="replace_one",
                                  privacy={"pure": {"epsilon": 0.05}}),
     "staircase": dict(query=HISTOGRAM, adjacency="add_remove", privacy={"pure": {"epsilon": 1.0}}),
-    # a two-atom second fold (a mixture of Laplace scales), not plain Laplace
+    # on counts the exact mixture of discrete Laplace laws (here one atom: the geometric law maximises P(Z = 0))
     "r2dp": dict(query=HISTOGRAM, adjacency="add_remove", privacy={"pure": {"epsilon": 5.0}},
                  utility={"metric": "usefulness", "gamma": 0.5}),
     "discrete_gaussian": dict(query=HISTOGRAM, adjacency="add_remove", privacy={"zcdp": {"rho": 0.5}}),
@@ -358,6 +358,12 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         return _chi2_integer(np.ravel(e), lambda k: -eps * (np.abs(k) // m + (np.abs(k) % m >= r)))
     if family == "staircase":
         return _ks(e, _staircase_cdf(p["epsilon0"], p["step"], p["g"]))
+    if family == "r2dp" and "mixture" in p:
+        # p(k) = Σ_j w_j tanh(1/(2s_j)) e^{−|k|/s_j} (a mixture of discrete Laplace laws, each normalised)
+        scales = [float(Fraction(s)) for s in p["mixture"]["scales"]]
+        weights = np.array(p["mixture"]["weights"], dtype=float)
+        return _chi2_integer(np.ravel(e), lambda k: np.logaddexp.reduce([
+            math.log(w * math.tanh(0.5 / s)) - np.abs(k) / s for w, s in zip(weights / weights.sum(), scales)]))
     if family == "r2dp":
         # Z = L/t, L ~ Laplace(1), t ~ the second fold: P(Z > x) = ½E[e^{−tx}] = ½M(−x) (R²DP eq. 11)
         fold = m.fold
@@ -535,6 +541,7 @@ EXACT_COUNT_CASES = {
     "marginal_gaussian": ({"kind": "marginals", "attributes": [["group"], ["group", "sex"]]}, {"zcdp": {"rho": 0.5}}),
     "marginal_laplace": ({"kind": "marginals", "attributes": [["group"], ["group", "sex"]]}, {"pure": {"epsilon": 1.0}}),
     "query_scaling": (HISTOGRAM, {"zcdp": {"rho": 0.5}}),
+    "r2dp": (HISTOGRAM, {"pure": {"epsilon": 1.0}}),
 }
 SLOW_PATH_FAMILIES = ("gaussian", "discrete_gaussian", "marginal_gaussian", "marginal_laplace", "query_scaling")
 """Their certificates take 1–3 s CPU each path (the sampler checks); the default run keeps laplace and

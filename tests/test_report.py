@@ -88,12 +88,15 @@ def test_semi_dp_report_states_the_scope(reports):
 def test_r2dp_report_compares_and_audits(reports):
     report = reports["r2dp_count_usefulness"]
     text = render_markdown(report)
-    assert "R²DP two-fold Laplace" in text
+    assert "R²DP on counts: a mixture of discrete Laplace laws (exact sampler)" in text
     assert "optimising the usefulness P(|noise| ≤ γ) per coordinate, γ = 0.5" in text  # utility of the spec file
     assert "| pure ε-DP | ε = 5 |" in text
     assert report.audit is not None and report.audit.passed
     assert "**not refuted**" in text and f"ε ≥ {report.audit.lower_bound:.4g}" in text
-    assert "R²DP 0.92454, Laplace 0.917915, staircase 0.986614" in text  # the certificate's comparison
+    # the certificate's comparison: the geometric law at ε = 5, tanh(5/2) = 0.9866143, is the exact design and the
+    # discrete Laplace; the staircase at ε = 5 (0.986614) bounds every continuous R²DP
+    assert ("R²DP on ℤ 0.986614, discrete Laplace 0.986614, every continuous R²DP (staircase bound) 0.986614"
+            in text)
 
 
 def test_spec_in_words_from_the_spec_file():

@@ -150,8 +150,10 @@ FAMILIES: tuple[Capability, ...] = (
                      "l1, l2, usefulness, max_variance; within 0.1% of the continuous design (else floating point: "
                      "approx, zcdp, gdp on listed moves are calibrated on the continuous law's exact profile)",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
-    Capability("r2dp", _M + "r2dp", metrics=LOCAL_METRICS, bound="iid",
-               inexact="Laplace of a scale drawn from a continuous mixing law: no exact sampler of the mixture",
+    Capability("r2dp", _M + "r2dp_counts", metrics=LOCAL_METRICS, bound="iid",
+               exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace "
+                     "laws of dyadic scales with integer weights, optimised by the LP on ℤ; metrics l1, l2, "
+                     "max_variance, usefulness, kl, renyi (mallows keeps floating point)",
                serves="R²DP: Laplace with a randomised scale"),
     Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),

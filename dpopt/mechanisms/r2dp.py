@@ -112,6 +112,8 @@ class R2DPMechanism(Mechanism):
 
     family = "r2dp"
     title = "R²DP two-fold Laplace"
+    refusal: str | None = None
+    """Why a design on counts keeps this floating-point mixture (:mod:`dpopt.mechanisms.r2dp_counts`)."""
 
     def __init__(self, fold: SecondFold, dimension: int, design: dict | None = None):
         self.fold = fold
@@ -293,6 +295,8 @@ class R2DPMechanism(Mechanism):
             ("R²DP is not behind an experimental gate: its privacy is the exact value of Thm 4.1, re-derived "
              "at verification in multiple precision and against a brute-force density ratio"),
         ]
+        if self.refusal:
+            notes.append(f"no exact lattice measurement: {self.refusal}")
         record = self.design_record
         if record.get("baselines"):
             b = record["baselines"]

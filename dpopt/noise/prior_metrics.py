@@ -170,12 +170,19 @@ def kl_divergence(noise: SymmetricNoise, prior, floor: float) -> float:
     c, total = _proportions(prior)
     if not math.isfinite(noise.abs_moment(1.0)):
         return math.inf
-    p = c / total
     mean_r = clipped_expectations(noise, lambda y: y, np.ones_like, c, floor)
     mean_log = clipped_expectations(noise, np.log, np.reciprocal, c, floor)
+    return float(kl_from_expectations(prior, mean_r, mean_log))
+
+
+def kl_from_expectations(prior, mean_r, mean_log) -> np.ndarray:
+    """Σ_i p_i(ln p_i + ln C − E ln r_i) − p_i + E r_i/C over the last axis, from the per-cell E r_i and E ln r_i
+    of the clipped release r = max(c + Z, τ) (:func:`kl_divergence`; rows of several laws at once)."""
+    c, total = _proportions(prior)
+    p = c / total
     with np.errstate(divide="ignore"):
         entropy_part = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1.0)) + math.log(total) - mean_log), 0.0)
-    return float(np.sum(entropy_part + mean_r / total - p))
+    return np.sum(entropy_part + np.asarray(mean_r) / total - p, axis=-1)
 
 
 def renyi_divergence(noise: SymmetricNoise, prior, floor: float, order: float) -> float:
@@ -194,15 +201,22 @@ def renyi_divergence(noise: SymmetricNoise, prior, floor: float, order: float) -
         return math.inf
     if order > 1 and not math.isfinite(noise.abs_moment(1.0)):
         return math.inf
-    p = c / total
     powers = np.zeros_like(c)
     positive = c > 0
     powers[positive] = clipped_expectations(noise, lambda y: y ** (1.0 - order),
                                             lambda y: (1.0 - order) * y ** (-order), c[positive], floor)
-    mean_q = clipped_expectations(noise, lambda y: y, np.ones_like, c, floor) / total
-    bracket = float(np.sum(p**order * total ** (order - 1.0) * powers - order * p - (1.0 - order) * mean_q))
-    argument = 1.0 + bracket
+    mean_r = clipped_expectations(noise, lambda y: y, np.ones_like, c, floor)
+    argument = 1.0 + float(renyi_bracket_from_expectations(prior, order, powers, mean_r))
     return math.log(argument) / (order - 1.0) if argument > 0 else math.inf
+
+
+def renyi_bracket_from_expectations(prior, order: float, powers, mean_r) -> np.ndarray:
+    """Σ_i p_i^α C^{α−1} E r_i^{1−α} − α p_i − (1−α) E r_i/C over the last axis (the bracket of
+    :func:`renyi_divergence`), from the per-cell expectations (``powers`` 0 where c_i = 0)."""
+    c, total = _proportions(prior)
+    p = c / total
+    return np.sum(p**order * total ** (order - 1.0) * np.asarray(powers) - order * p
+                  - (1.0 - order) * np.asarray(mean_r) / total, axis=-1)
 
 
 def _values(values) -> tuple[np.ndarray, np.ndarray]:
@@ -411,11 +425,13 @@ __all__ = [
     "kl_costs",
     "kl_divergence",
     "kl_divergence_monte_carlo",
+    "kl_from_expectations",
     "laplace_clipped_expectations",
     "laplace_noise",
     "mallows_distance",
     "mallows_monte_carlo",
     "renyi_bracket_costs",
+    "renyi_bracket_from_expectations",
     "renyi_bracket_monte_carlo",
     "renyi_divergence",
     "usefulness",

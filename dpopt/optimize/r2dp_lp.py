@@ -137,7 +137,7 @@ def _cost_in_s(objective: LinearObjective, delta: float):
     return lambda s: objective.cost(np.asarray(s, dtype=float) / delta)
 
 
-def _min_on_line(fun, grid: np.ndarray) -> tuple[float, float]:
+def min_on_line(fun, grid: np.ndarray) -> tuple[float, float]:
     """Global minimum of a 1-D function of s > 0: a log grid (extended while the minimum
     sits at one of its ends), then bounded refinement around each of the eight lowest local
     minima of the grid (distinct basins)."""
@@ -179,12 +179,20 @@ def laplace_optimality(objective: LinearObjective, epsilon: float, delta: float)
     slope = float((cost(np.array([epsilon + h])) - cost(np.array([epsilon - h])))[0] / (2 * h))
     lam = max(-slope / epsilon, 0.0)  # r'(ε) = ε in units s = Δt
     c0 = float(cost(np.array([epsilon]))[0])
-    s_min, v_min = _min_on_line(lambda s: cost(s) + lam * constraint_row(s, epsilon), _dual_grid(objective, epsilon))
+    s_min, v_min = min_on_line(lambda s: cost(s) + lam * constraint_row(s, epsilon), _dual_grid(objective, epsilon))
     margin = (v_min - c0) / max(abs(c0), 1e-300)
     return LaplaceOptimality(margin >= -1e-10, lam, margin, s_min)
 
 
-def _solve_lp(costs: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, float, str]:
+def solve_mixture_lp(costs: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, float, str]:
+    """min c·w over w ≥ 0, Σw = 1, row·w ≤ 0 (cvxpy, HiGHS else Clarabel): (w clipped at 0, the privacy
+    constraint's multiplier, the solver's name).
+
+    Raises
+    ------
+    SolverError
+        If no solver reaches optimality.
+    """
     import cvxpy as cp  # deferred: importing cvxpy is slow, and only this LP needs it
 
     w = cp.Variable(costs.size, nonneg=True)
@@ -239,7 +247,7 @@ def _best_dual(cost, epsilon: float, lam0: float, grid: np.ndarray) -> tuple[flo
     value: every g(λ) is a valid bound, the maximisation only tightens it (the LP's
     multiplier can be imprecise when the costs are tiny, digest P8). λ is tuned on the
     grid values alone (c on the grid computed once); the bound returned is g at that λ
-    with the full refinement of :func:`_min_on_line`."""
+    with the full refinement of :func:`min_on_line`."""
     c_grid, r_grid = cost(grid), constraint_row(grid, epsilon)
     c_grid = np.where(np.isfinite(c_grid), c_grid, np.inf)
 
@@ -247,7 +255,7 @@ def _best_dual(cost, epsilon: float, lam0: float, grid: np.ndarray) -> tuple[flo
         return float(np.min(c_grid + lam * r_grid))
 
     def g(lam: float) -> tuple[float, float]:
-        return _min_on_line(lambda x: cost(x) + lam * constraint_row(x, epsilon), grid)
+        return min_on_line(lambda x: cost(x) + lam * constraint_row(x, epsilon), grid)
 
     best = (lam0, *g(lam0))
     if lam0 > 0:
@@ -305,7 +313,7 @@ def mixture_lp(objective: LinearObjective, epsilon: float, delta: float, grid: i
     row = constraint_row(s, epsilon)
     c0 = float(cost(np.array([epsilon]))[0])
     norm = abs(c0) if c0 != 0 else 1.0
-    w, lam, solver = _solve_lp(c / norm, row)
+    w, lam, solver = solve_mixture_lp(c / norm, row)
     return GridLP(s, c, row, w, lam * norm, solver)
 
 
