@@ -46,16 +46,20 @@ from fractions import Fraction
 
 from dpopt.core import normal
 from dpopt.core.checks import Check
-from dpopt.mechanisms.base import Mechanism
+from dpopt.errors import UnsupportedSpecError
+from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
     GDP_TARGETS,
+    INFERENCE_METRICS,
     check_draws,
     discrete_variance,
     effective_variance,
     exact_refusal,
+    inference_terms,
     integer_answers,
+    lattice_inference,
     lattice_privacy_check,
     target_lattice_variance,
 )
@@ -168,7 +172,12 @@ class QueryScalingMechanism(Mechanism):
             + (f"; certified duality gap {scaling.duality_gap:.2g}" if scaling.duality_gap else "")
         )
         lattice, refusal = _lattice_variances(problem, xi, sigma)
-        return cls(xi, sigma, u.metric, note, lattice, spec.privacy.definition, refusal)
+        mechanism = cls(xi, sigma, u.metric, note, lattice, spec.privacy.definition, refusal)
+        if lattice is not None and u.metric in INFERENCE_METRICS:
+            found = mechanism._lattice_inference(u.metric, u.alpha, u.alternative)
+            if isinstance(found, str):
+                return cls(xi, sigma, u.metric, note, None, spec.privacy.definition, found)
+        return mechanism
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "QueryScalingMechanism":
@@ -395,6 +404,29 @@ class QueryScalingMechanism(Mechanism):
     def _max_variance(self) -> float:
         return float(self._variances().max())
 
+    def _lattice_inference(self, metric: str, alpha: float, alternative):
+        """The region or test for the lattice noise on the noisy coordinates (exact ones add nothing, ones not
+        asked are not released; :func:`~dpopt.mechanisms.lattice.lattice_inference`), or why not."""
+        noisy = np.flatnonzero(self._noisy())
+        if metric == "ci_volume" and (self.xi == 0).any():
+            return "a coordinate is not released, so no bounded region"
+        shift = None if alternative is None else np.asarray(alternative, dtype=float)[noisy]
+        return lattice_inference(metric, [self.lattice[i] for i in noisy], alpha, shift)
+
+    def _utility(self, utility) -> UtilityValue | None:
+        """On the lattice, ``ci_volume`` and ``test_power`` from the discrete law (a shift seen exactly on a
+        coordinate released without noise: power 1, the closed form)."""
+        if self.lattice is None or utility.metric not in INFERENCE_METRICS:
+            return None
+        alternative = utility.alternative
+        if utility.metric == "test_power" and (np.isinf(self.xi) & (np.asarray(alternative) != 0)).any():
+            return None
+        found = self._lattice_inference(utility.metric, utility.alpha, alternative)
+        if isinstance(found, str):
+            raise UnsupportedSpecError("utility.metric", f"on the lattice: {found}")
+        value = found.volume if utility.metric == "ci_volume" else found.power
+        return UtilityValue(utility.metric, value, found.describe())
+
     def _ci_volume(self, alpha: float) -> float:
         return scaled_ci_volume(self.xi, self.sigma, alpha)
 
@@ -403,11 +435,15 @@ class QueryScalingMechanism(Mechanism):
 
     def _inference_draws(self, metric, z, alpha, alternative) -> np.ndarray:
         """``test_power``: rejections of the LR test (7) on η + Z over the asked coordinates;
-        ``ci_volume``: importance weights of the N(0, σ²Diag(ξ)⁻¹) region (mean = its volume)."""
+        ``ci_volume``: importance weights of the N(0, σ²Diag(ξ)⁻¹) region (mean = its volume). On the lattice:
+        the discrete law's terms (:func:`~dpopt.mechanisms.lattice.inference_terms`)."""
         noisy = (self.xi > 0) & np.isfinite(self.xi)
+        if metric == "test_power" and (np.isinf(self.xi) & (alternative != 0)).any():
+            return np.ones(z.shape[0])
+        if self.lattice is not None:
+            found = self._lattice_inference(metric, alpha, alternative)
+            return inference_terms(found, z[:, noisy], None if alternative is None else alternative[noisy])
         if metric == "test_power":
-            if (np.isinf(self.xi) & (alternative != 0)).any():
-                return np.ones(z.shape[0])
             weight = self.xi[noisy] * alternative[noisy] / self.sigma**2
             lam = math.sqrt(float(weight @ alternative[noisy]))
             statistic = (alternative[noisy] + z[:, noisy]) @ weight / lam
@@ -425,7 +461,7 @@ def _lattice_variances(problem: Problem, xi: np.ndarray, sigma: float) -> tuple[
     spec = problem.spec
     if spec.sampler == "floating_point":
         return None, "the spec asks for sampler: floating_point"
-    if spec.utility.metric != "l2":
+    if spec.utility.metric not in ("l2", *INFERENCE_METRICS):
         return None, f"the {spec.utility.metric} prediction is of the continuous Gaussian"
     reason = exact_refusal(spec.privacy.definition, counting_query(problem))
     if reason is not None:
