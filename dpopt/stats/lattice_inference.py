@@ -163,7 +163,7 @@ def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
     if d < 1:
         raise ValueError("a confidence region needs at least one noisy coordinate")
     h = _grid(d, alpha)
-    top = math.ceil(Fraction(3, 2) * Fraction(chi2_radius(d, alpha)) / h) + d
+    top = math.ceil(Fraction(11, 10) * Fraction(chi2_radius(d, alpha)) / h) + d
     while True:
         cdf = region_coverage(sigma2s, h, top)
         if cdf is None:
