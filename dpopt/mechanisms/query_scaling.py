@@ -111,7 +111,9 @@ class QueryScalingMechanism(Mechanism):
         if self.lattice is not None and [v is not None for v in self.lattice] != list(self._noisy()):
             raise ValueError("a lattice variance is needed for each noisy coordinate (ξ finite and > 0), only there")
         self.sampler = "floating_point" if self.lattice is None else "exact"
-        self.needs_integer_answers = self.integer_noise = self.lattice is not None
+        self.needs_integer_answers = self.lattice is not None
+        self.integer_noise = self.needs_integer_answers and not (self.xi == 0).any()
+        """Released as int64 (:mod:`dpopt.release.blocks`) unless a coordinate is not asked (NaN marks it)."""
         self.target = "gdp" if target in GDP_TARGETS else "zcdp"
         self.refusal = refusal
 
@@ -267,7 +269,7 @@ class QueryScalingMechanism(Mechanism):
             return [exact_check, Check("privacy", "Gaussian noise on the adjusted query", False,
                                        "a coordinate released exactly changes between neighbours")]
         if self.lattice is not None:
-            return [exact_check, self._lattice_check(vectors, privacy)]
+            return [exact_check, self._lattice_design_check(privacy), self._lattice_check(vectors, privacy)]
         adjusted = adjusted_l2_squared(vectors, self.xi)
         check = gaussian_privacy_check(adjusted, self.sigma, privacy)
         return [
@@ -303,6 +305,16 @@ class QueryScalingMechanism(Mechanism):
         rows = np.flatnonzero(values >= top * (1 - 1e-9))
         return max((sum((Fraction(v[r, i]) ** 2 / effective[i] for i in cols), Fraction(0)) for r in rows),
                    default=Fraction(0))
+
+    def _lattice_design_check(self, privacy: Privacy) -> Check:
+        """The recorded lattice variances are the design's: σ_i² of σ²/ξ_i (:func:`_lattice_of`), so that σ and ξ,
+        which the certificate also records, describe the noise."""
+        expected = _lattice_of(self.xi, self.sigma, privacy.definition)
+        return Check("query_scaling.lattice_variances", "each lattice variance σ_i² is the dyadic rounding of the "
+                     "design's σ²/ξ_i for the target (target_lattice_variance), re-derived from σ and ξ",
+                     expected == self.lattice, "equal" if expected == self.lattice else
+                     f"recorded {[None if v is None else str(v) for v in self.lattice]}, derived "
+                     f"{None if expected is None else [None if v is None else str(v) for v in expected]}")
 
     def _lattice_check(self, vectors, privacy: Privacy) -> Check:
         mu_squared = self._lattice_mu_squared(vectors, privacy.definition)
@@ -466,13 +478,22 @@ def _lattice_variances(problem: Problem, xi: np.ndarray, sigma: float) -> tuple[
     reason = exact_refusal(spec.privacy.definition, counting_query(problem))
     if reason is not None:
         return None, reason
+    lattice = _lattice_of(xi, sigma, spec.privacy.definition)
+    if lattice is None:
+        return None, "a lattice variance is outside the exact sampler's range (or the certified GDP slope's)"
+    return lattice, None
+
+
+def _lattice_of(xi: np.ndarray, sigma: float, definition: str) -> tuple[Fraction | None, ...] | None:
+    """σ_i² = :func:`~dpopt.mechanisms.lattice.target_lattice_variance` of σ²/ξ_i on each noisy coordinate (None
+    elsewhere), or None when one is outside the sampler's (or the certified slope's) range."""
     lattice = []
     for x in xi:
         if not (0 < x < math.inf):
             lattice.append(None)
             continue
-        variance = target_lattice_variance(Fraction(sigma) ** 2 / Fraction(float(x)), 1, spec.privacy.definition)
+        variance = target_lattice_variance(Fraction(sigma) ** 2 / Fraction(float(x)), 1, definition)
         if variance is None:
-            return None, "a lattice variance is outside the exact sampler's range (or the certified GDP slope's)"
+            return None
         lattice.append(variance)
-    return tuple(lattice), None
+    return tuple(lattice)
