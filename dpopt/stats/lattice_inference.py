@@ -13,7 +13,8 @@ coverage and level.
 
   .. math:: P(Q \le jh) \ge P\Big(\sum_i k_i \le j\Big),
 
-  the convolution of the laws of the k_i truncated at j (nothing beyond j can enter the sum: no tail is cut).
+  the convolution of the laws of the k_i truncated at j (nothing beyond j can enter the sum: no tail is cut; the
+  last law enters through its distribution function, so that each j costs one dot product).
   r is the smallest grid point where this lower bound, less :data:`FLOAT_SLACK`, reaches 1 − α: the coverage
   ≥ 1 − α is proven, and r exceeds the exact quantile of Q by less than (d + 1)·h ≤ 2t/:data:`GRID_STEPS` (t
   the continuous χ²_d quantile). The region's volume is :math:`V_d\, r^{d/2} \prod_i \sigma_i`.
@@ -145,14 +146,22 @@ def _grid_law(marginal: DiscreteGaussianMarginal, sigma2: Fraction, h: Fraction,
     return np.maximum(out, 0.0)
 
 
-def region_coverage(sigma2s, h: Fraction, top: int) -> np.ndarray | None:
-    """Proven lower bounds on P(Q ≤ jh), j = 0..top (module docstring), or None beyond :data:`MAX_WORK`."""
-    if top + 1 > MAX_SUPPORT or len(sigma2s) * (top + 1) ** 2 > MAX_WORK:
-        return None
-    law = np.ones(1)
-    for marginal, s in zip(_marginals(sigma2s), sigma2s):
-        law = np.convolve(law, _grid_law(marginal, Fraction(s), h, top))[: top + 1]
-    return np.cumsum(law) - FLOAT_SLACK
+class _Coverage:
+    """Proven lower bounds on P(Q ≤ jh), j = 0..top (module docstring): the first d − 1 laws convolved (truncated
+    at top), the last one's distribution function read against them, so that one bound costs O(top)."""
+
+    def __init__(self, sigma2s: tuple[Fraction, ...], h: Fraction, top: int):
+        laws = [_grid_law(m, s, h, top) for m, s in zip(_marginals(sigma2s), sigma2s)]
+        self.partial = np.ones(1)
+        for law in laws[:-1]:
+            self.partial = np.convolve(self.partial, law)[: top + 1]
+        self.partial = np.concatenate([self.partial, np.zeros(top + 1 - self.partial.size)])
+        self.last = np.cumsum(laws[-1])
+        self.top = top
+
+    def __call__(self, j: int) -> float:
+        """P(Σ_{i<d} k_i + k_d ≤ j) = Σ_m P(Σ_{i<d} k_i = m) P(k_d ≤ j − m), less :data:`FLOAT_SLACK`."""
+        return float(self.partial[: j + 1] @ self.last[j::-1]) - FLOAT_SLACK
 
 
 def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
@@ -165,18 +174,23 @@ def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
     h = _grid(d, alpha)
     top = math.ceil(Fraction(11, 10) * Fraction(chi2_radius(d, alpha)) / h) + d
     while True:
-        cdf = region_coverage(sigma2s, h, top)
-        if cdf is None:
+        if top + 1 > MAX_SUPPORT or (d - 1) * (top + 1) ** 2 > MAX_WORK:
             return None
-        found = np.flatnonzero(cdf >= 1.0 - alpha)
-        if found.size:
-            j = int(found[0])
+        coverage = _Coverage(sigma2s, h, top)
+        if coverage(top) >= 1.0 - alpha:
             break
         top *= 2
-    radius = j * h
+    lo, hi = -1, top  # bisection: coverage(hi) ≥ 1 − α > coverage(lo) (non-decreasing in j)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if coverage(mid) >= 1.0 - alpha:
+            hi = mid
+        else:
+            lo = mid
+    radius = hi * h
     log_volume = (log_unit_ball_volume(d) + 0.5 * d * math.log(float(radius))
                   + 0.5 * sum(math.log(float(s)) for s in sigma2s))
-    return LatticeRegion(sigma2s, radius, float(cdf[j]), alpha, log_volume)
+    return LatticeRegion(sigma2s, radius, coverage(hi), alpha, log_volume)
 
 
 @dataclass(frozen=True)
