@@ -14,7 +14,9 @@ it is constant over all datasets the adjacency connects.
 η i.i.d. N_ℤ(0, σ_ℤ²), σ_ℤ² ≥ σ² a dyadic rational rounded up, sampled exactly; neighbouring answers
 differ by integer vectors, so ρ = Δ₂²/(2σ_ℤ²) ≤ Δ₂²/(2σ²) (Canonne, Kamath & Steinke 2020, Theorem 14). Under
 μ-GDP and (ε, δ) targets σ is designed for the target at the effective variance (σ_ℤ² ≥ σ²(σm)², m the certified
-slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m.
+slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m. On the isotropic lattice ``ci_volume`` (span
+all of ℝ^d) and ``test_power`` (a whole-number shift) are the discrete law's region and test
+(:mod:`dpopt.stats.lattice_inference`).
 """
 
 from __future__ import annotations

@@ -25,15 +25,18 @@ whose l2 sensitivity :math:`\Delta(f_\xi)^2 = \max_v \sum_i \xi_i v_i^2` is eval
 (rationals) over the generators of the sensitivity hull; the target is then checked as
 for the isotropic Gaussian (μ = Δ(f_ξ)/σ).
 
-**Exact measurement** (``sampler: exact``, the default, on counting queries with the ``l2`` metric; lattice
-variances in the exact sampler's range): each noisy coordinate is measured as x_i + η_i with the integer count
+**Exact measurement** (``sampler: exact``, the default, on counting queries; lattice variances in the exact
+sampler's range): each noisy coordinate is measured as x_i + η_i with the integer count
 x_i and η_i ~ N_ℤ(0, σ_i²), σ_i² the dyadic variance whose effective variance v_i is at least the design's σ²/ξ_i
 (:func:`~dpopt.mechanisms.lattice.target_lattice_variance`; v_i = σ_i² under ρ-zCDP, 1/m_i² under μ-GDP and
 (ε, δ), m_i the certified slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), sampled exactly. Neighbours
 shift the counts by integer vectors v, so the measurement is μ-GDP (ρ-zCDP with ρ = μ²/2, CKS 2020 Theorem 14)
 with μ² = max_v Σ_i v_i²/v_i, the design's own sensitivity Δ(f_ξ)²/σ² at the effective variances, evaluated
-exactly in rationals (:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`). The ``ci_volume`` and
-``test_power`` designs keep the floating-point sampler: their predictions are of continuous Gaussian noise.
+exactly in rationals (:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`). The lattice variances are
+re-derived from σ and ξ by ``dpopt verify`` (claim ``query_scaling.lattice_variances``). The ``ci_volume`` and
+``test_power`` designs keep ξ and σ of the continuous formulas and predict the region and the test of the discrete
+law (:mod:`dpopt.stats.lattice_inference`: coverage ≥ 1 − α and level ≤ α proven, the power a proven lower bound);
+a fractional alternative keeps the floating-point sampler.
 """
 
 from __future__ import annotations
