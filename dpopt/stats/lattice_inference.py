@@ -7,7 +7,7 @@ coverage and level.
 
 * **Confidence region.** :math:`CR = \{\theta \in \mathbb R^d : \sum_i (y_i - \theta_i)^2/\sigma_i^2 \le r\}`
   covers x with probability :math:`P(Q \le r)`, :math:`Q = \sum_i \eta_i^2/\sigma_i^2`, a sum of independent
-  non-negative discrete variables. On the dyadic grid h ℤ, :math:`k_i = \lceil \eta_i^2/(\sigma_i^2 h)\rceil`
+  non-negative discrete variables. On the grid h ℤ (h rational), :math:`k_i = \lceil \eta_i^2/(\sigma_i^2 h)\rceil`
   has the exact law :math:`P(k_i \le j) = P(|\eta_i| \le m_j)`, :math:`m_j = \lfloor\sqrt{\lfloor j h
   \sigma_i^2\rfloor}\rfloor` (integers), and as :math:`\eta_i^2/\sigma_i^2 \le h k_i`,
 
@@ -63,7 +63,7 @@ error bound (≤ σ⁻⁴/120), and a convolution sums non-negative products (re
 :data:`MAX_SUPPORT`, per stage)."""
 
 GRID_STEPS = 4096
-"""The region's grid h is the dyadic number ≤ t/(d·GRID_STEPS) (t the continuous χ²_d quantile): the radius
+"""The region's grid is h = t/(d·GRID_STEPS) (t the continuous χ²_d quantile, rounded up to 6 decimals): the radius
 found is less than (d + 1)h ≤ 2t/GRID_STEPS above the exact quantile of Q, so the volume at most about
 d/GRID_STEPS above the region at that quantile, relatively."""
 
@@ -73,8 +73,10 @@ TRUNCATION = 1e-3
 MAX_SUPPORT = 200_001
 """Largest support of a convolved law (the region's grid, the test's partial sum)."""
 
-MAX_WORK = 4e9
-"""Largest sum of (support × pmf length) over the convolutions of one region or test (a few seconds of CPU)."""
+MAX_WORK = 1.2e9
+"""Largest sum of (support × pmf length) over the convolutions of one region or test (about a second of CPU): a
+region of up to 4 noisy coordinates at the grid of :data:`GRID_STEPS` (d − 1 convolutions of about 4500·d points);
+beyond, the family keeps the floating-point sampler and says why."""
 
 
 def _marginals(sigma2s) -> list[DiscreteGaussianMarginal]:
@@ -130,9 +132,9 @@ class LatticeRegion:
 
 
 def _grid(d: int, alpha: float) -> Fraction:
-    """h: the dyadic number ≤ t/(d·:data:`GRID_STEPS`), t the continuous χ²_d quantile."""
-    target = chi2_radius(d, alpha) / (d * GRID_STEPS)
-    return Fraction(2) ** math.floor(math.log2(target))
+    """h = t/(d·:data:`GRID_STEPS`), t the continuous χ²_d quantile rounded up to 6 decimals (a rational: the
+    grid's arithmetic is exact)."""
+    return Fraction(math.ceil(chi2_radius(d, alpha) * 10**6), 10**6 * d * GRID_STEPS)
 
 
 def _grid_law(marginal: DiscreteGaussianMarginal, sigma2: Fraction, h: Fraction, top: int) -> np.ndarray:
