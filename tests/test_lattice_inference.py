@@ -218,3 +218,11 @@ def test_gaussian_region_on_a_proper_span_keeps_the_floating_point_sampler():
             "mechanism": "gaussian", "utility": {"metric": "ci_volume", "alpha": 0.05}}
     mechanism = dpopt.solve(spec).mechanism
     assert mechanism.sampler == "floating_point" and "proper span" in " ".join(mechanism.notes())
+
+
+def test_region_beyond_the_convolution_budget_keeps_the_floating_point_sampler():
+    """Five noisy coordinates: (d − 1)·(1.1·4096·d)² grid products exceed MAX_WORK (module constants)."""
+    spec = {**COUNTS, "data": {"attributes": {"x": ["a", "b", "c", "d", "e"]}}, "mechanism": "gaussian",
+            "utility": {"metric": "ci_volume", "alpha": 0.05}}
+    mechanism = dpopt.solve(spec).mechanism
+    assert mechanism.sampler == "floating_point" and "convolution budget" in " ".join(mechanism.notes())
