@@ -185,13 +185,14 @@ def test_prediction_is_the_module_s_for_the_lattice_variances():
     solution = dpopt.solve({**COUNTS, "mechanism": "query_scaling", "utility": utility})
     p = solution.mechanism.parameters
     noisy = [i for i, v in enumerate(p["lattice_variances"]) if v is not None]
-    test = lattice_test([Fraction(p["lattice_variances"][i]) for i in noisy], [utility["alternative"][i] for i in noisy],
-                        0.05)
+    test = lattice_test([Fraction(p["lattice_variances"][i]) for i in noisy],
+                        [utility["alternative"][i] for i in noisy], 0.05)
     assert solution.certificate["utility"]["value"] == test.power
 
 
 def test_forged_region_or_variance_fails_verification():
-    solution = dpopt.solve({**COUNTS, "mechanism": "query_scaling", "utility": {"metric": "ci_volume", "alpha": 0.05}})
+    utility = {"metric": "ci_volume", "alpha": 0.05}
+    solution = dpopt.solve({**COUNTS, "mechanism": "query_scaling", "utility": utility})
     forged = copy.deepcopy(solution.certificate.data)
     method = forged["utility"]["method"]
     radius = method.split("r = ")[1].split(" ")[0]

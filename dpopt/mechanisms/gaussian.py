@@ -112,12 +112,13 @@ class GaussianMechanism(Mechanism):
         space = problem.space
         sigma = gaussian_sigma(space.l2_squared, problem.spec.privacy)
         refusal = lattice_reason(problem, sigma, inference=True)
+        target = problem.spec.privacy.definition
         mechanism = cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal,
-                        problem.spec.privacy.definition)
+                        target)
         if refusal is None and problem.spec.utility.metric in INFERENCE_METRICS:
             found = mechanism._lattice_inference(problem.spec.utility)
-            if isinstance(found, str):
-                return cls(sigma, space.dimension, space.span, "floating_point", found, problem.spec.privacy.definition)
+            if isinstance(found, str):  # the metric is not derived on the lattice: the continuous design
+                return cls(sigma, space.dimension, space.span, "floating_point", found, target)
         return mechanism
 
     def _lattice_inference(self, utility):

@@ -272,7 +272,8 @@ def inference_terms(found: LatticeRegion | LatticeTest, z: np.ndarray, shift=Non
     (mean: the volume times P(Q ≤ r)/coverage, ≥ the volume; the draws check the coverage)."""
     eta = np.rint(np.asarray(z, dtype=float)).astype(np.int64)
     if isinstance(found, LatticeTest):
-        t = (eta + np.rint(np.asarray(shift, dtype=float)).astype(np.int64)) @ np.array(found.weights, dtype=np.int64)
+        whole_shift = np.rint(np.asarray(shift, dtype=float)).astype(np.int64)
+        t = (eta + whole_shift) @ np.array(found.weights, dtype=np.int64)
         return (t > found.critical) + found.randomization * (t == found.critical)
     q = eta.astype(float) ** 2 @ (1.0 / np.array([float(s) for s in found.sigma2s]))
     return found.volume * (q <= float(found.radius)) / found.coverage
