@@ -248,6 +248,7 @@ INFERENCE_METRICS = ("ci_volume", "test_power")
 @lru_cache(maxsize=32)
 def _inference(metric: str, sigma2s: tuple[Fraction, ...], alpha: float,
                shift: tuple[float, ...] | None) -> LatticeRegion | LatticeTest | str:
+    """:func:`lattice_inference` on hashable arguments (the cache's key)."""
     if metric == "ci_volume":
         found = lattice_region(sigma2s, alpha)
     elif any(a != round(a) for a in shift):

@@ -80,6 +80,7 @@ beyond, the family keeps the floating-point sampler and says why."""
 
 
 def _marginals(sigma2s) -> list[DiscreteGaussianMarginal]:
+    """N_ℤ(0, σ_i²) for each lattice variance (its pmf and tails)."""
     return [DiscreteGaussianMarginal(float(Fraction(s))) for s in sigma2s]
 
 
