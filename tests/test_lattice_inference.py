@@ -227,3 +227,13 @@ def test_region_beyond_the_convolution_budget_keeps_the_floating_point_sampler()
             "utility": {"metric": "ci_volume", "alpha": 0.05}}
     mechanism = dpopt.solve(spec).mechanism
     assert mechanism.sampler == "floating_point" and "convolution budget" in " ".join(mechanism.notes())
+
+
+def test_a_region_that_is_a_point_keeps_the_floating_point_sampler():
+    """ρ = 50: σ_ℤ² ≈ 1/100 and P(η ≠ 0) ≈ 2e^{−50} per count, so P(Q = 0) ≥ 0.95 and the region is a point."""
+    region = lattice_region([Fraction(1, 100)] * 3, ALPHA)
+    assert region.radius == 0 and region.volume == 0.0
+    spec = {**COUNTS, "privacy": {"zcdp": {"rho": 50}}, "mechanism": "gaussian",
+            "utility": {"metric": "ci_volume", "alpha": 0.05}}
+    mechanism = dpopt.solve(spec).mechanism
+    assert mechanism.sampler == "floating_point" and "region is a point" in " ".join(mechanism.notes())

@@ -251,6 +251,8 @@ def _inference(metric: str, sigma2s: tuple[Fraction, ...], alpha: float,
     """:func:`lattice_inference` on hashable arguments (the cache's key)."""
     if metric == "ci_volume":
         found = lattice_region(sigma2s, alpha)
+        if found is not None and found.radius == 0:
+            return "the noise is 0 with probability at least 1 − α: the region is a point, of volume 0"
     elif any(a != round(a) for a in shift):
         return ("the alternative is not a whole-number shift of the counts (the discrete law's test is of integer "
                 "shifts)")

@@ -106,7 +106,7 @@ class LatticeRegion:
         A proven lower bound on P(Q ≤ r), at least 1 − α.
     alpha : float
     log_volume : float
-        log(V_d r^{d/2} Π σ_i).
+        log(V_d r^{d/2} Π σ_i); −∞ when r = 0 (the noise is 0 with probability ≥ 1 − α: the region is a point).
     """
 
     sigma2s: tuple[Fraction, ...]
@@ -191,8 +191,8 @@ def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
         else:
             lo = mid
     radius = hi * h
-    log_volume = (log_unit_ball_volume(d) + 0.5 * d * math.log(float(radius))
-                  + 0.5 * sum(math.log(float(s)) for s in sigma2s))
+    log_volume = -math.inf if radius == 0 else (log_unit_ball_volume(d) + 0.5 * d * math.log(float(radius))
+                                                + 0.5 * sum(math.log(float(s)) for s in sigma2s))
     return LatticeRegion(sigma2s, radius, coverage(hi), alpha, log_volume)
 
 
