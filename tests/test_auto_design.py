@@ -11,6 +11,7 @@ compares only those; (4) a family registered later joins without any change to t
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -124,9 +125,35 @@ def _simulate(mechanism: Mechanism, spec, draws: int, rng) -> tuple[float, float
     return float(per.mean()), float(per.std(ddof=1) / math.sqrt(draws))
 
 
+def _simulate_lattice_test(mechanism: Mechanism, spec, predicted: dict) -> None:
+    """The certified randomised test on lattice noise (statistic T = Σ w_i(y_i − θ0_i), reject T > c, and with
+    probability γ at T = c; read from the certificate) simulated on the mechanism's draws: its rejection rate
+    under H0 is at most α and under H1 is the predicted power, each within 4 SE of a proportion (the power is a
+    proven lower bound within 10⁻³α of the exact one)."""
+    found = re.search(r"w = \[([-0-9, ]+)\], reject T > (-?\d+) \(T = -?\d+: with probability ([0-9.]+)\)",
+                      predicted["method"])
+    weights = np.array([int(w) for w in found.group(1).split(",")])
+    c, gamma = int(found.group(2)), float(found.group(3))
+    z = mechanism.sample(100_000, np.random.default_rng(777))
+    noisy = np.isfinite(z[0]) & (np.abs(z).max(axis=0) > 0)
+    assert noisy.sum() == weights.size
+    eta = np.asarray(spec.utility.alternative, dtype=float)[noisy]
+    for shift, target in ((0.0 * eta, spec.utility.alpha), (eta, predicted["value"])):
+        t = np.rint(shift + z[:, noisy]).astype(np.int64) @ weights
+        rate = float(np.mean((t > c) + gamma * (t == c)))
+        se = math.sqrt(target * (1 - target) / z.shape[0])
+        if shift is eta:
+            assert abs(rate - target) <= 4 * se + 1e-3 * spec.utility.alpha
+        else:
+            assert rate <= target + 4 * se
+
+
 def test_the_prediction_agrees_with_an_independent_simulation(solved):
     spec, mech = solved.spec, solved.mechanism
     predicted = solved.certificate["utility"]
+    if predicted["method"].startswith("exact law of the discrete noise") and spec.utility.metric == "test_power":
+        _simulate_lattice_test(mech, spec, predicted)
+        return
     mean, se = _simulate(mech, spec, 100_000, np.random.default_rng(777))
     if spec.utility.metric == "ci_volume" and mech.family == "k_norm":
         # coverage is exactly 1 − α, and the region {‖z‖_K ≤ t} has volume t^s vol K (vol K as the hull records it)
@@ -152,11 +179,11 @@ def test_the_prediction_agrees_with_an_independent_simulation(solved):
 def test_query_scaling_beats_the_plain_query_by_the_papers_factors():
     # the region acts as the box ψ = (1, 75, 1) for a diagonal scaling (its last generator dominates)
     psi = np.array([1.0, 75.0, 1.0])
-    sol = dpopt.solve(SPECS["age ci_volume"])
+    sol = dpopt.solve({**SPECS["age ci_volume"], "sampler": "floating_point"})  # the paper's continuous noise
     by = {c.family: c for c in sol.candidates if c.feasible}
     ratio = by["query_scaling"].utility.value / by["gaussian"].utility.value
     assert ratio == pytest.approx(query_scaling.volume_ratio(psi), rel=1e-9)  # Theorem 2.1's ratio
-    sol = dpopt.solve(SPECS["age test_power"])
+    sol = dpopt.solve({**SPECS["age test_power"], "sampler": "floating_point"})
     by = {c.family: c for c in sol.candidates if c.feasible}
     s = gaussian_mu(1.0, 1e-6)  # power of the one-coordinate query: 1 − Φ(z − s*|η_j|/ψ_j), j = 0
     assert by["query_scaling"].utility.value == pytest.approx(

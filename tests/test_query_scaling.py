@@ -288,6 +288,7 @@ def _spec(**overrides) -> dict:
         "adjacency": {"kind": "add_remove"},
         "privacy": {"approx": {"epsilon": 1.0, "delta": 1e-6}},
         "utility": {"metric": "ci_volume"},
+        "sampler": "floating_point",  # the paper's continuous closed forms (the lattice's: test_lattice_inference)
     }
     spec.update(overrides)
     return spec

@@ -81,7 +81,8 @@ def test_release_is_integer_noise_of_the_stated_variance(solution):
 
 
 @pytest.mark.parametrize("change, why", [({"sampler": "floating_point"}, "sampler: floating_point"),
-                                         ({"utility": {"metric": "ci_volume"}}, "prediction is of the continuous")])
+                                         ({"utility": {"metric": "test_power", "alternative": [0.5, 0, 0, 0]}},
+                                          "not a whole-number shift")])
 def test_floating_point_designs_keep_the_note(change, why):
     mechanism = dpopt.solve({**SPEC, **change}).mechanism
     notes = " ".join(mechanism.notes())

@@ -72,7 +72,9 @@ def test_gaussian_ci_volume_is_measured_on_the_sensitivity_span():
 
 
 def test_gaussian_test_power_closed_forms():
-    problem = dpopt.compile(make_spec(utility={"metric": "test_power", "alternative": [3, -3, 0, 0, 0, 0]}))
+    # the continuous closed forms: the floating-point sampler (the lattice's test: test_lattice_inference)
+    problem = dpopt.compile(make_spec(utility={"metric": "test_power", "alternative": [3, -3, 0, 0, 0, 0]},
+                                      sampler="floating_point"))
     spec = problem.spec
     iso = GaussianMechanism.design(problem)
     proj = ProjectedGaussianMechanism.design(problem)

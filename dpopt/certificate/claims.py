@@ -16,6 +16,7 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.enumerate import enumeration_claims
 from dpopt.sensitivity.semi_enumerate import semi_sensitivity_claims
 from dpopt.spec.models import Spec
+from dpopt.stats.lattice_inference import EXACT_LAW
 
 
 def sensitivity_claims(problem: Problem) -> list[Check]:
@@ -53,10 +54,14 @@ def utility_claims(spec: Spec, mechanism: Mechanism) -> list[Check]:
     Catches a wrong closed form and a sampler that does not draw the law it claims
     (e.g. an under-noised one). Tolerance: 5 standard errors of the Monte Carlo mean
     (fixed seed, so the check is reproducible). Skipped for utilities that are
-    themselves Monte Carlo estimates and for ``max_variance``.
+    themselves Monte Carlo estimates and for ``max_variance``. Also run for an inference metric derived from the
+    exact law of lattice noise (:data:`~dpopt.stats.lattice_inference.EXACT_LAW`): the draws check the test's
+    power or the region's coverage.
     """
     predicted = mechanism.expected_utility(spec.utility)
-    if predicted.method != "closed form" or spec.utility.metric == "max_variance":
+    kinds = {"closed form": predicted.method == "closed form", "exact law": predicted.method.startswith(EXACT_LAW)}
+    kind = next((k for k, holds in kinds.items() if holds), None)
+    if kind is None or spec.utility.metric == "max_variance":
         return []
     workload = workload_matrix(spec.utility)
     draws = mechanism.sampler_check_draws(min(100_000, max(2_000, 4_000_000 // mechanism.dimension)))
@@ -68,9 +73,10 @@ def utility_claims(spec: Spec, mechanism: Mechanism) -> list[Check]:
     return [
         Check(
             "utility.sampler",
-            f"closed-form {predicted.metric} vs Monte Carlo of the sampler ({draws} draws, fixed seed), 5 SE",
+            f"{kind.replace(' ', '-')} {predicted.metric} vs Monte Carlo of the sampler ({draws} draws, fixed seed), "
+            "5 SE",
             gap <= 5 * se + 1e-12 * abs(predicted.value),
-            f"closed form {predicted.value:.8g}, Monte Carlo {mc.value:.8g} ± {se:.2g} (SE)",
+            f"{kind} {predicted.value:.8g}, Monte Carlo {mc.value:.8g} ± {se:.2g} (SE)",
         )
     ]
 

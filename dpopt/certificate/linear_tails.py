@@ -62,21 +62,6 @@ MAX_SUPPORT = 60_001
 it, Chernoff."""
 
 
-def _cut(marginal, tau: float) -> int:
-    """The smallest whole T with 2·P(W > T) ≤ τ (exponential search, then bisection)."""
-    hi = max(1, int(math.ceil(marginal.scale)))
-    while 2.0 * float(marginal.tail(hi)) > tau:
-        hi *= 2
-    lo = -1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if mid >= 0 and 2.0 * float(marginal.tail(mid)) <= tau:
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
 def _denominator(coefficients: np.ndarray) -> int | None:
     """The smallest whole D ≤ :data:`MAX_DENOMINATOR` with every D·c_k a whole number (to 1e-9 relative), or None:
     the least common multiple of each coefficient's nearest fraction's denominator, checked."""
@@ -106,7 +91,7 @@ def _convolved(terms: dict, tau: float, budget: list) -> tuple[np.ndarray, float
     (marginal, count)}, or None when the support would exceed :data:`MAX_SUPPORT` or its square the work left in
     ``budget`` (a one-element list, decreased by it)."""
     count = sum(n for _, n in terms.values())
-    cuts = {key: _cut(m, tau / count) for key, (m, _) in terms.items()}
+    cuts = {key: m.cut(tau / count) for key, (m, _) in terms.items()}
     support = sum(2 * key[0] * cuts[key] * n for key, (_, n) in terms.items()) + 1
     if support > MAX_SUPPORT or support**2 > budget[0]:
         return None

@@ -95,9 +95,9 @@ _M = "dpopt.mechanisms."
 
 FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian", _M + "exact_sum", ("gdp", "zcdp", "approx", "pdp"),
-               exact="zcdp, gdp, approx; counting queries, and bounded sums and means on a dyadic lattice (the "
-                     "lattice's cost at most 0.1%); metrics other than ci_volume, test_power (predicted for "
-                     "continuous noise)",
+               exact="zcdp, gdp, approx; counting queries (ci_volume with a full-rank span and test_power of a "
+                     "whole-number shift from the discrete law), and bounded sums and means on a dyadic lattice (the "
+                     "lattice's cost at most 0.1%; metrics other than ci_volume, test_power)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, max_variance",
@@ -161,8 +161,8 @@ FAMILIES: tuple[Capability, ...] = (
                bound="iid", exact="always", serves="discrete Laplace (geometric) noise on integer answers"),
     Capability("query_scaling", _M + "query_scaling", GAUSSIAN_TARGETS,
                metrics=("ci_volume", "test_power", "l2"), invariants=True,
-               exact="zcdp, gdp, approx; counting queries; metric l2 (ci_volume and test_power are predicted for "
-                     "continuous noise)",
+               exact="zcdp, gdp, approx; counting queries; metrics l2, ci_volume, test_power (a whole-number "
+                     "shift; region and test from the discrete law)",
                serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),
 )
 """Every family of this package, in the order ``auto`` compares them (ties go to the first)."""

@@ -14,7 +14,9 @@ it is constant over all datasets the adjacency connects.
 η i.i.d. N_ℤ(0, σ_ℤ²), σ_ℤ² ≥ σ² a dyadic rational rounded up, sampled exactly; neighbouring answers
 differ by integer vectors, so ρ = Δ₂²/(2σ_ℤ²) ≤ Δ₂²/(2σ²) (Canonne, Kamath & Steinke 2020, Theorem 14). Under
 μ-GDP and (ε, δ) targets σ is designed for the target at the effective variance (σ_ℤ² ≥ σ²(σm)², m the certified
-slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m.
+slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m. On the isotropic lattice ``ci_volume`` (span
+all of ℝ^d) and ``test_power`` (a whole-number shift) are the discrete law's region and test
+(:mod:`dpopt.stats.lattice_inference`).
 """
 
 from __future__ import annotations
@@ -27,15 +29,19 @@ import numpy as np
 from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.domain.queries import CountingQuery
-from dpopt.mechanisms.base import Mechanism
+from dpopt.errors import UnsupportedSpecError
+from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
     GDP_TARGETS,
+    INFERENCE_METRICS,
     check_draws,
     discrete_variance,
     effective_variance,
     exact_refusal,
+    inference_terms,
     integer_answers,
+    lattice_inference,
     lattice_isotropic_check,
     lattice_privacy_summary,
     target_lattice_variance,
@@ -54,9 +60,11 @@ from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_im
 
 _GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx", "pdp")
 
-CONTINUOUS_METRICS = ("ci_volume", "test_power")
-"""Metrics predicted for continuous noise only (a region's volume, the power of the continuous LR test): a design
-judged on one keeps the floating-point sampler."""
+CONTINUOUS_METRICS = INFERENCE_METRICS
+"""Metrics whose prediction for continuous noise (a region's volume, the power of the continuous LR test) a lattice
+measurement does not inherit: a design judged on one keeps the floating-point sampler unless the family derives
+the metric from the discrete law (the isotropic Gaussian and query scaling on counting queries,
+:func:`~dpopt.mechanisms.lattice.lattice_inference`)."""
 
 MAX_LAW_BASIS_ENTRIES = 20_000_000
 """Entries of the span's basis above which the projected Gaussian states no noise law (160 MB; the
@@ -103,9 +111,34 @@ class GaussianMechanism(Mechanism):
     def design(cls, problem: Problem) -> "GaussianMechanism":
         space = problem.space
         sigma = gaussian_sigma(space.l2_squared, problem.spec.privacy)
-        refusal = lattice_reason(problem, sigma)
-        return cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal,
-                   problem.spec.privacy.definition)
+        refusal = lattice_reason(problem, sigma, inference=True)
+        target = problem.spec.privacy.definition
+        mechanism = cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal,
+                        target)
+        if refusal is None and problem.spec.utility.metric in INFERENCE_METRICS:
+            found = mechanism._lattice_inference(problem.spec.utility)
+            if isinstance(found, str):  # the metric is not derived on the lattice: the continuous design
+                return cls(sigma, space.dimension, space.span, "floating_point", found, target)
+        return mechanism
+
+    def _lattice_inference(self, utility):
+        """The region or test of ``utility`` for the lattice noise N_ℤ(0, σ_ℤ²)^d
+        (:func:`~dpopt.mechanisms.lattice.lattice_inference`), or why not: a region needs the noise on all of R^d
+        (on a proper span V its law is that of P_V η, not a product law)."""
+        if utility.metric == "ci_volume" and self.span.rank != self.dimension:
+            return "the confidence region on a proper span is of P_V η, whose exact law is not derived"
+        return lattice_inference(utility.metric, (self.lattice_sigma2,) * self.dimension, utility.alpha,
+                                 utility.alternative)
+
+    def _utility(self, utility) -> UtilityValue | None:
+        """On the lattice (isotropic noise), ``ci_volume`` and ``test_power`` from the discrete law."""
+        if self.sampler != "exact" or self.noise_in_span or utility.metric not in INFERENCE_METRICS:
+            return None
+        found = self._lattice_inference(utility)
+        if isinstance(found, str):
+            raise UnsupportedSpecError("utility.metric", f"on the lattice: {found}")
+        value = found.volume if utility.metric == "ci_volume" else found.power
+        return UtilityValue(utility.metric, value, found.describe())
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "GaussianMechanism":
@@ -222,7 +255,11 @@ class GaussianMechanism(Mechanism):
     def _inference_draws(self, metric, z, alpha, alternative) -> np.ndarray:
         """``test_power``: the LR test's rejections of η + Z (statistic ηᵀ(η+Z)/(σ‖η‖) > z₁₋α);
         ``ci_volume``: importance weights 1{‖P_V Z‖² ≤ σ²t}/p(P_V Z) (p the N(0, σ²I_r)
-        density on V), whose mean is the region's volume."""
+        density on V), whose mean is the region's volume. On the lattice: the discrete law's terms
+        (:func:`~dpopt.mechanisms.lattice.inference_terms`)."""
+        if self.sampler == "exact" and not self.noise_in_span:
+            found = lattice_inference(metric, (self.lattice_sigma2,) * self.dimension, alpha, alternative)
+            return inference_terms(found, z, alternative)
         if metric == "test_power":
             if self._exact_shift(alternative):
                 return np.ones(z.shape[0])
@@ -252,13 +289,14 @@ def lattice_scope_check(problem: Problem) -> Check:
                  "integer neighbouring shifts)", counting_query(problem), f"query kind {problem.spec.query.kind}")
 
 
-def lattice_reason(problem: Problem, sigma: float) -> str | None:
+def lattice_reason(problem: Problem, sigma: float, inference: bool = False) -> str | None:
     """Why an isotropic Gaussian measurement N(0, σ²I) of the answers keeps the floating-point sampler (None: it
-    measures exactly on the lattice; also the Gaussian stage of :mod:`~dpopt.mechanisms.james_stein`)."""
+    measures exactly on the lattice; also the Gaussian stage of :mod:`~dpopt.mechanisms.james_stein`).
+    ``inference``: the caller derives ``ci_volume`` and ``test_power`` from the discrete law."""
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
-    if spec.utility.metric in CONTINUOUS_METRICS:
+    if spec.utility.metric in CONTINUOUS_METRICS and not inference:
         return f"the {spec.utility.metric} prediction is of the continuous Gaussian"
     reason = exact_refusal(spec.privacy.definition, counting_query(problem))
     if reason is None and target_lattice_variance(Fraction(sigma) ** 2, 1, spec.privacy.definition) is None:

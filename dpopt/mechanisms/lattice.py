@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -46,6 +47,7 @@ from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2, unit_shift_gdp
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.spec.models import Privacy
+from dpopt.stats.lattice_inference import LatticeRegion, LatticeTest, lattice_region, lattice_test
 
 MAX_WIDE_LATTICE_SIGMA2 = Fraction(MAX_WIDE_SIGMA2)
 """Largest lattice variance the exact sampler serves
@@ -237,3 +239,45 @@ def lattice_isotropic_check(l2_squared: Fraction, sigma2: Fraction, privacy: Pri
     if variance is None:
         return Check("privacy", "exact lattice measurement", False, GDP_RANGE_REFUSAL)
     return lattice_privacy_check(Fraction(l2_squared) / variance, privacy, f"Δ₂²/v (σ_ℤ² = {sigma2}, v = {variance})")
+
+
+INFERENCE_METRICS = ("ci_volume", "test_power")
+"""Metrics of inference on the release, derived on a lattice from the discrete law itself
+(:mod:`dpopt.stats.lattice_inference`)."""
+
+
+@lru_cache(maxsize=32)
+def _inference(metric: str, sigma2s: tuple[Fraction, ...], alpha: float,
+               shift: tuple[float, ...] | None) -> LatticeRegion | LatticeTest | str:
+    """:func:`lattice_inference` on hashable arguments (the cache's key)."""
+    if metric == "ci_volume":
+        found = lattice_region(sigma2s, alpha)
+        if found is not None and found.radius == 0:
+            return "the noise is 0 with probability at least 1 − α: the region is a point, of volume 0"
+    elif any(a != round(a) for a in shift):
+        return ("the alternative is not a whole-number shift of the counts (the discrete law's test is of integer "
+                "shifts)")
+    else:
+        found = lattice_test(sigma2s, shift, alpha)
+    return found if found is not None else f"the exact law of the {metric} statistic exceeds its convolution budget"
+
+
+def lattice_inference(metric: str, sigma2s, alpha: float, shift=None) -> LatticeRegion | LatticeTest | str:
+    """The confidence region (``ci_volume``) or the test of ``shift`` (``test_power``) at level α for independent
+    N_ℤ(0, σ_i²) noise on the noisy coordinates, from the exact law (:mod:`dpopt.stats.lattice_inference`), or why
+    it cannot be derived (a string). Cached: a design, its certificate and ``dpopt verify`` ask for the same."""
+    key = None if shift is None else tuple(float(a) for a in shift)
+    return _inference(metric, tuple(Fraction(s) for s in sigma2s), float(alpha), key)
+
+
+def inference_terms(found: LatticeRegion | LatticeTest, z: np.ndarray, shift=None) -> np.ndarray:
+    """Per-draw Monte Carlo terms of the noise draws ``z`` (noisy coordinates, whole numbers) whose mean is the
+    predicted metric: the test's rejection probability at shift + z, or the region's volume × 1{Q ≤ r}/coverage
+    (mean: the volume times P(Q ≤ r)/coverage, ≥ the volume; the draws check the coverage)."""
+    eta = np.rint(np.asarray(z, dtype=float)).astype(np.int64)
+    if isinstance(found, LatticeTest):
+        whole_shift = np.rint(np.asarray(shift, dtype=float)).astype(np.int64)
+        t = (eta + whole_shift) @ np.array(found.weights, dtype=np.int64)
+        return (t > found.critical) + found.randomization * (t == found.critical)
+    q = eta.astype(float) ** 2 @ (1.0 / np.array([float(s) for s in found.sigma2s]))
+    return found.volume * (q <= float(found.radius)) / found.coverage

@@ -25,15 +25,18 @@ whose l2 sensitivity :math:`\Delta(f_\xi)^2 = \max_v \sum_i \xi_i v_i^2` is eval
 (rationals) over the generators of the sensitivity hull; the target is then checked as
 for the isotropic Gaussian (μ = Δ(f_ξ)/σ).
 
-**Exact measurement** (``sampler: exact``, the default, on counting queries with the ``l2`` metric; lattice
-variances in the exact sampler's range): each noisy coordinate is measured as x_i + η_i with the integer count
+**Exact measurement** (``sampler: exact``, the default, on counting queries; lattice variances in the exact
+sampler's range): each noisy coordinate is measured as x_i + η_i with the integer count
 x_i and η_i ~ N_ℤ(0, σ_i²), σ_i² the dyadic variance whose effective variance v_i is at least the design's σ²/ξ_i
 (:func:`~dpopt.mechanisms.lattice.target_lattice_variance`; v_i = σ_i² under ρ-zCDP, 1/m_i² under μ-GDP and
 (ε, δ), m_i the certified slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), sampled exactly. Neighbours
 shift the counts by integer vectors v, so the measurement is μ-GDP (ρ-zCDP with ρ = μ²/2, CKS 2020 Theorem 14)
 with μ² = max_v Σ_i v_i²/v_i, the design's own sensitivity Δ(f_ξ)²/σ² at the effective variances, evaluated
-exactly in rationals (:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`). The ``ci_volume`` and
-``test_power`` designs keep the floating-point sampler: their predictions are of continuous Gaussian noise.
+exactly in rationals (:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`). The lattice variances are
+re-derived from σ and ξ by ``dpopt verify`` (claim ``query_scaling.lattice_variances``). The ``ci_volume`` and
+``test_power`` designs keep ξ and σ of the continuous formulas and predict the region and the test of the discrete
+law (:mod:`dpopt.stats.lattice_inference`: coverage ≥ 1 − α and level ≤ α proven, the power a proven lower bound);
+a fractional alternative keeps the floating-point sampler.
 """
 
 from __future__ import annotations
@@ -46,16 +49,20 @@ from fractions import Fraction
 
 from dpopt.core import normal
 from dpopt.core.checks import Check
-from dpopt.mechanisms.base import Mechanism
+from dpopt.errors import UnsupportedSpecError
+from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
     GDP_TARGETS,
+    INFERENCE_METRICS,
     check_draws,
     discrete_variance,
     effective_variance,
     exact_refusal,
+    inference_terms,
     integer_answers,
+    lattice_inference,
     lattice_privacy_check,
     target_lattice_variance,
 )
@@ -107,7 +114,9 @@ class QueryScalingMechanism(Mechanism):
         if self.lattice is not None and [v is not None for v in self.lattice] != list(self._noisy()):
             raise ValueError("a lattice variance is needed for each noisy coordinate (ξ finite and > 0), only there")
         self.sampler = "floating_point" if self.lattice is None else "exact"
-        self.needs_integer_answers = self.integer_noise = self.lattice is not None
+        self.needs_integer_answers = self.lattice is not None
+        self.integer_noise = self.needs_integer_answers and not (self.xi == 0).any()
+        """Released as int64 (:mod:`dpopt.release.blocks`) unless a coordinate is not asked (NaN marks it)."""
         self.target = "gdp" if target in GDP_TARGETS else "zcdp"
         self.refusal = refusal
 
@@ -168,7 +177,12 @@ class QueryScalingMechanism(Mechanism):
             + (f"; certified duality gap {scaling.duality_gap:.2g}" if scaling.duality_gap else "")
         )
         lattice, refusal = _lattice_variances(problem, xi, sigma)
-        return cls(xi, sigma, u.metric, note, lattice, spec.privacy.definition, refusal)
+        mechanism = cls(xi, sigma, u.metric, note, lattice, spec.privacy.definition, refusal)
+        if lattice is not None and u.metric in INFERENCE_METRICS:
+            found = mechanism._lattice_inference(u.metric, u.alpha, u.alternative)
+            if isinstance(found, str):
+                return cls(xi, sigma, u.metric, note, None, spec.privacy.definition, found)
+        return mechanism
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "QueryScalingMechanism":
@@ -258,7 +272,7 @@ class QueryScalingMechanism(Mechanism):
             return [exact_check, Check("privacy", "Gaussian noise on the adjusted query", False,
                                        "a coordinate released exactly changes between neighbours")]
         if self.lattice is not None:
-            return [exact_check, self._lattice_check(vectors, privacy)]
+            return [exact_check, self._lattice_design_check(privacy), self._lattice_check(vectors, privacy)]
         adjusted = adjusted_l2_squared(vectors, self.xi)
         check = gaussian_privacy_check(adjusted, self.sigma, privacy)
         return [
@@ -294,6 +308,16 @@ class QueryScalingMechanism(Mechanism):
         rows = np.flatnonzero(values >= top * (1 - 1e-9))
         return max((sum((Fraction(v[r, i]) ** 2 / effective[i] for i in cols), Fraction(0)) for r in rows),
                    default=Fraction(0))
+
+    def _lattice_design_check(self, privacy: Privacy) -> Check:
+        """The recorded lattice variances are the design's: σ_i² of σ²/ξ_i (:func:`_lattice_of`), so that σ and ξ,
+        which the certificate also records, describe the noise."""
+        expected = _lattice_of(self.xi, self.sigma, privacy.definition)
+        return Check("query_scaling.lattice_variances", "each lattice variance σ_i² is the dyadic rounding of the "
+                     "design's σ²/ξ_i for the target (target_lattice_variance), re-derived from σ and ξ",
+                     expected == self.lattice, "equal" if expected == self.lattice else
+                     f"recorded {[None if v is None else str(v) for v in self.lattice]}, derived "
+                     f"{None if expected is None else [None if v is None else str(v) for v in expected]}")
 
     def _lattice_check(self, vectors, privacy: Privacy) -> Check:
         mu_squared = self._lattice_mu_squared(vectors, privacy.definition)
@@ -395,6 +419,29 @@ class QueryScalingMechanism(Mechanism):
     def _max_variance(self) -> float:
         return float(self._variances().max())
 
+    def _lattice_inference(self, metric: str, alpha: float, alternative):
+        """The region or test for the lattice noise on the noisy coordinates (exact ones add nothing, ones not
+        asked are not released; :func:`~dpopt.mechanisms.lattice.lattice_inference`), or why not."""
+        noisy = np.flatnonzero(self._noisy())
+        if metric == "ci_volume" and (self.xi == 0).any():
+            return "a coordinate is not released, so no bounded region"
+        shift = None if alternative is None else np.asarray(alternative, dtype=float)[noisy]
+        return lattice_inference(metric, [self.lattice[i] for i in noisy], alpha, shift)
+
+    def _utility(self, utility) -> UtilityValue | None:
+        """On the lattice, ``ci_volume`` and ``test_power`` from the discrete law (a shift seen exactly on a
+        coordinate released without noise: power 1, the closed form)."""
+        if self.lattice is None or utility.metric not in INFERENCE_METRICS:
+            return None
+        alternative = utility.alternative
+        if utility.metric == "test_power" and (np.isinf(self.xi) & (np.asarray(alternative) != 0)).any():
+            return None
+        found = self._lattice_inference(utility.metric, utility.alpha, alternative)
+        if isinstance(found, str):
+            raise UnsupportedSpecError("utility.metric", f"on the lattice: {found}")
+        value = found.volume if utility.metric == "ci_volume" else found.power
+        return UtilityValue(utility.metric, value, found.describe())
+
     def _ci_volume(self, alpha: float) -> float:
         return scaled_ci_volume(self.xi, self.sigma, alpha)
 
@@ -403,11 +450,15 @@ class QueryScalingMechanism(Mechanism):
 
     def _inference_draws(self, metric, z, alpha, alternative) -> np.ndarray:
         """``test_power``: rejections of the LR test (7) on η + Z over the asked coordinates;
-        ``ci_volume``: importance weights of the N(0, σ²Diag(ξ)⁻¹) region (mean = its volume)."""
+        ``ci_volume``: importance weights of the N(0, σ²Diag(ξ)⁻¹) region (mean = its volume). On the lattice:
+        the discrete law's terms (:func:`~dpopt.mechanisms.lattice.inference_terms`)."""
         noisy = (self.xi > 0) & np.isfinite(self.xi)
+        if metric == "test_power" and (np.isinf(self.xi) & (alternative != 0)).any():
+            return np.ones(z.shape[0])
+        if self.lattice is not None:
+            found = self._lattice_inference(metric, alpha, alternative)
+            return inference_terms(found, z[:, noisy], None if alternative is None else alternative[noisy])
         if metric == "test_power":
-            if (np.isinf(self.xi) & (alternative != 0)).any():
-                return np.ones(z.shape[0])
             weight = self.xi[noisy] * alternative[noisy] / self.sigma**2
             lam = math.sqrt(float(weight @ alternative[noisy]))
             statistic = (alternative[noisy] + z[:, noisy]) @ weight / lam
@@ -425,18 +476,27 @@ def _lattice_variances(problem: Problem, xi: np.ndarray, sigma: float) -> tuple[
     spec = problem.spec
     if spec.sampler == "floating_point":
         return None, "the spec asks for sampler: floating_point"
-    if spec.utility.metric != "l2":
+    if spec.utility.metric not in ("l2", *INFERENCE_METRICS):
         return None, f"the {spec.utility.metric} prediction is of the continuous Gaussian"
     reason = exact_refusal(spec.privacy.definition, counting_query(problem))
     if reason is not None:
         return None, reason
+    lattice = _lattice_of(xi, sigma, spec.privacy.definition)
+    if lattice is None:
+        return None, "a lattice variance is outside the exact sampler's range (or the certified GDP slope's)"
+    return lattice, None
+
+
+def _lattice_of(xi: np.ndarray, sigma: float, definition: str) -> tuple[Fraction | None, ...] | None:
+    """σ_i² = :func:`~dpopt.mechanisms.lattice.target_lattice_variance` of σ²/ξ_i on each noisy coordinate (None
+    elsewhere), or None when one is outside the sampler's (or the certified slope's) range."""
     lattice = []
     for x in xi:
         if not (0 < x < math.inf):
             lattice.append(None)
             continue
-        variance = target_lattice_variance(Fraction(sigma) ** 2 / Fraction(float(x)), 1, spec.privacy.definition)
+        variance = target_lattice_variance(Fraction(sigma) ** 2 / Fraction(float(x)), 1, definition)
         if variance is None:
-            return None, "a lattice variance is outside the exact sampler's range (or the certified GDP slope's)"
+            return None
         lattice.append(variance)
-    return tuple(lattice), None
+    return tuple(lattice)

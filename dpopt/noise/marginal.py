@@ -129,6 +129,21 @@ class Marginal(ABC):
             return 0.5 * self.sub_gaussian * s * s
         return None
 
+    def cut(self, tau: float) -> int:
+        """For a lattice law: the smallest whole T with 2·P(W > T) ≤ τ (exponential search, then bisection), where
+        a convolution of the law may cut it (the mass beyond, ≤ τ, then added to the bound it proves)."""
+        hi = max(1, int(math.ceil(self.scale)))
+        while 2.0 * float(self.tail(hi)) > tau:
+            hi *= 2
+        lo = -1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if mid >= 0 and 2.0 * float(self.tail(mid)) <= tau:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
     def within(self, gamma: float) -> float:
         """P(|W| ≤ γ) = 1 − 2P(W > γ) (continuous; for a lattice law 1 − 2P(W > ⌊γ⌋))."""
         return float(1.0 - 2.0 * self.tail(math.floor(gamma) if self.lattice else gamma))

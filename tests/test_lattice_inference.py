@@ -1,0 +1,239 @@
+"""Inference on the discrete law (issue 39): the region's coverage and the test's level and power for independent
+N_ℤ(0, σ_i²) noise, and the families that predict ci_volume / test_power from them.
+
+Sources of the expected values:
+
+* **brute-force enumeration**: the pmf of N_ℤ(0, σ²), exp(−k²/(2σ²))/Σ_j exp(−j²/(2σ²)), summed here in 40-digit
+  mpmath over |k| ≤ √(160σ²) (the mass beyond is below e^{−80}); the law of Q = Σ η_i²/σ_i² and of the test
+  statistic T = Σ w_i η_i are enumerated over all tuples (exact rational values of Q, integer values of T);
+* **simulation**: draws of the exact sampler (CKS 2020, Algorithm 3, :func:`sample_discrete_gaussian`) with fixed
+  seeds; the tolerances are 4 standard errors of a binomial proportion, √(p(1 − p)/n), derived in each test;
+* the module's own guarantees (its docstring): coverage ≥ 1 − α and level ≤ α proven; the radius less than
+  (d + 1)h above the exact quantile; the power within κ + 2·slack below the test's exact power.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from fractions import Fraction
+from itertools import product
+
+import mpmath
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
+from dpopt.stats.lattice_inference import FLOAT_SLACK, TRUNCATION, _grid, lattice_region, lattice_test
+
+SIGMA2 = (Fraction(1, 2), Fraction(9, 4), Fraction(4))
+ALPHA = 0.05
+
+
+def _pmf(sigma2: Fraction, top: int | None = None) -> dict[int, mpmath.mpf]:
+    """The pmf over |k| ≤ top; by default top = ⌈√(160σ²)⌉, beyond which the mass is below e^{−80}."""
+    top = math.isqrt(math.ceil(160 * sigma2)) + 1 if top is None else top
+    s2 = mpmath.mpf(sigma2.numerator) / sigma2.denominator
+    weights = {k: mpmath.exp(-mpmath.mpf(k * k) / (2 * s2)) for k in range(-top, top + 1)}
+    total = mpmath.fsum(weights.values())
+    return {k: w / total for k, w in weights.items()}
+
+
+@pytest.fixture(scope="module")
+def q_law() -> list[tuple[Fraction, mpmath.mpf]]:
+    """The exact law of Q = Σ η_i²/σ_i² for SIGMA2, sorted by value."""
+    with mpmath.workdps(40):
+        law = {Fraction(0): mpmath.mpf(1)}
+        for s2 in SIGMA2:
+            folded: dict[int, mpmath.mpf] = {}
+            for k, p in _pmf(s2).items():
+                folded[abs(k)] = folded.get(abs(k), 0) + p
+            step: dict[Fraction, mpmath.mpf] = {}
+            for (q, p), (k, pk) in product(law.items(), folded.items()):
+                value = q + Fraction(k * k) / s2
+                step[value] = step.get(value, 0) + p * pk
+            law = step
+        return sorted(law.items())
+
+
+def _exact_coverage(law, radius: Fraction) -> float:
+    return float(mpmath.fsum(p for q, p in law if q <= radius))
+
+
+def test_region_coverage_against_enumeration(q_law):
+    region = lattice_region(SIGMA2, ALPHA)
+    exact = _exact_coverage(q_law, region.radius)
+    # proven: the exact coverage is at least the stated bound, which is at least 1 − α
+    assert exact >= region.coverage >= 1 - ALPHA
+    # the radius is less than (d + 1)h above the exact 1 − α quantile of Q
+    cumulative, quantile = mpmath.mpf(0), None
+    for q, p in q_law:
+        cumulative += p
+        if cumulative >= 1 - ALPHA:
+            quantile = q
+            break
+    h = _grid(len(SIGMA2), ALPHA)
+    assert quantile <= region.radius < quantile + (len(SIGMA2) + 1) * h
+    # the volume is V_3 r^{3/2} Π σ_i (V_3 = 4π/3)
+    assert region.volume == pytest.approx(4 * math.pi / 3 * float(region.radius) ** 1.5
+                                          * math.sqrt(float(SIGMA2[0] * SIGMA2[1] * SIGMA2[2])), rel=1e-12)
+
+
+def test_region_coverage_by_simulation():
+    region = lattice_region(SIGMA2, ALPHA)
+    rng = np.random.default_rng(39)
+    n = 200_000
+    eta = np.column_stack([sample_discrete_gaussian(rng, s.numerator, s.denominator, n) for s in SIGMA2])
+    inside = np.mean([region.contains(row, np.zeros(3)) for row in eta[:500]])  # the rational membership test
+    q = (eta.astype(float) ** 2) @ np.array([1 / float(s) for s in SIGMA2])
+    fraction = float(np.mean(q <= float(region.radius)))
+    # SE of a proportion near 0.95 from n draws: √(0.95·0.05/n) ≈ 4.9e-4; 4 SE
+    se = math.sqrt(0.95 * 0.05 / n)
+    assert fraction >= region.coverage - 4 * se
+    assert abs(inside - float(np.mean(q[:500] <= float(region.radius)))) == 0.0
+
+
+def _t_law(sigma2s, weights) -> dict[int, mpmath.mpf]:
+    """The exact law of T = Σ w_i η_i by enumeration."""
+    law = {0: mpmath.mpf(1)}
+    for s2, w in zip(sigma2s, weights):
+        step: dict[int, mpmath.mpf] = {}
+        for (t, p), (k, pk) in product(law.items(), _pmf(s2).items()):
+            step[t + w * k] = step.get(t + w * k, 0) + p * pk
+        law = step
+    return law
+
+
+@pytest.mark.parametrize("sigma2s, shift", [((Fraction(4), Fraction(9, 4)), (3, -2)),
+                                            ((Fraction(2130631, 32768),), (20,)),
+                                            ((Fraction(1, 2), Fraction(1, 2)), (1, 1))])
+def test_level_and_power_against_enumeration(sigma2s, shift):
+    test = lattice_test(sigma2s, shift, ALPHA)
+    # NP weights: proportional to a_i/σ_i², coprime integers
+    ratios = [Fraction(a) / s for a, s in zip(shift, sigma2s)]
+    assert all(w * ratios[0] == r * test.weights[0] for w, r in zip(test.weights, ratios))
+    assert math.gcd(*test.weights) == 1
+    with mpmath.workdps(40):
+        law = _t_law(sigma2s, test.weights)
+        s = sum(w * a for w, a in zip(test.weights, shift))
+        c, gamma = test.critical, mpmath.mpf(test.randomization)
+        level = mpmath.fsum(p for t, p in law.items() if t > c) + gamma * law.get(c, 0)
+        power = mpmath.fsum(p for t, p in law.items() if t + s > c) + gamma * law.get(c - s, 0)
+    slack = TRUNCATION * ALPHA + 2 * FLOAT_SLACK
+    # proven: the exact level is at most α (and the stated bound), within the cut mass and slack of α
+    assert float(level) <= test.level <= ALPHA
+    assert float(level) >= ALPHA - slack
+    # proven: the stated power is a lower bound, within κ + 2·slack of the exact power
+    assert test.power <= float(power) <= test.power + slack
+
+
+def test_one_coordinate_test_is_the_threshold_on_the_count():
+    """With one coordinate the NP test is a threshold on η: c is the smallest whole number with P(η > c) ≤ α
+    (enumeration), and γ = (α − P(η > c))/P(η = c) up to the stated slack."""
+    s2 = Fraction(2130631, 32768)
+    test = lattice_test([s2], [20], ALPHA)
+    with mpmath.workdps(40):
+        pmf = _pmf(s2)
+        above = {c: mpmath.fsum(p for k, p in pmf.items() if k > c) for c in range(0, 40)}
+    c = min(c for c, p in above.items() if p <= ALPHA)
+    assert test.critical == c and test.weights == (1,)
+    assert test.randomization == pytest.approx(float((ALPHA - above[c]) / pmf[c]), abs=1e-6)
+
+
+def test_test_by_simulation():
+    """Rejections of the randomised test on draws of the exact sampler under H0 and H1: 4 SE of a proportion."""
+    sigma2s, shift = (Fraction(4), Fraction(9, 4)), (3, -2)
+    test = lattice_test(sigma2s, shift, ALPHA)
+    rng = np.random.default_rng(7)
+    n = 100_000
+    eta = np.column_stack([sample_discrete_gaussian(rng, s.numerator, s.denominator, n) for s in sigma2s])
+    w = np.array(test.weights)
+    for hypothesis, target in ((np.zeros(2), test.level), (np.array(shift), test.power)):
+        t = (eta + hypothesis.astype(int)) @ w
+        rejected = np.mean((t > test.critical) + test.randomization * (t == test.critical))
+        assert abs(rejected - target) <= 4 * math.sqrt(target * (1 - target) / n) + TRUNCATION * ALPHA
+    decisions = [test.reject(row + shift, np.zeros(2), rng) for row in eta[:5000]]
+    assert abs(np.mean(decisions) - test.power) <= 4 * math.sqrt(test.power * (1 - test.power) / 5000)
+
+
+# ---------------------------------------------------------------- the families
+COUNTS = {"dpopt": 1, "name": "three counts", "data": {"attributes": {"x": ["a", "b", "c"]}},
+          "query": {"kind": "histogram", "attribute": "x"}, "adjacency": "add_remove",
+          "privacy": {"zcdp": {"rho": 0.5}}}
+
+
+@pytest.mark.parametrize("family", ["gaussian", "query_scaling"])
+@pytest.mark.parametrize("utility", [{"metric": "ci_volume", "alpha": 0.05},
+                                     {"metric": "test_power", "alternative": [2, 1, 0], "alpha": 0.05}])
+def test_families_measure_exactly_and_verify(family, utility):
+    solution = dpopt.solve({**COUNTS, "mechanism": family, "utility": utility})
+    mechanism, cert = solution.mechanism, solution.certificate
+    assert mechanism.sampler == "exact"
+    assert cert["utility"]["method"].startswith("exact law of the discrete noise")
+    assert "idealized" not in " ".join(mechanism.notes())
+    verification = dpopt.verify(cert)
+    assert verification.passed, [c.claim for c in verification.failed]
+    claims = {c.claim: c for c in verification.checks}
+    assert claims["utility.sampler"].passed and "exact law" in claims["utility.sampler"].detail
+
+
+def test_prediction_is_the_module_s_for_the_lattice_variances():
+    """The predicted test_power of query scaling is the module's test at the recorded lattice variances and the
+    whole shift on the noisy coordinates (independent re-derivation from the parameters)."""
+    utility = {"metric": "test_power", "alternative": [2, 1, 0], "alpha": 0.05}
+    solution = dpopt.solve({**COUNTS, "mechanism": "query_scaling", "utility": utility})
+    p = solution.mechanism.parameters
+    noisy = [i for i, v in enumerate(p["lattice_variances"]) if v is not None]
+    test = lattice_test([Fraction(p["lattice_variances"][i]) for i in noisy],
+                        [utility["alternative"][i] for i in noisy], 0.05)
+    assert solution.certificate["utility"]["value"] == test.power
+
+
+def test_forged_region_or_variance_fails_verification():
+    utility = {"metric": "ci_volume", "alpha": 0.05}
+    solution = dpopt.solve({**COUNTS, "mechanism": "query_scaling", "utility": utility})
+    forged = copy.deepcopy(solution.certificate.data)
+    method = forged["utility"]["method"]
+    radius = method.split("r = ")[1].split(" ")[0]
+    forged["utility"]["method"] = method.replace(f"r = {radius}", f"r = {Fraction(radius) * Fraction(9, 10)}")
+    forged["utility"]["value"] *= 0.9**1.5
+    assert "utility" in {c.claim for c in dpopt.verify(forged).failed}
+    forged = copy.deepcopy(solution.certificate.data)
+    variances = forged["mechanism"]["parameters"]["lattice_variances"]
+    variances[0] = str(Fraction(variances[0]) / 2)  # smaller noise: the region and the privacy move
+    failed = {c.claim for c in dpopt.verify(forged).failed}
+    assert {"privacy", "utility"} <= failed
+
+
+@pytest.mark.parametrize("family", ["gaussian", "query_scaling"])
+def test_fractional_alternative_keeps_the_floating_point_sampler(family):
+    utility = {"metric": "test_power", "alternative": [0.5, 1, 0], "alpha": 0.05}
+    mechanism = dpopt.solve({**COUNTS, "mechanism": family, "utility": utility}).mechanism
+    notes = " ".join(mechanism.notes())
+    assert mechanism.sampler == "floating_point" and "whole-number shift" in notes and "idealized" in notes
+
+
+def test_gaussian_region_on_a_proper_span_keeps_the_floating_point_sampler():
+    spec = {**COUNTS, "adjacency": "replace_one", "data": {"attributes": {"x": ["a", "b", "c"]}, "n": 100},
+            "mechanism": "gaussian", "utility": {"metric": "ci_volume", "alpha": 0.05}}
+    mechanism = dpopt.solve(spec).mechanism
+    assert mechanism.sampler == "floating_point" and "proper span" in " ".join(mechanism.notes())
+
+
+def test_region_beyond_the_convolution_budget_keeps_the_floating_point_sampler():
+    """Five noisy coordinates: (d − 1)·(1.1·4096·d)² grid products exceed MAX_WORK (module constants)."""
+    spec = {**COUNTS, "data": {"attributes": {"x": ["a", "b", "c", "d", "e"]}}, "mechanism": "gaussian",
+            "utility": {"metric": "ci_volume", "alpha": 0.05}}
+    mechanism = dpopt.solve(spec).mechanism
+    assert mechanism.sampler == "floating_point" and "convolution budget" in " ".join(mechanism.notes())
+
+
+def test_a_region_that_is_a_point_keeps_the_floating_point_sampler():
+    """ρ = 50: σ_ℤ² ≈ 1/100 and P(η ≠ 0) ≈ 2e^{−50} per count, so P(Q = 0) ≥ 0.95 and the region is a point."""
+    region = lattice_region([Fraction(1, 100)] * 3, ALPHA)
+    assert region.radius == 0 and region.volume == 0.0
+    spec = {**COUNTS, "privacy": {"zcdp": {"rho": 50}}, "mechanism": "gaussian",
+            "utility": {"metric": "ci_volume", "alpha": 0.05}}
+    mechanism = dpopt.solve(spec).mechanism
+    assert mechanism.sampler == "floating_point" and "region is a point" in " ".join(mechanism.notes())
