@@ -40,7 +40,7 @@ import numpy as np
 from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.errors import DataError
-from dpopt.mechanisms.integer_noise import dyadic_ceil
+from dpopt.mechanisms.integer_noise import dyadic_ceil, dyadic_ceil_fine
 from dpopt.noise.discrete_gaussian import MAX_WIDE_SIGMA2, discrete_gaussian_moments
 from dpopt.privacy.discrete_gaussian_gdp import MARGIN, MAX_SIGMA2, unit_shift_gdp
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
@@ -132,21 +132,21 @@ def target_lattice_variance(continuous: Fraction, scale: int, target: str,
     """σ² on the lattice for a target: :func:`lattice_variance` under ρ-zCDP; under μ-GDP and (ε, δ) a dyadic
     σ² whose effective variance (:func:`effective_variance`) is at least scale²·``continuous``: from
     :data:`GDP_START_MIN` on it starts at the wanted variance times :func:`predicted_gdp_ratio` (about
-    1 + 2·10⁻⁴ + 1/(12σ²)), below at the wanted variance, and is rounded up by the certified ratio until it holds.
-    None outside [2⁻⁹, ``cap``]."""
+    1 + 2·10⁻⁴ + 1/(12σ²)), below at the wanted variance, and is rounded up by the certified ratio until it holds,
+    on the grid of :func:`~dpopt.mechanisms.integer_noise.dyadic_ceil_fine`. None outside [2⁻⁹, ``cap``]."""
     sigma2 = lattice_variance(continuous, scale, cap)
     if sigma2 is None or target not in GDP_TARGETS:
         return sigma2
     wanted = Fraction(continuous) * scale * scale
     if wanted >= GDP_START_MIN:
-        sigma2 = dyadic_ceil(wanted * predicted_gdp_ratio(wanted))
+        sigma2 = dyadic_ceil_fine(wanted * predicted_gdp_ratio(wanted))
     for _ in range(8):
         variance = effective_variance(sigma2, target)
         if variance is None:
             return None
         if variance >= wanted:
             return sigma2
-        sigma2 = dyadic_ceil(sigma2 * wanted / variance)
+        sigma2 = dyadic_ceil_fine(sigma2 * wanted / variance)
     return None
 
 
