@@ -91,3 +91,10 @@ def test_the_fine_grid_rounds_up_within_2_to_the_minus_21_and_never_above_dyadic
     assert dyadic_ceil_fine(Fraction(3, 2)) == Fraction(3, 2)
     assert dyadic_ceil_fine(Fraction(2**25 + 1, 2**25)) == 1 + Fraction(1, 2**21)  # e = 0: the grid 2⁻²¹
     assert dyadic_ceil_fine(Fraction(2**22 + 1)) == 2**22 + 1  # k = 21 − 22 clamped at 0: whole numbers
+
+
+def test_a_forged_smaller_lattice_variance_fails_the_certification():
+    w = Fraction(2_000_000)
+    sigma2 = lattice.target_lattice_variance(w, 1, "gdp")
+    forged = sigma2 * (1 - Fraction(1, 10**5))  # below (1 + 2η)·w·(1 + 1/(12σ²)) ≈ 1.0002·w: a relative 10⁻⁵ less
+    assert lattice.effective_variance(forged, "gdp") < w <= lattice.effective_variance(sigma2, "gdp")
