@@ -20,8 +20,9 @@ SLOW_SPECS = {
     "marginals_10attr_2way_zcdp": "4,114 released counts over a 1.47e9-cell domain: the second route, the report's "
                                   "noise draws and the audit work on d = 4,114 coordinates (~20 s per solve, "
                                   "~60 s with the report)",
-    "marginals_8attr_3way_invariants": "10,325 released counts, Semi-DP span of rank 6,300: the report's and the "
-                                       "per-cell Monte Carlo draws and the audit (~45 s per solve with the report)",
+    "marginals_8attr_3way_invariants": "10,325 released counts, Semi-DP span of rank 6,300: the GDP slopes of 91 "
+                                       "lattice variances, the per-cell Monte Carlo draws and the audit (4.6 s of "
+                                       "CPU per CLI solve with the report, 2.2 s per verify; 2026-12-07, load 10)",
     "marginals_24attr_2way_replace": "2,728 released counts over a 6.9e10-cell domain, replace-one: the design "
                                      "over 2,911 reduced patterns, the report's draws (~8 s per solve, ~20 s with "
                                      "the report)",
