@@ -598,13 +598,12 @@ class MarginalGaussianMechanism(Mechanism):
         (:meth:`_sample`), so the blocks holding the cells are synthesised, as a workload of their own, from the
         parts T of their closure alone, drawn as :meth:`_sample` draws them. Over every block this is
         :meth:`sample` itself, draw for draw."""
-        coordinates = [int(c) for c in coordinates]
         offsets = self.workload.offsets
-        chosen = sorted({int(np.searchsorted(offsets, c, side="right")) - 1 for c in coordinates})
+        block_of = [int(np.searchsorted(offsets, c, side="right")) - 1 for c in coordinates]
+        chosen = sorted(set(block_of))
         sub = MarginalWorkload(self.workload.algebra, tuple(self.workload.blocks[i] for i in chosen))
         starts = dict(zip(chosen, sub.offsets))
-        columns = [starts[i] + c - offsets[i] for c in coordinates
-                   for i in [int(np.searchsorted(offsets, c, side="right")) - 1]]
+        columns = [starts[b] + int(c) - offsets[b] for c, b in zip(coordinates, block_of)]
         require_memory(dense_bytes(2, size, sub.dimension), f"{int(size):,} noise draws of {sub.dimension:,} cells")
         return self._sample(rng, int(size), set(sub.closure), sub)[:, columns]
 
