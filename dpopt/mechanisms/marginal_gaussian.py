@@ -615,8 +615,9 @@ class MarginalGaussianMechanism(Mechanism):
         if self.sampler == "exact":
             noise = self._lattice_noise(rng, size, parts)
             return synthesize_noise(workload, {t: alg.center(noise[t], len(t)) / alg.size(t) for t in noise}, size)
+        drawn = {t: s for t, s in self._scales().items() if parts is None or t in parts}
         return synthesize_noise(workload, {t: s * alg.center(rng.standard_normal((size,) + alg.table_shape(t)), len(t))
-                                           for t, s in self._scales().items() if parts is None or t in parts}, size)
+                                           for t, s in drawn.items()}, size)
 
     def _lattice_noise(self, rng: np.random.Generator, size: int,
                        parts: set[Subset] | None = None) -> dict[Subset, np.ndarray]:

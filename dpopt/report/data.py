@@ -121,14 +121,14 @@ def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAW
             grid = np.linspace(lo, hi, 400)
             density = (grid, np.exp(-grid**2 / (2.0 * var)) / np.sqrt(2.0 * np.pi * var))
         cell = ", ".join(str(labels[i]).split(",")) if labels is not None else f"coordinate {i}"
-        panels.append({"label": f"{stage}cell {cell}", "samples": samples[i], "density": density, "draws": count,
-                       "xlabel": "noise added to the cell",
+        panels.append({"label": f"{stage}cell {cell}", "samples": samples[i], "density": density,
+                       "draws": count, "xlabel": "noise added to the cell",
                        "lattice": lattice or bool(getattr(mechanism, "integer_noise", False))})
     if isinstance(inner, GaugeLaw):
         g = np.asarray(inner.gauge(z), dtype=float)
         grid = np.linspace(0.0, float(np.quantile(g, 0.998)), 400)
-        panels.append({"label": "‖Z‖_K (radial part)", "samples": g, "lattice": False, "xlabel": "‖Z‖_K", "draws": count,
-                       "density": (grid, _gamma_density(grid, inner.rank, inner.epsilon))})
+        panels.append({"label": "‖Z‖_K (radial part)", "samples": g, "lattice": False, "xlabel": "‖Z‖_K",
+                       "draws": count, "density": (grid, _gamma_density(grid, inner.rank, inner.epsilon))})
     return panels
 
 
