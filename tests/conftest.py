@@ -15,12 +15,14 @@ SLOW_SPECS = {
     "table_4x4_margins_pure": "the hull of a 9-dimensional sensitivity space (built up to its symmetry group, "
                               "a few seconds) and its certificate checks: 10–20 s per solve on 2 shared cores",
     "census_part2_age_ranges_gdp": "gaussian_optimal's semidefinite program for 15 age ranges under the margins: "
-                                   "about 12 s of CPU per solve",
+                                   "3.7 s of CPU per solve from Python, 4.9 s with the report, 2.5 s per verify "
+                                   "(2026-12-07, load 9 on 2 cores: 20-35 s of wall time)",
     "marginals_10attr_2way_zcdp": "4,114 released counts over a 1.47e9-cell domain: the second route, the report's "
                                   "noise draws and the audit work on d = 4,114 coordinates (~20 s per solve, "
                                   "~60 s with the report)",
-    "marginals_8attr_3way_invariants": "10,325 released counts, Semi-DP span of rank 6,300: the report's and the "
-                                       "per-cell Monte Carlo draws and the audit (~45 s per solve with the report)",
+    "marginals_8attr_3way_invariants": "10,325 released counts, Semi-DP span of rank 6,300: the GDP slopes of 91 "
+                                       "lattice variances, the per-cell Monte Carlo draws and the audit (4.6 s of "
+                                       "CPU per CLI solve with the report, 2.2 s per verify; 2026-12-07, load 10)",
     "marginals_24attr_2way_replace": "2,728 released counts over a 6.9e10-cell domain, replace-one: the design "
                                      "over 2,911 reduced patterns, the report's draws (~8 s per solve, ~20 s with "
                                      "the report)",

@@ -46,7 +46,7 @@ from __future__ import annotations
 import importlib
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -345,6 +345,12 @@ class Mechanism(ABC):
         rng = secure_generator() if rng is None else rng
         out = np.asarray(self._sample(rng, int(size)), dtype=float)
         return out.reshape(int(size), self.dimension)
+
+    def sample_coordinates(self, coordinates: Sequence[int], size: int, rng: np.random.Generator) -> np.ndarray:
+        """``size`` draws of the noise on the given output coordinates only, shape (size, len(coordinates)): the
+        law of those coordinates under :meth:`sample`. Default: full draws, restricted; a family whose coordinates
+        depend on part of its randomness draws that part alone (the report's noise panels)."""
+        return self.sample(size, rng)[:, list(coordinates)]
 
     def release(self, true_value, rng: np.random.Generator | None = None) -> np.ndarray:
         """The mechanism's output M(X) at the query's true answer φ(X).

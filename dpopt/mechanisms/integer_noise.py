@@ -59,6 +59,19 @@ def dyadic_ceil(x: Fraction) -> Fraction:
     return Fraction(p, q)
 
 
+def dyadic_ceil_fine(x: Fraction) -> Fraction:
+    """:func:`dyadic_ceil` on the grid of x's exact exponent e = ⌊log₂ x⌋, p/2^k ≥ x with k = 21 − e in [0, 30]:
+    :func:`dyadic_ceil` estimates e from bit lengths, one too high for some representations of the same x, and then
+    rounds on a grid twice as coarse, which holds this one's points: never above :func:`dyadic_ceil` (x)."""
+    if x <= 0:
+        raise CalibrationError(f"a noise parameter must be positive (got {x})")
+    exponent = x.numerator.bit_length() - x.denominator.bit_length()
+    if x.numerator * 2 ** max(-exponent, 0) < x.denominator * 2 ** max(exponent, 0):
+        exponent -= 1
+    q = 2 ** min(max(GRID_BITS - exponent, 0), 30)
+    return Fraction(-((-x.numerator * q) // x.denominator), q)
+
+
 def is_integer_valued(spec: Spec) -> bool:
     """True for counting queries whose answers are integers (counts, histograms, tables, marginals):
     read from the query kind, without compiling the query."""

@@ -41,9 +41,9 @@ import numpy as np
 from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.errors import DataError
-from dpopt.mechanisms.integer_noise import dyadic_ceil
+from dpopt.mechanisms.integer_noise import dyadic_ceil, dyadic_ceil_fine
 from dpopt.noise.discrete_gaussian import MAX_WIDE_SIGMA2, discrete_gaussian_moments
-from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2, unit_shift_gdp
+from dpopt.privacy.discrete_gaussian_gdp import MARGIN, MAX_SIGMA2, unit_shift_gdp
 from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.spec.models import Privacy
@@ -101,22 +101,55 @@ def lattice_variance(continuous: Fraction, scale: int, cap: Fraction = MAX_LATTI
     return sigma2 if sigma2 <= min(cap, MAX_WIDE_LATTICE_SIGMA2) else None
 
 
+GDP_START_MIN = 4
+"""Smallest wanted variance from which :func:`target_lattice_variance` starts at the predicted ratio
+:func:`predicted_gdp_ratio` (σ ≥ 2: its series' terms shrink by 1/(4σ²) ≤ 1/16 and the normaliser's correction
+θ ≤ 3e^{−2π²σ²} < e^{−78}); below, it starts at the wanted variance itself."""
+
+
+def predicted_gdp_ratio(wanted: Fraction) -> Fraction:
+    r"""A start for :func:`target_lattice_variance`: σ²/(1/m²) = (σm)² predicted for the certified slope
+    m = (1 + η)·d_0 of N_ℤ(0, σ²) (η = :data:`~dpopt.privacy.discrete_gaussian_gdp.MARGIN`; the largest increment
+    is d_0 = 2z_1) at the σ² ≈ ``wanted``·(σm)² whose effective variance is ``wanted``.
+
+    d_0 = 2Φ⁻¹(½ + 1/(2Z)) with Z = σ√(2π)(1 + θ), θ negligible (Poisson summation, CKS 2020 §2.2), and the
+    probit's Taylor series at ½, Φ⁻¹(½ + p) = √(2π)(p + πp³/3 + 7π²p⁵/30 + …) with positive coefficients, at
+    √(2π)p = a = 1/(2σ): z_1 = a + a³/6 + 7a⁵/120 + …, so σd_0 = 1 + 1/(24σ²) + 7/(1920σ⁴) + O(σ⁻⁶), the terms
+    left out positive. With R(v) = (1 + η)²(1 + 1/(24v) + 7/(1920v²))², s = ``wanted``·R(``wanted``) is at or
+    above the σ² sought (R decreases), so R(s) is at or below its ratio up to the dyadic rounding of that σ²
+    (2⁻²¹ relative, which moves R by less than 2⁻²⁴/s); lowered by that and by 10⁻¹⁰ (above the float64 error of
+    the certified d_0, :func:`~dpopt.privacy.discrete_gaussian_gdp.unit_shift_gdp`), the start is at or just
+    below the smallest dyadic σ² the certification accepts, and usually that σ² itself (one certification per
+    variance instead of two)."""
+
+    def ratio(v: Fraction) -> Fraction:
+        sigma_d0 = 1 + 1 / (24 * v) + Fraction(7, 1920) / (v * v)
+        return (1 + Fraction(MARGIN)) ** 2 * sigma_d0 * sigma_d0
+
+    s = Fraction(wanted) * ratio(Fraction(wanted))
+    return ratio(s) * (1 - Fraction(1, 10**10) - 1 / (2**24 * s))
+
+
 def target_lattice_variance(continuous: Fraction, scale: int, target: str,
                             cap: Fraction = MAX_LATTICE_SIGMA2) -> Fraction | None:
-    """σ² on the lattice for a target: :func:`lattice_variance` under ρ-zCDP; under μ-GDP and (ε, δ) the dyadic
-    σ² whose effective variance (:func:`effective_variance`) is at least scale²·``continuous`` (σ² enlarged by the
-    certified (σm)², about 1 + 2·10⁻⁴, and rounded up until it holds). None outside [2⁻⁹, ``cap``]."""
+    """σ² on the lattice for a target: :func:`lattice_variance` under ρ-zCDP; under μ-GDP and (ε, δ) a dyadic
+    σ² whose effective variance (:func:`effective_variance`) is at least scale²·``continuous``: from
+    :data:`GDP_START_MIN` on it starts at the wanted variance times :func:`predicted_gdp_ratio` (about
+    1 + 2·10⁻⁴ + 1/(12σ²)), below at the wanted variance, and is rounded up by the certified ratio until it holds,
+    on the grid of :func:`~dpopt.mechanisms.integer_noise.dyadic_ceil_fine`. None outside [2⁻⁹, ``cap``]."""
     sigma2 = lattice_variance(continuous, scale, cap)
     if sigma2 is None or target not in GDP_TARGETS:
         return sigma2
     wanted = Fraction(continuous) * scale * scale
+    if wanted >= GDP_START_MIN:
+        sigma2 = dyadic_ceil_fine(wanted * predicted_gdp_ratio(wanted))
     for _ in range(8):
         variance = effective_variance(sigma2, target)
         if variance is None:
             return None
         if variance >= wanted:
             return sigma2
-        sigma2 = dyadic_ceil(sigma2 * wanted / variance)
+        sigma2 = dyadic_ceil_fine(sigma2 * wanted / variance)
     return None
 
 

@@ -46,12 +46,13 @@ gives ρ ≤ μ'²/2 with μ'² the exact Mahalanobis sensitivity at the a_T' (c
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import numpy as np
 
 from dpopt.core.checks import Check
+from dpopt.core.memory import dense_bytes, require_memory
 from dpopt.core.rounding import nudge_until
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload, Subset, subsets
 from dpopt.domain.queries import CountingQuery
@@ -592,22 +593,41 @@ class MarginalGaussianMechanism(Mechanism):
         noised = self.lattice if self.sampler == "exact" else self.coefficients
         return check_draws(default, sum(self.workload.algebra.size(t) for t in noised))
 
-    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        alg = self.workload.algebra
-        if self.sampler == "exact":
-            noise = self._lattice_noise(rng, size)
-            return synthesize_noise(self.workload, {t: alg.center(noise[t], len(t)) / alg.size(t)
-                                                    for t in self.lattice}, size)
-        return synthesize_noise(self.workload, {t: s * alg.center(rng.standard_normal((size,) + alg.table_shape(t)), len(t))
-                                 for t, s in self._scales().items()}, size)
+    def sample_coordinates(self, coordinates: Sequence[int], size: int, rng: np.random.Generator) -> np.ndarray:
+        """Draws of the given cells only: a cell of block S is Σ_{T⊆S} of its share of the T-part of the noise
+        (:meth:`_sample`), so the blocks holding the cells are synthesised, as a workload of their own, from the
+        parts T of their closure alone, drawn as :meth:`_sample` draws them. Over every block this is
+        :meth:`sample` itself, draw for draw."""
+        offsets = self.workload.offsets
+        block_of = [int(np.searchsorted(offsets, c, side="right")) - 1 for c in coordinates]
+        chosen = sorted(set(block_of))
+        sub = MarginalWorkload(self.workload.algebra, tuple(self.workload.blocks[i] for i in chosen))
+        starts = dict(zip(chosen, sub.offsets))
+        columns = [starts[b] + int(c) - offsets[b] for c, b in zip(coordinates, block_of)]
+        require_memory(dense_bytes(2, size, sub.dimension), f"{int(size):,} noise draws of {sub.dimension:,} cells")
+        return self._sample(rng, int(size), set(sub.closure), sub)[:, columns]
 
-    def _lattice_noise(self, rng: np.random.Generator, size: int) -> dict[Subset, np.ndarray]:
-        """For each noised T, ``size`` T-tables of i.i.d. N_ℤ(0, σ_T²) (int64): one call of the sampler per
-        distinct σ_T², split in the order of the components."""
+    def _sample(self, rng: np.random.Generator, size: int, parts: set[Subset] | None = None,
+                workload: MarginalWorkload | None = None) -> np.ndarray:
+        """Noise draws of ``workload`` (default: the mechanism's) from the parts T in ``parts`` (default: all)."""
+        workload = self.workload if workload is None else workload
+        alg = workload.algebra
+        if self.sampler == "exact":
+            noise = self._lattice_noise(rng, size, parts)
+            return synthesize_noise(workload, {t: alg.center(noise[t], len(t)) / alg.size(t) for t in noise}, size)
+        drawn = {t: s for t, s in self._scales().items() if parts is None or t in parts}
+        return synthesize_noise(workload, {t: s * alg.center(rng.standard_normal((size,) + alg.table_shape(t)), len(t))
+                                           for t, s in drawn.items()}, size)
+
+    def _lattice_noise(self, rng: np.random.Generator, size: int,
+                       parts: set[Subset] | None = None) -> dict[Subset, np.ndarray]:
+        """For each noised T (in ``parts``, default all), ``size`` T-tables of i.i.d. N_ℤ(0, σ_T²) (int64): one call
+        of the sampler per distinct σ_T², split in the order of the components."""
         alg = self.workload.algebra
         groups: dict[Fraction, list[Subset]] = {}
         for t, s2 in self.lattice.items():
-            groups.setdefault(s2, []).append(t)
+            if parts is None or t in parts:
+                groups.setdefault(s2, []).append(t)
         out = {}
         for s2, ts in groups.items():
             draws = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * sum(alg.size(t) for t in ts))

@@ -82,19 +82,33 @@ def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAW
                  seed: int = NOISE_SEED) -> list[dict]:
     """Up to three panels: the cells whose noise varies most (named by ``labels``, e.g.
     ``race=other,sex=male``) against the law's marginal density where the law states it per
-    output coordinate; for a gauge law, ‖Z‖_K against its Gamma(s, rate ε) density."""
+    output coordinate; for a gauge law, ‖Z‖_K against its Gamma(s, rate ε) density. Each panel holds its
+    ``draws``.
+
+    Where the family states the cells' variances in closed form (:meth:`Mechanism.cell_variances`) the cells are
+    chosen by them and only those cells are drawn (:meth:`Mechanism.sample_coordinates`: their law under the
+    sampler, at the cost of their own noise, e.g. milliseconds for 3 of 10,325 marginal cells instead of seconds
+    for every cell); otherwise every cell is drawn and the cells are chosen by their sample spread."""
     count = noise_draws(mechanism.dimension, draws)
     count = min(count, max(PANEL_MIN_DRAWS, mechanism.sampler_check_draws(count)))  # a costly sampler: fewer
-    z = mechanism.sample(count, np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
     inner = law.inner if isinstance(law, PostProcessedLaw) else law
-    released = np.isfinite(z).all(axis=0)  # a coordinate a design does not release is NaN throughout
-    spread = np.where(released, np.std(np.where(released, z, 0.0), axis=0), -1.0)
-    coords = [int(i) for i in np.argsort(-spread)[:3] if spread[i] > 0]
+    variances = None if isinstance(inner, GaugeLaw) else mechanism.cell_variances()
+    if variances is not None:
+        variances = np.where(np.isfinite(variances), variances, -1.0)
+        coords = [int(i) for i in np.argsort(-variances, kind="stable")[:3] if variances[i] > 0]
+        samples = dict(zip(coords, mechanism.sample_coordinates(coords, count, rng).T))
+    else:
+        z = mechanism.sample(count, rng)
+        released = np.isfinite(z).all(axis=0)  # a coordinate a design does not release is NaN throughout
+        spread = np.where(released, np.std(np.where(released, z, 0.0), axis=0), -1.0)
+        coords = [int(i) for i in np.argsort(-spread)[:3] if spread[i] > 0]
+        samples = {i: z[:, i] for i in coords}
     panels = []
     stage = "Gaussian stage, " if isinstance(law, PostProcessedLaw) else ""
     for i in coords[: 2 if isinstance(inner, GaugeLaw) else 3]:
         density, lattice = None, False
-        lo, hi = np.nanquantile(z[:, i], [0.002, 0.998])
+        lo, hi = np.nanquantile(samples[i], [0.002, 0.998])
         if isinstance(inner, ProductLaw) and inner.basis is None:
             m = inner.marginals[i]
             lattice = m.lattice
@@ -107,14 +121,14 @@ def noise_panels(mechanism: Mechanism, law, labels=None, draws: int = NOISE_DRAW
             grid = np.linspace(lo, hi, 400)
             density = (grid, np.exp(-grid**2 / (2.0 * var)) / np.sqrt(2.0 * np.pi * var))
         cell = ", ".join(str(labels[i]).split(",")) if labels is not None else f"coordinate {i}"
-        panels.append({"label": f"{stage}cell {cell}", "samples": z[:, i], "density": density,
-                       "xlabel": "noise added to the cell",
+        panels.append({"label": f"{stage}cell {cell}", "samples": samples[i], "density": density,
+                       "draws": count, "xlabel": "noise added to the cell",
                        "lattice": lattice or bool(getattr(mechanism, "integer_noise", False))})
     if isinstance(inner, GaugeLaw):
         g = np.asarray(inner.gauge(z), dtype=float)
         grid = np.linspace(0.0, float(np.quantile(g, 0.998)), 400)
         panels.append({"label": "‖Z‖_K (radial part)", "samples": g, "lattice": False, "xlabel": "‖Z‖_K",
-                       "density": (grid, _gamma_density(grid, inner.rank, inner.epsilon))})
+                       "draws": count, "density": (grid, _gamma_density(grid, inner.rank, inner.epsilon))})
     return panels
 
 

@@ -173,7 +173,7 @@ def _build_report(certificate: Certificate, audit_draws: int | None, utility_fam
     if panels:
         figures.append(Figure(
             "noise", "Noise: the sampler against the stated law",
-            f"Histograms of {report_data.noise_draws(mechanism.dimension)} draws of the mechanism's sampler (seed "
+            f"Histograms of {panels[0]['draws']} draws of the mechanism's sampler (seed "
             f"{report_data.NOISE_SEED}) on the cells with the most noise"
             + ("" if isinstance(law, str) else ", with the density of the law the certificate relies on where it "
                "is stated per output coordinate") + ".",
