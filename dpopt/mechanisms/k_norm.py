@@ -62,9 +62,19 @@ from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.core.rows import row_groups
 from dpopt.core.families import HULL_MAX_RANK
+from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
+from dpopt.mechanisms.gaussian import counting_query
+from dpopt.mechanisms.k_norm_lattice import (
+    EXACT_K_NORM_NOTE,
+    LATTICE_METRICS,
+    MIN_ACCEPTANCE,
+    LatticeKNorm,
+    lattice_epsilon,
+)
+from dpopt.mechanisms.lattice import integer_answers
 from dpopt.noise.law import GaugeLaw
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
 from dpopt.problem import Problem
@@ -427,12 +437,16 @@ class KNormMechanism(Mechanism):
     title = "K-norm on the span of the sensitivity space"
     noise_in_span = True
 
-    def __init__(self, epsilon: float, body, space: SensitivitySpace, fallback_reason: str | None = None):
+    def __init__(self, epsilon: float, body, space: SensitivitySpace, fallback_reason: str | None = None,
+                 lattice: LatticeKNorm | None = None, lattice_refusal: str | None = None):
         self.epsilon = float(epsilon)
         self.body = body
         self.rank = body.rank
         self.dimension = space.dimension
         self.fallback_reason = fallback_reason
+        self.lattice = lattice
+        self.lattice_refusal = lattice_refusal
+        self.needs_integer_answers = self.integer_noise = lattice is not None
         self._vectors = body.vectors if isinstance(body, HullBody) else space.listed()
         self._basis = None if isinstance(body, HullBody) else body.basis
 
@@ -460,7 +474,7 @@ class KNormMechanism(Mechanism):
         utility = spec.utility
         if utility.metric != "l2" or utility.workload is not None or utility.weights is not None:
             return None
-        if space.rank > HULL_MAX_RANK:
+        if space.rank > HULL_MAX_RANK or _lattice_scope(problem) is None:
             return None
         vectors = space.listed()
         if vectors is None or space.rank == 0:
@@ -486,19 +500,42 @@ class KNormMechanism(Mechanism):
                       "its facets take longer than the budget: dpopt.core.families.HULL_MAX_RANK)")
         elif vectors is not None:
             try:
-                return cls(epsilon, HullBody(vectors, basis, HULL_BUDGET_SECONDS), space)
+                body = HullBody(vectors, basis, HULL_BUDGET_SECONDS)
             except HullBudgetExceeded as exc:
                 reason = str(exc)
             except ValueError as exc:
                 reason = f"the hull of the sensitivity space could not be built ({exc})"
+            else:
+                return cls._with_lattice(epsilon, body, problem)
         else:
             reason = "the sensitivity space is too large to list, so its hull cannot be built"
         balls = [BallBody.smallest(kind, space, vectors, basis) for kind in BALL_KINDS]
-        candidates = [cls(epsilon, ball, space, reason) for ball in balls if ball is not None]
+        refusal = _lattice_scope(problem) or ("K is a norm ball of an orthonormal basis of the span: the l1 and l∞ "
+                                              "balls' facets are not rational there, the l2 ball has no finite "
+                                              "H-representation")
+        candidates = [cls(epsilon, ball, space, reason, lattice_refusal=refusal) for ball in balls if ball is not None]
         if not candidates:
             raise CalibrationError("no K-norm ball could be built for this sensitivity space")
         sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
         return min(candidates, key=lambda m: sign * m.expected_utility(spec.utility).value)
+
+    @classmethod
+    def _with_lattice(cls, epsilon: float, body: HullBody, problem: Problem) -> KNormMechanism:
+        """K = Hull(S), on the lattice when :func:`_lattice_scope` allows it, the lattice law exists
+        (:meth:`LatticeKNorm.build`) and its sampler accepts at least :data:`MIN_ACCEPTANCE` of its proposals."""
+        space = problem.space
+        refusal = _lattice_scope(problem)
+        lattice = None
+        if refusal is None:
+            built = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon))
+            if isinstance(built, str):
+                refusal = built
+            elif (rate := built.acceptance_rate()) < MIN_ACCEPTANCE:
+                refusal = (f"the exact sampler's estimated acceptance rate {rate:.2g} is below {MIN_ACCEPTANCE:g} "
+                           f"(rank {built.rank}: its discrete Laplace proposals rarely fall where K is)")
+            else:
+                lattice = built
+        return cls(epsilon, body, space, lattice=lattice, lattice_refusal=refusal)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KNormMechanism:
@@ -509,6 +546,12 @@ class KNormMechanism(Mechanism):
             if vectors is None:
                 raise ValueError("the certificate's K is Hull(S), but S cannot be listed")
             body = HullBody(vectors, basis, None)
+            if parameters.get("sampler") == "exact":
+                lattice = LatticeKNorm.build(vectors, body.polytope.normals,
+                                             Fraction(parameters["lattice_epsilon"]), int(parameters["l1_bound"]))
+                if isinstance(lattice, str):
+                    raise ValueError(f"the certificate's lattice K-norm cannot be rebuilt: {lattice}")
+                return cls(parameters["epsilon"], body, space, lattice=lattice)
         elif kind in BALL_KINDS:
             body = BallBody(kind, parameters["radius"], basis)
         else:
@@ -521,6 +564,9 @@ class KNormMechanism(Mechanism):
                "radial_law": "Gamma(shape s + 1, rate ε)", "optimal_k": self.body.optimal}
         if self.fallback_reason is not None:
             out["fallback_reason"] = self.fallback_reason
+        if self.lattice is not None:
+            out.update(self.lattice.describe())
+            out["radial_law"] = "none: P[z] ∝ exp(−ε′‖z‖_K) on the lattice span(S) ∩ ℤ^d"
         return out
 
     def _radius(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -529,14 +575,35 @@ class KNormMechanism(Mechanism):
 
     def noise_law(self) -> GaugeLaw:
         """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
+        if self.lattice is not None:
+            return ("the lattice law P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d has no density on the span; its privacy is "
+                    "the exact check's (k_norm.lattice)")
         body = self.body
         return GaugeLaw(self.epsilon, body.gauge, np.asarray(body.basis, dtype=float), self.dimension,
                         f"density ∝ exp(−ε‖z‖_K) on the {self.rank}-dimensional span, K = {body.kind}")
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.lattice is not None:
+            return self.lattice.noise(rng, size).astype(float)
         return self._radius(rng, size)[:, None] * self.body.uniform(rng, size)
 
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """On the lattice: the integer counts plus the integer noise z ∈ span(S) ∩ ℤ^d, in int64."""
+        if self.lattice is None:
+            return values + self._sample(rng, values.shape[0])
+        return integer_answers(values) + self.lattice.noise(rng, values.shape[0])
+
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        if self.lattice is not None:
+            worst, sensitivity = self.lattice.sensitivity_check(space)
+            achieved = self.lattice.epsilon * worst
+            return [sensitivity, self.body.tiling_check(), pure_privacy_check(
+                achieved, privacy,
+                "ε′-DP of the lattice K-norm mechanism: P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, S inside it, and the "
+                "triangle inequality of the gauge give ε′·sup_{v∈S}‖v‖_K-DP (Hardt & Talwar 2010, Thm 4.3, on a "
+                "lattice); exact rational product",
+                f"ε′·sup‖v‖_K = {achieved} ≈ {float(achieved):.17g}", premise=sensitivity.passed,
+            )]
         if isinstance(self.body, HullBody):
             worst, sensitivity = self.body.sensitivity_check(space)
             extra = [self.body.tiling_check()]
@@ -567,6 +634,12 @@ class KNormMechanism(Mechanism):
         )]
 
     def notes(self) -> list[str]:
+        if self.lattice is not None:
+            return [EXACT_K_NORM_NOTE, (
+                f"noise on the {self.rank}-dimensional lattice span(S) ∩ ℤ^d, K = Hull(S) with {len(self.lattice.gauge.numerators)} "
+                f"rational facets, ε′ = {self.lattice.epsilon}; the component of the answer orthogonal to the span "
+                "(e.g. invariant margins, the total under replace_one) is released exactly"
+            )]
         notes = super().notes() + [(
             f"noise R·U on the {self.rank}-dimensional span of the sensitivity space: R ~ Gamma(shape "
             f"{self.rank + 1}, rate ε), U uniform on K; the component of the answer orthogonal to the "
@@ -584,13 +657,22 @@ class KNormMechanism(Mechanism):
                          f"{self.body.kind} ball of the span containing S (see check k_norm.excess_cost)")
         else:
             notes.append(f"K is the {self.body.kind} ball of radius {self.body.radius:.17g}")
+        if self.lattice_refusal is not None:
+            notes.append(f"floating-point sampler: {self.lattice_refusal}")
         return notes
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
-        return {"epsilon": self.epsilon, "rho": self.epsilon**2 / 2.0,
+        epsilon = self.epsilon if self.lattice is None else float(self.lattice.epsilon)
+        return {"epsilon": epsilon, "rho": epsilon**2 / 2.0,
                 "conversion": "ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4)"}
 
     # ------------------------------------------------------------------ utility
+    def _utility(self, utility) -> UtilityValue | None:
+        """The lattice law's prediction (:meth:`LatticeKNorm.utility`); None for the continuous law."""
+        if self.lattice is None:
+            return None
+        return self.lattice.utility(utility.metric, workload_matrix(utility), utility.gamma)
+
     @property
     def radius_second_moment(self) -> float:
         """E R² = (s + 1)(s + 2)/ε²."""
@@ -648,3 +730,16 @@ class KNormMechanism(Mechanism):
         t = special.gammaincinv(s, 1.0 - alpha) / self.epsilon
         log_inverse_density = self.body.log_volume + math.lgamma(s + 1) - s * math.log(self.epsilon)
         return np.where(g <= t, np.exp(log_inverse_density + self.epsilon * np.minimum(g, t)), 0.0)
+
+
+def _lattice_scope(problem: Problem) -> str | None:
+    """Why the spec keeps the floating-point K-norm before any lattice is tried (None: the lattice law may serve
+    it, :mod:`dpopt.mechanisms.k_norm_lattice`)."""
+    spec = problem.spec
+    if spec.sampler == "floating_point":
+        return "the spec asks for sampler: floating_point"
+    if not counting_query(problem):
+        return "the query's answers are not integer counts (no lattice holds the neighbouring differences)"
+    if spec.utility.metric not in LATTICE_METRICS:
+        return f"the {spec.utility.metric} prediction is of the continuous K-norm law"
+    return None
