@@ -75,6 +75,7 @@ from dpopt.mechanisms.k_norm_lattice import (
     lattice_epsilon,
 )
 from dpopt.mechanisms.lattice import integer_answers
+from dpopt.noise.k_norm_lattice import limit_acceptance
 from dpopt.noise.law import GaugeLaw
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
 from dpopt.problem import Problem
@@ -522,19 +523,20 @@ class KNormMechanism(Mechanism):
     @classmethod
     def _with_lattice(cls, epsilon: float, body: HullBody, problem: Problem) -> KNormMechanism:
         """K = Hull(S), on the lattice when :func:`_lattice_scope` allows it, the lattice law exists
-        (:meth:`LatticeKNorm.build`) and its sampler accepts at least :data:`MIN_ACCEPTANCE` of its proposals."""
+        (:meth:`LatticeKNorm.build`) and its sampler's large-scale acceptance rate
+        (:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`) is at least :data:`MIN_ACCEPTANCE`."""
         space = problem.space
         refusal = _lattice_scope(problem)
         lattice = None
         if refusal is None:
-            built = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon))
-            if isinstance(built, str):
-                refusal = built
-            elif (rate := built.acceptance_rate()) < MIN_ACCEPTANCE:
-                refusal = (f"the exact sampler's estimated acceptance rate {rate:.2g} is below {MIN_ACCEPTANCE:g} "
-                           f"(rank {built.rank}: its discrete Laplace proposals rarely fall where K is)")
+            l1_bound = int(np.abs(body.coordinates.of(body.vectors)).sum(axis=1).max())
+            rate = limit_acceptance(body.polytope.volume, body.rank, l1_bound)
+            if rate < MIN_ACCEPTANCE:
+                refusal = (f"the exact sampler would accept about {rate:.2g} of its proposals (vol K/vol(M·B₁) at rank "
+                           f"{body.rank}, below {MIN_ACCEPTANCE:g}: its discrete Laplace proposals rarely fall where K is)")
             else:
-                lattice = built
+                built = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon))
+                lattice, refusal = (None, built) if isinstance(built, str) else (built, None)
         return cls(epsilon, body, space, lattice=lattice, lattice_refusal=refusal)
 
     @classmethod

@@ -41,6 +41,7 @@ References
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -95,6 +96,12 @@ class LatticeGauge:
 def proposal_scale(epsilon: Fraction, gauge: LatticeGauge) -> Fraction:
     """The proposal's discrete Laplace scale 1/γ = M/ε."""
     return Fraction(gauge.l1_bound) / Fraction(epsilon)
+
+
+def limit_acceptance(volume: float, rank: int, l1_bound: int) -> float:
+    """vol K / vol(M·B₁) = s!·vol K/(2M)^s: the acceptance rate's limit as the scale M/ε grows (both sums of the
+    module docstring are Riemann sums of ∫e^{−εg} = s!·vol K/ε^s and ∫e^{−γ‖c‖₁} = (2/γ)^s)."""
+    return math.exp(math.lgamma(rank + 1) + math.log(volume) - rank * math.log(2.0 * l1_bound))
 
 
 def acceptance_weights(gauge: LatticeGauge, epsilon: Fraction, c: np.ndarray) -> tuple[np.ndarray, int]:
