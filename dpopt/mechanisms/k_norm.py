@@ -599,12 +599,14 @@ class KNormMechanism(Mechanism):
         if self.lattice is not None:
             worst, sensitivity = self.lattice.sensitivity_check(space)
             achieved = self.lattice.epsilon * worst
+            rounded = self.lattice.epsilon == lattice_epsilon(self.epsilon)
             return [sensitivity, self.body.tiling_check(), pure_privacy_check(
                 achieved, privacy,
                 "ε′-DP of the lattice K-norm mechanism: P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, S inside it, and the "
                 "triangle inequality of the gauge give ε′·sup_{v∈S}‖v‖_K-DP (Hardt & Talwar 2010, Thm 4.3, on a "
-                "lattice); exact rational product",
-                f"ε′·sup‖v‖_K = {achieved} ≈ {float(achieved):.17g}", premise=sensitivity.passed,
+                "lattice); exact rational product; ε′ is the recorded ε rounded down to 21 bits",
+                f"ε′·sup‖v‖_K = {achieved} ≈ {float(achieved):.17g}; ε′ = {self.lattice.epsilon} is ε = "
+                f"{self.epsilon!r} rounded down: {rounded}", premise=sensitivity.passed and rounded,
             )]
         if isinstance(self.body, HullBody):
             worst, sensitivity = self.body.sensitivity_check(space)
