@@ -35,6 +35,12 @@ of 𝒮 (in an orthonormal basis B, y = Bᵀz) that contains S, the one with the
 predicted utility. It is still an exact ε-DP K-norm mechanism, but not the optimal one;
 the certificate says so and bounds its excess cost.
 
+**Lattice.** On a counting query with K = Hull(S) the default (``sampler: exact``) is the discrete
+K-norm law P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, drawn and added in integers
+(:mod:`dpopt.mechanisms.k_norm_lattice`); the continuous law below serves ``sampler: floating_point``,
+real-valued queries, norm balls, the ``ci_volume`` and ``max_variance`` metrics, and hulls whose exact sampler
+would accept fewer than 10⁻³ of its proposals.
+
 **Costs.** With E R = (s+1)/ε and E R² = (s+1)(s+2)/ε²: E‖WZ‖₂² = E R² · E‖WU‖₂², exact
 from the second moment of U (simplex formula, or the ball's); E‖Z‖_K = s/ε since
 ‖U‖_K ~ Beta(s, 1); ‖Z‖_K ~ Gamma(s, rate ε), so the smallest 1 − α region is
