@@ -173,3 +173,17 @@ def test_floating_point_sampler_on_request_and_for_ci_volume():
     sol = dpopt.solve(table_2x3(utility={"metric": "ci_volume", "alpha": 0.05}))
     assert sol.mechanism.lattice is None
     assert any("ci_volume prediction is of the continuous" in note for note in sol.certificate["mechanism"]["notes"])
+
+
+def test_utility_bound_holds_for_the_lattice_law(mechanism):
+    """auto's lower bound for a counting query (Hammersley–Chapman–Robbins, k_norm.shift_cost_lower_bound) stays
+    below the lattice law's E‖Z‖²: the enumerated value on the 2×3 table, the exact one on the 2×2 table
+    (4·2r/(1 − r)², r = e^{−1}), which the continuous volume bound (8) exceeds."""
+    from dpopt.mechanisms.k_norm import KNormMechanism
+
+    points, p = hexagon_law()
+    a, b = points[:, 0], points[:, 1]
+    assert KNormMechanism.utility_bound(dpopt.compile(table_2x3())) < float(p @ (2.0 * (a**2 + b**2 + (a + b) ** 2)))
+    r = math.exp(-1.0)
+    spec = dpopt.load_spec(ROOT / "specs" / "table_2x2_margins_pure.yaml")
+    assert KNormMechanism.utility_bound(dpopt.compile(spec)) < 4 * 2 * r / (1 - r) ** 2 < 8.0
