@@ -85,13 +85,6 @@ class LatticeGauge:
         facets = (c @ self.numerators.T).max(axis=1) if len(self.numerators) else np.zeros(len(c), dtype=np.int64)
         return np.maximum(facets, (self.denominator // self.l1_bound) * np.abs(c).sum(axis=1))
 
-    def value(self, c) -> Fraction:
-        """g(c) of one integer vector, in exact integers (Python ints: no overflow)."""
-        c = [int(x) for x in c]
-        terms = [sum(int(n) * x for n, x in zip(row, c)) for row in self.numerators.tolist()]
-        l1 = (self.denominator // self.l1_bound) * sum(abs(x) for x in c)
-        return Fraction(max(terms + [l1]), self.denominator)
-
 
 def proposal_scale(epsilon: Fraction, gauge: LatticeGauge) -> Fraction:
     """The proposal's discrete Laplace scale 1/γ = M/ε."""
