@@ -423,7 +423,7 @@ def shift_cost_lower_bound(vectors: np.ndarray, basis: np.ndarray, epsilon: floa
     the orthonormal q_j of Gram–Schmidt on s vectors w_j of S (:func:`_greedy_independent`), q_j·w_j = r_j, the
     residual norm, and
 
-    .. math:: \mathbb{E}\|Z\|_2^2 \ge \sum_j \mathbb{E}(q_j\cdot Z)^2 \ge rac{\sum_j r_j^2}{4\sinh^2(arepsilon/2)} .
+    .. math:: \mathbb{E}\|Z\|_2^2 \ge \sum_j \mathbb{E}(q_j\cdot Z)^2 \ge \frac{\sum_j r_j^2}{4\sinh^2(\varepsilon/2)} .
     """
     rows = np.asarray(vectors, dtype=float)
     y = (rows[np.sort(row_groups(rows)[0])] if rows.ndim == 2 and len(rows) > 1 else rows) @ basis
