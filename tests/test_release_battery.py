@@ -329,6 +329,21 @@ def law_pvalue(r: Release, out: np.ndarray | None = None) -> float:
         return _chi2_integer(np.ravel(e), lambda k: -np.abs(k) / t)
     if family == "laplace":
         return _ks(e / p["scale"], stats.laplace.cdf)
+    if family == "k_norm" and p.get("sampler") == "exact":
+        # the lattice law (the default on counts): P[z] ∝ exp(−ε‖z‖_K) on the sum-zero integers, ‖z‖_K = ½‖z‖₁, so
+        # ½‖Z‖₁ = k with probability ∝ N(k)e^{−εk}, N(k) the sum-zero z ∈ ℤ^d with ‖z‖₁ = 2k, counted here by
+        # enumerating z_1..z_{d−1} in [−2K, 2K], K = 40 (beyond, the mass is below (4k + 1)^{d−1}e^{−εk} < 10⁻¹⁰)
+        if np.abs(e.sum(axis=1)).max() > 0:
+            return 0.0
+        eps, d, top = r.spec["privacy"]["pure"]["epsilon"], e.shape[1], 40
+        grid = np.arange(-2 * top, 2 * top + 1)
+        free = np.stack(np.meshgrid(*[grid] * (d - 1), indexing="ij"), axis=-1).reshape(-1, d - 1)
+        half = (np.abs(free).sum(axis=1) + np.abs(free.sum(axis=1))) // 2
+        counts = np.bincount(half[half <= top], minlength=top + 1).astype(float)
+        with np.errstate(divide="ignore"):
+            log_count = np.log(counts)
+        return _chi2_integer(0.5 * np.abs(e).sum(axis=1),
+                             lambda k: np.where((k >= 0) & (k <= top), log_count[np.clip(k, 0, top)] - eps * k, -np.inf))
     if family == "k_norm":
         # K = conv{e_i − e_j} (histogram, replace-one): ‖z‖_K = ½‖z‖₁ on the sum-zero span, and the
         # density ∝ exp(−ε‖z‖_K) on an r-dimensional span makes ‖Z‖_K ~ Gamma(r, 1/ε) (Hardt–Talwar)

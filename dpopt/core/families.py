@@ -136,8 +136,9 @@ FAMILIES: tuple[Capability, ...] = (
                      "sums and means (discrete Laplace on a dyadic lattice; gdp through ε costs more than 0.1%)",
                serves="Laplace noise on every coordinate"),
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
-               inexact="a Gamma radius times a uniform point of the polytope K: no lattice law with a derived "
-                       "privacy loss",
+               exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis "
+                     "of span(S) (the lattice law P ∝ e^{−ε′‖z‖_K}); metrics l2, l1, usefulness; sampler acceptance "
+                     "vol K/vol(M·B₁) ≥ 10⁻³ (not the 4×4 table with margins); a norm-ball K keeps floating point",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
     Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
                bound="iid_zcdp", inexact="density exp(−‖x/σ‖_p^p) with a real p (and a truncation box): the privacy loss "

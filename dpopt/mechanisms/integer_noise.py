@@ -70,6 +70,14 @@ def dyadic_ceil_fine(x: Fraction) -> Fraction:
         exponent -= 1
     q = 2 ** min(max(GRID_BITS - exponent, 0), 30)
     return Fraction(-((-x.numerator * q) // x.denominator), q)
+def dyadic_floor(x: Fraction) -> Fraction:
+    """The largest p/2^k ≤ x with p of about :data:`GRID_BITS` bits (k in [0, 30]): :func:`dyadic_ceil`'s grid,
+    rounded down (a privacy parameter ε′ ≤ ε, the safe direction)."""
+    if x <= 0:
+        raise CalibrationError(f"a privacy parameter must be positive (got {x})")
+    exponent = x.numerator.bit_length() - x.denominator.bit_length()
+    q = 2 ** min(max(GRID_BITS - exponent, 0), 30)
+    return Fraction(x.numerator * q // x.denominator, q)
 
 
 def is_integer_valued(spec: Spec) -> bool:

@@ -35,6 +35,12 @@ of 𝒮 (in an orthonormal basis B, y = Bᵀz) that contains S, the one with the
 predicted utility. It is still an exact ε-DP K-norm mechanism, but not the optimal one;
 the certificate says so and bounds its excess cost.
 
+**Lattice.** On a counting query with K = Hull(S) the default (``sampler: exact``) is the discrete
+K-norm law P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, drawn and added in integers
+(:mod:`dpopt.mechanisms.k_norm_lattice`); the continuous law below serves ``sampler: floating_point``,
+real-valued queries, norm balls, the ``ci_volume`` and ``max_variance`` metrics, and hulls whose exact sampler
+would accept fewer than 10⁻³ of its proposals.
+
 **Costs.** With E R = (s+1)/ε and E R² = (s+1)(s+2)/ε²: E‖WZ‖₂² = E R² · E‖WU‖₂², exact
 from the second moment of U (simplex formula, or the ball's); E‖Z‖_K = s/ε since
 ‖U‖_K ~ Beta(s, 1); ‖Z‖_K ~ Gamma(s, rate ε), so the smallest 1 − α region is
@@ -62,9 +68,20 @@ from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.core.rows import row_groups
 from dpopt.core.families import HULL_MAX_RANK
+from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
+from dpopt.mechanisms.gaussian import counting_query
+from dpopt.mechanisms.k_norm_lattice import (
+    EXACT_K_NORM_NOTE,
+    LATTICE_METRICS,
+    MIN_ACCEPTANCE,
+    LatticeKNorm,
+    lattice_epsilon,
+)
+from dpopt.mechanisms.lattice import integer_answers
+from dpopt.noise.k_norm_lattice import limit_acceptance
 from dpopt.noise.law import GaugeLaw
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
 from dpopt.problem import Problem
@@ -397,6 +414,24 @@ def optimal_cost_lower_bound(vectors: np.ndarray, basis: np.ndarray, epsilon: fl
     )
 
 
+def shift_cost_lower_bound(vectors: np.ndarray, basis: np.ndarray, epsilon: float) -> float:
+    r"""A lower bound on E‖Z‖₂² of every symmetric ε-DP additive noise on span(S) (the lattice law included).
+
+    For a shift δ ∈ S the likelihood ratio L = dP_δ/dP lies in [e^{−ε}, e^{ε}] with E L = 1, so
+    χ²(P_δ‖P) = Var L ≤ (e^ε − 1)(1 − e^{−ε}) = 4 sinh²(ε/2) (Bhatia–Davis). u·Y is an unbiased estimate of u·φ
+    (E Z = 0 by symmetry), so by Hammersley–Chapman–Robbins E(u·Z)² ≥ (u·δ)²/χ² ≥ (u·δ)²/(4 sinh²(ε/2)). Along
+    the orthonormal q_j of Gram–Schmidt on s vectors w_j of S (:func:`_greedy_independent`), q_j·w_j = r_j, the
+    residual norm, and
+
+    .. math:: \mathbb{E}\|Z\|_2^2 \ge \sum_j \mathbb{E}(q_j\cdot Z)^2 \ge \frac{\sum_j r_j^2}{4\sinh^2(\varepsilon/2)} .
+    """
+    rows = np.asarray(vectors, dtype=float)
+    y = (rows[np.sort(row_groups(rows)[0])] if rows.ndim == 2 and len(rows) > 1 else rows) @ basis
+    chosen = y[_greedy_independent(y, basis.shape[1])]
+    residuals = np.abs(np.diag(np.linalg.qr(chosen.T, mode="r"))) if len(chosen) else np.zeros(0)
+    return float(np.sum(residuals**2)) / (4.0 * math.sinh(epsilon / 2.0) ** 2)
+
+
 def _greedy_independent(rows: np.ndarray, count: int) -> list[int]:
     """``count`` rows chosen one by one by the largest residual against those already chosen (pivoted
     Gram–Schmidt), the first in the list's order among residuals within ``64·s·ε_mach`` relative of the
@@ -427,12 +462,16 @@ class KNormMechanism(Mechanism):
     title = "K-norm on the span of the sensitivity space"
     noise_in_span = True
 
-    def __init__(self, epsilon: float, body, space: SensitivitySpace, fallback_reason: str | None = None):
+    def __init__(self, epsilon: float, body, space: SensitivitySpace, fallback_reason: str | None = None,
+                 lattice: LatticeKNorm | None = None, lattice_refusal: str | None = None):
         self.epsilon = float(epsilon)
         self.body = body
         self.rank = body.rank
         self.dimension = space.dimension
         self.fallback_reason = fallback_reason
+        self.lattice = lattice
+        self.lattice_refusal = lattice_refusal
+        self.needs_integer_answers = self.integer_noise = lattice is not None
         self._vectors = body.vectors if isinstance(body, HullBody) else space.listed()
         self._basis = None if isinstance(body, HullBody) else body.basis
 
@@ -455,7 +494,9 @@ class KNormMechanism(Mechanism):
         1e-9 relative: it bounds the optimal K and every fallback ball (each contains S, hence the
         cross-polytope the bound is built on). None otherwise, when S cannot be listed, or above rank
         :data:`~dpopt.core.families.HULL_MAX_RANK` (K is then a ball, bounded in closed form by the
-        capability table's ``k_norm_ball``, without the QR of the listed vectors)."""
+        capability table's ``k_norm_ball``, without the QR of the listed vectors). When the lattice law may serve the
+        spec (a counting query), :func:`shift_cost_lower_bound` instead, which bounds it too (the volume bound
+        is the continuous law's: the lattice law of the 2×2 table costs 7.37 < 8 = its bound)."""
         spec, space = problem.spec, problem.space
         utility = spec.utility
         if utility.metric != "l2" or utility.workload is not None or utility.weights is not None:
@@ -465,7 +506,10 @@ class KNormMechanism(Mechanism):
         vectors = space.listed()
         if vectors is None or space.rank == 0:
             return None
-        bound, _ = optimal_cost_lower_bound(vectors, space.span.basis(), pure_epsilon_for(spec.privacy))
+        if _lattice_scope(problem) is None:
+            bound = shift_cost_lower_bound(vectors, space.span.basis(), pure_epsilon_for(spec.privacy))
+        else:
+            bound, _ = optimal_cost_lower_bound(vectors, space.span.basis(), pure_epsilon_for(spec.privacy))
         return bound * (1 - 1e-9) if math.isfinite(bound) and bound > 0 else None
 
     @classmethod
@@ -486,19 +530,43 @@ class KNormMechanism(Mechanism):
                       "its facets take longer than the budget: dpopt.core.families.HULL_MAX_RANK)")
         elif vectors is not None:
             try:
-                return cls(epsilon, HullBody(vectors, basis, HULL_BUDGET_SECONDS), space)
+                body = HullBody(vectors, basis, HULL_BUDGET_SECONDS)
             except HullBudgetExceeded as exc:
                 reason = str(exc)
             except ValueError as exc:
                 reason = f"the hull of the sensitivity space could not be built ({exc})"
+            else:
+                return cls._with_lattice(epsilon, body, problem)
         else:
             reason = "the sensitivity space is too large to list, so its hull cannot be built"
         balls = [BallBody.smallest(kind, space, vectors, basis) for kind in BALL_KINDS]
-        candidates = [cls(epsilon, ball, space, reason) for ball in balls if ball is not None]
+        refusal = _lattice_scope(problem) or ("K is a norm ball of an orthonormal basis of the span: the l1 and l∞ "
+                                              "balls' facets are not rational there, the l2 ball has no finite "
+                                              "H-representation")
+        candidates = [cls(epsilon, ball, space, reason, lattice_refusal=refusal) for ball in balls if ball is not None]
         if not candidates:
             raise CalibrationError("no K-norm ball could be built for this sensitivity space")
         sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
         return min(candidates, key=lambda m: sign * m.expected_utility(spec.utility).value)
+
+    @classmethod
+    def _with_lattice(cls, epsilon: float, body: HullBody, problem: Problem) -> KNormMechanism:
+        """K = Hull(S), on the lattice when :func:`_lattice_scope` allows it, the lattice law exists
+        (:meth:`LatticeKNorm.build`) and its sampler's large-scale acceptance rate
+        (:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`) is at least :data:`MIN_ACCEPTANCE`."""
+        space = problem.space
+        refusal = _lattice_scope(problem)
+        lattice = None
+        if refusal is None:
+            l1_bound = int(np.abs(body.coordinates.of(body.vectors)).sum(axis=1).max())
+            rate = limit_acceptance(body.polytope.volume, body.rank, l1_bound)
+            if rate < MIN_ACCEPTANCE:
+                refusal = (f"the exact sampler would accept about {rate:.2g} of its proposals (vol K/vol(M·B₁) at rank "
+                           f"{body.rank}, below {MIN_ACCEPTANCE:g}: its discrete Laplace proposals rarely fall where K is)")
+            else:
+                built = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon))
+                lattice, refusal = (None, built) if isinstance(built, str) else (built, None)
+        return cls(epsilon, body, space, lattice=lattice, lattice_refusal=refusal)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KNormMechanism:
@@ -509,6 +577,12 @@ class KNormMechanism(Mechanism):
             if vectors is None:
                 raise ValueError("the certificate's K is Hull(S), but S cannot be listed")
             body = HullBody(vectors, basis, None)
+            if parameters.get("sampler") == "exact":
+                lattice = LatticeKNorm.build(vectors, body.polytope.normals,
+                                             Fraction(parameters["lattice_epsilon"]), int(parameters["l1_bound"]))
+                if isinstance(lattice, str):
+                    raise ValueError(f"the certificate's lattice K-norm cannot be rebuilt: {lattice}")
+                return cls(parameters["epsilon"], body, space, lattice=lattice)
         elif kind in BALL_KINDS:
             body = BallBody(kind, parameters["radius"], basis)
         else:
@@ -521,6 +595,9 @@ class KNormMechanism(Mechanism):
                "radial_law": "Gamma(shape s + 1, rate ε)", "optimal_k": self.body.optimal}
         if self.fallback_reason is not None:
             out["fallback_reason"] = self.fallback_reason
+        if self.lattice is not None:
+            out.update(self.lattice.describe())
+            out["radial_law"] = "none: P[z] ∝ exp(−ε′‖z‖_K) on the lattice span(S) ∩ ℤ^d"
         return out
 
     def _radius(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -529,14 +606,37 @@ class KNormMechanism(Mechanism):
 
     def noise_law(self) -> GaugeLaw:
         """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
+        if self.lattice is not None:
+            return ("the lattice law P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d has no density on the span; its privacy is "
+                    "the exact check's (k_norm.lattice)")
         body = self.body
         return GaugeLaw(self.epsilon, body.gauge, np.asarray(body.basis, dtype=float), self.dimension,
                         f"density ∝ exp(−ε‖z‖_K) on the {self.rank}-dimensional span, K = {body.kind}")
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.lattice is not None:
+            return self.lattice.noise(rng, size).astype(float)
         return self._radius(rng, size)[:, None] * self.body.uniform(rng, size)
 
+    def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """On the lattice: the integer counts plus the integer noise z ∈ span(S) ∩ ℤ^d, in int64."""
+        if self.lattice is None:
+            return values + self._sample(rng, values.shape[0])
+        return integer_answers(values) + self.lattice.noise(rng, values.shape[0])
+
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        if self.lattice is not None:
+            worst, sensitivity = self.lattice.sensitivity_check(space)
+            achieved = self.lattice.epsilon * worst
+            rounded = self.lattice.epsilon == lattice_epsilon(self.epsilon)
+            return [sensitivity, self.body.tiling_check(), pure_privacy_check(
+                achieved, privacy,
+                "ε′-DP of the lattice K-norm mechanism: P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, S inside it, and the "
+                "triangle inequality of the gauge give ε′·sup_{v∈S}‖v‖_K-DP (Hardt & Talwar 2010, Thm 4.3, on a "
+                "lattice); exact rational product; ε′ is the recorded ε rounded down to 21 bits",
+                f"ε′·sup‖v‖_K = {achieved} ≈ {float(achieved):.17g}; ε′ = {self.lattice.epsilon} is ε = "
+                f"{self.epsilon!r} rounded down: {rounded}", premise=sensitivity.passed and rounded,
+            )]
         if isinstance(self.body, HullBody):
             worst, sensitivity = self.body.sensitivity_check(space)
             extra = [self.body.tiling_check()]
@@ -567,6 +667,12 @@ class KNormMechanism(Mechanism):
         )]
 
     def notes(self) -> list[str]:
+        if self.lattice is not None:
+            return [EXACT_K_NORM_NOTE, (
+                f"noise on the {self.rank}-dimensional lattice span(S) ∩ ℤ^d, K = Hull(S) with {len(self.lattice.gauge.numerators)} "
+                f"rational facets, ε′ = {self.lattice.epsilon}; the component of the answer orthogonal to the span "
+                "(e.g. invariant margins, the total under replace_one) is released exactly"
+            )]
         notes = super().notes() + [(
             f"noise R·U on the {self.rank}-dimensional span of the sensitivity space: R ~ Gamma(shape "
             f"{self.rank + 1}, rate ε), U uniform on K; the component of the answer orthogonal to the "
@@ -584,13 +690,22 @@ class KNormMechanism(Mechanism):
                          f"{self.body.kind} ball of the span containing S (see check k_norm.excess_cost)")
         else:
             notes.append(f"K is the {self.body.kind} ball of radius {self.body.radius:.17g}")
+        if self.lattice_refusal is not None:
+            notes.append(f"floating-point sampler: {self.lattice_refusal}")
         return notes
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
-        return {"epsilon": self.epsilon, "rho": self.epsilon**2 / 2.0,
+        epsilon = self.epsilon if self.lattice is None else float(self.lattice.epsilon)
+        return {"epsilon": epsilon, "rho": epsilon**2 / 2.0,
                 "conversion": "ε-DP ⇒ ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4)"}
 
     # ------------------------------------------------------------------ utility
+    def _utility(self, utility) -> UtilityValue | None:
+        """The lattice law's prediction (:meth:`LatticeKNorm.utility`); None for the continuous law."""
+        if self.lattice is None:
+            return None
+        return self.lattice.utility(utility.metric, workload_matrix(utility), utility.gamma)
+
     @property
     def radius_second_moment(self) -> float:
         """E R² = (s + 1)(s + 2)/ε²."""
@@ -648,3 +763,16 @@ class KNormMechanism(Mechanism):
         t = special.gammaincinv(s, 1.0 - alpha) / self.epsilon
         log_inverse_density = self.body.log_volume + math.lgamma(s + 1) - s * math.log(self.epsilon)
         return np.where(g <= t, np.exp(log_inverse_density + self.epsilon * np.minimum(g, t)), 0.0)
+
+
+def _lattice_scope(problem: Problem) -> str | None:
+    """Why the spec keeps the floating-point K-norm before any lattice is tried (None: the lattice law may serve
+    it, :mod:`dpopt.mechanisms.k_norm_lattice`)."""
+    spec = problem.spec
+    if spec.sampler == "floating_point":
+        return "the spec asks for sampler: floating_point"
+    if not counting_query(problem):
+        return "the query's answers are not integer counts (no lattice holds the neighbouring differences)"
+    if spec.utility.metric not in LATTICE_METRICS:
+        return f"the {spec.utility.metric} prediction is of the continuous K-norm law"
+    return None

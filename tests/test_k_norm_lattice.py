@@ -1,0 +1,189 @@
+"""The discrete K-norm mechanism on the lattice span(S) ∩ ℤ^d (dpopt.mechanisms.k_norm_lattice).
+
+Expected values and their sources:
+
+* 2×3 table with both margins, replace-one: S = {0, ±rectangle moves}; in the pivot coordinates c = (z₁₁, z₁₂) the
+  moves are ±(1, −1), ±(1, 0), ±(0, 1), whose hull is the hexagon with gauge g(c) = max(|a|, |b|, |a + b|)
+  (derived by hand: its six facets are a = ±1, b = ±1, a + b = ±1). The law P[c] ∝ e^{−εg(c)} is enumerated on the
+  box |a|, |b| ≤ 40 from that formula, not from the code's gauge; the mass outside is below
+  Σ_{k>40} 6k·e^{−k} < 10⁻¹⁴ (g ≥ ‖c‖∞ and at most 8k points have ‖c‖∞ = k).
+* acceptance rate of the rejection sampler: Z_p/Z_q with Z_p from that enumeration and
+  Z_q = ((1 + e^{−γ})/(1 − e^{−γ}))², γ = ε/M (the product of two discrete Laplace normalisers).
+* 2×2 table with both margins: Z = c·(1, −1, −1, 1), c discrete Laplace with P ∝ e^{−ε|c|}, so
+  E‖Z‖² = 4·2r/(1 − r)², r = e^{−ε} (the discrete Laplace second moment, Σ_k k² r^{|k|} summed).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from conftest import ROOT
+from scipy import stats
+
+import dpopt
+from dpopt.noise.discrete_laplace import bernoulli_exp, sample_discrete_laplace
+from dpopt.noise.k_norm_lattice import acceptance_weights, limit_acceptance, proposal_scale
+
+BOX = 40
+EPSILON = 1.0
+
+
+def table_2x3(**extra) -> dict:
+    spec = {"dpopt": 1, "name": "2x3 margins", "data": {"attributes": {"a": ["x", "y"], "b": ["p", "q", "r"]},
+                                                         "n": 100},
+            "query": {"kind": "contingency_table", "attributes": ["a", "b"]},
+            "invariants": [{"kind": "margins", "attributes": ["a"]}, {"kind": "margins", "attributes": ["b"]}],
+            "adjacency": {"kind": "replace_one"}, "privacy": {"pure": {"epsilon": EPSILON}}, "mechanism": "k_norm"}
+    spec.update(extra)
+    return spec
+
+
+def hexagon_law() -> tuple[np.ndarray, np.ndarray]:
+    """The points of the box and their probabilities under P ∝ e^{−ε max(|a|, |b|, |a+b|)} (module docstring)."""
+    a, b = np.meshgrid(np.arange(-BOX, BOX + 1), np.arange(-BOX, BOX + 1), indexing="ij")
+    points = np.stack([a.ravel(), b.ravel()], axis=1)
+    g = np.maximum(np.maximum(np.abs(points[:, 0]), np.abs(points[:, 1])), np.abs(points.sum(axis=1)))
+    weights = np.exp(-EPSILON * g)
+    return points, weights / weights.sum()
+
+
+@pytest.fixture(scope="module")
+def mechanism():
+    sol = dpopt.solve(table_2x3())
+    m = sol.mechanism
+    assert m.lattice is not None and m.lattice.columns == (0, 1)
+    return sol
+
+
+def test_the_2x3_space_is_the_hexagon(mechanism):
+    """The listed moves in pivot coordinates are the hexagon's six vertices, and the code's exact gauge equals
+    max(|a|, |b|, |a+b|) on the whole box."""
+    lattice = mechanism.mechanism.lattice
+    points, _ = hexagon_law()
+    g = np.maximum(np.maximum(np.abs(points[:, 0]), np.abs(points[:, 1])), np.abs(points.sum(axis=1)))
+    assert np.array_equal(lattice.gauge.scaled(points), lattice.gauge.denominator * g)
+
+
+def test_sampler_pmf_matches_the_enumerated_law(mechanism):
+    """χ² goodness of fit of 200,000 draws (fixed seed) against the enumerated law, cells with expected count < 5
+    pooled. Power: a sampler at ε = 1.1 instead of 1 has, by the same enumeration, noncentrality
+    λ = N Σ (p₁ − p₀)²/p₀; the test at level 10⁻³ detects it with the power computed below (≥ 0.99)."""
+    points, p = hexagon_law()
+    draws = 200_000
+    rng = np.random.default_rng(11)
+    z = mechanism.mechanism.sample(draws, rng)
+    c = np.round(z[:, [0, 1]]).astype(np.int64)
+    assert np.array_equal(c @ mechanism.mechanism.lattice.echelon, np.round(z).astype(np.int64))
+    index = {tuple(q): i for i, q in enumerate(points.tolist())}
+    counts = np.bincount([index[tuple(q)] for q in c.tolist()], minlength=len(points))
+    big = draws * p >= 5
+    observed = np.append(counts[big], counts[~big].sum())
+    expected = draws * np.append(p[big], p[~big].sum())
+    statistic = float(np.sum((observed - expected) ** 2 / expected))
+    dof = len(observed) - 1
+    critical = stats.chi2.ppf(1 - 1e-3, dof)
+    assert statistic < critical
+    g = np.maximum(np.maximum(np.abs(points[:, 0]), np.abs(points[:, 1])), np.abs(points.sum(axis=1)))
+    wrong = np.exp(-1.1 * g) / np.exp(-1.1 * g).sum()
+    q = np.append(wrong[big], wrong[~big].sum())
+    noncentrality = draws * float(np.sum((q - expected / draws) ** 2 / (expected / draws)))
+    assert stats.ncx2.sf(critical, dof, noncentrality) >= 0.99
+
+
+def test_privacy_loss_on_neighbours_by_enumeration(mechanism):
+    """max over the box and the listed moves δ of log P[z − δ] − log P[z], in exact rationals from the code's
+    gauge, is ε′·sup‖δ‖_K = ε′ exactly (attained), and the certificate's claim says ε′ = 1."""
+    lattice = mechanism.mechanism.lattice
+    vectors = np.round(dpopt.compile(table_2x3()).space.listed()).astype(np.int64)[:, [0, 1]]
+    points, _ = hexagon_law()
+    inner = points[np.abs(points).max(axis=1) <= BOX - 1]
+    g = lattice.gauge.scaled(inner)
+    worst = max(int((lattice.gauge.scaled(inner - d) - g).max()) for d in vectors if d.any())
+    assert Fraction(worst, lattice.gauge.denominator) * lattice.epsilon == Fraction(1)
+    assert lattice.epsilon == 1
+
+
+def test_acceptance_rate_formula_against_rejection_rounds(mechanism):
+    """One round of the sampler (a discrete Laplace proposal, the exact Bernoulli) accepts with probability
+    Z_p/Z_q (module docstring); 400,000 rounds, tolerance 4 standard errors √(p(1 − p)/n)."""
+    lattice = mechanism.mechanism.lattice
+    points, _ = hexagon_law()
+    g = np.maximum(np.maximum(np.abs(points[:, 0]), np.abs(points[:, 1])), np.abs(points.sum(axis=1)))
+    z_p = float(np.exp(-EPSILON * g).sum())
+    gamma = EPSILON / lattice.gauge.l1_bound
+    z_q = ((1 + math.exp(-gamma)) / (1 - math.exp(-gamma))) ** 2
+    rate = z_p / z_q
+    n = 400_000
+    rng = np.random.default_rng(5)
+    scale = proposal_scale(lattice.epsilon, lattice.gauge)
+    c = sample_discrete_laplace(rng, scale.numerator, scale.denominator, 2 * n).reshape(n, 2)
+    num, den = acceptance_weights(lattice.gauge, lattice.epsilon, c)
+    accepted = bernoulli_exp(rng, num, den).mean()
+    assert abs(accepted - rate) <= 4 * math.sqrt(rate * (1 - rate) / n)
+    # the importance-sampling estimate of the same rate (1,000,000 proposals): within 4 of its standard errors
+    assert lattice.acceptance_rate() == pytest.approx(rate, abs=4 * math.sqrt(rate / 1_000_000))
+    # the large-scale limit vol K/vol(M·B₁) = 2!·3/(2·2)² = 3/8 (hexagon area 3) is the rate's limit, not its value
+    assert limit_acceptance(3.0, 2, 2) == pytest.approx(3 / 8, rel=1e-12)
+
+
+def test_predicted_l2_against_the_enumerated_law(mechanism):
+    """E‖Z‖² of the lattice law: the certificate's importance-sampling estimate covers the enumerated value
+    Σ p(c)‖cR‖² (‖cR‖² = 2(a² + b² + (a + b)²) on the 2×3 table) within its 95% interval widened to 4 SE."""
+    points, p = hexagon_law()
+    a, b = points[:, 0], points[:, 1]
+    exact = float(p @ (2.0 * (a**2 + b**2 + (a + b) ** 2)))
+    utility = mechanism.certificate["utility"]
+    se = (utility["ci95"][1] - utility["ci95"][0]) / (2 * 1.96)
+    assert "Monte Carlo" in utility["method"]
+    assert abs(utility["value"] - exact) <= 4 * se
+
+
+def test_2x2_table_is_exact_discrete_laplace():
+    sol = dpopt.solve(ROOT / "specs" / "table_2x2_margins_pure.yaml")
+    r = math.exp(-1.0)
+    assert sol.certificate["utility"]["value"] == pytest.approx(4 * 2 * r / (1 - r) ** 2, rel=1e-12)
+    assert sol.mechanism.parameters["sampler"] == "exact"
+    assert not any("idealized" in note for note in sol.certificate["mechanism"]["notes"])
+
+
+def test_release_is_integer_and_keeps_the_margins(mechanism):
+    counts = np.array([[10, 20, 30], [5, 7, 9]], dtype=float)
+    out = mechanism.mechanism.release(np.tile(counts.ravel(), (50, 1)), np.random.default_rng(2)).reshape(50, 2, 3)
+    assert np.array_equal(out, np.round(out))
+    assert np.array_equal(out.sum(axis=2), np.tile(counts.sum(axis=1), (50, 1)))
+    assert np.array_equal(out.sum(axis=1), np.tile(counts.sum(axis=0), (50, 1)))
+
+
+@pytest.mark.parametrize("field, value, claim", [("lattice_epsilon", "3/2", "privacy"),
+                                                 ("l1_bound", 1, "k_norm.lattice")])
+def test_verify_rejects_a_forged_lattice_parameter(mechanism, field, value, claim):
+    data = copy.deepcopy(mechanism.certificate.data)
+    data["mechanism"]["parameters"][field] = value
+    failed = {c.claim for c in dpopt.verify(data).failed}
+    assert claim in failed
+
+
+def test_floating_point_sampler_on_request_and_for_ci_volume():
+    sol = dpopt.solve(table_2x3(sampler="floating_point"))
+    assert sol.mechanism.lattice is None and "sampler" not in sol.mechanism.parameters
+    sol = dpopt.solve(table_2x3(utility={"metric": "ci_volume", "alpha": 0.05}))
+    assert sol.mechanism.lattice is None
+    assert any("ci_volume prediction is of the continuous" in note for note in sol.certificate["mechanism"]["notes"])
+
+
+def test_utility_bound_holds_for_the_lattice_law(mechanism):
+    """auto's lower bound for a counting query (Hammersley–Chapman–Robbins, k_norm.shift_cost_lower_bound) stays
+    below the lattice law's E‖Z‖²: the enumerated value on the 2×3 table, the exact one on the 2×2 table
+    (4·2r/(1 − r)², r = e^{−1}), which the continuous volume bound (8) exceeds."""
+    from dpopt.mechanisms.k_norm import KNormMechanism
+
+    points, p = hexagon_law()
+    a, b = points[:, 0], points[:, 1]
+    assert KNormMechanism.utility_bound(dpopt.compile(table_2x3())) < float(p @ (2.0 * (a**2 + b**2 + (a + b) ** 2)))
+    r = math.exp(-1.0)
+    spec = dpopt.load_spec(ROOT / "specs" / "table_2x2_margins_pure.yaml")
+    assert KNormMechanism.utility_bound(dpopt.compile(spec)) < 4 * 2 * r / (1 - r) ** 2 < 8.0
