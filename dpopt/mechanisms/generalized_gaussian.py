@@ -41,6 +41,7 @@ References
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -50,8 +51,17 @@ from dpopt.core.rounding import nudge_until
 from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism, better
+from dpopt.mechanisms.gaussian import lattice_scope_check
 from dpopt.mechanisms.generalized_gaussian_checks import bounded_checks, lemma10_bound, pdp_check
+from dpopt.mechanisms.generalized_gaussian_lattice import (
+    LATTICE_NOTE,
+    lattice_privacy_check,
+    lattice_refusal,
+    lattice_scale,
+)
 from dpopt.mechanisms.generalized_gaussian_targets import TARGETS, target_check, target_scales
+from dpopt.mechanisms.lattice import integer_answers
+from dpopt.noise.discrete_generalized_gaussian import DiscreteGeneralizedGaussian, DiscreteGeneralizedGaussianMarginal
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.noise.law import ProductLaw
 from dpopt.noise.marginal import NoiseObjectMarginal
@@ -92,7 +102,7 @@ MAX_MONTE_CARLO_COORDINATES = 200
 
 
 CALIBRATIONS = ("laplace", "clamped_laplace", "scale_lower_bound", "certified_bound", "lemma10", "corollary8",
-                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile")
+                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile", "lattice_pdp")
 """How a scale b can have been obtained (see :class:`GeneralizedGaussianMechanism`)."""
 
 
@@ -115,6 +125,10 @@ class GeneralizedGaussianMechanism(Mechanism):
         The box, for the bounded variants.
     monte_carlo : dict, optional
         ``{seed, draws, confidence}`` of a Corollary 7 calibration.
+    lattice_scale : Fraction, optional
+        The exact measurement on counts (:mod:`dpopt.mechanisms.generalized_gaussian_lattice`): integer answers
+        plus discrete GG noise of this dyadic scale s (``scale`` is then s as a float, exactly); calibration
+        ``laplace`` (p = 1) or ``lattice_pdp`` (the lattice pDP level).
     """
 
     family = "generalized_gaussian"
@@ -130,6 +144,7 @@ class GeneralizedGaussianMechanism(Mechanism):
         lower=None,
         upper=None,
         monte_carlo: dict | None = None,
+        lattice_scale: Fraction | None = None,
     ):
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS} (got {variant!r})")
@@ -148,6 +163,13 @@ class GeneralizedGaussianMechanism(Mechanism):
         self.upper = np.asarray(upper, dtype=float).reshape(-1) if bounded else None
         self.monte_carlo = dict(monte_carlo) if monte_carlo else None
         self._design_notes: list[str] = []
+        self.lattice_scale = None if lattice_scale is None else Fraction(lattice_scale)
+        if self.lattice_scale is not None:
+            if bounded or float(self.lattice_scale) != self.scale:
+                raise ValueError("the lattice measurement is unbounded, at scale = float(lattice_scale) exactly")
+            self.lattice_law = DiscreteGeneralizedGaussian(self.p, self.lattice_scale)
+            self.integer_noise = self.needs_integer_answers = True
+            self._lattice_moments: dict[float | None, dict] = {}
 
     # ------------------------------------------------------------------ facts
     @classmethod
@@ -181,6 +203,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         d = space.dimension
         laplace = laplace_scale_for(eps, space.l1)
         options = [cls(1, laplace, d, "unbounded", "laplace")]
+        if lattice_refusal(problem) is None:
+            options.append(cls._lattice_option(1, laplace, problem))
         box = answer_bounds(spec, problem.query)
         if box is not None and spec.utility.workload is None:
             lower, upper = box
@@ -243,13 +267,25 @@ class GeneralizedGaussianMechanism(Mechanism):
             scales, skipped = target_scales(problem)
             return [cls(p, b, d, "unbounded", calibration) for p, b, calibration in scales], skipped
         laplace = laplace_scale_for(target["epsilon"], space.l1)
-        options = [cls(1, laplace, d, "unbounded", "laplace")]
         skipped: list[str] = []
+        refusal = lattice_refusal(problem)
+        if refusal is None:
+            options = [cls._lattice_option(1, laplace, problem)]
+        else:
+            options = [cls(1, laplace, d, "unbounded", "laplace")]
+            skipped.append(f"the exact lattice measurement: {refusal}")
         eps = float_below(target["epsilon"])  # the calibrations below meet the decimal written (core.decimals)
         if spec.privacy.definition == "pdp":
             delta = float_below(target["delta"])
             magnitudes = difference_magnitudes(space)
             for p in PDP_SHAPES[1:]:
+                if refusal is None:
+                    try:
+                        start = gg_pdp_scale_disjoint(eps, delta, p, float(space.linf))
+                        options.append(cls._lattice_option(p, start, problem))
+                        continue
+                    except CalibrationError as exc:
+                        skipped.append(f"p={p} on the lattice: {exc}")
                 try:
                     options.append(cls._pdp_option(p, eps, delta, space, magnitudes))
                 except CalibrationError as exc:
@@ -275,6 +311,14 @@ class GeneralizedGaussianMechanism(Mechanism):
                     continue
                 options.append(cls(p, b, d, variant, "certified_bound", lower, upper))
         return options, skipped
+
+    @classmethod
+    def _lattice_option(cls, p: int, start: float, problem: Problem) -> GeneralizedGaussianMechanism:
+        """The exact measurement on counts of shape p, its scale from the continuous ``start``
+        (:func:`~dpopt.mechanisms.generalized_gaussian_lattice.lattice_scale`)."""
+        s = lattice_scale(p, start, problem)
+        return cls(p, float(s), problem.space.dimension, "unbounded", "laplace" if p == 1 else "lattice_pdp",
+                   lattice_scale=s)
 
     @classmethod
     def _pdp_option(cls, p, eps, delta, space, magnitudes) -> GeneralizedGaussianMechanism:
@@ -315,6 +359,7 @@ class GeneralizedGaussianMechanism(Mechanism):
             parameters.get("lower"),
             parameters.get("upper"),
             parameters.get("monte_carlo"),
+            None if "scale_exact" not in parameters else Fraction(parameters["scale_exact"]),
         )
 
     @property
@@ -330,14 +375,20 @@ class GeneralizedGaussianMechanism(Mechanism):
             out["upper"] = self.upper.tolist()
         if self.monte_carlo:
             out["monte_carlo"] = dict(self.monte_carlo)
+        if self.lattice_scale is not None:
+            out["scale_exact"] = str(self.lattice_scale)
+            out["sampler"] = "exact"
         return out
 
     def _label(self) -> str:
-        return f"{self.variant} p={self.p} b={self.scale:.6g}"
+        kind = "discrete (exact)" if self.lattice_scale is not None else self.variant
+        return f"{kind} p={self.p} b={self.scale:.6g}"
 
     # --------------------------------------------------------------- privacy
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         definition, target = privacy.definition, privacy.parameters
+        if self.lattice_scale is not None:
+            return [lattice_privacy_check(self.p, self.lattice_scale, space, privacy)]
         if definition in TARGETS and self.variant == "unbounded":
             return [target_check(self.p, self.scale, space, privacy)]
         if definition not in ("pure", "pdp"):
@@ -380,6 +431,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         return [pdp_check(self.scale, self.p, self.monte_carlo, space, eps, target["delta"])]
 
     def scope_checks(self, problem: Problem) -> list[Check]:
+        if self.lattice_scale is not None:
+            return [lattice_scope_check(problem)]
         if self.variant == "unbounded":
             return []
         box = answer_bounds(problem.spec, problem.query)
@@ -395,6 +448,12 @@ class GeneralizedGaussianMechanism(Mechanism):
         ]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.lattice_scale is not None:
+            if self.p > 1:
+                return {}
+            eps = Fraction(space.l1) / self.lattice_scale
+            return {"epsilon": float(eps), "epsilon_exact": str(eps),
+                    "conversion": "discrete Laplace on ℤ: ε = Δ₁/s exactly (pure ε-DP, hence (ε, δ)-pDP for every δ)"}
         if self.variant == "truncated" or (self.variant == "boundary_inflated" and self.p > 1):
             bound, _ = worst_case_loss(
                 self.variant, self.scale, self.p, self.upper - self.lower, difference_magnitudes(space).rows
@@ -416,6 +475,9 @@ class GeneralizedGaussianMechanism(Mechanism):
         return {}
 
     def notes(self) -> list[str]:
+        if self.lattice_scale is not None:
+            notes = list(self._design_notes) + [LATTICE_NOTE.format(scale=self.lattice_scale)]
+            return notes + ([PDP_CAVEAT] if self.calibration == "lattice_pdp" else [])
         notes = super().notes() + list(self._design_notes)
         if self.variant != "unbounded":
             notes.append(
@@ -445,6 +507,9 @@ class GeneralizedGaussianMechanism(Mechanism):
 
     def noise_law(self) -> ProductLaw | str:
         """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
+        if self.lattice_scale is not None:
+            return ProductLaw.iid(DiscreteGeneralizedGaussianMarginal(self.lattice_law), self.dimension,
+                                  f"discrete GG on ℤ^d, s = {self.lattice_scale}, p = {self.p}")
         if self.variant != "unbounded":
             return (f"the {self.variant} generalized Gaussian's noise depends on the true answer (it is not "
                     "additive noise independent of the data)")
@@ -454,6 +519,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         return ProductLaw.iid(marginal, self.dimension, f"GG(0, b, p)^d, b = {n.scale:.17g}, p = {n.p}")
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.lattice_scale is not None:
+            return self.lattice_law.sample(rng, size * self.dimension).reshape(size, self.dimension).astype(float)
         if self.variant == "unbounded":
             return self.noise.sample(rng, (size, self.dimension))
         return self._bounded_noise(rng, self._centre(), size)
@@ -467,6 +534,10 @@ class GeneralizedGaussianMechanism(Mechanism):
         DataError
             For a bounded variant, when an answer lies outside the box (the data do not fit the spec).
         """
+        if self.lattice_scale is not None:
+            counts = integer_answers(values)
+            noise = self.lattice_law.sample(rng, counts.size).reshape(counts.shape)
+            return (counts + noise).astype(float)
         if self.variant == "unbounded":
             return super()._release(values, rng)
         if np.any(values < self.lower) or np.any(values > self.upper):
@@ -520,12 +591,24 @@ class GeneralizedGaussianMechanism(Mechanism):
         mean = signed / inside if truncated else signed - s * below + (width - s) * above
         return moment(2) - mean**2
 
+    def _lattice_moments_at(self, gamma: float | None = None) -> dict:
+        """The discrete law's moments (exact sums with a proven tail, :meth:`DiscreteGeneralizedGaussian.moments`)."""
+        if gamma not in self._lattice_moments:
+            self._lattice_moments[gamma] = self.lattice_law.moments(gamma)
+        return self._lattice_moments[gamma]
+
     def _closed_form_method(self) -> str:
+        if self.lattice_scale is not None:
+            return ("the discrete law's moments: exact sums over |k| ≤ R in 128-bit arb arithmetic plus a proven "
+                    "tail bound below 2^-80")
         if self.variant != "unbounded":
             return f"worst case over true answers in the box (closed forms on a {_WORST_CASE_GRID}-point grid)"
         return super()._closed_form_method()
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
+        if self.lattice_scale is not None:
+            frob = self.dimension if workload is None else float(np.sum(workload**2))
+            return self._lattice_moments_at()["second_moment"] * frob
         if self.variant != "unbounded":
             if workload is not None:
                 raise UnsupportedSpecError(
@@ -536,16 +619,22 @@ class GeneralizedGaussianMechanism(Mechanism):
         return self.noise.var * frob
 
     def _expected_l1(self) -> float:
+        if self.lattice_scale is not None:
+            return self._lattice_moments_at()["mean_abs"] * self.dimension
         if self.variant != "unbounded":
             return float(np.sum(self._coordinate_worst("abs")))
         return self.noise.mean_abs * self.dimension
 
     def _usefulness(self, gamma: float) -> float:
+        if self.lattice_scale is not None:
+            return self._lattice_moments_at(gamma)["within"]
         if self.variant != "unbounded":
             return float(np.mean(self._coordinate_worst("usefulness", gamma)))
         return float(1.0 - self.noise.tail(gamma))
 
     def _max_variance(self) -> float:
+        if self.lattice_scale is not None:
+            return self._lattice_moments_at()["second_moment"]
         if self.variant != "unbounded":
             return float(np.max(self._coordinate_worst("variance")))
         return self.noise.var

@@ -42,6 +42,7 @@ import numpy as np
 from dpopt._lazy import lazy_module
 from dpopt.noise.discrete_laplace import sample_discrete_laplace
 from dpopt.noise.lazy_bernoulli import bernoulli_lazy_many
+from dpopt.noise.marginal import Marginal
 
 flint = lazy_module("flint")
 
@@ -96,7 +97,7 @@ class DiscreteGeneralizedGaussian:
         """The first R = j·⌈s⌉ (j = 1, 2, …) whose tails up to the fourth moment are below 2^{−TAIL_BITS}."""
         step = max(1, -((-self.scale.numerator) // self.scale.denominator))
         bound = flint.arb(2) ** -TAIL_BITS
-        with _precision(PRECISION):
+        with working_precision(PRECISION):
             radius = step
             while not all(self.tail(radius, m) < bound for m in (0, 1, 2, 4)):
                 radius += step
@@ -105,7 +106,7 @@ class DiscreteGeneralizedGaussian:
     def sums(self, powers=(0, 1, 2, 4)) -> dict[int, flint.arb]:
         r"""Σ_{k∈ℤ} |k|^m w(k) for each m, as arb balls containing the true sums (the tail's bound added as an
         interval: [S, S + 2·tail])."""
-        with _precision(PRECISION):
+        with working_precision(PRECISION):
             weights = [self.weight(k) for k in range(self.radius + 1)]
             out = {}
             for m in powers:
@@ -118,7 +119,7 @@ class DiscreteGeneralizedGaussian:
         r"""E|K|, E K², E K⁴ and, given γ, P(|K| ≤ γ), each a proven enclosure's midpoint (the enclosures are far
         narrower than a double's spacing: the tail is below 2^{−80} and the arithmetic is 128-bit)."""
         s = self.sums()
-        with _precision(PRECISION):
+        with working_precision(PRECISION):
             z = s[0]
             out = {"mean_abs": float((s[1] / z).mid()), "second_moment": float((s[2] / z).mid()),
                    "fourth_moment": float((s[4] / z).mid())}
@@ -164,8 +165,8 @@ class DiscreteGeneralizedGaussian:
         return lambda: (-flint.arb(q)).exp()
 
 
-class _precision:
-    """``with _precision(bits):`` sets python-flint's working precision and restores it after."""
+class working_precision:
+    """``with working_precision(bits):`` sets python-flint's working precision and restores it after."""
 
     def __init__(self, bits: int):
         self.bits = bits
@@ -176,3 +177,38 @@ class _precision:
 
     def __exit__(self, *exc):
         flint.ctx.prec = self.saved
+
+
+class DiscreteGeneralizedGaussianMarginal(Marginal):
+    """The discrete GG law as a :class:`~dpopt.noise.marginal.Marginal` on ℤ, for the second route of ``dpopt
+    verify`` (a floating-point reading of the law: log pmf −(|k|/s)^p − log Z, Z from the proven sums; tails
+    summed down from the radius R, beyond which the mass is below 2^{−79})."""
+
+    lattice = True
+
+    def __init__(self, law: DiscreteGeneralizedGaussian):
+        self.law = law
+        s = float(law.scale)
+        self.s = s
+        with working_precision(PRECISION):
+            self.log_z = float(law.sums(powers=(0,))[0].log().mid())
+        k = np.arange(law.radius + 2, dtype=float)
+        pmf = np.exp(-((k / s) ** law.p) - self.log_z)
+        self._tails = np.concatenate([np.cumsum(pmf[::-1])[::-1][1:], [0.0]])  # P(W > k) for k = 0..R+1
+
+    @property
+    def key(self) -> tuple:
+        return ("discrete_generalized_gaussian", self.law.p, str(self.law.scale))
+
+    @property
+    def scale(self) -> float:
+        return max(1.0, self.s)
+
+    def log_density(self, x):
+        k = np.abs(np.asarray(x, dtype=float))
+        return -((k / self.s) ** self.law.p) - self.log_z
+
+    def tail(self, x):
+        k = np.floor(np.asarray(x, dtype=float))
+        index = np.clip(k, 0, self._tails.size - 1).astype(np.int64)
+        return np.where(k < 0, 1.0, self._tails[index])
