@@ -44,6 +44,7 @@ def test_pdp_design_picks_the_best_shape_for_the_metric():
         privacy={"pdp": {"epsilon": 1.0, "delta": 0.25}},
         mechanism="generalized_gaussian",
         utility={"metric": "usefulness", "gamma": 3.0},
+        sampler="floating_point",  # the continuous laws (the lattice's: tests/test_discrete_gg_pdp.py)
     )
     scales = {m.p: m.scale for m in _options(spec)}
     # digest §4.4 (σ = 1.486671, b = √2 σ) and §4.2 (p = 3: 2.612351)
@@ -69,6 +70,7 @@ def test_pdp_l2_design_follows_lemma11():
             adjacency="add_remove",
             privacy={"pdp": {"epsilon": 1.0, "delta": 0.05}},
             mechanism="generalized_gaussian",
+            sampler="floating_point",
         )
     )
     assert (sol.mechanism.p, sol.mechanism.scale) == (1, 1.0)
@@ -77,7 +79,8 @@ def test_pdp_l2_design_follows_lemma11():
 
 def test_pdp_multi_coordinate_shapes_use_monte_carlo():
     # 3x2 table under replace-one: two cells move, so p = 3 needs Corollary 7
-    spec = make_spec(privacy={"pdp": {"epsilon": 1.0, "delta": 0.1}}, mechanism="generalized_gaussian")
+    spec = make_spec(privacy={"pdp": {"epsilon": 1.0, "delta": 0.1}}, mechanism="generalized_gaussian",
+                     sampler="floating_point")
     by_p = {m.p: m for m in _options(spec)}
     assert by_p[3].calibration == "corollary7_monte_carlo"
     assert by_p[3].monte_carlo == {"seed": 20190406, "draws": 200_000, "confidence": 0.99}
@@ -97,6 +100,7 @@ def test_monte_carlo_certificate_verifies_and_states_its_confidence():
         privacy={"pdp": {"epsilon": 1.0, "delta": 0.1}},
         mechanism="generalized_gaussian",
         utility={"metric": "usefulness", "gamma": 12.0},
+        sampler="floating_point",
     )
     sol = dpopt.solve(spec)
     assert (sol.mechanism.p, sol.mechanism.calibration) == (4, "corollary7_monte_carlo")
