@@ -53,18 +53,28 @@ from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpe
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism, better
 from dpopt.mechanisms.gaussian import lattice_scope_check
 from dpopt.mechanisms.generalized_gaussian_checks import bounded_checks, lemma10_bound, pdp_check
+from dpopt.mechanisms.exact_sum import COST_MARGIN
 from dpopt.mechanisms.generalized_gaussian_lattice import (
+    BOX_NOTE,
     LATTICE_NOTE,
+    box_lattice,
+    box_lattice_checks,
+    box_lattice_refusal,
+    box_lattice_scale,
+    box_units,
     lattice_privacy_check,
     lattice_refusal,
     lattice_scale,
 )
+from dpopt.mechanisms.real_lattice import RealLattice
+from dpopt.mechanisms.real_lattice import lattice_scope_check as real_lattice_scope_check
 from dpopt.mechanisms.generalized_gaussian_targets import TARGETS, target_check, target_scales
 from dpopt.mechanisms.lattice import integer_answers
 from dpopt.noise.discrete_generalized_gaussian import DiscreteGeneralizedGaussian, DiscreteGeneralizedGaussianMarginal
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.noise.law import ProductLaw
 from dpopt.noise.marginal import NoiseObjectMarginal
+from dpopt.privacy.discrete_truncated_gg import truncated_loss_bound
 from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
 from dpopt.privacy.pdp import (
     PDP_CAVEAT,
@@ -102,7 +112,7 @@ MAX_MONTE_CARLO_COORDINATES = 200
 
 
 CALIBRATIONS = ("laplace", "clamped_laplace", "scale_lower_bound", "certified_bound", "lemma10", "corollary8",
-                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile", "lattice_pdp")
+                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile", "lattice_pdp", "lattice_box")
 """How a scale b can have been obtained (see :class:`GeneralizedGaussianMechanism`)."""
 
 
@@ -128,7 +138,11 @@ class GeneralizedGaussianMechanism(Mechanism):
     lattice_scale : Fraction, optional
         The exact measurement on counts (:mod:`dpopt.mechanisms.generalized_gaussian_lattice`): integer answers
         plus discrete GG noise of this dyadic scale s (``scale`` is then s as a float, exactly); calibration
-        ``laplace`` (p = 1) or ``lattice_pdp`` (the lattice pDP level).
+        ``laplace`` (p = 1) or ``lattice_pdp`` (the lattice pDP level). With ``sum_lattice``, s is in units of
+        the lattice g and ``scale`` is the double nearest s·g/n.
+    sum_lattice : RealLattice, optional
+        The lattice box of a bounded mean (variant ``truncated``, calibration ``lattice_box``): the truncated
+        discrete GG on the integer sum N.
     """
 
     family = "generalized_gaussian"
@@ -145,6 +159,7 @@ class GeneralizedGaussianMechanism(Mechanism):
         upper=None,
         monte_carlo: dict | None = None,
         lattice_scale: Fraction | None = None,
+        sum_lattice: RealLattice | None = None,
     ):
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS} (got {variant!r})")
@@ -164,11 +179,16 @@ class GeneralizedGaussianMechanism(Mechanism):
         self.monte_carlo = dict(monte_carlo) if monte_carlo else None
         self._design_notes: list[str] = []
         self.lattice_scale = None if lattice_scale is None else Fraction(lattice_scale)
+        self.sum_lattice = sum_lattice
         if self.lattice_scale is not None:
-            if bounded or float(self.lattice_scale) != self.scale:
-                raise ValueError("the lattice measurement is unbounded, at scale = float(lattice_scale) exactly")
+            unit = 1 if sum_lattice is None else sum_lattice.unit
+            if float(self.lattice_scale * unit) != self.scale:
+                raise ValueError("the lattice measurement's scale is float(lattice_scale · g/n) exactly")
+            if bounded != (sum_lattice is not None) or (bounded and variant != "truncated"):
+                raise ValueError("a lattice measurement is unbounded on counts, or truncated on a sum lattice box")
             self.lattice_law = DiscreteGeneralizedGaussian(self.p, self.lattice_scale)
-            self.integer_noise = self.needs_integer_answers = True
+            self.integer_noise = True
+            self.needs_integer_answers = sum_lattice is None
             self._lattice_moments: dict[float | None, dict] = {}
 
     # ------------------------------------------------------------------ facts
@@ -206,6 +226,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         if lattice_refusal(problem) is None:
             options.append(cls._lattice_option(1, laplace, problem))
         box = answer_bounds(spec, problem.query)
+        if box is not None and box_lattice_refusal(problem) is None:
+            return None  # the truncated lattice box's law is not bounded by the continuous centre values
         if box is not None and spec.utility.workload is None:
             lower, upper = box
             rows = difference_magnitudes(space).rows
@@ -249,7 +271,12 @@ class GeneralizedGaussianMechanism(Mechanism):
             raise CalibrationError(
                 "no generalized Gaussian variant predicts this utility (" + "; ".join(skipped) + ")"
             )
-        best = min(scored, key=lambda item: item[0])[1]
+        best_value, best = min(scored, key=lambda item: item[0])
+        exact = [item for item in scored if item[1].exact_noise]
+        if exact and not best.exact_noise:
+            value, candidate = min(exact, key=lambda item: item[0])
+            if value <= best_value + COST_MARGIN * abs(best_value):
+                best = candidate
         best._design_notes = [
             f"chosen by predicted {spec.utility.metric} among: "
             + ", ".join(f"{m._label()} ({sign * v:.6g})" for v, m in scored)
@@ -310,7 +337,29 @@ class GeneralizedGaussianMechanism(Mechanism):
                     skipped.append(f"{variant} p={p}: {exc}")
                     continue
                 options.append(cls(p, b, d, variant, "certified_bound", lower, upper))
+        options += cls._box_lattice_options(problem, options, skipped)
         return options, skipped
+
+    @classmethod
+    def _box_lattice_options(cls, problem: Problem, options: list, skipped: list[str]) -> list:
+        """The truncated discrete GG on the lattice box of a bounded mean, one per truncated shape calibrated above
+        (:mod:`dpopt.mechanisms.generalized_gaussian_lattice`), or the reason in ``skipped``."""
+        refusal = box_lattice_refusal(problem)
+        if refusal is not None:
+            skipped.append(f"the exact lattice box: {refusal}")
+            return []
+        out = []
+        eps = problem.spec.privacy.parameters["epsilon"]
+        for option in [o for o in options if o.variant == "truncated"]:
+            try:
+                lattice = box_lattice(problem, option.scale)
+                s = box_lattice_scale(option.p, lattice, option.scale, eps)
+            except CalibrationError as exc:
+                skipped.append(f"truncated p={option.p} on the lattice box: {exc}")
+                continue
+            out.append(cls(option.p, float(s * lattice.unit), option.dimension, "truncated", "lattice_box",
+                           option.lower, option.upper, lattice_scale=s, sum_lattice=lattice))
+        return out
 
     @classmethod
     def _lattice_option(cls, p: int, start: float, problem: Problem) -> GeneralizedGaussianMechanism:
@@ -360,6 +409,7 @@ class GeneralizedGaussianMechanism(Mechanism):
             parameters.get("upper"),
             parameters.get("monte_carlo"),
             None if "scale_exact" not in parameters else Fraction(parameters["scale_exact"]),
+            None if "sum_lattice" not in parameters else RealLattice.from_dict(parameters["sum_lattice"]),
         )
 
     @property
@@ -378,15 +428,23 @@ class GeneralizedGaussianMechanism(Mechanism):
         if self.lattice_scale is not None:
             out["scale_exact"] = str(self.lattice_scale)
             out["sampler"] = "exact"
+        if self.sum_lattice is not None:
+            out["sum_lattice"] = self.sum_lattice.to_dict()
         return out
 
     def _label(self) -> str:
-        kind = "discrete (exact)" if self.lattice_scale is not None else self.variant
+        kind = self.variant
+        if self.lattice_scale is not None:
+            kind = "truncated on the lattice box (exact)" if self.sum_lattice is not None else "discrete (exact)"
         return f"{kind} p={self.p} b={self.scale:.6g}"
 
     # --------------------------------------------------------------- privacy
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         definition, target = privacy.definition, privacy.parameters
+        if self.sum_lattice is not None:
+            if definition != "pure":
+                return [Check("privacy", "truncated discrete GG", False, "the lattice box is certified for pure ε only")]
+            return box_lattice_checks(self.p, self.lattice_scale, self.sum_lattice, target["epsilon"])
         if self.lattice_scale is not None:
             return [lattice_privacy_check(self.p, self.lattice_scale, space, privacy)]
         if definition in TARGETS and self.variant == "unbounded":
@@ -431,10 +489,11 @@ class GeneralizedGaussianMechanism(Mechanism):
         return [pdp_check(self.scale, self.p, self.monte_carlo, space, eps, target["delta"])]
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        if self.lattice_scale is not None:
+        if self.lattice_scale is not None and self.sum_lattice is None:
             return [lattice_scope_check(problem)]
         if self.variant == "unbounded":
             return []
+        lattice = [] if self.sum_lattice is None else [real_lattice_scope_check(problem, self.sum_lattice)]
         box = answer_bounds(problem.spec, problem.query)
         same = box is not None and np.array_equal(box[0], self.lower) and np.array_equal(box[1], self.upper)
         return [
@@ -445,9 +504,13 @@ class GeneralizedGaussianMechanism(Mechanism):
                 "box from the spec: "
                 + ("none" if box is None else f"[{box[0].min():g}, {box[1].max():g}] per coordinate"),
             )
-        ]
+        ] + lattice
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.sum_lattice is not None:
+            lo, hi = box_units(self.sum_lattice)
+            bound = truncated_loss_bound(self.p, self.lattice_scale, hi - lo + 1, self.sum_lattice.shift)
+            return {"epsilon_bound": bound, "conversion": "certified worst-case privacy loss on the lattice box"}
         if self.lattice_scale is not None:
             if self.p > 1:
                 return {}
@@ -475,6 +538,15 @@ class GeneralizedGaussianMechanism(Mechanism):
         return {}
 
     def notes(self) -> list[str]:
+        if self.sum_lattice is not None:
+            lat = self.sum_lattice
+            lo, hi = box_units(lat)
+            return list(self._design_notes) + [
+                BOX_NOTE.format(g=f"2^{lat.exponent}", lo=lo, hi=hi, scale=self.lattice_scale, divisor=lat.divisor,
+                                shift=lat.shift),
+                "truncated noise on the box: the released values stay in the box; the noise depends on the true answer "
+                "(predicted utility is the worst case over every lattice answer in the box; sample() draws noise for "
+                "the lattice answer at the box centre)"]
         if self.lattice_scale is not None:
             notes = list(self._design_notes) + [LATTICE_NOTE.format(scale=self.lattice_scale)]
             return notes + ([PDP_CAVEAT] if self.calibration == "lattice_pdp" else [])
@@ -507,7 +579,7 @@ class GeneralizedGaussianMechanism(Mechanism):
 
     def noise_law(self) -> ProductLaw | str:
         """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
-        if self.lattice_scale is not None:
+        if self.lattice_scale is not None and self.sum_lattice is None:
             return ProductLaw.iid(DiscreteGeneralizedGaussianMarginal(self.lattice_law), self.dimension,
                                   f"discrete GG on ℤ^d, s = {self.lattice_scale}, p = {self.p}")
         if self.variant != "unbounded":
@@ -518,7 +590,16 @@ class GeneralizedGaussianMechanism(Mechanism):
                                        tail=n.sf)
         return ProductLaw.iid(marginal, self.dimension, f"GG(0, b, p)^d, b = {n.scale:.17g}, p = {n.p}")
 
+    def _box_noise(self, rng: np.random.Generator, units: np.ndarray) -> np.ndarray:
+        """Integer noise K for each integer answer N of the lattice box, conditioned on N + K in the box."""
+        lo, hi = box_units(self.sum_lattice)
+        return self.lattice_law.sample_box(rng, lo - units, hi - units)
+
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.sum_lattice is not None:
+            lo, hi = box_units(self.sum_lattice)
+            noise = self._box_noise(rng, np.full(size, (lo + hi) // 2, dtype=np.int64))
+            return (noise.astype(float) * float(self.sum_lattice.unit)).reshape(size, 1)
         if self.lattice_scale is not None:
             return self.lattice_law.sample(rng, size * self.dimension).reshape(size, self.dimension).astype(float)
         if self.variant == "unbounded":
@@ -534,6 +615,14 @@ class GeneralizedGaussianMechanism(Mechanism):
         DataError
             For a bounded variant, when an answer lies outside the box (the data do not fit the spec).
         """
+        if self.sum_lattice is not None:
+            units = self.sum_lattice.units(values)
+            lo, hi = box_units(self.sum_lattice)
+            if np.any(units < lo) or np.any(units > hi):
+                raise DataError(
+                    "the true answer lies outside the public box the spec implies; the data do not fit the spec"
+                )
+            return self.sum_lattice.answers(units + self._box_noise(rng, units))
         if self.lattice_scale is not None:
             counts = integer_answers(values)
             noise = self.lattice_law.sample(rng, counts.size).reshape(counts.shape)
@@ -549,6 +638,17 @@ class GeneralizedGaussianMechanism(Mechanism):
     # --------------------------------------------------------------- utility
     _centre_only = False
     """True for :meth:`utility_bound`'s options: the value at the centre of the box only."""
+
+    def _box_worst(self, quantity: str, gamma: float | None = None) -> np.ndarray:
+        """The worst value over every lattice answer in the box (:meth:`DiscreteGeneralizedGaussian.box_moments`),
+        in answer units."""
+        lo, hi = box_units(self.sum_lattice)
+        unit = float(self.sum_lattice.unit)
+        moments = self.lattice_law.box_moments(hi - lo + 1, None if gamma is None else gamma / unit)
+        values = moments[quantity]
+        worst = values.min() if quantity == "within" else values.max()
+        power = {"square": 2, "variance": 2, "abs": 1, "within": 0}[quantity]
+        return np.array([worst * unit**power])
 
     def _coordinate_worst(self, quantity: str, gamma: float | None = None) -> np.ndarray:
         """Per coordinate, the worst value over true answers in the box (grid of offsets;
@@ -598,6 +698,9 @@ class GeneralizedGaussianMechanism(Mechanism):
         return self._lattice_moments[gamma]
 
     def _closed_form_method(self) -> str:
+        if self.sum_lattice is not None:
+            return ("worst case over every lattice answer in the box: finite sums of the truncated discrete law "
+                    "(double precision)")
         if self.lattice_scale is not None:
             return ("the discrete law's moments: exact sums over |k| ≤ R in 128-bit arb arithmetic plus a proven "
                     "tail bound below 2^-80")
@@ -606,7 +709,9 @@ class GeneralizedGaussianMechanism(Mechanism):
         return super()._closed_form_method()
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
-        if self.lattice_scale is not None:
+        if self.sum_lattice is not None and workload is None:
+            return float(np.sum(self._box_worst("square")))
+        if self.lattice_scale is not None and self.sum_lattice is None:
             frob = self.dimension if workload is None else float(np.sum(workload**2))
             return self._lattice_moments_at()["second_moment"] * frob
         if self.variant != "unbounded":
@@ -619,6 +724,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         return self.noise.var * frob
 
     def _expected_l1(self) -> float:
+        if self.sum_lattice is not None:
+            return float(np.sum(self._box_worst("abs")))
         if self.lattice_scale is not None:
             return self._lattice_moments_at()["mean_abs"] * self.dimension
         if self.variant != "unbounded":
@@ -626,6 +733,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         return self.noise.mean_abs * self.dimension
 
     def _usefulness(self, gamma: float) -> float:
+        if self.sum_lattice is not None:
+            return float(np.mean(self._box_worst("within", gamma)))
         if self.lattice_scale is not None:
             return self._lattice_moments_at(gamma)["within"]
         if self.variant != "unbounded":
@@ -633,6 +742,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         return float(1.0 - self.noise.tail(gamma))
 
     def _max_variance(self) -> float:
+        if self.sum_lattice is not None:
+            return float(np.max(self._box_worst("variance")))
         if self.lattice_scale is not None:
             return self._lattice_moments_at()["second_moment"]
         if self.variant != "unbounded":

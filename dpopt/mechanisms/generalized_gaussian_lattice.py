@@ -23,11 +23,14 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpopt.core.checks import Check
-from dpopt.core.decimals import written
+from dpopt.core.decimals import float_below, written
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.gaussian import counting_query
 from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns
+from dpopt.mechanisms.real_lattice import RealLattice, answer_units, exponent_at_most, real_lattice
+from dpopt.mechanisms.real_lattice import lattice_refusal as real_lattice_refusal
 from dpopt.privacy.discrete_gg_pdp import MAX_MOVING, pdp_scale, worst_pdp_level
+from dpopt.privacy.discrete_truncated_gg import MAX_POINTS, truncated_loss_bound, truncated_scale
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
@@ -116,3 +119,88 @@ def lattice_privacy_check(p: int, scale: Fraction, space: SensitivitySpace, priv
         level <= written(target["delta"]),
         f"s = {scale}, p = {p}: δ(v) ≤ {float(level):.12g} vs δ = {target['delta']}",
     )
+
+
+# ---------------------------------------------------------------- a bounded mean on a dyadic lattice box
+BOX_BITS = 10
+"""The box lattice's spacing: g = 2^e ≤ 2^-10 of the truncated design's scale in sum units (b·n), coarser only when
+the box would exceed :data:`~dpopt.privacy.discrete_truncated_gg.MAX_POINTS` points."""
+
+BOX_NOTE = ("exact measurement on a dyadic lattice box: each record's value is rounded half up to g = {g} in exact "
+            "arithmetic and summed exactly, the integer sum N (units of g, in the box {{{lo}, …, {hi}}}) receives "
+            "discrete GG noise P[K = k] ∝ exp(−(|k|/s)^p), s = {scale} units, conditioned on N + K in the box "
+            "(rejection; the discrete GG by rejection from the discrete Laplace with a lazy exact Bernoulli), and the "
+            "published value g(N + K)/{divisor} is formed from the integer N + K alone; the rounding is charged to "
+            "the sensitivity (Δ_u = {shift} units). The bounds are multiples of g, so every answer's N lies in the box")
+
+
+def _two_adic(x: Fraction) -> int | None:
+    """The exponent of 2 in x (None for 0)."""
+    if x == 0:
+        return None
+    a, b = abs(x.numerator), x.denominator
+    return ((a & -a).bit_length() - 1) - ((b & -b).bit_length() - 1)
+
+
+def box_lattice_refusal(problem: Problem) -> str | None:
+    """Why a bounded mean's truncated design keeps the floating-point sampler (None: it is measured on a lattice box)."""
+    spec = problem.spec
+    if spec.privacy.definition != "pure":
+        return "the lattice box is certified for pure ε"
+    refusal = real_lattice_refusal(problem)
+    if refusal is not None:
+        return refusal
+    if problem.query.kind != "mean" or spec.data.n is None:
+        return "the lattice box serves a mean with a public n"
+    return None
+
+
+def box_lattice(problem: Problem, scale: float) -> RealLattice:
+    """The lattice of the truncated design of scale b (answer units): g = 2^e ≤ 2^-BOX_BITS·b·n, coarsened until the
+    box has at most MAX_POINTS points; the bounds must be multiples of g.
+
+    Raises
+    ------
+    CalibrationError
+        The bounds are not multiples of a g fine enough, or the lattice is beyond the double range.
+    """
+    query = problem.query
+    divisor, _ = answer_units(problem)
+    lower, upper = Fraction(query.lower), Fraction(query.upper)
+    exponent = exponent_at_most(Fraction(scale) * divisor, BOX_BITS)
+    while divisor * (upper - lower) / Fraction(2) ** exponent + 1 > MAX_POINTS:
+        exponent += 1
+    limits = [v for v in (_two_adic(lower), _two_adic(upper)) if v is not None]
+    if limits and exponent > min(limits):
+        raise CalibrationError(f"the bounds [{lower}, {upper}] are not multiples of the lattice 2^{exponent}")
+    return real_lattice(problem, exponent)
+
+
+def box_units(lattice: RealLattice) -> tuple[int, int]:
+    """The box of N in units of g: [n·L/g, n·U/g] (exact integers: the bounds are multiples of g)."""
+    lo, hi = lattice.divisor * lattice.lower / lattice.granularity, lattice.divisor * lattice.upper / lattice.granularity
+    if lo.denominator != 1 or hi.denominator != 1:
+        raise CalibrationError("the bounds are not multiples of the lattice")
+    return int(lo), int(hi)
+
+
+def box_lattice_scale(p: int, lattice: RealLattice, scale: float, epsilon: object) -> Fraction:
+    """The dyadic s (units of g) of the truncated discrete GG on the lattice box, calibrated to ε from the continuous
+    design's b (answer units) by :func:`~dpopt.privacy.discrete_truncated_gg.truncated_scale`."""
+    lo, hi = box_units(lattice)
+    start = Fraction(scale) / lattice.unit
+    return truncated_scale(p, hi - lo + 1, lattice.shift, float_below(epsilon), start, dyadic_ceil)
+
+
+def box_lattice_checks(p: int, scale: Fraction, lattice: RealLattice, epsilon: object) -> list[Check]:
+    """The pure ε check of the truncated discrete GG on the lattice box (:mod:`dpopt.privacy.discrete_truncated_gg`)."""
+    lo, hi = box_units(lattice)
+    bound = truncated_loss_bound(p, scale, hi - lo + 1, lattice.shift)
+    return [Check(
+        "privacy",
+        "worst-case loss of the truncated discrete GG on the lattice box: max over y ∈ {0, M} and |N − N'| ≤ Δ_u of "
+        "F(N') − F(N), F(x) = (x/s)^p + log Z(x), at every lattice point (128-bit arb enclosures read as doubles, "
+        f"+ 2·radius + 1e-9); {hi - lo + 1} points, Δ_u = {lattice.shift}",
+        bound <= float_below(epsilon),
+        f"loss bound {bound:.12g} vs ε = {epsilon}",
+    )]
