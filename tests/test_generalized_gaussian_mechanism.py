@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from conftest import ROOT, make_spec
 from scipy import integrate, stats
 
@@ -23,6 +24,8 @@ from dpopt.mechanisms.generalized_gaussian import GeneralizedGaussianMechanism
 
 HISTOGRAM = {"kind": "histogram", "attribute": "race"}
 COMMITTEE = ROOT / "specs" / "committee_mean_truncated_gg.yaml"
+CONTINUOUS_COMMITTEE = {**yaml.safe_load(COMMITTEE.read_text()), "sampler": "floating_point"}
+"""The committee spec with the continuous laws (its exact lattice box: tests/test_discrete_truncated_gg.py)."""
 
 
 def _options(spec_dict):
@@ -142,7 +145,7 @@ def _truncated_square(b, p, width, offset):
 
 
 def test_committee_spec_picks_truncated_gg_with_the_worst_case_error():
-    sol = dpopt.solve(COMMITTEE)
+    sol = dpopt.solve(CONTINUOUS_COMMITTEE)
     mech = sol.mechanism
     assert (mech.variant, mech.p) == ("truncated", 2)
     # the prediction is the worst case over true answers in [0, 10]: recompute on the same grid by quadrature
@@ -156,7 +159,7 @@ def test_committee_spec_picks_truncated_gg_with_the_worst_case_error():
         and claims["privacy.numerics"]["passed"]
     )
     # every option was calibrated to a certified ε = 0.2 and the chosen one predicts the least error
-    values = [m.expected_utility(sol.spec.utility).value for m in _options(COMMITTEE)]
+    values = [m.expected_utility(sol.spec.utility).value for m in _options(CONTINUOUS_COMMITTEE)]
     assert sol.certificate["utility"]["value"] == pytest.approx(min(values), rel=1e-12)
 
 
@@ -186,7 +189,7 @@ def test_bounded_release_refuses_answers_outside_the_box():
 
 
 def test_bounded_certificate_tampering_is_caught():
-    data = dpopt.solve(COMMITTEE).certificate.data
+    data = dpopt.solve(CONTINUOUS_COMMITTEE).certificate.data
     params = data["mechanism"]["parameters"]
     wider = {**data, "mechanism": {**data["mechanism"], "parameters": {**params, "upper": [20.0]}}}
     failed = {c.claim for c in dpopt.verify(wider).failed}
