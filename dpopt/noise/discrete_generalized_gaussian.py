@@ -78,10 +78,13 @@ class DiscreteGeneralizedGaussian:
         """(|k|/s)^p, exactly."""
         return (abs(Fraction(k)) / self.scale) ** self.p
 
+    def exponent_fmpq(self, k: int) -> flint.fmpq:
+        """(|k|/s)^p as an exact python-flint rational, (|k|·b)^p / a^p for s = a/b (faster than :meth:`exponent`)."""
+        return flint.fmpq((abs(int(k)) * self.scale.denominator) ** self.p, self.scale.numerator ** self.p)
+
     def weight(self, k: int) -> flint.arb:
         """w(k) = exp(−(|k|/s)^p) as an arb ball (at the current precision)."""
-        x = self.exponent(k)
-        return (-flint.arb(flint.fmpq(x.numerator, x.denominator))).exp()
+        return (-flint.arb(self.exponent_fmpq(k))).exp()
 
     def tail(self, radius: int, m: int = 0) -> flint.arb:
         """An upper bound on Σ_{k>R} k^m w(k) (module docstring), or +inf when ρ ≥ 1 at this R."""
@@ -198,10 +201,12 @@ class DiscreteGeneralizedGaussian:
     def _acceptance(self, k: int):
         """The enclosure of a(k) = exp(−[(k/s)^p − k/s + c]) for :func:`~dpopt.noise.lazy_bernoulli.bernoulli_lazy`
         (the exponent is an exact rational ≥ 0; only its exponential is enclosed)."""
-        x = self.exponent(k) - Fraction(k) / self.scale + 1 - Fraction(1, self.p)
-        if x < 0:
-            raise ArithmeticError(f"negative rejection exponent {x} at k = {k}")  # excluded by the bound on c
-        q = flint.fmpq(x.numerator, x.denominator)
+        a, b, p = self.scale.numerator, self.scale.denominator, self.p
+        kb = abs(int(k)) * b  # x = [p(kb)^p − p·kb·a^{p−1} + (p − 1)a^p] / (p·a^p), in integers
+        numerator = p * kb**p - p * kb * a ** (p - 1) + (p - 1) * a**p
+        if numerator < 0:
+            raise ArithmeticError(f"negative rejection exponent at k = {k}")  # excluded by the bound on c
+        q = flint.fmpq(numerator, p * a**p)
         return lambda: (-flint.arb(q)).exp()
 
 

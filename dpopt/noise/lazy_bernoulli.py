@@ -28,7 +28,6 @@ References
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Callable, Sequence
 
 import numpy as np
@@ -52,33 +51,35 @@ Probability = Callable[[], "flint.arb"]
 containing p, whose width shrinks to 0 as the precision grows."""
 
 
-def _bounds(probability: Probability, prec: int) -> tuple[Fraction, Fraction]:
-    """The enclosure's exact dyadic bounds at working precision ``prec`` (flint's precision restored after)."""
+def _scaled_bounds(probability: Probability, bits: int) -> tuple[int, int]:
+    """(⌊2^bits·lo⌋, ⌈2^bits·hi⌉) of the enclosure [lo, hi] evaluated at working precision bits + GUARD_BITS (flint's
+    precision restored after): exact integer shifts of the ball's dyadic end points."""
     saved = flint.ctx.prec
-    flint.ctx.prec = prec
+    flint.ctx.prec = bits + GUARD_BITS
     try:
         ball = probability()
         if not isinstance(ball, flint.arb) or not ball.is_finite():
             raise ValueError(f"a probability enclosure must be a finite arb ball (got {ball!r})")
-        lo_man, lo_exp = ball.lower().man_exp()
-        hi_man, hi_exp = ball.upper().man_exp()
+        lo_man, lo_exp = (int(v) for v in ball.lower().man_exp())
+        hi_man, hi_exp = (int(v) for v in ball.upper().man_exp())
     finally:
         flint.ctx.prec = saved
-    return _dyadic(int(lo_man), int(lo_exp)), _dyadic(int(hi_man), int(hi_exp))
+    return _shift_floor(lo_man, lo_exp + bits), -_shift_floor(-hi_man, hi_exp + bits)
 
 
-def _dyadic(man: int, exp: int) -> Fraction:
-    return Fraction(man << exp) if exp >= 0 else Fraction(man, 1 << -exp)
+def _shift_floor(man: int, shift: int) -> int:
+    """⌊man·2^shift⌋ (Python's >> floors)."""
+    return man << shift if shift >= 0 else man >> -shift
 
 
 def _settle(rng: np.random.Generator, probability: Probability, prefix: int, bits: int) -> bool:
-    """U < p, given U's first ``bits`` bits (the integer ``prefix``): more words until an enclosure settles it."""
+    """U < p, given U's first ``bits`` bits (the integer ``prefix``, U ∈ [prefix, prefix + 1)/2^bits): more words until
+    an enclosure settles it (prefix + 1 ≤ 2^bits·lo: U < p; prefix ≥ 2^bits·hi: U ≥ p)."""
     while bits <= MAX_BITS:
-        lo, hi = _bounds(probability, bits + GUARD_BITS)
-        cell = Fraction(1, 1 << bits)
-        if (prefix + 1) * cell <= lo:
+        lo, hi = _scaled_bounds(probability, bits)
+        if prefix + 1 <= lo:
             return True
-        if prefix * cell >= hi:
+        if prefix >= hi:
             return False
         prefix = (prefix << WORD_BITS) | int(rng.integers(0, 1 << WORD_BITS, dtype=np.uint64))
         bits += WORD_BITS
@@ -112,7 +113,7 @@ def bernoulli_lazy_many(rng: np.random.Generator, probabilities: Sequence[Probab
     """One exact Bernoulli draw per entry of ``index``: draw i is True with probability ``probabilities[index[i]]``.
 
     Each table entry is enclosed once at 64 + :data:`GUARD_BITS` bits; the first word of every draw is compared
-    with those bounds at once (as integers: ⌈2^64·lo⌉ − 1 ≥ w settles U < p, ⌊2^64·hi⌋ ≤ w settles U ≥ p), and only
+    with those bounds at once (as integers: w ≤ ⌊2^64·lo⌋ − 1 settles U < p, w ≥ ⌈2^64·hi⌉ settles U ≥ p), and only
     the draws left unsettled go on word by word (:func:`_settle`).
     """
     index = np.asarray(index, dtype=np.int64).reshape(-1)
@@ -120,19 +121,17 @@ def bernoulli_lazy_many(rng: np.random.Generator, probabilities: Sequence[Probab
     out = np.zeros(index.size, dtype=bool)
     if index.size == 0:
         return out
-    scale = 1 << WORD_BITS
-    below, above = [], []
-    for probability in probabilities:
-        lo, hi = _bounds(probability, WORD_BITS + GUARD_BITS)
-        # w + 1 ≤ 2^64·lo ⟺ w ≤ ⌊2^64·lo⌋ − 1 ; w ≥ 2^64·hi ⟺ w ≥ ⌈2^64·hi⌉
-        below.append(min(max((lo * scale).__floor__() - 1, -1), scale - 1))
-        above.append(max(min(-((-hi * scale).__floor__()), scale), 0))
-    lo_word = np.array(below, dtype=object)[index]
-    hi_word = np.array(above, dtype=object)[index]
-    w = words.astype(object)
-    yes = w <= lo_word
-    no = w >= hi_word
-    out[yes.astype(bool)] = True
-    for i in np.flatnonzero(~(yes.astype(bool) | no.astype(bool))):
+    top = (1 << WORD_BITS) - 1
+    bounds = [_scaled_bounds(probability, WORD_BITS) for probability in probabilities]
+    # w + 1 ≤ ⌊2^64·lo⌋ settles U < p; w ≥ ⌈2^64·hi⌉ settles U ≥ p (thresholds clamped into uint64, with masks)
+    below = [lo - 1 for lo, _ in bounds]
+    above = [hi for _, hi in bounds]
+    can_yes = np.array([b >= 0 for b in below], dtype=bool)[index]
+    can_no = np.array([a <= top for a in above], dtype=bool)[index]
+    yes = can_yes & (words <= np.array([min(max(b, 0), top) for b in below], dtype=np.uint64)[index])
+    no = can_no & (words >= np.array([min(max(a, 0), top) for a in above], dtype=np.uint64)[index])
+    out[yes] = True
+    undecided = ~(yes | no)
+    for i in np.flatnonzero(undecided):
         out[i] = _settle(rng, probabilities[index[i]], int(words[i]), WORD_BITS)
     return out

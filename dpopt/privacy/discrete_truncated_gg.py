@@ -61,14 +61,10 @@ def box_log_normalizers(p: int, scale: Fraction, points: int) -> tuple[np.ndarra
             cumulative.append(total)
         values, radius = np.empty(points), 0.0
         for x in range(points):
-            f = flint.arb(flint.fmpq(*_pair(law.exponent(x)))) + (cumulative[x] + cumulative[m - x] - 1).log()
+            f = flint.arb(law.exponent_fmpq(x)) + (cumulative[x] + cumulative[m - x] - 1).log()
             values[x] = float(f.mid())
             radius = max(radius, float(f.rad()))
     return np.arange(points), values, radius
-
-
-def _pair(x: Fraction) -> tuple[int, int]:
-    return x.numerator, x.denominator
 
 
 def truncated_loss_bound(p: int, scale: Fraction, points: int, shift: int) -> float:
