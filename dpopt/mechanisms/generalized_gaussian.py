@@ -25,8 +25,15 @@ noise: p = 1 and p = 2 are Laplace and Gaussian noise, calibrated exactly as tho
 p = 3, 4 under (ε, δ) on their exact one-coordinate profile (:mod:`dpopt.privacy.gg_profile`);
 p > 2 has no zCDP or GDP guarantee at any scale.
 
+**Exact measurement** (:mod:`dpopt.mechanisms.generalized_gaussian_lattice`, unless ``sampler:
+floating_point``): on counting queries under pure ε and pDP the unbounded options are the discrete GG on ℤ
+(p = 1 the discrete Laplace; p ≥ 2 calibrated on the lattice pDP level, :mod:`dpopt.privacy.discrete_gg_pdp`);
+on a bounded mean with public n under pure ε the truncated options are joined by the truncated discrete GG on
+the lattice box (:mod:`dpopt.privacy.discrete_truncated_gg`). The samplers are exact
+(:mod:`dpopt.noise.discrete_generalized_gaussian`).
+
 ``design`` calibrates every applicable (p, variant) and keeps the one with the best predicted
-utility for the spec's metric. Bounded variants' noise depends on the true answer: their
+utility for the spec's metric, or the best exact one when it is within 0.1% of it. Bounded variants' noise depends on the true answer: their
 predicted utility is the worst case over true answers in the box (closed forms on a grid), and
 :meth:`sample` draws the noise for a true answer at the centre of the box; :meth:`release`
 uses the actual answer. The privacy checks at given parameters (pDP bounds, the bounded
@@ -187,9 +194,17 @@ class GeneralizedGaussianMechanism(Mechanism):
             if bounded != (sum_lattice is not None) or (bounded and variant != "truncated"):
                 raise ValueError("a lattice measurement is unbounded on counts, or truncated on a sum lattice box")
             self.lattice_law = DiscreteGeneralizedGaussian(self.p, self.lattice_scale)
-            self.integer_noise = True
-            self.needs_integer_answers = sum_lattice is None
+            # counts: integer outputs; a mean's lattice box: outputs g(N + K)/n, N recounted from the records by
+            # ``dpopt release`` through ``lattice`` (dpopt.release.lattice_sums)
+            self.integer_noise = self.needs_integer_answers = sum_lattice is None
+            if sum_lattice is not None:
+                self.lattice = sum_lattice
             self._lattice_moments: dict[float | None, dict] = {}
+
+    @property
+    def exact_noise(self) -> bool:
+        """True for the lattice measurements (counts, or a mean's lattice box whose outputs are not integers)."""
+        return self.lattice_scale is not None
 
     # ------------------------------------------------------------------ facts
     @classmethod
@@ -224,7 +239,10 @@ class GeneralizedGaussianMechanism(Mechanism):
         laplace = laplace_scale_for(eps, space.l1)
         options = [cls(1, laplace, d, "unbounded", "laplace")]
         if lattice_refusal(problem) is None:
-            options.append(cls._lattice_option(1, laplace, problem))
+            try:
+                options.append(cls._lattice_option(1, laplace, problem))
+            except CalibrationError:  # design keeps the continuous option, already in the list
+                pass
         box = answer_bounds(spec, problem.query)
         if box is not None and box_lattice_refusal(problem) is None:
             return None  # the truncated lattice box's law is not bounded by the continuous centre values
@@ -296,11 +314,16 @@ class GeneralizedGaussianMechanism(Mechanism):
         laplace = laplace_scale_for(target["epsilon"], space.l1)
         skipped: list[str] = []
         refusal = lattice_refusal(problem)
+        options = []
         if refusal is None:
-            options = [cls._lattice_option(1, laplace, problem)]
+            try:
+                options.append(cls._lattice_option(1, laplace, problem))
+            except CalibrationError as exc:
+                skipped.append(f"p=1 on the lattice: {exc}")
         else:
-            options = [cls(1, laplace, d, "unbounded", "laplace")]
             skipped.append(f"the exact lattice measurement: {refusal}")
+        if not options:
+            options.append(cls(1, laplace, d, "unbounded", "laplace"))
         eps = float_below(target["epsilon"])  # the calibrations below meet the decimal written (core.decimals)
         if spec.privacy.definition == "pdp":
             delta = float_below(target["delta"])
@@ -443,7 +466,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         definition, target = privacy.definition, privacy.parameters
         if self.sum_lattice is not None:
             if definition != "pure":
-                return [Check("privacy", "truncated discrete GG", False, "the lattice box is certified for pure ε only")]
+                return [Check("privacy", "truncated discrete GG", False,
+                              "the lattice box is certified for pure ε only")]
             return box_lattice_checks(self.p, self.lattice_scale, self.sum_lattice, target["epsilon"])
         if self.lattice_scale is not None:
             return [lattice_privacy_check(self.p, self.lattice_scale, space, privacy)]

@@ -1,4 +1,4 @@
-r"""The generalized Gaussian on counts, measured exactly: integer answers plus discrete GG noise on ℤ.
+r"""The generalized Gaussian measured exactly: discrete GG noise on counts, and on the lattice box of a bounded mean.
 
 On a counting query (integer answers, integer neighbouring shifts) under pure ε or (ε, δ)-pDP, each unbounded
 GG(0, b, p) design is replaced by integer noise with P[K = k] ∝ exp(−(|k|/s)^p)
@@ -16,6 +16,14 @@ The utilities are the discrete law's: E|K|, E K², P(|K| ≤ γ) summed exactly 
 2^{−80} (not a Monte Carlo estimate, and not the continuous law's closed forms). Refusals (the continuous design
 is kept, with the idealized-numerics note): ``sampler: floating_point``, a non-counting query, another target, a
 neighbour moving more than two coordinates (p ≥ 2), a scale beyond the sampler's 2^40.
+
+**A bounded mean with public n under pure ε** (the truncated variant, Liu 2019 Def. 5): each record is rounded
+to g = 2^e and summed exactly as in :mod:`dpopt.mechanisms.exact_sum` (:mod:`dpopt.mechanisms.real_lattice`, the
+rounding charged to Δ_u); when the bounds are multiples of g the sum N lies in the box {nL/g, …, nU/g} and receives
+discrete GG noise conditioned on N + K in the box, calibrated on the exact worst-case loss over the box's lattice
+points (:mod:`dpopt.privacy.discrete_truncated_gg`). Its predicted utility is the worst case over every lattice
+answer (finite sums in double precision). The family's design keeps an exact option when its prediction is within
+:data:`~dpopt.mechanisms.exact_sum.COST_MARGIN` (0.1%) of the best.
 """
 
 from __future__ import annotations
@@ -143,7 +151,8 @@ def _two_adic(x: Fraction) -> int | None:
 
 
 def box_lattice_refusal(problem: Problem) -> str | None:
-    """Why a bounded mean's truncated design keeps the floating-point sampler (None: it is measured on a lattice box)."""
+    """Why a bounded mean's truncated design keeps the floating-point sampler (None: it is measured on a lattice
+    box)."""
     spec = problem.spec
     if spec.privacy.definition != "pure":
         return "the lattice box is certified for pure ε"
@@ -178,7 +187,8 @@ def box_lattice(problem: Problem, scale: float) -> RealLattice:
 
 def box_units(lattice: RealLattice) -> tuple[int, int]:
     """The box of N in units of g: [n·L/g, n·U/g] (exact integers: the bounds are multiples of g)."""
-    lo, hi = lattice.divisor * lattice.lower / lattice.granularity, lattice.divisor * lattice.upper / lattice.granularity
+    lo = lattice.divisor * lattice.lower / lattice.granularity
+    hi = lattice.divisor * lattice.upper / lattice.granularity
     if lo.denominator != 1 or hi.denominator != 1:
         raise CalibrationError("the bounds are not multiples of the lattice")
     return int(lo), int(hi)
