@@ -8,6 +8,7 @@ statistical tolerances 4 standard errors, derived where used.
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 
@@ -18,6 +19,7 @@ import yaml
 from conftest import ROOT
 
 import dpopt
+from dpopt.cli import main
 from dpopt.errors import DataError
 from dpopt.privacy.discrete_truncated_gg import truncated_loss_bound
 
@@ -118,3 +120,15 @@ def test_bounds_off_the_lattice_keep_the_continuous_design():
     assert sol.mechanism.sum_lattice is None
     assert any("not multiples" in note for note in sol.certificate["mechanism"]["notes"])
     assert math.isfinite(sol.certificate["utility"]["value"])
+
+
+def test_cli_release_recounts_the_records_on_the_lattice(tmp_path, capsys):
+    # dpopt release rounds each record to g = 2^-5 (the ratings are whole numbers: exact) and publishes g(N + K)/5,
+    # a multiple of 1/160 in [0, 10], not rounded to an integer
+    data = ROOT / "specs" / "data" / "committee.csv"
+    args = ["release", str(COMMITTEE), "--data", str(data), "--seed", "3", "--insecure-seed", "--out", str(tmp_path)]
+    assert main(args) == 0
+    value = json.loads((tmp_path / "release.json").read_text())["release"]["value"]
+    assert 0.0 <= value <= 10.0 and (value * 160).is_integer()
+    capsys.readouterr()
+    assert main(["verify", str(tmp_path / "certificate.json")]) == 0
