@@ -19,6 +19,7 @@ from conftest import ROOT, make_spec
 import dpopt
 from dpopt.mechanisms.generalized_gaussian import GeneralizedGaussianMechanism
 from dpopt.mechanisms.integer_noise import dyadic_ceil
+from dpopt.noise.discrete_generalized_gaussian import DiscreteGeneralizedGaussian
 from dpopt.privacy.discrete_gg_pdp import pdp_level, pdp_scale
 
 HISTOGRAM = {"kind": "histogram", "attribute": "race"}
@@ -135,3 +136,17 @@ def test_example_specs_are_exact():
     for name in ("survey_table_pdp_gg", "table_pdp_replace_gg"):
         sol = dpopt.solve(ROOT / "specs" / f"{name}.yaml")
         assert sol.mechanism.exact_noise, name
+
+
+def test_sampled_privacy_loss_stays_within_the_certified_level():
+    # the exact sampler at the certified s of a (1, 1) move, ε = 1: the fraction of draws with |L| > 1, L computed
+    # exactly in integers (|2(K₁ + K₂) + 2| > s²), must match the certified level 0.0705 (≤ δ = 0.1). 100000 pairs:
+    # SE = sqrt(0.07·0.93/1e5) = 8.1e-4, tolerance 4 SE; a sampler drawing the continuous-scale law would be off by
+    # more than 0.01 (12 SE)
+    s = Fraction(1816187, 524288)
+    level = float(pdp_level(2, s, (1, 1), Fraction(1)))
+    k = DiscreteGeneralizedGaussian(2, s).sample(np.random.default_rng(99), 200_000).reshape(2, -1)
+    loss_times_s2 = np.abs(2 * (k[0] + k[1]) + 2).astype(object)
+    exceed = np.mean([Fraction(int(v)) > s * s for v in loss_times_s2])
+    assert level < 0.1
+    assert abs(exceed - level) < 4 * math.sqrt(level * (1 - level) / k.shape[1])
