@@ -10,7 +10,10 @@ the privacy-loss distributions of the second route (:mod:`dpopt.privacy.pld`,
   :mod:`~dpopt.noise.discrete_gaussian`, :mod:`~dpopt.noise.discrete_laplace` (with the
   exact integer samplers), :mod:`~dpopt.noise.generalized_gaussian`,
   :mod:`~dpopt.noise.staircase`, :mod:`~dpopt.noise.second_folds` (R²DP: Laplace noise
-  with a random rate) — one module per law;
+  with a random rate), :mod:`~dpopt.noise.discrete_generalized_gaussian` (with its exact
+  sampler) — one module per law;
+* :mod:`~dpopt.noise.bernoulli`, :mod:`~dpopt.noise.lazy_bernoulli` — exact Bernoulli draws of a
+  rational probability, and of a real one known through arb enclosures (``bernoulli_lazy``);
 * :mod:`~dpopt.noise.law` — the multivariate law a mechanism emits (products in an
   orthonormal basis, K-norm densities, post-processed stages);
 * :mod:`~dpopt.noise.prior_metrics` — prior-dependent utility metrics of a law (R²DP Table 1).

@@ -87,7 +87,7 @@ class DiscreteGeneralizedGaussian:
         return (-flint.arb(self.exponent_fmpq(k))).exp()
 
     def tail(self, radius: int, m: int = 0) -> flint.arb:
-        """An upper bound on Σ_{k>R} k^m w(k) (module docstring), or +inf when ρ ≥ 1 at this R."""
+        """An upper bound on Σ_{k>R} k^m w(k) (module docstring), or an unbounded ball when ρ ≥ 1 at this R."""
         s = self.scale
         lead = (Fraction(radius) / s) ** (self.p - 1) / s
         r = (-flint.arb(flint.fmpq(lead.numerator, lead.denominator))).exp()
