@@ -33,7 +33,8 @@ the lattice box (:mod:`dpopt.privacy.discrete_truncated_gg`). The samplers are e
 (:mod:`dpopt.noise.discrete_generalized_gaussian`).
 
 ``design`` calibrates every applicable (p, variant) and keeps the one with the best predicted
-utility for the spec's metric, or the best exact one when it is within 0.1% of it. Bounded variants' noise depends on the true answer: their
+utility for the spec's metric, or the best exact one when it is within 0.1% of it. Bounded
+variants' noise depends on the true answer: their
 predicted utility is the worst case over true answers in the box (closed forms on a grid), and
 :meth:`sample` draws the noise for a true answer at the centre of the box; :meth:`release`
 uses the actual answer. The privacy checks at given parameters (pDP bounds, the bounded
@@ -380,7 +381,12 @@ class GeneralizedGaussianMechanism(Mechanism):
         out = []
         utility = problem.spec.utility
         sign = -1.0 if better(utility.metric) == "higher" else 1.0
-        values = {id(o): sign * o.expected_utility(utility).value for o in options}
+        values = {}
+        for option in options:
+            try:
+                values[id(option)] = sign * option.expected_utility(utility).value
+            except DpoptError:  # design cannot score it either
+                values[id(option)] = math.inf
         best = min(values.values())
         eps = problem.spec.privacy.parameters["epsilon"]
         for option in [o for o in options if o.variant == "truncated"]:

@@ -33,7 +33,7 @@ from fractions import Fraction
 from dpopt.core.checks import Check
 from dpopt.core.decimals import float_below, written
 from dpopt.errors import CalibrationError
-from dpopt.mechanisms.gaussian import counting_query
+from dpopt.mechanisms.gaussian import CONTINUOUS_METRICS, counting_query
 from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns
 from dpopt.mechanisms.real_lattice import RealLattice, answer_units, exponent_at_most, real_lattice
 from dpopt.mechanisms.real_lattice import lattice_refusal as real_lattice_refusal
@@ -60,6 +60,8 @@ def lattice_refusal(problem: Problem) -> str | None:
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
+    if spec.utility.metric in CONTINUOUS_METRICS:
+        return f"the {spec.utility.metric} prediction is of the continuous law"
     if spec.privacy.definition not in LATTICE_TARGETS:
         return f"the discrete GG's privacy is derived for pure ε and pDP (not {spec.privacy.definition})"
     if not counting_query(problem):
@@ -156,6 +158,8 @@ def box_lattice_refusal(problem: Problem) -> str | None:
     spec = problem.spec
     if spec.privacy.definition != "pure":
         return "the lattice box is certified for pure ε"
+    if spec.utility.metric in CONTINUOUS_METRICS:
+        return f"the {spec.utility.metric} prediction is of the continuous law"
     refusal = real_lattice_refusal(problem)
     if refusal is not None:
         return refusal
