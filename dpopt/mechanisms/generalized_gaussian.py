@@ -234,8 +234,11 @@ class GeneralizedGaussianMechanism(Mechanism):
           ratio e^{(|z|/b')^p − (|z|/b)^p}, b' > b, falls in |z|: a likelihood-ratio order), so
           E|Z|, E Z² (= the variance: the law is symmetric) grow and P(|Z| ≤ γ) falls.
 
-        None under pdp, for metrics other than l1, l2, max_variance and usefulness, or when a
-        prediction is not a closed form.
+        * with the exact measurement on counts, the lattice p = 1 option (discrete Laplace), exactly.
+
+        None under pdp, for metrics other than l1, l2, max_variance and usefulness, when a
+        prediction is not a closed form, or when the truncated discrete GG on a mean's lattice box is an
+        option (its law is not the continuous one whose centre values the bound rests on).
         """
         spec, space = problem.spec, problem.space
         if spec.privacy.definition != "pure" or spec.utility.metric not in SCALE_MONOTONE_METRICS:
