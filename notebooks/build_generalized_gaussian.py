@@ -193,9 +193,10 @@ CELLS = [
     ),
     new_markdown_cell(
         "## End to end: a spec under probabilistic DP\n\n"
-        "`specs/table_pdp_replace_gg.yaml`: the family calibrates p = 1 (Laplace), p = 2 (Lemma 10), and p = 3, 4 "
-        "(Corollary 7 by Monte Carlo, seed recorded, 99% Clopper–Pearson), keeps the best l2, and the "
-        "certificate says that pDP is not (ε, δ)-DP."
+        "`specs/table_pdp_replace_gg.yaml`: on counts the family measures exactly, with the discrete GG on ℤ: "
+        "p = 1 (discrete Laplace) and p = 2, 3, 4 on their pDP level summed exactly on the lattice (with "
+        "`sampler: floating_point`: Lemma 10 and Corollary 7 by Monte Carlo, the continuous laws above); it keeps "
+        "the best l2, and the certificate says that pDP is not (ε, δ)-DP."
     ),
     new_code_cell(
         "sol = dpopt.solve('../specs/table_pdp_replace_gg.yaml')\n"

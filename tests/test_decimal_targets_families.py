@@ -115,7 +115,8 @@ def test_marginal_laplace_compares_with_the_decimal():
 
 def test_generalized_gaussian_laplace_shape_compares_with_the_decimal():
     """p = 1, unbounded (Laplace): its own exact check Δ₁/b ≤ ε, pure ε; a count has Δ₁ = 1."""
-    mechanism, space = _solve(COUNT, "generalized_gaussian", {"pure": {"epsilon": 1}})
+    # the continuous design (its scale is walked here; the lattice's s is an exact rational, checked as Δ₁/s ≤ ε)
+    mechanism, space = _solve({**COUNT, "sampler": "floating_point"}, "generalized_gaussian", {"pure": {"epsilon": 1}})
     assert mechanism.p == 1 and space.l1 == 1
     assert _laplace_case(mechanism, space, Fraction(space.l1)) == [True, False]
 

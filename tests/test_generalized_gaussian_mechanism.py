@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from conftest import ROOT, make_spec
 from scipy import integrate, stats
 
@@ -23,6 +24,8 @@ from dpopt.mechanisms.generalized_gaussian import GeneralizedGaussianMechanism
 
 HISTOGRAM = {"kind": "histogram", "attribute": "race"}
 COMMITTEE = ROOT / "specs" / "committee_mean_truncated_gg.yaml"
+CONTINUOUS_COMMITTEE = {**yaml.safe_load(COMMITTEE.read_text()), "sampler": "floating_point"}
+"""The committee spec with the continuous laws (its exact lattice box: tests/test_discrete_truncated_gg.py)."""
 
 
 def _options(spec_dict):
@@ -44,6 +47,7 @@ def test_pdp_design_picks_the_best_shape_for_the_metric():
         privacy={"pdp": {"epsilon": 1.0, "delta": 0.25}},
         mechanism="generalized_gaussian",
         utility={"metric": "usefulness", "gamma": 3.0},
+        sampler="floating_point",  # the continuous laws (the lattice's: tests/test_discrete_gg_pdp.py)
     )
     scales = {m.p: m.scale for m in _options(spec)}
     # digest §4.4 (σ = 1.486671, b = √2 σ) and §4.2 (p = 3: 2.612351)
@@ -69,6 +73,7 @@ def test_pdp_l2_design_follows_lemma11():
             adjacency="add_remove",
             privacy={"pdp": {"epsilon": 1.0, "delta": 0.05}},
             mechanism="generalized_gaussian",
+            sampler="floating_point",
         )
     )
     assert (sol.mechanism.p, sol.mechanism.scale) == (1, 1.0)
@@ -77,7 +82,8 @@ def test_pdp_l2_design_follows_lemma11():
 
 def test_pdp_multi_coordinate_shapes_use_monte_carlo():
     # 3x2 table under replace-one: two cells move, so p = 3 needs Corollary 7
-    spec = make_spec(privacy={"pdp": {"epsilon": 1.0, "delta": 0.1}}, mechanism="generalized_gaussian")
+    spec = make_spec(privacy={"pdp": {"epsilon": 1.0, "delta": 0.1}}, mechanism="generalized_gaussian",
+                     sampler="floating_point")
     by_p = {m.p: m for m in _options(spec)}
     assert by_p[3].calibration == "corollary7_monte_carlo"
     assert by_p[3].monte_carlo == {"seed": 20190406, "draws": 200_000, "confidence": 0.99}
@@ -97,6 +103,7 @@ def test_monte_carlo_certificate_verifies_and_states_its_confidence():
         privacy={"pdp": {"epsilon": 1.0, "delta": 0.1}},
         mechanism="generalized_gaussian",
         utility={"metric": "usefulness", "gamma": 12.0},
+        sampler="floating_point",
     )
     sol = dpopt.solve(spec)
     assert (sol.mechanism.p, sol.mechanism.calibration) == (4, "corollary7_monte_carlo")
@@ -138,7 +145,7 @@ def _truncated_square(b, p, width, offset):
 
 
 def test_committee_spec_picks_truncated_gg_with_the_worst_case_error():
-    sol = dpopt.solve(COMMITTEE)
+    sol = dpopt.solve(CONTINUOUS_COMMITTEE)
     mech = sol.mechanism
     assert (mech.variant, mech.p) == ("truncated", 2)
     # the prediction is the worst case over true answers in [0, 10]: recompute on the same grid by quadrature
@@ -152,7 +159,7 @@ def test_committee_spec_picks_truncated_gg_with_the_worst_case_error():
         and claims["privacy.numerics"]["passed"]
     )
     # every option was calibrated to a certified ε = 0.2 and the chosen one predicts the least error
-    values = [m.expected_utility(sol.spec.utility).value for m in _options(COMMITTEE)]
+    values = [m.expected_utility(sol.spec.utility).value for m in _options(CONTINUOUS_COMMITTEE)]
     assert sol.certificate["utility"]["value"] == pytest.approx(min(values), rel=1e-12)
 
 
@@ -182,7 +189,7 @@ def test_bounded_release_refuses_answers_outside_the_box():
 
 
 def test_bounded_certificate_tampering_is_caught():
-    data = dpopt.solve(COMMITTEE).certificate.data
+    data = dpopt.solve(CONTINUOUS_COMMITTEE).certificate.data
     params = data["mechanism"]["parameters"]
     wider = {**data, "mechanism": {**data["mechanism"], "parameters": {**params, "upper": [20.0]}}}
     failed = {c.claim for c in dpopt.verify(wider).failed}

@@ -141,9 +141,12 @@ FAMILIES: tuple[Capability, ...] = (
                      "vol K/vol(M·B₁) ≥ 10⁻³ (not the 4×4 table with margins); a norm-ball K keeps floating point",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
     Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
-               bound="iid_zcdp", inexact="density exp(−‖x/σ‖_p^p) with a real p (and a truncation box): the privacy loss "
-                                         "of its lattice version is derived only at p = 1, 2 (discrete Laplace, "
-                                         "discrete Gaussian)",
+               bound="iid_zcdp",
+               exact="pure and pdp on counting queries (discrete GG on ℤ: p = 1 by Δ₁/s, p = 2, 3, 4 by the exact "
+                     "lattice pDP level for moves of one or two cells); pure on a bounded mean with public n and "
+                     "bounds that are multiples of the lattice (the truncated discrete GG on the lattice box); an "
+                     "exact option is kept when within 0.1% of the best; not approx, zcdp, gdp, the "
+                     "boundary-inflated variants, bounded sums, or pDP moves of three or more cells",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
                exact="every target through ε-DP, on counting queries (the discrete staircase on ℤ, integer steps) and "

@@ -25,8 +25,16 @@ noise: p = 1 and p = 2 are Laplace and Gaussian noise, calibrated exactly as tho
 p = 3, 4 under (ε, δ) on their exact one-coordinate profile (:mod:`dpopt.privacy.gg_profile`);
 p > 2 has no zCDP or GDP guarantee at any scale.
 
+**Exact measurement** (:mod:`dpopt.mechanisms.generalized_gaussian_lattice`, unless ``sampler:
+floating_point``): on counting queries under pure ε and pDP the unbounded options are the discrete GG on ℤ
+(p = 1 the discrete Laplace; p ≥ 2 calibrated on the lattice pDP level, :mod:`dpopt.privacy.discrete_gg_pdp`);
+on a bounded mean with public n under pure ε the truncated options are joined by the truncated discrete GG on
+the lattice box (:mod:`dpopt.privacy.discrete_truncated_gg`). The samplers are exact
+(:mod:`dpopt.noise.discrete_generalized_gaussian`).
+
 ``design`` calibrates every applicable (p, variant) and keeps the one with the best predicted
-utility for the spec's metric. Bounded variants' noise depends on the true answer: their
+utility for the spec's metric, or the best exact one when it is within 0.1% of it. Bounded
+variants' noise depends on the true answer: their
 predicted utility is the worst case over true answers in the box (closed forms on a grid), and
 :meth:`sample` draws the noise for a true answer at the centre of the box; :meth:`release`
 uses the actual answer. The privacy checks at given parameters (pDP bounds, the bounded
@@ -41,6 +49,7 @@ References
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -50,11 +59,30 @@ from dpopt.core.rounding import nudge_until
 from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism, better
+from dpopt.mechanisms.gaussian import lattice_scope_check
 from dpopt.mechanisms.generalized_gaussian_checks import bounded_checks, lemma10_bound, pdp_check
+from dpopt.mechanisms.exact_sum import COST_MARGIN
+from dpopt.mechanisms.generalized_gaussian_lattice import (
+    BOX_NOTE,
+    LATTICE_NOTE,
+    box_lattice,
+    box_lattice_checks,
+    box_lattice_refusal,
+    box_lattice_scale,
+    box_units,
+    lattice_privacy_check,
+    lattice_refusal,
+    lattice_scale,
+)
+from dpopt.mechanisms.real_lattice import RealLattice
+from dpopt.mechanisms.real_lattice import lattice_scope_check as real_lattice_scope_check
 from dpopt.mechanisms.generalized_gaussian_targets import TARGETS, target_check, target_scales
+from dpopt.mechanisms.lattice import integer_answers
+from dpopt.noise.discrete_generalized_gaussian import DiscreteGeneralizedGaussian, DiscreteGeneralizedGaussianMarginal
 from dpopt.noise.generalized_gaussian import GeneralizedGaussian
 from dpopt.noise.law import ProductLaw
 from dpopt.noise.marginal import NoiseObjectMarginal
+from dpopt.privacy.discrete_truncated_gg import truncated_loss_bound
 from dpopt.privacy.laplace import laplace_epsilon, laplace_scale_for
 from dpopt.privacy.pdp import (
     PDP_CAVEAT,
@@ -86,13 +114,18 @@ _WORST_CASE_GRID = 101
 
 VARIANTS = ("unbounded", "truncated", "boundary_inflated")
 
+BOX_SHORTLIST = 0.01
+"""A truncated option is measured on the lattice box only when its continuous prediction is within 1% of the best
+continuous option's: the lattice law moves a prediction by about 0.1% (the exact option is kept within
+:data:`~dpopt.mechanisms.exact_sum.COST_MARGIN` of the best), so the others cannot be chosen."""
+
 MAX_MONTE_CARLO_COORDINATES = 200
 """Moving coordinates (summed over the profiles) above which Corollary 7's Monte Carlo calibration
 (:data:`PDP_MONTE_CARLO_DRAWS` draws of each) is not attempted: its time grows with their product."""
 
 
 CALIBRATIONS = ("laplace", "clamped_laplace", "scale_lower_bound", "certified_bound", "lemma10", "corollary8",
-                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile")
+                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile", "lattice_pdp", "lattice_box")
 """How a scale b can have been obtained (see :class:`GeneralizedGaussianMechanism`)."""
 
 
@@ -115,6 +148,14 @@ class GeneralizedGaussianMechanism(Mechanism):
         The box, for the bounded variants.
     monte_carlo : dict, optional
         ``{seed, draws, confidence}`` of a Corollary 7 calibration.
+    lattice_scale : Fraction, optional
+        The exact measurement on counts (:mod:`dpopt.mechanisms.generalized_gaussian_lattice`): integer answers
+        plus discrete GG noise of this dyadic scale s (``scale`` is then s as a float, exactly); calibration
+        ``laplace`` (p = 1) or ``lattice_pdp`` (the lattice pDP level). With ``sum_lattice``, s is in units of
+        the lattice g and ``scale`` is the double nearest s·g/n.
+    sum_lattice : RealLattice, optional
+        The lattice box of a bounded mean (variant ``truncated``, calibration ``lattice_box``): the truncated
+        discrete GG on the integer sum N.
     """
 
     family = "generalized_gaussian"
@@ -130,6 +171,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         lower=None,
         upper=None,
         monte_carlo: dict | None = None,
+        lattice_scale: Fraction | None = None,
+        sum_lattice: RealLattice | None = None,
     ):
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS} (got {variant!r})")
@@ -148,6 +191,26 @@ class GeneralizedGaussianMechanism(Mechanism):
         self.upper = np.asarray(upper, dtype=float).reshape(-1) if bounded else None
         self.monte_carlo = dict(monte_carlo) if monte_carlo else None
         self._design_notes: list[str] = []
+        self.lattice_scale = None if lattice_scale is None else Fraction(lattice_scale)
+        self.sum_lattice = sum_lattice
+        if self.lattice_scale is not None:
+            unit = 1 if sum_lattice is None else sum_lattice.unit
+            if float(self.lattice_scale * unit) != self.scale:
+                raise ValueError("the lattice measurement's scale is float(lattice_scale · g/n) exactly")
+            if bounded != (sum_lattice is not None) or (bounded and variant != "truncated"):
+                raise ValueError("a lattice measurement is unbounded on counts, or truncated on a sum lattice box")
+            self.lattice_law = DiscreteGeneralizedGaussian(self.p, self.lattice_scale)
+            # counts: integer outputs; a mean's lattice box: outputs g(N + K)/n, N recounted from the records by
+            # ``dpopt release`` through ``lattice`` (dpopt.release.lattice_sums)
+            self.integer_noise = self.needs_integer_answers = sum_lattice is None
+            if sum_lattice is not None:
+                self.lattice = sum_lattice
+            self._lattice_moments: dict[float | None, dict] = {}
+
+    @property
+    def exact_noise(self) -> bool:
+        """True for the lattice measurements (counts, or a mean's lattice box whose outputs are not integers)."""
+        return self.lattice_scale is not None
 
     # ------------------------------------------------------------------ facts
     @classmethod
@@ -171,8 +234,11 @@ class GeneralizedGaussianMechanism(Mechanism):
           ratio e^{(|z|/b')^p − (|z|/b)^p}, b' > b, falls in |z|: a likelihood-ratio order), so
           E|Z|, E Z² (= the variance: the law is symmetric) grow and P(|Z| ≤ γ) falls.
 
-        None under pdp, for metrics other than l1, l2, max_variance and usefulness, or when a
-        prediction is not a closed form.
+        * with the exact measurement on counts, the lattice p = 1 option (discrete Laplace), exactly.
+
+        None under pdp, for metrics other than l1, l2, max_variance and usefulness, when a
+        prediction is not a closed form, or when the truncated discrete GG on a mean's lattice box is an
+        option (its law is not the continuous one whose centre values the bound rests on).
         """
         spec, space = problem.spec, problem.space
         if spec.privacy.definition != "pure" or spec.utility.metric not in SCALE_MONOTONE_METRICS:
@@ -181,7 +247,14 @@ class GeneralizedGaussianMechanism(Mechanism):
         d = space.dimension
         laplace = laplace_scale_for(eps, space.l1)
         options = [cls(1, laplace, d, "unbounded", "laplace")]
+        if lattice_refusal(problem) is None:
+            try:
+                options.append(cls._lattice_option(1, laplace, problem))
+            except CalibrationError:  # design keeps the continuous option, already in the list
+                pass
         box = answer_bounds(spec, problem.query)
+        if box is not None and box_lattice_refusal(problem) is None:
+            return None  # the truncated lattice box's law is not bounded by the continuous centre values
         if box is not None and spec.utility.workload is None:
             lower, upper = box
             rows = difference_magnitudes(space).rows
@@ -225,7 +298,12 @@ class GeneralizedGaussianMechanism(Mechanism):
             raise CalibrationError(
                 "no generalized Gaussian variant predicts this utility (" + "; ".join(skipped) + ")"
             )
-        best = min(scored, key=lambda item: item[0])[1]
+        best_value, best = min(scored, key=lambda item: item[0])
+        exact = [item for item in scored if item[1].exact_noise]
+        if exact and not best.exact_noise:
+            value, candidate = min(exact, key=lambda item: item[0])
+            if value <= best_value + COST_MARGIN * abs(best_value):
+                best = candidate
         best._design_notes = [
             f"chosen by predicted {spec.utility.metric} among: "
             + ", ".join(f"{m._label()} ({sign * v:.6g})" for v, m in scored)
@@ -243,13 +321,30 @@ class GeneralizedGaussianMechanism(Mechanism):
             scales, skipped = target_scales(problem)
             return [cls(p, b, d, "unbounded", calibration) for p, b, calibration in scales], skipped
         laplace = laplace_scale_for(target["epsilon"], space.l1)
-        options = [cls(1, laplace, d, "unbounded", "laplace")]
         skipped: list[str] = []
+        refusal = lattice_refusal(problem)
+        options = []
+        if refusal is None:
+            try:
+                options.append(cls._lattice_option(1, laplace, problem))
+            except CalibrationError as exc:
+                skipped.append(f"p=1 on the lattice: {exc}")
+        else:
+            skipped.append(f"the exact lattice measurement: {refusal}")
+        if not options:
+            options.append(cls(1, laplace, d, "unbounded", "laplace"))
         eps = float_below(target["epsilon"])  # the calibrations below meet the decimal written (core.decimals)
         if spec.privacy.definition == "pdp":
             delta = float_below(target["delta"])
             magnitudes = difference_magnitudes(space)
             for p in PDP_SHAPES[1:]:
+                if refusal is None:
+                    try:
+                        start = gg_pdp_scale_disjoint(eps, delta, p, float(space.linf))
+                        options.append(cls._lattice_option(p, start, problem))
+                        continue
+                    except CalibrationError as exc:
+                        skipped.append(f"p={p} on the lattice: {exc}")
                 try:
                     options.append(cls._pdp_option(p, eps, delta, space, magnitudes))
                 except CalibrationError as exc:
@@ -274,7 +369,51 @@ class GeneralizedGaussianMechanism(Mechanism):
                     skipped.append(f"{variant} p={p}: {exc}")
                     continue
                 options.append(cls(p, b, d, variant, "certified_bound", lower, upper))
+        options += cls._box_lattice_options(problem, options, skipped)
         return options, skipped
+
+    @classmethod
+    def _box_lattice_options(cls, problem: Problem, options: list, skipped: list[str]) -> list:
+        """The truncated discrete GG on the lattice box of a bounded mean, one per truncated shape calibrated above
+        whose continuous prediction is within :data:`BOX_SHORTLIST` of the best continuous option's
+        (:mod:`dpopt.mechanisms.generalized_gaussian_lattice`), or the reason in ``skipped``."""
+        refusal = box_lattice_refusal(problem)
+        if refusal is not None:
+            skipped.append(f"the exact lattice box: {refusal}")
+            return []
+        out = []
+        utility = problem.spec.utility
+        sign = -1.0 if better(utility.metric) == "higher" else 1.0
+        values = {}
+        for option in options:
+            try:
+                values[id(option)] = sign * option.expected_utility(utility).value
+            except DpoptError:  # design cannot score it either
+                values[id(option)] = math.inf
+        best = min(values.values())
+        eps = problem.spec.privacy.parameters["epsilon"]
+        for option in [o for o in options if o.variant == "truncated"]:
+            if values[id(option)] > best + BOX_SHORTLIST * abs(best):
+                skipped.append(f"truncated p={option.p} on the lattice box: its continuous prediction is more than "
+                               f"{BOX_SHORTLIST:.0%} from the best")
+                continue
+            try:
+                lattice = box_lattice(problem, option.scale)
+                s = box_lattice_scale(option.p, lattice, option.scale, eps)
+            except CalibrationError as exc:
+                skipped.append(f"truncated p={option.p} on the lattice box: {exc}")
+                continue
+            out.append(cls(option.p, float(s * lattice.unit), option.dimension, "truncated", "lattice_box",
+                           option.lower, option.upper, lattice_scale=s, sum_lattice=lattice))
+        return out
+
+    @classmethod
+    def _lattice_option(cls, p: int, start: float, problem: Problem) -> GeneralizedGaussianMechanism:
+        """The exact measurement on counts of shape p, its scale from the continuous ``start``
+        (:func:`~dpopt.mechanisms.generalized_gaussian_lattice.lattice_scale`)."""
+        s = lattice_scale(p, start, problem)
+        return cls(p, float(s), problem.space.dimension, "unbounded", "laplace" if p == 1 else "lattice_pdp",
+                   lattice_scale=s)
 
     @classmethod
     def _pdp_option(cls, p, eps, delta, space, magnitudes) -> GeneralizedGaussianMechanism:
@@ -315,6 +454,8 @@ class GeneralizedGaussianMechanism(Mechanism):
             parameters.get("lower"),
             parameters.get("upper"),
             parameters.get("monte_carlo"),
+            None if "scale_exact" not in parameters else Fraction(parameters["scale_exact"]),
+            None if "sum_lattice" not in parameters else RealLattice.from_dict(parameters["sum_lattice"]),
         )
 
     @property
@@ -330,14 +471,29 @@ class GeneralizedGaussianMechanism(Mechanism):
             out["upper"] = self.upper.tolist()
         if self.monte_carlo:
             out["monte_carlo"] = dict(self.monte_carlo)
+        if self.lattice_scale is not None:
+            out["scale_exact"] = str(self.lattice_scale)
+            out["sampler"] = "exact"
+        if self.sum_lattice is not None:
+            out["sum_lattice"] = self.sum_lattice.to_dict()
         return out
 
     def _label(self) -> str:
-        return f"{self.variant} p={self.p} b={self.scale:.6g}"
+        kind = self.variant
+        if self.lattice_scale is not None:
+            kind = "truncated on the lattice box (exact)" if self.sum_lattice is not None else "discrete (exact)"
+        return f"{kind} p={self.p} b={self.scale:.6g}"
 
     # --------------------------------------------------------------- privacy
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         definition, target = privacy.definition, privacy.parameters
+        if self.sum_lattice is not None:
+            if definition != "pure":
+                return [Check("privacy", "truncated discrete GG", False,
+                              "the lattice box is certified for pure ε only")]
+            return box_lattice_checks(self.p, self.lattice_scale, self.sum_lattice, target["epsilon"])
+        if self.lattice_scale is not None:
+            return [lattice_privacy_check(self.p, self.lattice_scale, space, privacy)]
         if definition in TARGETS and self.variant == "unbounded":
             return [target_check(self.p, self.scale, space, privacy)]
         if definition not in ("pure", "pdp"):
@@ -380,8 +536,11 @@ class GeneralizedGaussianMechanism(Mechanism):
         return [pdp_check(self.scale, self.p, self.monte_carlo, space, eps, target["delta"])]
 
     def scope_checks(self, problem: Problem) -> list[Check]:
+        if self.lattice_scale is not None and self.sum_lattice is None:
+            return [lattice_scope_check(problem)]
         if self.variant == "unbounded":
             return []
+        lattice = [] if self.sum_lattice is None else [real_lattice_scope_check(problem, self.sum_lattice)]
         box = answer_bounds(problem.spec, problem.query)
         same = box is not None and np.array_equal(box[0], self.lower) and np.array_equal(box[1], self.upper)
         return [
@@ -392,9 +551,19 @@ class GeneralizedGaussianMechanism(Mechanism):
                 "box from the spec: "
                 + ("none" if box is None else f"[{box[0].min():g}, {box[1].max():g}] per coordinate"),
             )
-        ]
+        ] + lattice
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.sum_lattice is not None:
+            lo, hi = box_units(self.sum_lattice)
+            bound = truncated_loss_bound(self.p, self.lattice_scale, hi - lo + 1, self.sum_lattice.shift)
+            return {"epsilon_bound": bound, "conversion": "certified worst-case privacy loss on the lattice box"}
+        if self.lattice_scale is not None:
+            if self.p > 1:
+                return {}
+            eps = Fraction(space.l1) / self.lattice_scale
+            return {"epsilon": float(eps), "epsilon_exact": str(eps),
+                    "conversion": "discrete Laplace on ℤ: ε = Δ₁/s exactly (pure ε-DP, hence (ε, δ)-pDP for every δ)"}
         if self.variant == "truncated" or (self.variant == "boundary_inflated" and self.p > 1):
             bound, _ = worst_case_loss(
                 self.variant, self.scale, self.p, self.upper - self.lower, difference_magnitudes(space).rows
@@ -416,6 +585,18 @@ class GeneralizedGaussianMechanism(Mechanism):
         return {}
 
     def notes(self) -> list[str]:
+        if self.sum_lattice is not None:
+            lat = self.sum_lattice
+            lo, hi = box_units(lat)
+            return list(self._design_notes) + [
+                BOX_NOTE.format(g=f"2^{lat.exponent}", lo=lo, hi=hi, scale=self.lattice_scale, divisor=lat.divisor,
+                                shift=lat.shift),
+                "truncated noise on the box: the released values stay in the box; the noise depends on the true answer "
+                "(predicted utility is the worst case over every lattice answer in the box; sample() draws noise for "
+                "the lattice answer at the box centre)"]
+        if self.lattice_scale is not None:
+            notes = list(self._design_notes) + [LATTICE_NOTE.format(scale=self.lattice_scale)]
+            return notes + ([PDP_CAVEAT] if self.calibration == "lattice_pdp" else [])
         notes = super().notes() + list(self._design_notes)
         if self.variant != "unbounded":
             notes.append(
@@ -445,6 +626,9 @@ class GeneralizedGaussianMechanism(Mechanism):
 
     def noise_law(self) -> ProductLaw | str:
         """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
+        if self.lattice_scale is not None and self.sum_lattice is None:
+            return ProductLaw.iid(DiscreteGeneralizedGaussianMarginal(self.lattice_law), self.dimension,
+                                  f"discrete GG on ℤ^d, s = {self.lattice_scale}, p = {self.p}")
         if self.variant != "unbounded":
             return (f"the {self.variant} generalized Gaussian's noise depends on the true answer (it is not "
                     "additive noise independent of the data)")
@@ -453,7 +637,18 @@ class GeneralizedGaussianMechanism(Mechanism):
                                        tail=n.sf)
         return ProductLaw.iid(marginal, self.dimension, f"GG(0, b, p)^d, b = {n.scale:.17g}, p = {n.p}")
 
+    def _box_noise(self, rng: np.random.Generator, units: np.ndarray) -> np.ndarray:
+        """Integer noise K for each integer answer N of the lattice box, conditioned on N + K in the box."""
+        lo, hi = box_units(self.sum_lattice)
+        return self.lattice_law.sample_box(rng, lo - units, hi - units)
+
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.sum_lattice is not None:
+            lo, hi = box_units(self.sum_lattice)
+            noise = self._box_noise(rng, np.full(size, (lo + hi) // 2, dtype=np.int64))
+            return (noise.astype(float) * float(self.sum_lattice.unit)).reshape(size, 1)
+        if self.lattice_scale is not None:
+            return self.lattice_law.sample(rng, size * self.dimension).reshape(size, self.dimension).astype(float)
         if self.variant == "unbounded":
             return self.noise.sample(rng, (size, self.dimension))
         return self._bounded_noise(rng, self._centre(), size)
@@ -467,6 +662,18 @@ class GeneralizedGaussianMechanism(Mechanism):
         DataError
             For a bounded variant, when an answer lies outside the box (the data do not fit the spec).
         """
+        if self.sum_lattice is not None:
+            units = self.sum_lattice.units(values)
+            lo, hi = box_units(self.sum_lattice)
+            if np.any(units < lo) or np.any(units > hi):
+                raise DataError(
+                    "the true answer lies outside the public box the spec implies; the data do not fit the spec"
+                )
+            return self.sum_lattice.answers(units + self._box_noise(rng, units))
+        if self.lattice_scale is not None:
+            counts = integer_answers(values)
+            noise = self.lattice_law.sample(rng, counts.size).reshape(counts.shape)
+            return (counts + noise).astype(float)
         if self.variant == "unbounded":
             return super()._release(values, rng)
         if np.any(values < self.lower) or np.any(values > self.upper):
@@ -478,6 +685,17 @@ class GeneralizedGaussianMechanism(Mechanism):
     # --------------------------------------------------------------- utility
     _centre_only = False
     """True for :meth:`utility_bound`'s options: the value at the centre of the box only."""
+
+    def _box_worst(self, quantity: str, gamma: float | None = None) -> np.ndarray:
+        """The worst value over every lattice answer in the box (:meth:`DiscreteGeneralizedGaussian.box_moments`),
+        in answer units."""
+        lo, hi = box_units(self.sum_lattice)
+        unit = float(self.sum_lattice.unit)
+        moments = self.lattice_law.box_moments(hi - lo + 1, None if gamma is None else gamma / unit)
+        values = moments[quantity]
+        worst = values.min() if quantity == "within" else values.max()
+        power = {"square": 2, "variance": 2, "abs": 1, "within": 0}[quantity]
+        return np.array([worst * unit**power])
 
     def _coordinate_worst(self, quantity: str, gamma: float | None = None) -> np.ndarray:
         """Per coordinate, the worst value over true answers in the box (grid of offsets;
@@ -520,12 +738,29 @@ class GeneralizedGaussianMechanism(Mechanism):
         mean = signed / inside if truncated else signed - s * below + (width - s) * above
         return moment(2) - mean**2
 
+    def _lattice_moments_at(self, gamma: float | None = None) -> dict:
+        """The discrete law's moments (exact sums with a proven tail, :meth:`DiscreteGeneralizedGaussian.moments`)."""
+        if gamma not in self._lattice_moments:
+            self._lattice_moments[gamma] = self.lattice_law.moments(gamma)
+        return self._lattice_moments[gamma]
+
     def _closed_form_method(self) -> str:
+        if self.sum_lattice is not None:
+            return ("worst case over every lattice answer in the box: finite sums of the truncated discrete law "
+                    "(double precision)")
+        if self.lattice_scale is not None:
+            return ("the discrete law's moments: exact sums over |k| ≤ R in 128-bit arb arithmetic plus a proven "
+                    "tail bound below 2^-80")
         if self.variant != "unbounded":
             return f"worst case over true answers in the box (closed forms on a {_WORST_CASE_GRID}-point grid)"
         return super()._closed_form_method()
 
     def _expected_l2(self, workload: np.ndarray | None) -> float:
+        if self.sum_lattice is not None and workload is None:
+            return float(np.sum(self._box_worst("square")))
+        if self.lattice_scale is not None and self.sum_lattice is None:
+            frob = self.dimension if workload is None else float(np.sum(workload**2))
+            return self._lattice_moments_at()["second_moment"] * frob
         if self.variant != "unbounded":
             if workload is not None:
                 raise UnsupportedSpecError(
@@ -536,16 +771,28 @@ class GeneralizedGaussianMechanism(Mechanism):
         return self.noise.var * frob
 
     def _expected_l1(self) -> float:
+        if self.sum_lattice is not None:
+            return float(np.sum(self._box_worst("abs")))
+        if self.lattice_scale is not None:
+            return self._lattice_moments_at()["mean_abs"] * self.dimension
         if self.variant != "unbounded":
             return float(np.sum(self._coordinate_worst("abs")))
         return self.noise.mean_abs * self.dimension
 
     def _usefulness(self, gamma: float) -> float:
+        if self.sum_lattice is not None:
+            return float(np.mean(self._box_worst("within", gamma)))
+        if self.lattice_scale is not None:
+            return self._lattice_moments_at(gamma)["within"]
         if self.variant != "unbounded":
             return float(np.mean(self._coordinate_worst("usefulness", gamma)))
         return float(1.0 - self.noise.tail(gamma))
 
     def _max_variance(self) -> float:
+        if self.sum_lattice is not None:
+            return float(np.max(self._box_worst("variance")))
+        if self.lattice_scale is not None:
+            return self._lattice_moments_at()["second_moment"]
         if self.variant != "unbounded":
             return float(np.max(self._coordinate_worst("variance")))
         return self.noise.var

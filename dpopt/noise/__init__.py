@@ -12,7 +12,10 @@ the privacy-loss distributions of the second route (:mod:`dpopt.privacy.pld`,
   :mod:`~dpopt.noise.staircase`, :mod:`~dpopt.noise.discrete_staircase` (its restriction to a
   lattice, with its exact sampler), :mod:`~dpopt.noise.second_folds` (R²DP: Laplace noise
   with a random rate), :mod:`~dpopt.noise.discrete_laplace_mixture` (R²DP on ℤ,
-  sampled exactly) — one module per law;
+  sampled exactly), :mod:`~dpopt.noise.discrete_generalized_gaussian` (with its exact
+  sampler) — one module per law;
+* :mod:`~dpopt.noise.bernoulli`, :mod:`~dpopt.noise.lazy_bernoulli` — exact Bernoulli draws of a
+  rational probability, and of a real one known through arb enclosures (``bernoulli_lazy``);
 * :mod:`~dpopt.noise.law` — the multivariate law a mechanism emits (products in an
   orthonormal basis, K-norm densities, post-processed stages);
 * :mod:`~dpopt.noise.prior_metrics` — prior-dependent utility metrics of a law (R²DP Table 1).

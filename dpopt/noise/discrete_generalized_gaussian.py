@@ -1,0 +1,259 @@
+r"""The discrete generalized Gaussian law on ℤ, its moments with proven error, and its exact sampler.
+
+.. math:: P[K = k] = \frac{w(k)}{Z}, \qquad w(k) = e^{-(|k|/s)^p}, \qquad Z = \sum_{k\in\mathbb Z} w(k),
+
+for a shape p ≥ 1 (an integer, as the ``generalized_gaussian`` family's) and a rational scale s > 0 in lattice
+units: the restriction of the GG(0, s, p) density of Liu (2019) to ℤ. p = 1 is the discrete Laplace of scale s
+and p = 2 the discrete Gaussian of variance parameter s²/2 (Canonne, Kamath & Steinke 2020).
+
+**Sums with a proven tail.** For R > 0 and k > R, (k/s)^p ≥ (R/s)^{p−1}·k/s, so w(k) ≤ r^k with
+r = exp(−(R/s)^{p−1}/s), and for m ≥ 0 with ρ = (1 + 1/R)^m r < 1,
+
+.. math:: \sum_{k>R} k^m w(k) \le \frac{(R+1)^m r^{R+1}}{1-\rho}
+
+(the terms k^m r^k fall by at least ρ from one k to the next). Every sum below is the exact finite sum over
+|k| ≤ R in arb ball arithmetic (python-flint) plus this bound, so each result is an interval that contains the
+true value; R is the first multiple of s whose tail is below 2^{−80} relative.
+
+**Sampler** (rejection from the discrete Laplace of scale s, CKS Algorithm 2): a proposal k has weight
+∝ e^{−|k|/s}, and is kept with probability
+
+.. math:: a(k) = \exp\!\big(-[(|k|/s)^p - |k|/s + c]\big), \qquad c = 1 - 1/p,
+
+which is at most 1: with u = |k|/s, u^p − u is smallest at u₀ = p^{−1/(p−1)} ≤ 1, where it is −u₀(1 − 1/p)
+≥ −c. The kept value then has law ∝ e^{−|k|/s}·a(k) ∝ w(k) exactly. a(k) is e^{−x} for a real x (rational
+for a rational s and an integer p, but with denominators far beyond int64), decided by the lazy exact
+Bernoulli of :mod:`dpopt.noise.lazy_bernoulli`: no floating-point number enters a decision. The acceptance
+rate is Z / (Z_Laplace e^{c}), about Γ(1 + 1/p)·e^{−c}: 0.54 at p = 2, 0.45 at p = 4.
+
+References
+----------
+.. [1] F. Liu, "Generalized Gaussian mechanism for differential privacy", IEEE TKDE 31(4), 2019 (the law).
+.. [2] C. Canonne, G. Kamath and T. Steinke, "The discrete Gaussian for differential privacy", NeurIPS 2020
+   (arXiv:2004.00010), Algorithm 2 (the proposal) and §5 (rejection from a discrete Laplace).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt._lazy import lazy_module
+from dpopt.noise.discrete_laplace import sample_discrete_laplace
+from dpopt.noise.lazy_bernoulli import bernoulli_lazy_many
+from dpopt.noise.marginal import Marginal
+
+flint = lazy_module("flint")
+
+TAIL_BITS = 80
+"""The tail beyond R is below 2^{−80} of w(0) = 1 ≤ Z."""
+
+PRECISION = 128
+"""Working precision (bits) of the sums."""
+
+
+class DiscreteGeneralizedGaussian:
+    """The discrete GG law on ℤ, P[K = k] ∝ exp(−(|k|/s)^p) (module docstring).
+
+    Parameters
+    ----------
+    p : int
+        Shape, ≥ 1.
+    scale : Fraction
+        s > 0, in lattice units (a float is converted exactly).
+    """
+
+    def __init__(self, p: int, scale: Fraction | float):
+        if int(p) != p or p < 1:
+            raise ValueError(f"the shape p must be an integer >= 1 (got {p})")
+        scale = Fraction(scale)
+        if scale <= 0:
+            raise ValueError(f"the scale s must be positive (got {scale})")
+        self.p, self.scale = int(p), scale
+        self.radius = self._radius()
+
+    # ------------------------------------------------------------------ sums
+    def exponent(self, k: int) -> Fraction:
+        """(|k|/s)^p, exactly."""
+        return (abs(Fraction(k)) / self.scale) ** self.p
+
+    def exponent_fmpq(self, k: int) -> flint.fmpq:
+        """(|k|/s)^p as an exact python-flint rational, (|k|·b)^p / a^p for s = a/b (faster than :meth:`exponent`)."""
+        return flint.fmpq((abs(int(k)) * self.scale.denominator) ** self.p, self.scale.numerator ** self.p)
+
+    def weight(self, k: int) -> flint.arb:
+        """w(k) = exp(−(|k|/s)^p) as an arb ball (at the current precision)."""
+        return (-flint.arb(self.exponent_fmpq(k))).exp()
+
+    def tail(self, radius: int, m: int = 0) -> flint.arb:
+        """An upper bound on Σ_{k>R} k^m w(k) (module docstring), or an unbounded ball when ρ ≥ 1 at this R."""
+        s = self.scale
+        lead = (Fraction(radius) / s) ** (self.p - 1) / s
+        r = (-flint.arb(flint.fmpq(lead.numerator, lead.denominator))).exp()
+        rho = flint.arb(flint.fmpq(radius + 1, radius)) ** m * r
+        if not rho < 1:
+            return flint.arb("inf")
+        return (flint.arb(radius + 1) ** m * r ** (radius + 1) / (1 - rho)).upper()
+
+    def _radius(self) -> int:
+        """The first R = j·⌈s⌉ (j = 1, 2, …) whose tails up to the fourth moment are below 2^{−TAIL_BITS}."""
+        step = max(1, -((-self.scale.numerator) // self.scale.denominator))
+        bound = flint.arb(2) ** -TAIL_BITS
+        with working_precision(PRECISION):
+            radius = step
+            while not all(self.tail(radius, m) < bound for m in (0, 1, 2, 4)):
+                radius += step
+        return radius
+
+    def sums(self, powers=(0, 1, 2, 4)) -> dict[int, flint.arb]:
+        r"""Σ_{k∈ℤ} |k|^m w(k) for each m, as arb balls containing the true sums (the tail's bound added as an
+        interval: [S, S + 2·tail])."""
+        with working_precision(PRECISION):
+            weights = [self.weight(k) for k in range(self.radius + 1)]
+            out = {}
+            for m in powers:
+                inner = sum((flint.arb(k) ** m * weights[k] for k in range(1, self.radius + 1)), flint.arb(0))
+                core = 2 * inner + (weights[0] if m == 0 else 0)
+                out[m] = core.union(core + 2 * self.tail(self.radius, m))
+        return out
+
+    def moments(self, gamma: float | None = None) -> dict[str, float]:
+        r"""E|K|, E K², E K⁴ and, given γ, P(|K| ≤ γ), each a proven enclosure's midpoint (the enclosures are far
+        narrower than a double's spacing: the tail is below 2^{−80} and the arithmetic is 128-bit)."""
+        s = self.sums()
+        with working_precision(PRECISION):
+            z = s[0]
+            out = {"mean_abs": float((s[1] / z).mid()), "second_moment": float((s[2] / z).mid()),
+                   "fourth_moment": float((s[4] / z).mid())}
+            if gamma is not None:
+                m = int(np.floor(gamma))
+                if m < 0:
+                    out["within"] = 0.0
+                elif m >= self.radius:
+                    outside = 2 * self.tail(m)
+                    out["within"] = float((1 - outside.union(flint.arb(0)) / z).mid())
+                else:
+                    inside = sum((self.weight(k) for k in range(1, m + 1)), flint.arb(0)) * 2 + 1
+                    out["within"] = float((inside / z).mid())
+        return out
+
+    # --------------------------------------------------------------- sampler
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` exact draws (int64): discrete Laplace proposals kept with probability a(k) (module docstring)."""
+        s = self.scale
+        if not (s.numerator < 2**62 and s.denominator < 2**62):
+            raise ValueError(f"the scale {s} is beyond the discrete Laplace sampler's 2^62")
+        out = np.empty(size, dtype=np.int64)
+        pending = np.arange(size)
+        while pending.size:
+            proposals = sample_discrete_laplace(rng, s.numerator, s.denominator, pending.size)
+            if self.p == 1:
+                keep = np.ones(pending.size, dtype=bool)
+            else:
+                magnitudes, which = np.unique(np.abs(proposals), return_inverse=True)
+                table = [self._acceptance(int(k)) for k in magnitudes]
+                keep = bernoulli_lazy_many(rng, table, which.reshape(-1))
+            out[pending[keep]] = proposals[keep]
+            pending = pending[~keep]
+        return out
+
+    def sample_box(self, rng: np.random.Generator, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """One exact draw of K conditioned on lower_i ≤ K ≤ upper_i for each i (int64 arrays containing 0): draws of
+        K outside the interval are drawn again (rejection is conditioning; the acceptance probability is at least
+        P[0 ≤ K ≤ min(upper − lower)/2], above 0.3 when the interval is as wide as s)."""
+        lower, upper = np.asarray(lower, dtype=np.int64), np.asarray(upper, dtype=np.int64)
+        if np.any(lower > 0) or np.any(upper < 0):
+            raise ValueError("the interval must contain 0")
+        out = np.empty(lower.shape, dtype=np.int64)
+        pending = np.arange(lower.size)
+        while pending.size:
+            draws = self.sample(rng, pending.size)
+            keep = (draws >= lower.flat[pending]) & (draws <= upper.flat[pending])
+            out.flat[pending[keep]] = draws[keep]
+            pending = pending[~keep]
+        return out
+
+    def box_moments(self, points: int, gamma: float | None = None) -> dict[str, np.ndarray]:
+        r"""For a true answer N = 0..M (M = points − 1) and the law restricted to the box, Y − N for Y ∈ {0..M} with
+        P ∝ w(Y − N): E(Y − N)², E|Y − N|, Var(Y − N) and, given γ, P(|Y − N| ≤ γ), each an array over N. Finite sums
+        in double precision (predicted utilities: the box has no tail; each sum has relative rounding error below
+        points·2^-52)."""
+        p, s = self.p, float(self.scale)
+        k = np.arange(points, dtype=float)
+        out = {name: np.empty(points) for name in ("square", "abs", "variance", "within")}
+        for start in range(0, points, 256):
+            n = np.arange(start, min(start + 256, points), dtype=float)[:, None]
+            offsets = k[None, :] - n
+            log_w = -((np.abs(offsets) / s) ** p)
+            w = np.exp(log_w - log_w.max(axis=1, keepdims=True))
+            w /= w.sum(axis=1, keepdims=True)
+            rows = slice(start, start + n.shape[0])
+            mean = (w * offsets).sum(axis=1)
+            out["square"][rows] = (w * offsets**2).sum(axis=1)
+            out["abs"][rows] = (w * np.abs(offsets)).sum(axis=1)
+            out["variance"][rows] = out["square"][rows] - mean**2
+            out["within"][rows] = (w * (np.abs(offsets) <= (gamma if gamma is not None else -1.0))).sum(axis=1)
+        if gamma is None:
+            del out["within"]
+        return out
+
+    def _acceptance(self, k: int):
+        """The enclosure of a(k) = exp(−[(k/s)^p − k/s + c]) for :func:`~dpopt.noise.lazy_bernoulli.bernoulli_lazy`
+        (the exponent is an exact rational ≥ 0; only its exponential is enclosed)."""
+        a, b, p = self.scale.numerator, self.scale.denominator, self.p
+        kb = abs(int(k)) * b  # x = [p(kb)^p − p·kb·a^{p−1} + (p − 1)a^p] / (p·a^p), in integers
+        numerator = p * kb**p - p * kb * a ** (p - 1) + (p - 1) * a**p
+        if numerator < 0:
+            raise ArithmeticError(f"negative rejection exponent at k = {k}")  # excluded by the bound on c
+        q = flint.fmpq(numerator, p * a**p)
+        return lambda: (-flint.arb(q)).exp()
+
+
+class working_precision:
+    """``with working_precision(bits):`` sets python-flint's working precision and restores it after."""
+
+    def __init__(self, bits: int):
+        self.bits = bits
+
+    def __enter__(self):
+        self.saved = flint.ctx.prec
+        flint.ctx.prec = self.bits
+
+    def __exit__(self, *exc):
+        flint.ctx.prec = self.saved
+
+
+class DiscreteGeneralizedGaussianMarginal(Marginal):
+    """The discrete GG law as a :class:`~dpopt.noise.marginal.Marginal` on ℤ, for the second route of ``dpopt
+    verify`` (a floating-point reading of the law: log pmf −(|k|/s)^p − log Z, Z from the proven sums; tails
+    summed down from the radius R, beyond which the mass is below 2^{−79})."""
+
+    lattice = True
+
+    def __init__(self, law: DiscreteGeneralizedGaussian):
+        self.law = law
+        s = float(law.scale)
+        self.s = s
+        with working_precision(PRECISION):
+            self.log_z = float(law.sums(powers=(0,))[0].log().mid())
+        k = np.arange(law.radius + 2, dtype=float)
+        pmf = np.exp(-((k / s) ** law.p) - self.log_z)
+        self._tails = np.concatenate([np.cumsum(pmf[::-1])[::-1][1:], [0.0]])  # P(W > k) for k = 0..R+1
+
+    @property
+    def key(self) -> tuple:
+        return ("discrete_generalized_gaussian", self.law.p, str(self.law.scale))
+
+    @property
+    def scale(self) -> float:
+        return max(1.0, self.s)
+
+    def log_density(self, x):
+        k = np.abs(np.asarray(x, dtype=float))
+        return -((k / self.s) ** self.law.p) - self.log_z
+
+    def tail(self, x):
+        k = np.floor(np.asarray(x, dtype=float))
+        index = np.clip(k, 0, self._tails.size - 1).astype(np.int64)
+        return np.where(k < 0, 1.0, self._tails[index])
