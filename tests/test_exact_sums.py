@@ -286,3 +286,27 @@ def test_the_vectorised_units_agree_with_exact_rounding_and_invert_the_published
     expected = [math.floor(Fraction(float(v)) * 8 * divisor + Fraction(1, 2)) for v in values]
     assert lattice.units(values).tolist() == expected
     assert lattice.units(lattice.answers(units)).tolist() == units.tolist()
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian", "staircase"])
+def test_dpopt_release_publishes_the_lattice_mean_unrounded(tmp_path, mechanism):
+    """`dpopt release` of a bounded mean publishes the mechanism's own release g(N + η)/n, a real lattice point:
+    the integer noise on N must not make the release path round the mean to an integer (it published 11, 5, 9
+    for a committee's mean score in [0, 10] before)."""
+    from dpopt.release import batch
+    from dpopt.rng import random_source
+
+    privacy = {"zcdp": {"rho": 0.5}} if mechanism == "gaussian" else {"pure": {"epsilon": 1}}
+    spec = _spec(query="mean", adjacency="replace_one", privacy=privacy, mechanism=mechanism, n=5)
+    path = tmp_path / "m.csv"
+    path.write_text("x\n7\n9\n6\n8\n7.5\n")
+    published = []
+    for seed in range(6):
+        solution, value, _, _ = batch.release_once(spec, path, random_source(seed, insecure_seed=True))
+        assert solution.mechanism.exact_noise and not solution.mechanism.integer_release
+        step = solution.mechanism.lattice.unit  # g/n: every release is the nearest double of a multiple of it
+        assert float(round(Fraction(float(value[0])) / step) * step) == float(value[0])
+        published.append(float(value[0]))
+    # the noise is continuous-scale (about 2 or more at these targets on a mean of 5 scores in [0, 10]) and on a
+    # lattice of step g/n ≤ 2⁻²⁰: six draws that were all whole numbers would be the rounding this test guards
+    assert any(v != round(v) for v in published)

@@ -142,6 +142,13 @@ class Mechanism(ABC):
         """True when no floating-point noise touches the release: an exact integer sampler (``integer_noise``)
         or a lattice measurement (:mod:`dpopt.mechanisms.lattice`)."""
         return bool(getattr(self, "integer_noise", False) or self.needs_integer_answers)
+
+    @property
+    def integer_release(self) -> bool:
+        """True when :meth:`release` maps integer answers to integers (integer noise added to counts), so that a
+        release path may publish them as int64; a lattice sum or mean, whose release g(N + η)/n is real, says False
+        (:class:`dpopt.mechanisms.exact_sum._LatticeSum`)."""
+        return bool(getattr(self, "integer_noise", False))
     noise_in_span: ClassVar[bool] = False
     """True when every noise draw lies in span(S): the release then keeps every statistic
     that is constant on the neighbourhood (required when the spec has invariants)."""

@@ -82,6 +82,7 @@ class _LatticeSum:
 
     lattice: RealLattice
     integer_noise = True
+    integer_release = False  # the release g(N + η)/n is a real number: never rounded to an integer
 
     def _units_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
         raise NotImplementedError

@@ -19,9 +19,10 @@ BLOCK_GROUPS = 65_536
 def noisy_block(mechanism: Mechanism, answers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """The family's release of each row of ``answers`` (n × d) from ``rng``: one call to the public
     :meth:`Mechanism.release`, the one release path. Integer noise keeps integer answers integer
-    (int64; the float sum is exact below 2⁵³)."""
+    (int64; the float sum is exact below 2⁵³); a lattice sum or mean stays as released
+    (:attr:`Mechanism.integer_release`)."""
     released = mechanism.release(answers, rng)
-    if getattr(mechanism, "integer_noise", False):
+    if mechanism.integer_release:
         return np.rint(released).astype(np.int64)
     return released
 
@@ -30,7 +31,7 @@ def add_noise(
     mechanism: Mechanism, answers: np.ndarray, randomness: RandomSource, level: int, block: int = BLOCK_GROUPS
 ) -> np.ndarray:
     """The noisy answers of one grouping column: block b from stream (level, b); no loop per group."""
-    integer = getattr(mechanism, "integer_noise", False)
+    integer = mechanism.integer_release
     out = np.empty(answers.shape, dtype=np.int64 if integer else float)
     for b, start in enumerate(range(0, answers.shape[0], block)):
         out[start : start + block] = noisy_block(

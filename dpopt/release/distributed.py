@@ -289,7 +289,7 @@ def _blocked_sums(source: DataSource, spec: Spec, column: str, keys: np.ndarray 
 def _gather(blocked, query, mechanism, randomness, level: int, block: int, groups: int, d: int) -> np.ndarray:
     columns = [f"v{j}" for j in range(d)]
     integer = isinstance(query, CountingQuery) and (
-        mechanism is None or getattr(mechanism, "integer_noise", False)
+        mechanism is None or mechanism.integer_release
     )
     meta = _empty(columns).astype({c: np.int64 if integer else float for c in columns})
     out = blocked.map_partitions(
