@@ -155,7 +155,7 @@ def test_visits_sums_by_clinic_releases_exactly_per_clinic_and_verify_rederives_
     certificate = json.loads(text)
     lattice = certificate["mechanism"]["parameters"]["sum_lattice"]
     # durations in [0, 120], ≤ 3 rows per clinic: g = 2^-6 (σ = 360, σ_ℤ = 23040 = 360·2^6), u = 120·2^6 = 7680
-    assert (lattice["exponent"], lattice["rows"], lattice["shift"]) == (-6, 3, 3 * 7680)
+    assert (lattice["exponent"], lattice["rows_per_person"], lattice["shift"]) == (-6, 3, 3 * 7680)
     # the whole release: ρ = 0.5 · (3² + 1²)/3² = 5/9 on the stacked integers
     assert certificate["groups"]["composition"]["rho"] == pytest.approx(5 / 9, rel=1e-15)
     joint = [c for c in certificate["checks"] if c["claim"] == "groups.joint"]
@@ -163,7 +163,7 @@ def test_visits_sums_by_clinic_releases_exactly_per_clinic_and_verify_rederives_
 
 
 @pytest.mark.parametrize("tamper", [
-    lambda p: p["sum_lattice"].update(rows=1, shift=7680),  # a person of one row
+    lambda p: p["sum_lattice"].update(rows_per_person=1, shift=7680),  # a person of one row
     lambda p: p["sum_lattice"].update(shift=3 * 7680 // 2),  # half the person's move
     lambda p: p.update(lattice_sigma2=str(Fraction(p["lattice_sigma2"]) / 2)),  # half the noise
 ])
@@ -207,7 +207,7 @@ def test_a_person_level_sum_in_a_plan_is_measured_on_the_lattice(tmp_path):
     minutes = document["tables"][0]
     lattice = minutes["mechanism"]["parameters"]["sum_lattice"]
     # the plan bounds once over every (clinic, age group) cell: a person keeps ≤ 4 rows in the sum's one cell
-    assert lattice["rows"] == 4 and lattice["shift"] == 4 * 120 * 2 ** -lattice["exponent"]
+    assert lattice["rows_per_person"] == 4 and lattice["shift"] == 4 * 120 * 2 ** -lattice["exponent"]
     value = Fraction(minutes["release"]["value"]) * 2 ** -lattice["exponent"]
     assert value == int(value)
     assert main(["verify", str(out)]) == 0
@@ -262,9 +262,9 @@ def test_support_attack_learns_nothing_from_the_exact_person_level_sums():
 
 def test_a_record_level_lattice_records_no_rows():
     lattice = RealLattice(-2, Fraction(0), Fraction(1), 1, 4)
-    assert "rows" not in lattice.to_dict() and RealLattice.from_dict(lattice.to_dict()) == lattice
+    assert "rows_per_person" not in lattice.to_dict() and RealLattice.from_dict(lattice.to_dict()) == lattice
     person = RealLattice(-2, Fraction(0), Fraction(1), 1, 12, 3)
-    assert person.to_dict()["rows"] == 3 and RealLattice.from_dict(person.to_dict()) == person
+    assert person.to_dict()["rows_per_person"] == 3 and RealLattice.from_dict(person.to_dict()) == person
     assert person.row_shift == 4 and person.shift_text == "12 = 3 rows × 4"
 
 

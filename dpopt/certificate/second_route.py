@@ -313,6 +313,16 @@ def _support_check(residual: np.ndarray, vectors: np.ndarray) -> int | None:
     return int(bad[0]) if bad.size else None
 
 
+def _selects_coordinates(basis: np.ndarray) -> bool:
+    """Whether every column of ``basis`` is a distinct standard unit vector: the law's noise is then integer noise
+    on some of the answer's own coordinates (e.g. query scaling's released cells), and a neighbouring difference's
+    coordinates are its entries there."""
+    b = np.asarray(basis)
+    ones = np.argwhere(b == 1)
+    return bool(np.isin(b, (0, 1)).all() and len(ones) == b.shape[1] and len(set(ones[:, 0])) == b.shape[1]
+                and sorted(ones[:, 1].tolist()) == list(range(b.shape[1])))
+
+
 def privacy_claim(law, space: SensitivitySpace, privacy: Privacy) -> Check:
     """``privacy.second_route``: the target re-derived from the noise law (module docstring)."""
     claim = "privacy.second_route"
@@ -338,7 +348,7 @@ def privacy_claim(law, space: SensitivitySpace, privacy: Privacy) -> Check:
                      f"refuted: the difference {vectors[off].tolist()} leaves the noise's support (residual "
                      f"{residual[off]:.3g}), so those neighbours are told apart with certainty")
     if law.lattice:
-        if law.basis is not None and not law.projection:
+        if law.basis is not None and not law.projection and not _selects_coordinates(law.basis):
             return not_available(claim, "integer noise in a rotated basis has no lattice analysis")
         w, _ = law.coordinates(vectors)
         if (np.abs(w - np.round(w)) > 1e-9).any():

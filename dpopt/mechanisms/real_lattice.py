@@ -170,15 +170,16 @@ class RealLattice:
             _vectors=lambda: np.array([[shift], [-shift]], dtype=float))
 
     def to_dict(self) -> dict:
-        """JSON-ready (exact rationals as strings); ``rows`` only for a person-level sum."""
+        """JSON-ready (exact rationals as strings); ``rows_per_person`` (R, a public bound) only for a person-level
+        sum."""
         return {"granularity": f"2^{self.exponent}", "exponent": self.exponent, "lower": str(self.lower),
                 "upper": str(self.upper), "divisor": self.divisor, "shift": self.shift} | (
-            {"rows": self.rows} if self.rows != 1 else {})
+            {"rows_per_person": self.rows} if self.rows != 1 else {})
 
     @classmethod
     def from_dict(cls, record: dict) -> RealLattice:
         return cls(int(record["exponent"]), Fraction(record["lower"]), Fraction(record["upper"]),
-                   int(record["divisor"]), int(record["shift"]), int(record.get("rows", 1)))
+                   int(record["divisor"]), int(record["shift"]), int(record.get("rows_per_person", 1)))
 
 
 def lattice_refusal(problem: Problem) -> str | None:
