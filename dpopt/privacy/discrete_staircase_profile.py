@@ -136,9 +136,8 @@ _ORDERS = 1 + np.logspace(-6, 3, 400)
 
 def discrete_renyi_estimate(law: tuple[Fraction, int, int], moves) -> float:
     """max over ``moves`` and the orders :data:`_ORDERS` of D_α/α in double precision (log-sum-exp over the pmf):
-    the search's estimate of the smallest ρ; :func:`discrete_zcdp` certifies. The supremum need not sit at α → 1
-    (the Kullback–Leibler limit): D_α/α ≈ KL + (α − 1)(Var ℓ/2 − KL) near 1, and Var ℓ/2 > KL for the discrete
-    Laplace (m = 1) at ε' near 0.7."""
+    the search's estimate of the smallest ρ; :func:`discrete_zcdp` certifies. For the discrete Laplace (m = 1) the
+    supremum is the Kullback–Leibler limit α → 1; the grid does not assume it of every (m, r, move)."""
     best = 0.0
     for move in moves:
         pmf = discrete_move_pmf(*law, move)
