@@ -27,11 +27,15 @@ lattice points. Neighbours move N by at most Δ_u = m units: ε'⌈Δ_u/m⌉ = �
 
 **Privacy, as verified.** ε'·K (K = ⌈Δ_u/m⌉ on a sum, K(m) on counts) in exact rational arithmetic, converted to
 the spec's target as the continuous staircase's pure ε₀ is (:func:`~dpopt.privacy.pure_conversion.pure_privacy_check`:
-ε-DP ⇒ (ε, δ), ρ-zCDP, μ-GDP through randomized response). ``dpopt verify`` rebuilds the law from the recorded ε',
-m and r (exact rationals and integers), re-derives Δ_u from the spec at the stated h (``mechanism.lattice``) or the
-shift pattern from the spec's space, and checks the target. The continuous design's exact-profile calibration of
-(ε, δ), ρ-zCDP and μ-GDP on listed moves (:mod:`dpopt.privacy.staircase_profile`) is *not* carried over to the
-discrete law: the lattice designs go through ε-DP.
+ε-DP ⇒ (ε, δ), ρ-zCDP, μ-GDP through randomized response). On counts under (ε, δ), ρ-zCDP and μ-GDP with listed
+moves (integer shifts), the discrete law's own exact privacy-loss distribution
+(:mod:`dpopt.privacy.discrete_staircase_profile`) is used instead, as the continuous design uses its own
+(:mod:`dpopt.privacy.staircase_profile`): the design raises ε' by bisection on it (:func:`_raise_on_profile`) and the
+certificate checks δ(ε), D_α ≤ ρα (Arb) or T ≥ G_μ over every move (:func:`_profile_check`), falling back to ε'K
+through ε-DP when that check fails. ``dpopt verify`` rebuilds the law from the recorded ε', m and r (exact rationals
+and integers), re-derives Δ_u from the spec at the stated h (``mechanism.lattice``) or the shift pattern and moves
+from the spec's space, and checks the target. Bounded sums and means go through ε-DP (their spaces list only the
+extreme shifts).
 
 **Cost.** A design keeps the floating-point sampler when the discrete law's predicted metric is worse than the
 continuous design's by more than :data:`~dpopt.mechanisms.exact_sum.COST_MARGIN` (0.1%); the note says so. The
