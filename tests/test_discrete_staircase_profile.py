@@ -205,3 +205,12 @@ def test_gdp_and_zcdp_on_two_integer_cells_keep_the_continuous_law_with_the_reas
     assert not solution.mechanism.exact_noise
     assert any("certified on its exact privacy-loss distribution" in note
                for note in solution.certificate.data["mechanism"]["notes"])
+
+
+def test_the_profile_is_refused_beyond_its_enumeration_and_for_non_integer_shifts():
+    from dpopt.privacy.discrete_staircase_profile import MAX_ENUMERATED, profile_feasible
+
+    assert profile_feasible(3, [(Fraction(1), Fraction(8))])
+    assert not profile_feasible(3, [(Fraction(1, 2),)])  # a shift off the lattice: the design goes through ε-DP
+    assert not profile_feasible(MAX_ENUMERATED, [(Fraction(1),)])
+    assert not profile_feasible(3, None)  # moves not listed

@@ -181,5 +181,5 @@ def discrete_gdp(mu: float, law: tuple[Fraction, int, int], moves) -> tuple[bool
     return True, f"{len(moves)} move pattern(s); the last: {detail}"
 
 
-__all__ = ["MAX_ENUMERATED", "discrete_delta", "discrete_gdp", "discrete_loss_pmf",
-           "discrete_move_pmf", "discrete_renyi_estimate", "discrete_tradeoff", "discrete_zcdp", "level_counts", "profile_feasible"]
+__all__ = ["MAX_ENUMERATED", "discrete_delta", "discrete_gdp", "discrete_loss_pmf", "discrete_move_pmf",
+           "discrete_renyi_estimate", "discrete_tradeoff", "discrete_zcdp", "level_counts", "profile_feasible"]
