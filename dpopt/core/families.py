@@ -149,10 +149,12 @@ FAMILIES: tuple[Capability, ...] = (
                      "boundary-inflated variants, bounded sums, or pDP moves of three or more cells",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
-               exact="every target through ε-DP, on counting queries (the discrete staircase on ℤ, integer steps) and "
-                     "on bounded sums and means (on a dyadic lattice, the step the lattice sensitivity Δ_u); metrics "
-                     "l1, l2, usefulness, max_variance; within 0.1% of the continuous design (else floating point: "
-                     "approx, zcdp, gdp on listed moves are calibrated on the continuous law's exact profile)",
+               exact="on counting queries (the discrete staircase on ℤ, integer steps): approx, zcdp, gdp on listed "
+                     "moves calibrated on its own exact privacy-loss distribution, else through ε-DP; on bounded sums "
+                     "and means every target through ε-DP (on a dyadic lattice, the step the lattice sensitivity "
+                     "Δ_u); metrics l1, l2, usefulness, max_variance; within 0.1% of the continuous design (else "
+                     "floating point: a two-cell histogram under zcdp or gdp, where the continuous steps 1/3 and 1/4 "
+                     "beat the integer step)",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
     Capability("r2dp", _M + "r2dp_counts", metrics=LOCAL_METRICS, bound="iid",
                exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace "

@@ -27,11 +27,15 @@ lattice points. Neighbours move N by at most Δ_u = m units: ε'⌈Δ_u/m⌉ = �
 
 **Privacy, as verified.** ε'·K (K = ⌈Δ_u/m⌉ on a sum, K(m) on counts) in exact rational arithmetic, converted to
 the spec's target as the continuous staircase's pure ε₀ is (:func:`~dpopt.privacy.pure_conversion.pure_privacy_check`:
-ε-DP ⇒ (ε, δ), ρ-zCDP, μ-GDP through randomized response). ``dpopt verify`` rebuilds the law from the recorded ε',
-m and r (exact rationals and integers), re-derives Δ_u from the spec at the stated h (``mechanism.lattice``) or the
-shift pattern from the spec's space, and checks the target. The continuous design's exact-profile calibration of
-(ε, δ), ρ-zCDP and μ-GDP on listed moves (:mod:`dpopt.privacy.staircase_profile`) is *not* carried over to the
-discrete law: the lattice designs go through ε-DP.
+ε-DP ⇒ (ε, δ), ρ-zCDP, μ-GDP through randomized response). On counts under (ε, δ), ρ-zCDP and μ-GDP with listed
+moves (integer shifts), the discrete law's own exact privacy-loss distribution
+(:mod:`dpopt.privacy.discrete_staircase_profile`) is used instead, as the continuous design uses its own
+(:mod:`dpopt.privacy.staircase_profile`): the design raises ε' by bisection on it (:func:`_raise_on_profile`) and the
+certificate checks δ(ε), D_α ≤ ρα (Arb) or T ≥ G_μ over every move (:func:`_profile_check`), falling back to ε'K
+through ε-DP when that check fails. ``dpopt verify`` rebuilds the law from the recorded ε', m and r (exact rationals
+and integers), re-derives Δ_u from the spec at the stated h (``mechanism.lattice``) or the shift pattern and moves
+from the spec's space, and checks the target. Bounded sums and means go through ε-DP (their spaces list only the
+extreme shifts).
 
 **Cost.** A design keeps the floating-point sampler when the discrete law's predicted metric is worse than the
 continuous design's by more than :data:`~dpopt.mechanisms.exact_sum.COST_MARGIN` (0.1%); the note says so. The
@@ -48,6 +52,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.core.checks import Check
+from dpopt.core.decimals import float_below
 from dpopt.domain.queries import NumericQuery
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.exact_sum import _cost_refusal, _LatticeSum, _refusal
@@ -63,15 +68,26 @@ from dpopt.mechanisms.real_lattice import (
     real_lattice,
 )
 from dpopt.mechanisms.staircase import (
+    EXACT_TARGETS,
     PRIOR_METRICS,
     StaircaseMechanism,
     _candidate_steps,
+    exact_moves,
     metric_optimal_g,
     steps_per_shift,
 )
 from dpopt.noise.discrete_staircase import MAX_STEP, DiscreteStaircase, DiscreteStaircaseMarginal
 from dpopt.noise.law import ProductLaw
 from dpopt.noise.staircase import StaircaseNoise
+from dpopt.privacy.discrete_staircase_profile import (
+    discrete_delta,
+    discrete_gdp,
+    discrete_renyi_estimate,
+    discrete_tradeoff,
+    discrete_zcdp,
+    profile_feasible,
+)
+from dpopt.privacy.gdp_check import mu_of_tradeoff
 from dpopt.privacy.pure_conversion import pure_epsilon_for, pure_privacy_check
 from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import coordinatewise_reason, shift_pattern
@@ -132,6 +148,81 @@ def _lattice_refusal(problem: Problem) -> str | None:
     if spec.utility.metric in PRIOR_METRICS:
         return f"the {spec.utility.metric} prediction is a quadrature of the continuous law"
     return _refusal(problem) if isinstance(problem.query, NumericQuery) else None
+
+
+_RAISE_BISECTIONS = 30
+"""Bisection steps raising the per-step ε on the discrete profile (2⁻³⁰ of the bracket; ε' is then rounded to 21
+significant bits by :func:`per_step_epsilon`)."""
+
+
+_ZCDP_MARGIN = 1e-6
+"""Relative margin below ρ for the search's estimate of sup_α D_α/α on a grid of orders: the Arb certificate bounds
+D_α/α on intervals of orders, a little above the values at their ends (the Kullback–Leibler limit held to ρ(1 − 10⁻⁸)
+gave the two-cell histogram at ρ = 0.5 an ε' the certificate refused: its bound near α = 1 was 0.50227)."""
+
+
+def _parameters(law: DiscreteStaircase) -> tuple[Fraction, int, int]:
+    return law.epsilon, law.step, law.boundary
+
+
+def _profile_holds(law: DiscreteStaircase, moves, privacy: Privacy) -> bool:
+    """The search's test on the discrete law's exact profile over every move: (ε, δ) the certificate's own test; ρ-zCDP
+    the estimate max_v sup_α D_α/α ≤ ρ(1 − :data:`_ZCDP_MARGIN`) and μ-GDP the estimate max_v μ(T_v) ≤ μ(1 − 10⁻⁹), both
+    certified afterwards (:func:`_profile_check`), as the continuous staircase's search
+    (:func:`dpopt.mechanisms.staircase._profile_test`)."""
+    target, parameters = privacy.parameters, _parameters(law)
+    if privacy.definition == "approx":
+        delta, _ = discrete_delta(float_below(target["epsilon"]), parameters, moves)
+        return bool(delta <= float_below(target["delta"]))
+    if privacy.definition == "zcdp":
+        return discrete_renyi_estimate(parameters, moves) <= target["rho"] * (1 - _ZCDP_MARGIN)
+    return max(mu_of_tradeoff(discrete_tradeoff(parameters, move)) for move in moves) <= target["mu"] * (1 - 1e-9)
+
+
+def _profile_check(law: DiscreteStaircase, moves, privacy: Privacy) -> Check:
+    """The target checked on the discrete staircase's exact privacy-loss distribution over every listed move
+    (:mod:`dpopt.privacy.discrete_staircase_profile`)."""
+    target, parameters = privacy.parameters, _parameters(law)
+    method = ("exact discrete staircase privacy-loss distribution on ε'ℤ (per coordinate from integer counts of "
+              "(loss, level) over one period of each side and the outputs between; convolved over the coordinates of "
+              "each listed move; dpopt.privacy.discrete_staircase_profile)")
+    about = f"ε' = {law.epsilon}, m = {law.step}, r = {law.boundary}"
+    if privacy.definition == "gdp":
+        passed, detail = discrete_gdp(float_below(target["mu"]), parameters, moves)
+        return Check("privacy", f"{method}: its piecewise-linear trade-off function T ≥ G_μ", passed,
+                     f"{about}; {detail}")
+    if privacy.definition == "zcdp":
+        passed, detail = discrete_zcdp(target["rho"], parameters, moves)
+        return Check("privacy", f"{method}: its Rényi divergences D_α ≤ ρα, certified on intervals of orders (Arb "
+                                "balls)", passed, f"{about}; {detail}")
+    delta, worst = discrete_delta(float_below(target["epsilon"]), parameters, moves)
+    return Check("privacy", f"{method}, δ(ε) in 60 digits, against ε and δ as written (each the largest float not "
+                            "above its decimal)", bool(delta <= float_below(target["delta"])),
+                 f"{about}; {len(moves)} move pattern(s), the worst |v| = {tuple(int(t) for t in worst)}: "
+                 f"δ(ε={target['epsilon']}) = {float(delta):.17g} vs δ = {target['delta']}")
+
+
+def _raise_on_profile(law: DiscreteStaircase, policy: str,
+                      best: Callable[[float], tuple[DiscreteStaircase, str]], privacy: Privacy,
+                      moves) -> tuple[DiscreteStaircase, str]:
+    """The discrete staircase at the largest per-step ε ≥ ``law``'s (bisection on :func:`_profile_holds`, the
+    metric's best boundary at each ε by ``best``) whose exact profile the certificate's check passes
+    (:func:`_profile_check`); ``law`` (through ε-DP) and ``policy`` when it does not."""
+    lo = float(law.epsilon)
+    hi = 2.0 * lo
+    for _ in range(8):  # at most 2⁸ times the ε-DP calibration
+        if not _profile_holds(best(hi)[0], moves, privacy):
+            break
+        lo, hi = hi, 2.0 * hi
+    else:
+        hi = lo
+    for _ in range(_RAISE_BISECTIONS if hi > lo else 0):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _profile_holds(best(mid)[0], moves, privacy) else (lo, mid)
+    raised, raised_policy = best(lo)
+    if raised.epsilon > law.epsilon and _profile_check(raised, moves, privacy).passed:
+        return raised, raised_policy
+    return law, policy
 
 
 class _DiscreteStaircaseMeasurement:
@@ -211,18 +302,24 @@ class StaircaseOnCounts(_DiscreteStaircaseMeasurement, StaircaseMechanism):
     @classmethod
     def design_on(cls, problem: Problem, utility: Utility, record: dict) -> StaircaseOnCounts:
         """The integer step m (among the continuous candidates |v_i|/j that are integers) and boundary r with the
-        best metric, at ε' = :func:`per_step_epsilon` (ε/K(m)), ε the target's pure ε; ``record`` the continuous
-        design it measures."""
-        space = problem.space
+        best metric, at ε' = :func:`per_step_epsilon` (ε/K(m)), ε the target's pure ε, raised on the discrete law's
+        exact profile for (ε, δ), ρ-zCDP and μ-GDP targets over listed moves (:func:`_raise_on_profile`);
+        ``record`` the continuous design it measures."""
+        space, privacy = problem.space, problem.spec.privacy
         pattern = shift_pattern(space)
-        epsilon = Fraction(pure_epsilon_for(problem.spec.privacy))
+        epsilon = Fraction(pure_epsilon_for(privacy))
+        moves = exact_moves(space) if privacy.definition in EXACT_TARGETS else None
         steps = [int(step) for step in _candidate_steps(pattern) if float(step).is_integer()]
         sign = -1.0 if utility.metric == "usefulness" else 1.0
         found = []
         for m in steps:
-            k = steps_per_shift(pattern, m)
-            law, policy = best_boundary(per_step_epsilon(epsilon / k), m, Fraction(1), utility,
-                                        lambda law: cls(law, space.dimension, "", None).expected_utility(utility).value)
+            def best(e: float | Fraction, m: int = m) -> tuple[DiscreteStaircase, str]:
+                return best_boundary(per_step_epsilon(e), m, Fraction(1), utility,
+                                     lambda law: cls(law, space.dimension, "", None).expected_utility(utility).value)
+
+            law, policy = best(epsilon / steps_per_shift(pattern, m))
+            if profile_feasible(m, moves):
+                law, policy = _raise_on_profile(law, policy, best, privacy, moves)
             mechanism = cls(law, space.dimension, policy, record)
             found.append((sign * mechanism.expected_utility(utility).value, m, mechanism))
         if not found:
@@ -252,8 +349,19 @@ class StaircaseOnCounts(_DiscreteStaircaseMeasurement, StaircaseMechanism):
         reason = coordinatewise_reason(space)
         if reason is not None:
             return [Check("privacy", "discrete staircase noise, per coordinate", False, reason)]
+        moves = exact_moves(space) if privacy.definition in EXACT_TARGETS else None
+        if profile_feasible(self.law.step, moves):
+            check = _profile_check(self.law, moves, privacy)
+            if check.passed:
+                return [check]
         return [self._pure_check(self._steps_on(space), privacy,
                                  "K = max_v Σ_i ⌈|v_i|/m⌉ over the spec's integer difference vectors, exact")]
+
+    def certified_through(self, problem: Problem) -> str:
+        """How the measurement meets the target: on its exact profile over listed moves, or through ε-DP."""
+        method = self.privacy_checks(problem.space, problem.spec.privacy)[0].method
+        return ("certified on its exact privacy-loss distribution" if method.startswith("exact discrete staircase")
+                else "certified through ε-DP")
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         return self._summary(self._steps_on(space), "K = max_v Σ_i ⌈|v_i|/m⌉ over the integer difference vectors")
@@ -309,9 +417,9 @@ class LatticeSumStaircase(_DiscreteStaircaseMeasurement, _LatticeSum, StaircaseM
                                continuous.expected_utility(spec.utility).value, spec.utility)
                 refusal = _cost_refusal(ratio)
                 if refusal is not None and not numeric:
-                    refusal += " (the discrete staircase is certified through ε-DP)"
+                    refusal += f" (the discrete staircase: {exact.certified_through(problem)})"
                 if refusal is None and not exact.privacy_checks(problem.space, spec.privacy)[0].passed:
-                    refusal = "the discrete staircase does not meet the target through ε-DP"
+                    refusal = "the discrete staircase does not meet the target"
                 if refusal is None:
                     return exact
         continuous.refusal = refusal

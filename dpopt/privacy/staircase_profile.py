@@ -95,7 +95,8 @@ def _loss_pmf(epsilon0: Fraction, step: Fraction, g: Fraction, shift: Fraction) 
         return tuple(pmf.items())
 
 
-def _convolve(p: dict[int, mpmath.mpf], q: dict[int, mpmath.mpf]) -> dict[int, mpmath.mpf]:
+def convolve_pmfs(p: dict[int, mpmath.mpf], q: dict[int, mpmath.mpf]) -> dict[int, mpmath.mpf]:
+    """The pmf of the sum of two independent losses on ε₀ℤ, {j: P[L = jε₀]} each."""
     out: dict[int, mpmath.mpf] = {}
     for i, x in p.items():
         for j, y in q.items():
@@ -110,7 +111,7 @@ def staircase_move_pmf(epsilon0: float, step: float, g: float,
     law: dict[int, mpmath.mpf] = {0: mpmath.mpf(1)}
     for m in shifts:
         if m:
-            law = _convolve(law, staircase_loss_pmf(epsilon0, step, g, abs(Fraction(m))))
+            law = convolve_pmfs(law, staircase_loss_pmf(epsilon0, step, g, abs(Fraction(m))))
     return law
 
 
@@ -128,7 +129,12 @@ def staircase_delta_mp(epsilon: float, epsilon0: float, step: float, g: float,
     >>> abs(float(d) - p * (1 - b)) < 1e-15
     True
     """
-    law = staircase_move_pmf(epsilon0, step, g, shifts)
+    return loss_pmf_delta(staircase_move_pmf(epsilon0, step, g, shifts), epsilon, epsilon0)
+
+
+def loss_pmf_delta(law: dict[int, mpmath.mpf], epsilon: float, epsilon0: float | Fraction) -> mpmath.mpf:
+    """δ(ε) = Σ_j P[L = jε₀](1 − e^{ε − jε₀})₊ of a loss pmf on ε₀ℤ (ε₀ its exact binary or rational value), in
+    60 digits."""
     with mpmath.workdps(_MP_DIGITS):
         e0, eps = _mp(epsilon0), mpmath.mpf(epsilon)
         return sum((mass * -mpmath.expm1(eps - j * e0) for j, mass in law.items() if j * e0 > eps), mpmath.mpf(0))
