@@ -157,7 +157,7 @@ def test_release_is_integer_counts_plus_integer_noise():
 def test_sampled_privacy_loss_stays_within_the_certified_level():
     # The exact sampler at σ² = 7/2, move (1,), ε = 1: the fraction of draws with |L| > 1, decided in integers
     # (|2η + 1| > 7), must match the certified level 0.0366 (≤ δ = 0.05). 200000 draws: SE = sqrt(0.037·0.963/2e5)
-    # = 4.2e-4, tolerance 4 SE; the level of the previous piece's event (|2η + 1| > 5) is 0.097, 100 SE away.
+    # = 4.2e-4, tolerance 4 SE; the previous piece's event (|2η + 1| > 5) has probability 0.117 here, 190 SE away.
     level = float(pdp_level(Fraction(7, 2), (1,), Fraction(1)))
     eta = sample_discrete_gaussian(np.random.default_rng(2026), 7, 2, 200_000)
     exceed = float(np.mean(np.abs(2 * eta + 1) > 7))

@@ -110,6 +110,10 @@ class GaussianMechanism(Mechanism):
             self.lattice_sigma2 = target_lattice_variance(Fraction(self.sigma) ** 2, 1, self.target)
         if sampler == "exact" and self.lattice_sigma2 is None:
             raise ValueError("the lattice variance is beyond the exact sampler's range")
+        # under pDP: Var N_ℤ(0, σ_ℤ²)/σ², the exact measurement's error against the continuous design's (Lemma 10, a
+        # bound above the exact level: usually below 1)
+        self.cost_ratio = (discrete_variance(self.lattice_sigma2) / self.sigma**2
+                           if sampler == "exact" and self.target == "pdp" else None)
 
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
@@ -135,13 +139,6 @@ class GaussianMechanism(Mechanism):
                 return cls(sigma, space.dimension, space.span, "floating_point", found, target)
         return mechanism
 
-    @property
-    def cost_ratio(self) -> float | None:
-        """Under pDP on the lattice: Var N_ℤ(0, σ_ℤ²)/σ², the exact measurement's error against the continuous
-        design's (Lemma 10; the exact level is tighter, so usually below 1)."""
-        if self.sampler != "exact" or self.target != "pdp":
-            return None
-        return discrete_variance(self.lattice_sigma2) / self.sigma**2
 
     def _lattice_inference(self, utility):
         """The region or test of ``utility`` for the lattice noise N_ℤ(0, σ_ℤ²)^d
