@@ -28,7 +28,7 @@ S > x ⟺ S ≥ ⌊x⌋ + 1). With z the box sum of w and T ≥ Σ_{|k|>N} w(k),
 
 M the box mass of the event (P[event ∩ box] = M/Z^m ≤ M/z^m) and mT/Z ≥ P[some |η_i| > N]. The tail: for
 k ≥ N + 1, k² ≥ (N+1)² + 2(N+1)(k − N − 1), so w(k) ≤ w(N+1) r^{k−N−1} with r = e^{−(N+1)/σ²} and
-T = 2w(N+1)/(1 − r); N is chosen with T below 2^{−100}. The result is the upper end of the ball, an exact dyadic
+T = 2w(N+1)/(1 − r); N is chosen with w(N + 1) ≤ 2^{−100}, so T/z, the tail's share, is of that order. The result is the upper end of the ball, an exact dyadic
 rational ≥ δ(v).
 
 References
@@ -51,7 +51,7 @@ from dpopt.noise.discrete_generalized_gaussian import PRECISION, working_precisi
 flint = lazy_module("flint")
 
 TAIL_BITS = 100
-"""The box |k| ≤ N leaves a mass below 2^{−100} of w(0) = 1 ≤ Z on each coordinate."""
+"""The box |k| ≤ N stops where w(k) ≤ 2^{−100} (w(0) = 1)."""
 
 MAX_BOX_TERMS = 4_000_000
 """Largest number of coefficients of the box law of S (Σ_i 2N·v_i + 1) a level evaluation forms: about σ·24·Σ v_i,
