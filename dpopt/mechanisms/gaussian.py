@@ -207,9 +207,13 @@ class GaussianMechanism(Mechanism):
         return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
-        if self.sampler == "exact":  # under pDP the level is the privacy check's; ρ-zCDP holds as well (CKS Thm 14)
-            return lattice_privacy_summary(space.l2_squared, self.lattice_sigma2,
-                                           "zcdp" if self.target == "pdp" else self.target)
+        if self.sampler == "exact" and self.target == "pdp":
+            rho = Fraction(space.l2_squared) / (2 * self.lattice_sigma2)
+            return {"rho": float(rho), "rho_exact": str(rho),
+                    "conversion": "the pDP level is the privacy check's (exact per move pattern); ρ = Δ₂²/(2σ_ℤ²)-zCDP "
+                                  "holds as well (CKS 2020, Thm 14)"}
+        if self.sampler == "exact":
+            return lattice_privacy_summary(space.l2_squared, self.lattice_sigma2, self.target)
         mu = space.l2 / self.sigma
         return {
             "mu": mu,
