@@ -21,7 +21,8 @@ design's.
 
 **Evaluation.** Each coordinate is summed over the box |k| ≤ N in arb ball arithmetic (python-flint, 128 bits):
 the generating polynomial Σ_{|k|≤N} w(k) X^{v_i(k+N)} of v_i·η_i, their product the box law of S (exact
-convolution of balls, ``arb_poly``), the two thresholds decided in exact rationals (ε as written, σ² dyadic:
+convolution of balls, ``arb_poly``; for one moving coordinate S = v_1η_1 and the law of η_1 serves), the two
+thresholds decided in exact rationals (ε as written, σ² dyadic:
 S > x ⟺ S ≥ ⌊x⌋ + 1). With z the box sum of w and T ≥ Σ_{|k|>N} w(k),
 
 .. math:: \delta(v) \le \frac{M}{z^m} + \frac{m\,T}{z},
@@ -54,8 +55,8 @@ TAIL_BITS = 100
 """The box |k| ≤ N stops where w(k) ≤ 2^{−100} (w(0) = 1)."""
 
 MAX_BOX_TERMS = 4_000_000
-"""Largest number of coefficients of the box law of S (Σ_i 2N·v_i + 1) a level evaluation forms: about σ·24·Σ v_i,
-so σ² up to about 10⁹ for a unit move."""
+"""Largest number of coefficients of the box law of S a level evaluation forms: 2N·Σ_i v_i + 1 (about 24σ·Σ_i v_i)
+for two or more moving coordinates, 2N + 1 for one, so σ up to about 1.7·10⁵/Σ_i v_i, or 1.7·10⁵."""
 
 SEARCH_STEPS = 24
 """Bisection steps of :func:`pdp_sigma2` (the σ² found is within 2^{−24} relative of the switch of the
@@ -99,7 +100,7 @@ def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> 
     if sigma2 <= 0 or not pattern:
         raise CalibrationError(f"the pDP level needs σ² > 0 and a non-zero move (got σ² = {sigma2}, {pattern})")
     n = box_radius(sigma2)
-    span = n * sum(pattern)
+    span = n * sum(pattern) if len(pattern) > 1 else n  # one coordinate: S = v·η, the law of η itself
     if 2 * span + 1 > MAX_BOX_TERMS:
         raise CalibrationError(f"the law of ⟨η, v⟩ at σ² = {float(sigma2):.6g} for the move {pattern} has "
                                f"{2 * span + 1} terms (more than {MAX_BOX_TERMS})")
@@ -111,16 +112,19 @@ def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> 
         z = sum(row, flint.arb(0))
         r = (-flint.arb(flint.fmpq((n + 1) * sigma2.denominator, sigma2.numerator))).exp()
         tail = 2 * half[n + 1] / (1 - r)
-        law = flint.arb_poly([1])
-        for t in pattern:
-            coefficients = [flint.arb(0)] * (2 * n * t + 1)
-            coefficients[::t] = row
-            law *= flint.arb_poly(coefficients)
+        unit = pattern[0] if len(pattern) == 1 else 1  # S = unit·(index − span)
+        law = row
+        if len(pattern) > 1:
+            product = flint.arb_poly([1])
+            for t in pattern:
+                coefficients = [flint.arb(0)] * (2 * n * t + 1)
+                coefficients[::t] = row
+                product *= flint.arb_poly(coefficients)
+            law = [product[j] for j in range(2 * span + 1)]
         mass = flint.arb(0)
         for x in thresholds:
-            first = math.floor(x) + 1 + span  # the index of the smallest S > x (S = index − span)
-            for j in range(max(first, 0), 2 * span + 1):
-                mass += law[j]
+            first = math.floor(x / unit) + 1 + span  # the index of the smallest S > x
+            mass += sum(law[max(first, 0):], flint.arb(0))
         m = len(pattern)
         level = mass / z**m + m * tail / z
         man, exp = level.upper().man_exp()
