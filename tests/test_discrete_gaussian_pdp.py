@@ -4,7 +4,8 @@ certificates, tampering, release.
 
 Expected values: mpmath brute-force sums over the product of the coordinates' laws (independent of the arb
 polynomial product), the discrete GG module's box sum at p = 2 (an independent implementation: N_ℤ(0, σ²) is the
-discrete GG of scale s with s² = 2σ²), the location of the level's jumps derived by hand (below), and the discrete
+discrete GG of scale s with s² = 2σ²), the continuous Gaussian's exact level at large σ² (within a derived lattice
+tolerance), the location of the level's jumps derived by hand (below), and the discrete
 Gaussian's variance summed in mpmath.
 """
 
@@ -25,6 +26,7 @@ from dpopt.mechanisms.gaussian import GaussianMechanism
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.privacy import discrete_gg_pdp
 from dpopt.privacy.discrete_gaussian_pdp import pdp_level
+from dpopt.privacy.pdp import gaussian_pdp_level
 
 HISTOGRAM = {"kind": "histogram", "attribute": "race"}
 TARGET = {"pdp": {"epsilon": 1.0, "delta": 0.05}}
@@ -69,6 +71,20 @@ def test_level_agrees_with_the_discrete_gg_box_sum_at_p_2(sigma2, scale, pattern
     ours = pdp_level(sigma2, pattern, Fraction(1))
     theirs = discrete_gg_pdp.pdp_level(2, scale, pattern, Fraction(1))
     assert abs(float(ours - theirs)) < 1e-20
+
+
+@pytest.mark.parametrize("sigma2, pattern, eps", [(Fraction(10**6), (1000,), Fraction(1)),
+                                                  (Fraction(10**4), (10, 10), Fraction(1, 10))])
+def test_level_approaches_the_continuous_gaussian_level(sigma2, pattern, eps):
+    # S/g (g = gcd of the pattern) is a sum of discrete Gaussians, log-concave, so each of the two tails
+    # P[S > x] differs from the integral of N(0, σ²‖v‖²) by at most the largest point mass of S/g, about
+    # 1/(sd(S/g)·√(2π)) (Poisson summation: the sum's pmf is the sampled Gaussian density up to e^{-2π²σ²}). The
+    # continuous level is exact (dpopt.privacy.pdp.gaussian_pdp_level, L ~ N(μ²/2, μ²)); tolerance 3 point masses.
+    norm = math.sqrt(sum(t * t for t in pattern))
+    sd = math.sqrt(sigma2) * norm / math.gcd(*pattern)
+    continuous = gaussian_pdp_level(math.sqrt(sigma2), float(eps), norm)
+    assert 0.1 < continuous < 0.9
+    assert abs(float(pdp_level(sigma2, pattern, eps)) - continuous) <= 3 / (sd * math.sqrt(2 * math.pi))
 
 
 def _solve(**overrides):
