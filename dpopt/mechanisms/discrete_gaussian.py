@@ -43,7 +43,6 @@ from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
-from dpopt.mechanisms.lattice_pdp import lattice_pdp_check, pdp_lattice_variance
 from dpopt.mechanisms.integer_noise import (
     EXACT_SAMPLER_NOTE,
     IntegerNoiseMechanism,
@@ -51,6 +50,7 @@ from dpopt.mechanisms.integer_noise import (
     is_integer_valued,
     move_patterns,
 )
+from dpopt.mechanisms.lattice_pdp import lattice_pdp_check, pdp_lattice_variance
 from dpopt.noise.discrete_gaussian import (
     MAX_WIDE_SIGMA2,
     DiscreteGaussianMarginal,

@@ -31,7 +31,6 @@ from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import UnsupportedSpecError
-from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
@@ -48,7 +47,7 @@ from dpopt.mechanisms.lattice import (
     lattice_privacy_summary,
     target_lattice_variance,
 )
-from dpopt.mechanisms.lattice_pdp import lattice_pdp_check, pdp_lattice_variance
+from dpopt.mechanisms.lattice_pdp import lattice_pdp_check, pdp_lattice_design
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal, discrete_gaussian_moments, sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
@@ -130,7 +129,7 @@ class GaussianMechanism(Mechanism):
         target = problem.spec.privacy.definition
         sigma2 = None
         if refusal is None and target == "pdp":
-            sigma2, refusal = _pdp_lattice(space, problem.spec.privacy, sigma)
+            sigma2, refusal = pdp_lattice_design(space, problem.spec.privacy, sigma)
         mechanism = cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal,
                         target, sigma2)
         if refusal is None and problem.spec.utility.metric in INFERENCE_METRICS:
@@ -138,7 +137,6 @@ class GaussianMechanism(Mechanism):
             if isinstance(found, str):  # the metric is not derived on the lattice: the continuous design
                 return cls(sigma, space.dimension, space.span, "floating_point", found, target)
         return mechanism
-
 
     def _lattice_inference(self, utility):
         """The region or test of ``utility`` for the lattice noise N_ℤ(0, σ_ℤ²)^d
@@ -327,7 +325,8 @@ def lattice_reason(problem: Problem, sigma: float, inference: bool = False, pdp:
     """Why an isotropic Gaussian measurement N(0, σ²I) of the answers keeps the floating-point sampler (None: it
     measures exactly on the lattice; also the Gaussian stage of :mod:`~dpopt.mechanisms.james_stein`).
     ``inference``: the caller derives ``ci_volume`` and ``test_power`` from the discrete law. ``pdp``: the caller
-    releases x + η itself and calibrates a pDP target on the discrete law (:func:`_pdp_lattice`)."""
+    releases x + η itself and calibrates a pDP target on the discrete law
+    (:func:`~dpopt.mechanisms.lattice_pdp.pdp_lattice_design`)."""
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
@@ -341,25 +340,6 @@ def lattice_reason(problem: Problem, sigma: float, inference: bool = False, pdp:
                   + (f", or above {MAX_SIGMA2} where the GDP slope is certified"
                      if spec.privacy.definition in GDP_TARGETS else ""))
     return reason
-
-
-COST_MARGIN = 1e-3
-"""The largest relative error cost of a pDP lattice measurement against the continuous design at which it is used
-(the same 0.1% as :data:`dpopt.design.select.EXACT_MARGIN`; not imported: design is a higher layer)."""
-
-
-def _pdp_lattice(space: SensitivitySpace, privacy: Privacy, sigma: float) -> tuple[Fraction | None, str | None]:
-    """The pDP lattice variance of the isotropic design N(0, σ²I) (:func:`~dpopt.mechanisms.lattice_pdp.pdp_lattice_variance`)
-    and None, or None and why the continuous design is kept (no listed integer moves, the range, or a cost above
-    :data:`COST_MARGIN`)."""
-    try:
-        sigma2 = pdp_lattice_variance(space, privacy, sigma)
-    except CalibrationError as exc:
-        return None, f"on the lattice: {exc}"
-    ratio = discrete_variance(sigma2) / sigma**2
-    if ratio > 1 + COST_MARGIN:
-        return None, f"the lattice measurement costs {ratio:.6f} times the continuous design's error (above 1.001)"
-    return sigma2, None
 
 
 class ProjectedGaussianMechanism(GaussianMechanism):

@@ -19,7 +19,7 @@ from dpopt.core.checks import Check
 from dpopt.core.decimals import written
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns
-from dpopt.mechanisms.lattice import MAX_LATTICE_SIGMA2, MIN_LATTICE_SIGMA2
+from dpopt.mechanisms.lattice import MAX_LATTICE_SIGMA2, MIN_LATTICE_SIGMA2, discrete_variance
 from dpopt.privacy.discrete_gaussian_pdp import pdp_sigma2, worst_pdp_level
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
@@ -49,6 +49,25 @@ def pdp_lattice_variance(space: SensitivitySpace, privacy: Privacy, sigma: float
         raise CalibrationError(f"the lattice variance {float(sigma2):.6g} is outside the exact sampler's range "
                                "(2^-9 to 2^60)")
     return sigma2
+
+
+COST_MARGIN = 1e-3
+"""The largest relative error cost of the lattice measurement against the continuous design at which it is used
+(the same 0.1% as :data:`dpopt.design.select.EXACT_MARGIN`; not imported: design is a higher layer)."""
+
+
+def pdp_lattice_design(space: SensitivitySpace, privacy: Privacy, sigma: float) -> tuple[Fraction | None, str | None]:
+    """The lattice variance of the isotropic design N(0, σ²I) (:func:`pdp_lattice_variance`) and None, or None and
+    why the continuous design is kept: no listed integer moves, the range, or Var N_ℤ(0, σ_ℤ²)/σ² above
+    1 + :data:`COST_MARGIN` (Lemma 10 bounds the level from above, so the ratio is usually below 1)."""
+    try:
+        sigma2 = pdp_lattice_variance(space, privacy, sigma)
+    except CalibrationError as exc:
+        return None, f"on the lattice: {exc}"
+    ratio = discrete_variance(sigma2) / sigma**2
+    if ratio > 1 + COST_MARGIN:
+        return None, f"the lattice measurement costs {ratio:.6f} times the continuous design's error (above 1.001)"
+    return sigma2, None
 
 
 def lattice_pdp_check(space: SensitivitySpace, sigma2: Fraction, privacy: Privacy) -> Check:

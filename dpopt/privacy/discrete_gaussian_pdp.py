@@ -29,8 +29,8 @@ S > x ⟺ S ≥ ⌊x⌋ + 1). With z the box sum of w and T ≥ Σ_{|k|>N} w(k),
 
 M the box mass of the event (P[event ∩ box] = M/Z^m ≤ M/z^m) and mT/Z ≥ P[some |η_i| > N]. The tail: for
 k ≥ N + 1, k² ≥ (N+1)² + 2(N+1)(k − N − 1), so w(k) ≤ w(N+1) r^{k−N−1} with r = e^{−(N+1)/σ²} and
-T = 2w(N+1)/(1 − r); N is chosen with w(N + 1) ≤ 2^{−100}, so T/z, the tail's share, is of that order. The result is the upper end of the ball, an exact dyadic
-rational ≥ δ(v).
+T = 2w(N+1)/(1 − r); N is chosen with w(N + 1) ≤ 2^{−100}, so T/z, the tail's share, is of that order. The
+result is the upper end of the ball, an exact dyadic rational ≥ δ(v).
 
 References
 ----------
