@@ -97,7 +97,8 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian", _M + "exact_sum", ("gdp", "zcdp", "approx", "pdp"),
                exact="zcdp, gdp, approx; counting queries (ci_volume with a full-rank span and test_power of a "
                      "whole-number shift from the discrete law), and bounded sums and means on a dyadic lattice (the "
-                     "lattice's cost at most 0.1%; metrics other than ci_volume, test_power)",
+                     "lattice's cost at most 0.1%; metrics other than ci_volume, test_power); pdp on counting queries "
+                     "with listed integer moves (the discrete law's exact pDP level per move pattern)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, max_variance",
@@ -161,7 +162,7 @@ FAMILIES: tuple[Capability, ...] = (
                      "laws of dyadic scales with integer weights, optimised by the LP on ℤ; metrics l1, l2, "
                      "max_variance, usefulness, kl, renyi (mallows keeps floating point)",
                serves="R²DP: Laplace with a randomised scale"),
-    Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx"), integer=True, exact="always",
+    Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx", "pdp"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),
     Capability("discrete_laplace", _M + "discrete_laplace", ("pure", "approx", "zcdp", "gdp"), integer=True,
                bound="iid", exact="always", serves="discrete Laplace (geometric) noise on integer answers"),

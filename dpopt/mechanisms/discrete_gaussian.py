@@ -14,7 +14,10 @@ Privacy (:mod:`dpopt.privacy.discrete_gaussian`):
   its budget (:data:`~dpopt.privacy.discrete_gaussian.MOVE_MP_BUDGET`) or σ² is above
   :data:`EXACT_PROFILE_MAX_SIGMA2` (the profile sums about 40σ terms), the ρ-zCDP
   guarantee is converted by the CKS bound (Prop. 12; :mod:`dpopt.privacy.zcdp`), checked
-  in 60 digits at one order α (every α > 1 gives a valid bound), which spends more noise.
+  in 60 digits at one order α (every α > 1 gives a valid bound), which spends more noise;
+* (ε, δ)-pDP: the exact level P[|L| > ε] of the discrete law per move pattern, maximised over the listed
+  moves (:mod:`dpopt.privacy.discrete_gaussian_pdp`, arb; :mod:`dpopt.mechanisms.lattice_pdp`), σ² searched from
+  Lemma 10's continuous σ² (Liu 2019).
 
 Sampling is exact in integer arithmetic (:mod:`dpopt.noise.discrete_gaussian`: a step envelope inverted from
 uniform words, acceptance by CKS Algorithm 1; the module also holds the law's moments); the parameter range is the
@@ -47,6 +50,7 @@ from dpopt.mechanisms.integer_noise import (
     is_integer_valued,
     move_patterns,
 )
+from dpopt.mechanisms.lattice_pdp import lattice_pdp_check, pdp_lattice_variance
 from dpopt.noise.discrete_gaussian import (
     MAX_WIDE_SIGMA2,
     DiscreteGaussianMarginal,
@@ -62,6 +66,7 @@ from dpopt.privacy.discrete_gaussian import (
     move_mp_cost,
 )
 from dpopt.privacy.gaussian import gaussian_mu
+from dpopt.privacy.pdp import gaussian_pdp_sigma
 from dpopt.privacy.zcdp import zcdp_delta_cks, zcdp_delta_cks_mp, zcdp_epsilon_cks
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
@@ -108,6 +113,8 @@ def discrete_gaussian_privacy_check(space: SensitivitySpace, sigma2: Fraction, p
     """Check the target for N_Z(0, σ²) noise on ``space`` (see the module docstring)."""
     definition, p = privacy.definition, privacy.parameters
     rho = _rho(space.l2_squared, sigma2)
+    if definition == "pdp":
+        return lattice_pdp_check(space, sigma2, privacy)
     if definition == "zcdp":
         return Check(
             "privacy",
@@ -198,7 +205,7 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
         spec = problem.spec
         if not is_integer_valued(spec):
             return "discrete noise needs an integer-valued query (counts, histograms, tables, marginals)"
-        if spec.privacy.definition not in ("zcdp", "approx"):
+        if spec.privacy.definition not in ("zcdp", "approx", "pdp"):
             return f"no {spec.privacy.definition} guarantee for discrete Gaussian noise in this version"
         return None
 
@@ -208,6 +215,9 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
         if space.l2_squared == 0:
             raise CalibrationError("the l2 sensitivity is 0: there is nothing to protect with noise")
         p = spec.privacy.parameters
+        if spec.privacy.definition == "pdp":
+            sigma = gaussian_pdp_sigma(float_below(p["epsilon"]), float_below(p["delta"]), space.l2)
+            return cls(pdp_lattice_variance(space, spec.privacy, sigma), space.dimension)
         if spec.privacy.definition == "zcdp":
             start = Fraction(space.l2_squared) / (2 * written(p["rho"]))
         else:

@@ -263,7 +263,7 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
         privacy = problem.spec.privacy
         refusal = _refusal(problem)
         if refusal is None and privacy.definition not in GAUSSIAN_BITS:
-            refusal = f"a {privacy.definition} target is not certified for the discrete Gaussian"
+            refusal = f"a {privacy.definition} target is not calibrated on the sum's lattice (on counts it is)"
         if refusal is None:
             divisor, _ = answer_units(problem)
             sigma = Fraction(continuous.sigma) * divisor

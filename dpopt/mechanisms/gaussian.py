@@ -14,9 +14,10 @@ it is constant over all datasets the adjacency connects.
 η i.i.d. N_ℤ(0, σ_ℤ²), σ_ℤ² ≥ σ² a dyadic rational rounded up, sampled exactly; neighbouring answers
 differ by integer vectors, so ρ = Δ₂²/(2σ_ℤ²) ≤ Δ₂²/(2σ²) (Canonne, Kamath & Steinke 2020, Theorem 14). Under
 μ-GDP and (ε, δ) targets σ is designed for the target at the effective variance (σ_ℤ² ≥ σ²(σm)², m the certified
-slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m. On the isotropic lattice ``ci_volume`` (span
-all of ℝ^d) and ``test_power`` (a whole-number shift) are the discrete law's region and test
-(:mod:`dpopt.stats.lattice_inference`).
+slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m. Under (ε, δ)-pDP the isotropic design's σ_ℤ²
+is calibrated on the exact pDP level of the discrete law per move pattern (:mod:`dpopt.mechanisms.lattice_pdp`) and
+recorded. On the isotropic lattice ``ci_volume`` (span all of ℝ^d) and ``test_power`` (a whole-number shift) are the
+discrete law's region and test (:mod:`dpopt.stats.lattice_inference`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from dpopt.mechanisms.lattice import (
     lattice_privacy_summary,
     target_lattice_variance,
 )
+from dpopt.mechanisms.lattice_pdp import lattice_pdp_check, pdp_lattice_design
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal, discrete_gaussian_moments, sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
@@ -79,14 +81,15 @@ class GaussianMechanism(Mechanism):
 
     ``span`` is the span V of the sensitivity space (R^d by default): ``ci_volume`` is
     measured on V (see :meth:`Mechanism.expected_utility`). ``sampler="exact"``: the lattice
-    measurement of the module docstring, at the lattice variance derived from σ.
+    measurement of the module docstring, at the lattice variance derived from σ (under pDP, ``lattice_sigma2``:
+    the variance calibrated on the discrete law's pDP level, :mod:`dpopt.mechanisms.lattice_pdp`).
     """
 
     family = "gaussian"
     title = "Gaussian, isotropic"
 
     def __init__(self, sigma: float, dimension: int, span: Subspace | None = None, sampler: str = "floating_point",
-                 refusal: str | None = None, target: str = "zcdp"):
+                 refusal: str | None = None, target: str = "zcdp", lattice_sigma2: Fraction | None = None):
         self.sigma = float(sigma)
         self.dimension = int(dimension)
         self.span = FullSpace(self.dimension) if span is None else span
@@ -95,10 +98,21 @@ class GaussianMechanism(Mechanism):
         self.sampler = sampler
         self.needs_integer_answers = self.integer_noise = sampler == "exact"  # x + η: whole numbers
         self.refusal = refusal
-        self.target = "gdp" if target in GDP_TARGETS else "zcdp"  # the lattice privacy stated by privacy_summary
-        self.lattice_sigma2 = target_lattice_variance(Fraction(self.sigma) ** 2, 1, self.target) if sampler == "exact" else None
+        self.target = "gdp" if target in GDP_TARGETS else target if target == "pdp" else "zcdp"  # the lattice privacy
+        if sampler != "exact":
+            self.lattice_sigma2 = None
+        elif self.target == "pdp":
+            if lattice_sigma2 is None:
+                raise ValueError("a pDP lattice measurement needs its calibrated lattice variance")
+            self.lattice_sigma2 = Fraction(lattice_sigma2)
+        else:
+            self.lattice_sigma2 = target_lattice_variance(Fraction(self.sigma) ** 2, 1, self.target)
         if sampler == "exact" and self.lattice_sigma2 is None:
             raise ValueError("the lattice variance is beyond the exact sampler's range")
+        # under pDP: Var N_ℤ(0, σ_ℤ²)/σ², the exact measurement's error against the continuous design's (Lemma 10, a
+        # bound above the exact level: usually below 1)
+        self.cost_ratio = (discrete_variance(self.lattice_sigma2) / self.sigma**2
+                           if sampler == "exact" and self.target == "pdp" else None)
 
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
@@ -111,10 +125,13 @@ class GaussianMechanism(Mechanism):
     def design(cls, problem: Problem) -> "GaussianMechanism":
         space = problem.space
         sigma = gaussian_sigma(space.l2_squared, problem.spec.privacy)
-        refusal = lattice_reason(problem, sigma, inference=True)
+        refusal = lattice_reason(problem, sigma, inference=True, pdp=True)
         target = problem.spec.privacy.definition
+        sigma2 = None
+        if refusal is None and target == "pdp":
+            sigma2, refusal = pdp_lattice_design(space, problem.spec.privacy, sigma)
         mechanism = cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal,
-                        target)
+                        target, sigma2)
         if refusal is None and problem.spec.utility.metric in INFERENCE_METRICS:
             found = mechanism._lattice_inference(problem.spec.utility)
             if isinstance(found, str):  # the metric is not derived on the lattice: the continuous design
@@ -142,14 +159,19 @@ class GaussianMechanism(Mechanism):
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "GaussianMechanism":
+        sigma2 = parameters.get("lattice_sigma2")
         return cls(parameters["sigma"], space.dimension, space.span, parameters.get("sampler", "floating_point"),
-                   target=parameters.get("lattice_privacy", "zcdp"))
+                   target=parameters.get("lattice_privacy", "zcdp"),
+                   lattice_sigma2=None if sigma2 is None else Fraction(sigma2))
 
     @property
     def parameters(self) -> dict:
         out = {"sigma": self.sigma, "sampler": self.sampler}
         if self.sampler == "exact" and self.target == "gdp":
             out["lattice_privacy"] = "gdp"
+        if self.sampler == "exact" and self.target == "pdp":
+            out.update(lattice_privacy="pdp", lattice_sigma2=str(self.lattice_sigma2),
+                       lattice_cost_ratio=self.cost_ratio)
         return out
 
     def scope_checks(self, problem: Problem) -> list[Check]:
@@ -176,11 +198,18 @@ class GaussianMechanism(Mechanism):
         return (integer_answers(values) + noise).astype(float)
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        if self.sampler == "exact" and self.target == "pdp":
+            return [lattice_pdp_check(space, self.lattice_sigma2, privacy)]
         if self.sampler == "exact":
             return [lattice_isotropic_check(space.l2_squared, self.lattice_sigma2, privacy)]
         return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
+        if self.sampler == "exact" and self.target == "pdp":
+            rho = Fraction(space.l2_squared) / (2 * self.lattice_sigma2)
+            return {"rho": float(rho), "rho_exact": str(rho),
+                    "conversion": "the pDP level is the privacy check's (exact per move pattern); ρ = Δ₂²/(2σ_ℤ²)-zCDP "
+                                  "holds as well (CKS 2020, Thm 14)"}
         if self.sampler == "exact":
             return lattice_privacy_summary(space.l2_squared, self.lattice_sigma2, self.target)
         mu = space.l2 / self.sigma
@@ -195,7 +224,10 @@ class GaussianMechanism(Mechanism):
 
     def notes(self) -> list[str]:
         if self.sampler == "exact":
-            return [EXACT_MEASUREMENT_NOTE + f" (lattice variance σ_ℤ² = {self.lattice_sigma2})"]
+            pdp = ("; the pDP target is certified by the exact level P[|L| > ε] of the discrete law per move "
+                   f"pattern, at {self.cost_ratio:.6f} times the continuous design's variance (Lemma 10)"
+                   if self.target == "pdp" else "")
+            return [EXACT_MEASUREMENT_NOTE + f" (lattice variance σ_ℤ² = {self.lattice_sigma2}{pdp})"]
         return super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
 
     def noise_law(self) -> ProductLaw:
@@ -289,15 +321,19 @@ def lattice_scope_check(problem: Problem) -> Check:
                  "integer neighbouring shifts)", counting_query(problem), f"query kind {problem.spec.query.kind}")
 
 
-def lattice_reason(problem: Problem, sigma: float, inference: bool = False) -> str | None:
+def lattice_reason(problem: Problem, sigma: float, inference: bool = False, pdp: bool = False) -> str | None:
     """Why an isotropic Gaussian measurement N(0, σ²I) of the answers keeps the floating-point sampler (None: it
     measures exactly on the lattice; also the Gaussian stage of :mod:`~dpopt.mechanisms.james_stein`).
-    ``inference``: the caller derives ``ci_volume`` and ``test_power`` from the discrete law."""
+    ``inference``: the caller derives ``ci_volume`` and ``test_power`` from the discrete law. ``pdp``: the caller
+    releases x + η itself and calibrates a pDP target on the discrete law
+    (:func:`~dpopt.mechanisms.lattice_pdp.pdp_lattice_design`)."""
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
     if spec.utility.metric in CONTINUOUS_METRICS and not inference:
         return f"the {spec.utility.metric} prediction is of the continuous Gaussian"
+    if pdp and spec.privacy.definition == "pdp":
+        return None if counting_query(problem) else "the query's answers are not integer counts"
     reason = exact_refusal(spec.privacy.definition, counting_query(problem))
     if reason is None and target_lattice_variance(Fraction(sigma) ** 2, 1, spec.privacy.definition) is None:
         reason = ("the lattice variance is outside the exact sampler's range (2^-9 to 2^60)"

@@ -20,7 +20,9 @@ the continuous design's exact ρ-check, evaluated at those variances, certifies 
 m ≈ (1 + 1/(24σ²))/σ of :func:`~dpopt.privacy.discrete_gaussian_gdp.unit_shift_gdp`, and independent
 coordinates tensorise: the measurement is μ-GDP with μ² the continuous design's Mahalanobis sensitivity at the
 **effective variances** 1/m_T² (:func:`effective_variance`) instead of σ_T², hence (ε, δ_μ(ε))-DP by the
-analytic-Gaussian profile. pDP targets keep the floating-point sampler and its note.
+analytic-Gaussian profile. Under pDP the isotropic measurement is calibrated on the discrete law's exact level
+(:mod:`dpopt.mechanisms.lattice_pdp`); the designs that release a function of y keep the floating-point sampler and
+its note (pDP is not closed under post-processing).
 
 References
 ----------
@@ -162,9 +164,13 @@ def discrete_variance(sigma2: Fraction) -> float:
 
 def exact_refusal(definition: str, integer_valued: bool) -> str | None:
     """Why the lattice measurement cannot implement a design (None when it can)."""
+    if definition == "pdp":
+        return ("pDP is certified on the lattice only for x + η released as it is (the gaussian and "
+                "discrete_gaussian families): pDP is not closed under post-processing, and this design "
+                "releases a function of the measurement")
     if definition not in EXACT_TARGETS:
         return (f"a {definition} target is certified on the continuous Gaussian's exact profile, which the discrete "
-                "Gaussian does not inherit (ρ-zCDP, μ-GDP and (ε, δ) carry over; pDP does not)")
+                "Gaussian does not inherit (ρ-zCDP, μ-GDP and (ε, δ) carry over)")
     if not integer_valued:
         return "the query's answers are not integer counts"
     return None

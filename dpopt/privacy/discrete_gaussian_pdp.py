@@ -1,0 +1,171 @@
+r"""(ε, δ)-probabilistic DP of i.i.d. discrete Gaussian noise N_ℤ(0, σ²) on integer answers.
+
+Noise η with i.i.d. coordinates P[η_i = k] = w(k)/Z, w(k) = exp(−k²/(2σ²)) (Canonne, Kamath & Steinke 2020), added
+to integer answers x. Neighbours x, x' = x − v differ by an integer vector v, and the privacy loss of y = x + η is
+
+.. math:: L(\eta) = \log\frac{P[\eta]}{P[\eta + v]} = \frac{\|\eta + v\|^2 - \|\eta\|^2}{2\sigma^2}
+          = \frac{2S + \|v\|^2}{2\sigma^2}, \qquad S = \langle \eta, v\rangle = \sum_i v_i \eta_i ,
+
+with no normaliser term (the law lives on ℤ and v is an integer vector). S is an integer, symmetric about 0, whose
+law is the convolution of the laws of v_i·η_i. pDP (:mod:`dpopt.privacy.pdp`) asks for
+
+.. math:: \delta(v) = P\big[|L| > \varepsilon\big] = P\big[S > \varepsilon\sigma^2 - \tfrac{\|v\|^2}{2}\big]
+          + P\big[S > \varepsilon\sigma^2 + \tfrac{\|v\|^2}{2}\big] \le \delta
+
+for every neighbouring v (the second term is P[S < −εσ² − ‖v‖²/2], by the symmetry of S). It is the sum where
+the exact (ε, δ) profile of :mod:`dpopt.privacy.discrete_gaussian` is the difference A − e^ε B of the same two
+tails, and it depends on v only through its *move pattern*, the sorted non-zero |v_i|
+(:func:`~dpopt.mechanisms.integer_noise.move_patterns`). The continuous law's Lemma 10 (Liu 2019) bounds the same
+event by 2P[S > εσ² − ‖v‖²/2]; the exact level is smaller, so the lattice σ² is usually below the continuous
+design's.
+
+**Evaluation.** Each coordinate is summed over the box |k| ≤ N in arb ball arithmetic (python-flint, 128 bits):
+the generating polynomial Σ_{|k|≤N} w(k) X^{v_i(k+N)} of v_i·η_i, their product the box law of S (exact
+convolution of balls, ``arb_poly``; for one moving coordinate S = v_1η_1 and the law of η_1 serves), the two
+thresholds decided in exact rationals (ε as written, σ² dyadic:
+S > x ⟺ S ≥ ⌊x⌋ + 1). With z the box sum of w and T ≥ Σ_{|k|>N} w(k),
+
+.. math:: \delta(v) \le \frac{M}{z^m} + \frac{m\,T}{z},
+
+M the box mass of the event (P[event ∩ box] = M/Z^m ≤ M/z^m) and mT/Z ≥ P[some |η_i| > N]. The tail: for
+k ≥ N + 1, k² ≥ (N+1)² + 2(N+1)(k − N − 1), so w(k) ≤ w(N+1) r^{k−N−1} with r = e^{−(N+1)/σ²} and
+T = 2w(N+1)/(1 − r); N is chosen with w(N + 1) ≤ 2^{−100}, so T/z, the tail's share, is of that order. The
+result is the upper end of the ball, an exact dyadic rational ≥ δ(v).
+
+References
+----------
+.. [1] C. Canonne, G. Kamath and T. Steinke, "The discrete Gaussian for differential privacy", NeurIPS 2020
+   (arXiv:2004.00010): the law, the loss of integer shifts (Thm 7's derivation, one coordinate).
+.. [2] F. Liu, "Generalized Gaussian mechanism for differential privacy", IEEE TKDE 31(4), 2019: pDP (Eq. 3),
+   Lemma 10 (the continuous Gaussian's bound).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from dpopt._lazy import lazy_module
+from dpopt.errors import CalibrationError
+from dpopt.noise.discrete_generalized_gaussian import PRECISION, working_precision
+
+flint = lazy_module("flint")
+
+TAIL_BITS = 100
+"""The box |k| ≤ N stops where w(k) ≤ 2^{−100} (w(0) = 1)."""
+
+MAX_BOX_TERMS = 4_000_000
+"""Largest number of coefficients of the box law of S a level evaluation forms: 2N·Σ_i v_i + 1 (about 24σ·Σ_i v_i)
+for two or more moving coordinates, 2N + 1 for one, so σ up to about 1.7·10⁵/Σ_i v_i, or 1.7·10⁵."""
+
+SEARCH_STEPS = 24
+"""Bisection steps of :func:`pdp_sigma2` (the σ² found is within 2^{−24} relative of the switch of the
+bisection's comparisons on its bracket)."""
+
+
+def box_radius(sigma2: Fraction) -> int:
+    """N = ⌈σ√(2·TAIL_BITS·ln 2)⌉ + 1: e^{−N²/(2σ²)} ≤ 2^{−TAIL_BITS} (the tail bound's T is then below it)."""
+    return math.isqrt(math.ceil(2 * TAIL_BITS * math.log(2) * float(sigma2)) + 1) + 2
+
+
+def _weight(sigma2: Fraction, k: int) -> flint.arb:
+    """w(k) = exp(−k²/(2σ²)) as an arb ball (the exponent an exact rational)."""
+    return (-flint.arb(flint.fmpq(k * k * sigma2.denominator, 2 * sigma2.numerator))).exp()
+
+
+def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
+    """An upper bound on δ(v) = P[|L| > ε] for N_ℤ(0, σ²) noise and a move of the given pattern (module docstring).
+
+    Parameters
+    ----------
+    sigma2 : Fraction
+        σ² > 0, in lattice units.
+    pattern : tuple of int
+        The non-zero |v_i| of the move (at least one).
+    epsilon : Fraction
+        ε, exactly (the decimal as written).
+
+    Returns
+    -------
+    Fraction
+        An exact dyadic number ≥ δ(v).
+
+    Raises
+    ------
+    CalibrationError
+        The box law of S would have more than :data:`MAX_BOX_TERMS` coefficients.
+    """
+    sigma2, epsilon = Fraction(sigma2), Fraction(epsilon)
+    pattern = tuple(abs(int(t)) for t in pattern if t)
+    if sigma2 <= 0 or not pattern:
+        raise CalibrationError(f"the pDP level needs σ² > 0 and a non-zero move (got σ² = {sigma2}, {pattern})")
+    n = box_radius(sigma2)
+    span = n * sum(pattern) if len(pattern) > 1 else n  # one coordinate: S = v·η, the law of η itself
+    if 2 * span + 1 > MAX_BOX_TERMS:
+        raise CalibrationError(f"the law of ⟨η, v⟩ at σ² = {float(sigma2):.6g} for the move {pattern} has "
+                               f"{2 * span + 1} terms (more than {MAX_BOX_TERMS})")
+    norm2 = sum(t * t for t in pattern)
+    thresholds = (epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2))
+    with working_precision(PRECISION):
+        half = [_weight(sigma2, k) for k in range(n + 2)]
+        row = half[n:0:-1] + half[: n + 1]  # k = −N .. N
+        z = sum(row, flint.arb(0))
+        r = (-flint.arb(flint.fmpq((n + 1) * sigma2.denominator, sigma2.numerator))).exp()
+        tail = 2 * half[n + 1] / (1 - r)
+        unit = pattern[0] if len(pattern) == 1 else 1  # S = unit·(index − span)
+        law = row
+        if len(pattern) > 1:
+            product = flint.arb_poly([1])
+            for t in pattern:
+                coefficients = [flint.arb(0)] * (2 * n * t + 1)
+                coefficients[::t] = row
+                product *= flint.arb_poly(coefficients)
+            law = [product[j] for j in range(2 * span + 1)]
+        mass = flint.arb(0)
+        for x in thresholds:
+            first = math.floor(x / unit) + 1 + span  # the index of the smallest S > x
+            mass += sum(law[max(first, 0):], flint.arb(0))
+        m = len(pattern)
+        level = mass / z**m + m * tail / z
+        man, exp = level.upper().man_exp()
+    man, exp = int(man), int(exp)
+    return Fraction(man << exp) if exp >= 0 else Fraction(man, 1 << -exp)
+
+
+def worst_pdp_level(sigma2: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction) -> Fraction:
+    """max over the move patterns of :func:`pdp_level`."""
+    return max(pdp_level(sigma2, pattern, epsilon) for pattern in patterns)
+
+
+def pdp_sigma2(patterns: list[tuple[int, ...]], epsilon: Fraction, delta: Fraction, start: Fraction,
+               grid) -> Fraction:
+    """A σ² on ``grid`` (a rounding up of rationals to the sampler's dyadic grid) whose worst pDP level is ≤ δ: the
+    end of a bisection between a σ² that fails and one that passes, bracketed from ``start`` (the continuous
+    design's σ², whose Lemma 10 bound is above the exact level) by factors of 1.25. The level jumps as εσ² ± ‖v‖²/2
+    crosses integers, so the σ² found is one that passes, near the smallest.
+
+    Raises
+    ------
+    CalibrationError
+        No σ² below 2^20·start passes, or the box law is beyond :data:`MAX_BOX_TERMS`.
+    """
+    def passes(s2: Fraction) -> bool:
+        return worst_pdp_level(s2, patterns, epsilon) <= delta
+
+    hi = grid(Fraction(start))
+    while not passes(hi):
+        hi = grid(hi * Fraction(5, 4))
+        if hi > (1 << 20) * Fraction(start):
+            raise CalibrationError(f"no discrete Gaussian σ² up to 2^20 times {float(start):.6g} meets the pDP target")
+    lo = grid(hi * Fraction(4, 5))
+    while passes(lo):
+        hi, lo = lo, grid(lo * Fraction(4, 5))
+    for _ in range(SEARCH_STEPS):
+        mid = grid((lo + hi) / 2)
+        if mid >= hi or mid <= lo:
+            break
+        if passes(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
