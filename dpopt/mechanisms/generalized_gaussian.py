@@ -70,9 +70,11 @@ from dpopt.mechanisms.generalized_gaussian_lattice import (
     box_lattice_refusal,
     box_lattice_scale,
     box_units,
+    lattice_calibration,
     lattice_privacy_check,
     lattice_refusal,
     lattice_scale,
+    lattice_target_summary,
 )
 from dpopt.mechanisms.real_lattice import RealLattice
 from dpopt.mechanisms.real_lattice import lattice_scope_check as real_lattice_scope_check
@@ -125,7 +127,8 @@ MAX_MONTE_CARLO_COORDINATES = 200
 
 
 CALIBRATIONS = ("laplace", "clamped_laplace", "scale_lower_bound", "certified_bound", "lemma10", "corollary8",
-                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile", "lattice_pdp", "lattice_box")
+                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile", "lattice_pdp", "lattice_box",
+                "discrete_laplace", "lattice_profile", "lattice_gaussian")
 """How a scale b can have been obtained (see :class:`GeneralizedGaussianMechanism`)."""
 
 
@@ -319,7 +322,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         d = space.dimension
         if spec.privacy.definition in TARGETS:
             scales, skipped = target_scales(problem)
-            return [cls(p, b, d, "unbounded", calibration) for p, b, calibration in scales], skipped
+            options = [cls(p, b, d, "unbounded", calibration) for p, b, calibration in scales]
+            return options + cls._target_lattice_options(problem, scales, skipped), skipped
         laplace = laplace_scale_for(target["epsilon"], space.l1)
         skipped: list[str] = []
         refusal = lattice_refusal(problem)
@@ -408,12 +412,35 @@ class GeneralizedGaussianMechanism(Mechanism):
         return out
 
     @classmethod
+    def _target_lattice_options(cls, problem: Problem, scales: list, skipped: list[str]) -> list:
+        """The exact measurements on counts under (ε, δ), ρ-zCDP or μ-GDP: p = 1, 2 and, under (ε, δ), p = 3, 4, each
+        started at the continuous scale of its shape (of p = 2 when that shape was not calibrated), or the reason in
+        ``skipped``."""
+        refusal = lattice_refusal(problem)
+        if refusal is not None:
+            skipped.append(f"the exact lattice measurement: {refusal}")
+            return []
+        starts = {p: b for p, b, _ in scales}
+        shapes = PDP_SHAPES if problem.spec.privacy.definition == "approx" else PDP_SHAPES[:2]
+        out = []
+        for p in shapes:
+            start = starts.get(p, starts.get(2))
+            if start is None:
+                skipped.append(f"p={p} on the lattice: no continuous scale to start from")
+                continue
+            try:
+                out.append(cls._lattice_option(p, start, problem))
+            except CalibrationError as exc:
+                skipped.append(f"p={p} on the lattice: {exc}")
+        return out
+
+    @classmethod
     def _lattice_option(cls, p: int, start: float, problem: Problem) -> GeneralizedGaussianMechanism:
         """The exact measurement on counts of shape p, its scale from the continuous ``start``
         (:func:`~dpopt.mechanisms.generalized_gaussian_lattice.lattice_scale`)."""
         s = lattice_scale(p, start, problem)
-        return cls(p, float(s), problem.space.dimension, "unbounded", "laplace" if p == 1 else "lattice_pdp",
-                   lattice_scale=s)
+        return cls(p, float(s), problem.space.dimension, "unbounded",
+                   lattice_calibration(p, problem.spec.privacy.definition), lattice_scale=s)
 
     @classmethod
     def _pdp_option(cls, p, eps, delta, space, magnitudes) -> GeneralizedGaussianMechanism:
@@ -560,7 +587,7 @@ class GeneralizedGaussianMechanism(Mechanism):
             return {"epsilon_bound": bound, "conversion": "certified worst-case privacy loss on the lattice box"}
         if self.lattice_scale is not None:
             if self.p > 1:
-                return {}
+                return lattice_target_summary(self.p, self.lattice_scale, space, self.calibration)
             eps = Fraction(space.l1) / self.lattice_scale
             return {"epsilon": float(eps), "epsilon_exact": str(eps),
                     "conversion": "discrete Laplace on ℤ: ε = Δ₁/s exactly (pure ε-DP, hence (ε, δ)-pDP for every δ)"}

@@ -1,0 +1,179 @@
+r"""(ε, δ)-DP of i.i.d. discrete generalized Gaussian noise on integer answers: the exact privacy profile.
+
+Noise K with i.i.d. coordinates P[K_i = k] = w(k)/Z, w(k) = exp(−(|k|/s)^p)
+(:class:`~dpopt.noise.discrete_generalized_gaussian.DiscreteGeneralizedGaussian`), added to integer answers; the
+neighbours' answers differ by an integer vector v. As in :mod:`dpopt.privacy.discrete_gg_pdp`, the privacy loss of
+the output x + K is L(K) = log P[K]/P[K + v] = A/s^p with the **integer** A = Σ_i A_i(K_i),
+A_i(k) = |k + v_i|^p − |k|^p (no normalizer term: integer shifts of a law on ℤ). The pair is (ε, δ)-DP iff the
+hockey-stick divergence (the privacy profile, Balle & Wang 2018, Thm 5; Canonne, Kamath & Steinke 2020, §4)
+
+.. math:: \delta_v(\varepsilon) = \sum_k P[K = k]\,\big(1 - e^{\varepsilon - L(k)}\big)_+
+          = \sum_{a > \varepsilon s^p} P[A = a]\,\big(1 - e^{\varepsilon - a/s^p}\big)
+
+is at most δ for v and −v; the law is symmetric (k ↦ −k maps the pair for −v onto the pair for v), so
+δ_{−v} = δ_v, and δ_v depends on v only through its move pattern, the sorted non-zero |v_i|
+(:func:`~dpopt.mechanisms.integer_noise.move_patterns`).
+
+**Evaluation.** The law of A is the exact convolution of the per-coordinate laws of A_i(K_i) (integer keys, arb
+masses), each summed over the box |k| ≤ R of the law (its tail beyond R is below 2^{−80}); the masses are divided
+by the lower end of (Σ_{|k|≤R} w(k))^m ≤ Z^m, and each term (1 − e^{ε − a/s^p}) is an arb exponential of an exact
+rational. Every term of the profile is at most P[K = k], so the mass outside the box, at most m·2·tail(R)/Z, is
+added: the result is an upper bound on δ_v(ε), exact up to that tail. The distinct values of A are at most
+(2R + 1)^m; patterns whose box exceeds :data:`MAX_BOX` points are refused.
+
+At p = 2 the law is the discrete Gaussian N_ℤ(0, s²/2) and the profile is CKS 2020's Theorem 7 (tests compare the
+two); at p = 1 the discrete Laplace (:mod:`dpopt.privacy.discrete_laplace` serves it).
+
+References
+----------
+.. [1] C. Canonne, G. Kamath and T. Steinke, "The discrete Gaussian for differential privacy", NeurIPS 2020
+   (the privacy loss of a law on ℤ under integer shifts; Thm 7, the profile of the discrete Gaussian).
+.. [2] B. Balle and Y.-X. Wang, "Improving the Gaussian mechanism for differential privacy", ICML 2018, Thm 5
+   (δ(ε) = E[(1 − e^{ε − L})_+]).
+.. [3] F. Liu, "Generalized Gaussian mechanism for differential privacy", IEEE TKDE 31(4), 2019 (the law).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dpopt._lazy import lazy_module
+from dpopt.errors import CalibrationError
+from dpopt.noise.discrete_generalized_gaussian import PRECISION, DiscreteGeneralizedGaussian, working_precision
+
+flint = lazy_module("flint")
+
+MAX_BOX = 250_000
+"""Largest number of points (2R + 1)^m of the box a move pattern's loss law is convolved over."""
+
+SEARCH_STEPS = 24
+"""Bisection steps of :func:`profile_scale` (within 2^{−24} relative of the switch of the comparisons)."""
+
+
+@dataclass
+class LossLaw:
+    """The law of the integer loss numerator A of one move pattern (module docstring), inside the box.
+
+    Attributes
+    ----------
+    masses : dict
+        a ↦ an arb ball ≥ P[A = a, K in the box] (the box's masses over the lower end of its normaliser).
+    outside : flint.arb
+        An upper bound on P[K outside the box].
+    scale_power : Fraction
+        s^p: the loss of A = a is a/s^p.
+    """
+
+    masses: dict
+    outside: object
+    scale_power: Fraction
+
+
+def loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> LossLaw:
+    """The loss law of i.i.d. discrete GG(s, p) noise under a move of the given pattern (module docstring), at
+    python-flint's current precision (call it inside ``working_precision(PRECISION)``).
+
+    Raises
+    ------
+    CalibrationError
+        The box of the pattern has more than :data:`MAX_BOX` points.
+    """
+    law = DiscreteGeneralizedGaussian(p, scale)
+    radius, m = law.radius, len(pattern)
+    if (2 * radius + 1) ** m > MAX_BOX:
+        raise CalibrationError(f"a move of {m} coordinates needs a box of (2·{radius} + 1)^{m} points (limit "
+                               f"{MAX_BOX})")
+    weights = [law.weight(k) for k in range(radius + 1)]
+    inner = 2 * sum(weights[1:], flint.arb(0)) + weights[0]
+    current = {0: flint.arb(1)}
+    for v in pattern:
+        coordinate: dict = {}
+        for k in range(-radius, radius + 1):
+            a = abs(k + v) ** p - abs(k) ** p
+            coordinate[a] = coordinate.get(a, flint.arb(0)) + weights[abs(k)]
+        merged: dict = {}
+        for a1, m1 in current.items():
+            for a2, m2 in coordinate.items():
+                merged[a1 + a2] = merged.get(a1 + a2, flint.arb(0)) + m1 * m2
+        current = merged
+    norm = flint.arb(inner.lower()) ** m
+    z = law.sums(powers=(0,))[0]
+    outside = (m * 2 * law.tail(radius) / z.lower()).upper()
+    return LossLaw({a: mass / norm for a, mass in current.items()}, outside, law.scale ** p)
+
+
+def _dyadic_upper(x) -> Fraction:
+    """The upper end of an arb ball as an exact dyadic rational."""
+    man, exp = x.upper().man_exp()
+    man, exp = int(man), int(exp)
+    return Fraction(man << exp) if exp >= 0 else Fraction(man, 1 << -exp)
+
+
+def profile_delta(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
+    """An upper bound on δ_v(ε) for a move of the given pattern (module docstring).
+
+    Parameters
+    ----------
+    p : int
+        The shape.
+    scale : Fraction
+        s, in lattice units.
+    pattern : tuple of int
+        The non-zero |v_i|.
+    epsilon : Fraction
+        ε, exactly (the decimal as written).
+
+    Returns
+    -------
+    Fraction
+        An exact dyadic number ≥ δ_v(ε).
+    """
+    epsilon = Fraction(epsilon)
+    with working_precision(PRECISION):
+        law = loss_law(p, scale, pattern)
+        threshold = epsilon * law.scale_power
+        total = flint.arb(0)
+        for a, mass in law.masses.items():
+            if a > threshold:
+                x = epsilon - Fraction(a) / law.scale_power
+                total += mass * (1 - flint.arb(flint.fmpq(x.numerator, x.denominator)).exp())
+        return _dyadic_upper(total + law.outside)
+
+
+def worst_profile_delta(p: int, scale: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction) -> Fraction:
+    """max over the move patterns of :func:`profile_delta`."""
+    return max(profile_delta(p, scale, pattern, epsilon) for pattern in patterns)
+
+
+def profile_scale(p: int, patterns: list[tuple[int, ...]], epsilon: Fraction, delta: Fraction, start: float,
+                  grid) -> Fraction:
+    """A scale s on ``grid`` (a rounding of rationals up, e.g. dyadic_ceil) whose worst profile is ≤ δ at ε: the end
+    of a bisection between a scale that fails and one that passes, bracketed from ``start`` by factors of 1.25
+    (δ_v(ε) falls with s: the loss law's spread shrinks; the bisection's end is certified by the same comparison).
+
+    Raises
+    ------
+    CalibrationError
+        No scale below 2^20·start passes, or a pattern's box is too large.
+    """
+    def passes(s: Fraction) -> bool:
+        return worst_profile_delta(p, s, patterns, epsilon) <= delta
+
+    hi = grid(Fraction(start))
+    while not passes(hi):
+        hi = grid(hi * Fraction(5, 4))
+        if hi > (1 << 20) * Fraction(start):
+            raise CalibrationError(f"no discrete GG scale up to 2^20 times {start:.6g} meets the (ε, δ) target")
+    lo = grid(hi * Fraction(4, 5))
+    while passes(lo):
+        hi, lo = lo, grid(lo * Fraction(4, 5))
+    for _ in range(SEARCH_STEPS):
+        mid = grid((lo + hi) / 2)
+        if mid >= hi:
+            break
+        if passes(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
