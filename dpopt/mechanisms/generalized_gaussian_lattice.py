@@ -8,7 +8,8 @@ GG(0, b, p) design is replaced by integer noise with P[K = k] ∝ exp(−(|k|/s)
 * **p = 1**, the discrete Laplace of scale s: w(k)/w(k + v) = e^{(|k+v| − |k|)/s} ≤ e^{‖v‖₁/s}, so ε = Δ₁/s
   exactly (pure ε-DP, hence (ε, δ)-pDP for every δ); s = the continuous b rounded up.
 * **p = 2, 3, 4 under pDP**: the exact lattice level δ(v) = P[|L| > ε] per move pattern
-  (:mod:`dpopt.privacy.discrete_gg_pdp`), for neighbours moving one or two coordinates; s is the end of a
+  (:mod:`dpopt.privacy.discrete_gg_pdp`), for neighbours moving any number of coordinates within the box limit
+  :data:`~dpopt.privacy.discrete_gg_profile.MAX_BOX`; s is the end of a
   bisection on the dyadic grid started at the continuous calibration (the level jumps with s: the loss takes
   lattice values).
 * **(ε, δ)**: p = 1 is the discrete Laplace, calibrated and checked by
@@ -24,9 +25,11 @@ GG(0, b, p) design is replaced by integer noise with P[K = k] ∝ exp(−(|k|/s)
 
 The utilities are the discrete law's: E|K|, E K², P(|K| ≤ γ) summed exactly in arb with a proven tail bound below
 2^{−80} (not a Monte Carlo estimate, and not the continuous law's closed forms). Refusals (the continuous design
-is kept, with the idealized-numerics note): ``sampler: floating_point``, a non-counting query, another target, a
-neighbour moving more than two coordinates (p ≥ 2 under pDP), a box beyond
-:data:`~dpopt.privacy.discrete_gg_profile.MAX_BOX` points ((ε, δ)), a scale beyond the sampler's 2^40.
+is kept, with the idealized-numerics note): ``sampler: floating_point``, a non-counting query, neighbours
+whose moves are not listed integer vectors or whose box (2R + 1)^m exceeds
+:data:`~dpopt.privacy.discrete_gg_profile.MAX_BOX` points (p ≥ 2 under pDP and (ε, δ)), p ≥ 3 under zCDP and
+GDP, a lattice variance beyond the certified GDP slope's range (p = 2 under GDP), a scale beyond the sampler's
+2^40.
 
 **A bounded mean with public n under pure ε** (the truncated variant, Liu 2019 Def. 5): each record is rounded
 to g = 2^e and summed exactly as in :mod:`dpopt.mechanisms.exact_sum` (:mod:`dpopt.mechanisms.real_lattice`, the
@@ -51,7 +54,7 @@ from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns
 from dpopt.mechanisms.lattice import lattice_isotropic_check, lattice_privacy_summary, target_lattice_variance
 from dpopt.mechanisms.real_lattice import RealLattice, answer_units, exponent_at_most, real_lattice
 from dpopt.mechanisms.real_lattice import lattice_refusal as real_lattice_refusal
-from dpopt.privacy.discrete_gg_pdp import MAX_MOVING, pdp_scale, worst_pdp_level
+from dpopt.privacy.discrete_gg_pdp import pdp_scale, worst_pdp_level
 from dpopt.privacy.discrete_gg_profile import profile_scale, worst_profile_delta
 from dpopt.privacy.discrete_truncated_gg import MAX_POINTS, truncated_loss_bound, truncated_scale
 from dpopt.problem import Problem
@@ -96,8 +99,8 @@ def lattice_scale(p: int, continuous: float, problem: Problem) -> Fraction:
     Raises
     ------
     CalibrationError
-        p ≥ 2 and the neighbours' moves are not listed integer patterns of at most two coordinates, or no scale
-        meets the target, or s is beyond :data:`MAX_LATTICE_SCALE`.
+        p ≥ 2 and the neighbours' moves are not listed integer patterns (pDP, (ε, δ)) or their box is too large,
+        p ≥ 3 under zCDP or GDP, no scale meets the target, or s is beyond :data:`MAX_LATTICE_SCALE`.
     """
     space, privacy = problem.space, problem.spec.privacy
     target = privacy.parameters
@@ -109,10 +112,7 @@ def lattice_scale(p: int, continuous: float, problem: Problem) -> Fraction:
         s = pdp_scale(p, _patterns(space), written(target["epsilon"]), written(target["delta"]), continuous,
                       dyadic_ceil)
     elif privacy.definition == "approx":
-        patterns = move_patterns(space)
-        if patterns is None:
-            raise CalibrationError("the neighbouring differences are not listed integer vectors")
-        s = profile_scale(p, patterns, written(target["epsilon"]), written(target["delta"]), continuous,
+        s = profile_scale(p, _patterns(space), written(target["epsilon"]), written(target["delta"]), continuous,
                           dyadic_ceil)
     elif p == 2:
         s = _gaussian_scale(space, privacy)
@@ -163,9 +163,6 @@ def _patterns(space: SensitivitySpace) -> list[tuple[int, ...]]:
     patterns = move_patterns(space)
     if patterns is None:
         raise CalibrationError("the neighbouring differences are not listed integer vectors")
-    if max(len(pattern) for pattern in patterns) > MAX_MOVING:
-        raise CalibrationError(f"a neighbour moves more than {MAX_MOVING} coordinates (the lattice pDP level is "
-                               "summed for one or two)")
     return patterns
 
 
@@ -184,15 +181,15 @@ def lattice_privacy_check(p: int, scale: Fraction, space: SensitivitySpace, priv
         check = lattice_isotropic_check(Fraction(space.l2_squared), scale * scale / 2, privacy)
         return Check(check.claim, f"discrete GG with p = 2 is N_ℤ(0, s²/2), s = {scale}: {check.method}",
                      check.passed, check.detail)
-    if privacy.definition == "approx":
-        patterns = move_patterns(space)
-        if patterns is None:
-            return Check("privacy", "exact (ε, δ) profile of the discrete GG on ℤ", False,
-                         "the neighbouring differences are not listed integer vectors")
+    eps = written(target["epsilon"])
+    if p > 1 and privacy.definition in ("approx", "pdp"):
+        level_of = worst_profile_delta if privacy.definition == "approx" else worst_pdp_level
         try:
-            level = worst_profile_delta(p, scale, patterns, written(target["epsilon"]))
+            patterns = _patterns(space)
+            level = level_of(p, scale, patterns, eps)
         except CalibrationError as exc:
-            return Check("privacy", "exact (ε, δ) profile of the discrete GG on ℤ", False, str(exc))
+            return Check("privacy", f"{privacy.definition} level of the discrete GG on ℤ", False, str(exc))
+    if p > 1 and privacy.definition == "approx":
         return Check(
             "privacy",
             "exact (ε, δ) profile of the discrete GG on ℤ: δ_v(ε) = Σ_a P[A = a](1 − e^{ε − a/s^p})₊, "
@@ -202,7 +199,6 @@ def lattice_privacy_check(p: int, scale: Fraction, space: SensitivitySpace, priv
             level <= written(target["delta"]),
             f"s = {scale}, p = {p}: δ(ε={target['epsilon']}) ≤ {float(level):.12g} vs δ = {target['delta']}",
         )
-    eps = written(target["epsilon"])
     if p == 1:
         ratio = Fraction(space.l1) / scale
         pdp = "; pure ε-DP implies (ε, δ)-pDP" if privacy.definition == "pdp" else ""
@@ -211,11 +207,6 @@ def lattice_privacy_check(p: int, scale: Fraction, space: SensitivitySpace, priv
     if privacy.definition != "pdp":
         return Check("privacy", "discrete generalized Gaussian, p > 1", False,
                      f"discrete GG noise with p = {p} > 1 is not ε-DP for any scale (the loss grows like |k|^(p−1))")
-    try:
-        patterns = _patterns(space)
-    except CalibrationError as exc:
-        return Check("privacy", "pDP level of the discrete GG on ℤ", False, str(exc))
-    level = worst_pdp_level(p, scale, patterns, eps)
     return Check(
         "privacy",
         "pDP level of the discrete GG on ℤ: δ(v) = P[|L| > ε], L = s^{−p} Σ_i (|K_i + v_i|^p − |K_i|^p) (no "

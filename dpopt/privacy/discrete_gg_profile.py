@@ -48,7 +48,7 @@ MAX_BOX = 250_000
 """Largest number of points (2R + 1)^m of the box a move pattern's loss law is convolved over."""
 
 SEARCH_STEPS = 24
-"""Bisection steps of :func:`profile_scale` (within 2^{−24} relative of the switch of the comparisons)."""
+"""Bisection steps of :func:`lattice_bisection`."""
 
 
 @dataclass
@@ -103,7 +103,7 @@ def loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> LossLaw:
     return LossLaw({a: mass / norm for a, mass in current.items()}, outside, law.scale ** p)
 
 
-def _dyadic_upper(x) -> Fraction:
+def dyadic_upper(x) -> Fraction:
     """The upper end of an arb ball as an exact dyadic rational."""
     man, exp = x.upper().man_exp()
     man, exp = int(man), int(exp)
@@ -138,7 +138,7 @@ def profile_delta(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fr
             if a > threshold:
                 x = epsilon - Fraction(a) / law.scale_power
                 total += mass * (1 - flint.arb(flint.fmpq(x.numerator, x.denominator)).exp())
-        return _dyadic_upper(total + law.outside)
+        return dyadic_upper(total + law.outside)
 
 
 def worst_profile_delta(p: int, scale: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction) -> Fraction:
@@ -148,23 +148,34 @@ def worst_profile_delta(p: int, scale: Fraction, patterns: list[tuple[int, ...]]
 
 def profile_scale(p: int, patterns: list[tuple[int, ...]], epsilon: Fraction, delta: Fraction, start: float,
                   grid) -> Fraction:
-    """A scale s on ``grid`` (a rounding of rationals up, e.g. dyadic_ceil) whose worst profile is ≤ δ at ε: the end
-    of a bisection between a scale that fails and one that passes, bracketed from ``start`` by factors of 1.25
-    (δ_v(ε) falls with s: the loss law's spread shrinks; the bisection's end is certified by the same comparison).
+    """A scale s on ``grid`` (a rounding of rationals up, e.g. dyadic_ceil) whose worst profile is ≤ δ at ε
+    (:func:`lattice_bisection` from ``start``, e.g. the continuous calibration).
 
     Raises
     ------
     CalibrationError
         No scale below 2^20·start passes, or a pattern's box is too large.
     """
-    def passes(s: Fraction) -> bool:
-        return worst_profile_delta(p, s, patterns, epsilon) <= delta
+    return lattice_bisection(lambda s: worst_profile_delta(p, s, patterns, epsilon) <= delta, start, grid,
+                             "(ε, δ)")
 
+
+def lattice_bisection(passes, start: float, grid, target: str) -> Fraction:
+    """The end of a bisection on ``grid`` between a scale that fails and one that ``passes``, bracketed from
+    ``start`` by factors of 1.25. The level falls with s in trend but in steps (the loss takes lattice values), so
+    the result is a passing scale within 2^{−SEARCH_STEPS} relative of a switch of the comparisons, certified by
+    the same comparison.
+
+    Raises
+    ------
+    CalibrationError
+        No scale below 2^20·start passes (``target`` names the target in the message).
+    """
     hi = grid(Fraction(start))
     while not passes(hi):
         hi = grid(hi * Fraction(5, 4))
         if hi > (1 << 20) * Fraction(start):
-            raise CalibrationError(f"no discrete GG scale up to 2^20 times {start:.6g} meets the (ε, δ) target")
+            raise CalibrationError(f"no discrete GG scale up to 2^20 times {start:.6g} meets the {target} target")
     lo = grid(hi * Fraction(4, 5))
     while passes(lo):
         hi, lo = lo, grid(lo * Fraction(4, 5))
