@@ -303,15 +303,19 @@ class GeneralizedGaussianMechanism(Mechanism):
             )
         best_value, best = min(scored, key=lambda item: item[0])
         exact = [item for item in scored if item[1].exact_noise]
+        kept = []
         if exact and not best.exact_noise:
             value, candidate = min(exact, key=lambda item: item[0])
             if value <= best_value + COST_MARGIN * abs(best_value):
                 best = candidate
+            else:
+                kept = [f"the floating-point sampler is kept: the best exact option, {candidate._label()}, predicts "
+                        f"{sign * value:.6g}, more than {COST_MARGIN:.1%} from the best ({sign * best_value:.6g})"]
         best._design_notes = [
             f"chosen by predicted {spec.utility.metric} among: "
             + ", ".join(f"{m._label()} ({sign * v:.6g})" for v, m in scored)
             + ("; not calibrated: " + "; ".join(skipped) if skipped else "")
-        ]
+        ] + kept
         return best
 
     @classmethod

@@ -8,8 +8,8 @@ GG(0, b, p) design is replaced by integer noise with P[K = k] ∝ exp(−(|k|/s)
 * **p = 1**, the discrete Laplace of scale s: w(k)/w(k + v) = e^{(|k+v| − |k|)/s} ≤ e^{‖v‖₁/s}, so ε = Δ₁/s
   exactly (pure ε-DP, hence (ε, δ)-pDP for every δ); s = the continuous b rounded up.
 * **p = 2, 3, 4 under pDP**: the exact lattice level δ(v) = P[|L| > ε] per move pattern
-  (:mod:`dpopt.privacy.discrete_gg_pdp`), for neighbours moving any number of coordinates within the box limit
-  :data:`~dpopt.privacy.discrete_gg_profile.MAX_BOX`; s is the end of a
+  (:mod:`dpopt.privacy.discrete_gg_pdp`), for neighbours moving any number of coordinates within the work limit
+  :data:`~dpopt.privacy.discrete_gg_profile.MAX_PRODUCTS`; s is the end of a
   bisection on the dyadic grid started at the continuous calibration (the level jumps with s: the loss takes
   lattice values).
 * **(ε, δ)**: p = 1 is the discrete Laplace, calibrated and checked by
@@ -26,8 +26,8 @@ GG(0, b, p) design is replaced by integer noise with P[K = k] ∝ exp(−(|k|/s)
 The utilities are the discrete law's: E|K|, E K², P(|K| ≤ γ) summed exactly in arb with a proven tail bound below
 2^{−80} (not a Monte Carlo estimate, and not the continuous law's closed forms). Refusals (the continuous design
 is kept, with the idealized-numerics note): ``sampler: floating_point``, a non-counting query, neighbours
-whose moves are not listed integer vectors or whose box (2R + 1)^m exceeds
-:data:`~dpopt.privacy.discrete_gg_profile.MAX_BOX` points (p ≥ 2 under pDP and (ε, δ)), p ≥ 3 under zCDP and
+whose moves are not listed integer vectors or whose loss-law convolution exceeds
+:data:`~dpopt.privacy.discrete_gg_profile.MAX_PRODUCTS` (p ≥ 2 under pDP and (ε, δ)), p ≥ 3 under zCDP and
 GDP, a lattice variance beyond the certified GDP slope's range (p = 2 under GDP), a scale beyond the sampler's
 2^40.
 

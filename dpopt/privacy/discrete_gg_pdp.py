@@ -23,8 +23,8 @@ the mass outside the box, at most m·2·tail(R)/Z (the proven tail of the law's 
 an upper bound on δ(v), exact up to that tail (below 2^{−79}) (:func:`~dpopt.privacy.discrete_gg_profile.loss_law`,
 shared with the (ε, δ) profile).
 
-Patterns of any number of moving coordinates are served while the box has at most
-:data:`~dpopt.privacy.discrete_gg_profile.MAX_BOX` points ((2R + 1)^m).
+Patterns of any number of moving coordinates are served within the convolution's work limit
+:data:`~dpopt.privacy.discrete_gg_profile.MAX_PRODUCTS`.
 
 References
 ----------
@@ -66,7 +66,7 @@ def pdp_level(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fracti
     Raises
     ------
     CalibrationError
-        The pattern's box has more than :data:`~dpopt.privacy.discrete_gg_profile.MAX_BOX` points.
+        The pattern's loss-law convolution exceeds :data:`~dpopt.privacy.discrete_gg_profile.MAX_PRODUCTS`.
     """
     with working_precision(PRECISION):
         law = loss_law(p, scale, pattern)

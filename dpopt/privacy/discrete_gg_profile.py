@@ -18,8 +18,10 @@ is at most δ for v and −v; the law is symmetric (k ↦ −k maps the pair for
 masses), each summed over the box |k| ≤ R of the law (its tail beyond R is below 2^{−80}); the masses are divided
 by the lower end of (Σ_{|k|≤R} w(k))^m ≤ Z^m, and each term (1 − e^{ε − a/s^p}) is an arb exponential of an exact
 rational. Every term of the profile is at most P[K = k], so the mass outside the box, at most m·2·tail(R)/Z, is
-added: the result is an upper bound on δ_v(ε), exact up to that tail. The distinct values of A are at most
-(2R + 1)^m; patterns whose box exceeds :data:`MAX_BOX` points are refused.
+added: the result is an upper bound on δ_v(ε), exact up to that tail. The convolution's work is the number of
+products (distinct values of A so far) × (distinct values of A_i), at most (2R + 1)^m over the pattern and far fewer
+when the values collide (at p = 2, A_i(k) = 2kv_i + v_i² is linear in k: the sums take O(mR) values); patterns
+needing more than :data:`MAX_PRODUCTS` products in one step are refused.
 
 At p = 2 the law is the discrete Gaussian N_ℤ(0, s²/2) and the profile is CKS 2020's Theorem 7 (tests compare the
 two); at p = 1 the discrete Laplace (:mod:`dpopt.privacy.discrete_laplace` serves it).
@@ -44,8 +46,8 @@ from dpopt.noise.discrete_generalized_gaussian import PRECISION, DiscreteGeneral
 
 flint = lazy_module("flint")
 
-MAX_BOX = 250_000
-"""Largest number of points (2R + 1)^m of the box a move pattern's loss law is convolved over."""
+MAX_PRODUCTS = 500_000
+"""Largest number of products of one step of a move pattern's loss-law convolution (about half a second)."""
 
 SEARCH_STEPS = 24
 """Bisection steps of :func:`lattice_bisection`."""
@@ -77,13 +79,10 @@ def loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> LossLaw:
     Raises
     ------
     CalibrationError
-        The box of the pattern has more than :data:`MAX_BOX` points.
+        A step of the convolution needs more than :data:`MAX_PRODUCTS` products.
     """
     law = DiscreteGeneralizedGaussian(p, scale)
     radius, m = law.radius, len(pattern)
-    if (2 * radius + 1) ** m > MAX_BOX:
-        raise CalibrationError(f"a move of {m} coordinates needs a box of (2·{radius} + 1)^{m} points (limit "
-                               f"{MAX_BOX})")
     weights = [law.weight(k) for k in range(radius + 1)]
     inner = 2 * sum(weights[1:], flint.arb(0)) + weights[0]
     current = {0: flint.arb(1)}
@@ -92,6 +91,9 @@ def loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> LossLaw:
         for k in range(-radius, radius + 1):
             a = abs(k + v) ** p - abs(k) ** p
             coordinate[a] = coordinate.get(a, flint.arb(0)) + weights[abs(k)]
+        if len(current) * len(coordinate) > MAX_PRODUCTS:
+            raise CalibrationError(f"the loss law of a move of {m} coordinates needs {len(current)} × "
+                                   f"{len(coordinate)} products in one convolution step (limit {MAX_PRODUCTS})")
         merged: dict = {}
         for a1, m1 in current.items():
             for a2, m2 in coordinate.items():
