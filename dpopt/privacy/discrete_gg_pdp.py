@@ -37,9 +37,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 from dpopt._lazy import lazy_module
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, working_precision
-from dpopt.privacy.discrete_gg_profile import dyadic_upper, lattice_bisection, loss_law
+from dpopt.privacy.discrete_gg_profile import dyadic_upper, float_loss_law, lattice_bisection, loss_law
 
 flint = lazy_module("flint")
 
@@ -83,11 +85,21 @@ def worst_pdp_level(p: int, scale: Fraction, patterns: list[tuple[int, ...]], ep
 def pdp_scale(p: int, patterns: list[tuple[int, ...]], epsilon: Fraction, delta: Fraction, start: float,
               grid) -> Fraction:
     """A scale s on ``grid`` (a rounding of rationals up, e.g. dyadic_ceil) whose worst pDP level is ≤ δ
-    (:func:`~dpopt.privacy.discrete_gg_profile.lattice_bisection` from ``start``, e.g. the continuous calibration).
+    (:func:`~dpopt.privacy.discrete_gg_profile.lattice_bisection` from ``start``, e.g. the continuous calibration:
+    searched on the double-precision loss law, certified by :func:`worst_pdp_level`).
 
     Raises
     ------
     CalibrationError
-        No scale below 2^20·start passes, or a pattern's box is too large.
+        No scale below 2^20·start passes, the certification fails, or a pattern's convolution is too large.
     """
-    return lattice_bisection(lambda s: worst_pdp_level(p, s, patterns, epsilon) <= delta, start, grid, "pDP")
+    def estimate(s: Fraction) -> bool:
+        threshold = float(Fraction(epsilon) * s**p)
+        worst = 0.0
+        for pattern in patterns:
+            values, probs = float_loss_law(p, s, pattern)
+            worst = max(worst, float(probs[np.abs(values) > threshold].sum()))
+        return worst <= delta
+
+    return lattice_bisection(estimate, lambda s: worst_pdp_level(p, s, patterns, epsilon) <= delta, start, grid,
+                             "pDP")

@@ -40,6 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from dpopt._lazy import lazy_module
 from dpopt.errors import CalibrationError
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, DiscreteGeneralizedGaussian, working_precision
@@ -51,6 +53,9 @@ MAX_PRODUCTS = 500_000
 
 SEARCH_STEPS = 24
 """Bisection steps of :func:`lattice_bisection`."""
+
+CERTIFY_STEPS = 16
+"""Steps of 2^{−20} relative by which :func:`lattice_bisection` raises the search's end until it is certified."""
 
 
 @dataclass
@@ -105,6 +110,30 @@ def loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> LossLaw:
     return LossLaw({a: mass / norm for a, mass in current.items()}, outside, law.scale ** p)
 
 
+def float_loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The loss law of :func:`loss_law` in double precision, for the calibration's search only (its end is
+    certified by the arb evaluation): the distinct values of A (int64) and their probabilities on the box.
+
+    Raises
+    ------
+    CalibrationError
+        A step of the convolution needs more than :data:`MAX_PRODUCTS` products.
+    """
+    law = DiscreteGeneralizedGaussian(p, scale)
+    k = np.arange(-law.radius, law.radius + 1, dtype=np.int64)
+    w = np.exp(-((np.abs(k) / float(law.scale)) ** p))
+    w /= w.sum()
+    values, probs = np.zeros(1, dtype=np.int64), np.ones(1)
+    for v in pattern:
+        a = np.abs(k + v) ** p - np.abs(k) ** p
+        if values.size * a.size > MAX_PRODUCTS:
+            raise CalibrationError(f"the loss law of a move of {len(pattern)} coordinates needs {values.size} × "
+                                   f"{a.size} products in one convolution step (limit {MAX_PRODUCTS})")
+        values, inverse = np.unique(np.add.outer(values, a).ravel(), return_inverse=True)
+        probs = np.bincount(inverse.ravel(), weights=np.outer(probs, w).ravel())
+    return values, probs
+
+
 def dyadic_upper(x) -> Fraction:
     """The upper end of an arb ball as an exact dyadic rational."""
     man, exp = x.upper().man_exp()
@@ -148,31 +177,44 @@ def worst_profile_delta(p: int, scale: Fraction, patterns: list[tuple[int, ...]]
     return max(profile_delta(p, scale, pattern, epsilon) for pattern in patterns)
 
 
+def float_profile_delta(p: int, scale: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction) -> float:
+    """max over the move patterns of δ_v(ε) in double precision (:func:`float_loss_law`; the search's estimate)."""
+    worst = 0.0
+    for pattern in patterns:
+        values, probs = float_loss_law(p, scale, pattern)
+        loss = values / float(Fraction(scale) ** p)
+        worst = max(worst, float(np.sum(probs * np.maximum(0.0, -np.expm1(float(epsilon) - loss)))))
+    return worst
+
+
 def profile_scale(p: int, patterns: list[tuple[int, ...]], epsilon: Fraction, delta: Fraction, start: float,
                   grid) -> Fraction:
     """A scale s on ``grid`` (a rounding of rationals up, e.g. dyadic_ceil) whose worst profile is ≤ δ at ε
-    (:func:`lattice_bisection` from ``start``, e.g. the continuous calibration).
+    (:func:`lattice_bisection` from ``start``, e.g. the continuous calibration: searched on
+    :func:`float_profile_delta`, certified by :func:`worst_profile_delta`).
 
     Raises
     ------
     CalibrationError
-        No scale below 2^20·start passes, or a pattern's box is too large.
+        No scale below 2^20·start passes, the certification fails, or a pattern's convolution is too large.
     """
-    return lattice_bisection(lambda s: worst_profile_delta(p, s, patterns, epsilon) <= delta, start, grid,
-                             "(ε, δ)")
+    return lattice_bisection(lambda s: float_profile_delta(p, s, patterns, epsilon) <= delta,
+                             lambda s: worst_profile_delta(p, s, patterns, epsilon) <= delta, start, grid, "(ε, δ)")
 
 
-def lattice_bisection(passes, start: float, grid, target: str) -> Fraction:
-    """The end of a bisection on ``grid`` between a scale that fails and one that ``passes``, bracketed from
-    ``start`` by factors of 1.25. The level falls with s in trend but in steps (the loss takes lattice values), so
-    the result is a passing scale within 2^{−SEARCH_STEPS} relative of a switch of the comparisons, certified by
-    the same comparison.
+def lattice_bisection(estimate, certified, start: float, grid, target: str) -> Fraction:
+    """The end of a bisection on ``grid`` between a scale that fails and one that passes by ``estimate`` (a
+    double-precision level), bracketed from ``start`` by factors of 1.25, then raised by steps of 2^{−20} relative
+    until ``certified`` (the arb level) accepts it. The level falls with s in trend but in steps (the loss takes
+    lattice values), so the result is within 2^{−SEARCH_STEPS} relative of a switch of the comparisons.
 
     Raises
     ------
     CalibrationError
-        No scale below 2^20·start passes (``target`` names the target in the message).
+        No scale below 2^20·start passes, or the certified level does not accept the search's end within
+        :data:`CERTIFY_STEPS` steps (``target`` names the target in the message).
     """
+    passes = estimate
     hi = grid(Fraction(start))
     while not passes(hi):
         hi = grid(hi * Fraction(5, 4))
@@ -189,4 +231,8 @@ def lattice_bisection(passes, start: float, grid, target: str) -> Fraction:
             hi = mid
         else:
             lo = mid
-    return hi
+    for _ in range(CERTIFY_STEPS):
+        if certified(hi):
+            return hi
+        hi = grid(hi * (1 + Fraction(1, 2**20)))
+    raise CalibrationError(f"the certified {target} level does not accept the discrete GG scale {float(hi):.6g}")
