@@ -26,8 +26,10 @@ p = 3, 4 under (ε, δ) on their exact one-coordinate profile (:mod:`dpopt.priva
 p > 2 has no zCDP or GDP guarantee at any scale.
 
 **Exact measurement** (:mod:`dpopt.mechanisms.generalized_gaussian_lattice`, unless ``sampler:
-floating_point``): on counting queries under pure ε and pDP the unbounded options are the discrete GG on ℤ
-(p = 1 the discrete Laplace; p ≥ 2 calibrated on the lattice pDP level, :mod:`dpopt.privacy.discrete_gg_pdp`);
+floating_point``): on counting queries the unbounded options are joined by the discrete GG on ℤ (p = 1 the
+discrete Laplace; under pDP p ≥ 2 calibrated on the lattice pDP level, :mod:`dpopt.privacy.discrete_gg_pdp`, and
+under (ε, δ) on the lattice profile, :mod:`dpopt.privacy.discrete_gg_profile`; under ρ-zCDP and μ-GDP p = 2 as the
+discrete Gaussian);
 on a bounded mean with public n under pure ε the truncated options are joined by the truncated discrete GG on
 the lattice box (:mod:`dpopt.privacy.discrete_truncated_gg`). The samplers are exact
 (:mod:`dpopt.noise.discrete_generalized_gaussian`).
