@@ -117,20 +117,23 @@ def float_loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> tuple[n
     Raises
     ------
     CalibrationError
-        A step of the convolution needs more than :data:`MAX_PRODUCTS` products.
+        A step of the convolution needs more than :data:`MAX_PRODUCTS` products, or a value of A is beyond 2^62.
     """
     law = DiscreteGeneralizedGaussian(p, scale)
+    if len(pattern) * (law.radius + max(pattern)) ** p >= 2**62:
+        raise CalibrationError(f"the loss values of the discrete GG at s = {float(scale):.6g} exceed int64")
     k = np.arange(-law.radius, law.radius + 1, dtype=np.int64)
     w = np.exp(-((np.abs(k) / float(law.scale)) ** p))
     w /= w.sum()
     values, probs = np.zeros(1, dtype=np.int64), np.ones(1)
     for v in pattern:
-        a = np.abs(k + v) ** p - np.abs(k) ** p
+        a, which = np.unique(np.abs(k + v) ** p - np.abs(k) ** p, return_inverse=True)
         if values.size * a.size > MAX_PRODUCTS:
             raise CalibrationError(f"the loss law of a move of {len(pattern)} coordinates needs {values.size} × "
                                    f"{a.size} products in one convolution step (limit {MAX_PRODUCTS})")
+        weights = np.bincount(which.ravel(), weights=w)
         values, inverse = np.unique(np.add.outer(values, a).ravel(), return_inverse=True)
-        probs = np.bincount(inverse.ravel(), weights=np.outer(probs, w).ravel())
+        probs = np.bincount(inverse.ravel(), weights=np.outer(probs, weights).ravel())
     return values, probs
 
 
