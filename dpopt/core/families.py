@@ -143,11 +143,14 @@ FAMILIES: tuple[Capability, ...] = (
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
     Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
                bound="iid_zcdp",
-               exact="pure and pdp on counting queries (discrete GG on ℤ: p = 1 by Δ₁/s, p = 2, 3, 4 by the exact "
-                     "lattice pDP level for moves of one or two cells); pure on a bounded mean with public n and "
-                     "bounds that are multiples of the lattice (the truncated discrete GG on the lattice box); an "
-                     "exact option is kept when within 0.1% of the best; not approx, zcdp, gdp, the "
-                     "boundary-inflated variants, bounded sums, or pDP moves of three or more cells",
+               exact="every target on counting queries (discrete GG on ℤ: pure by Δ₁/s at p = 1; pdp and approx at "
+                     "p = 2, 3, 4 by the exact lattice pDP level and (ε, δ) profile of each move pattern, any number "
+                     "of moving cells within the convolution's limit; approx, zcdp, gdp at p = 1 as the discrete "
+                     "Laplace and zcdp, gdp at p = 2 as the discrete Gaussian); pure on a bounded mean with public n "
+                     "and bounds that are multiples of the lattice (the truncated discrete GG on the lattice box); an "
+                     "exact option is kept when within 0.1% of the best (gdp at p = 2: σ² ≳ 100, the certified "
+                     "slope's cost); not zcdp or gdp at p ≥ 3 (no guarantee at any scale), the boundary-inflated "
+                     "variants, or bounded sums",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
                exact="on counting queries (the discrete staircase on ℤ, integer steps): approx, zcdp, gdp on listed "

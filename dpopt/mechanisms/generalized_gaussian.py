@@ -26,8 +26,10 @@ p = 3, 4 under (ε, δ) on their exact one-coordinate profile (:mod:`dpopt.priva
 p > 2 has no zCDP or GDP guarantee at any scale.
 
 **Exact measurement** (:mod:`dpopt.mechanisms.generalized_gaussian_lattice`, unless ``sampler:
-floating_point``): on counting queries under pure ε and pDP the unbounded options are the discrete GG on ℤ
-(p = 1 the discrete Laplace; p ≥ 2 calibrated on the lattice pDP level, :mod:`dpopt.privacy.discrete_gg_pdp`);
+floating_point``): on counting queries the unbounded options are joined by the discrete GG on ℤ (p = 1 the
+discrete Laplace; under pDP p ≥ 2 calibrated on the lattice pDP level, :mod:`dpopt.privacy.discrete_gg_pdp`, and
+under (ε, δ) on the lattice profile, :mod:`dpopt.privacy.discrete_gg_profile`; under ρ-zCDP and μ-GDP p = 2 as the
+discrete Gaussian);
 on a bounded mean with public n under pure ε the truncated options are joined by the truncated discrete GG on
 the lattice box (:mod:`dpopt.privacy.discrete_truncated_gg`). The samplers are exact
 (:mod:`dpopt.noise.discrete_generalized_gaussian`).
@@ -70,9 +72,11 @@ from dpopt.mechanisms.generalized_gaussian_lattice import (
     box_lattice_refusal,
     box_lattice_scale,
     box_units,
+    lattice_calibration,
     lattice_privacy_check,
     lattice_refusal,
     lattice_scale,
+    lattice_target_summary,
 )
 from dpopt.mechanisms.real_lattice import RealLattice
 from dpopt.mechanisms.real_lattice import lattice_scope_check as real_lattice_scope_check
@@ -125,7 +129,8 @@ MAX_MONTE_CARLO_COORDINATES = 200
 
 
 CALIBRATIONS = ("laplace", "clamped_laplace", "scale_lower_bound", "certified_bound", "lemma10", "corollary8",
-                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile", "lattice_pdp", "lattice_box")
+                "corollary7_monte_carlo", "eq7", "gaussian", "exact_profile", "lattice_pdp", "lattice_box",
+                "discrete_laplace", "lattice_profile", "lattice_gaussian")
 """How a scale b can have been obtained (see :class:`GeneralizedGaussianMechanism`)."""
 
 
@@ -300,15 +305,19 @@ class GeneralizedGaussianMechanism(Mechanism):
             )
         best_value, best = min(scored, key=lambda item: item[0])
         exact = [item for item in scored if item[1].exact_noise]
+        kept = []
         if exact and not best.exact_noise:
             value, candidate = min(exact, key=lambda item: item[0])
             if value <= best_value + COST_MARGIN * abs(best_value):
                 best = candidate
+            else:
+                kept = [f"the floating-point sampler is kept: the best exact option, {candidate._label()}, predicts "
+                        f"{sign * value:.6g}, more than {COST_MARGIN:.1%} from the best ({sign * best_value:.6g})"]
         best._design_notes = [
             f"chosen by predicted {spec.utility.metric} among: "
             + ", ".join(f"{m._label()} ({sign * v:.6g})" for v, m in scored)
             + ("; not calibrated: " + "; ".join(skipped) if skipped else "")
-        ]
+        ] + kept
         return best
 
     @classmethod
@@ -319,7 +328,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         d = space.dimension
         if spec.privacy.definition in TARGETS:
             scales, skipped = target_scales(problem)
-            return [cls(p, b, d, "unbounded", calibration) for p, b, calibration in scales], skipped
+            options = [cls(p, b, d, "unbounded", calibration) for p, b, calibration in scales]
+            return options + cls._target_lattice_options(problem, scales, skipped), skipped
         laplace = laplace_scale_for(target["epsilon"], space.l1)
         skipped: list[str] = []
         refusal = lattice_refusal(problem)
@@ -408,12 +418,35 @@ class GeneralizedGaussianMechanism(Mechanism):
         return out
 
     @classmethod
+    def _target_lattice_options(cls, problem: Problem, scales: list, skipped: list[str]) -> list:
+        """The exact measurements on counts under (ε, δ), ρ-zCDP or μ-GDP: p = 1, 2 and, under (ε, δ), p = 3, 4, each
+        started at the continuous scale of its shape (of p = 2 when that shape was not calibrated), or the reason in
+        ``skipped``."""
+        refusal = lattice_refusal(problem)
+        if refusal is not None:
+            skipped.append(f"the exact lattice measurement: {refusal}")
+            return []
+        starts = {p: b for p, b, _ in scales}
+        shapes = PDP_SHAPES if problem.spec.privacy.definition == "approx" else PDP_SHAPES[:2]
+        out = []
+        for p in shapes:
+            start = starts.get(p, starts.get(2))
+            if start is None:
+                skipped.append(f"p={p} on the lattice: no continuous scale to start from")
+                continue
+            try:
+                out.append(cls._lattice_option(p, start, problem))
+            except CalibrationError as exc:
+                skipped.append(f"p={p} on the lattice: {exc}")
+        return out
+
+    @classmethod
     def _lattice_option(cls, p: int, start: float, problem: Problem) -> GeneralizedGaussianMechanism:
         """The exact measurement on counts of shape p, its scale from the continuous ``start``
         (:func:`~dpopt.mechanisms.generalized_gaussian_lattice.lattice_scale`)."""
         s = lattice_scale(p, start, problem)
-        return cls(p, float(s), problem.space.dimension, "unbounded", "laplace" if p == 1 else "lattice_pdp",
-                   lattice_scale=s)
+        return cls(p, float(s), problem.space.dimension, "unbounded",
+                   lattice_calibration(p, problem.spec.privacy.definition), lattice_scale=s)
 
     @classmethod
     def _pdp_option(cls, p, eps, delta, space, magnitudes) -> GeneralizedGaussianMechanism:
@@ -560,7 +593,7 @@ class GeneralizedGaussianMechanism(Mechanism):
             return {"epsilon_bound": bound, "conversion": "certified worst-case privacy loss on the lattice box"}
         if self.lattice_scale is not None:
             if self.p > 1:
-                return {}
+                return lattice_target_summary(self.p, self.lattice_scale, space, self.calibration)
             eps = Fraction(space.l1) / self.lattice_scale
             return {"epsilon": float(eps), "epsilon_exact": str(eps),
                     "conversion": "discrete Laplace on ℤ: ε = Δ₁/s exactly (pure ε-DP, hence (ε, δ)-pDP for every δ)"}

@@ -8,14 +8,28 @@ GG(0, b, p) design is replaced by integer noise with P[K = k] ∝ exp(−(|k|/s)
 * **p = 1**, the discrete Laplace of scale s: w(k)/w(k + v) = e^{(|k+v| − |k|)/s} ≤ e^{‖v‖₁/s}, so ε = Δ₁/s
   exactly (pure ε-DP, hence (ε, δ)-pDP for every δ); s = the continuous b rounded up.
 * **p = 2, 3, 4 under pDP**: the exact lattice level δ(v) = P[|L| > ε] per move pattern
-  (:mod:`dpopt.privacy.discrete_gg_pdp`), for neighbours moving one or two coordinates; s is the end of a
+  (:mod:`dpopt.privacy.discrete_gg_pdp`), for neighbours moving any number of coordinates within the work limit
+  :data:`~dpopt.privacy.discrete_gg_profile.MAX_PRODUCTS`; s is the end of a
   bisection on the dyadic grid started at the continuous calibration (the level jumps with s: the loss takes
   lattice values).
+* **(ε, δ)**: p = 1 is the discrete Laplace, calibrated and checked by
+  :func:`~dpopt.mechanisms.discrete_laplace.discrete_laplace_privacy_check` (its exact profile per move pattern);
+  p = 2, 3, 4 on the exact profile δ_v(ε) = Σ_a P[A = a](1 − e^{ε − a/s^p})₊ of each move pattern
+  (:mod:`dpopt.privacy.discrete_gg_profile`: a convolution of the coordinates' integer loss laws, any number of
+  moving coordinates within its box limit), s by the same bisection.
+* **ρ-zCDP and μ-GDP**: p = 1 as the discrete Laplace (exact Rényi divergences, exact trade-off functions); p = 2
+  is the discrete Gaussian N_ℤ(0, s²/2): ρ = Δ₂²/s² exactly (CKS 2020, Thm 14) and μ² = Δ₂²/v at the effective
+  variance v of the certified GDP slope (:func:`~dpopt.mechanisms.lattice.lattice_isotropic_check`); s is the
+  smallest dyadic passing that check. p ≥ 3: none (as for the continuous law, the loss grows like |k|^{p−1}
+  and no zCDP or GDP bound is derived).
 
 The utilities are the discrete law's: E|K|, E K², P(|K| ≤ γ) summed exactly in arb with a proven tail bound below
 2^{−80} (not a Monte Carlo estimate, and not the continuous law's closed forms). Refusals (the continuous design
-is kept, with the idealized-numerics note): ``sampler: floating_point``, a non-counting query, another target, a
-neighbour moving more than two coordinates (p ≥ 2), a scale beyond the sampler's 2^40.
+is kept, with the idealized-numerics note): ``sampler: floating_point``, a non-counting query, neighbours
+whose moves are not listed integer vectors or whose loss-law convolution exceeds
+:data:`~dpopt.privacy.discrete_gg_profile.MAX_PRODUCTS` (p ≥ 2 under pDP and (ε, δ)), p ≥ 3 under zCDP and
+GDP, a lattice variance beyond the certified GDP slope's range (p = 2 under GDP), a scale beyond the sampler's
+2^40.
 
 **A bounded mean with public n under pure ε** (the truncated variant, Liu 2019 Def. 5): each record is rounded
 to g = 2^e and summed exactly as in :mod:`dpopt.mechanisms.exact_sum` (:mod:`dpopt.mechanisms.real_lattice`, the
@@ -28,23 +42,33 @@ answer (finite sums in double precision). The family's design keeps an exact opt
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from dpopt.core.checks import Check
 from dpopt.core.decimals import float_below, written
 from dpopt.errors import CalibrationError
+from dpopt.mechanisms.discrete_laplace import DiscreteLaplaceMechanism, discrete_laplace_privacy_check
 from dpopt.mechanisms.gaussian import CONTINUOUS_METRICS, counting_query
 from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns
+from dpopt.mechanisms.lattice import lattice_isotropic_check, lattice_privacy_summary, target_lattice_variance
 from dpopt.mechanisms.real_lattice import RealLattice, answer_units, exponent_at_most, real_lattice
 from dpopt.mechanisms.real_lattice import lattice_refusal as real_lattice_refusal
-from dpopt.privacy.discrete_gg_pdp import MAX_MOVING, pdp_scale, worst_pdp_level
+from dpopt.privacy.discrete_gg_pdp import pdp_scale, worst_pdp_level
+from dpopt.privacy.discrete_gg_profile import profile_scale, worst_profile_delta
 from dpopt.privacy.discrete_truncated_gg import MAX_POINTS, truncated_loss_bound, truncated_scale
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
-LATTICE_TARGETS = ("pure", "pdp")
+LATTICE_TARGETS = ("pure", "pdp", "approx", "zcdp", "gdp")
 """The targets whose lattice privacy is derived here."""
+
+RENYI_TARGETS = ("zcdp", "gdp")
+"""Targets served by p = 1 (discrete Laplace) and p = 2 (discrete Gaussian) only."""
+
+SCALE_STEPS = 8
+"""Steps of 2^-20 relative by which a dyadic s is raised until its exact check passes (zCDP, GDP at p = 2)."""
 
 MAX_LATTICE_SCALE = Fraction(2**40)
 """The largest s served (the discrete Laplace proposal's range, as ``discrete_laplace``)."""
@@ -63,7 +87,7 @@ def lattice_refusal(problem: Problem) -> str | None:
     if spec.utility.metric in CONTINUOUS_METRICS:
         return f"the {spec.utility.metric} prediction is of the continuous law"
     if spec.privacy.definition not in LATTICE_TARGETS:
-        return f"the discrete GG's privacy is derived for pure ε and pDP (not {spec.privacy.definition})"
+        return f"the discrete GG's privacy is not derived for {spec.privacy.definition}"
     if not counting_query(problem):
         return "the query's answers are not integer counts"
     return None
@@ -75,28 +99,70 @@ def lattice_scale(p: int, continuous: float, problem: Problem) -> Fraction:
     Raises
     ------
     CalibrationError
-        p ≥ 2 and the neighbours' moves are not listed integer patterns of at most two coordinates, or no scale
-        meets the target, or s is beyond :data:`MAX_LATTICE_SCALE`.
+        p ≥ 2 and the neighbours' moves are not listed integer patterns (pDP, (ε, δ)) or their box is too large,
+        p ≥ 3 under zCDP or GDP, no scale meets the target, or s is beyond :data:`MAX_LATTICE_SCALE`.
     """
     space, privacy = problem.space, problem.spec.privacy
-    if p == 1:
+    target = privacy.parameters
+    if p == 1 and privacy.definition in ("pure", "pdp"):
         s = dyadic_ceil(Fraction(continuous))
+    elif p == 1:
+        s = DiscreteLaplaceMechanism.design(problem).scale
+    elif privacy.definition == "pdp":
+        s = pdp_scale(p, _patterns(space), written(target["epsilon"]), written(target["delta"]), continuous,
+                      dyadic_ceil)
+    elif privacy.definition == "approx":
+        s = profile_scale(p, _patterns(space), written(target["epsilon"]), written(target["delta"]), continuous,
+                          dyadic_ceil)
+    elif p == 2:
+        s = _gaussian_scale(space, privacy)
     else:
-        patterns = _patterns(space)
-        target = privacy.parameters
-        s = pdp_scale(p, patterns, written(target["epsilon"]), written(target["delta"]), continuous, dyadic_ceil)
+        raise CalibrationError(f"no {privacy.definition} guarantee is derived for the discrete GG with p = {p} > 2")
     if s > MAX_LATTICE_SCALE:
         raise CalibrationError(f"the discrete GG scale {float(s):.6g} exceeds the exact sampler's 2^40")
     return s
+
+
+def _gaussian_scale(space: SensitivitySpace, privacy: Privacy) -> Fraction:
+    """The smallest dyadic s (up to :data:`SCALE_STEPS` steps above the start) at which N_ℤ(0, s²/2) passes the
+    zCDP or GDP check (:func:`lattice_privacy_check`), started at s² = 2σ², σ² = Δ₂²/(2ρ) (zCDP) or the lattice
+    variance whose certified effective variance is Δ₂²/μ² (GDP, :func:`~dpopt.mechanisms.lattice.target_lattice_variance`)."""
+    target = privacy.parameters
+    if privacy.definition == "zcdp":
+        sigma2 = Fraction(space.l2_squared) / (2 * written(target["rho"]))
+    else:
+        sigma2 = target_lattice_variance(Fraction(space.l2_squared) / written(target["mu"]) ** 2, 1, "gdp")
+        if sigma2 is None:
+            raise CalibrationError("the discrete Gaussian's GDP slope is not certified at this variance")
+    s = dyadic_ceil(Fraction(math.sqrt(float(2 * sigma2))))
+    while s * s < 2 * sigma2:
+        s = dyadic_ceil(s * (1 + Fraction(1, 2**20)))
+    for _ in range(SCALE_STEPS):
+        if lattice_privacy_check(2, s, space, privacy).passed:
+            return s
+        s = dyadic_ceil(s * (1 + Fraction(1, 2**20)))
+    raise CalibrationError(f"no dyadic discrete GG scale near {float(s):.6g} passes the {privacy.definition} check")
+
+
+def lattice_calibration(p: int, definition: str) -> str:
+    """The calibration label of the lattice option of shape p under a target (the certificate's ``calibration``)."""
+    if p == 1:
+        return "laplace" if definition in ("pure", "pdp") else "discrete_laplace"
+    return {"pdp": "lattice_pdp", "approx": "lattice_profile"}.get(definition, "lattice_gaussian")
+
+
+def lattice_target_summary(p: int, scale: Fraction, space: SensitivitySpace, calibration: str) -> dict:
+    """The privacy summary of the p = 2 lattice option calibrated under zCDP or GDP (``lattice_gaussian``): the
+    discrete Gaussian's ρ = Δ₂²/s² (σ² = s²/2, CKS 2020, Thm 14); empty otherwise."""
+    if p != 2 or calibration != "lattice_gaussian":
+        return {}
+    return lattice_privacy_summary(Fraction(space.l2_squared), scale * scale / 2, "zcdp")
 
 
 def _patterns(space: SensitivitySpace) -> list[tuple[int, ...]]:
     patterns = move_patterns(space)
     if patterns is None:
         raise CalibrationError("the neighbouring differences are not listed integer vectors")
-    if max(len(pattern) for pattern in patterns) > MAX_MOVING:
-        raise CalibrationError(f"a neighbour moves more than {MAX_MOVING} coordinates (the lattice pDP level is "
-                               "summed for one or two)")
     return patterns
 
 
@@ -106,7 +172,33 @@ def lattice_privacy_check(p: int, scale: Fraction, space: SensitivitySpace, priv
         return Check("privacy", "discrete generalized Gaussian", False,
                      f"no {privacy.definition} guarantee is derived for the discrete GG")
     target = privacy.parameters
+    if p == 1 and privacy.definition not in ("pure", "pdp"):
+        return discrete_laplace_privacy_check(space, scale, privacy)
+    if privacy.definition in RENYI_TARGETS:
+        if p != 2:
+            return Check("privacy", "discrete generalized Gaussian, p > 2", False,
+                         f"no {privacy.definition} guarantee is derived for the discrete GG with p = {p}")
+        check = lattice_isotropic_check(Fraction(space.l2_squared), scale * scale / 2, privacy)
+        return Check(check.claim, f"discrete GG with p = 2 is N_ℤ(0, s²/2), s = {scale}: {check.method}",
+                     check.passed, check.detail)
     eps = written(target["epsilon"])
+    if p > 1 and privacy.definition in ("approx", "pdp"):
+        level_of = worst_profile_delta if privacy.definition == "approx" else worst_pdp_level
+        try:
+            patterns = _patterns(space)
+            level = level_of(p, scale, patterns, eps)
+        except CalibrationError as exc:
+            return Check("privacy", f"{privacy.definition} level of the discrete GG on ℤ", False, str(exc))
+    if p > 1 and privacy.definition == "approx":
+        return Check(
+            "privacy",
+            "exact (ε, δ) profile of the discrete GG on ℤ: δ_v(ε) = Σ_a P[A = a](1 − e^{ε − a/s^p})₊, "
+            "A = Σ_i (|K_i + v_i|^p − |K_i|^p) (integer loss numerator; its law the exact convolution of the "
+            "coordinates' laws over the box |K_i| ≤ R), 128-bit arb arithmetic plus a proven tail bound, per move "
+            f"pattern {', '.join(str(pattern) for pattern in patterns)}",
+            level <= written(target["delta"]),
+            f"s = {scale}, p = {p}: δ(ε={target['epsilon']}) ≤ {float(level):.12g} vs δ = {target['delta']}",
+        )
     if p == 1:
         ratio = Fraction(space.l1) / scale
         pdp = "; pure ε-DP implies (ε, δ)-pDP" if privacy.definition == "pdp" else ""
@@ -115,11 +207,6 @@ def lattice_privacy_check(p: int, scale: Fraction, space: SensitivitySpace, priv
     if privacy.definition != "pdp":
         return Check("privacy", "discrete generalized Gaussian, p > 1", False,
                      f"discrete GG noise with p = {p} > 1 is not ε-DP for any scale (the loss grows like |k|^(p−1))")
-    try:
-        patterns = _patterns(space)
-    except CalibrationError as exc:
-        return Check("privacy", "pDP level of the discrete GG on ℤ", False, str(exc))
-    level = worst_pdp_level(p, scale, patterns, eps)
     return Check(
         "privacy",
         "pDP level of the discrete GG on ℤ: δ(v) = P[|L| > ε], L = s^{−p} Σ_i (|K_i + v_i|^p − |K_i|^p) (no "
