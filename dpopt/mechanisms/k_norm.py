@@ -76,8 +76,8 @@ from dpopt.mechanisms.gaussian import counting_query
 from dpopt.mechanisms.k_norm_lattice import (
     EXACT_K_NORM_NOTE,
     LATTICE_METRICS,
-    MIN_ACCEPTANCE,
     LatticeKNorm,
+    estimate_refusal,
     lattice_epsilon,
 )
 from dpopt.mechanisms.lattice import integer_answers
@@ -553,19 +553,20 @@ class KNormMechanism(Mechanism):
     def _with_lattice(cls, epsilon: float, body: HullBody, problem: Problem) -> KNormMechanism:
         """K = Hull(S), on the lattice when :func:`_lattice_scope` allows it, the lattice law exists
         (:meth:`LatticeKNorm.build`) and its sampler's large-scale acceptance rate
-        (:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`) is at least :data:`MIN_ACCEPTANCE`."""
+        (:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`) lets its utility estimate keep the stated cost
+        (:func:`~dpopt.mechanisms.k_norm_lattice.estimate_refusal`)."""
         space = problem.space
         refusal = _lattice_scope(problem)
         lattice = None
         if refusal is None:
             l1_bound = int(np.abs(body.coordinates.of(body.vectors)).sum(axis=1).max())
             rate = limit_acceptance(body.polytope.volume, body.rank, l1_bound)
-            if rate < MIN_ACCEPTANCE:
-                refusal = (f"the exact sampler would accept about {rate:.2g} of its proposals (vol K/vol(M·B₁) at rank "
-                           f"{body.rank}, below {MIN_ACCEPTANCE:g}: its discrete Laplace proposals rarely fall where K is)")
-            else:
+            refusal = estimate_refusal(rate, body.rank)
+            if refusal is None:
                 built = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon))
-                lattice, refusal = (None, built) if isinstance(built, str) else (built, None)
+                refusal = built if isinstance(built, str) else estimate_refusal(rate, body.rank,
+                                                                                len(built.gauge.numerators))
+                lattice = None if refusal is not None else built
         return cls(epsilon, body, space, lattice=lattice, lattice_refusal=refusal)
 
     @classmethod

@@ -36,8 +36,11 @@ significant bits (a dyadic rational; equal to it for targets like 0.5 or 1), rec
 E‖WZ‖², E‖Z‖₁ and usefulness are exact closed forms. Above, they are **Monte Carlo estimates** by importance
 sampling from the sampler's proposal (i.i.d. discrete Laplace coordinates of scale M/ε′): with weights
 w(c) = exp(−(ε′g(c) − ‖c‖₁ε′/M)), E_p f = E_q[wf]/E_q[w], the 95% interval from the delta method, and E_q[w] is
-the sampler's acceptance rate. When its large-scale limit vol K/vol(M·B₁) is below :data:`MIN_ACCEPTANCE` the
-family keeps the floating-point sampler (the 4×4 table with both margins: 2.1·10⁻⁴).
+the sampler's acceptance rate; the note gives the Kish effective sample size (Σw)²/Σw², at least Σw as w ≤ 1.
+The family keeps the floating-point sampler when that estimate is out of its stated cost
+(:func:`estimate_refusal`): fewer than :data:`MIN_EFFECTIVE_DRAWS` guaranteed effective draws (acceptance limit
+below 10⁻³) or more than :data:`MAX_ESTIMATE_WORK` gauge multiply-adds. The 4×4 table with both margins fails
+both (acceptance 2.1·10⁻⁴; 3,818 facets at rank 9: 3.4·10¹⁰, about a minute).
 """
 
 from __future__ import annotations
@@ -70,11 +73,15 @@ drawn in batches of :data:`PROPOSAL_BATCH`."""
 PROPOSAL_BATCH = 100_000
 """Proposals held at once (a batch of the 4×4 table: 100,000 × 9 coordinates and 16 cells)."""
 
-MIN_ACCEPTANCE = 1e-3
-"""Smallest acceptance rate of the exact sampler, in its large-scale limit vol K/vol(M·B₁)
-(:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`): below it a draw costs over 1,000 proposals and the
-importance-sampling estimate rests on few effective draws (its effective sample size is at least
-:data:`PROPOSALS` times the rate, as w ≤ 1), so the family keeps the floating-point sampler."""
+MIN_EFFECTIVE_DRAWS = 1_000
+"""Fewest effective draws the importance-sampling estimate may rest on. The weights are at most 1, so its Kish
+effective sample size (Σw)²/Σw² is at least Σw = :data:`PROPOSALS` × the acceptance rate: the family needs a
+large-scale acceptance vol K/vol(M·B₁) of at least 1,000/10⁶ = 10⁻³ (:func:`estimate_refusal`)."""
+
+MAX_ESTIMATE_WORK = 10**9
+"""Most integer multiply-adds of the gauge in the importance-sampling estimate, :data:`PROPOSALS` × F × s (F
+rational facets, rank s): about 2 CPU seconds at the 1.7 ns per multiply-add measured for the 4×4 table's gauge
+(0.58 s for 10⁴ proposals × 3,818 facets × 9 coordinates, load average about 9 on 2 cores)."""
 
 _TIGHT = 1e-7
 """A listed vector p is taken as on the floating-point facet a when |⟨a, p⟩ − 1| ≤ 1e-7; the exact solve and
@@ -92,6 +99,20 @@ EXACT_K_NORM_NOTE = (
 def lattice_epsilon(epsilon0: float) -> Fraction:
     """ε′: the float ε₀ rounded down to a dyadic rational of 21 significant bits."""
     return dyadic_floor(Fraction(epsilon0))
+
+
+def estimate_refusal(rate: float, rank: int, facets: int | None = None) -> str | None:
+    """Why the lattice law's utility cannot be estimated within the stated cost (None: it can): fewer than
+    :data:`MIN_EFFECTIVE_DRAWS` guaranteed effective draws at the large-scale acceptance ``rate``, or more than
+    :data:`MAX_ESTIMATE_WORK` multiply-adds of the gauge over ``facets`` rational facets (when known)."""
+    if PROPOSALS * rate < MIN_EFFECTIVE_DRAWS:
+        return (f"the exact sampler would accept about {rate:.2g} of its proposals (vol K/vol(M·B₁) at rank {rank}): "
+                f"its {PROPOSALS:,} importance-sampling proposals would guarantee only {PROPOSALS * rate:.0f} "
+                f"effective draws of the lattice law (at least {MIN_EFFECTIVE_DRAWS:,} needed)")
+    if facets is not None and PROPOSALS * facets * rank > MAX_ESTIMATE_WORK:
+        return (f"the importance-sampling estimate would cost {PROPOSALS * facets * rank:.2g} multiply-adds of the "
+                f"gauge ({facets} rational facets, rank {rank}; at most {MAX_ESTIMATE_WORK:.0e})")
+    return None
 
 
 def echelon_lattice(vectors: np.ndarray) -> tuple[tuple[int, ...], np.ndarray] | str:
@@ -229,10 +250,10 @@ class LatticeKNorm:
         key = (metric, gamma, None if workload is None else workload.tobytes())
         if key not in self._estimates:
             self._estimates[key] = self._importance(metric, workload, gamma)
-        value, ci, rate = self._estimates[key]
+        value, ci, rate, effective = self._estimates[key]
         return UtilityValue(metric, value, (f"Monte Carlo: importance sampling of the lattice law from {PROPOSALS} "
                                             f"discrete Laplace proposals, seed {MONTE_CARLO_SEED} (acceptance "
-                                            f"rate {rate:.4g})"), ci)
+                                            f"rate {rate:.4g}, effective sample size {effective:.0f})"), ci)
 
     def acceptance_rate(self, metric: str = "l2", workload: np.ndarray | None = None,
                         gamma: float | None = None) -> float:
@@ -258,9 +279,9 @@ class LatticeKNorm:
         return UtilityValue(metric, float(np.mean(within)), how)
 
     def _importance(self, metric: str, workload: np.ndarray | None,
-                    gamma: float | None) -> tuple[float, tuple[float, float], float]:
-        """(E_p f, its 95% interval, E_q w) from sums over the batches: Σw, Σwf, Σw²f, Σw²f², Σw²; the delta
-        method's SE is √(Σw²(f − m)²)/Σw."""
+                    gamma: float | None) -> tuple[float, tuple[float, float], float, float]:
+        """(E_p f, its 95% interval, E_q w, the Kish effective sample size (Σw)²/Σw²) from sums over the batches:
+        Σw, Σwf, Σw²f, Σw²f², Σw²; the delta method's SE is √(Σw²(f − m)²)/Σw."""
         rng = np.random.default_rng(MONTE_CARLO_SEED)
         scale = proposal_scale(self.epsilon, self.gauge)
         sums = np.zeros(5)
@@ -281,4 +302,4 @@ class LatticeKNorm:
         total, weighted, w2f, w2f2, w2 = (float(x) for x in sums)
         mean = weighted / total
         se = math.sqrt(max(w2f2 - 2.0 * mean * w2f + mean * mean * w2, 0.0)) / total
-        return mean, (mean - 1.96 * se, mean + 1.96 * se), total / PROPOSALS
+        return mean, (mean - 1.96 * se, mean + 1.96 * se), total / PROPOSALS, total * total / w2
