@@ -79,6 +79,8 @@ from dpopt.mechanisms.k_norm_lattice import (
     LatticeKNorm,
     estimate_refusal,
     lattice_epsilon,
+    proposal_bounds,
+    recorded_bounds,
 )
 from dpopt.mechanisms.lattice import integer_answers
 from dpopt.noise.k_norm_lattice import limit_acceptance
@@ -559,13 +561,18 @@ class KNormMechanism(Mechanism):
         refusal = _lattice_scope(problem)
         lattice = None
         if refusal is None:
-            l1_bound = int(np.abs(body.coordinates.of(body.vectors)).sum(axis=1).max())
-            rate = limit_acceptance(body.polytope.volume, body.rank, l1_bound)
-            refusal = estimate_refusal(rate, body.rank)
+            points = np.round(body.coordinates.of(body.vectors)).astype(np.int64)
+            rate = limit_acceptance(body.polytope.volume, proposal_bounds(points))
+            metric = problem.spec.utility.metric
+            refusal = estimate_refusal(rate, body.rank, metric=metric)
             if refusal is None:
                 built = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon))
-                refusal = built if isinstance(built, str) else estimate_refusal(rate, body.rank,
-                                                                                len(built.gauge.numerators))
+                if isinstance(built, str):
+                    refusal = built
+                elif metric == "ci_volume":
+                    refusal = built.coverage_refusal(body.polytope.volume)
+                else:
+                    refusal = estimate_refusal(rate, body.rank, len(built.gauge.numerators), metric)
                 lattice = None if refusal is not None else built
         return cls(epsilon, body, space, lattice=lattice, lattice_refusal=refusal)
 
@@ -580,7 +587,7 @@ class KNormMechanism(Mechanism):
             body = HullBody(vectors, basis, None)
             if parameters.get("sampler") == "exact":
                 lattice = LatticeKNorm.build(vectors, body.polytope.normals,
-                                             Fraction(parameters["lattice_epsilon"]), int(parameters["l1_bound"]))
+                                             Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters))
                 if isinstance(lattice, str):
                     raise ValueError(f"the certificate's lattice K-norm cannot be rebuilt: {lattice}")
                 return cls(parameters["epsilon"], body, space, lattice=lattice)
@@ -705,6 +712,8 @@ class KNormMechanism(Mechanism):
         """The lattice law's prediction (:meth:`LatticeKNorm.utility`); None for the continuous law."""
         if self.lattice is None:
             return None
+        if utility.metric == "ci_volume":
+            return self.lattice.ci_volume(utility.alpha, self.body.polytope.volume)
         return self.lattice.utility(utility.metric, workload_matrix(utility), utility.gamma)
 
     @property
