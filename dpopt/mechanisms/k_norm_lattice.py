@@ -23,9 +23,10 @@ not integral keeps the floating-point sampler.
 **Facets.** K = Hull(S) in the coordinates c: each facet of the floating-point hull
 (:class:`~dpopt.geometry.Polytope`) is re-solved exactly from the listed vectors on it (normal equations in
 rationals, then ⟨a, p⟩ = 1 checked exactly on each of them); privacy needs only that every listed vector has
-g(v) ≤ 1, which the exact check establishes. With M = max_{v∈S}‖v[J]‖₁, K ⊂ M·B₁ (a convex set contains the hull
-of its points), so adding ‖c‖₁/M to the maximum changes nothing on Hull(S) and gives the sampler's bound
-g(c) ≥ ‖c‖₁/M by construction (:mod:`dpopt.noise.k_norm_lattice`). That g is the gauge of Hull(S) itself rests
+g(v) ≤ 1, which the exact check establishes. With M_k from :func:`proposal_bounds` (the plain M = max_{v∈S}‖v[J]‖₁,
+or M_k = s·max_v|v[J]_k| when their product is smaller), K ⊂ {Σ_k |c_k|/M_k ≤ 1} (a convex set contains the hull
+of its points), so adding h(c) = Σ_k |c_k|/M_k to the maximum changes nothing on Hull(S) and gives the sampler's
+bound g(c) ≥ h(c) by construction (:mod:`dpopt.noise.k_norm_lattice`). That g is the gauge of Hull(S) itself rests
 on the facet list being complete, which the floating-point hull's closed-boundary check
 (``k_norm.cone_decomposition``) shows.
 
@@ -34,13 +35,15 @@ significant bits (a dyadic rational; equal to it for targets like 0.5 or 1), rec
 
 **Utility.** At rank 1 the coordinate c is discrete Laplace of scale 1/(ε′κ), κ = ‖u‖_K for the basis vector u:
 E‖WZ‖², E‖Z‖₁ and usefulness are exact closed forms. Above, they are **Monte Carlo estimates** by importance
-sampling from the sampler's proposal (i.i.d. discrete Laplace coordinates of scale M/ε′): with weights
-w(c) = exp(−(ε′g(c) − ‖c‖₁ε′/M)), E_p f = E_q[wf]/E_q[w], the 95% interval from the delta method, and E_q[w] is
+sampling from the sampler's proposal (independent discrete Laplace coordinates of scales M_k/ε′): with weights
+w(c) = exp(−ε′(g(c) − h(c))), E_p f = E_q[wf]/E_q[w], the 95% interval from the delta method, and E_q[w] is
 the sampler's acceptance rate; the note gives the Kish effective sample size (Σw)²/Σw², at least Σw as w ≤ 1.
 The family keeps the floating-point sampler when that estimate is out of its stated cost
 (:func:`estimate_refusal`): fewer than :data:`MIN_EFFECTIVE_DRAWS` guaranteed effective draws (acceptance limit
 below 10⁻³) or more than :data:`MAX_ESTIMATE_WORK` gauge multiply-adds. The 4×4 table with both margins fails
-both (acceptance 2.1·10⁻⁴; 3,818 facets at rank 9: 3.4·10¹⁰, about a minute).
+both (acceptance 2.1·10⁻⁴; 3,818 facets at rank 9: 3.4·10¹⁰, about a minute). ``ci_volume`` is proven, at any
+rank: the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is established from exact level counts and a tail
+bound (:mod:`dpopt.noise.k_norm_lattice_coverage`), the region's volume r^s·vol K.
 """
 
 from __future__ import annotations
