@@ -38,9 +38,11 @@ from dpopt.noise.k_norm_lattice import LatticeGauge
 TAIL_FRACTION = 1e-6
 """The level cap L is the smallest whose tail bound is at most this fraction of s!·vol K/ε^s (≈ Z)."""
 
-MAX_POINTS = 20_000_000
-"""Most lattice points enumerated (int64 coordinates, about 0.5 GB at rank 3 in one pass; see
-:func:`enumeration_size`)."""
+MAX_POINTS = 10_000_000
+"""Most lattice points enumerated (:func:`enumeration_size`; about 1 s of CPU per 4·10⁶ points at rank 3)."""
+
+CHUNK = 2**18
+"""Points formed at once by :func:`level_counts` (with their F facet values: 2^18 × F int64)."""
 
 
 @dataclass(frozen=True)
@@ -125,11 +127,17 @@ def level_counts(gauge: LatticeGauge, extents: tuple[int, ...], cap: int) -> np.
     keep = length > 0
     prefix, low, length = prefix[keep], low[keep], length[keep]
     counts = np.zeros(cap + 1, dtype=np.int64)
-    rows = np.repeat(np.arange(len(prefix)), length)
-    starts = np.repeat(np.cumsum(length) - length, length)
-    last = low[rows] + np.arange(int(length.sum())) - starts
-    levels = gauge.scaled(np.column_stack([prefix[rows], last]))
-    counts += np.bincount(levels, minlength=cap + 1)[: cap + 1]
+    ends = np.cumsum(length)
+    first = 0
+    while first < len(prefix):  # prefixes in blocks of about CHUNK points
+        last_row = max(int(np.searchsorted(ends, ends[first] - length[first] + CHUNK, side="right")), first + 1)
+        block = slice(first, last_row)
+        size = length[block]
+        rows = np.repeat(np.arange(first, last_row), size)
+        offsets = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
+        levels = gauge.scaled(np.column_stack([prefix[rows], low[rows] + offsets]))
+        counts += np.bincount(levels, minlength=cap + 1)[: cap + 1]
+        first = last_row
     return counts
 
 
