@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -153,6 +154,15 @@ def test_the_prediction_agrees_with_an_independent_simulation(solved):
     predicted = solved.certificate["utility"]
     if predicted["method"].startswith("exact law of the discrete noise") and spec.utility.metric == "test_power":
         _simulate_lattice_test(mech, spec, predicted)
+        return
+    if spec.utility.metric == "ci_volume" and mech.family == "k_norm" and mech.lattice is not None:
+        # the lattice law's region {‖z‖_K ≤ r}, r read from the certificate: its coverage, simulated on the exact
+        # sampler's draws with the floating-point hull's gauge, is at least 1 − α (the proven bound) within 4 SE
+        r = float(Fraction(re.search(r"r = (\d+(?:/\d+)?), covers", predicted["method"]).group(1)))
+        z = mech.sample(100_000, np.random.default_rng(777))
+        covered = (mech.body.gauge(z) <= r + 1e-9).astype(float)
+        assert covered.mean() >= 1 - spec.utility.alpha - 4 * covered.std(ddof=1) / math.sqrt(covered.size)
+        assert mech.parameters["volume"] * r**mech.rank == pytest.approx(predicted["value"], rel=1e-12)
         return
     mean, se = _simulate(mech, spec, 100_000, np.random.default_rng(777))
     if spec.utility.metric == "ci_volume" and mech.family == "k_norm":

@@ -32,6 +32,7 @@ from functools import cache
 
 import numpy as np
 import pytest
+import yaml
 
 import dpopt
 from conftest import edited, make_spec
@@ -49,7 +50,9 @@ FAMILY_SPECS = {
     "james_stein": {"dpopt": 1, "name": "histogram, James–Stein", "data": {"attributes": {"a": ["x", "y", "z"]}},
                     "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "add_remove",
                     "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "james_stein"},
-    "gaussian_optimal": "age_summary_ci_volume",
+    "gaussian_optimal": {**yaml.safe_load((ROOT / "specs" / "age_summary_ci_volume.yaml").read_text()),
+                         "privacy": {"approx": {"epsilon": 1.0, "delta": 1e-6}}, "mechanism": "gaussian_optimal"},
+    # auto picks the exact lattice K-norm there
     "laplace": "count_add_remove",  # mean_income_approx: auto now keeps the exact staircase
     "k_norm": "table_2x2_margins_pure",
     "generalized_gaussian": "committee_mean_truncated_gg",

@@ -76,9 +76,11 @@ from dpopt.mechanisms.gaussian import counting_query
 from dpopt.mechanisms.k_norm_lattice import (
     EXACT_K_NORM_NOTE,
     LATTICE_METRICS,
-    MIN_ACCEPTANCE,
     LatticeKNorm,
+    estimate_refusal,
     lattice_epsilon,
+    proposal_bounds,
+    recorded_bounds,
 )
 from dpopt.mechanisms.lattice import integer_answers
 from dpopt.noise.k_norm_lattice import limit_acceptance
@@ -553,19 +555,25 @@ class KNormMechanism(Mechanism):
     def _with_lattice(cls, epsilon: float, body: HullBody, problem: Problem) -> KNormMechanism:
         """K = Hull(S), on the lattice when :func:`_lattice_scope` allows it, the lattice law exists
         (:meth:`LatticeKNorm.build`) and its sampler's large-scale acceptance rate
-        (:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`) is at least :data:`MIN_ACCEPTANCE`."""
+        (:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`) lets its utility estimate keep the stated cost
+        (:func:`~dpopt.mechanisms.k_norm_lattice.estimate_refusal`)."""
         space = problem.space
         refusal = _lattice_scope(problem)
         lattice = None
         if refusal is None:
-            l1_bound = int(np.abs(body.coordinates.of(body.vectors)).sum(axis=1).max())
-            rate = limit_acceptance(body.polytope.volume, body.rank, l1_bound)
-            if rate < MIN_ACCEPTANCE:
-                refusal = (f"the exact sampler would accept about {rate:.2g} of its proposals (vol K/vol(M·B₁) at rank "
-                           f"{body.rank}, below {MIN_ACCEPTANCE:g}: its discrete Laplace proposals rarely fall where K is)")
-            else:
+            points = np.round(body.coordinates.of(body.vectors)).astype(np.int64)
+            rate = limit_acceptance(body.polytope.volume, proposal_bounds(points))
+            metric = problem.spec.utility.metric
+            refusal = estimate_refusal(rate, body.rank, metric=metric)
+            if refusal is None:
                 built = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon))
-                lattice, refusal = (None, built) if isinstance(built, str) else (built, None)
+                if isinstance(built, str):
+                    refusal = built
+                elif metric == "ci_volume":
+                    refusal = built.coverage_refusal(body.polytope.volume)
+                else:
+                    refusal = estimate_refusal(rate, body.rank, len(built.gauge.numerators), metric)
+                lattice = None if refusal is not None else built
         return cls(epsilon, body, space, lattice=lattice, lattice_refusal=refusal)
 
     @classmethod
@@ -579,7 +587,7 @@ class KNormMechanism(Mechanism):
             body = HullBody(vectors, basis, None)
             if parameters.get("sampler") == "exact":
                 lattice = LatticeKNorm.build(vectors, body.polytope.normals,
-                                             Fraction(parameters["lattice_epsilon"]), int(parameters["l1_bound"]))
+                                             Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters))
                 if isinstance(lattice, str):
                     raise ValueError(f"the certificate's lattice K-norm cannot be rebuilt: {lattice}")
                 return cls(parameters["epsilon"], body, space, lattice=lattice)
@@ -704,6 +712,8 @@ class KNormMechanism(Mechanism):
         """The lattice law's prediction (:meth:`LatticeKNorm.utility`); None for the continuous law."""
         if self.lattice is None:
             return None
+        if utility.metric == "ci_volume":
+            return self.lattice.ci_volume(utility.alpha, self.body.polytope.volume)
         return self.lattice.utility(utility.metric, workload_matrix(utility), utility.gamma)
 
     @property

@@ -23,9 +23,10 @@ not integral keeps the floating-point sampler.
 **Facets.** K = Hull(S) in the coordinates c: each facet of the floating-point hull
 (:class:`~dpopt.geometry.Polytope`) is re-solved exactly from the listed vectors on it (normal equations in
 rationals, then ⟨a, p⟩ = 1 checked exactly on each of them); privacy needs only that every listed vector has
-g(v) ≤ 1, which the exact check establishes. With M = max_{v∈S}‖v[J]‖₁, K ⊂ M·B₁ (a convex set contains the hull
-of its points), so adding ‖c‖₁/M to the maximum changes nothing on Hull(S) and gives the sampler's bound
-g(c) ≥ ‖c‖₁/M by construction (:mod:`dpopt.noise.k_norm_lattice`). That g is the gauge of Hull(S) itself rests
+g(v) ≤ 1, which the exact check establishes. With M_k from :func:`proposal_bounds` (the plain M = max_{v∈S}‖v[J]‖₁,
+or M_k = s·max_v|v[J]_k| when their product is smaller), K ⊂ {Σ_k |c_k|/M_k ≤ 1} (a convex set contains the hull
+of its points), so adding h(c) = Σ_k |c_k|/M_k to the maximum changes nothing on Hull(S) and gives the sampler's
+bound g(c) ≥ h(c) by construction (:mod:`dpopt.noise.k_norm_lattice`). That g is the gauge of Hull(S) itself rests
 on the facet list being complete, which the floating-point hull's closed-boundary check
 (``k_norm.cone_decomposition``) shows.
 
@@ -34,10 +35,15 @@ significant bits (a dyadic rational; equal to it for targets like 0.5 or 1), rec
 
 **Utility.** At rank 1 the coordinate c is discrete Laplace of scale 1/(ε′κ), κ = ‖u‖_K for the basis vector u:
 E‖WZ‖², E‖Z‖₁ and usefulness are exact closed forms. Above, they are **Monte Carlo estimates** by importance
-sampling from the sampler's proposal (i.i.d. discrete Laplace coordinates of scale M/ε′): with weights
-w(c) = exp(−(ε′g(c) − ‖c‖₁ε′/M)), E_p f = E_q[wf]/E_q[w], the 95% interval from the delta method, and E_q[w] is
-the sampler's acceptance rate. When its large-scale limit vol K/vol(M·B₁) is below :data:`MIN_ACCEPTANCE` the
-family keeps the floating-point sampler (the 4×4 table with both margins: 2.1·10⁻⁴).
+sampling from the sampler's proposal (independent discrete Laplace coordinates of scales M_k/ε′): with weights
+w(c) = exp(−ε′(g(c) − h(c))), E_p f = E_q[wf]/E_q[w], the 95% interval from the delta method, and E_q[w] is
+the sampler's acceptance rate; the note gives the Kish effective sample size (Σw)²/Σw², at least Σw as w ≤ 1.
+The family keeps the floating-point sampler when that estimate is out of its stated cost
+(:func:`estimate_refusal`): fewer than :data:`MIN_EFFECTIVE_DRAWS` guaranteed effective draws (acceptance limit
+below 10⁻³) or more than :data:`MAX_ESTIMATE_WORK` gauge multiply-adds. The 4×4 table with both margins fails
+both (acceptance 2.1·10⁻⁴; 3,818 facets at rank 9: 3.4·10¹⁰, about a minute). ``ci_volume`` is proven, at any
+rank: the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is established from exact level counts and a tail
+bound (:mod:`dpopt.noise.k_norm_lattice_coverage`), the region's volume r^s·vol K.
 """
 
 from __future__ import annotations
@@ -51,17 +57,24 @@ import numpy as np
 from dpopt.core.checks import Check
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, UtilityValue
 from dpopt.mechanisms.integer_noise import dyadic_floor
-from dpopt.noise.discrete_laplace import discrete_laplace_moments, sample_discrete_laplace
+from dpopt.noise.discrete_laplace import discrete_laplace_moments
 from dpopt.noise.k_norm_lattice import (
     LatticeGauge,
     acceptance_weights,
     proposal_scale,
+    propose,
     sample_lattice_k_norm,
 )
+from dpopt.noise.k_norm_lattice_coverage import MAX_POINTS, coverage_level, enumeration_size, level_cap
 from dpopt.sensitivity.space import SensitivitySpace
 
-LATTICE_METRICS = ("l2", "l1", "usefulness")
-"""Metrics predicted for the discrete law (exact at rank 1, importance sampling above)."""
+LATTICE_METRICS = ("l2", "l1", "usefulness", "ci_volume")
+"""Metrics predicted for the discrete law (exact at rank 1, importance sampling above; ``ci_volume`` a proven
+coverage, :meth:`LatticeKNorm.ci_volume`)."""
+
+MAX_PROPOSALS_PER_DRAW = 100_000
+"""Most expected proposals per exact draw, 1/(vol K/vol(M·B₁)): a draw of ``age_summary_ci_volume`` (9,500
+proposals at rank 3, 8 facets) measured 17 ms of CPU, so 10⁵ proposals stay well under a second at rank ≤ 9."""
 
 PROPOSALS = 1_000_000
 """Proposals of the importance-sampling estimate (fixed seed :data:`~dpopt.mechanisms.base.MONTE_CARLO_SEED`),
@@ -70,11 +83,15 @@ drawn in batches of :data:`PROPOSAL_BATCH`."""
 PROPOSAL_BATCH = 100_000
 """Proposals held at once (a batch of the 4×4 table: 100,000 × 9 coordinates and 16 cells)."""
 
-MIN_ACCEPTANCE = 1e-3
-"""Smallest acceptance rate of the exact sampler, in its large-scale limit vol K/vol(M·B₁)
-(:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`): below it a draw costs over 1,000 proposals and the
-importance-sampling estimate rests on few effective draws (its effective sample size is at least
-:data:`PROPOSALS` times the rate, as w ≤ 1), so the family keeps the floating-point sampler."""
+MIN_EFFECTIVE_DRAWS = 1_000
+"""Fewest effective draws the importance-sampling estimate may rest on. The weights are at most 1, so its Kish
+effective sample size (Σw)²/Σw² is at least Σw = :data:`PROPOSALS` × the acceptance rate: the family needs a
+large-scale acceptance vol K/vol(M·B₁) of at least 1,000/10⁶ = 10⁻³ (:func:`estimate_refusal`)."""
+
+MAX_ESTIMATE_WORK = 10**9
+"""Most integer multiply-adds of the gauge in the importance-sampling estimate, :data:`PROPOSALS` × F × s (F
+rational facets, rank s): about 2 CPU seconds at the 1.7 ns per multiply-add measured for the 4×4 table's gauge
+(0.58 s for 10⁴ proposals × 3,818 facets × 9 coordinates, load average about 9 on 2 cores)."""
 
 _TIGHT = 1e-7
 """A listed vector p is taken as on the floating-point facet a when |⟨a, p⟩ − 1| ≤ 1e-7; the exact solve and
@@ -94,6 +111,27 @@ def lattice_epsilon(epsilon0: float) -> Fraction:
     return dyadic_floor(Fraction(epsilon0))
 
 
+def estimate_refusal(rate: float, rank: int, facets: int | None = None, metric: str = "l2") -> str | None:
+    """Why the exact sampler or its utility prediction is out of the stated cost (None: within it): more than
+    :data:`MAX_PROPOSALS_PER_DRAW` expected proposals per draw at the large-scale acceptance ``rate``; and for the
+    importance-sampled metrics (not ``ci_volume``), fewer than :data:`MIN_EFFECTIVE_DRAWS` guaranteed effective
+    draws, or more than :data:`MAX_ESTIMATE_WORK` multiply-adds of the gauge over ``facets`` rational facets (when
+    known)."""
+    if rate * MAX_PROPOSALS_PER_DRAW < 1:
+        return (f"the exact sampler would accept about {rate:.2g} of its proposals (vol K/vol(M·B₁) at rank {rank}): "
+                f"over {MAX_PROPOSALS_PER_DRAW:,} proposals per draw")
+    if metric == "ci_volume" or rank == 1:
+        return None
+    if PROPOSALS * rate < MIN_EFFECTIVE_DRAWS:
+        return (f"the exact sampler would accept about {rate:.2g} of its proposals (vol K/vol(M·B₁) at rank {rank}): "
+                f"its {PROPOSALS:,} importance-sampling proposals would guarantee only {PROPOSALS * rate:.0f} "
+                f"effective draws of the lattice law (at least {MIN_EFFECTIVE_DRAWS:,} needed)")
+    if facets is not None and PROPOSALS * facets * rank > MAX_ESTIMATE_WORK:
+        return (f"the importance-sampling estimate would cost {PROPOSALS * facets * rank:.2g} multiply-adds of the "
+                f"gauge ({facets} rational facets, rank {rank}; at most {MAX_ESTIMATE_WORK:.0e})")
+    return None
+
+
 def echelon_lattice(vectors: np.ndarray) -> tuple[tuple[int, ...], np.ndarray] | str:
     """The pivot columns J and the integral reduced row echelon form R (s × d, int64) of the rows of ``vectors``
     (the lattice basis), or the reason there is none (not integer vectors, or a non-integral echelon form)."""
@@ -109,6 +147,27 @@ def echelon_lattice(vectors: np.ndarray) -> tuple[tuple[int, ...], np.ndarray] |
         return "the reduced echelon form of the sensitivity space is not integral (no canonical lattice basis)"
     columns = tuple(next(j for j in range(d) if row[j] != 0) for row in entries)
     return columns, np.array([[int(x.p) for x in row] for row in entries], dtype=np.int64).reshape(rank, d)
+
+
+def proposal_bounds(points: np.ndarray) -> tuple[int, ...]:
+    """The canonical M_k of the proposal's ball {Σ_k |c_k|/M_k ≤ 1} ⊇ K = Hull(points) (integer points, shape
+    (n, s)): the plain M·B₁, M = max ‖v‖₁, unless the weighted ball M_k = s·max_v |v_k| is smaller
+    (∏_k M_k < M^s: a larger acceptance s!·vol K/∏ 2M_k). Both hold K: Σ_k |v_k|/(s·max|v_k|) ≤ s·(1/s) = 1."""
+    points = np.abs(np.asarray(points, dtype=np.int64))
+    s = points.shape[1]
+    plain = int(points.sum(axis=1).max())
+    weighted = tuple(s * int(h) for h in points.max(axis=0))
+    return weighted if math.prod(weighted) < plain**s else (plain,) * s
+
+
+def recorded_bounds(parameters: dict) -> tuple[int, ...] | None:
+    """The M_k a certificate records: ``l1_bounds`` (a list), or ``l1_bound`` M for every coordinate (its
+    ``pivot_columns`` give the rank)."""
+    if "l1_bounds" in parameters:
+        return tuple(int(m) for m in parameters["l1_bounds"])
+    if "l1_bound" in parameters:
+        return (int(parameters["l1_bound"]),) * len(parameters["pivot_columns"])
+    return None
 
 
 def rational_gauge(normals: np.ndarray, points: np.ndarray) -> LatticeGauge | str:
@@ -133,10 +192,10 @@ def rational_gauge(normals: np.ndarray, points: np.ndarray) -> LatticeGauge | st
         if any(sum(x * int(p) for x, p in zip(exact, row)) != 1 for row in tight.tolist()):
             return "a facet's listed vectors do not lie on one hyperplane in exact arithmetic"
         facets.add(exact)
-    l1_bound = int(np.abs(points).sum(axis=1).max())
-    denominator = math.lcm(l1_bound, *(x.denominator for a in facets for x in a))
+    bounds = proposal_bounds(points)
+    denominator = math.lcm(*bounds, *(x.denominator for a in facets for x in a))
     numerators = np.array([[int(x * denominator) for x in a] for a in sorted(facets)], dtype=np.int64)
-    return LatticeGauge(numerators.reshape(-1, s), denominator, l1_bound)
+    return LatticeGauge(numerators.reshape(-1, s), denominator, bounds)
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,30 +212,37 @@ class LatticeKNorm:
         g on the coordinates c.
     epsilon : Fraction
         ε′.
+    extents : tuple of int
+        h_k = max_{v∈S} |v[J]_k|, the extents of K along the coordinates (the ``ci_volume`` enumeration box).
     """
 
     columns: tuple[int, ...]
     echelon: np.ndarray
     gauge: LatticeGauge
     epsilon: Fraction
+    extents: tuple[int, ...]
     _estimates: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, vectors: np.ndarray, normals: np.ndarray, epsilon: Fraction,
-              l1_bound: int | None = None) -> LatticeKNorm | str:
-        """From the listed vectors and the hull's facet normals (in pivot coordinates); ``l1_bound`` a recorded
-        M (default: the listed vectors' max ‖v[J]‖₁). A string: why there is no lattice law."""
+              l1_bounds: tuple[int, ...] | None = None) -> LatticeKNorm | str:
+        """From the listed vectors and the hull's facet normals (in pivot coordinates); ``l1_bounds`` recorded
+        M_k (default: :func:`proposal_bounds` of the listed vectors). A string: why there is no lattice law."""
         basis = echelon_lattice(vectors)
         if isinstance(basis, str):
             return basis
         columns, echelon = basis
-        gauge = rational_gauge(normals, np.round(np.asarray(vectors)[:, list(columns)]).astype(np.int64))
+        points = np.round(np.asarray(vectors)[:, list(columns)]).astype(np.int64)
+        gauge = rational_gauge(normals, points)
         if isinstance(gauge, str):
             return gauge
-        if l1_bound is not None and l1_bound != gauge.l1_bound:
-            gauge = LatticeGauge(gauge.numerators * (math.lcm(gauge.denominator, l1_bound) // gauge.denominator),
-                                 math.lcm(gauge.denominator, l1_bound), l1_bound)
-        return cls(columns, echelon, gauge, Fraction(epsilon))
+        if l1_bounds is not None and tuple(l1_bounds) != gauge.l1_bounds:
+            if len(l1_bounds) != gauge.rank or min(l1_bounds) < 1:
+                return f"the recorded l1 bounds {list(l1_bounds)} are not one positive integer per coordinate"
+            denominator = math.lcm(gauge.denominator, *l1_bounds)
+            gauge = LatticeGauge(gauge.numerators * (denominator // gauge.denominator), denominator,
+                                 tuple(int(m) for m in l1_bounds))
+        return cls(columns, echelon, gauge, Fraction(epsilon), tuple(int(h) for h in np.abs(points).max(axis=0)))
 
     @property
     def rank(self) -> int:
@@ -187,7 +253,9 @@ class LatticeKNorm:
         return sample_lattice_k_norm(rng, self.gauge, self.epsilon, size) @ self.echelon
 
     def describe(self) -> dict:
-        return {"sampler": "exact", "lattice_epsilon": str(self.epsilon), "l1_bound": self.gauge.l1_bound,
+        bounds = self.gauge.l1_bounds
+        ball = {"l1_bound": bounds[0]} if len(set(bounds)) == 1 else {"l1_bounds": list(bounds)}
+        return {"sampler": "exact", "lattice_epsilon": str(self.epsilon), **ball,
                 "lattice_basis": "reduced row echelon form of S (integral)", "pivot_columns": list(self.columns),
                 "rational_facets": len(self.gauge.numerators), "facet_denominator": self.gauge.denominator}
 
@@ -207,21 +275,47 @@ class LatticeKNorm:
         in_lattice = bool(np.array_equal(c @ self.echelon, v))
         top = int(self.gauge.scaled(c).max(initial=0))
         worst = Fraction(top, self.gauge.denominator)
-        m = int(np.abs(c).sum(axis=1).max(initial=0))
-        passed = in_lattice and worst <= 1 and m == self.gauge.l1_bound
+        canonical = proposal_bounds(c)
+        passed = in_lattice and worst <= 1 and canonical == self.gauge.l1_bounds
         return worst, Check(
             claim,
             "exact lattice K-norm: the integral reduced echelon form R of S re-derived in rationals; every listed "
             "vector v = v[J]·R in integers (S ⊂ L); sup_{v∈S} ‖v‖_K = max G(v)/D over the rational facets and "
-            "‖v[J]‖₁/M, in integers; M = max ‖v[J]‖₁ (so g(c) ≥ ‖c‖₁/M: every acceptance probability "
-            "exp(−(ε′g(c) − ε′‖c‖₁/M)) is at most 1)",
+            "h(v) = Σ_k |v[J]_k|/M_k, in integers; the M_k re-derived (the plain bound M = max ‖v[J]‖₁, or "
+            "M_k = s·max|v[J]_k| when ∏M_k < M^s; g(c) ≥ h(c): every acceptance probability "
+            "exp(−ε′(g(c) − h(c))) is at most 1)",
             passed,
             f"{len(v)} listed vectors in L: {in_lattice}; {len(self.gauge.numerators)} rational facets, D = "
-            f"{self.gauge.denominator}; max ‖v‖_K = {worst}; M = {self.gauge.l1_bound} (listed max {m}); "
-            f"ε′ = {self.epsilon}, proposal scale M/ε′ = {proposal_scale(self.epsilon, self.gauge)}",
+            f"{self.gauge.denominator}; max ‖v‖_K = {worst}; M_k = {list(self.gauge.l1_bounds)} (re-derived "
+            f"{list(canonical)}); ε′ = {self.epsilon}, proposal scales M_k/ε′ = "
+            f"{[str(x) for x in proposal_scale(self.epsilon, self.gauge)]}",
         )
 
     # ------------------------------------------------------------------ utility
+    def ci_volume(self, alpha: float, volume: float) -> UtilityValue:
+        """(r)^s·vol K for the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is proven
+        (:func:`~dpopt.noise.k_norm_lattice_coverage.coverage_level`: exact level counts and a tail bound in arb
+        ball arithmetic); ``volume`` is vol K in the coordinates c (floating point: a predicted utility)."""
+        key = ("ci_volume", alpha)
+        if key not in self._estimates:
+            self._estimates[key] = coverage_level(self.gauge, self.epsilon, self.extents, volume, alpha)
+        level = self._estimates[key]
+        radius = Fraction(level.level, self.gauge.denominator)
+        return UtilityValue("ci_volume", float(radius) ** self.rank * volume, (
+            f"proven coverage: the region {{θ : ‖y − θ‖_K ≤ r}}, r = {radius}, covers with probability ≥ "
+            f"{level.coverage:.10f} ≥ 1 − α under the lattice law (the {level.points} lattice points with "
+            f"‖z‖_K ≤ {Fraction(level.level_cap, self.gauge.denominator)} counted exactly, the rest bounded by "
+            f"{level.tail_bound:.3g}, in arb ball arithmetic); volume r^s·vol K"))
+
+    def coverage_refusal(self, volume: float) -> str | None:
+        """Why :meth:`ci_volume` would exceed its enumeration bound (None: it will not)."""
+        cap = level_cap(self.gauge, self.epsilon, self.extents, volume)
+        size = enumeration_size(self.extents, volume, cap / self.gauge.denominator)
+        if size > MAX_POINTS:
+            return (f"the lattice law's proven coverage would enumerate about {size:.2g} lattice points "
+                    f"(at most {MAX_POINTS:.0e})")
+        return None
+
     def utility(self, metric: str, workload: np.ndarray | None, gamma: float | None) -> UtilityValue:
         """The discrete law's ``metric`` (:data:`LATTICE_METRICS`): exact at rank 1, importance sampling above."""
         if self.rank == 1:
@@ -229,10 +323,10 @@ class LatticeKNorm:
         key = (metric, gamma, None if workload is None else workload.tobytes())
         if key not in self._estimates:
             self._estimates[key] = self._importance(metric, workload, gamma)
-        value, ci, rate = self._estimates[key]
+        value, ci, rate, effective = self._estimates[key]
         return UtilityValue(metric, value, (f"Monte Carlo: importance sampling of the lattice law from {PROPOSALS} "
                                             f"discrete Laplace proposals, seed {MONTE_CARLO_SEED} (acceptance "
-                                            f"rate {rate:.4g})"), ci)
+                                            f"rate {rate:.4g}, effective sample size {effective:.0f})"), ci)
 
     def acceptance_rate(self, metric: str = "l2", workload: np.ndarray | None = None,
                         gamma: float | None = None) -> float:
@@ -258,15 +352,15 @@ class LatticeKNorm:
         return UtilityValue(metric, float(np.mean(within)), how)
 
     def _importance(self, metric: str, workload: np.ndarray | None,
-                    gamma: float | None) -> tuple[float, tuple[float, float], float]:
-        """(E_p f, its 95% interval, E_q w) from sums over the batches: Σw, Σwf, Σw²f, Σw²f², Σw²; the delta
-        method's SE is √(Σw²(f − m)²)/Σw."""
+                    gamma: float | None) -> tuple[float, tuple[float, float], float, float]:
+        """(E_p f, its 95% interval, E_q w, the Kish effective sample size (Σw)²/Σw²) from sums over the batches:
+        Σw, Σwf, Σw²f, Σw²f², Σw²; the delta method's SE is √(Σw²(f − m)²)/Σw."""
         rng = np.random.default_rng(MONTE_CARLO_SEED)
-        scale = proposal_scale(self.epsilon, self.gauge)
+        scales = proposal_scale(self.epsilon, self.gauge)
         sums = np.zeros(5)
         for start in range(0, PROPOSALS, PROPOSAL_BATCH):
             n = min(PROPOSAL_BATCH, PROPOSALS - start)
-            c = sample_discrete_laplace(rng, scale.numerator, scale.denominator, n * self.rank).reshape(n, self.rank)
+            c = propose(rng, scales, n)
             num, den = acceptance_weights(self.gauge, self.epsilon, c)
             w = np.exp(-num.astype(float) / den)
             z = (c @ self.echelon).astype(float)
@@ -281,4 +375,4 @@ class LatticeKNorm:
         total, weighted, w2f, w2f2, w2 = (float(x) for x in sums)
         mean = weighted / total
         se = math.sqrt(max(w2f2 - 2.0 * mean * w2f + mean * mean * w2, 0.0)) / total
-        return mean, (mean - 1.96 * se, mean + 1.96 * se), total / PROPOSALS
+        return mean, (mean - 1.96 * se, mean + 1.96 * se), total / PROPOSALS, total * total / w2
