@@ -247,11 +247,16 @@ def test_estimate_refusal_states_the_cost():
 
 
 def test_importance_estimate_reports_its_effective_sample_size(mechanism):
-    """The Kish effective sample size (Σw)²/Σw² is at least Σw = 10⁶ × the acceptance rate, as w ≤ 1."""
+    """The Kish effective sample size (Σw)²/Σw² is at least Σw = (proposals drawn) × the acceptance rate, as w ≤ 1;
+    the estimate stops at its stated precision, never below 1,000 effective draws."""
     lattice = mechanism.mechanism.lattice
-    method = mechanism.certificate["utility"]["method"]
+    utility = mechanism.certificate["utility"]
+    method = utility["method"]
+    drawn = int(method.split("lattice law from ")[1].split(" ")[0])
     effective = float(method.split("effective sample size ")[1].rstrip(")"))
-    assert effective >= 1_000_000 * lattice.acceptance_rate() - 1
+    assert effective >= max(drawn * lattice.acceptance_rate() - 1, 1_000)
+    low, high = utility["ci95"]
+    assert drawn == 1_000_000 or (high - low) / 2 <= 0.005 * utility["value"]
 
 
 def test_level_counts_of_the_hexagon():
