@@ -1,8 +1,9 @@
-"""The one bracketed bisection on a monotone feasibility predicate."""
+"""The bracketed bisections on a monotone feasibility predicate: on the reals, and on an exact grid."""
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Callable
 
 
@@ -48,4 +49,57 @@ def bisect_feasible(
     else:
         while hi - lo > atol + rtol * hi:
             lo, hi = step(lo, hi)
+    return hi
+
+
+def smallest_on_grid(
+    passes: Callable[[Fraction], bool],
+    start: Fraction,
+    grid: Callable[[Fraction], Fraction],
+    *,
+    steps: int,
+    reach: int = 1 << 20,
+) -> Fraction | None:
+    """The smallest point of an exact grid at which a monotone predicate holds, to ``steps`` halvings.
+
+    From ``grid(start)`` the bracket grows by 5/4 until ``passes`` holds (giving up beyond ``reach``·start) and
+    shrinks by 4/5 while it still holds; the bisection then tests grid points ``grid((lo + hi)/2)`` (``grid``
+    rounds up onto the grid) until the midpoint meets an end. The returned point always passes: a calibration that
+    takes it errs on the safe side.
+
+    Parameters
+    ----------
+    passes : callable
+        False below a threshold, true above it (a privacy check as a function of a noise scale).
+    start : Fraction
+        The first guess (e.g. the continuous law's scale).
+    grid : callable
+        Rounds a positive rational up onto the grid (e.g. 21 significant bits).
+    steps : int
+        The most halvings.
+    reach : int
+        How far above ``start`` the bracket may grow.
+
+    Returns
+    -------
+    Fraction or None
+        The grid point found, or None when nothing up to ``reach``·start passes.
+    """
+    start = Fraction(start)
+    hi = grid(start)
+    while not passes(hi):
+        hi = grid(hi * Fraction(5, 4))
+        if hi > reach * start:
+            return None
+    lo = grid(hi * Fraction(4, 5))
+    while passes(lo):
+        hi, lo = lo, grid(lo * Fraction(4, 5))
+    for _ in range(steps):
+        mid = grid((lo + hi) / 2)
+        if mid >= hi or mid <= lo:
+            break
+        if passes(mid):
+            hi = mid
+        else:
+            lo = mid
     return hi

@@ -46,6 +46,7 @@ import math
 from fractions import Fraction
 
 from dpopt._lazy import lazy_module
+from dpopt.core.roots import smallest_on_grid
 from dpopt.errors import CalibrationError
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, working_precision
 
@@ -152,20 +153,7 @@ def pdp_sigma2(patterns: list[tuple[int, ...]], epsilon: Fraction, delta: Fracti
     def passes(s2: Fraction) -> bool:
         return worst_pdp_level(s2, patterns, epsilon) <= delta
 
-    hi = grid(Fraction(start))
-    while not passes(hi):
-        hi = grid(hi * Fraction(5, 4))
-        if hi > (1 << 20) * Fraction(start):
-            raise CalibrationError(f"no discrete Gaussian σ² up to 2^20 times {float(start):.6g} meets the pDP target")
-    lo = grid(hi * Fraction(4, 5))
-    while passes(lo):
-        hi, lo = lo, grid(lo * Fraction(4, 5))
-    for _ in range(SEARCH_STEPS):
-        mid = grid((lo + hi) / 2)
-        if mid >= hi or mid <= lo:
-            break
-        if passes(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    found = smallest_on_grid(passes, start, grid, steps=SEARCH_STEPS)
+    if found is None:
+        raise CalibrationError(f"no discrete Gaussian σ² up to 2^20 times {float(start):.6g} meets the pDP target")
+    return found

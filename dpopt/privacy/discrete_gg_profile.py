@@ -43,6 +43,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt._lazy import lazy_module
+from dpopt.core.roots import smallest_on_grid
 from dpopt.errors import CalibrationError
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, DiscreteGeneralizedGaussian, working_precision
 
@@ -217,23 +218,9 @@ def lattice_bisection(estimate, certified, start: float, grid, target: str) -> F
         No scale below 2^20·start passes, or the certified level does not accept the search's end within
         :data:`CERTIFY_STEPS` steps (``target`` names the target in the message).
     """
-    passes = estimate
-    hi = grid(Fraction(start))
-    while not passes(hi):
-        hi = grid(hi * Fraction(5, 4))
-        if hi > (1 << 20) * Fraction(start):
-            raise CalibrationError(f"no discrete GG scale up to 2^20 times {start:.6g} meets the {target} target")
-    lo = grid(hi * Fraction(4, 5))
-    while passes(lo):
-        hi, lo = lo, grid(lo * Fraction(4, 5))
-    for _ in range(SEARCH_STEPS):
-        mid = grid((lo + hi) / 2)
-        if mid >= hi:
-            break
-        if passes(mid):
-            hi = mid
-        else:
-            lo = mid
+    hi = smallest_on_grid(estimate, Fraction(start), grid, steps=SEARCH_STEPS)
+    if hi is None:
+        raise CalibrationError(f"no discrete GG scale up to 2^20 times {start:.6g} meets the {target} target")
     for _ in range(CERTIFY_STEPS):
         if certified(hi):
             return hi

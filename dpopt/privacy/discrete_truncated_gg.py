@@ -33,6 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt._lazy import lazy_module
+from dpopt.core.roots import smallest_on_grid
 from dpopt.errors import CalibrationError
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, DiscreteGeneralizedGaussian, working_precision
 
@@ -88,20 +89,7 @@ def truncated_scale(p: int, points: int, shift: int, epsilon: float, start: Frac
     def passes(s: Fraction) -> bool:
         return truncated_loss_bound(p, s, points, shift) <= epsilon
 
-    hi = grid(Fraction(start))
-    while not passes(hi):
-        hi = grid(hi * Fraction(5, 4))
-        if hi > (1 << 20) * Fraction(start):
-            raise CalibrationError(f"no truncated discrete GG scale up to 2^20 times {float(start):.6g} is ε-DP")
-    lo = hi * Fraction(4, 5)
-    while passes(lo):
-        hi, lo = lo, lo * Fraction(4, 5)
-    for _ in range(SEARCH_STEPS):
-        mid = grid((lo + hi) / 2)
-        if mid >= hi:
-            break
-        if passes(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    found = smallest_on_grid(passes, start, grid, steps=SEARCH_STEPS)
+    if found is None:
+        raise CalibrationError(f"no truncated discrete GG scale up to 2^20 times {float(start):.6g} is ε-DP")
+    return found
