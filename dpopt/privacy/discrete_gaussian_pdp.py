@@ -46,6 +46,7 @@ import math
 from fractions import Fraction
 
 from dpopt._lazy import lazy_module
+from dpopt.core.rounding import ball_upper
 from dpopt.core.roots import smallest_on_grid
 from dpopt.errors import CalibrationError
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, working_precision
@@ -128,9 +129,7 @@ def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> 
             mass += sum(law[max(first, 0):], flint.arb(0))
         m = len(pattern)
         level = mass / z**m + m * tail / z
-        man, exp = level.upper().man_exp()
-    man, exp = int(man), int(exp)
-    return Fraction(man << exp) if exp >= 0 else Fraction(man, 1 << -exp)
+        return ball_upper(level)
 
 
 def worst_pdp_level(sigma2: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction) -> Fraction:

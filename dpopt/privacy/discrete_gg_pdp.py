@@ -40,8 +40,9 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt._lazy import lazy_module
+from dpopt.core.rounding import ball_upper
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, working_precision
-from dpopt.privacy.discrete_gg_profile import dyadic_upper, float_loss_law, lattice_bisection, loss_law
+from dpopt.privacy.discrete_gg_profile import float_loss_law, lattice_bisection, loss_law
 
 flint = lazy_module("flint")
 
@@ -74,7 +75,7 @@ def pdp_level(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fracti
         law = loss_law(p, scale, pattern)
         threshold = Fraction(epsilon) * law.scale_power  # |A| > ε s^p, in rationals
         mass = sum((m for a, m in law.masses.items() if abs(a) > threshold), flint.arb(0))
-        return dyadic_upper(mass + law.outside)
+        return ball_upper(mass + law.outside)
 
 
 def worst_pdp_level(p: int, scale: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction) -> Fraction:

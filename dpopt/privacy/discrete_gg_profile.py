@@ -43,6 +43,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt._lazy import lazy_module
+from dpopt.core.rounding import ball_upper
 from dpopt.core.roots import smallest_on_grid
 from dpopt.errors import CalibrationError
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, DiscreteGeneralizedGaussian, working_precision
@@ -138,13 +139,6 @@ def float_loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> tuple[n
     return values, probs
 
 
-def dyadic_upper(x) -> Fraction:
-    """The upper end of an arb ball as an exact dyadic rational."""
-    man, exp = x.upper().man_exp()
-    man, exp = int(man), int(exp)
-    return Fraction(man << exp) if exp >= 0 else Fraction(man, 1 << -exp)
-
-
 def profile_delta(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
     """An upper bound on δ_v(ε) for a move of the given pattern (module docstring).
 
@@ -173,7 +167,7 @@ def profile_delta(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fr
             if a > threshold:
                 x = epsilon - Fraction(a) / law.scale_power
                 total += mass * (1 - flint.arb(flint.fmpq(x.numerator, x.denominator)).exp())
-        return dyadic_upper(total + law.outside)
+        return ball_upper(total + law.outside)
 
 
 def worst_profile_delta(p: int, scale: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction) -> Fraction:

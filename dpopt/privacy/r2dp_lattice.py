@@ -30,6 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.core.rounding import ball_upper
 from dpopt.noise.discrete_laplace_mixture import DiscreteLaplaceMixture
 from dpopt.sensitivity.patterns import ShiftPattern
 
@@ -65,8 +66,7 @@ def _upper(ball) -> Fraction:
     from flint import ctx
 
     with ctx.workprec(BALL_BITS):
-        man, exp = ball.upper().man_exp()
-    return Fraction(int(man)) * Fraction(2) ** int(exp)
+        return ball_upper(ball)
 
 
 def integer_shifts(pattern: ShiftPattern) -> tuple[int, ...] | None:
