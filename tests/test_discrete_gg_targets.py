@@ -165,12 +165,12 @@ def test_p3_calibration_meets_the_definition_and_p3_has_no_renyi_guarantee():
     assert not refused.passed and "p = 3" in refused.detail
 
 
-def test_gdp_keeps_the_continuous_gaussian_and_says_why():
-    # μ = 1: the discrete Gaussian's certified GDP slope costs ≈ 1/(12σ²) + 2·10⁻⁴ of variance (σ² ≈ 1), far above
-    # the 0.1% rule
+def test_gdp_at_small_noise_is_exact_and_states_its_cost():
+    # μ = 1: the discrete Gaussian's certified GDP slope costs ≈ 1/(12σ²) + 2·10⁻⁴ of variance (σ² ≈ 1); exact is
+    # the default, the cost is stated (its value against a summed pmf: tests/test_exact_cost.py)
     sol = dpopt.solve(_spec({"gdp": {"mu": 1.0}}))
-    assert not sol.mechanism.exact_noise
-    assert any("floating-point sampler is kept" in note for note in sol.mechanism.notes())
+    assert sol.mechanism.exact_noise and sol.mechanism.parameters["exact_cost"]["ratio"] > 1
+    assert any("exact is the default" in note for note in sol.mechanism.notes())
     assert dpopt.verify(sol.certificate).passed
 
 

@@ -199,12 +199,14 @@ def test_an_approx_target_on_two_cells_is_exact_on_its_profile_and_rejects_a_for
 
 
 @pytest.mark.parametrize("privacy", [{"gdp": {"mu": 1}}, {"zcdp": {"rho": 0.5}}])
-def test_gdp_and_zcdp_on_two_integer_cells_keep_the_continuous_law_with_the_reason(privacy):
-    # on ℤ the smallest step is 1; the continuous design uses steps of 1/4 and 1/3 and stays ahead by more than 0.1%
+def test_gdp_and_zcdp_on_two_integer_cells_are_exact_on_their_profile(privacy):
+    # on ℤ the smallest step is 1 (the continuous design's are 1/4 and 1/3): exact is the default, the discrete law is
+    # certified on its exact privacy-loss distribution and its cost is stated (tests/test_exact_cost.py)
     solution = dpopt.solve(_two_cells(privacy))
-    assert not solution.mechanism.exact_noise
-    assert any("certified on its exact privacy-loss distribution" in note
-               for note in solution.certificate.data["mechanism"]["notes"])
+    assert solution.mechanism.exact_noise
+    result = dpopt.verify(solution.certificate)
+    assert result.passed
+    assert [c for c in result.checks if c.claim == "privacy"][0].method.startswith("exact discrete staircase")
 
 
 def test_the_profile_is_refused_beyond_its_enumeration_and_for_non_integer_shifts():

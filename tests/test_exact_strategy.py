@@ -8,7 +8,8 @@ Sources of the expected values:
 * the privacy: ρ = Δ_M²/(2σ_ℤ²) (Canonne, Kamath & Steinke 2020, Theorem 14) in exact fractions against the target;
 * the release: x̂ = (I − P)x + B t̂ with t̂ the least-squares solution (numpy's ``lstsq``) of y − M(I − P)x = MBt,
   P the sum-zero projector written directly (the total is public under replace-one);
-* the rounding's cost: the issue's 0.1% (zCDP, c = 2¹³: the rounding is relative 2⁻¹³/|Σ^{+1/2}| per entry).
+* the rounding's cost: the issue's 0.1% (zCDP, c = 2¹³: the rounding is relative 2⁻¹³/|Σ^{+1/2}| per entry); its
+  stated value against the released covariance is tested in tests/test_exact_cost.py.
 """
 
 from __future__ import annotations
@@ -21,9 +22,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt.mechanisms.base import IDEALIZED_NUMERICS as IDEALIZED
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
-from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 
 TABLE = {"dpopt": 1, "name": "3 x 2, n fixed", "data": {"attributes": {"a": ["x", "y", "z"], "b": ["u", "v"]}, "n": 2},
          "query": {"kind": "contingency_table", "attributes": ["a", "b"]}, "adjacency": "replace_one",
@@ -91,29 +90,14 @@ def test_verify_re_derives_the_strategy_and_rejects_forgeries(solution):
     assert not dpopt.verify(forged).passed
 
 
-def test_a_costly_rounding_keeps_the_floating_point_sampler_and_says_why(monkeypatch):
-    # μ-GDP 0.5 on the cumulative age workload: the certified slope's range caps c near 16384, and the rounding
-    # with the slope costs about 0.03% (docs/concepts/exact-noise.md); at a limit of 10⁻⁵ the design keeps N(0, Σ)
-    # and names the measured cost and the cap
-    from dpopt.mechanisms import gaussian_optimal
-
-    monkeypatch.setattr(gaussian_optimal, "EXACT_COST_LIMIT", 1e-5)
-    spec = {**TABLE, "privacy": {"gdp": {"mu": 0.5}}}
-    spec["data"] = {"attributes": {"age": [str(i) for i in range(16)]}, "n": 2000}
-    spec["query"] = {"kind": "histogram", "attribute": "age"}
-    spec["utility"] = {"metric": "l2", "workload": np.tril(np.ones((16, 16))).tolist()}
-    mech = dpopt.solve(spec).mechanism
-    assert mech.sampler == "floating_point"
-    assert "rounding would cost" in mech.refusal and "above 0.001%" in mech.refusal and str(MAX_SIGMA2) in mech.refusal
-    assert IDEALIZED in " ".join(mech.notes())
-
-
 @pytest.mark.slow  # 6 s; the default run keeps the refined strategy through the golden row age_cumulative_optimal_gdp
 def test_refinement_lowers_the_rounding_cost_below_a_thousandth():
-    # the same design at the default limit: exact, its stated cost ratio within the issue's 0.1%
+    # μ-GDP 0.5 on the cumulative age workload: the certified slope's range caps c near 16384; the refined
+    # rounding is exact and its stated cost ratio within the issue's 0.1%
     spec = {**TABLE, "privacy": {"gdp": {"mu": 0.5}}}
     spec["data"] = {"attributes": {"age": [str(i) for i in range(16)]}, "n": 2000}
     spec["query"] = {"kind": "histogram", "attribute": "age"}
     spec["utility"] = {"metric": "l2", "workload": np.tril(np.ones((16, 16))).tolist()}
     mech = dpopt.solve(spec).mechanism
     assert mech.sampler == "exact" and 1.0 < mech.design_info["lattice_cost_ratio"] <= 1.001
+    assert mech.design_info["exact_cost"]["ratio"] == pytest.approx(mech.design_info["lattice_cost_ratio"], rel=1e-12)

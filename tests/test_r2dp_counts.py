@@ -234,18 +234,6 @@ def test_unequal_shifts_fill_the_budget():
     assert dpopt.verify(sol.certificate).passed
 
 
-def test_a_lattice_design_worse_than_the_continuous_one_keeps_it(monkeypatch):
-    # the cost rule, forced: with a margin of −100% every exact design counts as worse than the continuous one, which
-    # is then released with its floating-point note and the reason
-    import dpopt.mechanisms.r2dp_counts as counts
-
-    monkeypatch.setattr(counts, "COST_MARGIN", -1.0)
-    mechanism = dpopt.solve(_count_spec(query={"kind": "count"}, utility={"metric": "l2"})).mechanism
-    assert "second_fold" in mechanism.parameters and not mechanism.exact_noise
-    assert IDEALIZED_NUMERICS in mechanism.notes()
-    assert any("worse than the continuous design's" in n for n in mechanism.notes())
-
-
 def test_verify_of_a_mixture_on_real_answers_fails_in_one_claim(shift_two):
     # a forged certificate: the mixture's parameters under a spec whose answers are not counts
     data = copy.deepcopy(shift_two.certificate.data)

@@ -8,21 +8,24 @@ release g(N + η)/n:
   :class:`~dpopt.mechanisms.discrete_laplace.DiscreteLaplaceMechanism` on the integer space of shifts ≤ Δ_u:
   pure ε = Δ_u/t exactly; (ε, δ) through ε = Δ_u/t, δ unused (:func:`_laplace_listed`); ρ-zCDP by its Rényi
   divergences. g = 2^e ≤ 2^-20 min(b, Δ) (sum units), so the unit the rounding adds to Δ costs below 2^-20 and
-  t ≈ b/g stays within the sampler's 2^40 for ε ≥ 2^-19. μ-GDP through ε-DP costs more than the margin
-  (Laplace's exact one-dimensional trade-off is far tighter): such a design keeps Laplace(b).
+  t ≈ b/g stays within the sampler's 2^40 for ε ≥ 2^-19. Under μ-GDP the check goes through ε-DP, looser than
+  Laplace's exact one-dimensional trade-off: the lattice noise is wider than Laplace(b), and ``exact_cost`` states
+  by how much.
 - **Gaussian** → η ~ N_ℤ(0, σ_ℤ²) (:mod:`dpopt.noise.discrete_gaussian`), σ_ℤ² the dyadic lattice variance of
   :mod:`dpopt.mechanisms.lattice` for the continuous σ_u = the Gaussian calibration at Δ_u: ρ = Δ_u²/(2σ_ℤ²)
   (CKS Theorem 14), μ = Δ_u·m under μ-GDP and (ε, δ) (the certified slope). The sampler serves σ_ℤ² ≤ 2³⁰ and the
   slope σ_ℤ² ≤ 2²⁸, so g = 2^e is between 2^-14 σ and 2^-10 σ (zCDP) or 2^-13 σ and 2^-9 σ (μ-GDP, (ε, δ))
   (:data:`GAUSSIAN_BITS`): the unit the rounding adds to Δ costs up to about 2g/Δ in variance — nothing when the
   bounds are multiples of g. Under μ-GDP that is 2/Δ_u with Δ_u ≈ μσ_ℤ ≥ μ·2^13 on the finest lattice, at most
-  2^-12/μ: with the slope's 2·10⁻⁴ within the 0.1% margin for every bound when μ ≥ 0.31 (Δ/σ for (ε, δ)), and
-  below that only when some tried lattice nearly aligns with the bound (a dyadic g, so that x/g is exact, and
-  σ_ℤ below the slope's 2^14 leave no finer choice).
+  2^-12/μ: with the slope's 2·10⁻⁴ below 0.1% for every bound when μ ≥ 0.31 (Δ/σ for (ε, δ)), and below that
+  only when some tried lattice nearly aligns with the bound (a dyadic g, so that x/g is exact, and σ_ℤ below the
+  slope's 2^14 leave no finer choice).
 
-The design keeps the floating-point sampler (and its note) when the exact measurement's predicted error exceeds
-the continuous design's by more than :data:`COST_MARGIN` (0.1%, as ``EXACT_MARGIN``); the certificate's design record
-states the ratio (``lattice_cost_ratio`` in the parameters, or the refusal's note).
+The exact measurement is used whenever the spec allows it (:func:`_refusal`, the sampler's range), whatever its
+cost: the parameters state it, ``lattice_cost_ratio`` (the noise variance on the lattice over the continuous
+design's) and ``exact_cost`` (:func:`dpopt.mechanisms.exact_cost.exact_cost` of the two variances), both
+re-derived by ``dpopt verify`` from the recorded scale and lattice. ``sampler: floating_point`` keeps the
+continuous design and its note.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import numpy as np
 from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.discrete_laplace import DiscreteLaplaceMechanism, discrete_laplace_privacy_check
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
 from dpopt.domain.queries import NumericQuery
 from dpopt.mechanisms.gaussian import CONTINUOUS_METRICS, GaussianMechanism
 from dpopt.mechanisms.laplace import LaplaceMechanism
@@ -61,10 +65,6 @@ from dpopt.privacy.gaussian_calibration import gaussian_sigma
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
-
-COST_MARGIN = 1e-3
-"""The largest relative error cost of the lattice (against the continuous design) at which the exact measurement
-is used; the same 0.1% as :data:`dpopt.design.select.EXACT_MARGIN` (not imported: design is a higher layer)."""
 
 GAUSSIAN_BITS = {"zcdp": 14, "gdp": 13, "approx": 13}
 """The finest lattice tried, g = 2^e ≤ 2^-bits σ (sum units): σ_ℤ = σ/g below 2^15 (σ_ℤ² < 2³⁰, the int64 sampler's
@@ -126,19 +126,12 @@ def _refusal(problem: Problem) -> str | None:
     return lattice_refusal(problem)
 
 
-def _cost_refusal(ratio: float) -> str | None:
-    """Why a lattice measurement whose error is ``ratio`` times the continuous design's is not used (None: it is)."""
-    if ratio > 1 + COST_MARGIN:
-        return f"the lattice measurement costs {ratio:.6f} times the continuous design's error (above 1.001)"
-    return None
-
-
 def _laplace_listed(privacy: Privacy) -> bool:
     """Whether the lattice's integer space for the discrete Laplace is listed (the move ±Δ_u): only under ρ-zCDP,
     whose Rényi check is a closed form per order; otherwise stated as not listed, so that the design and check go
     through ε = Δ_u/t (an exact (ε, δ) profile or trade-off function of the move would run over its Δ_u + 1 loss
     values, millions here; under (ε, δ) the continuous design's δ gains Δ₁/b = ε − 2 ln(1 − δ), a relative 2δ/ε in
-    the scale, within the cost margin for δ ≤ ε/4000)."""
+    the scale, below 0.1% for δ ≤ ε/4000 and stated in ``exact_cost``)."""
     return privacy.definition == "zcdp"
 
 
@@ -161,7 +154,7 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
     @classmethod
     def design(cls, problem: Problem) -> LaplaceMechanism:
         """:meth:`LaplaceMechanism.design`; on a bounded sum or mean, its exact lattice measurement unless the spec
-        or the cost rules it out (then Laplace(b) and the reason)."""
+        rules it out (then Laplace(b) and the reason)."""
         return cls.from_design(problem, LaplaceMechanism.design(problem))
 
     @classmethod
@@ -180,10 +173,7 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
             except CalibrationError as exc:
                 refusal = f"on the lattice: {exc}"
             else:
-                exact = cls(continuous.scale, lattice, units.scale)
-                refusal = _cost_refusal(exact.cost_ratio)
-                if refusal is None:
-                    return exact
+                return cls(continuous.scale, lattice, units.scale)
         continuous.refusal = refusal
         return continuous
 
@@ -197,7 +187,8 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
     @property
     def parameters(self) -> dict:
         return {"scale": self.scale, "sampler": "exact", "sum_lattice": self.lattice.to_dict(),
-                "lattice_scale": str(self.units_scale), "lattice_cost_ratio": self.cost_ratio}
+                "lattice_scale": str(self.units_scale), "lattice_cost_ratio": self.cost_ratio,
+                EXACT_COST_KEY: exact_cost("variance", self._max_variance(), 2 * self.scale**2)}
 
     def _units_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
         t = self.units_scale
@@ -252,7 +243,7 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
     @classmethod
     def design(cls, problem: Problem) -> GaussianMechanism:
         """:meth:`GaussianMechanism.design`; on a bounded sum or mean, its exact lattice measurement unless the
-        spec or the cost rules it out (then N(0, σ²) and the reason)."""
+        spec rules it out (then N(0, σ²) and the reason)."""
         return cls.from_design(problem, GaussianMechanism.design(problem))
 
     @classmethod
@@ -275,11 +266,7 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
                 sigma_units = gaussian_sigma(Fraction(lattice.shift) ** 2, privacy)
                 sigma2 = target_lattice_variance(Fraction(sigma_units) ** 2, 1, privacy.definition)
                 if sigma2 is not None:
-                    exact = cls(continuous.sigma, lattice, sigma2, privacy.definition)
-                    refusal = _cost_refusal(exact.cost_ratio)
-                    if refusal is None:
-                        return exact
-                    break
+                    return cls(continuous.sigma, lattice, sigma2, privacy.definition)
         continuous.refusal = refusal
         return continuous
 
@@ -294,7 +281,8 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
     def parameters(self) -> dict:
         return {"sigma": self.sigma, "sampler": "exact", "sum_lattice": self.lattice.to_dict(),
                 "lattice_sigma2": str(self.lattice_sigma2), "lattice_privacy": self.target,
-                "lattice_cost_ratio": self.cost_ratio}
+                "lattice_cost_ratio": self.cost_ratio,
+                EXACT_COST_KEY: exact_cost("variance", self._variance(), self.sigma**2)}
 
     def _units_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
         s2 = self.lattice_sigma2

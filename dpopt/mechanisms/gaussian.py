@@ -32,6 +32,7 @@ from dpopt.core.checks import Check
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
     GDP_TARGETS,
@@ -172,6 +173,7 @@ class GaussianMechanism(Mechanism):
         if self.sampler == "exact" and self.target == "pdp":
             out.update(lattice_privacy="pdp", lattice_sigma2=str(self.lattice_sigma2),
                        lattice_cost_ratio=self.cost_ratio)
+            out[EXACT_COST_KEY] = exact_cost("variance", discrete_variance(self.lattice_sigma2), self.sigma**2)
         return out
 
     def scope_checks(self, problem: Problem) -> list[Check]:

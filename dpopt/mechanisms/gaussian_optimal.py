@@ -31,9 +31,10 @@ the ``l2`` or ``max_variance`` metric, when the component off the span is a func
 moves): y = Mx + η with the integer strategy M = round(c·Σ^{+1/2}) and η i.i.d. discrete Gaussian, released by
 least squares (post-processing); its privacy is certified from M's exact integer sensitivity max‖Mδ‖² and the
 lattice variance (:mod:`dpopt.mechanisms.integer_strategy`). The released noise has covariance
-Var N_ℤ(0, σ_ℤ²)·B(BᵀMᵀMB)⁻¹Bᵀ, not Σ: the rounding's cost is stated, and when it is above
-:data:`EXACT_COST_LIMIT` (μ-GDP at small noise, where the certified slope's range caps c) the floating-point
-sampler is kept and the certificate says why.
+Var N_ℤ(0, σ_ℤ²)·B(BᵀMᵀMB)⁻¹Bᵀ, not Σ: the rounding's cost is stated in the design record
+(``lattice_cost_ratio``, and ``exact_cost``: the objective at the released covariance against its value at Σ,
+:func:`dpopt.mechanisms.exact_cost.exact_cost`) and in a note, whatever it is (largest under μ-GDP at small
+noise, where the certified slope's range caps c); it is never a reason to keep the floating-point sampler.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from dpopt.core.rounding import nudge_until
 from dpopt.core.rows import row_groups
 from dpopt.errors import CalibrationError, DataError
 from dpopt.mechanisms.base import Mechanism
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_strategy import design_strategy, reconstruction, rounding_note, strategy_sensitivity
 from dpopt.mechanisms.lattice import (
@@ -89,10 +91,6 @@ RANGE_TOL = 1e-9
 """Largest relative distance of a generator from range(Σ) accepted by the range check."""
 
 _TARGETS = ("gdp", "zcdp", "approx")
-
-EXACT_COST_LIMIT = 1e-3
-"""Largest relative cost of the exact measurement's rounding (:mod:`dpopt.mechanisms.integer_strategy`) accepted:
-above it the design keeps the floating-point sampler (the issue's 0.1%)."""
 
 EXACT_METRICS = ("l2", "max_variance")
 """Metrics whose prediction is a function of the released covariance alone (the lattice noise is not Gaussian)."""
@@ -349,11 +347,12 @@ class GaussianOptimalMechanism(Mechanism):
         refusal = cls._lattice_refusal(problem)
         if refusal is None:
             found = design_strategy(sigma, vectors, space.span.basis(), mu, spec.privacy.definition,
-                                    lambda cov: objective.value(cov, space.rank), EXACT_COST_LIMIT)
+                                    lambda cov: objective.value(cov, space.rank))
             if isinstance(found, str):
                 refusal = found
             else:
                 info["lattice_cost_ratio"] = found.cost_ratio
+                info[EXACT_COST_KEY] = exact_cost(spec.utility.metric, value * found.cost_ratio, value)
                 return cls(sigma, space, info, found.strategy, found.lattice_sigma2, found.sensitivity_squared,
                            spec.privacy.definition)
         return cls(sigma, space, info, refusal=refusal)

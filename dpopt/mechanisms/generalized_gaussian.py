@@ -34,8 +34,10 @@ on a bounded mean with public n under pure ε the truncated options are joined b
 the lattice box (:mod:`dpopt.privacy.discrete_truncated_gg`). The samplers are exact
 (:mod:`dpopt.noise.discrete_generalized_gaussian`).
 
-``design`` calibrates every applicable (p, variant) and keeps the one with the best predicted
-utility for the spec's metric, or the best exact one when it is within 0.1% of it. Bounded
+``design`` calibrates every applicable (p, variant) and keeps the best exact option for the spec's metric when
+there is one (exact is the default), else the best option; the chosen exact option's parameters state its cost
+against the best floating-point option (``exact_cost``, :func:`dpopt.mechanisms.exact_cost.exact_cost`) and the
+design notes name it. Bounded
 variants' noise depends on the true answer: their
 predicted utility is the worst case over true answers in the box (closed forms on a grid), and
 :meth:`sample` draws the noise for a true answer at the centre of the box; :meth:`release`
@@ -63,7 +65,7 @@ from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpe
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism, better
 from dpopt.mechanisms.gaussian import lattice_scope_check
 from dpopt.mechanisms.generalized_gaussian_checks import bounded_checks, lemma10_bound, pdp_check
-from dpopt.mechanisms.exact_sum import COST_MARGIN
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost
 from dpopt.mechanisms.generalized_gaussian_lattice import (
     BOX_NOTE,
     LATTICE_NOTE,
@@ -120,8 +122,8 @@ VARIANTS = ("unbounded", "truncated", "boundary_inflated")
 
 BOX_SHORTLIST = 0.01
 """A truncated option is measured on the lattice box only when its continuous prediction is within 1% of the best
-continuous option's: the lattice law moves a prediction by about 0.1% (the exact option is kept within
-:data:`~dpopt.mechanisms.exact_sum.COST_MARGIN` of the best), so the others cannot be chosen."""
+continuous truncated option's: the lattice law moves a prediction by about 0.1%, so the others cannot be the best
+exact option."""
 
 MAX_MONTE_CARLO_COORDINATES = 200
 """Moving coordinates (summed over the profiles) above which Corollary 7's Monte Carlo calibration
@@ -178,6 +180,7 @@ class GeneralizedGaussianMechanism(Mechanism):
         monte_carlo: dict | None = None,
         lattice_scale: Fraction | None = None,
         sum_lattice: RealLattice | None = None,
+        stated_cost: dict | None = None,
     ):
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS} (got {variant!r})")
@@ -196,6 +199,7 @@ class GeneralizedGaussianMechanism(Mechanism):
         self.upper = np.asarray(upper, dtype=float).reshape(-1) if bounded else None
         self.monte_carlo = dict(monte_carlo) if monte_carlo else None
         self._design_notes: list[str] = []
+        self.stated_cost = None if stated_cost is None else dict(stated_cost)  # vs the best floating-point option
         self.lattice_scale = None if lattice_scale is None else Fraction(lattice_scale)
         self.sum_lattice = sum_lattice
         if self.lattice_scale is not None:
@@ -303,21 +307,20 @@ class GeneralizedGaussianMechanism(Mechanism):
             raise CalibrationError(
                 "no generalized Gaussian variant predicts this utility (" + "; ".join(skipped) + ")"
             )
-        best_value, best = min(scored, key=lambda item: item[0])
         exact = [item for item in scored if item[1].exact_noise]
-        kept = []
-        if exact and not best.exact_noise:
-            value, candidate = min(exact, key=lambda item: item[0])
-            if value <= best_value + COST_MARGIN * abs(best_value):
-                best = candidate
-            else:
-                kept = [f"the floating-point sampler is kept: the best exact option, {candidate._label()}, predicts "
-                        f"{sign * value:.6g}, more than {COST_MARGIN:.1%} from the best ({sign * best_value:.6g})"]
+        floating = [item for item in scored if not item[1].exact_noise]
+        _, best = min(exact or scored, key=lambda item: item[0])
+        stated = []
+        if exact and floating:
+            value, rival = min(floating, key=lambda item: item[0])
+            best.stated_cost = exact_cost(spec.utility.metric, best.expected_utility(spec.utility).value, sign * value)
+            stated = [f"exact is the default: against the best floating-point option, {rival._label()}, "
+                      + cost_text(best.stated_cost)]
         best._design_notes = [
             f"chosen by predicted {spec.utility.metric} among: "
             + ", ".join(f"{m._label()} ({sign * v:.6g})" for v, m in scored)
             + ("; not calibrated: " + "; ".join(skipped) if skipped else "")
-        ] + kept
+        ] + stated
         return best
 
     @classmethod
@@ -385,7 +388,7 @@ class GeneralizedGaussianMechanism(Mechanism):
     @classmethod
     def _box_lattice_options(cls, problem: Problem, options: list, skipped: list[str]) -> list:
         """The truncated discrete GG on the lattice box of a bounded mean, one per truncated shape calibrated above
-        whose continuous prediction is within :data:`BOX_SHORTLIST` of the best continuous option's
+        whose continuous prediction is within :data:`BOX_SHORTLIST` of the best continuous truncated option's
         (:mod:`dpopt.mechanisms.generalized_gaussian_lattice`), or the reason in ``skipped``."""
         refusal = box_lattice_refusal(problem)
         if refusal is not None:
@@ -400,12 +403,13 @@ class GeneralizedGaussianMechanism(Mechanism):
                 values[id(option)] = sign * option.expected_utility(utility).value
             except DpoptError:  # design cannot score it either
                 values[id(option)] = math.inf
-        best = min(values.values())
+        truncated = [o for o in options if o.variant == "truncated"]
+        best = min((values[id(o)] for o in truncated), default=math.inf)
         eps = problem.spec.privacy.parameters["epsilon"]
-        for option in [o for o in options if o.variant == "truncated"]:
+        for option in truncated:
             if values[id(option)] > best + BOX_SHORTLIST * abs(best):
                 skipped.append(f"truncated p={option.p} on the lattice box: its continuous prediction is more than "
-                               f"{BOX_SHORTLIST:.0%} from the best")
+                               f"{BOX_SHORTLIST:.0%} from the best truncated option's")
                 continue
             try:
                 lattice = box_lattice(problem, option.scale)
@@ -489,6 +493,7 @@ class GeneralizedGaussianMechanism(Mechanism):
             parameters.get("monte_carlo"),
             None if "scale_exact" not in parameters else Fraction(parameters["scale_exact"]),
             None if "sum_lattice" not in parameters else RealLattice.from_dict(parameters["sum_lattice"]),
+            stated_cost=parameters.get(EXACT_COST_KEY),
         )
 
     @property
@@ -509,6 +514,8 @@ class GeneralizedGaussianMechanism(Mechanism):
             out["sampler"] = "exact"
         if self.sum_lattice is not None:
             out["sum_lattice"] = self.sum_lattice.to_dict()
+        if self.stated_cost is not None:
+            out[EXACT_COST_KEY] = dict(self.stated_cost)
         return out
 
     def _label(self) -> str:

@@ -36,8 +36,8 @@ to g = 2^e and summed exactly as in :mod:`dpopt.mechanisms.exact_sum` (:mod:`dpo
 rounding charged to Δ_u); when the bounds are multiples of g the sum N lies in the box {nL/g, …, nU/g} and receives
 discrete GG noise conditioned on N + K in the box, calibrated on the exact worst-case loss over the box's lattice
 points (:mod:`dpopt.privacy.discrete_truncated_gg`). Its predicted utility is the worst case over every lattice
-answer (finite sums in double precision). The family's design keeps an exact option when its prediction is within
-:data:`~dpopt.mechanisms.exact_sum.COST_MARGIN` (0.1%) of the best.
+answer (finite sums in double precision). The family's design keeps the best exact option whenever there is one,
+and states its cost against the best floating-point option (``exact_cost``).
 """
 
 from __future__ import annotations

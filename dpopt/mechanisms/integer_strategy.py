@@ -166,9 +166,9 @@ class IntegerStrategy:
 
 
 def design_strategy(covariance: np.ndarray, vectors: np.ndarray, basis: np.ndarray, mu: float, target: str,
-                    cost, limit: float) -> IntegerStrategy | str:
-    """The integer strategy for N(0, Σ) at the target μ (module docstring), or why there is none (among the
-    reasons: its cost ratio above 1 + ``limit``).
+                    cost) -> IntegerStrategy | str:
+    """The integer strategy for N(0, Σ) at the target μ (module docstring), or why there is none (no scale with
+    its lattice variance in the exact sampler's range). Its cost ratio is stated, never a reason to refuse.
 
     ``cost`` maps a covariance to the design's objective (a trace or a maximum variance: linear in the
     covariance's scale). Under μ-GDP and (ε, δ) the scales of :data:`GDP_FIRST_SCALE` are tried; a rounding that
@@ -205,20 +205,12 @@ def design_strategy(covariance: np.ndarray, vectors: np.ndarray, basis: np.ndarr
         sens = strategy_sensitivity(m, vectors)
         _, unit = reconstruction(m, basis)
         ratio = float(sens) / float(wanted) * cost(unit) / reference
-    if ratio > 1.0 + limit:  # the lattice variance only adds to it
-        return _too_costly(ratio, limit, target)
     sigma2 = target_lattice_variance(Fraction(sens) / wanted, 1, target)
     if sigma2 is None:
         return "the strategy's lattice variance is outside the exact sampler's range"
     _, unit = reconstruction(m, basis)
     ratio = discrete_variance(sigma2) * cost(unit) / reference
-    return _too_costly(ratio, limit, target) if ratio > 1.0 + limit else IntegerStrategy(m, sens, sigma2, ratio)
-
-
-def _too_costly(ratio: float, limit: float, target: str) -> str:
-    return (f"the integer strategy's rounding would cost {100 * (ratio - 1):.3g}% (above {100 * limit:g}%"
-            + (f": the certified GDP slope's range σ_ℤ² ≤ {MAX_SIGMA2} caps the strategy's scale)" if target in GDP_TARGETS
-               else ")"))
+    return IntegerStrategy(m, sens, sigma2, ratio)
 
 
 def effective_covariance(strategy: np.ndarray, basis: np.ndarray, sigma2: Fraction) -> np.ndarray:

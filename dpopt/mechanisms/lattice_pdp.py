@@ -4,7 +4,9 @@ The continuous design's σ is Liu (2019)'s Lemma 10, a bound on P[|L| > ε]; the
 the exact level of the discrete law instead (:mod:`dpopt.privacy.discrete_gaussian_pdp`: the loss is a function of
 the integer ⟨η, v⟩, whose law is a convolution of scaled discrete Gaussians, summed in arb per move pattern and
 maximised over the listed moves). σ_ℤ² is the dyadic σ² (21 bits, the sampler's grid) found by bisection from the
-continuous σ², and ``dpopt verify`` re-evaluates the level at the recorded σ_ℤ².
+continuous σ², and ``dpopt verify`` re-evaluates the level at the recorded σ_ℤ². The lattice measurement is used
+whatever its variance against the continuous design's; the mechanism states that ratio (``lattice_cost_ratio``
+and ``exact_cost``).
 
 The level is of y itself: pDP is not closed under post-processing (the loss of a function of y is not the loss of
 y), so only the families that release x + η as it is (``gaussian``, ``discrete_gaussian``) are measured this way;
@@ -19,7 +21,7 @@ from dpopt.core.checks import Check
 from dpopt.core.decimals import written
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns
-from dpopt.mechanisms.lattice import MAX_LATTICE_SIGMA2, MIN_LATTICE_SIGMA2, discrete_variance
+from dpopt.mechanisms.lattice import MAX_LATTICE_SIGMA2, MIN_LATTICE_SIGMA2
 from dpopt.privacy.discrete_gaussian_pdp import pdp_sigma2, worst_pdp_level
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
@@ -51,23 +53,14 @@ def pdp_lattice_variance(space: SensitivitySpace, privacy: Privacy, sigma: float
     return sigma2
 
 
-COST_MARGIN = 1e-3
-"""The largest relative error cost of the lattice measurement against the continuous design at which it is used
-(the same 0.1% as :data:`dpopt.design.select.EXACT_MARGIN`; not imported: design is a higher layer)."""
-
-
 def pdp_lattice_design(space: SensitivitySpace, privacy: Privacy, sigma: float) -> tuple[Fraction | None, str | None]:
     """The lattice variance of the isotropic design N(0, σ²I) (:func:`pdp_lattice_variance`) and None, or None and
-    why the continuous design is kept: no listed integer moves, the range, or Var N_ℤ(0, σ_ℤ²)/σ² above
-    1 + :data:`COST_MARGIN` (Lemma 10 bounds the level from above, so the ratio is usually below 1)."""
+    why there is none: no listed integer moves, or the sampler's range. Its cost, Var N_ℤ(0, σ_ℤ²)/σ² (usually
+    below 1: Lemma 10 bounds the level from above), is stated by the mechanism, never a reason to refuse."""
     try:
-        sigma2 = pdp_lattice_variance(space, privacy, sigma)
+        return pdp_lattice_variance(space, privacy, sigma), None
     except CalibrationError as exc:
         return None, f"on the lattice: {exc}"
-    ratio = discrete_variance(sigma2) / sigma**2
-    if ratio > 1 + COST_MARGIN:
-        return None, f"the lattice measurement costs {ratio:.6f} times the continuous design's error (above 1.001)"
-    return sigma2, None
 
 
 def lattice_pdp_check(space: SensitivitySpace, sigma2: Fraction, privacy: Privacy) -> Check:

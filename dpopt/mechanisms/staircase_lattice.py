@@ -37,10 +37,11 @@ and integers), re-derives Δ_u from the spec at the stated h (``mechanism.lattic
 from the spec's space, and checks the target. Bounded sums and means go through ε-DP (their spaces list only the
 extreme shifts).
 
-**Cost.** A design keeps the floating-point sampler when the discrete law's predicted metric is worse than the
-continuous design's by more than :data:`~dpopt.mechanisms.exact_sum.COST_MARGIN` (0.1%); the note says so. The
-certificate records the continuous design (``continuous``: its ε₀, step and g) and states E X² of the discrete law
-over the continuous one's (``lattice_cost_ratio``, re-derived by ``dpopt verify`` from both).
+**Cost.** The discrete law is used whenever the spec allows it and it meets the target, whatever it costs against
+the continuous design (``sampler: floating_point`` keeps the continuous one). The certificate records the
+continuous design (``continuous``: its ε₀, step and g) and states E X² of the discrete law over the continuous
+one's (``lattice_cost_ratio``, and ``exact_cost``: :func:`dpopt.mechanisms.exact_cost.exact_cost` of the two
+second moments), both re-derived by ``dpopt verify`` from the recorded laws.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ from dpopt.core.checks import Check
 from dpopt.core.decimals import float_below
 from dpopt.domain.queries import NumericQuery
 from dpopt.errors import CalibrationError
-from dpopt.mechanisms.exact_sum import _cost_refusal, _LatticeSum, _refusal
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
+from dpopt.mechanisms.exact_sum import _LatticeSum, _refusal
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_noise import dyadic_ceil
 from dpopt.mechanisms.lattice import integer_answers
@@ -132,12 +134,6 @@ def best_boundary(epsilon: Fraction, step: int, unit: Fraction, utility: Utility
     best = laws[int(np.argmin([sign * value(law) for law in laws]))]
     return best, (f"{policy}, on the lattice: r = {best.boundary} of m = {m} (g = r/m; the continuous "
                   f"g* = {g_star:.17g})")
-
-
-def _ratio(exact: float, continuous: float, utility: Utility) -> float:
-    """The lattice's cost: the exact measurement's metric over the continuous design's (the inverse for usefulness,
-    which is maximised)."""
-    return continuous / exact if utility.metric == "usefulness" else exact / continuous
 
 
 def _lattice_refusal(problem: Problem) -> str | None:
@@ -240,8 +236,9 @@ class _DiscreteStaircaseMeasurement:
         StaircaseMechanism.__init__(self, float(law.epsilon), float(law.step * unit), law.boundary / law.step,
                                     dimension, policy)
         self.law, self.unit, self.continuous = law, Fraction(unit), continuous
-        self.cost_ratio = None if continuous is None else self._max_variance() / StaircaseNoise(
-            continuous["epsilon0"], continuous["step"], continuous["g"]).abs_moment(2)
+        self.cost = None if continuous is None else exact_cost("variance", self._max_variance(), StaircaseNoise(
+            continuous["epsilon0"], continuous["step"], continuous["g"]).abs_moment(2))
+        self.cost_ratio = None if self.cost is None else self.cost["ratio"]
 
     @staticmethod
     def _law(parameters: dict) -> DiscreteStaircase:
@@ -250,9 +247,12 @@ class _DiscreteStaircaseMeasurement:
 
     @property
     def parameters(self) -> dict:
-        return {**StaircaseMechanism.parameters.fget(self), "sampler": "exact", "epsilon0_exact": str(self.law.epsilon),
-                "step_units": self.law.step, "boundary_units": self.law.boundary, "continuous": self.continuous,
-                "lattice_cost_ratio": self.cost_ratio}
+        out = {**StaircaseMechanism.parameters.fget(self), "sampler": "exact", "epsilon0_exact": str(self.law.epsilon),
+               "step_units": self.law.step, "boundary_units": self.law.boundary, "continuous": self.continuous,
+               "lattice_cost_ratio": self.cost_ratio}
+        if self.cost is not None:
+            out[EXACT_COST_KEY] = self.cost
+        return out
 
     def _pure_check(self, steps: int, privacy: Privacy, shifts: str) -> Check:
         total = self.law.epsilon * steps
@@ -357,12 +357,6 @@ class StaircaseOnCounts(_DiscreteStaircaseMeasurement, StaircaseMechanism):
         return [self._pure_check(self._steps_on(space), privacy,
                                  "K = max_v Σ_i ⌈|v_i|/m⌉ over the spec's integer difference vectors, exact")]
 
-    def certified_through(self, problem: Problem) -> str:
-        """How the measurement meets the target: on its exact profile over listed moves, or through ε-DP."""
-        method = self.privacy_checks(problem.space, problem.spec.privacy)[0].method
-        return ("certified on its exact privacy-loss distribution" if method.startswith("exact discrete staircase")
-                else "certified through ε-DP")
-
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         return self._summary(self._steps_on(space), "K = max_v Σ_i ⌈|v_i|/m⌉ over the integer difference vectors")
 
@@ -394,7 +388,7 @@ class LatticeSumStaircase(_DiscreteStaircaseMeasurement, _LatticeSum, StaircaseM
     @classmethod
     def design(cls, problem: Problem) -> StaircaseMechanism:
         """:meth:`StaircaseMechanism.design`; on counts and on a bounded sum or mean, its exact lattice measurement
-        unless the spec or the cost rules it out (then the continuous staircase and the reason)."""
+        unless the spec rules it out (then the continuous staircase and the reason)."""
         return cls.from_design(problem, StaircaseMechanism.design(problem))
 
     @classmethod
@@ -413,15 +407,9 @@ class LatticeSumStaircase(_DiscreteStaircaseMeasurement, _LatticeSum, StaircaseM
             except CalibrationError as exc:
                 refusal = f"on the lattice: {exc}"
             else:
-                ratio = _ratio(exact.expected_utility(spec.utility).value,
-                               continuous.expected_utility(spec.utility).value, spec.utility)
-                refusal = _cost_refusal(ratio)
-                if refusal is not None and not numeric:
-                    refusal += f" (the discrete staircase: {exact.certified_through(problem)})"
-                if refusal is None and not exact.privacy_checks(problem.space, spec.privacy)[0].passed:
-                    refusal = "the discrete staircase does not meet the target"
-                if refusal is None:
+                if exact.privacy_checks(problem.space, spec.privacy)[0].passed:
                     return exact
+                refusal = "the discrete staircase does not meet the target"
         continuous.refusal = refusal
         return continuous
 

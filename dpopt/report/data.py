@@ -41,7 +41,7 @@ homogeneous the same way: the program min f(Σ) subject to vᵀΣ⁺v ≤ μ² o
 (substitute Σ = Σ'/μ²), μ = √(2ρ) under ρ-zCDP; its SDP (most of ``census_part2``'s report) solves it to the
 solver's tolerance, so a re-design agrees with the scaled value to about 1e-8 (tests/test_report_statistician.py).
 An exact design of either (a lattice measurement) is homogeneous only up to its lattice's cost, which the
-certificate states (at most 0.1% for ``gaussian_optimal``'s integer strategy): the curve is the continuous
+certificate states (``exact_cost``; under 0.1% for ``gaussian_optimal``'s integer strategy on the examples): the curve is the continuous
 design's, scaled. So is K-norm's lattice law (P ∝ e^{−ε′‖z‖_K} on span(S) ∩ ℤ^d, not homogeneous in ε): its curve
 scales the value at the target, within the lattice law's distance from the continuous one at each budget (−8%
 on the 2×2 table at ε = 1, about −1% on the larger examples: ``docs/concepts/exact-noise.md``)."""

@@ -1,0 +1,52 @@
+r"""The cost of exactness, stated one way in every certificate that measures on a lattice.
+
+Exact noise is the default (issue 39): whenever a family has an exact lattice measurement for the spec it uses
+it, whatever the lattice (the rounding of a bound to g = 2^e, of a variance to a dyadic rational, of a strategy to
+integers) costs against the continuous design it implements. That cost is not a reason to refuse; it is stated,
+under the one key :data:`EXACT_COST_KEY` of the design record (or the mechanism's parameters), as
+
+.. math:: r = \frac{v_\text{exact}}{v_\text{continuous}} \quad\text{(lower is better)}, \qquad
+          r = \frac{v_\text{continuous}}{v_\text{exact}} \quad\text{(higher is better: usefulness, test power)},
+
+so r > 1 always means the exact measurement is worse, r < 1 better (a discrete law can beat the continuous one:
+the discrete Laplace's variance 2e^{−ε}/(1 − e^{−ε})² is below Laplace's 2/ε² on counts). ``metric`` names what
+is compared: the spec's utility metric, or ``variance`` (the noise's second moment per coordinate, in answer
+units) where the record compares the noise laws themselves. ``sampler: floating_point`` keeps the continuous
+design (and its idealized-numerics note); nothing else does on cost grounds.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dpopt.mechanisms.base import better
+
+EXACT_COST_KEY = "exact_cost"
+"""The key of the stated cost in a design record or a mechanism's parameters."""
+
+
+def exact_cost(metric: str, exact: float, continuous: float) -> dict:
+    """The cost of exactness: ``{"metric", "exact", "continuous", "ratio"}`` (module docstring).
+
+    Parameters
+    ----------
+    metric : str
+        What is compared: a utility metric (``better(metric)`` orients the ratio) or ``"variance"``.
+    exact, continuous : float
+        The exact measurement's value and the continuous design's, for that metric.
+
+    Returns
+    -------
+    dict
+        ``ratio`` > 1 when the exact measurement is worse; 1 when both are 0; inf when only the reference is 0.
+    """
+    exact, continuous = float(exact), float(continuous)
+    top, bottom = (continuous, exact) if better(metric) == "higher" else (exact, continuous)
+    ratio = top / bottom if bottom != 0 else (1.0 if top == 0 else math.inf)
+    return {"metric": metric, "exact": exact, "continuous": continuous, "ratio": ratio}
+
+
+def cost_text(cost: dict) -> str:
+    """One sentence for a certificate's notes: the exact measurement's value against the continuous design's."""
+    return (f"cost of exactness: {cost['metric']} {cost['exact']:.6g} on the lattice vs {cost['continuous']:.6g} "
+            f"for the continuous design, ratio {cost['ratio']:.6f} (> 1: the exact measurement is worse)")
