@@ -172,6 +172,12 @@ def test_the_generalized_gaussian_under_gdp_chooses_the_best_exact_option_and_st
     assert cost["ratio"] == pytest.approx(float(exact) / continuous, rel=1e-9) and cost["ratio"] > 1.001
     assert any("exact is the default" in note and "ratio" in note for note in mech.notes())
     assert dpopt.verify(solution.certificate).passed
+    data = solution.certificate.data
+    for key, value in (("ratio", 1.0), ("continuous", 3.2815), ("exact", 3.0), ("metric", "l1")):
+        stated = {**cost, key: value}
+        parameters = {**data["mechanism"]["parameters"], EXACT_COST_KEY: stated}
+        forged = {**data, "mechanism": {**data["mechanism"], "parameters": parameters}}
+        assert "mechanism.exact_cost" in {c.claim for c in dpopt.verify(forged).failed}, key
     floating = dpopt.solve({**spec, "sampler": "floating_point"})
     assert not floating.mechanism.exact_noise and not _exact(floating)
     assert floating.certificate["utility"]["value"] == pytest.approx(continuous, rel=1e-12)

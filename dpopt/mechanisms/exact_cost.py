@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import math
 
+from dpopt.core.checks import Check
 from dpopt.mechanisms.base import better
 
 EXACT_COST_KEY = "exact_cost"
 """The key of the stated cost in a design record or a mechanism's parameters."""
+
+EXACT_COST_CLAIM = "mechanism.exact_cost"
+"""The claim of :func:`stated_cost_check` in a verification."""
 
 
 def exact_cost(metric: str, exact: float, continuous: float) -> dict:
@@ -44,6 +48,23 @@ def exact_cost(metric: str, exact: float, continuous: float) -> dict:
     top, bottom = (continuous, exact) if better(metric) == "higher" else (exact, continuous)
     ratio = top / bottom if bottom != 0 else (1.0 if top == 0 else math.inf)
     return {"metric": metric, "exact": exact, "continuous": continuous, "ratio": ratio}
+
+
+def stated_cost_check(stated: dict, metric: str, exact: float) -> Check:
+    """``dpopt verify``'s check of a stated cost whose continuous value is echoed (the rival design is not
+    re-solved): its metric is the spec's, its exact value this mechanism's prediction (10⁻⁹ relative), and its ratio
+    :func:`exact_cost` of the two values."""
+    try:
+        again = exact_cost(metric, exact, stated["continuous"])
+        holds = (stated["metric"] == metric and math.isclose(stated["exact"], exact, rel_tol=1e-9)
+                 and math.isclose(stated["ratio"], again["ratio"], rel_tol=1e-9))
+    except (KeyError, TypeError, ValueError):
+        holds, again = False, None
+    detail = ("malformed record" if again is None else
+              f"{metric} {exact:.9g} on the lattice vs {again['continuous']:.9g} recorded for the continuous rival: "
+              f"ratio {again['ratio']:.9g}, stated {stated.get('ratio')!r}")
+    return Check(EXACT_COST_CLAIM, "the stated cost of exactness: the spec's metric, this mechanism's predicted value, "
+                 "the ratio of the two values (the continuous rival's value as recorded)", holds, detail)
 
 
 def cost_text(cost: dict) -> str:

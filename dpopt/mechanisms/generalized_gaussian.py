@@ -65,7 +65,7 @@ from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpe
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism, better
 from dpopt.mechanisms.gaussian import lattice_scope_check
 from dpopt.mechanisms.generalized_gaussian_checks import bounded_checks, lemma10_bound, pdp_check
-from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost, stated_cost_check
 from dpopt.mechanisms.generalized_gaussian_lattice import (
     BOX_NOTE,
     LATTICE_NOTE,
@@ -309,11 +309,11 @@ class GeneralizedGaussianMechanism(Mechanism):
             )
         exact = [item for item in scored if item[1].exact_noise]
         floating = [item for item in scored if not item[1].exact_noise]
-        _, best = min(exact or scored, key=lambda item: item[0])
+        best_value, best = min(exact or scored, key=lambda item: item[0])
         stated = []
         if exact and floating:
             value, rival = min(floating, key=lambda item: item[0])
-            best.stated_cost = exact_cost(spec.utility.metric, best.expected_utility(spec.utility).value, sign * value)
+            best.stated_cost = exact_cost(spec.utility.metric, sign * best_value, sign * value)
             stated = [f"exact is the default: against the best floating-point option, {rival._label()}, "
                       + cost_text(best.stated_cost)]
         best._design_notes = [
@@ -576,6 +576,15 @@ class GeneralizedGaussianMechanism(Mechanism):
         return [pdp_check(self.scale, self.p, self.monte_carlo, space, eps, target["delta"])]
 
     def scope_checks(self, problem: Problem) -> list[Check]:
+        """The lattice's or the box's scope (:meth:`_box_checks`), and the stated cost of exactness re-checked
+        (:func:`~dpopt.mechanisms.exact_cost.stated_cost_check`)."""
+        checks = self._box_checks(problem)
+        if self.stated_cost is not None:
+            checks.append(stated_cost_check(self.stated_cost, problem.spec.utility.metric,
+                                            self.expected_utility(problem.spec.utility).value))
+        return checks
+
+    def _box_checks(self, problem: Problem) -> list[Check]:
         if self.lattice_scale is not None and self.sum_lattice is None:
             return [lattice_scope_check(problem)]
         if self.variant == "unbounded":

@@ -116,7 +116,7 @@ def _exponent_known(design: QueryDesign, definition: str) -> bool:
     Kronecker design (its blocks' variances are τ²w_T with τ² ∝ 1/s at fixed integer factors, E‖Z‖² linear in
     them; the scale search and the GDP slope's 1/(12σ²) move it by the recorded ``lattice_rounding_ratio``, below
     10⁻³ on the examples) and the integer strategy of ``gaussian_optimal`` (M = round(cΣ^{+1/2}) at the continuous
-    Σ ∝ 1/s: the cost is the continuous one times the stated ``lattice_cost_ratio``, about 1.0007 on the examples). The
+    Σ ∝ 1/s: the cost is the continuous one times the stated ``lattice_cost_ratio``, 1.0002–1.0003 on the examples). The
     model is only the allocation's: every design is then built at its share and certified at its own cost, and the
     plan keeps the better of the optimal and the equal split by those certified costs."""
     mechanism = design.mechanism
