@@ -148,7 +148,8 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
     @classmethod
     def utility_bound(cls, problem: Problem) -> float | None:
         """:meth:`LaplaceMechanism.utility_bound`: the exact measurement's variance, (2t² − 1/6 + O(t⁻²))·(g/n)²
-        with t ≥ b·n/g, is within 10⁻¹² of 2b² (t ≥ 2^20), inside the bound's 10⁻⁹ margin."""
+        with t ≥ b·n/g, is at least 2b² less 10⁻¹² relative (t ≥ 2^20), inside the bound's 10⁻⁹ margin (under μ-GDP,
+        through ε, it is well above: still a bound)."""
         return LaplaceMechanism.utility_bound(problem)
 
     @classmethod
