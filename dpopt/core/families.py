@@ -101,7 +101,8 @@ FAMILIES: tuple[Capability, ...] = (
                      "(the discrete law's exact pDP level per move pattern); the lattice's cost stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
-               exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, max_variance",
+               exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "
+                     "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler)",
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
                exact="zcdp, gdp, approx; counting queries (the measurement; shrinkage is post-processing)",

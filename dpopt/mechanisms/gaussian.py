@@ -377,9 +377,6 @@ class ProjectedGaussianMechanism(GaussianMechanism):
         sigma = gaussian_sigma(problem.space.l2_squared, problem.spec.privacy)
         refusal = lattice_reason(problem, sigma)
         span = problem.space.span
-        if refusal is None and problem.spec.utility.metric in ("l1", "usefulness"):
-            refusal = (f"the {problem.spec.utility.metric} prediction is of Gaussian noise (the projected lattice "
-                       "noise's coordinates are not discrete Gaussians)")
         if refusal is None and span.invariant_component(np.zeros((1, span.ambient))) is None:
             refusal = f"the component off the {span.name} span is not a function of integer sums the neighbours keep"
         return cls(sigma, problem.space, "exact" if refusal is None else "floating_point", refusal,
@@ -452,6 +449,16 @@ class ProjectedGaussianMechanism(GaussianMechanism):
 
     def _covariance_diagonal(self) -> np.ndarray:
         return self._variance() * self.span.projector_diagonal()
+
+    def _expected_l1(self) -> float | None:
+        """√(2/π) Σ_i sd_i for the Gaussian P_V z; None on the lattice, where (P_V η)_i is a combination of
+        discrete Gaussians with no closed form: the base class then estimates it by Monte Carlo from the exact
+        sampler (:meth:`~dpopt.mechanisms.base.Mechanism.expected_utility`)."""
+        return None if self.sampler == "exact" else super()._expected_l1()
+
+    def _usefulness(self, gamma: float) -> float | None:
+        """The mean of erf(γ/(√2 sd_i)) for the Gaussian P_V z; None on the lattice (Monte Carlo, as for l1)."""
+        return None if self.sampler == "exact" else super()._usefulness(gamma)
 
     def noise_covariance(self) -> np.ndarray:
         basis = self.span.basis()
