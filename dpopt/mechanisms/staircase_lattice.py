@@ -56,6 +56,7 @@ from dpopt.core.checks import Check
 from dpopt.core.decimals import float_below
 from dpopt.domain.queries import NumericQuery
 from dpopt.errors import CalibrationError
+from dpopt.mechanisms.base import UtilityValue
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
 from dpopt.mechanisms.exact_sum import _LatticeSum, _refusal
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
@@ -74,8 +75,10 @@ from dpopt.mechanisms.staircase import (
     PRIOR_METRICS,
     StaircaseMechanism,
     _candidate_steps,
+    check_prior,
     exact_moves,
     metric_optimal_g,
+    prior_metric,
     steps_per_shift,
 )
 from dpopt.noise.discrete_staircase import MAX_STEP, DiscreteStaircase, DiscreteStaircaseMarginal
@@ -141,7 +144,8 @@ def _lattice_refusal(problem: Problem) -> str | None:
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
-    if spec.utility.metric in PRIOR_METRICS:
+    if spec.utility.metric == "mallows" or (spec.utility.metric in PRIOR_METRICS and isinstance(problem.query,
+                                                                                            NumericQuery)):
         return f"the {spec.utility.metric} prediction is a quadrature of the continuous law"
     return _refusal(problem) if isinstance(problem.query, NumericQuery) else None
 
@@ -273,8 +277,19 @@ class _DiscreteStaircaseMeasurement:
     def _sampler_note(self) -> str:
         return SAMPLER_NOTE.format(m=self.law.step, r=self.law.boundary, eps=self.law.epsilon)
 
-    def _utility(self, utility: Utility) -> None:
-        return None
+    def _utility(self, utility: Utility) -> UtilityValue | None:
+        """``kl`` and ``renyi`` of the discrete law on counts (unit 1): exact sums over |k| ≤ K
+        (:meth:`~dpopt.noise.discrete_staircase.DiscreteStaircase.clipped_expectations`)."""
+        if utility.metric not in ("kl", "renyi") or self.unit != 1:
+            return None
+        check_prior(utility, self.dimension)
+        try:
+            value = prior_metric(self.law, utility)
+        except ValueError as exc:
+            raise CalibrationError(str(exc)) from None
+        return UtilityValue(utility.metric, value,
+                            f"exact sum over the integers |k| ≤ {self.law.truncation()} of the discrete staircase's "
+                            "pmf (the neglected probability and first absolute moment below 1e-20)")
 
     def _expected_l1(self) -> float:
         return self.dimension * self.law.abs_moment(1) * float(self.unit)

@@ -52,6 +52,13 @@ from dpopt.noise.marginal import Marginal
 MAX_STEP = 2**40
 """Largest step m (lattice points per period) served: j·m + i stays in int64 below the 2⁶² cap."""
 
+TAIL_NEGLECTED = 1e-20
+"""The probability and first absolute moment beyond the summation range of :meth:`DiscreteStaircase.
+clipped_expectations` are below this."""
+
+MAX_SUMMED = 10**7
+"""Largest (cells × summed integers) of :meth:`DiscreteStaircase.clipped_expectations`: beyond, it refuses."""
+
 
 class DiscreteStaircase:
     """The discrete staircase on ℤ of parameters ε (per step), step m and boundary r (module docstring).
@@ -132,6 +139,39 @@ class DiscreteStaircase:
         head = np.minimum(rest + 1, r) + b * np.maximum(0, rest + 1 - r)
         beyond = a0 / -math.expm1(-float(self.epsilon)) - head
         return np.exp(-float(self.epsilon) * periods) * beyond / self.normaliser()
+
+    def truncation(self) -> int:
+        """K = Jm − 1 with P(|X| > K) and E|X|1{|X| > K} both at most :data:`TAIL_NEGLECTED`: the periods j ≥ J
+        (magnitudes jm + i, 0 ≤ i < m, weight b^j·A₀ per period and sign) hold probability 2A₀b^J/((1 − b)Z) and
+        first absolute moment at most 2mA₀Σ_{j≥J}(j + 1)b^j/Z = 2mA₀b^J((J + 1)(1 − b) + b)/((1 − b)²Z)."""
+        b, a0, _, _ = self._period()
+        one_minus_b = -math.expm1(-float(self.epsilon))
+        z = self.normaliser()
+        periods = max(1, math.ceil(46.0 / float(self.epsilon)))
+        while True:
+            decay = math.exp(-float(self.epsilon) * periods)
+            moment = 2 * self.step * a0 * decay * ((periods + 1) * one_minus_b + b) / (one_minus_b**2 * z)
+            if max(moment, 2 * a0 * decay / (one_minus_b * z)) <= TAIL_NEGLECTED:
+                return periods * self.step - 1
+            periods *= 2
+
+    def clipped_expectations(self, h, counts, floor: float) -> np.ndarray:
+        """E[h(max(c_i + X, τ))] for every count c_i: Σ_{|k| ≤ K} p(k) h(max(c_i + k, τ)), K = :meth:`truncation`
+        (the neglected terms, for the h of :mod:`dpopt.noise.prior_metrics` — y, log y, y^{1−α} — are at most
+        (|c_i| + τ + |log τ| + 1)·10⁻²⁰ by the two tail bounds), in floats.
+
+        Raises
+        ------
+        ValueError
+            More than :data:`MAX_SUMMED` terms (cells × integers summed).
+        """
+        c = np.asarray(counts, dtype=float)
+        bound = self.truncation()
+        if c.size * (2 * bound + 1) > MAX_SUMMED:
+            raise ValueError(f"the discrete staircase's prior metric sums {2 * bound + 1} integers per cell "
+                             f"(ε' = {self.epsilon}, m = {self.step}): more than {MAX_SUMMED:.0e} terms")
+        k = np.arange(-bound, bound + 1)
+        return h(np.maximum(np.add.outer(c, k.astype(float)), floor)) @ self.pmf(k)
 
     # ------------------------------------------------------------ sampler
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
