@@ -62,7 +62,8 @@ def kronecker_ball(levels: int) -> dict:
             "data": {"attributes": {"age": [f"a{i:02d}" for i in range(levels)], "b": ["b0", "b1", "b2"],
                                     "c": ["c0", "c1", "c2", "c3"], "e": ["e0", "e1"]}},
             "query": {"kind": "kronecker", "all_of_size": 2, "crossed_with": {"age": "prefix"}},
-            "adjacency": "add_remove", "privacy": {"pure": {"epsilon": 1}}, "utility": "l2"}
+            "adjacency": "add_remove", "privacy": {"pure": {"epsilon": 1}}, "utility": "l2",
+            "sampler": "floating_point"}  # the ball in floats (on the lattice: the cross-polytope, in integers)
 
 
 MARGINALS = {"dpopt": 1, "name": "2-way marginals of a small table", "data": {"attributes": {

@@ -109,16 +109,32 @@ def test_iid_bound_in_one_dimension_matches_its_formula():
 
 def test_k_norm_ball_bound_is_attained_by_the_cross_polytope():
     """A histogram of s = 20 > 16 cells under add/remove: S = {±e_i}, Hull(S) is the l1 ball of radius 1,
-    so K-norm at ε has E‖Z‖² = (s+1)(s+2)/ε² · 2s/((s+1)(s+2)) = 2s/ε² exactly (E R² of Gamma(s+1, ε);
-    the l1 ball's coordinate second moment 2/((s+1)(s+2)))."""
+    so the continuous K-norm at ε has E‖Z‖² = (s+1)(s+2)/ε² · 2s/((s+1)(s+2)) = 2s/ε² exactly (E R² of
+    Gamma(s+1, ε); the l1 ball's coordinate second moment 2/((s+1)(s+2)))."""
     cells = [f"c{i}" for i in range(20)]
     problem = dpopt.compile(_spec({"kind": "histogram", "attribute": "a"}, {"pure": {"epsilon": 2.0}},
-                                  attributes={"a": cells}))
+                                  attributes={"a": cells}, sampler="floating_point"))
     assert problem.space.rank == 20 > HULL_MAX_RANK
     bound = k_norm_ball_bound(problem)
     assert bound == pytest.approx(2 * 20 / 4.0, rel=1e-8)
     value = registry()["k_norm"].design(problem).expected_utility(problem.spec.utility).value
     assert bound <= value == pytest.approx(2 * 20 / 4.0, rel=1e-8)
+
+
+def test_k_norm_ball_bound_holds_for_the_lattice_cross_polytope():
+    """The same histogram measured exactly: the lattice cross-polytope's law is i.i.d. discrete Laplace of scale
+    1/ε per cell (M = 1), E‖Z‖² = s·2e^{−ε}/(1 − e^{−ε})² (CKS 2020), below 2s/ε²; the bound on counts is the
+    Hammersley–Chapman–Robbins one, Δ₂²/(4 sinh²(ε/2)) = 1/(4 sinh² 1), below it."""
+    cells = [f"c{i}" for i in range(20)]
+    problem = dpopt.compile(_spec({"kind": "histogram", "attribute": "a"}, {"pure": {"epsilon": 2.0}},
+                                  attributes={"a": cells}))
+    bound = k_norm_ball_bound(problem)
+    assert bound == pytest.approx(1 / (4 * math.sinh(1.0) ** 2), rel=1e-8)
+    mechanism = registry()["k_norm"].design(problem)
+    assert mechanism.exact_noise and mechanism.parameters["norm_ball"] == "lattice_cross_polytope"
+    value = mechanism.expected_utility(problem.spec.utility).value
+    assert value == pytest.approx(20 * 2 * math.exp(-2.0) / (1 - math.exp(-2.0)) ** 2, rel=1e-9)
+    assert bound <= value < 2 * 20 / 4.0
 
 
 def test_auto_on_three_way_marginals_never_lists_the_differences():

@@ -138,7 +138,7 @@ def test_tampered_epsilon_fails_verification():
 def test_fallback_ball_when_the_hull_is_out_of_budget(monkeypatch):
     monkeypatch.setattr(k_norm_module, "HULL_BUDGET_SECONDS", 0.0)
     spec = dpopt.load_spec(ROOT / "specs" / "table_replace_pure.yaml")  # s = 5: gift wrapping, budgeted
-    sol = dpopt.solve(spec.model_copy(update={"mechanism": "k_norm"}))
+    sol = dpopt.solve(spec.model_copy(update={"mechanism": "k_norm", "sampler": "floating_point"}))
     mechanism = sol.mechanism
     assert mechanism.family == "k_norm" and mechanism.parameters["norm_ball"] in BALL_KINDS
     assert mechanism.parameters["optimal_k"] is False and "within 0 s" in mechanism.parameters["fallback_reason"]
@@ -151,6 +151,49 @@ def test_fallback_ball_when_the_hull_is_out_of_budget(monkeypatch):
              for kind in BALL_KINDS}
     assert sol.certificate["utility"]["value"] == pytest.approx(min(costs.values()), rel=1e-12)
     assert dpopt.verify(sol.certificate).passed
+
+
+def test_fallback_on_counts_is_the_exact_lattice_cross_polytope(monkeypatch):
+    """The same fallback measured exactly (the default on counts): K = {Σ_k |c_k|/M_k ≤ 1} in the lattice
+    coordinates c of the reduced echelon form R of S, so Z = cR with c_k independent discrete Laplace of scales
+    M_k/ε′. The reference: R by sympy's rref of the listed vectors, M_k by the definition (the plain M = max‖v[J]‖₁
+    unless s·max|v[J]_k| has the smaller product), Var of the discrete Laplace of scale t 2e^{−1/t}/(1 − e^{−1/t})²
+    (CKS 2020), E‖Z‖² = Σ_k Var c_k ‖R_k‖²; and 200,000 exact draws, whose mean ‖Z‖² lies within 4 standard errors
+    of it. The certificate states the floating-point ball's utility (the cost of exactness) and verifies; a
+    tampered bound fails."""
+    import sympy
+
+    monkeypatch.setattr(k_norm_module, "HULL_BUDGET_SECONDS", 0.0)
+    spec = dpopt.load_spec(ROOT / "specs" / "table_replace_pure.yaml")
+    sol = dpopt.solve(spec.model_copy(update={"mechanism": "k_norm"}))
+    mechanism, cert = sol.mechanism, sol.certificate.data
+    params = cert["mechanism"]["parameters"]
+    assert mechanism.exact_noise and params["norm_ball"] == "lattice_cross_polytope" and params["optimal_k"] is False
+    assert "idealized" not in json.dumps(cert)
+    vectors = np.unique(sol.space.vectors(), axis=0)
+    rref, pivots = sympy.Matrix(vectors.astype(int).tolist()).rref()
+    r = np.array(rref[:len(pivots), :].tolist(), dtype=float)
+    c = np.abs(vectors[:, list(pivots)])
+    s = len(pivots)
+    plain, weighted = c.sum(axis=1).max(), s * c.max(axis=0)
+    bounds = weighted if np.prod(weighted) < plain**s else np.full(s, plain)
+    eps = Fraction(params["lattice_epsilon"])
+    x = float(eps) / bounds
+    variances = 2 * np.exp(-x) / (1 - np.exp(-x)) ** 2
+    reference = float(variances @ np.sum(r**2, axis=1))
+    assert cert["utility"]["value"] == pytest.approx(reference, rel=1e-12)
+    assert params["continuous_ball"]["norm_ball"] in BALL_KINDS and params["continuous_ball"]["value"] > 0
+    z = mechanism.sample(200_000, np.random.default_rng(7))
+    sq = np.sum(z**2, axis=1)
+    assert abs(sq.mean() - reference) <= 4 * sq.std() / math.sqrt(sq.size)
+    assert dpopt.verify(cert).passed
+    counts = np.arange(mechanism.dimension, dtype=float)
+    released = mechanism.release(counts, np.random.default_rng(8))
+    assert np.array_equal(released, np.round(released)) and released.sum() == counts.sum()  # Z ∈ span(S): Σ = 0
+    forged = json.loads(json.dumps(cert))
+    forged["mechanism"]["parameters"]["l1_bounds" if "l1_bounds" in params else "l1_bound"] = (
+        [1] * s if "l1_bounds" in params else 1)
+    assert not dpopt.verify(forged).passed
 
 
 @pytest.mark.parametrize("spec", [table_spec(3), table_spec(2, margins=False), ROOT / "specs" / "table_3x4_margins_pure.yaml"])

@@ -35,6 +35,11 @@ HULL_MAX_RANK = 16
 Measured (:mod:`dpopt.geometry.polytope`): rank 9 (4×4 table, 264 vectors) takes 54–153 s by gift
 wrapping, 2 s up to its symmetry group; rank 16 (5×5 table) was not done after 600 s."""
 
+CROSS_MAX_RANK = 64
+"""Largest rank at which ``k_norm`` on a counting query, when K is not the hull, measures exactly with the lattice
+cross-polytope (:mod:`dpopt.mechanisms.k_norm_cross`); above, the floating-point norm ball (no listing of S, and
+the ``k_norm_ball`` quick bound of the balls lets ``auto`` skip the family on large marginal workloads)."""
+
 
 @dataclass(frozen=True)
 class Capability:
@@ -140,8 +145,10 @@ FAMILIES: tuple[Capability, ...] = (
                exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis "
                      "of span(S) (the lattice law P ∝ e^{−ε′‖z‖_K}); metrics l2, l1, usefulness (importance "
                      "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds: not the 4×4 "
-                     "table with margins) and ci_volume (proven coverage); ≤ 10⁵ proposals per draw; a norm-ball K "
-                     "keeps floating point",
+                     "table with margins) and ci_volume (proven coverage); ≤ 10⁵ proposals per draw; when the hull is "
+                     "not built, up to rank 64, K the cross-polytope of the lattice coordinates (a product of "
+                     "discrete Laplace laws; l2, max_variance in closed form; its cost against the floating-point "
+                     "ball in the certificate); above rank 64 the norm ball keeps floating point",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
     Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
                bound="iid_zcdp",

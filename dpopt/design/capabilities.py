@@ -35,6 +35,13 @@ smallest l1, l2 or l∞ ball of span(S) containing S, at the ε₀ of
 second moments (an orthonormal basis keeps ‖v‖₂ = Δ₂): l2 ball radius Δ₂, E‖Z‖² = s(s+1)Δ₂²/ε₀²;
 l1 ball radius c ≥ max‖Bᵀv‖₁ ≥ Δ₂, E‖Z‖² = 2sc²/ε₀² ≥ 2sΔ₂²/ε₀²; l∞ ball radius c ≥ Δ₂/√s,
 E‖Z‖² = s(s+1)(s+2)c²/(3ε₀²) ≥ (s+1)(s+2)Δ₂²/(3ε₀²). The smallest, for every s ≥ 1, is 2sΔ₂²/ε₀².
+Up to rank :data:`~dpopt.core.families.CROSS_MAX_RANK`, on a counting query measured exactly (no
+``sampler: floating_point``; the bound does not read the query) K is instead the cross-polytope of the
+lattice coordinates (:mod:`dpopt.mechanisms.k_norm_cross`), a discrete law below that bound (on the add/remove
+histogram it is the discrete Laplace, of variance 2e^{−ε}/(1 − e^{−ε})² < 2/ε² per cell); the bound is then the
+one for every symmetric ε₀-DP additive noise along a neighbouring shift of norm Δ₂ (Hammersley–Chapman–Robbins
+with χ² ≤ 4 sinh²(ε₀/2), :func:`~dpopt.mechanisms.k_norm.shift_cost_lower_bound` with one vector):
+E‖Z‖² ≥ Δ₂²/(4 sinh²(ε₀/2)).
 
 Every bound is rounded down by 1e-9 relative (the norms are exact; the float formulas round to ~1e-15).
 """
@@ -44,7 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from dpopt.core.families import FAMILIES, HULL_MAX_RANK, INTEGER_QUERIES, Capability, capability
+from dpopt.core.families import CROSS_MAX_RANK, FAMILIES, HULL_MAX_RANK, INTEGER_QUERIES, Capability, capability
 from dpopt.privacy.pure_conversion import pure_epsilon_for
 from dpopt.problem import Problem
 
@@ -116,15 +123,20 @@ def iid_zcdp_bound(problem: Problem) -> float | None:
 
 
 def k_norm_ball_bound(problem: Problem) -> float | None:
-    """The ``k_norm_ball`` bound of the module docstring, 2sΔ₂²/ε₀², above rank :data:`HULL_MAX_RANK`
-    (metric l2 without workload or weights); None at or below it (K may be the hull)."""
+    """The ``k_norm_ball`` bound of the module docstring above rank :data:`HULL_MAX_RANK`, 2sΔ₂²/ε₀² for the
+    floating-point balls, Δ₂²/(4 sinh²(ε₀/2)) up to rank :data:`CROSS_MAX_RANK` unless the spec asks for
+    ``sampler: floating_point`` (the lattice cross-polytope may serve a counting query); metric l2 without workload or weights; None at or below the rank (K may be the
+    hull)."""
     utility, space = problem.spec.utility, problem.space
     if utility.metric != "l2" or utility.workload is not None or utility.weights is not None:
         return None
     if space.rank <= HULL_MAX_RANK:
         return None
     epsilon0 = math.nextafter(pure_epsilon_for(problem.spec.privacy), math.inf)
-    value = 2.0 * space.rank * float(space.l2_squared) / epsilon0**2 * _ROUND_DOWN
+    if problem.spec.sampler != "floating_point" and space.rank <= CROSS_MAX_RANK:  # the lattice may serve
+        value = float(space.l2_squared) / (4.0 * math.sinh(epsilon0 / 2.0) ** 2) * _ROUND_DOWN
+    else:
+        value = 2.0 * space.rank * float(space.l2_squared) / epsilon0**2 * _ROUND_DOWN
     return value if math.isfinite(value) and value > 0 else None
 
 
@@ -132,7 +144,9 @@ QUICK_BOUNDS: dict[str, tuple[Callable[[Problem], float | None], str]] = {
     "iid": (iid_bound,
             "i.i.d. noise per coordinate: Hammersley–Chapman–Robbins from Δ₂, Δ∞ (pure, zcdp, gdp)"),
     "iid_zcdp": (iid_zcdp_bound, "as `iid`, under zcdp and gdp only"),
-    "k_norm_ball": (k_norm_ball_bound, f"above rank {HULL_MAX_RANK}, K is a ball: E‖Z‖² ≥ 2sΔ₂²/ε₀²"),
+    "k_norm_ball": (k_norm_ball_bound, f"above rank {HULL_MAX_RANK}, K is a ball: E‖Z‖² ≥ 2sΔ₂²/ε₀² (floating "
+                                       f"point), ≥ Δ₂²/(4 sinh²(ε₀/2)) up to rank {CROSS_MAX_RANK} (the lattice "
+                                       "cross-polytope on counts)"),
 }
 """Each quick bound by key (:attr:`~dpopt.core.families.Capability.bound`): the function and one line
 for the docs. A bound reads the target, d, rank and the exact norms only, never a listed vector."""

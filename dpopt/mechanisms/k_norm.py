@@ -37,9 +37,12 @@ the certificate says so and bounds its excess cost.
 
 **Lattice.** On a counting query with K = Hull(S) the default (``sampler: exact``) is the discrete
 K-norm law P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, drawn and added in integers
-(:mod:`dpopt.mechanisms.k_norm_lattice`); the continuous law below serves ``sampler: floating_point``,
-real-valued queries, norm balls, the ``ci_volume`` and ``max_variance`` metrics, and hulls whose exact sampler
-would accept fewer than 10⁻³ of its proposals.
+(:mod:`dpopt.mechanisms.k_norm_lattice`). When the hull is not built, up to rank
+:data:`~dpopt.core.families.CROSS_MAX_RANK`, K is instead the cross-polytope of the lattice coordinates, whose law is a
+product of discrete Laplace coordinates (:mod:`dpopt.mechanisms.k_norm_cross`; the certificate states the
+floating-point ball's utility beside it). The continuous law below serves ``sampler: floating_point``, real-valued
+queries, norm balls above that rank, the ``max_variance`` metric of a hull, and hulls whose exact sampler would accept
+fewer than 10⁻³ of its proposals.
 
 **Costs.** With E R = (s+1)/ε and E R² = (s+1)(s+2)/ε²: E‖WZ‖₂² = E R² · E‖WU‖₂², exact
 from the second moment of U (simplex formula, or the ball's); E‖Z‖_K = s/ε since
@@ -67,12 +70,13 @@ import numpy as np
 from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.core.rows import row_groups
-from dpopt.core.families import HULL_MAX_RANK
+from dpopt.core.families import CROSS_MAX_RANK, HULL_MAX_RANK
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.mechanisms.gaussian import counting_query
+from dpopt.mechanisms.k_norm_cross import CROSS_KIND, CrossBody, cross_lattice, cross_utility
 from dpopt.mechanisms.k_norm_lattice import (
     EXACT_K_NORM_NOTE,
     LATTICE_METRICS,
@@ -476,6 +480,7 @@ class KNormMechanism(Mechanism):
         self.needs_integer_answers = self.integer_noise = lattice is not None
         self._vectors = body.vectors if isinstance(body, HullBody) else space.listed()
         self._basis = None if isinstance(body, HullBody) else body.basis
+        self.continuous_ball: dict | None = None  # the cross-polytope's floating-point alternative and its utility
 
     # ------------------------------------------------------------------ facts
     @classmethod
@@ -542,14 +547,25 @@ class KNormMechanism(Mechanism):
         else:
             reason = "the sensitivity space is too large to list, so its hull cannot be built"
         balls = [BallBody.smallest(kind, space, vectors, basis) for kind in BALL_KINDS]
-        refusal = _lattice_scope(problem) or ("K is a norm ball of an orthonormal basis of the span: the l1 and l∞ "
-                                              "balls' facets are not rational there, the l2 ball has no finite "
-                                              "H-representation")
+        refusal = _lattice_scope(problem, CROSS_METRICS)
+        if refusal is None and space.rank > CROSS_MAX_RANK:
+            refusal = f"the lattice cross-polytope serves ranks up to {CROSS_MAX_RANK} (dpopt.core.families)"
+        cross = None
+        if refusal is None:
+            cross = (cross_lattice(vectors, lattice_epsilon(epsilon)) if vectors is not None
+                     else "the sensitivity space cannot be listed (no lattice basis)")
+            refusal = cross if isinstance(cross, str) else None
         candidates = [cls(epsilon, ball, space, reason, lattice_refusal=refusal) for ball in balls if ball is not None]
         if not candidates:
             raise CalibrationError("no K-norm ball could be built for this sensitivity space")
         sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
-        return min(candidates, key=lambda m: sign * m.expected_utility(spec.utility).value)
+        best = min(candidates, key=lambda m: sign * m.expected_utility(spec.utility).value)
+        if refusal is not None:
+            return best
+        exact = cls(epsilon, CrossBody(cross.gauge.l1_bounds), space, reason, lattice=cross)
+        exact.continuous_ball = {"norm_ball": best.body.kind, "radius": best.body.radius,
+                                 "value": best.expected_utility(spec.utility).value}
+        return exact
 
     @classmethod
     def _with_lattice(cls, epsilon: float, body: HullBody, problem: Problem) -> KNormMechanism:
@@ -591,6 +607,16 @@ class KNormMechanism(Mechanism):
                 if isinstance(lattice, str):
                     raise ValueError(f"the certificate's lattice K-norm cannot be rebuilt: {lattice}")
                 return cls(parameters["epsilon"], body, space, lattice=lattice)
+        elif kind == CROSS_KIND:
+            vectors = space.listed()
+            lattice = ("the sensitivity space cannot be listed" if vectors is None else
+                       cross_lattice(vectors, Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters)))
+            if isinstance(lattice, str):
+                raise ValueError(f"the certificate's lattice K-norm cannot be rebuilt: {lattice}")
+            mechanism = cls(parameters["epsilon"], CrossBody(lattice.gauge.l1_bounds), space,
+                            parameters.get("fallback_reason"), lattice=lattice)
+            mechanism.continuous_ball = parameters.get("continuous_ball")
+            return mechanism
         elif kind in BALL_KINDS:
             body = BallBody(kind, parameters["radius"], basis)
         else:
@@ -606,6 +632,8 @@ class KNormMechanism(Mechanism):
         if self.lattice is not None:
             out.update(self.lattice.describe())
             out["radial_law"] = "none: P[z] ∝ exp(−ε′‖z‖_K) on the lattice span(S) ∩ ℤ^d"
+        if self.continuous_ball is not None:
+            out["continuous_ball"] = self.continuous_ball
         return out
 
     def _radius(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -676,11 +704,20 @@ class KNormMechanism(Mechanism):
 
     def notes(self) -> list[str]:
         if self.lattice is not None:
-            return [EXACT_K_NORM_NOTE, (
-                f"noise on the {self.rank}-dimensional lattice span(S) ∩ ℤ^d, K = Hull(S) with {len(self.lattice.gauge.numerators)} "
-                f"rational facets, ε′ = {self.lattice.epsilon}; the component of the answer orthogonal to the span "
-                "(e.g. invariant margins, the total under replace_one) is released exactly"
+            body = (f"K = Hull(S) with {len(self.lattice.gauge.numerators)} rational facets"
+                    if isinstance(self.body, HullBody) else
+                    f"K the cross-polytope {{Σ_k |c_k|/M_k ≤ 1}} of the lattice coordinates c, M_k = "
+                    f"{list(self.lattice.gauge.l1_bounds)} (not the optimal K: {self.fallback_reason})")
+            notes = [EXACT_K_NORM_NOTE, (
+                f"noise on the {self.rank}-dimensional lattice span(S) ∩ ℤ^d, {body}, ε′ = {self.lattice.epsilon}; "
+                "the component of the answer orthogonal to the span (e.g. invariant margins, the total under "
+                "replace_one) is released exactly"
             )]
+            ball = self.continuous_ball
+            if ball is not None:
+                notes.append(f"the cost of exactness: the floating-point design's best ball ({ball['norm_ball']}) "
+                             f"predicts {ball['value']:.6g} (sampler: floating_point)")
+            return notes
         notes = super().notes() + [(
             f"noise R·U on the {self.rank}-dimensional span of the sensitivity space: R ~ Gamma(shape "
             f"{self.rank + 1}, rate ε), U uniform on K; the component of the answer orthogonal to the "
@@ -712,8 +749,13 @@ class KNormMechanism(Mechanism):
         """The lattice law's prediction (:meth:`LatticeKNorm.utility`); None for the continuous law."""
         if self.lattice is None:
             return None
+        cross = isinstance(self.body, CrossBody)
         if utility.metric == "ci_volume":
-            return self.lattice.ci_volume(utility.alpha, self.body.polytope.volume)
+            return self.lattice.ci_volume(utility.alpha, self.body.volume if cross else self.body.polytope.volume)
+        if cross:
+            closed = cross_utility(self.lattice, utility.metric, workload_matrix(utility))
+            if closed is not None:
+                return closed
         return self.lattice.utility(utility.metric, workload_matrix(utility), utility.gamma)
 
     @property
@@ -775,14 +817,18 @@ class KNormMechanism(Mechanism):
         return np.where(g <= t, np.exp(log_inverse_density + self.epsilon * np.minimum(g, t)), 0.0)
 
 
-def _lattice_scope(problem: Problem) -> str | None:
+CROSS_METRICS = (*LATTICE_METRICS, "max_variance")
+"""Metrics the cross-polytope's product law predicts (:mod:`dpopt.mechanisms.k_norm_cross`)."""
+
+
+def _lattice_scope(problem: Problem, metrics: tuple[str, ...] = LATTICE_METRICS) -> str | None:
     """Why the spec keeps the floating-point K-norm before any lattice is tried (None: the lattice law may serve
-    it, :mod:`dpopt.mechanisms.k_norm_lattice`)."""
+    it with one of ``metrics``, :mod:`dpopt.mechanisms.k_norm_lattice`)."""
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
     if not counting_query(problem):
         return "the query's answers are not integer counts (no lattice holds the neighbouring differences)"
-    if spec.utility.metric not in LATTICE_METRICS:
+    if spec.utility.metric not in metrics:
         return f"the {spec.utility.metric} prediction is of the continuous K-norm law"
     return None
