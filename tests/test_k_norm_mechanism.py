@@ -183,6 +183,9 @@ def test_fallback_on_counts_is_the_exact_lattice_cross_polytope(monkeypatch):
     reference = float(variances @ np.sum(r**2, axis=1))
     assert cert["utility"]["value"] == pytest.approx(reference, rel=1e-12)
     assert params["continuous_ball"]["norm_ball"] in BALL_KINDS and params["continuous_ball"]["value"] > 0
+    cost = params["exact_cost"]  # the cost of exactness against the floating-point ball
+    assert cost["exact"] == cert["utility"]["value"] and cost["continuous"] == params["continuous_ball"]["value"]
+    assert cost["ratio"] == pytest.approx(cost["exact"] / cost["continuous"], rel=1e-12)
     z = mechanism.sample(200_000, np.random.default_rng(7))
     sq = np.sum(z**2, axis=1)
     assert abs(sq.mean() - reference) <= 4 * sq.std() / math.sqrt(sq.size)

@@ -76,6 +76,7 @@ from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.mechanisms.gaussian import counting_query
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
 from dpopt.mechanisms.k_norm_cross import CROSS_KIND, CrossBody, cross_lattice, cross_utility
 from dpopt.mechanisms.k_norm_lattice import (
     EXACT_K_NORM_NOTE,
@@ -481,6 +482,7 @@ class KNormMechanism(Mechanism):
         self._vectors = body.vectors if isinstance(body, HullBody) else space.listed()
         self._basis = None if isinstance(body, HullBody) else body.basis
         self.continuous_ball: dict | None = None  # the cross-polytope's floating-point alternative and its utility
+        self.stated_cost: dict | None = None  # :func:`~dpopt.mechanisms.exact_cost.exact_cost` against that ball
 
     # ------------------------------------------------------------------ facts
     @classmethod
@@ -563,8 +565,9 @@ class KNormMechanism(Mechanism):
         if refusal is not None:
             return best
         exact = cls(epsilon, CrossBody(cross.gauge.l1_bounds), space, reason, lattice=cross)
-        exact.continuous_ball = {"norm_ball": best.body.kind, "radius": best.body.radius,
-                                 "value": best.expected_utility(spec.utility).value}
+        continuous = best.expected_utility(spec.utility).value
+        exact.continuous_ball = {"norm_ball": best.body.kind, "radius": best.body.radius, "value": continuous}
+        exact.stated_cost = exact_cost(spec.utility.metric, exact.expected_utility(spec.utility).value, continuous)
         return exact
 
     @classmethod
@@ -616,6 +619,7 @@ class KNormMechanism(Mechanism):
             mechanism = cls(parameters["epsilon"], CrossBody(lattice.gauge.l1_bounds), space,
                             parameters.get("fallback_reason"), lattice=lattice)
             mechanism.continuous_ball = parameters.get("continuous_ball")
+            mechanism.stated_cost = parameters.get(EXACT_COST_KEY)
             return mechanism
         elif kind in BALL_KINDS:
             body = BallBody(kind, parameters["radius"], basis)
@@ -634,6 +638,8 @@ class KNormMechanism(Mechanism):
             out["radial_law"] = "none: P[z] ∝ exp(−ε′‖z‖_K) on the lattice span(S) ∩ ℤ^d"
         if self.continuous_ball is not None:
             out["continuous_ball"] = self.continuous_ball
+        if self.stated_cost is not None:
+            out[EXACT_COST_KEY] = self.stated_cost
         return out
 
     def _radius(self, rng: np.random.Generator, size: int) -> np.ndarray:
