@@ -74,6 +74,7 @@ from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, Sym
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.mechanisms.gaussian import counting_query
 from dpopt.mechanisms.k_norm_lattice import (
+    EXACT_K_NORM_CONE_NOTE,
     EXACT_K_NORM_NOTE,
     LATTICE_METRICS,
     LatticeKNorm,
@@ -553,10 +554,12 @@ class KNormMechanism(Mechanism):
 
     @classmethod
     def _with_lattice(cls, epsilon: float, body: HullBody, problem: Problem) -> KNormMechanism:
-        """K = Hull(S), on the lattice when :func:`_lattice_scope` allows it, the lattice law exists
-        (:meth:`LatticeKNorm.build`) and its sampler's large-scale acceptance rate
-        (:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`) lets its utility estimate keep the stated cost
-        (:func:`~dpopt.mechanisms.k_norm_lattice.estimate_refusal`)."""
+        """K = Hull(S), on the lattice when :func:`_lattice_scope` allows it and the lattice law exists
+        (:meth:`LatticeKNorm.build`). Its sampler, recorded as ``lattice_sampler``: the rejection sampler
+        when its large-scale acceptance rate (:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`) keeps the
+        draw and its utility estimate within the stated cost
+        (:func:`~dpopt.mechanisms.k_norm_lattice.estimate_refusal`), else (rank ≥ 2) the cone sampler when its
+        decomposition is proven (:mod:`dpopt.noise.k_norm_cones`)."""
         space = problem.space
         refusal = _lattice_scope(problem)
         lattice = None
@@ -565,15 +568,23 @@ class KNormMechanism(Mechanism):
             rate = limit_acceptance(body.polytope.volume, proposal_bounds(points))
             metric = problem.spec.utility.metric
             refusal = estimate_refusal(rate, body.rank, metric=metric)
+            built = None
             if refusal is None:
                 built = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon))
                 if isinstance(built, str):
                     refusal = built
-                elif metric == "ci_volume":
-                    refusal = built.coverage_refusal(body.polytope.volume)
-                else:
+                elif metric != "ci_volume":
                     refusal = estimate_refusal(rate, body.rank, len(built.gauge.numerators), metric)
-                lattice = None if refusal is not None else built
+            if refusal is not None and body.rank >= 2 and not isinstance(built, str):
+                cones = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon),
+                                           sampler="cones", permutations=_permutations(body))
+                if isinstance(cones, str):
+                    refusal = f"{refusal}; {cones}"
+                else:
+                    built, refusal = cones, None
+            if refusal is None and metric == "ci_volume":
+                refusal = built.coverage_refusal(body.polytope.volume)
+            lattice = None if refusal is not None else built
         return cls(epsilon, body, space, lattice=lattice, lattice_refusal=refusal)
 
     @classmethod
@@ -587,7 +598,8 @@ class KNormMechanism(Mechanism):
             body = HullBody(vectors, basis, None)
             if parameters.get("sampler") == "exact":
                 lattice = LatticeKNorm.build(vectors, body.polytope.normals,
-                                             Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters))
+                                             Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters),
+                                             parameters.get("lattice_sampler", "rejection"), _permutations(body))
                 if isinstance(lattice, str):
                     raise ValueError(f"the certificate's lattice K-norm cannot be rebuilt: {lattice}")
                 return cls(parameters["epsilon"], body, space, lattice=lattice)
@@ -637,7 +649,8 @@ class KNormMechanism(Mechanism):
             worst, sensitivity = self.lattice.sensitivity_check(space)
             achieved = self.lattice.epsilon * worst
             rounded = self.lattice.epsilon == lattice_epsilon(self.epsilon)
-            return [sensitivity, self.body.tiling_check(), pure_privacy_check(
+            cones = [] if self.lattice.fan is None else [self.lattice.cone_check()]
+            return [sensitivity, self.body.tiling_check(), *cones, pure_privacy_check(
                 achieved, privacy,
                 "ε′-DP of the lattice K-norm mechanism: P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, S inside it, and the "
                 "triangle inequality of the gauge give ε′·sup_{v∈S}‖v‖_K-DP (Hardt & Talwar 2010, Thm 4.3, on a "
@@ -676,7 +689,7 @@ class KNormMechanism(Mechanism):
 
     def notes(self) -> list[str]:
         if self.lattice is not None:
-            return [EXACT_K_NORM_NOTE, (
+            return [EXACT_K_NORM_NOTE if self.lattice.fan is None else EXACT_K_NORM_CONE_NOTE, (
                 f"noise on the {self.rank}-dimensional lattice span(S) ∩ ℤ^d, K = Hull(S) with {len(self.lattice.gauge.numerators)} "
                 f"rational facets, ε′ = {self.lattice.epsilon}; the component of the answer orthogonal to the span "
                 "(e.g. invariant margins, the total under replace_one) is released exactly"
@@ -773,6 +786,11 @@ class KNormMechanism(Mechanism):
         t = special.gammaincinv(s, 1.0 - alpha) / self.epsilon
         log_inverse_density = self.body.log_volume + math.lgamma(s + 1) - s * math.log(self.epsilon)
         return np.where(g <= t, np.exp(log_inverse_density + self.epsilon * np.minimum(g, t)), 0.0)
+
+
+def _permutations(body: HullBody) -> np.ndarray | None:
+    """The point permutations of the hull's symmetry group (None without one), for the cone sampler."""
+    return body.polytope.permutations if isinstance(body.polytope, SymmetricPolytope) else None
 
 
 def _lattice_scope(problem: Problem) -> str | None:
