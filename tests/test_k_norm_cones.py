@@ -250,3 +250,14 @@ def test_4x4_table_solves_releases_and_verifies_exactly(tmp_path, capsys):
     assert main(["solve", str(spec), "--out", str(out)]) == 0
     assert main(["verify", str(out / "certificate.json")]) == 0
     capsys.readouterr()
+    tenure, size = ["owner", "mortgage", "renter", "other"], ["1", "2", "3-4", "5+"]
+    cells = rng.integers(0, 16, size=1200)
+    data = tmp_path / "households.csv"
+    data.write_text("tenure,size\n" + "".join(f"{tenure[c // 4]},{size[c % 4]}\n" for c in cells))
+    assert main(["release", str(spec), "--data", str(data), "--seed", "3", "--insecure-seed"]) == 0
+    keyed = json.loads(capsys.readouterr().out)["release"]
+    released = np.array([[keyed[f"tenure={u},size={v}"] for v in size] for u in tenure], dtype=float)
+    counts = np.bincount(cells, minlength=16).reshape(4, 4)
+    assert np.array_equal(released, np.round(released))
+    assert np.array_equal(released.sum(axis=0), counts.sum(axis=0))
+    assert np.array_equal(released.sum(axis=1), counts.sum(axis=1))

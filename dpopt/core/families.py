@@ -139,9 +139,10 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
                exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis "
                      "of span(S) (the lattice law P ∝ e^{−ε′‖z‖_K}); metrics l2, l1, usefulness (importance "
-                     "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds: not the 4×4 "
-                     "table with margins) and ci_volume (proven coverage); ≤ 10⁵ proposals per draw; a norm-ball K "
-                     "keeps floating point",
+                     "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds, ≤ 10⁵ "
+                     "proposals per draw; else, rank ≥ 2, the cone sampler when its half-open decomposition is "
+                     "proven in integers, with a Monte Carlo of its exact draws: the 4×4 table with margins) and "
+                     "ci_volume (proven coverage); a norm-ball K keeps floating point",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
     Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
                bound="iid_zcdp",

@@ -208,7 +208,9 @@ def rational_gauge(normals: np.ndarray, points: np.ndarray) -> LatticeGauge | st
             return "a facet of the floating-point hull is not spanned by the listed vectors on it"
         solution = gram.solve(fmpq_mat(t.transpose() * fmpz_mat([[1]] * len(tight))))
         exact = tuple(Fraction(int(solution[i, 0].p), int(solution[i, 0].q)) for i in range(s))
-        if any(sum(x * int(p) for x, p in zip(exact, row)) != 1 for row in tight.tolist()):
+        common = math.lcm(*(x.denominator for x in exact))  # ⟨a, p⟩ = 1 ⟺ ⟨common·a, p⟩ = common, in integers
+        scaled = np.array([int(x * common) for x in exact], dtype=object)
+        if np.any(tight.astype(object) @ scaled != common):
             return "a facet's listed vectors do not lie on one hyperplane in exact arithmetic"
         facets.add(exact)
     bounds = proposal_bounds(points)

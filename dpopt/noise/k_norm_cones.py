@@ -264,39 +264,30 @@ def _placing_triangulation(points: np.ndarray, tight: np.ndarray, row: np.ndarra
             first.append(i)
     if len(first) < k + 1:
         raise FanError("a facet's points do not span it")
-    simplices = [tuple(first)]
-    boundary: dict[tuple, float] = {}
-    for x in first:
-        face = tuple(sorted(set(first) - {x}))
-        boundary[face] = _side(y, face, y[x][None])[0]
+    simplices = [np.array([first])]
+    faces = np.array([sorted(set(first) - {x}) for x in first], dtype=np.int64).reshape(k + 1, k)
+    inner = _side(y, faces, y[first])
     for p in range(len(y)):
         if p in first:
             continue
-        faces = list(boundary)
-        sides = _side(y, faces, np.repeat(y[p][None], len(faces), axis=0))
-        inner = np.array([boundary[f] for f in faces])
-        visible = [f for f, a, b in zip(faces, sides, inner) if a * b < 0]
-        for face in visible:
-            simplices.append(tuple(sorted(face + (p,))))
-            del boundary[face]
-        added: dict[tuple, int] = {}
-        for face in visible:
-            for x in face:
-                new = tuple(sorted(set(face) - {x} | {p}))
-                if new in added:
-                    del added[new]
-                else:
-                    added[new] = x
-        if added:
-            new_faces = list(added)
-            opposite = y[[added[f] for f in new_faces]]
-            boundary.update(zip(new_faces, _side(y, new_faces, opposite)))
-    return tight[np.array(simplices)]
+        visible = _side(y, faces, np.repeat(y[p][None], len(faces), axis=0)) * inner < 0
+        if not visible.any():
+            continue
+        seen = faces[visible]
+        apex = np.full((len(seen), 1), p)
+        simplices.append(np.hstack([seen, apex]))
+        new = np.sort(np.concatenate([np.hstack([np.delete(seen, x, axis=1), apex]) for x in range(k)]), axis=1)
+        opposite = np.concatenate([seen[:, x] for x in range(k)])
+        group, counts = _row_groups(new, len(y))
+        fresh = counts[group] == 1  # a face of two new simplices is interior
+        faces = np.concatenate([faces[~visible], new[fresh]])
+        inner = np.concatenate([inner[~visible], _side(y, new[fresh], y[opposite[fresh]])])
+    return tight[np.concatenate(simplices)]
 
 
 def _side(y: np.ndarray, faces, q: np.ndarray) -> np.ndarray:
-    """sign det(y_τ − q) for each face τ (k point indices in k dimensions) and point q (rows)."""
-    faces = np.atleast_2d(np.asarray(faces))
+    """sign det(y_τ − q) for each face τ (a row of k point indices, k dimensions) and point q (a row of ``q``):
+    an affine function of q vanishing on aff τ, so its sign tells q's side."""
     return np.sign(np.rint(np.linalg.det(y[faces] - q[:, None, :])))
 
 
@@ -493,12 +484,15 @@ def fan_check(fan: ConeFan, gauge: LatticeGauge, permutations: np.ndarray) -> tu
                         list(fan.orbit_facets), fan.reference)  # step 6
     if masks is None or any(not np.array_equal(a, b) for a, b in zip(masks, fan.open_masks)):
         return False, "the reference point y* lies on a cone's facet hyperplane, or the half-open sets are wrong"
-    for j in range(len(fan.simplices)):  # the residues: |d_j| classes, numerators in [0, |d_j|)
-        block = fan.residues[fan.residue_start[j]:fan.residue_start[j + 1]]
-        if len(block) != abs(int(d[j])) or block.min() < 0 or block.max() >= abs(int(d[j])):
-            return False, "a simplex's residue list is wrong"
-        if np.any((block @ points[fan.simplices[j]]) % abs(int(d[j]))):
-            return False, "a listed residue is not a lattice point"
+    sizes = np.abs(d)  # the residues: |d_j| classes per simplex, numerators in [0, |d_j|), lattice points
+    owner = np.repeat(np.arange(len(d)), np.diff(fan.residue_start))
+    if not np.array_equal(np.diff(fan.residue_start), sizes) or np.any(fan.residues < 0) \
+            or np.any(fan.residues >= sizes[owner][:, None]):
+        return False, "a simplex's residue list is wrong"
+    scaled = np.einsum("ri,rik->rk", fan.residues, points[fan.simplices[owner]])
+    if np.any(scaled % sizes[owner][:, None]) or len(np.unique(np.column_stack([owner, fan.residues]), axis=0)) \
+            != len(owner):
+        return False, "a listed residue is not a lattice point, or is listed twice"
     return True, (f"{tight.shape[1]} facets in {len(fan.orbit_facets)} orbits, closed under the {len(permutations)} "
                   f"symmetries; {len(fan.simplices)} representative simplices, every vertex on its facet, d ≠ 0; "
                   f"{paired} interior (s−2)-faces each shared by two simplices on opposite sides, {boundary} on a "
