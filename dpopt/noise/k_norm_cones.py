@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from fractions import Fraction
 
 import numpy as np
@@ -140,11 +141,26 @@ class ConeFan:
         """Cones over every facet: Σ_r |orbit r|·m_r."""
         return int(sum(len(f) * int(np.sum(self.simplex_rep == r)) for r, f in enumerate(self.orbit_facets)))
 
-    @property
+    @cached_property
     def weights(self) -> np.ndarray:
         """|orbit|·|d_j| per representative simplex (int64): the (cone, residue) pairs it stands for."""
         sizes = np.array([len(f) for f in self.orbit_facets], dtype=np.int64)
         return sizes[self.simplex_rep] * np.abs(self.determinants)
+
+    @cached_property
+    def cumulative(self) -> np.ndarray:
+        """The running sums of :attr:`weights` (a uniform integer below their total picks a pair)."""
+        return np.cumsum(self.weights)
+
+    @cached_property
+    def common_determinant(self) -> int:
+        """lcm of the |d_j|: the Bernoulli exponents' common denominator (times ε's)."""
+        return math.lcm(*{int(x) for x in np.abs(self.determinants)})
+
+    @cached_property
+    def rep_first(self) -> np.ndarray:
+        """The index of each representative's first simplex (simplices are grouped by representative)."""
+        return np.searchsorted(self.simplex_rep, np.arange(len(self.orbit_facets)))
 
     @property
     def total(self) -> int:
@@ -557,10 +573,10 @@ def sample_cone_k_norm(rng: np.random.Generator, fan: ConeFan, epsilon: Fraction
     if epsilon <= 0:
         raise ValueError(f"ε must be positive (got {epsilon})")
     s = fan.rank
-    cumulative = np.cumsum(fan.weights)
+    cumulative, weights = fan.cumulative, fan.weights
     total = int(cumulative[-1])
     dets = np.abs(fan.determinants)
-    common = math.lcm(*{int(x) for x in dets})
+    common = fan.common_determinant
     den = epsilon.denominator * common
     if den >= 2**62 or epsilon.numerator * s * common >= 2**62:
         raise ValueError("ε′ and the cones' determinants leave the sampler's integer range")
@@ -570,14 +586,14 @@ def sample_cone_k_norm(rng: np.random.Generator, fan: ConeFan, epsilon: Fraction
         batch = size - filled
         u = rng.integers(0, total, size=batch, dtype=np.int64)
         j = np.searchsorted(cumulative, u, side="right")
-        offset = u - (cumulative[j] - fan.weights[j])
+        offset = u - (cumulative[j] - weights[j])
         k, q = np.divmod(offset, dets[j])
         lam = fan.residues[fan.residue_start[j] + q]
         r = fan.simplex_rep[j]
         mask = np.empty(batch, dtype=np.int64)
         for rep in np.unique(r):
             here = r == rep
-            local = j[here] - np.searchsorted(fan.simplex_rep, rep)
+            local = j[here] - fan.rep_first[rep]
             mask[here] = fan.open_masks[rep][k[here], local]
         shift = ((mask[:, None] & bits) != 0) & (lam == 0)
         lam = lam + shift * dets[j][:, None]
