@@ -37,9 +37,11 @@ the certificate says so and bounds its excess cost.
 
 **Lattice.** On a counting query with K = Hull(S) the default (``sampler: exact``) is the discrete
 K-norm law P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, drawn and added in integers
-(:mod:`dpopt.mechanisms.k_norm_lattice`); the continuous law below serves ``sampler: floating_point``,
-real-valued queries, norm balls, the ``ci_volume`` and ``max_variance`` metrics, and hulls whose exact sampler
-would accept fewer than 10⁻³ of its proposals.
+(:mod:`dpopt.mechanisms.k_norm_lattice`): by rejection from discrete Laplace proposals when that sampler and
+its estimate keep their stated cost, else by a proven half-open cone decomposition
+(:mod:`dpopt.noise.k_norm_cones`; the 4×4 table with both margins). The continuous law below serves
+``sampler: floating_point``, real-valued queries, norm balls, the ``max_variance`` metric, and hulls whose
+lattice law cannot be built (a non-integral echelon basis, an unproven decomposition).
 
 **Costs.** With E R = (s+1)/ε and E R² = (s+1)(s+2)/ε²: E‖WZ‖₂² = E R² · E‖WU‖₂², exact
 from the second moment of U (simplex formula, or the ball's); E‖Z‖_K = s/ε since

@@ -41,8 +41,17 @@ the sampler's acceptance rate; the note gives the Kish effective sample size (Σ
 The family keeps the floating-point sampler when that estimate is out of its stated cost
 (:func:`estimate_refusal`): fewer than :data:`MIN_EFFECTIVE_DRAWS` guaranteed effective draws (acceptance limit
 below 10⁻³) or more than :data:`MAX_ESTIMATE_WORK` gauge multiply-adds. The 4×4 table with both margins fails
-both (acceptance 2.1·10⁻⁴; 3,818 facets at rank 9: 3.4·10¹⁰, about a minute). ``ci_volume`` is proven, at any
-rank: the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is established from exact level counts and a tail
+both (acceptance 2.1·10⁻⁴; 3,818 facets at rank 9: 3.4·10¹⁰, about a minute).
+
+**Cone sampler.** Then (rank ≥ 2) the law is drawn by the half-open cone decomposition of K's boundary
+(:mod:`dpopt.noise.k_norm_cones`), built and proven in integers (claim ``k_norm.lattice_cones``; refused, with
+its reason, when the proof fails), and ``l2``, ``l1``, ``usefulness`` are the plain Monte Carlo mean of its exact
+draws (fixed seed, the CLT's 95% interval, :data:`CONE_DRAWS`). The choice is canonical (the design's rule
+above) and recorded as ``lattice_sampler: cones``, so ``dpopt verify`` and ``release`` rebuild the same sampler.
+The 4×4 table: 997,280 cones (34,896 over its 9 facet orbits), Σ|d| = 1,069,376, a round accepting with
+probability 0.117; E‖Z‖² = 963.94 [959.19, 968.68] against the continuous law's 964.03.
+
+``ci_volume`` is proven, at any rank: the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is established from exact level counts and a tail
 bound (:mod:`dpopt.noise.k_norm_lattice_coverage`), the region's volume r^s·vol K.
 """
 
@@ -64,8 +73,8 @@ from dpopt.noise.k_norm_lattice_coverage import MAX_POINTS, coverage_level, enum
 from dpopt.sensitivity.space import SensitivitySpace
 
 LATTICE_METRICS = ("l2", "l1", "usefulness", "ci_volume")
-"""Metrics predicted for the discrete law (exact at rank 1, importance sampling above; ``ci_volume`` a proven
-coverage, :meth:`LatticeKNorm.ci_volume`)."""
+"""Metrics predicted for the discrete law (exact at rank 1, importance sampling or the cone sampler's Monte Carlo
+above; ``ci_volume`` a proven coverage, :meth:`LatticeKNorm.ci_volume`)."""
 
 MAX_PROPOSALS_PER_DRAW = 100_000
 """Most expected proposals per exact draw, 1/(vol K/vol(M·B₁)): a draw of ``age_summary_ci_volume`` (9,500
@@ -377,7 +386,8 @@ class LatticeKNorm:
         return None
 
     def utility(self, metric: str, workload: np.ndarray | None, gamma: float | None) -> UtilityValue:
-        """The discrete law's ``metric`` (:data:`LATTICE_METRICS`): exact at rank 1, importance sampling above."""
+        """The discrete law's ``metric`` (:data:`LATTICE_METRICS`): exact at rank 1, above the mean of exact draws
+        with the cone sampler, else importance sampling from the rejection sampler's proposal."""
         if self.rank == 1:
             return self._rank_one(metric, workload, gamma)
         key = (metric, gamma, None if workload is None else workload.tobytes())
@@ -398,7 +408,8 @@ class LatticeKNorm:
 
     def acceptance_rate(self, metric: str = "l2", workload: np.ndarray | None = None,
                         gamma: float | None = None) -> float:
-        """The sampler's acceptance rate: 1 at rank 1 (g(c) = |c|/M there: proposal and law agree), else E_q[w], a
+        """The sampler's acceptance rate: 1 at rank 1 (g(c) = |c|/M there: proposal and law agree); with the cone
+        sampler the rate of a round (:func:`~dpopt.noise.k_norm_cones.acceptance_rate`); else E_q[w], a
         Monte Carlo estimate from the proposals of the pass that estimates ``metric``."""
         if self.rank == 1:
             return 1.0

@@ -4,8 +4,9 @@ For a polytope K = Hull(S) (S integer points, 0 interior) with the rational gaug
 :mod:`dpopt.noise.k_norm_lattice`, the law p(z) ∝ exp(−ε g(z)) on ℤ^s is drawn without the l1-ball proposal,
 whose acceptance falls with the rank (2·10⁻⁴ for the 4×4 table with both margins, s = 9).
 
-**Cones.** Each facet F of K is triangulated into simplices whose vertices are points of S on F (a regular
-triangulation from a lifting, a proposal of qhull's that is then proven in integers, below). On the cone
+**Cones.** Each facet F of K is triangulated into simplices whose vertices are points of S on F (a placing
+triangulation, :func:`_placing_triangulation`: a proposal with floating-point orientations, then proven in
+integers, below). On the cone
 C = {Σ λ_i v_i : λ ≥ 0} over such a simplex (integer columns v_i, V = (v_1 … v_s), d = det V ≠ 0) the gauge is
 linear, g(Σ λ_i v_i) = Σ λ_i: ⟨a_F, v_i⟩ = 1 gives g ≥ Σλ_i, sublinearity and g(v_i) ≤ 1 give g ≤ Σλ_i.
 
@@ -35,8 +36,8 @@ the image triangulation, its vertices the permuted points (no matrix needed).
 
 **Proof of the decomposition** (:func:`fan_check`, exact integers; the sampler is refused without it):
 
-1. every listed vector satisfies every gauge row (N·v ≤ D) and G's permutations are induced by linear maps
-   (M_g p_i = p_{π_g(i)} for every point, M_g solved on a basis in rationals);
+1. every listed vector satisfies every gauge row (N·v ≤ D) and the l1 bound (h(v) ≤ 1), and G's permutations are
+   induced by linear maps (M_g p_i = p_{π_g(i)} for every point, M_g solved on a basis in rationals);
 2. every gauge row is the image g_f F_r of a representative's vertex set, and G maps the representatives'
    vertex sets onto listed ones (the facet list is closed under G);
 3. every simplex of a representative lies on it (N_r·v = D at its vertices) and has d ≠ 0;
@@ -44,12 +45,17 @@ the image triangulation, its vertices the permuted points (no matrix needed).
    of its hyperplane, or lies on a second listed facet (it is then on ∂F_r, and that facet is the one across
    F_r's ridge);
 5. one point (the barycentre of the first simplex) lies inside exactly one simplex and on none's boundary;
-6. μ = V⁻¹y* has no zero entry for every cone of every facet.
+6. μ = V⁻¹y* has no zero entry for every cone of every facet (and the recorded half-open sets are its signs);
+7. each simplex lists |d| distinct residues whose points are lattice points of its parallelepiped.
 
 By 4 the number of simplices over a point of relint F_r is the same on both sides of every interior face, so
 constant off their boundaries, and by 5 it is 1: F_r is triangulated. By 2–4 every ridge of every listed
 facet leads to a listed facet, so (facets of a convex K having cones with disjoint interiors) the facet cones
-cover R^s once; with 1 the gauge rows are K's facets and g = Σλ on every cone. Step 6 makes y* generic.
+cover R^s once; with 1 the gauge rows are K's facets and g = Σλ on every cone (the h term of the gauge is at
+most Σλ as h(v_i) ≤ 1). Step 6 makes y* generic, step 7 lists every residue once. The law does not depend on
+the triangulation or on y*, only on g; privacy rests on g alone (:mod:`dpopt.mechanisms.k_norm_lattice`).
+
+Not covered: timing (the number of rounds depends on the noise drawn, never on data).
 
 References
 ----------
@@ -218,6 +224,9 @@ def integer_adjugates(matrices: np.ndarray, determinants: np.ndarray) -> np.ndar
     FanError
         If the proposal fails the integer check."""
     v = np.asarray(matrices, dtype=np.int64)
+    hadamard = float(np.max(np.prod(np.linalg.norm(v.astype(float), axis=2), axis=1), initial=1.0))
+    if v.shape[1] * float(np.abs(v).max(initial=0)) * hadamard >= 2.0**62:
+        raise FanError("the simplices' adjugates would leave the int64 range")
     guess = np.rint(np.linalg.inv(v.astype(float)) * determinants[:, None, None]).astype(np.int64)
     eye = np.eye(v.shape[1], dtype=np.int64)
     if not np.array_equal(v @ guess, determinants[:, None, None] * eye):
@@ -449,10 +458,17 @@ def _open_masks(points, simplex_rep, dets, adjugates, facet_perm, orbits, refere
 
 def _integer_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b for int64 matrices, exactly: in float64 (BLAS) when every partial sum is below 2^53 in magnitude
-    (k·max|a|·max|b|, every operand and sum then an exactly represented integer), else in int64."""
-    k = a.shape[1]
-    if float(k) * float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0)) < 2.0**53:
+    (k·max|a|·max|b|, every operand and sum then an exactly represented integer), else in int64 below 2^62.
+
+    Raises
+    ------
+    FanError
+        If the products could leave the int64 range."""
+    bound = float(a.shape[1]) * float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0))
+    if bound < 2.0**53:
         return (a.astype(float) @ b.astype(float)).astype(np.int64)
+    if bound >= 2.0**62:
+        raise FanError("the half-open rule's products would leave the int64 range")
     return a @ b
 
 
@@ -462,8 +478,8 @@ def fan_check(fan: ConeFan, gauge: LatticeGauge, permutations: np.ndarray) -> tu
     points = fan.points
     n, s = points.shape
     values = points @ gauge.numerators.T
-    if values.max() > gauge.denominator:
-        return False, "a listed vector violates a gauge row"
+    if values.max() > gauge.denominator or (np.abs(points) @ gauge.units).max() > gauge.denominator:
+        return False, "a listed vector violates a gauge row or the l1 bound h ≤ 1"
     if not _linear_maps_exist(points, permutations):
         return False, "a symmetry permutation is not induced by a linear map of the listed vectors"
     tight = values == gauge.denominator
@@ -605,8 +621,12 @@ def sample_cone_k_norm(rng: np.random.Generator, fan: ConeFan, epsilon: Fraction
         lam = lam + n * dets[j][:, None]
         facets = np.array([fan.orbit_facets[a][b] for a, b in zip(r.tolist(), k.tolist())], dtype=np.int64)
         vertices = fan.points[fan.facet_perm[facets[:, None], fan.simplices[j]]]  # (b, s, s): rows v_i
-        scaled = np.einsum("bi,bik->bk", lam, vertices)
+        if float(lam.max()) * float(np.abs(vertices).max(initial=1)) * s < 2.0**62:
+            scaled = np.einsum("bi,bik->bk", lam, vertices)
+        else:  # geometric multiples far in the tail: Python integers, then back (z itself fits in int64)
+            scaled = np.einsum("bi,bik->bk", lam.astype(object), vertices.astype(object))
         z, rest = np.divmod(scaled, dets[j][:, None])
+        z = z.astype(np.int64)
         if np.any(rest):
             raise FanError("a cone point is not a lattice point (the fan is inconsistent)")
         out[filled:filled + len(z)] = z
