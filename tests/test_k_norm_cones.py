@@ -261,3 +261,21 @@ def test_4x4_table_solves_releases_and_verifies_exactly(tmp_path, capsys):
     assert np.array_equal(released, np.round(released))
     assert np.array_equal(released.sum(axis=0), counts.sum(axis=0))
     assert np.array_equal(released.sum(axis=1), counts.sum(axis=1))
+
+
+def test_verify_rejects_a_forged_sampler_choice():
+    """The sampler is recorded: a 2×3 certificate (rejection sampler, within its cost) edited to claim
+    ``lattice_sampler: cones`` no longer matches what verify rebuilds from it (the cone counts, the note, the
+    Monte Carlo of the other sampler)."""
+    sol = dpopt.solve({"dpopt": 1, "name": "2x3 margins",
+                       "data": {"attributes": {"a": ["x", "y"], "b": ["p", "q", "r"]}, "n": 100},
+                       "query": {"kind": "contingency_table", "attributes": ["a", "b"]},
+                       "invariants": [{"kind": "margins", "attributes": ["a"]},
+                                      {"kind": "margins", "attributes": ["b"]}],
+                       "adjacency": {"kind": "replace_one"}, "privacy": {"pure": {"epsilon": 1.0}},
+                       "mechanism": "k_norm"})
+    assert "lattice_sampler" not in sol.mechanism.parameters
+    data = json.loads(json.dumps(sol.certificate.data))
+    data["mechanism"]["parameters"]["lattice_sampler"] = "cones"
+    failed = {c.claim for c in dpopt.verify(data).failed}
+    assert {"mechanism.parameters", "mechanism.title", "utility"} <= failed
