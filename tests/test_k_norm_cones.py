@@ -28,7 +28,8 @@ from scipy.spatial import ConvexHull
 
 import dpopt
 import dpopt.noise.k_norm_cones as cones
-from dpopt.mechanisms.k_norm_lattice import rational_gauge
+from dpopt.geometry import table_symmetries
+from dpopt.mechanisms.k_norm_lattice import echelon_lattice, rational_gauge
 from dpopt.noise.k_norm_cones import FanError, build_fan, sample_cone_k_norm
 
 HEXAGON = np.array([[1, -1], [-1, 1], [1, 0], [-1, 0], [0, 1], [0, -1]])
@@ -48,6 +49,19 @@ def fan_of(points: np.ndarray):
     gauge = rational_gauge(normals, points)
     assert not isinstance(gauge, str)
     return build_fan(points, gauge), gauge
+
+
+def table_3x3_points() -> tuple[np.ndarray, np.ndarray]:
+    """The 3×3 table with both margins (rank 4): its listed moves in pivot coordinates and their verified group
+    of table moves (:func:`dpopt.geometry.table_symmetries`, order 4·3!² = 144)."""
+    levels = ["l0", "l1", "l2"]
+    spec = {"dpopt": 1, "name": "3x3", "data": {"attributes": {"a": levels, "b": levels}, "n": 100},
+            "query": {"kind": "contingency_table", "attributes": ["a", "b"]},
+            "invariants": [{"kind": "margins", "attributes": ["a"]}, {"kind": "margins", "attributes": ["b"]}],
+            "adjacency": {"kind": "replace_one"}, "privacy": {"pure": {"epsilon": 1.0}}}
+    vectors = dpopt.compile(spec).space.listed()
+    columns, _ = echelon_lattice(vectors)
+    return np.round(vectors[:, list(columns)]).astype(np.int64), table_symmetries(vectors)
 
 
 def representations(fan, depth: int) -> dict:
@@ -73,16 +87,25 @@ def representations(fan, depth: int) -> dict:
     return out
 
 
-@pytest.mark.parametrize("points, depth", [(HEXAGON, 12), (SKEW, 6), (CUBE, 5)])
-def test_every_lattice_point_has_exactly_one_representation_with_its_gauge(points, depth):
+@pytest.mark.parametrize("body, depth", [("hexagon", 12), ("skew", 6), ("cube", 5), ("table_3x3", 4)])
+def test_every_lattice_point_has_exactly_one_representation_with_its_gauge(body, depth):
     """Exact enumeration of the sampler's law: every z with g(z) ≤ depth (independent gauge) is produced by exactly
     one (cone, residue, n), whose weight e^{−ε(g(p̃) + Σn)} is e^{−εg(z)}; so the output law, normalised, is
-    e^{−εg(z)}/Z whatever ε. Points with g > depth may appear only with g(p̃) + Σn > depth."""
-    fan, _ = fan_of(points)
+    e^{−εg(z)}/Z whatever ε. Points with g > depth may appear only with g(p̃) + Σn > depth. The 3×3 table's fan
+    is built up to its group of table moves (one triangulated facet per orbit, the others its images)."""
+    if body == "table_3x3":
+        points, perms = table_3x3_points()
+        normals, _ = qhull_gauge(points)
+        fan = build_fan(points, rational_gauge(normals, points), perms)
+        assert len(fan.orbit_facets) < len(normals)  # the symmetry path: fewer representatives than facets
+    else:
+        points = {"hexagon": HEXAGON, "skew": SKEW, "cube": CUBE}[body]
+        fan, _ = fan_of(points)
     _, g = qhull_gauge(points)
     found = representations(fan, depth)
     box = np.array(list(itertools.product(range(-3 * depth, 3 * depth + 1), repeat=fan.rank)))
-    level = g(box)
+    level = g(box)  # the box holds every g ≤ depth: g ≥ ‖z‖∞/h with extents h ≤ 2 on these bodies
+    assert np.abs(points).max() <= 2
     inside = box[level <= depth + 1e-9]
     for z in inside.tolist():
         reps = found.get(tuple(z))
