@@ -84,6 +84,10 @@ REFERENCE_SEED = 20260101
 GENERIC_ATTEMPTS = 8
 """Reference points y* tried before the cone sampler is refused (a y* on some cone's facet hyperplane)."""
 
+MAX_REPRESENTATIVE_SIMPLICES = 200_000
+"""Most simplices over the representative facets (their adjugates: 200,000 × s² int64, 130 MB at s = 9); the
+4×4 table with both margins has 34,896. Above, the cone sampler is refused."""
+
 MAX_ENTRY = 2**20
 """Largest |coordinate| of a listed vector the fan accepts (the integer products stay far below 2^63)."""
 
@@ -401,6 +405,8 @@ def build_fan(points: np.ndarray, gauge: LatticeGauge, permutations: np.ndarray 
         d = integer_determinants(points[cells].transpose(0, 2, 1))
         if np.any(d == 0):
             raise FanError("a facet's triangulation proposal has a degenerate simplex")
+        if sum(len(x) for x in simplices) + len(cells) > MAX_REPRESENTATIVE_SIMPLICES:
+            raise FanError(f"the representative facets need more than {MAX_REPRESENTATIVE_SIMPLICES:,} simplices")
         simplices.append(cells)
         simplex_rep.append(np.full(len(cells), r))
         dets.append(d)
