@@ -413,14 +413,12 @@ def build_fan(points: np.ndarray, gauge: LatticeGauge, permutations: np.ndarray 
     simplices = np.concatenate(simplices)
     simplex_rep = np.concatenate(simplex_rep)
     dets = np.concatenate(dets)
-    # the facet of representative r is orbits[r][0]: its element must be the identity's action on it
-    rep_rows = np.array([int(members[0]) for members in orbits])
+    rep_rows = np.array([int(members[0]) for members in orbits])  # F_r: the first row of orbit r
     adjugates = integer_adjugates(points[simplices].transpose(0, 2, 1), dets)
     residues = [_residues(a, d) for a, d in zip(adjugates, dets)]
     start = np.concatenate([[0], np.cumsum([len(x) for x in residues])]).astype(np.int64)
     facet_perm = perms[element]
-    # the representative rows' own permutation maps F_r onto itself (some stabiliser element): use the identity
-    facet_perm[rep_rows] = np.arange(n)
+    facet_perm[rep_rows] = np.arange(n)  # F_r takes its own triangulation (not a stabiliser element's image)
     room = float(s) * float(np.abs(adjugates).max()) * n * float(np.abs(points).max())
     bits = int(min(40, max(12, 52 - math.ceil(math.log2(room)))))
     for attempt in range(GENERIC_ATTEMPTS):
