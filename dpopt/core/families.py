@@ -144,11 +144,13 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
                exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis "
                      "of span(S) (the lattice law P ∝ e^{−ε′‖z‖_K}); metrics l2, l1, usefulness (importance "
-                     "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds: not the 4×4 "
-                     "table with margins) and ci_volume (proven coverage); ≤ 10⁵ proposals per draw; when the hull is "
-                     "not built, up to rank 64, K the cross-polytope of the lattice coordinates (a product of "
-                     "discrete Laplace laws; l2, max_variance in closed form; its cost against the floating-point "
-                     "ball in the certificate); above rank 64 the norm ball keeps floating point",
+                     "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds, ≤ 10⁵ "
+                     "proposals per draw; else, rank ≥ 2, the cone sampler when its half-open decomposition is "
+                     "proven in integers, with a Monte Carlo of its exact draws: the 4×4 table with margins) and "
+                     "ci_volume (proven coverage); when the hull is not built, up to rank 64, K the cross-polytope of "
+                     "the lattice coordinates (a product of discrete Laplace laws; l2, max_variance in closed form; "
+                     "its cost against the floating-point ball in the certificate); above rank 64 the norm ball keeps "
+                     "floating point",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
     Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
                bound="iid_zcdp",

@@ -37,12 +37,14 @@ the certificate says so and bounds its excess cost.
 
 **Lattice.** On a counting query with K = Hull(S) the default (``sampler: exact``) is the discrete
 K-norm law P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, drawn and added in integers
-(:mod:`dpopt.mechanisms.k_norm_lattice`). When the hull is not built, up to rank
-:data:`~dpopt.core.families.CROSS_MAX_RANK`, K is instead the cross-polytope of the lattice coordinates, whose law is a
-product of discrete Laplace coordinates (:mod:`dpopt.mechanisms.k_norm_cross`; the certificate states the
-floating-point ball's utility beside it). The continuous law below serves ``sampler: floating_point``, real-valued
-queries, norm balls above that rank, the ``max_variance`` metric of a hull, and hulls whose exact sampler would accept
-fewer than 10⁻³ of its proposals.
+(:mod:`dpopt.mechanisms.k_norm_lattice`): by rejection from discrete Laplace proposals when that sampler and
+its estimate keep their stated cost, else by a proven half-open cone decomposition
+(:mod:`dpopt.noise.k_norm_cones`; the 4×4 table with both margins). The continuous law below serves
+``sampler: floating_point``, real-valued queries, norm balls above rank :data:`~dpopt.core.families.CROSS_MAX_RANK`,
+the ``max_variance`` metric of a hull, and hulls whose lattice law cannot be built (a non-integral echelon basis, an
+unproven decomposition). When the hull is not built, up to that rank, K is instead the cross-polytope of the lattice
+coordinates, whose law is a product of discrete Laplace coordinates (:mod:`dpopt.mechanisms.k_norm_cross`; the
+certificate states the floating-point ball's utility beside it).
 
 **Costs.** With E R = (s+1)/ε and E R² = (s+1)(s+2)/ε²: E‖WZ‖₂² = E R² · E‖WU‖₂², exact
 from the second moment of U (simplex formula, or the ball's); E‖Z‖_K = s/ε since
@@ -79,6 +81,7 @@ from dpopt.mechanisms.gaussian import counting_query
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
 from dpopt.mechanisms.k_norm_cross import CROSS_KIND, CrossBody, cross_lattice, cross_utility
 from dpopt.mechanisms.k_norm_lattice import (
+    EXACT_K_NORM_CONE_NOTE,
     EXACT_K_NORM_NOTE,
     LATTICE_METRICS,
     LatticeKNorm,
@@ -572,10 +575,12 @@ class KNormMechanism(Mechanism):
 
     @classmethod
     def _with_lattice(cls, epsilon: float, body: HullBody, problem: Problem) -> KNormMechanism:
-        """K = Hull(S), on the lattice when :func:`_lattice_scope` allows it, the lattice law exists
-        (:meth:`LatticeKNorm.build`) and its sampler's large-scale acceptance rate
-        (:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`) lets its utility estimate keep the stated cost
-        (:func:`~dpopt.mechanisms.k_norm_lattice.estimate_refusal`)."""
+        """K = Hull(S), on the lattice when :func:`_lattice_scope` allows it and the lattice law exists
+        (:meth:`LatticeKNorm.build`). Its sampler, recorded as ``lattice_sampler``: the rejection sampler
+        when its large-scale acceptance rate (:func:`~dpopt.noise.k_norm_lattice.limit_acceptance`) keeps the
+        draw and its utility estimate within the stated cost
+        (:func:`~dpopt.mechanisms.k_norm_lattice.estimate_refusal`), else (rank ≥ 2) the cone sampler when its
+        decomposition is proven (:mod:`dpopt.noise.k_norm_cones`)."""
         space = problem.space
         refusal = _lattice_scope(problem)
         lattice = None
@@ -584,15 +589,23 @@ class KNormMechanism(Mechanism):
             rate = limit_acceptance(body.polytope.volume, proposal_bounds(points))
             metric = problem.spec.utility.metric
             refusal = estimate_refusal(rate, body.rank, metric=metric)
+            built = None
             if refusal is None:
                 built = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon))
                 if isinstance(built, str):
                     refusal = built
-                elif metric == "ci_volume":
-                    refusal = built.coverage_refusal(body.polytope.volume)
-                else:
+                elif metric != "ci_volume":
                     refusal = estimate_refusal(rate, body.rank, len(built.gauge.numerators), metric)
-                lattice = None if refusal is not None else built
+            if refusal is not None and body.rank >= 2 and not isinstance(built, str):
+                cones = LatticeKNorm.build(body.vectors, body.polytope.normals, lattice_epsilon(epsilon),
+                                           sampler="cones", permutations=_permutations(body))
+                if isinstance(cones, str):
+                    refusal = f"{refusal}; {cones}"
+                else:
+                    built, refusal = cones, None
+            if refusal is None and metric == "ci_volume":
+                refusal = built.coverage_refusal(body.polytope.volume)
+            lattice = None if refusal is not None else built
         return cls(epsilon, body, space, lattice=lattice, lattice_refusal=refusal)
 
     @classmethod
@@ -606,7 +619,8 @@ class KNormMechanism(Mechanism):
             body = HullBody(vectors, basis, None)
             if parameters.get("sampler") == "exact":
                 lattice = LatticeKNorm.build(vectors, body.polytope.normals,
-                                             Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters))
+                                             Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters),
+                                             parameters.get("lattice_sampler", "rejection"), _permutations(body))
                 if isinstance(lattice, str):
                     raise ValueError(f"the certificate's lattice K-norm cannot be rebuilt: {lattice}")
                 return cls(parameters["epsilon"], body, space, lattice=lattice)
@@ -671,7 +685,8 @@ class KNormMechanism(Mechanism):
             worst, sensitivity = self.lattice.sensitivity_check(space)
             achieved = self.lattice.epsilon * worst
             rounded = self.lattice.epsilon == lattice_epsilon(self.epsilon)
-            return [sensitivity, self.body.tiling_check(), pure_privacy_check(
+            cones = [] if self.lattice.fan is None else [self.lattice.cone_check()]
+            return [sensitivity, self.body.tiling_check(), *cones, pure_privacy_check(
                 achieved, privacy,
                 "ε′-DP of the lattice K-norm mechanism: P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, S inside it, and the "
                 "triangle inequality of the gauge give ε′·sup_{v∈S}‖v‖_K-DP (Hardt & Talwar 2010, Thm 4.3, on a "
@@ -714,7 +729,7 @@ class KNormMechanism(Mechanism):
                     if isinstance(self.body, HullBody) else
                     f"K the cross-polytope {{Σ_k |c_k|/M_k ≤ 1}} of the lattice coordinates c, M_k = "
                     f"{list(self.lattice.gauge.l1_bounds)} (not the optimal K: {self.fallback_reason})")
-            notes = [EXACT_K_NORM_NOTE, (
+            notes = [EXACT_K_NORM_NOTE if self.lattice.fan is None else EXACT_K_NORM_CONE_NOTE, (
                 f"noise on the {self.rank}-dimensional lattice span(S) ∩ ℤ^d, {body}, ε′ = {self.lattice.epsilon}; "
                 "the component of the answer orthogonal to the span (e.g. invariant margins, the total under "
                 "replace_one) is released exactly"
@@ -821,6 +836,11 @@ class KNormMechanism(Mechanism):
         t = special.gammaincinv(s, 1.0 - alpha) / self.epsilon
         log_inverse_density = self.body.log_volume + math.lgamma(s + 1) - s * math.log(self.epsilon)
         return np.where(g <= t, np.exp(log_inverse_density + self.epsilon * np.minimum(g, t)), 0.0)
+
+
+def _permutations(body: HullBody) -> np.ndarray | None:
+    """The point permutations of the hull's symmetry group (None without one), for the cone sampler."""
+    return body.polytope.permutations if isinstance(body.polytope, SymmetricPolytope) else None
 
 
 CROSS_METRICS = (*LATTICE_METRICS, "max_variance")

@@ -41,8 +41,17 @@ the sampler's acceptance rate; the note gives the Kish effective sample size (Σ
 The family keeps the floating-point sampler when that estimate is out of its stated cost
 (:func:`estimate_refusal`): fewer than :data:`MIN_EFFECTIVE_DRAWS` guaranteed effective draws (acceptance limit
 below 10⁻³) or more than :data:`MAX_ESTIMATE_WORK` gauge multiply-adds. The 4×4 table with both margins fails
-both (acceptance 2.1·10⁻⁴; 3,818 facets at rank 9: 3.4·10¹⁰, about a minute). ``ci_volume`` is proven, at any
-rank: the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is established from exact level counts and a tail
+both (acceptance 2.1·10⁻⁴; 3,818 facets at rank 9: 3.4·10¹⁰, about a minute).
+
+**Cone sampler.** Then (rank ≥ 2) the law is drawn by the half-open cone decomposition of K's boundary
+(:mod:`dpopt.noise.k_norm_cones`), built and proven in integers (claim ``k_norm.lattice_cones``; refused, with
+its reason, when the proof fails), and ``l2``, ``l1``, ``usefulness`` are the plain Monte Carlo mean of its exact
+draws (fixed seed, the CLT's 95% interval, :data:`CONE_DRAWS`). The choice is canonical (the design's rule
+above) and recorded as ``lattice_sampler: cones``, so ``dpopt verify`` and ``release`` rebuild the same sampler.
+The 4×4 table: 997,280 cones (34,896 over its 9 facet orbits), Σ|d| = 1,069,376, a round accepting with
+probability 0.117; E‖Z‖² = 963.94 [959.19, 968.68] against the continuous law's 964.03.
+
+``ci_volume`` is proven, at any rank: the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is established from exact level counts and a tail
 bound (:mod:`dpopt.noise.k_norm_lattice_coverage`), the region's volume r^s·vol K.
 """
 
@@ -58,13 +67,14 @@ from dpopt.core.checks import Check
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, UtilityValue
 from dpopt.mechanisms.integer_noise import dyadic_floor
 from dpopt.noise.discrete_laplace import discrete_laplace_moments
+from dpopt.noise.k_norm_cones import ConeFan, FanError, acceptance_rate, build_fan, sample_cone_k_norm
 from dpopt.noise.k_norm_lattice import LatticeGauge, proposal_scale, sample_lattice_k_norm
 from dpopt.noise.k_norm_lattice_coverage import MAX_POINTS, coverage_level, enumeration_size, level_cap
 from dpopt.sensitivity.space import SensitivitySpace
 
 LATTICE_METRICS = ("l2", "l1", "usefulness", "ci_volume")
-"""Metrics predicted for the discrete law (exact at rank 1, importance sampling above; ``ci_volume`` a proven
-coverage, :meth:`LatticeKNorm.ci_volume`)."""
+"""Metrics predicted for the discrete law (exact at rank 1, importance sampling or the cone sampler's Monte Carlo
+above; ``ci_volume`` a proven coverage, :meth:`LatticeKNorm.ci_volume`)."""
 
 MAX_PROPOSALS_PER_DRAW = 100_000
 """Most expected proposals per exact draw, 1/(vol K/vol(M·B₁)): a draw of ``age_summary_ci_volume`` (9,500
@@ -94,6 +104,13 @@ the 1.7 ns per multiply-add measured for the 4×4 table's gauge in integers (0.5
 × 9 coordinates, load average about 9 on 2 cores); the estimate now forms it in double precision, about 6 times
 faster (0.10 s there), so the bound is conservative."""
 
+CONE_DRAWS = 400_000
+"""Most exact draws of the cone sampler's plain Monte Carlo (fixed seed :data:`MONTE_CARLO_SEED`), drawn in
+batches of :data:`CONE_BATCH` and stopped by the :data:`ESTIMATE_PRECISION` rule."""
+
+CONE_BATCH = 20_000
+"""Draws per batch of the cone sampler's Monte Carlo (the 4×4 table: about 0.1 s a batch)."""
+
 _TIGHT = 1e-7
 """A listed vector p is taken as on the floating-point facet a when |⟨a, p⟩ − 1| ≤ 1e-7; the exact solve and
 the exact check that follow decide."""
@@ -102,6 +119,16 @@ EXACT_K_NORM_NOTE = (
     "exact sampler: the noise is a point of the lattice span(S) ∩ ℤ^d drawn in integer arithmetic from "
     "P[z] ∝ exp(−ε′‖z‖_K) (discrete Laplace proposals and Bernoulli(exp(−rational)) acceptance, Canonne, Kamath & "
     "Steinke 2020, Algorithms 1–2) and added to the integer counts; no floating point touches the release. "
+    "Randomness: the numpy Generator passed to release (dpopt release: AES-CTR CSPRNG keyed from OS entropy unless "
+    "--insecure-seed). Not covered: timing (the rejection rounds depend on the noise drawn, not on the data)"
+)
+
+EXACT_K_NORM_CONE_NOTE = (
+    "exact sampler: the noise is a point of the lattice span(S) ∩ ℤ^d drawn in integer arithmetic from "
+    "P[z] ∝ exp(−ε′‖z‖_K) by a half-open cone decomposition of K's boundary proven in integers (check "
+    "k_norm.lattice_cones): a uniform cone and lattice residue, a Bernoulli(exp(−rational)) acceptance and exact "
+    "geometric multiples of the cone's generators (Canonne, Kamath & Steinke 2020, Algorithms 1–2; Köppe & "
+    "Verdoolaege 2008); the integer noise is added to the integer counts; no floating point touches the release. "
     "Randomness: the numpy Generator passed to release (dpopt release: AES-CTR CSPRNG keyed from OS entropy unless "
     "--insecure-seed). Not covered: timing (the rejection rounds depend on the noise drawn, not on the data)"
 )
@@ -190,7 +217,9 @@ def rational_gauge(normals: np.ndarray, points: np.ndarray) -> LatticeGauge | st
             return "a facet of the floating-point hull is not spanned by the listed vectors on it"
         solution = gram.solve(fmpq_mat(t.transpose() * fmpz_mat([[1]] * len(tight))))
         exact = tuple(Fraction(int(solution[i, 0].p), int(solution[i, 0].q)) for i in range(s))
-        if any(sum(x * int(p) for x, p in zip(exact, row)) != 1 for row in tight.tolist()):
+        common = math.lcm(*(x.denominator for x in exact))  # ⟨a, p⟩ = 1 ⟺ ⟨common·a, p⟩ = common, in integers
+        scaled = np.array([int(x * common) for x in exact], dtype=object)
+        if np.any(tight.astype(object) @ scaled != common):
             return "a facet's listed vectors do not lie on one hyperplane in exact arithmetic"
         facets.add(exact)
     bounds = proposal_bounds(points)
@@ -215,6 +244,11 @@ class LatticeKNorm:
         ε′.
     extents : tuple of int
         h_k = max_{v∈S} |v[J]_k|, the extents of K along the coordinates (the ``ci_volume`` enumeration box).
+    fan : ConeFan or None
+        The proven half-open cone decomposition when the cone sampler defines the mechanism
+        (:mod:`dpopt.noise.k_norm_cones`); None: the rejection sampler of :mod:`dpopt.noise.k_norm_lattice`.
+    fan_proof : str
+        What the decomposition's integer proof found (empty without a fan).
     """
 
     columns: tuple[int, ...]
@@ -222,13 +256,18 @@ class LatticeKNorm:
     gauge: LatticeGauge
     epsilon: Fraction
     extents: tuple[int, ...]
+    fan: ConeFan | None = None
+    fan_proof: str = ""
     _estimates: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, vectors: np.ndarray, normals: np.ndarray, epsilon: Fraction,
-              l1_bounds: tuple[int, ...] | None = None) -> LatticeKNorm | str:
+              l1_bounds: tuple[int, ...] | None = None, sampler: str = "rejection",
+              permutations: np.ndarray | None = None) -> LatticeKNorm | str:
         """From the listed vectors and the hull's facet normals (in pivot coordinates); ``l1_bounds`` recorded
-        M_k (default: :func:`proposal_bounds` of the listed vectors). A string: why there is no lattice law."""
+        M_k (default: :func:`proposal_bounds` of the listed vectors); ``sampler`` "rejection" (discrete Laplace
+        proposals) or "cones" (:func:`~dpopt.noise.k_norm_cones.build_fan`, with the point ``permutations`` of
+        a symmetry group of the listed vectors, checked there). A string: why there is no lattice law."""
         basis = echelon_lattice(vectors)
         if isinstance(basis, str):
             return basis
@@ -243,22 +282,51 @@ class LatticeKNorm:
             denominator = math.lcm(gauge.denominator, *l1_bounds)
             gauge = LatticeGauge(gauge.numerators * (denominator // gauge.denominator), denominator,
                                  tuple(int(m) for m in l1_bounds))
-        return cls(columns, echelon, gauge, Fraction(epsilon), tuple(int(h) for h in np.abs(points).max(axis=0)))
+        extents = tuple(int(h) for h in np.abs(points).max(axis=0))
+        if sampler == "rejection":
+            return cls(columns, echelon, gauge, Fraction(epsilon), extents)
+        if sampler != "cones":
+            return f"unknown lattice sampler {sampler!r}"
+        try:
+            fan = build_fan(points, gauge, permutations)
+        except FanError as exc:
+            return f"the cone sampler's decomposition was not proven: {exc}"
+        return cls(columns, echelon, gauge, Fraction(epsilon), extents, fan, fan.proof)
 
     @property
     def rank(self) -> int:
         return len(self.columns)
 
+    def coordinates(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` exact draws of the lattice coordinates c (int64, shape (size, s)), by the mechanism's
+        sampler."""
+        if self.fan is not None:
+            return sample_cone_k_norm(rng, self.fan, self.epsilon, size)
+        return sample_lattice_k_norm(rng, self.gauge, self.epsilon, size)
+
     def noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` exact draws of Z = cR (int64, shape (size, d))."""
-        return sample_lattice_k_norm(rng, self.gauge, self.epsilon, size) @ self.echelon
+        return self.coordinates(rng, size) @ self.echelon
 
     def describe(self) -> dict:
         bounds = self.gauge.l1_bounds
         ball = {"l1_bound": bounds[0]} if len(set(bounds)) == 1 else {"l1_bounds": list(bounds)}
+        cones = {} if self.fan is None else self.fan.describe()
         return {"sampler": "exact", "lattice_epsilon": str(self.epsilon), **ball,
                 "lattice_basis": "reduced row echelon form of S (integral)", "pivot_columns": list(self.columns),
-                "rational_facets": len(self.gauge.numerators), "facet_denominator": self.gauge.denominator}
+                "rational_facets": len(self.gauge.numerators), "facet_denominator": self.gauge.denominator, **cones}
+
+    def cone_check(self) -> Check:
+        """The cone decomposition's integer proof (:func:`~dpopt.noise.k_norm_cones.fan_check`), run when the
+        fan was built; the sampler is refused when it fails, so a built fan passed."""
+        return Check(
+            "k_norm.lattice_cones",
+            "the cone sampler draws P[z] ∝ exp(−ε′‖z‖_K) exactly: its half-open simplicial cones partition ℤ^s "
+            "(every facet of K triangulated by listed vectors on it, proven in integers: each interior (s−2)-face "
+            "shared by two simplices on opposite sides, the others on a second listed facet, one test point inside "
+            "exactly one simplex per facet; the facet list closed under the checked symmetry group; a generic "
+            "reference point for the half-open rule), and ‖·‖_K = Σλ on each cone",
+            self.fan is not None, self.fan_proof or "no cone decomposition")
 
     # ------------------------------------------------------------------ checks
     def sensitivity_check(self, space: SensitivitySpace) -> tuple[Fraction, Check]:
@@ -318,10 +386,19 @@ class LatticeKNorm:
         return None
 
     def utility(self, metric: str, workload: np.ndarray | None, gamma: float | None) -> UtilityValue:
-        """The discrete law's ``metric`` (:data:`LATTICE_METRICS`): exact at rank 1, importance sampling above."""
+        """The discrete law's ``metric`` (:data:`LATTICE_METRICS`): exact at rank 1, above the mean of exact draws
+        with the cone sampler, else importance sampling from the rejection sampler's proposal."""
         if self.rank == 1:
             return self._rank_one(metric, workload, gamma)
         key = (metric, gamma, None if workload is None else workload.tobytes())
+        if self.fan is not None:
+            if key not in self._estimates:
+                self._estimates[key] = self._exact_monte_carlo(metric, workload, gamma)
+            value, ci, drawn = self._estimates[key]
+            return UtilityValue(metric, value, (
+                f"Monte Carlo: the mean of {drawn} exact draws of the lattice law (the cone sampler, seed "
+                f"{MONTE_CARLO_SEED}; 95% interval from the CLT; each round accepts with probability "
+                f"{acceptance_rate(self.fan, float(self.epsilon)):.4g})"), ci)
         if key not in self._estimates:
             self._estimates[key] = self._importance(metric, workload, gamma)
         value, ci, rate, effective, drawn = self._estimates[key]
@@ -331,10 +408,13 @@ class LatticeKNorm:
 
     def acceptance_rate(self, metric: str = "l2", workload: np.ndarray | None = None,
                         gamma: float | None = None) -> float:
-        """The sampler's acceptance rate: 1 at rank 1 (g(c) = |c|/M there: proposal and law agree), else E_q[w], a
+        """The sampler's acceptance rate: 1 at rank 1 (g(c) = |c|/M there: proposal and law agree); with the cone
+        sampler the rate of a round (:func:`~dpopt.noise.k_norm_cones.acceptance_rate`); else E_q[w], a
         Monte Carlo estimate from the proposals of the pass that estimates ``metric``."""
         if self.rank == 1:
             return 1.0
+        if self.fan is not None:
+            return acceptance_rate(self.fan, float(self.epsilon))
         self.utility(metric, workload, gamma)
         return self._estimates[(metric, gamma, None if workload is None else workload.tobytes())][2]
 
@@ -351,6 +431,23 @@ class LatticeKNorm:
         within = [1.0 if x == 0 else discrete_laplace_moments(float(1 / (self.epsilon * kappa)),
                                                                gamma / abs(x))["within"] for x in u]
         return UtilityValue(metric, float(np.mean(within)), how)
+
+    def _exact_monte_carlo(self, metric: str, workload: np.ndarray | None,
+                           gamma: float | None) -> tuple[float, tuple[float, float], int]:
+        """(E f, its 95% interval, the draws) from exact draws of the cone sampler: batches of
+        :data:`CONE_BATCH` from the fixed seed, stopped (from the second on) once the CLT half-width
+        1.96·sd/√n is within :data:`ESTIMATE_PRECISION` of the mean, or at :data:`CONE_DRAWS`."""
+        rng = np.random.default_rng(MONTE_CARLO_SEED)
+        total, squares, drawn = 0.0, 0.0, 0
+        while drawn < CONE_DRAWS:
+            z = self.noise(rng, CONE_BATCH).astype(float)
+            f = _metric_values(metric, z, workload, gamma)
+            total, squares, drawn = total + float(f.sum()), squares + float(f @ f), drawn + len(f)
+            mean = total / drawn
+            half = 1.96 * math.sqrt(max(squares / drawn - mean * mean, 0.0) / (drawn - 1))
+            if drawn >= 2 * CONE_BATCH and half <= ESTIMATE_PRECISION * abs(mean):
+                break
+        return mean, (mean - half, mean + half), drawn
 
     def _importance(self, metric: str, workload: np.ndarray | None,
                     gamma: float | None) -> tuple[float, tuple[float, float], float, float, int]:
@@ -377,18 +474,21 @@ class LatticeKNorm:
             h = np.abs(c) @ units
             g = (c @ facets).max(axis=1) if facets.size else np.zeros(n)
             w = np.exp(-rate * (np.maximum(g, h) - h))
-            z = c @ echelon
-            if metric == "l2":
-                wz = z if workload is None else z @ workload.T
-                f = np.sum(wz**2, axis=1)
-            elif metric == "l1":
-                f = np.sum(np.abs(z), axis=1)
-            else:
-                f = np.mean(np.abs(z) <= gamma, axis=1)
+            f = _metric_values(metric, c @ echelon, workload, gamma)
             sums += [w.sum(), w @ f, (w * w) @ f, (w * w) @ (f * f), (w * w).sum()]
         mean, se = _weighted_mean(sums)
         total, w2 = float(sums[0]), float(sums[4])
         return mean, (mean - 1.96 * se, mean + 1.96 * se), total / drawn, total * total / w2, drawn
+
+
+def _metric_values(metric: str, z: np.ndarray, workload: np.ndarray | None, gamma: float | None) -> np.ndarray:
+    """Per noise row z: ‖Wz‖₂² (l2), ‖z‖₁ (l1) or the share of |z_i| ≤ γ (usefulness)."""
+    if metric == "l2":
+        wz = z if workload is None else z @ workload.T
+        return np.sum(wz**2, axis=1)
+    if metric == "l1":
+        return np.sum(np.abs(z), axis=1)
+    return np.mean(np.abs(z) <= gamma, axis=1)
 
 
 def _weighted_mean(sums: np.ndarray) -> tuple[float, float]:
