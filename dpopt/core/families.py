@@ -143,7 +143,7 @@ FAMILIES: tuple[Capability, ...] = (
                serves="Laplace noise on every coordinate"),
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
                exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis "
-                     "of span(S) (the lattice law P ∝ e^{−ε′‖z‖_K}); metrics l2, l1, usefulness (importance "
+                     "of span(S) (the lattice law P ∝ e^{−ε′‖z‖_K}); metrics l2, l1, usefulness, max_variance (importance "
                      "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds, ≤ 10⁵ "
                      "proposals per draw; else, rank ≥ 2, the cone sampler when its half-open decomposition is "
                      "proven in integers, with a Monte Carlo of its exact draws: the 4×4 table with margins) and "

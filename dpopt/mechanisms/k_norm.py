@@ -41,7 +41,7 @@ K-norm law P[z] ∝ exp(−ε′‖z‖_K) on span(S) ∩ ℤ^d, drawn and added
 its estimate keep their stated cost, else by a proven half-open cone decomposition
 (:mod:`dpopt.noise.k_norm_cones`; the 4×4 table with both margins). The continuous law below serves
 ``sampler: floating_point``, real-valued queries, norm balls above rank :data:`~dpopt.core.families.CROSS_MAX_RANK`,
-the ``max_variance`` metric of a hull, and hulls whose lattice law cannot be built (a non-integral echelon basis, an
+and hulls whose lattice law cannot be built (a non-integral echelon basis, an
 unproven decomposition). When the hull is not built, up to that rank, K is instead the cross-polytope of the lattice
 coordinates, whose law is a product of discrete Laplace coordinates (:mod:`dpopt.mechanisms.k_norm_cross`; the
 certificate states the floating-point ball's utility beside it).
@@ -552,7 +552,7 @@ class KNormMechanism(Mechanism):
         else:
             reason = "the sensitivity space is too large to list, so its hull cannot be built"
         balls = [BallBody.smallest(kind, space, vectors, basis) for kind in BALL_KINDS]
-        refusal = _lattice_scope(problem, CROSS_METRICS)
+        refusal = _lattice_scope(problem)
         if refusal is None and space.rank > CROSS_MAX_RANK:
             refusal = f"the lattice cross-polytope serves ranks up to {CROSS_MAX_RANK} (dpopt.core.families)"
         cross = None
@@ -843,18 +843,14 @@ def _permutations(body: HullBody) -> np.ndarray | None:
     return body.polytope.permutations if isinstance(body.polytope, SymmetricPolytope) else None
 
 
-CROSS_METRICS = (*LATTICE_METRICS, "max_variance")
-"""Metrics the cross-polytope's product law predicts (:mod:`dpopt.mechanisms.k_norm_cross`)."""
-
-
-def _lattice_scope(problem: Problem, metrics: tuple[str, ...] = LATTICE_METRICS) -> str | None:
+def _lattice_scope(problem: Problem) -> str | None:
     """Why the spec keeps the floating-point K-norm before any lattice is tried (None: the lattice law may serve
-    it with one of ``metrics``, :mod:`dpopt.mechanisms.k_norm_lattice`)."""
+    it, :mod:`dpopt.mechanisms.k_norm_lattice`)."""
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
     if not counting_query(problem):
         return "the query's answers are not integer counts (no lattice holds the neighbouring differences)"
-    if spec.utility.metric not in metrics:
+    if spec.utility.metric not in LATTICE_METRICS:
         return f"the {spec.utility.metric} prediction is of the continuous K-norm law"
     return None
