@@ -165,7 +165,8 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("r2dp", _M + "r2dp_counts", metrics=LOCAL_METRICS, bound="iid",
                exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace "
                      "laws of dyadic scales with integer weights, optimised by the LP on ℤ; metrics l1, l2, "
-                     "max_variance, usefulness, kl, renyi (mallows keeps floating point)",
+                     "max_variance, usefulness, kl, renyi; mallows by the least exact Mallows distance of the discrete "
+                     "Laplace and the l1/l2 LP mixtures",
                serves="R²DP: Laplace with a randomised scale"),
     Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx", "pdp"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),
