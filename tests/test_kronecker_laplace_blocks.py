@@ -27,8 +27,8 @@ ATTRIBUTES = {"age": ["a0", "a1", "a2", "a3"], "income": ["i0", "i1", "i2"], "se
 """Two ordered attributes (each summed by a term) and one plain attribute, cells row-major (age, income, sex)."""
 
 CASES = {
-    # one ordered attribute summed: a whole block for the components an age-keeping term reads, a total block for the
-    # income-free sex component... here sex is read by both terms, so it is served whole
+    # age summed by the income term (income is then plain): the components ∅ and sex are read by the age term, so
+    # served by a whole-age block; income only by the term that sums age: a total block
     "age_summed": [{"age": "prefix", "sex": "identity"}, {"income": "identity"}],
     # two ordered attributes, each summed by the other's term: totals and parts beside them
     "two_summed": [{"age": "prefix", "sex": "identity"}, {"income": "prefix", "sex": "identity"}],
@@ -215,7 +215,8 @@ def _dense_covariance(parameters: dict, terms: list) -> np.ndarray:
         stacked = np.vstack([w * a.astype(float) for _, (a, w, _) in members])
         q = _projector(members[0][0], served[key], whole, references)
         estimator.append(w_mat @ q @ np.linalg.pinv(stacked))
-        var.extend(np.full(a.shape[0], w * w / (2.0 * math.sinh(1.0 / (2.0 * float(t))) ** 2)) for _, (a, w, t) in members)
+        var.extend(np.full(a.shape[0], w * w / (2.0 * math.sinh(1.0 / (2.0 * float(t))) ** 2))
+                   for _, (a, w, t) in members)
     k = np.hstack(estimator)
     rows = np.vstack([np.vstack([w * a.astype(float) for _, (a, w, _) in members]) for members in by_block.values()])
     assert np.allclose(k @ rows, w_mat, atol=1e-8)  # unbiased: W x̂ = W x when there is no noise

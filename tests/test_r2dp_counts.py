@@ -306,7 +306,8 @@ def test_mallows_histogram_is_exact_end_to_end():
 def test_mallows_under_larger_shifts_picks_the_least_candidate():
     spec = _count_spec(data={"attributes": {"a": ["x", "y", "z"]}},
                        query={"kind": "linear", "attribute": "a", "matrix": [[2, 0, 0], [0, 3, 0], [0, 0, 1]]},
-                       privacy={"pure": {"epsilon": 1.0}}, utility={"metric": "mallows", "prior": [4, 0, 9], "order": 2})
+                       privacy={"pure": {"epsilon": 1.0}},
+                       utility={"metric": "mallows", "prior": [4, 0, 9], "order": 2})
     sol = dpopt.solve(spec)
     design = sol.mechanism.parameters["design"]
     assert set(design["mallows_candidates"]) == {"discrete_laplace", "lp_l1", "lp_l2"}

@@ -119,11 +119,10 @@ FAMILIES: tuple[Capability, ...] = (
                "lattice variances ≤ 2⁴² under zcdp, the sampler serving 2⁶⁰ beyond int64; gdp, approx ≤ 2²⁸)",
                serves="Kronecker strategy for range/prefix × marginal workloads"),
     Capability("kronecker_laplace", _M + "kronecker_laplace", ("pure",), ("kronecker",), ("l2",), workload=False,
-               exact="pure (every term carries the ordered attributes, integer factors of full column rank); a "
-                     "term summing an ordered attribute keeps floating point: the rows (⊗Ã_k ⊗ M_S)x need the "
-                     "ordered × S marginals, which its answers do not determine, and the rotation into per-block "
-                     "marginals that makes kronecker_gaussian exact changes the l1 sensitivity (Laplace noise is not "
-                     "rotation invariant): a different design",
+               exact="pure (the terms' factors integer of full column rank); when a term sums an ordered "
+                     "attribute, a block design of its own (whole integer factors, totals and the parts beside them, "
+                     "each block's data determined by the answers), its cost against the continuous design stated "
+                     "(lattice_error_ratio)",
                serves="Kronecker strategy with Laplace noise (pure ε) for range/prefix × marginal workloads"),
     Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,

@@ -31,7 +31,9 @@ product of column maxima), so ε ≤ Δ₁/b. The least squares reads θ_S y_S w
 :math:`u_{S,T} = (\bigotimes_k\tilde A_k\otimes M_T)x + \mathrm{marg}_{S\to T}\eta_S`, formed from the
 (ordered × T)-marginal of the cells, which the answers determine when every term carries every ordered attribute
 and the terms' factors are integer of full column rank (prefix, ranges, identity:
-:func:`~dpopt.mechanisms.kronecker_lattice.cell_marginals`). The noise's covariance is
+:func:`~dpopt.mechanisms.kronecker_lattice.cell_marginals`). When a term sums over an ordered attribute the design
+measures blocks of whole factors, totals and the parts beside them instead
+(:mod:`dpopt.mechanisms.kronecker_laplace_blocks`, a design of its own whose cost the certificate states). The noise's covariance is
 :math:`\bigotimes_k(\tilde A_k^\top\tilde A_k)^{-1}\otimes\sum_T(\nu_T/\kappa_T^2)E_T`,
 :math:`\nu_T = \sum_{S\supseteq T}\theta_S^4\prod_{k\notin S}n_k\,\mathrm{Var}\,\eta_S` (as ``marginal_laplace``).
 
@@ -270,7 +272,8 @@ class KroneckerLaplaceMechanism(Mechanism):
         info["sampler"] = "exact" if reason is None else f"floating_point: {reason}"
         if reason is not None:
             return at(scale, info)
-        if any(workload.terms[t][j] is None for t in range(len(workload.terms)) for j in AnovaSplit.of(workload).ordered):
+        ordered = AnovaSplit.of(workload).ordered
+        if any(workload.terms[t][j] is None for t in range(len(workload.terms)) for j in ordered):
             from dpopt.mechanisms.kronecker_laplace_blocks import KroneckerLaplaceBlocks  # a subclass: imports this
 
             blocks = KroneckerLaplaceBlocks.calibrated(at(scale), epsilon, spec.privacy)

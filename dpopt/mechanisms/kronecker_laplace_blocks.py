@@ -1,48 +1,51 @@
-r"""``kronecker_laplace`` measured exactly when a term sums over an ordered attribute: blocks of totals and centred
-integer factors (a pure-ε design of its own, whose cost against the continuous design the certificate states).
+r"""``kronecker_laplace`` measured exactly when a term sums over an ordered attribute: blocks of whole integer
+factors, totals and the parts beside them (a pure-ε design of its own, whose cost against the continuous design the
+certificate states).
 
 The lattice design of :mod:`dpopt.mechanisms.kronecker_laplace` measures :math:`(\bigotimes_k\tilde A_k\otimes
-M_S)x`, which needs the (ordered × T)-marginals of the cells; a term that sums an ordered attribute k publishes
-only its total along k, so the answers do not determine them. Here every such attribute's integer factor is split
-into its total and its centred part,
+M_S)x`, which needs the (ordered × S)-marginals of the cells; a term that sums an ordered attribute k publishes
+only its total along k, so the answers do not determine them. Along such an attribute three parts are available:
+the whole integer factor :math:`\tilde A_k`, the total :math:`\mathbf 1^\top`, and the part beside it
 
-.. math:: \mathbf 1^\top \quad\text{and}\quad \tilde P_k = \tilde A_k(n_kI - J) \quad
-          (\text{integer, rows summing to } 0,\ \operatorname{rank} n_k - 1),
+.. math:: \tilde P_k = \tilde A_k(n_kI - J)/\gcd \ (\text{kernel } \mathbf 1) \quad\text{or}\quad
+          \tilde A_k \text{ with column } j \text{ set to } 0 \ (\text{kernel } e_j),
 
-and a **block** U (the split attributes read through :math:`\tilde P_k`; the other split attributes through
-:math:`\mathbf 1^\top`; the ordered attributes every term keeps through :math:`\tilde A_k`) measures
-:math:`y_{U,S} = (\bigotimes\text{parts}\otimes M_S)x + \eta_{U,S}` in int64, :math:`\eta_{U,S}` i.i.d. discrete
-Laplace of scale :math:`t_{U,S}` (:mod:`dpopt.mechanisms.laplace_lattice`).
+integer of rank :math:`n_k - 1`, kernel span(v). A **block** B = (A, U) reads the summed attributes of A whole,
+those of U beside their total, the other summed ones through their total, and the ordered attributes that no term
+sums whole; it measures :math:`y_{B,S} = (\bigotimes\text{parts}\otimes M_S)x + \eta_{B,S}` in int64,
+:math:`\eta_{B,S}` i.i.d. discrete Laplace of scale :math:`t_{B,S}` (:mod:`dpopt.mechanisms.laplace_lattice`).
 
-**Why blocks decouple.** :math:`\mathbb R^{n_k} = \mathrm{span}(\mathbf 1)\oplus\mathbf 1^\perp` (orthogonal):
-:math:`\mathbf 1^\top` vanishes on :math:`\mathbf 1^\perp`, :math:`\tilde P_k` on :math:`\mathrm{span}(\mathbf 1)`
-and is injective on :math:`\mathbf 1^\perp`. So block U measures only the component
-:math:`(\bigotimes_{k\in U}(I - J/n_k)\otimes\bigotimes_{k\notin U}J/n_k)x`, injectively, and the least squares of
-all blocks is the sum of the blocks' own (whatever their noise scales): along k, :math:`(1/n_k)\mathbf 1` on the
-total, :math:`\tilde P_k^+` on the centred part, :math:`\tilde A_k^+` on an unsplit attribute; the plain
-attributes' ANOVA least squares within a block as in the parent module. A term that sums k reads
-:math:`\mathbf 1^\top\hat x` along k and :math:`\mathbf 1^\top\tilde P_k^+ = 0`, so it reads only the blocks whose
-U it keeps. Only those blocks are measured (U ⊆ the kept split attributes of some term), and each one's data part,
-the (unsplit ∪ U ∪ T)-marginal of the cells, is a marginal of that term's support, which its answers determine
-(:func:`~dpopt.mechanisms.kronecker_lattice.cell_marginals`).
+**Why blocks decouple.** :math:`\mathbb R^{n_k} = \mathrm{span}(v)\oplus\mathbf 1^\perp`: :math:`\mathbf 1^\top`
+vanishes on :math:`\mathbf 1^\perp`, :math:`\tilde P_k` on span(v) and is injective on :math:`\mathbf 1^\perp`,
+so the total and the part beside it measure complementary components, and the plain attributes' ANOVA components
+are orthogonal: each (ordered part, component T) is measured by one block, whose least squares (the parent's
+ANOVA least squares within the block; along k, :math:`\tilde A_k^+`, :math:`v/\mathbf 1^\top v` on the total, the
+least squares of the component in :math:`\mathbf 1^\perp` beside it) estimates it whatever the other blocks' noise.
 
-**Privacy, exact in rationals.** A record in cell j moves block (U, S) by :math:`\bigotimes\text{parts}\,e_{j_k}
-\otimes M_Se_j`, of l1 norm :math:`\prod_{k\ \mathrm{unsplit}}\|\tilde A_ke_{j_k}\|_1\prod_{k\in U}\|\tilde P_k
-e_{j_k}\|_1` (a total's column norm is 1). The privacy loss :math:`\sum_{U,S}\|\cdot\|_1/t_{U,S}` is multilinear
-with non-negative coefficients in these column norms, one per attribute, so its maximum over cells is at every
-attribute's largest column at once: ε = :math:`\sum_{U,S}L_U/t_{U,S}`, :math:`L_U = \prod\max_j\|\tilde A_ke_j\|_1
-\prod_{k\in U}\max_j\|\tilde P_ke_j\|_1` (attained, add/remove), twice that under replace-one (triangle
-inequality), k times for Hamming k. ``dpopt verify`` recomputes it from the recorded integer factors and scales.
+**Which blocks** (:func:`block_plan`). For a component T, the terms that read it (T ⊆ S_t) keep some summed
+attributes K_t; A_T is the intersection of the maximal K_t, and T is served by the blocks (A_T, U), U ⊆ K ∖ A_T for
+a maximal K. A term t that sums k reads :math:`\mathbf 1^\top\hat x` along k, and :math:`\mathbf 1^\top` of the
+part beside the total is 0, so it reads only blocks with U ⊆ K_t, which are served; each block's data, the
+(unsplit ∪ A_T ∪ U ∪ T)-marginal of the cells, is a marginal of the support of a term with a maximal K, which its
+answers determine (:func:`~dpopt.mechanisms.kronecker_lattice.cell_marginals`). The continuous design's marginals θ_S
+are cut to the attributes of the components a block serves (:func:`projected_theta`).
 
-**Scales.** :math:`t_{U,S} = \tau_U/\theta_S` rounded up; :math:`\tau_U` minimises :math:`\sum_Ue_U\tau_U^2`
-(:math:`e_U` the block's squared error per unit :math:`\tau_U^2` with Laplace variances :math:`2t^2`) subject to
-:math:`\sum_UL_U\sum_S\theta_S/\tau_U = \varepsilon`: by Lagrange :math:`\tau_U\propto(L_U\sum\theta/e_U)^{1/3}`;
-then the exact check, the scales moved up by 2^-20 until it passes.
+**Privacy, in rationals.** A record in cell j moves block (B, S) by :math:`\bigotimes\text{parts}\,e_{j_k}\otimes
+M_Se_j`, of l1 norm the product of the parts' column norms (a total's is 1). The loss
+:math:`\sum_{B,S}\|\cdot\|_1/t_{B,S}` is at most :math:`\sum_{B,S}L_B/t_{B,S}`, :math:`L_B` the product of the
+parts' largest column norms, attained when one column is largest in every part of each attribute
+(:meth:`KroneckerLaplaceBlocks.attained`); twice that under replace-one (triangle inequality), k times for Hamming
+k. ``dpopt verify`` recomputes it from the recorded integer factors, references and scales.
 
-**Errors** in closed form: :math:`E\|Z\|^2 = \sum_U\sum_t\prod_k\mathrm{tr}(G_{t,k}C_{k,U})\prod_{k\in P\setminus
-S_t}n_k\sum_{T\subseteq S_t}m_T\nu_{U,T}/\kappa_T^2` with :math:`C = (\tilde A^\top\tilde A)^{-1}`,
-:math:`(\tilde P^\top\tilde P)^+` or :math:`J/n^2` per part, :math:`\nu_{U,T}` as the parent's :math:`\nu_T` at the
-block's scales.
+**Scales.** :math:`t_{B,S} = \tau_B/\theta'_S` rounded up; :math:`\tau_B` minimises :math:`\sum_Be_B\tau_B^2`
+(:math:`e_B` the block's squared error per unit :math:`\tau_B^2`, Laplace variances :math:`2t^2`) subject to
+:math:`\sum_BL_B\sum_S\theta'_S/\tau_B = \varepsilon`: by Lagrange :math:`\tau_B\propto(L_B\sum\theta'/e_B)^{1/3}`;
+each summed attribute's kernel (1 or a level) is the one of least predicted error; then the exact check, the scales
+moved up by 2^-20 until it passes.
+
+**Errors** in closed form: :math:`E\|Z\|^2 = \sum_B\sum_t\prod_k\mathrm{tr}(G_{t,k}C_{k,B})\prod_{k\in P\setminus
+S_t}n_k\sum_{T\subseteq S_t}m_T\nu_{B,T}/\kappa_{B,T}^2` with :math:`C = EE^\top` of each part's estimator E and
+:math:`\nu_{B,T}, \kappa_{B,T}` the parent's :math:`\nu_T, \kappa_T` at the block's marginals and scales.
 """
 
 from __future__ import annotations
@@ -199,7 +202,8 @@ class KroneckerLaplaceBlocks(KroneckerLaplaceMechanism):
         self.integer_factors = tuple(np.asarray(a, dtype=np.int64) for a in integer_factors)
         sizes = tuple(workload.sizes[k] for k in self.split.ordered)
         if len(self.integer_factors) != len(sizes) or any(
-                a.ndim != 2 or a.shape[1] != n or np.abs(a).max() >= 2**31 for a, n in zip(self.integer_factors, sizes)):
+                a.ndim != 2 or a.shape[1] != n or np.abs(a).max() >= 2**31
+                for a, n in zip(self.integer_factors, sizes)):
             raise ValueError("one integer factor per ordered attribute (entries below 2^31), one column per level")
         self.positions = summed_positions(workload)
         self.references = {int(i): (None if r is None else int(r)) for i, r in references.items()}
@@ -286,7 +290,8 @@ class KroneckerLaplaceBlocks(KroneckerLaplaceMechanism):
             s = self.split.local_support(work, t)
             plain = alg.co_size(s) * sum(alg.multiplicity(v) / weights[v] for v in subsets(s)
                                          if v in needed and v in weights)
-            ordered = math.prod(float(np.sum(work.gram(t, k) * p.covariance)) for k, p in zip(self.split.ordered, parts))
+            ordered = math.prod(float(np.sum(work.gram(t, k) * p.covariance))
+                                for k, p in zip(self.split.ordered, parts))
             total += ordered * plain
         return total
 
@@ -423,7 +428,8 @@ class KroneckerLaplaceBlocks(KroneckerLaplaceMechanism):
         present = [i for i, p in enumerate(self.parts[u]) if p.kind != "total"]
         block = tuple(sorted({split.ordered[i] for i in present} | {split.plain[j] for j in t}))
         x = cells[block]
-        order = [1 + block.index(split.ordered[i]) for i in present] + [0] + [1 + block.index(split.plain[j]) for j in t]
+        order = ([1 + block.index(split.ordered[i]) for i in present] + [0]
+                 + [1 + block.index(split.plain[j]) for j in t])
         x = np.transpose(x, order)
         for i in range(len(self.integer_factors)):
             if i not in present:
