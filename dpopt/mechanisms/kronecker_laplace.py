@@ -276,7 +276,11 @@ class KroneckerLaplaceMechanism(Mechanism):
         if any(workload.terms[t][j] is None for t in range(len(workload.terms)) for j in ordered):
             from dpopt.mechanisms.kronecker_laplace_blocks import KroneckerLaplaceBlocks  # a subclass: imports this
 
-            blocks = KroneckerLaplaceBlocks.calibrated(at(scale), epsilon, spec.privacy)
+            try:
+                blocks = KroneckerLaplaceBlocks.calibrated(at(scale), epsilon, spec.privacy)
+            except ValueError as exc:
+                info["sampler"] = f"floating_point: the block design for a summed ordered attribute failed ({exc})"
+                return at(scale, info)
             info["lattice_error_ratio"] = blocks._expected_l2(None) / error
             info["lattice_blocks"] = len(blocks.blocks)
             blocks.design_info = info
