@@ -118,16 +118,16 @@ def test_verify_rejects_a_forged_factor_or_scale_and_passes_the_real_one(solved)
         assert "privacy" in {c.claim for c in dpopt.verify(forged).failed}, forge
 
 
-def test_floating_point_and_unrecoverable_terms_keep_the_note():
-    """sampler: floating_point keeps the continuous path; a term that sums over the ordered attribute (age)
-    leaves the (age × T)-marginals undetermined by the answers, so the design stays floating point and says why."""
+def test_floating_point_keeps_the_note_and_a_summed_ordered_attribute_is_exact():
+    """sampler: floating_point keeps the continuous path; a term that sums over the ordered attribute (age) is
+    measured exactly in blocks (tests/test_kronecker_laplace_blocks.py checks that design)."""
     floating = dpopt.solve(small_spec(1)).certificate
     assert floating["mechanism"]["parameters"]["sampler"] == "floating_point"
     assert IDEALIZED_NUMERICS in floating["mechanism"]["notes"]
     summed = {**exact_spec(1), "query": {"kind": "kronecker", "terms": [{"age": "prefix", "sex": "identity"},
                                                                           {"region": "identity"}]}}
     cert = dpopt.solve(summed).certificate
-    assert cert["mechanism"]["parameters"]["sampler"] == "floating_point"
-    assert any(n.startswith("no exact measurement: a term sums over an ordered attribute")
-               for n in cert["mechanism"]["notes"])
+    assert cert["mechanism"]["parameters"]["sampler"] == "exact"
+    assert "blocks" in cert["mechanism"]["parameters"]["lattice"]
+    assert IDEALIZED_NUMERICS not in cert["mechanism"]["notes"]
     assert dpopt.verify(cert).passed

@@ -17,12 +17,13 @@ import mpmath
 import numpy as np
 import pytest
 import yaml
-from scipy import stats
+from scipy import optimize, stats
 
 import dpopt
 from dpopt.mechanisms.base import IDEALIZED_NUMERICS
+from dpopt.mechanisms.r2dp_counts import mallows_value
 from dpopt.noise.discrete_laplace_mixture import DiscreteLaplaceMixture
-from dpopt.noise.prior_metrics import kl_divergence, renyi_divergence
+from dpopt.noise.prior_metrics import kl_divergence, lattice_mallows_distance, renyi_divergence
 from dpopt.optimize.r2dp_lattice_lp import lattice_objective, optimize_lattice_mixture
 from dpopt.privacy.r2dp_lattice import mixture_epsilon_ball, pattern_epsilon_upper
 from dpopt.sensitivity.patterns import ShiftPattern
@@ -210,11 +211,111 @@ def test_count_spec_is_exact_end_to_end():
 
 def test_specs_the_lattice_does_not_serve_keep_the_continuous_design():
     base = _count_spec(query={"kind": "count"}, privacy={"pure": {"epsilon": 2.0}})
-    mallows = dpopt.solve({**base, "utility": {"metric": "mallows", "prior": [3], "order": 1}}).mechanism
-    assert "second_fold" in mallows.parameters
-    assert any("no exact lattice measurement: the mallows metric" in n for n in mallows.notes())
     floating = dpopt.solve({**base, "sampler": "floating_point"}).mechanism
     assert "second_fold" in floating.parameters and not floating.exact_noise
+    assert any("no exact lattice measurement: the spec asks for sampler: floating_point" in n for n in floating.notes())
+
+
+# ------------------------------------------------------------------ Mallows on the lattice
+def _mixture_cdf_mp(mixture: DiscreteLaplaceMixture, x: int) -> mpmath.mpf:
+    """P(Z ≤ x) on ℤ from the tail of each component: P(Z > m) = r^{m+1}/(1 + r) for m ≥ 0 (a geometric series of
+    the pmf (1 − r)/(1 + r) r^{|k|}), and P(Z ≤ x) = P(Z > −x − 1) for x < 0 (symmetry)."""
+    total = sum(mixture.weights)
+    out = mpmath.mpf(0)
+    for s, n in zip(mixture.scales, mixture.weights):
+        r = mpmath.exp(-mpmath.mpf(s.denominator) / s.numerator)
+        out += mpmath.mpf(n) / total * (1 - r ** (x + 1) / (1 + r) if x >= 0 else r ** (-x) / (1 + r))
+    return out
+
+
+def _w1_by_cdfs(mixture: DiscreteLaplaceMixture, prior: list[int], reach: int) -> float:
+    """W_1(μ, μ∗ν) = ∫ |F_μ − F_{μ∗ν}| (the cdf form of W_1 on ℝ, not the quantile coupling): for integer prior
+    values both cdfs are constant on [s, s + 1), so the integral is a sum over the integers s, |s| ≤ reach (beyond,
+    the integrand is a geometric tail below 1e-40 for the scales used here), in mpmath."""
+    n = len(prior)
+    total = mpmath.mpf(0)
+    for s in range(min(prior) - reach, max(prior) + reach + 1):
+        f_mu = mpmath.mpf(sum(1 for x in prior if x <= s)) / n
+        f_nu = sum(_mixture_cdf_mp(mixture, s - x) for x in prior) / n
+        total += abs(f_mu - f_nu)
+    return float(total)
+
+
+@pytest.mark.parametrize("prior", [[1, 2, 3], [0, 0, 7, 2]])
+def test_lattice_mallows_order_one_equals_the_cdf_integral(prior):
+    utility = Utility(metric="mallows", prior=prior, order=1)
+    expected = _w1_by_cdfs(MIX, prior, 400)  # scale 3: the tail beyond 400 is below e^{−133}
+    # the truncation moves W_1 by ≤ 1e-12 (proven bound); float64 sums over ~10³ terms add ≤ 1e-13
+    assert mallows_value(MIX, utility) == pytest.approx(expected, abs=2e-12)
+
+
+def test_lattice_mallows_order_two_equals_the_transport_lp():
+    # W_2² as the optimal transport LP (scipy's HiGHS) between μ and the truncated μ∗ν on the same atoms: an
+    # independent optimisation, not the quantile coupling; both sides use the pmf on |k| ≤ K with the rest moved to
+    # 0, so they agree to the LP's tolerance (1e-9 on the squared cost)
+    prior, k = [1, 2, 3], 40
+    mixture = DiscreteLaplaceMixture((Fraction(1, 2), Fraction(2)), (3, 1))
+    pmf = mixture.pmf(np.arange(-k, k + 1))
+    pmf[k] += 1.0 - pmf.sum()
+    targets = np.arange(min(prior) - k, max(prior) + k + 1)
+    nu = np.zeros(targets.size)
+    for x in prior:
+        nu[x + np.arange(-k, k + 1) - targets[0]] += pmf / len(prior)
+    cost = (np.subtract.outer(np.array(prior, float), targets) ** 2).ravel()
+    rows, m = len(prior), targets.size
+    a_eq = np.vstack([np.kron(np.eye(rows), np.ones(m)), np.kron(np.ones(rows), np.eye(m))])
+    b_eq = np.concatenate([np.full(rows, 1.0 / rows), nu])
+    # the last target's equality is implied by the others (both margins total 1): dropped, so float64 rounding of
+    # the totals cannot make the LP infeasible
+    lp = optimize.linprog(cost, A_eq=a_eq[:-1], b_eq=b_eq[:-1], bounds=(0, None), method="highs")
+    assert lp.status == 0
+    assert lattice_mallows_distance(pmf, prior, 2.0) ** 2 == pytest.approx(lp.fun, abs=1e-9)
+
+
+def test_tail_moment_bound_holds():
+    # E|Z|^p 1{|Z| > K} summed in mpmath far enough (terms beyond 4000 are below e^{−1300}) against the bound
+    mixture = DiscreteLaplaceMixture((Fraction(1, 2), Fraction(3)), (1, 3))
+    for order, k in ((1.0, 20), (2.0, 40), (3.5, 60)):
+        exact = 2 * sum(_pmf_mp(mixture, j) * mpmath.mpf(j) ** order for j in range(k + 1, 4000))
+        bound = mixture.tail_moment_bound(order, k)
+        # the bound is head/(1 − ρ) per component and the exact tail is at least its head term: the ratio is at most
+        # 1/(1 − ρ) of the scale-3 component, ρ ≤ e^{−1/3}(62/61)^{3.5} = 0.7585 here, so below 4.2
+        assert float(exact) <= bound <= 4.2 * float(exact)
+        assert mixture.tail_moment_bound(order, mixture.moment_truncation(order, 1e-24)) <= 1e-24
+
+
+def test_mallows_histogram_is_exact_end_to_end():
+    spec = {"dpopt": 1, "name": "mallows", "data": {"attributes": {"a": ["x", "y", "z"]}},
+            "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "add_remove",
+            "privacy": {"pure": {"epsilon": 1.0}}, "mechanism": "r2dp",
+            "utility": {"metric": "mallows", "prior": [1, 2, 3], "order": 1}}
+    sol = dpopt.solve(spec)
+    mechanism, cert = sol.mechanism, sol.certificate
+    assert mechanism.parameters["sampler"] == "exact" and mechanism.exact_noise
+    assert IDEALIZED_NUMERICS not in cert["mechanism"]["notes"]
+    law = DiscreteLaplaceMixture.from_parameters(mechanism.parameters["mixture"])
+    # add/remove on a histogram moves one cell by 1: the discrete Laplace of scale 1/ε rounded up to a dyadic
+    assert law.scales[0] >= 1 and law.scales[0] - 1 < Fraction(1, 2**19)
+    assert cert["utility"]["value"] == pytest.approx(_w1_by_cdfs(law, [1, 2, 3], 200), abs=2e-12)
+    assert dpopt.verify(cert).passed
+    floating = dpopt.solve({**spec, "sampler": "floating_point"})
+    assert "second_fold" in floating.mechanism.parameters and not floating.mechanism.exact_noise
+    assert IDEALIZED_NUMERICS in floating.certificate["mechanism"]["notes"]
+
+
+def test_mallows_under_larger_shifts_picks_the_least_candidate():
+    spec = _count_spec(data={"attributes": {"a": ["x", "y", "z"]}},
+                       query={"kind": "linear", "attribute": "a", "matrix": [[2, 0, 0], [0, 3, 0], [0, 0, 1]]},
+                       privacy={"pure": {"epsilon": 1.0}},
+                       utility={"metric": "mallows", "prior": [4, 0, 9], "order": 2})
+    sol = dpopt.solve(spec)
+    design = sol.mechanism.parameters["design"]
+    assert set(design["mallows_candidates"]) == {"discrete_laplace", "lp_l1", "lp_l2"}
+    law = DiscreteLaplaceMixture.from_parameters(sol.mechanism.parameters["mixture"])
+    value = mallows_value(law, Utility(metric="mallows", prior=[4, 0, 9], order=2))
+    assert value == min(design["mallows_candidates"].values()) == sol.certificate["utility"]["value"]
+    assert IDEALIZED_NUMERICS not in sol.certificate["mechanism"]["notes"]
+    assert dpopt.verify(sol.certificate).passed
 
 
 def test_converted_targets_verify():

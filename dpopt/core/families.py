@@ -125,11 +125,10 @@ FAMILIES: tuple[Capability, ...] = (
                "lattice variances ≤ 2⁴² under zcdp, the sampler serving 2⁶⁰ beyond int64; gdp, approx ≤ 2²⁸)",
                serves="Kronecker strategy for range/prefix × marginal workloads"),
     Capability("kronecker_laplace", _M + "kronecker_laplace", ("pure",), ("kronecker",), ("l2",), workload=False,
-               exact="pure (every term carries the ordered attributes, integer factors of full column rank); a "
-                     "term summing an ordered attribute keeps floating point: the rows (⊗Ã_k ⊗ M_S)x need the "
-                     "ordered × S marginals, which its answers do not determine, and the rotation into per-block "
-                     "marginals that makes kronecker_gaussian exact changes the l1 sensitivity (Laplace noise is not "
-                     "rotation invariant): a different design",
+               exact="pure (the terms' factors integer of full column rank); when a term sums an ordered "
+                     "attribute, a block design of its own (whole integer factors, totals and the parts beside them, "
+                     "each block's data determined by the answers), its cost against the continuous design stated "
+                     "(lattice_error_ratio)",
                serves="Kronecker strategy with Laplace noise (pure ε) for range/prefix × marginal workloads"),
     Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
@@ -174,7 +173,8 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("r2dp", _M + "r2dp_counts", metrics=LOCAL_METRICS, bound="iid",
                exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace "
                      "laws of dyadic scales with integer weights, optimised by the LP on ℤ; metrics l1, l2, "
-                     "max_variance, usefulness, kl, renyi (mallows keeps floating point)",
+                     "max_variance, usefulness, kl, renyi; mallows by the least exact Mallows distance of the discrete "
+                     "Laplace and the l1/l2 LP mixtures",
                serves="R²DP: Laplace with a randomised scale"),
     Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx", "pdp"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),

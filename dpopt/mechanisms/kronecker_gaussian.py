@@ -740,14 +740,16 @@ class KroneckerGaussianMechanism(Mechanism):
         return self.sigma**2 * unit_error(self.workload, self.factors)
 
 
-def anova_cell_variances(split, factors, work, weights: dict) -> np.ndarray:
+def anova_cell_variances(split, factors, work, weights: dict, covariances: list | None = None) -> np.ndarray:
     r"""Each workload answer's variance per unit of noise variance for a strategy of ordered factors A_k ⊗ the
     ANOVA components weighted by ``weights`` (b_T): in every cell of term t,
     :math:`\sum_{T\subseteq S_t} b_T^{-1}\prod_{k\in T}(1-1/n_k)\prod_{k\in S_t\setminus T}n_k^{-1}
     \prod_{k\in P\setminus S_t}n_k` times, per ordered attribute, the diagonal of F_k(A_kᵀA_k)⁻¹F_kᵀ
-    (the workload's factor F_k). Built factor by factor: nothing of domain size."""
+    (the workload's factor F_k; F_k C_k F_kᵀ when ``covariances`` gives the estimator's C_k per ordered attribute
+    instead). Built factor by factor: nothing of domain size."""
     alg = split.algebra
-    inverses = dict(zip(split.ordered, (np.linalg.inv(a.T @ a) for a in factors)))
+    inverses = dict(zip(split.ordered, covariances if covariances is not None else
+                        (np.linalg.inv(a.T @ a) for a in factors)))
     out = []
     for t in range(len(work.terms)):
         s = split.local_support(work, t)

@@ -31,7 +31,9 @@ product of column maxima), so ε ≤ Δ₁/b. The least squares reads θ_S y_S w
 :math:`u_{S,T} = (\bigotimes_k\tilde A_k\otimes M_T)x + \mathrm{marg}_{S\to T}\eta_S`, formed from the
 (ordered × T)-marginal of the cells, which the answers determine when every term carries every ordered attribute
 and the terms' factors are integer of full column rank (prefix, ranges, identity:
-:func:`~dpopt.mechanisms.kronecker_lattice.cell_marginals`). The noise's covariance is
+:func:`~dpopt.mechanisms.kronecker_lattice.cell_marginals`). When a term sums over an ordered attribute the design
+measures blocks of whole factors, totals and the parts beside them instead
+(:mod:`dpopt.mechanisms.kronecker_laplace_blocks`, a design of its own whose cost the certificate states). The noise's covariance is
 :math:`\bigotimes_k(\tilde A_k^\top\tilde A_k)^{-1}\otimes\sum_T(\nu_T/\kappa_T^2)E_T`,
 :math:`\nu_T = \sum_{S\supseteq T}\theta_S^4\prod_{k\notin S}n_k\,\mathrm{Var}\,\eta_S` (as ``marginal_laplace``).
 
@@ -270,6 +272,19 @@ class KroneckerLaplaceMechanism(Mechanism):
         info["sampler"] = "exact" if reason is None else f"floating_point: {reason}"
         if reason is not None:
             return at(scale, info)
+        ordered = AnovaSplit.of(workload).ordered
+        if any(workload.terms[t][j] is None for t in range(len(workload.terms)) for j in ordered):
+            from dpopt.mechanisms.kronecker_laplace_blocks import KroneckerLaplaceBlocks  # a subclass: imports this
+
+            try:
+                blocks = KroneckerLaplaceBlocks.calibrated(at(scale), epsilon, spec.privacy)
+            except ValueError as exc:
+                info["sampler"] = f"floating_point: the block design for a summed ordered attribute failed ({exc})"
+                return at(scale, info)
+            info["lattice_error_ratio"] = blocks._expected_l2(None) / error
+            info["lattice_blocks"] = len(blocks.blocks)
+            blocks.design_info = info
+            return blocks
         integer = tuple(integer_factor(a) for a in s.factors)
         gain = Fraction(math.prod(integer_column_l1(a) for a in integer)) / math.prod(
             (exact_column_l1(a) for a in s.factors), start=Fraction(1))
@@ -283,10 +298,6 @@ class KroneckerLaplaceMechanism(Mechanism):
         """Why the design keeps the floating-point sampler (None: it measures exactly, module docstring)."""
         if spec.sampler == "floating_point":
             return "the spec asks for sampler: floating_point"
-        split = AnovaSplit.of(workload)
-        if any(workload.terms[t][k] is None for t in range(len(workload.terms)) for k in split.ordered):
-            return ("a term sums over an ordered attribute, so the answers do not determine the ordered × plain "
-                    "marginals the integer measurement needs")
         found = recoverable_terms(workload)
         if isinstance(found, str):
             return found
@@ -296,6 +307,10 @@ class KroneckerLaplaceMechanism(Mechanism):
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KroneckerLaplaceMechanism:
+        if parameters.get("sampler") == "exact" and "blocks" in parameters.get("lattice", {}):
+            from dpopt.mechanisms.kronecker_laplace_blocks import KroneckerLaplaceBlocks  # a subclass: imports this
+
+            return KroneckerLaplaceBlocks.from_parameters(parameters, space)
         attributes, workload = recorded_workload(parameters, space)
         split = AnovaSplit.of(workload)
         owners = tuple(attributes[k] for k in split.ordered)
@@ -569,7 +584,8 @@ class KroneckerLaplaceMechanism(Mechanism):
             kept = [k for k in range(len(work.sizes)) if work.terms[term][k] is not None]
             shape = tuple(work.factor(term, k).shape[0] for k in kept)
             grid = np.indices(shape).reshape(len(shape), -1)
-            ordered = [grid[kept.index(k)] for k in split.ordered]
+            ordered = [grid[kept.index(k)] if k in kept else np.zeros(grid.shape[1], dtype=np.int64)
+                       for k in split.ordered]  # a summed ordered attribute: its one row
             rows = tuple(work.factor(term, k).shape[0] for k in split.ordered)
             labels.append(np.ravel_multi_index(ordered, rows) * len(work.terms) + term if rows else
                           np.full(grid.shape[1], term))

@@ -32,7 +32,13 @@ and value (both re-derived at verification). The exact mixture is used whatever 
 design: the record states the cost (``exact_cost``, :func:`dpopt.mechanisms.exact_cost.exact_cost` of the two
 values; against the bound it is an upper bound on the true cost), re-derived by ``dpopt verify``.
 
-``sampler: floating_point``, non-counting queries, the ``mallows`` metric, and prior metrics whose sums would exceed
+**Mallows.** W_p(μ, μ∗ν) between the prior values' law μ and its convolution with the noise is not linear in the
+mixture's weights, so it has no LP: the candidates — the discrete Laplace, and under shifts above 1 the certified LP
+mixtures for l1 and l2 (E|Z|^p at p = 1, 2: the continuous family's proxy) — are each valued by the exact Mallows
+distance of the discrete law (:func:`mallows_value`: the quantile coupling's finite sum, the support truncated with
+a proven error ≤ :data:`MALLOWS_TRUNCATION`), and the least is released.
+
+``sampler: floating_point``, non-counting queries, and prior metrics whose sums would exceed
 :data:`~dpopt.optimize.r2dp_lattice_lp.MAX_SUM_TERMS` keep the continuous design (:mod:`dpopt.mechanisms.r2dp`).
 """
 
@@ -55,6 +61,7 @@ from dpopt.mechanisms.r2dp import R2DPMechanism
 from dpopt.mechanisms.staircase import check_prior, prior_metric
 from dpopt.noise.discrete_laplace_mixture import DiscreteLaplaceMixture, DiscreteLaplaceMixtureMarginal
 from dpopt.noise.law import ProductLaw
+from dpopt.noise.prior_metrics import lattice_mallows_distance
 from dpopt.noise.second_folds import fold_from_parameters
 from dpopt.optimize.r2dp_lattice_lp import (
     LATTICE_METRICS,
@@ -97,20 +104,55 @@ def lattice_reason(problem: Problem) -> str | None:
         return "the spec asks for sampler: floating_point"
     if not counting_query(problem):
         return "the answers are not counts"
-    if spec.utility.metric not in LATTICE_METRICS:
+    if spec.utility.metric not in (*LATTICE_METRICS, "mallows"):
         return (f"the {spec.utility.metric} metric of a lattice law is not predicted (metrics: "
-                f"{', '.join(LATTICE_METRICS)})")
+                f"{', '.join(LATTICE_METRICS)}, mallows)")
     reason = _shift_reason(problem.space)
     if reason is not None:
         return reason
     pattern = shift_pattern(problem.space)
-    objective = lattice_objective(spec.utility)
     epsilon = pure_epsilon_for(spec.privacy) / pattern.max_support
-    work = sum_terms(objective, epsilon, int(pattern.largest), problem.space.dimension)
+    if spec.utility.metric == "mallows":
+        work = _mallows_terms(_one_atom(pattern, epsilon * pattern.max_support), spec.utility)
+    else:
+        objective = lattice_objective(spec.utility)
+        work = sum_terms(objective, epsilon, int(pattern.largest), problem.space.dimension)
     if work > MAX_SUM_TERMS:
         return (f"the {spec.utility.metric} sums over ℤ would take {work:.3g} terms at this ε (above "
                 f"{MAX_SUM_TERMS:.0e})")
     return None
+
+
+MALLOWS_TRUNCATION = 1e-12
+"""Bound on the change of a Mallows value (W_p, absolute) from truncating the noise's support
+(:func:`~dpopt.noise.prior_metrics.lattice_mallows_distance`)."""
+
+MALLOWS_LP_METRICS = ("l1", "l2")
+"""The LP designs that are Mallows candidates under shifts above 1 (E|Z| and E Z², the orders 1 and 2 of the upper
+bound E|Z|^p ≥ W_p^p)."""
+
+
+def _one_atom(pattern: ShiftPattern, epsilon: float) -> DiscreteLaplaceMixture:
+    """The discrete Laplace at ε/k for the shift Δ∞, its scale rounded up to a dyadic (not yet certified)."""
+    k, shift = pattern.max_support, int(pattern.largest)
+    return DiscreteLaplaceMixture((dyadic_ceil(Fraction(shift) / Fraction(epsilon / k)),), (1,))
+
+
+def _mallows_support(mixture: DiscreteLaplaceMixture, order: float) -> int:
+    """K with (E|Z|^p 1{|Z| > K})^{1/p} ≤ :data:`MALLOWS_TRUNCATION` (the bound of
+    :meth:`~dpopt.noise.discrete_laplace_mixture.DiscreteLaplaceMixture.tail_moment_bound`)."""
+    return mixture.moment_truncation(order, MALLOWS_TRUNCATION**order)
+
+
+def _mallows_terms(mixture: DiscreteLaplaceMixture, utility: Utility) -> int:
+    """The atoms of μ∗ν the exact Mallows sum of ``mixture`` sorts: prior values × (2K + 1)."""
+    return len(utility.prior) * (2 * _mallows_support(mixture, utility.order) + 1)
+
+
+def mallows_value(mixture: DiscreteLaplaceMixture, utility: Utility) -> float:
+    """W_p(μ, μ∗ν) of the discrete law over the prior, from the pmf on |k| ≤ K (:func:`_mallows_support`)."""
+    k = _mallows_support(mixture, utility.order)
+    return lattice_mallows_distance(mixture.pmf(np.arange(-k, k + 1)), utility.prior, utility.order)
 
 
 def _shift_reason(space: SensitivitySpace) -> str | None:
@@ -262,12 +304,13 @@ class R2DPOnCounts(R2DPMechanism):
         pattern = shift_pattern(space)
         k, shift = pattern.max_support, int(pattern.largest)
         epsilon = pure_epsilon_for(spec.privacy)
-        one_atom = DiscreteLaplaceMixture((dyadic_ceil(Fraction(shift) / Fraction(epsilon / k)),), (1,))
-        laplace = certify_mixture(fill_budget(one_atom, pattern, epsilon), pattern, spec.privacy)
+        laplace = certify_mixture(fill_budget(_one_atom(pattern, epsilon), pattern, epsilon), pattern, spec.privacy)
         if shift == 1 and utility.metric in SCALE_MONOTONE_METRICS:
             chosen, optimal, how = laplace, True, UNIT_SHIFT_PROOF
             bound = cls.utility_bound(problem)
             extra = {"bound_all_mixtures": bound}
+        elif utility.metric == "mallows":
+            chosen, optimal, how, extra = cls._mallows_design(problem, pattern, laplace)
         else:
             chosen, optimal, how, extra = cls._lp_design(problem, pattern, laplace)
         if chosen is None or laplace is None:
@@ -287,13 +330,15 @@ class R2DPOnCounts(R2DPMechanism):
         return mechanism
 
     @staticmethod
-    def _lp_design(problem: Problem, pattern: ShiftPattern, laplace: DiscreteLaplaceMixture | None) -> tuple:
+    def _lp_design(problem: Problem, pattern: ShiftPattern, laplace: DiscreteLaplaceMixture | None,
+                   utility: Utility | None = None) -> tuple:
         """(the certified mixture, whether the one-atom law is proven optimal, the method, the LP's record) from
-        :func:`~dpopt.optimize.r2dp_lattice_lp.optimize_lattice_mixture`."""
+        :func:`~dpopt.optimize.r2dp_lattice_lp.optimize_lattice_mixture`, for ``utility`` (default: the spec's)."""
         spec, space = problem.spec, problem.space
+        utility = utility or spec.utility
         k, shift = pattern.max_support, int(pattern.largest)
         epsilon = pure_epsilon_for(spec.privacy) / k
-        objective = lattice_objective(spec.utility)
+        objective = lattice_objective(utility)
         scales = rate_grid(epsilon, shift, grid_points(objective), grid_decades(objective))
         try:
             optimum = optimize_lattice_mixture(objective, epsilon * (1 - 1e-9), shift, scales)
@@ -305,8 +350,33 @@ class R2DPOnCounts(R2DPMechanism):
         how = (f"LP over mixtures of discrete Laplace laws of {optimum.grid} dyadic scales (cvxpy {optimum.solver}), "
                "weights rounded to integers over 2^32, exact ball re-check")
         extra = {"objective": objective.description, "dual_multiplier": optimum.multiplier,
-                 "bound_all_mixtures": _metric_of_cost(optimum.bound, spec.utility, space.dimension)}
+                 "bound_all_mixtures": _metric_of_cost(optimum.bound, utility, space.dimension)}
         return chosen, optimum.laplace_optimal, how, extra
+
+    @staticmethod
+    def _mallows_design(problem: Problem, pattern: ShiftPattern, laplace: DiscreteLaplaceMixture | None) -> tuple:
+        """(the candidate of least exact Mallows value, None (optimality among mixtures not determined), the method,
+        the candidates' values).
+
+        W_p(μ, μ∗ν) is not linear in the mixture's weights (a distance between the prior's law and its convolution),
+        so no LP: the candidates are the discrete Laplace and, under shifts above 1, the certified LP mixtures for
+        :data:`MALLOWS_LP_METRICS` (under unit shifts those LPs return the discrete Laplace,
+        :data:`UNIT_SHIFT_PROOF`); each is valued by :func:`mallows_value`. Candidates whose sums would exceed
+        :data:`~dpopt.optimize.r2dp_lattice_lp.MAX_SUM_TERMS` are skipped."""
+        spec = problem.spec
+        candidates = {"discrete_laplace": laplace}
+        if int(pattern.largest) > 1:
+            for metric in MALLOWS_LP_METRICS:
+                candidates[f"lp_{metric}"] = R2DPOnCounts._lp_design(problem, pattern, laplace,
+                                                                     Utility(metric=metric))[0]
+        values = {name: mallows_value(m, spec.utility) for name, m in candidates.items()
+                  if m is not None and _mallows_terms(m, spec.utility) <= MAX_SUM_TERMS}
+        if not values:
+            return None, None, "", {}
+        best = min(values, key=values.get)
+        how = (f"candidates valued by their exact Mallows-{spec.utility.order:g} distance on ℤ (quantile coupling, "
+               f"support truncated with error ≤ {MALLOWS_TRUNCATION:g}): {', '.join(values)}; chosen {best}")
+        return candidates[best], None, how, {"mallows_candidates": values}
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> R2DPMechanism:
@@ -419,9 +489,13 @@ class R2DPOnCounts(R2DPMechanism):
 
     # --------------------------------------------------------------- utility
     def _utility(self, utility: Utility) -> UtilityValue | None:
-        if utility.metric in ("kl", "renyi", "mallows"):
-            if utility.metric == "mallows":
-                return None
+        if utility.metric == "mallows":
+            check_prior(utility, self.dimension)
+            return UtilityValue("mallows", mallows_value(self.mixture, utility),
+                                f"exact sum over the quantile coupling of the discrete law (support |k| ≤ "
+                                f"{_mallows_support(self.mixture, utility.order)}, truncation changes W_p by at most "
+                                f"{MALLOWS_TRUNCATION:g})")
+        if utility.metric in ("kl", "renyi"):
             check_prior(utility, self.dimension)
             return UtilityValue(utility.metric, prior_metric(self.mixture, utility),
                                 f"exact sum over the integers |k| ≤ {self.mixture.truncation} (the neglected "

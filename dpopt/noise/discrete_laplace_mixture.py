@@ -126,6 +126,31 @@ class DiscreteLaplaceMixture:
         k = np.arange(1, self.truncation + 1, dtype=float)
         return float(2.0 * np.sum(self.pmf(k) * k**p))
 
+    def tail_moment_bound(self, order: float, k: int) -> float:
+        r"""An upper bound on E|Z|^p 1{|Z| > K}: per component, with r = e^{−1/s} and c = tanh(1/(2s)),
+
+        .. math:: 2c \sum_{j > K} j^p r^j \le \frac{2c\,(K+1)^p r^{K+1}}{1 - \rho}, \qquad
+                  \rho = \Big(\frac{K+2}{K+1}\Big)^p r,
+
+        since the ratio ((j+1)/j)^p r of consecutive terms decreases in j, so is at most ρ beyond K + 1 (geometric
+        series); the weighted sum of the components' bounds. ``inf`` when some ρ ≥ 1."""
+        total = 0.0
+        for w, s in zip(self._w(), self.scales):
+            rate = 1.0 / float(s)
+            rho = ((k + 2.0) / (k + 1.0)) ** order * math.exp(-rate)
+            if rho >= 1.0:
+                return math.inf
+            head = math.exp(order * math.log(k + 1.0) - rate * (k + 1.0))
+            total += w * 2.0 * math.tanh(rate / 2.0) * head / (1.0 - rho)
+        return total
+
+    def moment_truncation(self, order: float, tolerance: float) -> int:
+        """The first K (from :attr:`truncation`, doubling) with :meth:`tail_moment_bound` ≤ ``tolerance``."""
+        k = self.truncation
+        while self.tail_moment_bound(order, k) > tolerance:
+            k *= 2
+        return k
+
     @property
     def truncation(self) -> int:
         """K of the largest scale (:func:`_truncation`)."""

@@ -41,7 +41,8 @@ from dpopt.optimize.r2dp_lp import min_on_line, solve_mixture_lp
 from dpopt.spec.models import Utility
 
 LATTICE_METRICS = ("l1", "l2", "max_variance", "usefulness", "kl", "renyi")
-"""Metrics the lattice design predicts exactly (``mallows`` keeps the continuous family)."""
+"""Metrics the lattice LP optimises (``mallows`` is not linear in the mixture: the mechanism values candidates by
+their exact Mallows distance, :mod:`dpopt.mechanisms.r2dp_counts`)."""
 
 MAX_SUM_TERMS = 5 * 10**7
 """Largest (grid rates × cells × summed integers) of a prior metric's per-atom costs: beyond, the lattice design
