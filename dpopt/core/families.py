@@ -165,8 +165,8 @@ FAMILIES: tuple[Capability, ...] = (
                exact="on counting queries (the discrete staircase on ℤ, integer steps): approx, zcdp, gdp on listed "
                      "moves calibrated on its own exact privacy-loss distribution, else through ε-DP; on bounded sums "
                      "and means every target through ε-DP (on a dyadic lattice, the step the lattice sensitivity "
-                     "Δ_u); metrics l1, l2, usefulness, max_variance, and kl, renyi on counts (summed over the "
-                     "discrete law; mallows keeps floating point); the cost against the continuous design stated "
+                     "Δ_u); metrics l1, l2, usefulness, max_variance, and kl, renyi, mallows on counts (summed over "
+                     "the discrete law); the cost against the continuous design stated "
                      "(a two-cell histogram under zcdp or gdp, where the continuous steps 1/3 and 1/4 beat the "
                      "integer step: +15% and +26% in variance under zcdp and gdp)",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),

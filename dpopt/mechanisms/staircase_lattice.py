@@ -144,8 +144,7 @@ def _lattice_refusal(problem: Problem) -> str | None:
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
-    if spec.utility.metric == "mallows" or (spec.utility.metric in PRIOR_METRICS and isinstance(problem.query,
-                                                                                            NumericQuery)):
+    if spec.utility.metric in PRIOR_METRICS and isinstance(problem.query, NumericQuery):
         return f"the {spec.utility.metric} prediction is a quadrature of the continuous law"
     return _refusal(problem) if isinstance(problem.query, NumericQuery) else None
 
@@ -278,18 +277,22 @@ class _DiscreteStaircaseMeasurement:
         return SAMPLER_NOTE.format(m=self.law.step, r=self.law.boundary, eps=self.law.epsilon)
 
     def _utility(self, utility: Utility) -> UtilityValue | None:
-        """``kl`` and ``renyi`` of the discrete law on counts (unit 1): exact sums over |k| ≤ K
-        (:meth:`~dpopt.noise.discrete_staircase.DiscreteStaircase.clipped_expectations`)."""
-        if utility.metric not in ("kl", "renyi") or self.unit != 1:
+        """``kl``, ``renyi`` and ``mallows`` of the discrete law on counts (unit 1): exact sums over |k| ≤ K
+        (:meth:`~dpopt.noise.discrete_staircase.DiscreteStaircase.clipped_expectations`,
+        :meth:`~dpopt.noise.discrete_staircase.DiscreteStaircase.mallows`)."""
+        if utility.metric not in PRIOR_METRICS or self.unit != 1:
             return None
         check_prior(utility, self.dimension)
+        order = (utility.order or 1.0) if utility.metric == "mallows" else 1.0
         try:
-            value = prior_metric(self.law, utility)
+            value = (self.law.mallows(utility.prior, order) if utility.metric == "mallows"
+                     else prior_metric(self.law, utility))
         except ValueError as exc:
             raise CalibrationError(str(exc)) from None
         return UtilityValue(utility.metric, value,
-                            f"exact sum over the integers |k| ≤ {self.law.truncation()} of the discrete staircase's "
-                            "pmf (the neglected probability and first absolute moment below 1e-20)")
+                            f"exact sum over the integers |k| ≤ {self.law.truncation(order)} of the discrete "
+                            f"staircase's pmf (the neglected probability and absolute moment of order {order:g} below "
+                            "1e-20)")
 
     def _expected_l1(self) -> float:
         return self.dimension * self.law.abs_moment(1) * float(self.unit)

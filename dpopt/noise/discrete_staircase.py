@@ -48,6 +48,7 @@ import numpy as np
 
 from dpopt.noise.discrete_laplace import bernoulli_exp, redraw_rejected, sample_geometric
 from dpopt.noise.marginal import Marginal
+from dpopt.noise.prior_metrics import lattice_mallows_distance
 
 MAX_STEP = 2**40
 """Largest step m (lattice points per period) served: j·m + i stays in int64 below the 2⁶² cap."""
@@ -140,19 +141,23 @@ class DiscreteStaircase:
         beyond = a0 / -math.expm1(-float(self.epsilon)) - head
         return np.exp(-float(self.epsilon) * periods) * beyond / self.normaliser()
 
-    def truncation(self) -> int:
-        """K = Jm − 1 with P(|X| > K) and E|X|1{|X| > K} both at most :data:`TAIL_NEGLECTED`: the periods j ≥ J
-        (magnitudes jm + i, 0 ≤ i < m, weight b^j·A₀ per period and sign) hold probability 2A₀b^J/((1 − b)Z) and
-        first absolute moment at most 2mA₀Σ_{j≥J}(j + 1)b^j/Z = 2mA₀b^J((J + 1)(1 − b) + b)/((1 − b)²Z)."""
+    def truncation(self, order: float = 1.0) -> int:
+        """K = Jm − 1 with P(|X| > K) and E|X|^p 1{|X| > K} both at most :data:`TAIL_NEGLECTED` (p = ``order`` ≥ 1):
+        the periods j ≥ J (magnitudes jm + i ≤ (j + 1)m, 0 ≤ i < m, weight b^j·A₀ per period and sign) hold
+        probability 2A₀b^J/((1 − b)Z) and p-th absolute moment at most 2A₀m^pΣ_{j≥J}(j + 1)^p b^j/Z, the sum at most
+        its first term over 1 − b((J + 2)/(J + 1))^p (the ratio of consecutive terms decreases in j)."""
         b, a0, _, _ = self._period()
         one_minus_b = -math.expm1(-float(self.epsilon))
         z = self.normaliser()
         periods = max(1, math.ceil(46.0 / float(self.epsilon)))
         while True:
-            decay = math.exp(-float(self.epsilon) * periods)
-            moment = 2 * self.step * a0 * decay * ((periods + 1) * one_minus_b + b) / (one_minus_b**2 * z)
-            if max(moment, 2 * a0 * decay / (one_minus_b * z)) <= TAIL_NEGLECTED:
-                return periods * self.step - 1
+            ratio = b * ((periods + 2) / (periods + 1)) ** order
+            if ratio < 1:
+                log_first = order * math.log((periods + 1) * self.step) - float(self.epsilon) * periods
+                moment = 2 * a0 * math.exp(log_first) / ((1 - ratio) * z)
+                probability = 2 * a0 * math.exp(-float(self.epsilon) * periods) / (one_minus_b * z)
+                if max(moment, probability) <= TAIL_NEGLECTED:
+                    return periods * self.step - 1
             periods *= 2
 
     def clipped_expectations(self, h, counts, floor: float) -> np.ndarray:
@@ -172,6 +177,24 @@ class DiscreteStaircase:
                              f"(ε' = {self.epsilon}, m = {self.step}): more than {MAX_SUMMED:.0e} terms")
         k = np.arange(-bound, bound + 1)
         return h(np.maximum(np.add.outer(c, k.astype(float)), floor)) @ self.pmf(k)
+
+    def mallows(self, values, order: float) -> float:
+        """W_p between the distribution of ``values`` and of ``values`` plus this noise
+        (:func:`~dpopt.noise.prior_metrics.lattice_mallows_distance`), the law cut at K = :meth:`truncation` for
+        p = ``order`` with the mass beyond moved to 0: W_p changes by at most (E|X|^p 1{|X| > K})^{1/p} ≤ 10⁻²⁰/p.
+
+        Raises
+        ------
+        ValueError
+            More than :data:`MAX_SUMMED` atoms (values × integers).
+        """
+        bound = self.truncation(order)
+        if len(values) * (2 * bound + 1) > MAX_SUMMED:
+            raise ValueError(f"the discrete staircase's Mallows distance couples {2 * bound + 1} integers per value "
+                             f"(ε' = {self.epsilon}, m = {self.step}): more than {MAX_SUMMED:.0e} atoms")
+        pmf = self.pmf(np.arange(-bound, bound + 1))
+        pmf[bound] += 1.0 - pmf.sum()
+        return lattice_mallows_distance(pmf, values, order)
 
     # ------------------------------------------------------------ sampler
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
