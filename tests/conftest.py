@@ -95,3 +95,16 @@ def execute_notebook(name: str):
         o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
     )
     return notebook, text
+
+
+def pooled_chi_square(counts, p, draws: int) -> tuple[float, float]:
+    """Pearson's statistic of ``counts`` (``draws`` draws over the cells of the pmf ``p``), the cells expected
+    fewer than 5 times pooled into one, and its 1 − 10⁻³ critical value (χ² with cells − 1 degrees of freedom)."""
+    import numpy as np
+    from scipy import stats
+
+    big = draws * p >= 5
+    observed = np.append(counts[big], counts[~big].sum())
+    expected = draws * np.append(p[big], p[~big].sum())
+    statistic = float(np.sum((observed - expected) ** 2 / expected))
+    return statistic, float(stats.chi2.ppf(1 - 1e-3, len(observed) - 1))

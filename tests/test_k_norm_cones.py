@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, pooled_chi_square
 from scipy import stats
 from scipy.spatial import ConvexHull
 
@@ -147,19 +147,16 @@ def test_draws_fit_the_enumerated_law(points, epsilon, extent):
     assert np.abs(z).max() <= bound
     place = ((z + bound) * (2 * bound + 1) ** np.arange(s)[::-1]).sum(axis=1)  # row index in the box
     counts = np.bincount(place, minlength=len(box))
-    big = draws * p >= 5
-    observed = np.append(counts[big], counts[~big].sum())
-    expected = draws * np.append(p[big], p[~big].sum())
-    statistic = float(np.sum((observed - expected) ** 2 / expected))
-    dof = len(observed) - 1
-    critical = stats.chi2.ppf(1 - 1e-3, dof)
+    statistic, critical = pooled_chi_square(counts, p, draws)
     assert statistic < critical
+    big = draws * p >= 5
+    pooled = np.append(p[big], p[~big].sum())
     assert counts[len(box) // 2] > 0  # z = 0, the box's centre
     wrong = np.exp(-1.1 * float(epsilon) * level)
     wrong /= wrong.sum()
     q = np.append(wrong[big], wrong[~big].sum())
-    noncentrality = draws * float(np.sum((q - expected / draws) ** 2 / (expected / draws)))
-    assert stats.ncx2.sf(critical, dof, noncentrality) >= 0.99
+    noncentrality = draws * float(np.sum((q - pooled) ** 2 / pooled))
+    assert stats.ncx2.sf(critical, len(pooled) - 1, noncentrality) >= 0.99
 
 
 @pytest.mark.parametrize("points", [SKEW, CUBE])

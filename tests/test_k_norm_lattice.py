@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, pooled_chi_square
 from scipy import stats
 
 import dpopt
@@ -89,18 +89,15 @@ def test_sampler_pmf_matches_the_enumerated_law(mechanism):
     assert np.array_equal(c @ mechanism.mechanism.lattice.echelon, np.round(z).astype(np.int64))
     index = {tuple(q): i for i, q in enumerate(points.tolist())}
     counts = np.bincount([index[tuple(q)] for q in c.tolist()], minlength=len(points))
-    big = draws * p >= 5
-    observed = np.append(counts[big], counts[~big].sum())
-    expected = draws * np.append(p[big], p[~big].sum())
-    statistic = float(np.sum((observed - expected) ** 2 / expected))
-    dof = len(observed) - 1
-    critical = stats.chi2.ppf(1 - 1e-3, dof)
+    statistic, critical = pooled_chi_square(counts, p, draws)
     assert statistic < critical
+    big = draws * p >= 5
+    pooled = np.append(p[big], p[~big].sum())
     g = np.maximum(np.maximum(np.abs(points[:, 0]), np.abs(points[:, 1])), np.abs(points.sum(axis=1)))
     wrong = np.exp(-1.1 * g) / np.exp(-1.1 * g).sum()
     q = np.append(wrong[big], wrong[~big].sum())
-    noncentrality = draws * float(np.sum((q - expected / draws) ** 2 / (expected / draws)))
-    assert stats.ncx2.sf(critical, dof, noncentrality) >= 0.99
+    noncentrality = draws * float(np.sum((q - pooled) ** 2 / pooled))
+    assert stats.ncx2.sf(critical, len(pooled) - 1, noncentrality) >= 0.99
 
 
 def test_privacy_loss_on_neighbours_by_enumeration(mechanism):
