@@ -124,7 +124,7 @@ FAMILIES: tuple[Capability, ...] = (
                workload=False, exact="zcdp, gdp, approx (integer factors of full column rank on each support; "
                "lattice variances ≤ 2⁴² under zcdp, the sampler serving 2⁶⁰ beyond int64; gdp, approx ≤ 2²⁸)",
                serves="Kronecker strategy for range/prefix × marginal workloads"),
-    Capability("kronecker_laplace", _M + "kronecker_laplace", ("pure",), ("kronecker",), ("l2",), workload=False,
+    Capability("kronecker_laplace", _M + "kronecker_laplace_blocks", ("pure",), ("kronecker",), ("l2",), workload=False,
                exact="pure (the terms' factors integer of full column rank); when a term sums an ordered "
                      "attribute, a block design of its own (whole integer factors, totals and the parts beside them, "
                      "each block's data determined by the answers), its cost against the continuous design stated "

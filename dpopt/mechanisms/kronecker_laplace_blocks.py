@@ -65,6 +65,7 @@ from dpopt.mechanisms.kronecker_gaussian import anova_cell_variances, finite_fac
 from dpopt.mechanisms.kronecker_lattice import cell_marginals
 from dpopt.mechanisms.kronecker_laplace import (
     INT_LIMIT,
+    SUMMED_ORDERED,
     KroneckerLaplaceMechanism,
     integer_column_l1,
     integer_factor,
@@ -73,6 +74,7 @@ from dpopt.mechanisms.laplace_lattice import lattice_pure_check, lattice_scale, 
 from dpopt.mechanisms.lattice import integer_answers
 from dpopt.mechanisms.marginal_gaussian import positive_by_set
 from dpopt.optimize.kronecker_anova import AnovaSplit
+from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
@@ -193,6 +195,28 @@ class KroneckerLaplaceBlocks(KroneckerLaplaceMechanism):
         t_{B,S'} per measured block B = (A, U) and projected marginal S' (:func:`projected_theta`).
     """
 
+    family = "kronecker_laplace"  # registered in place of KroneckerLaplaceMechanism, whose design it refines
+
+    @classmethod
+    def design(cls, problem: Problem) -> KroneckerLaplaceMechanism:
+        """:meth:`KroneckerLaplaceMechanism.design`; where a term sums over an ordered attribute and the spec allows
+        the lattice, the block design on its strategy instead (:meth:`calibrated`), its cost against the continuous
+        design in ``lattice_error_ratio``; if the block design fails, the continuous one and the reason."""
+        base = KroneckerLaplaceMechanism.design(problem)
+        info = base.design_info
+        if info.get("sampler") != f"floating_point: {SUMMED_ORDERED}":
+            return base
+        try:
+            blocks = cls.calibrated(base, float(problem.spec.privacy.parameters["epsilon"]), problem.spec.privacy)
+        except ValueError as exc:
+            info["sampler"] = f"floating_point: the block design for a summed ordered attribute failed ({exc})"
+            return base
+        info["sampler"] = "exact"
+        info["lattice_error_ratio"] = blocks._expected_l2(None) / info["expected_l2"]
+        info["lattice_blocks"] = len(blocks.blocks)
+        blocks.design_info = info
+        return blocks
+
     def __init__(self, attributes, workload, replace, multiplier, factors, theta, scale, design,
                  integer_factors: tuple[np.ndarray, ...], references: dict[int, int | None],
                  blocks: dict[Block, dict[Subset, Fraction]]):
@@ -297,8 +321,11 @@ class KroneckerLaplaceBlocks(KroneckerLaplaceMechanism):
 
     # ---------------------------------------------------------------- records
     @classmethod
-    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KroneckerLaplaceBlocks:
-        """The block design a certificate records (ValueError on a malformed record)."""
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KroneckerLaplaceMechanism:
+        """The block design a certificate records (ValueError on a malformed record); any other record is
+        :class:`KroneckerLaplaceMechanism`'s."""
+        if parameters.get("sampler") != "exact" or "blocks" not in parameters.get("lattice", {}):
+            return KroneckerLaplaceMechanism.from_parameters(parameters, space)
         attributes, workload = recorded_workload(parameters, space)
         split = AnovaSplit.of(workload)
         owners = tuple(attributes[k] for k in split.ordered)
