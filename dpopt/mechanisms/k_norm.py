@@ -559,6 +559,8 @@ class KNormMechanism(Mechanism):
         if refusal is None:
             cross = (cross_lattice(vectors, lattice_epsilon(epsilon)) if vectors is not None
                      else "the sensitivity space cannot be listed (no lattice basis)")
+            if not isinstance(cross, str) and spec.utility.metric == "ci_volume":
+                cross = cross.coverage_refusal(CrossBody(cross.gauge.l1_bounds).volume) or cross
             refusal = cross if isinstance(cross, str) else None
         candidates = [cls(epsilon, ball, space, reason, lattice_refusal=refusal) for ball in balls if ball is not None]
         if not candidates:
