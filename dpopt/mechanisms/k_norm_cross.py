@@ -21,9 +21,9 @@ importance-sampling estimate of the lattice K-norm with weights 1); ``ci_volume`
 **Cost.** The cross-polytope is not the orthonormal ball the floating-point design would take: the certificate
 records the best such ball's predicted utility (``continuous_ball``) and the cost of exactness against it
 (``exact_cost``, :func:`dpopt.mechanisms.exact_cost.exact_cost`). Measured
-(E‖Z‖², pure ε = 1): a replace-one histogram of 20 cells 304 against the l1 ball's 605 (better: the echelon
+(E‖Z‖², pure ε = 1): a replace-one histogram of 20 cells 298 against the l1 ball's 605 (better: the echelon
 coordinates of the sum-zero span are the cells' own); add/remove on 30 cells 60 against 60; the 6 × 6 table with
-both margins (rank 25) 7,200 against the l2 ball's 3,900 (1.85 times).
+both margins (rank 25) 7,183 against the l2 ball's 3,900 (1.84 times).
 """
 
 from __future__ import annotations
