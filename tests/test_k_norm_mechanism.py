@@ -182,10 +182,14 @@ def test_fallback_on_counts_is_the_exact_lattice_cross_polytope(monkeypatch):
     variances = 2 * np.exp(-x) / (1 - np.exp(-x)) ** 2
     reference = float(variances @ np.sum(r**2, axis=1))
     assert cert["utility"]["value"] == pytest.approx(reference, rel=1e-12)
-    assert params["continuous_ball"]["norm_ball"] in BALL_KINDS and params["continuous_ball"]["value"] > 0
-    cost = params["exact_cost"]  # the cost of exactness against the floating-point ball
-    assert cost["exact"] == cert["utility"]["value"] and cost["continuous"] == params["continuous_ball"]["value"]
+    assert params["continuous_ball"]["norm_ball"] in BALL_KINDS
+    cost = params["exact_cost"]  # the cost of exactness against the floating-point ball: its value by a re-solve
+    ball = dpopt.solve(spec.model_copy(update={"mechanism": "k_norm", "sampler": "floating_point"}))
+    assert ball.mechanism.parameters["norm_ball"] == params["continuous_ball"]["norm_ball"]
+    assert cost["exact"] == cert["utility"]["value"]
+    assert cost["continuous"] == pytest.approx(ball.certificate.data["utility"]["value"], rel=1e-12)
     assert cost["ratio"] == pytest.approx(cost["exact"] / cost["continuous"], rel=1e-12)
+    assert claims(sol.certificate)["mechanism.exact_cost"]["passed"]
     z = mechanism.sample(200_000, np.random.default_rng(7))
     sq = np.sum(z**2, axis=1)
     assert abs(sq.mean() - reference) <= 4 * sq.std() / math.sqrt(sq.size)
@@ -193,6 +197,9 @@ def test_fallback_on_counts_is_the_exact_lattice_cross_polytope(monkeypatch):
     counts = np.arange(mechanism.dimension, dtype=float)
     released = mechanism.release(counts, np.random.default_rng(8))
     assert np.array_equal(released, np.round(released)) and released.sum() == counts.sum()  # Z ∈ span(S): Σ = 0
+    stated = json.loads(json.dumps(cert))
+    stated["mechanism"]["parameters"]["exact_cost"]["ratio"] = 1.0  # a cost the values do not give
+    assert not dpopt.verify(stated).passed
     forged = json.loads(json.dumps(cert))
     forged["mechanism"]["parameters"]["l1_bounds" if "l1_bounds" in params else "l1_bound"] = (
         [1] * s if "l1_bounds" in params else 1)

@@ -78,7 +78,7 @@ from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.mechanisms.gaussian import counting_query
-from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost, stated_cost_check
 from dpopt.mechanisms.k_norm_cross import CROSS_KIND, CrossBody, cross_lattice, cross_utility
 from dpopt.mechanisms.k_norm_lattice import (
     EXACT_K_NORM_CONE_NOTE,
@@ -484,7 +484,7 @@ class KNormMechanism(Mechanism):
         self.needs_integer_answers = self.integer_noise = lattice is not None
         self._vectors = body.vectors if isinstance(body, HullBody) else space.listed()
         self._basis = None if isinstance(body, HullBody) else body.basis
-        self.continuous_ball: dict | None = None  # the cross-polytope's floating-point alternative and its utility
+        self.continuous_ball: dict | None = None  # the cross-polytope's floating-point alternative (kind, radius)
         self.stated_cost: dict | None = None  # :func:`~dpopt.mechanisms.exact_cost.exact_cost` against that ball
 
     # ------------------------------------------------------------------ facts
@@ -560,7 +560,7 @@ class KNormMechanism(Mechanism):
             cross = (cross_lattice(vectors, lattice_epsilon(epsilon)) if vectors is not None
                      else "the sensitivity space cannot be listed (no lattice basis)")
             if not isinstance(cross, str) and spec.utility.metric == "ci_volume":
-                cross = cross.coverage_refusal(CrossBody(cross.gauge.l1_bounds).volume) or cross
+                cross = cross.coverage_refusal(CrossBody.of(cross).volume) or cross
             refusal = cross if isinstance(cross, str) else None
         candidates = [cls(epsilon, ball, space, reason, lattice_refusal=refusal) for ball in balls if ball is not None]
         if not candidates:
@@ -569,10 +569,10 @@ class KNormMechanism(Mechanism):
         best = min(candidates, key=lambda m: sign * m.expected_utility(spec.utility).value)
         if refusal is not None:
             return best
-        exact = cls(epsilon, CrossBody(cross.gauge.l1_bounds), space, reason, lattice=cross)
-        continuous = best.expected_utility(spec.utility).value
-        exact.continuous_ball = {"norm_ball": best.body.kind, "radius": best.body.radius, "value": continuous}
-        exact.stated_cost = exact_cost(spec.utility.metric, exact.expected_utility(spec.utility).value, continuous)
+        exact = cls(epsilon, CrossBody.of(cross), space, reason, lattice=cross)
+        exact.continuous_ball = {"norm_ball": best.body.kind, "radius": best.body.radius}
+        exact.stated_cost = exact_cost(spec.utility.metric, exact.expected_utility(spec.utility).value,
+                                       best.expected_utility(spec.utility).value)
         return exact
 
     @classmethod
@@ -632,7 +632,7 @@ class KNormMechanism(Mechanism):
                        cross_lattice(vectors, Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters)))
             if isinstance(lattice, str):
                 raise ValueError(f"the certificate's lattice K-norm cannot be rebuilt: {lattice}")
-            mechanism = cls(parameters["epsilon"], CrossBody(lattice.gauge.l1_bounds), space,
+            mechanism = cls(parameters["epsilon"], CrossBody.of(lattice), space,
                             parameters.get("fallback_reason"), lattice=lattice)
             mechanism.continuous_ball = parameters.get("continuous_ball")
             mechanism.stated_cost = parameters.get(EXACT_COST_KEY)
@@ -681,6 +681,14 @@ class KNormMechanism(Mechanism):
         if self.lattice is None:
             return values + self._sample(rng, values.shape[0])
         return integer_answers(values) + self.lattice.noise(rng, values.shape[0])
+
+    def scope_checks(self, problem: Problem) -> list[Check]:
+        """The cross-polytope's stated cost of exactness re-checked (:func:`~dpopt.mechanisms.exact_cost.
+        stated_cost_check`: its exact value is this mechanism's prediction; the ball's value as recorded)."""
+        if self.stated_cost is None:
+            return []
+        return [stated_cost_check(self.stated_cost, problem.spec.utility.metric,
+                                  self.expected_utility(problem.spec.utility).value)]
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if self.lattice is not None:
@@ -736,10 +744,9 @@ class KNormMechanism(Mechanism):
                 "the component of the answer orthogonal to the span (e.g. invariant margins, the total under "
                 "replace_one) is released exactly"
             )]
-            ball = self.continuous_ball
-            if ball is not None:
-                notes.append(f"the cost of exactness: the floating-point design's best ball ({ball['norm_ball']}) "
-                             f"predicts {ball['value']:.6g} (sampler: floating_point)")
+            if self.stated_cost is not None:
+                notes.append(f"against the floating-point design's best ball ({self.continuous_ball['norm_ball']}, "
+                             f"sampler: floating_point): {cost_text(self.stated_cost)}")
             return notes
         notes = super().notes() + [(
             f"noise R·U on the {self.rank}-dimensional span of the sensitivity space: R ~ Gamma(shape "

@@ -58,6 +58,7 @@ bound (:mod:`dpopt.noise.k_norm_lattice_coverage`), the region's volume r^s·vol
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -442,17 +443,8 @@ class LatticeKNorm:
                 weights += [CONE_BATCH, CONE_BATCH]
             how = f"Monte Carlo: {CONE_DRAWS} exact draws of the lattice law (the cone sampler), seed {MONTE_CARLO_SEED}"
         else:
-            scales = np.array([float(scale) for scale in proposal_scale(self.epsilon, self.gauge)])
-            facets = self.gauge.numerators.astype(float).T
-            units = self.gauge.units.astype(float)
-            rate = float(self.epsilon) / self.gauge.denominator
-            for _ in range(PROPOSALS // PROPOSAL_BATCH):
-                c = (np.floor(rng.standard_exponential((PROPOSAL_BATCH, self.rank)) * scales)
-                     - np.floor(rng.standard_exponential((PROPOSAL_BATCH, self.rank)) * scales))
-                h = np.abs(c) @ units
-                g = (c @ facets).max(axis=1) if facets.size else np.zeros(len(c))
-                w = np.exp(-rate * (np.maximum(g, h) - h))
-                z2 = (c @ self.echelon.astype(float)) ** 2
+            for w, z in self._proposal_batches(rng):
+                z2 = z**2
                 sums[:3] += [w @ z2, (w * w) @ z2, (w * w) @ (z2 * z2)]
                 weights += [w.sum(), (w * w).sum()]
             how = (f"Monte Carlo: importance sampling of the lattice law from {PROPOSALS} discrete Laplace proposals, "
@@ -499,33 +491,38 @@ class LatticeKNorm:
                 break
         return mean, (mean - half, mean + half), drawn
 
-    def _importance(self, metric: str, workload: np.ndarray | None,
-                    gamma: float | None) -> tuple[float, tuple[float, float], float, float, int]:
-        """(E_p f, its 95% interval, E_q w, the Kish effective sample size (Σw)²/Σw², the proposals drawn) from sums
-        over the batches: Σw, Σwf, Σw²f, Σw²f², Σw²; the delta method's SE is √(Σw²(f − m)²)/Σw. The batches stop
-        at :data:`ESTIMATE_PRECISION` (from the second on) or at :data:`PROPOSALS`.
-
-        An estimate, not a release: the proposals are formed in double precision from numpy's exponential draws
-        (⌊tE⌋ with E ~ Exp(1) is geometric on {0, 1, …} with P(≥ k) = e^{−k/t}, and the difference of two is
-        discrete Laplace of scale t), and so are the weights exp(−ε(g(c) − h(c))) (the integers c, G(c) stay below
-        2⁵³): many times faster than the exact sampler and integer gauge that a release uses."""
-        rng = np.random.default_rng(MONTE_CARLO_SEED)
+    def _proposal_batches(self, rng: np.random.Generator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Batches (w, z) of :data:`PROPOSAL_BATCH` proposals, :data:`PROPOSALS` in all: c with independent
+        discrete Laplace coordinates of scales M_k/ε′, formed in double precision from numpy's exponential draws
+        (⌊tE⌋ with E ~ Exp(1) is geometric on {0, 1, …} with P(≥ k) = e^{−k/t}, and the difference of two is discrete
+        Laplace of scale t), their weights w = exp(−ε′(g(c) − h(c))) and noise z = cR. An estimate's input, not a
+        release: many times faster than the exact sampler and integer gauge that a release uses (the integers c,
+        G(c) stay below 2⁵³)."""
         scales = np.array([float(scale) for scale in proposal_scale(self.epsilon, self.gauge)])
         facets = self.gauge.numerators.astype(float).T
         units = self.gauge.units.astype(float)
         rate = float(self.epsilon) / self.gauge.denominator
         echelon = self.echelon.astype(float)
-        sums, drawn = np.zeros(5), 0
-        while drawn < PROPOSALS and (drawn < 2 * PROPOSAL_BATCH or not _precise(sums)):
-            n = min(PROPOSAL_BATCH, PROPOSALS - drawn)
-            drawn += n
+        for start in range(0, PROPOSALS, PROPOSAL_BATCH):
+            n = min(PROPOSAL_BATCH, PROPOSALS - start)
             c = (np.floor(rng.standard_exponential((n, self.rank)) * scales)
                  - np.floor(rng.standard_exponential((n, self.rank)) * scales))
             h = np.abs(c) @ units
             g = (c @ facets).max(axis=1) if facets.size else np.zeros(n)
-            w = np.exp(-rate * (np.maximum(g, h) - h))
-            f = _metric_values(metric, c @ echelon, workload, gamma)
+            yield np.exp(-rate * (np.maximum(g, h) - h)), c @ echelon
+
+    def _importance(self, metric: str, workload: np.ndarray | None,
+                    gamma: float | None) -> tuple[float, tuple[float, float], float, float, int]:
+        """(E_p f, its 95% interval, E_q w, the Kish effective sample size (Σw)²/Σw², the proposals drawn) from sums
+        over the batches: Σw, Σwf, Σw²f, Σw²f², Σw²; the delta method's SE is √(Σw²(f − m)²)/Σw. The batches stop
+        at :data:`ESTIMATE_PRECISION` (from the second on) or at :data:`PROPOSALS` (:meth:`_proposal_batches`)."""
+        sums, drawn = np.zeros(5), 0
+        for w, z in self._proposal_batches(np.random.default_rng(MONTE_CARLO_SEED)):
+            drawn += len(w)
+            f = _metric_values(metric, z, workload, gamma)
             sums += [w.sum(), w @ f, (w * w) @ f, (w * w) @ (f * f), (w * w).sum()]
+            if drawn >= 2 * PROPOSAL_BATCH and _precise(sums):
+                break
         mean, se = _weighted_mean(sums)
         total, w2 = float(sums[0]), float(sums[4])
         return mean, (mean - 1.96 * se, mean + 1.96 * se), total / drawn, total * total / w2, drawn

@@ -26,6 +26,7 @@ import numpy as np
 
 from dpopt.noise.discrete_laplace import discrete_laplace_moments, sample_discrete_laplace
 from dpopt.noise.marginal import Marginal
+from dpopt.noise.prior_metrics import power_geometric_tail
 
 TAIL_NEGLECTED = 1e-20
 """The probability and first absolute moment beyond the summation range of :meth:`DiscreteLaplaceMixture.
@@ -127,22 +128,11 @@ class DiscreteLaplaceMixture:
         return float(2.0 * np.sum(self.pmf(k) * k**p))
 
     def tail_moment_bound(self, order: float, k: int) -> float:
-        r"""An upper bound on E|Z|^p 1{|Z| > K}: per component, with r = e^{−1/s} and c = tanh(1/(2s)),
-
-        .. math:: 2c \sum_{j > K} j^p r^j \le \frac{2c\,(K+1)^p r^{K+1}}{1 - \rho}, \qquad
-                  \rho = \Big(\frac{K+2}{K+1}\Big)^p r,
-
-        since the ratio ((j+1)/j)^p r of consecutive terms decreases in j, so is at most ρ beyond K + 1 (geometric
-        series); the weighted sum of the components' bounds. ``inf`` when some ρ ≥ 1."""
-        total = 0.0
-        for w, s in zip(self._w(), self.scales):
-            rate = 1.0 / float(s)
-            rho = ((k + 2.0) / (k + 1.0)) ** order * math.exp(-rate)
-            if rho >= 1.0:
-                return math.inf
-            head = math.exp(order * math.log(k + 1.0) - rate * (k + 1.0))
-            total += w * 2.0 * math.tanh(rate / 2.0) * head / (1.0 - rho)
-        return total
+        r"""An upper bound on E|Z|^p 1{|Z| > K}: per component of scale s, 2 tanh(1/(2s)) Σ_{j > K} j^p e^{−j/s}
+        (its pmf is tanh(1/(2s)) e^{−|k|/s}), the sum bounded by
+        :func:`~dpopt.noise.prior_metrics.power_geometric_tail`; the weighted sum of the components' bounds."""
+        return sum(w * 2.0 * math.tanh(0.5 / float(s)) * power_geometric_tail(order, 1.0 / float(s), k + 1)
+                   for w, s in zip(self._w(), self.scales))
 
     def moment_truncation(self, order: float, tolerance: float) -> int:
         """The first K (from :attr:`truncation`, doubling) with :meth:`tail_moment_bound` ≤ ``tolerance``."""

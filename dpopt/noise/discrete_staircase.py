@@ -48,7 +48,7 @@ import numpy as np
 
 from dpopt.noise.discrete_laplace import bernoulli_exp, redraw_rejected, sample_geometric
 from dpopt.noise.marginal import Marginal
-from dpopt.noise.prior_metrics import lattice_mallows_distance
+from dpopt.noise.prior_metrics import lattice_mallows_distance, power_geometric_tail
 
 MAX_STEP = 2**40
 """Largest step m (lattice points per period) served: j·m + i stays in int64 below the 2⁶² cap."""
@@ -144,20 +144,18 @@ class DiscreteStaircase:
     def truncation(self, order: float = 1.0) -> int:
         """K = Jm − 1 with P(|X| > K) and E|X|^p 1{|X| > K} both at most :data:`TAIL_NEGLECTED` (p = ``order`` ≥ 1):
         the periods j ≥ J (magnitudes jm + i ≤ (j + 1)m, 0 ≤ i < m, weight b^j·A₀ per period and sign) hold
-        probability 2A₀b^J/((1 − b)Z) and p-th absolute moment at most 2A₀m^pΣ_{j≥J}(j + 1)^p b^j/Z, the sum at most
-        its first term over 1 − b((J + 2)/(J + 1))^p (the ratio of consecutive terms decreases in j)."""
+        probability 2A₀b^J/((1 − b)Z) and p-th absolute moment at most 2A₀m^pΣ_{j≥J}(j + 1)^p b^j/Z
+        = 2A₀m^p b⁻¹Σ_{i≥J+1} i^p b^i/Z (:func:`~dpopt.noise.prior_metrics.power_geometric_tail`)."""
         b, a0, _, _ = self._period()
-        one_minus_b = -math.expm1(-float(self.epsilon))
+        epsilon = float(self.epsilon)
+        one_minus_b = -math.expm1(-epsilon)
         z = self.normaliser()
-        periods = max(1, math.ceil(46.0 / float(self.epsilon)))
+        periods = max(1, math.ceil(46.0 / epsilon))
         while True:
-            ratio = b * ((periods + 2) / (periods + 1)) ** order
-            if ratio < 1:
-                log_first = order * math.log((periods + 1) * self.step) - float(self.epsilon) * periods
-                moment = 2 * a0 * math.exp(log_first) / ((1 - ratio) * z)
-                probability = 2 * a0 * math.exp(-float(self.epsilon) * periods) / (one_minus_b * z)
-                if max(moment, probability) <= TAIL_NEGLECTED:
-                    return periods * self.step - 1
+            moment = 2 * a0 * self.step**order * power_geometric_tail(order, epsilon, periods + 1) / (b * z)
+            probability = 2 * a0 * math.exp(-epsilon * periods) / (one_minus_b * z)
+            if max(moment, probability) <= TAIL_NEGLECTED:
+                return periods * self.step - 1
             periods *= 2
 
     def clipped_expectations(self, h, counts, floor: float) -> np.ndarray:

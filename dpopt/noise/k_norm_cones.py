@@ -75,6 +75,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.core.rows import row_groups
 from dpopt.noise.discrete_laplace import bernoulli_exp, sample_geometric
 from dpopt.noise.k_norm_lattice import LatticeGauge
 
@@ -307,7 +308,7 @@ def _placing_triangulation(points: np.ndarray, tight: np.ndarray, row: np.ndarra
         simplices.append(np.hstack([seen, apex]))
         new = np.sort(np.concatenate([np.hstack([np.delete(seen, x, axis=1), apex]) for x in range(k)]), axis=1)
         opposite = np.concatenate([seen[:, x] for x in range(k)])
-        group, counts = _row_groups(new, len(y))
+        group, counts = _groups(new)
         fresh = counts[group] == 1  # a face of two new simplices is interior
         faces = np.concatenate([faces[~visible], new[fresh]])
         inner = np.concatenate([inner[~visible], _side(y, new[fresh], y[opposite[fresh]])])
@@ -536,23 +537,10 @@ def fan_check(fan: ConeFan, gauge: LatticeGauge, permutations: np.ndarray) -> tu
                   f"{fan.cones} cones; Σ|d| = {fan.total}")
 
 
-def _row_groups(rows: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray]:
-    """The group of each row of equal rows (entries in [0, base)) and each group's size, like
-    ``np.unique(rows, axis=0, return_inverse=True, return_counts=True)``: the rows packed into int64 keys of
-    as many columns as base^k < 2^62 allows, lexsorted."""
-    width = max(1, int(62 // math.log2(max(base, 2))))
-    keys = [rows[:, i:i + width].astype(np.int64) @ (base ** np.arange(min(width, rows.shape[1] - i),
-                                                                        dtype=np.int64))
-            for i in range(0, rows.shape[1], width)]
-    order = np.lexsort(keys[::-1])
-    fresh = np.zeros(len(rows), dtype=bool)
-    for key in keys:
-        fresh[1:] |= key[order][1:] != key[order][:-1]
-    fresh[0] = True
-    group = np.cumsum(fresh) - 1
-    inverse = np.empty(len(rows), dtype=np.int64)
-    inverse[order] = group
-    return inverse, np.bincount(group)
+def _groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The class of each row among equal rows (:func:`dpopt.core.rows.row_groups`) and each class's size."""
+    _, group = row_groups(np.asarray(rows, dtype=np.int64))
+    return group, np.bincount(group)
 
 
 def _faces(fan: ConeFan, tight: np.ndarray) -> tuple[int, int, str | None]:
@@ -562,7 +550,7 @@ def _faces(fan: ConeFan, tight: np.ndarray) -> tuple[int, int, str | None]:
     m = len(simplices)
     faces = np.stack([np.delete(simplices, i, axis=1) for i in range(s)], axis=1).reshape(m * s, s - 1)
     owner, dropped = np.repeat(np.arange(m), s), np.tile(np.arange(s), m)
-    inverse, counts = _row_groups(faces, len(fan.points))
+    inverse, counts = _groups(faces)
     if counts.max() > 2:
         return 0, 0, "an (s−2)-face is shared by more than two simplices"
     order = np.argsort(inverse, kind="stable")

@@ -295,6 +295,17 @@ def mallows_distance(noise: SymmetricNoise, values, order: float = 1.0) -> float
     return total ** (1.0 / order)
 
 
+def power_geometric_tail(order: float, rate: float, start: int) -> float:
+    r"""An upper bound on :math:`\sum_{j \ge J} j^p e^{-\lambda j}` (J = ``start`` ≥ 1, p = ``order``, λ = ``rate``),
+    the tail moment of a geometric law that fixes where a lattice law's sums may stop: the ratio ((j + 1)/j)^p e^{−λ}
+    of consecutive terms decreases in j, so the terms fall at least geometrically with ρ = ((J + 1)/J)^p e^{−λ} and
+    the sum is at most J^p e^{−λJ}/(1 − ρ); ``inf`` when ρ ≥ 1."""
+    rho = ((start + 1.0) / start) ** order * math.exp(-rate)
+    if rho >= 1.0:
+        return math.inf
+    return math.exp(order * math.log(start) - rate * start) / (1.0 - rho)
+
+
 def lattice_mallows_distance(pmf, values, order: float = 1.0) -> float:
     r"""W_p(μ, μ∗ν) for a law ν on the integers −K, …, K given by ``pmf`` (length 2K + 1, summing to 1), μ the
     distribution of ``values``: exactly the finite sum of the quantile coupling (optimal on ℝ for p ≥ 1),
@@ -461,6 +472,7 @@ __all__ = [
     "laplace_clipped_expectations",
     "laplace_noise",
     "lattice_mallows_distance",
+    "power_geometric_tail",
     "mallows_distance",
     "mallows_monte_carlo",
     "renyi_bracket_costs",
