@@ -151,15 +151,74 @@ def test_the_check_reads_the_moves_of_the_space():
     assert not DiscreteGaussianMechanism(Fraction(7, 2), 3).privacy_checks(dpopt.derive(spec), spec.privacy)[0].passed
 
 
-def test_floating_point_sampler_and_projection_keep_the_continuous_design():
+def test_floating_point_sampler_keeps_the_continuous_design():
     sol = _solve(sampler="floating_point")
     assert sol.mechanism.sampler == "floating_point"
     assert any("idealized" in note for note in sol.certificate["mechanism"]["notes"])
-    # a table under replace-one: the projected release is a function of y, and pDP is not closed under
-    # post-processing
-    sol = dpopt.solve(make_spec(privacy=TARGET, mechanism="projected_gaussian"))
-    assert sol.mechanism.sampler == "floating_point"
-    assert "post-processing" in sol.mechanism.refusal
+
+
+def _projected_loss_gap(sigma2: float, kernel: np.ndarray, move: np.ndarray, top: int) -> tuple[float, float]:
+    """Brute force over η ∈ [−top, top]^d: the law of the released noise w = P_V η, V = {v : Kv = 0} (K =
+    ``kernel``), keyed exactly by the integer vector det(KKᵀ)·w, and the loss log P(w)/P(w − Δ) at every w of mass
+    > 1e-12 against the loss of y itself, (‖Δ‖² − 2⟨η, Δ⟩)/(2σ²). Returns the largest gap and the mass summed (the
+    box's truncation)."""
+    d = kernel.shape[1]
+    grid = np.stack(np.meshgrid(*[np.arange(-top, top + 1)] * d, indexing="ij"), axis=-1).reshape(-1, d)
+    weight = np.exp(-np.sum(grid**2, axis=1) / (2 * sigma2))
+    weight /= np.sum(np.exp(-np.arange(-top, top + 1) ** 2 / (2 * sigma2))) ** d
+    # w = P_V η = η − Kᵀ(KKᵀ)⁻¹Kη; scaled by the integer det(KKᵀ) it is an integer vector: an exact key
+    gram = kernel @ kernel.T
+    det = int(round(np.linalg.det(gram)))
+    adj = np.rint(np.linalg.inv(gram) * det).astype(np.int64)
+    keys = det * grid - (grid @ kernel.T @ adj.T) @ kernel
+    law: dict[tuple, float] = {}
+    for key, mass in zip(map(tuple, keys), weight):
+        law[key] = law.get(key, 0.0) + mass
+    shift = tuple(det * move)  # Δ ∈ V: P_V Δ = Δ
+    gap = 0.0
+    for key, mass in law.items():
+        before = law.get(tuple(np.subtract(key, shift)), 0.0)
+        if mass < 1e-12 or before < 1e-12:
+            continue
+        inner = int(np.dot(key, move)) // det  # ⟨w, Δ⟩ = ⟨η, Δ⟩, an integer
+        expected = (move @ move - 2 * inner) / (2 * sigma2)
+        gap = max(gap, abs(math.log(mass / before) - expected))
+    return gap, float(weight.sum())
+
+
+@pytest.mark.parametrize("sigma2, kernel, move, top", [
+    (8.0, np.array([[1, 1, 1]]), np.array([1, -1, 0]), 40),                             # sum-zero span, d = 3
+    (1.5, np.array([[1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]]), np.array([1, -1, -1, 1]), 14),  # 2×2 margin kernel
+])
+def test_projection_on_the_span_keeps_the_privacy_loss_of_the_measurement(sigma2, kernel, move, top):
+    # The theorem of dpopt.mechanisms.lattice_pdp, by brute force: the loss of the projected release P_V(x + η) at
+    # every point equals the loss of x + η, so its pDP level is the measurement's. The box holds all but
+    # (2d)·e^{−top²/(2σ²)} < 1e-30 of the mass; the losses are compared where both masses exceed 1e-12 (relative
+    # rounding of the summed masses below 1e-9).
+    gap, mass = _projected_loss_gap(sigma2, kernel, move, top)
+    assert mass == pytest.approx(1.0, abs=1e-12)
+    assert gap < 1e-6
+
+
+def test_projected_gaussian_under_pdp_measures_at_the_isotropic_variance():
+    # The replace-one histogram: the moves are the pattern (1, 1), whose calibrated lattice variance is 8 (the
+    # jump of the level shown above); the projection keeps the loss, so projected_gaussian takes the same σ_ℤ²
+    sol = dpopt.solve(make_spec(query=HISTOGRAM, adjacency="replace_one", privacy=TARGET,
+                                mechanism="projected_gaussian", utility={"metric": "l2"}))
+    mech = sol.mechanism
+    assert (mech.sampler, mech.target, mech.lattice_sigma2) == ("exact", "pdp", 8)
+    assert not any("idealized" in note for note in sol.certificate["mechanism"]["notes"])
+    # E‖P_V η‖² = rank · Var N_ℤ(0, 8) (rank 2: the sum-zero plane)
+    assert sol.certificate["utility"]["value"] == pytest.approx(2 * _variance(Fraction(8)), rel=1e-9)
+    assert dpopt.verify(sol.certificate).passed
+    # σ² = 7 is the left end of the piece [7, 8), where the level is lowest on the piece: 0.0521 > δ by brute force
+    assert _mp_level(Fraction(7), (1, 1), Fraction(1)) > 0.05
+    data = sol.certificate.data
+    forged = {**data, "mechanism": {**data["mechanism"],
+                                    "parameters": {**data["mechanism"]["parameters"], "lattice_sigma2": "7"}}}
+    assert "privacy" in {c.claim for c in dpopt.verify(forged).failed}
+    out = mech.release(np.array([[5.0, 0.0, 12.0]]), np.random.default_rng(4))
+    assert out.sum() == pytest.approx(17.0, abs=1e-9)  # the total, no neighbour moves it, is kept exactly
 
 
 def test_release_is_integer_counts_plus_integer_noise():

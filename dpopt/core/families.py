@@ -107,7 +107,8 @@ FAMILIES: tuple[Capability, ...] = (
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "
-                     "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler)",
+                     "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler); pdp on listed "
+                     "integer moves (the loss of P_V y is that of y)",
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
                exact="zcdp, gdp, approx; counting queries (the measurement; shrinkage is post-processing)",

@@ -170,11 +170,16 @@ class GaussianMechanism(Mechanism):
         out = {"sigma": self.sigma, "sampler": self.sampler}
         if self.sampler == "exact" and self.target == "gdp":
             out["lattice_privacy"] = "gdp"
-        if self.sampler == "exact" and self.target == "pdp":
-            out.update(lattice_privacy="pdp", lattice_sigma2=str(self.lattice_sigma2),
-                       lattice_cost_ratio=self.cost_ratio)
-            out[EXACT_COST_KEY] = exact_cost("variance", discrete_variance(self.lattice_sigma2), self.sigma**2)
-        return out
+        return out | self._pdp_parameters()
+
+    def _pdp_parameters(self) -> dict:
+        """Under pDP on the lattice: the calibrated σ_ℤ², its cost against the continuous design (one coordinate's
+        variance: ``lattice_cost_ratio`` and ``exact_cost``); else nothing."""
+        if self.sampler != "exact" or self.target != "pdp":
+            return {}
+        return {"lattice_privacy": "pdp", "lattice_sigma2": str(self.lattice_sigma2),
+                "lattice_cost_ratio": self.cost_ratio,
+                EXACT_COST_KEY: exact_cost("variance", discrete_variance(self.lattice_sigma2), self.sigma**2)}
 
     def scope_checks(self, problem: Problem) -> list[Check]:
         """On the lattice: :func:`lattice_scope_check`."""
@@ -201,7 +206,7 @@ class GaussianMechanism(Mechanism):
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if self.sampler == "exact" and self.target == "pdp":
-            return [lattice_pdp_check(space, self.lattice_sigma2, privacy)]
+            return [lattice_pdp_check(space, self.lattice_sigma2, privacy, projected=self.noise_in_span)]
         if self.sampler == "exact":
             return [lattice_isotropic_check(space.l2_squared, self.lattice_sigma2, privacy)]
         return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
@@ -327,8 +332,8 @@ def lattice_reason(problem: Problem, sigma: float, inference: bool = False, pdp:
     """Why an isotropic Gaussian measurement N(0, σ²I) of the answers keeps the floating-point sampler (None: it
     measures exactly on the lattice; also the Gaussian stage of :mod:`~dpopt.mechanisms.james_stein`).
     ``inference``: the caller derives ``ci_volume`` and ``test_power`` from the discrete law. ``pdp``: the caller
-    releases x + η itself and calibrates a pDP target on the discrete law
-    (:func:`~dpopt.mechanisms.lattice_pdp.pdp_lattice_design`)."""
+    releases x + η itself, or its projection P_V(x + η) (whose privacy loss is the same), and calibrates a pDP target
+    on the discrete law (:func:`~dpopt.mechanisms.lattice_pdp.pdp_lattice_design`)."""
     spec = problem.spec
     if spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
@@ -351,6 +356,8 @@ class ProjectedGaussianMechanism(GaussianMechanism):
     are measured exactly, y = x + η with η i.i.d. N_ℤ(0, σ_ℤ²) (the isotropic lattice measurement, of the same
     privacy), and the release is (I − P_V)x + P_V y, the first part from integer sums no neighbour moves
     (:meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component`), the second from the integers y alone.
+    Under (ε, δ)-pDP the lattice variance is the isotropic design's (``lattice_sigma2``): P_V y has the privacy loss
+    of y itself (:mod:`dpopt.mechanisms.lattice_pdp`).
     """
 
     family = "projected_gaussian"
@@ -358,8 +365,8 @@ class ProjectedGaussianMechanism(GaussianMechanism):
     noise_in_span = True
 
     def __init__(self, sigma: float, space: SensitivitySpace, sampler: str = "floating_point",
-                 refusal: str | None = None, target: str = "zcdp"):
-        super().__init__(sigma, space.dimension, None, sampler, refusal, target)
+                 refusal: str | None = None, target: str = "zcdp", lattice_sigma2: Fraction | None = None):
+        super().__init__(sigma, space.dimension, None, sampler, refusal, target, lattice_sigma2)
         self.span = space.span
         self.integer_noise = False  # P_V y is not integer-valued
         if sampler == "exact" and self.span.invariant_component(np.zeros((1, self.dimension))) is None:
@@ -374,18 +381,24 @@ class ProjectedGaussianMechanism(GaussianMechanism):
 
     @classmethod
     def design(cls, problem: Problem) -> "ProjectedGaussianMechanism":
-        sigma = gaussian_sigma(problem.space.l2_squared, problem.spec.privacy)
-        refusal = lattice_reason(problem, sigma)
+        privacy = problem.spec.privacy
+        sigma = gaussian_sigma(problem.space.l2_squared, privacy)
+        refusal = lattice_reason(problem, sigma, pdp=True)
         span = problem.space.span
         if refusal is None and span.invariant_component(np.zeros((1, span.ambient))) is None:
             refusal = f"the component off the {span.name} span is not a function of integer sums the neighbours keep"
+        sigma2 = None
+        if refusal is None and privacy.definition == "pdp":
+            sigma2, refusal = pdp_lattice_design(problem.space, privacy, sigma)
         return cls(sigma, problem.space, "exact" if refusal is None else "floating_point", refusal,
-                   problem.spec.privacy.definition)
+                   privacy.definition, sigma2)
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "ProjectedGaussianMechanism":
+        sigma2 = parameters.get("lattice_sigma2")
         return cls(parameters["sigma"], space, parameters.get("sampler", "floating_point"),
-                   target=parameters.get("lattice_privacy", "zcdp"))
+                   target=parameters.get("lattice_privacy", "zcdp"),
+                   lattice_sigma2=None if sigma2 is None else Fraction(sigma2))
 
     @property
     def parameters(self) -> dict:
@@ -394,7 +407,7 @@ class ProjectedGaussianMechanism(GaussianMechanism):
             out["sampler"] = "exact"
             if self.target == "gdp":
                 out["lattice_privacy"] = "gdp"
-        return out
+        return out | self._pdp_parameters()
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         if self.sampler == "exact":

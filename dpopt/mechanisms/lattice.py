@@ -165,9 +165,9 @@ def discrete_variance(sigma2: Fraction) -> float:
 def exact_refusal(definition: str, integer_valued: bool) -> str | None:
     """Why the lattice measurement cannot implement a design (None when it can)."""
     if definition == "pdp":
-        return ("pDP is certified on the lattice only for x + η released as it is (the gaussian and "
-                "discrete_gaussian families): pDP is not closed under post-processing, and this design "
-                "releases a function of the measurement")
+        return ("pDP is certified on the lattice only for x + η released as it is or projected on the sensitivity "
+                "span (the gaussian, projected_gaussian and discrete_gaussian families): pDP is not closed under "
+                "post-processing, and this design releases another function of the measurement")
     if definition not in EXACT_TARGETS:
         return (f"a {definition} target is certified on the continuous Gaussian's exact profile, which the discrete "
                 "Gaussian does not inherit (ρ-zCDP, μ-GDP and (ε, δ) carry over)")

@@ -9,8 +9,22 @@ whatever its variance against the continuous design's; the mechanism states that
 and ``exact_cost``).
 
 The level is of y itself: pDP is not closed under post-processing (the loss of a function of y is not the loss of
-y), so only the families that release x + η as it is (``gaussian``, ``discrete_gaussian``) are measured this way;
-``projected_gaussian`` and ``james_stein`` release functions of y and keep the continuous design under pDP.
+y in general), so the families measured this way release x + η as it is (``gaussian``, ``discrete_gaussian``) or
+its projection on the span V of the sensitivity space (``projected_gaussian``), whose loss is that of y:
+
+**Projection keeps the loss.** Let w = P_V η (the released noise) and Δ = x' − x ∈ ℤ^d ∩ V a move. The fibre of w is
+{w + u : u ∈ V^⊥, w + u ∈ ℤ^d}, and ‖w + u‖² = ‖w‖² + ‖u‖², so
+
+.. math:: P(P_V\eta = w) \propto e^{-\|w\|^2/2\sigma^2}\,\Theta(w), \qquad
+          \Theta(w) = \sum_{u \in V^\perp \cap (\mathbb Z^d - w)} e^{-\|u\|^2/2\sigma^2},
+
+and Θ(w − Δ) = Θ(w) since ℤ^d − w + Δ = ℤ^d − w. The loss at the release x + w is therefore
+L = (‖w − Δ‖² − ‖w‖²)/(2σ²) = (‖Δ‖² − 2⟨η, Δ⟩)/(2σ²) (⟨w, Δ⟩ = ⟨η, Δ⟩ as Δ ∈ V): the loss of y, a function of
+the same integer ⟨η, Δ⟩, with the same law. The release computes P_V y in floating point: distinct points of the
+lattice P_V ℤ^d differ by at least 1/D in some coordinate (D the denominator of P_V's entries; 1/2 for the sum-zero
+span, whose points differ by non-constant integer vectors less their mean), so the computed release is an injective
+function of P_V y, with its loss, while the projection's rounding error stays below half that separation (counts
+far below 2⁵³/(d·D)); beyond, the computed value is not covered. ``james_stein`` (a non-injective shrinkage of P_V y) keeps the continuous design under pDP.
 """
 
 from __future__ import annotations
@@ -63,8 +77,9 @@ def pdp_lattice_design(space: SensitivitySpace, privacy: Privacy, sigma: float) 
         return None, f"on the lattice: {exc}"
 
 
-def lattice_pdp_check(space: SensitivitySpace, sigma2: Fraction, privacy: Privacy) -> Check:
-    """The pDP check of i.i.d. N_ℤ(0, σ²) noise on integer answers: the exact level per move pattern ≤ δ."""
+def lattice_pdp_check(space: SensitivitySpace, sigma2: Fraction, privacy: Privacy, projected: bool = False) -> Check:
+    """The pDP check of i.i.d. N_ℤ(0, σ²) noise on integer answers: the exact level per move pattern ≤ δ.
+    ``projected``: the release is P_V y, whose loss is that of y (module docstring)."""
     if privacy.definition != "pdp":
         return Check("privacy", "pDP level of the discrete Gaussian on ℤ", False,
                      f"the lattice σ² was calibrated for pDP, not {privacy.definition}")
@@ -80,7 +95,9 @@ def lattice_pdp_check(space: SensitivitySpace, sigma2: Fraction, privacy: Privac
         "pDP level of the discrete Gaussian on ℤ: δ(v) = P[|L| > ε] = P[S > εσ² − ‖v‖²/2] + P[S > εσ² + ‖v‖²/2], "
         "L = (2S + ‖v‖²)/(2σ²), S = ⟨η, v⟩ (no normaliser term: integer shifts), the law of S the product of the "
         "coordinates' generating polynomials on the box |η_i| ≤ N in 128-bit arb arithmetic plus a proven tail "
-        f"bound, the thresholds in exact rationals, max over the move patterns {shown}",
+        f"bound, the thresholds in exact rationals, max over the move patterns {shown}"
+        + ("; the release P_V y has the loss of y (moves Δ ∈ ℤ^d ∩ V: the fibre sums of P_V cancel, "
+           "dpopt.mechanisms.lattice_pdp)" if projected else ""),
         level <= written(target["delta"]),
         f"σ_ℤ² = {sigma2}: δ(v) ≤ {float(level):.12g} vs δ = {target['delta']}",
     )
