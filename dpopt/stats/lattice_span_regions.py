@@ -1,0 +1,213 @@
+r"""Confidence regions on a proper sensitivity span for an exact discrete Gaussian measurement.
+
+The measurement is y = x + η with integer answers x and η ~ N_ℤ(0, σ²)^d (σ² the lattice variance). The span V of
+the sensitivity space has rank k < d; the component P_⊥x off V is the same on every dataset the adjacency
+connects (public), so the answers consistent with it form the affine set A = x + V. r is the proven full-d radius
+of :func:`~dpopt.stats.lattice_inference.lattice_region`: P(‖η‖²/σ² ≤ r) ≥ c ≥ 1 − α, c its proven coverage.
+
+* **The full release y** (:class:`SpanRegion`, the ``gaussian`` family). For θ ∈ A, y − θ = η + (x − θ) with
+  x − θ ∈ V, so P_⊥(y − θ) = P_⊥η is observed exactly (P_⊥y less the public P_⊥x), and
+
+  .. math:: CR(y) = \{\theta \in A : \|y - \theta\|^2 \le \sigma^2 r\}
+            = \{\theta \in A : \|P_V(y - \theta)\|^2 \le \sigma^2 r - \|P_\perp\eta\|^2\},
+
+  a k-ball of V centred at P_⊥x + P_V y of random radius² R² = (σ²r − ‖P_⊥η‖²)₊. θ = x lies in it iff
+  ‖η‖² ≤ σ²r: the coverage is **exactly** the full-d region's, ≥ c ≥ 1 − α (proven). Its volume is V_k R^k, and
+  the metric is the expected volume :math:`E[V_k(\sigma^2 r - \|P_\perp\eta\|^2)_+^{k/2}]`. On the sum-zero span
+  (V = 1^⊥: a histogram or table under replace-one) ‖P_⊥η‖² = T²/d with the integer T = Σ_i η_i, so
+
+  .. math:: E\,\mathrm{vol} = \sum_{t^2 < d\sigma^2 r} P(T = t)\, V_k (\sigma^2 r - t^2/d)^{k/2},
+
+  a finite sum. P(T = t) is the d-fold convolution of the pmf of N_ℤ(0, σ²) cut at |η_i| ≤ m with
+  2P(η_i > m) ≤ :data:`TRUNCATION`: the computed P̃(T = t) ≤ P(T = t) term by term and Σ_t (P − P̃) ≤ d·τ (the mass
+  of the draws with a cut coordinate), so, every term being at most V_k(σ²r)^{k/2},
+  Ẽ ≤ E vol ≤ Ẽ + dτ V_k(σ²r)^{k/2}: Ẽ is stated, with that bound. On any other proper span the expected volume has
+  no such one-dimensional sum here; the family estimates it by Monte Carlo from the exact sampler (per-draw
+  volume :meth:`SpanRegion.terms`), with a 95% interval: the volume is utility, only the coverage must be proven,
+  and it is.
+* **The projected release** x_⊥ + P_V y (:class:`ProjectedRegion`, ``projected_gaussian``; P_⊥η is not
+  observed). :math:`\{\theta \in A : \|P_V(\tilde y - \theta)\|^2 \le \sigma^2 r\}`, ỹ the release: at θ = x,
+  P_V(ỹ − x) = P_Vη and ‖P_Vη‖ ≤ ‖η‖, so the coverage is ≥ P(‖η‖² ≤ σ²r) ≥ c ≥ 1 − α (proven). Its volume
+  V_k(σ²r)^{k/2} is deterministic.
+
+Against the continuous region on V, V_k(σ_c² t_k)^{k/2} (t_k the χ²_k quantile, σ_c the continuous design's σ),
+the first costs about 1.14 times at d = 3, k = 2 (the full-d radius, partly paid back by the observed P_⊥η), the
+second about (r/t_k)^{k/2} ≈ 1.30 (the full-d radius with nothing paid back).
+
+Floating point: the pmfs are those of :class:`~dpopt.noise.discrete_gaussian.DiscreteGaussianMarginal` (double
+precision), the sum and the volumes in double precision. The coverage is the full-d region's proof; the noise
+itself is never floating point.
+
+References
+----------
+.. [1] C. Canonne, G. Kamath and T. Steinke, "The discrete Gaussian for differential privacy", NeurIPS 2020.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
+from dpopt.stats.inference import log_unit_ball_volume
+from dpopt.stats.lattice_inference import EXACT_LAW, MAX_SUPPORT, LatticeRegion
+
+TRUNCATION = 1e-12
+"""τ: each coordinate's pmf is cut where its two tails hold at most τ (the sum's error ≤ dτ times the largest
+volume)."""
+
+
+def _log_ball(k: int, radius2: Fraction) -> float:
+    """log(V_k ρ^{k/2}) for ρ = ``radius2`` > 0."""
+    return log_unit_ball_volume(k) + 0.5 * k * math.log(float(radius2))
+
+
+@dataclass(frozen=True)
+class SpanRegion:
+    """The region of the full release on a proper span (module docstring, first item).
+
+    Attributes
+    ----------
+    full : LatticeRegion
+        The proven full-d region (radius r, coverage).
+    rank : int
+        k, the span's rank (< d).
+    expected_volume : float or None
+        Ẽ on the sum-zero span (an exact sum, at most ``error`` below E vol); None elsewhere (the family estimates
+        it from the exact sampler).
+    error : float
+        dτ·V_k(σ²r)^{k/2}, the bound on E vol − Ẽ (0 when ``expected_volume`` is None).
+    """
+
+    full: LatticeRegion
+    rank: int
+    expected_volume: float | None
+    error: float
+
+    @property
+    def sigma2(self) -> Fraction:
+        return self.full.sigma2s[0]
+
+    @property
+    def squared_radius(self) -> Fraction:
+        """σ²r, the largest ‖y − θ‖² in the region (exact rational)."""
+        return self.sigma2 * self.full.radius
+
+    @property
+    def volume(self) -> float:
+        """The predicted metric: the expected volume (Ẽ)."""
+        return float(self.expected_volume)
+
+    def volumes(self, off_span: np.ndarray) -> np.ndarray:
+        """V_k (σ²r − q)₊^{k/2} for the squared norms q = ‖P_⊥η‖² off the span (the region's volume per draw)."""
+        room = np.maximum(float(self.squared_radius) - np.asarray(off_span, dtype=float), 0.0)
+        return math.exp(log_unit_ball_volume(self.rank)) * room ** (0.5 * self.rank)
+
+    def terms(self, z: np.ndarray, project) -> np.ndarray:
+        """Per-draw volumes of the noise draws ``z`` (η, shape (n, d)), ``project`` the projector on V: their mean
+        is E vol (the Monte Carlo check of the sum, and the estimate off the sum-zero span)."""
+        z = np.asarray(z, dtype=float)
+        return self.volumes(np.sum((z - project(z)) ** 2, axis=1))
+
+    def describe(self) -> str:
+        """The region, why it covers and how its expected volume is obtained, for a certificate."""
+        how = (f"the exact sum over T = Σ_i η_i of P(T = t)·V_k(σ_ℤ²r − t²/d)^(k/2) (N_ℤ pmfs cut at tail mass "
+               f"{TRUNCATION:g} each; at most {self.error:.3g} below the exact expectation)"
+               if self.expected_volume is not None else "estimated from the exact sampler's draws")
+        return (f"{EXACT_LAW}: region {{θ ∈ x_⊥ + V : ‖y − θ‖² ≤ σ_ℤ² r}} on the {self.rank}-dimensional span V, "
+                f"r = {self.full.radius} ≈ {float(self.full.radius):.10g} the full-d radius; P_⊥(y − θ) = P_⊥η is "
+                "observed (the off-span component is public), so the region is a k-ball of V of radius² "
+                "(σ_ℤ² r − ‖P_⊥η‖²)₊ and contains x iff ‖η‖² ≤ σ_ℤ² r: proven coverage "
+                f"≥ {self.full.coverage:.10f} ≥ 1 − α, the full-d region's (dpopt.stats.lattice_span_regions); "
+                f"value: its expected volume, {how}")
+
+
+@dataclass(frozen=True)
+class ProjectedRegion:
+    """The region of the projected release on a proper span (module docstring, second item).
+
+    Attributes
+    ----------
+    full : LatticeRegion
+        The proven full-d region (radius r, coverage).
+    rank : int
+        k, the span's rank.
+    variance : float
+        Var N_ℤ(0, σ²), for the per-draw terms (:meth:`terms`).
+    """
+
+    full: LatticeRegion
+    rank: int
+    variance: float
+
+    @property
+    def sigma2(self) -> Fraction:
+        return self.full.sigma2s[0]
+
+    @property
+    def log_volume(self) -> float:
+        return _log_ball(self.rank, self.sigma2 * self.full.radius)
+
+    @property
+    def volume(self) -> float:
+        return math.exp(self.log_volume)
+
+    def terms(self, z: np.ndarray, project) -> np.ndarray:
+        """Per-draw terms of the released noise draws ``z`` (P_Vη): volume × ‖P_V z‖²/(k·Var N_ℤ(0, σ²)), whose
+        mean is the volume (E‖P_Vη‖² = k·Var N_ℤ(0, σ²)): the volume is deterministic, so the draws check the
+        second moment of the law its coverage is proven for."""
+        z = np.asarray(z, dtype=float)
+        return self.volume * np.sum(project(z) ** 2, axis=1) / (self.rank * self.variance)
+
+    def describe(self) -> str:
+        """The region and why it covers, for a certificate."""
+        return (f"{EXACT_LAW}: region {{θ ∈ x_⊥ + V : ‖P_V(ỹ − θ)‖² ≤ σ_ℤ² r}} on the {self.rank}-dimensional span V "
+                f"(ỹ the release), r = {self.full.radius} ≈ {float(self.full.radius):.10g} the full-d radius; at "
+                "θ = x, P_V(ỹ − x) = P_Vη and ‖P_Vη‖ ≤ ‖η‖: proven coverage ≥ "
+                f"{self.full.coverage:.10f} ≥ 1 − α, the full-d region's (dpopt.stats.lattice_span_regions); volume "
+                "V_k (σ_ℤ² r)^(k/2)")
+
+
+def sum_law(sigma2: Fraction, d: int) -> tuple[np.ndarray, int, float] | None:
+    """P̃(T = t) for T = Σ_{i ≤ d} η_i, η_i i.i.d. N_ℤ(0, σ²), each cut at |η_i| ≤ m with 2P(η_i > m) ≤
+    :data:`TRUNCATION`: (the pmf on t = −dm..dm, m, the cut mass bound dτ); None when the law's support exceeds
+    :data:`~dpopt.stats.lattice_inference.MAX_SUPPORT`."""
+    marginal = DiscreteGaussianMarginal(float(sigma2))
+    m = marginal.cut(TRUNCATION)
+    if 2 * d * m + 1 > MAX_SUPPORT:
+        return None
+    single = np.exp(marginal.log_density(np.arange(-m, m + 1, dtype=float)))
+    law = single
+    for _ in range(d - 1):
+        law = np.convolve(law, single)
+    return law, m, d * TRUNCATION
+
+
+def span_region(full: LatticeRegion, rank: int, sum_zero: bool) -> SpanRegion | None:
+    """The full release's region on a span of rank k < d (module docstring), its expected volume summed exactly on
+    the sum-zero span (``sum_zero``), left to the caller's estimate elsewhere; None when the sum's law exceeds
+    :data:`~dpopt.stats.lattice_inference.MAX_SUPPORT`."""
+    d = len(full.sigma2s)
+    if not 1 <= rank < d or len(set(full.sigma2s)) != 1:
+        raise ValueError("a span region needs i.i.d. noise and a proper span of rank at least 1")
+    if not sum_zero:
+        return SpanRegion(full, rank, None, 0.0)
+    found = sum_law(full.sigma2s[0], d)
+    if found is None:
+        return None
+    law, m, cut = found
+    region = SpanRegion(full, rank, None, 0.0)
+    t = np.arange(-d * m, d * m + 1, dtype=float)
+    value = float(law @ region.volumes(t * t / d))
+    largest = math.exp(_log_ball(rank, region.squared_radius))
+    return SpanRegion(full, rank, value, cut * largest)
+
+
+def projected_region(full: LatticeRegion, rank: int, variance: float) -> ProjectedRegion:
+    """The projected release's region on a span of rank ``rank`` (module docstring, second item)."""
+    if not 1 <= rank < len(full.sigma2s) or len(set(full.sigma2s)) != 1:
+        raise ValueError("a span region needs i.i.d. noise and a proper span of rank at least 1")
+    return ProjectedRegion(full, rank, float(variance))
