@@ -17,7 +17,11 @@ differ by integer vectors, so ρ = Δ₂²/(2σ_ℤ²) ≤ Δ₂²/(2σ²) (Cano
 slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m. Under (ε, δ)-pDP the isotropic design's σ_ℤ²
 is calibrated on the exact pDP level of the discrete law per move pattern (:mod:`dpopt.mechanisms.lattice_pdp`) and
 recorded. On the isotropic lattice ``ci_volume`` (span all of ℝ^d) and ``test_power`` (a whole-number shift) are the
-discrete law's region and test (:mod:`dpopt.stats.lattice_inference`).
+discrete law's region and test (:mod:`dpopt.stats.lattice_inference`). On a proper span V, ``ci_volume`` is the region
+of :mod:`dpopt.stats.lattice_span_regions`, of coverage proven from the full-d region: for the full release y the
+ball of V of radius² σ_ℤ²r − ‖P_⊥η‖² (P_⊥η observed; its expected volume summed exactly on the sum-zero span), for
+the projected release the ball of radius² σ_ℤ²r; its cost against the continuous region on V is stated
+(``exact_cost``, :mod:`dpopt.mechanisms.span_inference`).
 """
 
 from __future__ import annotations
@@ -69,7 +73,8 @@ CONTINUOUS_METRICS = INFERENCE_METRICS
 """Metrics whose prediction for continuous noise (a region's volume, the power of the continuous LR test) a lattice
 measurement does not inherit: a design judged on one keeps the floating-point sampler unless the family derives
 the metric from the discrete law (the isotropic Gaussian and query scaling on counting queries,
-:func:`~dpopt.mechanisms.lattice.lattice_inference`)."""
+:func:`~dpopt.mechanisms.lattice.lattice_inference`; the isotropic and projected Gaussian's regions on a proper span,
+:func:`~dpopt.mechanisms.span_inference.span_inference`)."""
 
 MAX_LAW_BASIS_ENTRIES = 20_000_000
 """Entries of the span's basis above which the projected Gaussian states no noise law (160 MB; the
@@ -185,9 +190,9 @@ class GaussianMechanism(Mechanism):
         mechanism = cls(parameters["sigma"], space.dimension, space.span, parameters.get("sampler", "floating_point"),
                         target=parameters.get("lattice_privacy", "zcdp"),
                         lattice_sigma2=None if sigma2 is None else Fraction(sigma2))
-        return mechanism.stating(parameters)
+        return mechanism.with_stated_cost(parameters)
 
-    def stating(self, parameters: dict) -> "GaussianMechanism":
+    def with_stated_cost(self, parameters: dict) -> "GaussianMechanism":
         """This mechanism with the span region's cost its recorded ``parameters`` state (re-checked by
         :meth:`scope_checks`)."""
         stated = parameters.get(EXACT_COST_KEY)
@@ -393,7 +398,9 @@ class ProjectedGaussianMechanism(GaussianMechanism):
     Sampled as P_V z with z ~ N(0, σ² I) (the projector applied implicitly). ``sampler="exact"``: the counts
     are measured exactly, y = x + η with η i.i.d. N_ℤ(0, σ_ℤ²) (the isotropic lattice measurement, of the same
     privacy), and the release is (I − P_V)x + P_V y, the first part from integer sums no neighbour moves
-    (:meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component`), the second from the integers y alone.
+    (:meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component`), the second from the integers y alone. On the
+    lattice, ``ci_volume`` is the projected release's region {θ ∈ x_⊥ + V : ‖P_V(ỹ − θ)‖² ≤ σ_ℤ²r}, of coverage at
+    least the full-d region's (:mod:`dpopt.stats.lattice_span_regions`).
     """
 
     family = "projected_gaussian"
@@ -437,7 +444,7 @@ class ProjectedGaussianMechanism(GaussianMechanism):
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "ProjectedGaussianMechanism":
         return cls(parameters["sigma"], space, parameters.get("sampler", "floating_point"),
-                   target=parameters.get("lattice_privacy", "zcdp")).stating(parameters)
+                   target=parameters.get("lattice_privacy", "zcdp")).with_stated_cost(parameters)
 
     @property
     def parameters(self) -> dict:

@@ -29,15 +29,14 @@ def _region(sigma2: Fraction, dimension: int, rank: int, sum_zero: bool, alpha: 
         return full
     if not full_release:
         return projected_region(full, rank, discrete_variance(sigma2))
-    found = span_region(full, rank, sum_zero)
-    return found if found is not None else "the law of the sum of the noise exceeds its convolution budget"
+    return span_region(full, rank, sum_zero)
 
 
 def span_inference(sigma2: Fraction, span: Subspace, alpha: float, full_release: bool
                    ) -> SpanRegion | ProjectedRegion | str:
     """The ``ci_volume`` region of i.i.d. N_ℤ(0, σ²) noise measured on all d answers, on the proper ``span``:
     of the full release y (``full_release``) or of the projected release x_⊥ + P_V y; or why it cannot be derived
-    (a string: the full-d region's budget, the sum's). Cached: a design, its certificate and ``dpopt verify`` ask
+    (a string: the full-d region's convolution budget, a region that is a point). Cached: a design, its certificate and ``dpopt verify`` ask
     for the same."""
     return _region(Fraction(sigma2), int(span.ambient), int(span.rank), isinstance(span, SumZeroSpace),
                    float(alpha), bool(full_release))
