@@ -24,6 +24,8 @@ from dpopt.stats.lattice_span_regions import ProjectedRegion, SpanRegion, projec
 def _region(sigma2: Fraction, dimension: int, rank: int, sum_zero: bool, alpha: float,
             full_release: bool) -> SpanRegion | ProjectedRegion | str:
     """:func:`span_inference` on hashable arguments (the cache's key)."""
+    if rank < 1:
+        return "the sensitivity span has rank 0: there is no region of positive dimension to measure"
     full = lattice_inference("ci_volume", (sigma2,) * dimension, alpha)
     if isinstance(full, str):
         return full
@@ -36,8 +38,8 @@ def span_inference(sigma2: Fraction, span: Subspace, alpha: float, full_release:
                    ) -> SpanRegion | ProjectedRegion | str:
     """The ``ci_volume`` region of i.i.d. N_ℤ(0, σ²) noise measured on all d answers, on the proper ``span``:
     of the full release y (``full_release``) or of the projected release x_⊥ + P_V y; or why it cannot be derived
-    (a string: the full-d region's convolution budget, a region that is a point). Cached: a design, its certificate and ``dpopt verify`` ask
-    for the same."""
+    (a string: the full-d region's convolution budget, a region that is a point, a span of rank 0). Cached: a
+    design, its certificate and ``dpopt verify`` ask for the same."""
     return _region(Fraction(sigma2), int(span.ambient), int(span.rank), isinstance(span, SumZeroSpace),
                    float(alpha), bool(full_release))
 

@@ -2,8 +2,10 @@ r"""Confidence regions on a proper sensitivity span for an exact discrete Gaussi
 
 The measurement is y = x + η with integer answers x and η ~ N_ℤ(0, σ²)^d (σ² the lattice variance). The span V of
 the sensitivity space has rank k < d; the component P_⊥x off V is the same on every dataset the adjacency
-connects (public), so the answers consistent with it form the affine set A = x + V. r is the proven full-d radius
-of :func:`~dpopt.stats.lattice_inference.lattice_region`: P(‖η‖²/σ² ≤ r) ≥ c ≥ 1 − α, c its proven coverage.
+connects, and the regions take it as known to the analyst (the bounded-DP reading of replace-one, n public; the
+projected release publishes it), so the answers consistent with it form the affine set A = x + V. r is the proven
+full-d radius of :func:`~dpopt.stats.lattice_inference.lattice_region`: P(‖η‖²/σ² ≤ r) ≥ c ≥ 1 − α, c its proven
+coverage.
 
 * **The full release y** (:class:`SpanRegion`, the ``gaussian`` family). For θ ∈ A, y − θ = η + (x − θ) with
   x − θ ∈ V, so P_⊥(y − θ) = P_⊥η is observed exactly (P_⊥y less the public P_⊥x), and
