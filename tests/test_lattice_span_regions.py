@@ -30,7 +30,7 @@ import dpopt
 from dpopt.cli import main
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.stats.lattice_inference import lattice_region
-from dpopt.stats.lattice_span_regions import TRUNCATION, span_region
+from dpopt.stats.lattice_span_regions import TRUNCATION, projected_statistic, span_region
 
 ALPHA = 0.05
 BALL = {2: math.pi, 3: 4 * math.pi / 3}
@@ -76,10 +76,17 @@ def test_coverage_by_enumeration(sigma2, d):
     assert np.array_equal(in_span_region, in_full_region)
     coverage = float(weight[in_span_region].sum())
     assert coverage >= full.coverage >= 1 - ALPHA
-    # the projected release: ‖P_Vη‖² ≤ σ²r
+    # the projected release's conservative region: ‖P_Vη‖² ≤ σ²r
     in_projected = on_span_d2 * bound.denominator <= d * d * bound.numerator
     assert np.all(in_projected[in_full_region])
     assert float(weight[in_projected].sum()) >= coverage
+    # its exact-law region: U = d‖P_Vη‖² ≤ u, proven coverage; u − 1 would not do (up to the bound's 10⁻⁹ slack
+    # and the 10⁻¹² cut mass per coordinate)
+    u, proven = projected_statistic(sigma2, d, ALPHA)
+    statistic = on_span_d2 // d  # d‖P_Vη‖² = d²‖P_Vη‖²/d, a whole number
+    assert np.array_equal(statistic * d, on_span_d2)
+    assert float(weight[statistic <= u].sum()) >= proven >= 1 - ALPHA
+    assert float(weight[statistic <= u - 1].sum()) < 1 - ALPHA + 1e-8
 
 
 @pytest.mark.parametrize(("sigma2", "d"), CASES)
@@ -148,6 +155,10 @@ def test_families_measure_exactly_and_verify(family, query, target):
     assert cost["metric"] == "ci_volume" and cost["exact"] == value
     assert cost["continuous"] == pytest.approx(continuous, rel=1e-12)
     assert cost["ratio"] == pytest.approx(value / continuous, rel=1e-12)
+    bound = re.search(r"u = (\d+);", method)
+    if bound is not None:  # the projected release's exact-law ball d‖P_V(ỹ − θ)‖² ≤ u: V_k(u/d)^{k/2}
+        assert value == pytest.approx(BALL[k] * (int(bound.group(1)) / d) ** (k / 2), rel=1e-12)
+        return
     radius = Fraction(re.search(r"r = (\d+/\d+|\d+) ", method).group(1))
     largest = BALL[k] * float(radius * mechanism.lattice_sigma2) ** (k / 2)
     if family == "projected_gaussian":  # deterministic: V_k(σ_ℤ²r)^{k/2}
@@ -157,23 +168,37 @@ def test_families_measure_exactly_and_verify(family, query, target):
 
 
 @pytest.mark.parametrize("query", ["hist3", "table"])
-def test_the_full_release_region_is_smaller_than_the_projected_one(query):
-    """At the same σ_ℤ² the full release's ball has radius² σ_ℤ²r − ‖P_⊥η‖² ≤ σ_ℤ²r, the projected one's."""
+@pytest.mark.parametrize("rho", [0.5, 0.005])
+def test_the_full_release_region_is_no_larger_than_the_projected_one(query, rho):
+    """At the same σ_ℤ² the full release y computes the projected release, so ``gaussian`` may take the projected
+    region; its own ball has radius² σ_ℤ²r − ‖P_⊥η‖² ≤ σ_ℤ²r, the conservative projected one's. At ρ = 0.005
+    (σ_ℤ² ≈ 200, the joint law beyond its grid) the projected region is the conservative one, and the full
+    release's own region is strictly smaller."""
     q = HIST3 if query == "hist3" else TABLE
-    full = dpopt.solve(_spec("gaussian", q, "zcdp"))
-    projected = dpopt.solve(_spec("projected_gaussian", q, "zcdp"))
+    spec = {**_spec("gaussian", q, "zcdp"), "privacy": {"zcdp": {"rho": rho}}}
+    full = dpopt.solve(spec)
+    projected = dpopt.solve({**spec, "mechanism": "projected_gaussian"})
     assert full.mechanism.lattice_sigma2 == projected.mechanism.lattice_sigma2
-    assert full.certificate["utility"]["value"] < projected.certificate["utility"]["value"]
+    assert full.certificate["utility"]["value"] <= projected.certificate["utility"]["value"]
+    if rho == 0.005:
+        assert "r = " in projected.certificate["utility"]["method"]
+        assert full.certificate["utility"]["value"] < projected.certificate["utility"]["value"]
 
 
 @pytest.mark.parametrize("family", ["gaussian", "projected_gaussian"])
 def test_forged_radius_or_cost_fails_verification(family):
-    cert = dpopt.solve(_spec(family, HIST3, "zcdp")).certificate.data
-    forged = copy.deepcopy(cert)
-    radius = re.search(r"r = (\d+/\d+) ", forged["utility"]["method"]).group(1)
-    smaller = Fraction(radius) * Fraction(9, 10)
-    forged["utility"]["method"] = forged["utility"]["method"].replace(f"r = {radius}", f"r = {smaller}")
-    assert "utility" in {c.claim for c in dpopt.verify(forged).failed}
+    for rho in (0.5, 0.005):  # the exact-law region (u) and the full-d radius's (r)
+        cert = dpopt.solve({**_spec(family, HIST3, "zcdp"), "privacy": {"zcdp": {"rho": rho}}}).certificate.data
+        forged = copy.deepcopy(cert)
+        method = forged["utility"]["method"]
+        bound = re.search(r"u = (\d+);", method)
+        if bound is not None:
+            forged["utility"]["method"] = method.replace(bound.group(0), f"u = {int(bound.group(1)) - 1};")
+        else:
+            radius = re.search(r"r = (\d+/\d+) ", method).group(1)
+            smaller = Fraction(radius) * Fraction(9, 10)
+            forged["utility"]["method"] = method.replace(f"r = {radius}", f"r = {smaller}")
+        assert "utility" in {c.claim for c in dpopt.verify(forged).failed}
     forged = copy.deepcopy(cert)
     forged["mechanism"]["parameters"]["exact_cost"]["ratio"] = 1.0
     assert "mechanism.exact_cost" in {c.claim for c in dpopt.verify(forged).failed}

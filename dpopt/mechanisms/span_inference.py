@@ -29,15 +29,20 @@ def _region(sigma2: Fraction, dimension: int, rank: int, sum_zero: bool, alpha: 
     full = lattice_inference("ci_volume", (sigma2,) * dimension, alpha)
     if isinstance(full, str):
         return full
+    projected = projected_region(full, rank, discrete_variance(sigma2), sum_zero)
     if not full_release:
-        return projected_region(full, rank, discrete_variance(sigma2))
-    return span_region(full, rank, sum_zero)
+        return projected
+    found = span_region(full, rank, sum_zero)
+    if projected.statistic is not None and found.expected_volume is not None and projected.volume < found.volume:
+        return projected  # the full release computes the projected one: the smaller of the two regions
+    return found
 
 
 def span_inference(sigma2: Fraction, span: Subspace, alpha: float, full_release: bool
                    ) -> SpanRegion | ProjectedRegion | str:
     """The ``ci_volume`` region of i.i.d. N_ℤ(0, σ²) noise measured on all d answers, on the proper ``span``:
-    of the full release y (``full_release``) or of the projected release x_⊥ + P_V y; or why it cannot be derived
+    of the projected release x_⊥ + P_V y, or of the full release y (``full_release``: its own region, or the
+    projected release's when that one's exact-law ball is the smaller, y giving x_⊥ + P_V y); or why it cannot be derived
     (a string: the full-d region's convolution budget, a region that is a point, a span of rank 0). Cached: a
     design, its certificate and ``dpopt verify`` ask for the same."""
     return _region(Fraction(sigma2), int(span.ambient), int(span.rank), isinstance(span, SumZeroSpace),

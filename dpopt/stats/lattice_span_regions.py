@@ -28,19 +28,28 @@ coverage.
   :data:`~dpopt.stats.lattice_inference.MAX_SUPPORT`) it is not summed; the family then estimates it by Monte Carlo
   from the exact sampler (per-draw volume :meth:`SpanRegion.terms`), with a 95% interval: the volume is utility,
   only the coverage must be proven, and it is.
-* **The projected release** x_⊥ + P_V y (:class:`ProjectedRegion`, ``projected_gaussian``; P_⊥η is not
-  observed). :math:`\{\theta \in A : \|P_V(\tilde y - \theta)\|^2 \le \sigma^2 r\}`, ỹ the release: at θ = x,
-  P_V(ỹ − x) = P_Vη and ‖P_Vη‖ ≤ ‖η‖, so the coverage is ≥ P(‖η‖² ≤ σ²r) ≥ c ≥ 1 − α (proven). Its volume
-  V_k(σ²r)^{k/2} is deterministic.
+* **The projected release** ỹ = x_⊥ + P_V y (:class:`ProjectedRegion`, ``projected_gaussian``; P_⊥η is not
+  observed). At θ = x, P_V(ỹ − x) = P_Vη. On the sum-zero span U = d‖P_Vη‖² = dΣ_i η_i² − (Σ_i η_i)² is an
+  integer, and the joint law of (Σ η_i, Σ η_i²) on the integer grid is a convolution (each η_i cut at
+  |η_i| ≤ m, 2P(η_i > m) ≤ τ: the computed mass of {U ≤ u} is that of its tuples inside the cut, a lower bound;
+  :func:`projected_statistic`): the region :math:`\{\theta \in A : d\|P_V(\tilde y - \theta)\|^2 \le u\}`,
+  u the smallest integer whose bound, less :data:`~dpopt.stats.lattice_inference.FLOAT_SLACK`, reaches 1 − α, has
+  **proven coverage** and volume V_k(u/d)^{k/2}. Elsewhere (another span, or a grid beyond
+  :data:`MAX_JOINT_CELLS`) the conservative :math:`\{\theta \in A : \|P_V(\tilde y - \theta)\|^2 \le
+  \sigma^2 r\}`: ‖P_Vη‖ ≤ ‖η‖, so its coverage is ≥ P(‖η‖² ≤ σ²r) ≥ c ≥ 1 − α (proven). Either volume is
+  deterministic. The full release computes ỹ too: the ``gaussian`` family takes this region when its volume is
+  below the first region's expected volume (at small σ).
 
 Against the continuous region on V, V_k(σ_c² t_k)^{k/2} (t_k the χ²_k quantile, σ_c the continuous design's σ),
 the first costs about E(t_d − X)₊^{k/2}/t_k^{k/2} (X ~ χ²₁: 1.139 at d = 3, 1.145 at d = 4) at large σ (the
-full-d radius, partly paid back by the observed P_⊥η), the second (r/t_k)^{k/2} → (t_d/t_k)^{k/2} (1.304 at d = 3,
-1.338 at d = 4; the full-d radius with nothing paid back).
+full-d radius, partly paid back by the observed P_⊥η); the second's exact-law ball is within a few percent of the
+continuous one (the discrete law's own quantile), its conservative ball (r/t_k)^{k/2} → (t_d/t_k)^{k/2} (1.304 at
+d = 3, 1.338 at d = 4; the full-d radius with nothing paid back).
 
 Floating point: the pmfs are those of :class:`~dpopt.noise.discrete_gaussian.DiscreteGaussianMarginal` (double
-precision), the sum and the volumes in double precision. The coverage is the full-d region's proof; the noise
-itself is never floating point.
+precision), the sums and the volumes in double precision (the joint law's bincount sums at most
+:data:`MAX_JOINT_CELLS` non-negative terms: relative rounding below 5.6·10⁻¹⁰, inside FLOAT_SLACK). The coverage is
+proven (the full-d region's, or the joint law's); the noise itself is never floating point.
 
 References
 ----------
@@ -57,11 +66,17 @@ import numpy as np
 
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
 from dpopt.stats.inference import log_unit_ball_volume
-from dpopt.stats.lattice_inference import EXACT_LAW, MAX_SUPPORT, LatticeRegion
+from dpopt.stats.lattice_inference import EXACT_LAW, FLOAT_SLACK, MAX_SUPPORT, LatticeRegion
 
 TRUNCATION = 1e-12
 """τ: each coordinate's pmf is cut where its two tails hold at most τ (the sum's error ≤ dτ times the largest
 volume)."""
+
+
+MAX_JOINT_CELLS = 5_000_000
+"""Largest grid (2dm + 1)(dm² + 1) of the joint law of (Σ η_i, Σ η_i²) (:func:`projected_statistic`, m the cut):
+40 MB a copy, σ² up to about 80 at d = 3 and 45 at d = 4 (a fraction of a second of CPU: (d − 1)(2m + 1) shifted
+additions of the grid); beyond, the conservative region."""
 
 
 def _log_ball(k: int, radius2: Fraction) -> float:
@@ -131,7 +146,8 @@ class SpanRegion:
 
 @dataclass(frozen=True)
 class ProjectedRegion:
-    """The region of the projected release on a proper span (module docstring, second item).
+    """The region of the projected release on a proper span (module docstring, second item): on the sum-zero span
+    within the budget, d‖P_V(ỹ − θ)‖² ≤ u from the exact law of U = d‖P_Vη‖²; else ‖P_V(ỹ − θ)‖² ≤ σ²r.
 
     Attributes
     ----------
@@ -140,36 +156,64 @@ class ProjectedRegion:
     rank : int
         k, the span's rank.
     variance : float
-        Var N_ℤ(0, σ²), for the per-draw terms (:meth:`terms`).
+        Var N_ℤ(0, σ²), for the per-draw terms of the conservative region (:meth:`terms`).
+    statistic : int or None
+        u, the region's bound on U (None: the conservative region).
+    coverage : float or None
+        A proven lower bound on P(U ≤ u), at least 1 − α (None: the conservative region).
     """
 
     full: LatticeRegion
     rank: int
     variance: float
+    statistic: int | None = None
+    coverage: float | None = None
 
     @property
     def sigma2(self) -> Fraction:
         return self.full.sigma2s[0]
 
     @property
+    def squared_radius(self) -> Fraction:
+        """The largest ‖P_V(ỹ − θ)‖² in the region: u/d, or σ²r (exact rational)."""
+        if self.statistic is not None:
+            return Fraction(self.statistic, len(self.full.sigma2s))
+        return self.sigma2 * self.full.radius
+
+    @property
     def log_volume(self) -> float:
-        return _log_ball(self.rank, self.sigma2 * self.full.radius)
+        return _log_ball(self.rank, self.squared_radius)
 
     @property
     def volume(self) -> float:
         return math.exp(self.log_volume)
 
     def terms(self, z: np.ndarray, project) -> np.ndarray:
-        """Per-draw terms of the released noise draws ``z`` (P_Vη): volume × ‖P_V z‖²/(k·Var N_ℤ(0, σ²)), whose
-        mean is the volume (E‖P_Vη‖² = k·Var N_ℤ(0, σ²)): the volume is deterministic, so the draws check the
-        second moment of the law its coverage is proven for."""
+        """Per-draw terms of the released noise draws ``z`` (P_Vη) whose mean is (at least) the volume: with the
+        exact law, volume × 1{d‖P_V z‖² ≤ u}/coverage (mean: the volume × P(U ≤ u)/coverage, above the volume by
+        at most the cut mass and :data:`~dpopt.stats.lattice_inference.FLOAT_SLACK` relatively; the draws check
+        the coverage); else volume × ‖P_V z‖²/(k·Var N_ℤ(0, σ²)), whose mean is the volume (E‖P_Vη‖² =
+        k·Var N_ℤ(0, σ²)): the volume is deterministic, so the draws check the second moment of the law its
+        coverage is proven for."""
         z = np.asarray(z, dtype=float)
-        return self.volume * np.sum(project(z) ** 2, axis=1) / (self.rank * self.variance)
+        squared = np.sum(project(z) ** 2, axis=1)
+        if self.statistic is None:
+            return self.volume * squared / (self.rank * self.variance)
+        u = np.rint(len(self.full.sigma2s) * squared)  # an integer, up to rounding
+        return self.volume * (u <= self.statistic) / self.coverage
 
     def describe(self) -> str:
         """The region and why it covers, for a certificate."""
+        if self.statistic is not None:
+            d = len(self.full.sigma2s)
+            return (f"{EXACT_LAW}: region {{θ ∈ x_⊥ + V : d‖P_V(ỹ − θ)‖² ≤ u}} on the {self.rank}-dimensional "
+                    f"sum-zero span V (ỹ = x_⊥ + P_V y, d = {d}), u = {self.statistic}; at θ = x, d‖P_V(ỹ − x)‖² = "
+                    "U = dΣη_i² − (Ση_i)², an integer whose law is the joint law of (Ση_i, Ση_i²) convolved "
+                    f"exactly (N_ℤ pmfs cut at tail mass {TRUNCATION:g} each: the cut mass only lowers the bound): "
+                    f"proven coverage ≥ {self.coverage:.10f} ≥ 1 − α (dpopt.stats.lattice_span_regions); volume "
+                    "V_k (u/d)^(k/2)")
         return (f"{EXACT_LAW}: region {{θ ∈ x_⊥ + V : ‖P_V(ỹ − θ)‖² ≤ σ_ℤ² r}} on the {self.rank}-dimensional span V "
-                f"(ỹ the release), r = {self.full.radius} ≈ {float(self.full.radius):.10g} the full-d radius; at "
+                f"(ỹ = x_⊥ + P_V y), r = {self.full.radius} ≈ {float(self.full.radius):.10g} the full-d radius; at "
                 "θ = x, P_V(ỹ − x) = P_Vη and ‖P_Vη‖ ≤ ‖η‖: proven coverage ≥ "
                 f"{self.full.coverage:.10f} ≥ 1 − α, the full-d region's (dpopt.stats.lattice_span_regions); volume "
                 "V_k (σ_ℤ² r)^(k/2)")
@@ -208,8 +252,48 @@ def span_region(full: LatticeRegion, rank: int, sum_zero: bool) -> SpanRegion:
     return SpanRegion(full, rank, value, cut * largest)
 
 
-def projected_region(full: LatticeRegion, rank: int, variance: float) -> ProjectedRegion:
-    """The projected release's region on a span of rank ``rank`` (module docstring, second item)."""
-    if not 1 <= rank < len(full.sigma2s) or len(set(full.sigma2s)) != 1:
+def projected_statistic(sigma2: Fraction, d: int, alpha: float) -> tuple[int, float] | None:
+    """(u, a proven lower bound on P(U ≤ u) ≥ 1 − α) for U = dΣ_i η_i² − (Σ_i η_i)² = d‖P_Vη‖² on the sum-zero
+    span, u the smallest such integer (module docstring); None beyond :data:`MAX_JOINT_CELLS`.
+
+    The joint law of (T, Q) = (Σ η_i, Σ η_i²) on the integer grid is convolved coordinate by coordinate, each η_i
+    cut at |η_i| ≤ m (2P(η_i > m) ≤ :data:`TRUNCATION`): the computed mass of {U ≤ u} is that of its tuples with
+    every |η_i| ≤ m, a lower bound, less :data:`~dpopt.stats.lattice_inference.FLOAT_SLACK` for the double-precision
+    sums of non-negative terms."""
+    marginal = DiscreteGaussianMarginal(float(sigma2))
+    m = marginal.cut(TRUNCATION)
+    cells = (2 * d * m + 1) * (d * m * m + 1)
+    if cells > MAX_JOINT_CELLS:
+        return None
+    pmf = np.exp(marginal.log_density(np.arange(-m, m + 1, dtype=float)))
+    law = np.zeros((2 * m + 1, m * m + 1))  # law[t + s·m, q] after s coordinates
+    law[np.arange(2 * m + 1), np.arange(-m, m + 1) ** 2] = pmf
+    for step in range(2, d + 1):
+        grown = np.zeros((2 * step * m + 1, step * m * m + 1))
+        rows, cols = law.shape
+        for e in range(-m, m + 1):
+            grown[e + m: e + m + rows, e * e: e * e + cols] += pmf[e + m] * law
+        law = grown
+    t = np.arange(law.shape[0]) - d * m
+    u = d * np.arange(law.shape[1])[None, :] - (t * t)[:, None]  # U at each (T, Q); < 0 only where the mass is 0
+    reached = law > 0
+    mass = np.bincount(u[reached], weights=law[reached])
+    covered = np.cumsum(mass) - FLOAT_SLACK
+    found = np.flatnonzero(covered >= 1.0 - alpha)
+    if found.size == 0:
+        return None
+    return int(found[0]), float(covered[found[0]])
+
+
+def projected_region(full: LatticeRegion, rank: int, variance: float, sum_zero: bool = False) -> ProjectedRegion:
+    """The projected release's region on a span of rank ``rank`` (module docstring, second item): on the sum-zero
+    span (``sum_zero``) the exact law of U when :func:`projected_statistic` is within its budget and its ball is
+    the smaller, else the conservative ball of radius² σ²r."""
+    d = len(full.sigma2s)
+    if not 1 <= rank < d or len(set(full.sigma2s)) != 1:
         raise ValueError("a span region needs i.i.d. noise and a proper span of rank at least 1")
-    return ProjectedRegion(full, rank, float(variance))
+    conservative = ProjectedRegion(full, rank, float(variance))
+    found = projected_statistic(full.sigma2s[0], d, full.alpha) if sum_zero else None
+    if found is None or Fraction(found[0], d) >= conservative.squared_radius:
+        return conservative
+    return ProjectedRegion(full, rank, float(variance), found[0], found[1])
