@@ -168,11 +168,11 @@ def test_families_measure_exactly_and_verify(family, query, target):
 
 
 @pytest.mark.parametrize("query", ["hist3", "table"])
-@pytest.mark.parametrize("rho", [0.5, 0.005])
+@pytest.mark.parametrize("rho", [0.5, 0.0005])
 def test_the_full_release_region_is_no_larger_than_the_projected_one(query, rho):
     """At the same σ_ℤ² the full release y computes the projected release, so ``gaussian`` may take the projected
-    region; its own ball has radius² σ_ℤ²r − ‖P_⊥η‖² ≤ σ_ℤ²r, the conservative projected one's. At ρ = 0.005
-    (σ_ℤ² ≈ 200, the joint law beyond its grid) the projected region is the conservative one, and the full
+    region; its own ball has radius² σ_ℤ²r − ‖P_⊥η‖² ≤ σ_ℤ²r, the conservative projected one's. At ρ = 0.0005
+    (σ_ℤ² ≈ 2000, the joint law beyond its grid) the projected region is the conservative one, and the full
     release's own region is strictly smaller."""
     q = HIST3 if query == "hist3" else TABLE
     spec = {**_spec("gaussian", q, "zcdp"), "privacy": {"zcdp": {"rho": rho}}}
@@ -180,14 +180,14 @@ def test_the_full_release_region_is_no_larger_than_the_projected_one(query, rho)
     projected = dpopt.solve({**spec, "mechanism": "projected_gaussian"})
     assert full.mechanism.lattice_sigma2 == projected.mechanism.lattice_sigma2
     assert full.certificate["utility"]["value"] <= projected.certificate["utility"]["value"]
-    if rho == 0.005:
+    if rho == 0.0005:
         assert "r = " in projected.certificate["utility"]["method"]
         assert full.certificate["utility"]["value"] < projected.certificate["utility"]["value"]
 
 
 @pytest.mark.parametrize("family", ["gaussian", "projected_gaussian"])
 def test_forged_radius_or_cost_fails_verification(family):
-    for rho in (0.5, 0.005):  # the exact-law region (u) and the full-d radius's (r)
+    for rho in (0.5, 0.0005):  # the exact-law region (u) and the full-d radius's (r)
         cert = dpopt.solve({**_spec(family, HIST3, "zcdp"), "privacy": {"zcdp": {"rho": rho}}}).certificate.data
         forged = copy.deepcopy(cert)
         method = forged["utility"]["method"]

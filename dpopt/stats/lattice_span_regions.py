@@ -30,9 +30,8 @@ coverage.
   only the coverage must be proven, and it is.
 * **The projected release** ỹ = x_⊥ + P_V y (:class:`ProjectedRegion`, ``projected_gaussian``; P_⊥η is not
   observed). At θ = x, P_V(ỹ − x) = P_Vη. On the sum-zero span U = d‖P_Vη‖² = dΣ_i η_i² − (Σ_i η_i)² is an
-  integer, and the joint law of (Σ η_i, Σ η_i²) on the integer grid is a convolution (each η_i cut at
-  |η_i| ≤ m, 2P(η_i > m) ≤ τ: the computed mass of {U ≤ u} is that of its tuples inside the cut, a lower bound;
-  :func:`projected_statistic`): the region :math:`\{\theta \in A : d\|P_V(\tilde y - \theta)\|^2 \le u\}`,
+  integer, and the joint law of (Σ η_i, Σ η_i²) on the integer grid is a convolution (kept to Σ η_i² ≤ c: the
+  computed mass of {U ≤ u} is that of its tuples with Σ η_i² ≤ c, a lower bound; :func:`projected_statistic`): the region :math:`\{\theta \in A : d\|P_V(\tilde y - \theta)\|^2 \le u\}`,
   u the smallest integer whose bound, less :data:`~dpopt.stats.lattice_inference.FLOAT_SLACK`, reaches 1 − α, has
   **proven coverage** and volume V_k(u/d)^{k/2}. Elsewhere (another span, or a grid beyond
   :data:`MAX_JOINT_CELLS`) the conservative :math:`\{\theta \in A : \|P_V(\tilde y - \theta)\|^2 \le
@@ -48,7 +47,7 @@ d = 3, 1.338 at d = 4; the full-d radius with nothing paid back).
 
 Floating point: the pmfs are those of :class:`~dpopt.noise.discrete_gaussian.DiscreteGaussianMarginal` (double
 precision), the sums and the volumes in double precision (the joint law's bincount sums at most
-:data:`MAX_JOINT_CELLS` non-negative terms: relative rounding below 5.6·10⁻¹⁰, inside FLOAT_SLACK). The coverage is
+:data:`MAX_JOINT_CELLS` non-negative terms: relative rounding below 2.3·10⁻¹⁰, inside FLOAT_SLACK). The coverage is
 proven (the full-d region's, or the joint law's); the noise itself is never floating point.
 
 References
@@ -65,7 +64,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
-from dpopt.stats.inference import log_unit_ball_volume
+from dpopt.stats.inference import chi2_radius, log_unit_ball_volume
 from dpopt.stats.lattice_inference import EXACT_LAW, FLOAT_SLACK, MAX_SUPPORT, LatticeRegion
 
 TRUNCATION = 1e-12
@@ -73,10 +72,14 @@ TRUNCATION = 1e-12
 volume)."""
 
 
-MAX_JOINT_CELLS = 5_000_000
-"""Largest grid (2dm + 1)(dm² + 1) of the joint law of (Σ η_i, Σ η_i²) (:func:`projected_statistic`, m the cut):
-40 MB a copy, σ² up to about 80 at d = 3 and 45 at d = 4 (a fraction of a second of CPU: (d − 1)(2m + 1) shifted
-additions of the grid); beyond, the conservative region."""
+MAX_JOINT_CELLS = 2_000_000
+"""Largest grid (2⌊√(dc)⌋ + 1)(c + 1) of the joint law of (Σ η_i, Σ η_i²) (:func:`projected_statistic`, c the cap
+on Σ η_i²): 16 MB a copy, σ² up to about 250 at d = 3 and 210 at d = 4 (about a second of CPU: (d − 1)(2⌊√c⌋ + 1)
+shifted additions of the grid); beyond, the conservative region."""
+
+QUANTILE_CAP = 1e-4
+"""The joint law keeps Σ η_i² ≤ σ² times the continuous χ²_d quantile at QUANTILE_CAP·α (:func:`projected_statistic`):
+the mass dropped beyond, about QUANTILE_CAP·α, only lowers the proven bound."""
 
 
 def _log_ball(k: int, radius2: Fraction) -> float:
@@ -209,7 +212,7 @@ class ProjectedRegion:
             return (f"{EXACT_LAW}: region {{θ ∈ x_⊥ + V : d‖P_V(ỹ − θ)‖² ≤ u}} on the {self.rank}-dimensional "
                     f"sum-zero span V (ỹ = x_⊥ + P_V y, d = {d}), u = {self.statistic}; at θ = x, d‖P_V(ỹ − x)‖² = "
                     "U = dΣη_i² − (Ση_i)², an integer whose law is the joint law of (Ση_i, Ση_i²) convolved "
-                    f"exactly (N_ℤ pmfs cut at tail mass {TRUNCATION:g} each: the cut mass only lowers the bound): "
+                    "exactly on the grid Ση_i² ≤ c (the mass beyond dropped: it only lowers the bound): "
                     f"proven coverage ≥ {self.coverage:.10f} ≥ 1 − α (dpopt.stats.lattice_span_regions); volume "
                     "V_k (u/d)^(k/2)")
         return (f"{EXACT_LAW}: region {{θ ∈ x_⊥ + V : ‖P_V(ỹ − θ)‖² ≤ σ_ℤ² r}} on the {self.rank}-dimensional span V "
@@ -256,26 +259,28 @@ def projected_statistic(sigma2: Fraction, d: int, alpha: float) -> tuple[int, fl
     """(u, a proven lower bound on P(U ≤ u) ≥ 1 − α) for U = dΣ_i η_i² − (Σ_i η_i)² = d‖P_Vη‖² on the sum-zero
     span, u the smallest such integer (module docstring); None beyond :data:`MAX_JOINT_CELLS`.
 
-    The joint law of (T, Q) = (Σ η_i, Σ η_i²) on the integer grid is convolved coordinate by coordinate, each η_i
-    cut at |η_i| ≤ m (2P(η_i > m) ≤ :data:`TRUNCATION`): the computed mass of {U ≤ u} is that of its tuples with
-    every |η_i| ≤ m, a lower bound, less :data:`~dpopt.stats.lattice_inference.FLOAT_SLACK` for the double-precision
-    sums of non-negative terms."""
-    marginal = DiscreteGaussianMarginal(float(sigma2))
-    m = marginal.cut(TRUNCATION)
-    cells = (2 * d * m + 1) * (d * m * m + 1)
-    if cells > MAX_JOINT_CELLS:
+    The joint law of (T, Q) = (Σ η_i, Σ η_i²) on the integer grid is convolved coordinate by coordinate, keeping
+    Q ≤ c = ⌈σ²·t⌉ (t the continuous χ²_d quantile at :data:`QUANTILE_CAP`·α; then |η_i| ≤ ⌊√c⌋ and
+    |T| ≤ ⌊√(dc)⌋ by Cauchy–Schwarz): as the partial sums of squares only grow, the computed mass of {U ≤ u} is
+    that of its tuples with Q ≤ c, a lower bound whatever c is (c only sets how much is lost, about QUANTILE_CAP·α),
+    less :data:`~dpopt.stats.lattice_inference.FLOAT_SLACK` for the double-precision sums of non-negative terms."""
+    cap = math.ceil(float(sigma2) * chi2_radius(d, QUANTILE_CAP * alpha))
+    top, width = math.isqrt(cap), math.isqrt(d * cap)
+    if (2 * width + 1) * (cap + 1) > MAX_JOINT_CELLS:
         return None
-    pmf = np.exp(marginal.log_density(np.arange(-m, m + 1, dtype=float)))
-    law = np.zeros((2 * m + 1, m * m + 1))  # law[t + s·m, q] after s coordinates
-    law[np.arange(2 * m + 1), np.arange(-m, m + 1) ** 2] = pmf
-    for step in range(2, d + 1):
-        grown = np.zeros((2 * step * m + 1, step * m * m + 1))
-        rows, cols = law.shape
-        for e in range(-m, m + 1):
-            grown[e + m: e + m + rows, e * e: e * e + cols] += pmf[e + m] * law
+    marginal = DiscreteGaussianMarginal(float(sigma2))
+    pmf = np.exp(marginal.log_density(np.arange(-top, top + 1, dtype=float)))
+    law = np.zeros((2 * width + 1, cap + 1))  # law[t + width, q]
+    law[width + np.arange(-top, top + 1), np.arange(-top, top + 1) ** 2] = pmf
+    rows = 2 * width + 1
+    for _ in range(d - 1):
+        grown = np.zeros_like(law)
+        for e in range(-top, top + 1):  # (t, q) → (t + e, q + e²); beyond Q = c dropped, |T| stays within width
+            lo, hi = max(0, -e), rows - max(0, e)
+            grown[lo + e: hi + e, e * e:] += pmf[e + top] * law[lo:hi, : cap + 1 - e * e]
         law = grown
-    t = np.arange(law.shape[0]) - d * m
-    u = d * np.arange(law.shape[1])[None, :] - (t * t)[:, None]  # U at each (T, Q); < 0 only where the mass is 0
+    t = np.arange(rows) - width
+    u = d * np.arange(cap + 1)[None, :] - (t * t)[:, None]  # U at each (T, Q); < 0 only where the mass is 0
     reached = law > 0
     mass = np.bincount(u[reached], weights=law[reached])
     covered = np.cumsum(mass) - FLOAT_SLACK
