@@ -18,10 +18,11 @@ slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m. Under (
 is calibrated on the exact pDP level of the discrete law per move pattern (:mod:`dpopt.mechanisms.lattice_pdp`) and
 recorded. On the isotropic lattice ``ci_volume`` (span all of ℝ^d) and ``test_power`` (a whole-number shift) are the
 discrete law's region and test (:mod:`dpopt.stats.lattice_inference`). On a proper span V, ``ci_volume`` is the region
-of :mod:`dpopt.stats.lattice_span_regions`, of coverage proven from the full-d region: for the full release y the
-ball of V of radius² σ_ℤ²r − ‖P_⊥η‖² (P_⊥η observed; its expected volume summed exactly on the sum-zero span), for
-the projected release the ball of radius² σ_ℤ²r; its cost against the continuous region on V is stated
-(``exact_cost``, :mod:`dpopt.mechanisms.span_inference`).
+of :mod:`dpopt.stats.lattice_span_regions`, of proven coverage: on the sum-zero span (at σ_ℤ² up to about 200) the
+ball d‖P_V(ỹ − θ)‖² ≤ u from the exact law of d‖P_Vη‖², ỹ = x_⊥ + P_V y; else, for the full release y, the ball of V
+of radius² σ_ℤ²r − ‖P_⊥η‖² (r the full-d radius, P_⊥η observed), for the projected release the ball of radius²
+σ_ℤ²r; its cost against the continuous region on V is stated (``exact_cost``,
+:mod:`dpopt.mechanisms.span_inference`).
 """
 
 from __future__ import annotations
@@ -399,8 +400,9 @@ class ProjectedGaussianMechanism(GaussianMechanism):
     are measured exactly, y = x + η with η i.i.d. N_ℤ(0, σ_ℤ²) (the isotropic lattice measurement, of the same
     privacy), and the release is (I − P_V)x + P_V y, the first part from integer sums no neighbour moves
     (:meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component`), the second from the integers y alone. On the
-    lattice, ``ci_volume`` is the projected release's region {θ ∈ x_⊥ + V : ‖P_V(ỹ − θ)‖² ≤ σ_ℤ²r}, of coverage at
-    least the full-d region's (:mod:`dpopt.stats.lattice_span_regions`).
+    lattice, ``ci_volume`` is the projected release's region: d‖P_V(ỹ − θ)‖² ≤ u from the exact law of d‖P_Vη‖² on
+    the sum-zero span, else ‖P_V(ỹ − θ)‖² ≤ σ_ℤ²r, of coverage at least the full-d region's
+    (:mod:`dpopt.stats.lattice_span_regions`).
     """
 
     family = "projected_gaussian"
