@@ -155,7 +155,7 @@ class GaussianMechanism(Mechanism):
     def _lattice_inference(self, metric: str, alpha: float, alternative):
         """The region or test of ``metric`` for the lattice noise N_ℤ(0, σ_ℤ²)^d, or why not (a string): on all
         of R^d the discrete law's region or test (:func:`~dpopt.mechanisms.lattice.lattice_inference`); on a proper
-        span V the region of the full release y, which observes P_⊥η
+        span V a region of proven coverage for this family's release, the full y or the projected one
         (:func:`~dpopt.mechanisms.span_inference.span_inference`)."""
         if metric == "ci_volume" and self.span.rank != self.dimension:
             return span_inference(self.lattice_sigma2, self.span, alpha, full_release=not self.noise_in_span)

@@ -71,7 +71,6 @@ TRUNCATION = 1e-12
 """τ: each coordinate's pmf is cut where its two tails hold at most τ (the sum's error ≤ dτ times the largest
 volume)."""
 
-
 MAX_JOINT_CELLS = 2_000_000
 """Largest grid (2⌊√(dc)⌋ + 1)(c + 1) of the joint law of (Σ η_i, Σ η_i²) (:func:`projected_statistic`, c the cap
 on Σ η_i²): 16 MB a copy, σ² up to about 250 at d = 3 and 210 at d = 4 (about a second of CPU: (d − 1)(2⌊√c⌋ + 1)
@@ -194,8 +193,8 @@ class ProjectedRegion:
     def terms(self, z: np.ndarray, project) -> np.ndarray:
         """Per-draw terms of the released noise draws ``z`` (P_Vη) whose mean is (at least) the volume: with the
         exact law, volume × 1{d‖P_V z‖² ≤ u}/coverage (mean: the volume × P(U ≤ u)/coverage, above the volume by
-        at most the cut mass and :data:`~dpopt.stats.lattice_inference.FLOAT_SLACK` relatively; the draws check
-        the coverage); else volume × ‖P_V z‖²/(k·Var N_ℤ(0, σ²)), whose mean is the volume (E‖P_Vη‖² =
+        at most the mass beyond the grid (about :data:`QUANTILE_CAP`·α) and
+        :data:`~dpopt.stats.lattice_inference.FLOAT_SLACK` relatively; the draws check the coverage); else volume × ‖P_V z‖²/(k·Var N_ℤ(0, σ²)), whose mean is the volume (E‖P_Vη‖² =
         k·Var N_ℤ(0, σ²)): the volume is deterministic, so the draws check the second moment of the law its
         coverage is proven for."""
         z = np.asarray(z, dtype=float)
