@@ -214,13 +214,6 @@ def test_fractional_alternative_keeps_the_floating_point_sampler(family):
     assert mechanism.sampler == "floating_point" and "whole-number shift" in notes and "idealized" in notes
 
 
-def test_gaussian_region_on_a_proper_span_keeps_the_floating_point_sampler():
-    spec = {**COUNTS, "adjacency": "replace_one", "data": {"attributes": {"x": ["a", "b", "c"]}, "n": 100},
-            "mechanism": "gaussian", "utility": {"metric": "ci_volume", "alpha": 0.05}}
-    mechanism = dpopt.solve(spec).mechanism
-    assert mechanism.sampler == "floating_point" and "proper span" in " ".join(mechanism.notes())
-
-
 def test_region_beyond_the_convolution_budget_keeps_the_floating_point_sampler():
     """Five noisy coordinates: (d − 1)·(1.1·4096·d)² grid products exceed MAX_WORK (module constants)."""
     spec = {**COUNTS, "data": {"attributes": {"x": ["a", "b", "c", "d", "e"]}}, "mechanism": "gaussian",

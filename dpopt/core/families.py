@@ -100,15 +100,18 @@ _M = "dpopt.mechanisms."
 
 FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian", _M + "exact_sum", ("gdp", "zcdp", "approx", "pdp"),
-               exact="zcdp, gdp, approx; counting queries (ci_volume with a full-rank span and test_power of a "
-                     "whole-number shift from the discrete law), and bounded sums and means on a dyadic lattice "
+               exact="zcdp, gdp, approx; counting queries (ci_volume and test_power of a whole-number shift from "
+                     "the discrete law, up to 4 cells; on a proper span a region of proven coverage, its cost "
+                     "stated), and bounded sums and means on a dyadic lattice "
                      "(metrics other than ci_volume, test_power); pdp on counting queries with listed integer moves "
                      "(the discrete law's exact pDP level per move pattern); the lattice's cost stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "
-                     "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler); pdp on listed "
-                     "integer moves (the loss of P_V y is that of y)",
+                     "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler), ci_volume (up "
+                     "to 4 cells: the exact law of ‖P_Vη‖² on the sum-zero span at σ_ℤ² up to about 200, else the "
+                     "full-d region's radius; coverage proven, its cost stated); pdp on listed integer moves (the "
+                     "loss of P_V y is that of y)",
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
                exact="zcdp, gdp, approx; counting queries (the measurement; shrinkage is post-processing)",

@@ -17,7 +17,12 @@ differ by integer vectors, so ρ = Δ₂²/(2σ_ℤ²) ≤ Δ₂²/(2σ²) (Cano
 slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m. Under (ε, δ)-pDP the isotropic design's σ_ℤ²
 is calibrated on the exact pDP level of the discrete law per move pattern (:mod:`dpopt.mechanisms.lattice_pdp`) and
 recorded. On the isotropic lattice ``ci_volume`` (span all of ℝ^d) and ``test_power`` (a whole-number shift) are the
-discrete law's region and test (:mod:`dpopt.stats.lattice_inference`).
+discrete law's region and test (:mod:`dpopt.stats.lattice_inference`). On a proper span V, ``ci_volume`` is the region
+of :mod:`dpopt.stats.lattice_span_regions`, of proven coverage: on the sum-zero span (at σ_ℤ² up to about 200) the
+ball d‖P_V(ỹ − θ)‖² ≤ u from the exact law of d‖P_Vη‖², ỹ = x_⊥ + P_V y; else, for the full release y, the ball of V
+of radius² σ_ℤ²r − ‖P_⊥η‖² (r the full-d radius, P_⊥η observed), for the projected release the ball of radius²
+σ_ℤ²r; its cost against the continuous region on V is stated (``exact_cost``,
+:mod:`dpopt.mechanisms.span_inference`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from dpopt.core.checks import Check
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
-from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
     GDP_TARGETS,
@@ -49,6 +54,7 @@ from dpopt.mechanisms.lattice import (
     target_lattice_variance,
 )
 from dpopt.mechanisms.lattice_pdp import lattice_pdp_check, pdp_lattice_design
+from dpopt.mechanisms.span_inference import span_cost_check, span_inference
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal, discrete_gaussian_moments, sample_discrete_gaussian
 from dpopt.noise.gaussian import GaussianMarginal, expected_l1, mean_usefulness
@@ -60,6 +66,7 @@ from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import FullSpace, Subspace
 from dpopt.spec.models import Privacy
 from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
+from dpopt.stats.lattice_span_regions import ProjectedRegion, SpanRegion
 
 _GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx", "pdp")
 
@@ -67,7 +74,8 @@ CONTINUOUS_METRICS = INFERENCE_METRICS
 """Metrics whose prediction for continuous noise (a region's volume, the power of the continuous LR test) a lattice
 measurement does not inherit: a design judged on one keeps the floating-point sampler unless the family derives
 the metric from the discrete law (the isotropic Gaussian and query scaling on counting queries,
-:func:`~dpopt.mechanisms.lattice.lattice_inference`)."""
+:func:`~dpopt.mechanisms.lattice.lattice_inference`; the isotropic and projected Gaussian's regions on a proper span,
+:func:`~dpopt.mechanisms.span_inference.span_inference`)."""
 
 MAX_LAW_BASIS_ENTRIES = 20_000_000
 """Entries of the span's basis above which the projected Gaussian states no noise law (160 MB; the
@@ -88,6 +96,8 @@ class GaussianMechanism(Mechanism):
 
     family = "gaussian"
     title = "Gaussian, isotropic"
+    lattice_metrics = INFERENCE_METRICS
+    """Metrics derived from the discrete law on the lattice (:meth:`_lattice_inference`)."""
 
     def __init__(self, sigma: float, dimension: int, span: Subspace | None = None, sampler: str = "floating_point",
                  refusal: str | None = None, target: str = "zcdp", lattice_sigma2: Fraction | None = None):
@@ -114,6 +124,7 @@ class GaussianMechanism(Mechanism):
         # bound above the exact level: usually below 1)
         self.cost_ratio = (discrete_variance(self.lattice_sigma2) / self.sigma**2
                            if sampler == "exact" and self.target == "pdp" else None)
+        self.span_cost: dict | None = None  # ci_volume on a proper span: the region's cost (:meth:`_span_cost`)
 
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
@@ -134,56 +145,92 @@ class GaussianMechanism(Mechanism):
         mechanism = cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal,
                         target, sigma2)
         if refusal is None and problem.spec.utility.metric in INFERENCE_METRICS:
-            found = mechanism._lattice_inference(problem.spec.utility)
+            utility = problem.spec.utility
+            found = mechanism._lattice_inference(utility.metric, utility.alpha, utility.alternative)
             if isinstance(found, str):  # the metric is not derived on the lattice: the continuous design
                 return cls(sigma, space.dimension, space.span, "floating_point", found, target)
+            mechanism.span_cost = mechanism._span_cost(utility)
         return mechanism
 
-    def _lattice_inference(self, utility):
-        """The region or test of ``utility`` for the lattice noise N_ℤ(0, σ_ℤ²)^d
-        (:func:`~dpopt.mechanisms.lattice.lattice_inference`), or why not: a region needs the noise on all of R^d
-        (on a proper span V its law is that of P_V η, not a product law)."""
-        if utility.metric == "ci_volume" and self.span.rank != self.dimension:
-            return "the confidence region on a proper span is of P_V η, whose exact law is not derived"
-        return lattice_inference(utility.metric, (self.lattice_sigma2,) * self.dimension, utility.alpha,
-                                 utility.alternative)
+    def _lattice_inference(self, metric: str, alpha: float, alternative):
+        """The region or test of ``metric`` for the lattice noise N_ℤ(0, σ_ℤ²)^d, or why not (a string): on all
+        of R^d the discrete law's region or test (:func:`~dpopt.mechanisms.lattice.lattice_inference`); on a proper
+        span V a region of proven coverage for this family's release, the full y or the projected one
+        (:func:`~dpopt.mechanisms.span_inference.span_inference`)."""
+        if metric == "ci_volume" and self.span.rank != self.dimension:
+            return span_inference(self.lattice_sigma2, self.span, alpha, full_release=not self.noise_in_span)
+        return lattice_inference(metric, (self.lattice_sigma2,) * self.dimension, alpha, alternative)
 
     def _utility(self, utility) -> UtilityValue | None:
-        """On the lattice (isotropic noise), ``ci_volume`` and ``test_power`` from the discrete law."""
-        if self.sampler != "exact" or self.noise_in_span or utility.metric not in INFERENCE_METRICS:
+        """On the lattice, ``ci_volume`` and ``test_power`` from the discrete law; on a proper span other than the
+        sum-zero one the region's expected volume is a Monte Carlo estimate from the exact sampler (its coverage
+        is proven all the same)."""
+        if self.sampler != "exact" or utility.metric not in self.lattice_metrics:
             return None
-        found = self._lattice_inference(utility)
+        found = self._lattice_inference(utility.metric, utility.alpha, utility.alternative)
         if isinstance(found, str):
             raise UnsupportedSpecError("utility.metric", f"on the lattice: {found}")
+        if isinstance(found, SpanRegion) and found.expected_volume is None:
+            mc = self._monte_carlo(utility.metric, None, None, alpha=utility.alpha)
+            return UtilityValue(utility.metric, mc.value, f"{mc.method} of the expected volume of the region: "
+                                + found.describe(), mc.ci)
         value = found.volume if utility.metric == "ci_volume" else found.power
         return UtilityValue(utility.metric, value, found.describe())
+
+    def _span_cost(self, utility) -> dict | None:
+        """The cost of exactness of ``ci_volume`` on a proper span (:func:`~dpopt.mechanisms.exact_cost.exact_cost`:
+        the region's predicted volume against the continuous region's on the span, :meth:`_ci_volume`); None
+        for another metric, the full span or the floating-point sampler."""
+        if self.sampler != "exact" or utility.metric != "ci_volume" or self.span.rank == self.dimension:
+            return None
+        return exact_cost("ci_volume", self.expected_utility(utility).value, self._ci_volume(utility.alpha))
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "GaussianMechanism":
         sigma2 = parameters.get("lattice_sigma2")
-        return cls(parameters["sigma"], space.dimension, space.span, parameters.get("sampler", "floating_point"),
-                   target=parameters.get("lattice_privacy", "zcdp"),
-                   lattice_sigma2=None if sigma2 is None else Fraction(sigma2))
+        mechanism = cls(parameters["sigma"], space.dimension, space.span, parameters.get("sampler", "floating_point"),
+                        target=parameters.get("lattice_privacy", "zcdp"),
+                        lattice_sigma2=None if sigma2 is None else Fraction(sigma2))
+        return mechanism.with_stated_cost(parameters)
+
+    def with_stated_cost(self, parameters: dict) -> "GaussianMechanism":
+        """This mechanism with the span region's cost its recorded ``parameters`` state (re-checked by
+        :meth:`scope_checks`)."""
+        stated = parameters.get(EXACT_COST_KEY)
+        if isinstance(stated, dict) and stated.get("metric") == "ci_volume":
+            self.span_cost = stated
+        return self
 
     @property
     def parameters(self) -> dict:
         out = {"sigma": self.sigma, "sampler": self.sampler}
         if self.sampler == "exact" and self.target == "gdp":
             out["lattice_privacy"] = "gdp"
-        return out | self._pdp_parameters()
+        return out | self._lattice_parameters()
 
-    def _pdp_parameters(self) -> dict:
-        """Under pDP on the lattice: the calibrated σ_ℤ², its cost against the continuous design (one coordinate's
-        variance: ``lattice_cost_ratio`` and ``exact_cost``); else nothing."""
-        if self.sampler != "exact" or self.target != "pdp":
-            return {}
-        return {"lattice_privacy": "pdp", "lattice_sigma2": str(self.lattice_sigma2),
-                "lattice_cost_ratio": self.cost_ratio,
-                EXACT_COST_KEY: exact_cost("variance", discrete_variance(self.lattice_sigma2), self.sigma**2)}
+    def _lattice_parameters(self) -> dict:
+        """On the lattice: under pDP the calibrated σ_ℤ² and its cost against the continuous design (one
+        coordinate's variance: ``lattice_cost_ratio`` and ``exact_cost``); under ``ci_volume`` on a proper span the
+        region's cost in the spec's metric (``exact_cost``, in place of the variance's); else nothing."""
+        out = {}
+        if self.sampler == "exact" and self.target == "pdp":
+            out = {"lattice_privacy": "pdp", "lattice_sigma2": str(self.lattice_sigma2),
+                   "lattice_cost_ratio": self.cost_ratio,
+                   EXACT_COST_KEY: exact_cost("variance", discrete_variance(self.lattice_sigma2), self.sigma**2)}
+        if self.span_cost is not None:
+            out[EXACT_COST_KEY] = dict(self.span_cost)
+        return out
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        """On the lattice: :func:`lattice_scope_check`."""
-        return [lattice_scope_check(problem)] if self.sampler == "exact" else []
+        """On the lattice: :func:`lattice_scope_check`, and the span region's stated cost re-derived
+        (:func:`~dpopt.mechanisms.span_inference.span_cost_check`) when one is stated or due."""
+        if self.sampler != "exact":
+            return []
+        checks = [lattice_scope_check(problem)]
+        due = self._span_cost(problem.spec.utility)
+        if due is not None or self.span_cost is not None:
+            checks.append(span_cost_check(self.span_cost, due))
+        return checks
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         if self.sampler == "exact":
@@ -234,7 +281,8 @@ class GaussianMechanism(Mechanism):
             pdp = ("; the pDP target is certified by the exact level P[|L| > ε] of the discrete law per move "
                    f"pattern, at {self.cost_ratio:.6f} times the continuous design's variance (Lemma 10)"
                    if self.target == "pdp" else "")
-            return [EXACT_MEASUREMENT_NOTE + f" (lattice variance σ_ℤ² = {self.lattice_sigma2}{pdp})"]
+            cost = [] if self.span_cost is None else ["confidence region on the span: " + cost_text(self.span_cost)]
+            return [EXACT_MEASUREMENT_NOTE + f" (lattice variance σ_ℤ² = {self.lattice_sigma2}{pdp})", *cost]
         return super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
 
     def noise_law(self) -> ProductLaw:
@@ -295,9 +343,12 @@ class GaussianMechanism(Mechanism):
         """``test_power``: the LR test's rejections of η + Z (statistic ηᵀ(η+Z)/(σ‖η‖) > z₁₋α);
         ``ci_volume``: importance weights 1{‖P_V Z‖² ≤ σ²t}/p(P_V Z) (p the N(0, σ²I_r)
         density on V), whose mean is the region's volume. On the lattice: the discrete law's terms
-        (:func:`~dpopt.mechanisms.lattice.inference_terms`)."""
-        if self.sampler == "exact" and not self.noise_in_span:
-            found = lattice_inference(metric, (self.lattice_sigma2,) * self.dimension, alpha, alternative)
+        (:func:`~dpopt.mechanisms.lattice.inference_terms`; on a proper span the region's own terms,
+        :mod:`dpopt.stats.lattice_span_regions`)."""
+        if self.sampler == "exact" and metric in self.lattice_metrics:
+            found = self._lattice_inference(metric, alpha, alternative)
+            if isinstance(found, (SpanRegion, ProjectedRegion)):
+                return found.terms(z, self.span.project)
             return inference_terms(found, z, alternative)
         if metric == "test_power":
             if self._exact_shift(alternative):
@@ -355,14 +406,18 @@ class ProjectedGaussianMechanism(GaussianMechanism):
     Sampled as P_V z with z ~ N(0, σ² I) (the projector applied implicitly). ``sampler="exact"``: the counts
     are measured exactly, y = x + η with η i.i.d. N_ℤ(0, σ_ℤ²) (the isotropic lattice measurement, of the same
     privacy), and the release is (I − P_V)x + P_V y, the first part from integer sums no neighbour moves
-    (:meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component`), the second from the integers y alone.
-    Under (ε, δ)-pDP the lattice variance is the isotropic design's (``lattice_sigma2``): P_V y has the privacy loss
-    of y itself (:mod:`dpopt.mechanisms.lattice_pdp`).
+    (:meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component`), the second from the integers y alone. On the
+    lattice, ``ci_volume`` is the projected release's region: d‖P_V(ỹ − θ)‖² ≤ u from the exact law of d‖P_Vη‖² on
+    the sum-zero span, else ‖P_V(ỹ − θ)‖² ≤ σ_ℤ²r, of coverage at least the full-d region's
+    (:mod:`dpopt.stats.lattice_span_regions`). Under (ε, δ)-pDP the lattice variance is the isotropic design's
+    (``lattice_sigma2``): P_V y has the privacy loss of y itself (:mod:`dpopt.mechanisms.lattice_pdp`).
     """
 
     family = "projected_gaussian"
     title = "Gaussian, projected on the sensitivity span"
     noise_in_span = True
+    lattice_metrics = ("ci_volume",)
+    """On the lattice: the region of the projected release (:func:`~dpopt.mechanisms.span_inference.span_inference`)."""
 
     def __init__(self, sigma: float, space: SensitivitySpace, sampler: str = "floating_point",
                  refusal: str | None = None, target: str = "zcdp", lattice_sigma2: Fraction | None = None):
@@ -383,22 +438,30 @@ class ProjectedGaussianMechanism(GaussianMechanism):
     def design(cls, problem: Problem) -> "ProjectedGaussianMechanism":
         privacy = problem.spec.privacy
         sigma = gaussian_sigma(problem.space.l2_squared, privacy)
-        refusal = lattice_reason(problem, sigma, pdp=True)
+        utility = problem.spec.utility
+        refusal = lattice_reason(problem, sigma, inference=utility.metric in cls.lattice_metrics, pdp=True)
         span = problem.space.span
         if refusal is None and span.invariant_component(np.zeros((1, span.ambient))) is None:
             refusal = f"the component off the {span.name} span is not a function of integer sums the neighbours keep"
+        target = privacy.definition
         sigma2 = None
-        if refusal is None and privacy.definition == "pdp":
+        if refusal is None and target == "pdp":
             sigma2, refusal = pdp_lattice_design(problem.space, privacy, sigma)
-        return cls(sigma, problem.space, "exact" if refusal is None else "floating_point", refusal,
-                   privacy.definition, sigma2)
+        mechanism = cls(sigma, problem.space, "exact" if refusal is None else "floating_point", refusal, target,
+                        sigma2)
+        if refusal is None and utility.metric in cls.lattice_metrics:
+            found = mechanism._lattice_inference(utility.metric, utility.alpha, utility.alternative)
+            if isinstance(found, str):  # the region is not derived on the lattice: the continuous design
+                return cls(sigma, problem.space, "floating_point", found, target)
+            mechanism.span_cost = mechanism._span_cost(utility)
+        return mechanism
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "ProjectedGaussianMechanism":
         sigma2 = parameters.get("lattice_sigma2")
         return cls(parameters["sigma"], space, parameters.get("sampler", "floating_point"),
                    target=parameters.get("lattice_privacy", "zcdp"),
-                   lattice_sigma2=None if sigma2 is None else Fraction(sigma2))
+                   lattice_sigma2=None if sigma2 is None else Fraction(sigma2)).with_stated_cost(parameters)
 
     @property
     def parameters(self) -> dict:
@@ -407,7 +470,7 @@ class ProjectedGaussianMechanism(GaussianMechanism):
             out["sampler"] = "exact"
             if self.target == "gdp":
                 out["lattice_privacy"] = "gdp"
-        return out | self._pdp_parameters()
+        return out | self._lattice_parameters()
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         if self.sampler == "exact":
