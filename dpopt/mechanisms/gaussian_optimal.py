@@ -27,14 +27,22 @@ Sampling draws z ~ N(0, I_r) and returns F z with F = Q_r Λ_r^{1/2} from the ei
 of Σ: no singular matrix is ever inverted.
 
 **Exact measurement** (``sampler: exact``, the default for counting queries under ρ-zCDP, μ-GDP and (ε, δ) with
-the ``l2`` or ``max_variance`` metric, when the component off the span is a function of integer sums no neighbour
-moves): y = Mx + η with the integer strategy M = round(c·Σ^{+1/2}) and η i.i.d. discrete Gaussian, released by
-least squares (post-processing); its privacy is certified from M's exact integer sensitivity max‖Mδ‖² and the
-lattice variance (:mod:`dpopt.mechanisms.integer_strategy`). The released noise has covariance
+the ``l2``, ``max_variance`` or ``ci_volume`` metric, when the component off the span is a function of integer sums
+no neighbour moves): y = Mx + η with the integer strategy M = round(c·Σ^{+1/2}) and η i.i.d. discrete Gaussian,
+released by least squares (post-processing); its privacy is certified from M's exact integer sensitivity
+max‖Mδ‖² and the lattice variance (:mod:`dpopt.mechanisms.integer_strategy`). The released noise has covariance
 Var N_ℤ(0, σ_ℤ²)·B(BᵀMᵀMB)⁻¹Bᵀ, not Σ: the rounding's cost is stated in the design record
 (``lattice_cost_ratio``, and ``exact_cost``: the objective at the released covariance against its value at Σ,
 :func:`dpopt.mechanisms.exact_cost.exact_cost`) and in a note, whatever it is (largest under μ-GDP at small
 noise, where the certified slope's range caps c); it is never a reason to keep the floating-point sampler.
+``dpopt verify`` re-derives that statement (claim ``mechanism.exact_cost``): the continuous value from the recorded
+Σ, the exact value as this mechanism's prediction, their ratio.
+
+Under ``ci_volume`` the prediction is the region {θ ∈ x̂ + V : ‖M(θ − x̂)‖² ≤ σ_ℤ² r} of the k = dim V i.i.d.
+coordinates of η, of proven coverage and exact-integer volume (:mod:`dpopt.mechanisms.strategy_regions`); on a
+proper span the strategy has k rows, M = round(c·Λ_k^{-1/2}Q_kᵀ), so that the release is a bijection of y and no
+residual of y goes unobserved. Its cost is the region's volume against the ellipsoid of N(0, Σ); more than about
+4 noisy coordinates exceed the convolution's budget and keep the floating-point sampler, saying so.
 """
 
 from __future__ import annotations

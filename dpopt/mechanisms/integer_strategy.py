@@ -29,6 +29,12 @@ M/c → Σ^{+1/2}, Δ_M²/c² → μ_Σ² and c²BG^{-1}Bᵀ → Σ, so the desi
 the ratio of the two costs (:attr:`IntegerStrategy.cost_ratio`), stated in the certificate. Under μ-GDP c is
 limited by the certified slope's range σ_ℤ² ≤ 2²⁸ (c ≲ 16384), under ρ-zCDP by :data:`ZCDP_SCALE` (the int64
 sampler's range is 2³⁰).
+
+For a confidence region (``ci_volume``) on a proper span V of dimension k the strategy has k rows,
+M = round(c·Λ_k^{-1/2}Q_kᵀ) (:func:`span_root`, Σ = Q_kΛ_kQ_kᵀ): M B is k × k, the release
+x_⊥ + B(MB)⁻¹(y − Mx_⊥) is a bijection of y, and the region of the k i.i.d. coordinates of η has a proven
+coverage (:mod:`dpopt.mechanisms.strategy_regions`); the d rows of round(c·Σ^{+1/2}) would leave the residual
+of y off MV unobserved. ‖Λ_k^{-1/2}Q_kᵀδ‖ = ‖Σ^{+1/2}δ‖ for δ ∈ V, so the privacy is certified as above.
 """
 
 from __future__ import annotations
