@@ -485,25 +485,27 @@ class GaussianOptimalMechanism(Mechanism):
 
     def _cost_checks(self, utility: Utility) -> list[Check]:
         """The design's ``exact_cost`` re-derived: its continuous value is the spec's objective at the recorded Σ
-        (for ``ci_volume`` the ellipsoid V_k t^{k/2} √pdet Σ), recomputed here; its exact value this mechanism's
+        (symmetric; for ``ci_volume`` the ellipsoid V_k t^{k/2} √pdet Σ), recomputed here; its exact value this mechanism's
         prediction and its ratio the two values' (:func:`~dpopt.mechanisms.exact_cost.stated_cost_check`); the
         recorded ``lattice_cost_ratio`` is that ratio (10⁻⁹ relative)."""
         stated = self.design_info.get(EXACT_COST_KEY)
         objective = Objective.for_utility(utility, self.dimension)
-        continuous = objective.value(self.covariance, self.rank)
+        with np.errstate(invalid="ignore", divide="ignore"):  # a hostile Σ gives nan: the check then fails
+            continuous = objective.value(self.covariance, self.rank)
         if utility.metric == "ci_volume":
-            continuous = ci_volume(self.rank, continuous, utility.alpha)
+            continuous = ci_volume(self.rank, continuous, utility.alpha) if math.isfinite(continuous) else math.nan
         recorded = stated.get("continuous") if isinstance(stated, dict) else None
         ratio = self.design_info.get("lattice_cost_ratio")
-        same = (isinstance(recorded, (int, float)) and math.isclose(recorded, continuous, rel_tol=1e-9)
+        symmetric = bool(np.array_equal(self.covariance, self.covariance.T))
+        same = (symmetric and isinstance(recorded, (int, float)) and math.isclose(recorded, continuous, rel_tol=1e-9)
                 and isinstance(ratio, (int, float)) and math.isclose(ratio, stated.get("ratio", math.nan),
                                                                      rel_tol=1e-9))
         check = stated_cost_check(stated if isinstance(stated, dict) else {}, utility.metric,
                                   self.expected_utility(utility).value)
         return [Check(EXACT_COST_CLAIM, check.method + "; the continuous value re-derived from the recorded Σ "
-                      "(the spec's objective at Σ), and lattice_cost_ratio equal to the stated ratio",
+                      "(symmetric; the spec's objective at Σ), and lattice_cost_ratio equal to the stated ratio",
                       check.passed and same, f"{check.detail}; continuous re-derived {continuous:.9g}, recorded "
-                      f"{recorded!r}; lattice_cost_ratio {ratio!r}")]
+                      f"{recorded!r}; lattice_cost_ratio {ratio!r}" + ("" if symmetric else "; Σ is not symmetric"))]
 
     def noise_law(self) -> ProductLaw | str:
         """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`); on the
