@@ -485,9 +485,9 @@ class GaussianOptimalMechanism(Mechanism):
 
     def _cost_checks(self, utility: Utility) -> list[Check]:
         """The design's ``exact_cost`` re-derived: its continuous value is the spec's objective at the recorded Σ
-        (symmetric; for ``ci_volume`` the ellipsoid V_k t^{k/2} √pdet Σ), recomputed here; its exact value this mechanism's
-        prediction and its ratio the two values' (:func:`~dpopt.mechanisms.exact_cost.stated_cost_check`); the
-        recorded ``lattice_cost_ratio`` is that ratio (10⁻⁹ relative)."""
+        (symmetric; for ``ci_volume`` the ellipsoid V_k t^{k/2} √pdet Σ), recomputed here; its exact value this
+        mechanism's prediction and its ratio the two values' (:func:`~dpopt.mechanisms.exact_cost.
+        stated_cost_check`); the recorded ``lattice_cost_ratio`` is that ratio (10⁻⁹ relative)."""
         stated = self.design_info.get(EXACT_COST_KEY)
         objective = Objective.for_utility(utility, self.dimension)
         with np.errstate(invalid="ignore", divide="ignore"):  # a hostile Σ gives nan: the check then fails

@@ -239,7 +239,8 @@ def rounding_note(ratio: float, metric: str | None = None) -> str:
     if not math.isfinite(ratio):
         return "the rounding's cost is not finite"
     if metric == "ci_volume":
-        return (f"the integer strategy, the lattice variance and the discrete law's radius cost {100 * (ratio - 1):.3g}% "
-                "more volume than the continuous design (the region's volume over the ellipsoid of N(0, Σ))")
+        return (f"the integer strategy, the lattice variance and the discrete law's radius cost "
+                f"{100 * (ratio - 1):.3g}% more volume than the continuous design (the region's volume over the "
+                "ellipsoid of N(0, Σ))")
     return (f"the integer strategy M = round(c·Σ^(+1/2)) and the lattice variance cost {100 * (ratio - 1):.3g}% "
             "more than the continuous design (its objective at the released covariance over its value at Σ)")
