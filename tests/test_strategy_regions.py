@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import mpmath
 import numpy as np
@@ -95,17 +96,16 @@ def test_the_region_covers_with_the_proven_probability_by_enumeration(case):
     region = strategy_region(m, SIGMA2, lambda: a, alpha)
     r, k = region.region.radius, m.shape[0]
     pmf = _pmf()
-    covered = full = mpmath.mpf(0)
+    covered, disagreements = mpmath.mpf(0), 0
     for eta in itertools.product(range(-BOX, BOX + 1), repeat=k):
-        p = mpmath.fprod(pmf[e] for e in eta)
         released = _release(m, a, x, eta)
         gap = [xi - ri for xi, ri in zip(x, released)]
         shift = [sum(int(mij) * g for mij, g in zip(row, gap)) for row in m.tolist()]
-        if sum(s * s for s in shift) <= SIGMA2 * r:  # x ∈ CR(x̂), from the region's definition
-            covered += p
-        if sum(e * e for e in eta) <= SIGMA2 * r:  # the full-coordinate event ‖η‖² ≤ σ_ℤ² r
-            full += p
-    assert float(covered) == pytest.approx(float(full), abs=1e-25)
+        inside = sum(s * s for s in shift) <= SIGMA2 * r  # x ∈ CR(x̂), from the region's definition
+        disagreements += inside != (sum(e * e for e in eta) <= SIGMA2 * r)  # the event ‖η‖² ≤ σ_ℤ² r
+        if inside:
+            covered += mpmath.fprod(pmf[e] for e in eta)
+    assert disagreements == 0  # the region's coverage is the full-coordinate coverage, η by η
     assert covered >= 1 - alpha
     assert covered >= region.region.coverage  # the stated coverage is a proven lower bound
     assert region.region.coverage >= 1 - alpha
@@ -254,3 +254,14 @@ def test_cli_solve_and_verify(tmp_path, capsys):
     cert = json.loads((tmp_path / "out" / "certificate.json").read_text())
     assert cert["mechanism"]["parameters"]["sampler"] == "exact" and "idealized" not in json.dumps(cert)
     assert main(["verify", str(tmp_path / "out" / "certificate.json")]) == 0
+
+
+def test_a_semi_dp_span_of_rank_one_measures_exactly():
+    # the 2 × 2 table with both margins published: the span is that of (1, −1, −1, 1) (its listed moves give the
+    # integer basis A), one strategy row
+    spec = yaml.safe_load((Path(__file__).resolve().parents[1] / "specs" / "table_2x2_margins_gdp.yaml").read_text())
+    solution = dpopt.solve({**spec, "mechanism": "gaussian_optimal", "utility": {"metric": "ci_volume"}})
+    mech = solution.mechanism
+    assert mech.sampler == "exact" and mech.strategy.shape == (1, 4)
+    assert "idealized" not in json.dumps(solution.certificate.data)
+    assert dpopt.verify(solution.certificate.data).passed
