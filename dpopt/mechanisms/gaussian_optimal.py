@@ -611,9 +611,9 @@ class GaussianOptimalMechanism(Mechanism):
             out = [EXACT_MEASUREMENT_NOTE + f" (the integer strategy M = round(c·{root}), max‖Mδ‖² = "
                    f"{self.strategy_sensitivity_squared}, lattice variance σ_ℤ² = {self.lattice_sigma2}; the least "
                    "squares back to the cells is post-processing)"]
-            ratio = self.design_info.get("lattice_cost_ratio")
+            ratio, cost = self.design_info.get("lattice_cost_ratio"), self.design_info.get(EXACT_COST_KEY)
             if ratio is not None:
-                out.append(rounding_note(float(ratio), self.design_info.get(EXACT_COST_KEY, {}).get("metric")))
+                out.append(rounding_note(float(ratio), cost.get("metric") if isinstance(cost, dict) else None))
         else:
             out = super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
         if self.rank < self.dimension:

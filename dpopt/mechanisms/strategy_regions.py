@@ -35,7 +35,9 @@ from dpopt.stats.lattice_inference import EXACT_LAW, LatticeRegion
 
 
 def integer_determinant(matrix) -> int:
-    """det of a square integer matrix in exact integer arithmetic (Bareiss's fraction-free elimination).
+    """det of a square integer matrix in exact integer arithmetic: fraction-free elimination (E. H. Bareiss,
+    "Sylvester's identity and multistep integer-preserving Gaussian elimination", Math. Comp. 22, 1968), every
+    division exact, a row swap changing the sign.
 
     Raises
     ------
