@@ -27,14 +27,22 @@ Sampling draws z ~ N(0, I_r) and returns F z with F = Q_r Λ_r^{1/2} from the ei
 of Σ: no singular matrix is ever inverted.
 
 **Exact measurement** (``sampler: exact``, the default for counting queries under ρ-zCDP, μ-GDP and (ε, δ) with
-the ``l2`` or ``max_variance`` metric, when the component off the span is a function of integer sums no neighbour
-moves): y = Mx + η with the integer strategy M = round(c·Σ^{+1/2}) and η i.i.d. discrete Gaussian, released by
-least squares (post-processing); its privacy is certified from M's exact integer sensitivity max‖Mδ‖² and the
-lattice variance (:mod:`dpopt.mechanisms.integer_strategy`). The released noise has covariance
+the ``l2``, ``max_variance`` or ``ci_volume`` metric, when the component off the span is a function of integer sums
+no neighbour moves): y = Mx + η with the integer strategy M = round(c·Σ^{+1/2}) and η i.i.d. discrete Gaussian,
+released by least squares (post-processing); its privacy is certified from M's exact integer sensitivity
+max‖Mδ‖² and the lattice variance (:mod:`dpopt.mechanisms.integer_strategy`). The released noise has covariance
 Var N_ℤ(0, σ_ℤ²)·B(BᵀMᵀMB)⁻¹Bᵀ, not Σ: the rounding's cost is stated in the design record
 (``lattice_cost_ratio``, and ``exact_cost``: the objective at the released covariance against its value at Σ,
 :func:`dpopt.mechanisms.exact_cost.exact_cost`) and in a note, whatever it is (largest under μ-GDP at small
 noise, where the certified slope's range caps c); it is never a reason to keep the floating-point sampler.
+``dpopt verify`` re-derives that statement (claim ``mechanism.exact_cost``): the continuous value from the recorded
+Σ, the exact value as this mechanism's prediction, their ratio.
+
+Under ``ci_volume`` the prediction is the region {θ ∈ x̂ + V : ‖M(θ − x̂)‖² ≤ σ_ℤ² r} of the k = dim V i.i.d.
+coordinates of η, of proven coverage and exact-integer volume (:mod:`dpopt.mechanisms.strategy_regions`); on a
+proper span the strategy has k rows, M = round(c·Λ_k^{-1/2}Q_kᵀ), so that the release is a bijection of y and no
+residual of y goes unobserved. Its cost is the region's volume against the ellipsoid of N(0, Σ); more than about
+4 noisy coordinates exceed the convolution's budget and keep the floating-point sampler, saying so.
 """
 
 from __future__ import annotations
@@ -49,11 +57,12 @@ from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.core.rows import row_groups
-from dpopt.errors import CalibrationError, DataError
-from dpopt.mechanisms.base import Mechanism
-from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
+from dpopt.errors import CalibrationError, DataError, UnsupportedSpecError
+from dpopt.mechanisms.base import Mechanism, UtilityValue
+from dpopt.mechanisms.exact_cost import EXACT_COST_CLAIM, EXACT_COST_KEY, exact_cost, stated_cost_check
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_strategy import design_strategy, reconstruction, rounding_note, strategy_sensitivity
+from dpopt.mechanisms.strategy_regions import StrategyRegion, integer_span_basis, strategy_region
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
     GDP_RANGE_REFUSAL,
@@ -75,7 +84,7 @@ from dpopt.privacy.gaussian_calibration import gaussian_privacy_check
 from dpopt.problem import Problem
 from dpopt.sensitivity.integer_complement import IntegerComplementSpan
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Privacy, Spec
+from dpopt.spec.models import Privacy, Spec, Utility
 from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
 
 _EIGEN_RTOL = 1e-12
@@ -92,8 +101,10 @@ RANGE_TOL = 1e-9
 
 _TARGETS = ("gdp", "zcdp", "approx")
 
-EXACT_METRICS = ("l2", "max_variance")
-"""Metrics whose prediction is a function of the released covariance alone (the lattice noise is not Gaussian)."""
+EXACT_METRICS = ("l2", "max_variance", "ci_volume")
+"""Metrics predicted on the lattice: ``l2`` and ``max_variance`` are functions of the released covariance alone;
+``ci_volume`` is the region of the strategy's k i.i.d. discrete Gaussian coordinates, of proven coverage
+(:mod:`dpopt.mechanisms.strategy_regions`). ``test_power`` is of Gaussian noise (the lattice noise is not)."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +242,14 @@ def _public_statistics_checks(recorded: np.ndarray | None, space: SensitivitySpa
                   f"{moved} of {len(products)} entries of Cδ non-zero" + ("" if integral else "; δ not integer"))]
 
 
+def _integer_basis(space: SensitivitySpace) -> np.ndarray:
+    """An integer basis A of the span (d × k): I on ℝ^d, else independent generators
+    (:func:`~dpopt.mechanisms.strategy_regions.integer_span_basis`)."""
+    if not space.rank_deficient:
+        return np.eye(space.dimension, dtype=np.int64)
+    return integer_span_basis(_generators(space), space.rank)
+
+
 def _json_float(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
@@ -269,11 +288,15 @@ class GaussianOptimalMechanism(Mechanism):
         self.sampler = "floating_point" if strategy is None else "exact"
         self.target = "gdp" if target in GDP_TARGETS else "zcdp"
         self.needs_integer_answers = strategy is not None
+        self._space = space
+        self._regions: dict[float, StrategyRegion | str] = {}
         released = self.covariance
         if strategy is not None:
             self.strategy = np.asarray(strategy)
-            if self.strategy.shape != (self.dimension, self.dimension) or self.strategy.dtype.kind not in "iu":
-                raise ValueError(f"the strategy must be an integer {self.dimension} x {self.dimension} matrix")
+            if (self.strategy.ndim != 2 or self.strategy.shape[0] not in (self.dimension, self.rank)
+                    or self.strategy.shape[1] != self.dimension or self.strategy.dtype.kind not in "iu"):
+                raise ValueError(f"the strategy must be an integer {self.dimension} x {self.dimension} matrix, or "
+                                 f"{self.rank} x {self.dimension} (one row per dimension of the span)")
             if lattice_sigma2 is None or strategy_sensitivity_squared is None:
                 raise ValueError("an exact design needs its lattice variance and its strategy sensitivity")
             self.lattice_sigma2 = Fraction(lattice_sigma2)
@@ -346,16 +369,42 @@ class GaussianOptimalMechanism(Mechanism):
         }
         refusal = cls._lattice_refusal(problem)
         if refusal is None:
+            region = spec.utility.metric == "ci_volume"
             found = design_strategy(sigma, vectors, space.span.basis(), mu, spec.privacy.definition,
-                                    lambda cov: objective.value(cov, space.rank))
+                                    cls._strategy_cost(objective, space.rank, region),
+                                    rows=region and space.rank_deficient)
+            if not isinstance(found, str) and region:
+                found = cls._region_cost(found, space, spec.utility.alpha, value, info)
             if isinstance(found, str):
                 refusal = found
             else:
-                info["lattice_cost_ratio"] = found.cost_ratio
-                info[EXACT_COST_KEY] = exact_cost(spec.utility.metric, value * found.cost_ratio, value)
+                if not region:
+                    info["lattice_cost_ratio"] = found.cost_ratio
+                    info[EXACT_COST_KEY] = exact_cost(spec.utility.metric, value * found.cost_ratio, value)
                 return cls(sigma, space, info, found.strategy, found.lattice_sigma2, found.sensitivity_squared,
                            spec.privacy.definition)
         return cls(sigma, space, info, refusal=refusal)
+
+    @staticmethod
+    def _strategy_cost(objective: Objective, rank: int, region: bool):
+        """The objective :func:`~dpopt.mechanisms.integer_strategy.design_strategy` scales with the lattice variance:
+        the design's (a trace, a maximum variance), or for the region the geometric mean of the covariance's
+        eigenvalues on the span, pdet^{1/k} (the squared volume's k-th root up to the radius: linear in scale)."""
+        if region:
+            return lambda cov: math.exp(objective.value(cov, rank) / rank)
+        return lambda cov: objective.value(cov, rank)
+
+    @staticmethod
+    def _region_cost(found, space: SensitivitySpace, alpha: float, log_det: float, info: dict):
+        """The strategy's region (:mod:`~dpopt.mechanisms.strategy_regions`) and its cost stated in ``info``: its
+        volume against the continuous design's ellipsoid V_k t^{k/2} √pdet Σ; or why there is no region."""
+        region = strategy_region(found.strategy, found.lattice_sigma2, lambda: _integer_basis(space), alpha)
+        if isinstance(region, str):
+            return region
+        cost = exact_cost("ci_volume", region.volume, ci_volume(space.rank, log_det, alpha))
+        info["lattice_cost_ratio"] = cost["ratio"]
+        info[EXACT_COST_KEY] = cost
+        return found
 
     @staticmethod
     def _lattice_refusal(problem: Problem) -> str | None:
@@ -370,6 +419,14 @@ class GaussianOptimalMechanism(Mechanism):
             reason = (f"the component off the {space.span.name} span is not a function of integer sums the "
                       "neighbours keep")
         return reason
+
+    def _region(self, alpha: float) -> StrategyRegion | str:
+        """The exact measurement's confidence region at level 1 − α (:func:`~dpopt.mechanisms.strategy_regions.
+        strategy_region`), or why there is none."""
+        if alpha not in self._regions:
+            self._regions[alpha] = strategy_region(self.strategy, self.lattice_sigma2,
+                                                   lambda: _integer_basis(self._space), alpha)
+        return self._regions[alpha]
 
     @staticmethod
     def _baselines(objective: Objective, space: SensitivitySpace, mu: float, value: float) -> dict:
@@ -420,8 +477,35 @@ class GaussianOptimalMechanism(Mechanism):
         return out
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`)."""
-        return [lattice_scope_check(problem)] if self.sampler == "exact" else []
+        """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`),
+        and the stated cost of exactness re-derived (:meth:`_cost_checks`)."""
+        if self.sampler != "exact":
+            return []
+        return [lattice_scope_check(problem), *self._cost_checks(problem.spec.utility)]
+
+    def _cost_checks(self, utility: Utility) -> list[Check]:
+        """The design's ``exact_cost`` re-derived: its continuous value is the spec's objective at the recorded Σ
+        (symmetric; for ``ci_volume`` the ellipsoid V_k t^{k/2} √pdet Σ), recomputed here; its exact value this
+        mechanism's prediction and its ratio the two values' (:func:`~dpopt.mechanisms.exact_cost.
+        stated_cost_check`); the recorded ``lattice_cost_ratio`` is that ratio (10⁻⁹ relative)."""
+        stated = self.design_info.get(EXACT_COST_KEY)
+        objective = Objective.for_utility(utility, self.dimension)
+        with np.errstate(invalid="ignore", divide="ignore"):  # a hostile Σ gives nan: the check then fails
+            continuous = objective.value(self.covariance, self.rank)
+        if utility.metric == "ci_volume":
+            continuous = ci_volume(self.rank, continuous, utility.alpha) if math.isfinite(continuous) else math.nan
+        recorded = stated.get("continuous") if isinstance(stated, dict) else None
+        ratio = self.design_info.get("lattice_cost_ratio")
+        symmetric = bool(np.array_equal(self.covariance, self.covariance.T))
+        same = (symmetric and isinstance(recorded, (int, float)) and math.isclose(recorded, continuous, rel_tol=1e-9)
+                and isinstance(ratio, (int, float)) and math.isclose(ratio, stated.get("ratio", math.nan),
+                                                                     rel_tol=1e-9))
+        check = stated_cost_check(stated if isinstance(stated, dict) else {}, utility.metric,
+                                  self.expected_utility(utility).value)
+        return [Check(EXACT_COST_CLAIM, check.method + "; the continuous value re-derived from the recorded Σ "
+                      "(symmetric; the spec's objective at Σ), and lattice_cost_ratio equal to the stated ratio",
+                      check.passed and same, f"{check.detail}; continuous re-derived {continuous:.9g}, recorded "
+                      f"{recorded!r}; lattice_cost_ratio {ratio!r}" + ("" if symmetric else "; Σ is not symmetric"))]
 
     def noise_law(self) -> ProductLaw | str:
         """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`); on the
@@ -435,19 +519,21 @@ class GaussianOptimalMechanism(Mechanism):
         return ProductLaw(tuple(GaussianMarginal(float(np.sqrt(x))) for x in w[keep]), self.dimension, q[:, keep], None,
                           f"N(0, Σ) in the eigenbasis of Σ ({int(keep.sum())} positive eigenvalues)")
 
-    def _lattice_noise(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    def _lattice_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """η ~ N_ℤ(0, σ_ℤ²) i.i.d., one row of the strategy's length (its rows) per draw."""
         s2 = self.lattice_sigma2
-        return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, shape[0] * shape[1]).reshape(shape)
+        rows = self.strategy.shape[0]
+        return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * rows).reshape(size, rows)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """N(0, Σ) draws F z; on the lattice the released noise Rη, η ~ N_ℤ(0, σ_ℤ²)^d."""
+        """N(0, Σ) draws F z; on the lattice the released noise Rη, η ~ N_ℤ(0, σ_ℤ²) on the strategy's rows."""
         if self.sampler == "exact":
-            return self._lattice_noise(rng, (size, self.dimension)).astype(float) @ self._reconstruction.T
+            return self._lattice_noise(rng, size).astype(float) @ self._reconstruction.T
         return rng.standard_normal((size, self._factor.shape[1])) @ self._factor.T
 
     def sampler_check_draws(self, default: int) -> int:
-        """On the lattice: :func:`~dpopt.mechanisms.lattice.check_draws` (d variates a draw)."""
-        return check_draws(default, self.dimension) if self.sampler == "exact" else default
+        """On the lattice: :func:`~dpopt.mechanisms.lattice.check_draws` (a variate per row of M a draw)."""
+        return check_draws(default, self.strategy.shape[0]) if self.sampler == "exact" else default
 
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Exact: y = Mx + η in int64, then x̂ = (I − P_V)x + R(y − M(I − P_V)x) (module docstring of
@@ -458,7 +544,7 @@ class GaussianOptimalMechanism(Mechanism):
         if float(np.abs(counts).sum(axis=1).max(initial=0)) * float(np.abs(self.strategy).max(initial=0)) >= 2.0**62:
             raise DataError("the counts are too large for the exact strategy measurement in int64 "
                             "(set `sampler: floating_point` to use the floating-point noise)")
-        measured = counts @ self.strategy.T + self._lattice_noise(rng, counts.shape)
+        measured = counts @ self.strategy.T + self._lattice_noise(rng, counts.shape[0])
         public = self.span.invariant_component(counts)
         return public + (measured - public @ self.strategy.T.astype(float)) @ self._reconstruction.T
 
@@ -520,12 +606,14 @@ class GaussianOptimalMechanism(Mechanism):
 
     def notes(self) -> list[str]:
         if self.sampler == "exact":
-            out = [EXACT_MEASUREMENT_NOTE + f" (the integer strategy M = round(c·Σ^(+1/2)), max‖Mδ‖² = "
+            square = self.strategy.shape[0] == self.dimension
+            root = "Σ^(+1/2)" if square else f"Λ^(-1/2)Qᵀ) of {self.rank} rows (whitening on the span"
+            out = [EXACT_MEASUREMENT_NOTE + f" (the integer strategy M = round(c·{root}), max‖Mδ‖² = "
                    f"{self.strategy_sensitivity_squared}, lattice variance σ_ℤ² = {self.lattice_sigma2}; the least "
                    "squares back to the cells is post-processing)"]
-            ratio = self.design_info.get("lattice_cost_ratio")
+            ratio, cost = self.design_info.get("lattice_cost_ratio"), self.design_info.get(EXACT_COST_KEY)
             if ratio is not None:
-                out.append(rounding_note(float(ratio)))
+                out.append(rounding_note(float(ratio), cost.get("metric") if isinstance(cost, dict) else None))
         else:
             out = super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
         if self.rank < self.dimension:
@@ -592,10 +680,25 @@ class GaussianOptimalMechanism(Mechanism):
         a = self._whitened_shift(alternative)
         return 1.0 if a is None else power_from_noncentrality(float(np.linalg.norm(a)), alpha)
 
+    def _utility(self, utility: Utility) -> UtilityValue | None:
+        """On the lattice, ``ci_volume``: the strategy's region, of proven coverage (:meth:`_region`)."""
+        if self.sampler != "exact" or utility.metric != "ci_volume":
+            return None
+        found = self._region(utility.alpha)
+        if isinstance(found, str):
+            raise UnsupportedSpecError("utility.metric", f"on the lattice: {found}")
+        return UtilityValue("ci_volume", found.volume, found.describe())
+
     def _inference_draws(self, metric, z, alpha, alternative) -> np.ndarray:
         """``test_power``: rejections of the LR test on η + Z (ηᵀΣ⁺(η + Z)/λ > z₁₋α, λ² = ηᵀΣ⁺η);
         ``ci_volume``: importance weights 1{ZᵀΣ⁺Z ≤ t}/p(Z) (p the N(0, Σ) density on its range),
-        whose mean is the region's volume. Both from the whitened draws Λ^{-1/2}QᵀZ."""
+        whose mean is the region's volume. Both from the whitened draws Λ^{-1/2}QᵀZ. On the lattice, ``ci_volume``:
+        the region's terms (:meth:`~dpopt.mechanisms.strategy_regions.StrategyRegion.terms`, η = Mz)."""
+        if self.sampler == "exact" and metric == "ci_volume":
+            found = self._region(alpha)
+            if isinstance(found, str):
+                raise UnsupportedSpecError("utility.metric", f"on the lattice: {found}")
+            return found.terms(self.strategy, z)
         white = (z @ self._range) / np.sqrt(self._eigenvalues)
         if metric == "test_power":
             a = self._whitened_shift(alternative)

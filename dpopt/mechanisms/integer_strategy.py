@@ -29,6 +29,12 @@ M/c → Σ^{+1/2}, Δ_M²/c² → μ_Σ² and c²BG^{-1}Bᵀ → Σ, so the desi
 the ratio of the two costs (:attr:`IntegerStrategy.cost_ratio`), stated in the certificate. Under μ-GDP c is
 limited by the certified slope's range σ_ℤ² ≤ 2²⁸ (c ≲ 16384), under ρ-zCDP by :data:`ZCDP_SCALE` (the int64
 sampler's range is 2³⁰).
+
+For a confidence region (``ci_volume``) on a proper span V of dimension k the strategy has k rows,
+M = round(c·Λ_k^{-1/2}Q_kᵀ) (:func:`span_root`, Σ = Q_kΛ_kQ_kᵀ): M B is k × k, the release
+x_⊥ + B(MB)⁻¹(y − Mx_⊥) is a bijection of y, and the region of the k i.i.d. coordinates of η has a proven
+coverage (:mod:`dpopt.mechanisms.strategy_regions`); the d rows of round(c·Σ^{+1/2}) would leave the residual
+of y off MV unobserved. ‖Λ_k^{-1/2}Q_kᵀδ‖ = ‖Σ^{+1/2}δ‖ for δ ∈ V, so the privacy is certified as above.
 """
 
 from __future__ import annotations
@@ -69,8 +75,17 @@ MAX_ENTRY = 2**20
 
 
 def integer_strategy(root: np.ndarray, scale: int) -> np.ndarray:
-    """M = round(scale·root) as int64 (``root`` = Σ^{+1/2}, symmetric d × d)."""
+    """M = round(scale·root) as int64 (``root`` = :func:`span_root`)."""
     return np.rint(scale * np.asarray(root, dtype=float)).astype(np.int64)
+
+
+def span_root(covariance: np.ndarray, rows: bool = False) -> np.ndarray:
+    """Σ^{+1/2} = Q_k Λ_k^{-1/2} Q_kᵀ (symmetric, d × d), or with ``rows`` its k rows Λ_k^{-1/2} Q_kᵀ (whitening on
+    the span: k × d, the same ‖·δ‖ on every δ of the span), Λ_k the eigenvalues of Σ above 10⁻¹⁰ of the largest."""
+    w, q = np.linalg.eigh(np.asarray(covariance, dtype=float))
+    keep = w > 1e-10 * w.max()
+    scaled = q[:, keep] / np.sqrt(w[keep])
+    return scaled.T if rows else scaled @ q[:, keep].T
 
 
 def strategy_sensitivity(strategy: np.ndarray, vectors: np.ndarray) -> int:
@@ -149,7 +164,7 @@ class IntegerStrategy:
 
     Attributes
     ----------
-    strategy : ndarray of int64, shape (d, d)
+    strategy : ndarray of int64, shape (d, d), or (k, d) on a k-dimensional span (``rows``)
         M.
     sensitivity_squared : int
         Δ_M².
@@ -166,17 +181,18 @@ class IntegerStrategy:
 
 
 def design_strategy(covariance: np.ndarray, vectors: np.ndarray, basis: np.ndarray, mu: float, target: str,
-                    cost) -> IntegerStrategy | str:
+                    cost, rows: bool = False) -> IntegerStrategy | str:
     """The integer strategy for N(0, Σ) at the target μ (module docstring), or why there is none (no scale with
     its lattice variance in the exact sampler's range). Its cost ratio is stated, never a reason to refuse.
 
-    ``cost`` maps a covariance to the design's objective (a trace or a maximum variance: linear in the
-    covariance's scale). Under μ-GDP and (ε, δ) the scales of :data:`GDP_FIRST_SCALE` are tried; a rounding that
-    costs more than :data:`ROUNDING_BUDGET` is refined (:func:`refine_strategy`) up to :data:`REFINE_MAX_DIMENSION`.
+    ``cost`` maps a covariance to the design's objective, linear in the covariance's scale (a trace, a maximum
+    variance, the geometric mean of the eigenvalues on the span). With ``rows`` the strategy is round(c·Λ_k^{-1/2}
+    Q_kᵀ) of k = rank rows (:func:`span_root`; the confidence region on a proper span,
+    :mod:`dpopt.mechanisms.strategy_regions`), else the square round(c·Σ^{+1/2}). Under μ-GDP and (ε, δ) the
+    scales of :data:`GDP_FIRST_SCALE` are tried; a rounding that costs more than :data:`ROUNDING_BUDGET` is refined
+    (:func:`refine_strategy`) up to :data:`REFINE_MAX_DIMENSION`.
     """
-    w, q = np.linalg.eigh(np.asarray(covariance, dtype=float))
-    keep = w > 1e-10 * w.max()
-    root = (q[:, keep] / np.sqrt(w[keep])) @ q[:, keep].T
+    root = span_root(covariance, rows)
     reference = cost(covariance)
     wanted = Fraction(mu) ** 2
     if target in GDP_TARGETS:
@@ -218,8 +234,13 @@ def effective_covariance(strategy: np.ndarray, basis: np.ndarray, sigma2: Fracti
     return discrete_variance(sigma2) * reconstruction(strategy, basis)[1]
 
 
-def rounding_note(ratio: float) -> str:
-    """The certificate's sentence on the rounding's cost."""
+def rounding_note(ratio: float, metric: str | None = None) -> str:
+    """The certificate's sentence on the rounding's cost (``metric`` ``ci_volume``: the region's volume)."""
+    if not math.isfinite(ratio):
+        return "the rounding's cost is not finite"
+    if metric == "ci_volume":
+        return (f"the integer strategy, the lattice variance and the discrete law's radius cost "
+                f"{100 * (ratio - 1):.3g}% more volume than the continuous design (the region's volume over the "
+                "ellipsoid of N(0, Σ))")
     return (f"the integer strategy M = round(c·Σ^(+1/2)) and the lattice variance cost {100 * (ratio - 1):.3g}% "
-            "more than the continuous design (its objective at the released covariance over its value at Σ)"
-            if math.isfinite(ratio) else "the rounding's cost is not finite")
+            "more than the continuous design (its objective at the released covariance over its value at Σ)")
