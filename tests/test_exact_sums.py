@@ -147,6 +147,42 @@ def test_a_gaussian_sum_is_exact_under_zcdp_and_states_its_lattice():
     assert solution.certificate["utility"]["value"] == pytest.approx(100, rel=1e-5)
 
 
+@pytest.mark.parametrize("query, n, privacy", [
+    ("sum", None, {"zcdp": {"rho": 0.5}}),
+    ("mean", 500, {"gdp": {"mu": 1.0}}),
+    ("sum", None, {"approx": {"epsilon": 1.0, "delta": 1e-6}}),
+])
+def test_a_gaussian_sum_states_the_discrete_laws_interval_under_ci_volume(query, n, privacy):
+    adjacency = "replace_one" if n else "add_remove"
+    spec = _spec(query=query, adjacency=adjacency, privacy=privacy, mechanism="gaussian", upper=1000, n=n,
+                 metric="ci_volume")
+    solution = dpopt.solve(spec)
+    cert = solution.certificate
+    assert isinstance(solution.mechanism, LatticeSumGaussian) and solution.mechanism.exact_noise
+    assert IDEALIZED_NUMERICS not in str(cert.data)
+    assert dpopt.verify(cert).passed
+    params = cert["mechanism"]["parameters"]
+    s2 = float(Fraction(params["lattice_sigma2"]))
+    lattice = RealLattice.from_dict(params["sum_lattice"])
+    half = cert["utility"]["value"] / (2 * float(lattice.unit))  # m = σ_ℤ√r, the half-length in units
+    # The coverage P(|η| ≤ m) of N_ℤ(0, σ_ℤ²), summed from its pmf over |k| ≤ 12σ_ℤ (the rest below e^{-72}): at
+    # least 1 − α, and not much more: the radius grid's step (r/4096 at most) moves m by m/8192 ≈ 2.4·10⁻⁴σ_ℤ, whose
+    # mass 2·φ(1.96)·2.4·10⁻⁴ ≈ 3·10⁻⁵ (plus one lattice point's 2·0.058/σ_ℤ) stays below 5·10⁻⁴
+    top = int(12 * math.sqrt(s2)) + 2
+    k = np.arange(-top, top + 1)
+    pmf = np.exp(-(k.astype(float) ** 2) / (2 * s2))
+    pmf /= pmf.sum()
+    assert 0.95 <= pmf[np.abs(k) <= half].sum() < 0.95 + 5e-4
+    # against the continuous interval 2σ·z_{0.975} (σ the continuous design's, in answer units): the lattice's
+    # variance rounding (≤ 2^-20), the certified GDP slope (≤ 2·10⁻⁴ in variance) and the grid (≤ 1/8192 in
+    # length) keep the ratio within 1.0004
+    continuous = 2 * params["sigma"] * 1.959963984540054
+    assert 1.0 < cert["utility"]["value"] / continuous < 1.0004
+    forged = copy.deepcopy(cert.data)
+    forged["utility"]["value"] *= 0.99
+    assert "utility" in {c.claim for c in dpopt.verify(forged).failed}
+
+
 def test_verify_rejects_a_forged_lattice_or_scale():
     cert = dpopt.solve(_spec(privacy={"pure": {"epsilon": 1}}, lower=0, upper=10.3)).certificate.data
     assert dpopt.verify(cert).passed

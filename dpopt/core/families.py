@@ -102,9 +102,9 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian", _M + "exact_sum", ("gdp", "zcdp", "approx", "pdp"),
                exact="zcdp, gdp, approx; counting queries (ci_volume and test_power of a whole-number shift from "
                      "the discrete law, up to 4 cells; on a proper span a region of proven coverage, its cost "
-                     "stated), and bounded sums and means on a dyadic lattice "
-                     "(metrics other than ci_volume, test_power); pdp on counting queries with listed integer moves "
-                     "(the discrete law's exact pDP level per move pattern); the lattice's cost stated (exact_cost)",
+                     "stated), and bounded sums and means on a dyadic lattice (ci_volume the discrete law's "
+                     "interval; not test_power); pdp on counting queries with listed integer moves (the discrete "
+                     "law's exact pDP level per move pattern); the lattice's cost stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "

@@ -30,6 +30,7 @@ continuous design and its note.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from fractions import Fraction
 
@@ -42,8 +43,10 @@ from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
 from dpopt.domain.queries import NumericQuery
 from dpopt.mechanisms.gaussian import CONTINUOUS_METRICS, GaussianMechanism
 from dpopt.mechanisms.laplace import LaplaceMechanism
+from dpopt.mechanisms.base import UtilityValue
 from dpopt.mechanisms.lattice import (
     discrete_variance,
+    lattice_inference,
     lattice_isotropic_check,
     lattice_privacy_summary,
     target_lattice_variance,
@@ -65,6 +68,7 @@ from dpopt.privacy.gaussian_calibration import gaussian_sigma
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
+from dpopt.stats.lattice_inference import LatticeRegion
 
 GAUSSIAN_BITS = {"zcdp": 14, "gdp": 13, "approx": 13}
 """The finest lattice tried, g = 2^e ≤ 2^-bits σ (sum units): σ_ℤ = σ/g below 2^15 (σ_ℤ² < 2³⁰, the int64 sampler's
@@ -118,10 +122,11 @@ class _LatticeSum:
         return NOISE_FREE_NOTE
 
 
-def _refusal(problem: Problem) -> str | None:
-    """:func:`~dpopt.mechanisms.real_lattice.lattice_refusal`, and the metrics only the continuous law predicts."""
+def _refusal(problem: Problem, lattice_metrics: tuple[str, ...] = ()) -> str | None:
+    """:func:`~dpopt.mechanisms.real_lattice.lattice_refusal`, and the metrics only the continuous law predicts
+    (those of ``lattice_metrics`` are derived on the lattice)."""
     metric = problem.spec.utility.metric
-    if metric in CONTINUOUS_METRICS:
+    if metric in CONTINUOUS_METRICS and metric not in lattice_metrics:
         return f"the {metric} prediction is of the continuous law"
     return lattice_refusal(problem)
 
@@ -231,9 +236,16 @@ class LatticeSumLaplace(_LatticeSum, LaplaceMechanism):
 
 
 class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
-    """Gaussian on a bounded sum or mean, measured on the lattice: N + η, η ~ N_ℤ(0, σ_ℤ²) (units)."""
+    """Gaussian on a bounded sum or mean, measured on the lattice: N + η, η ~ N_ℤ(0, σ_ℤ²) (units).
+
+    ``ci_volume`` is the discrete law's interval: {θ : (N + η − θ/u)² ≤ σ_ℤ² r} in units (u = g/n the published
+    spacing), r the proven radius of :func:`~dpopt.mechanisms.lattice.lattice_inference` for one coordinate
+    (P(η² ≤ σ_ℤ² r) ≥ 1 − α), its length 2u·σ_ℤ√r. ``test_power`` keeps the continuous design: an alternative is a
+    real shift, not a whole number of units.
+    """
 
     family = "gaussian"  # registered in place of GaussianMechanism, whose design it refines
+    lattice_metrics = ("ci_volume",)
 
     def __init__(self, sigma: float, lattice: RealLattice, sigma2: Fraction, target: str):
         super().__init__(sigma, 1, target=target)
@@ -253,7 +265,7 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
         if not isinstance(problem.query, NumericQuery):
             return continuous
         privacy = problem.spec.privacy
-        refusal = _refusal(problem)
+        refusal = _refusal(problem, cls.lattice_metrics)
         if refusal is None and privacy.definition not in GAUSSIAN_BITS:
             refusal = f"a {privacy.definition} target is not calibrated on the sum's lattice (on counts it is)"
         if refusal is None:
@@ -303,6 +315,24 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
 
     def _variance(self) -> float:
         return discrete_variance(self.lattice_sigma2) * float(self.lattice.unit) ** 2
+
+    def _lattice_inference(self, metric: str, alpha: float, alternative) -> LatticeRegion | str:
+        """The units' region of ``ci_volume`` (class docstring), its volume in answer units (× u)."""
+        found = lattice_inference(metric, (self.lattice_sigma2,), alpha, alternative)
+        if isinstance(found, str):
+            return found
+        return replace(found, log_volume=found.log_volume + math.log(float(self.lattice.unit)))
+
+    def _utility(self, utility) -> UtilityValue | None:
+        found = super()._utility(utility)
+        if found is None:
+            return None
+        return replace(found, method=f"{found.method}, in units of the published spacing u = g/n = "
+                                     f"{self.lattice.unit} (the length times u)")
+
+    def _inference_draws(self, metric, z, alpha, alternative) -> np.ndarray:
+        """The region's terms of the draws in units (z/u: whole numbers)."""
+        return super()._inference_draws(metric, z / float(self.lattice.unit), alpha, alternative)
 
     def _expected_l1(self) -> float:
         return discrete_gaussian_moments(float(self.lattice_sigma2))["mean_abs"] * float(self.lattice.unit)
