@@ -71,6 +71,7 @@ from dpopt.noise.discrete_laplace import discrete_laplace_moments
 from dpopt.noise.k_norm_cones import ConeFan, FanError, acceptance_rate, build_fan, sample_cone_k_norm
 from dpopt.noise.k_norm_lattice import LatticeGauge, proposal_scale, sample_lattice_k_norm
 from dpopt.noise.k_norm_lattice_coverage import MAX_POINTS, coverage_level, enumeration_size, level_cap
+from dpopt.noise.rational_facets import rational_facets
 from dpopt.sensitivity.space import SensitivitySpace
 
 LATTICE_METRICS = ("l2", "l1", "usefulness", "max_variance", "ci_volume")
@@ -111,10 +112,6 @@ batches of :data:`CONE_BATCH` and stopped by the :data:`ESTIMATE_PRECISION` rule
 
 CONE_BATCH = 20_000
 """Draws per batch of the cone sampler's Monte Carlo (the 4×4 table: about 0.1 s a batch)."""
-
-_TIGHT = 1e-7
-"""A listed vector p is taken as on the floating-point facet a when |⟨a, p⟩ − 1| ≤ 1e-7; the exact solve and
-the exact check that follow decide."""
 
 EXACT_K_NORM_NOTE = (
     "exact sampler: the noise is a point of the lattice span(S) ∩ ℤ^d drawn in integer arithmetic from "
@@ -201,32 +198,20 @@ def recorded_bounds(parameters: dict) -> tuple[int, ...] | None:
 
 def rational_gauge(normals: np.ndarray, points: np.ndarray) -> LatticeGauge | str:
     """The :class:`~dpopt.noise.k_norm_lattice.LatticeGauge` of Hull(points) from the floating-point facet
-    ``normals`` (rows a, ⟨a, y⟩ ≤ 1), each re-solved exactly on the integer ``points`` it holds; or the reason
-    it cannot be built."""
-    from flint import fmpq_mat, fmpz_mat  # imported where used
-
+    ``normals`` (rows a, ⟨a, y⟩ ≤ 1), each made exact on the integer ``points`` it holds
+    (:func:`~dpopt.noise.rational_facets.rational_facets`); or the reason it cannot be built."""
     points = np.asarray(points, dtype=np.int64)
     s = points.shape[1]
-    facets: set[tuple[Fraction, ...]] = set()
-    for a in np.asarray(normals, dtype=float):
-        tight = points[np.abs(points @ a - 1.0) <= _TIGHT]
-        if len(tight) < s:
-            return "a facet of the floating-point hull holds fewer than s listed vectors"
-        t = fmpz_mat(tight.tolist())
-        gram = fmpq_mat(t.transpose() * t)
-        if gram.rank() < s:
-            return "a facet of the floating-point hull is not spanned by the listed vectors on it"
-        solution = gram.solve(fmpq_mat(t.transpose() * fmpz_mat([[1]] * len(tight))))
-        exact = tuple(Fraction(int(solution[i, 0].p), int(solution[i, 0].q)) for i in range(s))
-        common = math.lcm(*(x.denominator for x in exact))  # ⟨a, p⟩ = 1 ⟺ ⟨common·a, p⟩ = common, in integers
-        scaled = np.array([int(x * common) for x in exact], dtype=object)
-        if np.any(tight.astype(object) @ scaled != common):
-            return "a facet's listed vectors do not lie on one hyperplane in exact arithmetic"
-        facets.add(exact)
+    exact = rational_facets(normals, points)
+    if isinstance(exact, str):
+        return exact
+    numerators, denominators = exact
     bounds = proposal_bounds(points)
-    denominator = math.lcm(*bounds, *(x.denominator for a in facets for x in a))
-    numerators = np.array([[int(x * denominator) for x in a] for a in sorted(facets)], dtype=np.int64)
-    return LatticeGauge(numerators.reshape(-1, s), denominator, bounds)
+    denominator = math.lcm(*bounds, *(int(q) for q in np.unique(denominators)))
+    if float(denominator) * float(np.abs(numerators).max(initial=0)) >= 2.0**62:
+        return "the rational facets' common denominator leaves the int64 range"
+    scaled = numerators * (denominator // denominators)[:, None]
+    return LatticeGauge(np.unique(scaled, axis=0).reshape(-1, s), denominator, bounds)
 
 
 @dataclass(frozen=True, eq=False)
