@@ -89,6 +89,10 @@ MAX_REPRESENTATIVE_SIMPLICES = 200_000
 """Most simplices over the representative facets (their adjugates: 200,000 × s² int64, 130 MB at s = 9); the
 4×4 table with both margins has 34,896. Above, the cone sampler is refused."""
 
+PAIR_TABLE = 2**24
+"""Most (cone, residue) pairs the sampler looks up in a table (int32, 64 MB at most; the 4×4 table: 1,069,376
+pairs, 4 MB) instead of a binary search over the simplices' running weights."""
+
 MAX_ENTRY = 2**20
 """Largest |coordinate| of a listed vector the fan accepts (the integer products stay far below 2^63)."""
 
@@ -169,9 +173,31 @@ class ConeFan:
         return math.lcm(*{int(x) for x in np.abs(self.determinants)})
 
     @cached_property
-    def rep_first(self) -> np.ndarray:
-        """The index of each representative's first simplex (simplices are grouped by representative)."""
-        return np.searchsorted(self.simplex_rep, np.arange(len(self.orbit_facets)))
+    def simplex_of_pair(self) -> np.ndarray | None:
+        """The representative simplex of each of the :attr:`total` (cone, residue) pairs, in the order of
+        :attr:`cumulative` (int32; a table of at most 2^24 entries, None above: then a binary search)."""
+        if self.total > PAIR_TABLE:
+            return None
+        return np.repeat(np.arange(len(self.simplices), dtype=np.int32), self.weights)
+
+    @cached_property
+    def mask_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The half-open sets in one array: (masks, start, stride) with the mask of the cone over gauge row
+        ``orbit_facets[r][k]`` and representative simplex j (of representative r) at masks[start_j + k·stride_j]
+        (:attr:`open_masks` row-major, stride m_r)."""
+        reps = len(self.orbit_facets)
+        first = np.searchsorted(self.simplex_rep, np.arange(reps))  # simplices are grouped by representative
+        offsets = np.concatenate([[0], np.cumsum([m.size for m in self.open_masks])])[:-1].astype(np.int64)
+        start = offsets[self.simplex_rep] + np.arange(len(self.simplices)) - first[self.simplex_rep]
+        stride = np.bincount(self.simplex_rep, minlength=reps)[self.simplex_rep]
+        return np.concatenate([m.ravel() for m in self.open_masks]), start, stride
+
+    @cached_property
+    def facet_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """The gauge rows of every orbit in one array and each orbit's start: row ``orbit_facets[r][k]`` at
+        rows[start_r + k]."""
+        sizes = [len(f) for f in self.orbit_facets]
+        return np.concatenate(self.orbit_facets).astype(np.int64), np.concatenate([[0], np.cumsum(sizes)])[:-1]
 
     @property
     def total(self) -> int:
@@ -187,35 +213,38 @@ class ConeFan:
 # ---------------------------------------------------------------------- integers
 def integer_determinants(matrices: np.ndarray) -> np.ndarray:
     """det of each integer matrix (shape (m, s, s)), exactly: fraction-free Gaussian elimination (Bareiss) with
-    row pivoting. Every intermediate value is a minor times a minor, at most H², H = max ∏_i ‖row_i‖₂ (Hadamard):
-    int64 when 2H² < 2^62, else Python integers (numpy object arrays)."""
+    row pivoting. Every intermediate value is an integer, a minor times a minor (at most H² in magnitude,
+    H = max ∏_i max(‖row_i‖₂, 1), Hadamard), and each division is exact (Bareiss). So the arithmetic is exact in
+    float64 when 2H² < 2^53 (every operand, product, difference and quotient an integer below 2^53, exactly
+    represented, and IEEE division correctly rounded to the exact integer quotient), in int64 when 2H² < 2^61,
+    else in Python integers (numpy object arrays)."""
     matrices = np.asarray(matrices, dtype=np.int64)
-    hadamard = float(np.max(np.prod(np.linalg.norm(matrices.astype(float), axis=2), axis=1), initial=1.0))
-    kind = np.int64 if 2.0 * hadamard**2 < 2.0**61 else object
-    a = matrices.astype(kind)
-    m, s, _ = a.shape
+    norms = np.maximum(np.linalg.norm(matrices.astype(float), axis=2), 1.0)
+    hadamard = float(np.max(np.prod(norms, axis=1), initial=1.0))
+    kind = float if 2.0 * hadamard**2 < 2.0**53 else np.int64 if 2.0 * hadamard**2 < 2.0**61 else object
+    divide = np.true_divide if kind is float else np.floor_divide
+    a = np.ascontiguousarray(matrices.transpose(1, 2, 0)).astype(kind)  # (s, s, m): the batch innermost
+    s, _, m = a.shape
     sign = np.ones(m, dtype=kind)
     previous = np.ones(m, dtype=kind)
     alive = np.ones(m, dtype=bool)
-    rows = np.arange(m)
     for k in range(s - 1):
-        nonzero = a[:, k:, k] != 0
-        has = nonzero.any(axis=1)
+        nonzero = a[k:, k, :] != 0
+        has = nonzero.any(axis=0)
         alive &= has
-        pivot = k + np.argmax(nonzero, axis=1)
-        swap = has & (pivot != k)
-        if swap.any():
-            idx = rows[swap]
-            top = a[idx, k, :].copy()
-            a[idx, k, :] = a[idx, pivot[swap], :]
-            a[idx, pivot[swap], :] = top
+        pivot = k + np.argmax(nonzero, axis=0)
+        swap = np.flatnonzero(has & (pivot != k))
+        if len(swap):
+            top = a[k, :, swap].copy()
+            a[k, :, swap] = a[pivot[swap], :, swap]
+            a[pivot[swap], :, swap] = top
             sign[swap] = -sign[swap]
-        p = a[:, k, k].copy()
+        p = a[k, k, :].copy()
         p[~has] = 1
-        a[:, k + 1:, k + 1:] = ((a[:, k + 1:, k + 1:] * p[:, None, None]
-                                 - a[:, k + 1:, k:k + 1] * a[:, k:k + 1, k + 1:]) // previous[:, None, None])
+        a[k + 1:, k + 1:, :] = divide(a[k + 1:, k + 1:, :] * p - a[k + 1:, k:k + 1, :] * a[k:k + 1, k + 1:, :],
+                                      previous)
         previous = p
-    out = sign * a[:, s - 1, s - 1]
+    out = sign * a[s - 1, s - 1, :]
     out[~alive] = 0
     return np.array([int(x) for x in out], dtype=np.int64)
 
@@ -672,20 +701,19 @@ def sample_cone_k_norm(rng: np.random.Generator, fan: ConeFan, epsilon: Fraction
     if den >= 2**62 or epsilon.numerator * s * common >= 2**62:
         raise ValueError("ε′ and the cones' determinants leave the sampler's integer range")
     bits = 1 << np.arange(s)
+    pairs = fan.simplex_of_pair
+    masks, mask_start, mask_stride = fan.mask_table
+    facet_rows, facet_start = fan.facet_table
     out, filled = np.zeros((size, s), dtype=np.int64), 0
     while filled < size:
         batch = size - filled
         u = rng.integers(0, total, size=batch, dtype=np.int64)
-        j = np.searchsorted(cumulative, u, side="right")
+        j = np.searchsorted(cumulative, u, side="right") if pairs is None else pairs[u]
         offset = u - (cumulative[j] - weights[j])
         k, q = np.divmod(offset, dets[j])
         lam = fan.residues[fan.residue_start[j] + q]
         r = fan.simplex_rep[j]
-        mask = np.empty(batch, dtype=np.int64)
-        for rep in np.unique(r):
-            here = r == rep
-            local = j[here] - fan.rep_first[rep]
-            mask[here] = fan.open_masks[rep][k[here], local]
+        mask = masks[mask_start[j] + k * mask_stride[j]]
         shift = ((mask[:, None] & bits) != 0) & (lam == 0)
         lam = lam + shift * dets[j][:, None]
         keep = bernoulli_exp(rng, epsilon.numerator * lam.sum(axis=1) * (common // dets[j]), den)
@@ -694,7 +722,7 @@ def sample_cone_k_norm(rng: np.random.Generator, fan: ConeFan, epsilon: Fraction
             continue
         n = sample_geometric(rng, epsilon.denominator, epsilon.numerator, len(j) * s).reshape(len(j), s)
         lam = lam + n * dets[j][:, None]
-        facets = np.array([fan.orbit_facets[a][b] for a, b in zip(r.tolist(), k.tolist())], dtype=np.int64)
+        facets = facet_rows[facet_start[r] + k]
         vertices = fan.points[fan.facet_perm[facets[:, None], fan.simplices[j]]]  # (b, s, s): rows v_i
         if float(lam.max()) * float(np.abs(vertices).max(initial=1)) * s < 2.0**62:
             scaled = np.einsum("bi,bik->bk", lam, vertices)
