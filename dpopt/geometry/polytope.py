@@ -471,7 +471,9 @@ def _triangulate_facet(points: np.ndarray, a: np.ndarray, tight: np.ndarray, cen
     hull = _hull(z)
     _, group = np.unique(np.round(hull.equations, 8), axis=0, return_inverse=True)
     group = group.reshape(-1)
-    ridges = [tight[np.unique(hull.simplices[group == g])] for g in range(group.max() + 1)]
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(group.max() + 2))
+    ridges = [tight[np.unique(hull.simplices[order[lo:hi]])] for lo, hi in zip(bounds[:-1], bounds[1:])]
     rows = [[centroid_index] + tight[row].tolist() for row in hull.simplices]
     return ridges, rows, stretch * float(hull.volume), True
 
@@ -488,7 +490,9 @@ def _across(points: np.ndarray, a: np.ndarray, tight: np.ndarray, ridge: np.ndar
     if len(sv) < s - 1 or sv[s - 2] <= 1e-9 * sv[0] or (len(sv) == s and sv[s - 1] > 1e-9 * sv[0]):
         raise ValueError("a ridge of the hull does not span a hyperplane (degenerate input)")
     m = vt[-1]
-    others = np.setdiff1d(tight, ridge)
+    in_ridge = np.zeros(len(points), dtype=bool)
+    in_ridge[ridge] = True
+    others = tight[~in_ridge[tight]]  # np.setdiff1d(tight, ridge): tight is sorted and distinct
     if float(np.mean(points[others] @ m)) > 0:
         m = -m
     along = points @ m

@@ -418,7 +418,9 @@ def _facet_orbits(points: np.ndarray, permutations: np.ndarray):
             key = np.flatnonzero(np.abs(points @ neighbour - 1.0) <= _TIGHT)
             if key.astype(np.int64).tobytes() not in known:
                 add(neighbour)
-            if not np.isin(ridge, key).all():
+            held = np.zeros(n, dtype=bool)
+            held[key] = True
+            if not held[ridge].all():
                 open_ridges += 1
         r += 1
     return (maps, tight, np.array(normals), np.array(orbit_sizes), np.array(simplices, dtype=np.int64),
