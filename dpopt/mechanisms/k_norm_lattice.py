@@ -386,7 +386,7 @@ class LatticeKNorm:
             return UtilityValue(metric, value, (
                 f"Monte Carlo: the mean of {drawn} exact draws of the lattice law (the cone sampler, seed "
                 f"{MONTE_CARLO_SEED}; 95% interval from the CLT; each round accepts with probability "
-                f"{acceptance_rate(self.fan, float(self.epsilon)):.4g})"), ci)
+                f"{self._cone_acceptance():.4g})"), ci)
         if key not in self._estimates:
             self._estimates[key] = self._importance(metric, workload, gamma)
         value, ci, rate, effective, drawn = self._estimates[key]
@@ -402,9 +402,15 @@ class LatticeKNorm:
         if self.rank == 1:
             return 1.0
         if self.fan is not None:
-            return acceptance_rate(self.fan, float(self.epsilon))
+            return self._cone_acceptance()
         self.utility(metric, workload, gamma)
         return self._estimates[(metric, gamma, None if workload is None else workload.tobytes())][2]
+
+    def _cone_acceptance(self) -> float:
+        """The cone sampler's acceptance rate (:func:`~dpopt.noise.k_norm_cones.acceptance_rate`), computed once."""
+        if "cone_acceptance" not in self._estimates:
+            self._estimates["cone_acceptance"] = acceptance_rate(self.fan, float(self.epsilon))
+        return self._estimates["cone_acceptance"]
 
     def _max_variance(self) -> UtilityValue:
         """max_i Var Z_i = max_i E Z_i² (the law is symmetric: K = −K), the largest of the per-cell second moments

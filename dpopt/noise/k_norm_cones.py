@@ -652,7 +652,7 @@ def _faces(fan: ConeFan, tight: np.ndarray) -> tuple[int, int, str | None]:
     m = len(simplices)
     faces = np.stack([np.delete(simplices, i, axis=1) for i in range(s)], axis=1).reshape(m * s, s - 1)
     owner, dropped = np.repeat(np.arange(m), s), np.tile(np.arange(s), m)
-    inverse, counts = _groups(faces)
+    inverse, counts = _groups(_packed_rows(faces, len(fan.points)))
     if counts.max() > 2:
         return 0, 0, "an (s−2)-face is shared by more than two simplices"
     order = np.argsort(inverse, kind="stable")
@@ -673,6 +673,19 @@ def _faces(fan: ConeFan, tight: np.ndarray) -> tuple[int, int, str | None]:
     if np.any(holding < 2):
         return 0, 0, "an unpaired (s−2)-face lies inside its facet (the facet is not covered)"
     return len(first), len(single), None
+
+
+def _packed_rows(rows: np.ndarray, n: int) -> np.ndarray:
+    """Rows of point indices below ``n`` packed four 16-bit fields to a 64-bit word when n ≤ 2^16 (equal rows
+    exactly when their packings are), else as they are."""
+    if n > 2**16:
+        return rows
+    width = rows.shape[1]
+    padded = np.zeros((len(rows), -(-width // 4) * 4), dtype=np.uint64)
+    padded[:, :width] = rows
+    fields = padded.reshape(len(rows), -1, 4)
+    shifts = np.array([0, 16, 32, 48], dtype=np.uint64)
+    return np.bitwise_or.reduce(fields << shifts, axis=2)
 
 
 def _bit_words(members: np.ndarray) -> np.ndarray:
