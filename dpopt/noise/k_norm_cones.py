@@ -263,15 +263,15 @@ def integer_adjugates(matrices: np.ndarray, determinants: np.ndarray) -> np.ndar
         raise FanError("the simplices' adjugates would leave the int64 range")
     guess = np.rint(np.linalg.inv(v.astype(float)) * determinants[:, None, None]).astype(np.int64)
     eye = np.eye(v.shape[1], dtype=np.int64)
-    if not np.array_equal(v @ guess, determinants[:, None, None] * eye):
+    if not np.array_equal(_integer_products(v, guess), determinants[:, None, None] * eye):
         raise FanError("a simplex's adjugate could not be confirmed in integers")
     return guess
 
 
 def _linear_maps_exist(points: np.ndarray, permutations: np.ndarray) -> bool:
     """Whether every permutation π is induced by a linear map (M p_i = p_{π(i)} for all i), exactly: M·det B
-    = P_π(B)ᵀ·adj(B) on a basis B of the points, then checked on every point (int64 when the products are
-    bounded below 2^62, else Python integers)."""
+    = P_π(B)ᵀ·adj(B) on a basis B of the points, then checked on every point (in float64 when every product
+    and partial sum is an integer below 2^53, so exactly represented; int64 below 2^62; else Python integers)."""
     from flint import fmpz_mat  # imported where used
 
     s = points.shape[1]
@@ -289,7 +289,7 @@ def _linear_maps_exist(points: np.ndarray, permutations: np.ndarray) -> bool:
     inverse = b.inv()  # fmpq_mat: B⁻¹
     adj = np.array([[int(inverse[i, j] * det) for j in range(s)] for i in range(s)], dtype=object)
     bound = float(np.abs(points).max()) ** 2 * s * s * float(np.abs(adj).max()) * s
-    kind = np.int64 if bound < 2.0**62 else object
+    kind = float if bound < 2.0**53 else np.int64 if bound < 2.0**62 else object  # float64: exact below 2^53
     pts, adj = points.astype(kind), adj.astype(kind)
     for block in range(0, len(permutations), 256):
         pis = permutations[block:block + 256]
@@ -553,19 +553,19 @@ def _open_masks(points, simplex_rep, dets, adjugates, facet_perm, orbits, refere
 
 
 def _integer_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b for int64 matrices, exactly: in float64 (BLAS) when every partial sum is below 2^53 in magnitude
-    (k·max|a|·max|b|, every operand and sum then an exactly represented integer; the float64 result is returned,
-    each entry an integer), else in int64 below 2^62.
+    """a @ b for int64 arrays (matrices, or stacks of them), exactly: in float64 (BLAS) when every partial sum is
+    below 2^53 in magnitude (k·max|a|·max|b|, every operand and sum then an exactly represented integer; the
+    float64 result is returned, each entry an integer), else in int64 below 2^62.
 
     Raises
     ------
     FanError
         If the products could leave the int64 range."""
-    bound = float(a.shape[1]) * float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0))
+    bound = float(a.shape[-1]) * float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0))
     if bound < 2.0**53:
         return a.astype(float) @ b.astype(float)
     if bound >= 2.0**62:
-        raise FanError("the half-open rule's products would leave the int64 range")
+        raise FanError("the integer products would leave the int64 range")
     return a @ b
 
 
@@ -606,7 +606,8 @@ def fan_check(fan: ConeFan, gauge: LatticeGauge, permutations: np.ndarray,
     d = integer_determinants(points[fan.simplices].transpose(0, 2, 1))
     eye = np.eye(s, dtype=np.int64)
     if (np.any(d == 0) or not np.array_equal(d, fan.determinants)
-            or not np.array_equal(points[fan.simplices].transpose(0, 2, 1) @ fan.adjugates, d[:, None, None] * eye)):
+            or not np.array_equal(_integer_products(points[fan.simplices].transpose(0, 2, 1), fan.adjugates),
+                                  d[:, None, None] * eye)):
         return False, "a simplex is degenerate or its determinant/adjugate is wrong"
     paired, boundary, problem = _faces(fan, tight)  # step 4
     if problem:
