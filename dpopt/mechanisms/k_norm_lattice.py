@@ -21,9 +21,10 @@ c = z[J] are the lattice coordinates, canonical and re-derived by ``dpopt verify
 not integral keeps the floating-point sampler.
 
 **Facets.** K = Hull(S) in the coordinates c: each facet of the floating-point hull
-(:class:`~dpopt.geometry.Polytope`) is re-solved exactly from the listed vectors on it (normal equations in
-rationals, then ⟨a, p⟩ = 1 checked exactly on each of them); privacy needs only that every listed vector has
-g(v) ≤ 1, which the exact check establishes. With M_k from :func:`proposal_bounds` (the plain M = max_{v∈S}‖v[J]‖₁,
+(:class:`~dpopt.geometry.Polytope`) is made exact from the listed vectors on it
+(:mod:`dpopt.noise.rational_facets`: s of them proven independent by an exact determinant d, the normal
+a = adj(B)·1/d, then ⟨a, p⟩ = 1 checked in integers on each of them; a rational solve where that route does not
+apply); privacy needs only that every listed vector has g(v) ≤ 1, which the exact check establishes. With M_k from :func:`proposal_bounds` (the plain M = max_{v∈S}‖v[J]‖₁,
 or M_k = s·max_v|v[J]_k| when their product is smaller), K ⊂ {Σ_k |c_k|/M_k ≤ 1} (a convex set contains the hull
 of its points), so adding h(c) = Σ_k |c_k|/M_k to the maximum changes nothing on Hull(S) and gives the sampler's
 bound g(c) ≥ h(c) by construction (:mod:`dpopt.noise.k_norm_lattice`). That g is the gauge of Hull(S) itself rests
