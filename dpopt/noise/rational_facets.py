@@ -8,8 +8,8 @@ determinant d = det B is computed exactly (fraction-free elimination,
 :func:`~dpopt.noise.k_norm_cones.integer_determinants`), so d ≠ 0 proves rank B = s, and with adj(B)
 confirmed in integers (B·adj B = d·I, :func:`~dpopt.noise.k_norm_cones.integer_adjugates`) the unique solution
 of B a = 1 is a = N/q, N = adj(B)·1, q = d (reduced, q > 0). Then ⟨N, p⟩ = q is checked in integers for every
-p ∈ T: a holds T, and is the exact solution on T. About 20 times faster than one rational solve per facet
-(the 4×4 table with both margins: 3,818 facets of rank 9).
+p ∈ T: a holds T, and is the exact solution on T. The 4×4 table with both margins (3,818 facets of rank 9):
+0.06 s of CPU against 0.40 s for one rational solve per facet.
 
 **Fallback.** A facet whose proposed points are dependent (d = 0), or whose integers would leave int64, is
 solved in rationals from its normal equations (python-flint), as before: TᵀT a = Tᵀ1, then ⟨a, p⟩ = 1 on T
