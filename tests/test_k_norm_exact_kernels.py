@@ -84,6 +84,21 @@ def test_a_dependent_basis_proposal_falls_back_to_the_rational_solve(monkeypatch
     assert np.array_equal(fallback[0], expected[0]) and np.array_equal(fallback[1], expected[1])
 
 
+def test_facets_past_int64_take_the_rational_route():
+    """Points ±(1, ±M, 0), ±(1, 0, ±M) with M = 2^33: a basis of the facet x = 1 has determinant ±2M² = ±2^68,
+    past int64, yet the facets are small (x = ±1: N = (±1, 0, 0), q = 1; ±y ± z = M: q = M). The batched route
+    cannot hold the determinants, the rational route gives the exact facets."""
+    m = 2**33
+    half = np.array([[1, m, 0], [1, -m, 0], [1, 0, m], [1, 0, -m]])
+    points = np.vstack([half, -half])
+    hull = ConvexHull(points.astype(float))
+    normals = -hull.equations[:, :-1] / hull.equations[:, -1:]
+    numerators, denominators = rational_facets(normals, points)
+    mine = {tuple(Fraction(int(x), int(q)) for x in row) for row, q in zip(numerators, denominators)}
+    assert mine == _flint_facets(points)
+    assert (Fraction(1), Fraction(0), Fraction(0)) in mine
+
+
 def test_a_facet_off_its_points_is_refused():
     """Far from the origin the 1e-7 tolerance takes in a point off the plane: the facet x = 10⁸ (a = (10⁻⁸, 0, 0))
     holds (10⁸, 0, 0), (10⁸, 1, 0), (10⁸, 0, 1) exactly, and (10⁸ + 1, 0, 0) has ⟨a, p⟩ − 1 = 10⁻⁸. No exact

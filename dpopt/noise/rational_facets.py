@@ -74,13 +74,13 @@ def _integer_route(points: np.ndarray, tight: np.ndarray, numerators: np.ndarray
     solved = np.zeros(facets, dtype=bool)
     bases = _proposed_bases(points, tight)
     matrices = points[bases]  # (F, s, s): rows are the proposed points
-    dets = integer_determinants(matrices)
-    good = np.flatnonzero(dets != 0)
-    if not len(good):
-        return solved
-    try:
+    try:  # a determinant past int64 (OverflowError) or an adjugate past it (FanError): the rational route
+        dets = integer_determinants(matrices)
+        good = np.flatnonzero(dets != 0)
+        if not len(good):
+            return solved
         adjugates = integer_adjugates(matrices[good], dets[good])
-    except FanError:
+    except (FanError, OverflowError):
         return solved
     top = np.abs(adjugates).sum(axis=2).max(initial=0)
     if float(top) * s * float(np.abs(points).max(initial=0)) >= 2.0**62:
