@@ -725,15 +725,15 @@ def sample_cone_k_norm(rng: np.random.Generator, fan: ConeFan, epsilon: Fraction
         j = np.searchsorted(cumulative, u, side="right") if pairs is None else pairs[u]
         offset = u - (cumulative[j] - weights[j])
         k, q = np.divmod(offset, dets[j])
-        lam = fan.residues[fan.residue_start[j] + q]
-        r = fan.simplex_rep[j]
         mask = masks[mask_start[j] + k * mask_stride[j]]
-        shift = ((mask[:, None] & bits) != 0) & (lam == 0)
-        lam = lam + shift * dets[j][:, None]
-        keep = bernoulli_exp(rng, epsilon.numerator * lam.sum(axis=1) * (common // dets[j]), den)
-        j, k, lam, r = j[keep], k[keep], lam[keep], r[keep]
+        total_lam = np.bitwise_count(mask).astype(np.int64)  # |d| = 1: p̃ = Σ_{i open} v_i, so ΣL = #open bits
+        wide = np.flatnonzero(dets[j] > 1)
+        total_lam[wide] = _residue_numerators(fan, j[wide], q[wide], mask[wide], bits).sum(axis=1)
+        keep = bernoulli_exp(rng, epsilon.numerator * total_lam * (common // dets[j]), den)
+        j, k, q, mask = j[keep], k[keep], q[keep], mask[keep]
         if not len(j):
             continue
+        lam, r = _residue_numerators(fan, j, q, mask, bits), fan.simplex_rep[j]
         n = sample_geometric(rng, epsilon.denominator, epsilon.numerator, len(j) * s).reshape(len(j), s)
         lam = lam + n * dets[j][:, None]
         facets = facet_rows[facet_start[r] + k]
@@ -749,6 +749,14 @@ def sample_cone_k_norm(rng: np.random.Generator, fan: ConeFan, epsilon: Fraction
         out[filled:filled + len(z)] = z
         filled += len(z)
     return out
+
+
+def _residue_numerators(fan: ConeFan, j: np.ndarray, q: np.ndarray, mask: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """The λ numerators L of the half-open residues p̃ (int64, shape (len(j), s)): residue q of simplex j, each
+    L_i = 0 with bit i of ``mask`` set (μ_i < 0: λ_i > 0) shifted to |d_j|."""
+    lam = fan.residues[fan.residue_start[j] + q]
+    shift = ((mask[:, None] & bits) != 0) & (lam == 0)
+    return lam + shift * np.abs(fan.determinants[j])[:, None]
 
 
 def acceptance_rate(fan: ConeFan, epsilon: float) -> float:
