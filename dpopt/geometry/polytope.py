@@ -53,6 +53,7 @@ from functools import cached_property
 import numpy as np
 
 from dpopt._lazy import lazy_module
+from dpopt.core.rows import row_groups
 from dpopt.errors import SolverError
 
 optimize = lazy_module("scipy.optimize")
@@ -419,7 +420,7 @@ def _gift_wrap(points: np.ndarray):
         if coned:
             auxiliary.append(tight)
         reference += facet_volume / np.linalg.norm(a) / s
-        simplices.extend(facet_simplices)
+        simplices.append(facet_simplices)
         simplex_facet.extend([f] * len(facet_simplices))
         for ridge in facet_ridges:
             ridge_key = frozenset(ridge.tolist())
@@ -433,7 +434,7 @@ def _gift_wrap(points: np.ndarray):
                 normals.append(neighbour)
                 queue.append(keys[key])
     open_ridges = sum(1 for count in ridges.values() if count != 2)
-    return (auxiliary, np.array(normals), np.array(simplices, dtype=np.int64), np.array(simplex_facet),
+    return (auxiliary, np.array(normals), np.concatenate(simplices), np.array(simplex_facet),
             reference, open_ridges, "gift wrapping")
 
 
@@ -458,7 +459,7 @@ def _triangulate_facet(points: np.ndarray, a: np.ndarray, tight: np.ndarray, cen
     if len(tight) == s:  # a simplex: its ridges drop one vertex each
         edges = points[tight[1:]] - points[tight[:1]]
         volume = math.sqrt(max(np.linalg.det(edges @ edges.T), 0.0)) / math.factorial(s - 1)
-        return [np.delete(tight, j) for j in range(s)], [tight.tolist()], volume, False
+        return [np.delete(tight, j) for j in range(s)], tight[None, :].astype(np.int64), volume, False
     magnitude = np.abs(a)
     k = int(np.argmax(magnitude >= (1.0 - _DROPPED) * magnitude.max()))
     z = np.delete(points[tight], k, axis=1)  # the points' own entries: the same bits on every machine
@@ -466,14 +467,25 @@ def _triangulate_facet(points: np.ndarray, a: np.ndarray, tight: np.ndarray, cen
     if s == 2:  # a segment with interior points: its two ends
         lo, hi = int(np.argmin(z[:, 0])), int(np.argmax(z[:, 0]))
         ends = [tight[[lo]], tight[[hi]]]
-        rows = [[centroid_index, int(tight[lo])], [centroid_index, int(tight[hi])]]
+        rows = np.array([[centroid_index, int(tight[lo])], [centroid_index, int(tight[hi])]], dtype=np.int64)
         return ends, rows, stretch * float(z[hi, 0] - z[lo, 0]), True
     hull = _hull(z)
-    _, group = np.unique(np.round(hull.equations, 8), axis=0, return_inverse=True)
-    group = group.reshape(-1)
-    ridges = [tight[np.unique(hull.simplices[group == g])] for g in range(group.max() + 1)]
-    rows = [[centroid_index] + tight[row].tolist() for row in hull.simplices]
+    group = _lexical_groups(np.round(hull.equations, 8))
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(group.max() + 2))
+    ridges = [tight[np.unique(hull.simplices[order[lo:hi]])] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    rows = np.column_stack([np.full(len(hull.simplices), centroid_index), tight[hull.simplices]]).astype(np.int64)
     return ridges, rows, stretch * float(hull.volume), True
+
+
+def _lexical_groups(rows: np.ndarray) -> np.ndarray:
+    """The class of each row among numerically equal rows, classes numbered in the lexicographic order of their
+    rows: ``np.unique(rows, axis=0, return_inverse=True)[1]``, with the classes found by hashing
+    (:func:`dpopt.core.rows.row_groups`, −0.0 made 0.0 first) and only the distinct rows sorted."""
+    first, group = row_groups(np.asarray(rows, dtype=float) + 0.0)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.lexsort(rows[first].T[::-1])] = np.arange(len(first))
+    return rank[group]
 
 
 def _across(points: np.ndarray, a: np.ndarray, tight: np.ndarray, ridge: np.ndarray) -> np.ndarray:
@@ -488,7 +500,9 @@ def _across(points: np.ndarray, a: np.ndarray, tight: np.ndarray, ridge: np.ndar
     if len(sv) < s - 1 or sv[s - 2] <= 1e-9 * sv[0] or (len(sv) == s and sv[s - 1] > 1e-9 * sv[0]):
         raise ValueError("a ridge of the hull does not span a hyperplane (degenerate input)")
     m = vt[-1]
-    others = np.setdiff1d(tight, ridge)
+    in_ridge = np.zeros(len(points), dtype=bool)
+    in_ridge[ridge] = True
+    others = tight[~in_ridge[tight]]  # np.setdiff1d(tight, ridge): tight is sorted and distinct
     if float(np.mean(points[others] @ m)) > 0:
         m = -m
     along = points @ m

@@ -411,17 +411,19 @@ def _facet_orbits(points: np.ndarray, permutations: np.ndarray):
         a, on = normals[r], tight[r]
         ridges, rows, facet_volume, _ = _triangulate_facet(points, a, on, n + r)
         reference += orbit_sizes[r] * facet_volume / np.linalg.norm(a) / s
-        simplices.extend(rows)
+        simplices.append(rows)
         simplex_rep.extend([r] * len(rows))
         for ridge in ridges:
             neighbour = _across(points, a, on, ridge)
             key = np.flatnonzero(np.abs(points @ neighbour - 1.0) <= _TIGHT)
             if key.astype(np.int64).tobytes() not in known:
                 add(neighbour)
-            if not np.isin(ridge, key).all():
+            held = np.zeros(n, dtype=bool)
+            held[key] = True
+            if not held[ridge].all():
                 open_ridges += 1
         r += 1
-    return (maps, tight, np.array(normals), np.array(orbit_sizes), np.array(simplices, dtype=np.int64),
+    return (maps, tight, np.array(normals), np.array(orbit_sizes), np.concatenate(simplices),
             np.array(simplex_rep), reference, open_ridges)
 
 

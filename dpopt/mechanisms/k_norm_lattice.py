@@ -21,9 +21,10 @@ c = z[J] are the lattice coordinates, canonical and re-derived by ``dpopt verify
 not integral keeps the floating-point sampler.
 
 **Facets.** K = Hull(S) in the coordinates c: each facet of the floating-point hull
-(:class:`~dpopt.geometry.Polytope`) is re-solved exactly from the listed vectors on it (normal equations in
-rationals, then ⟨a, p⟩ = 1 checked exactly on each of them); privacy needs only that every listed vector has
-g(v) ≤ 1, which the exact check establishes. With M_k from :func:`proposal_bounds` (the plain M = max_{v∈S}‖v[J]‖₁,
+(:class:`~dpopt.geometry.Polytope`) is made exact from the listed vectors on it
+(:mod:`dpopt.noise.rational_facets`: s of them proven independent by an exact determinant d, the normal
+a = adj(B)·1/d, then ⟨a, p⟩ = 1 checked in integers on each of them; a rational solve where that route does not
+apply); privacy needs only that every listed vector has g(v) ≤ 1, which the exact check establishes. With M_k from :func:`proposal_bounds` (the plain M = max_{v∈S}‖v[J]‖₁,
 or M_k = s·max_v|v[J]_k| when their product is smaller), K ⊂ {Σ_k |c_k|/M_k ≤ 1} (a convex set contains the hull
 of its points), so adding h(c) = Σ_k |c_k|/M_k to the maximum changes nothing on Hull(S) and gives the sampler's
 bound g(c) ≥ h(c) by construction (:mod:`dpopt.noise.k_norm_lattice`). That g is the gauge of Hull(S) itself rests
@@ -71,6 +72,7 @@ from dpopt.noise.discrete_laplace import discrete_laplace_moments
 from dpopt.noise.k_norm_cones import ConeFan, FanError, acceptance_rate, build_fan, sample_cone_k_norm
 from dpopt.noise.k_norm_lattice import LatticeGauge, proposal_scale, sample_lattice_k_norm
 from dpopt.noise.k_norm_lattice_coverage import MAX_POINTS, coverage_level, enumeration_size, level_cap
+from dpopt.noise.rational_facets import rational_facets
 from dpopt.sensitivity.space import SensitivitySpace
 
 LATTICE_METRICS = ("l2", "l1", "usefulness", "max_variance", "ci_volume")
@@ -111,10 +113,6 @@ batches of :data:`CONE_BATCH` and stopped by the :data:`ESTIMATE_PRECISION` rule
 
 CONE_BATCH = 20_000
 """Draws per batch of the cone sampler's Monte Carlo (the 4×4 table: about 0.1 s a batch)."""
-
-_TIGHT = 1e-7
-"""A listed vector p is taken as on the floating-point facet a when |⟨a, p⟩ − 1| ≤ 1e-7; the exact solve and
-the exact check that follow decide."""
 
 EXACT_K_NORM_NOTE = (
     "exact sampler: the noise is a point of the lattice span(S) ∩ ℤ^d drawn in integer arithmetic from "
@@ -201,32 +199,20 @@ def recorded_bounds(parameters: dict) -> tuple[int, ...] | None:
 
 def rational_gauge(normals: np.ndarray, points: np.ndarray) -> LatticeGauge | str:
     """The :class:`~dpopt.noise.k_norm_lattice.LatticeGauge` of Hull(points) from the floating-point facet
-    ``normals`` (rows a, ⟨a, y⟩ ≤ 1), each re-solved exactly on the integer ``points`` it holds; or the reason
-    it cannot be built."""
-    from flint import fmpq_mat, fmpz_mat  # imported where used
-
+    ``normals`` (rows a, ⟨a, y⟩ ≤ 1), each made exact on the integer ``points`` it holds
+    (:func:`~dpopt.noise.rational_facets.rational_facets`); or the reason it cannot be built."""
     points = np.asarray(points, dtype=np.int64)
     s = points.shape[1]
-    facets: set[tuple[Fraction, ...]] = set()
-    for a in np.asarray(normals, dtype=float):
-        tight = points[np.abs(points @ a - 1.0) <= _TIGHT]
-        if len(tight) < s:
-            return "a facet of the floating-point hull holds fewer than s listed vectors"
-        t = fmpz_mat(tight.tolist())
-        gram = fmpq_mat(t.transpose() * t)
-        if gram.rank() < s:
-            return "a facet of the floating-point hull is not spanned by the listed vectors on it"
-        solution = gram.solve(fmpq_mat(t.transpose() * fmpz_mat([[1]] * len(tight))))
-        exact = tuple(Fraction(int(solution[i, 0].p), int(solution[i, 0].q)) for i in range(s))
-        common = math.lcm(*(x.denominator for x in exact))  # ⟨a, p⟩ = 1 ⟺ ⟨common·a, p⟩ = common, in integers
-        scaled = np.array([int(x * common) for x in exact], dtype=object)
-        if np.any(tight.astype(object) @ scaled != common):
-            return "a facet's listed vectors do not lie on one hyperplane in exact arithmetic"
-        facets.add(exact)
+    exact = rational_facets(normals, points)
+    if isinstance(exact, str):
+        return exact
+    numerators, denominators = exact
     bounds = proposal_bounds(points)
-    denominator = math.lcm(*bounds, *(x.denominator for a in facets for x in a))
-    numerators = np.array([[int(x * denominator) for x in a] for a in sorted(facets)], dtype=np.int64)
-    return LatticeGauge(numerators.reshape(-1, s), denominator, bounds)
+    denominator = math.lcm(*bounds, *(int(q) for q in np.unique(denominators)))
+    if float(denominator) * float(np.abs(numerators).max(initial=0)) >= 2.0**62:
+        return "the rational facets' common denominator leaves the int64 range"
+    scaled = numerators * (denominator // denominators)[:, None]
+    return LatticeGauge(np.unique(scaled, axis=0).reshape(-1, s), denominator, bounds)
 
 
 @dataclass(frozen=True, eq=False)
@@ -401,7 +387,7 @@ class LatticeKNorm:
             return UtilityValue(metric, value, (
                 f"Monte Carlo: the mean of {drawn} exact draws of the lattice law (the cone sampler, seed "
                 f"{MONTE_CARLO_SEED}; 95% interval from the CLT; each round accepts with probability "
-                f"{acceptance_rate(self.fan, float(self.epsilon)):.4g})"), ci)
+                f"{self._cone_acceptance():.4g})"), ci)
         if key not in self._estimates:
             self._estimates[key] = self._importance(metric, workload, gamma)
         value, ci, rate, effective, drawn = self._estimates[key]
@@ -417,9 +403,15 @@ class LatticeKNorm:
         if self.rank == 1:
             return 1.0
         if self.fan is not None:
-            return acceptance_rate(self.fan, float(self.epsilon))
+            return self._cone_acceptance()
         self.utility(metric, workload, gamma)
         return self._estimates[(metric, gamma, None if workload is None else workload.tobytes())][2]
+
+    def _cone_acceptance(self) -> float:
+        """The cone sampler's acceptance rate (:func:`~dpopt.noise.k_norm_cones.acceptance_rate`), computed once."""
+        if "cone_acceptance" not in self._estimates:
+            self._estimates["cone_acceptance"] = acceptance_rate(self.fan, float(self.epsilon))
+        return self._estimates["cone_acceptance"]
 
     def _max_variance(self) -> UtilityValue:
         """max_i Var Z_i = max_i E Z_i² (the law is symmetric: K = −K), the largest of the per-cell second moments

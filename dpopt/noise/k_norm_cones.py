@@ -89,6 +89,10 @@ MAX_REPRESENTATIVE_SIMPLICES = 200_000
 """Most simplices over the representative facets (their adjugates: 200,000 × s² int64, 130 MB at s = 9); the
 4×4 table with both margins has 34,896. Above, the cone sampler is refused."""
 
+PAIR_TABLE = 2**24
+"""Most (cone, residue) pairs the sampler looks up in a table (int32, 64 MB at most; the 4×4 table: 1,069,376
+pairs, 4 MB) instead of a binary search over the simplices' running weights."""
+
 MAX_ENTRY = 2**20
 """Largest |coordinate| of a listed vector the fan accepts (the integer products stay far below 2^63)."""
 
@@ -169,9 +173,31 @@ class ConeFan:
         return math.lcm(*{int(x) for x in np.abs(self.determinants)})
 
     @cached_property
-    def rep_first(self) -> np.ndarray:
-        """The index of each representative's first simplex (simplices are grouped by representative)."""
-        return np.searchsorted(self.simplex_rep, np.arange(len(self.orbit_facets)))
+    def simplex_of_pair(self) -> np.ndarray | None:
+        """The representative simplex of each of the :attr:`total` (cone, residue) pairs, in the order of
+        :attr:`cumulative` (int32; a table of at most 2^24 entries, None above: then a binary search)."""
+        if self.total > PAIR_TABLE:
+            return None
+        return np.repeat(np.arange(len(self.simplices), dtype=np.int32), self.weights)
+
+    @cached_property
+    def mask_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The half-open sets in one array: (masks, start, stride) with the mask of the cone over gauge row
+        ``orbit_facets[r][k]`` and representative simplex j (of representative r) at masks[start_j + k·stride_j]
+        (:attr:`open_masks` row-major, stride m_r)."""
+        reps = len(self.orbit_facets)
+        first = np.searchsorted(self.simplex_rep, np.arange(reps))  # simplices are grouped by representative
+        offsets = np.concatenate([[0], np.cumsum([m.size for m in self.open_masks])])[:-1].astype(np.int64)
+        start = offsets[self.simplex_rep] + np.arange(len(self.simplices)) - first[self.simplex_rep]
+        stride = np.bincount(self.simplex_rep, minlength=reps)[self.simplex_rep]
+        return np.concatenate([m.ravel() for m in self.open_masks]), start, stride
+
+    @cached_property
+    def facet_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """The gauge rows of every orbit in one array and each orbit's start: row ``orbit_facets[r][k]`` at
+        rows[start_r + k]."""
+        sizes = [len(f) for f in self.orbit_facets]
+        return np.concatenate(self.orbit_facets).astype(np.int64), np.concatenate([[0], np.cumsum(sizes)])[:-1]
 
     @property
     def total(self) -> int:
@@ -187,35 +213,38 @@ class ConeFan:
 # ---------------------------------------------------------------------- integers
 def integer_determinants(matrices: np.ndarray) -> np.ndarray:
     """det of each integer matrix (shape (m, s, s)), exactly: fraction-free Gaussian elimination (Bareiss) with
-    row pivoting. Every intermediate value is a minor times a minor, at most H², H = max ∏_i ‖row_i‖₂ (Hadamard):
-    int64 when 2H² < 2^62, else Python integers (numpy object arrays)."""
+    row pivoting. Every intermediate value is an integer, a minor times a minor (at most H² in magnitude,
+    H = max ∏_i max(‖row_i‖₂, 1), Hadamard), and each division is exact (Bareiss). So the arithmetic is exact in
+    float64 when 2H² < 2^53 (every operand, product, difference and quotient an integer below 2^53, exactly
+    represented, and IEEE division correctly rounded to the exact integer quotient), in int64 when 2H² < 2^61,
+    else in Python integers (numpy object arrays)."""
     matrices = np.asarray(matrices, dtype=np.int64)
-    hadamard = float(np.max(np.prod(np.linalg.norm(matrices.astype(float), axis=2), axis=1), initial=1.0))
-    kind = np.int64 if 2.0 * hadamard**2 < 2.0**61 else object
-    a = matrices.astype(kind)
-    m, s, _ = a.shape
+    norms = np.maximum(np.linalg.norm(matrices.astype(float), axis=2), 1.0)
+    hadamard = float(np.max(np.prod(norms, axis=1), initial=1.0))
+    kind = float if 2.0 * hadamard**2 < 2.0**53 else np.int64 if 2.0 * hadamard**2 < 2.0**61 else object
+    divide = np.true_divide if kind is float else np.floor_divide
+    a = np.ascontiguousarray(matrices.transpose(1, 2, 0)).astype(kind)  # (s, s, m): the batch innermost
+    s, _, m = a.shape
     sign = np.ones(m, dtype=kind)
     previous = np.ones(m, dtype=kind)
     alive = np.ones(m, dtype=bool)
-    rows = np.arange(m)
     for k in range(s - 1):
-        nonzero = a[:, k:, k] != 0
-        has = nonzero.any(axis=1)
+        nonzero = a[k:, k, :] != 0
+        has = nonzero.any(axis=0)
         alive &= has
-        pivot = k + np.argmax(nonzero, axis=1)
-        swap = has & (pivot != k)
-        if swap.any():
-            idx = rows[swap]
-            top = a[idx, k, :].copy()
-            a[idx, k, :] = a[idx, pivot[swap], :]
-            a[idx, pivot[swap], :] = top
+        pivot = k + np.argmax(nonzero, axis=0)
+        swap = np.flatnonzero(has & (pivot != k))
+        if len(swap):
+            top = a[k, :, swap].copy()
+            a[k, :, swap] = a[pivot[swap], :, swap]
+            a[pivot[swap], :, swap] = top
             sign[swap] = -sign[swap]
-        p = a[:, k, k].copy()
+        p = a[k, k, :].copy()
         p[~has] = 1
-        a[:, k + 1:, k + 1:] = ((a[:, k + 1:, k + 1:] * p[:, None, None]
-                                 - a[:, k + 1:, k:k + 1] * a[:, k:k + 1, k + 1:]) // previous[:, None, None])
+        a[k + 1:, k + 1:, :] = divide(a[k + 1:, k + 1:, :] * p - a[k + 1:, k:k + 1, :] * a[k:k + 1, k + 1:, :],
+                                      previous)
         previous = p
-    out = sign * a[:, s - 1, s - 1]
+    out = sign * a[s - 1, s - 1, :]
     out[~alive] = 0
     return np.array([int(x) for x in out], dtype=np.int64)
 
@@ -234,15 +263,15 @@ def integer_adjugates(matrices: np.ndarray, determinants: np.ndarray) -> np.ndar
         raise FanError("the simplices' adjugates would leave the int64 range")
     guess = np.rint(np.linalg.inv(v.astype(float)) * determinants[:, None, None]).astype(np.int64)
     eye = np.eye(v.shape[1], dtype=np.int64)
-    if not np.array_equal(v @ guess, determinants[:, None, None] * eye):
+    if not np.array_equal(_integer_products(v, guess), determinants[:, None, None] * eye):
         raise FanError("a simplex's adjugate could not be confirmed in integers")
     return guess
 
 
 def _linear_maps_exist(points: np.ndarray, permutations: np.ndarray) -> bool:
     """Whether every permutation π is induced by a linear map (M p_i = p_{π(i)} for all i), exactly: M·det B
-    = P_π(B)ᵀ·adj(B) on a basis B of the points, then checked on every point (int64 when the products are
-    bounded below 2^62, else Python integers)."""
+    = P_π(B)ᵀ·adj(B) on a basis B of the points, then checked on every point (in float64 when every product
+    and partial sum is an integer below 2^53, so exactly represented; int64 below 2^62; else Python integers)."""
     from flint import fmpz_mat  # imported where used
 
     s = points.shape[1]
@@ -260,7 +289,7 @@ def _linear_maps_exist(points: np.ndarray, permutations: np.ndarray) -> bool:
     inverse = b.inv()  # fmpq_mat: B⁻¹
     adj = np.array([[int(inverse[i, j] * det) for j in range(s)] for i in range(s)], dtype=object)
     bound = float(np.abs(points).max()) ** 2 * s * s * float(np.abs(adj).max()) * s
-    kind = np.int64 if bound < 2.0**62 else object
+    kind = float if bound < 2.0**53 else np.int64 if bound < 2.0**62 else object  # float64: exact below 2^53
     pts, adj = points.astype(kind), adj.astype(kind)
     for block in range(0, len(permutations), 256):
         pis = permutations[block:block + 256]
@@ -275,8 +304,8 @@ def _placing_triangulation(points: np.ndarray, tight: np.ndarray, row: np.ndarra
     """A placing (beneath-beyond) triangulation of the facet conv(points[tight]) with its own points as
     vertices: a first simplex, then each further point p coned to the boundary faces it sees (strictly beyond
     their hyperplane, in the facet's coordinates: one coordinate with a_k ≠ 0 dropped). Orientations are
-    floating-point determinants of small integer matrices, so the triangulation is a proposal, proven by
-    :func:`fan_check`.
+    floating-point evaluations of integer determinants (:func:`_face_planes`), so the triangulation is a
+    proposal, proven by :func:`fan_check`.
 
     Raises
     ------
@@ -296,11 +325,11 @@ def _placing_triangulation(points: np.ndarray, tight: np.ndarray, row: np.ndarra
         raise FanError("a facet's points do not span it")
     simplices = [np.array([first])]
     faces = np.array([sorted(set(first) - {x}) for x in first], dtype=np.int64).reshape(k + 1, k)
-    inner = _side(y, faces, y[first])
+    inner, offsets, normals = _face_planes(y, faces, y[first])
     for p in range(len(y)):
         if p in first:
             continue
-        visible = _side(y, faces, np.repeat(y[p][None], len(faces), axis=0)) * inner < 0
+        visible = np.sign(np.rint(offsets + normals @ y[p])) * inner < 0
         if not visible.any():
             continue
         seen = faces[visible]
@@ -311,14 +340,48 @@ def _placing_triangulation(points: np.ndarray, tight: np.ndarray, row: np.ndarra
         group, counts = _groups(new)
         fresh = counts[group] == 1  # a face of two new simplices is interior
         faces = np.concatenate([faces[~visible], new[fresh]])
-        inner = np.concatenate([inner[~visible], _side(y, new[fresh], y[opposite[fresh]])])
+        planes = _face_planes(y, new[fresh], y[opposite[fresh]])
+        inner, offsets, normals = (np.concatenate([old[~visible], add]) for old, add in
+                                   zip((inner, offsets, normals), planes))
     return tight[np.concatenate(simplices)]
 
 
-def _side(y: np.ndarray, faces, q: np.ndarray) -> np.ndarray:
-    """sign det(y_τ − q) for each face τ (a row of k point indices, k dimensions) and point q (a row of ``q``):
-    an affine function of q vanishing on aff τ, so its sign tells q's side."""
-    return np.sign(np.rint(np.linalg.det(y[faces] - q[:, None, :])))
+def _face_planes(y: np.ndarray, faces: np.ndarray, opposite: np.ndarray) -> tuple[np.ndarray, ...]:
+    """For each face τ (a row of k point indices, k dimensions) and a point o off its hyperplane (a row of
+    ``opposite``, the vertex of the simplex across τ): the sign of f_τ(o) and f_τ(q) = c + ⟨n, q⟩, where
+    f_τ(q) = det(y_τ − 1qᵀ) is an affine function of q vanishing on aff τ (an integer at integer points), so
+    sign(rint f_τ(q))·sign f_τ(o) < 0 tells that q sees τ. With E = y_τ − 1oᵀ (invertible, the simplex's
+    edges from o) the matrix determinant lemma gives f_τ(q) = det E·(1 − ⟨E⁻¹1, q − o⟩): c and n from one
+    determinant and one solve per face, then one inner product per face and point. Returns (sign f_τ(o), c, n)."""
+    edges = y[faces] - opposite[:, None, :]
+    at_opposite = np.rint(np.linalg.det(edges))
+    try:
+        w = np.linalg.solve(edges, np.ones(edges.shape[:2] + (1,)))[:, :, 0]
+    except np.linalg.LinAlgError:
+        raise FanError("a facet's triangulation proposal has a degenerate simplex") from None
+    normals = -at_opposite[:, None] * w
+    return np.sign(at_opposite), at_opposite - np.einsum("fi,fi->f", normals, opposite), normals
+
+
+def _proposed_determinants(matrices: np.ndarray) -> np.ndarray:
+    """det of each integer matrix (shape (m, s, s)), proposed: the floating-point determinant rounded while the
+    Hadamard bound H = max ∏_i ‖row_i‖₂ stays below 2^40 (far within double precision), else exactly
+    (:func:`integer_determinants`). :func:`fan_check` recomputes them exactly."""
+    hadamard = float(np.max(np.prod(np.linalg.norm(matrices.astype(float), axis=2), axis=1), initial=1.0))
+    if hadamard >= 2.0**40:
+        return integer_determinants(matrices)
+    return np.rint(np.linalg.det(matrices.astype(float))).astype(np.int64)
+
+
+def _all_residues(adjugates: np.ndarray, determinants: np.ndarray) -> np.ndarray:
+    """The :func:`_residues` of every simplex, stacked (a unimodular simplex has the single residue 0)."""
+    s = adjugates.shape[1]
+    sizes = np.abs(determinants)
+    out = np.zeros((int(sizes.sum()), s), dtype=np.int64)
+    start = np.concatenate([[0], np.cumsum(sizes)])
+    for j in np.flatnonzero(sizes > 1):
+        out[start[j]:start[j + 1]] = _residues(adjugates[j], determinants[j])
+    return out
 
 
 def _residues(adjugate: np.ndarray, determinant: int) -> np.ndarray:
@@ -345,28 +408,55 @@ def _residues(adjugate: np.ndarray, determinant: int) -> np.ndarray:
     return np.array(sorted(found), dtype=np.int64)
 
 
-def _orbits(tight_sets: list[tuple], permutations: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
-    """For every gauge row f: its representative and the element g_f with π_{g_f}(F_rep) = F_f; the rows of
-    each orbit. Raises :class:`FanError` when an image of a representative is not a listed facet."""
-    index = {t: f for f, t in enumerate(tight_sets)}
-    rep = np.full(len(tight_sets), -1)
-    element = np.zeros(len(tight_sets), dtype=int)
+def _orbits(tight: np.ndarray, permutations: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """For every gauge row f (a column of the point-on-facet matrix ``tight``): its representative and the
+    element g_f with π_{g_f}(F_rep) = F_f; the rows of each orbit. Raises :class:`FanError` when an image of a
+    representative is not a listed facet."""
+    index = _facet_index(tight)
+    facets = tight.shape[1]
+    rep = np.full(facets, -1)
+    element = np.zeros(facets, dtype=int)
     orbits = []
-    for f, t in enumerate(tight_sets):
+    for f in range(facets):
         if rep[f] >= 0:
             continue
-        r = len(orbits)
-        images = np.sort(permutations[:, list(t)], axis=1)
-        members = []
-        for g, image in enumerate(images):
-            target = index.get(tuple(int(x) for x in image))
-            if target is None:
-                raise FanError("an image of a facet under the symmetry group is not a listed facet")
-            if rep[target] < 0:
-                rep[target], element[target] = r, g
-                members.append(target)
-        orbits.append(np.array(members, dtype=int))
+        targets = _image_facets(index, tight[:, f], permutations)
+        if np.any(targets < 0):
+            raise FanError("an image of a facet under the symmetry group is not a listed facet")
+        _, first = np.unique(targets, return_index=True)
+        elements = np.sort(first)  # each target at the first element reaching it, in the group's order
+        members = targets[elements]
+        fresh = rep[members] < 0
+        rep[members[fresh]], element[members[fresh]] = len(orbits), elements[fresh]
+        orbits.append(members[fresh])
     return rep, element, orbits
+
+
+def _facet_index(tight: np.ndarray) -> dict[bytes, int]:
+    """Each gauge row named by its set of points (the bits of its column of ``tight``)."""
+    return {key: f for f, key in enumerate(_set_keys(tight.T))}
+
+
+def _set_keys(members: np.ndarray) -> list[bytes]:
+    """One byte string per row of the boolean matrix ``members`` (equal exactly when the sets are)."""
+    packed = np.packbits(members, axis=1)
+    return [row.tobytes() for row in packed]
+
+
+def _image_facets(index: dict[bytes, int], on: np.ndarray, permutations: np.ndarray) -> np.ndarray:
+    """For each permutation π (a row), the gauge row whose point set is π(F) for the point set F = ``on``,
+    or −1 when there is none (or π is not one-to-one on F)."""
+    base = np.flatnonzero(on)
+    images = _point_sets(permutations[:, base], len(on))
+    whole = images.sum(axis=1) == len(base)
+    return np.array([index.get(key, -1) if ok else -1 for key, ok in zip(_set_keys(images), whole)], dtype=int)
+
+
+def _point_sets(rows: np.ndarray, n: int) -> np.ndarray:
+    """The boolean membership matrix (len(rows), n) of each row's point indices."""
+    out = np.zeros((len(rows), n), dtype=bool)
+    out[np.arange(len(rows))[:, None], rows] = True
+    return out
 
 
 def build_fan(points: np.ndarray, gauge: LatticeGauge, permutations: np.ndarray | None = None) -> ConeFan:
@@ -397,13 +487,12 @@ def build_fan(points: np.ndarray, gauge: LatticeGauge, permutations: np.ndarray 
     if values.max() > gauge.denominator:
         raise FanError("a listed vector violates a gauge row (N·v > D)")
     tight = values == gauge.denominator
-    tight_sets = [tuple(np.flatnonzero(tight[:, f]).tolist()) for f in range(tight.shape[1])]
-    rep, element, orbits = _orbits(tight_sets, perms)
+    rep, element, orbits = _orbits(tight, perms)
     simplices, simplex_rep, dets = [], [], []
     for r, members in enumerate(orbits):
         f = int(members[0])
-        cells = np.sort(_placing_triangulation(points, np.array(tight_sets[f]), gauge.numerators[f]), axis=1)
-        d = integer_determinants(points[cells].transpose(0, 2, 1))
+        cells = np.sort(_placing_triangulation(points, np.flatnonzero(tight[:, f]), gauge.numerators[f]), axis=1)
+        d = _proposed_determinants(points[cells].transpose(0, 2, 1))
         if np.any(d == 0):
             raise FanError("a facet's triangulation proposal has a degenerate simplex")
         if sum(len(x) for x in simplices) + len(cells) > MAX_REPRESENTATIVE_SIMPLICES:
@@ -416,8 +505,8 @@ def build_fan(points: np.ndarray, gauge: LatticeGauge, permutations: np.ndarray 
     dets = np.concatenate(dets)
     rep_rows = np.array([int(members[0]) for members in orbits])  # F_r: the first row of orbit r
     adjugates = integer_adjugates(points[simplices].transpose(0, 2, 1), dets)
-    residues = [_residues(a, d) for a, d in zip(adjugates, dets)]
-    start = np.concatenate([[0], np.cumsum([len(x) for x in residues])]).astype(np.int64)
+    residues = _all_residues(adjugates, dets)
+    start = np.concatenate([[0], np.cumsum(np.abs(dets))]).astype(np.int64)
     facet_perm = perms[element]
     facet_perm[rep_rows] = np.arange(n)  # F_r takes its own triangulation (not a stabiliser element's image)
     room = float(s) * float(np.abs(adjugates).max()) * n * float(np.abs(points).max())
@@ -430,8 +519,8 @@ def build_fan(points: np.ndarray, gauge: LatticeGauge, permutations: np.ndarray 
     else:
         raise FanError("no generic reference point y* was found (every trial lies on some cone's facet)")
     fan = ConeFan(points, simplices, simplex_rep, dets, adjugates, facet_perm, rep, tuple(orbits),
-                  np.concatenate(residues), start, masks, reference)
-    ok, detail = fan_check(fan, gauge, perms)
+                  residues, start, masks, reference)
+    ok, detail = fan_check(fan, gauge, perms, computed_masks=masks)
     if not ok:
         raise FanError(detail)
     return replace(fan, proof=detail)
@@ -446,40 +535,48 @@ def _reference(n: int, attempt: int, bits: int) -> np.ndarray:
 def _open_masks(points, simplex_rep, dets, adjugates, facet_perm, orbits, reference) -> tuple | None:
     """Per representative r, shape (|orbit|, m_r): the bits i with μ_i < 0 for the cone (f, j), where
     μ = V_{f,j}⁻¹y* = V_j⁻¹·M_f⁻¹y* and M_f⁻¹y* = Σ_m c_{π_f(m)} p_m (M_f p_m = p_{π_f(m)}); None when some
-    μ_i = 0 (y* not generic)."""
+    μ_i = 0 (y* not generic). sign μ_i is that of d_j·(adj(V_j)·M_f⁻¹y*)_i, an integer."""
     out = []
     s = points.shape[1]
-    weights = (1 << np.arange(s)).astype(np.int64)
     for r, members in enumerate(orbits):
         js = np.flatnonzero(simplex_rep == r)
         y = reference[facet_perm[members]] @ points  # (|orbit|, s)
-        mu = _integer_products(adjugates[js].reshape(-1, s), y.T).reshape(len(js), s, len(members))
-        mu = mu.transpose(2, 0, 1) * np.sign(dets[js])[None, :, None]
-        if np.any(mu == 0):
+        scaled = _integer_products(adjugates[js].reshape(-1, s), y.T).reshape(len(js), s, len(members))
+        if not np.all(scaled):
             return None
-        out.append(((mu < 0).astype(np.int64) @ weights))
+        negative = (scaled < 0) ^ (dets[js] < 0)[:, None, None]  # (m_r, s, |orbit|)
+        bits = np.zeros((len(js), len(members)), dtype=np.int64)
+        for i in range(s):
+            bits |= negative[:, i, :].astype(np.int64) << i
+        out.append(np.ascontiguousarray(bits.T))
     return tuple(out)
 
 
 def _integer_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b for int64 matrices, exactly: in float64 (BLAS) when every partial sum is below 2^53 in magnitude
-    (k·max|a|·max|b|, every operand and sum then an exactly represented integer), else in int64 below 2^62.
+    """a @ b for int64 arrays (matrices, or stacks of them), exactly: in float64 (BLAS) when every partial sum is
+    below 2^53 in magnitude (k·max|a|·max|b|, every operand and sum then an exactly represented integer; the
+    float64 result is returned, each entry an integer), else in int64 below 2^62.
 
     Raises
     ------
     FanError
         If the products could leave the int64 range."""
-    bound = float(a.shape[1]) * float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0))
+    bound = float(a.shape[-1]) * float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0))
     if bound < 2.0**53:
-        return (a.astype(float) @ b.astype(float)).astype(np.int64)
+        return a.astype(float) @ b.astype(float)
     if bound >= 2.0**62:
-        raise FanError("the half-open rule's products would leave the int64 range")
+        raise FanError("the integer products would leave the int64 range")
     return a @ b
 
 
 # ---------------------------------------------------------------------- proof
-def fan_check(fan: ConeFan, gauge: LatticeGauge, permutations: np.ndarray) -> tuple[bool, str]:
-    """Steps 1–6 of the module docstring's proof, in integers: (passed, what was found)."""
+def fan_check(fan: ConeFan, gauge: LatticeGauge, permutations: np.ndarray,
+              computed_masks: tuple | None = None) -> tuple[bool, str]:
+    """Steps 1–6 of the module docstring's proof, in integers: (passed, what was found).
+
+    ``computed_masks``: the half-open sets :func:`_open_masks` has just computed from this fan's own simplices,
+    adjugates, permutations and y* (:func:`build_fan`, which drew the fan's masks from them); None: computed
+    here. Either way step 6 compares the fan's masks with :func:`_open_masks` of its data."""
     points = fan.points
     n, s = points.shape
     values = points @ gauge.numerators.T
@@ -488,16 +585,20 @@ def fan_check(fan: ConeFan, gauge: LatticeGauge, permutations: np.ndarray) -> tu
     if not _linear_maps_exist(points, permutations):
         return False, "a symmetry permutation is not induced by a linear map of the listed vectors"
     tight = values == gauge.denominator
-    tight_sets = {tuple(np.flatnonzero(tight[:, f]).tolist()): f for f in range(tight.shape[1])}
+    index = _facet_index(tight)
     for members in fan.orbit_facets:  # step 2: the facet list is closed under G
-        base = np.flatnonzero(tight[:, members[0]])
-        images = np.sort(permutations[:, base], axis=1)
-        if any(tuple(int(x) for x in im) not in tight_sets for im in images):
+        if np.any(_image_facets(index, tight[:, members[0]], permutations) < 0):
             return False, "the facet list is not closed under the symmetry group"
-    for f in range(tight.shape[1]):  # every row is the image of its representative
-        base = np.flatnonzero(tight[:, fan.orbit_facets[fan.facet_rep[f]][0]])
-        if tuple(sorted(int(x) for x in fan.facet_perm[f][base])) != tuple(np.flatnonzero(tight[:, f]).tolist()):
-            return False, f"gauge row {f} is not the image of its representative facet"
+    orbits = len(fan.orbit_facets)
+    if fan.facet_rep.shape != (tight.shape[1],) or np.any((fan.facet_rep < 0) | (fan.facet_rep >= orbits)):
+        return False, "a gauge row has no representative facet"
+    for r, members in enumerate(fan.orbit_facets):  # every row is the image of its representative
+        rows = np.flatnonzero(fan.facet_rep == r)
+        base = np.flatnonzero(tight[:, members[0]])
+        images = _point_sets(fan.facet_perm[rows][:, base], n)
+        wrong = (images.sum(axis=1) != len(base)) | np.any(images != tight[:, rows].T, axis=1)
+        if wrong.any():
+            return False, f"gauge row {rows[np.argmax(wrong)]} is not the image of its representative facet"
     rep_rows = np.array([members[0] for members in fan.orbit_facets])
     on_rep = tight[fan.simplices, rep_rows[fan.simplex_rep][:, None]]
     if not on_rep.all():  # step 3
@@ -505,7 +606,8 @@ def fan_check(fan: ConeFan, gauge: LatticeGauge, permutations: np.ndarray) -> tu
     d = integer_determinants(points[fan.simplices].transpose(0, 2, 1))
     eye = np.eye(s, dtype=np.int64)
     if (np.any(d == 0) or not np.array_equal(d, fan.determinants)
-            or not np.array_equal(points[fan.simplices].transpose(0, 2, 1) @ fan.adjugates, d[:, None, None] * eye)):
+            or not np.array_equal(_integer_products(points[fan.simplices].transpose(0, 2, 1), fan.adjugates),
+                                  d[:, None, None] * eye)):
         return False, "a simplex is degenerate or its determinant/adjugate is wrong"
     paired, boundary, problem = _faces(fan, tight)  # step 4
     if problem:
@@ -517,8 +619,9 @@ def fan_check(fan: ConeFan, gauge: LatticeGauge, permutations: np.ndarray) -> tu
         inside = (lam >= 0).all(axis=1)
         if int(inside.sum()) != 1 or np.any(inside & (lam == 0).any(axis=1)):
             return False, f"representative facet {r}: the test point is not inside exactly one simplex"
-    masks = _open_masks(points, fan.simplex_rep, fan.determinants, fan.adjugates, fan.facet_perm,
-                        list(fan.orbit_facets), fan.reference)  # step 6
+    masks = computed_masks if computed_masks is not None else _open_masks(  # step 6
+        points, fan.simplex_rep, fan.determinants, fan.adjugates, fan.facet_perm, list(fan.orbit_facets),
+        fan.reference)
     if masks is None or any(not np.array_equal(a, b) for a, b in zip(masks, fan.open_masks)):
         return False, "the reference point y* lies on a cone's facet hyperplane, or the half-open sets are wrong"
     sizes = np.abs(d)  # the residues: |d_j| classes per simplex, numerators in [0, |d_j|), lattice points
@@ -550,7 +653,7 @@ def _faces(fan: ConeFan, tight: np.ndarray) -> tuple[int, int, str | None]:
     m = len(simplices)
     faces = np.stack([np.delete(simplices, i, axis=1) for i in range(s)], axis=1).reshape(m * s, s - 1)
     owner, dropped = np.repeat(np.arange(m), s), np.tile(np.arange(s), m)
-    inverse, counts = _groups(faces)
+    inverse, counts = _groups(_packed_rows(faces, len(fan.points)))
     if counts.max() > 2:
         return 0, 0, "an (s−2)-face is shared by more than two simplices"
     order = np.argsort(inverse, kind="stable")
@@ -563,12 +666,35 @@ def _faces(fan: ConeFan, tight: np.ndarray) -> tuple[int, int, str | None]:
     other = fan.points[simplices[owner[second], dropped[second]]]
     if np.any(np.einsum("ij,ij->i", normal, other) >= 0):
         return 0, 0, "two simplices sharing an (s−2)-face lie on the same side of it"
-    packed = np.packbits(tight, axis=1)
-    on = np.bitwise_and.reduce(packed[faces[single]], axis=1)
-    holding = np.unpackbits(on, axis=1, count=tight.shape[1]).sum(axis=1)
+    words = _bit_words(tight)  # each point's facets as a bitset of 64-bit words
+    on = words[faces[single, 0]]
+    for i in range(1, s - 1):
+        on &= words[faces[single, i]]
+    holding = np.bitwise_count(on).sum(axis=1)
     if np.any(holding < 2):
         return 0, 0, "an unpaired (s−2)-face lies inside its facet (the facet is not covered)"
     return len(first), len(single), None
+
+
+def _packed_rows(rows: np.ndarray, n: int) -> np.ndarray:
+    """Rows of point indices below ``n`` packed four 16-bit fields to a 64-bit word when n ≤ 2^16 (equal rows
+    exactly when their packings are), else as they are."""
+    if n > 2**16:
+        return rows
+    width = rows.shape[1]
+    padded = np.zeros((len(rows), -(-width // 4) * 4), dtype=np.uint64)
+    padded[:, :width] = rows
+    fields = padded.reshape(len(rows), -1, 4)
+    shifts = np.array([0, 16, 32, 48], dtype=np.uint64)
+    return np.bitwise_or.reduce(fields << shifts, axis=2)
+
+
+def _bit_words(members: np.ndarray) -> np.ndarray:
+    """The rows of a boolean matrix as bitsets of uint64 words (bit order irrelevant: only ANDs and counts)."""
+    packed = np.packbits(members, axis=1)
+    padded = np.zeros((len(members), -(-packed.shape[1] // 8) * 8), dtype=np.uint8)
+    padded[:, :packed.shape[1]] = packed
+    return padded.view(np.uint64)
 
 
 # ---------------------------------------------------------------------- sampling
@@ -589,29 +715,28 @@ def sample_cone_k_norm(rng: np.random.Generator, fan: ConeFan, epsilon: Fraction
     if den >= 2**62 or epsilon.numerator * s * common >= 2**62:
         raise ValueError("ε′ and the cones' determinants leave the sampler's integer range")
     bits = 1 << np.arange(s)
+    pairs = fan.simplex_of_pair
+    masks, mask_start, mask_stride = fan.mask_table
+    facet_rows, facet_start = fan.facet_table
     out, filled = np.zeros((size, s), dtype=np.int64), 0
     while filled < size:
         batch = size - filled
         u = rng.integers(0, total, size=batch, dtype=np.int64)
-        j = np.searchsorted(cumulative, u, side="right")
+        j = np.searchsorted(cumulative, u, side="right") if pairs is None else pairs[u]
         offset = u - (cumulative[j] - weights[j])
         k, q = np.divmod(offset, dets[j])
-        lam = fan.residues[fan.residue_start[j] + q]
-        r = fan.simplex_rep[j]
-        mask = np.empty(batch, dtype=np.int64)
-        for rep in np.unique(r):
-            here = r == rep
-            local = j[here] - fan.rep_first[rep]
-            mask[here] = fan.open_masks[rep][k[here], local]
-        shift = ((mask[:, None] & bits) != 0) & (lam == 0)
-        lam = lam + shift * dets[j][:, None]
-        keep = bernoulli_exp(rng, epsilon.numerator * lam.sum(axis=1) * (common // dets[j]), den)
-        j, k, lam, r = j[keep], k[keep], lam[keep], r[keep]
+        mask = masks[mask_start[j] + k * mask_stride[j]]
+        total_lam = np.bitwise_count(mask).astype(np.int64)  # |d| = 1: p̃ = Σ_{i open} v_i, so ΣL = #open bits
+        wide = np.flatnonzero(dets[j] > 1)
+        total_lam[wide] = _residue_numerators(fan, j[wide], q[wide], mask[wide], bits).sum(axis=1)
+        keep = bernoulli_exp(rng, epsilon.numerator * total_lam * (common // dets[j]), den)
+        j, k, q, mask = j[keep], k[keep], q[keep], mask[keep]
         if not len(j):
             continue
+        lam, r = _residue_numerators(fan, j, q, mask, bits), fan.simplex_rep[j]
         n = sample_geometric(rng, epsilon.denominator, epsilon.numerator, len(j) * s).reshape(len(j), s)
         lam = lam + n * dets[j][:, None]
-        facets = np.array([fan.orbit_facets[a][b] for a, b in zip(r.tolist(), k.tolist())], dtype=np.int64)
+        facets = facet_rows[facet_start[r] + k]
         vertices = fan.points[fan.facet_perm[facets[:, None], fan.simplices[j]]]  # (b, s, s): rows v_i
         if float(lam.max()) * float(np.abs(vertices).max(initial=1)) * s < 2.0**62:
             scaled = np.einsum("bi,bik->bk", lam, vertices)
@@ -624,6 +749,14 @@ def sample_cone_k_norm(rng: np.random.Generator, fan: ConeFan, epsilon: Fraction
         out[filled:filled + len(z)] = z
         filled += len(z)
     return out
+
+
+def _residue_numerators(fan: ConeFan, j: np.ndarray, q: np.ndarray, mask: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """The λ numerators L of the half-open residues p̃ (int64, shape (len(j), s)): residue q of simplex j, each
+    L_i = 0 with bit i of ``mask`` set (μ_i < 0: λ_i > 0) shifted to |d_j|."""
+    lam = fan.residues[fan.residue_start[j] + q]
+    shift = ((mask[:, None] & bits) != 0) & (lam == 0)
+    return lam + shift * np.abs(fan.determinants[j])[:, None]
 
 
 def acceptance_rate(fan: ConeFan, epsilon: float) -> float:
