@@ -251,11 +251,58 @@ def symmetric_differences(problem: Problem) -> Callable[[], np.ndarray | None] |
     return problem.space.listed
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser (Steele, Lea & Flood 2014) on 64-bit words, wrapping modulo 2⁶⁴: a bijection that
+    scatters every input bit over the output."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _entry_words(columns: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A pseudo-random 64-bit word for each non-zero entry (column, value) of a difference. A row's hash is the sum of
+    its entries' words modulo 2⁶⁴: equal rows have equal hashes, so a hash absent from a set proves the row absent;
+    a hash present proves nothing (it only screens)."""
+    return _mix(_mix(np.ascontiguousarray(values, dtype=float).view(np.uint64))
+                + _mix(columns.astype(np.uint64) + _GOLDEN))
+
+
 def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
-    """The orbit of each cell under the swaps of two levels of one attribute that map the set of
-    neighbouring differences ``vectors`` (rows) onto itself; None when the labels are not
-    ``attribute=level`` lists of one length (marginals of different sizes, ``[[a, b], [c]]``, are not
-    cells of one table) or the differences are not listed."""
+    r"""The orbit of each cell under the swaps of two levels of one attribute that map the set of neighbouring
+    differences onto itself.
+
+    Parameters
+    ----------
+    labels : sequence of str
+        The cells' labels, ``attribute=level`` lists of one length (``a=x,b=u``).
+    vectors : array (m, d), optional
+        The listed neighbouring differences (rows), compared after rounding to 9 decimals.
+
+    Returns
+    -------
+    array of int, or None
+        Cell i's orbit, named by one of its cells: the root of a union–find that, for each attribute and each pair
+        of its levels (a, b) in the order they first appear, joins every cell i holding a or b to its image σ(i)
+        (the cell with a and b exchanged) when σ maps the set S of rows onto itself. None when the labels are not
+        such lists (marginals of different sizes, ``[[a, b], [c]]``, are not cells of one table) or the
+        differences are not listed.
+
+    Notes
+    -----
+    Why it is exact, and fast (O(nnz) per swap tested, not a rebuilt set of m·d values). σ permutes the
+    coordinates, a bijection of :math:`\mathbb R^d`, so σ(S) = S if and only if σ(v) ∈ S for every v ∈ S, and only
+    for the rows with a non-zero entry in a moved column can σ(v) differ from v. Each row carries the sum of
+    64-bit words of its non-zero entries (:func:`_entry_words`); a swap changes only the words of the entries in
+    its moved columns, so the hashes of the σ(v) are updated from those entries alone. A hash missing from S's
+    proves σ(S) ≠ S; every swap whose hashes all match is confirmed by comparing each σ(v) with the rows of S of
+    its hash, value for value (rounded values, −0 as 0; a NaN equals no value, so no swap keeps a set holding one).
+    A swap whose moved cells are each already in the orbit of their image would join nothing and is not tested:
+    each swap tested and confirmed merges two orbits at least, so at most d − 1 are confirmed. The unions made are
+    those of testing every swap, in the same order, hence the same roots.
+    """
     if vectors is None:
         return None
     try:
@@ -265,7 +312,18 @@ def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
     index = {cell: i for i, cell in enumerate(cells)}
     if len(index) != len(cells) or vectors.shape[1] != len(cells) or len({len(c) for c in cells}) != 1:
         return None
-    rows = {tuple(r) for r in np.round(vectors, 9).tolist()}
+    rounded = np.round(np.asarray(vectors, dtype=float), 9) + 0.0  # −0.0 + 0.0 = 0.0: equal values, equal bits
+    if np.isnan(rounded).any():
+        return np.arange(len(cells))
+    rows, columns = np.nonzero(rounded)
+    values = rounded[rows, columns]
+    words = _entry_words(columns, values)
+    hashes = np.zeros(len(rounded), np.uint64)
+    np.add.at(hashes, rows, words)
+    order = np.argsort(hashes, kind="stable")
+    known = hashes[order]
+    by_column = np.argsort(columns, kind="stable")
+    starts = np.searchsorted(columns[by_column], np.arange(len(cells) + 1))
     parent = list(range(len(cells)))
 
     def root(i: int) -> int:
@@ -274,17 +332,40 @@ def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
             i = parent[i]
         return i
 
+    def keeps(moved: list[int], images: list[int]) -> bool:
+        """Whether the permutation moving cell moved[k] to images[k] maps S onto itself."""
+        image = np.arange(len(cells))
+        image[moved] = images
+        entries = np.concatenate([by_column[starts[i]:starts[i + 1]] for i in moved])
+        changed, at = np.unique(rows[entries], return_inverse=True)
+        moved_hashes = hashes[changed]  # a fancy-indexed copy
+        np.add.at(moved_hashes, at, _entry_words(image[columns[entries]], values[entries]) - words[entries])
+        low = np.searchsorted(known, moved_hashes, "left")
+        high = np.searchsorted(known, moved_hashes, "right")
+        if np.any(low == high):
+            return False
+        swapped = np.empty((len(changed), len(cells)))
+        swapped[:, image] = rounded[changed]
+        pending = np.ones(len(changed), bool)
+        for offset in range(int(np.max(high - low, initial=0))):  # the rows of S with σ(v)'s hash, one at a time
+            look = np.flatnonzero(pending & (low + offset < high))
+            same = np.all(rounded[order[low[look] + offset]] == swapped[look], axis=1)
+            pending[look[same]] = False
+        return not pending.any()
+
     for axis in range(len(cells[0])):
-        levels = list(dict.fromkeys(c[axis] for c in cells))
+        holding: dict = {}
+        for i, c in enumerate(cells):
+            holding.setdefault(c[axis], []).append(i)
+        levels = list(holding)
         for a, b in ((a, b) for k, a in enumerate(levels) for b in levels[k + 1:]):
             swap = {a: b, b: a}
-            image = [index.get(c[:axis] + (swap.get(c[axis], c[axis]),) + c[axis + 1:]) for c in cells]
-            if None in image:
+            moved = sorted(holding[a] + holding[b])
+            images = [index.get(cells[i][:axis] + (swap[cells[i][axis]],) + cells[i][axis + 1:]) for i in moved]
+            if None in images or all(root(i) == root(j) for i, j in zip(moved, images)):
                 continue
-            moved = np.empty_like(vectors)
-            moved[:, image] = vectors
-            if {tuple(r) for r in np.round(moved, 9).tolist()} == rows:
-                for i, j in enumerate(image):
+            if keeps(moved, images):
+                for i, j in zip(moved, images):
                     parent[root(i)] = root(j)
     return np.array([root(i) for i in range(len(cells))])
 
