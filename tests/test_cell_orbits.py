@@ -169,6 +169,13 @@ def test_exactly_one_swap_is_a_symmetry():
     np.testing.assert_array_equal(cell_orbits(labels, -vectors), [2, 3, 2, 3])
 
 
+def test_columns_alike_but_rows_not():
+    # S = {e_x + e_y, e_z}: every column holds one 1, so the column profiles agree for every swap, and only the rows
+    # decide. Swap (x, y) fixes both rows; (x, z) maps e_x + e_y to e_y + e_z ∉ S, (y, z) to e_x + e_z ∉ S
+    labels = ["a=x", "a=y", "a=z"]
+    np.testing.assert_array_equal(cell_orbits(labels, np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])), [1, 1, 2])
+
+
 def test_edge_cases_keep_their_meaning():
     labels = ["a=x", "a=y", "a=z"]
     np.testing.assert_array_equal(cell_orbits(labels, np.zeros((0, 3))), [2, 2, 2])  # ∅ is kept by every swap
