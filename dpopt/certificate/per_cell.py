@@ -251,11 +251,123 @@ def symmetric_differences(problem: Problem) -> Callable[[], np.ndarray | None] |
     return problem.space.listed
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser (Steele, Lea & Flood 2014) on 64-bit words, wrapping modulo 2⁶⁴: a bijection that
+    scatters every input bit over the output."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _entry_words(columns: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A pseudo-random 64-bit word for each non-zero entry (column, value) of a difference. A row's hash is the sum of
+    its entries' words modulo 2⁶⁴: equal rows have equal hashes, so a hash absent from a set proves the row absent;
+    a hash present proves nothing (it only screens)."""
+    return _mix(_mix(np.ascontiguousarray(values, dtype=float).view(np.uint64))
+                + _mix(columns.astype(np.uint64) + _GOLDEN))
+
+
+class _Differences:
+    """The set S of the rounded rows of the neighbouring differences, indexed to test whether a permutation of the
+    columns maps S onto itself (:func:`cell_orbits`): each row's hash, the rows sorted by hash, the entries of
+    each column, and each column's profile."""
+
+    def __init__(self, rounded: np.ndarray) -> None:
+        self.rounded = rounded
+        self.rows, self.columns = np.nonzero(rounded)
+        self.values = rounded[self.rows, self.columns]
+        self.words = _entry_words(self.columns, self.values)
+        self.hashes = np.zeros(len(rounded), np.uint64)
+        np.add.at(self.hashes, self.rows, self.words)
+        self.order = np.argsort(self.hashes, kind="stable")
+        self.known = self.hashes[self.order]
+        by_column = np.argsort(self.columns, kind="stable")
+        starts = np.searchsorted(self.columns[by_column], np.arange(rounded.shape[1] + 1)).tolist()
+        self.in_column = [by_column[s:e] for s, e in zip(starts[:-1], starts[1:])]
+        self.profiles = self._column_profiles()
+
+    def _column_profiles(self) -> list[int] | None:
+        """Each column's multiset of non-zero values over the distinct rows of S, hashed (the sum of the values'
+        hashes modulo 2⁶⁴); None when two different rows share a hash (the rows' hashes then do not tell the
+        distinct rows apart)."""
+        tie = np.flatnonzero(self.known[1:] == self.known[:-1])
+        if not np.all(self.rounded[self.order[tie + 1]] == self.rounded[self.order[tie]]):
+            return None
+        distinct = np.ones(len(self.rounded), bool)
+        distinct[self.order[tie + 1]] = False  # each run of equal hashes holds copies of one row: keep its first
+        keep = distinct[self.rows]
+        profiles = np.zeros(self.rounded.shape[1], np.uint64)
+        np.add.at(profiles, self.columns[keep], _mix(self.values[keep].view(np.uint64)))
+        return profiles.tolist()
+
+    def kept_by(self, moved: list[int], images: list[int]) -> bool:
+        """Whether the permutation σ of the columns moving column moved[k] to images[k] maps S onto itself."""
+        if self.profiles is not None and any(self.profiles[i] != self.profiles[j] for i, j in zip(moved, images)):
+            return False
+        image = np.arange(self.rounded.shape[1])
+        image[moved] = images
+        entries = np.concatenate([self.in_column[i] for i in moved])
+        changed, at = np.unique(self.rows[entries], return_inverse=True)
+        moved_hashes = self.hashes[changed]  # a fancy-indexed copy
+        np.add.at(moved_hashes, at, _entry_words(image[self.columns[entries]], self.values[entries])
+                  - self.words[entries])
+        low = np.searchsorted(self.known, moved_hashes, "left")
+        high = np.searchsorted(self.known, moved_hashes, "right")
+        if np.any(low == high):
+            return False
+        swapped = np.empty((len(changed), len(image)))
+        swapped[:, image] = self.rounded[changed]
+        pending = np.ones(len(changed), bool)
+        for offset in range(int(np.max(high - low, initial=0))):  # the rows of S with σ(v)'s hash, one at a time
+            look = np.flatnonzero(pending & (low + offset < high))
+            same = np.all(self.rounded[self.order[low[look] + offset]] == swapped[look], axis=1)
+            pending[look[same]] = False
+        return not pending.any()
+
+
 def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
-    """The orbit of each cell under the swaps of two levels of one attribute that map the set of
-    neighbouring differences ``vectors`` (rows) onto itself; None when the labels are not
-    ``attribute=level`` lists of one length (marginals of different sizes, ``[[a, b], [c]]``, are not
-    cells of one table) or the differences are not listed."""
+    r"""The orbit of each cell under the swaps of two levels of one attribute that map the set of neighbouring
+    differences onto itself.
+
+    Parameters
+    ----------
+    labels : sequence of str
+        The cells' labels, ``attribute=level`` lists of one length (``a=x,b=u``).
+    vectors : array (m, d), optional
+        The listed neighbouring differences (rows), compared after rounding to 9 decimals.
+
+    Returns
+    -------
+    array of int, or None
+        Cell i's orbit, named by one of its cells: the root of a union–find that, for each attribute and each pair
+        of its levels (a, b) in the order they first appear, joins every cell i holding a or b to its image σ(i)
+        (the cell with a and b exchanged) when σ maps the set S of rows onto itself. None when the labels are not
+        such lists (marginals of different sizes, ``[[a, b], [c]]``, are not cells of one table) or the
+        differences are not listed.
+
+    Notes
+    -----
+    Why it is exact, and fast (work in the entries of the moved columns per swap tested, not a rebuilt set of
+    m·d values). σ permutes the coordinates, a bijection of :math:`\mathbb R^d`, so σ(S) = S if and only if
+    σ(v) ∈ S for every v ∈ S, and only for the rows with a non-zero entry in a moved column can σ(v) differ from v.
+    Two screens reject a swap; each compares hashes that are equal whenever σ(S) = S, so neither rejects a
+    symmetry:
+
+    1. column i of S and column σ(i) of σ(S) = S hold the same multiset of values, so their hashed profiles
+       (:meth:`_Differences._column_profiles`) must agree;
+    2. each row's hash is the sum of 64-bit words of its non-zero entries (:func:`_entry_words`); a swap changes
+       only the words of the entries in its moved columns, so the hashes of the σ(v) are updated from those
+       entries alone, and each must be the hash of a row of S.
+
+    A swap passing both is confirmed by comparing each σ(v) with the rows of S of its hash, value for value
+    (rounded values, −0 as 0; a NaN equals no value, so no swap keeps a set holding one): a hash collision can
+    cost time, never a wrong merge. A swap whose moved cells are each already in the orbit of their image would
+    join nothing and is not tested: each swap confirmed merges two orbits at least, so at most d − 1 are
+    confirmed. The unions made are those of testing every swap, in the same order, hence the same roots.
+    """
     if vectors is None:
         return None
     try:
@@ -265,7 +377,10 @@ def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
     index = {cell: i for i, cell in enumerate(cells)}
     if len(index) != len(cells) or vectors.shape[1] != len(cells) or len({len(c) for c in cells}) != 1:
         return None
-    rows = {tuple(r) for r in np.round(vectors, 9).tolist()}
+    rounded = np.round(np.asarray(vectors, dtype=float), 9) + 0.0  # −0.0 + 0.0 = 0.0: equal values, equal bits
+    if np.isnan(rounded).any():
+        return np.arange(len(cells))
+    differences = _Differences(rounded)
     parent = list(range(len(cells)))
 
     def root(i: int) -> int:
@@ -275,16 +390,18 @@ def cell_orbits(labels, vectors: np.ndarray | None) -> np.ndarray | None:
         return i
 
     for axis in range(len(cells[0])):
-        levels = list(dict.fromkeys(c[axis] for c in cells))
+        holding: dict = {}
+        for i, c in enumerate(cells):
+            holding.setdefault(c[axis], []).append(i)
+        levels = list(holding)
         for a, b in ((a, b) for k, a in enumerate(levels) for b in levels[k + 1:]):
             swap = {a: b, b: a}
-            image = [index.get(c[:axis] + (swap.get(c[axis], c[axis]),) + c[axis + 1:]) for c in cells]
-            if None in image:
+            moved = sorted(holding[a] + holding[b])
+            images = [index.get(cells[i][:axis] + (swap[cells[i][axis]],) + cells[i][axis + 1:]) for i in moved]
+            if None in images or all(root(i) == root(j) for i, j in zip(moved, images)):
                 continue
-            moved = np.empty_like(vectors)
-            moved[:, image] = vectors
-            if {tuple(r) for r in np.round(moved, 9).tolist()} == rows:
-                for i, j in enumerate(image):
+            if differences.kept_by(moved, images):
+                for i, j in zip(moved, images):
                     parent[root(i)] = root(j)
     return np.array([root(i) for i in range(len(cells))])
 
