@@ -15,7 +15,6 @@ import math
 import subprocess
 import sys
 from fractions import Fraction
-from pathlib import Path
 
 import mpmath
 import numpy as np
@@ -73,9 +72,9 @@ def mechanism_of(adjacency: str, definition: str, utility="l2"):
 @pytest.mark.parametrize("adjacency", ["add_remove", "replace_one"])
 def test_the_scale_and_integer_sensitivity_are_those_of_the_written_decimals(adjacency):
     solution, mechanism = mechanism_of(adjacency, "zcdp")
-    assert mechanism.sampler == "exact" and mechanism.scale.scale == denominator(WEIGHTS) == 4
+    assert mechanism.sampler == "exact" and mechanism.decimal.scale == denominator(WEIGHTS) == 4
     expected = max(sum(s * s for s in move) for move in integer_moves(adjacency))
-    assert mechanism.scale.l2_squared == expected  # 36 (the column 4·(0, 1.5)) or 41 ((4, 1) − (0, 6))
+    assert mechanism.decimal.l2_squared == expected  # 36 (the column 4·(0, 1.5)) or 41 ((4, 1) − (0, 6))
     parameters = as_dict(solution)["mechanism"]["parameters"]
     assert parameters["lattice_scale"] == 4 and Fraction(parameters["lattice_l2_squared"]) == expected
 

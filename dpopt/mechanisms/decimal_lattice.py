@@ -164,8 +164,9 @@ def scaled_answers(values: np.ndarray, scale: int) -> np.ndarray:
     if (not np.all(np.isfinite(k)) or np.any(np.abs(k) > MAX_SCALED_ANSWER)
             or np.any(k / float(scale) != values)):
         raise DataError(f"the exact (decimal lattice) release needs each answer as k/{scale} correctly rounded for "
-                        "a whole number |k| ≤ 2^51, as dpopt computes a decimal linear query from whole counts; got "
-                        "another number (set `sampler: floating_point` to use the floating-point noise)")
+                        "a whole number |k| ≤ 2^51, as dpopt computes a decimal linear query from whole counts "
+                        "(`problem.query.answers(counts)`); got another number (set `sampler: floating_point` to "
+                        "use the floating-point noise)")
     return k.astype(np.int64)
 
 

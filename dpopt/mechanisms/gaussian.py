@@ -22,7 +22,9 @@ of :mod:`dpopt.stats.lattice_span_regions`, of proven coverage: on the sum-zero 
 ball d‖P_V(ỹ − θ)‖² ≤ u from the exact law of d‖P_Vη‖², ỹ = x_⊥ + P_V y; else, for the full release y, the ball of V
 of radius² σ_ℤ²r − ‖P_⊥η‖² (r the full-d radius, P_⊥η observed), for the projected release the ball of radius²
 σ_ℤ²r; its cost against the continuous region on V is stated (``exact_cost``,
-:mod:`dpopt.mechanisms.span_inference`).
+:mod:`dpopt.mechanisms.span_inference`). A ``linear`` query with decimal weights is measured on the decimal lattice
+(:mod:`dpopt.mechanisms.decimal_lattice`): the integers D·Wx plus N_ℤ(0, σ_ℤ²) noise, σ_ℤ² ≥ D²σ², released
+divided by D.
 """
 
 from __future__ import annotations
@@ -99,7 +101,9 @@ class GaussianMechanism(Mechanism):
     ``span`` is the span V of the sensitivity space (R^d by default): ``ci_volume`` is
     measured on V (see :meth:`Mechanism.expected_utility`). ``sampler="exact"``: the lattice
     measurement of the module docstring, at the lattice variance derived from σ (under pDP, ``lattice_sigma2``:
-    the variance calibrated on the discrete law's pDP level, :mod:`dpopt.mechanisms.lattice_pdp`).
+    the variance calibrated on the discrete law's pDP level, :mod:`dpopt.mechanisms.lattice_pdp`). ``decimal``: the
+    decimal lattice of a linear query with decimal weights (:mod:`dpopt.mechanisms.decimal_lattice`), measured at
+    σ_ℤ² ≥ D²σ² (or the recorded ``lattice_sigma2``) and released divided by D.
     """
 
     family = "gaussian"
@@ -109,9 +113,9 @@ class GaussianMechanism(Mechanism):
 
     def __init__(self, sigma: float, dimension: int, span: Subspace | None = None, sampler: str = "floating_point",
                  refusal: str | None = None, target: str = "zcdp", lattice_sigma2: Fraction | None = None,
-                 scale: DecimalScale | None = None):
+                 decimal: DecimalScale | None = None):
         self.sigma = float(sigma)
-        self.scale = scale if sampler == "exact" else None
+        self.decimal = decimal if sampler == "exact" else None
         self.dimension = int(dimension)
         self.span = FullSpace(self.dimension) if span is None else span
         if sampler not in ("floating_point", "exact"):
@@ -126,8 +130,8 @@ class GaussianMechanism(Mechanism):
             if lattice_sigma2 is None:
                 raise ValueError("a pDP lattice measurement needs its calibrated lattice variance")
             self.lattice_sigma2 = Fraction(lattice_sigma2)
-        elif self.scale is not None:
-            self.lattice_sigma2 = (target_lattice_variance(Fraction(self.sigma) ** 2, self.scale.scale, self.target)
+        elif self.decimal is not None:
+            self.lattice_sigma2 = (target_lattice_variance(Fraction(self.sigma) ** 2, self.decimal.scale, self.target)
                                    if lattice_sigma2 is None else Fraction(lattice_sigma2))
         else:
             self.lattice_sigma2 = target_lattice_variance(Fraction(self.sigma) ** 2, 1, self.target)
@@ -139,7 +143,7 @@ class GaussianMechanism(Mechanism):
                            if sampler == "exact" and self.target == "pdp" else None)
         self.span_cost: dict | None = None  # ci_volume on a proper span: the region's cost (:meth:`_span_cost`)
         # on the decimal lattice: the exact_cost a certificate states (re-derived by :meth:`scope_checks`)
-        self.stated_cost: dict | None = self._lattice_parameters().get(EXACT_COST_KEY) if self.scale else None
+        self.stated_cost: dict | None = self._lattice_parameters().get(EXACT_COST_KEY) if self.decimal else None
 
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
@@ -151,7 +155,7 @@ class GaussianMechanism(Mechanism):
     @property
     def integer_release(self) -> bool:
         """x + η on the unit lattice is whole; the decimal lattice's (k + η)/D is not."""
-        return self.integer_noise and self.scale is None
+        return self.integer_noise and self.decimal is None
 
     @classmethod
     def design(cls, problem: Problem) -> "GaussianMechanism":
@@ -183,7 +187,7 @@ class GaussianMechanism(Mechanism):
         of R^d the discrete law's region or test (:func:`~dpopt.mechanisms.lattice.lattice_inference`); on a proper
         span V a region of proven coverage for this family's release, the full y or the projected one
         (:func:`~dpopt.mechanisms.span_inference.span_inference`)."""
-        if self.scale is not None:
+        if self.decimal is not None:
             return "the discrete law's region and test are derived on the unit lattice (a counting query)"
         if metric == "ci_volume" and self.span.rank != self.dimension:
             return span_inference(self.lattice_sigma2, self.span, alpha, full_release=not self.noise_in_span)
@@ -219,7 +223,7 @@ class GaussianMechanism(Mechanism):
         scale = DecimalScale.from_parameters(parameters)
         mechanism = cls(parameters["sigma"], space.dimension, space.span, parameters.get("sampler", "floating_point"),
                         target=parameters.get("lattice_privacy", "zcdp"),
-                        lattice_sigma2=None if sigma2 is None else Fraction(sigma2), scale=scale)
+                        lattice_sigma2=None if sigma2 is None else Fraction(sigma2), decimal=scale)
         return mechanism.with_stated_cost(parameters)
 
     def with_stated_cost(self, parameters: dict) -> "GaussianMechanism":
@@ -228,7 +232,7 @@ class GaussianMechanism(Mechanism):
         stated = parameters.get(EXACT_COST_KEY)
         if isinstance(stated, dict) and stated.get("metric") == "ci_volume":
             self.span_cost = stated
-        if self.scale is not None:
+        if self.decimal is not None:
             self.stated_cost = stated
         return self
 
@@ -250,8 +254,8 @@ class GaussianMechanism(Mechanism):
                    EXACT_COST_KEY: exact_cost("variance", discrete_variance(self.lattice_sigma2), self.sigma**2)}
         if self.span_cost is not None:
             out[EXACT_COST_KEY] = dict(self.span_cost)
-        if self.scale is not None:
-            out |= self.scale.parameters() | {"lattice_sigma2": str(self.lattice_sigma2)}
+        if self.decimal is not None:
+            out |= self.decimal.parameters() | {"lattice_sigma2": str(self.lattice_sigma2)}
             cost = self._decimal_cost()
             if cost["ratio"] != 1.0:
                 out[EXACT_COST_KEY] = cost
@@ -267,8 +271,8 @@ class GaussianMechanism(Mechanism):
         (:func:`~dpopt.mechanisms.span_inference.span_cost_check`) when one is stated or due."""
         if self.sampler != "exact":
             return []
-        if self.scale is not None:
-            return [decimal_scope_check(problem, self.scale, self.sigma, self._decimal_cost(), self.stated_cost)]
+        if self.decimal is not None:
+            return [decimal_scope_check(problem, self.decimal, self.sigma, self._decimal_cost(), self.stated_cost)]
         checks = [lattice_scope_check(problem)]
         due = self._span_cost(problem.spec.utility)
         if due is not None or self.span_cost is not None:
@@ -280,7 +284,7 @@ class GaussianMechanism(Mechanism):
             s2 = self.lattice_sigma2
             draws = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * self.dimension).reshape(
                 size, self.dimension).astype(float)
-            return draws if self.scale is None else draws / self.scale.scale
+            return draws if self.decimal is None else draws / self.decimal.scale
         return rng.normal(0.0, self.sigma, size=(size, self.dimension))
 
     def sampler_check_draws(self, default: int) -> int:
@@ -294,15 +298,15 @@ class GaussianMechanism(Mechanism):
             return values + self._sample(rng, values.shape[0])
         s2 = self.lattice_sigma2
         noise = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, values.size).reshape(values.shape)
-        if self.scale is not None:
-            return (scaled_answers(values, self.scale.scale) + noise).astype(float) / self.scale.scale
+        if self.decimal is not None:
+            return (scaled_answers(values, self.decimal.scale) + noise).astype(float) / self.decimal.scale
         return (integer_answers(values) + noise).astype(float)
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if self.sampler == "exact" and self.target == "pdp":
             return [lattice_pdp_check(space, self.lattice_sigma2, privacy, projected=self.noise_in_span)]
-        if self.scale is not None:
-            return [self.scale.privacy_check(space, self.lattice_sigma2, privacy)]
+        if self.decimal is not None:
+            return [self.decimal.privacy_check(space, self.lattice_sigma2, privacy)]
         if self.sampler == "exact":
             return [lattice_isotropic_check(space.l2_squared, self.lattice_sigma2, privacy)]
         return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
@@ -313,8 +317,8 @@ class GaussianMechanism(Mechanism):
             return {"rho": float(rho), "rho_exact": str(rho),
                     "conversion": "the pDP level is the privacy check's (exact per move pattern); ρ = Δ₂²/(2σ_ℤ²)-zCDP "
                                   "holds as well (CKS 2020, Thm 14)"}
-        if self.scale is not None:
-            return lattice_privacy_summary(self.scale.l2_squared, self.lattice_sigma2, self.target)
+        if self.decimal is not None:
+            return lattice_privacy_summary(self.decimal.l2_squared, self.lattice_sigma2, self.target)
         if self.sampler == "exact":
             return lattice_privacy_summary(space.l2_squared, self.lattice_sigma2, self.target)
         mu = space.l2 / self.sigma
@@ -333,15 +337,15 @@ class GaussianMechanism(Mechanism):
                    f"pattern, at {self.cost_ratio:.6f} times the continuous design's variance (Lemma 10)"
                    if self.target == "pdp" else "")
             cost = [] if self.span_cost is None else ["confidence region on the span: " + cost_text(self.span_cost)]
-            if self.scale is not None:
-                cost = [self.scale.note(), cost_text(self._decimal_cost())]
+            if self.decimal is not None:
+                cost = [self.decimal.note(), cost_text(self._decimal_cost())]
             return [EXACT_MEASUREMENT_NOTE + f" (lattice variance σ_ℤ² = {self.lattice_sigma2}{pdp})", *cost]
         return super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
 
     def noise_law(self) -> ProductLaw | str:
         """d i.i.d. N(0, σ²) coordinates (on the lattice: d i.i.d. N_ℤ(0, σ_ℤ²); on the decimal lattice no law is
         stated: the released noise η/D lives on (1/D)ℤ)."""
-        if self.scale is not None:
+        if self.decimal is not None:
             return DECIMAL_LAW_NOTE
         if self.sampler == "exact":
             return ProductLaw.iid(DiscreteGaussianMarginal(float(self.lattice_sigma2)), self.dimension,
@@ -351,9 +355,9 @@ class GaussianMechanism(Mechanism):
     def linear_noise_image(self) -> tuple[np.ndarray, tuple] | None:
         """On the decimal lattice (up to :data:`MAX_IMAGE_CELLS` cells): the released noise η/D, C = I/D, W = η
         i.i.d. N_ℤ(0, σ_ℤ²) (the per-cell errors by convolution on (1/D)ℤ); else None."""
-        if self.scale is None or self.dimension > MAX_IMAGE_CELLS:
+        if self.decimal is None or self.dimension > MAX_IMAGE_CELLS:
             return None
-        return (np.eye(self.dimension) / self.scale.scale,
+        return (np.eye(self.dimension) / self.decimal.scale,
                 (DiscreteGaussianMarginal(float(self.lattice_sigma2)),) * self.dimension)
 
     def _variance(self) -> float:
@@ -364,7 +368,7 @@ class GaussianMechanism(Mechanism):
 
     def _unit(self) -> int:
         """D on the decimal lattice (the released noise is η/D), else 1."""
-        return 1 if self.scale is None else self.scale.scale
+        return 1 if self.decimal is None else self.decimal.scale
 
     def _covariance_diagonal(self) -> np.ndarray:
         return np.full(self.dimension, self._variance())
@@ -433,7 +437,8 @@ class GaussianMechanism(Mechanism):
 
 def counting_query(problem: Problem) -> bool:
     """The compiled query's answers are integer counts: a counting kind, or a ``linear`` query whose matrix has
-    whole entries (sums of whole multiples of counts; neighbours then differ by integer vectors)."""
+    whole entries (sums of whole multiples of counts; neighbours then differ by integer vectors). Decimal weights:
+    :func:`~dpopt.mechanisms.decimal_lattice.lattice_scale` (the ``gaussian`` family's decimal lattice)."""
     query = problem.query
     if not isinstance(query, CountingQuery):
         return False
