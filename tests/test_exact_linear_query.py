@@ -1,6 +1,7 @@
 """A ``linear`` query with whole-number matrix entries is a counting query for the exact lattice (its answers are
 sums of whole multiples of counts, and neighbours move them by integer vectors); a fractional entry keeps the
-floating-point sampler and says why."""
+floating-point sampler and says why unless its decimals lie on a lattice of bounded denominator
+(tests/test_decimal_linear_query.py)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,9 @@ def test_an_integer_linear_query_is_measured_on_the_lattice_and_verifies():
     assert np.all(draws == np.round(draws))  # discrete Gaussian noise on integer answers
 
 
-def test_a_fractional_linear_query_keeps_the_floating_point_sampler():
+def test_a_fractional_linear_query_off_the_decimal_lattice_keeps_the_floating_point_sampler():
     spec = copy.deepcopy(PREFIX)
-    spec["query"]["matrix"][0][0] = 0.5
+    spec["query"]["matrix"][0][0] = 1 / 3  # 0.3333333333333333: its denominator 10^16 exceeds the bound 2^20
     mechanism = dpopt.solve(spec).mechanism
     assert mechanism.sampler == "floating_point"
-    assert "not integer counts" in mechanism.refusal
+    assert "not integer counts" in mechanism.refusal and "2^20" in mechanism.refusal

@@ -103,7 +103,9 @@ FAMILIES: tuple[Capability, ...] = (
                exact="zcdp, gdp, approx; counting queries (ci_volume and test_power of a whole-number shift from "
                      "the discrete law, up to 4 cells; on a proper span a region of proven coverage, its cost "
                      "stated), and bounded sums and means on a dyadic lattice (ci_volume the discrete law's "
-                     "interval; not test_power); pdp on counting queries with listed integer moves (the discrete "
+                     "interval; not test_power); linear queries with decimal weights on the decimal lattice D·W (D "
+                     "the weights' common denominator, up to 2^20; metrics other than ci_volume, test_power; no "
+                     "invariants, privacy unit); pdp on counting queries with listed integer moves (the discrete "
                      "law's exact pDP level per move pattern); the lattice's cost stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from dpopt.core.decimals import written
 from dpopt.core.memory import LABEL_BYTES, dense_bytes, require_memory
 from dpopt.domain.kronecker import KroneckerWorkload, compile_terms
 from dpopt.domain.marginal_algebra import MarginalAlgebra, MarginalWorkload
@@ -45,6 +46,42 @@ Record = Mapping[str, object]
 
 INTEGER_VALUED_KINDS = frozenset({"count", "histogram", "contingency_table", "marginals"})
 """Query kinds whose answers are integers (counts of records; a linear query's matrix is the user's)."""
+
+MAX_DECIMAL_SCALE = 2**20
+"""Largest common denominator D of a ``linear`` query's decimal weights served by :func:`decimal_scale`."""
+
+MAX_SCALED_ANSWER = 2**51
+"""Largest |D·Wh| of :meth:`CountingQuery.answers` computed exactly (its quotient by D then identifies it,
+:func:`dpopt.mechanisms.gaussian.scaled_answers`)."""
+
+
+def decimal_scale(matrix: np.ndarray) -> tuple[int, np.ndarray] | None:
+    r"""The least common denominator D of a matrix's entries read as decimals, and the integer matrix D·W.
+
+    Each float entry counts as the decimal of its shortest repr (:func:`dpopt.core.decimals.written`: the
+    number the spec wrote, 0.1 is 1/10), so W = M/D with M an integer matrix and D = lcm of the entries'
+    reduced denominators (a product of powers of 2 and 5 for decimals).
+
+    Parameters
+    ----------
+    matrix : numpy.ndarray
+        Finite float entries (a ``linear`` query's ``user_matrix``).
+
+    Returns
+    -------
+    tuple of (int, numpy.ndarray) or None
+        D and M (int64); None when D exceeds :data:`MAX_DECIMAL_SCALE` or an entry of M exceeds 2^31.
+    """
+    entries = [written(float(x)) for x in np.asarray(matrix, dtype=float).ravel()]
+    scale = 1
+    for entry in entries:
+        scale = math.lcm(scale, entry.denominator)
+        if scale > MAX_DECIMAL_SCALE:
+            return None
+    scaled = [int(entry * scale) for entry in entries]
+    if any(abs(v) > 2**31 for v in scaled):
+        return None
+    return scale, np.array(scaled, dtype=np.int64).reshape(np.shape(matrix))
 
 
 @dataclass(frozen=True)
@@ -157,6 +194,31 @@ class CountingQuery:
     def is_integer_valued(self) -> bool:
         return self.kind in INTEGER_VALUED_KINDS
 
+    @cached_property
+    def scale(self) -> tuple[int, np.ndarray] | None:
+        """A ``linear`` query's :func:`decimal_scale` (D and the integer matrix D·W); None for other kinds or
+        beyond its bounds."""
+        return None if self.user_matrix is None else decimal_scale(self.user_matrix)
+
+    def answers(self, counts: np.ndarray) -> np.ndarray:
+        r"""φ = A h for histogram rows ``counts`` (shape (m,) or (G, m)), as floats.
+
+        A ``linear`` query with decimal weights (:attr:`scale` D > 1) on whole counts is computed exactly: the
+        integers k = (D·W)h in int64 (every |(D·W)| h ≤ :data:`MAX_SCALED_ANSWER`, so no partial sum
+        overflows), then k/D correctly rounded (IEEE division of two floats that hold k and D exactly); a
+        lattice measurement recovers k from it (:func:`dpopt.mechanisms.gaussian.scaled_answers`). Otherwise
+        the floating-point product.
+        """
+        counts = np.asarray(counts, dtype=float)
+        found = self.scale
+        if found is not None and found[0] > 1 and np.all(counts >= 0) and np.all(counts == np.round(counts)):
+            scale, integer = found
+            bound = (np.abs(integer).astype(float) @ counts.T).T
+            if np.all(bound <= MAX_SCALED_ANSWER):
+                whole = counts.astype(np.int64)
+                return (integer @ whole.T).T.astype(float) / float(scale)
+        return np.asarray((self.matrix @ counts.T).T, dtype=float)
+
     def evaluate(self, records: Sequence[Record]) -> np.ndarray:
         """φ(X), counted record by record."""
         if self.kind == "count":
@@ -167,7 +229,7 @@ class CountingQuery:
             h = np.zeros(len(index))
             for record in records:
                 h[index[str(record[attribute])]] += 1
-            return self.user_matrix @ h
+            return self.answers(h)
         blocks = []
         for group in self.groups:
             group_levels = [self.levels[self.attributes.index(a)] for a in group]

@@ -22,7 +22,9 @@ of :mod:`dpopt.stats.lattice_span_regions`, of proven coverage: on the sum-zero 
 ball d‖P_V(ỹ − θ)‖² ≤ u from the exact law of d‖P_Vη‖², ỹ = x_⊥ + P_V y; else, for the full release y, the ball of V
 of radius² σ_ℤ²r − ‖P_⊥η‖² (r the full-d radius, P_⊥η observed), for the projected release the ball of radius²
 σ_ℤ²r; its cost against the continuous region on V is stated (``exact_cost``,
-:mod:`dpopt.mechanisms.span_inference`).
+:mod:`dpopt.mechanisms.span_inference`). A ``linear`` query with decimal weights is measured on the decimal lattice
+(:mod:`dpopt.mechanisms.decimal_lattice`): the integers D·Wx plus N_ℤ(0, σ_ℤ²) noise, σ_ℤ² ≥ D²σ², released
+divided by D.
 """
 
 from __future__ import annotations
@@ -37,6 +39,14 @@ from dpopt.core.checks import Check
 from dpopt.domain.queries import CountingQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
+from dpopt.mechanisms.decimal_lattice import (
+    DECIMAL_LAW_NOTE,
+    NOT_COUNTS,
+    DecimalScale,
+    decimal_lattice,
+    decimal_scope_check,
+    scaled_answers,
+)
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
@@ -91,7 +101,9 @@ class GaussianMechanism(Mechanism):
     ``span`` is the span V of the sensitivity space (R^d by default): ``ci_volume`` is
     measured on V (see :meth:`Mechanism.expected_utility`). ``sampler="exact"``: the lattice
     measurement of the module docstring, at the lattice variance derived from σ (under pDP, ``lattice_sigma2``:
-    the variance calibrated on the discrete law's pDP level, :mod:`dpopt.mechanisms.lattice_pdp`).
+    the variance calibrated on the discrete law's pDP level, :mod:`dpopt.mechanisms.lattice_pdp`). ``decimal``: the
+    decimal lattice of a linear query with decimal weights (:mod:`dpopt.mechanisms.decimal_lattice`), measured at
+    σ_ℤ² ≥ D²σ² (or the recorded ``lattice_sigma2``) and released divided by D.
     """
 
     family = "gaussian"
@@ -100,8 +112,10 @@ class GaussianMechanism(Mechanism):
     """Metrics derived from the discrete law on the lattice (:meth:`_lattice_inference`)."""
 
     def __init__(self, sigma: float, dimension: int, span: Subspace | None = None, sampler: str = "floating_point",
-                 refusal: str | None = None, target: str = "zcdp", lattice_sigma2: Fraction | None = None):
+                 refusal: str | None = None, target: str = "zcdp", lattice_sigma2: Fraction | None = None,
+                 decimal: DecimalScale | None = None):
         self.sigma = float(sigma)
+        self.decimal = decimal if sampler == "exact" else None
         self.dimension = int(dimension)
         self.span = FullSpace(self.dimension) if span is None else span
         if sampler not in ("floating_point", "exact"):
@@ -116,6 +130,9 @@ class GaussianMechanism(Mechanism):
             if lattice_sigma2 is None:
                 raise ValueError("a pDP lattice measurement needs its calibrated lattice variance")
             self.lattice_sigma2 = Fraction(lattice_sigma2)
+        elif self.decimal is not None:
+            self.lattice_sigma2 = (target_lattice_variance(Fraction(self.sigma) ** 2, self.decimal.scale, self.target)
+                                   if lattice_sigma2 is None else Fraction(lattice_sigma2))
         else:
             self.lattice_sigma2 = target_lattice_variance(Fraction(self.sigma) ** 2, 1, self.target)
         if sampler == "exact" and self.lattice_sigma2 is None:
@@ -125,6 +142,8 @@ class GaussianMechanism(Mechanism):
         self.cost_ratio = (discrete_variance(self.lattice_sigma2) / self.sigma**2
                            if sampler == "exact" and self.target == "pdp" else None)
         self.span_cost: dict | None = None  # ci_volume on a proper span: the region's cost (:meth:`_span_cost`)
+        # on the decimal lattice: the exact_cost a certificate states (re-derived by :meth:`scope_checks`)
+        self.stated_cost: dict | None = self._lattice_parameters().get(EXACT_COST_KEY) if self.decimal else None
 
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
@@ -133,6 +152,11 @@ class GaussianMechanism(Mechanism):
             return f"Gaussian noise cannot meet a {privacy.definition} target"
         return None
 
+    @property
+    def integer_release(self) -> bool:
+        """x + η on the unit lattice is whole; the decimal lattice's (k + η)/D is not."""
+        return self.integer_noise and self.decimal is None
+
     @classmethod
     def design(cls, problem: Problem) -> "GaussianMechanism":
         space = problem.space
@@ -140,6 +164,12 @@ class GaussianMechanism(Mechanism):
         refusal = lattice_reason(problem, sigma, inference=True, pdp=True)
         target = problem.spec.privacy.definition
         sigma2 = None
+        if refusal == NOT_COUNTS:
+            found = decimal_lattice(problem, sigma)
+            if isinstance(found, str):
+                refusal = found
+            else:
+                return cls(sigma, space.dimension, space.span, "exact", None, target, None, found)
         if refusal is None and target == "pdp":
             sigma2, refusal = pdp_lattice_design(space, problem.spec.privacy, sigma)
         mechanism = cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal,
@@ -157,6 +187,8 @@ class GaussianMechanism(Mechanism):
         of R^d the discrete law's region or test (:func:`~dpopt.mechanisms.lattice.lattice_inference`); on a proper
         span V a region of proven coverage for this family's release, the full y or the projected one
         (:func:`~dpopt.mechanisms.span_inference.span_inference`)."""
+        if self.decimal is not None:
+            return "the discrete law's region and test are derived on the unit lattice (a counting query)"
         if metric == "ci_volume" and self.span.rank != self.dimension:
             return span_inference(self.lattice_sigma2, self.span, alpha, full_release=not self.noise_in_span)
         return lattice_inference(metric, (self.lattice_sigma2,) * self.dimension, alpha, alternative)
@@ -188,9 +220,10 @@ class GaussianMechanism(Mechanism):
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "GaussianMechanism":
         sigma2 = parameters.get("lattice_sigma2")
+        scale = DecimalScale.from_parameters(parameters)
         mechanism = cls(parameters["sigma"], space.dimension, space.span, parameters.get("sampler", "floating_point"),
                         target=parameters.get("lattice_privacy", "zcdp"),
-                        lattice_sigma2=None if sigma2 is None else Fraction(sigma2))
+                        lattice_sigma2=None if sigma2 is None else Fraction(sigma2), decimal=scale)
         return mechanism.with_stated_cost(parameters)
 
     def with_stated_cost(self, parameters: dict) -> "GaussianMechanism":
@@ -199,6 +232,8 @@ class GaussianMechanism(Mechanism):
         stated = parameters.get(EXACT_COST_KEY)
         if isinstance(stated, dict) and stated.get("metric") == "ci_volume":
             self.span_cost = stated
+        if self.decimal is not None:
+            self.stated_cost = stated
         return self
 
     @property
@@ -219,13 +254,25 @@ class GaussianMechanism(Mechanism):
                    EXACT_COST_KEY: exact_cost("variance", discrete_variance(self.lattice_sigma2), self.sigma**2)}
         if self.span_cost is not None:
             out[EXACT_COST_KEY] = dict(self.span_cost)
+        if self.decimal is not None:
+            out |= self.decimal.parameters() | {"lattice_sigma2": str(self.lattice_sigma2)}
+            cost = self._decimal_cost()
+            if cost["ratio"] != 1.0:
+                out[EXACT_COST_KEY] = cost
         return out
+
+    def _decimal_cost(self) -> dict:
+        """On the decimal lattice: the released noise's variance Var N_ℤ(0, σ_ℤ²)/D² against σ²
+        (:func:`~dpopt.mechanisms.exact_cost.exact_cost` of one coordinate's variance)."""
+        return exact_cost("variance", self._variance(), self.sigma**2)
 
     def scope_checks(self, problem: Problem) -> list[Check]:
         """On the lattice: :func:`lattice_scope_check`, and the span region's stated cost re-derived
         (:func:`~dpopt.mechanisms.span_inference.span_cost_check`) when one is stated or due."""
         if self.sampler != "exact":
             return []
+        if self.decimal is not None:
+            return [decimal_scope_check(problem, self.decimal, self.sigma, self._decimal_cost(), self.stated_cost)]
         checks = [lattice_scope_check(problem)]
         due = self._span_cost(problem.spec.utility)
         if due is not None or self.span_cost is not None:
@@ -235,8 +282,9 @@ class GaussianMechanism(Mechanism):
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         if self.sampler == "exact":
             s2 = self.lattice_sigma2
-            return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * self.dimension).reshape(
+            draws = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * self.dimension).reshape(
                 size, self.dimension).astype(float)
+            return draws if self.decimal is None else draws / self.decimal.scale
         return rng.normal(0.0, self.sigma, size=(size, self.dimension))
 
     def sampler_check_draws(self, default: int) -> int:
@@ -244,16 +292,21 @@ class GaussianMechanism(Mechanism):
         return check_draws(default, self.dimension) if self.sampler == "exact" else default
 
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Exact: x + η in int64, then converted (post-processing); else φ(X) + Z in floating point."""
+        """Exact: x + η in int64, then converted (post-processing); on the decimal lattice (k + η)/D with k = D·x
+        recovered exactly (:func:`scaled_answers`); else φ(X) + Z in floating point."""
         if self.sampler != "exact":
             return values + self._sample(rng, values.shape[0])
         s2 = self.lattice_sigma2
         noise = sample_discrete_gaussian(rng, s2.numerator, s2.denominator, values.size).reshape(values.shape)
+        if self.decimal is not None:
+            return (scaled_answers(values, self.decimal.scale) + noise).astype(float) / self.decimal.scale
         return (integer_answers(values) + noise).astype(float)
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if self.sampler == "exact" and self.target == "pdp":
             return [lattice_pdp_check(space, self.lattice_sigma2, privacy, projected=self.noise_in_span)]
+        if self.decimal is not None:
+            return [self.decimal.privacy_check(space, self.lattice_sigma2, privacy)]
         if self.sampler == "exact":
             return [lattice_isotropic_check(space.l2_squared, self.lattice_sigma2, privacy)]
         return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
@@ -264,6 +317,8 @@ class GaussianMechanism(Mechanism):
             return {"rho": float(rho), "rho_exact": str(rho),
                     "conversion": "the pDP level is the privacy check's (exact per move pattern); ρ = Δ₂²/(2σ_ℤ²)-zCDP "
                                   "holds as well (CKS 2020, Thm 14)"}
+        if self.decimal is not None:
+            return lattice_privacy_summary(self.decimal.l2_squared, self.lattice_sigma2, self.target)
         if self.sampler == "exact":
             return lattice_privacy_summary(space.l2_squared, self.lattice_sigma2, self.target)
         mu = space.l2 / self.sigma
@@ -282,19 +337,38 @@ class GaussianMechanism(Mechanism):
                    f"pattern, at {self.cost_ratio:.6f} times the continuous design's variance (Lemma 10)"
                    if self.target == "pdp" else "")
             cost = [] if self.span_cost is None else ["confidence region on the span: " + cost_text(self.span_cost)]
+            if self.decimal is not None:
+                cost = [self.decimal.note(), cost_text(self._decimal_cost())]
             return [EXACT_MEASUREMENT_NOTE + f" (lattice variance σ_ℤ² = {self.lattice_sigma2}{pdp})", *cost]
         return super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else [])
 
-    def noise_law(self) -> ProductLaw:
-        """d i.i.d. N(0, σ²) coordinates (on the lattice: d i.i.d. N_ℤ(0, σ_ℤ²))."""
+    def noise_law(self) -> ProductLaw | str:
+        """d i.i.d. N(0, σ²) coordinates (on the lattice: d i.i.d. N_ℤ(0, σ_ℤ²); on the decimal lattice no law is
+        stated: the released noise η/D lives on (1/D)ℤ)."""
+        if self.decimal is not None:
+            return DECIMAL_LAW_NOTE
         if self.sampler == "exact":
             return ProductLaw.iid(DiscreteGaussianMarginal(float(self.lattice_sigma2)), self.dimension,
                                   f"N_ℤ(0, σ_ℤ²)^d, σ_ℤ² = {self.lattice_sigma2}")
         return ProductLaw.iid(GaussianMarginal(self.sigma), self.dimension, f"N(0, σ²I_d), σ = {self.sigma:.17g}")
 
+    def linear_noise_image(self) -> tuple[np.ndarray, tuple] | None:
+        """On the decimal lattice (up to :data:`MAX_IMAGE_CELLS` cells): the released noise η/D, C = I/D, W = η
+        i.i.d. N_ℤ(0, σ_ℤ²) (the per-cell errors by convolution on (1/D)ℤ); else None."""
+        if self.decimal is None or self.dimension > MAX_IMAGE_CELLS:
+            return None
+        return (np.eye(self.dimension) / self.decimal.scale,
+                (DiscreteGaussianMarginal(float(self.lattice_sigma2)),) * self.dimension)
+
     def _variance(self) -> float:
-        """The variance of one coordinate of the noise."""
-        return discrete_variance(self.lattice_sigma2) if self.sampler == "exact" else self.sigma**2
+        """The variance of one coordinate of the noise (on the decimal lattice Var N_ℤ(0, σ_ℤ²)/D²)."""
+        if self.sampler != "exact":
+            return self.sigma**2
+        return discrete_variance(self.lattice_sigma2) / self._unit() ** 2
+
+    def _unit(self) -> int:
+        """D on the decimal lattice (the released noise is η/D), else 1."""
+        return 1 if self.decimal is None else self.decimal.scale
 
     def _covariance_diagonal(self) -> np.ndarray:
         return np.full(self.dimension, self._variance())
@@ -307,13 +381,13 @@ class GaussianMechanism(Mechanism):
     def _expected_l1(self) -> float:
         """d·E|Y| on the lattice (the discrete Gaussian's series), else √(2/π) Σ_i sd_i."""
         if self.sampler == "exact":
-            return self.dimension * discrete_gaussian_moments(float(self.lattice_sigma2))["mean_abs"]
+            return self.dimension * discrete_gaussian_moments(float(self.lattice_sigma2))["mean_abs"] / self._unit()
         return expected_l1(np.sqrt(self._covariance_diagonal()))
 
     def _usefulness(self, gamma: float) -> float:
         """P(|Y| ≤ γ) on the lattice (the discrete Gaussian's series), else the mean of erf(γ/(√2 sd_i))."""
         if self.sampler == "exact":
-            return discrete_gaussian_moments(float(self.lattice_sigma2), gamma)["within"]
+            return discrete_gaussian_moments(float(self.lattice_sigma2), gamma * self._unit())["within"]
         return mean_usefulness(np.sqrt(self._covariance_diagonal()), gamma)
 
     def _max_variance(self) -> float:
@@ -363,7 +437,8 @@ class GaussianMechanism(Mechanism):
 
 def counting_query(problem: Problem) -> bool:
     """The compiled query's answers are integer counts: a counting kind, or a ``linear`` query whose matrix has
-    whole entries (sums of whole multiples of counts; neighbours then differ by integer vectors)."""
+    whole entries (sums of whole multiples of counts; neighbours then differ by integer vectors). Decimal weights:
+    :func:`~dpopt.mechanisms.decimal_lattice.lattice_scale` (the ``gaussian`` family's decimal lattice)."""
     query = problem.query
     if not isinstance(query, CountingQuery):
         return False

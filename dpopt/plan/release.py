@@ -72,7 +72,7 @@ def _answers(problems: list[Problem], attributes: list[str], shape: tuple, numer
             marginal = table.sum(axis=other) if other else table
             kept = sorted(own)  # the summed table keeps the union's axis order; put it in the query's
             h = np.transpose(marginal, axes=[kept.index(u) for u in own]) if own else marginal
-            answers.append(np.asarray(query.matrix @ np.reshape(h, -1), dtype=float))
+            answers.append(query.answers(np.reshape(h, -1)))
         else:
             total = float(totals[numeric.index(query.attribute)].sum())
             if query.pair:  # a mean with a privacy unit: (centred sum, count)

@@ -279,7 +279,7 @@ def answer(con: duckdb.DuckDBPyConnection, source: DataSource, spec: Spec, *,
             h[int(cell)] = n
         records = int(h.sum())
         check_size(spec, source, records)
-        return np.asarray(query.matrix @ h, dtype=float), records
+        return query.answers(h), records
     domain = spec.data.attributes[query.attribute]
     total, records, bad = _run(
         con,
@@ -348,7 +348,10 @@ def key_index(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def apply_query(query: CountingQuery, counts: np.ndarray) -> np.ndarray:
-    """Rows φ = A h for the histogram rows ``counts`` (G × m); a table's A is the identity."""
+    """Rows φ = A h for the histogram rows ``counts`` (G × m); a table's A is the identity; a ``linear`` query's
+    rows by :meth:`~dpopt.domain.queries.CountingQuery.answers` (exact for decimal weights)."""
+    if query.user_matrix is not None:
+        return query.answers(counts)
     a = query.matrix
     if a.shape[0] == a.shape[1] and a.nnz == a.shape[0] and np.all(a.diagonal() == 1):
         return counts

@@ -1,0 +1,196 @@
+r"""A ``linear`` query with decimal weights measured exactly on a scaled lattice.
+
+The spec's weights count as the decimals written (:func:`dpopt.core.decimals.written`), so W = M/D with M an
+integer matrix and D the least common denominator of the entries (:func:`dpopt.domain.queries.decimal_scale`,
+D ≤ 2^20). On whole counts x the scaled answers k = D·Wx = Mx are integers and neighbouring ones differ by the
+integer vectors MΔ. The measurement is
+
+.. math:: \tilde y = Mx + \eta, \quad \eta \sim N_\mathbb{Z}(0, \sigma_\mathbb{Z}^2)^d,
+          \qquad \text{released as } \tilde y / D \ \text{(post-processing)},
+
+with σ_ℤ² ≥ D²σ² (:func:`~dpopt.mechanisms.lattice.target_lattice_variance` at scale D: the dyadic rounding under
+ρ-zCDP, the certified GDP slope under μ-GDP and (ε, δ)). Its privacy is the isotropic lattice check at the integer
+sensitivity Δ_D² = max ‖MΔ‖² = D²Δ₂² (:func:`~dpopt.mechanisms.lattice.lattice_isotropic_check`; Canonne, Kamath &
+Steinke 2020, Theorem 14, and the certified slope), derived on the integer matrix M by the sensitivity layer
+(:func:`dpopt.sensitivity.plain.derive_plain`), so no rounding of the weights enters it. The released noise η/D has
+variance Var N_ℤ(0, σ_ℤ²)/D² per coordinate; its ratio to σ² is stated as ``exact_cost``.
+
+The release recovers k exactly from the floating answers (:func:`scaled_answers`): dpopt computes a decimal
+linear query's answers as k/D correctly rounded from the integers k = Mh
+(:meth:`dpopt.domain.queries.CountingQuery.answers`), and from such a value a = fl(k/D) with |k| ≤ 2^51,
+fl(a·D) is within |k|·2u ≤ 1/4 of k (u = 2^-53), so rounding gives k; no other integer k' has fl(k'/D) = a (they
+would differ by at most 1/4). An answer that is not of that form is refused (a DataError), never rounded.
+
+``dpopt verify`` re-derives D and Δ_D² from the spec (:func:`decimal_scope_check`) and re-checks the privacy at
+the recorded σ_ℤ² and Δ_D²: a forged ``lattice_scale``, ``lattice_l2_squared`` or ``lattice_sigma2`` fails.
+Scope: no invariants, no privacy unit (the sensitivity of M is then the plain one), not under pDP, and the
+utility metrics l2, max_variance, l1 and usefulness (the regions and tests of the discrete law are derived on the
+unit lattice only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import numpy as np
+
+from dpopt.core.checks import Check
+from dpopt.domain.queries import MAX_DECIMAL_SCALE, MAX_SCALED_ANSWER, CountingQuery
+from dpopt.errors import DataError
+from dpopt.mechanisms.lattice import (
+    EXACT_TARGETS,
+    GDP_TARGETS,
+    INFERENCE_METRICS,
+    exact_refusal,
+    lattice_isotropic_check,
+    target_lattice_variance,
+)
+from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
+from dpopt.problem import Problem
+from dpopt.sensitivity.plain import derive_plain
+from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.spec.models import Privacy
+
+NOT_COUNTS = "the query's answers are not integer counts"
+"""Why a query keeps off the unit lattice (:func:`~dpopt.mechanisms.lattice.exact_refusal`)."""
+
+DECIMAL_LAW_NOTE = ("no noise law stated on the decimal lattice: the released noise η/D lives on (1/D)ℤ "
+                    "(its variance and tails are the discrete Gaussian's, scaled)")
+
+SPACE_TOLERANCE = Fraction(1, 10**9)
+"""Relative agreement required between D² times a space's l2² (of the float weights) and the recorded integer
+sensitivity Δ_D²: the privacy check is of the release whose space it is given (a stacked or other space fails)."""
+
+
+@dataclass(frozen=True)
+class DecimalScale:
+    """The decimal lattice of a linear query: D and the integer sensitivity Δ_D² = max ‖D·WΔ‖² of its moves."""
+
+    scale: int
+    l2_squared: Fraction
+
+    def parameters(self) -> dict:
+        """The certificate's keys: ``lattice_scale`` (D) and ``lattice_l2_squared`` (Δ_D², exact)."""
+        return {"lattice_scale": self.scale, "lattice_l2_squared": str(self.l2_squared)}
+
+    @classmethod
+    def from_parameters(cls, parameters: dict) -> DecimalScale | None:
+        """The recorded scale, or None when the parameters have no ``lattice_scale``.
+
+        Raises
+        ------
+        ValueError
+            A scale that is not a whole number of at least 2, or a malformed sensitivity.
+        """
+        scale = parameters.get("lattice_scale")
+        if scale is None:
+            return None
+        if isinstance(scale, bool) or not isinstance(scale, int) or scale < 2:
+            raise ValueError(f"lattice_scale {scale!r} (a whole number ≥ 2)")
+        return cls(scale, Fraction(parameters["lattice_l2_squared"]))
+
+    def privacy_check(self, space: SensitivitySpace, sigma2: Fraction, privacy: Privacy) -> Check:
+        """:func:`~dpopt.mechanisms.lattice.lattice_isotropic_check` at Δ_D² against σ_ℤ², holding only when the
+        recorded Δ_D² belongs to ``space``: D² times its l2² (of the float weights) within :data:`SPACE_TOLERANCE`
+        (the check is of the release whose space it is given; a stacked or other space fails it)."""
+        mine = Fraction(space.l2_squared) * self.scale * self.scale
+        own = abs(mine - self.l2_squared) <= SPACE_TOLERANCE * self.l2_squared
+        check = lattice_isotropic_check(self.l2_squared, sigma2, privacy)
+        return Check(check.claim, f"decimal lattice D = {self.scale}, integer sensitivity Δ_D² = {self.l2_squared} "
+                     "(D²·Δ₂² of the space agrees to 10⁻⁹): " + check.method, check.passed and own,
+                     check.detail + ("" if own else f"; D²·Δ₂² = {float(mine):.17g} is not Δ_D²"))
+
+    def note(self) -> str:
+        """The certificate's sentence on the scaled measurement."""
+        return (f"decimal lattice: the answers Wx are measured as the integers D·Wx (D = {self.scale}, the least "
+                "common denominator of the query's decimal weights) plus the discrete Gaussian noise, and released "
+                f"divided by D (post-processing); privacy at the integer sensitivity Δ_D² = {self.l2_squared}")
+
+
+def lattice_scale(problem: Problem) -> DecimalScale | str:
+    """The decimal lattice of the problem's linear query (:class:`DecimalScale`), or why there is none."""
+    spec, query = problem.spec, problem.query
+    if not isinstance(query, CountingQuery) or query.user_matrix is None:
+        return "not a linear query"
+    if spec.invariants:
+        return "the decimal lattice serves no invariants"
+    if spec.data.privacy_unit is not None:
+        return "the decimal lattice serves no privacy unit"
+    found = query.scale
+    if found is None:
+        return (f"the weights' least common denominator exceeds {MAX_DECIMAL_SCALE} (2^20), or D·W an entry "
+                "beyond 2^31")
+    scale, integer = found
+    if scale == 1:
+        return "whole weights (the unit lattice)"
+    if spec.data.n is not None and spec.data.n * int(np.abs(integer).max()) > MAX_SCALED_ANSWER:
+        return f"D·Wx could exceed 2^51 at n = {spec.data.n}"
+    scaled = derive_plain(spec, replace(query, user_matrix=integer.astype(float)))
+    return DecimalScale(scale, Fraction(scaled.l2_squared))
+
+
+def decimal_lattice(problem: Problem, sigma: float) -> DecimalScale | str:
+    """The decimal lattice on which the isotropic Gaussian design N(0, σ²I) of a non-counting linear query
+    measures exactly, or why it keeps the floating-point sampler (a reason that starts with :data:`NOT_COUNTS`)."""
+    spec = problem.spec
+    definition = spec.privacy.definition
+    reason = None
+    if definition not in EXACT_TARGETS:
+        reason = exact_refusal(definition, True) if definition != "pdp" else "pDP is not calibrated on it"
+    elif spec.utility.metric in INFERENCE_METRICS:
+        reason = f"its {spec.utility.metric} is not derived (the discrete law's is, on the unit lattice)"
+    found = lattice_scale(problem) if reason is None else reason
+    if isinstance(found, str):
+        return f"{NOT_COUNTS}; no decimal lattice: {found}"
+    if target_lattice_variance(Fraction(sigma) ** 2, found.scale, definition) is None:
+        return (f"{NOT_COUNTS}; no decimal lattice: D²σ² (D = {found.scale}) is outside the exact sampler's range "
+                "(2^-9 to 2^60)" + (f", or above {MAX_SIGMA2} where the GDP slope is certified"
+                                    if definition in GDP_TARGETS else ""))
+    return found
+
+
+def scaled_answers(values: np.ndarray, scale: int) -> np.ndarray:
+    """The integers k = D·Wx of answers computed as k/D correctly rounded (module docstring), as int64.
+
+    Raises
+    ------
+    DataError
+        An answer that is not fl(k/D) for an integer |k| ≤ 2^51.
+    """
+    values = np.asarray(values, dtype=float)
+    k = np.rint(values * float(scale))
+    if (not np.all(np.isfinite(k)) or np.any(np.abs(k) > MAX_SCALED_ANSWER)
+            or np.any(k / float(scale) != values)):
+        raise DataError(f"the exact (decimal lattice) release needs each answer as k/{scale} correctly rounded for "
+                        "a whole number |k| ≤ 2^51, as dpopt computes a decimal linear query from whole counts "
+                        "(`problem.query.answers(counts)`); got another number (set `sampler: floating_point` to "
+                        "use the floating-point noise)")
+    return k.astype(np.int64)
+
+
+def same_cost(stated: dict, cost: dict) -> bool:
+    """A stated ``exact_cost`` is ``cost``: the same metric, values within 10⁻¹² relative (a malformed one is not)."""
+    try:
+        return stated["metric"] == cost["metric"] and all(
+            math.isclose(float(stated[key]), cost[key], rel_tol=1e-12) for key in ("exact", "continuous", "ratio"))
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def decimal_scope_check(problem: Problem, scale: DecimalScale, sigma: float, cost: dict,
+                        stated: dict | None) -> Check:
+    """``dpopt verify``'s check of a decimal lattice: D and Δ_D² re-derived from the spec
+    (:func:`decimal_lattice`) equal the recorded ones, and the stated ``exact_cost`` is the re-derived one
+    (absent only when its ratio is 1)."""
+    again = decimal_lattice(problem, sigma)
+    same = isinstance(again, DecimalScale) and again == scale
+    costs = same_cost(stated, cost) if stated is not None else cost["ratio"] == 1.0
+    detail = (again if isinstance(again, str) else
+              f"D = {again.scale}, Δ_D² = {again.l2_squared} re-derived vs D = {scale.scale}, Δ_D² = "
+              f"{scale.l2_squared} recorded; exact_cost {cost['ratio']:.9g} re-derived vs "
+              f"{None if stated is None else stated.get('ratio')!r} stated")
+    return Check("mechanism.lattice", "exact measurement on the decimal lattice: D (the least common denominator "
+                 "of the query's decimal weights) and the integer sensitivity Δ_D² re-derived from the spec, and "
+                 "the cost of exactness re-derived", same and costs, detail)
