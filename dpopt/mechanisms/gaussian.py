@@ -54,7 +54,6 @@ from dpopt.mechanisms.lattice import (
     INFERENCE_METRICS,
     check_draws,
     discrete_variance,
-    effective_variance,
     exact_refusal,
     inference_terms,
     integer_answers,
