@@ -215,11 +215,16 @@ def test_fractional_alternative_keeps_the_floating_point_sampler(family):
 
 
 def test_region_beyond_the_convolution_budget_keeps_the_floating_point_sampler():
-    """Five noisy coordinates: (d − 1)·(1.1·4096·d)² grid products exceed MAX_WORK (module constants)."""
-    spec = {**COUNTS, "data": {"attributes": {"x": ["a", "b", "c", "d", "e"]}}, "mechanism": "gaussian",
-            "utility": {"metric": "ci_volume", "alpha": 0.05}}
+    """80 noisy coordinates at ρ = 5·10⁻⁷ (σ_ℤ² = 1/(2ρ) = 10⁶): the grid of VOLUME_EXCESS needs
+    1.02·d·⌈(d + 1)/(2·VOLUME_EXCESS)⌉ + d ≈ 3.0·10⁶ points > MAX_POWER_SUPPORT = 2²¹, and h = 1/σ² about
+    1.1·t·σ² ≈ 1.2·10⁸ (module constants): the family keeps the floating-point sampler and says why. Unequal
+    variances keep the old budget: five of them exceed MAX_WORK ((d − 1)·(1.1·4096·d)² grid products)."""
+    cells = [f"v{i}" for i in range(80)]
+    spec = {**COUNTS, "data": {"attributes": {"x": cells}}, "privacy": {"zcdp": {"rho": 5e-7}},
+            "mechanism": "gaussian", "utility": {"metric": "ci_volume", "alpha": 0.05}}
     mechanism = dpopt.solve(spec).mechanism
     assert mechanism.sampler == "floating_point" and "convolution budget" in " ".join(mechanism.notes())
+    assert lattice_region([Fraction(1), Fraction(2), Fraction(3), Fraction(4), Fraction(5)], ALPHA) is None
 
 
 def test_a_region_that_is_a_point_keeps_the_floating_point_sampler():
