@@ -18,6 +18,17 @@ coverage and level.
   r is the smallest grid point where this lower bound, less :data:`FLOAT_SLACK`, reaches 1 − α: the coverage
   ≥ 1 − α is proven, and r exceeds the exact quantile of Q by less than (d + 1)·h ≤ 2t/:data:`GRID_STEPS` (t
   the continuous χ²_d quantile). The region's volume is :math:`V_d\, r^{d/2} \prod_i \sigma_i`.
+* **I.i.d. coordinates** (all σ_i² = σ², the common case): the law of Σ k_i is the d-th convolution power of one
+  k's law, computed by repeated squaring (:mod:`dpopt.stats.convolution_power`: ⌊log₂ d⌋ squarings and
+  popcount(d) − 1 products, by FFT above 4096 points, with a proven ℓ¹ bound on its rounding that is subtracted
+  from the coverage with d·:data:`FLOAT_SLACK`). The grid is chosen per case: h = 1/σ² when its support
+  ⌈1.1tσ²⌉ + d is affordable (:data:`INTEGER_GRID_SUPPORT`): then k_i = η_i², Σ k_i = S = Σ η_i² is the integer
+  σ²Q, and r = q/σ² with q the smallest integer whose proven bound on P(S ≤ q) reaches 1 − α: no grid excess.
+  Otherwise h = t/(d·G_d), G_d = max(:data:`GRID_STEPS`, ⌈(d + 1)/(2·:data:`VOLUME_EXCESS`)⌉): the ceilings add less
+  than h per coordinate, so r < q + (d + 1)h and the volume exceeds that of the region at the exact quantile q by
+  a factor below (1 + (d + 1)h/q)^{d/2} ≈ exp(VOLUME_EXCESS·t/q) (≈ 1.0011 for d ≥ 8). The law's support is
+  bounded by :data:`MAX_POWER_SUPPORT` (d ≤ 66 on the second grid; on the first, any d while 1.1tσ² + d fits).
+  Unequal σ_i keep the d − 1 direct convolutions above and :data:`MAX_WORK` (up to 4 coordinates).
 * **Likelihood-ratio test** of H0: φ = θ₀ against H1: φ = θ₀ + a (a a whole-number shift). The log likelihood
   ratio of the product law is :math:`\sum_i a_i(y_i - \theta_{0,i})/\sigma_i^2 - \text{const}`, so the
   Neyman–Pearson test rejects for large :math:`T = \sum_i w_i (y_i - \theta_{0,i})`, w the weights
@@ -33,7 +44,9 @@ coverage and level.
 
 Floating point: the pmfs and tails are those of :class:`~dpopt.noise.discrete_gaussian.DiscreteGaussianMarginal`
 (tabulated in double precision, or in closed form with proven error ≤ σ⁻⁴/120 above 2³⁰), summed as non-negative
-terms; :data:`FLOAT_SLACK` covers their rounding (module constants). The noise itself is never floating point.
+terms; :data:`FLOAT_SLACK` covers their rounding (module constants; d·FLOAT_SLACK for a convolution power, whose
+d laws each carry their own), and an FFT's rounding is bounded separately and subtracted
+(:mod:`dpopt.stats.convolution_power`). The noise itself is never floating point.
 
 References
 ----------
