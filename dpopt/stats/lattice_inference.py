@@ -28,7 +28,8 @@ coverage and level.
   than h per coordinate, so r < q + (d + 1)h and the volume exceeds that of the region at the exact quantile q by
   a factor below (1 + (d + 1)h/q)^{d/2} ≈ exp(VOLUME_EXCESS·t/q) (≈ 1.0011 for d ≥ 8). The law's support is
   bounded by :data:`MAX_POWER_SUPPORT` (d ≤ 66 on the second grid; on the first, any d while 1.1tσ² + d fits).
-  Unequal σ_i keep the d − 1 direct convolutions above and :data:`MAX_WORK` (up to 4 coordinates).
+  It serves where the d − 1 direct convolutions above exceed :data:`MAX_WORK` (from 5 coordinates: up to 4 the
+  regions, and certificates, are those issued before it); unequal σ_i have no convolution power.
 * **Likelihood-ratio test** of H0: φ = θ₀ against H1: φ = θ₀ + a (a a whole-number shift). The log likelihood
   ratio of the product law is :math:`\sum_i a_i(y_i - \theta_{0,i})/\sigma_i^2 - \text{const}`, so the
   Neyman–Pearson test rejects for large :math:`T = \sum_i w_i (y_i - \theta_{0,i})`, w the weights
@@ -140,7 +141,8 @@ class LatticeRegion:
     log_volume : float
         log(V_d r^{d/2} Π σ_i); −∞ when r = 0 (the noise is 0 with probability ≥ 1 − α: the region is a point).
     grid : Fraction or None
-        h, the grid of the radius (r < the exact quantile of Q + (d + 1)h; none above it when h = 1/σ²).
+        h, the grid of a convolution power's radius (r < the exact quantile of Q + (d + 1)h; none above it when
+        h = 1/σ²), stated in the certificate; None for the d − 1 direct convolutions (h = t/(d·GRID_STEPS)).
     fft_error : float
         The proven bound on the FFT's rounding subtracted from the coverage (0 for direct convolutions).
     """
@@ -180,7 +182,7 @@ class LatticeRegion:
             return ""
         d, h = len(self.sigma2s), self.grid
         if len(set(self.sigma2s)) == 1 and h * self.sigma2s[0] == 1:
-            text = f", h = 1/σ² (k_i = η_i²: r is the smallest whose bound reaches 1 − α, no grid excess)"
+            text = ", h = 1/σ² (k_i = η_i²: r is the smallest whose bound reaches 1 − α, no grid excess)"
         else:
             text = (f", h = {h} (r < q + (d + 1)h, q the exact quantile of Q: volume ≤ (1 + (d + 1)h/q)^(d/2) "
                     f"times the region at q, (d + 1)h = {float((d + 1) * h):.6g})")
@@ -262,7 +264,7 @@ def _iid_region(d: int, sigma2: Fraction, alpha: float) -> LatticeRegion | None:
     return _region((sigma2,) * d, j * h, float(bounds[j]), alpha, h, fft_error)
 
 
-def _region(sigma2s: tuple[Fraction, ...], radius: Fraction, coverage: float, alpha: float, h: Fraction,
+def _region(sigma2s: tuple[Fraction, ...], radius: Fraction, coverage: float, alpha: float, h: Fraction | None,
             fft_error: float = 0.0) -> LatticeRegion:
     d = len(sigma2s)
     log_volume = -math.inf if radius == 0 else (log_unit_ball_volume(d) + 0.5 * d * math.log(float(radius))
@@ -272,19 +274,19 @@ def _region(sigma2s: tuple[Fraction, ...], radius: Fraction, coverage: float, al
 
 def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
     """The smallest grid radius whose proven coverage is ≥ 1 − α (module docstring), or None when the
-    convolution exceeds its budget (:data:`MAX_POWER_SUPPORT` for i.i.d. coordinates, else :data:`MAX_SUPPORT`
-    or :data:`MAX_WORK`)."""
+    convolution exceeds its budget. The d − 1 direct convolutions on the grid of :data:`GRID_STEPS` whenever
+    :data:`MAX_SUPPORT` and :data:`MAX_WORK` admit them (up to 4 coordinates: a region certified before the
+    convolution power keeps its radius, and its certificate verifies); beyond, i.i.d. coordinates by the
+    convolution power (:data:`MAX_POWER_SUPPORT`), unequal ones not."""
     sigma2s = tuple(Fraction(s) for s in sigma2s)
     d = len(sigma2s)
     if d < 1:
         raise ValueError("a confidence region needs at least one noisy coordinate")
-    if len(set(sigma2s)) == 1:
-        return _iid_region(d, sigma2s[0], alpha)
     h = _grid(d, alpha)
     top = math.ceil(Fraction(11, 10) * Fraction(chi2_radius(d, alpha)) / h) + d
     while True:
         if top + 1 > MAX_SUPPORT or (d - 1) * (top + 1) ** 2 > MAX_WORK:
-            return None
+            return _iid_region(d, sigma2s[0], alpha) if len(set(sigma2s)) == 1 else None
         coverage = _Coverage(sigma2s, h, top)
         if coverage(top) >= 1.0 - alpha:
             break
@@ -296,7 +298,7 @@ def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
             hi = mid
         else:
             lo = mid
-    return _region(sigma2s, hi * h, coverage(hi), alpha, h)
+    return _region(sigma2s, hi * h, coverage(hi), alpha, None)
 
 
 @dataclass(frozen=True)
