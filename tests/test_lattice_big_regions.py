@@ -15,6 +15,7 @@ Sources of the expected values:
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -110,3 +111,13 @@ def test_gaussian_optimal_strategy_region_is_within_the_grid_excess(cells, adjac
     # the grid: h = t/(k·G_k), G_k = max(4096, ⌈(k + 1)/(2·0.0011)⌉) (VOLUME_EXCESS), t rounded up to 6 decimals
     h = math.ceil(t * 10**6) / 10**6 / (k * max(4096, math.ceil((k + 1) / 0.0022)))
     assert stats.chi2.isf(ALPHA + eps, k) <= radius < stats.chi2.isf(ALPHA - eps - 1e-7, k) + (k + 1) * h
+
+
+def test_a_forged_radius_of_a_big_region_fails_verification():
+    cert = _exact(dpopt.solve(_spec(10, "add_remove", "gaussian")))
+    forged = copy.deepcopy(cert)
+    method = forged["utility"]["method"]
+    radius = re.search(r", r = (\S+) ≈", method).group(1)
+    forged["utility"]["method"] = method.replace(f"r = {radius}", f"r = {Fraction(radius) - 1}")
+    forged["utility"]["value"] *= (1 - 1 / float(Fraction(radius))) ** 5  # the volume of the smaller radius
+    assert "utility" in {c.claim for c in dpopt.verify(forged).failed}
