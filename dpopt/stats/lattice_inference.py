@@ -266,6 +266,7 @@ def _iid_region(d: int, sigma2: Fraction, alpha: float) -> LatticeRegion | None:
 
 def _region(sigma2s: tuple[Fraction, ...], radius: Fraction, coverage: float, alpha: float, h: Fraction | None,
             fft_error: float = 0.0) -> LatticeRegion:
+    """The region of radius r with its log volume log(V_d r^{d/2} Π σ_i) (−∞ at r = 0)."""
     d = len(sigma2s)
     log_volume = -math.inf if radius == 0 else (log_unit_ball_volume(d) + 0.5 * d * math.log(float(radius))
                                                 + 0.5 * sum(math.log(float(s)) for s in sigma2s))
