@@ -15,6 +15,7 @@ Sources of the expected values:
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from fractions import Fraction
 from itertools import product
@@ -22,10 +23,13 @@ from itertools import product
 import mpmath
 import numpy as np
 import pytest
+from scipy import stats
 
 import dpopt
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
-from dpopt.stats.lattice_inference import FLOAT_SLACK, TRUNCATION, _grid, lattice_region, lattice_test
+from dpopt.stats.inference import log_unit_ball_volume
+from dpopt.stats.lattice_inference import (FLOAT_SLACK, GRID_STEPS, TRUNCATION, VOLUME_EXCESS, _Coverage, _grid,
+                                           _iid_region, lattice_region, lattice_test)
 
 SIGMA2 = (Fraction(1, 2), Fraction(9, 4), Fraction(4))
 ALPHA = 0.05
@@ -215,11 +219,16 @@ def test_fractional_alternative_keeps_the_floating_point_sampler(family):
 
 
 def test_region_beyond_the_convolution_budget_keeps_the_floating_point_sampler():
-    """Five noisy coordinates: (d − 1)·(1.1·4096·d)² grid products exceed MAX_WORK (module constants)."""
-    spec = {**COUNTS, "data": {"attributes": {"x": ["a", "b", "c", "d", "e"]}}, "mechanism": "gaussian",
-            "utility": {"metric": "ci_volume", "alpha": 0.05}}
+    """80 noisy coordinates at ρ = 5·10⁻⁷ (σ_ℤ² = 1/(2ρ) = 10⁶): the grid of VOLUME_EXCESS needs
+    1.02·d·⌈(d + 1)/(2·VOLUME_EXCESS)⌉ + d ≈ 3.0·10⁶ points > MAX_POWER_SUPPORT = 2²¹, and h = 1/σ² about
+    1.1·t·σ² ≈ 1.2·10⁸ (module constants): the family keeps the floating-point sampler and says why. Unequal
+    variances keep the old budget: five of them exceed MAX_WORK ((d − 1)·(1.1·4096·d)² grid products)."""
+    cells = [f"v{i}" for i in range(80)]
+    spec = {**COUNTS, "data": {"attributes": {"x": cells}}, "privacy": {"zcdp": {"rho": 5e-7}},
+            "mechanism": "gaussian", "utility": {"metric": "ci_volume", "alpha": 0.05}}
     mechanism = dpopt.solve(spec).mechanism
     assert mechanism.sampler == "floating_point" and "convolution budget" in " ".join(mechanism.notes())
+    assert lattice_region([Fraction(1), Fraction(2), Fraction(3), Fraction(4), Fraction(5)], ALPHA) is None
 
 
 def test_a_region_that_is_a_point_keeps_the_floating_point_sampler():
@@ -230,3 +239,93 @@ def test_a_region_that_is_a_point_keeps_the_floating_point_sampler():
             "utility": {"metric": "ci_volume", "alpha": 0.05}}
     mechanism = dpopt.solve(spec).mechanism
     assert mechanism.sampler == "floating_point" and "region is a point" in " ".join(mechanism.notes())
+
+
+# ------------------------------------------------------------ i.i.d. coordinates: the convolution power
+def _s_law(sigma2: Fraction, d: int, top: int) -> list[mpmath.mpf]:
+    """P(S = s), s = 0..top, S = Σ_{i≤d} η_i² for i.i.d. N_ℤ(0, σ²): the law of η² (mass of ±k at k²) convolved
+    d times in 40-digit mpmath, truncated at top (nothing beyond top enters a sum ≤ top)."""
+    with mpmath.workdps(40):
+        square = [mpmath.mpf(0)] * (top + 1)
+        for k, p in _pmf(sigma2).items():
+            if k * k <= top:
+                square[k * k] += p
+        law = square
+        for _ in range(d - 1):
+            law = [mpmath.fsum(law[i] * square[s - i] for i in range(s + 1) if square[s - i]) for s in range(top + 1)]
+        return law
+
+
+@pytest.mark.parametrize("sigma2, d", [(Fraction(2), 5), (Fraction(2), 8), (Fraction(9, 4), 6), (Fraction(1, 2), 7),
+                                       (Fraction(50), 5)])
+def test_iid_region_is_the_exact_quantile_of_the_sum_of_squares(sigma2, d):
+    """h = 1/σ²: k_i = η_i², so the radius is q/σ², q the exact 1 − α quantile of S = Σ η_i² (no grid excess),
+    unless the exact law's distribution function at q lies within the slack of 1 − α (checked not to)."""
+    region = lattice_region([sigma2] * d, ALPHA)
+    top = math.ceil(1.5 * stats.chi2.isf(ALPHA, d) * sigma2) + d
+    law = _s_law(sigma2, d, top)
+    cumulative = list(itertools.accumulate(law))
+    q = next(s for s, c in enumerate(cumulative) if c >= 1 - ALPHA)
+    assert cumulative[q] >= 1 - ALPHA + 1e-6  # far from the slack (d·FLOAT_SLACK + the FFT's bound ≤ 10⁻⁸)
+    assert region.radius == Fraction(q) / sigma2
+    assert float(cumulative[q]) >= region.coverage >= 1 - ALPHA
+    assert region.coverage == pytest.approx(float(cumulative[q]), abs=d * FLOAT_SLACK + 1e-8)
+
+
+def _old_region(sigma2s, alpha):
+    """The region as computed before the convolution power (d − 1 direct convolutions on h = t/(d·4096))."""
+    h = _grid(len(sigma2s), alpha)
+    top = math.ceil(Fraction(11, 10) * Fraction(stats.chi2.isf(alpha, len(sigma2s))) / h) + len(sigma2s)
+    coverage = _Coverage(tuple(sigma2s), h, top)
+    j = next(j for j in range(top + 1) if coverage(j) >= 1 - alpha)
+    return j * h, coverage(j)
+
+
+@pytest.mark.parametrize("sigma2", [Fraction(1, 2), Fraction(9, 4), Fraction(4), Fraction(2130631, 32768),
+                                    Fraction(10**6)])
+@pytest.mark.parametrize("d", [2, 3, 4])
+def test_iid_region_is_at_least_as_tight_as_the_old_path(sigma2, d):
+    """The convolution power (which serves from 5 coordinates) on d ≤ 4: either h = 1/σ² (the exact quantile: never above the old grid's bound, itself ≥ the exact quantile) or the
+    old grid h = t/(d·4096) with the same laws: the same radius unless the old coverage at it lies within the new
+    slack ((d − 1)·FLOAT_SLACK more) of 1 − α."""
+    assert lattice_region([sigma2] * d, ALPHA).grid is None  # up to 4 coordinates the old path serves
+    region = _iid_region(d, sigma2, ALPHA)
+    old_radius, old_coverage = _old_region([sigma2] * d, ALPHA)
+    if region.grid == 1 / sigma2:
+        assert region.radius <= old_radius
+    else:
+        assert region.grid == _grid(d, ALPHA)
+        assert region.radius == old_radius or old_coverage < 1 - ALPHA + d * FLOAT_SLACK
+        assert region.coverage <= old_coverage
+
+
+@pytest.mark.parametrize("d", [5, 10])
+def test_iid_region_at_large_variance_converges_to_the_chi2_quantile(d):
+    """σ² = 10¹⁰ (σ = 10⁵): each P(η²/σ² ≤ x) = P(|η| ≤ ⌊σ√x⌋) is within ε₁ = 0.4/σ + 0.2/σ² of P(Z² ≤ x) (the
+    midpoint rule Σ_{|k|≤m} φ_σ(k) = P(|σZ| ≤ m + 1/2) ± (2m + 1)/(24√(2π)σ³), and m + 1/2 within 1/(2σ) of σ√x
+    where the density of |σZ| is ≤ 0.8/σ; the discrete normaliser is σ√(2π)(1 + O(e^{−2π²σ²}))), so the law of Q
+    within d·ε₁ of χ²_d (Kolmogorov distance of independent sums ≤ the sum of the marginals'). The exact quantile q
+    then lies in [χ²_d.isf(α + d·ε₁), χ²_d.isf(α − d·ε₁)], and q ≤ r < q + (d + 1)h (the module's grid excess;
+    the slack d·FLOAT_SLACK + the FFT's bound ≤ 10⁻⁷ moves the upper end by less than 10⁻⁴ of a grid step)."""
+    sigma2 = Fraction(10**10)
+    region = lattice_region([sigma2] * d, ALPHA)
+    sigma = 10**5
+    eps = d * (0.4 / sigma + 0.2 / sigma**2)
+    low, high = stats.chi2.isf(ALPHA + eps, d), stats.chi2.isf(ALPHA - eps - 1e-7, d)
+    h = region.grid
+    assert h == Fraction(math.ceil(stats.chi2.isf(ALPHA, d) * 10**6), 10**6 * d * max(GRID_STEPS, math.ceil(
+        (d + 1) / (2 * VOLUME_EXCESS))))
+    assert low <= float(region.radius) < high + float((d + 1) * h)
+    # the volume against the continuous region V_d t^{d/2} σ^d: within the grid excess and the law's distance
+    t = stats.chi2.isf(ALPHA, d)
+    assert (low / t) ** (d / 2) <= region.volume / (math.exp(log_unit_ball_volume(d)) * t ** (d / 2) * sigma**d) \
+        < ((high + float((d + 1) * h)) / t) ** (d / 2)
+
+
+def test_iid_budget_boundary_at_large_variance():
+    """σ² = 10⁶ (h = 1/σ² would need ⌈1.1tσ²⌉ + d ≈ 10⁸ points): d = 66 fits MAX_POWER_SUPPORT = 2²¹ on the grid of
+    VOLUME_EXCESS (1.02·66·⌈67/0.0022⌉ + 66 ≈ 2.05·10⁶ points), d = 67 does not (≈ 2.11·10⁶): None, at once."""
+    region = lattice_region([Fraction(10**6)] * 66, ALPHA)
+    assert region is not None and region.coverage >= 1 - ALPHA and 0.0 < region.fft_error < 1e-8
+    assert region.radius >= stats.chi2.isf(ALPHA + 66 * (0.4 / 1000 + 0.2 / 10**6), 66)  # test above: q ≥ this
+    assert lattice_region([Fraction(10**6)] * 67, ALPHA) is None

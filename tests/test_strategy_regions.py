@@ -238,9 +238,21 @@ def test_a_forged_l2_cost_fails_verification():
     assert EXACT_COST_CLAIM in {c.claim for c in dpopt.verify(forged).failed}
 
 
-def test_more_than_four_noisy_coordinates_keep_the_floating_point_sampler_and_say_why():
+def test_six_noisy_coordinates_measure_exactly_and_verify():
+    """Six i.i.d. coordinates: the region is a convolution power (dpopt.stats.convolution_power), within budget."""
     spec = _spec("zcdp", "add_remove", False)
     spec["data"]["attributes"]["a"] = [f"v{i}" for i in range(6)]
+    solution = dpopt.solve(spec)
+    assert solution.mechanism.sampler == "exact"
+    assert dpopt.verify(solution.certificate.data).passed
+
+
+def test_beyond_the_budget_keep_the_floating_point_sampler_and_say_why():
+    """80 coordinates at ρ = 5·10⁻⁷: σ_ℤ² ≈ 10⁶, the region's law needs more than MAX_POWER_SUPPORT points
+    (1.02·d·⌈(d + 1)/(2·VOLUME_EXCESS)⌉ + d ≈ 3.0·10⁶ > 2²¹, dpopt.stats.lattice_inference)."""
+    spec = _spec("zcdp", "add_remove", False)
+    spec["data"]["attributes"]["a"] = [f"v{i}" for i in range(80)]
+    spec["privacy"] = {"zcdp": {"rho": 5e-7}}
     solution = dpopt.solve(spec)
     assert solution.mechanism.sampler == "floating_point"
     assert any("convolution budget" in n for n in solution.certificate.data["mechanism"]["notes"])

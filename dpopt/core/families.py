@@ -100,18 +100,19 @@ _M = "dpopt.mechanisms."
 
 FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian", _M + "exact_sum", ("gdp", "zcdp", "approx", "pdp"),
-               exact="zcdp, gdp, approx; counting queries (ci_volume and test_power of a whole-number shift from "
-                     "the discrete law, up to 4 cells; on a proper span a region of proven coverage, its cost "
-                     "stated), and bounded sums and means on a dyadic lattice (ci_volume the discrete law's "
-                     "interval; not test_power); linear queries with decimal weights on the decimal lattice D·W (D "
-                     "the weights' common denominator, up to 2^20; metrics other than ci_volume, test_power; no "
-                     "invariants, privacy unit); pdp on counting queries with listed integer moves (the discrete "
+               exact="zcdp, gdp, approx; counting queries (ci_volume, up to 66 cells or more at small σ_ℤ², and "
+                     "test_power of a whole-number shift, from the discrete law; on a proper span a region of "
+                     "proven coverage, its cost stated), and bounded sums and means on a dyadic lattice (ci_volume "
+                     "the discrete law's interval; not test_power); linear queries with decimal weights on the "
+                     "decimal lattice D·W (D the weights' common denominator, up to 2^20; metrics other than "
+                     "ci_volume, test_power; no invariants, privacy unit); pdp on counting queries with listed "
+                     "integer moves (the discrete "
                      "law's exact pDP level per move pattern); the lattice's cost stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "
                      "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler), ci_volume (up "
-                     "to 4 cells: the exact law of ‖P_Vη‖² on the sum-zero span at σ_ℤ² up to about 200, else the "
+                     "to 66 cells: the exact law of ‖P_Vη‖² on the sum-zero span at σ_ℤ² up to about 200, else the "
                      "full-d region's radius; coverage proven, its cost stated); pdp on listed integer moves (the "
                      "loss of P_V y is that of y)",
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
@@ -139,7 +140,7 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
                exact="zcdp, gdp, approx; counting queries; sum-zero, margin-kernel or full spans; metrics l2, "
-                     "max_variance, and ci_volume up to rank 4 (the strategy's region, proven coverage); the integer "
+                     "max_variance, and ci_volume up to rank 66 (the strategy's region, proven coverage); the integer "
                      "strategy's rounding cost stated (exact_cost, re-derived by verify)",
                serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
     Capability("laplace", _M + "exact_sum", ("pure", "approx", "zcdp", "gdp"), bound="iid",
@@ -190,7 +191,7 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("query_scaling", _M + "query_scaling", GAUSSIAN_TARGETS,
                metrics=("ci_volume", "test_power", "l2"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; metrics l2, ci_volume, test_power (a whole-number "
-                     "shift; region and test from the discrete law)",
+                     "shift; region and test from the discrete law; a region of unequal variances up to 4 coordinates)",
                serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),
 )
 """Every family of this package, in the order ``auto`` compares them (ties go to the first)."""

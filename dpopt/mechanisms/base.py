@@ -444,6 +444,7 @@ class Mechanism(ABC):
             )
         own = self._utility(utility)
         if own is not None:
+            self._volume_in_range(metric, own.value)
             return own
         closed = {
             "l2": lambda: self._expected_l2(workload),
@@ -456,15 +457,19 @@ class Mechanism(ABC):
         if metric not in closed:
             raise UnsupportedSpecError("utility.metric", f"{self.family} has no '{metric}' prediction")
         value = closed[metric]()
+        self._volume_in_range(metric, value)
+        if value is not None:
+            return UtilityValue(metric, float(value), self._closed_form_method())
+        return self._monte_carlo(metric, workload, utility.gamma, alpha=utility.alpha, alternative=alternative)
+
+    def _volume_in_range(self, metric: str, value: float | None) -> None:
+        """Refuse a ``ci_volume`` of 0 or beyond floating point (its logarithm would be needed to compare)."""
         if metric == "ci_volume" and value is not None and not 0.0 < value < math.inf:
             raise UnsupportedSpecError(
                 "utility.metric",
                 f"the {self.family} confidence region's volume is {value} in floating point (out of range "
                 "in this dimension); compare l2 instead",
             )
-        if value is not None:
-            return UtilityValue(metric, float(value), self._closed_form_method())
-        return self._monte_carlo(metric, workload, utility.gamma, alpha=utility.alpha, alternative=alternative)
 
     def _monte_carlo(
         self, metric: str, workload, gamma, draws: int | None = None, alpha=None, alternative=None

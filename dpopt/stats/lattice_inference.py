@@ -18,6 +18,18 @@ coverage and level.
   r is the smallest grid point where this lower bound, less :data:`FLOAT_SLACK`, reaches 1 − α: the coverage
   ≥ 1 − α is proven, and r exceeds the exact quantile of Q by less than (d + 1)·h ≤ 2t/:data:`GRID_STEPS` (t
   the continuous χ²_d quantile). The region's volume is :math:`V_d\, r^{d/2} \prod_i \sigma_i`.
+* **I.i.d. coordinates** (all σ_i² = σ², the common case): the law of Σ k_i is the d-th convolution power of one
+  k's law, computed by repeated squaring (:mod:`dpopt.stats.convolution_power`: ⌊log₂ d⌋ squarings and
+  popcount(d) − 1 products, by FFT above 4096 points, with a proven ℓ¹ bound on its rounding that is subtracted
+  from the coverage with d·:data:`FLOAT_SLACK`). The grid is chosen per case: h = 1/σ² when its support
+  ⌈1.1tσ²⌉ + d is affordable (:data:`INTEGER_GRID_SUPPORT`): then k_i = η_i², Σ k_i = S = Σ η_i² is the integer
+  σ²Q, and r = q/σ² with q the smallest integer whose proven bound on P(S ≤ q) reaches 1 − α: no grid excess.
+  Otherwise h = t/(d·G_d), G_d = max(:data:`GRID_STEPS`, ⌈(d + 1)/(2·:data:`VOLUME_EXCESS`)⌉): the ceilings add less
+  than h per coordinate, so r < q + (d + 1)h and the volume exceeds that of the region at the exact quantile q by
+  a factor below (1 + (d + 1)h/q)^{d/2} ≈ exp(VOLUME_EXCESS·t/q) (≈ 1.0011 for d ≥ 8). The law's support is
+  bounded by :data:`MAX_POWER_SUPPORT` (d ≤ 66 on the second grid; on the first, any d while 1.1tσ² + d fits).
+  It serves where the d − 1 direct convolutions above exceed :data:`MAX_WORK` (from 5 coordinates: up to 4 the
+  regions, and certificates, are those issued before it); unequal σ_i have no convolution power.
 * **Likelihood-ratio test** of H0: φ = θ₀ against H1: φ = θ₀ + a (a a whole-number shift). The log likelihood
   ratio of the product law is :math:`\sum_i a_i(y_i - \theta_{0,i})/\sigma_i^2 - \text{const}`, so the
   Neyman–Pearson test rejects for large :math:`T = \sum_i w_i (y_i - \theta_{0,i})`, w the weights
@@ -33,7 +45,9 @@ coverage and level.
 
 Floating point: the pmfs and tails are those of :class:`~dpopt.noise.discrete_gaussian.DiscreteGaussianMarginal`
 (tabulated in double precision, or in closed form with proven error ≤ σ⁻⁴/120 above 2³⁰), summed as non-negative
-terms; :data:`FLOAT_SLACK` covers their rounding (module constants). The noise itself is never floating point.
+terms; :data:`FLOAT_SLACK` covers their rounding (module constants; d·FLOAT_SLACK for a convolution power, whose
+d laws each carry their own), and an FFT's rounding is bounded separately and subtracted
+(:mod:`dpopt.stats.convolution_power`). The noise itself is never floating point.
 
 References
 ----------
@@ -51,6 +65,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
+from dpopt.stats.convolution_power import convolution_power
 from dpopt.stats.inference import chi2_radius, log_unit_ball_volume
 
 EXACT_LAW = "exact law of the discrete noise"
@@ -74,9 +89,27 @@ MAX_SUPPORT = 200_001
 """Largest support of a convolved law (the region's grid, the test's partial sum)."""
 
 MAX_WORK = 1.2e9
-"""Largest sum of (support × pmf length) over the convolutions of one region or test (about a second of CPU): a
-region of up to 4 noisy coordinates at the grid of :data:`GRID_STEPS` (d − 1 convolutions of about 4500·d points);
-beyond, the family keeps the floating-point sampler and says why."""
+"""Largest sum of (support × pmf length) over the convolutions of one test, or of one region with unequal σ_i
+(about a second of CPU): such a region of up to 4 noisy coordinates at the grid of :data:`GRID_STEPS` (d − 1
+convolutions of about 4500·d points); beyond, the family keeps the floating-point sampler and says why."""
+
+VOLUME_EXCESS = 1.1e-3
+"""For i.i.d. coordinates, the grid h = t/(d·G_d), G_d = max(:data:`GRID_STEPS`, ⌈(d + 1)/(2·VOLUME_EXCESS)⌉):
+the radius is less than (d + 1)h = t(d + 1)/(d·G_d) above the exact quantile q of Q, so the volume at most
+(1 + (d + 1)t/(d·G_d·q))^{d/2} ≈ 1 + VOLUME_EXCESS·t/q times the region at q."""
+
+POWER_MARGIN = Fraction(102, 100)
+"""For i.i.d. coordinates on the grid of :data:`VOLUME_EXCESS`, the law is first computed up to
+⌈POWER_MARGIN·t/h⌉ + d (raised by a quarter while that does not reach 1 − α)."""
+
+MAX_POWER_SUPPORT = 2**21
+"""Largest support of an i.i.d. region's law (its convolution power by FFT of length ≤ 2²², about 0.2 s per
+squaring): d ≤ 66 noisy coordinates at the grid of :data:`VOLUME_EXCESS`; beyond, the family keeps the
+floating-point sampler and says why."""
+
+INTEGER_GRID_SUPPORT = 2**16
+"""For i.i.d. coordinates, h = 1/σ² (k_i = η_i², Q = Σ η_i²/σ²: no rounding excess) whenever its support
+⌈1.1·t·σ²⌉ + d is at most this or at most that of the grid of :data:`VOLUME_EXCESS`."""
 
 
 def _marginals(sigma2s) -> list[DiscreteGaussianMarginal]:
@@ -107,6 +140,11 @@ class LatticeRegion:
     alpha : float
     log_volume : float
         log(V_d r^{d/2} Π σ_i); −∞ when r = 0 (the noise is 0 with probability ≥ 1 − α: the region is a point).
+    grid : Fraction or None
+        h, the grid of a convolution power's radius (r < the exact quantile of Q + (d + 1)h; none above it when
+        h = 1/σ²), stated in the certificate; None for the d − 1 direct convolutions (h = t/(d·GRID_STEPS)).
+    fft_error : float
+        The proven bound on the FFT's rounding subtracted from the coverage (0 for direct convolutions).
     """
 
     sigma2s: tuple[Fraction, ...]
@@ -114,10 +152,16 @@ class LatticeRegion:
     coverage: float
     alpha: float
     log_volume: float
+    grid: Fraction | None = None
+    fft_error: float = 0.0
 
     @property
     def volume(self) -> float:
-        return math.exp(self.log_volume)
+        """V_d r^{d/2} Π σ_i; inf beyond floating point (the family then refuses the metric, clearly)."""
+        try:
+            return math.exp(self.log_volume)
+        except OverflowError:
+            return math.inf
 
     def contains(self, release, point) -> bool:
         """Whether ``point`` lies in the region centred at ``release`` (exact rationals)."""
@@ -129,7 +173,22 @@ class LatticeRegion:
         """The region and its proven coverage, for a certificate."""
         return (f"{EXACT_LAW}: region Σ_i (y_i − θ_i)²/σ_i² ≤ r, r = {self.radius} "
                 f"≈ {float(self.radius):.10g}, proven coverage ≥ {self.coverage:.10f} ≥ 1 − α by convolution of the "
-                f"laws of ⌈η_i²/(σ_i² h)⌉ (dpopt.stats.lattice_inference); volume V_d r^(d/2) Π σ_i")
+                f"laws of ⌈η_i²/(σ_i² h)⌉ (dpopt.stats.lattice_inference){self._grid_text()}; "
+                "volume V_d r^(d/2) Π σ_i")
+
+    def _grid_text(self) -> str:
+        """The grid and the excess it allows over the exact quantile q of Q (module docstring)."""
+        if self.grid is None:
+            return ""
+        d, h = len(self.sigma2s), self.grid
+        if len(set(self.sigma2s)) == 1 and h * self.sigma2s[0] == 1:
+            text = ", h = 1/σ² (k_i = η_i²: r is the smallest whose bound reaches 1 − α, no grid excess)"
+        else:
+            text = (f", h = {h} (r < q + (d + 1)h, q the exact quantile of Q: volume ≤ (1 + (d + 1)h/q)^(d/2) "
+                    f"times the region at q, (d + 1)h = {float((d + 1) * h):.6g})")
+        if self.fft_error:
+            text += f", less {self.fft_error:.3g} for the FFT's proven rounding"
+        return text
 
 
 def _grid(d: int, alpha: float) -> Fraction:
@@ -139,10 +198,17 @@ def _grid(d: int, alpha: float) -> Fraction:
 
 
 def _grid_law(marginal: DiscreteGaussianMarginal, sigma2: Fraction, h: Fraction, top: int) -> np.ndarray:
-    """P(k = j), j = 0..top, for k = ⌈η²/(σ²h)⌉: P(k ≤ j) = P(|η| ≤ m_j), m_j = isqrt(⌊jhσ²⌋) (exact integers)."""
+    """P(k = j), j = 0..top, for k = ⌈η²/(σ²h)⌉: P(k ≤ j) = P(|η| ≤ m_j), m_j = isqrt(⌊jhσ²⌋) (exact integers: the
+    j_m = ⌈m²/(hσ²)⌉ where m_j steps up, or each m_j, whichever are fewer)."""
     step = h * sigma2
-    m = np.array([math.isqrt(j * step.numerator // step.denominator) for j in range(top + 1)], dtype=float)
-    tails = marginal.tail(m)
+    most = math.isqrt(top * step.numerator // step.denominator)
+    if most <= top:
+        starts = np.array([-(-(m * m * step.denominator) // step.numerator) for m in range(most + 1)], dtype=np.int64)
+        m = np.searchsorted(starts, np.arange(top + 1), side="right") - 1
+        tails = marginal.tail(np.arange(most + 1, dtype=float))[m]
+    else:
+        m = np.array([math.isqrt(j * step.numerator // step.denominator) for j in range(top + 1)], dtype=float)
+        tails = marginal.tail(m)
     out = np.empty(top + 1)
     out[0] = 1.0 - 2.0 * tails[0]
     out[1:] = 2.0 * (tails[:-1] - tails[1:])
@@ -167,9 +233,52 @@ class _Coverage:
         return float(self.partial[: j + 1] @ self.last[j::-1]) - FLOAT_SLACK
 
 
+def _iid_grid(d: int, alpha: float, sigma2: Fraction) -> tuple[Fraction, int]:
+    """(h, the first support) for d i.i.d. coordinates: h = 1/σ² when affordable, else the grid of
+    :data:`VOLUME_EXCESS` (module constants)."""
+    t = Fraction(math.ceil(chi2_radius(d, alpha) * 10**6), 10**6)
+    steps = max(GRID_STEPS, math.ceil((d + 1) / (2 * VOLUME_EXCESS)))
+    h = t / (d * steps)
+    top = math.ceil(POWER_MARGIN * t / h) + d
+    whole = math.ceil(Fraction(11, 10) * t * sigma2) + d
+    if whole <= max(top, INTEGER_GRID_SUPPORT):
+        return 1 / sigma2, whole
+    return h, top
+
+
+def _iid_region(d: int, sigma2: Fraction, alpha: float) -> LatticeRegion | None:
+    """The region for d i.i.d. N_ℤ(0, σ²) coordinates: the law of Σ k_i as the d-th convolution power of one k's
+    law (:mod:`dpopt.stats.convolution_power`), its distribution function less its proven FFT error and
+    d·:data:`FLOAT_SLACK` (each law's rounding, the cumulative sums). None beyond :data:`MAX_POWER_SUPPORT`."""
+    h, top = _iid_grid(d, alpha, sigma2)
+    marginal = _marginals([sigma2])[0]
+    while True:
+        if top + 1 > MAX_POWER_SUPPORT:
+            return None
+        law, fft_error = convolution_power(_grid_law(marginal, sigma2, h, top), d, top)
+        bounds = np.cumsum(law) - (fft_error + d * FLOAT_SLACK)
+        if bounds.size == top + 1 and bounds[-1] >= 1.0 - alpha:
+            break
+        top = math.ceil(top * Fraction(5, 4))
+    j = int(np.searchsorted(bounds, 1.0 - alpha, side="left"))  # the first bound ≥ 1 − α (non-decreasing)
+    return _region((sigma2,) * d, j * h, float(bounds[j]), alpha, h, fft_error)
+
+
+def _region(sigma2s: tuple[Fraction, ...], radius: Fraction, coverage: float, alpha: float, h: Fraction | None,
+            fft_error: float = 0.0) -> LatticeRegion:
+    """The region of radius r with its log volume log(V_d r^{d/2} Π σ_i) (−∞ at r = 0)."""
+    d = len(sigma2s)
+    log_volume = -math.inf if radius == 0 else (log_unit_ball_volume(d) + 0.5 * d * math.log(float(radius))
+                                                + 0.5 * sum(math.log(float(s)) for s in sigma2s))
+    return LatticeRegion(sigma2s, radius, coverage, alpha, log_volume, h, fft_error)
+
+
 def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
     """The smallest grid radius whose proven coverage is ≥ 1 − α (module docstring), or None when the
-    convolution exceeds :data:`MAX_SUPPORT` or :data:`MAX_WORK`."""
+    convolution exceeds its budget. The d − 1 direct convolutions on the grid of :data:`GRID_STEPS` whenever
+    :data:`MAX_SUPPORT` and :data:`MAX_WORK` admit them (up to 4 coordinates: a region certified before the
+    convolution power keeps its radius, and its certificate verifies); beyond, i.i.d. coordinates by the
+    convolution power (:data:`MAX_POWER_SUPPORT`), unequal ones not."""
     sigma2s = tuple(Fraction(s) for s in sigma2s)
     d = len(sigma2s)
     if d < 1:
@@ -178,7 +287,7 @@ def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
     top = math.ceil(Fraction(11, 10) * Fraction(chi2_radius(d, alpha)) / h) + d
     while True:
         if top + 1 > MAX_SUPPORT or (d - 1) * (top + 1) ** 2 > MAX_WORK:
-            return None
+            return _iid_region(d, sigma2s[0], alpha) if len(set(sigma2s)) == 1 else None
         coverage = _Coverage(sigma2s, h, top)
         if coverage(top) >= 1.0 - alpha:
             break
@@ -190,10 +299,7 @@ def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
             hi = mid
         else:
             lo = mid
-    radius = hi * h
-    log_volume = -math.inf if radius == 0 else (log_unit_ball_volume(d) + 0.5 * d * math.log(float(radius))
-                                                + 0.5 * sum(math.log(float(s)) for s in sigma2s))
-    return LatticeRegion(sigma2s, radius, coverage(hi), alpha, log_volume)
+    return _region(sigma2s, hi * h, coverage(hi), alpha, None)
 
 
 @dataclass(frozen=True)
