@@ -326,6 +326,7 @@ def test_iid_budget_boundary_at_large_variance():
     """σ² = 10⁶ (h = 1/σ² would need ⌈1.1tσ²⌉ + d ≈ 10⁸ points): d = 66 fits MAX_POWER_SUPPORT = 2²¹ on the grid of
     VOLUME_EXCESS (1.02·66·⌈67/0.0022⌉ + 66 ≈ 2.05·10⁶ points), d = 67 does not (≈ 2.11·10⁶): None, at once."""
     region = lattice_region([Fraction(10**6)] * 66, ALPHA)
-    assert region is not None and region.coverage >= 1 - ALPHA and 0.0 < region.fft_error < 1e-8
+    # the FFT's stated rounding (Higham's bound × FFT_SAFETY) stays below 10⁻⁷ of coverage at this largest support
+    assert region is not None and region.coverage >= 1 - ALPHA and 0.0 < region.fft_error < 1e-7
     assert region.radius >= stats.chi2.isf(ALPHA + 66 * (0.4 / 1000 + 0.2 / 10**6), 66)  # test above: q ≥ this
     assert lattice_region([Fraction(10**6)] * 67, ALPHA) is None

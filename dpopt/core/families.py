@@ -106,8 +106,8 @@ FAMILIES: tuple[Capability, ...] = (
                      "the discrete law's interval; not test_power); linear queries with decimal weights on the "
                      "decimal lattice D·W (D the weights' common denominator, up to 2^20; metrics other than "
                      "ci_volume, test_power; no invariants, privacy unit); pdp on counting queries with listed "
-                     "integer moves (the discrete "
-                     "law's exact pDP level per move pattern); the lattice's cost stated (exact_cost)",
+                     "integer moves (the discrete law's exact pDP level per move pattern); the lattice's cost "
+                     "stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "

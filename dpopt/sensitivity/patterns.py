@@ -101,7 +101,9 @@ def move_multisets(space: SensitivitySpace, limit: int) -> list[tuple[Fraction, 
 
 
 def shift_pattern(space: SensitivitySpace) -> ShiftPattern:
-    """The exact :class:`ShiftPattern` of ``space``.
+    """The exact :class:`ShiftPattern` of ``space``, computed once per space (:meth:`SensitivitySpace.memo`: the
+    staircase, R²DP and generalized Gaussian designs and checks each read it; a sort of all L(L − 1)·L entries of a
+    replace-one histogram, 2 s at L = 200).
 
     Raises
     ------
@@ -111,6 +113,11 @@ def shift_pattern(space: SensitivitySpace) -> ShiftPattern:
     reason = coordinatewise_reason(space)
     if reason is not None:
         raise ValueError(reason)
+    return space.memo("shift_pattern", lambda: _shift_pattern(space))
+
+
+def _shift_pattern(space: SensitivitySpace) -> ShiftPattern:
+    """:func:`shift_pattern`, computed."""
     if space.dimension == 1:
         return ShiftPattern((Fraction(space.l1),), np.array([[1]]))
     magnitudes = np.abs(np.asarray(space.vectors(), dtype=float))

@@ -136,7 +136,7 @@ def _total_only(spec: Spec, query: CountingQuery | NumericQuery, reading: str) -
     a = SemiAdjacentParameter(
         1, reading, "closed form: replacing one record keeps the total n, so a(t) = 1 (Def. 13)", True
     )
-    values = {f.name: getattr(base, f.name) for f in fields(SensitivitySpace)}
+    values = {f.name: getattr(base, f.name) for f in fields(SensitivitySpace) if f.init}
     values.update(
         method=f"{base.method}; S_Semi = S_DP: the total is fixed under replace-one",
         adjacency=semi_adjacency_description(1),

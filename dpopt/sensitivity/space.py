@@ -82,10 +82,19 @@ class SensitivitySpace:
     semi_adjacent_parameter: int | None = None
     _vectors: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
     _extremes: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def rank(self) -> int:
         return self.span.rank
+
+    def memo(self, key: str, compute: Callable[[], object]) -> object:
+        """``compute()``, once for this space: a value derived from its vectors that several families read (the
+        shift pattern of :func:`dpopt.sensitivity.patterns.shift_pattern`, a sort of every listed vector). The
+        space is immutable, and a copy made by :func:`dataclasses.replace` starts with an empty memo."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     @property
     def l2(self) -> float:
