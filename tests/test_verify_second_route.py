@@ -110,6 +110,22 @@ def test_composed_discrete_gaussian_renyi_is_exact():
     assert np.allclose(lower[:2], orders[:2] / 2, rtol=1e-3)  # at α = 20 the window's edge shows
 
 
+def test_the_exact_rho_of_a_large_discrete_gaussian_is_not_refuted_by_rounding():
+    # ρ = 5·10⁻⁷ on a count (Δ₂² = 1): σ² = 1/(2ρ) = 10⁶, a dyadic lattice variance met with equality, and the
+    # discrete Gaussian's D_α/α is exactly ρ (CKS 2020, Prop. 5). Near α = 1 the evaluation's rounding, divided by
+    # (α − 1)α, exceeds 10⁻⁹ of ρ: the route must confirm or stay consistent, never refute (it refuted at
+    # −6.6·10⁻⁹). A twice smaller variance (ρ doubled) must still be refuted.
+    spec = make_spec(query={"kind": "histogram", "attribute": "race"}, adjacency="add_remove",
+                     privacy={"zcdp": {"rho": 5e-7}}, mechanism="gaussian", utility={"metric": "l2"})
+    solution = dpopt.solve(spec)
+    assert solution.mechanism.lattice_sigma2 == 10**6
+    assert dpopt.verify(solution.certificate).passed
+    forged = copy.deepcopy(solution.certificate.data)
+    forged["mechanism"]["parameters"]["sigma"] /= math.sqrt(2)
+    failed = {c.claim for c in dpopt.verify(forged).failed}
+    assert "privacy.second_route" in failed
+
+
 def test_probabilistic_dp_level_of_the_gaussian():
     # L ~ N(μ²/2, μ²) under P: P(|L| > ε) = Φ((μ²/2 − ε)/μ) + Φ((−ε − μ²/2)/μ).
     mu, eps = 0.8, 1.0
