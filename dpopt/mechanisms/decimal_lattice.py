@@ -102,6 +102,28 @@ class DecimalScale:
                      "(D²·Δ₂² of the space agrees to 10⁻⁹): " + check.method, check.passed and own,
                      check.detail + ("" if own else f"; D²·Δ₂² = {float(mine):.17g} is not Δ_D²"))
 
+    def integer_shifts(self, space: SensitivitySpace) -> np.ndarray:
+        """The integer shifts D·WΔ of the scaled answers k = D·Wx (int64 rows): the space's listed generators WΔ
+        times D, rounded, where each is within 10⁻⁶ (relative) of its integer and the largest ‖D·WΔ‖² is the
+        recorded Δ_D² exactly (in Python integers), so they are the moves of the spec's integer matrix D·W
+        (:func:`lattice_scale` re-derives D and Δ_D² from the spec).
+
+        Raises
+        ------
+        ValueError
+            A generator that is not a point of the decimal lattice, or shifts whose largest norm is not Δ_D².
+        """
+        scaled = np.atleast_2d(np.asarray(space.vectors(), dtype=float)) * float(self.scale)
+        k = np.rint(scaled)
+        if not np.all(np.abs(scaled - k) <= 1e-6 * np.maximum(1.0, np.abs(k))) or np.abs(k).max(initial=0) > 2.0**62:
+            raise ValueError(f"the neighbouring differences times D = {self.scale} are not integer vectors")
+        shifts = k.astype(np.int64)
+        largest = max((sum(int(s) * int(s) for s in row) for row in shifts.tolist()), default=0)
+        if largest != self.l2_squared:
+            raise ValueError(f"the largest ‖D·WΔ‖² of the space is {largest}, not the recorded Δ_D² = "
+                             f"{self.l2_squared}")
+        return shifts
+
     def note(self) -> str:
         """The certificate's sentence on the scaled measurement."""
         return (f"decimal lattice: the answers Wx are measured as the integers D·Wx (D = {self.scale}, the least "
@@ -129,6 +151,17 @@ def lattice_scale(problem: Problem) -> DecimalScale | str:
         return f"D·Wx could exceed 2^51 at n = {spec.data.n}"
     scaled = derive_plain(spec, replace(query, user_matrix=integer.astype(float)))
     return DecimalScale(scale, Fraction(scaled.l2_squared))
+
+
+def scale_check(problem: Problem, scale: DecimalScale) -> Check:
+    """``dpopt verify``'s check of a recorded decimal lattice without an isotropic σ (``gaussian_optimal``'s
+    integer strategy): D and Δ_D² re-derived from the spec (:func:`lattice_scale`) equal the recorded ones."""
+    again = lattice_scale(problem)
+    detail = (again if isinstance(again, str) else f"D = {again.scale}, Δ_D² = {again.l2_squared} re-derived vs "
+              f"D = {scale.scale}, Δ_D² = {scale.l2_squared} recorded")
+    return Check("mechanism.lattice", "exact measurement on the decimal lattice: D (the least common denominator "
+                 "of the query's decimal weights) and the integer sensitivity Δ_D² re-derived from the spec",
+                 isinstance(again, DecimalScale) and again == scale, detail)
 
 
 def decimal_lattice(problem: Problem, sigma: float) -> DecimalScale | str:

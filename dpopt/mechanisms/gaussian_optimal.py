@@ -59,6 +59,7 @@ from dpopt.core.rounding import nudge_until
 from dpopt.core.rows import row_groups
 from dpopt.errors import CalibrationError, DataError, UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
+from dpopt.mechanisms.decimal_lattice import NOT_COUNTS, DecimalScale, lattice_scale, scale_check, scaled_answers
 from dpopt.mechanisms.exact_cost import EXACT_COST_CLAIM, EXACT_COST_KEY, exact_cost, stated_cost_check
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_strategy import design_strategy, reconstruction, rounding_note, strategy_sensitivity
@@ -105,6 +106,10 @@ EXACT_METRICS = ("l2", "max_variance", "ci_volume")
 """Metrics predicted on the lattice: ``l2`` and ``max_variance`` are functions of the released covariance alone;
 ``ci_volume`` is the region of the strategy's k i.i.d. discrete Gaussian coordinates, of proven coverage
 (:mod:`dpopt.mechanisms.strategy_regions`). ``test_power`` is of Gaussian noise (the lattice noise is not)."""
+
+DECIMAL_METRICS = ("l2", "max_variance")
+"""Metrics predicted on the decimal lattice (functions of the released covariance; the strategy's region is derived
+on the unit lattice)."""
 
 
 @dataclass(frozen=True)
@@ -275,7 +280,7 @@ class GaussianOptimalMechanism(Mechanism):
     def __init__(self, covariance: np.ndarray, space: SensitivitySpace, design: dict | None = None,
                  strategy: np.ndarray | None = None, lattice_sigma2: Fraction | None = None,
                  strategy_sensitivity_squared: int | None = None, target: str = "zcdp", refusal: str | None = None,
-                 public_statistics: np.ndarray | None = None):
+                 public_statistics: np.ndarray | None = None, decimal: DecimalScale | None = None):
         self.covariance = np.asarray(covariance, dtype=float)
         self.dimension = int(space.dimension)
         self.rank = int(space.rank)
@@ -288,6 +293,9 @@ class GaussianOptimalMechanism(Mechanism):
         self.sampler = "floating_point" if strategy is None else "exact"
         self.target = "gdp" if target in GDP_TARGETS else "zcdp"
         self.needs_integer_answers = strategy is not None
+        self.decimal = decimal if strategy is not None else None
+        """The decimal lattice (D) of a linear query with decimal weights, whose integers D·Wx the strategy measures
+        (the release is divided by D); None on integer counts."""
         self._space = space
         self._regions: dict[float, StrategyRegion | str] = {}
         released = self.covariance
@@ -304,9 +312,10 @@ class GaussianOptimalMechanism(Mechanism):
                 raise ValueError("the lattice variance must be positive")
             self.strategy_sensitivity_squared = int(strategy_sensitivity_squared)
             self._reconstruction, unit = reconstruction(self.strategy, space.span.basis())
-            released = discrete_variance(self.lattice_sigma2) * unit
+            released = discrete_variance(self.lattice_sigma2) * unit / self._unit() ** 2
         self.released_covariance = released
-        """The covariance of the released noise: Σ, or on the lattice Var N_ℤ(0, σ_ℤ²)·B(BᵀMᵀMB)⁻¹Bᵀ."""
+        """The covariance of the released noise: Σ, or on the lattice Var N_ℤ(0, σ_ℤ²)·B(BᵀMᵀMB)⁻¹Bᵀ (divided by D²
+        on the decimal lattice)."""
         w, q = np.linalg.eigh(released)
         keep = w > RANK_TOL * w.max()
         self._eigenvalues = w[keep]
@@ -367,12 +376,13 @@ class GaussianOptimalMechanism(Mechanism):
             "workload_floor": result.regularized,
             **cls._baselines(objective, space, mu, value),
         }
-        refusal = cls._lattice_refusal(problem)
+        refusal, decimal = cls._lattice_refusal(problem)
         if refusal is None:
             region = spec.utility.metric == "ci_volume"
-            found = design_strategy(sigma, vectors, space.span.basis(), mu, spec.privacy.definition,
-                                    cls._strategy_cost(objective, space.rank, region),
-                                    rows=region and space.rank_deficient)
+            found = cls._decimal_strategy(decimal, sigma, space, mu, spec.privacy.definition,
+                                          cls._strategy_cost(objective, space.rank, False)) if decimal else \
+                design_strategy(sigma, vectors, space.span.basis(), mu, spec.privacy.definition,
+                                cls._strategy_cost(objective, space.rank, region), rows=region and space.rank_deficient)
             if not isinstance(found, str) and region:
                 found = cls._region_cost(found, space, spec.utility.alpha, value, info)
             if isinstance(found, str):
@@ -382,8 +392,21 @@ class GaussianOptimalMechanism(Mechanism):
                     info["lattice_cost_ratio"] = found.cost_ratio
                     info[EXACT_COST_KEY] = exact_cost(spec.utility.metric, value * found.cost_ratio, value)
                 return cls(sigma, space, info, found.strategy, found.lattice_sigma2, found.sensitivity_squared,
-                           spec.privacy.definition)
+                           spec.privacy.definition, decimal=decimal)
         return cls(sigma, space, info, refusal=refusal)
+
+    @staticmethod
+    def _decimal_strategy(decimal: DecimalScale, sigma: np.ndarray, space: SensitivitySpace, mu: float, target: str,
+                          cost):
+        """The integer strategy on the decimal lattice: the scaled answers k = D·Wx move by the integer shifts
+        D·WΔ (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.integer_shifts`) and the design's noise on k
+        is N(0, D²Σ), so :func:`~dpopt.mechanisms.integer_strategy.design_strategy` is run on those (its cost ratio
+        is scale-free: the objectives are linear in the covariance's scale); or why there is none."""
+        try:
+            shifts = decimal.integer_shifts(space)
+            return design_strategy(sigma * float(decimal.scale) ** 2, shifts, space.span.basis(), mu, target, cost)
+        except ValueError as exc:
+            return f"{NOT_COUNTS}; on the decimal lattice D = {decimal.scale}: {exc}"
 
     @staticmethod
     def _strategy_cost(objective: Objective, rank: int, region: bool):
@@ -407,18 +430,29 @@ class GaussianOptimalMechanism(Mechanism):
         return found
 
     @staticmethod
-    def _lattice_refusal(problem: Problem) -> str | None:
-        """Why the design keeps the floating-point sampler before any strategy is tried (None: it may not)."""
+    def _lattice_refusal(problem: Problem) -> tuple[str | None, DecimalScale | None]:
+        """Why the design keeps the floating-point sampler before any strategy is tried (None: it may not), and the
+        decimal lattice of a linear query with decimal weights (:func:`~dpopt.mechanisms.decimal_lattice.
+        lattice_scale`; None on integer counts)."""
         spec, space = problem.spec, problem.space
         if spec.sampler == "floating_point":
-            return "the spec asks for sampler: floating_point"
+            return "the spec asks for sampler: floating_point", None
         if spec.utility.metric not in EXACT_METRICS:
-            return f"the {spec.utility.metric} prediction is of Gaussian noise (the lattice noise is not Gaussian)"
-        reason = exact_refusal(spec.privacy.definition, counting_query(problem))
+            return f"the {spec.utility.metric} prediction is of Gaussian noise (the lattice noise is not Gaussian)", None
+        reason, decimal = exact_refusal(spec.privacy.definition, counting_query(problem)), None
+        if reason == NOT_COUNTS:
+            found = lattice_scale(problem)
+            if isinstance(found, str):
+                reason = f"{NOT_COUNTS}; no decimal lattice: {found}"
+            elif spec.utility.metric not in DECIMAL_METRICS:
+                reason = (f"{NOT_COUNTS}; on the decimal lattice the {spec.utility.metric} prediction is not derived "
+                          "(the strategy's region is derived on the unit lattice)")
+            else:
+                reason, decimal = None, found
         if reason is None and space.span.invariant_component(np.zeros((1, space.dimension))) is None:
             reason = (f"the component off the {space.span.name} span is not a function of integer sums the "
                       "neighbours keep")
-        return reason
+        return reason, decimal
 
     def _region(self, alpha: float) -> StrategyRegion | str:
         """The exact measurement's confidence region at level 1 − α (:func:`~dpopt.mechanisms.strategy_regions.
@@ -461,7 +495,8 @@ class GaussianOptimalMechanism(Mechanism):
             recorded = np.array(recorded, dtype=np.int64).reshape(len(recorded), space.dimension)
         return cls(sigma, space, parameters.get("design"), np.array(strategy, dtype=np.int64),
                    Fraction(parameters["lattice_sigma2"]), parameters["strategy_sensitivity_squared"],
-                   parameters.get("lattice_privacy", "zcdp"), public_statistics=recorded)
+                   parameters.get("lattice_privacy", "zcdp"), public_statistics=recorded,
+                   decimal=DecimalScale.from_parameters(parameters))
 
     @property
     def parameters(self) -> dict:
@@ -474,14 +509,18 @@ class GaussianOptimalMechanism(Mechanism):
                 out["public_statistics"] = self.public_statistics.tolist()
             if self.target == "gdp":
                 out["lattice_privacy"] = "gdp"
+            if self.decimal is not None:
+                out.update(self.decimal.parameters())
         return out
 
     def scope_checks(self, problem: Problem) -> list[Check]:
-        """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`),
-        and the stated cost of exactness re-derived (:meth:`_cost_checks`)."""
+        """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`), or
+        on the decimal lattice D and Δ_D² re-derived from the spec (:func:`~dpopt.mechanisms.decimal_lattice.
+        scale_check`), and the stated cost of exactness re-derived (:meth:`_cost_checks`)."""
         if self.sampler != "exact":
             return []
-        return [lattice_scope_check(problem), *self._cost_checks(problem.spec.utility)]
+        scope = lattice_scope_check(problem) if self.decimal is None else scale_check(problem, self.decimal)
+        return [scope, *self._cost_checks(problem.spec.utility)]
 
     def _cost_checks(self, utility: Utility) -> list[Check]:
         """The design's ``exact_cost`` re-derived: its continuous value is the spec's objective at the recorded Σ
@@ -525,10 +564,15 @@ class GaussianOptimalMechanism(Mechanism):
         rows = self.strategy.shape[0]
         return sample_discrete_gaussian(rng, s2.numerator, s2.denominator, size * rows).reshape(size, rows)
 
+    def _unit(self) -> int:
+        """D on the decimal lattice (the released noise is Rη/D), else 1."""
+        return 1 if self.decimal is None else self.decimal.scale
+
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """N(0, Σ) draws F z; on the lattice the released noise Rη, η ~ N_ℤ(0, σ_ℤ²) on the strategy's rows."""
+        """N(0, Σ) draws F z; on the lattice the released noise Rη (Rη/D on the decimal lattice), η ~ N_ℤ(0, σ_ℤ²)
+        on the strategy's rows."""
         if self.sampler == "exact":
-            return self._lattice_noise(rng, size).astype(float) @ self._reconstruction.T
+            return self._lattice_noise(rng, size).astype(float) @ self._reconstruction.T / self._unit()
         return rng.standard_normal((size, self._factor.shape[1])) @ self._factor.T
 
     def sampler_check_draws(self, default: int) -> int:
@@ -537,16 +581,18 @@ class GaussianOptimalMechanism(Mechanism):
 
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Exact: y = Mx + η in int64, then x̂ = (I − P_V)x + R(y − M(I − P_V)x) (module docstring of
-        :mod:`~dpopt.mechanisms.integer_strategy`), the public part from integer sums no neighbour moves."""
+        :mod:`~dpopt.mechanisms.integer_strategy`), the public part from integer sums no neighbour moves. On the
+        decimal lattice x is the integers k = D·Wx recovered exactly (:func:`~dpopt.mechanisms.decimal_lattice.
+        scaled_answers`) and the result is divided by D (post-processing)."""
         if self.sampler != "exact":
             return values + self._sample(rng, values.shape[0])
-        counts = integer_answers(values)
+        counts = integer_answers(values) if self.decimal is None else scaled_answers(values, self.decimal.scale)
         if float(np.abs(counts).sum(axis=1).max(initial=0)) * float(np.abs(self.strategy).max(initial=0)) >= 2.0**62:
             raise DataError("the counts are too large for the exact strategy measurement in int64 "
                             "(set `sampler: floating_point` to use the floating-point noise)")
         measured = counts @ self.strategy.T + self._lattice_noise(rng, counts.shape[0])
         public = self.span.invariant_component(counts)
-        return public + (measured - public @ self.strategy.T.astype(float)) @ self._reconstruction.T
+        return (public + (measured - public @ self.strategy.T.astype(float)) @ self._reconstruction.T) / self._unit()
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if privacy.definition not in _TARGETS:
@@ -558,9 +604,11 @@ class GaussianOptimalMechanism(Mechanism):
 
     def _lattice_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         """The strategy's sensitivity re-derived in integers, the reconstruction R M B = B, and the target from
-        μ² = Δ_M²/v (:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`)."""
+        μ² = Δ_M²/v (:func:`~dpopt.mechanisms.lattice.lattice_privacy_check`). On the decimal lattice the shifts
+        are D·WΔ (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.integer_shifts`)."""
         try:
-            sens = strategy_sensitivity(self.strategy, _generators(space))
+            shifts = _generators(space) if self.decimal is None else self.decimal.integer_shifts(space)
+            sens = strategy_sensitivity(self.strategy, shifts)
         except ValueError as exc:
             return [Check("privacy", "exact lattice measurement of an integer strategy", False, str(exc))]
         stated = self.strategy_sensitivity_squared
@@ -568,8 +616,10 @@ class GaussianOptimalMechanism(Mechanism):
         gap = float(np.abs(self._reconstruction @ self.strategy.astype(float) @ basis - basis).max())
         checks = [*_public_statistics_checks(self.public_statistics, space),
             Check("privacy.strategy_sensitivity",
-                  f"max over {np.atleast_2d(_generators(space)).shape[0]} generators δ of ‖Mδ‖² in exact integer "
-                  "arithmetic (convex in δ: the hull's maximum is at a generator) equals the stated Δ_M²",
+                  f"max over {np.atleast_2d(shifts).shape[0]} generators δ of ‖Mδ‖² in exact integer "
+                  "arithmetic (convex in δ: the hull's maximum is at a generator) equals the stated Δ_M²"
+                  + ("" if self.decimal is None else f" (δ = D·WΔ, D = {self.decimal.scale}: the shifts of the scaled "
+                     "answers, whose largest ‖δ‖² is the recorded Δ_D²)"),
                   sens == stated, f"recomputed {sens} vs stated {stated}"),
             Check("mechanism.reconstruction", "the least-squares map R = B(BᵀMᵀMB)⁻¹BᵀMᵀ recovers the span: "
                   "max |R M B − B| ≤ 1e-9 (the release is then x + Rη)", gap <= 1e-9, f"max |RMB − B| = {gap:.3g}"),
@@ -600,9 +650,10 @@ class GaussianOptimalMechanism(Mechanism):
         proxy (RRᵀ)_ii σ_ℤ² (CKS 2020, Corollary 9); None otherwise."""
         if self.sampler != "exact":
             return None
-        weights = np.sum(self._reconstruction**2, axis=1)
+        weights = np.sum(self._reconstruction**2, axis=1) / self._unit() ** 2
         return (weights * discrete_variance(self.lattice_sigma2), weights * float(self.lattice_sigma2),
-                "the release is x + Rη, R = B(BᵀMᵀMB)⁻¹BᵀMᵀ, η i.i.d. N_ℤ(0, σ_ℤ²)")
+                "the release is x + Rη, R = B(BᵀMᵀMB)⁻¹BᵀMᵀ, η i.i.d. N_ℤ(0, σ_ℤ²)"
+                + ("" if self.decimal is None else f", divided by D = {self.decimal.scale} (x + Rη/D)"))
 
     def notes(self) -> list[str]:
         if self.sampler == "exact":
@@ -611,6 +662,11 @@ class GaussianOptimalMechanism(Mechanism):
             out = [EXACT_MEASUREMENT_NOTE + f" (the integer strategy M = round(c·{root}), max‖Mδ‖² = "
                    f"{self.strategy_sensitivity_squared}, lattice variance σ_ℤ² = {self.lattice_sigma2}; the least "
                    "squares back to the cells is post-processing)"]
+            if self.decimal is not None:
+                out.append(f"decimal lattice: the strategy measures the integers k = D·Wx (D = {self.decimal.scale}, "
+                           "the least common denominator of the query's decimal weights), y = Mk + η, and the least "
+                           "squares are divided by D (post-processing); the privacy is M's integer sensitivity over "
+                           f"the shifts D·WΔ of the scaled answers (their largest ‖D·WΔ‖² is {self.decimal.l2_squared})")
             ratio, cost = self.design_info.get("lattice_cost_ratio"), self.design_info.get(EXACT_COST_KEY)
             if ratio is not None:
                 out.append(rounding_note(float(ratio), cost.get("metric") if isinstance(cost, dict) else None))
