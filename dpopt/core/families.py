@@ -140,8 +140,9 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
                exact="zcdp, gdp, approx; counting queries; sum-zero, margin-kernel or full spans; metrics l2, "
-                     "max_variance, and ci_volume up to rank 66 (the strategy's region, proven coverage); the integer "
-                     "strategy's rounding cost stated (exact_cost, re-derived by verify)",
+                     "max_variance, and ci_volume up to rank 66 (the strategy's region, proven coverage); linear "
+                     "queries with decimal weights on the decimal lattice D·W (D up to 2^20; l2, max_variance); the "
+                     "integer strategy's rounding cost stated (exact_cost, re-derived by verify)",
                serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
     Capability("laplace", _M + "exact_sum", ("pure", "approx", "zcdp", "gdp"), bound="iid",
                exact="pure, approx, zcdp, gdp on counting queries (discrete Laplace of a dyadic scale t ≥ b, the "

@@ -26,6 +26,10 @@ the recorded σ_ℤ² and Δ_D²: a forged ``lattice_scale``, ``lattice_l2_squar
 Scope: no invariants, no privacy unit (the sensitivity of M is then the plain one), not under pDP, and the
 utility metrics l2, max_variance, l1 and usefulness (the regions and tests of the discrete law are derived on the
 unit lattice only).
+
+``gaussian_optimal`` measures the same integers k = D·Wx with its integer strategy (l2 and max_variance): it
+records D here too, takes the shifts D·WΔ of k from :meth:`DecimalScale.integer_shifts` and is checked by
+:func:`scale_check` (D and Δ_D² re-derived, no isotropic σ).
 """
 
 from __future__ import annotations

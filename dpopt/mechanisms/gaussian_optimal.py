@@ -38,6 +38,13 @@ noise, where the certified slope's range caps c); it is never a reason to keep t
 ``dpopt verify`` re-derives that statement (claim ``mechanism.exact_cost``): the continuous value from the recorded
 Σ, the exact value as this mechanism's prediction, their ratio.
 
+A ``linear`` query with decimal weights (``l2``, ``max_variance``) is measured on its decimal lattice
+(:mod:`dpopt.mechanisms.decimal_lattice`): the strategy measures the integers k = D·Wx, y = Mk + η, with M designed
+for the covariance D²Σ of k and certified from max‖M·D·WΔ‖² in integers over the shifts D·WΔ of k
+(:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.integer_shifts`); the least squares are divided by D, so the
+released covariance is Var N_ℤ(0, σ_ℤ²)·B(BᵀMᵀMB)⁻¹Bᵀ/D². D is recorded (``lattice_scale``) and re-derived by
+``dpopt verify`` (:func:`~dpopt.mechanisms.decimal_lattice.scale_check`).
+
 Under ``ci_volume`` the prediction is the region {θ ∈ x̂ + V : ‖M(θ − x̂)‖² ≤ σ_ℤ² r} of the k = dim V i.i.d.
 coordinates of η, of proven coverage and exact-integer volume (:mod:`dpopt.mechanisms.strategy_regions`); on a
 proper span the strategy has k rows, M = round(c·Λ_k^{-1/2}Q_kᵀ), so that the release is a bijection of y and no
