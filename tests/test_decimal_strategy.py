@@ -247,6 +247,19 @@ def test_ci_volume_keeps_the_floating_point_sampler_with_the_reason():
     assert any("decimal lattice" in note and "ci_volume" in note for note in solution.mechanism.notes())
 
 
+@pytest.mark.parametrize("weights, reason", [([[1, 0.000001, 0], [0, 1, 0.5]], "singular"),
+                                             ([[3, 0.000001, 0], [0, 1, 0.5]], "not small integer vectors")])
+def test_a_huge_integer_sensitivity_keeps_floating_point_with_the_reason(weights, reason):
+    """D = 10⁶ and D·W entries 10⁶ (3·10⁶): the strategy's entries c·μ/Δ_D round to a singular matrix (the
+    shifts exceed the strategy check's 2^20); the design says so and still verifies."""
+    case = spec()
+    case["query"]["matrix"] = weights
+    solution = dpopt.solve(case)
+    assert solution.mechanism.sampler == "floating_point"
+    assert any("decimal lattice D = 1000000" in note and reason in note for note in solution.mechanism.notes())
+    assert dpopt.verify(solution.certificate).passed
+
+
 def test_cli_solve_release_and_verify(tmp_path):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec("replace_one", "approx")))

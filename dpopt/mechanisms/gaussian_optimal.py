@@ -409,11 +409,15 @@ class GaussianOptimalMechanism(Mechanism):
         D·WΔ (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.integer_shifts`) and the design's noise on k
         is N(0, D²Σ), so :func:`~dpopt.mechanisms.integer_strategy.design_strategy` is run on those (its cost ratio
         is scale-free: the objectives are linear in the covariance's scale); or why there is none."""
+        where = f"{NOT_COUNTS}; on the decimal lattice D = {decimal.scale}"
         try:
             shifts = decimal.integer_shifts(space)
             return design_strategy(sigma * float(decimal.scale) ** 2, shifts, space.span.basis(), mu, target, cost)
+        except np.linalg.LinAlgError:
+            return (f"{where}: the rounded strategy is singular (its entries are about c·μ/Δ_D with Δ_D² = "
+                    f"{decimal.l2_squared}: too coarse at the sampler's scales)")
         except ValueError as exc:
-            return f"{NOT_COUNTS}; on the decimal lattice D = {decimal.scale}: {exc}"
+            return f"{where}: {exc}"
 
     @staticmethod
     def _strategy_cost(objective: Objective, rank: int, region: bool):
