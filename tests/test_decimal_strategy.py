@@ -232,9 +232,10 @@ def test_a_forged_scale_or_strategy_fails_verify():
     strategy = copy.deepcopy(parameters["strategy"])
     strategy[0][0] += 64
     doubled = [[2 * v for v in row] for row in parameters["strategy"]]
+    restated = 4 * parameters["strategy_sensitivity_squared"]
     for changes in ({"lattice_scale": 2}, {"lattice_scale": 8, "lattice_l2_squared": "164"},
                     {"lattice_l2_squared": "36"}, {"strategy": strategy},
-                    {"strategy": doubled, "strategy_sensitivity_squared": 4 * parameters["strategy_sensitivity_squared"]}):
+                    {"strategy": doubled, "strategy_sensitivity_squared": restated}):
         assert not dpopt.verify(_forged(certificate, **changes)).passed, changes
     dropped = copy.deepcopy(certificate)
     del dropped["mechanism"]["parameters"]["lattice_scale"]

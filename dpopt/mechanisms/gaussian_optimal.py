@@ -386,10 +386,12 @@ class GaussianOptimalMechanism(Mechanism):
         refusal, decimal = cls._lattice_refusal(problem)
         if refusal is None:
             region = spec.utility.metric == "ci_volume"
-            found = cls._decimal_strategy(decimal, sigma, space, mu, spec.privacy.definition,
-                                          cls._strategy_cost(objective, space.rank, False)) if decimal else \
-                design_strategy(sigma, vectors, space.span.basis(), mu, spec.privacy.definition,
-                                cls._strategy_cost(objective, space.rank, region), rows=region and space.rank_deficient)
+            cost = cls._strategy_cost(objective, space.rank, region)
+            if decimal is not None:
+                found = cls._decimal_strategy(decimal, sigma, space, mu, spec.privacy.definition, cost)
+            else:
+                found = design_strategy(sigma, vectors, space.span.basis(), mu, spec.privacy.definition, cost,
+                                        rows=region and space.rank_deficient)
             if not isinstance(found, str) and region:
                 found = cls._region_cost(found, space, spec.utility.alpha, value, info)
             if isinstance(found, str):
@@ -449,7 +451,8 @@ class GaussianOptimalMechanism(Mechanism):
         if spec.sampler == "floating_point":
             return "the spec asks for sampler: floating_point", None
         if spec.utility.metric not in EXACT_METRICS:
-            return f"the {spec.utility.metric} prediction is of Gaussian noise (the lattice noise is not Gaussian)", None
+            return (f"the {spec.utility.metric} prediction is of Gaussian noise (the lattice noise is not "
+                    "Gaussian)", None)
         reason, decimal = exact_refusal(spec.privacy.definition, counting_query(problem)), None
         if reason == NOT_COUNTS:
             found = lattice_scale(problem)
@@ -677,7 +680,8 @@ class GaussianOptimalMechanism(Mechanism):
                 out.append(f"decimal lattice: the strategy measures the integers k = D·Wx (D = {self.decimal.scale}, "
                            "the least common denominator of the query's decimal weights), y = Mk + η, and the least "
                            "squares are divided by D (post-processing); the privacy is M's integer sensitivity over "
-                           f"the shifts D·WΔ of the scaled answers (their largest ‖D·WΔ‖² is {self.decimal.l2_squared})")
+                           "the shifts D·WΔ of the scaled answers (their largest ‖D·WΔ‖² is "
+                           f"{self.decimal.l2_squared})")
             ratio, cost = self.design_info.get("lattice_cost_ratio"), self.design_info.get(EXACT_COST_KEY)
             if ratio is not None:
                 out.append(rounding_note(float(ratio), cost.get("metric") if isinstance(cost, dict) else None))
