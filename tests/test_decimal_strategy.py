@@ -279,3 +279,16 @@ def test_cli_solve_release_and_verify(tmp_path):
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(_forged(certificate, lattice_scale=2)))
     assert run("verify", str(forged)).returncode != 0
+
+
+def test_a_grouped_release_measures_exactly_and_verifies(tmp_path):
+    from dpopt.release import release_groups
+
+    case = spec()
+    case["data"]["attributes"]["g"] = ["p", "q", "r"]
+    data = tmp_path / "data.csv"
+    data.write_text("a,g\n" + "".join(f"{'xyz'[i % 3]},{'pqr'[(i // 3) % 3]}\n" for i in range(300)))
+    out = release_groups(case, data, "g", seed=3, insecure_seed=True)
+    assert out.mechanism.family == "gaussian_optimal" and out.mechanism.sampler == "exact"
+    assert out.mechanism.decimal.scale == D
+    assert "idealized" not in out.certificate.to_json() and dpopt.verify(out.certificate).passed
