@@ -242,6 +242,18 @@ def test_a_forged_scale_or_strategy_fails_verify():
     assert not dpopt.verify(dropped).passed  # read as integer counts: the query's answers are not
 
 
+def test_the_decimal_scope_check_fails_under_another_metric():
+    """The l2 design's exact parameters read for a ci_volume spec (whose region is derived on the unit lattice)."""
+    from dpopt.mechanisms.gaussian_optimal import GaussianOptimalMechanism
+
+    parameters = json.loads(solved("add_remove", "zcdp").certificate.to_json())["mechanism"]["parameters"]
+    for metric, holds in (("l2", True), ({"metric": "ci_volume", "alpha": 0.05}, False)):
+        problem = dpopt.compile(spec(metric=metric))
+        mechanism = GaussianOptimalMechanism.from_parameters(parameters, problem.space)
+        scope = [c for c in mechanism.scope_checks(problem) if c.claim == "mechanism.lattice"]
+        assert len(scope) == 1 and scope[0].passed is holds
+
+
 def test_ci_volume_keeps_the_floating_point_sampler_with_the_reason():
     solution = dpopt.solve(spec(metric={"metric": "ci_volume", "alpha": 0.05}))
     assert solution.mechanism.sampler == "floating_point"

@@ -530,10 +530,15 @@ class GaussianOptimalMechanism(Mechanism):
     def scope_checks(self, problem: Problem) -> list[Check]:
         """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`), or
         on the decimal lattice D and Δ_D² re-derived from the spec (:func:`~dpopt.mechanisms.decimal_lattice.
-        scale_check`), and the stated cost of exactness re-derived (:meth:`_cost_checks`)."""
+        scale_check`) and a metric of :data:`DECIMAL_METRICS`; and the stated cost of exactness re-derived
+        (:meth:`_cost_checks`)."""
         if self.sampler != "exact":
             return []
+        metric = problem.spec.utility.metric
         scope = lattice_scope_check(problem) if self.decimal is None else scale_check(problem, self.decimal)
+        if self.decimal is not None and metric not in DECIMAL_METRICS:
+            scope = Check(scope.claim, scope.method + f"; the metric is one of {', '.join(DECIMAL_METRICS)}", False,
+                          f"{scope.detail}; {metric} is not predicted on the decimal lattice")
         return [scope, *self._cost_checks(problem.spec.utility)]
 
     def _cost_checks(self, utility: Utility) -> list[Check]:
