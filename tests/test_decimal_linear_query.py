@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import dpopt
+from dpopt.audit import audit
 from dpopt.domain.queries import CountingQuery, decimal_scale
 from dpopt.errors import DataError
 from dpopt.mechanisms.base import IDEALIZED_NUMERICS
@@ -242,3 +243,17 @@ def test_answers_of_a_decimal_query_are_correctly_rounded_quotients():
     exact = [[sum(Fraction(w) * int(c) for w, c in zip(row, h)) for row in (["0.1", "0.2", "0.3"], ["0.7", "0", "0.1"])]
              for h in counts]
     assert query.answers(counts).tolist() == [[float(v) for v in row] for row in exact]
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "gaussian_optimal"])
+def test_the_audit_shifts_decimal_answers_on_their_lattice(mechanism):
+    # Weights 0.1, 0.3 (D = 10): the audit's shifted answer x + WΔ, formed in floating point, is 0.1 − 0.3 ≠
+    # fl(−2/10); it must be snapped to k/D as the data's answers are (it raised the release's DataError), and the
+    # exact measurement must then pass its audit (20,000 draws per dataset, the audit's own Clopper–Pearson bounds)
+    spec = {"dpopt": 1, "name": "t", "data": {"attributes": {"a": ["x", "y", "z"]}, "n": 100},
+            "query": {"kind": "linear", "attribute": "a", "matrix": [[0.1, 0.3, 0], [0, 0.2, 0.7]]},
+            "adjacency": {"kind": "replace_one"}, "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": mechanism,
+            "utility": {"metric": "l2"}}
+    solution = dpopt.solve(spec)
+    assert solution.mechanism.sampler == "exact" and solution.mechanism.decimal.scale == 10
+    assert audit(solution, draws=20_000).passed

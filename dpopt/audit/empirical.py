@@ -190,6 +190,16 @@ def audit_answer(spec: Spec, whole: bool = False) -> np.ndarray:
     return 0.5 * (np.asarray(lower, dtype=float) + np.asarray(upper, dtype=float))
 
 
+def _on_lattice(mechanism: Mechanism, answer: np.ndarray) -> np.ndarray:
+    """``answer`` as a lattice measurement takes it: k/D correctly rounded, k = rint(D·answer) and D the scale of a
+    decimal lattice (``mechanism.decimal``, :mod:`dpopt.mechanisms.decimal_lattice`; 1 on counts). A shift v = WΔ
+    of decimal weights computed in floating point (0.1 − 0.3 ≠ fl(−2/10)) then gives the answer of an integer
+    table, as the data would."""
+    decimal = getattr(mechanism, "decimal", None)
+    scale = 1 if decimal is None else decimal.scale
+    return np.rint(np.asarray(answer, dtype=float) * scale) / scale
+
+
 def _statistic(mechanism: Mechanism, v: np.ndarray, y: np.ndarray) -> tuple[str, np.ndarray]:
     """Large values favour 'the output came from the shifted dataset'; ``y`` = M(·) − x₀.
 
@@ -281,8 +291,9 @@ def audit_mechanism(
     whole = getattr(mechanism, "needs_integer_answers", False)  # a lattice measurement takes integer answers
     for v in chosen_pairs:
         x0 = (centre if np.array_equal(centre, np.rint(centre)) else np.floor(centre - v / 2)) if whole else centre - v / 2
+        x1 = _on_lattice(mechanism, x0 + v) if whole else x0 + v
         y0 = mechanism.release(np.tile(x0, (draws, 1)), rng) - x0
-        y1 = mechanism.release(np.tile(x0 + v, (draws, 1)), rng) - x0
+        y1 = mechanism.release(np.tile(x1, (draws, 1)), rng) - x0
         name, s0 = _statistic(mechanism, v, y0)
         _, s1 = _statistic(mechanism, v, y1)
         s0, s1 = _coarsen(s0, s1)
