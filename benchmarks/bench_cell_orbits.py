@@ -21,11 +21,12 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import baseline_tree
+
+ROOT = baseline_tree.ROOT
 
 CHILD = """
 import hashlib, json, sys, time
@@ -84,13 +85,7 @@ def main() -> None:
     parser.add_argument("--orbits", default="100,300", help="sizes at which to time cell_orbits alone")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        trees = {"this tree": ROOT}
-        if options.baseline:
-            archive = Path(folder) / "baseline.tar"
-            subprocess.run(["git", "archive", "-o", str(archive), options.baseline], cwd=ROOT, check=True)
-            with tarfile.open(archive) as tar:
-                tar.extractall(Path(folder) / "baseline", filter="data")
-            trees[options.baseline] = Path(folder) / "baseline"
+        trees = baseline_tree.trees(options.baseline, Path(folder))
         print(f"{'cells':>5s} {'tree':12s} {'solve s':>8s} {'orbits s':>9s} {'verify s':>9s} {'orbits s':>9s} "
               f"{'verified':>8s} {'per-cell digest':>16s}")
         for size in (int(s) for s in options.sizes.split(",") if s):

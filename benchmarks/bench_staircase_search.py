@@ -20,11 +20,12 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import baseline_tree
+
+ROOT = baseline_tree.ROOT
 TARGETS = {"approx": {"epsilon": 1.0, "delta": 1e-6}, "zcdp": {"rho": 0.5}, "gdp": {"mu": 1.0}}
 
 CHILD = """
@@ -55,13 +56,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="", help="a git revision to time in the same run")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        trees = {"this tree": ROOT}
-        if options.baseline:
-            archive = Path(folder) / "baseline.tar"
-            subprocess.run(["git", "archive", "-o", str(archive), options.baseline], cwd=ROOT, check=True)
-            with tarfile.open(archive) as tar:
-                tar.extractall(Path(folder) / "baseline", filter="data")
-            trees[options.baseline] = Path(folder) / "baseline"
+        trees = baseline_tree.trees(options.baseline, Path(folder))
         print(f"{'target':8s} {'tree':12s} {'CPU s':>8s}  {'epsilon0':>22s} {'step':>20s} {'l2':>20s}")
         for target in options.targets.split(","):
             for name, tree in trees.items():

@@ -22,8 +22,6 @@ import copy
 import itertools
 import json
 import math
-import subprocess
-import sys
 from fractions import Fraction
 
 import numpy as np
@@ -271,26 +269,6 @@ def test_a_huge_integer_sensitivity_keeps_floating_point_with_the_reason(weights
     assert solution.mechanism.sampler == "floating_point"
     assert any("decimal lattice D = 1000000" in note and reason in note for note in solution.mechanism.notes())
     assert dpopt.verify(solution.certificate).passed
-
-
-def test_cli_solve_release_and_verify(tmp_path):
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec("replace_one", "approx")))
-    data = tmp_path / "data.csv"
-    data.write_text("a\n" + "x\n" * 50 + "y\n" * 30 + "z\n" * 20)
-    run = lambda *args: subprocess.run([sys.executable, "-m", "dpopt.cli", *args], capture_output=True, text=True)
-    assert run("solve", str(path), "--out", str(tmp_path / "out")).returncode == 0
-    assert run("verify", str(tmp_path / "out" / "certificate.json")).returncode == 0
-    released = run("release", str(path), "--data", str(data), "--out", str(tmp_path / "rel"), "--seed", "1",
-                   "--insecure-seed")
-    assert released.returncode == 0, released.stderr
-    assert run("verify", str(tmp_path / "rel")).returncode == 0
-    certificate = json.loads((tmp_path / "out" / "certificate.json").read_text())
-    assert "idealized" not in json.dumps(certificate)
-    assert certificate["mechanism"]["family"] == "gaussian_optimal"
-    forged = tmp_path / "forged.json"
-    forged.write_text(json.dumps(_forged(certificate, lattice_scale=2)))
-    assert run("verify", str(forged)).returncode != 0
 
 
 def test_a_grouped_release_measures_exactly_and_verifies(tmp_path):
