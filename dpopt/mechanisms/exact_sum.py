@@ -324,6 +324,7 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
         return replace(found, log_volume=found.log_volume + math.log(float(self.lattice.unit)))
 
     def _utility(self, utility) -> UtilityValue | None:
+        """``ci_volume``: the interval's length in answer units, its method saying so."""
         found = super()._utility(utility)
         if found is None:
             return None
