@@ -33,7 +33,8 @@ import dpopt
 from dpopt.cli import main
 from dpopt.mechanisms.base import IDEALIZED_NUMERICS
 from dpopt.mechanisms.exact_cost import EXACT_COST_CLAIM, EXACT_COST_KEY
-from dpopt.mechanisms.strategy_regions import integer_determinant, integer_span_basis, strategy_region
+from dpopt.core.integer_matrices import integer_determinant
+from dpopt.mechanisms.strategy_regions import integer_span_basis, strategy_region
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.stats.lattice_inference import EXACT_LAW, lattice_region
 

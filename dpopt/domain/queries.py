@@ -52,7 +52,7 @@ MAX_DECIMAL_SCALE = 2**20
 
 MAX_SCALED_ANSWER = 2**51
 """Largest |D·Wh| of :meth:`CountingQuery.answers` computed exactly (its quotient by D then identifies it,
-:func:`dpopt.mechanisms.gaussian.scaled_answers`)."""
+:func:`dpopt.mechanisms.decimal_lattice.scaled_answers`)."""
 
 
 def decimal_scale(matrix: np.ndarray) -> tuple[int, np.ndarray] | None:
@@ -206,7 +206,7 @@ class CountingQuery:
         A ``linear`` query with decimal weights (:attr:`scale` D > 1) on whole counts is computed exactly: the
         integers k = (D·W)h in int64 (every |(D·W)| h ≤ :data:`MAX_SCALED_ANSWER`, so no partial sum
         overflows), then k/D correctly rounded (IEEE division of two floats that hold k and D exactly); a
-        lattice measurement recovers k from it (:func:`dpopt.mechanisms.gaussian.scaled_answers`). Otherwise
+        lattice measurement recovers k from it (:func:`dpopt.mechanisms.decimal_lattice.scaled_answers`). Otherwise
         the floating-point product.
         """
         counts = np.asarray(counts, dtype=float)

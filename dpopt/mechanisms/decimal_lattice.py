@@ -34,7 +34,6 @@ records D here too, takes the shifts D·WΔ of k from :meth:`DecimalScale.intege
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -43,6 +42,7 @@ import numpy as np
 from dpopt.core.checks import Check
 from dpopt.domain.queries import MAX_DECIMAL_SCALE, MAX_SCALED_ANSWER, CountingQuery
 from dpopt.errors import DataError
+from dpopt.mechanisms.exact_cost import same_cost
 from dpopt.mechanisms.lattice import (
     EXACT_TARGETS,
     GDP_TARGETS,
@@ -207,15 +207,6 @@ def scaled_answers(values: np.ndarray, scale: int) -> np.ndarray:
     return k.astype(np.int64)
 
 
-def same_cost(stated: dict, cost: dict) -> bool:
-    """A stated ``exact_cost`` is ``cost``: the same metric, values within 10⁻¹² relative (a malformed one is not)."""
-    try:
-        return stated["metric"] == cost["metric"] and all(
-            math.isclose(float(stated[key]), cost[key], rel_tol=1e-12) for key in ("exact", "continuous", "ratio"))
-    except (KeyError, TypeError, ValueError):
-        return False
-
-
 def decimal_scope_check(problem: Problem, scale: DecimalScale, sigma: float, cost: dict,
                         stated: dict | None) -> Check:
     """``dpopt verify``'s check of a decimal lattice: D and Δ_D² re-derived from the spec
@@ -223,7 +214,7 @@ def decimal_scope_check(problem: Problem, scale: DecimalScale, sigma: float, cos
     (absent only when its ratio is 1)."""
     again = decimal_lattice(problem, sigma)
     same = isinstance(again, DecimalScale) and again == scale
-    costs = same_cost(stated, cost) if stated is not None else cost["ratio"] == 1.0
+    costs = same_cost(stated, cost, rel_tol=1e-12) if stated is not None else cost["ratio"] == 1.0
     detail = (again if isinstance(again, str) else
               f"D = {again.scale}, Δ_D² = {again.l2_squared} re-derived vs D = {scale.scale}, Δ_D² = "
               f"{scale.l2_squared} recorded; exact_cost {cost['ratio']:.9g} re-derived vs "

@@ -67,6 +67,17 @@ def stated_cost_check(stated: dict, metric: str, exact: float) -> Check:
                  "the ratio of the two values (the continuous rival's value as recorded)", holds, detail)
 
 
+def same_cost(stated: dict, cost: dict, rel_tol: float = 1e-9) -> bool:
+    """A stated cost is ``cost``, recomputed in full (both values, not only the exact one as in
+    :func:`stated_cost_check`): the same metric and ``exact``, ``continuous`` and ``ratio`` within ``rel_tol``
+    relative; a malformed record is not."""
+    try:
+        return stated["metric"] == cost["metric"] and all(
+            math.isclose(float(stated[key]), cost[key], rel_tol=rel_tol) for key in ("exact", "continuous", "ratio"))
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
 def cost_text(cost: dict) -> str:
     """One sentence for a certificate's notes: the exact measurement's value against the continuous design's."""
     return (f"cost of exactness: {cost['metric']} {cost['exact']:.6g} on the lattice vs {cost['continuous']:.6g} "

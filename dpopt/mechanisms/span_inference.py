@@ -9,12 +9,11 @@ claim :data:`~dpopt.mechanisms.exact_cost.EXACT_COST_CLAIM`: the metric, both va
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from functools import lru_cache
 
 from dpopt.core.checks import Check
-from dpopt.mechanisms.exact_cost import EXACT_COST_CLAIM
+from dpopt.mechanisms.exact_cost import EXACT_COST_CLAIM, same_cost
 from dpopt.mechanisms.lattice import discrete_variance, lattice_inference
 from dpopt.sensitivity.subspace import Subspace, SumZeroSpace
 from dpopt.stats.lattice_span_regions import ProjectedRegion, SpanRegion, projected_region, span_region
@@ -53,13 +52,7 @@ def span_cost_check(stated: dict | None, expected: dict | None) -> Check:
     """``dpopt verify``'s check of the stated cost of a span region: present exactly when the spec's metric is
     ``ci_volume`` on a proper span of an exact measurement, and then equal to its recomputation (metric, the
     exact value (this mechanism's prediction), the continuous region's volume and the ratio, 10⁻⁹ relative)."""
-    try:
-        holds = (stated is None) == (expected is None) and (expected is None or (
-            stated["metric"] == expected["metric"]
-            and all(math.isclose(float(stated[k]), expected[k], rel_tol=1e-9)
-                    for k in ("exact", "continuous", "ratio"))))
-    except (KeyError, TypeError, ValueError):
-        holds = False
+    holds = (stated is None) == (expected is None) and (expected is None or same_cost(stated, expected))
     detail = ("none stated, none due" if stated is None and expected is None else
               f"stated {stated!r}, recomputed {expected!r}")
     return Check(EXACT_COST_CLAIM, "the stated cost of exactness of the span region: the spec's ci_volume, this "

@@ -17,7 +17,7 @@ volume
    = V_k\,(\sigma_\mathbb{Z}^2 r)^{k/2}\,\sqrt{\det(A^\top A)} / |\det(MA)| ,
 
 A an integer basis of V (d × k; A = I on ℝ^d): A = BT with T = BᵀA gives det(MA) = det(MB)·det T and
-det(AᵀA) = det(T)², so both determinants are exact integers (:func:`integer_determinant`, Bareiss) and only the
+det(AᵀA) = det(T)², so both determinants are exact integers (:func:`~dpopt.core.integer_matrices.integer_determinant`) and only the
 last square root and the product are floating point. The volume does not depend on which integer basis is taken.
 """
 
@@ -30,44 +30,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.core.integer_matrices import independent_rows, integer_determinant
 from dpopt.mechanisms.lattice import inference_terms, lattice_inference
 from dpopt.stats.lattice_inference import EXACT_LAW, LatticeRegion
 
 
-def integer_determinant(matrix) -> int:
-    """det of a square integer matrix in exact integer arithmetic: fraction-free elimination (E. H. Bareiss,
-    "Sylvester's identity and multistep integer-preserving Gaussian elimination", Math. Comp. 22, 1968), every
-    division exact, a row swap changing the sign.
-
-    Raises
-    ------
-    ValueError
-        A matrix that is not square or has a non-integer entry.
-    """
-    rows = [[int(v) for v in row] for row in np.asarray(matrix).tolist()]
-    n = len(rows)
-    if any(len(row) != n for row in rows):
-        raise ValueError("the determinant needs a square matrix")
-    if any(v != w for row, raw in zip(rows, np.asarray(matrix).tolist()) for v, w in zip(row, raw)):
-        raise ValueError("the exact determinant needs integer entries")
-    sign, previous = 1, 1
-    for k in range(n - 1):
-        if rows[k][k] == 0:
-            swap = next((i for i in range(k + 1, n) if rows[i][k] != 0), None)
-            if swap is None:
-                return 0
-            rows[k], rows[swap] = rows[swap], rows[k]
-            sign = -sign
-        for i in range(k + 1, n):
-            for j in range(k + 1, n):
-                rows[i][j] = (rows[i][j] * rows[k][k] - rows[i][k] * rows[k][j]) // previous
-        previous = rows[k][k]
-    return sign * rows[-1][-1] if n else 1
-
-
 def integer_span_basis(vectors: np.ndarray, rank: int) -> np.ndarray:
     """A d × ``rank`` integer basis of the span of the integer rows ``vectors``: the first rows, in order, that are
-    independent of those kept (exact rational elimination).
+    independent of those kept (:func:`~dpopt.core.integer_matrices.independent_rows`).
 
     Raises
     ------
@@ -77,21 +47,11 @@ def integer_span_basis(vectors: np.ndarray, rank: int) -> np.ndarray:
     v = np.atleast_2d(np.asarray(vectors, dtype=float))
     if not np.array_equal(v, np.round(v)):
         raise ValueError("the span's generators are not integer vectors")
-    kept: list[list[int]] = []
-    reduced: list[tuple[int, list[Fraction]]] = []  # (pivot, row) of the echelon form of the kept rows
-    for row in np.round(v).astype(np.int64).tolist():
-        r = [Fraction(x) for x in row]
-        for pivot, e in reduced:
-            if r[pivot]:
-                factor = r[pivot] / e[pivot]
-                r = [a - factor * b for a, b in zip(r, e)]
-        pivot = next((i for i, x in enumerate(r) if x), None)
-        if pivot is not None:
-            kept.append(row)
-            reduced.append((pivot, r))
-            if len(kept) == rank:
-                return np.array(kept, dtype=np.int64).T
-    raise ValueError(f"the generators span {len(kept)} dimensions, not {rank}")
+    rows = np.round(v).astype(np.int64)
+    kept = independent_rows(rows, rank)
+    if len(kept) < rank:
+        raise ValueError(f"the generators span {len(kept)} dimensions, not {rank}")
+    return rows[kept].T
 
 
 @dataclass(frozen=True)

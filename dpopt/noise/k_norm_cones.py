@@ -75,6 +75,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpopt.core.integer_matrices import independent_rows
 from dpopt.core.rows import row_groups
 from dpopt.noise.discrete_laplace import bernoulli_exp, sample_geometric
 from dpopt.noise.k_norm_lattice import LatticeGauge
@@ -275,14 +276,8 @@ def _linear_maps_exist(points: np.ndarray, permutations: np.ndarray) -> bool:
     from flint import fmpz_mat  # imported where used
 
     s = points.shape[1]
-    basis, rank = [], 0
-    for i in range(len(points)):
-        trial = basis + [i]
-        if fmpz_mat(points[trial].tolist()).rank() > rank:
-            basis, rank = trial, rank + 1
-        if rank == s:
-            break
-    if rank < s:
+    basis = independent_rows(points, s)
+    if len(basis) < s:
         return False
     b = fmpz_mat(points[basis].T.tolist())
     det = int(b.det())
