@@ -147,7 +147,9 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("laplace", _M + "exact_sum", ("pure", "approx", "zcdp", "gdp"), bound="iid",
                exact="pure, approx, zcdp, gdp on counting queries (discrete Laplace of a dyadic scale t ≥ b, the "
                      "discrete law's guarantee: under gdp, zcdp a larger t than b); pure, approx, zcdp on bounded "
-                     "sums and means, and gdp through ε (discrete Laplace on a dyadic lattice; the cost stated)",
+                     "sums and means, and gdp through ε (discrete Laplace on a dyadic lattice; the cost stated); "
+                     "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20, listed moves; "
+                     "pure, approx, zcdp, gdp; l1, l2, usefulness, max_variance; the cost stated)",
                serves="Laplace noise on every coordinate"),
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
                exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis "

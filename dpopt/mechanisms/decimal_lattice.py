@@ -54,7 +54,7 @@ from dpopt.mechanisms.lattice import (
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import derive_plain
-from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.sensitivity.space import SensitivitySpace, exact_norms
 from dpopt.spec.models import Privacy
 
 NOT_COUNTS = "the query's answers are not integer counts"
@@ -128,10 +128,36 @@ class DecimalScale:
                              f"{self.l2_squared}")
         return shifts
 
-    def note(self) -> str:
-        """The certificate's sentence on the scaled measurement."""
+    def scaled_space(self, space: SensitivitySpace) -> SensitivitySpace:
+        """The sensitivity space of the scaled answers k = D·Wx: the integer shifts D·WΔ of ``space``
+        (:meth:`integer_shifts`, which ties them to the recorded Δ_D²) with their exact norms, the same span (D ≠ 0)
+        and completeness. The counts families (discrete Laplace, staircase, query scaling) run their integer
+        machinery on it: its move patterns are integer.
+
+        Raises
+        ------
+        ValueError
+            The space does not list its differences, or they are not points of the decimal lattice (as
+            :meth:`integer_shifts`).
+        """
+        shifts = self.integer_shifts(space).astype(float)
+        l1, l2_squared, linf = exact_norms(shifts)
+        return replace(space, l1=l1, l2_squared=l2_squared, linf=linf, _vectors=lambda: shifts, _extremes=None,
+                       method=f"{space.method}; times D = {self.scale} (the decimal lattice's integer shifts)")
+
+    def scaled_problem(self, problem: Problem) -> Problem:
+        """``problem`` with the integer matrix D·W as its query and :meth:`scaled_space` as its space: the counting
+        problem whose answers are the integers k = D·Wx, on which a counts family designs its measurement."""
+        found = problem.query.scale
+        if found is None or found[0] != self.scale:
+            raise ValueError(f"the query's decimal lattice is not D = {self.scale}")
+        query = replace(problem.query, user_matrix=found[1].astype(float))
+        return replace(problem, query=query, space=self.scaled_space(problem.space))
+
+    def note(self, noise: str = "the discrete Gaussian noise") -> str:
+        """The certificate's sentence on the scaled measurement (``noise``: the integer noise added to D·Wx)."""
         return (f"decimal lattice: the answers Wx are measured as the integers D·Wx (D = {self.scale}, the least "
-                "common denominator of the query's decimal weights) plus the discrete Gaussian noise, and released "
+                f"common denominator of the query's decimal weights) plus {noise}, and released "
                 f"divided by D (post-processing); privacy at the integer sensitivity Δ_D² = {self.l2_squared}")
 
 
@@ -155,6 +181,20 @@ def lattice_scale(problem: Problem) -> DecimalScale | str:
         return f"D·Wx could exceed 2^51 at n = {spec.data.n}"
     scaled = derive_plain(spec, replace(query, user_matrix=integer.astype(float)))
     return DecimalScale(scale, Fraction(scaled.l2_squared))
+
+
+def counts_lattice(problem: Problem) -> DecimalScale | str:
+    """The decimal lattice on which a counts family (``laplace``, ``staircase``, ``query_scaling``) measures a
+    non-counting linear query, running its counts path on :meth:`DecimalScale.scaled_problem`, or why it keeps the
+    floating-point sampler (a reason that starts with :data:`NOT_COUNTS`). Besides :func:`lattice_scale`'s scope:
+    the metrics of :data:`~dpopt.mechanisms.lattice.INFERENCE_METRICS` are not derived on it, and the neighbouring
+    differences must be listed (their integer move patterns are the privacy checks' input)."""
+    metric = problem.spec.utility.metric
+    found = (f"its {metric} is not derived (the discrete law's is, on the unit lattice)"
+             if metric in INFERENCE_METRICS else lattice_scale(problem))
+    if isinstance(found, DecimalScale) and problem.space.listed() is None:
+        found = "the neighbouring differences are too many to list"
+    return f"{NOT_COUNTS}; no decimal lattice: {found}" if isinstance(found, str) else found
 
 
 def scale_check(problem: Problem, scale: DecimalScale) -> Check:
@@ -212,7 +252,17 @@ def decimal_scope_check(problem: Problem, scale: DecimalScale, sigma: float, cos
     """``dpopt verify``'s check of a decimal lattice: D and Δ_D² re-derived from the spec
     (:func:`decimal_lattice`) equal the recorded ones, and the stated ``exact_cost`` is the re-derived one
     (absent only when its ratio is 1)."""
-    again = decimal_lattice(problem, sigma)
+    return _scope_check(decimal_lattice(problem, sigma), scale, cost, stated)
+
+
+def counts_scope_check(problem: Problem, scale: DecimalScale, cost: dict, stated: dict | None) -> Check:
+    """``dpopt verify``'s check of a counts family's decimal lattice: D and Δ_D² re-derived from the spec
+    (:func:`counts_lattice`) equal the recorded ones, and the stated ``exact_cost`` is ``cost``, recomputed from the
+    recorded parameters (absent only when its ratio is 1)."""
+    return _scope_check(counts_lattice(problem), scale, cost, stated)
+
+
+def _scope_check(again: DecimalScale | str, scale: DecimalScale, cost: dict, stated: dict | None) -> Check:
     same = isinstance(again, DecimalScale) and again == scale
     costs = same_cost(stated, cost, rel_tol=1e-12) if stated is not None else cost["ratio"] == 1.0
     detail = (again if isinstance(again, str) else

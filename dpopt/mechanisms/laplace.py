@@ -22,6 +22,13 @@ law needs a larger scale than b
 (under μ-GDP, ρ-zCDP or (ε, δ) a unit shift of the discrete Laplace is randomized response, the worst ε-DP pair),
 t is the discrete family's own calibration. The utility stated is the discrete law's,
 E η² = 2e^{−1/t}/(1 − e^{−1/t})². ``sampler: floating_point`` keeps Laplace(b) and its note.
+
+**Decimal weights** (:mod:`dpopt.mechanisms.decimal_lattice`): a ``linear`` query W = M/D measures the integers
+k = D·Wx = Mx the same way, on the counting problem of M (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.\
+scaled_problem`: neighbouring k differ by the integer vectors D·WΔ), at t ≥ D·b, and releases (k + η)/D. The
+privacy checks are the discrete family's on the scaled space (pure ε = ‖D·WΔ‖₁/t exactly); the released noise η/D
+has variance Var η/D², stated against 2b² as ``exact_cost``; D is recorded (``lattice_scale``) and re-derived by
+``dpopt verify``.
 """
 
 from __future__ import annotations
@@ -38,11 +45,20 @@ from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism
+from dpopt.mechanisms.decimal_lattice import (
+    NOT_COUNTS,
+    DecimalScale,
+    counts_lattice,
+    counts_scope_check,
+    scaled_answers,
+)
 from dpopt.mechanisms.discrete_laplace import MAX_SCALE as MAX_LATTICE_SCALE
 from dpopt.mechanisms.discrete_laplace import DiscreteLaplaceMechanism, discrete_laplace_privacy_check
-from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost
+from dpopt.mechanisms.gaussian import MAX_IMAGE_CELLS, counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_noise import dyadic_ceil
 from dpopt.mechanisms.lattice import integer_answers
+from dpopt.noise.discrete_laplace import DiscreteLaplaceMarginal
 from dpopt.noise.laplace import LaplaceMarginal
 from dpopt.noise.law import ProductLaw
 from dpopt.privacy.laplace import (
@@ -146,8 +162,8 @@ class LaplaceMechanism(Mechanism):
 
         l1, l2 (any workload), max_variance grow with b and usefulness falls, so the closed
         forms at that b (rounded down) bound every calibrated design; on counts (:class:`LaplaceOnCounts`) the
-        discrete law's closed forms at that b, as its scale is t ≥ b and they are monotone in the scale too. None
-        for other targets and metrics.
+        discrete law's closed forms at that b, as its scale is t ≥ b and they are monotone in the scale too (on the
+        decimal lattice at D·b, divided by D: t ≥ D·b). None for other targets and metrics.
         """
         spec, space = problem.spec, problem.space
         definition = spec.privacy.definition
@@ -161,8 +177,12 @@ class LaplaceMechanism(Mechanism):
             scale = laplace_kl_scale(spec.privacy.parameters["rho"], space.l1, laplace_patterns(space)) * (1 - 1e-9)
         if not (math.isfinite(scale) and scale > 0):
             return None
-        exact = count_lattice_reason(problem) is None  # the discrete law at t ≥ b ≥ this scale: its closed forms
-        bound = LaplaceOnCounts(Fraction(scale), space.dimension, scale) if exact else cls(scale, space.dimension)
+        lattice = exact_lattice(problem)  # the discrete law at t ≥ D·b ≥ D·this scale: its closed forms
+        if isinstance(lattice, str):
+            bound = cls(scale, space.dimension)
+        else:
+            unit = 1 if lattice is None else lattice.scale
+            bound = LaplaceOnCounts(Fraction(scale) * unit, space.dimension, scale, lattice)
         value = bound.expected_utility(spec.utility)
         return value.value if value.method == "closed form" else None
 
@@ -172,11 +192,15 @@ class LaplaceMechanism(Mechanism):
     @classmethod
     def design(cls, problem: Problem) -> "LaplaceMechanism":
         """Laplace(b) at :meth:`design_scale`; on a counting query (unless ``sampler: floating_point``) the exact
-        measurement of :class:`LaplaceOnCounts` at a dyadic scale t ≥ b."""
+        measurement of :class:`LaplaceOnCounts` at a dyadic scale t ≥ b (on a decimal lattice t ≥ D·b)."""
         scale = cls.design_scale(problem)
-        if count_lattice_reason(problem) is None:
-            return LaplaceOnCounts.at_least(scale, problem)
-        return cls(scale, problem.space.dimension)
+        lattice = exact_lattice(problem)
+        if not isinstance(lattice, str):
+            return LaplaceOnCounts.at_least(scale, problem, lattice)
+        mechanism = cls(scale, problem.space.dimension)
+        linear = getattr(problem.query, "user_matrix", None) is not None  # a decimal linear query: why not exact
+        mechanism.refusal = lattice if linear and lattice.startswith(NOT_COUNTS) else None
+        return mechanism
 
     @classmethod
     def design_scale(cls, problem: Problem) -> float:
@@ -201,7 +225,8 @@ class LaplaceMechanism(Mechanism):
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "LaplaceMechanism":
         if parameters.get("sampler") == "exact":
-            return LaplaceOnCounts(Fraction(parameters["scale_exact"]), space.dimension, parameters["design_scale"])
+            return LaplaceOnCounts(Fraction(parameters["scale_exact"]), space.dimension, parameters["design_scale"],
+                                   DecimalScale.from_parameters(parameters), parameters.get(EXACT_COST_KEY))
         return cls(parameters["scale"], space.dimension)
 
     @property
@@ -257,8 +282,16 @@ def count_lattice_reason(problem: Problem) -> str | None:
     if problem.spec.sampler == "floating_point":
         return "the spec asks for sampler: floating_point"
     if not counting_query(problem):
-        return "the answers are not counts"
+        return NOT_COUNTS
     return DiscreteLaplaceMechanism.supports(problem)
+
+
+def exact_lattice(problem: Problem) -> DecimalScale | str | None:
+    """Where a ``laplace`` design on ``problem`` measures exactly: None on counts, a :class:`DecimalScale` on the
+    decimal lattice of a linear query with decimal weights
+    (:func:`~dpopt.mechanisms.decimal_lattice.counts_lattice`), else why it keeps the floating-point sampler."""
+    reason = count_lattice_reason(problem)
+    return counts_lattice(problem) if reason == NOT_COUNTS else reason
 
 
 class LaplaceOnCounts(LaplaceMechanism):
@@ -269,79 +302,148 @@ class LaplaceOnCounts(LaplaceMechanism):
     family's at scale t (held in :attr:`lattice`, one place for each); this class adds the integer answers, the
     scope check (a counting query) and the design's b, which the certificate keeps to state the cost
     E‖η‖²/E‖Z‖² = [2e^{−1/t}/(1 − e^{−1/t})²]/(2b²).
+
+    ``decimal``: the decimal lattice of a linear query with decimal weights
+    (:mod:`dpopt.mechanisms.decimal_lattice`): the integers k = D·Wx plus η, t ≥ D·b, released as (k + η)/D; the
+    privacy checks run on the scaled space of the integer shifts D·WΔ, the utilities are the discrete law's scaled
+    by 1/D, and the cost Var η/D² against 2b² is stated (``exact_cost``, re-derived by :meth:`scope_checks`).
     """
 
     integer_noise = True
     needs_integer_answers = True
 
-    def __init__(self, lattice_scale: Fraction, dimension: int, design_scale: float):
+    def __init__(self, lattice_scale: Fraction, dimension: int, design_scale: float,
+                 decimal: DecimalScale | None = None, stated_cost: dict | None = None):
         self.lattice = DiscreteLaplaceMechanism(lattice_scale, dimension)
-        super().__init__(float(lattice_scale), dimension)
+        self.decimal = decimal
+        super().__init__(float(lattice_scale / self._unit()), dimension)
         self.design_scale = float(design_scale)
+        # on the decimal lattice: the exact_cost a certificate states (re-derived by :meth:`scope_checks`)
+        self.stated_cost = None
+        if decimal is not None:
+            self.stated_cost = self.parameters.get(EXACT_COST_KEY) if stated_cost is None else stated_cost
 
     @classmethod
-    def at_least(cls, scale: float, problem: Problem) -> "LaplaceOnCounts":
+    def at_least(cls, scale: float, problem: Problem, decimal: DecimalScale | None = None) -> "LaplaceOnCounts":
         """The exact measurement at the smallest dyadic t ≥ ``scale`` (:func:`dyadic_ceil`, rounded up: the private
-        direction) whose discrete law meets the target, else at the discrete family's own calibration if larger.
+        direction) whose discrete law meets the target, else at the discrete family's own calibration if larger; on
+        the ``decimal`` lattice t ≥ D·``scale`` on its scaled problem
+        (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.scaled_problem`).
 
         Raises
         ------
         CalibrationError
             The discrete law's exact check fails at the scale found (or the scale is beyond the sampler's 2^40).
         """
-        space, privacy = problem.space, problem.spec.privacy
-        t = dyadic_ceil(Fraction(scale))
+        counts = problem if decimal is None else decimal.scaled_problem(problem)
+        space, privacy = counts.space, problem.spec.privacy
+        t = dyadic_ceil(Fraction(scale) * (1 if decimal is None else decimal.scale))
         if not discrete_laplace_privacy_check(space, t, privacy).passed:
-            t = max(t, DiscreteLaplaceMechanism.design(problem).scale)
+            t = max(t, DiscreteLaplaceMechanism.design(counts).scale)
         if t > MAX_LATTICE_SCALE:
             raise CalibrationError(f"the discrete Laplace scale {float(t):.6g} exceeds the exact sampler's 2^40")
-        mechanism = cls(t, space.dimension, scale)
+        mechanism = cls(t, space.dimension, scale, decimal)
         check = discrete_laplace_privacy_check(space, t, privacy)
         if not check.passed:
             raise CalibrationError(f"the exact Laplace measurement failed its check ({check.detail})")
         return mechanism
 
     @property
+    def integer_release(self) -> bool:
+        """x + η on counts is whole; the decimal lattice's (k + η)/D is not."""
+        return self.decimal is None
+
+    def _unit(self) -> int:
+        """D on the decimal lattice (the released noise is η/D), else 1."""
+        return 1 if self.decimal is None else self.decimal.scale
+
+    @property
     def parameters(self) -> dict:
-        return {"scale": self.scale, "scale_exact": str(self.lattice.scale), "sampler": "exact",
-                "design_scale": self.design_scale}
+        out = {"scale": self.scale, "scale_exact": str(self.lattice.scale), "sampler": "exact",
+               "design_scale": self.design_scale}
+        if self.decimal is not None:
+            out |= self.decimal.parameters()
+            cost = self._decimal_cost()
+            if cost["ratio"] != 1.0:
+                out[EXACT_COST_KEY] = cost
+        return out
+
+    def _decimal_cost(self) -> dict:
+        """The released noise's variance Var η/D² against the continuous design's 2b²
+        (:func:`~dpopt.mechanisms.exact_cost.exact_cost` of one coordinate's variance)."""
+        return exact_cost("variance", self._max_variance(), 2.0 * self.design_scale**2)
 
     def scope_checks(self, problem: Problem) -> list[Check]:
+        if self.decimal is not None:
+            return [counts_scope_check(problem, self.decimal, self._decimal_cost(), self.stated_cost)]
         return [lattice_scope_check(problem)]
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return self.lattice.sample(size, rng)
+        draws = self.lattice.sample(size, rng)
+        return draws if self.decimal is None else draws.astype(float) / self.decimal.scale
 
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """x + η in int64 (the answers refused in one line unless whole numbers), then converted."""
-        counts = integer_answers(values)
-        return (counts + self.lattice.sample(values.shape[0], rng).astype(np.int64)).astype(float)
+        """x + η in int64 (the answers refused in one line unless whole numbers), then converted; on the decimal
+        lattice (k + η)/D with k = D·Wx recovered exactly
+        (:func:`~dpopt.mechanisms.decimal_lattice.scaled_answers`)."""
+        noise = self.lattice.sample(values.shape[0], rng).astype(np.int64)
+        if self.decimal is not None:
+            return (scaled_answers(values, self.decimal.scale) + noise).astype(float) / self.decimal.scale
+        return (integer_answers(values) + noise).astype(float)
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        return self.lattice.privacy_checks(space, privacy)
+        if self.decimal is None:
+            return self.lattice.privacy_checks(space, privacy)
+        try:
+            scaled = self.decimal.scaled_space(space)
+        except ValueError as error:
+            return [Check("privacy", "discrete Laplace measurement on the decimal lattice", False, str(error))]
+        return [Check(c.claim, f"on the decimal lattice (D = {self.decimal.scale}, the integer shifts D·WΔ of the "
+                      f"space, largest ‖D·WΔ‖² the recorded Δ_D² = {self.decimal.l2_squared}): " + c.method,
+                      c.passed, c.detail) for c in self.lattice.privacy_checks(scaled, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
-        return self.lattice.privacy_summary(space)
+        if self.decimal is None:
+            return self.lattice.privacy_summary(space)
+        return self.lattice.privacy_summary(self.decimal.scaled_space(space))
 
     def notes(self) -> list[str]:
-        ratio = self.lattice._abs_moments()[1] / (2.0 * self.design_scale**2)
+        ratio = self.lattice._abs_moments()[1] / (2.0 * self.design_scale**2) / self._unit() ** 2
+        where = "counts" if self.decimal is None else f"the decimal lattice (t on D·Wx, D = {self._unit()})"
+        bound = "b" if self.decimal is None else "D·b"
         return self.lattice.notes() + [
-            f"exact measurement of the Laplace design on counts: discrete Laplace of scale t = {self.lattice.scale} "
-            f"≥ the continuous design's b = {self.design_scale:.17g}; the guarantee and the utility are the discrete "
-            f"law's (E η² = 2e^{{−1/t}}/(1 − e^{{−1/t}})², {ratio:.9g} times the continuous 2b²); "
-            "sampler: floating_point keeps Laplace(b)"]
+            f"exact measurement of the Laplace design on {where}: discrete Laplace of scale t = "
+            f"{self.lattice.scale} ≥ the continuous design's {bound} (b = {self.design_scale:.17g}); the guarantee "
+            f"and the utility are the discrete law's (E η² = 2e^{{−1/t}}/(1 − e^{{−1/t}})², {ratio:.9g} times the "
+            "continuous 2b²); sampler: floating_point keeps Laplace(b)"] + (
+            [] if self.decimal is None else [self.decimal.note("the discrete Laplace noise"),
+                                             cost_text(self._decimal_cost())])
 
-    def noise_law(self) -> ProductLaw:
+    def noise_law(self) -> ProductLaw | str:
+        """The discrete family's law on counts; on the decimal lattice no product law is stated (the released noise
+        η/D lives on (1/D)ℤ: :meth:`linear_noise_image` states it)."""
+        if self.decimal is not None:
+            return ("no noise law stated on the decimal lattice: the released noise η/D lives on (1/D)ℤ (η i.i.d. "
+                    f"discrete Laplace of scale {self.lattice.scale}); its privacy is the exact check's on the "
+                    "integer shifts D·WΔ")
         return self.lattice.noise_law()
 
+    def linear_noise_image(self) -> tuple[np.ndarray, tuple] | None:
+        """On the decimal lattice: the released noise η/D, C = I/D, W = η i.i.d. discrete Laplace of scale t (the
+        per-cell errors by convolution on (1/D)ℤ); else None."""
+        if self.decimal is None or self.dimension > MAX_IMAGE_CELLS:
+            return None
+        return (np.eye(self.dimension) / self.decimal.scale,
+                (DiscreteLaplaceMarginal(float(self.lattice.scale)),) * self.dimension)
+
     def _expected_l2(self, workload: np.ndarray | None) -> float:
-        return self.lattice._expected_l2(workload)
+        return self.lattice._expected_l2(workload) / self._unit() ** 2
 
     def _expected_l1(self) -> float:
-        return self.lattice._expected_l1()
+        return self.lattice._expected_l1() / self._unit()
 
     def _usefulness(self, gamma: float) -> float:
-        return self.lattice._usefulness(gamma)
+        return self.lattice._usefulness(gamma * self._unit())
 
     def _max_variance(self) -> float:
-        return self.lattice._max_variance()
+        return self.lattice._max_variance() / self._unit() ** 2
