@@ -194,7 +194,9 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("query_scaling", _M + "query_scaling", GAUSSIAN_TARGETS,
                metrics=("ci_volume", "test_power", "l2"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; metrics l2, ci_volume, test_power (a whole-number "
-                     "shift; region and test from the discrete law; a region of unequal variances up to 4 coordinates)",
+                     "shift; region and test from the discrete law; a region of unequal variances up to 4 coordinates); "
+                     "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20, listed moves; l2; "
+                     "the cost stated)",
                serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),
 )
 """Every family of this package, in the order ``auto`` compares them (ties go to the first)."""

@@ -37,6 +37,13 @@ re-derived from σ and ξ by ``dpopt verify`` (claim ``query_scaling.lattice_var
 ``test_power`` designs keep ξ and σ of the continuous formulas and predict the region and the test of the discrete
 law (:mod:`dpopt.stats.lattice_inference`: coverage ≥ 1 − α and level ≤ α proven, the power a proven lower bound);
 a fractional alternative keeps the floating-point sampler.
+
+**Decimal weights** (:mod:`dpopt.mechanisms.decimal_lattice`, metric ``l2``): a ``linear`` query W = M/D measures
+the integers k = D·Wx the same way, k_i + η_i with σ_i² the dyadic variance whose effective variance is at least
+D²σ²/ξ_i, and releases (k + η)/D. Neighbouring k differ by the integer shifts D·WΔ
+(:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.scaled_space`), so μ² = max_v Σ_i (D·v_i)²/v_i in rationals
+over them; the released variances are Var N_ℤ(0, σ_i²)/D², their mean over the noisy coordinates stated against
+that of σ²/ξ_i (``exact_cost``); D is recorded (``lattice_scale``) and re-derived by ``dpopt verify``.
 """
 
 from __future__ import annotations
@@ -51,6 +58,14 @@ from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.errors import UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
+from dpopt.mechanisms.decimal_lattice import (
+    NOT_COUNTS,
+    DecimalScale,
+    counts_lattice,
+    counts_scope_check,
+    scaled_answers,
+)
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
@@ -101,7 +116,8 @@ class QueryScalingMechanism(Mechanism):
     noise_in_span = True
 
     def __init__(self, xi, sigma: float, objective: str, design_note: str | None = None,
-                 lattice: tuple[Fraction | None, ...] | None = None, target: str = "zcdp", refusal: str | None = None):
+                 lattice: tuple[Fraction | None, ...] | None = None, target: str = "zcdp", refusal: str | None = None,
+                 decimal: DecimalScale | None = None, stated_cost: dict | None = None):
         self.xi = np.asarray(xi, dtype=float).reshape(-1)
         if np.isnan(self.xi).any() or (self.xi < 0).any():
             raise ValueError("xi must be non-negative (0: not asked, inf: released exactly)")
@@ -114,11 +130,22 @@ class QueryScalingMechanism(Mechanism):
         if self.lattice is not None and [v is not None for v in self.lattice] != list(self._noisy()):
             raise ValueError("a lattice variance is needed for each noisy coordinate (ξ finite and > 0), only there")
         self.sampler = "floating_point" if self.lattice is None else "exact"
+        self.decimal = decimal if self.lattice is not None else None
+        """The decimal lattice of a linear query with decimal weights (module docstring); None on counts."""
         self.needs_integer_answers = self.lattice is not None
-        self.integer_noise = self.needs_integer_answers and not (self.xi == 0).any()
-        """Released as int64 (:mod:`dpopt.release.blocks`) unless a coordinate is not asked (NaN marks it)."""
+        self.integer_noise = self.needs_integer_answers and not (self.xi == 0).any() and self.decimal is None
+        """Released as int64 (:mod:`dpopt.release.blocks`) unless a coordinate is not asked (NaN marks it) or the
+        release is (k + η)/D."""
         self.target = "gdp" if target in GDP_TARGETS else "zcdp"
         self.refusal = refusal
+        # on the decimal lattice: the exact_cost a certificate states (re-derived by :meth:`scope_checks`)
+        self.stated_cost = None
+        if self.decimal is not None:
+            self.stated_cost = self.parameters.get(EXACT_COST_KEY) if stated_cost is None else stated_cost
+
+    def _unit(self) -> int:
+        """D on the decimal lattice (the released noise is η/D), else 1."""
+        return 1 if self.decimal is None else self.decimal.scale
 
     def _noisy(self) -> np.ndarray:
         """The coordinates that carry noise: ξ finite and positive."""
@@ -176,8 +203,8 @@ class QueryScalingMechanism(Mechanism):
             f"ξ optimises {u.metric} over the sensitivity hull by {scaling.method}"
             + (f"; certified duality gap {scaling.duality_gap:.2g}" if scaling.duality_gap else "")
         )
-        lattice, refusal = _lattice_variances(problem, xi, sigma)
-        mechanism = cls(xi, sigma, u.metric, note, lattice, spec.privacy.definition, refusal)
+        lattice, refusal, decimal = _lattice_variances(problem, xi, sigma)
+        mechanism = cls(xi, sigma, u.metric, note, lattice, spec.privacy.definition, refusal, decimal)
         if lattice is not None and u.metric in INFERENCE_METRICS:
             found = mechanism._lattice_inference(u.metric, u.alpha, u.alternative)
             if isinstance(found, str):
@@ -192,7 +219,8 @@ class QueryScalingMechanism(Mechanism):
         lattice = parameters.get("lattice_variances")
         return cls(xi, parameters["sigma"], parameters["objective"],
                    lattice=None if lattice is None else [None if v is None else Fraction(v) for v in lattice],
-                   target=parameters.get("lattice_privacy", "zcdp"))
+                   target=parameters.get("lattice_privacy", "zcdp"), decimal=DecimalScale.from_parameters(parameters),
+                   stated_cost=parameters.get(EXACT_COST_KEY))
 
     @property
     def parameters(self) -> dict:
@@ -205,23 +233,43 @@ class QueryScalingMechanism(Mechanism):
             out |= {"sampler": "exact", "lattice_variances": [None if v is None else str(v) for v in self.lattice]}
             if self.target == "gdp":
                 out["lattice_privacy"] = "gdp"
+        if self.decimal is not None:
+            out |= self.decimal.parameters()
+            cost = self._decimal_cost()
+            if cost["ratio"] != 1.0:
+                out[EXACT_COST_KEY] = cost
         return out
 
+    def _decimal_cost(self) -> dict:
+        """On the decimal lattice: the mean released variance Var N_ℤ(0, σ_i²)/D² over the noisy coordinates against
+        the mean of the design's σ²/ξ_i (:func:`~dpopt.mechanisms.exact_cost.exact_cost` of the variance)."""
+        noisy = self._noisy()
+        continuous = float(np.mean(self.sigma**2 / self.xi[noisy]))
+        return exact_cost("variance", float(np.mean(self._variances()[noisy])), continuous)
+
     def scope_checks(self, problem: Problem) -> list[Check]:
-        """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`)."""
+        """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`);
+        on the decimal lattice D, Δ_D² and the stated cost re-derived
+        (:func:`~dpopt.mechanisms.decimal_lattice.counts_scope_check`)."""
+        if self.decimal is not None:
+            return [counts_scope_check(problem, self.decimal, self._decimal_cost(), self.stated_cost)]
         return [lattice_scope_check(problem)] if self.lattice is not None else []
 
     def _variances(self) -> np.ndarray:
-        """The noise variance per coordinate: σ²/ξ_i (on the lattice Var N_ℤ(0, σ_i²)); 0 when released exactly,
-        ∞ when not asked."""
+        """The noise variance per coordinate: σ²/ξ_i (on the lattice Var N_ℤ(0, σ_i²), divided by D² on the decimal
+        lattice); 0 when released exactly, ∞ when not asked."""
         if self.lattice is not None:
-            return np.array([discrete_variance(v) if v is not None else (0.0 if math.isinf(x) else math.inf)
-                             for v, x in zip(self.lattice, self.xi)])
+            return np.array([discrete_variance(v) / self._unit() ** 2 if v is not None
+                             else (0.0 if math.isinf(x) else math.inf) for v, x in zip(self.lattice, self.xi)])
         with np.errstate(divide="ignore"):
             return np.where(np.isinf(self.xi), 0.0, self.sigma**2 / self.xi)
 
-    def noise_law(self) -> ProductLaw:
-        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`)."""
+    def noise_law(self) -> ProductLaw | str:
+        """The law of the emitted noise, for the second route of ``dpopt verify`` (:mod:`dpopt.noise.law`); on the
+        decimal lattice none is stated (the released noise η/D lives on (1/D)ℤ: :meth:`linear_noise_image`)."""
+        if self.decimal is not None:
+            return ("no noise law stated on the decimal lattice: the released noise η_i/D lives on (1/D)ℤ (η_i ~ "
+                    "N_ℤ(0, σ_i²)); its privacy is the exact check's on the integer shifts D·WΔ")
         xi = np.asarray(self.xi, dtype=float)
         noisy = np.flatnonzero(np.isfinite(xi) & (xi > 0))
         basis = np.zeros((self.dimension, noisy.size))
@@ -234,6 +282,16 @@ class QueryScalingMechanism(Mechanism):
         marginals = tuple(GaussianMarginal(self.sigma / float(np.sqrt(xi[i]))) for i in noisy)
         return ProductLaw(marginals, self.dimension, basis, xi > 0,
                           f"N(0, σ²Diag(ξ)⁻¹), σ = {self.sigma:.17g}; ξ = ∞ exact, ξ = 0 not released")
+
+    def linear_noise_image(self) -> tuple[np.ndarray, tuple] | None:
+        """On the decimal lattice: the released noise η/D on the noisy coordinates, C the d × r matrix with 1/D at
+        each noisy coordinate, W = η_i ~ N_ℤ(0, σ_i²) (the per-cell errors by convolution on (1/D)ℤ); else None."""
+        if self.decimal is None:
+            return None
+        noisy = np.flatnonzero(self._noisy())
+        image = np.zeros((self.dimension, noisy.size))
+        image[noisy, np.arange(noisy.size)] = 1.0 / self.decimal.scale
+        return image, tuple(DiscreteGaussianMarginal(float(self.lattice[i])) for i in noisy)
 
     def _lattice_noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` rows of exact integer noise: N_ℤ(0, σ_i²) on the noisy coordinates, 0 elsewhere (int64)."""
@@ -249,7 +307,7 @@ class QueryScalingMechanism(Mechanism):
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         if self.lattice is not None:
-            z = self._lattice_noise(rng, size).astype(float)
+            z = self._lattice_noise(rng, size).astype(float) / self._unit()
             z[:, self.xi == 0] = np.nan
             return z
         sd = np.sqrt(self._variances())
@@ -271,6 +329,11 @@ class QueryScalingMechanism(Mechanism):
         if moving.size:
             return [exact_check, Check("privacy", "Gaussian noise on the adjusted query", False,
                                        "a coordinate released exactly changes between neighbours")]
+        if self.decimal is not None:
+            try:
+                vectors = self.decimal.scaled_space(space).vectors()
+            except ValueError as error:
+                return [exact_check, Check("privacy", "exact measurement on the decimal lattice", False, str(error))]
         if self.lattice is not None:
             return [exact_check, self._lattice_design_check(privacy), self._lattice_check(vectors, privacy)]
         adjusted = adjusted_l2_squared(vectors, self.xi)
@@ -312,9 +375,10 @@ class QueryScalingMechanism(Mechanism):
     def _lattice_design_check(self, privacy: Privacy) -> Check:
         """The recorded lattice variances are the design's: σ_i² of σ²/ξ_i (:func:`_lattice_of`), so that σ and ξ,
         which the certificate also records, describe the noise."""
-        expected = _lattice_of(self.xi, self.sigma, privacy.definition)
+        expected = _lattice_of(self.xi, self.sigma, privacy.definition, self._unit())
         return Check("query_scaling.lattice_variances", "each lattice variance σ_i² is the dyadic rounding of the "
-                     "design's σ²/ξ_i for the target (target_lattice_variance), re-derived from σ and ξ",
+                     "design's σ²/ξ_i (D²σ²/ξ_i on the decimal lattice) for the target (target_lattice_variance), "
+                     "re-derived from σ and ξ",
                      expected == self.lattice, "equal" if expected == self.lattice else
                      f"recorded {[None if v is None else str(v) for v in self.lattice]}, derived "
                      f"{None if expected is None else [None if v is None else str(v) for v in expected]}")
@@ -324,13 +388,17 @@ class QueryScalingMechanism(Mechanism):
         if mu_squared is None:
             return Check("privacy", "exact lattice measurement", False,
                          "a lattice variance is beyond the certified GDP slope's range")
+        where = ("" if self.decimal is None else f" (the integer shifts D·WΔ of the decimal lattice, D = "
+                                                 f"{self.decimal.scale})")
         return lattice_privacy_check(mu_squared, privacy, f"max_v Σ_i v_i²/v_i over the {len(vectors)} listed "
-                                     "neighbouring differences (exact rationals)")
+                                     f"neighbouring differences{where} (exact rationals)")
 
     def notes(self) -> list[str]:
         if self.lattice is not None:
+            decimal = ([] if self.decimal is None else
+                       [self.decimal.note("the discrete Gaussian noise N_ℤ(0, σ_i²)"), cost_text(self._decimal_cost())])
             return [EXACT_MEASUREMENT_NOTE + " (lattice variances σ_i² = "
-                    + ", ".join(str(v) for v in self.lattice if v is not None) + ")"] + self._design_notes()
+                    + ", ".join(str(v) for v in self.lattice if v is not None) + ")"] + decimal + self._design_notes()
         return super().notes() + ([f"no exact lattice measurement: {self.refusal}"] if self.refusal else []) + \
             self._design_notes()
 
@@ -357,7 +425,8 @@ class QueryScalingMechanism(Mechanism):
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         if self.lattice is not None:
-            mu_squared = self._lattice_mu_squared(space.vectors(), self.target)
+            vectors = space.vectors() if self.decimal is None else self.decimal.scaled_space(space).vectors()
+            mu_squared = self._lattice_mu_squared(vectors, self.target)
             mu = math.sqrt(float(mu_squared))
             if self.target != "gdp":
                 return {"rho": float(mu_squared / 2), "rho_exact": str(mu_squared / 2),
@@ -389,7 +458,11 @@ class QueryScalingMechanism(Mechanism):
         """The inverse transform of the adjusted release: φ + N(0, σ² Diag(ξ)⁻¹), NaN where not asked; on the
         lattice x + η in int64 (module docstring), then converted."""
         if self.lattice is not None:
-            out = (integer_answers(values) + self._lattice_noise(rng, values.shape[0])).astype(float)
+            noise = self._lattice_noise(rng, values.shape[0])
+            if self.decimal is None:
+                out = (integer_answers(values) + noise).astype(float)
+            else:  # (k + η)/D, k = D·Wx recovered exactly (decimal_lattice.scaled_answers)
+                out = (scaled_answers(values, self.decimal.scale) + noise).astype(float) / self.decimal.scale
             out[:, self.xi == 0] = np.nan
             return out
         adjusted = self._adjusted_release(values, rng)
@@ -407,12 +480,14 @@ class QueryScalingMechanism(Mechanism):
 
     def _expected_l1(self) -> float:
         if self.lattice is not None:
-            return sum(discrete_gaussian_moments(float(v))["mean_abs"] for v in self.lattice if v is not None)
+            return sum(discrete_gaussian_moments(float(v))["mean_abs"] for v in self.lattice
+                       if v is not None) / self._unit()
         return expected_l1(np.sqrt(self._variances()))
 
     def _usefulness(self, gamma: float) -> float:
         if self.lattice is not None:
-            return float(np.mean([1.0 if v is None else discrete_gaussian_moments(float(v), gamma)["within"]
+            return float(np.mean([1.0 if v is None else
+                                  discrete_gaussian_moments(float(v), gamma * self._unit())["within"]
                                   for v in self.lattice]))
         return mean_usefulness(np.sqrt(self._variances()), gamma)
 
@@ -470,32 +545,40 @@ class QueryScalingMechanism(Mechanism):
         return region_importance_weights(q, int(noisy.sum()), log_det, alpha)
 
 
-def _lattice_variances(problem: Problem, xi: np.ndarray, sigma: float) -> tuple[tuple | None, str | None]:
-    """(σ_i² per coordinate on the lattice, None) for the exact measurement of the module docstring, or (None, why
-    the design keeps the floating-point sampler)."""
+def _lattice_variances(problem: Problem, xi: np.ndarray, sigma: float
+                       ) -> tuple[tuple | None, str | None, DecimalScale | None]:
+    """(σ_i² per coordinate on the lattice, None, the decimal lattice or None) for the exact measurement of the module
+    docstring, or (None, why the design keeps the floating-point sampler, None)."""
     spec = problem.spec
     if spec.sampler == "floating_point":
-        return None, "the spec asks for sampler: floating_point"
+        return None, "the spec asks for sampler: floating_point", None
     if spec.utility.metric not in ("l2", *INFERENCE_METRICS):
-        return None, f"the {spec.utility.metric} prediction is of the continuous Gaussian"
+        return None, f"the {spec.utility.metric} prediction is of the continuous Gaussian", None
     reason = exact_refusal(spec.privacy.definition, counting_query(problem))
-    if reason is not None:
-        return None, reason
-    lattice = _lattice_of(xi, sigma, spec.privacy.definition)
+    decimal = None
+    if reason == NOT_COUNTS:
+        found = counts_lattice(problem)
+        if isinstance(found, str):
+            return None, found, None
+        decimal = found
+    elif reason is not None:
+        return None, reason, None
+    lattice = _lattice_of(xi, sigma, spec.privacy.definition, 1 if decimal is None else decimal.scale)
     if lattice is None:
-        return None, "a lattice variance is outside the exact sampler's range (or the certified GDP slope's)"
-    return lattice, None
+        return None, "a lattice variance is outside the exact sampler's range (or the certified GDP slope's)", None
+    return lattice, None, decimal
 
 
-def _lattice_of(xi: np.ndarray, sigma: float, definition: str) -> tuple[Fraction | None, ...] | None:
-    """σ_i² = :func:`~dpopt.mechanisms.lattice.target_lattice_variance` of σ²/ξ_i on each noisy coordinate (None
-    elsewhere), or None when one is outside the sampler's (or the certified slope's) range."""
+def _lattice_of(xi: np.ndarray, sigma: float, definition: str, scale: int = 1) -> tuple[Fraction | None, ...] | None:
+    """σ_i² = :func:`~dpopt.mechanisms.lattice.target_lattice_variance` of σ²/ξ_i at ``scale`` (D on the decimal
+    lattice: effective variance ≥ D²σ²/ξ_i) on each noisy coordinate (None elsewhere), or None when one is outside
+    the sampler's (or the certified slope's) range."""
     lattice = []
     for x in xi:
         if not (0 < x < math.inf):
             lattice.append(None)
             continue
-        variance = target_lattice_variance(Fraction(sigma) ** 2 / Fraction(float(x)), 1, definition)
+        variance = target_lattice_variance(Fraction(sigma) ** 2 / Fraction(float(x)), scale, definition)
         if variance is None:
             return None
         lattice.append(variance)
