@@ -179,7 +179,9 @@ FAMILIES: tuple[Capability, ...] = (
                      "Δ_u); metrics l1, l2, usefulness, max_variance, and kl, renyi, mallows on counts (summed over "
                      "the discrete law); the cost against the continuous design stated "
                      "(a two-cell histogram under zcdp or gdp, where the continuous steps 1/3 and 1/4 beat the "
-                     "integer step: +15% and +26% in variance under zcdp and gdp)",
+                     "integer step: +15% and +26% in variance under zcdp and gdp); linear queries with decimal "
+                     "weights on the decimal lattice D·W (D up to 2^20, listed moves; every target as on counts; l1, "
+                     "l2, usefulness, max_variance)",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
     Capability("r2dp", _M + "r2dp_counts", metrics=LOCAL_METRICS, bound="iid",
                exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace "

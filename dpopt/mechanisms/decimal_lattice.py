@@ -255,20 +255,25 @@ def decimal_scope_check(problem: Problem, scale: DecimalScale, sigma: float, cos
     return _scope_check(decimal_lattice(problem, sigma), scale, cost, stated)
 
 
-def counts_scope_check(problem: Problem, scale: DecimalScale, cost: dict, stated: dict | None) -> Check:
+def counts_scope_check(problem: Problem, scale: DecimalScale, cost: dict | None, stated: dict | None) -> Check:
     """``dpopt verify``'s check of a counts family's decimal lattice: D and Δ_D² re-derived from the spec
     (:func:`counts_lattice`) equal the recorded ones, and the stated ``exact_cost`` is ``cost``, recomputed from the
-    recorded parameters (absent only when its ratio is 1)."""
+    recorded parameters (absent only when its ratio is 1). ``cost`` None: the family's cost is re-derived with
+    its recorded laws (the staircase's ``exact_cost``, compared by ``mechanism.parameters``)."""
     return _scope_check(counts_lattice(problem), scale, cost, stated)
 
 
-def _scope_check(again: DecimalScale | str, scale: DecimalScale, cost: dict, stated: dict | None) -> Check:
+def _scope_check(again: DecimalScale | str, scale: DecimalScale, cost: dict | None, stated: dict | None) -> Check:
     same = isinstance(again, DecimalScale) and again == scale
-    costs = same_cost(stated, cost, rel_tol=1e-12) if stated is not None else cost["ratio"] == 1.0
+    if cost is None:
+        costs, stated_text = True, "re-derived with the recorded laws"
+    else:
+        costs = same_cost(stated, cost, rel_tol=1e-12) if stated is not None else cost["ratio"] == 1.0
+        stated_text = (f"{cost['ratio']:.9g} re-derived vs {None if stated is None else stated.get('ratio')!r} "
+                       "stated")
     detail = (again if isinstance(again, str) else
               f"D = {again.scale}, Δ_D² = {again.l2_squared} re-derived vs D = {scale.scale}, Δ_D² = "
-              f"{scale.l2_squared} recorded; exact_cost {cost['ratio']:.9g} re-derived vs "
-              f"{None if stated is None else stated.get('ratio')!r} stated")
+              f"{scale.l2_squared} recorded; exact_cost {stated_text}")
     return Check("mechanism.lattice", "exact measurement on the decimal lattice: D (the least common denominator "
                  "of the query's decimal weights) and the integer sensitivity Δ_D² re-derived from the spec, and "
                  "the cost of exactness re-derived", same and costs, detail)

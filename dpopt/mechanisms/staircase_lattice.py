@@ -18,6 +18,12 @@ m among the continuous design's candidates |v_i|/j (:func:`~dpopt.mechanisms.sta
 best metric is kept. Integer shifts |t| ≤ Km move the level of the law by at most K (the privacy of
 :mod:`dpopt.noise.discrete_staircase`), so the measurement is ε'·K(m)-DP exactly.
 
+**Decimal weights** (:class:`StaircaseOnCounts` with its ``decimal`` lattice,
+:mod:`dpopt.mechanisms.decimal_lattice`): a ``linear`` query W = M/D measures the integers k = D·Wx the same way, on
+the counting problem of M (the integer shifts D·WΔ: the steps, K(m) and the moves are theirs), and releases
+(k + η)/D: h = 1/D, the utilities in answer units; the metrics ``kl``, ``renyi`` and ``mallows`` (sums over the unit
+lattice) keep the continuous design.
+
 **Sums and means** (:class:`LatticeSumStaircase`): the continuous design (ε₀, Δ₀ = Δ, the metric-optimal g) is
 implemented on the lattice sum N of :mod:`dpopt.mechanisms.real_lattice` (units of h = 2^e), as the exact
 ``laplace`` and ``gaussian`` sums are (:mod:`dpopt.mechanisms.exact_sum`): the release is h(N + η)/n, the step
@@ -57,9 +63,10 @@ from dpopt.core.decimals import float_below
 from dpopt.domain.queries import NumericQuery
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import UtilityValue
+from dpopt.mechanisms.decimal_lattice import DecimalScale, counts_lattice, counts_scope_check, scaled_answers
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
 from dpopt.mechanisms.exact_sum import _LatticeSum, _refusal
-from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
+from dpopt.mechanisms.gaussian import MAX_IMAGE_CELLS, counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_noise import dyadic_ceil
 from dpopt.mechanisms.lattice import integer_answers
 from dpopt.mechanisms.real_lattice import (
@@ -309,21 +316,36 @@ class _DiscreteStaircaseMeasurement:
 
 
 class StaircaseOnCounts(_DiscreteStaircaseMeasurement, StaircaseMechanism):
-    """The ``staircase`` design measured exactly on counts: y = x + η in integers, η i.i.d. discrete staircase."""
+    """The ``staircase`` design measured exactly on counts: y = x + η in integers, η i.i.d. discrete staircase.
+    ``decimal``: on the decimal lattice of a linear query with decimal weights, k = D·Wx + η released as (k + η)/D
+    (the unit 1/D; the privacy on the integer shifts D·WΔ of the space; module docstring)."""
 
     integer_noise = True
     needs_integer_answers = True
 
-    def __init__(self, law: DiscreteStaircase, dimension: int, policy: str, continuous: dict | None):
-        self._measure(law, Fraction(1), dimension, policy, continuous)
+    def __init__(self, law: DiscreteStaircase, dimension: int, policy: str, continuous: dict | None,
+                 decimal: DecimalScale | None = None):
+        self.decimal = decimal
+        self._measure(law, Fraction(1, 1 if decimal is None else decimal.scale), dimension, policy, continuous)
+
+    @property
+    def integer_release(self) -> bool:
+        """x + η on counts is whole; the decimal lattice's (k + η)/D is not."""
+        return self.decimal is None
 
     @classmethod
-    def design_on(cls, problem: Problem, utility: Utility, record: dict) -> StaircaseOnCounts:
+    def design_on(cls, problem: Problem, utility: Utility, record: dict,
+                  decimal: DecimalScale | None = None) -> StaircaseOnCounts:
         """The integer step m (among the continuous candidates |v_i|/j that are integers) and boundary r with the
         best metric, at ε' = :func:`per_step_epsilon` (ε/K(m)), ε the target's pure ε, raised on the discrete law's
         exact profile for (ε, δ), ρ-zCDP and μ-GDP targets over listed moves (:func:`_raise_on_profile`);
-        ``record`` the continuous design it measures."""
+        ``record`` the continuous design it measures. On the ``decimal`` lattice the steps and moves are those of
+        the integer shifts D·WΔ (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.scaled_space`), the metric
+        in answer units (unit 1/D)."""
         space, privacy = problem.space, problem.spec.privacy
+        unit = Fraction(1)
+        if decimal is not None:
+            space, unit = decimal.scaled_space(space), Fraction(1, decimal.scale)
         pattern = shift_pattern(space)
         epsilon = Fraction(pure_epsilon_for(privacy))
         moves = exact_moves(space) if privacy.definition in EXACT_TARGETS else None
@@ -332,13 +354,14 @@ class StaircaseOnCounts(_DiscreteStaircaseMeasurement, StaircaseMechanism):
         found = []
         for m in steps:
             def best(e: float | Fraction, m: int = m) -> tuple[DiscreteStaircase, str]:
-                return best_boundary(per_step_epsilon(e), m, Fraction(1), utility,
-                                     lambda law: cls(law, space.dimension, "", None).expected_utility(utility).value)
+                return best_boundary(per_step_epsilon(e), m, unit, utility,
+                                     lambda law: cls(law, space.dimension, "", None, decimal).expected_utility(
+                                         utility).value)
 
             law, policy = best(epsilon / steps_per_shift(pattern, m))
             if profile_feasible(m, moves):
                 law, policy = _raise_on_profile(law, policy, best, privacy, moves)
-            mechanism = cls(law, space.dimension, policy, record)
+            mechanism = cls(law, space.dimension, policy, record, decimal)
             found.append((sign * mechanism.expected_utility(utility).value, m, mechanism))
         if not found:
             raise CalibrationError("no integer staircase step")
@@ -346,24 +369,53 @@ class StaircaseOnCounts(_DiscreteStaircaseMeasurement, StaircaseMechanism):
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> StaircaseOnCounts:
-        return cls(cls._law(parameters), space.dimension, parameters["g_policy"], parameters["continuous"])
+        return cls(cls._law(parameters), space.dimension, parameters["g_policy"], parameters["continuous"],
+                   DecimalScale.from_parameters(parameters))
+
+    @property
+    def parameters(self) -> dict:
+        out = _DiscreteStaircaseMeasurement.parameters.fget(self)
+        return out if self.decimal is None else out | self.decimal.parameters()
 
     def scope_checks(self, problem: Problem) -> list[Check]:
+        if self.decimal is not None:  # the cost is re-derived with the recorded laws (mechanism.parameters)
+            return [counts_scope_check(problem, self.decimal, None, None)]
         return [lattice_scope_check(problem)]
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return self.law.sample(rng, size * self.dimension).reshape(size, self.dimension)
+        draws = self.law.sample(rng, size * self.dimension).reshape(size, self.dimension)
+        return draws if self.decimal is None else draws.astype(float) / self.decimal.scale
 
     def _release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """x + η in int64 (the answers refused in one line unless whole numbers), then converted."""
+        """x + η in int64 (the answers refused in one line unless whole numbers), then converted; on the decimal
+        lattice (k + η)/D with k = D·Wx recovered exactly (:func:`~dpopt.mechanisms.decimal_lattice.scaled_answers`)."""
+        if self.decimal is not None:
+            scaled = scaled_answers(values, self.decimal.scale)
+            noise = self.law.sample(rng, scaled.size).reshape(scaled.shape)
+            return (scaled + noise).astype(float) / self.decimal.scale
         counts = integer_answers(values)
         return (counts + self.law.sample(rng, counts.size).reshape(counts.shape)).astype(float)
 
+    def _counts_space(self, space: SensitivitySpace) -> SensitivitySpace:
+        """The space of the measured integers: ``space`` on counts, its integer shifts D·WΔ on the decimal lattice.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.scaled_space`.
+        """
+        return space if self.decimal is None else self.decimal.scaled_space(space)
+
     def _steps_on(self, space: SensitivitySpace) -> int | None:
+        space = self._counts_space(space)
         return None if coordinatewise_reason(space) is not None else steps_per_shift(shift_pattern(space),
                                                                                      self.law.step)
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
+        try:
+            space = self._counts_space(space)
+        except ValueError as error:
+            return [Check("privacy", "discrete staircase noise on the decimal lattice", False, str(error))]
         reason = coordinatewise_reason(space)
         if reason is not None:
             return [Check("privacy", "discrete staircase noise, per coordinate", False, reason)]
@@ -372,19 +424,42 @@ class StaircaseOnCounts(_DiscreteStaircaseMeasurement, StaircaseMechanism):
             check = _profile_check(self.law, moves, privacy)
             if check.passed:
                 return [check]
-        return [self._pure_check(self._steps_on(space), privacy,
-                                 "K = max_v Σ_i ⌈|v_i|/m⌉ over the spec's integer difference vectors, exact")]
+        return [self._pure_check(steps_per_shift(shift_pattern(space), self.law.step), privacy,
+                                 "K = max_v Σ_i ⌈|v_i|/m⌉ over the spec's integer difference vectors"
+                                 + ("" if self.decimal is None else " (the shifts D·WΔ of the decimal lattice)")
+                                 + ", exact")]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         return self._summary(self._steps_on(space), "K = max_v Σ_i ⌈|v_i|/m⌉ over the integer difference vectors")
 
-    def noise_law(self) -> ProductLaw:
-        """d i.i.d. discrete staircase coordinates, for the second route of ``dpopt verify``."""
+    def noise_law(self) -> ProductLaw | str:
+        """d i.i.d. discrete staircase coordinates, for the second route of ``dpopt verify``; on the decimal lattice
+        none is stated (the released noise η/D lives on (1/D)ℤ: :meth:`linear_noise_image`)."""
         law = self.law
+        if self.decimal is not None:
+            return ("no noise law stated on the decimal lattice: the released noise η/D lives on (1/D)ℤ (η i.i.d. "
+                    f"discrete staircase, ε' = {law.epsilon}, m = {law.step}, r = {law.boundary}); its privacy is "
+                    "the exact check's on the integer shifts D·WΔ")
         return ProductLaw.iid(DiscreteStaircaseMarginal(law), self.dimension,
                               f"discrete staircase^d (ε' = {law.epsilon}, m = {law.step}, r = {law.boundary})")
 
+    def linear_noise_image(self) -> tuple[np.ndarray, tuple] | None:
+        """On the decimal lattice: the released noise η/D, C = I/D, W = η i.i.d. discrete staircase (the per-cell
+        errors by convolution on (1/D)ℤ); else None."""
+        if self.decimal is None or self.dimension > MAX_IMAGE_CELLS:
+            return None
+        return (np.eye(self.dimension) / self.decimal.scale,
+                (DiscreteStaircaseMarginal(self.law),) * self.dimension)
+
     def notes(self) -> list[str]:
+        if self.decimal is not None:
+            return [f"exact measurement of the staircase on the decimal lattice: k = D·Wx + η in integers, η i.i.d. "
+                    f"{self._sampler_note()}, sampled in integer arithmetic, released as (k + η)/D (post-processing; "
+                    "no floating point touches the noise). Randomness: the numpy Generator passed to release (dpopt "
+                    "release: AES-CTR CSPRNG keyed from OS entropy unless --insecure-seed). Timing: not covered "
+                    "(the running time depends on the noise drawn, never on the data)",
+                    self.decimal.note("the discrete staircase noise"),
+                    f"staircase step g-policy: {self.policy}"]
         return [f"exact measurement of the staircase on counts: y = x + η in integers, η i.i.d. {self._sampler_note()}"
                 ", sampled in integer arithmetic; the released numbers are those integers (no floating point "
                 "touches the noise). Randomness: the numpy Generator passed to release (dpopt release: AES-CTR CSPRNG "
@@ -413,15 +488,23 @@ class LatticeSumStaircase(_DiscreteStaircaseMeasurement, _LatticeSum, StaircaseM
     def from_design(cls, problem: Problem, continuous: StaircaseMechanism) -> StaircaseMechanism:
         """The exact measurement of ``continuous``'s design, or ``continuous`` with its refusal."""
         numeric = isinstance(problem.query, NumericQuery)
-        if not numeric and not counting_query(problem):
-            return continuous
         spec = problem.spec
+        decimal = None
+        if not numeric and not counting_query(problem):
+            if getattr(problem.query, "user_matrix", None) is None:
+                return continuous
+            decimal = counts_lattice(problem)
+            if spec.utility.metric in PRIOR_METRICS and not isinstance(decimal, str):
+                decimal = f"the {spec.utility.metric} prediction is a sum over the unit lattice's law"
+            if isinstance(decimal, str):
+                continuous.refusal = decimal
+                return continuous
         refusal = _lattice_refusal(problem)
         if refusal is None:
             record = {key: continuous.parameters[key] for key in ("epsilon0", "step", "g")}
             try:
                 exact = (cls._lattice_design(problem, continuous, record) if numeric
-                         else StaircaseOnCounts.design_on(problem, spec.utility, record))
+                         else StaircaseOnCounts.design_on(problem, spec.utility, record, decimal))
             except CalibrationError as exc:
                 refusal = f"on the lattice: {exc}"
             else:
