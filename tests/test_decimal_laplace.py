@@ -214,3 +214,13 @@ def test_the_audit_passes_on_a_lattice_whose_float_shifts_are_not_quotients_by_d
     solution = dpopt.solve(spec("replace_one") | {"query": query})
     assert solution.mechanism.decimal.scale == 10
     assert audit(solution, draws=20_000).passed
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "staircase"])
+def test_a_denominator_beyond_the_bound_keeps_floating_point_with_the_reason(mechanism):
+    # 1/3 is the decimal 0.3333333333333333: D = 10^16 > 2^20
+    query = {"kind": "linear", "attribute": "a", "matrix": [[0.5, 1, 0], [1 / 3, 0.25, 1.5]]}
+    solution = dpopt.solve(spec(mechanism=mechanism) | {"query": query})
+    notes = " ".join(solution.mechanism.notes())
+    assert not solution.mechanism.exact_noise and IDEALIZED_NUMERICS in notes
+    assert "no decimal lattice" in notes and "2^20" in notes

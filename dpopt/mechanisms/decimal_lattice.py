@@ -131,7 +131,7 @@ class DecimalScale:
     def scaled_space(self, space: SensitivitySpace) -> SensitivitySpace:
         """The sensitivity space of the scaled answers k = D·Wx: the integer shifts D·WΔ of ``space``
         (:meth:`integer_shifts`, which ties them to the recorded Δ_D²) with their exact norms, the same span (D ≠ 0)
-        and completeness. The counts families (discrete Laplace, staircase, query scaling) run their integer
+        and completeness; computed once per space and lattice (:meth:`~dpopt.sensitivity.space.SensitivitySpace.memo`). The counts families (discrete Laplace, staircase, query scaling) run their integer
         machinery on it: its move patterns are integer.
 
         Raises
@@ -140,10 +140,13 @@ class DecimalScale:
             The space does not list its differences, or they are not points of the decimal lattice (as
             :meth:`integer_shifts`).
         """
-        shifts = self.integer_shifts(space).astype(float)
-        l1, l2_squared, linf = exact_norms(shifts)
-        return replace(space, l1=l1, l2_squared=l2_squared, linf=linf, _vectors=lambda: shifts, _extremes=None,
-                       method=f"{space.method}; times D = {self.scale} (the decimal lattice's integer shifts)")
+        def scaled() -> SensitivitySpace:
+            shifts = self.integer_shifts(space).astype(float)
+            l1, l2_squared, linf = exact_norms(shifts)
+            return replace(space, l1=l1, l2_squared=l2_squared, linf=linf, _vectors=lambda: shifts, _extremes=None,
+                           method=f"{space.method}; times D = {self.scale} (the decimal lattice's integer shifts)")
+
+        return space.memo(f"decimal lattice {self.scale}, {self.l2_squared}", scaled)
 
     def scaled_problem(self, problem: Problem) -> Problem:
         """``problem`` with the integer matrix D·W as its query and :meth:`scaled_space` as its space: the counting

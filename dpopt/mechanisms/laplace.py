@@ -187,7 +187,8 @@ class LaplaceMechanism(Mechanism):
         return value.value if value.method == "closed form" else None
 
     refusal: str | None = None
-    """Why a bounded sum or mean keeps the floating-point sampler (:mod:`dpopt.mechanisms.exact_sum`)."""
+    """Why a bounded sum or mean (:mod:`dpopt.mechanisms.exact_sum`), or a linear query with decimal weights
+    (:func:`exact_lattice`), keeps the floating-point sampler."""
 
     @classmethod
     def design(cls, problem: Problem) -> "LaplaceMechanism":
