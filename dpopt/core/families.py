@@ -105,7 +105,7 @@ FAMILIES: tuple[Capability, ...] = (
                      "proven coverage, its cost stated), and bounded sums and means on a dyadic lattice (ci_volume "
                      "the discrete law's interval; not test_power); linear queries with decimal weights on the "
                      "decimal lattice D·W (D the weights' common denominator, up to 2^20; metrics other than "
-                     "ci_volume, test_power; no invariants, privacy unit); pdp on counting queries with listed "
+                     "ci_volume, test_power; a privacy unit; no invariants); pdp on counting queries with listed "
                      "integer moves (the discrete law's exact pDP level per move pattern); the lattice's cost "
                      "stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
