@@ -224,3 +224,23 @@ def test_a_denominator_beyond_the_bound_keeps_floating_point_with_the_reason(mec
     notes = " ".join(solution.mechanism.notes())
     assert not solution.mechanism.exact_noise and IDEALIZED_NUMERICS in notes
     assert "no decimal lattice" in notes and "2^20" in notes
+
+
+def test_a_privacy_unit_measures_at_the_person_level_l1_of_the_integer_shifts():
+    """One person adds a count vector v over the five clinics (at most 4 rows, 2 clinics, 3 rows a clinic); the
+    scaled answers move by D·Wv. Pure ε = 1 needs t = max ‖D·Wv‖₁ over every allowed v, by brute force: 23, at
+    3 × east (0, 6) + 1 × south (4, 1)."""
+    from test_decimal_privacy_unit import UNIT, WEIGHTS as CLINIC_WEIGHTS, spec as unit_spec
+
+    d = math.lcm(*(Fraction(w).denominator for row in CLINIC_WEIGHTS for w in row))
+    integer = [[int(Fraction(w) * d) for w in row] for row in CLINIC_WEIGHTS]
+    allowed = [v for v in itertools.product(range(UNIT["max_rows_per_group"] + 1), repeat=5)
+               if sum(v) <= UNIT["max_rows"] and sum(1 for c in v if c) <= UNIT["max_groups"]]
+    l1 = max(sum(abs(sum(m * c for m, c in zip(row, v))) for row in integer) for v in allowed)
+    assert (d, l1) == (4, 23)
+    solution = dpopt.solve(unit_spec("add_remove", "laplace", {"pure": {"epsilon": 1}}))
+    certificate = json.loads(solution.certificate.to_json())
+    parameters = certificate["mechanism"]["parameters"]
+    assert parameters["lattice_scale"] == 4 and Fraction(parameters["scale_exact"]) == l1
+    assert "idealized" not in json.dumps(certificate) and dpopt.verify(certificate).passed
+    assert not dpopt.verify(_forged(certificate, scale_exact="22")).passed

@@ -203,3 +203,23 @@ def test_cli_solve_release_and_verify(tmp_path):
     found = [float(row.split(",")[1]) for row in rows]
     truth = [0.5 * 50 + 30, 0.25 * 30 + 1.5 * 20]  # 55, 37.5 (exact in binary)
     assert len(found) == 2 and all((v - t) * 4 == round((v - t) * 4) for v, t in zip(found, truth))
+
+
+@pytest.mark.parametrize("adjacency", ["add_remove", "replace_one"])
+def test_a_privacy_unit_meets_rho_over_every_allowed_contribution(adjacency):
+    """One person adds (or changes) a count vector v over the five clinics (at most 4 rows, 2 clinics, 3 rows a
+    clinic); the scaled answers move by s = D·W(v − v′). ρ = max_s Σ_i s_i²/(2σ_i²) (CKS 2020, Thm 14, coordinates
+    independent) over every allowed pair, in Fractions, is at most 1/2."""
+    from test_decimal_privacy_unit import UNIT, WEIGHTS as CLINIC_WEIGHTS, spec as unit_spec
+
+    integer = [[int(Fraction(w) * 4) for w in row] for row in CLINIC_WEIGHTS]
+    allowed = [v for v in itertools.product(range(UNIT["max_rows_per_group"] + 1), repeat=5)
+               if sum(v) <= UNIT["max_rows"] and sum(1 for c in v if c) <= UNIT["max_groups"]]
+    others = allowed if adjacency == "replace_one" else [(0,) * 5]
+    shifts = {tuple(sum(m * (a - b) for m, a, b in zip(row, v, w)) for row in integer) for v in allowed for w in others}
+    solution = dpopt.solve(unit_spec(adjacency, "query_scaling"))
+    certificate = json.loads(solution.certificate.to_json())
+    sigma2 = variances(certificate)
+    rho = max(sum(Fraction(s * s) / (2 * v) for s, v in zip(shift, sigma2)) for shift in shifts)
+    assert certificate["mechanism"]["parameters"]["lattice_scale"] == 4 and rho <= Fraction(1, 2)
+    assert "idealized" not in json.dumps(certificate) and dpopt.verify(certificate).passed

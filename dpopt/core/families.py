@@ -105,7 +105,7 @@ FAMILIES: tuple[Capability, ...] = (
                      "proven coverage, its cost stated), and bounded sums and means on a dyadic lattice (ci_volume "
                      "the discrete law's interval; not test_power); linear queries with decimal weights on the "
                      "decimal lattice D·W (D the weights' common denominator, up to 2^20; metrics other than "
-                     "ci_volume, test_power; no invariants, privacy unit); pdp on counting queries with listed "
+                     "ci_volume, test_power; a privacy unit; no invariants); pdp on counting queries with listed "
                      "integer moves (the discrete law's exact pDP level per move pattern); the lattice's cost "
                      "stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
@@ -148,8 +148,8 @@ FAMILIES: tuple[Capability, ...] = (
                exact="pure, approx, zcdp, gdp on counting queries (discrete Laplace of a dyadic scale t ≥ b, the "
                      "discrete law's guarantee: under gdp, zcdp a larger t than b); pure, approx, zcdp on bounded "
                      "sums and means, and gdp through ε (discrete Laplace on a dyadic lattice; the cost stated); "
-                     "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20, listed moves; "
-                     "pure, approx, zcdp, gdp; l1, l2, usefulness, max_variance; the cost stated)",
+                     "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20, listed moves, a "
+                     "privacy unit too; pure, approx, zcdp, gdp; l1, l2, usefulness, max_variance; the cost stated)",
                serves="Laplace noise on every coordinate"),
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
                exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis "
@@ -197,8 +197,8 @@ FAMILIES: tuple[Capability, ...] = (
                metrics=("ci_volume", "test_power", "l2"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; metrics l2, ci_volume, test_power (a whole-number "
                      "shift; region and test from the discrete law; a region of unequal variances up to 4 coordinates); "
-                     "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20, listed moves; l2; "
-                     "the cost stated)",
+                     "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20, listed moves, a "
+                     "privacy unit too; l2; the cost stated)",
                serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),
 )
 """Every family of this package, in the order ``auto`` compares them (ties go to the first)."""

@@ -23,9 +23,9 @@ would differ by at most 1/4). An answer that is not of that form is refused (a D
 
 ``dpopt verify`` re-derives D and Δ_D² from the spec (:func:`decimal_scope_check`) and re-checks the privacy at
 the recorded σ_ℤ² and Δ_D²: a forged ``lattice_scale``, ``lattice_l2_squared`` or ``lattice_sigma2`` fails.
-Scope: no invariants, no privacy unit (the sensitivity of M is then the plain one), not under pDP, and the
-utility metrics l2, max_variance, l1 and usefulness (the regions and tests of the discrete law are derived on the
-unit lattice only).
+Scope: no invariants; a privacy unit's Δ_D² is the person-level one of M (the sensitivity layer derives both);
+not under pDP; the utility metrics l2, max_variance, l1 and usefulness (the regions and tests of the discrete law
+are derived on the unit lattice only).
 
 ``gaussian_optimal`` measures the same integers k = D·Wx with its integer strategy (l2 and max_variance): it
 records D here too, takes the shifts D·WΔ of k from :meth:`DecimalScale.integer_shifts` and is checked by
@@ -171,8 +171,6 @@ def lattice_scale(problem: Problem) -> DecimalScale | str:
         return "not a linear query"
     if spec.invariants:
         return "the decimal lattice serves no invariants"
-    if spec.data.privacy_unit is not None:
-        return "the decimal lattice serves no privacy unit"
     found = query.scale
     if found is None:
         return (f"the weights' least common denominator exceeds {MAX_DECIMAL_SCALE} (2^20), or D·W an entry "

@@ -23,9 +23,9 @@ from dpopt.core.output import stdout_to_stderr
 from dpopt.errors import SolverError
 
 ACCEPTED = ("optimal", "optimal_inaccurate")
+"""Statuses a program accepts by default (its own checks then certify the solution)."""
 _PACKAGES = {"HIGHS": "highspy"}
 """Python package of a solver whose name differs from its cvxpy name."""
-"""Statuses a program accepts by default (its own checks then certify the solution)."""
 
 
 @dataclass(frozen=True)
