@@ -438,12 +438,7 @@ def counting_query(problem: Problem) -> bool:
     """The compiled query's answers are integer counts: a counting kind, or a ``linear`` query whose matrix has
     whole entries (sums of whole multiples of counts; neighbours then differ by integer vectors). Decimal weights:
     :func:`~dpopt.mechanisms.decimal_lattice.lattice_scale` (the ``gaussian`` family's decimal lattice)."""
-    query = problem.query
-    if not isinstance(query, CountingQuery):
-        return False
-    if query.kind == "linear":
-        return bool(np.all(query.user_matrix == np.round(query.user_matrix)))
-    return query.is_integer_valued
+    return isinstance(problem.query, CountingQuery) and problem.query.integer_answers
 
 
 def lattice_scope_check(problem: Problem) -> Check:
