@@ -64,10 +64,12 @@ from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.core.rows import row_groups
+from dpopt.domain.queries import NumericQuery
 from dpopt.errors import CalibrationError, DataError, UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.mechanisms.decimal_lattice import NOT_COUNTS, DecimalScale, lattice_scale, scale_check, scaled_answers
 from dpopt.mechanisms.exact_cost import EXACT_COST_CLAIM, EXACT_COST_KEY, exact_cost, stated_cost_check
+from dpopt.mechanisms.exact_sum import LatticeSumGaussian
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_strategy import design_strategy, reconstruction, rounding_note, strategy_sensitivity
 from dpopt.mechanisms.strategy_regions import StrategyRegion, integer_span_basis, strategy_region
@@ -356,6 +358,12 @@ class GaussianOptimalMechanism(Mechanism):
             The convex program failed.
         """
         spec, space = problem.spec, problem.space
+        sum_refusal = None
+        if isinstance(problem.query, NumericQuery):  # one dimension: the isotropic Gaussian (OptimalSumGaussian)
+            routed = OptimalSumGaussian.design(problem)
+            if isinstance(routed, OptimalSumGaussian):
+                return routed
+            sum_refusal = routed.refusal
         vectors = _generators(space)
         objective = Objective.for_utility(spec.utility, space.dimension)
         mu = target_mu(spec.privacy)
@@ -384,6 +392,8 @@ class GaussianOptimalMechanism(Mechanism):
             **cls._baselines(objective, space, mu, value),
         }
         refusal, decimal = cls._lattice_refusal(problem)
+        if sum_refusal is not None:
+            refusal, decimal = f"on the sum's lattice: {sum_refusal}", None
         if refusal is None:
             region = spec.utility.metric == "ci_volume"
             cost = cls._strategy_cost(objective, space.rank, region)
@@ -492,6 +502,8 @@ class GaussianOptimalMechanism(Mechanism):
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> GaussianOptimalMechanism:
+        if "sum_lattice" in parameters:
+            return OptimalSumGaussian.from_parameters(parameters, space)
         sigma = np.asarray(parameters["covariance"], dtype=float)
         if sigma.shape != (space.dimension, space.dimension):
             raise ValueError(f"covariance has shape {sigma.shape}, the query dimension is {space.dimension}")
@@ -784,3 +796,20 @@ class GaussianOptimalMechanism(Mechanism):
             return (statistic > normal.ndtri(1.0 - alpha)).astype(float)
         q = np.sum(white**2, axis=1)
         return region_importance_weights(q, self.rank, float(np.sum(np.log(self._eigenvalues))), alpha)
+
+
+class OptimalSumGaussian(LatticeSumGaussian):
+    r"""``gaussian_optimal`` on a bounded sum or mean, measured on the sum's dyadic lattice.
+
+    In one dimension the convex program has one variable: the l2, max_variance and ci_volume objectives all grow
+    with Σ = s², and the constraint Δ²/s² ≤ μ² (Δ the sensitivity, μ the target's) is tight at the optimum, so
+    Σ = Δ²/μ² is the isotropic Gaussian's σ² (:func:`~dpopt.optimize.covariance.target_mu` is 1/σ at unit
+    sensitivity). The design is therefore :class:`~dpopt.mechanisms.exact_sum.LatticeSumGaussian`'s (the integer
+    sum N on g = 2^e plus N_ℤ(0, σ_ℤ²), its parameters, checks and ``exact_cost``), stated under this family's
+    name; :class:`GaussianOptimalMechanism` routes scalar sums here (``design``, and ``from_parameters`` of a
+    record with ``sum_lattice``), and keeps the continuous design with the lattice's reason when it refuses.
+    """
+
+    family = "gaussian_optimal"
+    title = GaussianOptimalMechanism.title
+    registered = False
