@@ -1,14 +1,24 @@
-"""Gaussian noise on bounded sums and means beyond ρ-zCDP, μ-GDP, (ε, δ) of `gaussian`: `gaussian_optimal` routed
-to the sum's lattice (dpopt.mechanisms.gaussian_optimal.OptimalSumGaussian)."""
+"""Gaussian noise on bounded sums and means measured on the sum's dyadic lattice, beyond `gaussian` under ρ-zCDP,
+μ-GDP and (ε, δ) (tests/test_exact_sums.py): `gaussian_optimal` routed to that lattice
+(dpopt.mechanisms.gaussian_optimal.OptimalSumGaussian), and `gaussian` under (ε, δ)-pDP
+(dpopt.privacy.discrete_gaussian_pdp.shift_range_level, dpopt.mechanisms.lattice_pdp.sum_pdp_variance).
+
+Expected values: the one-variable convex program solved by hand (Σ = Δ²/μ²); pDP levels of every integer move
+by a direct 40-digit mpmath sum of the discrete Gaussian's pmf over the outputs whose loss, computed from its
+definition ((η + v)² − η²)/(2σ²) in exact rationals, exceeds ε (independent of the thresholds and of the arb
+box sums); the certified lattice variance's level re-summed in double precision from the pmf."""
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import subprocess
 import sys
 from fractions import Fraction
 
+import mpmath
+import numpy as np
 import pytest
 
 import dpopt
@@ -16,6 +26,7 @@ from dpopt.mechanisms.base import IDEALIZED_NUMERICS
 from dpopt.mechanisms.exact_sum import LatticeSumGaussian
 from dpopt.mechanisms.gaussian_optimal import GaussianOptimalMechanism, OptimalSumGaussian
 from dpopt.mechanisms.lattice import discrete_variance
+from dpopt.privacy.discrete_gaussian_pdp import shift_range_level
 
 
 def _spec(query="sum", adjacency="add_remove", privacy=None, mechanism="gaussian_optimal", lower=0, upper=1000,
@@ -102,3 +113,101 @@ def test_cli_solve_and_verify_gaussian_optimal_on_a_mean(tmp_path):
         Fraction(forged["mechanism"]["parameters"]["lattice_sigma2"]) / 2)
     (tmp_path / "forged.json").write_text(json.dumps(forged))
     assert run("verify", str(tmp_path / "forged.json")).returncode != 0
+
+
+def _mp_move_levels(sigma2: Fraction, shift: int, eps: Fraction) -> list[float]:
+    """δ(v) = P[|(η + v)² − η²| > 2εσ²] for v = 1 .. shift, η ~ N_ℤ(0, σ²), by a direct 40-digit sum over
+    |η| ≤ 12σ + 8 + shift (the rest below e^{-72})."""
+    mpmath.mp.dps = 40
+    s2 = mpmath.mpf(sigma2.numerator) / sigma2.denominator
+    top = int(12 * math.sqrt(sigma2)) + 8 + shift
+    w = {k: mpmath.exp(-mpmath.mpf(k * k) / (2 * s2)) for k in range(-top, top + 1)}
+    z = mpmath.fsum(w.values())
+    return [float(mpmath.fsum(w[k] for k in w if abs(Fraction((k + v) ** 2 - k * k)) > 2 * eps * sigma2) / z)
+            for v in range(1, shift + 1)]
+
+
+@pytest.mark.parametrize("sigma2, eps", [(Fraction(7, 2), Fraction(1)), (Fraction(5), Fraction(1, 2)),
+                                         (Fraction(12), Fraction(1)), (Fraction(81, 4), Fraction(3, 10)),
+                                         (Fraction(50), Fraction(2))])
+def test_the_largest_shift_bounds_every_move_up_to_it_by_brute_force(sigma2, eps):
+    shift_max = 12
+    levels = _mp_move_levels(sigma2, shift_max, eps)
+    for shift in range(1, shift_max + 1):
+        bound = shift_range_level(sigma2, shift, eps)
+        if shift * shift <= 2 * eps * sigma2:
+            # nested intervals: δ(v) grows up to Δ_u, and the bound is δ(Δ_u) itself (the arb sum's upper end)
+            assert all(a <= b + 1e-30 for a, b in zip(levels[:shift], levels[1:shift]))
+            assert max(levels[:shift]) <= float(bound) <= max(levels[:shift]) + 1e-25
+        else:
+            assert bound == 1  # beyond √(2εσ²) only the trivial bound is claimed
+            assert levels[shift - 1] > 0.5  # and δ(Δ_u) ≥ P[η ≥ 0] > ½ there: no target δ < ½ is lost
+
+
+def test_beyond_the_nested_range_the_discrete_level_is_not_monotone():
+    # why the bound stops at Δ_u² ≤ 2εσ²: at σ² = 12, ε = 1 (√(2εσ²) ≈ 4.9) some larger move has a smaller level
+    levels = _mp_move_levels(Fraction(12), 12, Fraction(1))
+    assert any(b < a for a, b in zip(levels[4:], levels[5:]))
+
+
+PDP = {"pdp": {"epsilon": 1.0, "delta": 1e-3}}
+
+
+def _level_float(sigma2: float, shift: int, eps: float) -> float:
+    """δ(Δ_u) of N_ℤ(0, σ²) in double precision from the pmf over |k| ≤ 13σ (the rest below e^-84)."""
+    top = int(13 * math.sqrt(sigma2)) + 2
+    k = np.arange(-top, top + 1, dtype=float)
+    pmf = np.exp(-k * k / (2 * sigma2))
+    pmf /= pmf.sum()
+    loss = np.abs((k + shift) ** 2 - k * k) / (2 * sigma2)
+    return float(pmf[loss > eps].sum())
+
+
+@pytest.mark.parametrize("query, adjacency, n, upper, metric", [
+    ("sum", "add_remove", None, 1000, "l2"),
+    ("sum", "replace_one", 100, 1000, "ci_volume"),
+    ("mean", "replace_one", 500, 1000, "max_variance"),
+    ("sum", "add_remove", None, 7.7, "l1"),  # bounds off the lattice: Δ_u = ⌈7.7/g⌉
+])
+def test_gaussian_on_a_sum_under_pdp_measures_exactly_and_verifies(query, adjacency, n, upper, metric):
+    solution = dpopt.solve(_spec(query, adjacency, PDP, mechanism="gaussian", upper=upper, n=n, metric=metric))
+    cert, mech = solution.certificate, solution.mechanism
+    assert isinstance(mech, LatticeSumGaussian) and mech.exact_noise and mech.target == "pdp"
+    assert IDEALIZED_NUMERICS not in json.dumps(cert.data, default=str)
+    assert dpopt.verify(cert).passed
+    s2, shift = float(mech.lattice_sigma2), mech.lattice.shift
+    assert shift * shift <= 2 * s2  # the range where Δ_u is the worst move (ε = 1)
+    # the certified level re-summed from the pmf: within δ, and σ_ℤ² 0.1% lower fails (near the smallest: one
+    # point mass of η at 3.3σ_ℤ is about 3·10⁻⁷, the level's change over 0.1% of σ² about 5·10⁻⁶)
+    assert _level_float(s2, shift, 1.0) <= 1e-3
+    assert _level_float(s2 * (1 - 1e-3), shift, 1.0) > 1e-3
+    # the exact level is below Lemma 10's bound, so the variance is below the continuous design's (the ratio of
+    # the exact continuous σ to Lemma 10's is 3.32645/3.43604 at ε = 1, δ = 10⁻³: 0.9372 in variance), plus at
+    # most the rounding's 2/Δ_u
+    ratio = cert["mechanism"]["parameters"]["exact_cost"]["ratio"]
+    assert 0.9372 * 0.999 < ratio < 0.9372 * (1 + 2 / shift) + 1e-3
+
+
+@pytest.mark.parametrize("change", ["sigma2", "shift"])
+def test_a_forged_pdp_lattice_parameter_fails_verify(change):
+    cert = dpopt.solve(_spec(privacy=PDP, mechanism="gaussian", upper=10.3)).certificate.data
+    forged = copy.deepcopy(cert)
+    parameters = forged["mechanism"]["parameters"]
+    if change == "sigma2":
+        parameters["lattice_sigma2"] = str(Fraction(parameters["lattice_sigma2"]) * Fraction(9, 10))
+    else:
+        parameters["sum_lattice"]["shift"] -= 1
+    failed = {c.claim for c in dpopt.verify(forged).failed}
+    assert ("privacy" if change == "sigma2" else "mechanism.lattice") in failed
+
+
+def test_cli_solve_and_verify_a_pdp_sum(tmp_path):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(_spec(privacy=PDP, mechanism="gaussian", upper=7.7)))
+    run = lambda *args: subprocess.run([sys.executable, "-m", "dpopt.cli", *args], capture_output=True, text=True)
+    solved = run("solve", str(path), "--out", str(tmp_path / "out"))
+    assert solved.returncode == 0, solved.stderr
+    assert run("verify", str(tmp_path / "out" / "certificate.json")).returncode == 0
+    certificate = json.loads((tmp_path / "out" / "certificate.json").read_text())
+    assert certificate["mechanism"]["parameters"]["lattice_privacy"] == "pdp"
+    assert "idealized" not in json.dumps(certificate)

@@ -36,7 +36,7 @@ from dpopt.core.decimals import written
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns
 from dpopt.mechanisms.lattice import MAX_LATTICE_SIGMA2, MIN_LATTICE_SIGMA2
-from dpopt.privacy.discrete_gaussian_pdp import pdp_sigma2, worst_pdp_level
+from dpopt.privacy.discrete_gaussian_pdp import pdp_sigma2, shift_range_level, worst_pdp_level
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
@@ -49,6 +49,13 @@ def _patterns(space: SensitivitySpace) -> list[tuple[int, ...]]:
     return patterns
 
 
+def _in_range(sigma2: Fraction) -> Fraction:
+    if not MIN_LATTICE_SIGMA2 <= sigma2 <= MAX_LATTICE_SIGMA2:
+        raise CalibrationError(f"the lattice variance {float(sigma2):.6g} is outside the exact sampler's range "
+                               "(2^-9 to 2^60)")
+    return sigma2
+
+
 def pdp_lattice_variance(space: SensitivitySpace, privacy: Privacy, sigma: float) -> Fraction:
     """The dyadic σ_ℤ² whose exact pDP level on the listed moves of ``space`` is at most δ, searched from the
     continuous design's σ² (module docstring).
@@ -59,12 +66,47 @@ def pdp_lattice_variance(space: SensitivitySpace, privacy: Privacy, sigma: float
         The moves are not listed integer vectors, no σ² meets the target, or σ_ℤ² is outside the sampler's range.
     """
     target = privacy.parameters
-    sigma2 = pdp_sigma2(_patterns(space), written(target["epsilon"]), written(target["delta"]),
-                        Fraction(sigma) ** 2, dyadic_ceil)
-    if not MIN_LATTICE_SIGMA2 <= sigma2 <= MAX_LATTICE_SIGMA2:
-        raise CalibrationError(f"the lattice variance {float(sigma2):.6g} is outside the exact sampler's range "
-                               "(2^-9 to 2^60)")
-    return sigma2
+    patterns, epsilon = _patterns(space), written(target["epsilon"])
+    return _in_range(pdp_sigma2(lambda s2: worst_pdp_level(s2, patterns, epsilon), written(target["delta"]),
+                                Fraction(sigma) ** 2, dyadic_ceil))
+
+
+def sum_pdp_variance(shift: int, privacy: Privacy, sigma: float) -> Fraction:
+    """The dyadic σ_ℤ² of a lattice sum whose neighbours move N by any integer up to Δ_u = ``shift``: its pDP level
+    over all those moves (:func:`~dpopt.privacy.discrete_gaussian_pdp.shift_range_level`: δ(Δ_u), the worst,
+    when Δ_u² ≤ 2εσ_ℤ²) is at most δ, searched from the continuous design's σ² in units (``sigma``).
+
+    Raises
+    ------
+    CalibrationError
+        No σ² meets the target, the box law is too large, or σ_ℤ² is outside the sampler's range.
+    """
+    target = privacy.parameters
+    epsilon = written(target["epsilon"])
+    return _in_range(pdp_sigma2(lambda s2: shift_range_level(s2, shift, epsilon), written(target["delta"]),
+                                Fraction(sigma) ** 2, dyadic_ceil))
+
+
+def lattice_sum_pdp_check(units: SensitivitySpace, sigma2: Fraction, privacy: Privacy) -> Check:
+    """The pDP check of N + η, η ~ N_ℤ(0, σ²), on a lattice sum whose one-dimensional integer space ``units`` moves
+    N by any integer up to Δ_u = its l∞ norm (:func:`~dpopt.privacy.discrete_gaussian_pdp.shift_range_level`)."""
+    what = ("pDP level of the discrete Gaussian on a lattice sum: every integer move |v| ≤ Δ_u, the worst v = Δ_u "
+            "when Δ_u² ≤ 2εσ² (the intervals {η : |L| ≤ ε} = [−εσ²/v − v/2, εσ²/v − v/2] are nested for "
+            "v ≤ √(2εσ²)); δ(Δ_u) = P[η > εσ²/Δ_u − Δ_u/2] + P[η > εσ²/Δ_u + Δ_u/2] summed on the box in 128-bit "
+            "arb arithmetic plus a proven tail bound, the thresholds in exact rationals")
+    if privacy.definition != "pdp" or units.dimension != 1:
+        return Check("privacy", what, False, f"calibrated for one pDP lattice sum, not {privacy.definition} on "
+                     f"{units.dimension} coordinates")
+    target = privacy.parameters
+    shift = int(units.linf)
+    try:
+        level = shift_range_level(Fraction(sigma2), shift, written(target["epsilon"]))
+    except CalibrationError as exc:
+        return Check("privacy", what, False, str(exc))
+    return Check("privacy", what, level <= written(target["delta"]),
+                 f"σ_ℤ² = {sigma2}, Δ_u = {shift}: δ ≤ {float(level):.12g} vs δ = {target['delta']}"
+                 + ("" if shift * shift <= 2 * written(target["epsilon"]) * Fraction(sigma2) else
+                    " (Δ_u² > 2εσ²: the level is bounded by 1)"))
 
 
 def pdp_lattice_design(space: SensitivitySpace, privacy: Privacy, sigma: float) -> tuple[Fraction | None, str | None]:
