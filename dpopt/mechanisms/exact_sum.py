@@ -20,6 +20,12 @@ release g(N + η)/n:
   2^-12/μ: with the slope's 2·10⁻⁴ below 0.1% for every bound when μ ≥ 0.31 (Δ/σ for (ε, δ)), and below that
   only when some tried lattice nearly aligns with the bound (a dyadic g, so that x/g is exact, and σ_ℤ below the
   slope's 2^14 leave no finer choice).
+- **Gaussian under (ε, δ)-pDP** → the same N_ℤ(0, σ_ℤ²), σ_ℤ² bisected on the exact pDP level of the lattice sum
+  (:func:`~dpopt.mechanisms.lattice_pdp.sum_pdp_variance`): the neighbours move N by any integer v with
+  |v| ≤ Δ_u (the rounded difference under replace-one), and while Δ_u² ≤ 2εσ_ℤ² the worst of them is Δ_u itself
+  (:func:`~dpopt.privacy.discrete_gaussian_pdp.shift_range_level`: the sets {η : |L| ≤ ε} are nested intervals),
+  so one level is evaluated per σ_ℤ². g ≤ 2^-12 σ (:data:`PDP_BITS`). The exact level is below Lemma 10's bound:
+  the lattice variance is usually below the continuous design's, and ``exact_cost`` says by how much.
 
 The exact measurement is used whenever the spec allows it (:func:`_refusal`, the sampler's range), whatever its
 cost: the parameters state it, ``lattice_cost_ratio`` (the noise variance on the lattice over the continuous
@@ -274,8 +280,6 @@ class LatticeSumGaussian(_LatticeSum, GaussianMechanism):
             return continuous
         privacy = problem.spec.privacy
         refusal = _refusal(problem, cls.lattice_metrics)
-        if refusal is None and privacy.definition not in GAUSSIAN_BITS:
-            refusal = f"a {privacy.definition} target is not calibrated on the sum's lattice (on counts it is)"
         if refusal is None:
             divisor, _ = answer_units(problem)
             sigma = Fraction(continuous.sigma) * divisor

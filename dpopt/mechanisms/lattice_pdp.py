@@ -31,18 +31,22 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 from dpopt.core.checks import Check
 from dpopt.core.decimals import written
 from dpopt.errors import CalibrationError
-from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns
+from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns, vector_patterns
 from dpopt.mechanisms.lattice import MAX_LATTICE_SIGMA2, MIN_LATTICE_SIGMA2
 from dpopt.privacy.discrete_gaussian_pdp import pdp_sigma2, shift_range_level, worst_pdp_level
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
 
-def _patterns(space: SensitivitySpace) -> list[tuple[int, ...]]:
-    patterns = move_patterns(space)
+def _patterns(space: SensitivitySpace | np.ndarray) -> list[tuple[int, ...]]:
+    """The move patterns of a space's listed moves, or of integer shift vectors (the rows of an array: a decimal
+    lattice's D·WΔ)."""
+    patterns = vector_patterns(space) if isinstance(space, np.ndarray) else move_patterns(space)
     if patterns is None:
         raise CalibrationError("the neighbouring differences are not listed integer vectors (the lattice pDP level "
                                "is summed per move pattern)")
@@ -56,9 +60,9 @@ def _in_range(sigma2: Fraction) -> Fraction:
     return sigma2
 
 
-def pdp_lattice_variance(space: SensitivitySpace, privacy: Privacy, sigma: float) -> Fraction:
-    """The dyadic σ_ℤ² whose exact pDP level on the listed moves of ``space`` is at most δ, searched from the
-    continuous design's σ² (module docstring).
+def pdp_lattice_variance(space: SensitivitySpace | np.ndarray, privacy: Privacy, sigma: float) -> Fraction:
+    """The dyadic σ_ℤ² whose exact pDP level on the listed moves of ``space`` (or on the integer shift vectors of an
+    array's rows) is at most δ, searched from the continuous design's σ² (module docstring).
 
     Raises
     ------
@@ -109,7 +113,8 @@ def lattice_sum_pdp_check(units: SensitivitySpace, sigma2: Fraction, privacy: Pr
                     " (Δ_u² > 2εσ²: the level is bounded by 1)"))
 
 
-def pdp_lattice_design(space: SensitivitySpace, privacy: Privacy, sigma: float) -> tuple[Fraction | None, str | None]:
+def pdp_lattice_design(space: SensitivitySpace | np.ndarray, privacy: Privacy,
+                       sigma: float) -> tuple[Fraction | None, str | None]:
     """The lattice variance of the isotropic design N(0, σ²I) (:func:`pdp_lattice_variance`) and None, or None and
     why there is none: no listed integer moves, or the sampler's range. Its cost, Var N_ℤ(0, σ_ℤ²)/σ² (usually
     below 1: Lemma 10 bounds the level from above), is stated by the mechanism, never a reason to refuse."""
@@ -119,8 +124,10 @@ def pdp_lattice_design(space: SensitivitySpace, privacy: Privacy, sigma: float) 
         return None, f"on the lattice: {exc}"
 
 
-def lattice_pdp_check(space: SensitivitySpace, sigma2: Fraction, privacy: Privacy, projected: bool = False) -> Check:
-    """The pDP check of i.i.d. N_ℤ(0, σ²) noise on integer answers: the exact level per move pattern ≤ δ.
+def lattice_pdp_check(space: SensitivitySpace | np.ndarray, sigma2: Fraction, privacy: Privacy,
+                      projected: bool = False) -> Check:
+    """The pDP check of i.i.d. N_ℤ(0, σ²) noise on integer answers: the exact level per move pattern ≤ δ (the
+    listed moves of ``space``, or the integer shift vectors of an array's rows).
     ``projected``: the release is P_V y, whose loss is that of y (module docstring)."""
     if privacy.definition != "pdp":
         return Check("privacy", "pDP level of the discrete Gaussian on ℤ", False,
