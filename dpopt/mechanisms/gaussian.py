@@ -23,8 +23,9 @@ ball d‖P_V(ỹ − θ)‖² ≤ u from the exact law of d‖P_Vη‖², ỹ = 
 of radius² σ_ℤ²r − ‖P_⊥η‖² (r the full-d radius, P_⊥η observed), for the projected release the ball of radius²
 σ_ℤ²r; its cost against the continuous region on V is stated (``exact_cost``,
 :mod:`dpopt.mechanisms.span_inference`). A ``linear`` query with decimal weights is measured on the decimal lattice
-(:mod:`dpopt.mechanisms.decimal_lattice`): the integers D·Wx plus N_ℤ(0, σ_ℤ²) noise, σ_ℤ² ≥ D²σ², released
-divided by D.
+(:mod:`dpopt.mechanisms.decimal_lattice`): the integers D·Wx plus N_ℤ(0, σ_ℤ²) noise, σ_ℤ² ≥ D²σ² (under pDP
+calibrated on the exact level of the integer shifts D·WΔ), released divided by D; its ``ci_volume`` is the discrete
+law's region of the scaled answers, the volume times D^-d (:meth:`GaussianMechanism._decimal_inference`).
 """
 
 from __future__ import annotations
