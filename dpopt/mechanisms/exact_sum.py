@@ -24,7 +24,7 @@ release g(N + η)/n:
   (:func:`~dpopt.mechanisms.lattice_pdp.sum_pdp_variance`): the neighbours move N by any integer v with
   |v| ≤ Δ_u (the rounded difference under replace-one), and while Δ_u² ≤ 2εσ_ℤ² the worst of them is Δ_u itself
   (:func:`~dpopt.privacy.discrete_gaussian_pdp.shift_range_level`: the sets {η : |L| ≤ ε} are nested intervals),
-  so one level is evaluated per σ_ℤ². g ≤ 2^-12 σ (:data:`PDP_BITS`). The exact level is below Lemma 10's bound:
+  so one level is evaluated per σ_ℤ². g ≤ 2^-13 σ (:data:`PDP_BITS`). The exact level is below Lemma 10's bound:
   the lattice variance is usually below the continuous design's, and ``exact_cost`` says by how much.
 
 The exact measurement is used whenever the spec allows it (:func:`_refusal`, the sampler's range), whatever its
@@ -77,10 +77,10 @@ from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 from dpopt.stats.lattice_inference import LatticeRegion
 
-PDP_BITS = 12
-"""The finest lattice tried under (ε, δ)-pDP, g ≤ 2^-12 σ: each level evaluation sums the discrete law over
-|k| ≤ 12σ_ℤ in arb (about 0.1–0.2 s at σ_ℤ ∈ [2^12, 2^13), some 25 of them in the calibration), and the unit the
-rounding may add to Δ_u costs 2/Δ_u in variance, Δ_u ≈ σ_ℤ·Δ/σ (Δ/σ ≈ 0.29 at ε = 1, δ = 10⁻³: at most 0.17%,
+PDP_BITS = 13
+"""The finest lattice tried under (ε, δ)-pDP, g ≤ 2^-13 σ: each level evaluation sums the discrete law over
+|k| ≤ 12σ_ℤ in arb (about 0.05–0.09 s at σ_ℤ ∈ [2^13, 2^14), some 25 of them in the calibration), and the unit the
+rounding may add to Δ_u costs 2/Δ_u in variance, Δ_u ≈ σ_ℤ·Δ/σ (Δ/σ ≈ 0.29 at ε = 1, δ = 10⁻³: at most 0.085%,
 nothing when the bounds are multiples of g)."""
 
 GAUSSIAN_BITS = {"zcdp": 14, "gdp": 13, "approx": 13, "pdp": PDP_BITS}

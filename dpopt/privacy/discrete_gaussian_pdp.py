@@ -71,9 +71,17 @@ def box_radius(sigma2: Fraction) -> int:
     return math.isqrt(math.ceil(2 * TAIL_BITS * math.log(2) * float(sigma2)) + 1) + 2
 
 
-def _weight(sigma2: Fraction, k: int) -> flint.arb:
-    """w(k) = exp(−k²/(2σ²)) as an arb ball (the exponent an exact rational)."""
-    return (-flint.arb(flint.fmpq(k * k * sigma2.denominator, 2 * sigma2.numerator))).exp()
+def _weights(sigma2: Fraction, top: int) -> list[flint.arb]:
+    """w(0), …, w(top), w(k) = exp(−k²/(2σ²)), as arb balls: w(k + 1) = w(k)·q^{2k+1} with q = exp(−1/(2σ²)) (the
+    exponent an exact rational) and q^{2k+1} = q^{2k−1}·q², two ball products a term instead of an exponential
+    (each product is rigorous; the relative radius grows by about 2^-128 a step, 10⁻³³ over 10⁵ terms)."""
+    q = (-flint.arb(flint.fmpq(sigma2.denominator, 2 * sigma2.numerator))).exp()
+    q2, step, w = q * q, q, flint.arb(1)
+    out = [w]
+    for _ in range(top):
+        w, step = w * step, step * q2
+        out.append(w)
+    return out
 
 
 def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
@@ -110,7 +118,7 @@ def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> 
     norm2 = sum(t * t for t in pattern)
     thresholds = (epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2))
     with working_precision(PRECISION):
-        half = [_weight(sigma2, k) for k in range(n + 2)]
+        half = _weights(sigma2, n + 1)
         row = half[n:0:-1] + half[: n + 1]  # k = −N .. N
         z = sum(row, flint.arb(0))
         r = (-flint.arb(flint.fmpq((n + 1) * sigma2.denominator, sigma2.numerator))).exp()
