@@ -105,9 +105,10 @@ FAMILIES: tuple[Capability, ...] = (
                      "proven coverage, its cost stated), and bounded sums and means on a dyadic lattice (ci_volume "
                      "the discrete law's interval; not test_power); linear queries with decimal weights on the "
                      "decimal lattice D·W (D the weights' common denominator, up to 2^20; metrics other than "
-                     "ci_volume, test_power; a privacy unit; no invariants); pdp on counting queries with listed "
-                     "integer moves (the discrete law's exact pDP level per move pattern); the lattice's cost "
-                     "stated (exact_cost)",
+                     "test_power, ci_volume the discrete law's region on the full span; a privacy unit; "
+                     "no invariants); pdp on counting queries with listed integer moves and on decimal weights (the discrete "
+                     "law's exact pDP level per move pattern of the integer shifts), and on bounded sums and means "
+                     "(every integer move up to Δ_u, the worst Δ_u); the lattice's cost stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "
@@ -141,8 +142,10 @@ FAMILIES: tuple[Capability, ...] = (
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
                exact="zcdp, gdp, approx; counting queries; sum-zero, margin-kernel or full spans; metrics l2, "
                      "max_variance, and ci_volume up to rank 66 (the strategy's region, proven coverage); linear "
-                     "queries with decimal weights on the decimal lattice D·W (D up to 2^20; l2, max_variance); the "
-                     "integer strategy's rounding cost stated (exact_cost, re-derived by verify)",
+                     "queries with decimal weights on the decimal lattice D·W (D up to 2^20; l2, max_variance, "
+                     "ci_volume on the full span); bounded sums and means as the isotropic Gaussian on the sum's "
+                     "dyadic lattice (the one-dimensional optimum); the integer strategy's rounding cost stated "
+                     "(exact_cost, re-derived by verify)",
                serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
     Capability("laplace", _M + "exact_sum", ("pure", "approx", "zcdp", "gdp"), bound="iid",
                exact="pure, approx, zcdp, gdp on counting queries (discrete Laplace of a dyadic scale t ≥ b, the "

@@ -85,8 +85,13 @@ def move_patterns(space: SensitivitySpace) -> list[tuple[int, ...]] | None:
     if not space.complete:
         return None
     vectors = space.listed()
-    if vectors is None:
-        return None
+    return None if vectors is None else vector_patterns(vectors)
+
+
+def vector_patterns(vectors: np.ndarray) -> list[tuple[int, ...]] | None:
+    """The distinct move patterns of the rows of ``vectors`` (:func:`move_patterns`); None if a row is not an
+    integer vector or every row is zero."""
+    vectors = np.atleast_2d(np.asarray(vectors))
     magnitudes = np.abs(vectors[np.any(vectors != 0, axis=1)])
     if magnitudes.size == 0 or np.any(magnitudes != np.round(magnitudes)):
         return None
