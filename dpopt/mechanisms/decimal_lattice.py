@@ -113,7 +113,7 @@ class DecimalScale:
         own = abs(mine - self.l2_squared) <= SPACE_TOLERANCE * self.l2_squared
         if privacy.definition == "pdp":
             try:
-                check = lattice_pdp_check(self.integer_shifts(space), sigma2, privacy)
+                check = lattice_pdp_check(self.pdp_shifts(space), sigma2, privacy)
             except ValueError as exc:
                 check = Check("privacy", "pDP level of the discrete Gaussian on the decimal lattice", False, str(exc))
         else:
@@ -121,6 +121,20 @@ class DecimalScale:
         return Check(check.claim, f"decimal lattice D = {self.scale}, integer sensitivity Δ_D² = {self.l2_squared} "
                      "(D²·Δ₂² of the space agrees to 10⁻⁹): " + check.method, check.passed and own,
                      check.detail + ("" if own else f"; D²·Δ₂² = {float(mine):.17g} is not Δ_D²"))
+
+    def pdp_shifts(self, space: SensitivitySpace) -> np.ndarray:
+        """:meth:`integer_shifts` of a space that lists every neighbouring difference: the pDP level is summed per
+        move, so the extreme contributions a privacy unit lists (enough for a convex norm) do not do.
+
+        Raises
+        ------
+        ValueError
+            A space that does not list every difference, or as :meth:`integer_shifts`.
+        """
+        if not space.complete:
+            raise ValueError("the neighbouring differences are not all listed (a privacy unit lists its extreme "
+                             "contributions only; the pDP level is summed per move)")
+        return self.integer_shifts(space)
 
     def integer_shifts(self, space: SensitivitySpace) -> np.ndarray:
         """The integer shifts D·WΔ of the scaled answers k = D·Wx (int64 rows): the space's listed generators WΔ

@@ -171,7 +171,7 @@ class GaussianMechanism(Mechanism):
                 refusal = found
             elif target == "pdp":
                 try:
-                    sigma2, refusal = pdp_lattice_design(found.integer_shifts(space), problem.spec.privacy,
+                    sigma2, refusal = pdp_lattice_design(found.pdp_shifts(space), problem.spec.privacy,
                                                          sigma * found.scale)
                 except ValueError as exc:
                     refusal = f"{NOT_COUNTS}; on the decimal lattice: {exc}"
