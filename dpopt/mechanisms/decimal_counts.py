@@ -7,22 +7,23 @@ discrete law on ℤ^d, its calibration and its exact privacy checks) applies unc
 query M, the sensitivity space D·S (:func:`scaled_space`: the listed moves WΔ times D, each checked to be an integer
 vector, the largest ‖D·WΔ‖² equal to the Δ_D² that :func:`lattice_scale` derives on M itself). The release is
 
-.. math:: \tilde y = (k + z)/D, \qquad k = D\cdot Wx \in \mathbb{Z}^d,\quad z \text{ the family's integer noise for } D\cdot S,
+.. math:: \tilde y = (k + z)/D, \qquad k = D\cdot Wx \in \mathbb{Z}^d,
 
-k + z in int64 (:func:`~dpopt.mechanisms.decimal_lattice.scaled_answers` recovers k exactly from the answers
-computed as k/D), then divided by D: post-processing of an exact integer measurement, so no floating-point number
-touches the noise. **Privacy**: the output is a bijective image of k + z and the neighbouring k differ by D·S, so
-the scaled design's guarantee (its checks, run on D·S) is the release's. **Utility**: the noise is z/D: E‖WZ‖² and
-max Var divided by D², E‖Z‖₁ by D, the usefulness at γ is the scaled design's at γD, and a confidence region's
-volume (of dimension s, the rank of the span) is divided by D^s.
+z the family's integer noise for the moves D·S, k + z in int64 (:func:`~dpopt.mechanisms.decimal_lattice.
+scaled_answers` recovers k exactly from the answers computed as k/D), then divided by D: post-processing of an exact
+integer measurement, so no floating-point number touches the noise. **Privacy**: the output is a bijective image of
+k + z and the neighbouring k differ by D·S, so the scaled design's guarantee (its checks, run on D·S) is the
+release's. **Utility**: the noise is z/D: E‖WZ‖² and max Var divided by D², E‖Z‖₁ by D, the usefulness at γ is the
+scaled design's at γD, and a confidence region's volume (of dimension s, the rank of the span) is divided by D^s.
 
 ``dpopt verify`` re-derives D and Δ_D² from the spec (:func:`~dpopt.mechanisms.decimal_lattice.scale_check`; a
 forged ``lattice_scale`` makes D·S non-integral or of another Δ_D², and the certificate fails to rebuild), runs the
 family's own checks on D·S and the scaled spec, and re-derives the stated cost of exactness. The family's
-parameters are recorded as they are on counts (in units of the integers k: noise scales, bounds, its own
-``exact_cost`` when it states one, whose ratio does not depend on D); ``lattice_scale`` (D) and
-``lattice_l2_squared`` (Δ_D²) are added. A family that states no cost of its own gets ``exact_cost`` against its
-floating-point design for the spec (``sampler: floating_point``), in answer units.
+parameters are recorded as they are on counts, in units of the integers k (noise scales, bounds, and its own
+``exact_cost`` when it states one: both values in units of k, their ratio the same as in answer units);
+``lattice_scale`` (D) and ``lattice_l2_squared`` (Δ_D²) are added. A family that states no top-level cost of its
+own gets ``exact_cost`` against its floating-point design for the spec (``sampler: floating_point``), in answer
+units, with ``exact_cost_rival`` saying so.
 
 Scope: the metrics of :data:`DECIMAL_METRICS` (the ones whose scaling by D is above), no invariants, no privacy
 unit (:func:`lattice_scale`'s), and a scaled design that is itself exact (otherwise the floating-point design for

@@ -488,7 +488,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         )
 
     @classmethod
-    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> GeneralizedGaussianMechanism | OnDecimalLattice:
+    def from_parameters(cls, parameters: dict,
+                        space: SensitivitySpace) -> GeneralizedGaussianMechanism | OnDecimalLattice:
         if "lattice_scale" in parameters:
             return OnDecimalLattice.from_parameters(parameters, space, cls)
         if parameters["calibration"] not in CALIBRATIONS:  # the label decides the caveats a certificate carries
