@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import dpopt
+from dpopt.audit import audit
 from dpopt.mechanisms.base import IDEALIZED_NUMERICS
 
 WEIGHTS = [["0.5", "1", "0"], ["0", "0.25", "1.5"]]
@@ -282,3 +283,17 @@ def test_cli_solve_release_and_verify(tmp_path, family):
     found = [float(row.split(",")[1]) for row in rows]
     truth = [0.5 * 50 + 30, 0.25 * 30 + 1.5 * 20]  # 55, 37.5 (exact in binary)
     assert len(found) == 2 and all((v - t) * 4 == round((v - t) * 4) for v, t in zip(found, truth))
+
+
+@pytest.mark.parametrize("family", ["k_norm", "r2dp", "generalized_gaussian"])
+def test_the_audit_shifts_decimal_answers_on_their_lattice(family):
+    # weights 0.1, 0.3 (D = 10): the audit's shifted answer x + WΔ, formed in floating point, is snapped to k/D as
+    # the data's answers are; the exact measurement then passes its audit (20,000 draws per dataset, the audit's
+    # own Clopper–Pearson bounds)
+    spec = {"dpopt": 1, "name": "t", "data": {"attributes": {"a": ["x", "y", "z"]}, "n": 100},
+            "query": {"kind": "linear", "attribute": "a", "matrix": [[0.1, 0.3, 0], [0, 0.2, 0.7]]},
+            "adjacency": {"kind": "replace_one"}, "privacy": {"pure": {"epsilon": 1}}, "mechanism": family,
+            "utility": {"metric": "l2"}}
+    solution = dpopt.solve(spec)
+    assert solution.mechanism.decimal.scale == 10 and solution.mechanism.exact_noise
+    assert audit(solution, draws=20_000).passed

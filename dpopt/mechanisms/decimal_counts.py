@@ -150,7 +150,10 @@ class OnDecimalLattice(Mechanism):
         CalibrationError
             No decimal lattice, or a scaled design that is not exact.
         """
-        found = cls.measured(problem, family or registry()[problem.spec.mechanism])
+        name = problem.spec.mechanism
+        if family is None and not (isinstance(name, str) and name in registry()):
+            raise CalibrationError(f"no exact design on the decimal lattice: the spec names no family ({name!r})")
+        found = cls.measured(problem, family or registry()[name])
         if isinstance(found, str):
             raise CalibrationError(f"no exact design on the decimal lattice: {found}")
         return found
