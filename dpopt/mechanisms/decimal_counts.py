@@ -21,8 +21,8 @@ forged ``lattice_scale`` makes D·S non-integral or of another Δ_D², and the c
 family's own checks on D·S and the scaled spec, and re-derives the stated cost of exactness. The family's
 parameters are recorded as they are on counts, in units of the integers k (noise scales, bounds, and its own
 ``exact_cost`` when it states one: both values in units of k, their ratio the same as in answer units);
-``lattice_scale`` (D) and ``lattice_l2_squared`` (Δ_D²) are added. A family that states no top-level cost of its
-own gets ``exact_cost`` against its floating-point design for the spec (``sampler: floating_point``), in answer
+``lattice_scale`` (D) and ``lattice_l2_squared`` (Δ_D²) are added. A family that states no cost of its own (at the
+top level or in its design record) gets ``exact_cost`` against its floating-point design for the spec (``sampler: floating_point``), in answer
 units, with ``exact_cost_rival`` saying so.
 
 Scope: the metrics of :data:`DECIMAL_METRICS` (the ones whose scaling by D is above), no invariants, no privacy
@@ -165,11 +165,14 @@ class OnDecimalLattice(Mechanism):
         found = decimal_reason(problem)
         if isinstance(found, str):
             return found
-        inner = family.design(scaled_problem(problem, found))
+        try:
+            inner = family.design(scaled_problem(problem, found))
+        except CalibrationError as exc:
+            return f"the scaled design failed: {exc}"
         if not inner.exact_noise:
             return "the scaled design is not exact"
         mechanism = cls(inner, found, problem.space.rank)
-        if EXACT_COST_KEY not in inner.parameters:
+        if not _states_cost(inner.parameters):
             mechanism.stated_cost = mechanism._cost(problem)
         return mechanism
 
@@ -279,6 +282,11 @@ class OnDecimalLattice(Mechanism):
         scaled = utility if utility.gamma is None else utility.model_copy(
             update={"gamma": utility.gamma * self.decimal.scale})
         return in_answer_units(self.inner.expected_utility(scaled), self.decimal.scale, self.rank)
+
+
+def _states_cost(parameters: dict) -> bool:
+    """Whether a family's parameters state its own cost of exactness (top level, or in its design record)."""
+    return EXACT_COST_KEY in parameters or EXACT_COST_KEY in (parameters.get("design") or {})
 
 
 __all__ = ["DECIMAL_METRICS", "OnDecimalLattice", "decimal_reason", "in_answer_units", "scaled_problem",
