@@ -166,7 +166,11 @@ class OnDecimalLattice(Mechanism):
         if isinstance(found, str):
             return found
         try:
-            inner = family.design(scaled_problem(problem, found))
+            scaled = scaled_problem(problem, found)
+        except ValueError as exc:  # moves that cannot be listed
+            return f"no integer moves D·WΔ: {exc}"
+        try:
+            inner = family.design(scaled)
         except CalibrationError as exc:
             return f"the scaled design failed: {exc}"
         if not inner.exact_noise:
@@ -182,7 +186,7 @@ class OnDecimalLattice(Mechanism):
         decimal lattice): a bound on the scaled design's value bounds the release's, divided by D to the same
         power."""
         found = decimal_reason(problem)
-        if isinstance(found, str):
+        if isinstance(found, str) or problem.space.listed() is None:
             return None
         scaled = family.utility_bound(scaled_problem(problem, found))
         metric = problem.spec.utility.metric
