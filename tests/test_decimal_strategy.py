@@ -240,22 +240,26 @@ def test_a_forged_scale_or_strategy_fails_verify():
     assert not dpopt.verify(dropped).passed  # read as integer counts: the query's answers are not
 
 
-def test_the_decimal_scope_check_fails_under_another_metric():
-    """The l2 design's exact parameters read for a ci_volume spec (whose region is derived on the unit lattice)."""
+def test_the_l2_designs_parameters_fail_a_ci_volume_spec():
+    """The l2 design's exact parameters read for a ci_volume spec: D re-derives, but the stated cost is of l2."""
+    from dpopt.mechanisms.exact_cost import EXACT_COST_CLAIM
     from dpopt.mechanisms.gaussian_optimal import GaussianOptimalMechanism
 
     parameters = json.loads(solved("add_remove", "zcdp").certificate.to_json())["mechanism"]["parameters"]
     for metric, holds in (("l2", True), ({"metric": "ci_volume", "alpha": 0.05}, False)):
         problem = dpopt.compile(spec(metric=metric))
         mechanism = GaussianOptimalMechanism.from_parameters(parameters, problem.space)
-        scope = [c for c in mechanism.scope_checks(problem) if c.claim == "mechanism.lattice"]
-        assert len(scope) == 1 and scope[0].passed is holds
+        checks = {c.claim: c.passed for c in mechanism.scope_checks(problem)}
+        assert checks["mechanism.lattice"] and checks[EXACT_COST_CLAIM] is holds
 
 
-def test_ci_volume_keeps_the_floating_point_sampler_with_the_reason():
-    solution = dpopt.solve(spec(metric={"metric": "ci_volume", "alpha": 0.05}))
+def test_ci_volume_on_a_proper_span_keeps_the_floating_point_sampler_with_the_reason():
+    """Three decimal rows of full rank under replace-one: the moves W(e_i − e_j) span a plane of ℝ³."""
+    case = spec("replace_one", metric={"metric": "ci_volume", "alpha": 0.05})
+    case["query"]["matrix"] = [[0.5, 1, 0], [0, 0.25, 1.5], [1, 0, 0.5]]
+    solution = dpopt.solve(case)
     assert solution.mechanism.sampler == "floating_point"
-    assert any("decimal lattice" in note and "ci_volume" in note for note in solution.mechanism.notes())
+    assert any("decimal lattice" in note and "full span only" in note for note in solution.mechanism.notes())
 
 
 @pytest.mark.parametrize("weights, reason", [([[1, 0.000001, 0], [0, 1, 0.5]], "singular"),

@@ -105,9 +105,10 @@ FAMILIES: tuple[Capability, ...] = (
                      "proven coverage, its cost stated), and bounded sums and means on a dyadic lattice (ci_volume "
                      "the discrete law's interval; not test_power); linear queries with decimal weights on the "
                      "decimal lattice D·W (D the weights' common denominator, up to 2^20; metrics other than "
-                     "ci_volume, test_power; a privacy unit; no invariants); pdp on counting queries with listed "
-                     "integer moves (the discrete law's exact pDP level per move pattern); the lattice's cost "
-                     "stated (exact_cost)",
+                     "test_power, ci_volume the discrete law's region on the full span; a privacy unit; "
+                     "no invariants); pdp on counting queries with listed integer moves and on decimal weights (the discrete "
+                     "law's exact pDP level per move pattern of the integer shifts), and on bounded sums and means "
+                     "(every integer move up to Δ_u, the worst Δ_u); the lattice's cost stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "
@@ -141,8 +142,10 @@ FAMILIES: tuple[Capability, ...] = (
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
                exact="zcdp, gdp, approx; counting queries; sum-zero, margin-kernel or full spans; metrics l2, "
                      "max_variance, and ci_volume up to rank 66 (the strategy's region, proven coverage); linear "
-                     "queries with decimal weights on the decimal lattice D·W (D up to 2^20; l2, max_variance); the "
-                     "integer strategy's rounding cost stated (exact_cost, re-derived by verify)",
+                     "queries with decimal weights on the decimal lattice D·W (D up to 2^20; l2, max_variance, "
+                     "ci_volume on the full span); bounded sums and means as the isotropic Gaussian on the sum's "
+                     "dyadic lattice (the one-dimensional optimum); the integer strategy's rounding cost stated "
+                     "(exact_cost, re-derived by verify)",
                serves="Gaussian noise with an SDP-optimised covariance (small queries, any workload)"),
     Capability("laplace", _M + "exact_sum", ("pure", "approx", "zcdp", "gdp"), bound="iid",
                exact="pure, approx, zcdp, gdp on counting queries (discrete Laplace of a dyadic scale t ≥ b, the "
@@ -152,25 +155,30 @@ FAMILIES: tuple[Capability, ...] = (
                      "privacy unit too; pure, approx, zcdp, gdp; l1, l2, usefulness, max_variance; the cost stated)",
                serves="Laplace noise on every coordinate"),
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
-               exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis "
-                     "of span(S) (the lattice law P ∝ e^{−ε′‖z‖_K}); metrics l2, l1, usefulness, max_variance (importance "
-                     "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds, ≤ 10⁵ "
-                     "proposals per draw; else, rank ≥ 2, the cone sampler when its half-open decomposition is "
-                     "proven in integers, with a Monte Carlo of its exact draws: the 4×4 table with margins) and "
-                     "ci_volume (proven coverage); when the hull is not built, up to rank 64, K the cross-polytope of "
-                     "the lattice coordinates (a product of discrete Laplace laws; l2, max_variance in closed form; "
-                     "its cost against the floating-point ball in the certificate); above rank 64 the norm ball keeps "
-                     "floating point",
+               exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis of "
+                     "span(S) (the lattice law P ∝ e^{−ε′‖z‖_K}); metrics l2, l1, usefulness, max_variance (importance "
+                     "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds, ≤ 10⁵ proposals "
+                     "per draw; else, rank ≥ 2, the cone sampler when its half-open decomposition is proven in "
+                     "integers, with a Monte Carlo of its exact draws: the 4×4 table with margins) and ci_volume "
+                     "(proven coverage); when the hull is not built, up to rank 64, K the cross-polytope of the "
+                     "lattice coordinates (a product of discrete Laplace laws; l2, max_variance in closed form; its "
+                     "cost against the floating-point ball in the certificate); above rank 64 the norm ball keeps "
+                     "floating point; linear queries with decimal weights on the decimal lattice D·W (D up to 2^20): "
+                     "the counting design for the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, "
+                     "usefulness, max_variance, ci_volume; no invariants, privacy unit; its cost stated)",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
     Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
                bound="iid_zcdp",
-               exact="every target on counting queries (discrete GG on ℤ: pure by Δ₁/s at p = 1; pdp and approx at "
-                     "p = 2, 3, 4 by the exact lattice pDP level and (ε, δ) profile of each move pattern, any number "
-                     "of moving cells within the convolution's limit; approx, zcdp, gdp at p = 1 as the discrete "
-                     "Laplace and zcdp, gdp at p = 2 as the discrete Gaussian); pure on a bounded mean with public n "
-                     "and bounds that are multiples of the lattice (the truncated discrete GG on the lattice box); the "
-                     "best exact option is kept, its cost against the best floating-point one stated; not zcdp or "
-                     "gdp at p ≥ 3 (no guarantee at any scale), the boundary-inflated variants, or bounded sums",
+               exact="every target on counting queries (discrete GG on ℤ: pure by Δ₁/s at p = 1; pdp and approx at p = "
+                     "2, 3, 4 by the exact lattice pDP level and (ε, δ) profile of each move pattern, any number of "
+                     "moving cells within the convolution's limit; approx, zcdp, gdp at p = 1 as the discrete Laplace "
+                     "and zcdp, gdp at p = 2 as the discrete Gaussian); pure on a bounded mean with public n and "
+                     "bounds that are multiples of the lattice (the truncated discrete GG on the lattice box); the "
+                     "best exact option is kept, its cost against the best floating-point one stated; not zcdp or gdp "
+                     "at p ≥ 3 (no guarantee at any scale), the boundary-inflated variants, or bounded sums; linear "
+                     "queries with decimal weights on the decimal lattice D·W (D up to 2^20): the counting design for "
+                     "the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, usefulness, max_variance, "
+                     "ci_volume; no invariants, privacy unit; its cost stated)",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
                exact="on counting queries (the discrete staircase on ℤ, integer steps): approx, zcdp, gdp on listed "
@@ -184,10 +192,12 @@ FAMILIES: tuple[Capability, ...] = (
                      "l2, usefulness, max_variance)",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
     Capability("r2dp", _M + "r2dp_counts", metrics=LOCAL_METRICS, bound="iid",
-               exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace "
-                     "laws of dyadic scales with integer weights, optimised by the LP on ℤ; metrics l1, l2, "
-                     "max_variance, usefulness, kl, renyi; mallows by the least exact Mallows distance of the discrete "
-                     "Laplace and the l1/l2 LP mixtures",
+               exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace laws "
+                     "of dyadic scales with integer weights, optimised by the LP on ℤ; metrics l1, l2, max_variance, "
+                     "usefulness, kl, renyi; mallows by the least exact Mallows distance of the discrete Laplace and "
+                     "the l1/l2 LP mixtures; linear queries with decimal weights on the decimal lattice D·W (D up to "
+                     "2^20): the counting design for the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, "
+                     "usefulness, max_variance; no invariants, privacy unit; its cost stated)",
                serves="R²DP: Laplace with a randomised scale"),
     Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx", "pdp"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),

@@ -53,6 +53,7 @@ from collections.abc import Callable
 
 from dpopt.core.families import CROSS_MAX_RANK, FAMILIES, HULL_MAX_RANK, INTEGER_QUERIES, Capability, capability
 from dpopt.privacy.pure_conversion import pure_epsilon_for
+from dpopt.domain.queries import CountingQuery
 from dpopt.problem import Problem
 
 _ROUND_DOWN = 1 - 1e-9
@@ -70,9 +71,9 @@ def screen(name: str, problem: Problem) -> str | None:
         return f"{name} cannot meet a {definition} target (it serves {', '.join(row.definitions)})"
     if row.queries is not None and kind not in row.queries:
         return f"{name} serves {', '.join(row.queries)} queries, not a {kind} query"
-    if row.integer and kind not in INTEGER_QUERIES:
-        return (f"discrete noise needs an integer-valued query ({', '.join(INTEGER_QUERIES)}), "
-                f"not a {kind} query")
+    if row.integer and not (isinstance(problem.query, CountingQuery) and problem.query.integer_answers):
+        return (f"discrete noise needs an integer-valued query ({', '.join(INTEGER_QUERIES)}, or linear with "
+                f"whole weights), not a {kind} query" + (" with fractional weights" if kind == "linear" else ""))
     if not row.privacy_unit and spec.data.privacy_unit is not None:
         return f"{name} assumes one row per person (a privacy_unit needs a family that serves it)"
     if row.metrics is not None and utility.metric not in row.metrics:

@@ -194,6 +194,14 @@ class CountingQuery:
     def is_integer_valued(self) -> bool:
         return self.kind in INTEGER_VALUED_KINDS
 
+    @property
+    def integer_answers(self) -> bool:
+        """The answers are integers on whole counts, and neighbouring answers differ by integer vectors: a counting
+        kind, or a ``linear`` query whose matrix has whole entries (sums of whole multiples of counts)."""
+        if self.kind == "linear":
+            return bool(np.all(self.user_matrix == np.round(self.user_matrix)))
+        return self.is_integer_valued
+
     @cached_property
     def scale(self) -> tuple[int, np.ndarray] | None:
         """A ``linear`` query's :func:`decimal_scale` (D and the integer matrix D·W); None for other kinds or

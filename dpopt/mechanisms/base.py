@@ -149,6 +149,10 @@ class Mechanism(ABC):
         release path may publish them as int64; a lattice sum or mean, whose release g(N + η)/n is real, says False
         (:class:`dpopt.mechanisms.exact_sum._LatticeSum`)."""
         return bool(getattr(self, "integer_noise", False))
+    registered: ClassVar[bool] = True
+    """False on a class that states a family's name for the designs it serves without being that family's
+    registered class (the registered class routes those designs to it; e.g. ``gaussian_optimal`` on a scalar sum,
+    :class:`dpopt.mechanisms.gaussian_optimal.OptimalSumGaussian`)."""
     noise_in_span: ClassVar[bool] = False
     """True when every noise draw lies in span(S): the release then keeps every statistic
     that is constant on the neighbourhood (required when the spec has invariants)."""
@@ -162,7 +166,7 @@ class Mechanism(ABC):
                 f"{cls.__name__} redefines {', '.join(overridden)}: these are final in Mechanism; "
                 "implement the private hooks (_sample, _release, _utility, _privacy_checks) instead"
             )
-        if "family" in cls.__dict__:
+        if "family" in cls.__dict__ and cls.__dict__.get("registered", True):
             _REGISTRY[cls.family] = cls
             register_family(cls.family, cls.__module__)
 

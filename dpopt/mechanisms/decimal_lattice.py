@@ -24,8 +24,16 @@ would differ by at most 1/4). An answer that is not of that form is refused (a D
 ``dpopt verify`` re-derives D and Δ_D² from the spec (:func:`decimal_scope_check`) and re-checks the privacy at
 the recorded σ_ℤ² and Δ_D²: a forged ``lattice_scale``, ``lattice_l2_squared`` or ``lattice_sigma2`` fails.
 Scope: no invariants; a privacy unit's Δ_D² is the person-level one of M (the sensitivity layer derives both);
-not under pDP; the utility metrics l2, max_variance, l1 and usefulness (the regions and tests of the discrete law
-are derived on the unit lattice only).
+every metric but ``test_power``.
+
+**pDP.** The loss of ỹ = k + η under a move of k by the integer vector MΔ is that of the counts' lattice with the
+move MΔ (:mod:`dpopt.mechanisms.lattice_pdp`), and the release ỹ/D is a bijection of ỹ, so it keeps that loss:
+σ_ℤ² is bisected on the exact pDP level of the move patterns of the shifts D·WΔ (:meth:`DecimalScale.integer_shifts`)
+from D²σ², and checked on them.
+
+**ci_volume.** The discrete law's region for the d i.i.d. coordinates of η (:func:`~dpopt.mechanisms.lattice.
+lattice_inference`), {θ : Σ_i (ỹ_i − Dθ_i)² ≤ σ_ℤ² r}, has the same proven coverage for θ = Wx, and its volume in
+the released units is the lattice region's times D^-d.
 
 ``gaussian_optimal`` measures the same integers k = D·Wx with its integer strategy (l2 and max_variance): it
 records D here too, takes the shifts D·WΔ of k from :meth:`DecimalScale.integer_shifts` and is checked by
@@ -51,6 +59,7 @@ from dpopt.mechanisms.lattice import (
     lattice_isotropic_check,
     target_lattice_variance,
 )
+from dpopt.mechanisms.lattice_pdp import lattice_pdp_check
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import derive_plain
@@ -96,15 +105,37 @@ class DecimalScale:
         return cls(scale, Fraction(parameters["lattice_l2_squared"]))
 
     def privacy_check(self, space: SensitivitySpace, sigma2: Fraction, privacy: Privacy) -> Check:
-        """:func:`~dpopt.mechanisms.lattice.lattice_isotropic_check` at Δ_D² against σ_ℤ², holding only when the
+        """:func:`~dpopt.mechanisms.lattice.lattice_isotropic_check` at Δ_D² against σ_ℤ² (under pDP
+        :func:`~dpopt.mechanisms.lattice_pdp.lattice_pdp_check` on the integer shifts D·WΔ, :meth:`integer_shifts`:
+        the counts' pDP path on the scaled space), holding only when the
         recorded Δ_D² belongs to ``space``: D² times its l2² (of the float weights) within :data:`SPACE_TOLERANCE`
         (the check is of the release whose space it is given; a stacked or other space fails it)."""
         mine = Fraction(space.l2_squared) * self.scale * self.scale
         own = abs(mine - self.l2_squared) <= SPACE_TOLERANCE * self.l2_squared
-        check = lattice_isotropic_check(self.l2_squared, sigma2, privacy)
+        if privacy.definition == "pdp":
+            try:
+                check = lattice_pdp_check(self.pdp_shifts(space), sigma2, privacy)
+            except ValueError as exc:
+                check = Check("privacy", "pDP level of the discrete Gaussian on the decimal lattice", False, str(exc))
+        else:
+            check = lattice_isotropic_check(self.l2_squared, sigma2, privacy)
         return Check(check.claim, f"decimal lattice D = {self.scale}, integer sensitivity Δ_D² = {self.l2_squared} "
                      "(D²·Δ₂² of the space agrees to 10⁻⁹): " + check.method, check.passed and own,
                      check.detail + ("" if own else f"; D²·Δ₂² = {float(mine):.17g} is not Δ_D²"))
+
+    def pdp_shifts(self, space: SensitivitySpace) -> np.ndarray:
+        """:meth:`integer_shifts` of a space that lists every neighbouring difference: the pDP level is summed per
+        move, so the extreme contributions a privacy unit lists (enough for a convex norm) do not do.
+
+        Raises
+        ------
+        ValueError
+            A space that does not list every difference, or as :meth:`integer_shifts`.
+        """
+        if not space.complete:
+            raise ValueError("the neighbouring differences are not all listed (a privacy unit lists its extreme "
+                             "contributions only; the pDP level is summed per move)")
+        return self.integer_shifts(space)
 
     def integer_shifts(self, space: SensitivitySpace) -> np.ndarray:
         """The integer shifts D·WΔ of the scaled answers k = D·Wx (int64 rows): the space's listed generators WΔ
@@ -148,15 +179,6 @@ class DecimalScale:
 
         return space.memo(f"decimal lattice {self.scale}, {self.l2_squared}", scaled)
 
-    def scaled_problem(self, problem: Problem) -> Problem:
-        """``problem`` with the integer matrix D·W as its query and :meth:`scaled_space` as its space: the counting
-        problem whose answers are the integers k = D·Wx, on which a counts family designs its measurement."""
-        found = problem.query.scale
-        if found is None or found[0] != self.scale:
-            raise ValueError(f"the query's decimal lattice is not D = {self.scale}")
-        query = replace(problem.query, user_matrix=found[1].astype(float))
-        return replace(problem, query=query, space=self.scaled_space(problem.space))
-
     def note(self, noise: str = "the discrete Gaussian noise") -> str:
         """The certificate's sentence on the scaled measurement (``noise``: the integer noise added to D·Wx)."""
         return (f"decimal lattice: the answers Wx are measured as the integers D·Wx (D = {self.scale}, the least "
@@ -186,7 +208,7 @@ def lattice_scale(problem: Problem) -> DecimalScale | str:
 
 def counts_lattice(problem: Problem) -> DecimalScale | str:
     """The decimal lattice on which a counts family (``laplace``, ``staircase``, ``query_scaling``) measures a
-    non-counting linear query, running its counts path on :meth:`DecimalScale.scaled_problem`, or why it keeps the
+    non-counting linear query, running its counts path on :func:`~dpopt.mechanisms.decimal_counts.scaled_problem`, or why it keeps the
     floating-point sampler (a reason that starts with :data:`NOT_COUNTS`). Besides :func:`lattice_scale`'s scope:
     the metrics of :data:`~dpopt.mechanisms.lattice.INFERENCE_METRICS` are not derived on it, and the neighbouring
     differences must be listed (their integer move patterns are the privacy checks' input)."""
@@ -215,10 +237,10 @@ def decimal_lattice(problem: Problem, sigma: float) -> DecimalScale | str:
     spec = problem.spec
     definition = spec.privacy.definition
     reason = None
-    if definition not in EXACT_TARGETS:
-        reason = exact_refusal(definition, True) if definition != "pdp" else "pDP is not calibrated on it"
-    elif spec.utility.metric in INFERENCE_METRICS:
-        reason = f"its {spec.utility.metric} is not derived (the discrete law's is, on the unit lattice)"
+    if definition not in EXACT_TARGETS and definition != "pdp":
+        reason = exact_refusal(definition, True)
+    elif spec.utility.metric == "test_power":
+        reason = "its test_power is not derived (the discrete law's test is of whole-number shifts of the counts)"
     found = lattice_scale(problem) if reason is None else reason
     if isinstance(found, str):
         return f"{NOT_COUNTS}; no decimal lattice: {found}"

@@ -42,12 +42,12 @@ from dpopt.core.decimals import float_below, written
 from dpopt.core.checks import Check
 from dpopt.core.roots import bisect_feasible
 from dpopt.core.rounding import nudge_until
+from dpopt.domain.queries import CountingQuery
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.integer_noise import (
     EXACT_SAMPLER_NOTE,
     IntegerNoiseMechanism,
     dyadic_ceil,
-    is_integer_valued,
     move_patterns,
 )
 from dpopt.mechanisms.lattice_pdp import lattice_pdp_check, pdp_lattice_variance
@@ -203,8 +203,9 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
     @classmethod
     def supports(cls, problem: Problem) -> str | None:
         spec = problem.spec
-        if not is_integer_valued(spec):
-            return "discrete noise needs an integer-valued query (counts, histograms, tables, marginals)"
+        if not isinstance(problem.query, CountingQuery) or not problem.query.integer_answers:
+            return ("discrete noise needs an integer-valued query (counts, histograms, tables, marginals, linear "
+                    "queries with whole weights)")
         if spec.privacy.definition not in ("zcdp", "approx", "pdp"):
             return f"no {spec.privacy.definition} guarantee for discrete Gaussian noise in this version"
         return None

@@ -23,13 +23,15 @@ ball d‖P_V(ỹ − θ)‖² ≤ u from the exact law of d‖P_Vη‖², ỹ = 
 of radius² σ_ℤ²r − ‖P_⊥η‖² (r the full-d radius, P_⊥η observed), for the projected release the ball of radius²
 σ_ℤ²r; its cost against the continuous region on V is stated (``exact_cost``,
 :mod:`dpopt.mechanisms.span_inference`). A ``linear`` query with decimal weights is measured on the decimal lattice
-(:mod:`dpopt.mechanisms.decimal_lattice`): the integers D·Wx plus N_ℤ(0, σ_ℤ²) noise, σ_ℤ² ≥ D²σ², released
-divided by D.
+(:mod:`dpopt.mechanisms.decimal_lattice`): the integers D·Wx plus N_ℤ(0, σ_ℤ²) noise, σ_ℤ² ≥ D²σ² (under pDP
+calibrated on the exact level of the integer shifts D·WΔ), released divided by D; its ``ci_volume`` is the discrete
+law's region of the scaled answers, the volume times D^-d (:meth:`GaussianMechanism._decimal_inference`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace as dataclass_replace
 from fractions import Fraction
 
 import numpy as np
@@ -138,8 +140,7 @@ class GaussianMechanism(Mechanism):
             raise ValueError("the lattice variance is beyond the exact sampler's range")
         # under pDP: Var N_ℤ(0, σ_ℤ²)/σ², the exact measurement's error against the continuous design's (Lemma 10, a
         # bound above the exact level: usually below 1)
-        self.cost_ratio = (discrete_variance(self.lattice_sigma2) / self.sigma**2
-                           if sampler == "exact" and self.target == "pdp" else None)
+        self.cost_ratio = (self._variance() / self.sigma**2 if sampler == "exact" and self.target == "pdp" else None)
         self.span_cost: dict | None = None  # ci_volume on a proper span: the region's cost (:meth:`_span_cost`)
         # on the decimal lattice: the exact_cost a certificate states (re-derived by :meth:`scope_checks`)
         self.stated_cost: dict | None = self._lattice_parameters().get(EXACT_COST_KEY) if self.decimal else None
@@ -163,16 +164,24 @@ class GaussianMechanism(Mechanism):
         refusal = lattice_reason(problem, sigma, inference=True, pdp=True)
         target = problem.spec.privacy.definition
         sigma2 = None
+        decimal = None
         if refusal == NOT_COUNTS:
             found = decimal_lattice(problem, sigma)
             if isinstance(found, str):
                 refusal = found
+            elif target == "pdp":
+                try:
+                    sigma2, refusal = pdp_lattice_design(found.pdp_shifts(space), problem.spec.privacy,
+                                                         sigma * found.scale)
+                except ValueError as exc:
+                    refusal = f"{NOT_COUNTS}; on the decimal lattice: {exc}"
+                decimal = found
             else:
-                return cls(sigma, space.dimension, space.span, "exact", None, target, None, found)
-        if refusal is None and target == "pdp":
+                refusal, decimal = None, found
+        elif refusal is None and target == "pdp":
             sigma2, refusal = pdp_lattice_design(space, problem.spec.privacy, sigma)
         mechanism = cls(sigma, space.dimension, space.span, "exact" if refusal is None else "floating_point", refusal,
-                        target, sigma2)
+                        target, sigma2, decimal)
         if refusal is None and problem.spec.utility.metric in INFERENCE_METRICS:
             utility = problem.spec.utility
             found = mechanism._lattice_inference(utility.metric, utility.alpha, utility.alternative)
@@ -187,10 +196,23 @@ class GaussianMechanism(Mechanism):
         span V a region of proven coverage for this family's release, the full y or the projected one
         (:func:`~dpopt.mechanisms.span_inference.span_inference`)."""
         if self.decimal is not None:
-            return "the discrete law's region and test are derived on the unit lattice (a counting query)"
+            return self._decimal_inference(metric, alpha)
         if metric == "ci_volume" and self.span.rank != self.dimension:
             return span_inference(self.lattice_sigma2, self.span, alpha, full_release=not self.noise_in_span)
         return lattice_inference(metric, (self.lattice_sigma2,) * self.dimension, alpha, alternative)
+
+    def _decimal_inference(self, metric: str, alpha: float):
+        """On the decimal lattice, ``ci_volume``: the discrete law's region of the d i.i.d. coordinates of η
+        (:func:`~dpopt.mechanisms.lattice.lattice_inference`) in the scaled units k = D·Wx, its volume times D^-d in
+        the released units; ``test_power`` or a proper span: why not (a string)."""
+        if metric != "ci_volume":
+            return "the discrete law's test is of whole-number shifts of the counts (the unit lattice)"
+        if self.span.rank != self.dimension:
+            return "the region on a proper span is derived on the unit lattice (a counting query)"
+        found = lattice_inference(metric, (self.lattice_sigma2,) * self.dimension, alpha)
+        if isinstance(found, str):
+            return found
+        return dataclass_replace(found, log_volume=found.log_volume - self.dimension * math.log(self.decimal.scale))
 
     def _utility(self, utility) -> UtilityValue | None:
         """On the lattice, ``ci_volume`` and ``test_power`` from the discrete law; on a proper span other than the
@@ -250,7 +272,7 @@ class GaussianMechanism(Mechanism):
         if self.sampler == "exact" and self.target == "pdp":
             out = {"lattice_privacy": "pdp", "lattice_sigma2": str(self.lattice_sigma2),
                    "lattice_cost_ratio": self.cost_ratio,
-                   EXACT_COST_KEY: exact_cost("variance", discrete_variance(self.lattice_sigma2), self.sigma**2)}
+                   EXACT_COST_KEY: exact_cost("variance", self._variance(), self.sigma**2)}
         if self.span_cost is not None:
             out[EXACT_COST_KEY] = dict(self.span_cost)
         if self.decimal is not None:
@@ -302,17 +324,18 @@ class GaussianMechanism(Mechanism):
         return (integer_answers(values) + noise).astype(float)
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
-        if self.sampler == "exact" and self.target == "pdp":
-            return [lattice_pdp_check(space, self.lattice_sigma2, privacy, projected=self.noise_in_span)]
         if self.decimal is not None:
             return [self.decimal.privacy_check(space, self.lattice_sigma2, privacy)]
+        if self.sampler == "exact" and self.target == "pdp":
+            return [lattice_pdp_check(space, self.lattice_sigma2, privacy, projected=self.noise_in_span)]
         if self.sampler == "exact":
             return [lattice_isotropic_check(space.l2_squared, self.lattice_sigma2, privacy)]
         return [gaussian_privacy_check(space.l2_squared, self.sigma, privacy)]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         if self.sampler == "exact" and self.target == "pdp":
-            rho = Fraction(space.l2_squared) / (2 * self.lattice_sigma2)
+            rho = (Fraction(space.l2_squared) if self.decimal is None else self.decimal.l2_squared) / (
+                2 * self.lattice_sigma2)
             return {"rho": float(rho), "rho_exact": str(rho),
                     "conversion": "the pDP level is the privacy check's (exact per move pattern); ρ = Δ₂²/(2σ_ℤ²)-zCDP "
                                   "holds as well (CKS 2020, Thm 14)"}
@@ -422,7 +445,7 @@ class GaussianMechanism(Mechanism):
             found = self._lattice_inference(metric, alpha, alternative)
             if isinstance(found, (SpanRegion, ProjectedRegion)):
                 return found.terms(z, self.span.project)
-            return inference_terms(found, z, alternative)
+            return inference_terms(found, z * self._unit(), alternative)  # the draws η/D in units of k
         if metric == "test_power":
             if self._exact_shift(alternative):
                 return np.ones(z.shape[0])
@@ -438,12 +461,7 @@ def counting_query(problem: Problem) -> bool:
     """The compiled query's answers are integer counts: a counting kind, or a ``linear`` query whose matrix has
     whole entries (sums of whole multiples of counts; neighbours then differ by integer vectors). Decimal weights:
     :func:`~dpopt.mechanisms.decimal_lattice.lattice_scale` (the ``gaussian`` family's decimal lattice)."""
-    query = problem.query
-    if not isinstance(query, CountingQuery):
-        return False
-    if query.kind == "linear":
-        return bool(np.all(query.user_matrix == np.round(query.user_matrix)))
-    return query.is_integer_valued
+    return isinstance(problem.query, CountingQuery) and problem.query.integer_answers
 
 
 def lattice_scope_check(problem: Problem) -> Check:

@@ -38,12 +38,14 @@ noise, where the certified slope's range caps c); it is never a reason to keep t
 ``dpopt verify`` re-derives that statement (claim ``mechanism.exact_cost``): the continuous value from the recorded
 Σ, the exact value as this mechanism's prediction, their ratio.
 
-A ``linear`` query with decimal weights (``l2``, ``max_variance``) is measured on its decimal lattice
+A ``linear`` query with decimal weights (``l2``, ``max_variance``, and ``ci_volume`` on the full span) is measured
+on its decimal lattice
 (:mod:`dpopt.mechanisms.decimal_lattice`): the strategy measures the integers k = D·Wx, y = Mk + η, with M designed
 for the covariance D²Σ of k and certified from max‖M·D·WΔ‖² in integers over the shifts D·WΔ of k
 (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.integer_shifts`); the least squares are divided by D, so the
 released covariance is Var N_ℤ(0, σ_ℤ²)·B(BᵀMᵀMB)⁻¹Bᵀ/D². D is recorded (``lattice_scale``) and re-derived by
-``dpopt verify`` (:func:`~dpopt.mechanisms.decimal_lattice.scale_check`).
+``dpopt verify`` (:func:`~dpopt.mechanisms.decimal_lattice.scale_check`). Its region is that of the scaled answers,
+{κ : ‖M(κ − k̂)‖² ≤ σ_ℤ² r}, mapped by θ = κ/D: the same coverage, the volume times D^-k (:func:`_released_region`).
 
 Under ``ci_volume`` the prediction is the region {θ ∈ x̂ + V : ‖M(θ − x̂)‖² ≤ σ_ℤ² r} of the k = dim V i.i.d.
 coordinates of η, of proven coverage and exact-integer volume (:mod:`dpopt.mechanisms.strategy_regions`); on a
@@ -55,7 +57,7 @@ noisy coordinates at a large σ_ℤ² exceed the convolution's budget and keep t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -64,10 +66,12 @@ from dpopt.core import normal
 from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.core.rows import row_groups
+from dpopt.domain.queries import NumericQuery
 from dpopt.errors import CalibrationError, DataError, UnsupportedSpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.mechanisms.decimal_lattice import NOT_COUNTS, DecimalScale, lattice_scale, scale_check, scaled_answers
 from dpopt.mechanisms.exact_cost import EXACT_COST_CLAIM, EXACT_COST_KEY, exact_cost, stated_cost_check
+from dpopt.mechanisms.exact_sum import LatticeSumGaussian
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_strategy import design_strategy, reconstruction, rounding_note, strategy_sensitivity
 from dpopt.mechanisms.strategy_regions import StrategyRegion, integer_span_basis, strategy_region
@@ -109,14 +113,14 @@ RANGE_TOL = 1e-9
 
 _TARGETS = ("gdp", "zcdp", "approx")
 
+PROPER_SPAN_REGION = ("on the decimal lattice the strategy's region is derived on the full span only (its strategy "
+                      "is square there, not one row per dimension of the span)")
+
 EXACT_METRICS = ("l2", "max_variance", "ci_volume")
 """Metrics predicted on the lattice: ``l2`` and ``max_variance`` are functions of the released covariance alone;
 ``ci_volume`` is the region of the strategy's k i.i.d. discrete Gaussian coordinates, of proven coverage
 (:mod:`dpopt.mechanisms.strategy_regions`). ``test_power`` is of Gaussian noise (the lattice noise is not)."""
 
-DECIMAL_METRICS = ("l2", "max_variance")
-"""Metrics predicted on the decimal lattice (functions of the released covariance; the strategy's region is derived
-on the unit lattice)."""
 
 
 @dataclass(frozen=True)
@@ -262,6 +266,14 @@ def _integer_basis(space: SensitivitySpace) -> np.ndarray:
     return integer_span_basis(_generators(space), space.rank)
 
 
+def _released_region(region: StrategyRegion | str, unit: int) -> StrategyRegion | str:
+    """The strategy's region in the released units: on the decimal lattice (``unit`` = D) the region of the scaled
+    answers k = D·Wx mapped by θ = κ/D, its volume times D^-k (k its dimension), the coverage the same."""
+    if isinstance(region, str) or unit == 1:
+        return region
+    return replace(region, log_volume=region.log_volume - len(region.region.sigma2s) * math.log(unit))
+
+
 def _json_float(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
@@ -356,6 +368,12 @@ class GaussianOptimalMechanism(Mechanism):
             The convex program failed.
         """
         spec, space = problem.spec, problem.space
+        sum_refusal = None
+        if isinstance(problem.query, NumericQuery):  # one dimension: the isotropic Gaussian (OptimalSumGaussian)
+            routed = OptimalSumGaussian.design(problem)
+            if isinstance(routed, OptimalSumGaussian):
+                return routed
+            sum_refusal = routed.refusal
         vectors = _generators(space)
         objective = Objective.for_utility(spec.utility, space.dimension)
         mu = target_mu(spec.privacy)
@@ -384,6 +402,8 @@ class GaussianOptimalMechanism(Mechanism):
             **cls._baselines(objective, space, mu, value),
         }
         refusal, decimal = cls._lattice_refusal(problem)
+        if sum_refusal is not None:
+            refusal, decimal = f"on the sum's lattice: {sum_refusal}", None
         if refusal is None:
             region = spec.utility.metric == "ci_volume"
             cost = cls._strategy_cost(objective, space.rank, region)
@@ -393,7 +413,8 @@ class GaussianOptimalMechanism(Mechanism):
                 found = design_strategy(sigma, vectors, space.span.basis(), mu, spec.privacy.definition, cost,
                                         rows=region and space.rank_deficient)
             if not isinstance(found, str) and region:
-                found = cls._region_cost(found, space, spec.utility.alpha, value, info)
+                found = cls._region_cost(found, space, spec.utility.alpha, value, info,
+                                         1 if decimal is None else decimal.scale)
             if isinstance(found, str):
                 refusal = found
             else:
@@ -431,10 +452,12 @@ class GaussianOptimalMechanism(Mechanism):
         return lambda cov: objective.value(cov, rank)
 
     @staticmethod
-    def _region_cost(found, space: SensitivitySpace, alpha: float, log_det: float, info: dict):
+    def _region_cost(found, space: SensitivitySpace, alpha: float, log_det: float, info: dict, unit: int = 1):
         """The strategy's region (:mod:`~dpopt.mechanisms.strategy_regions`) and its cost stated in ``info``: its
-        volume against the continuous design's ellipsoid V_k t^{k/2} √pdet Σ; or why there is no region."""
-        region = strategy_region(found.strategy, found.lattice_sigma2, lambda: _integer_basis(space), alpha)
+        volume (in the released units: ``unit`` = D on the decimal lattice) against the continuous design's
+        ellipsoid V_k t^{k/2} √pdet Σ; or why there is no region."""
+        region = _released_region(strategy_region(found.strategy, found.lattice_sigma2, lambda: _integer_basis(space),
+                                                   alpha), unit)
         if isinstance(region, str):
             return region
         cost = exact_cost("ci_volume", region.volume, ci_volume(space.rank, log_det, alpha))
@@ -458,9 +481,8 @@ class GaussianOptimalMechanism(Mechanism):
             found = lattice_scale(problem)
             if isinstance(found, str):
                 reason = f"{NOT_COUNTS}; no decimal lattice: {found}"
-            elif spec.utility.metric not in DECIMAL_METRICS:
-                reason = (f"{NOT_COUNTS}; on the decimal lattice the {spec.utility.metric} prediction is not derived "
-                          "(the strategy's region is derived on the unit lattice)")
+            elif spec.utility.metric == "ci_volume" and space.rank_deficient:
+                reason = f"{NOT_COUNTS}; {PROPER_SPAN_REGION}"
             else:
                 reason, decimal = None, found
         if reason is None and space.span.invariant_component(np.zeros((1, space.dimension))) is None:
@@ -472,8 +494,9 @@ class GaussianOptimalMechanism(Mechanism):
         """The exact measurement's confidence region at level 1 − α (:func:`~dpopt.mechanisms.strategy_regions.
         strategy_region`), or why there is none."""
         if alpha not in self._regions:
-            self._regions[alpha] = strategy_region(self.strategy, self.lattice_sigma2,
-                                                   lambda: _integer_basis(self._space), alpha)
+            self._regions[alpha] = _released_region(strategy_region(self.strategy, self.lattice_sigma2,
+                                                                    lambda: _integer_basis(self._space), alpha),
+                                                    self._unit())
         return self._regions[alpha]
 
     @staticmethod
@@ -492,6 +515,8 @@ class GaussianOptimalMechanism(Mechanism):
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> GaussianOptimalMechanism:
+        if "sum_lattice" in parameters:
+            return OptimalSumGaussian.from_parameters(parameters, space)
         sigma = np.asarray(parameters["covariance"], dtype=float)
         if sigma.shape != (space.dimension, space.dimension):
             raise ValueError(f"covariance has shape {sigma.shape}, the query dimension is {space.dimension}")
@@ -530,15 +555,16 @@ class GaussianOptimalMechanism(Mechanism):
     def scope_checks(self, problem: Problem) -> list[Check]:
         """On the lattice: the query is a counting query (:func:`~dpopt.mechanisms.gaussian.lattice_scope_check`), or
         on the decimal lattice D and Δ_D² re-derived from the spec (:func:`~dpopt.mechanisms.decimal_lattice.
-        scale_check`) and a metric of :data:`DECIMAL_METRICS`; and the stated cost of exactness re-derived
+        scale_check`), a region (``ci_volume``) on the full span only; and the stated cost of exactness re-derived
         (:meth:`_cost_checks`)."""
         if self.sampler != "exact":
             return []
         metric = problem.spec.utility.metric
         scope = lattice_scope_check(problem) if self.decimal is None else scale_check(problem, self.decimal)
-        if self.decimal is not None and metric not in DECIMAL_METRICS:
-            scope = Check(scope.claim, scope.method + f"; the metric is one of {', '.join(DECIMAL_METRICS)}", False,
-                          f"{scope.detail}; {metric} is not predicted on the decimal lattice")
+        if self.decimal is not None and metric == "ci_volume":
+            scope = Check(scope.claim, scope.method + "; a region on the full span", scope.passed and not
+                          problem.space.rank_deficient, scope.detail + ("; " + PROPER_SPAN_REGION
+                                                                         if problem.space.rank_deficient else ""))
         return [scope, *self._cost_checks(problem.spec.utility)]
 
     def _cost_checks(self, utility: Utility) -> list[Check]:
@@ -774,7 +800,7 @@ class GaussianOptimalMechanism(Mechanism):
             found = self._region(alpha)
             if isinstance(found, str):
                 raise UnsupportedSpecError("utility.metric", f"on the lattice: {found}")
-            return found.terms(self.strategy, z)
+            return found.terms(self.strategy, z * self._unit())  # the draws Rη/D in units of k
         white = (z @ self._range) / np.sqrt(self._eigenvalues)
         if metric == "test_power":
             a = self._whitened_shift(alternative)
@@ -784,3 +810,20 @@ class GaussianOptimalMechanism(Mechanism):
             return (statistic > normal.ndtri(1.0 - alpha)).astype(float)
         q = np.sum(white**2, axis=1)
         return region_importance_weights(q, self.rank, float(np.sum(np.log(self._eigenvalues))), alpha)
+
+
+class OptimalSumGaussian(LatticeSumGaussian):
+    r"""``gaussian_optimal`` on a bounded sum or mean, measured on the sum's dyadic lattice.
+
+    In one dimension the convex program has one variable: the l2, max_variance and ci_volume objectives all grow
+    with Σ = s², and the constraint Δ²/s² ≤ μ² (Δ the sensitivity, μ the target's) is tight at the optimum, so
+    Σ = Δ²/μ² is the isotropic Gaussian's σ² (:func:`~dpopt.optimize.covariance.target_mu` is 1/σ at unit
+    sensitivity). The design is therefore :class:`~dpopt.mechanisms.exact_sum.LatticeSumGaussian`'s (the integer
+    sum N on g = 2^e plus N_ℤ(0, σ_ℤ²), its parameters, checks and ``exact_cost``), stated under this family's
+    name; :class:`GaussianOptimalMechanism` routes scalar sums here (``design``, and ``from_parameters`` of a
+    record with ``sum_lattice``), and keeps the continuous design with the lattice's reason when it refuses.
+    """
+
+    family = "gaussian_optimal"
+    title = GaussianOptimalMechanism.title
+    registered = False

@@ -63,6 +63,7 @@ from dpopt.core.rounding import nudge_until
 from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpecError
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism, better
+from dpopt.mechanisms.decimal_counts import OnDecimalLattice, decimal_reason
 from dpopt.mechanisms.gaussian import lattice_scope_check
 from dpopt.mechanisms.generalized_gaussian_checks import bounded_checks, lemma10_bound, pdp_check
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost, stated_cost_check
@@ -252,6 +253,8 @@ class GeneralizedGaussianMechanism(Mechanism):
         spec, space = problem.spec, problem.space
         if spec.privacy.definition != "pure" or spec.utility.metric not in SCALE_MONOTONE_METRICS:
             return None
+        if not isinstance(decimal_reason(problem), str):
+            return OnDecimalLattice.bound(problem, cls)
         eps = spec.privacy.parameters["epsilon"]
         d = space.dimension
         laplace = laplace_scale_for(eps, space.l1)
@@ -289,7 +292,13 @@ class GeneralizedGaussianMechanism(Mechanism):
         return best(values) if values else None
 
     @classmethod
-    def design(cls, problem: Problem) -> GeneralizedGaussianMechanism:
+    def design(cls, problem: Problem) -> GeneralizedGaussianMechanism | OnDecimalLattice:
+        """The best calibrated option for the spec's metric (an exact one whenever there is one); for a linear query
+        with decimal weights, the exact design for the integer moves D·WΔ released on the decimal lattice
+        (:mod:`dpopt.mechanisms.decimal_counts`) when it is exact."""
+        decimal = OnDecimalLattice.measured(problem, cls)
+        if not isinstance(decimal, str):
+            return decimal
         spec = problem.spec
         options, skipped = cls._options(problem)
         if not options:
@@ -479,7 +488,10 @@ class GeneralizedGaussianMechanism(Mechanism):
         )
 
     @classmethod
-    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> GeneralizedGaussianMechanism:
+    def from_parameters(cls, parameters: dict,
+                        space: SensitivitySpace) -> GeneralizedGaussianMechanism | OnDecimalLattice:
+        if "lattice_scale" in parameters:
+            return OnDecimalLattice.from_parameters(parameters, space, cls)
         if parameters["calibration"] not in CALIBRATIONS:  # the label decides the caveats a certificate carries
             raise ValueError(f"unknown calibration {parameters['calibration']!r}")
         return cls(

@@ -2,7 +2,8 @@ r"""What the exact integer-noise families share (``discrete_gaussian``, ``discre
 
 i.i.d. noise per coordinate with a symmetric law on ℤ, for integer-valued queries:
 
-* the families serve counting queries only (:func:`is_integer_valued`);
+* the families serve queries with integer answers only
+  (:attr:`dpopt.domain.queries.CountingQuery.integer_answers`: counts, or whole weights);
 * their exact (ε, δ) profiles depend on a neighbouring difference only through its move
   pattern, the sorted non-zero |Δ_k| (:func:`move_patterns`);
 * their parameters are dyadic rationals p/2^k rounded up (:func:`dyadic_ceil`), so that
@@ -26,11 +27,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from dpopt.domain.queries import INTEGER_VALUED_KINDS
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
 from dpopt.sensitivity.space import SensitivitySpace
-from dpopt.spec.models import Spec
 
 GRID_BITS = 21
 """Dyadic parameters p/2^k are rounded (up, the safe direction) to 21 significant bits: p > 2^20, so a
@@ -80,20 +79,19 @@ def dyadic_floor(x: Fraction) -> Fraction:
     return Fraction(x.numerator * q // x.denominator, q)
 
 
-def is_integer_valued(spec: Spec) -> bool:
-    """True for counting queries whose answers are integers (counts, histograms, tables, marginals):
-    read from the query kind, without compiling the query."""
-    return spec.query.kind in INTEGER_VALUED_KINDS
-
-
 def move_patterns(space: SensitivitySpace) -> list[tuple[int, ...]] | None:
     """The distinct move patterns (sorted non-zero |Δ_k|, :func:`~dpopt.privacy.discrete_gaussian.move_pattern`)
     of the neighbouring differences; None if S is not listed or a difference is not an integer vector."""
     if not space.complete:
         return None
     vectors = space.listed()
-    if vectors is None:
-        return None
+    return None if vectors is None else vector_patterns(vectors)
+
+
+def vector_patterns(vectors: np.ndarray) -> list[tuple[int, ...]] | None:
+    """The distinct move patterns of the rows of ``vectors`` (:func:`move_patterns`); None if a row is not an
+    integer vector or every row is zero."""
+    vectors = np.atleast_2d(np.asarray(vectors))
     magnitudes = np.abs(vectors[np.any(vectors != 0, axis=1)])
     if magnitudes.size == 0 or np.any(magnitudes != np.round(magnitudes)):
         return None

@@ -78,6 +78,7 @@ from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.mechanisms.gaussian import counting_query
+from dpopt.mechanisms.decimal_counts import OnDecimalLattice, decimal_reason
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost, stated_cost_check
 from dpopt.mechanisms.k_norm_cross import CROSS_KIND, CrossBody, cross_lattice, cross_utility
 from dpopt.mechanisms.k_norm_lattice import (
@@ -513,6 +514,8 @@ class KNormMechanism(Mechanism):
         utility = spec.utility
         if utility.metric != "l2" or utility.workload is not None or utility.weights is not None:
             return None
+        if not isinstance(decimal_reason(problem), str):
+            return OnDecimalLattice.bound(problem, cls)
         if space.rank > HULL_MAX_RANK:
             return None
         vectors = space.listed()
@@ -525,14 +528,19 @@ class KNormMechanism(Mechanism):
         return bound * (1 - 1e-9) if math.isfinite(bound) and bound > 0 else None
 
     @classmethod
-    def design(cls, problem: Problem) -> KNormMechanism:
-        """K = Hull(S) when its facets can be computed in time, else the best fallback ball.
+    def design(cls, problem: Problem) -> KNormMechanism | OnDecimalLattice:
+        """K = Hull(S) when its facets can be computed in time, else the best fallback ball; for a linear query with
+        decimal weights, the lattice law of the integer moves D·WΔ released on the decimal lattice
+        (:mod:`dpopt.mechanisms.decimal_counts`) when it is exact.
 
         Raises
         ------
         CalibrationError
             If no fallback ball can be built.
         """
+        decimal = OnDecimalLattice.measured(problem, cls)
+        if not isinstance(decimal, str):
+            return decimal
         spec, space = problem.spec, problem.space
         epsilon = pure_epsilon_for(spec.privacy)
         vectors = space.listed()
@@ -611,7 +619,9 @@ class KNormMechanism(Mechanism):
         return cls(epsilon, body, space, lattice=lattice, lattice_refusal=refusal)
 
     @classmethod
-    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KNormMechanism:
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KNormMechanism | OnDecimalLattice:
+        if "lattice_scale" in parameters:
+            return OnDecimalLattice.from_parameters(parameters, space, cls)
         kind = parameters["norm_ball"]
         basis = space.span.basis()
         if kind == "hull":

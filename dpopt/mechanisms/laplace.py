@@ -24,8 +24,8 @@ t is the discrete family's own calibration. The utility stated is the discrete l
 E η² = 2e^{−1/t}/(1 − e^{−1/t})². ``sampler: floating_point`` keeps Laplace(b) and its note.
 
 **Decimal weights** (:mod:`dpopt.mechanisms.decimal_lattice`): a ``linear`` query W = M/D measures the integers
-k = D·Wx = Mx the same way, on the counting problem of M (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.\
-scaled_problem`: neighbouring k differ by the integer vectors D·WΔ), at t ≥ D·b, and releases (k + η)/D. The
+k = D·Wx = Mx the same way, on the counting problem of M (:func:`~dpopt.mechanisms.decimal_counts.scaled_problem`:
+neighbouring k differ by the integer vectors D·WΔ), at t ≥ D·b, and releases (k + η)/D. The
 privacy checks are the discrete family's on the scaled space (pure ε = ‖D·WΔ‖₁/t exactly); the released noise η/D
 has variance Var η/D², stated against 2b² as ``exact_cost``; D is recorded (``lattice_scale``) and re-derived by
 ``dpopt verify``.
@@ -45,6 +45,7 @@ from dpopt.core.checks import Check
 from dpopt.core.rounding import nudge_until
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism
+from dpopt.mechanisms.decimal_counts import scaled_problem
 from dpopt.mechanisms.decimal_lattice import (
     NOT_COUNTS,
     DecimalScale,
@@ -329,14 +330,14 @@ class LaplaceOnCounts(LaplaceMechanism):
         """The exact measurement at the smallest dyadic t ≥ ``scale`` (:func:`dyadic_ceil`, rounded up: the private
         direction) whose discrete law meets the target, else at the discrete family's own calibration if larger; on
         the ``decimal`` lattice t ≥ D·``scale`` on its scaled problem
-        (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.scaled_problem`).
+        (:func:`~dpopt.mechanisms.decimal_counts.scaled_problem`).
 
         Raises
         ------
         CalibrationError
             The discrete law's exact check fails at the scale found (or the scale is beyond the sampler's 2^40).
         """
-        counts = problem if decimal is None else decimal.scaled_problem(problem)
+        counts = problem if decimal is None else scaled_problem(problem, decimal)
         space, privacy = counts.space, problem.spec.privacy
         t = dyadic_ceil(Fraction(scale) * (1 if decimal is None else decimal.scale))
         if not discrete_laplace_privacy_check(space, t, privacy).passed:

@@ -31,27 +31,38 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 from dpopt.core.checks import Check
 from dpopt.core.decimals import written
 from dpopt.errors import CalibrationError
-from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns
+from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns, vector_patterns
 from dpopt.mechanisms.lattice import MAX_LATTICE_SIGMA2, MIN_LATTICE_SIGMA2
-from dpopt.privacy.discrete_gaussian_pdp import pdp_sigma2, worst_pdp_level
+from dpopt.privacy.discrete_gaussian_pdp import pdp_sigma2, shift_range_level, worst_pdp_level
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
 
-def _patterns(space: SensitivitySpace) -> list[tuple[int, ...]]:
-    patterns = move_patterns(space)
+def _patterns(space: SensitivitySpace | np.ndarray) -> list[tuple[int, ...]]:
+    """The move patterns of a space's listed moves, or of integer shift vectors (the rows of an array: a decimal
+    lattice's D·WΔ)."""
+    patterns = vector_patterns(space) if isinstance(space, np.ndarray) else move_patterns(space)
     if patterns is None:
         raise CalibrationError("the neighbouring differences are not listed integer vectors (the lattice pDP level "
                                "is summed per move pattern)")
     return patterns
 
 
-def pdp_lattice_variance(space: SensitivitySpace, privacy: Privacy, sigma: float) -> Fraction:
-    """The dyadic σ_ℤ² whose exact pDP level on the listed moves of ``space`` is at most δ, searched from the
-    continuous design's σ² (module docstring).
+def _in_range(sigma2: Fraction) -> Fraction:
+    if not MIN_LATTICE_SIGMA2 <= sigma2 <= MAX_LATTICE_SIGMA2:
+        raise CalibrationError(f"the lattice variance {float(sigma2):.6g} is outside the exact sampler's range "
+                               "(2^-9 to 2^60)")
+    return sigma2
+
+
+def pdp_lattice_variance(space: SensitivitySpace | np.ndarray, privacy: Privacy, sigma: float) -> Fraction:
+    """The dyadic σ_ℤ² whose exact pDP level on the listed moves of ``space`` (or on the integer shift vectors of an
+    array's rows) is at most δ, searched from the continuous design's σ² (module docstring).
 
     Raises
     ------
@@ -59,15 +70,51 @@ def pdp_lattice_variance(space: SensitivitySpace, privacy: Privacy, sigma: float
         The moves are not listed integer vectors, no σ² meets the target, or σ_ℤ² is outside the sampler's range.
     """
     target = privacy.parameters
-    sigma2 = pdp_sigma2(_patterns(space), written(target["epsilon"]), written(target["delta"]),
-                        Fraction(sigma) ** 2, dyadic_ceil)
-    if not MIN_LATTICE_SIGMA2 <= sigma2 <= MAX_LATTICE_SIGMA2:
-        raise CalibrationError(f"the lattice variance {float(sigma2):.6g} is outside the exact sampler's range "
-                               "(2^-9 to 2^60)")
-    return sigma2
+    patterns, epsilon = _patterns(space), written(target["epsilon"])
+    return _in_range(pdp_sigma2(lambda s2: worst_pdp_level(s2, patterns, epsilon), written(target["delta"]),
+                                Fraction(sigma) ** 2, dyadic_ceil))
 
 
-def pdp_lattice_design(space: SensitivitySpace, privacy: Privacy, sigma: float) -> tuple[Fraction | None, str | None]:
+def sum_pdp_variance(shift: int, privacy: Privacy, sigma: float) -> Fraction:
+    """The dyadic σ_ℤ² of a lattice sum whose neighbours move N by any integer up to Δ_u = ``shift``: its pDP level
+    over all those moves (:func:`~dpopt.privacy.discrete_gaussian_pdp.shift_range_level`: δ(Δ_u), the worst,
+    when Δ_u² ≤ 2εσ_ℤ²) is at most δ, searched from the continuous design's σ² in units (``sigma``).
+
+    Raises
+    ------
+    CalibrationError
+        No σ² meets the target, the box law is too large, or σ_ℤ² is outside the sampler's range.
+    """
+    target = privacy.parameters
+    epsilon = written(target["epsilon"])
+    return _in_range(pdp_sigma2(lambda s2: shift_range_level(s2, shift, epsilon), written(target["delta"]),
+                                Fraction(sigma) ** 2, dyadic_ceil))
+
+
+def lattice_sum_pdp_check(units: SensitivitySpace, sigma2: Fraction, privacy: Privacy) -> Check:
+    """The pDP check of N + η, η ~ N_ℤ(0, σ²), on a lattice sum whose one-dimensional integer space ``units`` moves
+    N by any integer up to Δ_u = its l∞ norm (:func:`~dpopt.privacy.discrete_gaussian_pdp.shift_range_level`)."""
+    what = ("pDP level of the discrete Gaussian on a lattice sum: every integer move |v| ≤ Δ_u, the worst v = Δ_u "
+            "when Δ_u² ≤ 2εσ² (the intervals {η : |L| ≤ ε} = [−εσ²/v − v/2, εσ²/v − v/2] are nested for "
+            "v ≤ √(2εσ²)); δ(Δ_u) = P[η > εσ²/Δ_u − Δ_u/2] + P[η > εσ²/Δ_u + Δ_u/2] summed on the box in 128-bit "
+            "arb arithmetic plus a proven tail bound, the thresholds in exact rationals")
+    if privacy.definition != "pdp" or units.dimension != 1:
+        return Check("privacy", what, False, f"calibrated for one pDP lattice sum, not {privacy.definition} on "
+                     f"{units.dimension} coordinates")
+    target = privacy.parameters
+    shift = int(units.linf)
+    try:
+        level = shift_range_level(Fraction(sigma2), shift, written(target["epsilon"]))
+    except CalibrationError as exc:
+        return Check("privacy", what, False, str(exc))
+    return Check("privacy", what, level <= written(target["delta"]),
+                 f"σ_ℤ² = {sigma2}, Δ_u = {shift}: δ ≤ {float(level):.12g} vs δ = {target['delta']}"
+                 + ("" if shift * shift <= 2 * written(target["epsilon"]) * Fraction(sigma2) else
+                    " (Δ_u² > 2εσ²: the level is bounded by 1)"))
+
+
+def pdp_lattice_design(space: SensitivitySpace | np.ndarray, privacy: Privacy,
+                       sigma: float) -> tuple[Fraction | None, str | None]:
     """The lattice variance of the isotropic design N(0, σ²I) (:func:`pdp_lattice_variance`) and None, or None and
     why there is none: no listed integer moves, or the sampler's range. Its cost, Var N_ℤ(0, σ_ℤ²)/σ² (usually
     below 1: Lemma 10 bounds the level from above), is stated by the mechanism, never a reason to refuse."""
@@ -77,8 +124,10 @@ def pdp_lattice_design(space: SensitivitySpace, privacy: Privacy, sigma: float) 
         return None, f"on the lattice: {exc}"
 
 
-def lattice_pdp_check(space: SensitivitySpace, sigma2: Fraction, privacy: Privacy, projected: bool = False) -> Check:
-    """The pDP check of i.i.d. N_ℤ(0, σ²) noise on integer answers: the exact level per move pattern ≤ δ.
+def lattice_pdp_check(space: SensitivitySpace | np.ndarray, sigma2: Fraction, privacy: Privacy,
+                      projected: bool = False) -> Check:
+    """The pDP check of i.i.d. N_ℤ(0, σ²) noise on integer answers: the exact level per move pattern ≤ δ (the
+    listed moves of ``space``, or the integer shift vectors of an array's rows).
     ``projected``: the release is P_V y, whose loss is that of y (module docstring)."""
     if privacy.definition != "pdp":
         return Check("privacy", "pDP level of the discrete Gaussian on ℤ", False,

@@ -52,7 +52,8 @@ import numpy as np
 from dpopt.core.checks import Check
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, SolverError
-from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, UtilityValue, better
+from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism, UtilityValue, better
+from dpopt.mechanisms.decimal_counts import OnDecimalLattice, decimal_reason
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
 from dpopt.mechanisms.integer_noise import EXACT_SAMPLER_NOTE, dyadic_ceil
@@ -260,6 +261,8 @@ class R2DPOnCounts(R2DPMechanism):
         (its exact scale, rounded down by 10⁻⁹), which no integer noise beats (:data:`UNIT_SHIFT_PROOF`) for l1, l2, max_variance, usefulness; None for
         other counts (the continuous family's staircase bound does not hold for noise that only needs integer
         shifts: the discrete Laplace beats it at large ε); the continuous family's bound elsewhere."""
+        if cls.supports(problem) is None and not isinstance(decimal_reason(problem), str):
+            return OnDecimalLattice.bound(problem, cls)
         if cls.supports(problem) is not None or lattice_reason(problem) is not None:
             return R2DPMechanism.utility_bound(problem)
         pattern = shift_pattern(problem.space)
@@ -269,9 +272,15 @@ class R2DPOnCounts(R2DPMechanism):
         return _one_atom_value(scale, problem.space.dimension, problem.spec.utility)
 
     @classmethod
-    def design(cls, problem: Problem) -> R2DPMechanism:
+    def design(cls, problem: Problem) -> Mechanism:
         """The exact design on counts, unless :func:`lattice_reason` rules it out (then the continuous design, with
-        the reason in its notes); its cost against the continuous design is in the record (module docstring)."""
+        the reason in its notes); its cost against the continuous design is in the record (module docstring). A
+        linear query with decimal weights: the exact design for the integer moves D·WΔ, released on the decimal
+        lattice (:mod:`dpopt.mechanisms.decimal_counts`)."""
+        if cls.supports(problem) is None:
+            decimal = OnDecimalLattice.measured(problem, cls)
+            if not isinstance(decimal, str):
+                return decimal
         reason = lattice_reason(problem) if cls.supports(problem) is None else "unsupported"
         if reason is not None:
             continuous = R2DPMechanism.design(problem)
@@ -379,7 +388,9 @@ class R2DPOnCounts(R2DPMechanism):
         return candidates[best], None, how, {"mallows_candidates": values}
 
     @classmethod
-    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> R2DPMechanism:
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> Mechanism:
+        if "lattice_scale" in parameters:
+            return OnDecimalLattice.from_parameters(parameters, space, cls)
         if "mixture" not in parameters:
             return R2DPMechanism.from_parameters(parameters, space)
         return cls(DiscreteLaplaceMixture.from_parameters(parameters["mixture"]), space.dimension,

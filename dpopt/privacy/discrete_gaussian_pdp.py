@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Callable
 
 from dpopt._lazy import lazy_module
 from dpopt.core.rounding import ball_upper
@@ -70,9 +71,17 @@ def box_radius(sigma2: Fraction) -> int:
     return math.isqrt(math.ceil(2 * TAIL_BITS * math.log(2) * float(sigma2)) + 1) + 2
 
 
-def _weight(sigma2: Fraction, k: int) -> flint.arb:
-    """w(k) = exp(−k²/(2σ²)) as an arb ball (the exponent an exact rational)."""
-    return (-flint.arb(flint.fmpq(k * k * sigma2.denominator, 2 * sigma2.numerator))).exp()
+def _weights(sigma2: Fraction, top: int) -> list[flint.arb]:
+    """w(0), …, w(top), w(k) = exp(−k²/(2σ²)), as arb balls: w(k + 1) = w(k)·q^{2k+1} with q = exp(−1/(2σ²)) (the
+    exponent an exact rational) and q^{2k+1} = q^{2k−1}·q², two ball products a term instead of an exponential
+    (each product is rigorous; the relative radius grows by about 2^-128 a step, 10⁻³³ over 10⁵ terms)."""
+    q = (-flint.arb(flint.fmpq(sigma2.denominator, 2 * sigma2.numerator))).exp()
+    q2, step, w = q * q, q, flint.arb(1)
+    out = [w]
+    for _ in range(top):
+        w, step = w * step, step * q2
+        out.append(w)
+    return out
 
 
 def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
@@ -109,7 +118,7 @@ def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> 
     norm2 = sum(t * t for t in pattern)
     thresholds = (epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2))
     with working_precision(PRECISION):
-        half = [_weight(sigma2, k) for k in range(n + 2)]
+        half = _weights(sigma2, n + 1)
         row = half[n:0:-1] + half[: n + 1]  # k = −N .. N
         z = sum(row, flint.arb(0))
         r = (-flint.arb(flint.fmpq((n + 1) * sigma2.denominator, sigma2.numerator))).exp()
@@ -137,12 +146,48 @@ def worst_pdp_level(sigma2: Fraction, patterns: list[tuple[int, ...]], epsilon: 
     return max(pdp_level(sigma2, pattern, epsilon) for pattern in patterns)
 
 
-def pdp_sigma2(patterns: list[tuple[int, ...]], epsilon: Fraction, delta: Fraction, start: Fraction,
-               grid) -> Fraction:
-    """A σ² on ``grid`` (a rounding up of rationals to the sampler's dyadic grid) whose worst pDP level is ≤ δ: the
-    end of a bisection between a σ² that fails and one that passes, bracketed from ``start`` (the continuous
-    design's σ², whose Lemma 10 bound is above the exact level) by factors of 1.25. The level jumps as εσ² ± ‖v‖²/2
-    crosses integers, so the σ² found is one that passes, near the smallest.
+def shift_range_level(sigma2: Fraction, shift: int, epsilon: Fraction) -> Fraction:
+    r"""An upper bound on max δ(v) over every integer move 0 < |v| ≤ ``shift`` of one coordinate (a lattice sum's
+    neighbours move N by any integer up to Δ_u): δ(Δ_u) when Δ_u² ≤ 2εσ², else 1.
+
+    For one coordinate, S = vη and (v > 0; −v has the same level, η being symmetric)
+
+    .. math:: 1 - \delta(v) = P\big[|L| \le \varepsilon\big] = P\big[\eta \in [l(v), u(v)]\big], \qquad
+              u(v) = \frac{\varepsilon\sigma^2}{v} - \frac{v}{2}, \quad
+              l(v) = -\Big(\frac{\varepsilon\sigma^2}{v} + \frac{v}{2}\Big).
+
+    u decreases in v, and εσ²/v + v/2 decreases on 0 < v ≤ √(2εσ²) (derivative −εσ²/v² + ½ ≤ 0), so l
+    increases there: the intervals [l(v), u(v)] are nested, and 1 ≤ v ≤ v′ ≤ √(2εσ²) gives δ(v) ≤ δ(v′) for
+    any law of η, lattice or not. Every move up to Δ_u is then at most δ(Δ_u) when Δ_u² ≤ 2εσ². Beyond, the
+    intervals are no longer nested (the level of the discrete law need not grow with v), and the bound is the
+    trivial 1; such a σ² fails any target δ < ½ anyway, since u(Δ_u) < 0 makes δ(Δ_u) ≥ P[η ≥ 0] > ½.
+
+    Parameters
+    ----------
+    sigma2 : Fraction
+        σ² > 0, in lattice units.
+    shift : int
+        Δ_u ≥ 1, the largest move.
+    epsilon : Fraction
+        ε, exactly.
+
+    Returns
+    -------
+    Fraction
+        :func:`pdp_level` of the move (Δ_u,), or 1.
+    """
+    sigma2, epsilon, shift = Fraction(sigma2), Fraction(epsilon), int(shift)
+    if shift * shift > 2 * epsilon * sigma2:
+        return Fraction(1)
+    return pdp_level(sigma2, (shift,), epsilon)
+
+
+def pdp_sigma2(level: Callable[[Fraction], Fraction], delta: Fraction, start: Fraction, grid) -> Fraction:
+    """A σ² on ``grid`` (a rounding up of rationals to the sampler's dyadic grid) whose pDP ``level`` (σ² ↦ the
+    worst level over the moves: :func:`worst_pdp_level` of the listed move patterns, or :func:`shift_range_level`)
+    is ≤ δ: the end of a bisection between a σ² that fails and one that passes, bracketed from ``start`` (the
+    continuous design's σ², whose Lemma 10 bound is above the exact level) by factors of 1.25. The level jumps as
+    εσ² ± ‖v‖²/2 crosses integers, so the σ² found is one that passes, near the smallest.
 
     Raises
     ------
@@ -150,7 +195,7 @@ def pdp_sigma2(patterns: list[tuple[int, ...]], epsilon: Fraction, delta: Fracti
         No σ² below 2^20·start passes, or the box law is beyond :data:`MAX_BOX_TERMS`.
     """
     def passes(s2: Fraction) -> bool:
-        return worst_pdp_level(s2, patterns, epsilon) <= delta
+        return level(s2) <= delta
 
     found = smallest_on_grid(passes, start, grid, steps=SEARCH_STEPS)
     if found is None:
