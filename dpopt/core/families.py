@@ -158,7 +158,8 @@ FAMILIES: tuple[Capability, ...] = (
                      "ci_volume (proven coverage); when the hull is not built, up to rank 64, K the cross-polytope of "
                      "the lattice coordinates (a product of discrete Laplace laws; l2, max_variance in closed form; "
                      "its cost against the floating-point ball in the certificate); above rank 64 the norm ball keeps "
-                     "floating point",
+                     "floating point; bounded sums and means (no invariants; not ci_volume, test_power): K = [−Δ, "
+                     "Δ], the discrete Laplace on a dyadic lattice through pure ε′, its cost stated",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
     Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
                bound="iid_zcdp",

@@ -73,6 +73,7 @@ from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.core.rows import row_groups
 from dpopt.core.families import CROSS_MAX_RANK, HULL_MAX_RANK
+from dpopt.domain.queries import NumericQuery
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
@@ -80,6 +81,7 @@ from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism
 from dpopt.mechanisms.gaussian import counting_query
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost, stated_cost_check
 from dpopt.mechanisms.k_norm_cross import CROSS_KIND, CrossBody, cross_lattice, cross_utility
+from dpopt.mechanisms.k_norm_sum import LatticeSumKNorm, sum_design
 from dpopt.mechanisms.k_norm_lattice import (
     EXACT_K_NORM_CONE_NOTE,
     EXACT_K_NORM_NOTE,
@@ -525,14 +527,27 @@ class KNormMechanism(Mechanism):
         return bound * (1 - 1e-9) if math.isfinite(bound) and bound > 0 else None
 
     @classmethod
-    def design(cls, problem: Problem) -> KNormMechanism:
-        """K = Hull(S) when its facets can be computed in time, else the best fallback ball.
+    def design(cls, problem: Problem) -> KNormMechanism | LatticeSumKNorm:
+        """K = Hull(S) when its facets can be computed in time, else the best fallback ball; on a bounded sum or
+        mean, K = [−Δ, Δ] measured exactly on a dyadic lattice (:func:`~dpopt.mechanisms.k_norm_sum.sum_design`)
+        unless the spec rules it out (the reason is then in the continuous design's notes).
 
         Raises
         ------
         CalibrationError
             If no fallback ball can be built.
         """
+        exact = sum_design(problem)
+        if not isinstance(exact, str):
+            return exact
+        continuous = cls._continuous(problem)
+        if isinstance(problem.query, NumericQuery):
+            continuous.lattice_refusal = exact
+        return continuous
+
+    @classmethod
+    def _continuous(cls, problem: Problem) -> KNormMechanism:
+        """:meth:`design` on every spec but a bounded sum or mean measured on its lattice."""
         spec, space = problem.spec, problem.space
         epsilon = pure_epsilon_for(spec.privacy)
         vectors = space.listed()
@@ -612,6 +627,8 @@ class KNormMechanism(Mechanism):
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KNormMechanism:
+        if "sum_lattice" in parameters:
+            return LatticeSumKNorm.from_parameters(parameters, space)
         kind = parameters["norm_ball"]
         basis = space.span.basis()
         if kind == "hull":
