@@ -13,6 +13,7 @@ import json
 import math
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 import pytest
 import yaml
@@ -21,7 +22,7 @@ import dpopt
 from dpopt.cli import main
 from dpopt.mechanisms.base import IDEALIZED_NUMERICS
 
-FAMILIES = ["k_norm"]
+FAMILIES = ["k_norm", "r2dp"]
 
 
 def _spec(mechanism, query="sum", adjacency="add_remove", privacy=None, lower=0, upper=10.3, n=None, metric="l2"):
@@ -39,6 +40,12 @@ def _log_weight(mechanism, k: int) -> float:
     params = mechanism.parameters
     if mechanism.family == "k_norm":
         return -abs(k) / float(Fraction(params["lattice_scale"]))
+    if mechanism.family == "r2dp":
+        mixture = params["mixture"]
+        return float(mpmath.log(mpmath.fsum(
+            w * mpmath.tanh(1 / (2 * mpmath.mpf(Fraction(s).numerator) / Fraction(s).denominator))
+            * mpmath.exp(-abs(k) * mpmath.mpf(Fraction(s).denominator) / Fraction(s).numerator)
+            for s, w in zip(mixture["scales"], mixture["weights"]))))
     raise AssertionError(mechanism.family)
 
 
@@ -48,6 +55,11 @@ def _variance_units(mechanism) -> float:
     if mechanism.family == "k_norm":
         r = math.exp(-1 / float(Fraction(params["lattice_scale"])))
         return 2 * r / (1 - r) ** 2
+    if mechanism.family == "r2dp":
+        mixture = params["mixture"]
+        total = sum(mixture["weights"])
+        return sum(w / total * 2 * math.exp(-1 / float(Fraction(s))) / (1 - math.exp(-1 / float(Fraction(s)))) ** 2
+                   for s, w in zip(mixture["scales"], mixture["weights"]))
     raise AssertionError(mechanism.family)
 
 

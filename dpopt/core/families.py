@@ -180,11 +180,12 @@ FAMILIES: tuple[Capability, ...] = (
                      "(a two-cell histogram under zcdp or gdp, where the continuous steps 1/3 and 1/4 beat the "
                      "integer step: +15% and +26% in variance under zcdp and gdp)",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
-    Capability("r2dp", _M + "r2dp_counts", metrics=LOCAL_METRICS, bound="iid",
+    Capability("r2dp", _M + "r2dp_sum", metrics=LOCAL_METRICS, bound="iid",
                exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace "
                      "laws of dyadic scales with integer weights, optimised by the LP on ℤ; metrics l1, l2, "
                      "max_variance, usefulness, kl, renyi; mallows by the least exact Mallows distance of the discrete "
-                     "Laplace and the l1/l2 LP mixtures",
+                     "Laplace and the l1/l2 LP mixtures; bounded sums and means (no invariants; l1, l2, max_variance, "
+                     "usefulness): the LP mixture on ℤ at the lattice shift Δ_u on a dyadic lattice, its cost stated",
                serves="R²DP: Laplace with a randomised scale"),
     Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx", "pdp"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),
