@@ -161,7 +161,7 @@ FAMILIES: tuple[Capability, ...] = (
                      "floating point; bounded sums and means (no invariants; not ci_volume, test_power): K = [−Δ, "
                      "Δ], the discrete Laplace on a dyadic lattice through pure ε′, its cost stated",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
-    Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
+    Capability("generalized_gaussian", _M + "generalized_gaussian_sum", ("pure", "pdp", "approx", "zcdp", "gdp"),
                bound="iid_zcdp",
                exact="every target on counting queries (discrete GG on ℤ: pure by Δ₁/s at p = 1; pdp and approx at "
                      "p = 2, 3, 4 by the exact lattice pDP level and (ε, δ) profile of each move pattern, any number "
@@ -169,7 +169,10 @@ FAMILIES: tuple[Capability, ...] = (
                      "Laplace and zcdp, gdp at p = 2 as the discrete Gaussian); pure on a bounded mean with public n "
                      "and bounds that are multiples of the lattice (the truncated discrete GG on the lattice box); the "
                      "best exact option is kept, its cost against the best floating-point one stated; not zcdp or "
-                     "gdp at p ≥ 3 (no guarantee at any scale), the boundary-inflated variants, or bounded sums",
+                     "gdp at p ≥ 3 (no guarantee at any scale), or the boundary-inflated variants; bounded sums and means "
+                     "(no invariants; not ci_volume, test_power): the discrete GG on ℤ at the lattice shift Δ_u on a "
+                     "dyadic lattice, for the targets and shapes it serves on counts (p = 4 under pdp, approx on a "
+                     "coarser lattice), its cost stated",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
                exact="on counting queries (the discrete staircase on ℤ, integer steps): approx, zcdp, gdp on listed "
