@@ -74,7 +74,8 @@ def _variance_units(mechanism) -> float:
 
 
 @pytest.mark.parametrize(("family", "privacy"), [(family, {"pure": {"epsilon": 1}}) for family in FAMILIES] + [
-    ("generalized_gaussian", {"zcdp": {"rho": 0.5}}), ("generalized_gaussian", {"approx": {"epsilon": 0.5, "delta": 1e-9}})])
+    ("generalized_gaussian", {"zcdp": {"rho": 0.5}}),
+    ("generalized_gaussian", {"approx": {"epsilon": 0.5, "delta": 1e-9}})])
 def test_the_released_law_is_on_the_lattice_with_the_discrete_laws_variance(family, privacy):
     # 20,000 draws at a lattice answer: every release is a multiple of g/n, and the sample variance of the units'
     # noise is within 4 standard errors of the closed form; the standard error √((μ₄ − σ⁴)/N) is taken with a
@@ -122,7 +123,8 @@ def test_the_privacy_loss_of_neighbouring_records_stays_within_the_target(family
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("privacy", [{"pure": {"epsilon": 1}}, {"approx": {"epsilon": 1, "delta": 1e-6}},
-                                     {"zcdp": {"rho": 0.5}}, {"gdp": {"mu": 1}}, {"pdp": {"epsilon": 1, "delta": 1e-3}}])
+                                     {"zcdp": {"rho": 0.5}}, {"gdp": {"mu": 1}},
+                                     {"pdp": {"epsilon": 1, "delta": 1e-3}}])
 def test_a_sum_is_exact_by_default_verifies_and_a_forged_lattice_fails(family, privacy):
     solution = dpopt.solve(_spec(family, privacy=privacy))
     cert = solution.certificate.data

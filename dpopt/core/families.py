@@ -169,9 +169,9 @@ FAMILIES: tuple[Capability, ...] = (
                      "Laplace and zcdp, gdp at p = 2 as the discrete Gaussian); pure on a bounded mean with public n "
                      "and bounds that are multiples of the lattice (the truncated discrete GG on the lattice box); the "
                      "best exact option is kept, its cost against the best floating-point one stated; not zcdp or "
-                     "gdp at p ≥ 3 (no guarantee at any scale), or the boundary-inflated variants; bounded sums and means "
-                     "(no invariants; not ci_volume, test_power): the discrete GG on ℤ at the lattice shift Δ_u on a "
-                     "dyadic lattice, for the targets and shapes it serves on counts (p = 4 under pdp, approx on a "
+                     "gdp at p ≥ 3 (no guarantee at any scale), or the boundary-inflated variants; bounded sums and "
+                     "means (no invariants; not ci_volume, test_power): the discrete GG on ℤ at the lattice shift Δ_u "
+                     "on a dyadic lattice, for the targets and shapes it serves on counts (p = 4 under pdp, approx on a "
                      "coarser lattice), its cost stated",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",

@@ -184,9 +184,9 @@ class R2DPOnSums(_LatticeSum, R2DPOnCounts):
 
     def notes(self) -> list[str]:
         lat = self.lattice
-        return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=f"η from the discrete Laplace mixture {self.mixture} "
-                                      f"(a component from one uniform integer below {self.mixture.total}, then its "
-                                      "discrete Laplace, Algorithms 1–2)", divisor=lat.divisor, shift=lat.shift_text),
+        noise = (f"η from the discrete Laplace mixture {self.mixture} (a component from one uniform integer below "
+                 f"{self.mixture.total}, then its discrete Laplace, Algorithms 1–2)")
+        return [EXACT_SUM_NOTE.format(g=f"2^{lat.exponent}", noise=noise, divisor=lat.divisor, shift=lat.shift_text),
                 *(note.replace("R²DP on counts:", "R²DP on the lattice sum:", 1)
                   for note in R2DPOnCounts.notes(self)[1:])]
 
