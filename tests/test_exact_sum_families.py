@@ -208,3 +208,17 @@ def test_the_pdp_level_of_a_lattice_option_by_brute_force(p):
     w = np.exp(-((np.abs(k) / smaller) ** p))
     loss = np.abs((np.abs(k + shift) / smaller) ** p - (np.abs(k) / smaller) ** p)
     assert float(np.sum(w[loss > 1]) / np.sum(w)) > 1e-3
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_halved_noise_scale_fails_verify(family):
+    cert = dpopt.solve(_spec(family)).certificate.data
+    forged = copy.deepcopy(cert)
+    params = forged["mechanism"]["parameters"]
+    if family == "k_norm":
+        params["lattice_scale"] = str(Fraction(params["lattice_scale"]) / 2)
+    elif family == "r2dp":
+        params["mixture"]["scales"] = [str(Fraction(s) / 2) for s in params["mixture"]["scales"]]
+    else:
+        params["scale_exact"] = str(Fraction(params["scale_exact"]) / 2)
+    assert "privacy" in {c.claim for c in dpopt.verify(forged).failed}  # ε doubled on the lattice
