@@ -38,7 +38,11 @@ def test_the_r2dp_bound_never_beats_its_design(spec):
     spec = problem.spec
     cls = registry()["r2dp"]
     bound = cls.utility_bound(problem)
-    value = cls.design(problem).expected_utility(spec.utility).value
+    design = cls.design(problem)
+    if bound is None:  # a sum measured on its lattice: the staircase bound is not one for a lattice law (r2dp_sum)
+        assert spec.query.kind == "sum" and "sum_lattice" in design.parameters
+        return
+    value = design.expected_utility(spec.utility).value
     sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
     assert sign * value >= sign * bound * (1 - 1e-12)
 
@@ -77,7 +81,11 @@ def test_the_laplace_gdp_bound_never_beats_its_design(spec):
     spec = problem.spec
     cls = registry()["laplace"]
     bound = cls.utility_bound(problem)
-    value = cls.design(problem).expected_utility(spec.utility).value
+    design = cls.design(problem)
+    if bound is None:  # a sum measured on its lattice: the staircase bound is not one for a lattice law (r2dp_sum)
+        assert spec.query.kind == "sum" and "sum_lattice" in design.parameters
+        return
+    value = design.expected_utility(spec.utility).value
     sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
     assert sign * value >= sign * bound
 

@@ -155,30 +155,35 @@ FAMILIES: tuple[Capability, ...] = (
                      "privacy unit too; pure, approx, zcdp, gdp; l1, l2, usefulness, max_variance; the cost stated)",
                serves="Laplace noise on every coordinate"),
     Capability("k_norm", _M + "k_norm", invariants=True, bound="k_norm_ball",
-               exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis of "
-                     "span(S) (the lattice law P ∝ e^{−ε′‖z‖_K}); metrics l2, l1, usefulness, max_variance (importance "
-                     "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds, ≤ 10⁵ proposals "
-                     "per draw; else, rank ≥ 2, the cone sampler when its half-open decomposition is proven in "
-                     "integers, with a Monte Carlo of its exact draws: the 4×4 table with margins) and ci_volume "
-                     "(proven coverage); when the hull is not built, up to rank 64, K the cross-polytope of the "
-                     "lattice coordinates (a product of discrete Laplace laws; l2, max_variance in closed form; its "
-                     "cost against the floating-point ball in the certificate); above rank 64 the norm ball keeps "
-                     "floating point; linear queries with decimal weights on the decimal lattice D·W (D up to 2^20): "
-                     "the counting design for the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, "
-                     "usefulness, max_variance, ci_volume; no invariants, privacy unit; its cost stated)",
+               exact="every target (through pure ε′); counting queries; K = Hull(S) with an integral echelon basis "
+                     "of span(S) (the lattice law P ∝ e^{−ε′‖z‖_K}); metrics l2, l1, usefulness, max_variance (importance "
+                     "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds, ≤ 10⁵ "
+                     "proposals per draw; else, rank ≥ 2, the cone sampler when its half-open decomposition is "
+                     "proven in integers, with a Monte Carlo of its exact draws: the 4×4 table with margins) and "
+                     "ci_volume (proven coverage); when the hull is not built, up to rank 64, K the cross-polytope of "
+                     "the lattice coordinates (a product of discrete Laplace laws; l2, max_variance in closed form; "
+                     "its cost against the floating-point ball in the certificate); above rank 64 the norm ball keeps "
+                     "floating point; bounded sums and means (no invariants; not ci_volume, test_power): K = [−Δ, "
+                     "Δ], the discrete Laplace on a dyadic lattice through pure ε′, its cost stated; "
+                     "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20): the counting "
+                     "design for the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, usefulness, "
+                     "max_variance, ci_volume; no invariants; its cost stated)",
                serves="K-norm noise on the span; the optimal K = Hull(S) up to rank 16, else a norm ball"),
-    Capability("generalized_gaussian", _M + "generalized_gaussian", ("pure", "pdp", "approx", "zcdp", "gdp"),
+    Capability("generalized_gaussian", _M + "generalized_gaussian_sum", ("pure", "pdp", "approx", "zcdp", "gdp"),
                bound="iid_zcdp",
-               exact="every target on counting queries (discrete GG on ℤ: pure by Δ₁/s at p = 1; pdp and approx at p = "
-                     "2, 3, 4 by the exact lattice pDP level and (ε, δ) profile of each move pattern, any number of "
-                     "moving cells within the convolution's limit; approx, zcdp, gdp at p = 1 as the discrete Laplace "
-                     "and zcdp, gdp at p = 2 as the discrete Gaussian); pure on a bounded mean with public n and "
-                     "bounds that are multiples of the lattice (the truncated discrete GG on the lattice box); the "
-                     "best exact option is kept, its cost against the best floating-point one stated; not zcdp or gdp "
-                     "at p ≥ 3 (no guarantee at any scale), the boundary-inflated variants, or bounded sums; linear "
-                     "queries with decimal weights on the decimal lattice D·W (D up to 2^20): the counting design for "
-                     "the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, usefulness, max_variance, "
-                     "ci_volume; no invariants, privacy unit; its cost stated)",
+               exact="every target on counting queries (discrete GG on ℤ: pure by Δ₁/s at p = 1; pdp and approx at "
+                     "p = 2, 3, 4 by the exact lattice pDP level and (ε, δ) profile of each move pattern, any number "
+                     "of moving cells within the convolution's limit; approx, zcdp, gdp at p = 1 as the discrete "
+                     "Laplace and zcdp, gdp at p = 2 as the discrete Gaussian); pure on a bounded mean with public n "
+                     "and bounds that are multiples of the lattice (the truncated discrete GG on the lattice box); the "
+                     "best exact option is kept, its cost against the best floating-point one stated; not zcdp or "
+                     "gdp at p ≥ 3 (no guarantee at any scale), or the boundary-inflated variants; bounded sums and "
+                     "means (no invariants; not ci_volume, test_power): the discrete GG on ℤ at the lattice shift Δ_u "
+                     "on a dyadic lattice, for the targets and shapes it serves on counts (p = 4 under pdp, approx on a "
+                     "coarser lattice), its cost stated; "
+                     "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20): the counting "
+                     "design for the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, usefulness, "
+                     "max_variance; no invariants; its cost stated)",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
                exact="on counting queries (the discrete staircase on ℤ, integer steps): approx, zcdp, gdp on listed "
@@ -191,13 +196,15 @@ FAMILIES: tuple[Capability, ...] = (
                      "weights on the decimal lattice D·W (D up to 2^20, listed moves; every target as on counts; l1, "
                      "l2, usefulness, max_variance)",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
-    Capability("r2dp", _M + "r2dp_counts", metrics=LOCAL_METRICS, bound="iid",
-               exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace laws "
-                     "of dyadic scales with integer weights, optimised by the LP on ℤ; metrics l1, l2, max_variance, "
-                     "usefulness, kl, renyi; mallows by the least exact Mallows distance of the discrete Laplace and "
-                     "the l1/l2 LP mixtures; linear queries with decimal weights on the decimal lattice D·W (D up to "
-                     "2^20): the counting design for the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, "
-                     "usefulness, max_variance; no invariants, privacy unit; its cost stated)",
+    Capability("r2dp", _M + "r2dp_sum", metrics=LOCAL_METRICS, bound="iid",
+               exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace "
+                     "laws of dyadic scales with integer weights, optimised by the LP on ℤ; metrics l1, l2, "
+                     "max_variance, usefulness, kl, renyi; mallows by the least exact Mallows distance of the discrete "
+                     "Laplace and the l1/l2 LP mixtures; bounded sums and means (no invariants; l1, l2, max_variance, "
+                     "usefulness): the LP mixture on ℤ at the lattice shift Δ_u on a dyadic lattice, its cost stated; "
+                     "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20): the counting "
+                     "design for the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, usefulness, "
+                     "max_variance; no invariants; its cost stated)",
                serves="R²DP: Laplace with a randomised scale"),
     Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx", "pdp"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),

@@ -31,7 +31,9 @@ discrete Laplace; under pDP p ≥ 2 calibrated on the lattice pDP level, :mod:`d
 under (ε, δ) on the lattice profile, :mod:`dpopt.privacy.discrete_gg_profile`; under ρ-zCDP and μ-GDP p = 2 as the
 discrete Gaussian);
 on a bounded mean with public n under pure ε the truncated options are joined by the truncated discrete GG on
-the lattice box (:mod:`dpopt.privacy.discrete_truncated_gg`). The samplers are exact
+the lattice box (:mod:`dpopt.privacy.discrete_truncated_gg`); on a bounded sum or mean the unbounded options are
+joined by the discrete GG on the sum's dyadic lattice (:mod:`dpopt.mechanisms.generalized_gaussian_sum`, whose class
+the registry holds for the family). The samplers are exact
 (:mod:`dpopt.noise.discrete_generalized_gaussian`).
 
 ``design`` calibrates every applicable (p, variant) and keeps the best exact option for the spec's metric when

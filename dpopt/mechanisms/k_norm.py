@@ -73,6 +73,7 @@ from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.core.rows import row_groups
 from dpopt.core.families import CROSS_MAX_RANK, HULL_MAX_RANK
+from dpopt.domain.queries import NumericQuery
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
@@ -81,6 +82,7 @@ from dpopt.mechanisms.gaussian import counting_query
 from dpopt.mechanisms.decimal_counts import OnDecimalLattice, decimal_reason
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost, stated_cost_check
 from dpopt.mechanisms.k_norm_cross import CROSS_KIND, CrossBody, cross_lattice, cross_utility
+from dpopt.mechanisms.k_norm_sum import LatticeSumKNorm, sum_design
 from dpopt.mechanisms.k_norm_lattice import (
     EXACT_K_NORM_CONE_NOTE,
     EXACT_K_NORM_NOTE,
@@ -509,7 +511,10 @@ class KNormMechanism(Mechanism):
         :data:`~dpopt.core.families.HULL_MAX_RANK` (K is then a ball, bounded in closed form by the
         capability table's ``k_norm_ball``, without the QR of the listed vectors). When the lattice law may serve the
         spec (a counting query), :func:`shift_cost_lower_bound` instead, which bounds it too (the volume bound
-        is the continuous law's: the lattice law of the 2×2 table costs 7.37 < 8 = its bound)."""
+        is the continuous law's: the lattice law of the 2×2 table costs 7.37 < 8 = its bound). On a bounded sum or
+        mean measured on its lattice (:mod:`~dpopt.mechanisms.k_norm_sum`) the continuous bound still holds: the
+        discrete Laplace's (2t² − 1/6 + O(t⁻²))(g/n)² with t ≥ b·n/g ≥ 2^20 is below 2b² by at most 2^-40/12
+        relative, inside the 10⁻⁹ margin."""
         spec, space = problem.spec, problem.space
         utility = spec.utility
         if utility.metric != "l2" or utility.workload is not None or utility.weights is not None:
@@ -528,10 +533,12 @@ class KNormMechanism(Mechanism):
         return bound * (1 - 1e-9) if math.isfinite(bound) and bound > 0 else None
 
     @classmethod
-    def design(cls, problem: Problem) -> KNormMechanism | OnDecimalLattice:
+    def design(cls, problem: Problem) -> KNormMechanism | OnDecimalLattice | LatticeSumKNorm:
         """K = Hull(S) when its facets can be computed in time, else the best fallback ball; for a linear query with
         decimal weights, the lattice law of the integer moves D·WΔ released on the decimal lattice
-        (:mod:`dpopt.mechanisms.decimal_counts`) when it is exact.
+        (:mod:`dpopt.mechanisms.decimal_counts`) when it is exact; on a bounded sum or mean, K = [−Δ, Δ] measured
+        exactly on a dyadic lattice (:func:`~dpopt.mechanisms.k_norm_sum.sum_design`) unless the spec rules it out
+        (the reason is then in the continuous design's notes).
 
         Raises
         ------
@@ -541,6 +548,17 @@ class KNormMechanism(Mechanism):
         decimal = OnDecimalLattice.measured(problem, cls)
         if not isinstance(decimal, str):
             return decimal
+        exact = sum_design(problem)
+        if not isinstance(exact, str):
+            return exact
+        continuous = cls._continuous(problem)
+        if isinstance(problem.query, NumericQuery):
+            continuous.lattice_refusal = exact
+        return continuous
+
+    @classmethod
+    def _continuous(cls, problem: Problem) -> KNormMechanism:
+        """:meth:`design` on every spec but a bounded sum or mean measured on its lattice."""
         spec, space = problem.spec, problem.space
         epsilon = pure_epsilon_for(spec.privacy)
         vectors = space.listed()
@@ -619,9 +637,12 @@ class KNormMechanism(Mechanism):
         return cls(epsilon, body, space, lattice=lattice, lattice_refusal=refusal)
 
     @classmethod
-    def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> KNormMechanism | OnDecimalLattice:
+    def from_parameters(cls, parameters: dict, space: SensitivitySpace
+                        ) -> KNormMechanism | OnDecimalLattice | LatticeSumKNorm:
         if "lattice_scale" in parameters:
             return OnDecimalLattice.from_parameters(parameters, space, cls)
+        if "sum_lattice" in parameters:
+            return LatticeSumKNorm.from_parameters(parameters, space)
         kind = parameters["norm_ball"]
         basis = space.span.basis()
         if kind == "hull":

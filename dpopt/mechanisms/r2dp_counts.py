@@ -38,7 +38,8 @@ mixtures for l1 and l2 (E|Z|^p at p = 1, 2: the continuous family's proxy) — a
 distance of the discrete law (:func:`mallows_value`: the quantile coupling's finite sum, the support truncated with
 a proven error ≤ :data:`MALLOWS_TRUNCATION`), and the least is released.
 
-``sampler: floating_point``, non-counting queries, and prior metrics whose sums would exceed
+Bounded sums and means are measured on a dyadic lattice by the same mixture (:mod:`dpopt.mechanisms.r2dp_sum`).
+``sampler: floating_point``, other non-counting queries, and prior metrics whose sums would exceed
 :data:`~dpopt.optimize.r2dp_lattice_lp.MAX_SUM_TERMS` keep the continuous design (:mod:`dpopt.mechanisms.r2dp`).
 """
 
@@ -287,7 +288,12 @@ class R2DPOnCounts(R2DPMechanism):
             if reason != "unsupported" and counting_query(problem):
                 continuous.refusal = reason
             return continuous
-        exact = cls._lattice_design(problem)
+        return cls._compared(problem, cls._lattice_design(problem))
+
+    @staticmethod
+    def _compared(problem: Problem, exact: R2DPOnCounts) -> R2DPOnCounts:
+        """``exact`` with the continuous R²DP design of ``problem`` (its staircase bound when the exact value is within
+        :data:`BOUND_MARGIN` of it, else its second fold) and the cost of exactness added to its record."""
         metric = problem.spec.utility.metric
         bound = R2DPMechanism.utility_bound(problem)
         record = exact.design_record
@@ -426,27 +432,41 @@ class R2DPOnCounts(R2DPMechanism):
         pattern = shift_pattern(space)
         shift = int(pattern.largest)
         closed = mixture_epsilon(self.mixture.scales, self.mixture.weights, shift)
-        brute = ratio_sup_enumerated(self.mixture, shift)
+        window = self.ratio_window(shift)
+        brute = ratio_sup_enumerated(self.mixture, shift, window)
         ratio = Check(
             "privacy.density_ratio",
-            "brute force: max over the integers |k| ≤ 4Δ + 20·max s_j of |ln p(k) − ln p(k+Δ)| equals the closed "
-            "form ln a(0)/a(Δ) (the supremum is attained at k = 0: tight, not a bound)",
+            f"brute force: max over the integers |k| ≤ {'4Δ + 20·max s_j' if window is None else '2Δ'} of "
+            "|ln p(k) − ln p(k+Δ)| equals the closed form ln a(0)/a(Δ) (the supremum is attained at k = 0: tight, "
+            "not a bound)",
             abs(brute - closed) <= 1e-9 * max(1.0, closed),
             f"enumerated {brute:.12g} vs closed form {closed:.12g} at Δ = {shift}",
         )
         return [lattice_privacy_check(self.mixture, pattern, privacy), ratio]
 
+    def ratio_window(self, shift: int) -> int | None:
+        """The half-width of the brute-force cross-check (None: 4Δ + 20·max s_j, past the mixture's bulk)."""
+        return None
+
     def scope_checks(self, problem: Problem) -> list[Check]:
         """The lattice's scope (a counting query) and the recorded comparison, recomputed."""
-        checks = [lattice_scope_check(problem)]
+        return [lattice_scope_check(problem), *self.comparison_checks(problem, problem.space)]
+
+    def one_atom_value(self, scale: Fraction, utility: Utility) -> float:
+        """The metric of the discrete Laplace of ``scale`` in place of this mixture (the recorded baseline)."""
+        return _one_atom_value(scale, self.dimension, utility)
+
+    def comparison_checks(self, problem: Problem, units: SensitivitySpace) -> list[Check]:
+        """The recorded comparison, recomputed: ``units`` the integer space the mixture's privacy is checked on
+        (the counts' own, or a lattice sum's moves in units of g); empty when the record has none."""
         spec, space = problem.spec, problem.space
         record = self.design_record
         if (not record or record.get("metric") != spec.utility.metric or spec.privacy.definition not in PURE_TARGETS
-                or _shift_reason(space) is not None):
-            return checks
+                or _shift_reason(units) is not None):
+            return []
         recorded = record["baselines"]
         laplace = DiscreteLaplaceMixture((Fraction(recorded["discrete_laplace"]["scale"]),), (1,))
-        laplace_ok = lattice_privacy_check(laplace, shift_pattern(space), spec.privacy).passed
+        laplace_ok = lattice_privacy_check(laplace, shift_pattern(units), spec.privacy).passed
         continuous = recorded["continuous_r2dp"]
         if "second_fold" in continuous:
             design = R2DPMechanism(fold_from_parameters(continuous["second_fold"]), space.dimension)
@@ -460,18 +480,17 @@ class R2DPOnCounts(R2DPMechanism):
         cost_ok = stated is None or (value is not None and isinstance(stated, dict)  # None: issued before the key
                                      and _close(exact_cost(spec.utility.metric, mine, value)["ratio"],
                                                 stated.get("ratio")))
-        values = (_one_atom_value(laplace.scales[0], space.dimension, spec.utility), value)
+        values = (self.one_atom_value(laplace.scales[0], spec.utility), value)
         agree = (_close(values[0], recorded["discrete_laplace"]["value"])
                  and _close(values[1], continuous.get("value", continuous.get("bound")))
                  and _close(mine, record.get("value")) and laplace_ok and continuous_ok and cost_ok)
-        checks.append(Check(
+        return [Check(
             "r2dp.comparison",
             f"the recorded comparison at the same ε is recomputed: the discrete Laplace (its recorded scale, privacy "
             f"re-checked), the continuous R²DP ({word}), this mixture, for the spec's metric, and the stated cost of "
             f"exactness ({EXACT_COST_KEY}: the mixture's value over the continuous one's)",
             agree, _lattice_verdict(spec.utility.metric, mine, *values, "bound" in continuous),
-        ))
-        return checks
+        )]
 
     def privacy_summary(self, space: SensitivitySpace) -> dict:
         if _shift_reason(space) is not None:
