@@ -639,10 +639,10 @@ class KNormMechanism(Mechanism):
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace
                         ) -> KNormMechanism | OnDecimalLattice | LatticeSumKNorm:
+        if "sum_lattice" in parameters:  # its lattice_scale is the discrete Laplace's, not a decimal lattice's D
+            return LatticeSumKNorm.from_parameters(parameters, space)
         if "lattice_scale" in parameters:
             return OnDecimalLattice.from_parameters(parameters, space, cls)
-        if "sum_lattice" in parameters:
-            return LatticeSumKNorm.from_parameters(parameters, space)
         kind = parameters["norm_ball"]
         basis = space.span.basis()
         if kind == "hull":
