@@ -9,10 +9,13 @@ of ``dpopt.solve``, of ``dpopt.verify`` of its certificate (k_norm only), K (``n
 certificate states it, whether it carries the idealized-numerics note, and the family ``auto`` chose; for this
 tree and, with ``--baseline REV``, for the tree of git revision REV (``git archive`` into a temporary folder) in
 the same run, with the ratio baseline/this tree of each time. A replace-one histogram above 271 cells cannot list
-its differences (20·10⁶ entries) and keeps the l2 ball in both trees.
+its differences (20·10⁶ entries) and keeps the l2 ball in both trees. ``--bound SIZES`` times
+:func:`dpopt.mechanisms.k_norm.optimal_cost_lower_bound` alone (the ball's ``k_norm.excess_cost``) on the listed
+differences of a replace-one histogram of each size, with its value (equal in both trees).
 
 Run ``python benchmarks/bench_k_norm_cross.py [--sizes 100,200,500] [--adjacency replace_one,add_remove]
-[--cases k_norm,floating_point,auto] [--repeat 2] [--baseline REV]`` (the revision before this work: e338315).
+[--cases k_norm,floating_point,auto] [--repeat 2] [--baseline REV] [--bound 100,200]`` (the revision before this
+work: e338315).
 """
 
 from __future__ import annotations
@@ -51,10 +54,25 @@ print(json.dumps([solve, verify, passed, data["mechanism"]["family"],
                   "idealized" in json.dumps(data)]))
 """
 
+BOUND = """
+import json, sys, time
+import dpopt
+from dpopt.mechanisms.k_norm import optimal_cost_lower_bound
+size = int(sys.argv[1])
+spec = {"dpopt": 1, "name": "h", "data": {"attributes": {"a": [f"v{i}" for i in range(size)]}, "n": 1000},
+        "query": {"kind": "histogram", "attribute": "a"}, "adjacency": {"kind": "replace_one"},
+        "privacy": {"pure": {"epsilon": 1.0}}}
+space = dpopt.derive(dpopt.load_spec(spec))
+vectors, basis = space.vectors(), space.span.basis()
+start = time.perf_counter()
+bound, _ = optimal_cost_lower_bound(vectors, basis, 1.0)
+print(json.dumps([time.perf_counter() - start, bound]))
+"""
 
-def _run(tree: Path, size: int, adjacency: str, case: str) -> list:
+
+def _run(tree: Path, size: int, adjacency: str, case: str, code: str = CHILD) -> list:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(size), adjacency, case], cwd=tree, env=env,
+    out = subprocess.run([sys.executable, "-c", code, str(size), adjacency, case], cwd=tree, env=env,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -70,6 +88,7 @@ def main() -> None:
     parser.add_argument("--cases", default="k_norm,floating_point,auto")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--baseline", default="", help="a git revision to time in the same run")
+    parser.add_argument("--bound", default="", help="sizes at which to time the excess-cost lower bound alone")
     options = parser.parse_args()
     print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as folder:
@@ -93,6 +112,11 @@ def main() -> None:
                         ratio = f"solve {s0 / s1:.2f}x" + ("" if v1 is None else f", verify {v0 / v1:.2f}x")
                         print(f"{'':5s} {'':11s} {'':14s} {'ratio':10s} baseline/this tree (best of runs): {ratio}",
                               flush=True)
+        for size in (int(s) for s in options.bound.split(",") if s):
+            for name, tree in trees.items():
+                seconds, bound = _run(tree, size, "replace_one", "bound", BOUND)
+                print(f"lower bound, {size}-cell replace-one histogram, {name}: {seconds:.3f} s, value {bound!r}",
+                      flush=True)
     print(f"load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -295,11 +295,13 @@ class BallBody:
         self.log_volume = self.ball.log_volume + self.rank * math.log(self.radius)
 
     @classmethod
-    def smallest(cls, kind: str, space: SensitivitySpace, vectors: np.ndarray | None, basis: np.ndarray):
+    def smallest(cls, kind: str, space: SensitivitySpace, vectors: np.ndarray | None, basis: np.ndarray,
+                 images: np.ndarray | None = None):
         """The smallest ball of this kind containing S; None if S must be listed and cannot be.
 
         The l2 radius is the exact l2 sensitivity (‖Bᵀv‖₂ = ‖v‖₂ on 𝒮); l1 and l∞ radii
-        are maxima over the listed vectors, enlarged by a relative 1e-9.
+        are maxima over the listed vectors, enlarged by a relative 1e-9. ``images``: ``vectors @ basis`` when the
+        caller has it (one product for both balls).
         """
         if kind == "l2":
             radius = math.sqrt(float(space.l2_squared))
@@ -309,7 +311,7 @@ class BallBody:
             return cls(kind, radius, basis)
         if vectors is None:
             return None
-        top = float(LpBall(kind, basis.shape[1]).gauge(vectors @ basis).max())
+        top = float(LpBall(kind, basis.shape[1]).gauge(vectors @ basis if images is None else images).max())
         return cls(kind, top * (1 + _BALL_MARGIN), basis)
 
     def uniform(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -615,7 +617,8 @@ class KNormMechanism(Mechanism):
                 return cls._with_lattice(epsilon, body, problem)
         else:
             reason = "the sensitivity space is too large to list, so its hull cannot be built"
-        balls = [BallBody.smallest(kind, space, vectors, basis) for kind in BALL_KINDS]
+        images = None if vectors is None else vectors @ basis
+        balls = [BallBody.smallest(kind, space, vectors, basis, images) for kind in BALL_KINDS]
         refusal = _lattice_scope(problem)
         if refusal is None and space.rank > CROSS_MAX_RANK:
             refusal = f"the lattice cross-polytope serves ranks up to {CROSS_MAX_RANK} (dpopt.core.families)"
