@@ -63,20 +63,15 @@ FLOAT_EXACT_BOUND = 2.0**52
 (half of 2^53, the margin covering the bound's own rounding): every partial sum of every entry is then an integer
 that float64 represents exactly, whatever the summation order or fused multiply-adds."""
 
-SPARSE_DENSITY = 0.125
-"""A factor with at most this share of non-zero entries is multiplied as a sparse int64 matrix (scipy.sparse)."""
-
-
 def integer_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b exactly for integer arrays (int64 result): as sparse int64 matrices when a factor is sparse
-    (:data:`SPARSE_DENSITY`), else by float64 BLAS when the entries' bound max_i Σ_k |a_ik|·max|b| is below
-    :data:`FLOAT_EXACT_BOUND`, else in Python integers. The sparse and float routes are exact because that bound
-    also bounds every partial sum (below 2^62 for int64, below 2^52 for float64).
+    """a @ b exactly for integer arrays (int64 result): by float64 BLAS when the entries' bound
+    max_i Σ_k |a_ik|·max|b| is below :data:`FLOAT_EXACT_BOUND` (it bounds every partial sum too), else in Python
+    integers.
 
     Raises
     ------
     OverflowError
-        A product that may leave the int64 range.
+        A product that may leave the int64 range (the bound at 2⁶² or above).
     """
     a, b = np.atleast_2d(np.asarray(a, dtype=np.int64)), np.atleast_2d(np.asarray(b, dtype=np.int64))
     if a.size == 0 or b.size == 0:
@@ -84,10 +79,6 @@ def integer_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     bound = float(np.abs(a).sum(axis=1, dtype=float).max()) * float(np.abs(b).max())
     if not bound < 2.0**62:
         raise OverflowError("an integer matrix product may leave the int64 range")
-    if min(np.count_nonzero(a) / a.size, np.count_nonzero(b) / b.size) <= SPARSE_DENSITY:
-        from scipy import sparse  # imported where used
-
-        return np.asarray((sparse.csr_array(a) @ sparse.csr_array(b)).toarray(), dtype=np.int64)
     if bound < FLOAT_EXACT_BOUND:
         return np.rint(a.astype(float) @ b.astype(float)).astype(np.int64)
     return (a.astype(object) @ b.astype(object)).astype(np.int64)
