@@ -140,10 +140,12 @@ def test_a_non_integral_echelon_form_is_refused():
 
 @pytest.mark.parametrize("a, b", [
     (np.array([[1, -1, 0], [0, 2, 3]]), np.array([[1, 0], [2, 1], [-4, 5]])),  # dense: float BLAS
-    (np.eye(40, dtype=np.int64) * 3, np.arange(40 * 7).reshape(40, 7) - 100),
+    (np.eye(40, dtype=np.int64) * 3, np.arange(40 * 7).reshape(40, 7) - 100),  # sparse a
     (np.full((2, 2), 2**40), np.full((2, 2), 2**20)),  # 2^61 entries: past float64's exact range
 ])
 def test_integer_products_are_exact(a, b):
+    from scipy import sparse  # noqa: F401 - loaded: the sparse route serves the sparse factor
+
     assert np.array_equal(integer_product(a, b), (a.astype(object) @ b.astype(object)).astype(np.int64))
 
 
