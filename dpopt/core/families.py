@@ -38,11 +38,11 @@ wrapping, 2 s up to its symmetry group; rank 16 (5×5 table) was not done after 
 CROSS_MAX_RANK = 1024
 """Largest rank at which ``k_norm`` on a counting query, when K is not the hull, measures exactly with the lattice
 cross-polytope (:mod:`dpopt.mechanisms.k_norm_cross`); above, the floating-point norm ball (no listing of S).
-Measured (``benchmarks/bench_k_norm_cross.py``, load 7 on 2 cores): its echelon basis, sampler and exact checks
-cost no more than the ball's design and checks (a 200-cell replace-one histogram: solve 10.1 s, verify 8.7 s
-against 35.9 s, 29.6 s for the ball before this tree's faster lower bound; add/remove on 500 cells 9.1 s, 5.0 s
-against 9.6 s, 5.1 s; on 2,000 cells, solve 73 s against 154 s). 64 before, when one elimination over all of S in
-rationals made the cross-polytope's basis cost 8 s at 200 cells (0.3 s now). The cap is kept
+Measured (``benchmarks/bench_k_norm_cross.py``): its echelon basis, sampler and exact checks cost no more than the
+ball's design and checks (a 200-cell replace-one histogram: solve 3.5 s, verify 2.7 s against 11.2 s, 10.1 s for
+the ball before this tree's faster lower bound, load 2–3 on 2 cores; at load 7, add/remove on 500 cells 9.1 s,
+5.0 s against 9.6 s, 5.1 s, and on 2,000 cells, solve 73 s against 154 s). 64 before, when one elimination over
+all of S in rationals made the cross-polytope's basis cost 8 s at 200 cells (0.2–0.3 s now). The cap is kept
 for ``auto``: up to it the ``k_norm_ball`` quick bound of a listable space is the cross-polytope's
 s/(2 sinh²(ε₀/2)), which does not grow with Δ₂ and so no longer skips the family on large marginal workloads
 without listing S (all 3-way marginals of 5 attributes, rank 2,036, keep the ball's bound). A replace-one
