@@ -2,8 +2,8 @@
 earlier revision.
 
 The case a user hit: an L-cell histogram, replace-one, pure ε = 1, ``mechanism: k_norm``, ``utility: {metric: l2}``.
-Above rank 64 K-norm uses the floating-point ball, whose per-cell errors are a Monte Carlo pooled over the cell
-orbits of the L(L − 1) neighbouring differences; ``dpopt verify`` recomputes them. Each size runs in a fresh
+K-norm (the lattice cross-polytope up to rank 1,024, the floating-point ball above; the ball above rank 64 when this
+benchmark was written) reports per-cell errors by a Monte Carlo pooled over the cell orbits of the L(L − 1) neighbouring differences; ``dpopt verify`` recomputes them. Each size runs in a fresh
 interpreter; printed: the CPU time (``time.process_time``, imports excluded) of ``dpopt.solve``, of the
 ``cell_orbits`` calls within it, of ``dpopt.verify`` of its certificate, and a digest of the certificate's per-cell
 block, for this tree and, with ``--baseline REV``, for the tree of git revision REV (``git archive`` into a

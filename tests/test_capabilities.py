@@ -123,18 +123,25 @@ def test_k_norm_ball_bound_is_attained_by_the_cross_polytope():
 
 def test_k_norm_ball_bound_holds_for_the_lattice_cross_polytope():
     """The same histogram measured exactly: the lattice cross-polytope's law is i.i.d. discrete Laplace of scale
-    1/ε per cell (M = 1), E‖Z‖² = s·2e^{−ε}/(1 − e^{−ε})² (CKS 2020), below 2s/ε²; the bound on counts is the
-    Hammersley–Chapman–Robbins one, Δ₂²/(4 sinh²(ε/2)) = 1/(4 sinh² 1), below it."""
+    1/ε per cell (M = 1), E‖Z‖² = s·2e^{−ε}/(1 − e^{−ε})² (CKS 2020), below 2s/ε²; the bound on counts is
+    max(Δ₂²/(4 sinh²(ε/2)), min(2sΔ₂²/ε², s/(2 sinh²(ε/2)))) = s/(2 sinh² 1) (Σ_k E c_k² over the pivot
+    coordinates, each at least the discrete Laplace variance at scale 1/ε), which this law attains:
+    2e^{−ε}/(1 − e^{−ε})² = 2/(e^{ε/2} − e^{−ε/2})² = 1/(2 sinh²(ε/2))."""
     cells = [f"c{i}" for i in range(20)]
     problem = dpopt.compile(_spec({"kind": "histogram", "attribute": "a"}, {"pure": {"epsilon": 2.0}},
                                   attributes={"a": cells}))
     bound = k_norm_ball_bound(problem)
-    assert bound == pytest.approx(1 / (4 * math.sinh(1.0) ** 2), rel=1e-8)
+    assert bound == pytest.approx(20 / (2 * math.sinh(1.0) ** 2), rel=1e-8)
     mechanism = registry()["k_norm"].design(problem)
     assert mechanism.exact_noise and mechanism.parameters["norm_ball"] == "lattice_cross_polytope"
     value = mechanism.expected_utility(problem.spec.utility).value
     assert value == pytest.approx(20 * 2 * math.exp(-2.0) / (1 - math.exp(-2.0)) ** 2, rel=1e-9)
     assert bound <= value < 2 * 20 / 4.0
+    replace = dpopt.compile(_spec({"kind": "histogram", "attribute": "a"}, {"pure": {"epsilon": 2.0}},
+                                  attributes={"a": cells}, adjacency="replace_one"))
+    bound = k_norm_ball_bound(replace)  # s = 19, Δ₂² = 2: s/(2 sinh² 1) < 2sΔ₂²/ε² = 19
+    assert bound == pytest.approx(19 / (2 * math.sinh(1.0) ** 2), rel=1e-8)
+    assert bound <= registry()["k_norm"].design(replace).expected_utility(replace.spec.utility).value
 
 
 def test_auto_on_three_way_marginals_never_lists_the_differences():

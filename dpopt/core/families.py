@@ -35,10 +35,18 @@ HULL_MAX_RANK = 16
 Measured (:mod:`dpopt.geometry.polytope`): rank 9 (4×4 table, 264 vectors) takes 54–153 s by gift
 wrapping, 2 s up to its symmetry group; rank 16 (5×5 table) was not done after 600 s."""
 
-CROSS_MAX_RANK = 64
+CROSS_MAX_RANK = 1024
 """Largest rank at which ``k_norm`` on a counting query, when K is not the hull, measures exactly with the lattice
-cross-polytope (:mod:`dpopt.mechanisms.k_norm_cross`); above, the floating-point norm ball (no listing of S, and
-the ``k_norm_ball`` quick bound of the balls lets ``auto`` skip the family on large marginal workloads)."""
+cross-polytope (:mod:`dpopt.mechanisms.k_norm_cross`); above, the floating-point norm ball (no listing of S).
+Measured (``benchmarks/bench_k_norm_cross.py``): its echelon basis, sampler and exact checks cost no more than the
+ball's design and checks (a 200-cell replace-one histogram: solve 3.5 s, verify 2.7 s against 11.2 s, 10.1 s for
+the ball before this tree's faster lower bound, load 2–3 on 2 cores; at load 7, add/remove on 500 cells 9.1 s,
+5.0 s against 9.6 s, 5.1 s, and on 2,000 cells, solve 73 s against 154 s). 64 before, when one elimination over
+all of S in rationals made the cross-polytope's basis cost 8 s at 200 cells (0.2–0.3 s now). The cap is kept
+for ``auto``: up to it the ``k_norm_ball`` quick bound of a listable space is the cross-polytope's
+s/(2 sinh²(ε₀/2)), which does not grow with Δ₂ and so no longer skips the family on large marginal workloads
+without listing S (all 3-way marginals of 5 attributes, rank 2,036, keep the ball's bound). A replace-one
+histogram above 271 cells cannot list S (20·10⁶ entries) and keeps the ball whatever the rank."""
 
 
 @dataclass(frozen=True)
@@ -160,10 +168,10 @@ FAMILIES: tuple[Capability, ...] = (
                      "sampling with ≥ 1,000 guaranteed effective draws and ≤ 10⁹ gauge multiply-adds, ≤ 10⁵ "
                      "proposals per draw; else, rank ≥ 2, the cone sampler when its half-open decomposition is "
                      "proven in integers, with a Monte Carlo of its exact draws: the 4×4 table with margins) and "
-                     "ci_volume (proven coverage); when the hull is not built, up to rank 64, K the cross-polytope of "
-                     "the lattice coordinates (a product of discrete Laplace laws; l2, max_variance in closed form; "
-                     "its cost against the floating-point ball in the certificate); above rank 64 the norm ball keeps "
-                     "floating point; bounded sums and means (no invariants; not ci_volume, test_power): K = [−Δ, "
+                     f"ci_volume (proven coverage); when the hull is not built, up to rank {CROSS_MAX_RANK}, K the "
+                     "cross-polytope of the lattice coordinates (a product of discrete Laplace laws; l2, max_variance "
+                     "in closed form; its cost against the floating-point ball in the certificate); above rank "
+                     f"{CROSS_MAX_RANK}, or when S cannot be listed, the norm ball keeps floating point; bounded sums and means (no invariants; not ci_volume, test_power): K = [−Δ, "
                      "Δ], the discrete Laplace on a dyadic lattice through pure ε′, its cost stated; "
                      "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20): the counting "
                      "design for the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, usefulness, "

@@ -38,10 +38,14 @@ E‖Z‖² = s(s+1)(s+2)c²/(3ε₀²) ≥ (s+1)(s+2)Δ₂²/(3ε₀²). The sma
 Up to rank :data:`~dpopt.core.families.CROSS_MAX_RANK`, on a counting query measured exactly (no
 ``sampler: floating_point``; the bound does not read the query) K is instead the cross-polytope of the
 lattice coordinates (:mod:`dpopt.mechanisms.k_norm_cross`), a discrete law below that bound (on the add/remove
-histogram it is the discrete Laplace, of variance 2e^{−ε}/(1 − e^{−ε})² < 2/ε² per cell); the bound is then the
-one for every symmetric ε₀-DP additive noise along a neighbouring shift of norm Δ₂ (Hammersley–Chapman–Robbins
-with χ² ≤ 4 sinh²(ε₀/2), :func:`~dpopt.mechanisms.k_norm.shift_cost_lower_bound` with one vector):
-E‖Z‖² ≥ Δ₂²/(4 sinh²(ε₀/2)).
+histogram it is the discrete Laplace, of variance 2e^{−ε}/(1 − e^{−ε})² < 2/ε² per cell). Its noise Z = cR has
+c = Z[J] (R is the identity on the pivot columns J), c_k independent discrete Laplace of scales M_k/ε′ with M_k ≥ 1
+(integer bounds of a spanning S) and ε′ ≤ ε₀, so E‖Z‖² ≥ Σ_k E c_k² ≥ s·2e^{−ε₀}/(1 − e^{−ε₀})² = s/(2 sinh²(ε₀/2))
+(the variance of the discrete Laplace grows with its scale; equality on the add/remove histogram). The family
+may still take a ball (the cross-polytope refused), so the bound is the smaller of the two, and at least the one for
+every symmetric ε₀-DP additive noise along a neighbouring shift of norm Δ₂ (Hammersley–Chapman–Robbins with
+χ² ≤ 4 sinh²(ε₀/2), :func:`~dpopt.mechanisms.k_norm.shift_cost_lower_bound` with one vector):
+E‖Z‖² ≥ max(Δ₂²/(4 sinh²(ε₀/2)), min(2sΔ₂²/ε₀², s/(2 sinh²(ε₀/2)))).
 
 Every bound is rounded down by 1e-9 relative (the norms are exact; the float formulas round to ~1e-15).
 """
@@ -125,19 +129,20 @@ def iid_zcdp_bound(problem: Problem) -> float | None:
 
 def k_norm_ball_bound(problem: Problem) -> float | None:
     """The ``k_norm_ball`` bound of the module docstring above rank :data:`HULL_MAX_RANK`, 2sΔ₂²/ε₀² for the
-    floating-point balls, Δ₂²/(4 sinh²(ε₀/2)) up to rank :data:`CROSS_MAX_RANK` unless the spec asks for
-    ``sampler: floating_point`` (the lattice cross-polytope may serve a counting query); metric l2 without workload or weights; None at or below the rank (K may be the
-    hull)."""
+    floating-point balls; up to rank :data:`CROSS_MAX_RANK` unless the spec asks for ``sampler: floating_point``
+    and S may be listed (the lattice cross-polytope may serve a counting query) max(Δ₂²/(4 sinh²(ε₀/2)), min(2sΔ₂²/ε₀², s/(2 sinh²(ε₀/2))));
+    metric l2 without workload or weights; None at or below the rank (K may be the hull)."""
     utility, space = problem.spec.utility, problem.space
     if utility.metric != "l2" or utility.workload is not None or utility.weights is not None:
         return None
     if space.rank <= HULL_MAX_RANK:
         return None
     epsilon0 = math.nextafter(pure_epsilon_for(problem.spec.privacy), math.inf)
-    if problem.spec.sampler != "floating_point" and space.rank <= CROSS_MAX_RANK:  # the lattice may serve
-        value = float(space.l2_squared) / (4.0 * math.sinh(epsilon0 / 2.0) ** 2) * _ROUND_DOWN
-    else:
-        value = 2.0 * space.rank * float(space.l2_squared) / epsilon0**2 * _ROUND_DOWN
+    value = 2.0 * space.rank * float(space.l2_squared) / epsilon0**2
+    if problem.spec.sampler != "floating_point" and space.rank <= CROSS_MAX_RANK and space.listable:  # the lattice may serve
+        sinh2 = math.sinh(epsilon0 / 2.0) ** 2
+        value = max(float(space.l2_squared) / (4.0 * sinh2), min(value, space.rank / (2.0 * sinh2)))
+    value *= _ROUND_DOWN
     return value if math.isfinite(value) and value > 0 else None
 
 
@@ -146,8 +151,8 @@ QUICK_BOUNDS: dict[str, tuple[Callable[[Problem], float | None], str]] = {
             "i.i.d. noise per coordinate: Hammersley–Chapman–Robbins from Δ₂, Δ∞ (pure, zcdp, gdp)"),
     "iid_zcdp": (iid_zcdp_bound, "as `iid`, under zcdp and gdp only"),
     "k_norm_ball": (k_norm_ball_bound, f"above rank {HULL_MAX_RANK}, K is a ball: E‖Z‖² ≥ 2sΔ₂²/ε₀² (floating "
-                                       f"point), ≥ Δ₂²/(4 sinh²(ε₀/2)) up to rank {CROSS_MAX_RANK} (the lattice "
-                                       "cross-polytope on counts)"),
+                                       f"point); up to rank {CROSS_MAX_RANK} (the lattice cross-polytope on counts) ≥ "
+                                       "max(Δ₂²/(4 sinh²(ε₀/2)), min(2sΔ₂²/ε₀², s/(2 sinh²(ε₀/2))))"),
 }
 """Each quick bound by key (:attr:`~dpopt.core.families.Capability.bound`): the function and one line
 for the docs. A bound reads the target, d, rank and the exact norms only, never a listed vector."""

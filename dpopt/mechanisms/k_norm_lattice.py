@@ -66,6 +66,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.core.checks import Check
+from dpopt.core.integer_matrices import integer_product
 from dpopt.mechanisms.base import MONTE_CARLO_SEED, UtilityValue
 from dpopt.mechanisms.integer_noise import dyadic_floor
 from dpopt.noise.discrete_laplace import discrete_laplace_moments
@@ -161,19 +162,63 @@ def estimate_refusal(rate: float, rank: int, facets: int | None = None, metric: 
 
 def echelon_lattice(vectors: np.ndarray) -> tuple[tuple[int, ...], np.ndarray] | str:
     """The pivot columns J and the integral reduced row echelon form R (s × d, int64) of the rows of ``vectors``
-    (the lattice basis), or the reason there is none (not integer vectors, or a non-integral echelon form)."""
-    from flint import fmpq, fmpq_mat  # imported where used: python-flint loads in ~0.1 s
+    (the lattice basis), or the reason there is none (not integer vectors, or a non-integral echelon form).
 
-    rows = np.unique(np.asarray(vectors, dtype=float), axis=0)
+    R is the reduced echelon form of a few of the rows, grown until it holds them all: start from none; take the
+    first (at most d) rows outside the current row space and reduce them with R in exact rationals
+    (python-flint); stop when every row v satisfies q·v = v[J]·P, R = P/q, checked in integers
+    (:func:`~dpopt.core.integer_matrices.integer_product`). The rows taken are rows of S and S lies in their span,
+    so both spans are span(S), whose reduced echelon form is unique: R is the one of all of S, found with a few
+    small eliminations instead of one over all n rows (the 39,800 differences of a 200-cell replace-one histogram:
+    0.3 s against 8 s)."""
+    rows = np.asarray(vectors, dtype=float)
     if np.any(rows != np.round(rows)) or np.any(np.abs(rows) > 2.0**31):
         return "the neighbouring differences are not (small) integer vectors"
-    n, d = rows.shape
-    echelon, rank = fmpq_mat(n, d, [fmpq(int(x)) for x in rows.ravel()]).rref()
-    entries = [[echelon[i, j] for j in range(d)] for i in range(rank)]
-    if any(x.q != 1 for row in entries for x in row):
+    integers = rows.astype(np.int64).reshape(len(rows), -1)
+    d = integers.shape[1]
+    columns: tuple[int, ...] = ()
+    numerator, denominator = np.zeros((0, d), dtype=np.int64), 1
+    outside = np.arange(len(integers))
+    while len(outside):
+        reduced = _reduced_echelon(np.vstack([numerator, integers[outside[:d]]]))
+        if isinstance(reduced, str):
+            return reduced
+        columns, numerator, denominator = reduced
+        outside = _outside_rows(integers, columns, numerator, denominator)
+    if np.any(numerator % denominator):
         return "the reduced echelon form of the sensitivity space is not integral (no canonical lattice basis)"
-    columns = tuple(next(j for j in range(d) if row[j] != 0) for row in entries)
-    return columns, np.array([[int(x.p) for x in row] for row in entries], dtype=np.int64).reshape(rank, d)
+    return columns, numerator // denominator
+
+
+ROW_BLOCK_ENTRIES = 1 << 22
+"""Entries (32 MB of int64) per block of rows in :func:`_outside_rows`."""
+
+
+def _outside_rows(rows: np.ndarray, columns: tuple[int, ...], numerator: np.ndarray, denominator: int) -> np.ndarray:
+    """The indices of the integer ``rows`` v outside the row space of the reduced echelon form P/q (pivot
+    ``columns`` J): those with q·v ≠ v[J]·P, in integers, block by block of rows."""
+    step = max(1, ROW_BLOCK_ENTRIES // max(1, rows.shape[1]))
+    out = []
+    for start in range(0, len(rows), step):
+        block = rows[start:start + step]
+        image = integer_product(block[:, list(columns)], numerator)
+        out.append(start + np.flatnonzero(np.any(image != denominator * block, axis=1)))
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def _reduced_echelon(rows: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, int] | str:
+    """The pivot columns, the integer numerator P (int64) and the denominator q of the reduced echelon form P/q of
+    the integer ``rows``, exactly (python-flint); or why it leaves int64."""
+    from flint import fmpq_mat  # imported where used: python-flint loads in ~0.1 s
+
+    n, d = rows.shape
+    echelon, rank = fmpq_mat(n, d, rows.ravel().tolist()).rref()
+    numerator, denominator = echelon.numer_denom()
+    entries = [int(x) for x in numerator.entries()[:rank * d]]
+    if abs(int(denominator)) >= 2**31 or any(abs(x) >= 2**31 for x in entries):
+        return "the reduced echelon form of the sensitivity space leaves the int64 range"
+    matrix = np.array(entries, dtype=np.int64).reshape(rank, d)
+    return tuple(int(np.flatnonzero(row)[0]) for row in matrix), matrix, int(denominator)
 
 
 def proposal_bounds(points: np.ndarray) -> tuple[int, ...]:
@@ -293,7 +338,7 @@ class LatticeKNorm:
 
     def noise(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` exact draws of Z = cR (int64, shape (size, d))."""
-        return self.coordinates(rng, size) @ self.echelon
+        return integer_product(self.coordinates(rng, size), self.echelon)
 
     def describe(self) -> dict:
         bounds = self.gauge.l1_bounds
@@ -328,7 +373,7 @@ class LatticeKNorm:
                                       "the recorded lattice basis is not the reduced echelon form of S")
         v = np.round(vectors).astype(np.int64)
         c = v[:, list(self.columns)]
-        in_lattice = bool(np.array_equal(c @ self.echelon, v))
+        in_lattice = bool(np.array_equal(integer_product(c, self.echelon), v))
         top = int(self.gauge.scaled(c).max(initial=0))
         worst = Fraction(top, self.gauge.denominator)
         canonical = proposal_bounds(c)

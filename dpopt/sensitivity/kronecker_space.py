@@ -289,4 +289,5 @@ def derive_kronecker(spec: Spec, query: KroneckerQuery, describe: str, factor: i
     if factor > 1:
         how += f"; hull scaled by {factor} replacements"
     return SensitivitySpace(d, span, l1, l2sq, linf, f"structural (Kronecker factors): {how}", describe,
-                            complete=listed and factor == 1, _vectors=vectors, _extremes=lambda: factor * extremes())
+                            complete=listed and factor == 1, _vectors=vectors, _extremes=lambda: factor * extremes(),
+                            listable=listed)

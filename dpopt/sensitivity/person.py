@@ -224,7 +224,7 @@ def _marginals(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency
            f"fewest ({structure.loss}) tables; each of {len(structure.blocks)} table(s) sums to the rows"
            + ("; replace: the other person in disjoint cells of every table" if replace else ""))
     return SensitivitySpace(query.dimension, span, l1, l2sq, linf, how, adjacency, complete=False, _vectors=None,
-                            _extremes=extremes)
+                            _extremes=extremes, listable=False)
 
 
 def _linear(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:

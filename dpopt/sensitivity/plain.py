@@ -142,7 +142,7 @@ def _counting(spec: Spec, query: CountingQuery) -> SensitivitySpace:
         how = f"±A e_j; each record adds 1 to one cell of each of {g} table(s)"
         corner = (0,) * len(workload.algebra.sizes)
         return SensitivitySpace(d, span, Fraction(g), Fraction(g), Fraction(1), f"structural: {how}",
-                                describe_adjacency(spec), complete=True, _vectors=columns,
+                                describe_adjacency(spec), complete=True, _vectors=columns, listable=listed,
                                 _extremes=lambda: workload_column(workload, corner))
     moving = sum(1 for group in query.groups if _cells(query, group) >= 2)
     if query.kind in ("histogram", "contingency_table"):
@@ -192,7 +192,7 @@ def _replaced(spec: Spec, query: CountingQuery, span: Subspace, norms: tuple[Fra
 
     return SensitivitySpace(
         d, span, l1, l2sq, linf, f"structural: {how}", describe_adjacency(spec), complete=factor == 1,
-        _vectors=pairs, _extremes=extremes,
+        _vectors=pairs, _extremes=extremes, listable=listed,
     )
 
 

@@ -202,6 +202,7 @@ def _margins(domain: InvariantDomain, a: SemiAdjacentParameter) -> SemiSensitivi
         semi_adjacent_parameter=degree,
         _vectors=vectors,
         _extremes=extremes,
+        listable=listable,
         semi=a,
         determined_by_invariants=True,
     )

@@ -69,6 +69,9 @@ class SensitivitySpace:
         generators (extreme points) of S's convex hull only.
     semi_adjacent_parameter : int or None
         a(t) under invariants (Cho & Awan, Def. 13); None without invariants.
+    listable : bool
+        False when the derivation already knows that S has too many vectors to list (:meth:`listed` is then None),
+        read without listing them (the quick bound ``k_norm_ball``); True: they may be listed.
     """
 
     dimension: int
@@ -80,6 +83,7 @@ class SensitivitySpace:
     adjacency: str
     complete: bool
     semi_adjacent_parameter: int | None = None
+    listable: bool = True
     _vectors: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
     _extremes: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
