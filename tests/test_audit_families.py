@@ -36,18 +36,26 @@ is audited here on it (the audit of 336 counts took 38 s); the example spec's ow
 ``tests/test_audit.py``."""
 
 
+UPGRADE_DIMENSION = 64
+"""A family already audited without a noise law is designed again, for one with a law, only on queries of at most
+this dimension (``gaussian_optimal`` takes about a minute to design the 94 counts of
+``specs/kronecker_age_ranges_sex_region_gdp.yaml``)."""
+
+
 def _first_supported() -> dict[str, tuple]:
     """For every registered family, an example spec it serves: (spec, space, mechanism).
 
     Specs are tried from the smallest query dimension up (cheap audits), and a design with a
-    stated noise law is preferred to one without (whose audit statistic is only the projection on v).
+    stated noise law is preferred to one without (whose audit statistic is only the projection on v), up to
+    :data:`UPGRADE_DIMENSION`.
     """
     out: dict[str, tuple] = {}
     problems = sorted((dpopt.compile(p) for p in [*SPECS, SMALL_KRONECKER]), key=lambda problem: problem.space.dimension)
     for problem in problems:
         spec, space = problem.spec, problem.space
         for family, cls in registry().items():
-            done = family in out and not isinstance(noise_law_of(out[family][2]), str)
+            done = family in out and (not isinstance(noise_law_of(out[family][2]), str)
+                                      or problem.space.dimension > UPGRADE_DIMENSION)
             if done or cls.supports(problem) is not None:
                 continue
             try:
