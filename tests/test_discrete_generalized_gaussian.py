@@ -91,3 +91,19 @@ def test_bad_parameters_are_refused():
         DiscreteGeneralizedGaussian(1.5, 2)
     with pytest.raises(ValueError, match="positive"):
         DiscreteGeneralizedGaussian(2, 0)
+
+
+@pytest.mark.parametrize("p, scale", [(1, Fraction(3)), (1, Fraction(7, 2)), (2, Fraction(3)), (2, Fraction(41, 4)),
+                                      (2, Fraction(1, 2))])
+def test_the_closed_form_moments_at_p_1_and_2_are_the_term_sums(p, scale):
+    # p = 1, 2 read the discrete Laplace's and the discrete Gaussian's closed forms; the reference is the law's own
+    # term-by-term sum in 128-bit arb (DiscreteGeneralizedGaussian.sums), a different computation of the same series
+    law = DiscreteGeneralizedGaussian(p, scale)
+    sums = law.sums()
+    reference = {key: float((sums[m] / sums[0]).mid())
+                 for key, m in (("mean_abs", 1), ("second_moment", 2), ("fourth_moment", 4))}
+    found = law.moments(2.5)
+    for key, value in reference.items():
+        assert found[key] == pytest.approx(value, rel=1e-13)
+    inside = sum(float(law.weight(k).mid()) for k in range(-2, 3)) / float(sums[0].mid())
+    assert found["within"] == pytest.approx(inside, rel=1e-12)
