@@ -264,7 +264,8 @@ def test_the_floating_point_option_keeps_its_note():
     assert IDEALIZED_NUMERICS in " ".join(solution.mechanism.notes())
 
 
-@pytest.mark.parametrize("family", ["k_norm", "r2dp", "generalized_gaussian"])
+@pytest.mark.parametrize("family", ["k_norm", pytest.param("r2dp", marks=pytest.mark.slow),
+                                    pytest.param("generalized_gaussian", marks=pytest.mark.slow)])
 def test_cli_solve_release_and_verify(tmp_path, family):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec(family, "replace_one")))
