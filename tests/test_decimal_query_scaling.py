@@ -182,6 +182,7 @@ def test_the_audit_passes_on_a_lattice_whose_float_shifts_are_not_quotients_by_d
     assert audit(solution, draws=20_000).passed
 
 
+@pytest.mark.slow  # 8–11 s; laplace's decimal CLI run (tests/test_decimal_laplace.py) stays in the default run
 def test_cli_solve_release_and_verify(tmp_path):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec("replace_one", "approx")))

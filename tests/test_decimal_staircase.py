@@ -189,6 +189,7 @@ def test_a_forged_lattice_or_law_fails_verify():
         assert not dpopt.verify(_forged(certificate, **changes)).passed, changes
 
 
+@pytest.mark.slow  # 11–17 s; laplace's decimal CLI run (tests/test_decimal_laplace.py) stays in the default run
 def test_cli_solve_release_and_verify(tmp_path):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec("replace_one", "approx")))

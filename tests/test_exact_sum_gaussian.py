@@ -99,6 +99,7 @@ def test_a_forged_lattice_parameter_fails_verify(change):
     assert not dpopt.verify(forged).passed
 
 
+@pytest.mark.slow  # 5–6 s; the pDP sum's CLI run stays in the default run
 def test_cli_solve_and_verify_gaussian_optimal_on_a_mean(tmp_path):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(_spec("mean", "replace_one", {"approx": {"epsilon": 1.0, "delta": 1e-6}}, n=500,
