@@ -194,7 +194,9 @@ def test_a_forged_scale_or_lattice_variance_fails_verify(changes):
     assert not dpopt.verify(_forged(certificate, **changes)).passed
 
 
-@pytest.mark.parametrize("mechanism", ["gaussian", "gaussian_optimal"])
+@pytest.mark.parametrize("mechanism", ["gaussian", "gaussian_optimal", "laplace",
+                                       pytest.param("staircase", marks=pytest.mark.slow),  # 11–17 s
+                                       pytest.param("query_scaling", marks=pytest.mark.slow)])  # 8–11 s
 def test_cli_solve_release_and_verify(tmp_path, mechanism):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec("replace_one", "approx", mechanism=mechanism)))
@@ -217,7 +219,7 @@ def test_cli_solve_release_and_verify(tmp_path, mechanism):
     found = [float(row.split(",")[1]) for row in rows]
     truth = [0.5 * 50 + 30, 0.25 * 30 + 1.5 * 20]  # 55, 37.5 (exact in binary)
     assert len(found) == 2
-    if mechanism == "gaussian":  # (k + η)/D on the lattice; gaussian_optimal publishes its least squares
+    if mechanism != "gaussian_optimal":  # (k + η)/D on the lattice; gaussian_optimal publishes its least squares
         assert all((v - t) * 4 == round((v - t) * 4) for v, t in zip(found, truth))
 
 
