@@ -50,7 +50,7 @@ import numpy as np
 from dpopt.core.checks import Check
 from dpopt.domain.queries import MAX_DECIMAL_SCALE, MAX_SCALED_ANSWER, CountingQuery
 from dpopt.errors import DataError
-from dpopt.mechanisms.exact_cost import same_cost
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, same_cost
 from dpopt.mechanisms.lattice import (
     EXACT_TARGETS,
     GDP_TARGETS,
@@ -87,6 +87,11 @@ class DecimalScale:
     def parameters(self) -> dict:
         """The certificate's keys: ``lattice_scale`` (D) and ``lattice_l2_squared`` (Δ_D², exact)."""
         return {"lattice_scale": self.scale, "lattice_l2_squared": str(self.l2_squared)}
+
+    def record(self, cost: dict) -> dict:
+        """:meth:`parameters` and, unless its ratio is 1, the measurement's cost of exactness under ``exact_cost``
+        (:func:`~dpopt.mechanisms.exact_cost.exact_cost`; ``dpopt verify`` re-derives it)."""
+        return self.parameters() | ({} if cost["ratio"] == 1.0 else {EXACT_COST_KEY: cost})
 
     @classmethod
     def from_parameters(cls, parameters: dict) -> DecimalScale | None:

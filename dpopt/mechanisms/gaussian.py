@@ -276,10 +276,7 @@ class GaussianMechanism(Mechanism):
         if self.span_cost is not None:
             out[EXACT_COST_KEY] = dict(self.span_cost)
         if self.decimal is not None:
-            out |= self.decimal.parameters() | {"lattice_sigma2": str(self.lattice_sigma2)}
-            cost = self._decimal_cost()
-            if cost["ratio"] != 1.0:
-                out[EXACT_COST_KEY] = cost
+            out |= self.decimal.record(self._decimal_cost()) | {"lattice_sigma2": str(self.lattice_sigma2)}
         return out
 
     def _decimal_cost(self) -> dict:

@@ -364,10 +364,7 @@ class LaplaceOnCounts(LaplaceMechanism):
         out = {"scale": self.scale, "scale_exact": str(self.lattice.scale), "sampler": "exact",
                "design_scale": self.design_scale}
         if self.decimal is not None:
-            out |= self.decimal.parameters()
-            cost = self._decimal_cost()
-            if cost["ratio"] != 1.0:
-                out[EXACT_COST_KEY] = cost
+            out |= self.decimal.record(self._decimal_cost())
         return out
 
     def _decimal_cost(self) -> dict:

@@ -234,10 +234,7 @@ class QueryScalingMechanism(Mechanism):
             if self.target == "gdp":
                 out["lattice_privacy"] = "gdp"
         if self.decimal is not None:
-            out |= self.decimal.parameters()
-            cost = self._decimal_cost()
-            if cost["ratio"] != 1.0:
-                out[EXACT_COST_KEY] = cost
+            out |= self.decimal.record(self._decimal_cost())
         return out
 
     def _decimal_cost(self) -> dict:
