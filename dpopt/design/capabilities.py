@@ -56,8 +56,8 @@ import math
 from collections.abc import Callable
 
 from dpopt.core.families import CROSS_MAX_RANK, FAMILIES, HULL_MAX_RANK, INTEGER_QUERIES, Capability, capability
-from dpopt.privacy.pure_conversion import pure_epsilon_for
 from dpopt.domain.queries import CountingQuery
+from dpopt.privacy.pure_conversion import pure_epsilon_for
 from dpopt.problem import Problem
 
 _ROUND_DOWN = 1 - 1e-9
