@@ -13,6 +13,7 @@ matplotlib, duckdb, dask) are not dpopt imports and are not checked here.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import networkx as nx
@@ -104,7 +105,11 @@ def _imports(module: str, path: Path):
                 yield target, node.lineno, id(node) in nested
 
 
-IMPORTS = [(m, t, line, nested) for m, p in MODULES.items() for t, line, nested in _imports(m, p)]
+@functools.cache
+def imports() -> list[tuple[str, str, int, bool]]:
+    """(module, imported dpopt module, line, inside a function) over every module, parsed once per process when a
+    test first asks (not at collection: every xdist worker collects this file)."""
+    return [(m, t, line, nested) for m, p in MODULES.items() for t, line, nested in _imports(m, p)]
 
 
 def test_every_subpackage_has_a_layer():
@@ -113,7 +118,7 @@ def test_every_subpackage_has_a_layer():
 
 def test_no_import_from_a_lower_layer_to_a_higher_one():
     backward = []
-    for module, target, line, _ in IMPORTS:
+    for module, target, line, _ in imports():
         a, b = _unit(module), _unit(target)
         if a != b and _LAYER_OF[b] >= _LAYER_OF[a]:
             backward.append(f"{module}:{line} imports {target} ({a} is not above {b})")
@@ -121,18 +126,18 @@ def test_no_import_from_a_lower_layer_to_a_higher_one():
 
 
 def test_no_dpopt_import_inside_a_function():
-    lazy = [f"{module}:{line} imports {target}" for module, target, line, nested in IMPORTS
+    lazy = [f"{module}:{line} imports {target}" for module, target, line, nested in imports()
             if nested and _unit(module) != "cli" and (module, target) not in OPTIONAL_DEPENDENCIES]
     assert lazy == []
 
 
 def test_no_cycle_between_modules():
     graph = nx.DiGraph()
-    graph.add_edges_from((module, target) for module, target, _, _ in IMPORTS if module != target)
+    graph.add_edges_from((module, target) for module, target, _, _ in imports() if module != target)
     assert [sorted(c) for c in nx.simple_cycles(graph)] == []
 
 
 def test_no_cycle_between_subpackages():
     graph = nx.DiGraph()
-    graph.add_edges_from((_unit(m), _unit(t)) for m, t, _, _ in IMPORTS if _unit(m) != _unit(t))
+    graph.add_edges_from((_unit(m), _unit(t)) for m, t, _, _ in imports() if _unit(m) != _unit(t))
     assert [sorted(c) for c in nx.simple_cycles(graph)] == []

@@ -25,6 +25,7 @@ Tolerances, in units u = 2⁻⁵³ of the relative rounding:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import mpmath
@@ -58,12 +59,18 @@ def _ref(fn, values) -> np.ndarray:
     return np.array([float(v) for v in _mp(fn, values)])
 
 
-REF = {
-    "erf": _ref(mpmath.erf, X),
-    "erfc": _ref(mpmath.erfc, X),
-    "erfcx": _ref(lambda v: mpmath.exp(v * v) * mpmath.erfc(v), X),
-    "ndtr": _ref(mpmath.ncdf, X),
-    "log_ndtr": _ref(lambda v: mpmath.log(mpmath.ncdf(v)) if v < 0 else mpmath.log1p(-mpmath.ncdf(-v)), X),
+@functools.cache
+def reference(name: str) -> np.ndarray:
+    """The 50-digit mpmath value of ``name`` at every X (computed when a test first asks, not at collection)."""
+    return _ref(REFERENCE_FUNCTIONS[name], X)
+
+
+REFERENCE_FUNCTIONS = {
+    "erf": mpmath.erf,
+    "erfc": mpmath.erfc,
+    "erfcx": lambda v: mpmath.exp(v * v) * mpmath.erfc(v),
+    "ndtr": mpmath.ncdf,
+    "log_ndtr": lambda v: mpmath.log(mpmath.ncdf(v)) if v < 0 else mpmath.log1p(-mpmath.ncdf(-v)),
 }
 NORMAL_NUMBER = np.finfo(float).tiny
 
@@ -75,7 +82,10 @@ def _ndtri_ref(p: float) -> float:
         return float(mpmath.findroot(lambda z: mpmath.ncdf(z) - target, start))
 
 
-P_REF = np.array([_ndtri_ref(float(p)) for p in P])
+@functools.cache
+def p_reference() -> np.ndarray:
+    """Φ⁻¹ at every P by mpmath's root finder (when a test first asks)."""
+    return np.array([_ndtri_ref(float(p)) for p in P])
 
 
 def _phi_tolerance(x: np.ndarray) -> np.ndarray:
@@ -111,18 +121,18 @@ def _both_paths(name: str, values: np.ndarray):
 
 @pytest.mark.parametrize("name", ["erf", "erfc", "erfcx"])
 def test_error_functions_against_mpmath(name):
-    ref = REF[name]
+    ref = reference(name)
     for values in _both_paths(name, X):
         _check(values, ref, EVAL * np.abs(ref), X)
 
 
 def test_ndtr_against_mpmath():
     for values in _both_paths("ndtr", X):
-        _check(values, REF["ndtr"], _phi_tolerance(X) * REF["ndtr"], X)
+        _check(values, reference("ndtr"), _phi_tolerance(X) * reference("ndtr"), X)
 
 
 def test_log_ndtr_against_mpmath():
-    ref = REF["log_ndtr"]
+    ref = reference("log_ndtr")
     for values in _both_paths("log_ndtr", X):
         _check(values, ref, _log_ndtr_tolerance(X, ref), X)
 
@@ -137,7 +147,7 @@ def test_log_ndtr_far_tail_against_mpmath():
 
 def test_ndtri_against_mpmath():
     for values in _both_paths("ndtri", P):
-        _check(values, P_REF, EVAL * np.abs(P_REF), P)
+        _check(values, p_reference(), EVAL * np.abs(p_reference()), P)
         assert values[P == 0.5] == 0.0
 
 
