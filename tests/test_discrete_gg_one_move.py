@@ -46,8 +46,10 @@ CASES = [
 
 @pytest.mark.parametrize("p, s, v, eps", CASES)
 def test_one_move_levels_equal_the_convolution(p, s, v, eps):
-    # both are upper bounds exact up to the same 2^-80 tail; arb radii at 128 bits are far below 1e-25 relative
-    for fast, slow in ((one_move_profile_delta, convolution_profile_delta), (one_move_pdp_level, convolution_pdp_level)):
+    # both are upper bounds that add the box's outside mass, ≤ 2·tail(R)/Z ≤ 2^-79 each (tail below 2^-80 of
+    # w(0) ≤ Z), so they differ by at most 2^-78 beyond their arb radii (128-bit: far below 1e-25 relative)
+    routes = ((one_move_profile_delta, convolution_profile_delta), (one_move_pdp_level, convolution_pdp_level))
+    for fast, slow in routes:
         got, expected = fast(p, s, v, eps), slow(p, s, (v,), eps)
         assert abs(got - expected) <= expected * Fraction(1, 10**25) + Fraction(1, 2**78)
 

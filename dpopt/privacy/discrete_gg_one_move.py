@@ -74,7 +74,8 @@ def _range_sum(suffix: tuple, radius: int, start: int) -> flint.arb:
     return suffix[0] + suffix[1] - suffix[1 - start]
 
 
-def _parts(p: int, scale: Fraction, v: int, epsilon: Fraction):
+def _parts(p: int, scale: Fraction, v: int,
+           epsilon: Fraction) -> tuple[DiscreteGeneralizedGaussian, int, int]:
     """The law, its radius R (at most :data:`MAX_RADIUS`) and the half-line's start k₀ clipped to [−R, R + 1]."""
     if int(v) != v or v <= 0:
         raise ValueError(f"the move must be a positive integer (got {v})")
