@@ -223,3 +223,26 @@ def test_a_halved_noise_scale_fails_verify(family):
     else:
         params["scale_exact"] = str(Fraction(params["scale_exact"]) / 2)
     assert "privacy" in {c.claim for c in dpopt.verify(forged).failed}  # ε doubled on the lattice
+
+
+def test_the_p_4_option_under_approx_dp_is_on_the_finest_profile_lattice_and_meets_its_profile():
+    # The one-move profile has no int64 or convolution limit, so p = 4 takes PROFILE_BITS' first lattice: g = 2^e ≤
+    # 2^-10 min(b, Δ) = 2^-10 · 1000 (b ≈ 1.9·10⁴ > Δ = 1000 at ε = 1, δ = 10⁻⁶), e = −1 (2^-1 ≤ 0.977 < 2^0).
+    # Its profile δ(ε) = Σ_k P[k](1 − e^{ε − L(k)})₊, L = ((|k + Δ_u|/s)^4 − (|k|/s)^4), is summed here in numpy over
+    # |k| ≤ 6s (the rest below e^{-1296}); double-precision error is far below the 2% margin asserted.
+    from dpopt.mechanisms.generalized_gaussian_sum import LatticeSumGG
+
+    problem = dpopt.compile(_spec("generalized_gaussian", privacy={"approx": {"epsilon": 1, "delta": 1e-6}},
+                                  upper=1000))
+    option = LatticeSumGG.option(problem, 4, 19350.6)
+    assert option.lattice.exponent == -1 and option.lattice.shift == 2000
+    s, shift = float(option.lattice_scale), option.lattice.shift
+    k = np.arange(-math.ceil(6 * s), math.ceil(6 * s) + 1, dtype=float)
+
+    def profile(scale: float) -> float:
+        w = np.exp(-((np.abs(k) / scale) ** 4))
+        loss = (np.abs(k + shift) / scale) ** 4 - (np.abs(k) / scale) ** 4
+        return float(np.sum(w * np.maximum(0.0, -np.expm1(1.0 - loss))) / np.sum(w))
+
+    assert profile(s) <= 1e-6 < profile(0.98 * s)
+    assert option.privacy_checks(problem.space, problem.spec.privacy)[0].passed

@@ -14,10 +14,12 @@ lattice's one-dimensional integer space of moves ≤ Δ_u exactly as on counts
   the certified GDP slope; g the Gaussian sum path's finest lattice, 2^e ≤ 2^-14 σ (ρ-zCDP) or 2^-13 σ (μ-GDP),
   σ = b/√2, so that s²/2 stays in the sampler's and the slope's range.
 - **p = 2, 3, 4 under pDP and (ε, δ)**: the exact lattice pDP level and (ε, δ) profile of the move Δ_u
-  (:mod:`dpopt.privacy.discrete_gg_pdp`, :mod:`dpopt.privacy.discrete_gg_profile`): their loss laws are integer
-  convolutions over the box |k| ≤ R (R a multiple of s), limited to 5·10⁵ products and to int64 loss values, so the
-  lattice is coarser, g = 2^e ≤ 2^-10 min(b, Δ) (s about 10³–10⁴ units; the level at 2^-14 needs 5·10⁵ products at
-  p = 2, and |k|^4 overflows int64 at s ≈ 2·10⁴ for p = 4): the rounding then costs up to 2^-10 relative in Δ when
+  (:mod:`dpopt.privacy.discrete_gg_pdp`, :mod:`dpopt.privacy.discrete_gg_profile`), for this one-coordinate move
+  two suffix sums of the law's weights over the box |k| ≤ R (:mod:`dpopt.privacy.discrete_gg_one_move`: the loss
+  is monotone in k, so each event is a half-line), R about 4–11 s and at most
+  :data:`~dpopt.privacy.discrete_gg_one_move.MAX_RADIUS`; the work grows with s, so the lattice is coarser than
+  p = 1's, g = 2^e ≤ 2^-10 min(b, Δ) (s about 10³–10⁴ units, 0.1–0.3 s per certified scale), and coarser still
+  (2^-8, 2^-6) when R would exceed the limit (small ε or δ): the rounding then costs up to 2^-10 relative in Δ when
   the bounds are not multiples of g (nothing when they are, as [0, 1000] is of 2^e for e ≤ 3).
 
 The release is g(N + K)/n, formed from the integer N + K alone. The family's design (:meth:`GeneralizedGaussian
@@ -66,7 +68,7 @@ from dpopt.spec.models import Privacy
 
 PROFILE_BITS = (10, 8, 6)
 """The lattices tried for p ≥ 2 under pDP and (ε, δ), finest first: g = 2^e ≤ 2^-bits min(b, Δ) (module docstring;
-a coarser one when the finer one's loss values exceed int64 or its convolution the product limit, as at p = 4)."""
+a coarser one when the finer one's box radius exceeds :data:`~dpopt.privacy.discrete_gg_one_move.MAX_RADIUS`)."""
 
 
 def sum_refusal(problem: Problem) -> str | None:

@@ -35,6 +35,8 @@ References
 
 from __future__ import annotations
 
+import functools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -107,15 +109,36 @@ class DiscreteGeneralizedGaussian:
                 radius += step
         return radius
 
-    def sums(self, powers=(0, 1, 2, 4)) -> dict[int, flint.arb]:
-        r"""Σ_{k∈ℤ} |k|^m w(k) for each m, as arb balls containing the true sums (the tail's bound added as an
-        interval: [S, S + 2·tail])."""
+    def weights(self) -> tuple:
+        """w(0), …, w(R) as arb balls (:func:`weight_table`, shared by every law of the same p and s)."""
+        return weight_table(self.p, self.scale, self.radius)
+
+    def suffix_sums(self) -> tuple:
+        """S_j = Σ_{i=j}^{R} w(i) for j = 0, …, R + 1 (S_{R+1} = 0), as arb balls (:func:`suffix_table`)."""
+        return suffix_table(self.p, self.scale, self.radius)
+
+    def normaliser(self) -> flint.arb:
+        """A ball containing Z = Σ_{k∈ℤ} w(k): [S, S + 2·tail(R)] with S = 1 + 2·S_1 the box's sum."""
         with working_precision(PRECISION):
-            weights = [self.weight(k) for k in range(self.radius + 1)]
+            core = 2 * self.suffix_sums()[1] + 1
+            return core.union(core + 2 * self.tail(self.radius))
+
+    def sums(self, powers=(0, 1, 2, 4)) -> dict[int, flint.arb]:
+        r"""Σ_{k∈ℤ} |k|^m w(k) for each m in (0, 1, 2, 4), as arb balls containing the true sums (the tail's bound
+        added as an interval: [S, S + 2·tail])."""
+        with working_precision(PRECISION):
+            weights = self.weights()
+            inner = {1: flint.arb(0), 2: flint.arb(0), 4: flint.arb(0)}
+            if any(m > 0 for m in powers):
+                first, second, fourth = inner.values()
+                for k in range(1, self.radius + 1):  # one pass: the ball times exact integers
+                    once = weights[k] * k
+                    twice = once * k
+                    first, second, fourth = first + once, second + twice, fourth + twice * (k * k)
+                inner = {1: first, 2: second, 4: fourth}
             out = {}
             for m in powers:
-                inner = sum((flint.arb(k) ** m * weights[k] for k in range(1, self.radius + 1)), flint.arb(0))
-                core = 2 * inner + (weights[0] if m == 0 else 0)
+                core = 2 * self.suffix_sums()[1] + 1 if m == 0 else 2 * inner[m]
                 out[m] = core.union(core + 2 * self.tail(self.radius, m))
         return out
 
@@ -144,7 +167,8 @@ class DiscreteGeneralizedGaussian:
                     outside = 2 * self.tail(m)
                     out["within"] = float((1 - outside.union(flint.arb(0)) / z).mid())
                 else:
-                    inside = sum((self.weight(k) for k in range(1, m + 1)), flint.arb(0)) * 2 + 1
+                    suffix = self.suffix_sums()
+                    inside = (suffix[1] - suffix[m + 1]) * 2 + 1
                     out["within"] = float((inside / z).mid())
         return out
 
@@ -220,6 +244,51 @@ class DiscreteGeneralizedGaussian:
         return lambda: (-flint.arb(q)).exp()
 
 
+RESYNC = 4096
+"""Steps of :func:`weight_table`'s product recurrence between two direct evaluations of its factors."""
+
+
+@functools.lru_cache(maxsize=4)
+def weight_table(p: int, scale: Fraction, radius: int) -> tuple:
+    r"""w(0), …, w(R) for w(k) = exp(−k^p/s^p), as arb balls at :data:`PRECISION` (cached: a calibration's
+    certification, the normaliser and the moments read the same table).
+
+    With E(k) = k^p and its forward differences D_j(k) = Δ^j E(k) (D_p = p! constant, D_{j}(k + 1) = D_j(k) +
+    D_{j+1}(k)), the factors f_j(k) = exp(−D_j(k)/s^p) satisfy f_j(k + 1) = f_j(k)·f_{j+1}(k), so w(k) = f_0(k)
+    follows from p ball products per step instead of an exponential. Every :data:`RESYNC` steps the factors are
+    evaluated afresh from the exact rationals D_j(k)/s^p, so the balls' radii (which arb propagates rigorously)
+    grow over at most RESYNC steps: each value is an enclosure of w(k), as
+    :meth:`DiscreteGeneralizedGaussian.weight`'s.
+    """
+    c = flint.fmpq(scale.denominator**p, scale.numerator**p)  # 1/s^p, exactly
+    out = []
+    with working_precision(PRECISION):
+        for start in range(0, radius + 1, RESYNC):
+            factors = [(-flint.arb(_difference(p, j, start) * c)).exp() for j in range(p + 1)]
+            for _ in range(start, min(start + RESYNC, radius + 1)):
+                out.append(factors[0])
+                for j in range(p):
+                    factors[j] = factors[j] * factors[j + 1]
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4)
+def suffix_table(p: int, scale: Fraction, radius: int) -> tuple:
+    """S_j = Σ_{i=j}^{R} w(i), j = 0, …, R + 1, summed down from S_{R+1} = 0 in arb (cached as
+    :func:`weight_table`)."""
+    weights = weight_table(p, scale, radius)
+    out = [flint.arb(0)] * (radius + 2)
+    with working_precision(PRECISION):
+        for j in range(radius, -1, -1):
+            out[j] = out[j + 1] + weights[j]
+    return tuple(out)
+
+
+def _difference(p: int, j: int, k: int) -> int:
+    """Δ^j E(k) = Σ_i (−1)^{j−i} C(j, i) (k + i)^p, the j-th forward difference of E(k) = k^p."""
+    return sum((-1) ** (j - i) * math.comb(j, i) * (k + i) ** p for i in range(j + 1))
+
+
 class working_precision:
     """``with working_precision(bits):`` sets python-flint's working precision and restores it after."""
 
@@ -246,7 +315,7 @@ class DiscreteGeneralizedGaussianMarginal(Marginal):
         s = float(law.scale)
         self.s = s
         with working_precision(PRECISION):
-            self.log_z = float(law.sums(powers=(0,))[0].log().mid())
+            self.log_z = float(law.normaliser().log().mid())
         k = np.arange(law.radius + 2, dtype=float)
         pmf = np.exp(-((k / s) ** law.p) - self.log_z)
         self._tails = np.concatenate([np.cumsum(pmf[::-1])[::-1][1:], [0.0]])  # P(W > k) for k = 0..R+1

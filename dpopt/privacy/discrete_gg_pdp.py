@@ -42,13 +42,16 @@ import numpy as np
 from dpopt._lazy import lazy_module
 from dpopt.core.rounding import ball_upper
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, working_precision
+from dpopt.privacy.discrete_gg_one_move import float_one_move_levels, one_move_pdp_level
 from dpopt.privacy.discrete_gg_profile import float_loss_law, lattice_bisection, loss_law
 
 flint = lazy_module("flint")
 
 
 def pdp_level(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
-    """An upper bound on δ(v) = P[|L(K)| > ε] for a neighbouring move of the given pattern (module docstring).
+    """An upper bound on δ(v) = P[|L(K)| > ε] for a neighbouring move of the given pattern (module docstring): a
+    move of one coordinate by :func:`~dpopt.privacy.discrete_gg_one_move.one_move_pdp_level` (two suffix sums of
+    the weights), more coordinates by :func:`convolution_pdp_level`.
 
     Parameters
     ----------
@@ -71,6 +74,14 @@ def pdp_level(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fracti
     CalibrationError
         The pattern's loss-law convolution exceeds :data:`~dpopt.privacy.discrete_gg_profile.MAX_PRODUCTS`.
     """
+    if len(pattern) == 1:
+        return one_move_pdp_level(p, scale, pattern[0], epsilon)
+    return convolution_pdp_level(p, scale, pattern, epsilon)
+
+
+def convolution_pdp_level(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
+    """:func:`pdp_level` summed over the loss law of :func:`~dpopt.privacy.discrete_gg_profile.loss_law` (any
+    number of moving coordinates; the same limits)."""
     with working_precision(PRECISION):
         law = loss_law(p, scale, pattern)
         threshold = Fraction(epsilon) * law.scale_power  # |A| > ε s^p, in rationals
@@ -87,7 +98,7 @@ def pdp_scale(p: int, patterns: list[tuple[int, ...]], epsilon: Fraction, delta:
               grid) -> Fraction:
     """A scale s on ``grid`` (a rounding of rationals up, e.g. dyadic_ceil) whose worst pDP level is ≤ δ
     (:func:`~dpopt.privacy.discrete_gg_profile.lattice_bisection` from ``start``, e.g. the continuous calibration:
-    searched on the double-precision loss law, certified by :func:`worst_pdp_level`).
+    searched on the double-precision levels, certified by :func:`worst_pdp_level`).
 
     Raises
     ------
@@ -98,6 +109,9 @@ def pdp_scale(p: int, patterns: list[tuple[int, ...]], epsilon: Fraction, delta:
         threshold = float(Fraction(epsilon) * s**p)
         worst = 0.0
         for pattern in patterns:
+            if len(pattern) == 1:
+                worst = max(worst, float_one_move_levels(p, s, pattern[0], epsilon)[1])
+                continue
             values, probs = float_loss_law(p, s, pattern)
             worst = max(worst, float(probs[np.abs(values) > threshold].sum()))
         return worst <= delta

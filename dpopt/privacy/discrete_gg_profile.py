@@ -47,6 +47,7 @@ from dpopt.core.rounding import ball_upper
 from dpopt.core.roots import smallest_on_grid
 from dpopt.errors import CalibrationError
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, DiscreteGeneralizedGaussian, working_precision
+from dpopt.privacy.discrete_gg_one_move import float_one_move_levels, one_move_profile_delta
 
 flint = lazy_module("flint")
 
@@ -107,7 +108,7 @@ def loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> LossLaw:
                 merged[a1 + a2] = merged.get(a1 + a2, flint.arb(0)) + m1 * m2
         current = merged
     norm = flint.arb(inner.lower()) ** m
-    z = law.sums(powers=(0,))[0]
+    z = law.normaliser()
     outside = (m * 2 * law.tail(radius) / z.lower()).upper()
     return LossLaw({a: mass / norm for a, mass in current.items()}, outside, law.scale ** p)
 
@@ -140,7 +141,9 @@ def float_loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> tuple[n
 
 
 def profile_delta(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
-    """An upper bound on δ_v(ε) for a move of the given pattern (module docstring).
+    """An upper bound on δ_v(ε) for a move of the given pattern (module docstring): a move of one coordinate by
+    :func:`~dpopt.privacy.discrete_gg_one_move.one_move_profile_delta` (two suffix sums of the weights, no
+    convolution), more coordinates by :func:`convolution_profile_delta`.
 
     Parameters
     ----------
@@ -157,6 +160,19 @@ def profile_delta(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fr
     -------
     Fraction
         An exact dyadic number ≥ δ_v(ε).
+    """
+    if len(pattern) == 1:
+        return one_move_profile_delta(p, scale, pattern[0], epsilon)
+    return convolution_profile_delta(p, scale, pattern, epsilon)
+
+
+def convolution_profile_delta(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
+    """:func:`profile_delta` summed over the loss law of :func:`loss_law` (any number of moving coordinates).
+
+    Raises
+    ------
+    CalibrationError
+        A step of the convolution needs more than :data:`MAX_PRODUCTS` products.
     """
     epsilon = Fraction(epsilon)
     with working_precision(PRECISION):
@@ -176,9 +192,13 @@ def worst_profile_delta(p: int, scale: Fraction, patterns: list[tuple[int, ...]]
 
 
 def float_profile_delta(p: int, scale: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction) -> float:
-    """max over the move patterns of δ_v(ε) in double precision (:func:`float_loss_law`; the search's estimate)."""
+    """max over the move patterns of δ_v(ε) in double precision (the search's estimate): a move of one coordinate
+    by :func:`~dpopt.privacy.discrete_gg_one_move.float_one_move_levels`, more by :func:`float_loss_law`."""
     worst = 0.0
     for pattern in patterns:
+        if len(pattern) == 1:
+            worst = max(worst, float_one_move_levels(p, scale, pattern[0], epsilon)[0])
+            continue
         values, probs = float_loss_law(p, scale, pattern)
         loss = values / float(Fraction(scale) ** p)
         worst = max(worst, float(np.sum(probs * np.maximum(0.0, -np.expm1(float(epsilon) - loss)))))
