@@ -65,7 +65,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
-from dpopt.stats.convolution_power import convolution_power
+from dpopt.stats.convolution_power import convolution_power, convolve_laws
 from dpopt.stats.inference import chi2_radius, log_unit_ball_volume
 
 EXACT_LAW = "exact law of the discrete noise"
@@ -107,6 +107,16 @@ MAX_POWER_SUPPORT = 2**21
 squaring): d ≤ 66 noisy coordinates at the grid of :data:`VOLUME_EXCESS`; beyond, the family keeps the
 floating-point sampler and says why."""
 
+MAX_GROUP_WORK = 2**24
+"""Largest (distinct variances × support) of a region by convolution powers: each group of equal σ_i² costs one
+power and one FFT product of that support (about 8 groups at :data:`MAX_POWER_SUPPORT`, 100 at 1.7·10⁵ points;
+seconds of CPU); beyond, the family keeps the floating-point sampler and says why."""
+
+MAX_RADIUS_EXCESS = Fraction(1, 1000)
+"""A grid coarsened to fit the support (:data:`MAX_POWER_SUPPORT`, :data:`MAX_GROUP_WORK`) keeps (d + 1)h ≤
+MAX_RADIUS_EXCESS·t: the radius at most 0.1% above the exact quantile q of Q (each axis of the region ≤ 0.05%
+longer), the volume ≤ (1 + (d + 1)h/q)^{d/2} times the region at q, a factor the region states."""
+
 INTEGER_GRID_SUPPORT = 2**16
 """For i.i.d. coordinates, h = 1/σ² (k_i = η_i², Q = Σ η_i²/σ²: no rounding excess) whenever its support
 ⌈1.1·t·σ²⌉ + d is at most this or at most that of the grid of :data:`VOLUME_EXCESS`."""
@@ -145,6 +155,9 @@ class LatticeRegion:
         h = 1/σ²), stated in the certificate; None for the d − 1 direct convolutions (h = t/(d·GRID_STEPS)).
     fft_error : float
         The proven bound on the FFT's rounding subtracted from the coverage (0 for direct convolutions).
+    stated_excess : bool
+        Whether the description states the volume's bound against the region at q as a number (the grids of
+        unequal variances, and coarsened grids; :func:`lattice_region`).
     """
 
     sigma2s: tuple[Fraction, ...]
@@ -154,6 +167,7 @@ class LatticeRegion:
     log_volume: float
     grid: Fraction | None = None
     fft_error: float = 0.0
+    stated_excess: bool = False
 
     @property
     def volume(self) -> float:
@@ -176,6 +190,11 @@ class LatticeRegion:
                 f"laws of ⌈η_i²/(σ_i² h)⌉ (dpopt.stats.lattice_inference){self._grid_text()}; "
                 "volume V_d r^(d/2) Π σ_i")
 
+    def stated_grid(self) -> str:
+        """The grid and its excess (:meth:`_grid_text`) on the paths that state their volume's bound
+        (``stated_excess``), else nothing: for descriptions of regions built on this one."""
+        return self._grid_text() if self.stated_excess else ""
+
     def _grid_text(self) -> str:
         """The grid and the excess it allows over the exact quantile q of Q (module docstring)."""
         if self.grid is None:
@@ -183,12 +202,24 @@ class LatticeRegion:
         d, h = len(self.sigma2s), self.grid
         if len(set(self.sigma2s)) == 1 and h * self.sigma2s[0] == 1:
             text = ", h = 1/σ² (k_i = η_i²: r is the smallest whose bound reaches 1 − α, no grid excess)"
+        elif _whole_grid(self.sigma2s) == h:
+            text = (f", h = {h} (k_i = η_i²/(σ_i² h), whole multiples of η_i²: r is the smallest whose bound reaches "
+                    "1 − α, no grid excess)")
         else:
             text = (f", h = {h} (r < q + (d + 1)h, q the exact quantile of Q: volume ≤ (1 + (d + 1)h/q)^(d/2) "
-                    f"times the region at q, (d + 1)h = {float((d + 1) * h):.6g})")
+                    f"times the region at q, (d + 1)h = {float((d + 1) * h):.6g}{self._excess_text()})")
         if self.fft_error:
             text += f", less {self.fft_error:.3g} for the FFT's proven rounding"
         return text
+
+
+    def _excess_text(self) -> str:
+        """The volume's bound against the region at q, (r/(r − (d + 1)h))^(d/2) (q > r − (d + 1)h), when stated."""
+        d, h = len(self.sigma2s), self.grid
+        if not self.stated_excess or self.radius <= (d + 1) * h:
+            return ""
+        factor = math.exp(0.5 * d * math.log(float(self.radius / (self.radius - (d + 1) * h))))
+        return f", so ≤ {factor:.6g} times the region at q ({factor ** (1 / d):.8g} per axis)"
 
 
 def _grid(d: int, alpha: float) -> Fraction:
@@ -233,9 +264,44 @@ class _Coverage:
         return float(self.partial[: j + 1] @ self.last[j::-1]) - FLOAT_SLACK
 
 
+def _whole_grid(sigma2s) -> Fraction:
+    """The largest h with 1/(σ_i²h) a whole number for every i: the gcd of the rationals 1/σ_i² (gcd of their
+    numerators over lcm of their denominators); then k_i = η_i²/(σ_i²h) exactly (no grid excess). 1/σ² for
+    i.i.d. coordinates."""
+    inverses = [1 / Fraction(s) for s in sigma2s]
+    return Fraction(math.gcd(*(v.numerator for v in inverses)), math.lcm(*(v.denominator for v in inverses)))
+
+
+def _power_grid(sigma2s: tuple[Fraction, ...], alpha: float, groups: int) -> tuple[Fraction, int] | None:
+    """(h, the first support) for the convolution powers of ``groups`` groups of equal σ_i², or None beyond the
+    budget. In order: the whole grid (:func:`_whole_grid`) when its support ⌈1.1t/h⌉ + d is at most that of the
+    grid of :data:`VOLUME_EXCESS` or :data:`INTEGER_GRID_SUPPORT` (i.i.d.: as before), the grid of VOLUME_EXCESS,
+    the whole grid, then the grid coarsened to the support limit (:data:`MAX_POWER_SUPPORT`, and
+    :data:`MAX_GROUP_WORK` over the groups) while (d + 1)h ≤ :data:`MAX_RADIUS_EXCESS`·t; each while it fits."""
+    d = len(sigma2s)
+    t = Fraction(math.ceil(chi2_radius(d, alpha) * 10**6), 10**6)
+    limit = min(MAX_POWER_SUPPORT, MAX_GROUP_WORK // groups)
+    steps = max(GRID_STEPS, math.ceil((d + 1) / (2 * VOLUME_EXCESS)))
+    h = t / (d * steps)
+    top = math.ceil(POWER_MARGIN * t / h) + d
+    exact = _whole_grid(sigma2s)
+    whole = math.ceil(Fraction(11, 10) * t / exact) + d
+    if whole <= max(top, INTEGER_GRID_SUPPORT) and whole < limit:
+        return exact, whole
+    if top < limit:
+        return h, top
+    if whole < limit:
+        return exact, whole
+    steps = math.floor((limit - 2 - d) / (POWER_MARGIN * d))
+    if steps < 1 or (d + 1) > MAX_RADIUS_EXCESS * d * steps:  # (d + 1)h > MAX_RADIUS_EXCESS·t
+        return None
+    h = t / (d * steps)
+    return h, math.ceil(POWER_MARGIN * t / h) + d
+
+
 def _iid_grid(d: int, alpha: float, sigma2: Fraction) -> tuple[Fraction, int]:
     """(h, the first support) for d i.i.d. coordinates: h = 1/σ² when affordable, else the grid of
-    :data:`VOLUME_EXCESS` (module constants)."""
+    :data:`VOLUME_EXCESS` (module constants), before any limit on the support."""
     t = Fraction(math.ceil(chi2_radius(d, alpha) * 10**6), 10**6)
     steps = max(GRID_STEPS, math.ceil((d + 1) / (2 * VOLUME_EXCESS)))
     h = t / (d * steps)
@@ -246,31 +312,48 @@ def _iid_grid(d: int, alpha: float, sigma2: Fraction) -> tuple[Fraction, int]:
     return h, top
 
 
-def _iid_region(d: int, sigma2: Fraction, alpha: float) -> LatticeRegion | None:
-    """The region for d i.i.d. N_ℤ(0, σ²) coordinates: the law of Σ k_i as the d-th convolution power of one k's
-    law (:mod:`dpopt.stats.convolution_power`), its distribution function less its proven FFT error and
-    d·:data:`FLOAT_SLACK` (each law's rounding, the cumulative sums). None beyond :data:`MAX_POWER_SUPPORT`."""
-    h, top = _iid_grid(d, alpha, sigma2)
-    marginal = _marginals([sigma2])[0]
+def _power_region(sigma2s: tuple[Fraction, ...], alpha: float) -> LatticeRegion | None:
+    """The region by convolution powers: the coordinates grouped by equal σ_i² (in increasing order), each
+    group's law of Σ k_i the power of one k's law (:mod:`dpopt.stats.convolution_power`), the groups' laws
+    convolved by :func:`~dpopt.stats.convolution_power.convolve_laws`; the distribution function less the proven
+    FFT error and d·:data:`FLOAT_SLACK` (each law's rounding, the cumulative sums). None beyond the budget
+    (:func:`_power_grid`), or when the law at the support limit does not reach 1 − α."""
+    d = len(sigma2s)
+    counts = {s: sigma2s.count(s) for s in sorted(set(sigma2s))}
+    grid = _power_grid(sigma2s, alpha, len(counts))
+    if grid is None:
+        return None
+    h, top = grid
+    limit = min(MAX_POWER_SUPPORT, MAX_GROUP_WORK // len(counts))
+    marginals = dict(zip(counts, _marginals(counts)))
     while True:
-        if top + 1 > MAX_POWER_SUPPORT:
+        if top + 1 > limit:
             return None
-        law, fft_error = convolution_power(_grid_law(marginal, sigma2, h, top), d, top)
+        law, fft_error = None, 0.0
+        for sigma2, n in counts.items():
+            power, error = convolution_power(_grid_law(marginals[sigma2], sigma2, h, top), n, top)
+            law, fft_error = (power, error) if law is None else convolve_laws(law, fft_error, power, error, top)
         bounds = np.cumsum(law) - (fft_error + d * FLOAT_SLACK)
         if bounds.size == top + 1 and bounds[-1] >= 1.0 - alpha:
             break
         top = math.ceil(top * Fraction(5, 4))
     j = int(np.searchsorted(bounds, 1.0 - alpha, side="left"))  # the first bound ≥ 1 − α (non-decreasing)
-    return _region((sigma2,) * d, j * h, float(bounds[j]), alpha, h, fft_error)
+    stated = len(counts) > 1 or _iid_grid(d, alpha, sigma2s[0])[0] != h  # grouped, or coarsened
+    return _region(sigma2s, j * h, float(bounds[j]), alpha, h, fft_error, stated)
+
+
+def _iid_region(d: int, sigma2: Fraction, alpha: float) -> LatticeRegion | None:
+    """The region for d i.i.d. N_ℤ(0, σ²) coordinates (:func:`_power_region` with one group)."""
+    return _power_region((Fraction(sigma2),) * d, alpha)
 
 
 def _region(sigma2s: tuple[Fraction, ...], radius: Fraction, coverage: float, alpha: float, h: Fraction | None,
-            fft_error: float = 0.0) -> LatticeRegion:
+            fft_error: float = 0.0, stated_excess: bool = False) -> LatticeRegion:
     """The region of radius r with its log volume log(V_d r^{d/2} Π σ_i) (−∞ at r = 0)."""
     d = len(sigma2s)
     log_volume = -math.inf if radius == 0 else (log_unit_ball_volume(d) + 0.5 * d * math.log(float(radius))
                                                 + 0.5 * sum(math.log(float(s)) for s in sigma2s))
-    return LatticeRegion(sigma2s, radius, coverage, alpha, log_volume, h, fft_error)
+    return LatticeRegion(sigma2s, radius, coverage, alpha, log_volume, h, fft_error, stated_excess)
 
 
 def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
@@ -287,7 +370,7 @@ def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
     top = math.ceil(Fraction(11, 10) * Fraction(chi2_radius(d, alpha)) / h) + d
     while True:
         if top + 1 > MAX_SUPPORT or (d - 1) * (top + 1) ** 2 > MAX_WORK:
-            return _iid_region(d, sigma2s[0], alpha) if len(set(sigma2s)) == 1 else None
+            return _power_region(sigma2s, alpha)
         coverage = _Coverage(sigma2s, h, top)
         if coverage(top) >= 1.0 - alpha:
             break
