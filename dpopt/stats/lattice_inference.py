@@ -18,18 +18,32 @@ coverage and level.
   r is the smallest grid point where this lower bound, less :data:`FLOAT_SLACK`, reaches 1 − α: the coverage
   ≥ 1 − α is proven, and r exceeds the exact quantile of Q by less than (d + 1)·h ≤ 2t/:data:`GRID_STEPS` (t
   the continuous χ²_d quantile). The region's volume is :math:`V_d\, r^{d/2} \prod_i \sigma_i`.
-* **I.i.d. coordinates** (all σ_i² = σ², the common case): the law of Σ k_i is the d-th convolution power of one
-  k's law, computed by repeated squaring (:mod:`dpopt.stats.convolution_power`: ⌊log₂ d⌋ squarings and
-  popcount(d) − 1 products, by FFT above 4096 points, with a proven ℓ¹ bound on its rounding that is subtracted
-  from the coverage with d·:data:`FLOAT_SLACK`). The grid is chosen per case: h = 1/σ² when its support
-  ⌈1.1tσ²⌉ + d is affordable (:data:`INTEGER_GRID_SUPPORT`): then k_i = η_i², Σ k_i = S = Σ η_i² is the integer
-  σ²Q, and r = q/σ² with q the smallest integer whose proven bound on P(S ≤ q) reaches 1 − α: no grid excess.
-  Otherwise h = t/(d·G_d), G_d = max(:data:`GRID_STEPS`, ⌈(d + 1)/(2·:data:`VOLUME_EXCESS`)⌉): the ceilings add less
-  than h per coordinate, so r < q + (d + 1)h and the volume exceeds that of the region at the exact quantile q by
-  a factor below (1 + (d + 1)h/q)^{d/2} ≈ exp(VOLUME_EXCESS·t/q) (≈ 1.0011 for d ≥ 8). The law's support is
-  bounded by :data:`MAX_POWER_SUPPORT` (d ≤ 66 on the second grid; on the first, any d while 1.1tσ² + d fits).
-  It serves where the d − 1 direct convolutions above exceed :data:`MAX_WORK` (from 5 coordinates: up to 4 the
-  regions, and certificates, are those issued before it); unequal σ_i have no convolution power.
+* **Convolution powers** (from 5 coordinates, where the d − 1 direct convolutions above exceed :data:`MAX_WORK`:
+  up to 4 the regions, and certificates, are those issued before). The coordinates are grouped by equal σ_i²
+  (one group when i.i.d., the common case; strategies and query scalings have few distinct variances): each
+  group's law of Σ k_i is the n_g-th convolution power of one k's law, computed by repeated squaring
+  (:mod:`dpopt.stats.convolution_power`: ⌊log₂ n_g⌋ squarings and popcount(n_g) − 1 products, by FFT above 4096
+  points, with a proven ℓ¹ bound on its rounding), and the groups' laws are convolved by FFT in increasing σ_i²,
+  the ℓ¹ errors carried (E(a∗b) ≤ E_a L̂_b + E_b(L̂_a + E_a) plus each product's own bound); the total is
+  subtracted from the coverage with d·:data:`FLOAT_SLACK`. The grid is chosen per case, in order:
+
+  - h = g, the gcd of the rationals 1/σ_i² (1/σ² when i.i.d.), when its support ⌈1.1t/g⌉ + d is at most
+    :data:`INTEGER_GRID_SUPPORT` or that of the next grid: then k_i = η_i²/(σ_i²g) is a whole multiple of η_i²,
+    Σ k_i h = Q exactly, and r is the smallest grid point whose bound reaches 1 − α: no grid excess.
+  - h = t/(d·G_d), G_d = max(:data:`GRID_STEPS`, ⌈(d + 1)/(2·:data:`VOLUME_EXCESS`)⌉): the ceilings add less
+    than h per coordinate, so r < q + (d + 1)h and the volume exceeds that of the region at the exact quantile q
+    by a factor below (1 + (d + 1)h/q)^{d/2} ≈ exp(VOLUME_EXCESS·t/q) (≈ 1.0011 for d ≥ 8);
+  - h = g when its support fits the limit below;
+  - the grid coarsened to fit: G = ⌊(L − 2 − d)/(:data:`POWER_MARGIN`·d)⌋ steps, L the support limit, while
+    (d + 1)h ≤ :data:`MAX_RADIUS_EXCESS`·t (r at most 0.1% above q); the region then states the factor
+    (r/(r − (d + 1)h))^{d/2} ≥ (1 + (d + 1)h/q)^{d/2} (as q > r − (d + 1)h) by which its volume may exceed the
+    region at q: ≈ exp(d²/(4·10⁶)) for i.i.d. coordinates (1.0025 at d = 100, 1.06 at 500, 1.28 at 1,000),
+    while each axis is at most √(1 + (d + 1)h/q), about 1.0005, times as long.
+
+  The support limit L is :data:`MAX_POWER_SUPPORT`, and at most :data:`MAX_GROUP_WORK` divided by the number of
+  groups (the work: one power and one product per group); beyond (no grid left), None: the family keeps the
+  floating-point sampler and says why. For i.i.d. coordinates up to 66 at a large σ² (and any d on the whole grid
+  while it fits) the grid, the radius and the certificate are those issued before the coarsened grid.
 * **Likelihood-ratio test** of H0: φ = θ₀ against H1: φ = θ₀ + a (a a whole-number shift). The log likelihood
   ratio of the product law is :math:`\sum_i a_i(y_i - \theta_{0,i})/\sigma_i^2 - \text{const}`, so the
   Neyman–Pearson test rejects for large :math:`T = \sum_i w_i (y_i - \theta_{0,i})`, w the weights
@@ -91,7 +105,7 @@ MAX_SUPPORT = 200_001
 MAX_WORK = 1.2e9
 """Largest sum of (support × pmf length) over the convolutions of one test, or of one region with unequal σ_i
 (about a second of CPU): such a region of up to 4 noisy coordinates at the grid of :data:`GRID_STEPS` (d − 1
-convolutions of about 4500·d points); beyond, the family keeps the floating-point sampler and says why."""
+convolutions of about 4500·d points); beyond, the convolution powers (module docstring)."""
 
 VOLUME_EXCESS = 1.1e-3
 """For i.i.d. coordinates, the grid h = t/(d·G_d), G_d = max(:data:`GRID_STEPS`, ⌈(d + 1)/(2·VOLUME_EXCESS)⌉):
@@ -103,9 +117,9 @@ POWER_MARGIN = Fraction(102, 100)
 ⌈POWER_MARGIN·t/h⌉ + d (raised by a quarter while that does not reach 1 − α)."""
 
 MAX_POWER_SUPPORT = 2**21
-"""Largest support of an i.i.d. region's law (its convolution power by FFT of length ≤ 2²², about 0.2 s per
-squaring): d ≤ 66 noisy coordinates at the grid of :data:`VOLUME_EXCESS`; beyond, the family keeps the
-floating-point sampler and says why."""
+"""Largest support of a region's law by convolution powers (FFTs of length ≤ 2²², about 0.2 s per squaring):
+d ≤ 66 noisy coordinates at the grid of :data:`VOLUME_EXCESS`; beyond, the grid coarsened to this support
+(:data:`MAX_RADIUS_EXCESS`)."""
 
 MAX_GROUP_WORK = 2**24
 """Largest (distinct variances × support) of a region by convolution powers: each group of equal σ_i² costs one
@@ -358,10 +372,10 @@ def _region(sigma2s: tuple[Fraction, ...], radius: Fraction, coverage: float, al
 
 def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
     """The smallest grid radius whose proven coverage is ≥ 1 − α (module docstring), or None when the
-    convolution exceeds its budget. The d − 1 direct convolutions on the grid of :data:`GRID_STEPS` whenever
+    convolutions exceed their budget. The d − 1 direct convolutions on the grid of :data:`GRID_STEPS` whenever
     :data:`MAX_SUPPORT` and :data:`MAX_WORK` admit them (up to 4 coordinates: a region certified before the
-    convolution power keeps its radius, and its certificate verifies); beyond, i.i.d. coordinates by the
-    convolution power (:data:`MAX_POWER_SUPPORT`), unequal ones not."""
+    convolution power keeps its radius, and its certificate verifies); beyond, the convolution powers of the
+    groups of equal σ_i² (:func:`_power_region`)."""
     sigma2s = tuple(Fraction(s) for s in sigma2s)
     d = len(sigma2s)
     if d < 1:
