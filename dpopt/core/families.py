@@ -121,9 +121,9 @@ FAMILIES: tuple[Capability, ...] = (
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "
-                     "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler), ci_volume (up "
-                     "to 66 cells: the exact law of ‖P_Vη‖² on the sum-zero span at σ_ℤ² up to about 200, else the "
-                     "full-d region's radius; coverage proven, its cost stated); pdp on listed integer moves (the "
+                     "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler), ci_volume (the "
+                     "exact law of ‖P_Vη‖² on the sum-zero span at σ_ℤ² up to about 200, else the full-d region's "
+                     "radius, beyond 66 cells on a coarser grid; coverage proven, its cost stated); pdp on listed integer moves (the "
                      "loss of P_V y is that of y)",
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),

@@ -104,8 +104,8 @@ def strategy_region(strategy: np.ndarray, sigma2: Fraction, span_basis: Callable
                     ) -> StrategyRegion | str:
     """The region of the module docstring for the integer strategy M (k × d) and an integer basis A of the span
     (d × k, returned by ``span_basis``, called only once the radius is found), or why there is none: a convolution
-    beyond :data:`~dpopt.stats.lattice_inference.MAX_POWER_SUPPORT` (more than 66 coordinates at a large σ_ℤ²), a
-    radius of 0, a strategy whose rows are not one per dimension of the span, or a singular MA."""
+    beyond its budget (:func:`~dpopt.stats.lattice_inference.lattice_region`: past about 2,000 coordinates at a
+    large σ_ℤ²), a radius of 0, a strategy whose rows are not one per dimension of the span, or a singular MA."""
     m = np.asarray(strategy)
     found = lattice_inference("ci_volume", (Fraction(sigma2),) * m.shape[0], alpha)
     if isinstance(found, str):
