@@ -341,5 +341,5 @@ def test_iid_budget_boundary_at_large_variance():
     assert region.grid == t / (66 * math.ceil(67 / 0.0022)) and not region.stated_excess
     t = Fraction(math.ceil(stats.chi2.isf(ALPHA, 67) * 10**6), 10**6)
     steps = math.floor((2**21 - 69) / (1.02 * 67))
-    h, top = lattice_inference._power_grid((Fraction(10**6),) * 67, ALPHA, 1)
-    assert h == t / (67 * steps) and top + 1 <= 2**21 and 68 * h <= t / 1000
+    h, top, coarsened = lattice_inference._power_grid((Fraction(10**6),) * 67, ALPHA, 1)
+    assert coarsened and h == t / (67 * steps) and top + 1 <= 2**21 and 68 * h <= t / 1000

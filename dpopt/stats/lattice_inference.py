@@ -286,8 +286,8 @@ def _whole_grid(sigma2s) -> Fraction:
     return Fraction(math.gcd(*(v.numerator for v in inverses)), math.lcm(*(v.denominator for v in inverses)))
 
 
-def _power_grid(sigma2s: tuple[Fraction, ...], alpha: float, groups: int) -> tuple[Fraction, int] | None:
-    """(h, the first support) for the convolution powers of ``groups`` groups of equal σ_i², or None beyond the
+def _power_grid(sigma2s: tuple[Fraction, ...], alpha: float, groups: int) -> tuple[Fraction, int, bool] | None:
+    """(h, the first support, whether the grid is coarsened) for the convolution powers of ``groups`` groups of equal σ_i², or None beyond the
     budget. In order: the whole grid (:func:`_whole_grid`) when its support ⌈1.1t/h⌉ + d is at most that of the
     grid of :data:`VOLUME_EXCESS` or :data:`INTEGER_GRID_SUPPORT` (i.i.d.: as before), the grid of VOLUME_EXCESS,
     the whole grid, then the grid coarsened to the support limit (:data:`MAX_POWER_SUPPORT`, and
@@ -301,29 +301,16 @@ def _power_grid(sigma2s: tuple[Fraction, ...], alpha: float, groups: int) -> tup
     exact = _whole_grid(sigma2s)
     whole = math.ceil(Fraction(11, 10) * t / exact) + d
     if whole <= max(top, INTEGER_GRID_SUPPORT) and whole < limit:
-        return exact, whole
+        return exact, whole, False
     if top < limit:
-        return h, top
+        return h, top, False
     if whole < limit:
-        return exact, whole
+        return exact, whole, False
     steps = math.floor((limit - 2 - d) / (POWER_MARGIN * d))
     if steps < 1 or (d + 1) > MAX_RADIUS_EXCESS * d * steps:  # (d + 1)h > MAX_RADIUS_EXCESS·t
         return None
     h = t / (d * steps)
-    return h, math.ceil(POWER_MARGIN * t / h) + d
-
-
-def _iid_grid(d: int, alpha: float, sigma2: Fraction) -> tuple[Fraction, int]:
-    """(h, the first support) for d i.i.d. coordinates: h = 1/σ² when affordable, else the grid of
-    :data:`VOLUME_EXCESS` (module constants), before any limit on the support."""
-    t = Fraction(math.ceil(chi2_radius(d, alpha) * 10**6), 10**6)
-    steps = max(GRID_STEPS, math.ceil((d + 1) / (2 * VOLUME_EXCESS)))
-    h = t / (d * steps)
-    top = math.ceil(POWER_MARGIN * t / h) + d
-    whole = math.ceil(Fraction(11, 10) * t * sigma2) + d
-    if whole <= max(top, INTEGER_GRID_SUPPORT):
-        return 1 / sigma2, whole
-    return h, top
+    return h, math.ceil(POWER_MARGIN * t / h) + d, True
 
 
 def _power_region(sigma2s: tuple[Fraction, ...], alpha: float) -> LatticeRegion | None:
@@ -337,7 +324,7 @@ def _power_region(sigma2s: tuple[Fraction, ...], alpha: float) -> LatticeRegion 
     grid = _power_grid(sigma2s, alpha, len(counts))
     if grid is None:
         return None
-    h, top = grid
+    h, top, coarsened = grid
     limit = min(MAX_POWER_SUPPORT, MAX_GROUP_WORK // len(counts))
     marginals = dict(zip(counts, _marginals(counts)))
     while True:
@@ -352,8 +339,7 @@ def _power_region(sigma2s: tuple[Fraction, ...], alpha: float) -> LatticeRegion 
             break
         top = math.ceil(top * Fraction(5, 4))
     j = int(np.searchsorted(bounds, 1.0 - alpha, side="left"))  # the first bound ≥ 1 − α (non-decreasing)
-    stated = len(counts) > 1 or _iid_grid(d, alpha, sigma2s[0])[0] != h  # grouped, or coarsened
-    return _region(sigma2s, j * h, float(bounds[j]), alpha, h, fft_error, stated)
+    return _region(sigma2s, j * h, float(bounds[j]), alpha, h, fft_error, len(counts) > 1 or coarsened)
 
 
 def _iid_region(d: int, sigma2: Fraction, alpha: float) -> LatticeRegion | None:
