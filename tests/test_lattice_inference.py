@@ -26,7 +26,9 @@ import pytest
 from scipy import stats
 
 import dpopt
+from dpopt.mechanisms.lattice import _inference
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
+from dpopt.stats import lattice_inference
 from dpopt.stats.inference import log_unit_ball_volume
 from dpopt.stats.lattice_inference import (FLOAT_SLACK, GRID_STEPS, TRUNCATION, VOLUME_EXCESS, _Coverage, _grid,
                                            _iid_region, lattice_region, lattice_test)
@@ -218,17 +220,22 @@ def test_fractional_alternative_keeps_the_floating_point_sampler(family):
     assert mechanism.sampler == "floating_point" and "whole-number shift" in notes and "idealized" in notes
 
 
-def test_region_beyond_the_convolution_budget_keeps_the_floating_point_sampler():
-    """80 noisy coordinates at ρ = 5·10⁻⁷ (σ_ℤ² = 1/(2ρ) = 10⁶): the grid of VOLUME_EXCESS needs
-    1.02·d·⌈(d + 1)/(2·VOLUME_EXCESS)⌉ + d ≈ 3.0·10⁶ points > MAX_POWER_SUPPORT = 2²¹, and h = 1/σ² about
-    1.1·t·σ² ≈ 1.2·10⁸ (module constants): the family keeps the floating-point sampler and says why. Unequal
-    variances keep the old budget: five of them exceed MAX_WORK ((d − 1)·(1.1·4096·d)² grid products)."""
+def test_region_beyond_the_convolution_budget_keeps_the_floating_point_sampler(monkeypatch):
+    """80 noisy coordinates at ρ = 5·10⁻⁷ (σ_ℤ² = 1/(2ρ) = 10⁶) with MAX_POWER_SUPPORT lowered to 2¹⁶ (a test hook):
+    the grid of VOLUME_EXCESS needs 1.02·d·⌈(d + 1)/(2·VOLUME_EXCESS)⌉ + d ≈ 3.0·10⁶ points, h = 1/σ² about
+    1.1·t·σ² ≈ 1.2·10⁸, and the coarsened grid ⌊(2¹⁶ − 82)/(1.02·80)⌋ = 802 steps has (d + 1)/(d·802) > 10⁻³
+    (MAX_RADIUS_EXCESS): the family keeps the floating-point sampler and says why. (At the real budget the
+    coarsened grid serves: tests/test_lattice_grouped_regions.py.)"""
+    monkeypatch.setattr(lattice_inference, "MAX_POWER_SUPPORT", 2**16)
+    _inference.cache_clear()
     cells = [f"v{i}" for i in range(80)]
     spec = {**COUNTS, "data": {"attributes": {"x": cells}}, "privacy": {"zcdp": {"rho": 5e-7}},
             "mechanism": "gaussian", "utility": {"metric": "ci_volume", "alpha": 0.05}}
-    mechanism = dpopt.solve(spec).mechanism
+    try:
+        mechanism = dpopt.solve(spec).mechanism
+    finally:
+        _inference.cache_clear()
     assert mechanism.sampler == "floating_point" and "convolution budget" in " ".join(mechanism.notes())
-    assert lattice_region([Fraction(1), Fraction(2), Fraction(3), Fraction(4), Fraction(5)], ALPHA) is None
 
 
 def test_a_region_that_is_a_point_keeps_the_floating_point_sampler():
@@ -324,9 +331,15 @@ def test_iid_region_at_large_variance_converges_to_the_chi2_quantile(d):
 
 def test_iid_budget_boundary_at_large_variance():
     """σ² = 10⁶ (h = 1/σ² would need ⌈1.1tσ²⌉ + d ≈ 10⁸ points): d = 66 fits MAX_POWER_SUPPORT = 2²¹ on the grid of
-    VOLUME_EXCESS (1.02·66·⌈67/0.0022⌉ + 66 ≈ 2.05·10⁶ points), d = 67 does not (≈ 2.11·10⁶): None, at once."""
+    VOLUME_EXCESS (1.02·66·⌈67/0.0022⌉ + 66 ≈ 2.05·10⁶ points: its grid and radius as before), d = 67 does not
+    (≈ 2.11·10⁶): its grid is coarsened to ⌊(2²¹ − 69)/(1.02·67)⌋ steps, (d + 1)h ≤ t/1000."""
     region = lattice_region([Fraction(10**6)] * 66, ALPHA)
     # the FFT's stated rounding (Higham's bound × FFT_SAFETY) stays below 10⁻⁷ of coverage at this largest support
     assert region is not None and region.coverage >= 1 - ALPHA and 0.0 < region.fft_error < 1e-7
     assert region.radius >= stats.chi2.isf(ALPHA + 66 * (0.4 / 1000 + 0.2 / 10**6), 66)  # test above: q ≥ this
-    assert lattice_region([Fraction(10**6)] * 67, ALPHA) is None
+    t = Fraction(math.ceil(stats.chi2.isf(ALPHA, 66) * 10**6), 10**6)
+    assert region.grid == t / (66 * math.ceil(67 / 0.0022)) and not region.stated_excess
+    t = Fraction(math.ceil(stats.chi2.isf(ALPHA, 67) * 10**6), 10**6)
+    steps = math.floor((2**21 - 69) / (1.02 * 67))
+    h, top, coarsened = lattice_inference._power_grid((Fraction(10**6),) * 67, ALPHA, 1)
+    assert coarsened and h == t / (67 * steps) and top + 1 <= 2**21 and 68 * h <= t / 1000

@@ -33,9 +33,11 @@ import dpopt
 from dpopt.cli import main
 from dpopt.mechanisms.base import IDEALIZED_NUMERICS
 from dpopt.mechanisms.exact_cost import EXACT_COST_CLAIM, EXACT_COST_KEY
+from dpopt.mechanisms.lattice import _inference
 from dpopt.core.integer_matrices import integer_determinant
 from dpopt.mechanisms.strategy_regions import integer_span_basis, strategy_region
 from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
+from dpopt.stats import lattice_inference
 from dpopt.stats.lattice_inference import EXACT_LAW, lattice_region
 
 SIGMA2 = Fraction(3, 2)
@@ -248,16 +250,23 @@ def test_six_noisy_coordinates_measure_exactly_and_verify():
     assert dpopt.verify(solution.certificate.data).passed
 
 
-def test_beyond_the_budget_keep_the_floating_point_sampler_and_say_why():
-    """80 coordinates at ρ = 5·10⁻⁷: σ_ℤ² ≈ 10⁶, the region's law needs more than MAX_POWER_SUPPORT points
-    (1.02·d·⌈(d + 1)/(2·VOLUME_EXCESS)⌉ + d ≈ 3.0·10⁶ > 2²¹, dpopt.stats.lattice_inference)."""
+def test_beyond_the_budget_keep_the_floating_point_sampler_and_say_why(monkeypatch):
+    """80 coordinates at ρ = 5·10⁻⁷ with MAX_POWER_SUPPORT lowered to 2¹⁶ (a test hook): σ_ℤ² ≈ 10⁶, the region's
+    law needs 1.02·d·⌈(d + 1)/(2·VOLUME_EXCESS)⌉ + d ≈ 3.0·10⁶ points, and the grid coarsened to 2¹⁶ points has
+    (d + 1)h > t/1000 (MAX_RADIUS_EXCESS, dpopt.stats.lattice_inference). At the real budget the coarsened grid
+    serves (test_lattice_grouped_regions)."""
+    monkeypatch.setattr(lattice_inference, "MAX_POWER_SUPPORT", 2**16)
+    _inference.cache_clear()
     spec = _spec("zcdp", "add_remove", False)
     spec["data"]["attributes"]["a"] = [f"v{i}" for i in range(80)]
     spec["privacy"] = {"zcdp": {"rho": 5e-7}}
-    solution = dpopt.solve(spec)
-    assert solution.mechanism.sampler == "floating_point"
-    assert any("convolution budget" in n for n in solution.certificate.data["mechanism"]["notes"])
-    assert dpopt.verify(solution.certificate.data).passed
+    try:
+        solution = dpopt.solve(spec)
+        assert solution.mechanism.sampler == "floating_point"
+        assert any("convolution budget" in n for n in solution.certificate.data["mechanism"]["notes"])
+        assert dpopt.verify(solution.certificate.data).passed
+    finally:
+        _inference.cache_clear()
 
 
 def test_cli_solve_and_verify(tmp_path, capsys):

@@ -108,7 +108,8 @@ _M = "dpopt.mechanisms."
 
 FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian", _M + "exact_sum", ("gdp", "zcdp", "approx", "pdp"),
-               exact="zcdp, gdp, approx; counting queries (ci_volume, up to 66 cells or more at small σ_ℤ², and "
+               exact="zcdp, gdp, approx; counting queries (ci_volume at any number of cells at a small σ_ℤ², up to "
+                     "about 2,000 at a large one, beyond 66 on a coarser grid whose volume excess is stated, and "
                      "test_power of a whole-number shift, from the discrete law; on a proper span a region of "
                      "proven coverage, its cost stated), and bounded sums and means on a dyadic lattice (ci_volume "
                      "the discrete law's interval; not test_power); linear queries with decimal weights on the "
@@ -120,9 +121,9 @@ FAMILIES: tuple[Capability, ...] = (
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "
-                     "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler), ci_volume (up "
-                     "to 66 cells: the exact law of ‖P_Vη‖² on the sum-zero span at σ_ℤ² up to about 200, else the "
-                     "full-d region's radius; coverage proven, its cost stated); pdp on listed integer moves (the "
+                     "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler), ci_volume (the "
+                     "exact law of ‖P_Vη‖² on the sum-zero span at σ_ℤ² up to about 200, else the full-d region's "
+                     "radius, beyond 66 cells on a coarser grid; coverage proven, its cost stated); pdp on listed integer moves (the "
                      "loss of P_V y is that of y)",
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
@@ -149,7 +150,8 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
                exact="zcdp, gdp, approx; counting queries; sum-zero, margin-kernel or full spans; metrics l2, "
-                     "max_variance, and ci_volume up to rank 66 (the strategy's region, proven coverage); linear "
+                     "max_variance, and ci_volume (the strategy's region, proven coverage; beyond rank 66 on a coarser "
+                     "grid whose volume excess is stated); linear "
                      "queries with decimal weights on the decimal lattice D·W (D up to 2^20; l2, max_variance, "
                      "ci_volume on the full span); bounded sums and means as the isotropic Gaussian on the sum's "
                      "dyadic lattice (the one-dimensional optimum); the integer strategy's rounding cost stated "
@@ -221,7 +223,8 @@ FAMILIES: tuple[Capability, ...] = (
     Capability("query_scaling", _M + "query_scaling", GAUSSIAN_TARGETS,
                metrics=("ci_volume", "test_power", "l2"), invariants=True,
                exact="zcdp, gdp, approx; counting queries; metrics l2, ci_volume, test_power (a whole-number "
-                     "shift; region and test from the discrete law; a region of unequal variances up to 4 coordinates); "
+                     "shift; region and test from the discrete law; a region of unequal variances by groups of equal "
+                     "variance, distinct variances × support ≤ 2^24, its grid's volume excess stated); "
                      "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20, listed moves, a "
                      "privacy unit too; l2; the cost stated)",
                serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),

@@ -51,7 +51,7 @@ Under ``ci_volume`` the prediction is the region {θ ∈ x̂ + V : ‖M(θ − x
 coordinates of η, of proven coverage and exact-integer volume (:mod:`dpopt.mechanisms.strategy_regions`); on a
 proper span the strategy has k rows, M = round(c·Λ_k^{-1/2}Q_kᵀ), so that the release is a bijection of y and no
 residual of y goes unobserved. Its cost is the region's volume against the ellipsoid of N(0, Σ); more than 66
-noisy coordinates at a large σ_ℤ² exceed the convolution's budget and keep the floating-point sampler, saying so.
+noisy coordinates at a large σ_ℤ² take a coarser grid, whose bound on the volume's excess the method states.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.core.integer_matrices import independent_rows, integer_determinant
-from dpopt.mechanisms.lattice import inference_terms, lattice_inference
+from dpopt.mechanisms.lattice import lattice_inference
 from dpopt.stats.lattice_inference import EXACT_LAW, LatticeRegion
 
 
@@ -86,24 +86,26 @@ class StrategyRegion:
         return (f"{EXACT_LAW}: region {{θ ∈ x̂ + V : ‖M(θ − x̂)‖² ≤ σ_ℤ² r}}, σ_ℤ² = {r.sigma2s[0]}, r = {r.radius} "
                 f"≈ {float(r.radius):.10g}; M(x − x̂) = −η with η ∈ ℤ^{k} i.i.d. N_ℤ(0, σ_ℤ²), so it covers x iff "
                 f"‖η‖² ≤ σ_ℤ² r: proven coverage ≥ {r.coverage:.10f} ≥ 1 − α by convolution of the laws of "
-                f"⌈η_i²/(σ_ℤ² h)⌉ (dpopt.stats.lattice_inference); volume V_{k} (σ_ℤ² r)^({k}/2) √det(AᵀA)/|det(MA)|, "
+                f"⌈η_i²/(σ_ℤ² h)⌉ (dpopt.stats.lattice_inference){r.stated_grid()}; volume V_{k} (σ_ℤ² r)^({k}/2) √det(AᵀA)/|det(MA)|, "
                 f"det(MA) = {self.strategy_determinant}, det(AᵀA) = {self.basis_gram} in exact integers (A an "
                 "integer basis of V; dpopt.mechanisms.strategy_regions)")
 
     def terms(self, strategy: np.ndarray, z: np.ndarray) -> np.ndarray:
         """Per-draw Monte Carlo terms of released noise draws ``z`` = x̂ − x (rows) whose mean is the volume times
         P(Q ≤ r)/coverage (≥ the volume): η = Mz recovered by rounding (M z is η up to the reconstruction's
-        rounding, far below ½), then :func:`~dpopt.mechanisms.lattice.inference_terms` rescaled to this volume."""
+        rounding, far below ½), then 1{Q ≤ r}/coverage times this volume (the k-dimensional region of
+        :attr:`region` itself may be beyond floating point at large k and σ_ℤ², this volume not)."""
         eta = np.rint(np.asarray(z, dtype=float) @ np.asarray(strategy, dtype=float).T)
-        return inference_terms(self.region, eta) * math.exp(self.log_volume - self.region.log_volume)
+        q = eta**2 @ (1.0 / np.array([float(s) for s in self.region.sigma2s]))
+        return self.volume * (q <= float(self.region.radius)) / self.region.coverage
 
 
 def strategy_region(strategy: np.ndarray, sigma2: Fraction, span_basis: Callable[[], np.ndarray], alpha: float
                     ) -> StrategyRegion | str:
     """The region of the module docstring for the integer strategy M (k × d) and an integer basis A of the span
     (d × k, returned by ``span_basis``, called only once the radius is found), or why there is none: a convolution
-    beyond :data:`~dpopt.stats.lattice_inference.MAX_POWER_SUPPORT` (more than 66 coordinates at a large σ_ℤ²), a
-    radius of 0, a strategy whose rows are not one per dimension of the span, or a singular MA."""
+    beyond its budget (:func:`~dpopt.stats.lattice_inference.lattice_region`: past about 2,000 coordinates at a
+    large σ_ℤ²), a radius of 0, a strategy whose rows are not one per dimension of the span, or a singular MA."""
     m = np.asarray(strategy)
     found = lattice_inference("ci_volume", (Fraction(sigma2),) * m.shape[0], alpha)
     if isinstance(found, str):

@@ -93,6 +93,14 @@ def convolve(a: np.ndarray, b: np.ndarray, top: int) -> tuple[np.ndarray, float]
     return out, fft_error_bound(n, kept, (na[0], nb[0]), (na[1], nb[1]))
 
 
+def convolve_laws(a: np.ndarray, a_error: float, b: np.ndarray, b_error: float, top: int
+                  ) -> tuple[np.ndarray, float]:
+    """(a ∗ b)[0..top] of two computed non-negative laws carrying ℓ¹ errors E_a, E_b, and the ℓ¹ error of the
+    result: E_a L̂_b + E_b(L̂_a + E_a) plus the convolution's own rounding (module docstring)."""
+    product, err = convolve(a, b, top)
+    return product, err + (a_error * _norms(b)[0] + b_error * (_norms(a)[0] + a_error))
+
+
 def convolution_power(law: np.ndarray, d: int, top: int) -> tuple[np.ndarray, float]:
     """The d-th convolution power of a non-negative ``law`` truncated at ``top`` (repeated squaring), and an
     upper bound on its ℓ¹ error (module docstring)."""
@@ -105,9 +113,7 @@ def convolution_power(law: np.ndarray, d: int, top: int) -> tuple[np.ndarray, fl
             if result is None:
                 result, result_err = base, base_err
             else:
-                product, err = convolve(result, base, top)
-                err += result_err * _norms(base)[0] + base_err * (_norms(result)[0] + result_err)
-                result, result_err = product, err
+                result, result_err = convolve_laws(result, result_err, base, base_err, top)
         d >>= 1
         if not d:
             return result, result_err

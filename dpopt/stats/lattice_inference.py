@@ -18,18 +18,32 @@ coverage and level.
   r is the smallest grid point where this lower bound, less :data:`FLOAT_SLACK`, reaches 1 − α: the coverage
   ≥ 1 − α is proven, and r exceeds the exact quantile of Q by less than (d + 1)·h ≤ 2t/:data:`GRID_STEPS` (t
   the continuous χ²_d quantile). The region's volume is :math:`V_d\, r^{d/2} \prod_i \sigma_i`.
-* **I.i.d. coordinates** (all σ_i² = σ², the common case): the law of Σ k_i is the d-th convolution power of one
-  k's law, computed by repeated squaring (:mod:`dpopt.stats.convolution_power`: ⌊log₂ d⌋ squarings and
-  popcount(d) − 1 products, by FFT above 4096 points, with a proven ℓ¹ bound on its rounding that is subtracted
-  from the coverage with d·:data:`FLOAT_SLACK`). The grid is chosen per case: h = 1/σ² when its support
-  ⌈1.1tσ²⌉ + d is affordable (:data:`INTEGER_GRID_SUPPORT`): then k_i = η_i², Σ k_i = S = Σ η_i² is the integer
-  σ²Q, and r = q/σ² with q the smallest integer whose proven bound on P(S ≤ q) reaches 1 − α: no grid excess.
-  Otherwise h = t/(d·G_d), G_d = max(:data:`GRID_STEPS`, ⌈(d + 1)/(2·:data:`VOLUME_EXCESS`)⌉): the ceilings add less
-  than h per coordinate, so r < q + (d + 1)h and the volume exceeds that of the region at the exact quantile q by
-  a factor below (1 + (d + 1)h/q)^{d/2} ≈ exp(VOLUME_EXCESS·t/q) (≈ 1.0011 for d ≥ 8). The law's support is
-  bounded by :data:`MAX_POWER_SUPPORT` (d ≤ 66 on the second grid; on the first, any d while 1.1tσ² + d fits).
-  It serves where the d − 1 direct convolutions above exceed :data:`MAX_WORK` (from 5 coordinates: up to 4 the
-  regions, and certificates, are those issued before it); unequal σ_i have no convolution power.
+* **Convolution powers** (from 5 coordinates, where the d − 1 direct convolutions above exceed :data:`MAX_WORK`:
+  up to 4 the regions, and certificates, are those issued before). The coordinates are grouped by equal σ_i²
+  (one group when i.i.d., the common case; strategies and query scalings have few distinct variances): each
+  group's law of Σ k_i is the n_g-th convolution power of one k's law, computed by repeated squaring
+  (:mod:`dpopt.stats.convolution_power`: ⌊log₂ n_g⌋ squarings and popcount(n_g) − 1 products, by FFT above 4096
+  points, with a proven ℓ¹ bound on its rounding), and the groups' laws are convolved by FFT in increasing σ_i²,
+  the ℓ¹ errors carried (E(a∗b) ≤ E_a L̂_b + E_b(L̂_a + E_a) plus each product's own bound); the total is
+  subtracted from the coverage with d·:data:`FLOAT_SLACK`. The grid is chosen per case, in order:
+
+  - h = g, the gcd of the rationals 1/σ_i² (1/σ² when i.i.d.), when its support ⌈1.1t/g⌉ + d is at most
+    :data:`INTEGER_GRID_SUPPORT` or that of the next grid: then k_i = η_i²/(σ_i²g) is a whole multiple of η_i²,
+    Σ k_i h = Q exactly, and r is the smallest grid point whose bound reaches 1 − α: no grid excess.
+  - h = t/(d·G_d), G_d = max(:data:`GRID_STEPS`, ⌈(d + 1)/(2·:data:`VOLUME_EXCESS`)⌉): the ceilings add less
+    than h per coordinate, so r < q + (d + 1)h and the volume exceeds that of the region at the exact quantile q
+    by a factor below (1 + (d + 1)h/q)^{d/2} ≈ exp(VOLUME_EXCESS·t/q) (≈ 1.0011 for d ≥ 8);
+  - h = g when its support fits the limit below;
+  - the grid coarsened to fit: G = ⌊(L − 2 − d)/(:data:`POWER_MARGIN`·d)⌋ steps, L the support limit, while
+    (d + 1)h ≤ :data:`MAX_RADIUS_EXCESS`·t (r at most 0.1% above q); the region then states the factor
+    (r/(r − (d + 1)h))^{d/2} ≥ (1 + (d + 1)h/q)^{d/2} (as q > r − (d + 1)h) by which its volume may exceed the
+    region at q: ≈ exp(d²/(4·10⁶)) for i.i.d. coordinates (1.0025 at d = 100, 1.06 at 500, 1.28 at 1,000),
+    while each axis is at most √(1 + (d + 1)h/q), about 1.0005, times as long.
+
+  The support limit L is :data:`MAX_POWER_SUPPORT`, and at most :data:`MAX_GROUP_WORK` divided by the number of
+  groups (the work: one power and one product per group); beyond (no grid left), None: the family keeps the
+  floating-point sampler and says why. For i.i.d. coordinates up to 66 at a large σ² (and any d on the whole grid
+  while it fits) the grid, the radius and the certificate are those issued before the coarsened grid.
 * **Likelihood-ratio test** of H0: φ = θ₀ against H1: φ = θ₀ + a (a a whole-number shift). The log likelihood
   ratio of the product law is :math:`\sum_i a_i(y_i - \theta_{0,i})/\sigma_i^2 - \text{const}`, so the
   Neyman–Pearson test rejects for large :math:`T = \sum_i w_i (y_i - \theta_{0,i})`, w the weights
@@ -65,7 +79,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
-from dpopt.stats.convolution_power import convolution_power
+from dpopt.stats.convolution_power import convolution_power, convolve_laws
 from dpopt.stats.inference import chi2_radius, log_unit_ball_volume
 
 EXACT_LAW = "exact law of the discrete noise"
@@ -91,7 +105,7 @@ MAX_SUPPORT = 200_001
 MAX_WORK = 1.2e9
 """Largest sum of (support × pmf length) over the convolutions of one test, or of one region with unequal σ_i
 (about a second of CPU): such a region of up to 4 noisy coordinates at the grid of :data:`GRID_STEPS` (d − 1
-convolutions of about 4500·d points); beyond, the family keeps the floating-point sampler and says why."""
+convolutions of about 4500·d points); beyond, the convolution powers (module docstring)."""
 
 VOLUME_EXCESS = 1.1e-3
 """For i.i.d. coordinates, the grid h = t/(d·G_d), G_d = max(:data:`GRID_STEPS`, ⌈(d + 1)/(2·VOLUME_EXCESS)⌉):
@@ -103,9 +117,19 @@ POWER_MARGIN = Fraction(102, 100)
 ⌈POWER_MARGIN·t/h⌉ + d (raised by a quarter while that does not reach 1 − α)."""
 
 MAX_POWER_SUPPORT = 2**21
-"""Largest support of an i.i.d. region's law (its convolution power by FFT of length ≤ 2²², about 0.2 s per
-squaring): d ≤ 66 noisy coordinates at the grid of :data:`VOLUME_EXCESS`; beyond, the family keeps the
-floating-point sampler and says why."""
+"""Largest support of a region's law by convolution powers (FFTs of length ≤ 2²², about 0.2 s per squaring):
+d ≤ 66 noisy coordinates at the grid of :data:`VOLUME_EXCESS`; beyond, the grid coarsened to this support
+(:data:`MAX_RADIUS_EXCESS`)."""
+
+MAX_GROUP_WORK = 2**24
+"""Largest (distinct variances × support) of a region by convolution powers: each group of equal σ_i² costs one
+power and one FFT product of that support (about 8 groups at :data:`MAX_POWER_SUPPORT`, 100 at 1.7·10⁵ points;
+seconds of CPU); beyond, the family keeps the floating-point sampler and says why."""
+
+MAX_RADIUS_EXCESS = Fraction(1, 1000)
+"""A grid coarsened to fit the support (:data:`MAX_POWER_SUPPORT`, :data:`MAX_GROUP_WORK`) keeps (d + 1)h ≤
+MAX_RADIUS_EXCESS·t: the radius at most 0.1% above the exact quantile q of Q (each axis of the region ≤ 0.05%
+longer), the volume ≤ (1 + (d + 1)h/q)^{d/2} times the region at q, a factor the region states."""
 
 INTEGER_GRID_SUPPORT = 2**16
 """For i.i.d. coordinates, h = 1/σ² (k_i = η_i², Q = Σ η_i²/σ²: no rounding excess) whenever its support
@@ -145,6 +169,9 @@ class LatticeRegion:
         h = 1/σ²), stated in the certificate; None for the d − 1 direct convolutions (h = t/(d·GRID_STEPS)).
     fft_error : float
         The proven bound on the FFT's rounding subtracted from the coverage (0 for direct convolutions).
+    stated_excess : bool
+        Whether the description states the volume's bound against the region at q as a number (the grids of
+        unequal variances, and coarsened grids; :func:`lattice_region`).
     """
 
     sigma2s: tuple[Fraction, ...]
@@ -154,6 +181,7 @@ class LatticeRegion:
     log_volume: float
     grid: Fraction | None = None
     fft_error: float = 0.0
+    stated_excess: bool = False
 
     @property
     def volume(self) -> float:
@@ -176,6 +204,11 @@ class LatticeRegion:
                 f"laws of ⌈η_i²/(σ_i² h)⌉ (dpopt.stats.lattice_inference){self._grid_text()}; "
                 "volume V_d r^(d/2) Π σ_i")
 
+    def stated_grid(self) -> str:
+        """The grid and its excess (:meth:`_grid_text`) on the paths that state their volume's bound
+        (``stated_excess``), else nothing: for descriptions of regions built on this one."""
+        return self._grid_text() if self.stated_excess else ""
+
     def _grid_text(self) -> str:
         """The grid and the excess it allows over the exact quantile q of Q (module docstring)."""
         if self.grid is None:
@@ -183,12 +216,24 @@ class LatticeRegion:
         d, h = len(self.sigma2s), self.grid
         if len(set(self.sigma2s)) == 1 and h * self.sigma2s[0] == 1:
             text = ", h = 1/σ² (k_i = η_i²: r is the smallest whose bound reaches 1 − α, no grid excess)"
+        elif _whole_grid(self.sigma2s) == h:
+            text = (f", h = {h} (k_i = η_i²/(σ_i² h), whole multiples of η_i²: r is the smallest whose bound reaches "
+                    "1 − α, no grid excess)")
         else:
             text = (f", h = {h} (r < q + (d + 1)h, q the exact quantile of Q: volume ≤ (1 + (d + 1)h/q)^(d/2) "
-                    f"times the region at q, (d + 1)h = {float((d + 1) * h):.6g})")
+                    f"times the region at q, (d + 1)h = {float((d + 1) * h):.6g}{self._excess_text()})")
         if self.fft_error:
             text += f", less {self.fft_error:.3g} for the FFT's proven rounding"
         return text
+
+
+    def _excess_text(self) -> str:
+        """The volume's bound against the region at q, (r/(r − (d + 1)h))^(d/2) (q > r − (d + 1)h), when stated."""
+        d, h = len(self.sigma2s), self.grid
+        if not self.stated_excess or self.radius <= (d + 1) * h:
+            return ""
+        factor = math.exp(0.5 * d * math.log(float(self.radius / (self.radius - (d + 1) * h))))
+        return f", so ≤ {factor:.6g} times the region at q ({factor ** (1 / d):.8g} per axis)"
 
 
 def _grid(d: int, alpha: float) -> Fraction:
@@ -233,52 +278,90 @@ class _Coverage:
         return float(self.partial[: j + 1] @ self.last[j::-1]) - FLOAT_SLACK
 
 
-def _iid_grid(d: int, alpha: float, sigma2: Fraction) -> tuple[Fraction, int]:
-    """(h, the first support) for d i.i.d. coordinates: h = 1/σ² when affordable, else the grid of
-    :data:`VOLUME_EXCESS` (module constants)."""
+def _whole_grid(sigma2s) -> Fraction:
+    """The largest h with 1/(σ_i²h) a whole number for every i: the gcd of the rationals 1/σ_i² (gcd of their
+    numerators over lcm of their denominators); then k_i = η_i²/(σ_i²h) exactly (no grid excess). 1/σ² for
+    i.i.d. coordinates."""
+    inverses = [1 / Fraction(s) for s in sigma2s]
+    return Fraction(math.gcd(*(v.numerator for v in inverses)), math.lcm(*(v.denominator for v in inverses)))
+
+
+def _power_grid(sigma2s: tuple[Fraction, ...], alpha: float, groups: int) -> tuple[Fraction, int, bool] | None:
+    """(h, the first support, whether the grid is coarsened) for the convolution powers of ``groups`` groups of equal σ_i², or None beyond the
+    budget. In order: the whole grid (:func:`_whole_grid`) when its support ⌈1.1t/h⌉ + d is at most that of the
+    grid of :data:`VOLUME_EXCESS` or :data:`INTEGER_GRID_SUPPORT` (i.i.d.: as before), the grid of VOLUME_EXCESS,
+    the whole grid, then the grid coarsened to the support limit (:data:`MAX_POWER_SUPPORT`, and
+    :data:`MAX_GROUP_WORK` over the groups) while (d + 1)h ≤ :data:`MAX_RADIUS_EXCESS`·t; each while it fits."""
+    d = len(sigma2s)
     t = Fraction(math.ceil(chi2_radius(d, alpha) * 10**6), 10**6)
+    limit = min(MAX_POWER_SUPPORT, MAX_GROUP_WORK // groups)
     steps = max(GRID_STEPS, math.ceil((d + 1) / (2 * VOLUME_EXCESS)))
     h = t / (d * steps)
     top = math.ceil(POWER_MARGIN * t / h) + d
-    whole = math.ceil(Fraction(11, 10) * t * sigma2) + d
-    if whole <= max(top, INTEGER_GRID_SUPPORT):
-        return 1 / sigma2, whole
-    return h, top
+    exact = _whole_grid(sigma2s)
+    whole = math.ceil(Fraction(11, 10) * t / exact) + d
+    if whole <= max(top, INTEGER_GRID_SUPPORT) and whole < limit:
+        return exact, whole, False
+    if top < limit:
+        return h, top, False
+    if whole < limit:
+        return exact, whole, False
+    steps = math.floor((limit - 2 - d) / (POWER_MARGIN * d))
+    if steps < 1 or (d + 1) > MAX_RADIUS_EXCESS * d * steps:  # (d + 1)h > MAX_RADIUS_EXCESS·t
+        return None
+    h = t / (d * steps)
+    return h, math.ceil(POWER_MARGIN * t / h) + d, True
 
 
-def _iid_region(d: int, sigma2: Fraction, alpha: float) -> LatticeRegion | None:
-    """The region for d i.i.d. N_ℤ(0, σ²) coordinates: the law of Σ k_i as the d-th convolution power of one k's
-    law (:mod:`dpopt.stats.convolution_power`), its distribution function less its proven FFT error and
-    d·:data:`FLOAT_SLACK` (each law's rounding, the cumulative sums). None beyond :data:`MAX_POWER_SUPPORT`."""
-    h, top = _iid_grid(d, alpha, sigma2)
-    marginal = _marginals([sigma2])[0]
+def _power_region(sigma2s: tuple[Fraction, ...], alpha: float) -> LatticeRegion | None:
+    """The region by convolution powers: the coordinates grouped by equal σ_i² (in increasing order), each
+    group's law of Σ k_i the power of one k's law (:mod:`dpopt.stats.convolution_power`), the groups' laws
+    convolved by :func:`~dpopt.stats.convolution_power.convolve_laws`; the distribution function less the proven
+    FFT error and d·:data:`FLOAT_SLACK` (each law's rounding, the cumulative sums). None beyond the budget
+    (:func:`_power_grid`), or when the law at the support limit does not reach 1 − α."""
+    d = len(sigma2s)
+    counts = {s: sigma2s.count(s) for s in sorted(set(sigma2s))}
+    grid = _power_grid(sigma2s, alpha, len(counts))
+    if grid is None:
+        return None
+    h, top, coarsened = grid
+    limit = min(MAX_POWER_SUPPORT, MAX_GROUP_WORK // len(counts))
+    marginals = dict(zip(counts, _marginals(counts)))
     while True:
-        if top + 1 > MAX_POWER_SUPPORT:
+        if top + 1 > limit:
             return None
-        law, fft_error = convolution_power(_grid_law(marginal, sigma2, h, top), d, top)
+        law, fft_error = None, 0.0
+        for sigma2, n in counts.items():
+            power, error = convolution_power(_grid_law(marginals[sigma2], sigma2, h, top), n, top)
+            law, fft_error = (power, error) if law is None else convolve_laws(law, fft_error, power, error, top)
         bounds = np.cumsum(law) - (fft_error + d * FLOAT_SLACK)
         if bounds.size == top + 1 and bounds[-1] >= 1.0 - alpha:
             break
         top = math.ceil(top * Fraction(5, 4))
     j = int(np.searchsorted(bounds, 1.0 - alpha, side="left"))  # the first bound ≥ 1 − α (non-decreasing)
-    return _region((sigma2,) * d, j * h, float(bounds[j]), alpha, h, fft_error)
+    return _region(sigma2s, j * h, float(bounds[j]), alpha, h, fft_error, len(counts) > 1 or coarsened)
+
+
+def _iid_region(d: int, sigma2: Fraction, alpha: float) -> LatticeRegion | None:
+    """The region for d i.i.d. N_ℤ(0, σ²) coordinates (:func:`_power_region` with one group)."""
+    return _power_region((Fraction(sigma2),) * d, alpha)
 
 
 def _region(sigma2s: tuple[Fraction, ...], radius: Fraction, coverage: float, alpha: float, h: Fraction | None,
-            fft_error: float = 0.0) -> LatticeRegion:
+            fft_error: float = 0.0, stated_excess: bool = False) -> LatticeRegion:
     """The region of radius r with its log volume log(V_d r^{d/2} Π σ_i) (−∞ at r = 0)."""
     d = len(sigma2s)
     log_volume = -math.inf if radius == 0 else (log_unit_ball_volume(d) + 0.5 * d * math.log(float(radius))
                                                 + 0.5 * sum(math.log(float(s)) for s in sigma2s))
-    return LatticeRegion(sigma2s, radius, coverage, alpha, log_volume, h, fft_error)
+    return LatticeRegion(sigma2s, radius, coverage, alpha, log_volume, h, fft_error, stated_excess)
 
 
 def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
     """The smallest grid radius whose proven coverage is ≥ 1 − α (module docstring), or None when the
-    convolution exceeds its budget. The d − 1 direct convolutions on the grid of :data:`GRID_STEPS` whenever
+    convolutions exceed their budget. The d − 1 direct convolutions on the grid of :data:`GRID_STEPS` whenever
     :data:`MAX_SUPPORT` and :data:`MAX_WORK` admit them (up to 4 coordinates: a region certified before the
-    convolution power keeps its radius, and its certificate verifies); beyond, i.i.d. coordinates by the
-    convolution power (:data:`MAX_POWER_SUPPORT`), unequal ones not."""
+    convolution power keeps its radius, and its certificate verifies); beyond, the convolution powers of the
+    groups of equal σ_i² (:func:`_power_region`)."""
     sigma2s = tuple(Fraction(s) for s in sigma2s)
     d = len(sigma2s)
     if d < 1:
@@ -287,7 +370,7 @@ def lattice_region(sigma2s, alpha: float) -> LatticeRegion | None:
     top = math.ceil(Fraction(11, 10) * Fraction(chi2_radius(d, alpha)) / h) + d
     while True:
         if top + 1 > MAX_SUPPORT or (d - 1) * (top + 1) ** 2 > MAX_WORK:
-            return _iid_region(d, sigma2s[0], alpha) if len(set(sigma2s)) == 1 else None
+            return _power_region(sigma2s, alpha)
         coverage = _Coverage(sigma2s, h, top)
         if coverage(top) >= 1.0 - alpha:
             break

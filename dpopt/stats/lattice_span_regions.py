@@ -142,8 +142,8 @@ class SpanRegion:
                 f"r = {self.full.radius} ≈ {float(self.full.radius):.10g} the full-d radius; P_⊥(y − θ) = P_⊥η is "
                 "observed (the off-span component is public), so the region is a k-ball of V of radius² "
                 "(σ_ℤ² r − ‖P_⊥η‖²)₊ and contains x iff ‖η‖² ≤ σ_ℤ² r: proven coverage "
-                f"≥ {self.full.coverage:.10f} ≥ 1 − α, the full-d region's (dpopt.stats.lattice_span_regions); "
-                f"value: its expected volume, {how}")
+                f"≥ {self.full.coverage:.10f} ≥ 1 − α, the full-d region's (dpopt.stats.lattice_span_regions"
+                f"{self.full.stated_grid()}); value: its expected volume, {how}")
 
 
 @dataclass(frozen=True)
@@ -217,8 +217,8 @@ class ProjectedRegion:
         return (f"{EXACT_LAW}: region {{θ ∈ x_⊥ + V : ‖P_V(ỹ − θ)‖² ≤ σ_ℤ² r}} on the {self.rank}-dimensional span V "
                 f"(ỹ = x_⊥ + P_V y), r = {self.full.radius} ≈ {float(self.full.radius):.10g} the full-d radius; at "
                 "θ = x, P_V(ỹ − x) = P_Vη and ‖P_Vη‖ ≤ ‖η‖: proven coverage ≥ "
-                f"{self.full.coverage:.10f} ≥ 1 − α, the full-d region's (dpopt.stats.lattice_span_regions); volume "
-                "V_k (σ_ℤ² r)^(k/2)")
+                f"{self.full.coverage:.10f} ≥ 1 − α, the full-d region's (dpopt.stats.lattice_span_regions"
+                f"{self.full.stated_grid()}); volume V_k (σ_ℤ² r)^(k/2)")
 
 
 def sum_law(sigma2: Fraction, d: int) -> tuple[np.ndarray, int, float] | None:
