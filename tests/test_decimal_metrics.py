@@ -127,12 +127,17 @@ def test_the_staircase_divergence_is_the_sum_over_the_released_values(metric):
     assert certificate["utility"]["value"] == pytest.approx(expected, rel=1e-9)
 
 
-def test_an_alternative_off_the_decimal_lattice_keeps_floating_point_with_the_reason():
-    specification = spec(WEIGHTS, "gaussian", "zcdp", "test_power")
-    specification["utility"]["alternative"] = [0.3, 0.1]  # 4·0.3 = 1.2 is not whole
+@pytest.mark.parametrize(("family", "definition", "metric", "alternative", "reason"), [
+    ("gaussian", "zcdp", "test_power", [0.3, 0.1], "whole-number shift"),  # 4·0.3 = 1.2 is not whole
+    ("r2dp", "pure", "kl", None, "terms"),  # the counts path's own budget: its kl sums on ℤ at the scale for D·WΔ
+])
+def test_what_is_not_mapped_keeps_floating_point_with_the_reason(family, definition, metric, alternative, reason):
+    specification = spec(WEIGHTS, family, definition, metric)
+    if alternative is not None:
+        specification["utility"]["alternative"] = alternative
     solution = dpopt.solve(specification)
-    assert solution.mechanism.sampler == "floating_point"
-    assert any("whole-number shift" in note for note in solution.mechanism.notes())
+    assert solution.mechanism.exact_noise is False
+    assert any(reason in note and "lattice" in note for note in solution.mechanism.notes())
 
 
 @pytest.mark.parametrize("family, metric", [("staircase", "kl"),

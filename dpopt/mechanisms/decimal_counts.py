@@ -170,7 +170,8 @@ class OnDecimalLattice(Mechanism):
         except CalibrationError as exc:
             return f"the scaled design failed: {exc}"
         if not inner.exact_noise:
-            return "the scaled design is not exact"
+            why = getattr(inner, "refusal", None)
+            return "the scaled design is not exact" + (f" ({why})" if why else "")
         mechanism = cls(inner, found, problem.space.rank)
         if not _states_cost(inner.parameters):
             mechanism.stated_cost = mechanism._cost(problem)

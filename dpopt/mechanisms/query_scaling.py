@@ -39,8 +39,8 @@ law (:mod:`dpopt.stats.lattice_inference`: coverage ≥ 1 − α and level ≤ �
 a fractional alternative keeps the floating-point sampler.
 
 **Decimal weights** (:mod:`dpopt.mechanisms.decimal_lattice`; ``l2``, ``ci_volume``, ``test_power``): a ``linear``
-query W = M/D measures the integers k = D·Wx the same way, k_i + η_i with σ_i² the dyadic variance whose effective variance is at least
-D²σ²/ξ_i, and releases (k + η)/D. Neighbouring k differ by the integer shifts D·WΔ
+query W = M/D measures the integers k = D·Wx the same way, k_i + η_i with σ_i² the dyadic variance whose effective
+variance is at least D²σ²/ξ_i, and releases (k + η)/D. Neighbouring k differ by the integer shifts D·WΔ
 (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.scaled_space`), so μ² = max_v Σ_i (D·v_i)²/v_i in rationals
 over them; the released variances are Var N_ℤ(0, σ_i²)/D², their mean over the noisy coordinates stated against
 that of σ²/ξ_i (``exact_cost``); D is recorded (``lattice_scale``) and re-derived by ``dpopt verify``. The region
