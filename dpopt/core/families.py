@@ -113,8 +113,9 @@ FAMILIES: tuple[Capability, ...] = (
                      "test_power of a whole-number shift, from the discrete law; on a proper span a region of "
                      "proven coverage, its cost stated), and bounded sums and means on a dyadic lattice (ci_volume "
                      "the discrete law's interval; not test_power); linear queries with decimal weights on the "
-                     "decimal lattice D·W (D the weights' common denominator, up to 2^20; metrics other than "
-                     "test_power, ci_volume the discrete law's region on the full span; a privacy unit; "
+                     "decimal lattice D·W (D the weights' common denominator, up to 2^20; every metric, ci_volume "
+                     "the discrete law's region on the full span, test_power of an alternative on (1/D)ℤ; "
+                     "a privacy unit; "
                      "no invariants); pdp on counting queries with listed integer moves and on decimal weights (the discrete "
                      "law's exact pDP level per move pattern of the integer shifts), and on bounded sums and means "
                      "(every integer move up to Δ_u, the worst Δ_u); the lattice's cost stated (exact_cost)",
@@ -193,7 +194,7 @@ FAMILIES: tuple[Capability, ...] = (
                      "coarser lattice), its cost stated; "
                      "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20): the counting "
                      "design for the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, usefulness, "
-                     "max_variance; no invariants; its cost stated)",
+                     "max_variance, kl, renyi, mallows; no invariants; its cost stated)",
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
                exact="on counting queries (the discrete staircase on ℤ, integer steps): approx, zcdp, gdp on listed "
@@ -204,7 +205,7 @@ FAMILIES: tuple[Capability, ...] = (
                      "(a two-cell histogram under zcdp or gdp, where the continuous steps 1/3 and 1/4 beat the "
                      "integer step: +15% and +26% in variance under zcdp and gdp); linear queries with decimal "
                      "weights on the decimal lattice D·W (D up to 2^20, listed moves; every target as on counts; l1, "
-                     "l2, usefulness, max_variance)",
+                     "l2, usefulness, max_variance, and kl, renyi, mallows at the prior times D)",
                serves="staircase noise per coordinate (optimal one-dimensional pure-ε noise)"),
     Capability("r2dp", _M + "r2dp_sum", metrics=LOCAL_METRICS, bound="iid",
                exact="pure, approx, zcdp, gdp, pdp (through ε) on counting queries: a mixture of discrete Laplace "
@@ -214,7 +215,7 @@ FAMILIES: tuple[Capability, ...] = (
                      "usefulness): the LP mixture on ℤ at the lattice shift Δ_u on a dyadic lattice, its cost stated; "
                      "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20): the counting "
                      "design for the integer moves D·WΔ, released as (k + z)/D (metrics l2, l1, usefulness, "
-                     "max_variance; no invariants; its cost stated)",
+                     "max_variance, kl, renyi, mallows; no invariants; its cost stated)",
                serves="R²DP: Laplace with a randomised scale"),
     Capability("discrete_gaussian", _M + "discrete_gaussian", ("zcdp", "approx", "pdp"), integer=True, exact="always",
                serves="discrete Gaussian noise on integer answers"),
@@ -226,7 +227,7 @@ FAMILIES: tuple[Capability, ...] = (
                      "shift; region and test from the discrete law; a region of unequal variances by groups of equal "
                      "variance, distinct variances × support ≤ 2^24, its grid's volume excess stated); "
                      "linear queries with decimal weights on the decimal lattice D·W (D up to 2^20, listed moves, a "
-                     "privacy unit too; l2; the cost stated)",
+                     "privacy unit too; l2, ci_volume, test_power of an alternative on (1/D)ℤ; the cost stated)",
                serves="Shoham–Rinott query scaling: Gaussian noise σ²Diag(ξ)⁻¹"),
 )
 """Every family of this package, in the order ``auto`` compares them (ties go to the first)."""

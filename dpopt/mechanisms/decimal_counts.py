@@ -14,7 +14,11 @@ scaled_answers` recovers k exactly from the answers computed as k/D), then divid
 integer measurement, so no floating-point number touches the noise. **Privacy**: the output is a bijective image of
 k + z and the neighbouring k differ by D·S, so the scaled design's guarantee (its checks, run on D·S) is the
 release's. **Utility**: the noise is z/D: E‖WZ‖² and max Var divided by D², E‖Z‖₁ by D, the usefulness at γ is the
-scaled design's at γD, and a confidence region's volume (of dimension s, the rank of the span) is divided by D^s.
+scaled design's at γD, and a confidence region's volume (of dimension s, the rank of the span) is divided by D^s;
+``kl`` and ``renyi`` are the scaled design's at the prior and floor times D (the proportions of the clipped release
+are the same draw by draw), ``mallows`` the scaled design's at the prior times D, divided by D (W_p(Dμ, Dν) =
+D·W_p(μ, ν)), and ``test_power`` the scaled design's against the alternative times D (the tests correspond through
+the bijection y ↦ y/D): :func:`~dpopt.mechanisms.decimal_lattice.scaled_utility` derives each.
 
 ``dpopt verify`` re-derives D and Δ_D² from the spec (:func:`~dpopt.mechanisms.decimal_lattice.scale_check`; a
 forged ``lattice_scale`` makes D·S non-integral or of another Δ_D², and the certificate fails to rebuild), runs the
@@ -39,14 +43,23 @@ import numpy as np
 from dpopt.core.checks import Check
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import Mechanism, UtilityValue, registry
-from dpopt.mechanisms.decimal_lattice import DecimalScale, lattice_scale, scale_check, scaled_answers
+from dpopt.mechanisms.decimal_lattice import (
+    DecimalScale,
+    in_answer_units,
+    lattice_scale,
+    scale_check,
+    scaled_answers,
+    scaled_utility,
+    unit_power,
+)
 from dpopt.mechanisms.exact_cost import EXACT_COST_CLAIM, EXACT_COST_KEY, cost_text, exact_cost, same_cost
 from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Utility
 
-DECIMAL_METRICS = ("l2", "l1", "usefulness", "max_variance", "ci_volume")
-"""The metrics a scaled design predicts in answer units (module docstring)."""
+DECIMAL_METRICS = ("l2", "l1", "usefulness", "max_variance", "ci_volume", "test_power", "kl", "renyi", "mallows")
+"""The metrics a scaled design predicts in answer units (module docstring; the options restated for k by
+:func:`~dpopt.mechanisms.decimal_lattice.scaled_utility`)."""
 
 DECIMAL_NOTE = ("decimal lattice: the answers Wx are measured as the integers k = D·Wx (D = {scale}, the least common "
                 "denominator of the query's decimal weights) plus the family's exact integer noise for the integer "
@@ -90,30 +103,15 @@ def scaled_space(space: SensitivitySpace, scale: DecimalScale) -> SensitivitySpa
 
 def scaled_problem(problem: Problem, scale: DecimalScale) -> Problem:
     """The problem of the integers k = D·Wx: the query M = D·W (spec and compiled query), the space D·S, and the
-    usefulness threshold γD (|z/D| ≤ γ iff |z| ≤ γD)."""
+    utility's options restated for k (:func:`~dpopt.mechanisms.decimal_lattice.scaled_utility`: γ, the alternative,
+    the prior and the floor times D)."""
     spec, query = problem.spec, problem.query
     _, integer = query.scale
-    utility = spec.utility
-    if utility.gamma is not None:
-        utility = utility.model_copy(update={"gamma": utility.gamma * scale.scale})
+    utility = scaled_utility(spec.utility, scale.scale)
     scaled_spec = spec.model_copy(update={"query": spec.query.model_copy(update={"matrix": integer.tolist()}),
                                           "utility": utility})
     return replace(problem, spec=scaled_spec, query=replace(query, user_matrix=integer.astype(float)),
                    space=scaled_space(problem.space, scale))
-
-
-def unit_power(metric: str, rank: int) -> int:
-    """The power of D by which the scaled design's ``metric`` exceeds the release's (module docstring)."""
-    return {"l2": 2, "max_variance": 2, "l1": 1, "usefulness": 0, "ci_volume": rank}[metric]
-
-
-def in_answer_units(value: UtilityValue, scale: int, rank: int) -> UtilityValue:
-    """A scaled design's predicted utility in answer units: divided by D to :func:`unit_power`."""
-    power = unit_power(value.metric, rank)
-    factor = float(scale) ** power
-    ci = None if value.ci is None else (value.ci[0] / factor, value.ci[1] / factor)
-    how = value.method + ("" if power == 0 else f"; of the integers k = D·Wx, divided by D^{power} (D = {scale})")
-    return UtilityValue(value.metric, value.value / factor, how, ci)
 
 
 class OnDecimalLattice(Mechanism):
@@ -172,7 +170,8 @@ class OnDecimalLattice(Mechanism):
         except CalibrationError as exc:
             return f"the scaled design failed: {exc}"
         if not inner.exact_noise:
-            return "the scaled design is not exact"
+            why = getattr(inner, "refusal", None)
+            return "the scaled design is not exact" + (f" ({why})" if why else "")
         mechanism = cls(inner, found, problem.space.rank)
         if not _states_cost(inner.parameters):
             mechanism.stated_cost = mechanism._cost(problem)
@@ -281,8 +280,7 @@ class OnDecimalLattice(Mechanism):
     def _utility(self, utility: Utility) -> UtilityValue:
         if utility.metric not in DECIMAL_METRICS:
             raise CalibrationError(f"the {utility.metric} metric is not scaled to the decimal lattice")
-        scaled = utility if utility.gamma is None else utility.model_copy(
-            update={"gamma": utility.gamma * self.decimal.scale})
+        scaled = scaled_utility(utility, self.decimal.scale)
         return in_answer_units(self.inner.expected_utility(scaled), self.decimal.scale, self.rank)
 
 

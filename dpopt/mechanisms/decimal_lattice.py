@@ -24,7 +24,7 @@ would differ by at most 1/4). An answer that is not of that form is refused (a D
 ``dpopt verify`` re-derives D and Δ_D² from the spec (:func:`decimal_scope_check`) and re-checks the privacy at
 the recorded σ_ℤ² and Δ_D²: a forged ``lattice_scale``, ``lattice_l2_squared`` or ``lattice_sigma2`` fails.
 Scope: no invariants; a privacy unit's Δ_D² is the person-level one of M (the sensitivity layer derives both);
-every metric but ``test_power``.
+every metric (``test_power`` of an alternative on the decimal lattice: :func:`scaled_utility`).
 
 **pDP.** The loss of ỹ = k + η under a move of k by the integer vector MΔ is that of the counts' lattice with the
 move MΔ (:mod:`dpopt.mechanisms.lattice_pdp`), and the release ỹ/D is a bijection of ỹ, so it keeps that loss:
@@ -48,13 +48,14 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.core.checks import Check
+from dpopt.core.decimals import written
 from dpopt.domain.queries import MAX_DECIMAL_SCALE, MAX_SCALED_ANSWER, CountingQuery
 from dpopt.errors import DataError
+from dpopt.mechanisms.base import UtilityValue
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, same_cost
 from dpopt.mechanisms.lattice import (
     EXACT_TARGETS,
     GDP_TARGETS,
-    INFERENCE_METRICS,
     exact_refusal,
     lattice_isotropic_check,
     target_lattice_variance,
@@ -64,7 +65,7 @@ from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
 from dpopt.problem import Problem
 from dpopt.sensitivity.plain import derive_plain
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
-from dpopt.spec.models import Privacy
+from dpopt.spec.models import Privacy, Utility
 
 NOT_COUNTS = "the query's answers are not integer counts"
 """Why a query keeps off the unit lattice (:func:`~dpopt.mechanisms.lattice.exact_refusal`)."""
@@ -191,6 +192,58 @@ class DecimalScale:
                 f"divided by D (post-processing); privacy at the integer sensitivity Δ_D² = {self.l2_squared}")
 
 
+def scaled_utility(utility: Utility, scale: int) -> Utility:
+    r"""The spec's utility restated for the integers k = D·Wx, whose noise z is D times the released noise z/D.
+
+    Each metric of the release (k + z)/D is the scaled design's at the restated options, divided by D to
+    :func:`unit_power`:
+
+    - ``usefulness``: |z/D| ≤ γ iff |z| ≤ γD (γ times D);
+    - ``test_power``: the hypotheses θ₀ and θ₀ + a on the release are Dθ₀ and Dθ₀ + Da on k + z, and y ↦ y/D is a
+      bijection, so the most powerful tests correspond and have the same power (a times D, exactly: the
+      alternative's decimals as written, :func:`~dpopt.core.decimals.written`, times D; a whole number when a lies
+      on the decimal lattice (1/D)ℤ, the shift the discrete law's test needs);
+    - ``kl`` and ``renyi``: the release max(c + z/D, τ) of a prior count c is (1/D)·max(Dc + z, Dτ), so the prior
+      and the floor times D give r' = D·r and C' = Σ Dc = D·C: the proportions p = c/C and q = r/C, and with them
+      both divergences, are the same draw by draw (prior and floor times D);
+    - ``mallows``: W_p(Dμ, Dν) = D·W_p(μ, ν) (the map x ↦ Dx carries couplings to couplings and scales every
+      distance by D), so the distance between the prior values times D and their scaled release is D times the
+      release's (prior times D, power 1).
+    """
+    update: dict = {}
+    if utility.gamma is not None:
+        update["gamma"] = utility.gamma * scale
+    if utility.alternative is not None:
+        update["alternative"] = scaled_shift(utility.alternative, scale)
+    if utility.prior is not None:
+        update["prior"] = [float(written(c) * scale) for c in utility.prior]
+    if utility.floor is not None:
+        update["floor"] = float(written(utility.floor) * scale)
+    return utility.model_copy(update=update) if update else utility
+
+
+def scaled_shift(alternative, scale: int) -> list[float]:
+    """A ``test_power`` alternative a in units of k = D·Wx: D·a exactly (the decimals of a as written,
+    :func:`~dpopt.core.decimals.written`, times D), so a point of the decimal lattice (1/D)ℤ gives whole numbers."""
+    return [float(written(float(a)) * scale) for a in alternative]
+
+
+def unit_power(metric: str, rank: int) -> int:
+    """The power of D by which the scaled design's ``metric`` exceeds the release's (:func:`scaled_utility`; the
+    noise z/D: E‖WZ‖² and max Var divided by D², E‖Z‖₁ by D, a region's volume of dimension ``rank`` by D^rank)."""
+    return {"l2": 2, "max_variance": 2, "l1": 1, "usefulness": 0, "ci_volume": rank, "test_power": 0, "kl": 0,
+            "renyi": 0, "mallows": 1}[metric]
+
+
+def in_answer_units(value: UtilityValue, scale: int, rank: int) -> UtilityValue:
+    """A scaled design's predicted utility in answer units: divided by D to :func:`unit_power`."""
+    power = unit_power(value.metric, rank)
+    factor = float(scale) ** power
+    ci = None if value.ci is None else (value.ci[0] / factor, value.ci[1] / factor)
+    how = value.method + ("" if power == 0 else f"; of the integers k = D·Wx, divided by D^{power} (D = {scale})")
+    return UtilityValue(value.metric, value.value / factor, how, ci)
+
+
 def lattice_scale(problem: Problem) -> DecimalScale | str:
     """The decimal lattice of the problem's linear query (:class:`DecimalScale`), or why there is none."""
     spec, query = problem.spec, problem.query
@@ -215,11 +268,10 @@ def counts_lattice(problem: Problem) -> DecimalScale | str:
     """The decimal lattice on which a counts family (``laplace``, ``staircase``, ``query_scaling``) measures a
     non-counting linear query, running its counts path on :func:`~dpopt.mechanisms.decimal_counts.scaled_problem`, or why it keeps the
     floating-point sampler (a reason that starts with :data:`NOT_COUNTS`). Besides :func:`lattice_scale`'s scope:
-    the metrics of :data:`~dpopt.mechanisms.lattice.INFERENCE_METRICS` are not derived on it, and the neighbouring
-    differences must be listed (their integer move patterns are the privacy checks' input)."""
-    metric = problem.spec.utility.metric
-    found = (f"its {metric} is not derived (the discrete law's is, on the unit lattice)"
-             if metric in INFERENCE_METRICS else lattice_scale(problem))
+    the neighbouring differences must be listed (their integer move patterns are the privacy checks' input). The
+    metrics map to the integers k as :func:`scaled_utility` derives (``query_scaling``'s region and test: the
+    volume times D^-r, the alternative times D)."""
+    found = lattice_scale(problem)
     if isinstance(found, DecimalScale) and problem.space.listed() is None:
         found = "the neighbouring differences are too many to list"
     return f"{NOT_COUNTS}; no decimal lattice: {found}" if isinstance(found, str) else found
@@ -244,8 +296,6 @@ def decimal_lattice(problem: Problem, sigma: float) -> DecimalScale | str:
     reason = None
     if definition not in EXACT_TARGETS and definition != "pdp":
         reason = exact_refusal(definition, True)
-    elif spec.utility.metric == "test_power":
-        reason = "its test_power is not derived (the discrete law's test is of whole-number shifts of the counts)"
     found = lattice_scale(problem) if reason is None else reason
     if isinstance(found, str):
         return f"{NOT_COUNTS}; no decimal lattice: {found}"

@@ -25,7 +25,8 @@ of radius² σ_ℤ²r − ‖P_⊥η‖² (r the full-d radius, P_⊥η observed
 :mod:`dpopt.mechanisms.span_inference`). A ``linear`` query with decimal weights is measured on the decimal lattice
 (:mod:`dpopt.mechanisms.decimal_lattice`): the integers D·Wx plus N_ℤ(0, σ_ℤ²) noise, σ_ℤ² ≥ D²σ² (under pDP
 calibrated on the exact level of the integer shifts D·WΔ), released divided by D; its ``ci_volume`` is the discrete
-law's region of the scaled answers, the volume times D^-d (:meth:`GaussianMechanism._decimal_inference`).
+law's region of the scaled answers, the volume times D^-d, and its ``test_power`` the discrete law's test of the
+alternative times D, of the same power (:meth:`GaussianMechanism._decimal_inference`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from dpopt.mechanisms.decimal_lattice import (
     decimal_lattice,
     decimal_scope_check,
     scaled_answers,
+    scaled_shift,
 )
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost
 from dpopt.mechanisms.lattice import (
@@ -196,23 +198,27 @@ class GaussianMechanism(Mechanism):
         span V a region of proven coverage for this family's release, the full y or the projected one
         (:func:`~dpopt.mechanisms.span_inference.span_inference`)."""
         if self.decimal is not None:
-            return self._decimal_inference(metric, alpha)
+            return self._decimal_inference(metric, alpha, alternative)
         if metric == "ci_volume" and self.span.rank != self.dimension:
             return span_inference(self.lattice_sigma2, self.span, alpha, full_release=not self.noise_in_span)
         return lattice_inference(metric, (self.lattice_sigma2,) * self.dimension, alpha, alternative)
 
-    def _decimal_inference(self, metric: str, alpha: float):
-        """On the decimal lattice, ``ci_volume``: the discrete law's region of the d i.i.d. coordinates of η
-        (:func:`~dpopt.mechanisms.lattice.lattice_inference`) in the scaled units k = D·Wx, its volume times D^-d in
-        the released units; ``test_power`` or a proper span: why not (a string)."""
-        if metric != "ci_volume":
-            return "the discrete law's test is of whole-number shifts of the counts (the unit lattice)"
+    def _decimal_inference(self, metric: str, alpha: float, alternative=None):
+        """On the decimal lattice, the discrete law's region or test of the d i.i.d. coordinates of η in the scaled
+        units k = D·Wx (:func:`~dpopt.mechanisms.lattice.lattice_inference`): ``ci_volume`` the region's volume
+        times D^-d in the released units; ``test_power`` the test of the alternative times D (of the same power:
+        :func:`~dpopt.mechanisms.decimal_lattice.scaled_utility`); the region on a proper span: why not (a
+        string)."""
+        scale = self.decimal.scale
+        if metric == "test_power":
+            return lattice_inference(metric, (self.lattice_sigma2,) * self.dimension, alpha,
+                                     scaled_shift(alternative, scale))
         if self.span.rank != self.dimension:
             return "the region on a proper span is derived on the unit lattice (a counting query)"
         found = lattice_inference(metric, (self.lattice_sigma2,) * self.dimension, alpha)
         if isinstance(found, str):
             return found
-        return dataclass_replace(found, log_volume=found.log_volume - self.dimension * math.log(self.decimal.scale))
+        return dataclass_replace(found, log_volume=found.log_volume - self.dimension * math.log(scale))
 
     def _utility(self, utility) -> UtilityValue | None:
         """On the lattice, ``ci_volume`` and ``test_power`` from the discrete law; on a proper span other than the
@@ -442,7 +448,9 @@ class GaussianMechanism(Mechanism):
             found = self._lattice_inference(metric, alpha, alternative)
             if isinstance(found, (SpanRegion, ProjectedRegion)):
                 return found.terms(z, self.span.project)
-            return inference_terms(found, z * self._unit(), alternative)  # the draws η/D in units of k
+            shift = alternative if self.decimal is None or alternative is None else scaled_shift(alternative,
+                                                                                                 self._unit())
+            return inference_terms(found, z * self._unit(), shift)  # the draws η/D and the shift in units of k
         if metric == "test_power":
             if self._exact_shift(alternative):
                 return np.ones(z.shape[0])

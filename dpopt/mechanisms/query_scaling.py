@@ -38,17 +38,21 @@ re-derived from σ and ξ by ``dpopt verify`` (claim ``query_scaling.lattice_var
 law (:mod:`dpopt.stats.lattice_inference`: coverage ≥ 1 − α and level ≤ α proven, the power a proven lower bound);
 a fractional alternative keeps the floating-point sampler.
 
-**Decimal weights** (:mod:`dpopt.mechanisms.decimal_lattice`, metric ``l2``): a ``linear`` query W = M/D measures
-the integers k = D·Wx the same way, k_i + η_i with σ_i² the dyadic variance whose effective variance is at least
-D²σ²/ξ_i, and releases (k + η)/D. Neighbouring k differ by the integer shifts D·WΔ
+**Decimal weights** (:mod:`dpopt.mechanisms.decimal_lattice`; ``l2``, ``ci_volume``, ``test_power``): a ``linear``
+query W = M/D measures the integers k = D·Wx the same way, k_i + η_i with σ_i² the dyadic variance whose effective
+variance is at least D²σ²/ξ_i, and releases (k + η)/D. Neighbouring k differ by the integer shifts D·WΔ
 (:meth:`~dpopt.mechanisms.decimal_lattice.DecimalScale.scaled_space`), so μ² = max_v Σ_i (D·v_i)²/v_i in rationals
 over them; the released variances are Var N_ℤ(0, σ_i²)/D², their mean over the noisy coordinates stated against
-that of σ²/ξ_i (``exact_cost``); D is recorded (``lattice_scale``) and re-derived by ``dpopt verify``.
+that of σ²/ξ_i (``exact_cost``); D is recorded (``lattice_scale``) and re-derived by ``dpopt verify``. The region
+and the test are the discrete law's for the integers k: the region of θ = Wx is {θ : Dθ in the region of k}, of
+volume D^-r times it (r noisy coordinates), and the test of the alternative a is the test of D·a on k + η (the
+bijection y ↦ y/D keeps the likelihood ratio, so the power is the same; D·a must be whole, as on counts).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace as dataclass_replace
 
 import numpy as np
 
@@ -64,6 +68,7 @@ from dpopt.mechanisms.decimal_lattice import (
     counts_lattice,
     counts_scope_check,
     scaled_answers,
+    scaled_shift,
 )
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost
 from dpopt.mechanisms.gaussian import counting_query, lattice_scope_check
@@ -493,12 +498,28 @@ class QueryScalingMechanism(Mechanism):
 
     def _lattice_inference(self, metric: str, alpha: float, alternative):
         """The region or test for the lattice noise on the noisy coordinates (exact ones add nothing, ones not
-        asked are not released; :func:`~dpopt.mechanisms.lattice.lattice_inference`), or why not."""
+        asked are not released; :func:`~dpopt.mechanisms.lattice.lattice_inference`), or why not. On the decimal
+        lattice both are of the integers k = D·Wx (:meth:`_scaled_shift`): the region's volume times D^-r in the
+        released units (r noisy coordinates: the region of θ is the one of Dθ scaled by 1/D), the test of the
+        alternative times D of the same power (:func:`~dpopt.mechanisms.decimal_lattice.scaled_utility`)."""
         noisy = np.flatnonzero(self._noisy())
         if metric == "ci_volume" and (self.xi == 0).any():
             return "a coordinate is not released, so no bounded region"
-        shift = None if alternative is None else np.asarray(alternative, dtype=float)[noisy]
-        return lattice_inference(metric, [self.lattice[i] for i in noisy], alpha, shift)
+        shift = self._scaled_shift(alternative)
+        found = lattice_inference(metric, [self.lattice[i] for i in noisy], alpha,
+                                  None if shift is None else shift[noisy])
+        if self.decimal is None or metric != "ci_volume" or isinstance(found, str):
+            return found
+        return dataclass_replace(found, log_volume=found.log_volume - noisy.size * math.log(self.decimal.scale))
+
+    def _scaled_shift(self, alternative) -> np.ndarray | None:
+        """The alternative in units of the measured integers: itself on counts, D times it on the decimal lattice
+        (exactly, :func:`~dpopt.mechanisms.decimal_lattice.scaled_shift`)."""
+        if alternative is None:
+            return None
+        if self.decimal is None:
+            return np.asarray(alternative, dtype=float)
+        return np.asarray(scaled_shift(alternative, self.decimal.scale))
 
     def _utility(self, utility) -> UtilityValue | None:
         """On the lattice, ``ci_volume`` and ``test_power`` from the discrete law (a shift seen exactly on a
@@ -529,7 +550,8 @@ class QueryScalingMechanism(Mechanism):
             return np.ones(z.shape[0])
         if self.lattice is not None:
             found = self._lattice_inference(metric, alpha, alternative)
-            return inference_terms(found, z[:, noisy], None if alternative is None else alternative[noisy])
+            shift = self._scaled_shift(alternative)  # the draws η/D and the shift in units of the integers
+            return inference_terms(found, z[:, noisy] * self._unit(), None if shift is None else shift[noisy])
         if metric == "test_power":
             weight = self.xi[noisy] * alternative[noisy] / self.sigma**2
             lam = math.sqrt(float(weight @ alternative[noisy]))

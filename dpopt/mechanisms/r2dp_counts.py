@@ -277,7 +277,8 @@ class R2DPOnCounts(R2DPMechanism):
         """The exact design on counts, unless :func:`lattice_reason` rules it out (then the continuous design, with
         the reason in its notes); its cost against the continuous design is in the record (module docstring). A
         linear query with decimal weights: the exact design for the integer moves D·WΔ, released on the decimal
-        lattice (:mod:`dpopt.mechanisms.decimal_counts`)."""
+        lattice (:mod:`dpopt.mechanisms.decimal_counts`), or the continuous design with the reason why not."""
+        decimal = None
         if cls.supports(problem) is None:
             decimal = OnDecimalLattice.measured(problem, cls)
             if not isinstance(decimal, str):
@@ -287,6 +288,8 @@ class R2DPOnCounts(R2DPMechanism):
             continuous = R2DPMechanism.design(problem)
             if reason != "unsupported" and counting_query(problem):
                 continuous.refusal = reason
+            elif decimal is not None and getattr(problem.query, "user_matrix", None) is not None:
+                continuous.refusal = f"no decimal lattice: {decimal}"  # a linear query's weights are not whole
             return continuous
         return cls._compared(problem, cls._lattice_design(problem))
 

@@ -21,8 +21,9 @@ best metric is kept. Integer shifts |t| ≤ Km move the level of the law by at m
 **Decimal weights** (:class:`StaircaseOnCounts` with its ``decimal`` lattice,
 :mod:`dpopt.mechanisms.decimal_lattice`): a ``linear`` query W = M/D measures the integers k = D·Wx the same way, on
 the counting problem of M (the integer shifts D·WΔ: the steps, K(m) and the moves are theirs), and releases
-(k + η)/D: h = 1/D, the utilities in answer units; the metrics ``kl``, ``renyi`` and ``mallows`` (sums over the unit
-lattice) keep the continuous design.
+(k + η)/D: h = 1/D, the utilities in answer units; ``kl``, ``renyi`` and ``mallows`` are the discrete law's sums
+at the prior (and floor) times D, ``mallows`` then divided by D
+(:func:`~dpopt.mechanisms.decimal_lattice.scaled_utility`).
 
 **Sums and means** (:class:`LatticeSumStaircase`): the continuous design (ε₀, Δ₀ = Δ, the metric-optimal g) is
 implemented on the lattice sum N of :mod:`dpopt.mechanisms.real_lattice` (units of h = 2^e), as the exact
@@ -63,7 +64,14 @@ from dpopt.core.decimals import float_below
 from dpopt.domain.queries import NumericQuery
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.base import UtilityValue
-from dpopt.mechanisms.decimal_lattice import DecimalScale, counts_lattice, counts_scope_check, scaled_answers
+from dpopt.mechanisms.decimal_lattice import (
+    DecimalScale,
+    counts_lattice,
+    counts_scope_check,
+    in_answer_units,
+    scaled_answers,
+    scaled_utility,
+)
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, exact_cost
 from dpopt.mechanisms.exact_sum import _LatticeSum, _refusal
 from dpopt.mechanisms.gaussian import MAX_IMAGE_CELLS, counting_query, lattice_scope_check
@@ -284,11 +292,13 @@ class _DiscreteStaircaseMeasurement:
         return SAMPLER_NOTE.format(m=self.law.step, r=self.law.boundary, eps=self.law.epsilon)
 
     def _utility(self, utility: Utility) -> UtilityValue | None:
-        """``kl``, ``renyi`` and ``mallows`` of the discrete law on counts (unit 1): exact sums over |k| ≤ K
+        """``kl``, ``renyi`` and ``mallows`` of the discrete law on counts (unit 1): :meth:`_prior_value`."""
+        return self._prior_value(utility) if utility.metric in PRIOR_METRICS and self.unit == 1 else None
+
+    def _prior_value(self, utility: Utility) -> UtilityValue:
+        """``kl``, ``renyi`` and ``mallows`` of the discrete law added to the prior counts: exact sums over |k| ≤ K
         (:meth:`~dpopt.noise.discrete_staircase.DiscreteStaircase.clipped_expectations`,
         :meth:`~dpopt.noise.discrete_staircase.DiscreteStaircase.mallows`)."""
-        if utility.metric not in PRIOR_METRICS or self.unit != 1:
-            return None
         check_prior(utility, self.dimension)
         order = (utility.order or 1.0) if utility.metric == "mallows" else 1.0
         try:
@@ -332,6 +342,15 @@ class StaircaseOnCounts(_DiscreteStaircaseMeasurement, StaircaseMechanism):
     def integer_release(self) -> bool:
         """x + η on counts is whole; the decimal lattice's (k + η)/D is not."""
         return self.decimal is None
+
+    def _utility(self, utility: Utility) -> UtilityValue | None:
+        """On the decimal lattice ``kl``, ``renyi`` and ``mallows`` of the release (k + η)/D: the discrete law's
+        sums (:meth:`_prior_value`) at the prior and floor times D, ``mallows`` divided by D
+        (:func:`~dpopt.mechanisms.decimal_lattice.scaled_utility` derives both); else as on counts."""
+        if self.decimal is None or utility.metric not in PRIOR_METRICS:
+            return super()._utility(utility)
+        scale = self.decimal.scale
+        return in_answer_units(self._prior_value(scaled_utility(utility, scale)), scale, self.dimension)
 
     @classmethod
     def design_on(cls, problem: Problem, utility: Utility, record: dict,
@@ -494,8 +513,6 @@ class LatticeSumStaircase(_DiscreteStaircaseMeasurement, _LatticeSum, StaircaseM
             if getattr(problem.query, "user_matrix", None) is None:
                 return continuous
             decimal = counts_lattice(problem)
-            if spec.utility.metric in PRIOR_METRICS and not isinstance(decimal, str):
-                decimal = f"the {spec.utility.metric} prediction is a sum over the unit lattice's law"
             if isinstance(decimal, str):
                 continuous.refusal = decimal
                 return continuous
