@@ -226,7 +226,6 @@ class LatticeRegion:
             text += f", less {self.fft_error:.3g} for the FFT's proven rounding"
         return text
 
-
     def _excess_text(self) -> str:
         """The volume's bound against the region at q, (r/(r − (d + 1)h))^(d/2) (q > r − (d + 1)h), when stated."""
         d, h = len(self.sigma2s), self.grid
