@@ -138,12 +138,17 @@ def float_loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> tuple[n
     return values, probs
 
 
+DENSE_SPAN = 1 << 22
+"""Value spans :func:`_merged` accumulates densely whatever the number of terms."""
+
+
 def _merged(values: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``values`` (int64, increasing) and the sums of their ``probs``: one offset bincount when the
-    values span fewer than four integers per term (the usual convolution step), else a sort (:func:`numpy.unique`)."""
+    values span fewer than four integers per term or 2^22 in all (two arrays of 32 MB at most), else a sort
+    (:func:`numpy.unique`)."""
     low = int(values.min())
     span = int(values.max()) - low + 1
-    if span < 4 * values.size:
+    if span < max(4 * values.size, DENSE_SPAN):
         shifted = values - low
         keep = np.flatnonzero(np.bincount(shifted, minlength=span))  # the values that occur
         return keep.astype(np.int64) + low, np.bincount(shifted, weights=probs, minlength=span)[keep]
