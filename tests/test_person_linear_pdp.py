@@ -120,9 +120,9 @@ def test_a_unit_beyond_the_listing_budget_keeps_the_vertices_and_the_refusal(mon
 
 
 def discrete_gaussian_level(sigma2: Fraction, move: tuple[int, int], epsilon: Fraction) -> mpmath.mpf:
-    """δ(v) = P[|Σ_i (2η_i v_i + v_i²)| > 2εσ²] for η i.i.d. N_ℤ(0, σ²) on two coordinates, by summation over the
-    support (module docstring). η_i ↦ −η_i leaves the law unchanged, so v_i ↦ |v_i| too; with a_2 = |v_2| > 0
-    (the coordinates swapped if needed) and c = 2η_1 a_1 + a_1² + a_2², the event is
+    """δ(v) = P[|Σ_i (2η_i v_i + v_i²)| > 2εσ²] for η i.i.d. N_ℤ(0, σ²) on two coordinates, by summation
+    over the support (module docstring). η_i ↦ −η_i leaves the law unchanged, so v_i ↦ |v_i| too; with
+    a_2 = |v_2| > 0 (the coordinates swapped if needed) and c = 2η_1 a_1 + a_1² + a_2², the event is
     η_2 < (−2εσ² − c)/(2a_2) or η_2 > (2εσ² − c)/(2a_2), two tails of the cumulative sums."""
     a1, a2 = sorted(abs(int(x)) for x in move)
     with mpmath.workdps(40):

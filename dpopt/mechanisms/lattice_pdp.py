@@ -77,9 +77,10 @@ def pdp_lattice_variance(space: SensitivitySpace | np.ndarray, privacy: Privacy,
     """
     target = privacy.parameters
     patterns, epsilon, delta = _patterns(space), written(target["epsilon"]), written(target["delta"])
-    # the bisection's levels on a working set, the largest ‖v‖² first (the continuous level grows with ‖v‖), then
-    # every pattern at its end: one that fails joins the set and the search is repeated, so the σ² returned passes
-    # every pattern (a person's moves under a linear query have dozens, each level an arb convolution)
+    # the bisection's levels on a working set, the largest ‖v‖² first (the continuous level grows with
+    # ‖v‖), then every pattern at its end: one that fails joins the set and the search is repeated, so the
+    # σ² returned passes every pattern (a person's moves under a linear query have dozens, each level an
+    # arb convolution)
     working = sorted(patterns, key=lambda pattern: -sum(t * t for t in pattern))[:SEARCH_PATTERNS]
     while True:
         found = pdp_sigma2(lambda s2: worst_pdp_level(s2, working, epsilon), delta, Fraction(sigma) ** 2,
