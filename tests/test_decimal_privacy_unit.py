@@ -98,11 +98,3 @@ def test_cli_release_ungrouped_and_grouped_on_the_lattice(tmp_path):
     values = [float(row.split(",")[1]) for row in (tmp_path / "rel" / "release.csv").read_text().splitlines()[1:]]
     assert len(values) == 2 and all(v * 4 == round(v * 4) for v in values)  # (k + η)/D on (1/4)ℤ
 
-
-def test_pdp_with_a_privacy_unit_keeps_floating_point_with_the_reason():
-    # the pDP level is summed per move; a privacy unit lists only the extreme contributions (a convex norm's
-    # maximisers), not every move, so the exact pDP calibration must refuse rather than under-count δ
-    solution = dpopt.solve(spec(privacy={"pdp": {"epsilon": 1, "delta": 1e-3}}))
-    text = json.dumps(solution.certificate.data, default=str)
-    assert "idealized" in text and "not all listed" in text
-    assert dpopt.verify(json.loads(solution.certificate.to_json())).passed

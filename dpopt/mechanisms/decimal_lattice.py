@@ -139,8 +139,8 @@ class DecimalScale:
             A space that does not list every difference, or as :meth:`integer_shifts`.
         """
         if not space.complete:
-            raise ValueError("the neighbouring differences are not all listed (a privacy unit lists its extreme "
-                             "contributions only; the pDP level is summed per move)")
+            raise ValueError("the neighbouring differences are not all listed (a privacy unit whose contributions "
+                             "are too many to list states its extreme ones only; the pDP level is summed per move)")
         return self.integer_shifts(space)
 
     def integer_shifts(self, space: SensitivitySpace) -> np.ndarray:
@@ -180,7 +180,10 @@ class DecimalScale:
         def scaled() -> SensitivitySpace:
             shifts = self.integer_shifts(space).astype(float)
             l1, l2_squared, linf = exact_norms(shifts)
+            # a stated hull (a subset of the listed moves, :meth:`SensitivitySpace.hull_vectors`) scales with them
+            hull = None if space._hull is None else np.rint(space.hull_vectors() * float(self.scale))
             return replace(space, l1=l1, l2_squared=l2_squared, linf=linf, _vectors=lambda: shifts, _extremes=None,
+                           _hull=None if hull is None else lambda: hull,
                            method=f"{space.method}; times D = {self.scale} (the decimal lattice's integer shifts)")
 
         return space.memo(f"decimal lattice {self.scale}, {self.l2_squared}", scaled)

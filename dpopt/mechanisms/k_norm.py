@@ -217,7 +217,7 @@ class HullBody:
         λ = e_v; for the others HiGHS gives λ, whose support is re-solved in rational
         arithmetic and accepted only if Σλ_J w_J = v holds exactly with λ_J ≥ 0.
         """
-        vectors = space.listed()
+        vectors = space.hull_vectors()
         if vectors is None:
             return Fraction(0), Check("k_norm.sensitivity", "LP over the vertices of K", False,
                                       "the sensitivity space cannot be listed")
@@ -557,7 +557,7 @@ class KNormMechanism(Mechanism):
         self.lattice = lattice
         self.lattice_refusal = lattice_refusal
         self.needs_integer_answers = self.integer_noise = lattice is not None
-        self._vectors = body.vectors if isinstance(body, HullBody) else space.listed()
+        self._vectors = body.vectors if isinstance(body, HullBody) else space.hull_vectors()
         self._basis = None if isinstance(body, HullBody) else body.basis
         self.continuous_ball: dict | None = None  # the cross-polytope's floating-point alternative (kind, radius)
         self.stated_cost: dict | None = None  # :func:`~dpopt.mechanisms.exact_cost.exact_cost` against that ball
@@ -569,7 +569,7 @@ class KNormMechanism(Mechanism):
         if spec.privacy.definition not in PURE_TARGETS:
             return f"no conversion from ε-DP to a {spec.privacy.definition} target for K-norm noise"
         space = problem.space
-        if space.dimension * space.rank > MAX_BALL_BASIS_ENTRIES and space.listed() is None:
+        if space.dimension * space.rank > MAX_BALL_BASIS_ENTRIES and space.hull_vectors() is None:
             return (f"the sensitivity space cannot be listed (no hull); a ball needs the dense "
                     f"{space.dimension} x {space.rank} basis of its span (limit {MAX_BALL_BASIS_ENTRIES} entries)")
         return None
@@ -595,7 +595,7 @@ class KNormMechanism(Mechanism):
             return OnDecimalLattice.bound(problem, cls)
         if space.rank > HULL_MAX_RANK:
             return None
-        vectors = space.listed()
+        vectors = space.hull_vectors()
         if vectors is None or space.rank == 0:
             return None
         if _lattice_scope(problem) is None:
@@ -633,7 +633,7 @@ class KNormMechanism(Mechanism):
         """:meth:`design` on every spec but a bounded sum or mean measured on its lattice."""
         spec, space = problem.spec, problem.space
         epsilon = pure_epsilon_for(spec.privacy)
-        vectors = space.listed()
+        vectors = space.hull_vectors()
         basis = space.span.basis()
         if vectors is not None and space.rank > HULL_MAX_RANK:
             reason = (f"the hull of a rank-{space.rank} space is not built (above rank {HULL_MAX_RANK} "
@@ -719,7 +719,7 @@ class KNormMechanism(Mechanism):
         kind = parameters["norm_ball"]
         basis = space.span.basis()
         if kind == "hull":
-            vectors = space.listed()
+            vectors = space.hull_vectors()
             if vectors is None:
                 raise ValueError("the certificate's K is Hull(S), but S cannot be listed")
             body = HullBody(vectors, basis, None)
@@ -731,7 +731,7 @@ class KNormMechanism(Mechanism):
                     raise ValueError(f"the certificate's lattice K-norm cannot be rebuilt: {lattice}")
                 return cls(parameters["epsilon"], body, space, lattice=lattice)
         elif kind == CROSS_KIND:
-            vectors = space.listed()
+            vectors = space.hull_vectors()
             lattice = ("the sensitivity space cannot be listed" if vectors is None else
                        cross_lattice(vectors, Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters)))
             if isinstance(lattice, str):

@@ -363,7 +363,7 @@ class LatticeKNorm:
     # ------------------------------------------------------------------ checks
     def sensitivity_check(self, space: SensitivitySpace) -> tuple[Fraction, Check]:
         """S ⊂ L and sup_{v∈S} g(v), exactly: the basis re-derived, v = v[J]·R in integers, g(v) = G(v)/D."""
-        vectors = space.listed()
+        vectors = space.hull_vectors()
         claim = "k_norm.lattice"
         if vectors is None:
             return Fraction(0), Check(claim, "exact lattice K-norm", False, "the sensitivity space cannot be listed")

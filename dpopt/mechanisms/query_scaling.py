@@ -177,7 +177,7 @@ class QueryScalingMechanism(Mechanism):
                 "the sensitivity span is not a coordinate subspace, so a diagonal scaling would add noise "
                 "to a direction that never changes (use projected_gaussian or gaussian_optimal)"
             )
-        vectors = space.listed()
+        vectors = space.hull_vectors()
         if vectors is None:
             return "the sensitivity space is too large to list the generators of its hull"
         changing = (np.asarray(vectors) != 0).any(axis=0)

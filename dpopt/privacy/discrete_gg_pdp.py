@@ -35,6 +35,7 @@ References
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -85,7 +86,8 @@ def convolution_pdp_level(p: int, scale: Fraction, pattern: tuple[int, ...], eps
     with working_precision(PRECISION):
         law = loss_law(p, scale, pattern)
         threshold = Fraction(epsilon) * law.scale_power  # |A| > ε s^p, in rationals
-        mass = sum((m for a, m in law.masses.items() if abs(a) > threshold), flint.arb(0))
+        cut = math.floor(threshold)  # A is an integer: |A| > ε s^p ⟺ |A| > ⌊ε s^p⌋ (integer comparisons)
+        mass = sum((m for a, m in law.masses.items() if abs(a) > cut), flint.arb(0))
         return ball_upper(mass + law.outside)
 
 

@@ -135,9 +135,26 @@ def float_loss_law(p: int, scale: Fraction, pattern: tuple[int, ...]) -> tuple[n
             raise CalibrationError(f"the loss law of a move of {len(pattern)} coordinates needs {values.size} × "
                                    f"{a.size} products in one convolution step (limit {MAX_PRODUCTS})")
         weights = np.bincount(which.ravel(), weights=w)
-        values, inverse = np.unique(np.add.outer(values, a).ravel(), return_inverse=True)
-        probs = np.bincount(inverse.ravel(), weights=np.outer(probs, weights).ravel())
+        values, probs = _merged(np.add.outer(values, a).ravel(), np.outer(probs, weights).ravel())
     return values, probs
+
+
+DENSE_SPAN = 1 << 22
+"""Value spans :func:`_merged` accumulates densely whatever the number of terms."""
+
+
+def _merged(values: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``values`` (int64, increasing) and the sums of their ``probs``: one offset bincount when the
+    values span fewer than four integers per term or 2^22 in all (two arrays of 32 MB at most), else a sort
+    (:func:`numpy.unique`)."""
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    if span < max(4 * values.size, DENSE_SPAN):
+        shifted = values - low
+        keep = np.flatnonzero(np.bincount(shifted, minlength=span))  # the values that occur
+        return keep.astype(np.int64) + low, np.bincount(shifted, weights=probs, minlength=span)[keep]
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return distinct, np.bincount(inverse.ravel(), weights=probs)
 
 
 def profile_delta(p: int, scale: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:

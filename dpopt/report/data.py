@@ -146,7 +146,7 @@ def hull_points(space: SensitivitySpace) -> tuple[np.ndarray, int] | None:
     than the whole design: seconds to minutes for a marginal workload of a few thousand cells)."""
     if space.dimension > MAX_HULL_DIMENSION:
         return None
-    vectors = space.listed()
+    vectors = space.hull_vectors()
     if vectors is None or len(vectors) > MAX_HULL_POINTS or not vectors.any():
         return None
     _, _, vt = np.linalg.svd(vectors, full_matrices=False)

@@ -53,7 +53,7 @@ def lp_sensitivity_power(space: SensitivitySpace, p: int) -> tuple[Fraction, str
         return space.l1, "exact: l1 sensitivity"
     if p == 2:
         return space.l2_squared, "exact: l2 sensitivity squared"
-    vectors = space.listed()
+    vectors = space.hull_vectors()
     if vectors is None:
         return (
             space.linf ** (p - 2) * space.l2_squared,
@@ -78,7 +78,7 @@ def coordinate_sensitivities(space: SensitivitySpace) -> np.ndarray:
     Maxima over the listed hull generators; the l∞ sensitivity for every coordinate when the
     space is too large to list (a valid upper bound).
     """
-    vectors = space.listed()
+    vectors = space.hull_vectors()
     if vectors is None:
         return np.full(space.dimension, float(space.linf))
     return np.abs(vectors).max(axis=0)

@@ -49,7 +49,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 
 import numpy as np
@@ -123,7 +124,8 @@ def table_norms(unit: PrivacyUnit, cells: int, replace: bool) -> tuple[Fraction,
 
 
 def contributions(unit: PrivacyUnit, cells: int, limit: int) -> Iterator[tuple[int, ...]]:
-    """Every allowed contribution v on ``cells`` cells, by support size (v = 0 first).
+    """Every allowed contribution v on ``cells`` cells, by support size (v = 0 first), each support's cells and
+    then its values in lexicographic order.
 
     Raises
     ------
@@ -134,15 +136,39 @@ def contributions(unit: PrivacyUnit, cells: int, limit: int) -> Iterator[tuple[i
     count = 0
     for support in range(min(groups, rows) + 1):  # each cell used holds a row at least
         for where in itertools.combinations(range(cells), support):
-            for values in itertools.product(range(1, per_cell + 1), repeat=support):
-                if sum(values) <= rows:
-                    count += 1
-                    if count > limit:
-                        raise ValueError("too many contributions to list")
-                    v = [0] * cells
-                    for j, x in zip(where, values):
-                        v[j] = x
-                    yield tuple(v)
+            for values in _values(support, per_cell, rows):
+                count += 1
+                if count > limit:
+                    raise ValueError("too many contributions to list")
+                v = [0] * cells
+                for j, x in zip(where, values):
+                    v[j] = x
+                yield tuple(v)
+
+
+def _values(support: int, per_cell: int, rows: int) -> Iterator[tuple[int, ...]]:
+    """The tuples in {1, …, t}^support summing to at most R, in lexicographic order (a prefix too large for the
+    remaining cells' one row each is not extended)."""
+    if support == 0:
+        yield ()
+        return
+    for first in range(1, min(per_cell, rows - (support - 1)) + 1):
+        for rest in _values(support - 1, per_cell, rows - first):
+            yield (first, *rest)
+
+
+def count_contributions(unit: PrivacyUnit, cells: int) -> int:
+    r"""How many contributions :func:`contributions` lists, without listing them:
+    :math:`\sum_{s} \binom{m}{s} N_s`, N_s the tuples in {1, …, t}^s summing to at most R (by the recursion
+    N_s(r) = Σ_{x ≤ min(t, r)} N_{s−1}(r − x) on the rows r still free, N_0(r) = 1)."""
+    rows, per_cell, groups = most_rows(unit, cells)
+    free = [1] * (rows + 1)  # N_0(r)
+    total = 0
+    for support in range(min(groups, rows) + 1):
+        if support:
+            free = [sum(free[r - x] for x in range(1, min(per_cell, r) + 1)) for r in range(rows + 1)]
+        total += math.comb(cells, support) * free[rows]
+    return total
 
 
 def derive_person(spec: Spec, query: CountingQuery | NumericQuery) -> SensitivitySpace:
@@ -228,6 +254,8 @@ def _marginals(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency
 
 
 def _linear(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
+    """A person's moves A v of a ``linear`` query: the norms and span from the images of the contribution polytope's
+    vertices (every allowed v lies in their hull); every move listed (complete) when :func:`_listing` fits."""
     rows, per_cell, groups = most_rows(unit, query.cells)
     vertices = contribution_vertices(query.cells, rows, per_cell, groups)
     images = vertices @ query.user_matrix.T
@@ -242,8 +270,43 @@ def _linear(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: s
     l1, l2sq, linf = exact_norms(vectors)
     how = (f"person-level: A v over the {len(vertices)} vertices v of a person's allowed rows per level "
            f"(≤ {rows} rows, ≤ {per_cell} per level, ≤ {groups} levels)" + ("; replace: pairs" if replace else ""))
-    return SensitivitySpace(query.dimension, span_of(vectors.T), l1, l2sq, linf, how, adjacency, complete=False,
-                            _vectors=lambda: vectors)
+    listing = _listing(query.user_matrix, unit, replace)
+    if listing is None:
+        return SensitivitySpace(query.dimension, span_of(vectors.T), l1, l2sq, linf, how, adjacency, complete=False,
+                                _vectors=lambda: vectors)
+    how += (f"; every move listed (the images of all {count_contributions(unit, query.cells)} allowed "
+            "contributions" + (", differences of every pair)" if replace else ")"))
+    return SensitivitySpace(query.dimension, span_of(vectors.T), l1, l2sq, linf, how, adjacency, complete=True,
+                            _vectors=listing, _hull=lambda: vectors)
+
+
+def _listing(matrix: np.ndarray, unit: PrivacyUnit, replace: bool) -> Callable[[], np.ndarray] | None:
+    r"""Every move of a person under the workload ``matrix`` A (d × m), computed once when first read: ±A v over
+    every allowed contribution v (add/remove), or A v − A v′ over every pair of distinct images (replace), each
+    once. None when that does not fit :data:`MAX_LISTED_ENTRIES` numbers, counted before listing
+    (:func:`count_contributions`: the n contributions' m entries and images' d, and under replace the n² pairs'
+    d entries before deduplication).
+
+    The pDP level and per-coordinate losses are summed over a move's coordinates, not convex in the move, so the
+    hull's vertices (enough for a norm) do not certify them: every move is needed.
+    """
+    dimension, cells = matrix.shape
+    count = count_contributions(unit, cells)
+    if count * max(cells, dimension, 1) > MAX_LISTED_ENTRIES or \
+            (replace and count * count * max(dimension, 1) > MAX_LISTED_ENTRIES):
+        return None
+
+    @functools.cache  # listed once per space: several families read them
+    def listed() -> np.ndarray:
+        contributions_ = np.array(list(contributions(unit, cells, count)), dtype=float)
+        images = np.unique(contributions_ @ matrix.T, axis=0)  # v = 0 gives the zero image
+        if replace:
+            moves = (images[:, None, :] - images[None, :, :]).reshape(-1, dimension)
+        else:
+            moves = np.vstack([images, -images])
+        return np.unique(moves[np.any(moves != 0, axis=1)], axis=0)
+
+    return listed
 
 
 def _sum(spec: Spec, query: NumericQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:

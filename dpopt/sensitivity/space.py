@@ -72,6 +72,10 @@ class SensitivitySpace:
     listable : bool
         False when the derivation already knows that S has too many vectors to list (:meth:`listed` is then None),
         read without listing them (the quick bound ``k_norm_ball``); True: they may be listed.
+    _hull : callable or None
+        A complete space whose listing holds many points inside its hull (every contribution of a person to a
+        ``linear`` query, :mod:`dpopt.sensitivity.person`) may state a smaller subset of it with the same convex
+        hull, read by :meth:`hull_vectors` (the hull-based families); None: the listed vectors themselves.
     """
 
     dimension: int
@@ -86,6 +90,7 @@ class SensitivitySpace:
     listable: bool = True
     _vectors: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
     _extremes: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _hull: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -128,6 +133,15 @@ class SensitivitySpace:
             return np.atleast_2d(np.asarray(self.vectors(), dtype=float))
         except ValueError:
             return None
+
+    def hull_vectors(self) -> np.ndarray | None:
+        """Vectors whose convex hull is that of S, as a float array of shape (m, d), or None when the space is too
+        large to list them: the derivation's generators when it states them (:attr:`_hull`), else :meth:`listed`.
+        What a convex function's supremum over S, a norm ball Hull(S) or the span of S needs; a quantity summed
+        per move (a pDP level, per-coordinate noise) needs :meth:`listed` of a :attr:`complete` space instead."""
+        if self._hull is not None:
+            return np.atleast_2d(np.asarray(self._hull(), dtype=float))
+        return self.listed()
 
     def extreme_vectors(self) -> np.ndarray:
         """Elements of S attaining its l1, l2 and l∞ sensitivities, shape (m, d): the listed vectors
