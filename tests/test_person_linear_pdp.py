@@ -182,17 +182,24 @@ def test_decimal_weights_beyond_the_listing_budget_keep_floating_point_with_the_
     assert dpopt.verify(json.loads(solution.certificate.to_json())).passed
 
 
-def test_cli_solve_release_verify_whole_and_decimal_weights_under_pdp(tmp_path):
-    run = lambda *args: subprocess.run([sys.executable, "-m", "dpopt.cli", *args], capture_output=True, text=True)
+def _whole_spec() -> dict:
     whole = decimal_spec()
     whole["query"]["matrix"] = [[1, 2, 0, 0, 1], [0, 1, 3, 1, 0]]
-    for name, document in (("whole", whole), ("decimal", decimal_spec())):
-        path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps(document))
-        solved = run("solve", str(path), "--out", str(tmp_path / f"{name}-solve"))
-        assert solved.returncode == 0, solved.stderr
-        released = run("release", str(path), "--data", str(VISITS), "--out", str(tmp_path / name))
-        assert released.returncode == 0, released.stderr
-        checked = run("verify", str(tmp_path / name))
-        assert checked.returncode == 0, checked.stdout + checked.stderr
-        assert "idealized" not in (tmp_path / name / "release.json").read_text()
+    return whole
+
+
+@pytest.mark.parametrize("build", [pytest.param(_whole_spec, id="whole"),
+                                   pytest.param(decimal_spec, id="decimal", marks=pytest.mark.slow)])
+def test_cli_solve_release_verify_under_pdp(build, tmp_path):
+    """Whole weights in the default run; decimal weights (about a minute: three CLI designs of the listed moves' pDP
+    level) under -m slow, their Python path tested above."""
+    run = lambda *args: subprocess.run([sys.executable, "-m", "dpopt.cli", *args], capture_output=True, text=True)
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(build()))
+    solved = run("solve", str(path), "--out", str(tmp_path / "solve"))
+    assert solved.returncode == 0, solved.stderr
+    released = run("release", str(path), "--data", str(VISITS), "--out", str(tmp_path / "release"))
+    assert released.returncode == 0, released.stderr
+    checked = run("verify", str(tmp_path / "release"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "idealized" not in (tmp_path / "release" / "release.json").read_text()
