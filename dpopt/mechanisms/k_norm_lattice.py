@@ -53,7 +53,8 @@ The 4×4 table: 997,280 cones (34,896 over its 9 facet orbits), Σ|d| = 1,069,37
 probability 0.117; E‖Z‖² = 963.94 [959.19, 968.68] against the continuous law's 964.03.
 
 ``ci_volume`` is proven, at any rank: the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is established from exact level counts and a tail
-bound (:mod:`dpopt.noise.k_norm_lattice_coverage`), the region's volume r^s·vol K.
+bound (:mod:`dpopt.noise.k_norm_lattice_coverage`), or for the cross-polytope (no facet) from the convolution of its
+independent coordinates' laws (:mod:`dpopt.stats.k_norm_cross_coverage`); the region's volume r^s·vol K.
 """
 
 from __future__ import annotations
