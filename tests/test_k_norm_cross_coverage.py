@@ -118,3 +118,22 @@ def test_30_cell_histogram_ci_volume_is_exact_and_verified(adjacency):
     forged = copy.deepcopy(data)
     forged["utility"]["value"] = ((level.level - 1) / level.level) ** s * data["utility"]["value"]
     assert "utility" in {c.claim for c in dpopt.verify(forged).failed}
+
+
+def test_fft_path_against_a_40_digit_convolution():
+    """Two coordinates with M = 1 at ε = 1/1024 (support above 4,096 levels: the FFT convolution and its proven
+    bound). The exact P(|c₁| + |c₂| ≤ k) = Σ_{a ≤ k} P(|c₁| = a)·P(|c₂| ≤ k − a), P(|c| ≤ m) = 1 − 2q^{m+1}/(1 + q)
+    (the geometric tail), summed in mpmath at 40 digits: the proven bound lies below it by at most 10⁻⁹, and the
+    level below k covers less than 1 − α + 10⁻⁹ (every level is occupied, so k is the smallest up to the slack)."""
+    epsilon, alpha = Fraction(1, 1024), 0.05
+    found = cross_coverage_level(cross_gauge((1, 1)), epsilon, alpha)
+    assert found.level_cap > 4096 and found.error > 0
+    q = mpmath.exp(-mpmath.mpf(1) / 1024)
+
+    def exact(k: int) -> mpmath.mpf:
+        head = [(1 - q) / (1 + q)] + [2 * (1 - q) * q**a / (1 + q) for a in range(1, k + 1)]
+        return mpmath.fsum(p * (1 - 2 * q ** (k - a + 1) / (1 + q)) for a, p in enumerate(head))
+
+    at = exact(found.level)
+    assert found.coverage <= at <= found.coverage + 1e-9
+    assert at >= 1 - mpmath.mpf(alpha) and exact(found.level - 1) < 1 - mpmath.mpf(alpha) + mpmath.mpf(1e-9)
