@@ -206,17 +206,18 @@ def test_fallback_on_counts_is_the_exact_lattice_cross_polytope(monkeypatch):
     assert not dpopt.verify(forged).passed
 
 
-def test_cross_polytope_too_large_to_enumerate_keeps_the_ball_for_ci_volume():
-    """ci_volume of the lattice law needs its proven coverage, an enumeration of lattice points: on a 20-cell
-    replace-one histogram (rank 19) it would form about 10⁴⁴ of them, so the design keeps the floating-point ball
-    and says why, instead of failing the family."""
+def test_cross_polytope_ci_volume_beyond_its_budget_keeps_the_ball(monkeypatch):
+    """ci_volume of the lattice cross-polytope needs its proven coverage, a convolution of (L + 1) levels per
+    group of equal M_k: with the budget lowered to 10 levels (a 20-cell replace-one histogram, rank 19, needs
+    about 50), the design keeps the floating-point ball and says why, instead of failing the family."""
+    monkeypatch.setattr("dpopt.stats.k_norm_cross_coverage.MAX_CROSS_WORK", 10)
     cells = [f"c{i}" for i in range(20)]
     spec = {"dpopt": 1, "name": "t", "data": {"attributes": {"a": cells}, "n": 1000},
             "query": {"kind": "histogram", "attribute": "a"}, "adjacency": "replace_one",
             "privacy": {"pure": {"epsilon": 1.0}}, "mechanism": "k_norm", "utility": {"metric": "ci_volume"}}
     sol = dpopt.solve(spec)
     assert sol.mechanism.lattice is None and sol.mechanism.parameters["norm_ball"] in BALL_KINDS
-    assert any("coverage would enumerate" in note for note in sol.certificate["mechanism"]["notes"])
+    assert any("proven coverage would convolve" in note for note in sol.certificate["mechanism"]["notes"])
 
 
 @pytest.mark.parametrize("spec", [table_spec(3), table_spec(2, margins=False), ROOT / "specs" / "table_3x4_margins_pure.yaml"])

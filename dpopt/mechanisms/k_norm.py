@@ -659,7 +659,7 @@ class KNormMechanism(Mechanism):
             cross = (cross_lattice(vectors, lattice_epsilon(epsilon)) if vectors is not None
                      else "the sensitivity space cannot be listed (no lattice basis)")
             if not isinstance(cross, str) and spec.utility.metric == "ci_volume":
-                cross = cross.coverage_refusal(CrossBody.of(cross).volume) or cross
+                cross = cross.coverage_refusal(CrossBody.of(cross).volume, spec.utility.alpha) or cross
             refusal = cross if isinstance(cross, str) else None
         candidates = [cls(epsilon, ball, space, reason, lattice_refusal=refusal) for ball in balls if ball is not None]
         if not candidates:

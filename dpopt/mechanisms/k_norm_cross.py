@@ -16,7 +16,8 @@ check, ε′·max_{v∈S} h(v) ≤ ε′ in integers (Hardt & Talwar 2010, Thm 4
 
 **Utility.** E‖WZ‖² = Σ_k Var c_k ‖W R_kᵀ‖² and Var Z_i = Σ_k Var c_k R_ki² in closed form (Var c_k the discrete
 Laplace's E c² at scale M_k/ε′, CKS 2020); ``l1`` and ``usefulness`` by Monte Carlo of the product law (the
-importance-sampling estimate of the lattice K-norm with weights 1); ``ci_volume`` by its proven coverage.
+importance-sampling estimate of the lattice K-norm with weights 1); ``ci_volume`` by its proven coverage, the
+convolution of the coordinates' laws (:mod:`dpopt.stats.k_norm_cross_coverage`).
 
 **Cost.** The cross-polytope is not the orthonormal ball the floating-point design would take: the certificate
 records the best such ball (``continuous_ball``: its kind and radius) and the cost of exactness against it

@@ -53,7 +53,8 @@ The 4×4 table: 997,280 cones (34,896 over its 9 facet orbits), Σ|d| = 1,069,37
 probability 0.117; E‖Z‖² = 963.94 [959.19, 968.68] against the continuous law's 964.03.
 
 ``ci_volume`` is proven, at any rank: the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is established from exact level counts and a tail
-bound (:mod:`dpopt.noise.k_norm_lattice_coverage`), the region's volume r^s·vol K.
+bound (:mod:`dpopt.noise.k_norm_lattice_coverage`), or for the cross-polytope (no facet) from the convolution of its
+independent coordinates' laws (:mod:`dpopt.stats.k_norm_cross_coverage`); the region's volume r^s·vol K.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from dpopt.noise.k_norm_lattice import LatticeGauge, proposal_scale, sample_latt
 from dpopt.noise.k_norm_lattice_coverage import MAX_POINTS, coverage_level, enumeration_size, level_cap
 from dpopt.noise.rational_facets import rational_facets
 from dpopt.sensitivity.space import SensitivitySpace
+from dpopt.stats.k_norm_cross_coverage import cross_coverage_level
 
 LATTICE_METRICS = ("l2", "l1", "usefulness", "max_variance", "ci_volume")
 """Metrics predicted for the discrete law (exact at rank 1, importance sampling or the cone sampler's Monte Carlo
@@ -394,22 +396,51 @@ class LatticeKNorm:
 
     # ------------------------------------------------------------------ utility
     def ci_volume(self, alpha: float, volume: float) -> UtilityValue:
-        """(r)^s·vol K for the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is proven
-        (:func:`~dpopt.noise.k_norm_lattice_coverage.coverage_level`: exact level counts and a tail bound in arb
-        ball arithmetic); ``volume`` is vol K in the coordinates c (floating point: a predicted utility)."""
-        key = ("ci_volume", alpha)
-        if key not in self._estimates:
-            self._estimates[key] = coverage_level(self.gauge, self.epsilon, self.extents, volume, alpha)
-        level = self._estimates[key]
+        """(r)^s·vol K for the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is proven: for the
+        cross-polytope gauge (no facet) by convolving its independent coordinates
+        (:func:`~dpopt.stats.k_norm_cross_coverage.cross_coverage_level`), else from exact level counts and a tail
+        bound in arb ball arithmetic (:func:`~dpopt.noise.k_norm_lattice_coverage.coverage_level`); ``volume`` is
+        vol K in the coordinates c (floating point: a predicted utility)."""
+        level = self._coverage(alpha, volume)
         radius = Fraction(level.level, self.gauge.denominator)
+        cap = Fraction(level.level_cap, self.gauge.denominator)
+        if self.is_cross:
+            how = (f"the law of D·‖z‖_K = Σ_k (D/M_k)|c_k| convolved from its {self.rank} independent discrete "
+                   f"Laplace coordinates ({level.groups} group(s) of equal M_k, convolution powers) up to "
+                   f"‖z‖_K ≤ {cap}, each coordinate's law rounded down from arb balls, less the proven rounding "
+                   f"bound {level.error:.3g}")
+        else:
+            how = (f"the {level.points} lattice points with ‖z‖_K ≤ {cap} counted exactly, the rest bounded by "
+                   f"{level.tail_bound:.3g}, in arb ball arithmetic")
         return UtilityValue("ci_volume", float(radius) ** self.rank * volume, (
             f"proven coverage: the region {{θ : ‖y − θ‖_K ≤ r}}, r = {radius}, covers with probability ≥ "
-            f"{level.coverage:.10f} ≥ 1 − α under the lattice law (the {level.points} lattice points with "
-            f"‖z‖_K ≤ {Fraction(level.level_cap, self.gauge.denominator)} counted exactly, the rest bounded by "
-            f"{level.tail_bound:.3g}, in arb ball arithmetic); volume r^s·vol K"))
+            f"{level.coverage:.10f} ≥ 1 − α under the lattice law ({how}); volume r^s·vol K"))
 
-    def coverage_refusal(self, volume: float) -> str | None:
-        """Why :meth:`ci_volume` would exceed its enumeration bound (None: it will not)."""
+    @property
+    def is_cross(self) -> bool:
+        """Whether K is the cross-polytope {h ≤ 1} (no facet: g = h, a product law)."""
+        return len(self.gauge.numerators) == 0
+
+    def _coverage(self, alpha: float, volume: float):
+        """The proven coverage level of :meth:`ci_volume`, computed once per α."""
+        key = ("ci_volume", alpha)
+        if key not in self._estimates:
+            if self.is_cross:
+                self._estimates[key] = cross_coverage_level(self.gauge, self.epsilon, alpha)
+            else:
+                self._estimates[key] = coverage_level(self.gauge, self.epsilon, self.extents, volume, alpha)
+        return self._estimates[key]
+
+    def coverage_refusal(self, volume: float, alpha: float = 0.05) -> str | None:
+        """Why :meth:`ci_volume` would exceed its stated budget (None: it will not): for the cross-polytope the
+        convolution's support × groups (:data:`~dpopt.stats.k_norm_cross_coverage.MAX_CROSS_WORK`, found by
+        computing it at ``alpha``, kept for :meth:`ci_volume`), else the enumeration's points."""
+        if self.is_cross:
+            try:
+                self._coverage(alpha, volume)
+            except ValueError as exc:
+                return str(exc)
+            return None
         cap = level_cap(self.gauge, self.epsilon, self.extents, volume)
         size = enumeration_size(self.extents, volume, cap / self.gauge.denominator)
         if size > MAX_POINTS:
