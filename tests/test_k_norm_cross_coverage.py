@@ -100,8 +100,10 @@ def histogram_spec(cells: int, adjacency: str, **extra) -> dict:
 @pytest.mark.parametrize("adjacency", ["replace_one", "add_remove"])
 def test_30_cell_histogram_ci_volume_is_exact_and_verified(adjacency):
     """The cross-polytope measures ci_volume exactly (no "idealized" note), the certificate verifies, its value is
-    r^s·vol K with vol K = ∏2M_k/s! and r the recorded level's k/D, and a forged radius (the value for the level
-    one below) fails the utility claim."""
+    r^s·vol K·√det(RRᵀ) with vol K = ∏2M_k/s! in the lattice coordinates c, r the recorded level's k/D and R the
+    echelon basis (z = cR): add/remove R = I (factor 1); replace-one the sum-zero span, R = [I₂₉ | −1], RRᵀ = I + 11ᵀ
+    of determinant 1 + 29 = 30 (the region's volume in span(S), the floating-point ball's measure); and a forged
+    radius (the value for the level one below) fails the utility claim."""
     sol = dpopt.solve(histogram_spec(30, adjacency))
     data = sol.certificate.data
     assert sol.mechanism.lattice is not None and sol.mechanism.exact_noise
@@ -113,7 +115,9 @@ def test_30_cell_histogram_ci_volume_is_exact_and_verified(adjacency):
     s = len(bounds)
     log_volume = sum(math.log(2 * m) for m in bounds) - math.lgamma(s + 1)
     radius = level.level / lattice.gauge.denominator
-    assert data["utility"]["value"] == pytest.approx(math.exp(s * math.log(radius) + log_volume), rel=1e-9)
+    gram = 30 if adjacency == "replace_one" else 1
+    assert data["utility"]["value"] == pytest.approx(math.exp(s * math.log(radius) + log_volume) * math.sqrt(gram),
+                                                     rel=1e-9)
     assert dpopt.verify(data).passed
     forged = copy.deepcopy(data)
     forged["utility"]["value"] = ((level.level - 1) / level.level) ** s * data["utility"]["value"]

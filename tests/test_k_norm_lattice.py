@@ -271,7 +271,10 @@ def test_level_counts_of_the_hexagon():
 def test_ci_volume_coverage_is_proven_and_tight():
     """ci_volume on the 2×3 table: the certificate's region radius r and its proven coverage bound b against the
     enumerated law (hexagon_law, mass outside the box < 10⁻¹⁴): b ≤ P(g ≤ r) ≤ b + 10⁻³, P(g ≤ r) ≥ 0.95, and the
-    level below r covers less than 0.95 (r is the smallest); the volume is r²·3 (the hexagon's area 3)."""
+    level below r covers less than 0.95 (r is the smallest); the volume is r²·3·√12: the hexagon's area 3 in the
+    lattice coordinates c = (z₁₁, z₁₂), times √det(RRᵀ) for the echelon basis of the tables with zero margins,
+    R = [[1, 0, −1, −1, 0, 1], [0, 1, −1, 0, −1, 1]] (z = cR), RRᵀ = [[4, 2], [2, 4]], det 12: the region's area
+    in span(S) ⊂ ℝ⁶."""
     sol = dpopt.solve(table_2x3(utility={"metric": "ci_volume", "alpha": 0.05}))
     lattice = sol.mechanism.lattice
     assert lattice is not None
@@ -282,7 +285,7 @@ def test_ci_volume_coverage_is_proven_and_tight():
     covered = float(p[g <= radius].sum())
     assert level.coverage <= covered <= level.coverage + 1e-3
     assert covered >= 0.95 > float(p[g <= radius - 1].sum())
-    assert sol.certificate["utility"]["value"] == pytest.approx(float(radius) ** 2 * 3.0, rel=1e-9)
+    assert sol.certificate["utility"]["value"] == pytest.approx(float(radius) ** 2 * 3.0 * math.sqrt(12), rel=1e-9)
     assert "proven coverage" in sol.certificate["utility"]["method"]
 
 

@@ -116,14 +116,16 @@ def test_k_norm_serves_a_gdp_target_through_the_pure_conversion():
 def test_ci_volume_of_the_2x2_segment():
     """Continuous law (sampler: floating_point): the Laplace interval 2·(2/ε)·ln 10 of a segment of length 2.
     Lattice law (the default): c discrete Laplace, P(|c| ≤ k) = 1 − 2r^{k+1}/(1 + r), r = e^{−ε′}, ε′ = 0.7 rounded
-    down to 21 bits; the smallest k with coverage ≥ 0.9 is 3 (k = 2 covers 0.836), so the region is 2k = 6."""
+    down to 21 bits; the smallest k with coverage ≥ 0.9 is 3 (k = 2 covers 0.836), so the region is the segment
+    c ∈ [−3, 3] along the move (1, −1, −1, 1), of length 2k·‖(1, −1, −1, 1)‖ = 6·2 = 12 in ℝ⁴ (the continuous
+    segment's measure: its K has length 4)."""
     spec = table_spec(2, epsilon=0.7, mechanism="k_norm", utility={"metric": "ci_volume", "alpha": 0.1})
     sol = dpopt.solve({**spec, "sampler": "floating_point"})
     assert sol.certificate["utility"]["value"] == pytest.approx(2 * (2 / 0.7) * math.log(10), rel=1e-12)
     r = math.exp(-math.floor(0.7 * 2**21) / 2**21)
     k = next(k for k in range(100) if 1 - 2 * r ** (k + 1) / (1 + r) >= 0.9)
     assert k == 3 and 1 - 2 * r**3 / (1 + r) < 0.9
-    assert dpopt.solve(spec).certificate["utility"]["value"] == 2.0 * k
+    assert dpopt.solve(spec).certificate["utility"]["value"] == pytest.approx(2.0 * k * 2.0, rel=1e-12)
 
 
 def test_tampered_epsilon_fails_verification():

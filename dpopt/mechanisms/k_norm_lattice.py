@@ -400,7 +400,9 @@ class LatticeKNorm:
         cross-polytope gauge (no facet) by convolving its independent coordinates
         (:func:`~dpopt.stats.k_norm_cross_coverage.cross_coverage_level`), else from exact level counts and a tail
         bound in arb ball arithmetic (:func:`~dpopt.noise.k_norm_lattice_coverage.coverage_level`); ``volume`` is
-        vol K in the coordinates c (floating point: a predicted utility)."""
+        vol K in the coordinates c (floating point: a predicted utility). The region lies in span(S) ⊂ ℝ^d, where
+        z = cR: its volume there is r^s·vol K·√det(RRᵀ) (:attr:`span_volume_factor`), the measure the
+        floating-point K-norm's region (:class:`~dpopt.mechanisms.k_norm.HullBody`, the norm balls) is stated in."""
         level = self._coverage(alpha, volume)
         radius = Fraction(level.level, self.gauge.denominator)
         cap = Fraction(level.level_cap, self.gauge.denominator)
@@ -412,9 +414,19 @@ class LatticeKNorm:
         else:
             how = (f"the {level.points} lattice points with ‖z‖_K ≤ {cap} counted exactly, the rest bounded by "
                    f"{level.tail_bound:.3g}, in arb ball arithmetic")
-        return UtilityValue("ci_volume", float(radius) ** self.rank * volume, (
+        factor = self.span_volume_factor
+        return UtilityValue("ci_volume", float(radius) ** self.rank * volume * factor, (
             f"proven coverage: the region {{θ : ‖y − θ‖_K ≤ r}}, r = {radius}, covers with probability ≥ "
-            f"{level.coverage:.10f} ≥ 1 − α under the lattice law ({how}); volume r^s·vol K"))
+            f"{level.coverage:.10f} ≥ 1 − α under the lattice law ({how}); volume r^s·vol K·√det(RRᵀ) in span(S), "
+            f"vol K = {volume:.10g} in the lattice coordinates c, √det(RRᵀ) = {factor:.10g}"))
+
+    @property
+    def span_volume_factor(self) -> float:
+        """√det(RRᵀ): the s-dimensional volume in ℝ^d of the image of the unit cube of the coordinates c under
+        c ↦ cR (the Gram determinant; floating point, for a predicted utility)."""
+        rows = self.echelon.astype(float)
+        sign, log_det = np.linalg.slogdet(rows @ rows.T)
+        return math.exp(0.5 * log_det) if sign > 0 else math.nan
 
     @property
     def is_cross(self) -> bool:
