@@ -194,7 +194,8 @@ def test_a_forged_scale_or_lattice_variance_fails_verify(changes):
     assert not dpopt.verify(_forged(certificate, **changes)).passed
 
 
-@pytest.mark.parametrize("mechanism", ["gaussian", "gaussian_optimal", "laplace",
+@pytest.mark.parametrize("mechanism", ["gaussian", pytest.param("gaussian_optimal", marks=pytest.mark.slow),  # 9–13 s
+                                       "laplace",
                                        pytest.param("staircase", marks=pytest.mark.slow),  # 11–17 s
                                        pytest.param("query_scaling", marks=pytest.mark.slow)])  # 8–11 s
 def test_cli_solve_release_and_verify(tmp_path, mechanism):

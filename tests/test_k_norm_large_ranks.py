@@ -76,7 +76,8 @@ def two_way(k: int, margins: bool) -> dict:
     return spec
 
 
-SPACES = [histogram(100, "replace_one"), histogram(160, "replace_one"), histogram(100, "add_remove"),
+SPACES = [histogram(100, "replace_one"), pytest.param(histogram(160, "replace_one"), marks=pytest.mark.slow),  # 10 s
+          histogram(100, "add_remove"),
           histogram(200, "add_remove"), two_way(6, margins=True), two_way(5, margins=False)]
 
 
