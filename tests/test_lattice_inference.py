@@ -31,7 +31,7 @@ from dpopt.noise.discrete_gaussian import sample_discrete_gaussian
 from dpopt.stats import lattice_inference
 from dpopt.stats.inference import log_unit_ball_volume
 from dpopt.stats.lattice_inference import (FLOAT_SLACK, GRID_STEPS, TRUNCATION, VOLUME_EXCESS, _Coverage, _grid,
-                                           _iid_region, lattice_region, lattice_test)
+                                           _power_region, lattice_region, lattice_test)
 
 SIGMA2 = (Fraction(1, 2), Fraction(9, 4), Fraction(4))
 ALPHA = 0.05
@@ -296,7 +296,7 @@ def test_iid_region_is_at_least_as_tight_as_the_old_path(sigma2, d):
     old grid h = t/(d·4096) with the same laws: the same radius unless the old coverage at it lies within the new
     slack ((d − 1)·FLOAT_SLACK more) of 1 − α."""
     assert lattice_region([sigma2] * d, ALPHA).grid is None  # up to 4 coordinates the old path serves
-    region = _iid_region(d, sigma2, ALPHA)
+    region = _power_region((Fraction(sigma2),) * d, ALPHA)  # the convolution power, one group
     old_radius, old_coverage = _old_region([sigma2] * d, ALPHA)
     if region.grid == 1 / sigma2:
         assert region.radius <= old_radius

@@ -341,11 +341,6 @@ def _power_region(sigma2s: tuple[Fraction, ...], alpha: float) -> LatticeRegion 
     return _region(sigma2s, j * h, float(bounds[j]), alpha, h, fft_error, len(counts) > 1 or coarsened)
 
 
-def _iid_region(d: int, sigma2: Fraction, alpha: float) -> LatticeRegion | None:
-    """The region for d i.i.d. N_ℤ(0, σ²) coordinates (:func:`_power_region` with one group)."""
-    return _power_region((Fraction(sigma2),) * d, alpha)
-
-
 def _region(sigma2s: tuple[Fraction, ...], radius: Fraction, coverage: float, alpha: float, h: Fraction | None,
             fft_error: float = 0.0, stated_excess: bool = False) -> LatticeRegion:
     """The region of radius r with its log volume log(V_d r^{d/2} Π σ_i) (−∞ at r = 0)."""
