@@ -181,7 +181,7 @@ class DecimalScale:
             shifts = self.integer_shifts(space).astype(float)
             l1, l2_squared, linf = exact_norms(shifts)
             # a stated hull (a subset of the listed moves, :meth:`SensitivitySpace.hull_vectors`) scales with them
-            hull = None if space._hull is None else np.rint(space.hull_vectors() * float(self.scale))
+            hull = np.rint(space.hull_vectors() * float(self.scale)) if space.states_hull else None
             return replace(space, l1=l1, l2_squared=l2_squared, linf=linf, _vectors=lambda: shifts, _extremes=None,
                            _hull=None if hull is None else lambda: hull,
                            method=f"{space.method}; times D = {self.scale} (the decimal lattice's integer shifts)")

@@ -134,6 +134,12 @@ class SensitivitySpace:
         except ValueError:
             return None
 
+    @property
+    def states_hull(self) -> bool:
+        """True when the derivation states generators of Hull(S) apart from the listing (:attr:`_hull`), which a
+        copy of the space on another lattice must carry along."""
+        return self._hull is not None
+
     def hull_vectors(self) -> np.ndarray | None:
         """Vectors whose convex hull is that of S, as a float array of shape (m, d), or None when the space is too
         large to list them: the derivation's generators when it states them (:attr:`_hull`), else :meth:`listed`.
