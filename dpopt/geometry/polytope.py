@@ -27,8 +27,9 @@ facet, by rotating F's hyperplane about the ridge until it meets another point. 
 facet with more than s vertices is triangulated by coning its boundary from its centroid
 (an auxiliary point). The boundary found is certified closed: every ridge is shared by
 exactly two facets. With a :class:`~dpopt.geometry.hull_budget.HullBudget` the enumeration counts
-the facets it lists and the ridges it crosses, and stops when either exceeds its limit: a count of work,
-so the same points get the same answer on every machine and under any load.
+the facets it lists and the ridges it crosses, bounds each facet's triangulation before qhull runs, and
+stops when a count exceeds its limit: work, not time, so the same points get the same answer on every
+machine and under any load.
 
 Measured (``benchmarks/bench_k_norm.py``, 2 shared cores) on the sensitivity hulls of k×k
 tables with both one-way margins invariant (s = (k−1)²): k = 3 (30 points, s = 4) takes
@@ -141,7 +142,8 @@ class Polytope(ConeSampler):
         ValueError
             If the points do not span R^s or the origin is not interior.
         HullBudgetExceeded
-            If gift wrapping (s > 4) lists more facets or crosses more ridges than ``budget`` allows.
+            If gift wrapping (s > 4) lists more facets, crosses more ridges or meets a larger facet
+            than ``budget`` allows.
         """
         points = np.atleast_2d(np.asarray(points, dtype=float))
         s = points.shape[1]
@@ -363,7 +365,8 @@ def _gift_wrap(points: np.ndarray, budget: HullBudget):
     Raises
     ------
     HullBudgetExceeded
-        As soon as more facets are listed, or more ridges crossed, than ``budget`` allows.
+        As soon as more facets are listed, more ridges crossed, or a larger facet met
+        (:meth:`~dpopt.geometry.hull_budget.HullBudget.check_facet_hull`), than ``budget`` allows.
     """
     n, s = points.shape
     first = _first_facet(points)

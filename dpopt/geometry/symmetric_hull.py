@@ -214,8 +214,8 @@ class SymmetricPolytope(ConeSampler):
             If the points do not span R^s, the origin is not interior, or a permutation is
             not induced by a linear map.
         HullBudgetExceeded
-            If the group maps more point images, or the orbits hold more facets or cross more
-            ridges, than ``budget`` allows.
+            If the group maps more point images, or the orbits hold more facets, cross more
+            ridges or have a larger facet triangulation, than ``budget`` allows.
         """
         points = np.atleast_2d(np.asarray(points, dtype=float))
         permutations = np.asarray(permutations)
@@ -411,7 +411,8 @@ def _facet_orbits(points: np.ndarray, permutations: np.ndarray, budget: HullBudg
     Raises
     ------
     HullBudgetExceeded
-        As soon as the orbits listed hold more facets, or more ridges are crossed, than ``budget`` allows.
+        As soon as the orbits listed hold more facets, more ridges are crossed, or a representative is
+        larger (:meth:`~dpopt.geometry.hull_budget.HullBudget.check_facet_hull`), than ``budget`` allows.
     """
     n, s = points.shape
     maps = _group_maps(points, permutations)

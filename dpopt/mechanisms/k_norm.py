@@ -34,8 +34,8 @@ deterministic work budget (:mod:`dpopt.geometry.hull_budget`: facets listed, rid
 of each facet's triangulation, a group's point images; a closed-form facet count refuses the root
 polytope of a replace-one histogram, 2^m − 2 facets, before any work), so whether K is the hull is a
 function of S alone, never of the machine's load. When the hull needs more than the budget, or S
-cannot be listed, K is the smallest l1, l2 or l∞ ball of 𝒮 (in an orthonormal basis B, y = Bᵀz) that contains S, the one with the best
-predicted utility. It is still an exact ε-DP K-norm mechanism, but not the optimal one;
+cannot be listed, K is the smallest l1, l2 or l∞ ball of 𝒮 (in an orthonormal basis B, y = Bᵀz)
+that contains S, the one with the best predicted utility. It is still an exact ε-DP K-norm mechanism, but not the optimal one;
 the certificate says so and bounds its excess cost.
 
 **Lattice.** On a counting query with K = Hull(S) the default (``sampler: exact``) is the discrete
