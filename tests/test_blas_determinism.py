@@ -219,7 +219,7 @@ def test_every_family_verifies_under_other_blas(family, solved_under, verified_u
 @pytest.mark.slow
 @pytest.mark.parametrize("solved_under, verified_under", DIRECTIONS)
 def test_issue_reproduction_verifies_under_other_blas(solved_under, verified_under, tmp_path):
-    """Issue 35: (age 30 levels, 3, 4, 2); the hull is not triangulated within its budget: the l1 ball."""
+    """Issue 35: (age 30 levels, 3, 4, 2); the hull is not built: the l1 ball."""
     cert = solve_then_verify(spec_file(kronecker_ball(30), "k_norm", tmp_path), CLI, solved_under,
                              verified_under, tmp_path)
     assert cert["mechanism"]["parameters"]["norm_ball"] == "l1"
