@@ -10,16 +10,15 @@ the uniform law on K are timed in the same run:
 * the paper's Algorithm 3 (``Polytope.sample_rejection``): uniform draws in the bounding
   box, kept when every facet inequality holds.
 
-Building K (its facets and a triangulation of its boundary) is timed separately, under a
-budget: with the construction ``dpopt solve`` uses (up to the symmetry group of table
-moves from rank ``SYMMETRIC_HULL_MIN_RANK`` on; issue target 60 s at k = 5) and, as the
-baseline measured in the same run, the plain construction (qhull for s ≤ 4, gift wrapping
-above; 54–153 s at k = 4 before). When the budget is exceeded neither sampler can run (box
-rejection needs the facets too), and ``dpopt solve`` falls back to a norm ball (its own
-budget is ``dpopt.mechanisms.k_norm.HULL_BUDGET_SECONDS``).
+Building K (its facets and a triangulation of its boundary) is timed separately: with the
+construction ``dpopt solve`` uses (up to the symmetry group of table moves from rank
+``SYMMETRIC_HULL_MIN_RANK`` on; issue target 60 s at k = 5) under its deterministic work budget
+``dpopt.mechanisms.k_norm.HULL_BUDGET`` and, as the baseline measured in the same run, the plain
+construction without a budget (qhull for s ≤ 4, gift wrapping above; 54–153 s at k = 4 before).
+When the budget is exceeded neither sampler can run (box rejection needs the facets too), and
+``dpopt solve`` falls back to a norm ball; the row shows the budget's reason and the time to it.
 
-Run: python benchmarks/bench_k_norm.py [--max-k 5] [--facet-budget 60] [--plain-budget 600]
-     [--plain-max-k 4] [--seconds 10]
+Run: python benchmarks/bench_k_norm.py [--max-k 5] [--plain-max-k 4] [--seconds 10]
 """
 
 from __future__ import annotations
@@ -30,8 +29,8 @@ import time
 import numpy as np
 
 import dpopt
-from dpopt.geometry import HullBudgetExceeded, Polytope, SymmetricPolytope, table_symmetries
-from dpopt.mechanisms.k_norm import HULL_BUDGET_SECONDS, SYMMETRIC_HULL_MIN_RANK
+from dpopt.geometry import HullBudgetExceeded, Polytope, SymmetricPolytope
+from dpopt.mechanisms.k_norm import HULL_BUDGET, HullBody
 
 TARGET_SECONDS = {5: 60.0}
 """Issue 18: the hull of the 5×5 table (s = 16) within 60 s."""
@@ -57,21 +56,19 @@ def rate(draw, seconds: float) -> tuple[float, int]:
             return produced / elapsed, produced
 
 
-def timed(build, budget: float):
-    """(K, seconds) or (None, the budget) when the build exceeds it."""
+def timed(build):
+    """(K, seconds) or (the budget's reason, seconds to it) when the build exceeds its budget."""
     start = time.perf_counter()
     try:
-        K = build(budget)
-    except HullBudgetExceeded:
-        return None, budget
+        K = build()
+    except HullBudgetExceeded as exc:
+        return str(exc), time.perf_counter() - start
     return K, time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-k", type=int, default=5)
-    parser.add_argument("--facet-budget", type=float, default=60.0, help="seconds allowed to build K as dpopt does")
-    parser.add_argument("--plain-budget", type=float, default=600.0, help="seconds allowed to the plain baseline")
     parser.add_argument("--plain-max-k", type=int, default=4, help="largest k whose plain build is timed")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per sampler measurement")
     args = parser.parse_args()
@@ -81,37 +78,32 @@ def main() -> None:
     for k in range(2, args.max_k + 1):
         space = table_space(k)
         vectors = space.vectors()
-        y = vectors @ space.span.basis()
-        group = table_symmetries(vectors) if space.rank >= SYMMETRIC_HULL_MIN_RANK else None
-        if group is None:
-            K, build = timed(lambda budget: Polytope.from_points(y, budget_seconds=budget), args.facet_budget)
+        body, build = timed(lambda: HullBody(vectors, space.span.basis(), HULL_BUDGET))
+        K = None if isinstance(body, str) else body.polytope
+        symmetric = isinstance(K, SymmetricPolytope)
+        if symmetric and k <= args.plain_max_k:
+            _, plain = timed(lambda: Polytope.from_points(K.points))
+            plain_text, speed_up = format(plain, ".2f"), f"{plain / build:.1f}×"
         else:
-            K, build = timed(lambda budget: SymmetricPolytope.from_points(y, group, budget_seconds=budget),
-                             args.facet_budget)
-        if group is not None and k <= args.plain_max_k:
-            plain_K, plain = timed(lambda budget: Polytope.from_points(y, budget_seconds=budget), args.plain_budget)
-            plain_text = format(plain, ".2f") if plain_K is not None else f"> {args.plain_budget:g}"
-            speed_up = f"{plain / build:.1f}×" if K is not None and plain_K is not None else "—"
-        else:
-            plain_text, speed_up = ("same" if group is None else "not run"), "—"
+            plain_text, speed_up = ("not run" if symmetric or K is None else "same"), "—"
         target = TARGET_SECONDS.get(k)
         met = "—" if target is None else ("met" if K is not None and build <= target else "NOT met")
-        order = "—" if group is None else str(len(group))
+        order = str(K.group_order) if symmetric else "—"
         if K is None:
-            print(f"{k:>2} {space.rank:>3} {len(y):>6} {order:>6} {'—':>6} {'—':>7} {'—':>10} "
-                  f"{'> ' + format(build, 'g'):>9} {plain_text:>9} {speed_up:>8} {met:>7} {'—':>11} {'—':>9} "
-                  f"{'—':>11} {'—':>7}  fallback ball (not built within the budget)")
+            print(f"{k:>2} {space.rank:>3} {len(vectors):>6} {order:>6} {'—':>6} {'—':>7} {'—':>10} "
+                  f"{build:>9.2f} {plain_text:>9} {speed_up:>8} {met:>7} {'—':>11} {'—':>9} "
+                  f"{'—':>11} {'—':>7}  fallback ball: {body}")
             continue
-        orbits = len(K.tight) if isinstance(K, SymmetricPolytope) else "—"
+        orbits = len(K.tight) if symmetric else "—"
+        y = K.points
         rng = np.random.default_rng(k)
         cones, _ = rate(lambda K=K, rng=rng: len(K.sample(rng, 100_000)), args.seconds)
         # Algorithm 3 needs only the points and the facet normals, which both classes hold.
         boxed, _ = rate(lambda K=K, rng=rng: len(Polytope.sample_rejection(K, rng, 256)[0]), args.seconds)
         acceptance = K.volume / np.prod(2 * np.abs(y).max(axis=0))
-        decision = "hull" if build <= HULL_BUDGET_SECONDS else f"fallback ball (build > {HULL_BUDGET_SECONDS:g} s)"
         print(f"{k:>2} {space.rank:>3} {len(y):>6} {order:>6} {orbits:>6} {len(K.normals):>7} "
               f"{K.boundary_simplices:>10} {build:>9.2f} {plain_text:>9} {speed_up:>8} {met:>7} {cones:>11.0f} "
-              f"{boxed:>9.1f} {acceptance:>11.2e} {cones / boxed:>6.0f}×  {decision}")
+              f"{boxed:>9.1f} {acceptance:>11.2e} {cones / boxed:>6.0f}×  hull")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -138,12 +139,15 @@ def test_tampered_epsilon_fails_verification():
 
 # -------------------------------------------------------------------- fallback
 def test_fallback_ball_when_the_hull_is_out_of_budget(monkeypatch):
-    monkeypatch.setattr(k_norm_module, "HULL_BUDGET_SECONDS", 0.0)
-    spec = dpopt.load_spec(ROOT / "specs" / "table_replace_pure.yaml")  # s = 5: gift wrapping, budgeted
+    """The 3×2 replace-one table's hull is the root polytope of 6 cells, 2^6 − 2 = 62 facets (the closed form of
+    ``tests/test_k_norm_geometry.py``): a budget of 61 facets refuses it before any work, and says so."""
+    monkeypatch.setattr(k_norm_module, "HULL_BUDGET", replace(k_norm_module.HULL_BUDGET, facets=61))
+    spec = dpopt.load_spec(ROOT / "specs" / "table_replace_pure.yaml")  # s = 5
     sol = dpopt.solve(spec.model_copy(update={"mechanism": "k_norm", "sampler": "floating_point"}))
     mechanism = sol.mechanism
     assert mechanism.family == "k_norm" and mechanism.parameters["norm_ball"] in BALL_KINDS
-    assert mechanism.parameters["optimal_k"] is False and "within 0 s" in mechanism.parameters["fallback_reason"]
+    assert mechanism.parameters["optimal_k"] is False
+    assert "62 facets, more than 61" in mechanism.parameters["fallback_reason"]
     assert any("NOT the optimal K" in note for note in sol.certificate["mechanism"]["notes"])
     excess = claims(sol.certificate)["k_norm.excess_cost"]
     assert excess["passed"] and "lower bound" in excess["detail"]
@@ -165,7 +169,7 @@ def test_fallback_on_counts_is_the_exact_lattice_cross_polytope(monkeypatch):
     tampered bound fails."""
     import sympy
 
-    monkeypatch.setattr(k_norm_module, "HULL_BUDGET_SECONDS", 0.0)
+    monkeypatch.setattr(k_norm_module, "HULL_BUDGET", replace(k_norm_module.HULL_BUDGET, facets=0))
     spec = dpopt.load_spec(ROOT / "specs" / "table_replace_pure.yaml")
     sol = dpopt.solve(spec.model_copy(update={"mechanism": "k_norm"}))
     mechanism, cert = sol.mechanism, sol.certificate.data
@@ -226,7 +230,7 @@ def test_cross_polytope_ci_volume_beyond_its_budget_keeps_the_ball(monkeypatch):
 def test_lower_bound_is_below_the_optimal_cost(spec):
     space = dpopt.derive(dpopt.load_spec(spec))
     vectors, basis = space.vectors(), space.span.basis()
-    optimal = KNormMechanism(1.0, HullBody(vectors, basis, None), space)._expected_l2(None)
+    optimal = KNormMechanism(1.0, HullBody(vectors, basis), space)._expected_l2(None)
     bound, _ = k_norm_module.optimal_cost_lower_bound(vectors, basis, 1.0)
     l2_ball = KNormMechanism(1.0, BallBody.smallest("l2", space, vectors, basis), space)._expected_l2(None)
     assert 0 < bound <= optimal <= l2_ball

@@ -89,7 +89,7 @@ class UniformFacetBody(HullBody):
 
 def mechanism(vectors: np.ndarray, epsilon: float, cls=KNormMechanism, body=HullBody) -> KNormMechanism:
     space = SensitivitySpace.from_vectors(vectors, method="test", adjacency="test", complete=True)
-    return cls(epsilon, body(np.asarray(vectors, dtype=float), space.span.basis(), None), space)
+    return cls(epsilon, body(np.asarray(vectors, dtype=float), space.span.basis()), space)
 
 
 def test_paper_3x3_gauge_is_the_hull_norm():

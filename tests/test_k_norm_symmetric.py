@@ -52,7 +52,7 @@ def facet_key(normals: np.ndarray) -> list:
 
 def mechanism(vectors: np.ndarray, epsilon: float) -> KNormMechanism:
     space = SensitivitySpace.from_vectors(vectors, method="test", adjacency="test", complete=True)
-    return KNormMechanism(epsilon, HullBody(vectors, space.span.basis(), None), space)
+    return KNormMechanism(epsilon, HullBody(vectors, space.span.basis()), space)
 
 
 @pytest.fixture(scope="module")

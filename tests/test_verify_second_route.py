@@ -220,8 +220,8 @@ def test_second_route_refutes_a_stricter_target(path):
 
 def test_every_family_has_a_law_or_a_stated_reason():
     """Every registered family, on the smallest example spec it supports (the fewest answers, then the name): a law,
-    or the reason. Smallest first: k_norm on the first spec by name, a 16-cell replace-one histogram, spends its
-    20-second hull budget (``HULL_BUDGET_SECONDS``) and falls back to a ball."""
+    or the reason. Smallest first: k_norm on the first spec by name, a 16-cell replace-one histogram, refuses its hull
+    (the root polytope's 2^16 − 2 facets exceed ``HULL_BUDGET``, before any work) and falls back to a ball."""
     seen = set()
     problems = sorted((dpopt.compile(path) for path in SPECS), key=lambda p: (p.query.dimension, p.spec.name))
     for problem in problems:

@@ -31,7 +31,8 @@ LOCAL_METRICS = ("l1", "l2", "usefulness", "max_variance", "kl", "renyi", "mallo
 """Metrics of one coordinate's noise (every metric but the joint ``ci_volume`` and ``test_power``)."""
 
 HULL_MAX_RANK = 16
-"""Largest rank at which ``k_norm`` builds K = Hull(S) (within its time budget); above, K is a norm ball.
+"""Largest rank at which ``k_norm`` builds K = Hull(S) (within its deterministic work budget,
+:data:`dpopt.mechanisms.k_norm.HULL_BUDGET`); above, K is a norm ball.
 Measured (:mod:`dpopt.geometry.polytope`): rank 9 (4×4 table, 264 vectors) takes 54–153 s by gift
 wrapping, 2 s up to its symmetry group; rank 16 (5×5 table) was not done after 600 s."""
 

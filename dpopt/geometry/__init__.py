@@ -5,10 +5,13 @@
   (facets, the cone decomposition over the facets, an exact sampler, exact second moments).
 * :mod:`dpopt.geometry.symmetric_hull`: the same built up to a symmetry group of table moves
   (facet orbits, orbit-wise exact sampling).
+* :mod:`dpopt.geometry.hull_budget`: the deterministic work budget of both builders (counts, not seconds).
 """
 
 from dpopt.geometry.balls import BALL_KINDS, LpBall
-from dpopt.geometry.polytope import HullBudgetExceeded, Polytope
+from dpopt.geometry.hull_budget import UNLIMITED, HullBudget, HullBudgetExceeded
+from dpopt.geometry.polytope import Polytope
 from dpopt.geometry.symmetric_hull import SymmetricPolytope, table_symmetries
 
-__all__ = ["BALL_KINDS", "HullBudgetExceeded", "LpBall", "Polytope", "SymmetricPolytope", "table_symmetries"]
+__all__ = ["BALL_KINDS", "UNLIMITED", "HullBudget", "HullBudgetExceeded", "LpBall", "Polytope", "SymmetricPolytope",
+           "table_symmetries"]

@@ -26,8 +26,10 @@ on F's points with one coordinate dropped) and, across each ridge, the neighbour
 facet, by rotating F's hyperplane about the ridge until it meets another point. Each
 facet with more than s vertices is triangulated by coning its boundary from its centroid
 (an auxiliary point). The boundary found is certified closed: every ridge is shared by
-exactly two facets. With a time budget the construction runs in a child process that is
-stopped when the budget is spent (a single qhull call cannot be interrupted).
+exactly two facets. With a :class:`~dpopt.geometry.hull_budget.HullBudget` the enumeration counts
+the facets it lists and the ridges it crosses, bounds each facet's triangulation before qhull runs, and
+stops when a count exceeds its limit: work, not time, so the same points get the same answer on every
+machine and under any load.
 
 Measured (``benchmarks/bench_k_norm.py``, 2 shared cores) on the sensitivity hulls of k×k
 tables with both one-way margins invariant (s = (k−1)²): k = 3 (30 points, s = 4) takes
@@ -45,7 +47,6 @@ Second moments are exact: a simplex with vertices 0, p_1, …, p_s has
 from __future__ import annotations
 
 import math
-import multiprocessing
 from collections import Counter, deque
 from dataclasses import dataclass
 from functools import cached_property
@@ -55,6 +56,7 @@ import numpy as np
 from dpopt._lazy import lazy_module
 from dpopt.core.rows import row_groups
 from dpopt.errors import SolverError
+from dpopt.geometry.hull_budget import UNLIMITED, HullBudget
 
 optimize = lazy_module("scipy.optimize")
 sparse = lazy_module("scipy.sparse")
@@ -68,10 +70,6 @@ _TIGHT = 1e-9
 _DROPPED = 1e-6
 """A facet's coordinates drop the first coordinate k with |a_k| ≥ (1 − 1e-6)·max|a| (see
 :func:`_triangulate_facet`): exact ties in |a| are broken by position, whatever the last bits of a."""
-
-
-class HullBudgetExceeded(SolverError):
-    """The boundary of a polytope was not triangulated within the time allowed."""
 
 
 class ConeSampler:
@@ -136,7 +134,7 @@ class Polytope(ConeSampler):
     method: str
 
     @classmethod
-    def from_points(cls, points: np.ndarray, budget_seconds: float | None = None) -> Polytope:
+    def from_points(cls, points: np.ndarray, budget: HullBudget = UNLIMITED) -> Polytope:
         """The hull of ``points`` (rows), which must contain the origin in its interior.
 
         Raises
@@ -144,7 +142,8 @@ class Polytope(ConeSampler):
         ValueError
             If the points do not span R^s or the origin is not interior.
         HullBudgetExceeded
-            If the boundary is not triangulated within ``budget_seconds`` (s > 4).
+            If gift wrapping (s > 4) lists more facets, crosses more ridges or meets a larger facet
+            than ``budget`` allows.
         """
         points = np.atleast_2d(np.asarray(points, dtype=float))
         s = points.shape[1]
@@ -154,10 +153,8 @@ class Polytope(ConeSampler):
         unit = points / scale
         if s <= _GLOBAL_QHULL_DIMENSION:
             parts = _global_qhull(unit)
-        elif budget_seconds is None:
-            parts = _gift_wrap(unit)
         else:
-            parts = _within(budget_seconds, _gift_wrap, unit)
+            parts = _gift_wrap(unit, budget)
         auxiliary, normals, simplices, simplex_facet, reference, open_ridges, method = parts
         extended = np.vstack([points] + [points[idx].mean(axis=0, keepdims=True) for idx in auxiliary])
         cones = _abs_determinants(extended, simplices) / math.factorial(s)
@@ -362,60 +359,28 @@ def _first_facet(points: np.ndarray) -> np.ndarray:
     raise ValueError("the points do not span R^s, or no facet was found")
 
 
-def _within(seconds: float, function, points: np.ndarray):
-    """``function(points)`` in a child process, stopped after ``seconds``.
+def _gift_wrap(points: np.ndarray, budget: HullBudget):
+    """Facets by adjacency (gift wrapping); each facet triangulated from its centroid.
 
     Raises
     ------
     HullBudgetExceeded
-        When the child has not answered in time.
-    ValueError
-        When ``function`` raised it in the child.
+        As soon as more facets are listed, more ridges crossed, or a larger facet met
+        (:meth:`~dpopt.geometry.hull_budget.HullBudget.check_facet_hull`), than ``budget`` allows.
     """
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(function, points, send), daemon=True)
-    child.start()
-    send.close()
-    try:
-        if not receive.poll(seconds):
-            raise HullBudgetExceeded(
-                f"the boundary of the hull of {len(points)} points in dimension {points.shape[1]} "
-                f"was not triangulated within {seconds:g} s"
-            )
-        status, payload = receive.recv()
-    finally:
-        receive.close()
-        if child.is_alive():
-            child.kill()
-        child.join()
-    if status != "ok":
-        raise ValueError(payload)
-    return payload
-
-
-def _child(function, points: np.ndarray, connection) -> None:
-    try:
-        connection.send(("ok", function(points)))
-    except (ValueError, SolverError) as exc:
-        connection.send(("error", str(exc)))
-    finally:
-        connection.close()
-
-
-def _gift_wrap(points: np.ndarray):
-    """Facets by adjacency (gift wrapping); each facet triangulated from its centroid."""
     n, s = points.shape
     first = _first_facet(points)
+    budget.check_facets(1, points)
     keys = {_tight_key(points, first): 0}
     normals, queue = [first], deque([0])
     auxiliary, simplices, simplex_facet, reference = [], [], [], 0.0
     ridges: Counter = Counter()
+    crossed = 0
     while queue:
         f = queue.popleft()
         a = normals[f]
         tight = np.flatnonzero(np.abs(points @ a - 1.0) <= _TIGHT)
+        budget.check_facet_hull(len(tight), points)
         facet_ridges, facet_simplices, facet_volume, coned = _triangulate_facet(points, a, tight, n + len(auxiliary))
         if coned:
             auxiliary.append(tight)
@@ -427,12 +392,15 @@ def _gift_wrap(points: np.ndarray):
             ridges[ridge_key] += 1
             if ridges[ridge_key] > 1:  # crossed already, from the facet on the other side
                 continue
+            crossed += 1
+            budget.check_ridges(crossed, points)
             neighbour = _across(points, a, tight, ridge)
             key = _tight_key(points, neighbour)
             if key not in keys:
                 keys[key] = len(normals)
                 normals.append(neighbour)
                 queue.append(keys[key])
+                budget.check_facets(len(normals), points)
     open_ridges = sum(1 for count in ridges.values() if count != 2)
     return (auxiliary, np.array(normals), np.concatenate(simplices), np.array(simplex_facet),
             reference, open_ridges, "gift wrapping")

@@ -5,7 +5,8 @@ maps K onto itself and facets onto facets. The sensitivity spaces of contingency
 have such a group: an r×c table's moves are kept by row permutations, column
 permutations, the transpose (r = c) and the sign, which act on table cells as signed
 permutations (:func:`table_symmetries` finds the largest such group that keeps the listed
-vectors and verifies it; it is not assumed).
+vectors and verifies it; it is not assumed; :func:`table_shape` names it, and its order, without
+enumerating it).
 
 **Facets up to symmetry** (adjacency decomposition). A first facet comes from a linear
 program; for each *representative* facet F its ridges (from qhull, on F's points with one
@@ -43,13 +44,14 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property
 
 import numpy as np
 
 from dpopt._lazy import lazy_module
+from dpopt.geometry.hull_budget import UNLIMITED, HullBudget
 from dpopt.geometry.polytope import (
-    _TIGHT, ConeSampler, _abs_determinants, _across, _first_facet, _triangulate_facet, _within, power_of_two_scale,
+    _TIGHT, ConeSampler, _abs_determinants, _across, _first_facet, _triangulate_facet, power_of_two_scale,
 )
 
 linalg = lazy_module("scipy.linalg")
@@ -67,11 +69,8 @@ def table_symmetries(vectors: np.ndarray) -> np.ndarray | None:
     """The signed cell permutations of an r×c table that map the rows of ``vectors`` onto
     themselves, as point permutations; None when no table shape has such a group.
 
-    The vectors are read as row-major r×c tables for every factorisation d = r·c with
-    r, c ≥ 2; for each one, the generators of S_r × S_c (× transpose when r = c) × {±1}
-    are checked on the vectors (one whose image of some vector is not a listed vector
-    rejects the shape), every element's point permutation is composed from theirs, and
-    the largest verified group of order ≤ :data:`MAX_GROUP_ORDER` is returned.
+    The group of :func:`table_shape` (the largest verified one), every element's point
+    permutation composed from its generators'.
 
     Returns
     -------
@@ -79,36 +78,55 @@ def table_symmetries(vectors: np.ndarray) -> np.ndarray | None:
         Row g lists π_g: the image of vector i is vector π_g(i). The first half of the
         rows are the unsigned elements, the second half the same ones composed with −1.
     """
-    vectors = np.atleast_2d(np.asarray(vectors, dtype=float)) + 0.0  # no −0.0
-    n, d = vectors.shape
+    shape = table_shape(vectors)
+    return None if shape is None else _group(_clean(vectors), *shape)
+
+
+def table_shape(vectors: np.ndarray) -> tuple[int, int] | None:
+    """The shape r×c whose table-move group keeps the rows of ``vectors``, the largest such group of order
+    ≤ :data:`MAX_GROUP_ORDER` (:func:`table_group_order`); None when no shape has one.
+
+    The vectors are read as row-major r×c tables for every factorisation d = r·c with
+    r, c ≥ 2; for each one, largest group first, the generators of S_r × S_c (× transpose
+    when r = c) × {±1} are checked on the vectors (one whose image of some vector is not a
+    listed vector rejects the shape). Nothing is enumerated: the order is known from the shape.
+    """
+    vectors = _clean(vectors)
+    d = vectors.shape[1]
     shapes = [(r, d // r) for r in range(2, d // 2 + 1) if d % r == 0]
-    best = None
-    for r, c in sorted(shapes, key=lambda rc: -_order(*rc)):
-        if _order(r, c) > MAX_GROUP_ORDER or (best is not None and _order(r, c) <= len(best)):
-            continue
-        found = _group(vectors, r, c)
-        if found is not None:
-            best = found
-    return best
+    for r, c in sorted(shapes, key=lambda rc: -table_group_order(*rc)):
+        if table_group_order(r, c) <= MAX_GROUP_ORDER and _keeps(vectors, r, c):
+            return r, c
+    return None
 
 
-def _order(r: int, c: int) -> int:
+def table_group_order(r: int, c: int) -> int:
+    """|S_r × S_c (× transpose when r = c) × {±1}| = 2·r!·c! (·2 when r = c)."""
     return 2 * math.factorial(r) * math.factorial(c) * (2 if r == c else 1)
 
 
-def _group(vectors: np.ndarray, r: int, c: int) -> np.ndarray | None:
-    """Every π_g of S_r × S_c (× transpose when r = c) × {±1}, or None if a generator (a
-    swap and a cycle of the rows, the same of the columns, the transpose, −1) does not
-    keep the vectors. The elements are composed from the generators' point permutations
-    (π_{gh} = π_g ∘ π_h), so each is a symmetry."""
+def _clean(vectors: np.ndarray) -> np.ndarray:
+    return np.atleast_2d(np.asarray(vectors, dtype=float)) + 0.0  # no −0.0
+
+
+def _keeps(vectors: np.ndarray, r: int, c: int) -> bool:
+    """Whether the generators of the r×c table-move group (a swap and a cycle of the rows, the same of the
+    columns, the transpose when r = c, −1) map the vectors onto themselves."""
     cells = np.arange(r * c).reshape(r, c)
     locate = _locator(vectors)
     generators = [cells[[1, 0, *range(2, r)]], cells[[*range(1, r), 0]],
                   cells[:, [1, 0, *range(2, c)]], cells[:, [*range(1, c), 0]]]
     if r == c:
         generators.append(cells.T)
-    if any(locate(vectors[:, move.ravel()]) is None for move in generators) or locate(-vectors) is None:
-        return None
+    return all(locate(vectors[:, move.ravel()]) is not None for move in generators) and locate(-vectors) is not None
+
+
+def _group(vectors: np.ndarray, r: int, c: int) -> np.ndarray:
+    """Every π_g of S_r × S_c (× transpose when r = c) × {±1}, for a shape whose generators keep the
+    vectors (:func:`_keeps`). The elements are composed from the generators' point permutations
+    (π_{gh} = π_g ∘ π_h), so each is a symmetry."""
+    cells = np.arange(r * c).reshape(r, c)
+    locate = _locator(vectors)
     row_moves = [cells[list(p)].ravel() for p in itertools.permutations(range(r))]
     col_moves = [cells[:, list(q)].ravel() for q in itertools.permutations(range(c))]
     rows = np.array([locate(vectors[:, move]) for move in row_moves])
@@ -187,7 +205,7 @@ class SymmetricPolytope(ConeSampler):
 
     @classmethod
     def from_points(cls, points: np.ndarray, permutations: np.ndarray,
-                    budget_seconds: float | None = None) -> SymmetricPolytope:
+                    budget: HullBudget = UNLIMITED) -> SymmetricPolytope:
         """The hull of ``points`` built up to the group given by ``permutations``.
 
         Raises
@@ -196,14 +214,15 @@ class SymmetricPolytope(ConeSampler):
             If the points do not span R^s, the origin is not interior, or a permutation is
             not induced by a linear map.
         HullBudgetExceeded
-            If the representatives are not all found within ``budget_seconds``.
+            If the group maps more point images, or the orbits hold more facets, cross more
+            ridges or have a larger facet triangulation, than ``budget`` allows.
         """
         points = np.atleast_2d(np.asarray(points, dtype=float))
         permutations = np.asarray(permutations)
+        budget.check_images(len(permutations), points)
         scale = power_of_two_scale(points)
-        build = partial(_facet_orbits, permutations=permutations)
         unit = points / scale
-        parts = build(unit) if budget_seconds is None else _within(budget_seconds, build, unit)
+        parts = _facet_orbits(unit, permutations, budget)
         maps, tight, rep_normals, orbit_sizes, simplices, simplex_rep, reference, open_ridges = parts
         s = points.shape[1]
         centroids = np.array([points[t].mean(axis=0) for t in tight])
@@ -386,13 +405,20 @@ def _signed_column_permutation(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 # ---------------------------------------------------------------------- builder
-def _facet_orbits(points: np.ndarray, permutations: np.ndarray):
-    """Representatives of the facet orbits (adjacency decomposition) and their triangulations."""
+def _facet_orbits(points: np.ndarray, permutations: np.ndarray, budget: HullBudget):
+    """Representatives of the facet orbits (adjacency decomposition) and their triangulations.
+
+    Raises
+    ------
+    HullBudgetExceeded
+        As soon as the orbits listed hold more facets, more ridges are crossed, or a representative is
+        larger (:meth:`~dpopt.geometry.hull_budget.HullBudget.check_facet_hull`), than ``budget`` allows.
+    """
     n, s = points.shape
     maps = _group_maps(points, permutations)
     tight, normals, orbit_sizes, simplices, simplex_rep = [], [], [], [], []
     known: dict[bytes, int] = {}
-    reference, open_ridges = 0.0, 0
+    reference, open_ridges, crossed = 0.0, 0, 0
 
     def add(a: np.ndarray) -> None:
         on = np.flatnonzero(np.abs(points @ a - 1.0) <= _TIGHT)
@@ -404,16 +430,20 @@ def _facet_orbits(points: np.ndarray, permutations: np.ndarray):
         tight.append(on)
         normals.append(a)
         orbit_sizes.append(len(orbit))
+        budget.check_facets(sum(orbit_sizes), points)
 
     add(_first_facet(points))
     r = 0
     while r < len(tight):
         a, on = normals[r], tight[r]
+        budget.check_facet_hull(len(on), points)
         ridges, rows, facet_volume, _ = _triangulate_facet(points, a, on, n + r)
         reference += orbit_sizes[r] * facet_volume / np.linalg.norm(a) / s
         simplices.append(rows)
         simplex_rep.extend([r] * len(rows))
         for ridge in ridges:
+            crossed += 1
+            budget.check_ridges(crossed, points)
             neighbour = _across(points, a, on, ridge)
             key = np.flatnonzero(np.abs(points @ neighbour - 1.0) <= _TIGHT)
             if key.astype(np.int64).tobytes() not in known:

@@ -29,10 +29,13 @@ is ∫ r^{−s} 1{z/r ∈ K} p_R(r) dr / vol K = ∫_{‖z‖_K}^∞ ε^{s+1} e^
 Computing the facets of Hull(S) is practical only in moderate dimension
 (:mod:`dpopt.geometry.polytope` and :mod:`dpopt.geometry.symmetric_hull` list measured
 costs; a hull with a group of table moves is built up to it: the 4×4 table with both
-margins in seconds, the 5×5 one not at all). When it does not finish within
-:data:`HULL_BUDGET_SECONDS`, or S cannot be listed, K is the smallest l1, l2 or l∞ ball
-of 𝒮 (in an orthonormal basis B, y = Bᵀz) that contains S, the one with the best
-predicted utility. It is still an exact ε-DP K-norm mechanism, but not the optimal one;
+margins in seconds, the 5×5 one not at all). The enumeration runs under :data:`HULL_BUDGET`, a
+deterministic work budget (:mod:`dpopt.geometry.hull_budget`: facets listed, ridges crossed, the size
+of each facet's triangulation, a group's point images; a closed-form facet count refuses the root
+polytope of a replace-one histogram, 2^m − 2 facets, before any work), so whether K is the hull is a
+function of S alone, never of the machine's load. When the hull needs more than the budget, or S
+cannot be listed, K is the smallest l1, l2 or l∞ ball of 𝒮 (in an orthonormal basis B, y = Bᵀz)
+that contains S, the one with the best predicted utility. It is still an exact ε-DP K-norm mechanism, but not the optimal one;
 the certificate says so and bounds its excess cost.
 
 **Lattice.** On a counting query with K = Hull(S) the default (``sampler: exact``) is the discrete
@@ -76,7 +79,10 @@ from dpopt.core.families import CROSS_MAX_RANK, HULL_MAX_RANK
 from dpopt.domain.queries import NumericQuery
 from dpopt.domain.workload import workload_matrix
 from dpopt.errors import CalibrationError, UnsupportedSpecError
-from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries
+from dpopt.geometry import (
+    BALL_KINDS, UNLIMITED, HullBudget, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries,
+)
+from dpopt.geometry.symmetric_hull import table_group_order, table_shape
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.mechanisms.gaussian import counting_query
 from dpopt.mechanisms.decimal_counts import OnDecimalLattice, decimal_reason
@@ -107,8 +113,9 @@ optimize = lazy_module("scipy.optimize")
 special = lazy_module("scipy.special")
 
 
-HULL_BUDGET_SECONDS = 20.0
-"""Time allowed for the facets of Hull(S) before falling back to a norm ball."""
+HULL_BUDGET = HullBudget(facets=5_000, ridges=2_500, facet_hull=10_000_000, images=4_000_000)
+"""The work allowed to the facets of Hull(S) before falling back (:class:`~dpopt.geometry.HullBudget`: counts of
+facets, ridge crossings and group point images, a function of S alone; never seconds)."""
 
 SYMMETRIC_HULL_MIN_RANK = 7
 """From this rank on, a hull whose vectors have a symmetry group of table moves
@@ -138,8 +145,16 @@ class HullBody:
         The listed vectors of S (symmetric, spanning 𝒮).
     basis : ndarray, shape (d, s)
         An orthonormal basis of 𝒮 (for the noise law's residual only).
-    budget_seconds : float or None
-        Time allowed for the facets (None: no limit).
+    budget : HullBudget, optional
+        The work allowed to the facets (:data:`HULL_BUDGET`): a hull whose facet count is known in
+        closed form (:func:`~dpopt.geometry.hull_budget.known_facets`) is refused before any work when
+        it exceeds it, and one built up to a group of table moves when the group's point images do.
+
+    Raises
+    ------
+    HullBudgetExceeded
+        When the hull needs more work than ``budget`` (default: no limit, as when a certificate's
+        hull is rebuilt: the group and the triangulation do not depend on the budget).
 
     The facets, volumes and cone weights are computed on the exact pivot coordinates of 𝒮
     (:class:`~dpopt.sensitivity.subspace.PivotCoordinates`: each vector's own entries in the pivot
@@ -155,7 +170,8 @@ class HullBody:
     kind = "hull"
     optimal = True
 
-    def __init__(self, vectors: np.ndarray, basis: np.ndarray, budget_seconds: float | None):
+    def __init__(self, vectors: np.ndarray, basis: np.ndarray, budget: HullBudget = UNLIMITED):
+        budget.check_known(vectors)
         self.vectors = vectors
         self.basis = basis
         self.rank = basis.shape[1]
@@ -163,11 +179,12 @@ class HullBody:
         if self.coordinates.rank != self.rank:
             raise ValueError(f"the listed vectors have exact rank {self.coordinates.rank}, numerical rank {self.rank}")
         points = self.coordinates.of(vectors)
-        group = table_symmetries(vectors) if self.rank >= SYMMETRIC_HULL_MIN_RANK else None
-        if group is None:
-            self.polytope = Polytope.from_points(points, budget_seconds=budget_seconds)
-        else:
-            self.polytope = SymmetricPolytope.from_points(points, group, budget_seconds=budget_seconds)
+        shape = table_shape(vectors) if self.rank >= SYMMETRIC_HULL_MIN_RANK else None
+        if shape is None:
+            self.polytope = Polytope.from_points(points, budget)
+        else:  # the group's point images are counted before it is enumerated
+            budget.check_images(table_group_order(*shape), points)
+            self.polytope = SymmetricPolytope.from_points(points, table_symmetries(vectors), budget)
         self.images = self.polytope.extend(vectors)
         self.volume = self.polytope.volume * self.coordinates.volume_factor
         self.log_volume = math.log(self.volume)
@@ -637,10 +654,10 @@ class KNormMechanism(Mechanism):
         basis = space.span.basis()
         if vectors is not None and space.rank > HULL_MAX_RANK:
             reason = (f"the hull of a rank-{space.rank} space is not built (above rank {HULL_MAX_RANK} "
-                      "its facets take longer than the budget: dpopt.core.families.HULL_MAX_RANK)")
+                      "it is not attempted: dpopt.core.families.HULL_MAX_RANK)")
         elif vectors is not None:
             try:
-                body = HullBody(vectors, basis, HULL_BUDGET_SECONDS)
+                body = HullBody(vectors, basis, HULL_BUDGET)
             except HullBudgetExceeded as exc:
                 reason = str(exc)
             except ValueError as exc:
@@ -722,7 +739,7 @@ class KNormMechanism(Mechanism):
             vectors = space.hull_vectors()
             if vectors is None:
                 raise ValueError("the certificate's K is Hull(S), but S cannot be listed")
-            body = HullBody(vectors, basis, None)
+            body = HullBody(vectors, basis)
             if parameters.get("sampler") == "exact":
                 lattice = LatticeKNorm.build(vectors, body.polytope.normals,
                                              Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters),
