@@ -21,6 +21,7 @@ import math
 
 from dpopt.core.checks import Check
 from dpopt.mechanisms.base import better
+from dpopt.stats.log_volume import exp_or_inf, volume_text
 
 EXACT_COST_KEY = "exact_cost"
 """The key of the stated cost in a design record or a mechanism's parameters."""
@@ -50,6 +51,17 @@ def exact_cost(metric: str, exact: float, continuous: float) -> dict:
     return {"metric": metric, "exact": exact, "continuous": continuous, "ratio": ratio}
 
 
+def volume_cost(log_exact: float, log_continuous: float) -> dict:
+    """The cost of exactness of a ``ci_volume`` from the two regions' log-volumes (a region of a few hundred
+    dimensions exceeds the double range, :mod:`dpopt.stats.log_volume`): :func:`exact_cost`'s keys, ``exact`` and
+    ``continuous`` null beyond the range and the ratio exp(log_exact − log_continuous), with ``log_exact`` and
+    ``log_continuous``."""
+    exact, continuous = exp_or_inf(log_exact), exp_or_inf(log_continuous)
+    return {"metric": "ci_volume", "exact": exact if math.isfinite(exact) else None,
+            "continuous": continuous if math.isfinite(continuous) else None,
+            "ratio": exp_or_inf(log_exact - log_continuous), "log_exact": log_exact, "log_continuous": log_continuous}
+
+
 def stated_cost_check(stated: dict, metric: str, exact: float) -> Check:
     """``dpopt verify``'s check of a stated cost whose continuous value is echoed (the rival design is not
     re-solved): its metric is the spec's, its exact value this mechanism's prediction (10⁻⁹ relative), and its ratio
@@ -71,14 +83,19 @@ def same_cost(stated: dict, cost: dict, rel_tol: float = 1e-9) -> bool:
     """A stated cost is ``cost``, recomputed in full (both values, not only the exact one as in
     :func:`stated_cost_check`): the same metric and ``exact``, ``continuous`` and ``ratio`` within ``rel_tol``
     relative; a malformed record is not."""
+    keys = ("exact", "continuous", "ratio") + tuple(k for k in ("log_exact", "log_continuous") if k in cost)
     try:
         return stated["metric"] == cost["metric"] and all(
-            math.isclose(float(stated[key]), cost[key], rel_tol=rel_tol) for key in ("exact", "continuous", "ratio"))
+            stated[key] is None if cost[key] is None else math.isclose(float(stated[key]), cost[key], rel_tol=rel_tol)
+            for key in keys)
     except (KeyError, TypeError, ValueError):
         return False
 
 
 def cost_text(cost: dict) -> str:
-    """One sentence for a certificate's notes: the exact measurement's value against the continuous design's."""
-    return (f"cost of exactness: {cost['metric']} {cost['exact']:.6g} on the lattice vs {cost['continuous']:.6g} "
+    """One sentence for a certificate's notes: the exact measurement's value against the continuous design's (a
+    volume's from its logarithm, :func:`volume_cost`)."""
+    exact, continuous = ((volume_text(cost["log_exact"], 6), volume_text(cost["log_continuous"], 6))
+                         if "log_exact" in cost else (f"{cost['exact']:.6g}", f"{cost['continuous']:.6g}"))
+    return (f"cost of exactness: {cost['metric']} {exact} on the lattice vs {continuous} "
             f"for the continuous design, ratio {cost['ratio']:.6f} (> 1: the exact measurement is worse)")

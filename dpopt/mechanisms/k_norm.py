@@ -101,6 +101,7 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import pivot_coordinates
 from dpopt.spec.models import Privacy
+from dpopt.stats.log_volume import VolumeTerms
 
 linalg = lazy_module("scipy.linalg")
 optimize = lazy_module("scipy.optimize")
@@ -665,7 +666,7 @@ class KNormMechanism(Mechanism):
         if not candidates:
             raise CalibrationError("no K-norm ball could be built for this sensitivity space")
         sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
-        best = min(candidates, key=lambda m: sign * m.expected_utility(spec.utility).value)
+        best = min(candidates, key=lambda m: sign * m.expected_utility(spec.utility).score)
         if refusal is not None:
             return best
         exact = cls(epsilon, CrossBody.of(cross), space, reason, lattice=cross)
@@ -928,14 +929,16 @@ class KNormMechanism(Mechanism):
                             f"(s+1)/ε · E‖U‖₂, Monte Carlo over {draws} uniform points of K, seed {seed}",
                             (factor * (mean - 1.96 * se), factor * (mean + 1.96 * se)))
 
-    def _ci_volume(self, alpha: float) -> float:
-        """t^s vol K with t the (1 − α) quantile of ‖Z‖_K ~ Gamma(s, rate ε)."""
+    def _log_ci_volume(self, alpha: float) -> float:
+        """log(t^s vol K) with t the (1 − α) quantile of ‖Z‖_K ~ Gamma(s, rate ε) (a log: beyond the double range
+        at a few hundred dimensions, :mod:`dpopt.stats.log_volume`)."""
         t = special.gammaincinv(self.rank, 1.0 - alpha) / self.epsilon
-        return math.exp(self.body.log_volume + self.rank * math.log(t))
+        return self.body.log_volume + self.rank * math.log(t)
 
-    def _inference_draws(self, metric, z, alpha, alternative) -> np.ndarray:
+    def _inference_draws(self, metric, z, alpha, alternative) -> VolumeTerms:
         """``ci_volume``: importance weights 1{‖Z‖_K ≤ t}/f(Z), f(z) = ε^s e^{−ε‖z‖_K}/(s! vol K)
-        the noise density on the span, whose mean is the region's volume.
+        the noise density on the span, whose mean is the region's volume; in units of that volume
+        (:meth:`_log_ci_volume`), so that they stay finite in any dimension.
 
         Raises
         ------
@@ -948,7 +951,9 @@ class KNormMechanism(Mechanism):
         g = self.body.gauge(z)
         t = special.gammaincinv(s, 1.0 - alpha) / self.epsilon
         log_inverse_density = self.body.log_volume + math.lgamma(s + 1) - s * math.log(self.epsilon)
-        return np.where(g <= t, np.exp(log_inverse_density + self.epsilon * np.minimum(g, t)), 0.0)
+        unit = self._log_ci_volume(alpha)
+        return VolumeTerms(unit, np.where(g <= t, np.exp(log_inverse_density - unit + self.epsilon * np.minimum(g, t)),
+                                          0.0))
 
 
 def _permutations(body: HullBody) -> np.ndarray | None:
