@@ -79,6 +79,21 @@ def stated_cost_check(stated: dict, metric: str, exact: float) -> Check:
                  "the ratio of the two values (the continuous rival's value as recorded)", holds, detail)
 
 
+def stated_volume_cost_check(stated: dict, log_exact: float) -> Check:
+    """:func:`stated_cost_check` for a ``ci_volume`` stated by :func:`volume_cost`: the continuous rival's
+    log-volume as recorded, this mechanism's log-volume, and every key recomputed from the two (10⁻⁹ relative)."""
+    try:
+        again = volume_cost(log_exact, float(stated["log_continuous"]))
+    except (KeyError, TypeError, ValueError):
+        again = None
+    holds = again is not None and same_cost(stated, again)
+    detail = ("malformed record" if again is None else
+              f"log ci_volume {log_exact:.12g} on the lattice vs {again['log_continuous']:.12g} recorded for the "
+              f"continuous rival: ratio {again['ratio']:.9g}, stated {stated.get('ratio')!r}")
+    return Check(EXACT_COST_CLAIM, "the stated cost of exactness: ci_volume, this mechanism's predicted log-volume, "
+                 "the ratio of the two volumes (the continuous rival's log-volume as recorded)", holds, detail)
+
+
 def same_cost(stated: dict, cost: dict, rel_tol: float = 1e-9) -> bool:
     """A stated cost is ``cost``, recomputed in full (both values, not only the exact one as in
     :func:`stated_cost_check`): the same metric and ``exact``, ``continuous`` and ``ratio`` within ``rel_tol``

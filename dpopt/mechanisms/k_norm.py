@@ -80,7 +80,14 @@ from dpopt.geometry import BALL_KINDS, HullBudgetExceeded, LpBall, Polytope, Sym
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.mechanisms.gaussian import counting_query
 from dpopt.mechanisms.decimal_counts import OnDecimalLattice, decimal_reason
-from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost, stated_cost_check
+from dpopt.mechanisms.exact_cost import (
+    EXACT_COST_KEY,
+    cost_text,
+    exact_cost,
+    stated_cost_check,
+    stated_volume_cost_check,
+    volume_cost,
+)
 from dpopt.mechanisms.k_norm_cross import CROSS_KIND, CrossBody, cross_lattice, cross_utility
 from dpopt.mechanisms.k_norm_sum import LatticeSumKNorm, sum_design
 from dpopt.mechanisms.k_norm_lattice import (
@@ -671,8 +678,9 @@ class KNormMechanism(Mechanism):
             return best
         exact = cls(epsilon, CrossBody.of(cross), space, reason, lattice=cross)
         exact.continuous_ball = {"norm_ball": best.body.kind, "radius": best.body.radius}
-        exact.stated_cost = exact_cost(spec.utility.metric, exact.expected_utility(spec.utility).value,
-                                       best.expected_utility(spec.utility).value)
+        mine, rival = exact.expected_utility(spec.utility), best.expected_utility(spec.utility)
+        exact.stated_cost = (volume_cost(mine.log_value, rival.log_value) if spec.utility.metric == "ci_volume"
+                             else exact_cost(spec.utility.metric, mine.value, rival.value))
         return exact
 
     @classmethod
@@ -792,8 +800,10 @@ class KNormMechanism(Mechanism):
         stated_cost_check`: its exact value is this mechanism's prediction; the ball's value as recorded)."""
         if self.stated_cost is None:
             return []
-        return [stated_cost_check(self.stated_cost, problem.spec.utility.metric,
-                                  self.expected_utility(problem.spec.utility).value)]
+        mine = self.expected_utility(problem.spec.utility)
+        if mine.metric == "ci_volume":
+            return [stated_volume_cost_check(self.stated_cost, mine.log_value)]
+        return [stated_cost_check(self.stated_cost, mine.metric, mine.value)]
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if self.lattice is not None:
@@ -886,7 +896,8 @@ class KNormMechanism(Mechanism):
             return None
         cross = isinstance(self.body, CrossBody)
         if utility.metric == "ci_volume":
-            return self.lattice.ci_volume(utility.alpha, self.body.volume if cross else self.body.polytope.volume)
+            return self.lattice.ci_volume(utility.alpha, self.body.log_volume if cross
+                                          else math.log(self.body.polytope.volume))
         if cross:
             closed = cross_utility(self.lattice, utility.metric, workload_matrix(utility))
             if closed is not None:
