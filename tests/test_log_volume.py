@@ -152,3 +152,28 @@ def test_auto_compares_volumes_by_their_logarithm():
     assert select([_candidate("a", 1001.0, False), _candidate("b", 1000.0, False)], "ci_volume").family == "b"
     assert select([_candidate("a", 1000.0, False), _candidate("b", 1000.0009, True)], "ci_volume").family == "b"
     assert select([_candidate("a", 1000.0, False), _candidate("b", 1000.0011, True)], "ci_volume").family == "a"
+
+
+def test_span_region_expected_volume_at_600_cells_in_the_log_domain():
+    """The full release's region on the sum-zero span (replace-one's V = 1^⊥, k = 599) of 600 i.i.d. N_ℤ(0, 1):
+    E vol = V_k(σ²r)^{k/2}·E f(X), f(x) = (1 − x)₊^{k/2}, X = T²/(dσ²r), T = Σ η_i. f ≤ 1, and f is convex with
+    E X = Var N_ℤ(0, 1)/(σ²r) (E T² = d·Var η), so Jensen gives E f(X) ≥ f(E X): the log of the summed Ẽ lies in
+    [log V_k(σ²r)^{k/2} + (k/2)·log(1 − Var/(σ²r)), log V_k(σ²r)^{k/2}], up to the cut tails (dτ = 6·10⁻¹⁰,
+    relative). Var N_ℤ(0, 1) = Σ k²e^{−k²/2}/Σ e^{−k²/2} in 30-digit mpmath; the radius and the ball from the
+    600-cell region's own quantile (test above) and mpmath's Γ."""
+    from fractions import Fraction
+
+    from dpopt.mechanisms.lattice import lattice_inference
+    from dpopt.stats.lattice_span_regions import span_region
+
+    d, k = 600, 599
+    region = span_region(lattice_inference("ci_volume", (Fraction(1),) * d, ALPHA), k, sum_zero=True)
+    r = _quantile_of_sum_of_squares(d, ALPHA)
+    assert region.full.radius == r
+    largest = float(_mp_log_ball(k, math.sqrt(r)))
+    with mpmath.workdps(30):
+        terms = [mpmath.exp(-mpmath.mpf(j) ** 2 / 2) for j in range(-40, 41)]
+        variance = float(sum(j * j * w for j, w in zip(range(-40, 41), terms)) / sum(terms))
+    assert region.log_largest == pytest.approx(largest, rel=1e-13)
+    assert largest + 0.5 * k * math.log(1.0 - variance / r) - 1e-9 <= region.log_volume <= largest + 1e-12
+    assert region.log_volume > LOG_DOUBLE_MAX and region.expected_volume == math.inf

@@ -530,6 +530,9 @@ class Mechanism(ABC):
 
         By default 200,000 draws, fewer for large d so that draws × d stays ≤ 2·10⁷; drawn in batches of
         at most :data:`MONTE_CARLO_BATCH` values (:func:`monte_carlo_batches`), so its memory does not grow with d.
+        The mean and the standard error are formed on the terms rescaled by a power of two (exact:
+        :func:`~dpopt.stats.log_volume.scaled_moments`), so that they are finite wherever the mean is; a
+        ``ci_volume`` is estimated in the log domain (:func:`_volume_estimate`), finite beyond the double range.
 
         Raises
         ------

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpopt.core import normal
-from dpopt.stats.log_volume import VolumeTerms
+from dpopt.stats.log_volume import VolumeTerms, exp_or_inf
 
 _RTOL = 1e-12
 
@@ -72,16 +72,15 @@ def log_ci_volume(rank: int, log_det: float, alpha: float) -> float:
 def ci_volume(rank: int, log_det: float, alpha: float) -> float:
     """Volume of the 1 − α Gaussian confidence ellipsoid (see :func:`log_ci_volume`).
 
-    ∞ when it exceeds the floating-point range (e^709) and 0.0 when it underflows:
-    use :func:`log_ci_volume` to compare such regions.
+    ∞ when it exceeds the floating-point range (e^709.78) and 0.0 when it underflows:
+    use :func:`log_ci_volume` to compare such regions (:mod:`dpopt.stats.log_volume`).
 
     Examples
     --------
     >>> round(ci_volume(2, 0.0, 0.05), 6)   # π · χ²_{2,0.95} for C = I₂
     18.822741
     """
-    log_volume = log_ci_volume(rank, log_det, alpha)
-    return math.inf if log_volume > 709.0 else math.exp(log_volume)
+    return exp_or_inf(log_ci_volume(rank, log_det, alpha))
 
 
 def region_importance_weights(q: np.ndarray, rank: int, log_det: float, alpha: float) -> VolumeTerms:
