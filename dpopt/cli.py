@@ -126,6 +126,7 @@ def _solve(args: argparse.Namespace) -> int:
     from dpopt.report.reading import claim_counts, epsilon_by_delta, epsilon_line
     from dpopt.report.words import format_parameters
     from dpopt.solve import solve
+    from dpopt.stats.log_volume import utility_value_text
 
     if _is_selection(args.spec):  # private keys and quantiles: certified from the spec alone
         from dpopt.selection.commands import solve_command
@@ -149,7 +150,7 @@ def _solve(args: argparse.Namespace) -> int:
         claims, unavailable = claim_counts(cert.data)
         eps = epsilon_line(epsilon_by_delta(cert.data))
         print(f"{sol.spec.name}: {sol.mechanism.title} ({format_parameters(sol.mechanism.parameters)}) "
-              f"-> {u['metric']} = {u['value']:.6g}; " + (f"{eps}; " if eps else "")
+              f"-> {u['metric']} = {utility_value_text(u)}; " + (f"{eps}; " if eps else "")
               + f"{claims} claims hold (as `dpopt verify` counts them"
               + (f"; {unavailable} not available)" if unavailable else ")") + _wrote(written))
     return 0

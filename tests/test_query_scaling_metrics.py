@@ -70,7 +70,7 @@ def test_gaussian_ci_volume_is_measured_on_the_sensitivity_span():
     expected = 8 * math.pi**2 / 15 * t**2.5 * sigma**5
     for family in ("gaussian", "projected_gaussian"):
         mechanism = by[family].mechanism
-        assert mechanism._ci_volume(0.1) == pytest.approx(expected, rel=1e-12)
+        assert math.exp(mechanism._log_ci_volume(0.1)) == pytest.approx(expected, rel=1e-12)
         assert mechanism.span_cost["continuous"] == pytest.approx(expected, rel=1e-12)
         assert mechanism.span_cost["exact"] == by[family].utility.value
     assert sol.certificate.passed and dpopt.verify(sol.certificate).passed
@@ -169,13 +169,21 @@ def test_likelihood_ratio_test_with_an_exact_component_and_unreleased_coordinate
         inference.likelihood_ratio_test([0.1, 0.0, np.nan], cov, [0.0, 0.0, 0.0], [0.0, 0.0, 5.0])
 
 
-def test_a_volume_beyond_floating_point_is_a_clear_error():
-    # 299 noisy dimensions at ε = 0.1: log-volume ≈ 299·log(σ√t) ≫ 709
+def test_a_volume_beyond_floating_point_is_stated_by_its_logarithm():
+    # 299 noisy dimensions (the sum-zero span) at ε = 0.1: log-volume = log V_299 + 299·log(σ√t) ≫ 709 (the
+    # largest double's log); once refused, now stated as log_value, value null (the exact sampler's region on this
+    # span: tests/test_log_volume.py and the lattice span regions' tests)
     spec = make_spec(
         data={"attributes": {"a": [str(i) for i in range(300)]}},
         query={"kind": "histogram", "attribute": "a"},
         utility="ci_volume",
         privacy={"approx": {"epsilon": 0.1, "delta": 1e-6}},
+        mechanism="gaussian",
+        sampler="floating_point",
     )
-    with pytest.raises(dpopt.DpoptError, match="out of range"):
-        dpopt.solve(spec)
+    cert = dpopt.solve(spec).certificate
+    sigma, t = cert["mechanism"]["parameters"]["sigma"], stats.chi2.isf(0.05, 299)
+    expected = 149.5 * math.log(math.pi) - special.gammaln(150.5) + 299 * math.log(sigma * math.sqrt(t))
+    assert expected > 709.8
+    assert cert["utility"]["value"] is None
+    assert cert["utility"]["log_value"] == pytest.approx(expected, rel=1e-12)

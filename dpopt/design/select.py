@@ -24,6 +24,7 @@ the others go on; :class:`MemoryError` and :class:`KeyboardInterrupt` end the de
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from dpopt.core.families import family_names
@@ -233,6 +234,8 @@ def select(candidates: list[Candidate], metric: str) -> Candidate:
     :data:`TIE_TOLERANCE` (relative) of the best, so that a family containing another (generalized
     Gaussian at p = 1, 2 is Laplace, Gaussian noise) does not win by the rounding of its closed forms;
     but the best exact candidate when it is within :data:`EXACT_MARGIN` of the best and the best is not exact.
+    Candidates are compared by :attr:`~dpopt.mechanisms.base.UtilityValue.score`: a ``ci_volume`` by its
+    log-volume (every family's, so like with like, beyond the double range too; :func:`_slack`).
 
     Raises
     ------
@@ -246,12 +249,19 @@ def select(candidates: list[Candidate], metric: str) -> Candidate:
         reasons = "; ".join(f"{c.family}: {c.reason}" for c in tried or candidates) or "no family applies"
         raise CalibrationError(f"no mechanism can meet this spec ({reasons})")
     sign = -1.0 if better(metric) == "higher" else 1.0
-    best = min(sign * c.utility.value for c in feasible)
-    chosen = next(c for c in feasible if sign * c.utility.value <= best + TIE_TOLERANCE * abs(best))
+    best = min(sign * c.utility.score for c in feasible)
+    chosen = next(c for c in feasible if sign * c.utility.score <= best + _slack(best, TIE_TOLERANCE, metric))
     exact = [c for c in feasible if c.mechanism.exact_noise]
     if chosen.mechanism.exact_noise or not exact:
         return chosen
-    value = min(sign * c.utility.value for c in exact)
-    if value > best + EXACT_MARGIN * abs(best):
+    value = min(sign * c.utility.score for c in exact)
+    if value > best + _slack(best, EXACT_MARGIN, metric):
         return chosen
-    return next(c for c in exact if sign * c.utility.value <= value + TIE_TOLERANCE * abs(value))
+    return next(c for c in exact if sign * c.utility.score <= value + _slack(value, TIE_TOLERANCE, metric))
+
+
+def _slack(score: float, relative: float, metric: str) -> float:
+    """What a relative margin allows above ``score`` (:attr:`~dpopt.mechanisms.base.UtilityValue.score`):
+    relative·|score| for a value; log(1 + relative) for a ``ci_volume``, compared by its log-volume (V ≤ V₀(1 + m) ⇔
+    log V ≤ log V₀ + log(1 + m), so the margins mean what they mean for any other metric, in any dimension)."""
+    return math.log1p(relative) if metric == "ci_volume" else relative * abs(score)

@@ -47,7 +47,7 @@ import importlib
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -61,6 +61,7 @@ from dpopt.problem import Problem
 from dpopt.rng import secure_generator
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Utility
+from dpopt.stats.log_volume import VolumeTerms, exp_or_inf, scaled_mean, scaled_moments
 
 _REGISTRY: dict[str, type["Mechanism"]] = {}
 
@@ -110,18 +111,56 @@ IDEALIZED_NUMERICS = (
 
 @dataclass(frozen=True)
 class UtilityValue:
-    """A predicted utility: its value, how it was obtained, and a CI when estimated."""
+    """A predicted utility: its value, how it was obtained, and a CI when estimated.
+
+    A ``ci_volume`` also carries ``log_value``, the natural log of the volume (:meth:`volume`): a region of a few
+    hundred dimensions exceeds the double range (:mod:`dpopt.stats.log_volume`), so families are compared on it
+    (:meth:`score`) and ``value`` is e^log_value, +inf beyond the range; a certificate then writes ``value`` null
+    and states the volume by ``log_value`` (and a Monte Carlo's interval by ``log_ci95``)."""
 
     metric: str
     value: float
     method: str
     ci: tuple[float, float] | None = None
+    log_value: float | None = None
+    log_ci: tuple[float, float] | None = None
+
+    @classmethod
+    def volume(cls, log_value: float, method: str, log_ci: tuple[float, float] | None = None) -> "UtilityValue":
+        """A ``ci_volume`` of natural log ``log_value`` (and a 95% CI whose ends have the logs ``log_ci``)."""
+        ci = None if log_ci is None else (exp_or_inf(log_ci[0]), exp_or_inf(log_ci[1]))
+        return cls("ci_volume", exp_or_inf(log_value), method, ci, float(log_value), log_ci)
+
+    @property
+    def score(self) -> float:
+        """The number families are compared on: ``log_value`` when there is one (a volume), else ``value``."""
+        return self.value if self.log_value is None else self.log_value
 
     def to_dict(self) -> dict:
-        out = {"metric": self.metric, "value": self.value, "method": self.method}
+        out = {"metric": self.metric, "value": _finite_or_none(self.value), "method": self.method}
         if self.ci is not None:
-            out["ci95"] = list(self.ci)
+            out["ci95"] = [_finite_or_none(v) for v in self.ci]
+        if self.log_value is not None:
+            out["log_value"] = self.log_value
+        if self.log_ci is not None:
+            out["log_ci95"] = [_finite_or_none(v) for v in self.log_ci]
         return out
+
+
+def _finite_or_none(value: float) -> float | None:
+    """``value``, or None (JSON null) when it is ±inf or NaN (a volume beyond the double range)."""
+    return value if math.isfinite(value) else None
+
+
+def _log_volume(value: float, family: str) -> float:
+    """log of a volume stated as a plain float; a volume of 0, +inf or NaN is refused: its logarithm is lost."""
+    if not 0.0 < value < math.inf:
+        raise UnsupportedSpecError(
+            "utility.metric",
+            f"the {family} confidence region's volume is {value} in floating point (out of range in this "
+            "dimension, and the family states no log-volume); compare l2 instead",
+        )
+    return math.log(value)
 
 
 def better(metric: str) -> str:
@@ -328,6 +367,11 @@ class Mechanism(ABC):
         """Closed-form ``ci_volume`` at level 1 − α (see :meth:`expected_utility`), or None."""
         return None
 
+    def _log_ci_volume(self, alpha: float) -> float | None:
+        """Closed-form log of ``ci_volume`` at level 1 − α, or None: stated by a family whose region can exceed the
+        double range (:mod:`dpopt.stats.log_volume`) in place of :meth:`_ci_volume`."""
+        return None
+
     def _test_power(self, alternative: np.ndarray, alpha: float) -> float | None:
         """Closed-form ``test_power`` against the shift ``alternative`` at level α, or None."""
         return None
@@ -448,8 +492,7 @@ class Mechanism(ABC):
             )
         own = self._utility(utility)
         if own is not None:
-            self._volume_in_range(metric, own.value)
-            return own
+            return self._with_log_volume(own)
         closed = {
             "l2": lambda: self._expected_l2(workload),
             "l1": self._expected_l1,
@@ -460,20 +503,25 @@ class Mechanism(ABC):
         }
         if metric not in closed:
             raise UnsupportedSpecError("utility.metric", f"{self.family} has no '{metric}' prediction")
+        log_value = self._log_ci_volume(utility.alpha) if metric == "ci_volume" else None
+        if log_value is not None:
+            return self._with_log_volume(UtilityValue.volume(log_value, self._closed_form_method()))
         value = closed[metric]()
-        self._volume_in_range(metric, value)
         if value is not None:
-            return UtilityValue(metric, float(value), self._closed_form_method())
+            return self._with_log_volume(UtilityValue(metric, float(value), self._closed_form_method()))
         return self._monte_carlo(metric, workload, utility.gamma, alpha=utility.alpha, alternative=alternative)
 
-    def _volume_in_range(self, metric: str, value: float | None) -> None:
-        """Refuse a ``ci_volume`` of 0 or beyond floating point (its logarithm would be needed to compare)."""
-        if metric == "ci_volume" and value is not None and not 0.0 < value < math.inf:
-            raise UnsupportedSpecError(
-                "utility.metric",
-                f"the {self.family} confidence region's volume is {value} in floating point (out of range "
-                "in this dimension); compare l2 instead",
-            )
+    def _with_log_volume(self, found: UtilityValue) -> UtilityValue:
+        """A ``ci_volume`` with its ``log_value`` (the log of a family's plain volume, when it states none), so that
+        families compare on it (:attr:`UtilityValue.score`); a volume of 0, or beyond the double range without its
+        logarithm, or a log-volume that is not finite, is refused. Other metrics as they are."""
+        if found.metric != "ci_volume":
+            return found
+        log_value = _log_volume(found.value, self.family) if found.log_value is None else found.log_value
+        if not math.isfinite(log_value):
+            raise UnsupportedSpecError("utility.metric", f"the {self.family} confidence region's log-volume is "
+                                       f"{log_value} (a region of volume 0 or unbounded); compare l2 instead")
+        return replace(found, log_value=log_value)
 
     def _monte_carlo(
         self, metric: str, workload, gamma, draws: int | None = None, alpha=None, alternative=None
@@ -482,6 +530,9 @@ class Mechanism(ABC):
 
         By default 200,000 draws, fewer for large d so that draws × d stays ≤ 2·10⁷; drawn in batches of
         at most :data:`MONTE_CARLO_BATCH` values (:func:`monte_carlo_batches`), so its memory does not grow with d.
+        The mean and the standard error are formed on the terms rescaled by a power of two (exact:
+        :func:`~dpopt.stats.log_volume.scaled_moments`), so that they are finite wherever the mean is; a
+        ``ci_volume`` is estimated in the log domain (:func:`_volume_estimate`), finite beyond the double range.
 
         Raises
         ------
@@ -517,14 +568,24 @@ class Mechanism(ABC):
         if moments is not None:
             count, _, m2 = moments
             return UtilityValue(metric, float((m2 / count).max()), f"Monte Carlo, {draws} draws")
-        per = np.concatenate(terms)
-        mean, se = float(per.mean()), float(per.std(ddof=1) / math.sqrt(per.size))
-        return UtilityValue(
-            metric,
-            mean,
-            f"Monte Carlo, {draws} draws, seed {MONTE_CARLO_SEED}",
-            (mean - 1.96 * se, mean + 1.96 * se),
-        )
+        method = f"Monte Carlo, {draws} draws, seed {MONTE_CARLO_SEED}"
+        if metric == "ci_volume":
+            return _volume_estimate(terms, method)
+        mean, se, exponent = scaled_moments(np.concatenate(terms))
+        return UtilityValue(metric, math.ldexp(mean, exponent), method,
+                            (math.ldexp(mean - 1.96 * se, exponent), math.ldexp(mean + 1.96 * se, exponent)))
+
+
+def _volume_estimate(terms: list, method: str) -> UtilityValue:
+    """The ``ci_volume`` Monte Carlo of per-batch terms (arrays in the volume's units, or
+    :class:`~dpopt.stats.log_volume.VolumeTerms` in units of e^L) in the log domain
+    (:func:`~dpopt.stats.log_volume.scaled_mean`): log of the mean, and the 95% CI's ends log(mean·(1 ± 1.96·SE/mean))
+    (the lower −inf when 1.96·SE reaches the mean)."""
+    batches = [t if isinstance(t, VolumeTerms) else VolumeTerms(0.0, np.asarray(t, dtype=float)) for t in terms]
+    log_mean, relative_se = scaled_mean(batches)
+    lower = 1.0 - 1.96 * relative_se
+    log_ci = (log_mean + math.log(lower) if lower > 0.0 else -math.inf, log_mean + math.log1p(1.96 * relative_se))
+    return UtilityValue.volume(log_mean, method, log_ci)
 
 
 class FamilyRegistry(Mapping[str, type[Mechanism]]):

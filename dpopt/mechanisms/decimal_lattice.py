@@ -42,6 +42,7 @@ records D here too, takes the shifts D·WΔ of k from :meth:`DecimalScale.intege
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -241,9 +242,13 @@ def unit_power(metric: str, rank: int) -> int:
 def in_answer_units(value: UtilityValue, scale: int, rank: int) -> UtilityValue:
     """A scaled design's predicted utility in answer units: divided by D to :func:`unit_power`."""
     power = unit_power(value.metric, rank)
+    how = value.method + ("" if power == 0 else f"; of the integers k = D·Wx, divided by D^{power} (D = {scale})")
+    if value.log_value is not None:  # a volume, in the log domain: log D^power subtracted
+        shift = power * math.log(scale)
+        log_ci = None if value.log_ci is None else (value.log_ci[0] - shift, value.log_ci[1] - shift)
+        return UtilityValue.volume(value.log_value - shift, how, log_ci)
     factor = float(scale) ** power
     ci = None if value.ci is None else (value.ci[0] / factor, value.ci[1] / factor)
-    how = value.method + ("" if power == 0 else f"; of the integers k = D·Wx, divided by D^{power} (D = {scale})")
     return UtilityValue(value.metric, value.value / factor, how, ci)
 
 

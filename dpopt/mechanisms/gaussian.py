@@ -51,7 +51,7 @@ from dpopt.mechanisms.decimal_lattice import (
     scaled_answers,
     scaled_shift,
 )
-from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost
+from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost, volume_cost
 from dpopt.mechanisms.lattice import (
     EXACT_MEASUREMENT_NOTE,
     GDP_TARGETS,
@@ -78,7 +78,7 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import FullSpace, Subspace
 from dpopt.spec.models import Privacy
-from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
+from dpopt.stats.inference import log_ci_volume, power_from_noncentrality, region_importance_weights
 from dpopt.stats.lattice_span_regions import ProjectedRegion, SpanRegion
 
 _GAUSSIAN_TARGETS = ("gdp", "zcdp", "approx", "pdp")
@@ -231,18 +231,19 @@ class GaussianMechanism(Mechanism):
             raise UnsupportedSpecError("utility.metric", f"on the lattice: {found}")
         if isinstance(found, SpanRegion) and found.expected_volume is None:
             mc = self._monte_carlo(utility.metric, None, None, alpha=utility.alpha)
-            return UtilityValue(utility.metric, mc.value, f"{mc.method} of the expected volume of the region: "
-                                + found.describe(), mc.ci)
-        value = found.volume if utility.metric == "ci_volume" else found.power
-        return UtilityValue(utility.metric, value, found.describe())
+            return dataclass_replace(mc, method=f"{mc.method} of the expected volume of the region: "
+                                     + found.describe())
+        if utility.metric == "ci_volume":  # its log, in any dimension
+            return UtilityValue.volume(found.log_volume, found.describe())
+        return UtilityValue(utility.metric, found.power, found.describe())
 
     def _span_cost(self, utility) -> dict | None:
-        """The cost of exactness of ``ci_volume`` on a proper span (:func:`~dpopt.mechanisms.exact_cost.exact_cost`:
-        the region's predicted volume against the continuous region's on the span, :meth:`_ci_volume`); None
-        for another metric, the full span or the floating-point sampler."""
+        """The cost of exactness of ``ci_volume`` on a proper span (:func:`~dpopt.mechanisms.exact_cost.volume_cost`:
+        the region's predicted log-volume against the continuous region's on the span, :meth:`_log_ci_volume`);
+        None for another metric, the full span or the floating-point sampler."""
         if self.sampler != "exact" or utility.metric != "ci_volume" or self.span.rank == self.dimension:
             return None
-        return exact_cost("ci_volume", self.expected_utility(utility).value, self._ci_volume(utility.alpha))
+        return volume_cost(self.expected_utility(utility).log_value, self._log_ci_volume(utility.alpha))
 
     @classmethod
     def from_parameters(cls, parameters: dict, space: SensitivitySpace) -> "GaussianMechanism":
@@ -422,9 +423,10 @@ class GaussianMechanism(Mechanism):
         """The noise covariance as a dense d × d matrix (for :mod:`dpopt.stats.inference`)."""
         return self._variance() * np.eye(self.dimension)
 
-    def _ci_volume(self, alpha: float) -> float:
-        # P_V Z ~ N(0, σ² I_r) on V for both the isotropic and the projected noise
-        return ci_volume(self.span.rank, 2.0 * self.span.rank * math.log(self.sigma), alpha)
+    def _log_ci_volume(self, alpha: float) -> float:
+        """log V_r (σ² t)^{r/2}: P_V Z ~ N(0, σ² I_r) on V for both the isotropic and the projected noise
+        (:func:`~dpopt.stats.inference.log_ci_volume`; finite beyond the double range)."""
+        return log_ci_volume(self.span.rank, 2.0 * self.span.rank * math.log(self.sigma), alpha)
 
     def _exact_shift(self, alternative: np.ndarray) -> bool:
         """Whether part of the shift lies off the noise's support (then it is seen exactly)."""

@@ -97,7 +97,7 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.integer_complement import IntegerComplementSpan
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy, Spec, Utility
-from dpopt.stats.inference import ci_volume, power_from_noncentrality, region_importance_weights
+from dpopt.stats.inference import ci_volume, log_ci_volume, power_from_noncentrality, region_importance_weights
 
 _EIGEN_RTOL = 1e-12
 """Eigenvalues of a covariance below this fraction of the largest are taken as 0 in the noise law."""
@@ -767,8 +767,9 @@ class GaussianOptimalMechanism(Mechanism):
     def _max_variance(self) -> float:
         return float(self._variances().max())
 
-    def _ci_volume(self, alpha: float) -> float:
-        return ci_volume(self.rank, float(np.sum(np.log(self._eigenvalues))), alpha)
+    def _log_ci_volume(self, alpha: float) -> float:
+        """log V_k t^{k/2} √pdet Σ (:func:`~dpopt.stats.inference.log_ci_volume`: finite beyond the double range)."""
+        return log_ci_volume(self.rank, float(np.sum(np.log(self._eigenvalues))), alpha)
 
     def _whitened_shift(self, alternative: np.ndarray) -> np.ndarray | None:
         """Λ^{-1/2}Qᵀη, or None when part of η lies off range(Σ) (that part is released exactly)."""
@@ -789,7 +790,7 @@ class GaussianOptimalMechanism(Mechanism):
         found = self._region(utility.alpha)
         if isinstance(found, str):
             raise UnsupportedSpecError("utility.metric", f"on the lattice: {found}")
-        return UtilityValue("ci_volume", found.volume, found.describe())
+        return UtilityValue.volume(found.log_volume, found.describe())
 
     def _inference_draws(self, metric, z, alpha, alternative) -> np.ndarray:
         """``test_power``: rejections of the LR test on η + Z (ηᵀΣ⁺(η + Z)/λ > z₁₋α, λ² = ηᵀΣ⁺η);

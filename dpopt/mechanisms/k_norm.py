@@ -86,7 +86,14 @@ from dpopt.geometry.symmetric_hull import table_group_order, table_shape
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.mechanisms.gaussian import counting_query
 from dpopt.mechanisms.decimal_counts import OnDecimalLattice, decimal_reason
-from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost, stated_cost_check
+from dpopt.mechanisms.exact_cost import (
+    EXACT_COST_KEY,
+    cost_text,
+    exact_cost,
+    stated_cost_check,
+    stated_volume_cost_check,
+    volume_cost,
+)
 from dpopt.mechanisms.k_norm_cross import CROSS_KIND, CrossBody, cross_lattice, cross_utility
 from dpopt.mechanisms.k_norm_sum import LatticeSumKNorm, sum_design
 from dpopt.mechanisms.k_norm_lattice import (
@@ -107,6 +114,7 @@ from dpopt.problem import Problem
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.sensitivity.subspace import pivot_coordinates
 from dpopt.spec.models import Privacy
+from dpopt.stats.log_volume import VolumeTerms
 
 linalg = lazy_module("scipy.linalg")
 optimize = lazy_module("scipy.optimize")
@@ -682,13 +690,14 @@ class KNormMechanism(Mechanism):
         if not candidates:
             raise CalibrationError("no K-norm ball could be built for this sensitivity space")
         sign = -1.0 if better(spec.utility.metric) == "higher" else 1.0
-        best = min(candidates, key=lambda m: sign * m.expected_utility(spec.utility).value)
+        best = min(candidates, key=lambda m: sign * m.expected_utility(spec.utility).score)
         if refusal is not None:
             return best
         exact = cls(epsilon, CrossBody.of(cross), space, reason, lattice=cross)
         exact.continuous_ball = {"norm_ball": best.body.kind, "radius": best.body.radius}
-        exact.stated_cost = exact_cost(spec.utility.metric, exact.expected_utility(spec.utility).value,
-                                       best.expected_utility(spec.utility).value)
+        mine, rival = exact.expected_utility(spec.utility), best.expected_utility(spec.utility)
+        exact.stated_cost = (volume_cost(mine.log_value, rival.log_value) if spec.utility.metric == "ci_volume"
+                             else exact_cost(spec.utility.metric, mine.value, rival.value))
         return exact
 
     @classmethod
@@ -808,8 +817,10 @@ class KNormMechanism(Mechanism):
         stated_cost_check`: its exact value is this mechanism's prediction; the ball's value as recorded)."""
         if self.stated_cost is None:
             return []
-        return [stated_cost_check(self.stated_cost, problem.spec.utility.metric,
-                                  self.expected_utility(problem.spec.utility).value)]
+        mine = self.expected_utility(problem.spec.utility)
+        if mine.metric == "ci_volume":
+            return [stated_volume_cost_check(self.stated_cost, mine.log_value)]
+        return [stated_cost_check(self.stated_cost, mine.metric, mine.value)]
 
     def _privacy_checks(self, space: SensitivitySpace, privacy: Privacy) -> list[Check]:
         if self.lattice is not None:
@@ -902,7 +913,8 @@ class KNormMechanism(Mechanism):
             return None
         cross = isinstance(self.body, CrossBody)
         if utility.metric == "ci_volume":
-            return self.lattice.ci_volume(utility.alpha, self.body.volume if cross else self.body.polytope.volume)
+            return self.lattice.ci_volume(utility.alpha, self.body.log_volume if cross
+                                          else math.log(self.body.polytope.volume))
         if cross:
             closed = cross_utility(self.lattice, utility.metric, workload_matrix(utility))
             if closed is not None:
@@ -945,14 +957,16 @@ class KNormMechanism(Mechanism):
                             f"(s+1)/ε · E‖U‖₂, Monte Carlo over {draws} uniform points of K, seed {seed}",
                             (factor * (mean - 1.96 * se), factor * (mean + 1.96 * se)))
 
-    def _ci_volume(self, alpha: float) -> float:
-        """t^s vol K with t the (1 − α) quantile of ‖Z‖_K ~ Gamma(s, rate ε)."""
+    def _log_ci_volume(self, alpha: float) -> float:
+        """log(t^s vol K) with t the (1 − α) quantile of ‖Z‖_K ~ Gamma(s, rate ε) (a log: beyond the double range
+        at a few hundred dimensions, :mod:`dpopt.stats.log_volume`)."""
         t = special.gammaincinv(self.rank, 1.0 - alpha) / self.epsilon
-        return math.exp(self.body.log_volume + self.rank * math.log(t))
+        return self.body.log_volume + self.rank * math.log(t)
 
-    def _inference_draws(self, metric, z, alpha, alternative) -> np.ndarray:
+    def _inference_draws(self, metric, z, alpha, alternative) -> VolumeTerms:
         """``ci_volume``: importance weights 1{‖Z‖_K ≤ t}/f(Z), f(z) = ε^s e^{−ε‖z‖_K}/(s! vol K)
-        the noise density on the span, whose mean is the region's volume.
+        the noise density on the span, whose mean is the region's volume; in units of that volume
+        (:meth:`_log_ci_volume`), so that they stay finite in any dimension.
 
         Raises
         ------
@@ -965,7 +979,9 @@ class KNormMechanism(Mechanism):
         g = self.body.gauge(z)
         t = special.gammaincinv(s, 1.0 - alpha) / self.epsilon
         log_inverse_density = self.body.log_volume + math.lgamma(s + 1) - s * math.log(self.epsilon)
-        return np.where(g <= t, np.exp(log_inverse_density + self.epsilon * np.minimum(g, t)), 0.0)
+        unit = self._log_ci_volume(alpha)
+        return VolumeTerms(unit, np.where(g <= t, np.exp(log_inverse_density - unit + self.epsilon * np.minimum(g, t)),
+                                          0.0))
 
 
 def _permutations(body: HullBody) -> np.ndarray | None:

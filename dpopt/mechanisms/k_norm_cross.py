@@ -82,9 +82,14 @@ class CrossBody:
         return len(self.l1_bounds)
 
     @property
+    def log_volume(self) -> float:
+        """log vol K = Σ_k log 2M_k − log s! in the coordinates c (vol K underflows at a few hundred dimensions)."""
+        return sum(math.log(2.0 * m) for m in self.l1_bounds) - math.lgamma(self.rank + 1)
+
+    @property
     def volume(self) -> float:
         """vol K = ∏_k 2M_k / s! in the coordinates c."""
-        return math.exp(sum(math.log(2.0 * m) for m in self.l1_bounds) - math.lgamma(self.rank + 1))
+        return math.exp(self.log_volume)
 
     def describe(self) -> dict:
         return {"norm_ball": CROSS_KIND}

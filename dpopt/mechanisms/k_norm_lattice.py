@@ -77,6 +77,7 @@ from dpopt.noise.k_norm_lattice_coverage import MAX_POINTS, coverage_level, enum
 from dpopt.noise.rational_facets import rational_facets
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.stats.k_norm_cross_coverage import cross_coverage_level
+from dpopt.stats.log_volume import exp_or_inf, volume_text
 
 LATTICE_METRICS = ("l2", "l1", "usefulness", "max_variance", "ci_volume")
 """Metrics predicted for the discrete law (exact at rank 1, importance sampling or the cone sampler's Monte Carlo
@@ -395,14 +396,17 @@ class LatticeKNorm:
         )
 
     # ------------------------------------------------------------------ utility
-    def ci_volume(self, alpha: float, volume: float) -> UtilityValue:
+    def ci_volume(self, alpha: float, log_volume: float) -> UtilityValue:
         """(r)^s·vol K for the smallest r = k/D whose coverage P(‖Z‖_K ≤ r) ≥ 1 − α is proven: for the
         cross-polytope gauge (no facet) by convolving its independent coordinates
         (:func:`~dpopt.stats.k_norm_cross_coverage.cross_coverage_level`), else from exact level counts and a tail
-        bound in arb ball arithmetic (:func:`~dpopt.noise.k_norm_lattice_coverage.coverage_level`); ``volume`` is
-        vol K in the coordinates c (floating point: a predicted utility). The region lies in span(S) ⊂ ℝ^d, where
+        bound in arb ball arithmetic (:func:`~dpopt.noise.k_norm_lattice_coverage.coverage_level`); ``log_volume`` is
+        log vol K in the coordinates c (floating point: a predicted utility). The region lies in span(S) ⊂ ℝ^d, where
         z = cR: its volume there is r^s·vol K·√det(RRᵀ) (:attr:`span_volume_factor`), the measure the
-        floating-point K-norm's region (:class:`~dpopt.mechanisms.k_norm.HullBody`, the norm balls) is stated in."""
+        floating-point K-norm's region (:class:`~dpopt.mechanisms.k_norm.HullBody`, the norm balls) is stated in;
+        stated by its logarithm, as vol K underflows and r^s overflows at a few hundred dimensions
+        (:mod:`dpopt.stats.log_volume`)."""
+        volume = exp_or_inf(log_volume)
         level = self._coverage(alpha, volume)
         radius = Fraction(level.level, self.gauge.denominator)
         cap = Fraction(level.level_cap, self.gauge.denominator)
@@ -415,18 +419,25 @@ class LatticeKNorm:
             how = (f"the {level.points} lattice points with ‖z‖_K ≤ {cap} counted exactly, the rest bounded by "
                    f"{level.tail_bound:.3g}, in arb ball arithmetic")
         factor = self.span_volume_factor
-        return UtilityValue("ci_volume", float(radius) ** self.rank * volume * factor, (
+        log_value = self.rank * math.log(radius) + log_volume + 0.5 * self._log_gram_determinant
+        volume_text_k = f"{volume:.10g}" if 0.0 < volume < math.inf else volume_text(log_volume, 10)
+        return UtilityValue.volume(log_value, (
             f"proven coverage: the region {{θ : ‖y − θ‖_K ≤ r}}, r = {radius}, covers with probability ≥ "
             f"{level.coverage:.10f} ≥ 1 − α under the lattice law ({how}); volume r^s·vol K·√det(RRᵀ) in span(S), "
-            f"vol K = {volume:.10g} in the lattice coordinates c, √det(RRᵀ) = {factor:.10g}"))
+            f"vol K = {volume_text_k} in the lattice coordinates c, √det(RRᵀ) = {factor:.10g}"))
 
     @property
     def span_volume_factor(self) -> float:
         """√det(RRᵀ): the s-dimensional volume in ℝ^d of the image of the unit cube of the coordinates c under
         c ↦ cR (the Gram determinant; floating point, for a predicted utility)."""
+        return exp_or_inf(0.5 * self._log_gram_determinant)
+
+    @property
+    def _log_gram_determinant(self) -> float:
+        """log det(RRᵀ) (NaN when not positive)."""
         rows = self.echelon.astype(float)
         sign, log_det = np.linalg.slogdet(rows @ rows.T)
-        return math.exp(0.5 * log_det) if sign > 0 else math.nan
+        return float(log_det) if sign > 0 else math.nan
 
     @property
     def is_cross(self) -> bool:

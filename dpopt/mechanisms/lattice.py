@@ -50,6 +50,7 @@ from dpopt.privacy.gaussian import gaussian_delta_mp, gaussian_epsilon
 from dpopt.privacy.zcdp import zcdp_epsilon_cks
 from dpopt.spec.models import Privacy
 from dpopt.stats.lattice_inference import LatticeRegion, LatticeTest, lattice_region, lattice_test
+from dpopt.stats.log_volume import VolumeTerms
 
 MAX_WIDE_LATTICE_SIGMA2 = Fraction(MAX_WIDE_SIGMA2)
 """Largest lattice variance the exact sampler serves
@@ -309,14 +310,15 @@ def lattice_inference(metric: str, sigma2s, alpha: float, shift=None) -> Lattice
     return _inference(metric, tuple(Fraction(s) for s in sigma2s), float(alpha), key)
 
 
-def inference_terms(found: LatticeRegion | LatticeTest, z: np.ndarray, shift=None) -> np.ndarray:
+def inference_terms(found: LatticeRegion | LatticeTest, z: np.ndarray, shift=None) -> np.ndarray | VolumeTerms:
     """Per-draw Monte Carlo terms of the noise draws ``z`` (noisy coordinates, whole numbers) whose mean is the
-    predicted metric: the test's rejection probability at shift + z, or the region's volume × 1{Q ≤ r}/coverage
-    (mean: the volume times P(Q ≤ r)/coverage, ≥ the volume; the draws check the coverage)."""
+    predicted metric: the test's rejection probability at shift + z, or 1{Q ≤ r}/coverage in units of the region's
+    volume (:class:`~dpopt.stats.log_volume.VolumeTerms`: finite beyond the double range; mean: the volume times
+    P(Q ≤ r)/coverage, ≥ the volume; the draws check the coverage)."""
     eta = np.rint(np.asarray(z, dtype=float)).astype(np.int64)
     if isinstance(found, LatticeTest):
         whole_shift = np.rint(np.asarray(shift, dtype=float)).astype(np.int64)
         t = (eta + whole_shift) @ np.array(found.weights, dtype=np.int64)
         return (t > found.critical) + found.randomization * (t == found.critical)
     q = eta.astype(float) ** 2 @ (1.0 / np.array([float(s) for s in found.sigma2s]))
-    return found.volume * (q <= float(found.radius)) / found.coverage
+    return VolumeTerms(found.log_volume, (q <= float(found.radius)) / found.coverage)

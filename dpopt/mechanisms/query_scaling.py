@@ -95,7 +95,7 @@ from dpopt.optimize.query_scaling import (
     adjusted_l2_squared,
     invert_adjusted_release,
     optimal_diagonal_scaling,
-    scaled_ci_volume,
+    scaled_log_ci_volume,
     scaled_test_power,
 )
 from dpopt.privacy.gaussian import gaussian_epsilon
@@ -532,11 +532,12 @@ class QueryScalingMechanism(Mechanism):
         found = self._lattice_inference(utility.metric, utility.alpha, alternative)
         if isinstance(found, str):
             raise UnsupportedSpecError("utility.metric", f"on the lattice: {found}")
-        value = found.volume if utility.metric == "ci_volume" else found.power
-        return UtilityValue(utility.metric, value, found.describe())
+        if utility.metric == "ci_volume":  # its log, in any dimension
+            return UtilityValue.volume(found.log_volume, found.describe())
+        return UtilityValue(utility.metric, found.power, found.describe())
 
-    def _ci_volume(self, alpha: float) -> float:
-        return scaled_ci_volume(self.xi, self.sigma, alpha)
+    def _log_ci_volume(self, alpha: float) -> float:
+        return scaled_log_ci_volume(self.xi, self.sigma, alpha)
 
     def _test_power(self, alternative: np.ndarray, alpha: float) -> float:
         return scaled_test_power(self.xi, alternative, self.sigma, alpha)

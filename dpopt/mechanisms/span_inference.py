@@ -32,7 +32,7 @@ def _region(sigma2: Fraction, dimension: int, rank: int, sum_zero: bool, alpha: 
     if not full_release:
         return projected
     found = span_region(full, rank, sum_zero)
-    if projected.statistic is not None and found.expected_volume is not None and projected.volume < found.volume:
+    if projected.statistic is not None and found.log_volume is not None and projected.log_volume < found.log_volume:
         return projected  # the full release computes the projected one: the smaller of the two regions
     return found
 

@@ -33,6 +33,7 @@ import numpy as np
 from dpopt.core.integer_matrices import independent_rows, integer_determinant
 from dpopt.mechanisms.lattice import lattice_inference
 from dpopt.stats.lattice_inference import EXACT_LAW, LatticeRegion
+from dpopt.stats.log_volume import VolumeTerms, exp_or_inf
 
 
 def integer_span_basis(vectors: np.ndarray, rank: int) -> np.ndarray:
@@ -77,7 +78,7 @@ class StrategyRegion:
 
     @property
     def volume(self) -> float:
-        return math.exp(self.log_volume)
+        return exp_or_inf(self.log_volume)
 
     def describe(self) -> str:
         """The region, why it covers, and its volume, for a certificate (it begins with :data:`EXACT_LAW`)."""
@@ -90,14 +91,14 @@ class StrategyRegion:
                 f"det(MA) = {self.strategy_determinant}, det(AᵀA) = {self.basis_gram} in exact integers (A an "
                 "integer basis of V; dpopt.mechanisms.strategy_regions)")
 
-    def terms(self, strategy: np.ndarray, z: np.ndarray) -> np.ndarray:
+    def terms(self, strategy: np.ndarray, z: np.ndarray) -> VolumeTerms:
         """Per-draw Monte Carlo terms of released noise draws ``z`` = x̂ − x (rows) whose mean is the volume times
         P(Q ≤ r)/coverage (≥ the volume): η = Mz recovered by rounding (M z is η up to the reconstruction's
-        rounding, far below ½), then 1{Q ≤ r}/coverage times this volume (the k-dimensional region of
-        :attr:`region` itself may be beyond floating point at large k and σ_ℤ², this volume not)."""
+        rounding, far below ½), then 1{Q ≤ r}/coverage in units of this volume (finite in any dimension,
+        :mod:`dpopt.stats.log_volume`)."""
         eta = np.rint(np.asarray(z, dtype=float) @ np.asarray(strategy, dtype=float).T)
         q = eta**2 @ (1.0 / np.array([float(s) for s in self.region.sigma2s]))
-        return self.volume * (q <= float(self.region.radius)) / self.region.coverage
+        return VolumeTerms(self.log_volume, (q <= float(self.region.radius)) / self.region.coverage)
 
 
 def strategy_region(strategy: np.ndarray, sigma2: Fraction, span_basis: Callable[[], np.ndarray], alpha: float

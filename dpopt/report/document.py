@@ -199,6 +199,7 @@ def _build_report(certificate: Certificate, audit_draws: int | None, utility_fam
     families = candidates if utility_families == "candidates" else [family]
     known = {c["family"]: c["utility"]["value"] for c in data.get("candidates", []) if "utility" in c}
     known.setdefault(family, data["utility"]["value"])
+    known = {f: v for f, v in known.items() if v is not None}  # null: a volume beyond the double range, not plotted
     curves, parameter, value = report_data.utility_curves(problem, families or [family], utility_scales, known,
                                                           progress=stage)
     if curves:

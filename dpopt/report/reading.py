@@ -8,6 +8,7 @@ a table (a list of rows) for :mod:`dpopt.report.sections`.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Sequence
 
@@ -19,8 +20,21 @@ _LONG_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d{7,}(?:[eE][+-]?\d+)?(?![\w.])")
 
 def human(text: str) -> str:
     """Numbers with more than six decimals (``2.5600000000000001``, ``10.000000000000002``) rounded to six
-    significant digits (``2.56``, ``10``) for a person; the certificate's JSON keeps every digit."""
-    return _LONG_NUMBER.sub(lambda m: f"{float(m.group()):.6g}", str(text))
+    significant digits (``2.56``, ``10``) for a person; the certificate's JSON keeps every digit. A number beyond
+    the double range (a region's volume, ``1.3394511e+380``) is shortened in its own digits, not read as a float."""
+    return _LONG_NUMBER.sub(_six_digits, str(text))
+
+
+def _six_digits(match: re.Match) -> str:
+    """The matched number to six significant digits (:func:`human`)."""
+    text = match.group()
+    if math.isfinite(float(text)):
+        return f"{float(text):.6g}"
+    mantissa, _, exponent = text.lower().partition("e")
+    digits, power = float(f"{float(mantissa):.6g}"), int(exponent)
+    if abs(digits) >= 10.0:  # 9.9999999 rounds up to 10
+        digits, power = digits / 10.0, power + 1
+    return f"{digits:.6g}e{power:+03d}"
 
 
 def epsilon_by_delta(d: dict) -> dict[float, list[tuple[float, str]]]:

@@ -31,6 +31,7 @@ from dpopt.report.words import (
     spec_in_words,
     target_in_words,
 )
+from dpopt.stats.log_volume import ci_text, utility_value_text
 
 _SUMMARY_ROWS = {"mu": "μ-GDP", "rho": "ρ-zCDP", "epsilon": "pure ε-DP"}
 _SECOND_ROUTE = ("privacy.second_route", "privacy.second_route.sampler", "utility.integration")
@@ -218,8 +219,7 @@ def report_sections(source: Report | Certificate) -> list[tuple[str, list]]:
         ("Sensitivity space", _sensitivity(d, figures)),
         ("Mechanism", [
             f"**{m['title']}** (`{m['family']}`), parameters: {format_parameters(m['parameters'])}.",
-            f"Predicted utility: {u['metric']} = {u['value']:.6g} ({u['method']}"
-            + (f", 95% CI [{u['ci95'][0]:.6g}, {u['ci95'][1]:.6g}]" if "ci95" in u else "") + ").",
+            f"Predicted utility: {u['metric']} = {utility_value_text(u)} ({u['method']}{ci_text(u)}).",
             *_lower_bound_lines(m, u),
             *[Image(figures[name]) for name in ("tradeoff", "noise") if name in figures],
         ]),
@@ -242,9 +242,8 @@ def report_sections(source: Report | Certificate) -> list[tuple[str, list]]:
         if "utility" in c:
             cu = c["utility"]
             note = "selected" if c["family"] == m["family"] else ""
-            rows.append([c["family"], format_parameters(c["parameters"]), f"{cu['value']:.6g}",
-                         cu["method"] + (f", 95% CI [{cu['ci95'][0]:.6g}, {cu['ci95'][1]:.6g}]" if "ci95" in cu else ""),
-                         note])
+            rows.append([c["family"], format_parameters(c["parameters"]), utility_value_text(cu),
+                         cu["method"] + ci_text(cu), note])
         else:
             skipped = {"capability table": "not a candidate (capability table): ",
                        "supports": "refused: "}.get(c.get("skipped"), "")  # a bound's reason says "not designed"

@@ -474,7 +474,9 @@ class Utility(_Model):
     protected component of the answer (its projection on the span of the sensitivity
     space), lower is better; ``test_power``: power of the most powerful level-``alpha``
     test of H0: φ(X) = θ₀ against H1: φ(X) = θ₀ + ``alternative`` (any θ₀: the noise is
-    additive), higher is better. ``alpha`` defaults to 0.05 for these two metrics.
+    additive), higher is better. ``alpha`` defaults to 0.05 for these two metrics. A region's volume is carried
+    as its logarithm (certificate ``utility.log_value``, compared by ``auto``): beyond the double range
+    (≈ 1.8·10³⁰⁸, a few hundred dimensions) ``utility.value`` is null (:mod:`dpopt.stats.log_volume`).
     ``weights`` (with ``l2``, instead of a workload): Σ_i w_i E[noise_i²], the weighted
     per-coordinate error (the workload Diag(√w)).
     ``kl`` / ``renyi`` (with ``order``): divergence of the released histogram, clipped at

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpopt.core import normal
+from dpopt.stats.log_volume import VolumeTerms, exp_or_inf
 
 _RTOL = 1e-12
 
@@ -71,32 +72,33 @@ def log_ci_volume(rank: int, log_det: float, alpha: float) -> float:
 def ci_volume(rank: int, log_det: float, alpha: float) -> float:
     """Volume of the 1 − α Gaussian confidence ellipsoid (see :func:`log_ci_volume`).
 
-    ∞ when it exceeds the floating-point range (e^709) and 0.0 when it underflows:
-    use :func:`log_ci_volume` to compare such regions.
+    ∞ when it exceeds the floating-point range (e^709.78) and 0.0 when it underflows:
+    use :func:`log_ci_volume` to compare such regions (:mod:`dpopt.stats.log_volume`).
 
     Examples
     --------
     >>> round(ci_volume(2, 0.0, 0.05), 6)   # π · χ²_{2,0.95} for C = I₂
     18.822741
     """
-    log_volume = log_ci_volume(rank, log_det, alpha)
-    return math.inf if log_volume > 709.0 else math.exp(log_volume)
+    return exp_or_inf(log_ci_volume(rank, log_det, alpha))
 
 
-def region_importance_weights(q: np.ndarray, rank: int, log_det: float, alpha: float) -> np.ndarray:
-    r"""Monte Carlo terms whose mean is the volume of the 1 − α Gaussian region.
+def region_importance_weights(q: np.ndarray, rank: int, log_det: float, alpha: float) -> VolumeTerms:
+    r"""Monte Carlo terms whose mean is the volume of the 1 − α Gaussian region, in units of that volume.
 
     For draws Z ~ N(0, C_V) of rank r with squared Mahalanobis norms ``q`` = ZᵀC_V⁻¹Z,
     :math:`E[\mathbf 1\{q \le t\}/p(Z)] = \mathrm{vol}\{q \le t\}` (importance sampling
     with the Gaussian density p itself). If the draws do not follow N(0, C_V), the mean
-    misses the closed form: the check of a sampler against :func:`ci_volume`.
+    misses the closed form: the check of a sampler against :func:`log_ci_volume`. The weights
+    are divided by the closed-form volume e^L (:class:`~dpopt.stats.log_volume.VolumeTerms` with unit L):
+    :math:`e^{-L}/p(Z) = \exp(\tfrac r2\log 2\pi + \tfrac12\log\det C_V + \tfrac q2 - L)`, at most
+    :math:`(2/t)^{r/2}\Gamma(r/2 + 1)e^{t/2}` on the region, so they stay finite whatever the volume.
     """
     t = chi2_radius(rank, alpha)
-    # weights relative to the region's volume keep exp() in range
     log_inv_density = 0.5 * rank * math.log(2.0 * math.pi) + 0.5 * log_det + 0.5 * np.asarray(q, dtype=float)
     log_vol = log_ci_volume(rank, log_det, alpha)
     relative = np.where(q <= t, np.exp(np.minimum(log_inv_density - log_vol, 700.0)), 0.0)
-    return relative * ci_volume(rank, log_det, alpha)
+    return VolumeTerms(log_vol, relative)
 
 
 def power_from_noncentrality(lam: float, alpha: float) -> float:

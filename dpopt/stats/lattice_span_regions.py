@@ -66,6 +66,7 @@ import numpy as np
 from dpopt.noise.discrete_gaussian import DiscreteGaussianMarginal
 from dpopt.stats.inference import chi2_radius, log_unit_ball_volume
 from dpopt.stats.lattice_inference import EXACT_LAW, FLOAT_SLACK, MAX_SUPPORT, LatticeRegion
+from dpopt.stats.log_volume import VolumeTerms, exp_or_inf, volume_text
 
 TRUNCATION = 1e-12
 """τ: each coordinate's pmf is cut where its two tails hold at most τ (the sum's error ≤ dτ times the largest
@@ -96,17 +97,18 @@ class SpanRegion:
         The proven full-d region (radius r, coverage).
     rank : int
         k, the span's rank (< d).
-    expected_volume : float or None
-        Ẽ on the sum-zero span (an exact sum, at most ``error`` below E vol); None elsewhere (the family estimates
-        it from the exact sampler).
-    error : float
-        dτ·V_k(σ²r)^{k/2}, the bound on E vol − Ẽ (0 when ``expected_volume`` is None).
+    log_volume : float or None
+        log Ẽ, Ẽ the expected volume on the sum-zero span (an exact sum, at most :attr:`error` below E vol); None
+        elsewhere (the family estimates it from the exact sampler). A log: Ẽ exceeds the double range at a few
+        hundred dimensions (:mod:`dpopt.stats.log_volume`).
+    cut : float
+        dτ, the bound on (E vol − Ẽ)/(the largest volume V_k(σ²r)^{k/2}) (0 when ``log_volume`` is None).
     """
 
     full: LatticeRegion
     rank: int
-    expected_volume: float | None
-    error: float
+    log_volume: float | None
+    cut: float
 
     @property
     def sigma2(self) -> Fraction:
@@ -118,26 +120,51 @@ class SpanRegion:
         return self.sigma2 * self.full.radius
 
     @property
+    def expected_volume(self) -> float | None:
+        """Ẽ (+inf beyond the double range), or None off the sum-zero span."""
+        return None if self.log_volume is None else exp_or_inf(self.log_volume)
+
+    @property
     def volume(self) -> float:
         """The predicted metric: the expected volume (Ẽ)."""
         return float(self.expected_volume)
 
-    def volumes(self, off_span: np.ndarray) -> np.ndarray:
-        """V_k (σ²r − q)₊^{k/2} for the squared norms q = ‖P_⊥η‖² off the span (the region's volume per draw)."""
-        room = np.maximum(float(self.squared_radius) - np.asarray(off_span, dtype=float), 0.0)
-        return math.exp(log_unit_ball_volume(self.rank)) * room ** (0.5 * self.rank)
+    @property
+    def log_largest(self) -> float:
+        """log V_k(σ²r)^{k/2}, the largest volume (P_⊥η = 0): the unit of :meth:`relative_volumes`."""
+        return _log_ball(self.rank, self.squared_radius)
 
-    def terms(self, z: np.ndarray, project) -> np.ndarray:
-        """Per-draw volumes of the noise draws ``z`` (η, shape (n, d)), ``project`` the projector on V: their mean
-        is E vol (the Monte Carlo check of the sum, and the estimate off the sum-zero span)."""
+    @property
+    def error(self) -> float:
+        """dτ·V_k(σ²r)^{k/2}, the bound on E vol − Ẽ (+inf beyond the double range; 0 off the sum-zero span)."""
+        return self.cut * exp_or_inf(self.log_largest) if self.cut else 0.0
+
+    def relative_volumes(self, off_span: np.ndarray) -> np.ndarray:
+        """(1 − q/(σ²r))₊^{k/2} for the squared norms q = ‖P_⊥η‖² off the span: the region's volume per draw in
+        units of the largest, e^:attr:`log_largest`."""
+        room = np.maximum(1.0 - np.asarray(off_span, dtype=float) / float(self.squared_radius), 0.0)
+        return room ** (0.5 * self.rank)
+
+    def volumes(self, off_span: np.ndarray) -> np.ndarray:
+        """V_k (σ²r − q)₊^{k/2}, the region's volume per draw (:meth:`relative_volumes` times the largest)."""
+        return exp_or_inf(self.log_largest) * self.relative_volumes(off_span)
+
+    def terms(self, z: np.ndarray, project) -> VolumeTerms:
+        """Per-draw volumes of the noise draws ``z`` (η, shape (n, d)), ``project`` the projector on V, in units of
+        the largest: their mean is E vol (the Monte Carlo check of the sum, and the estimate off the sum-zero
+        span)."""
         z = np.asarray(z, dtype=float)
-        return self.volumes(np.sum((z - project(z)) ** 2, axis=1))
+        return VolumeTerms(self.log_largest, self.relative_volumes(np.sum((z - project(z)) ** 2, axis=1)))
+
+    def _error_text(self) -> str:
+        """:attr:`error` to 3 digits, from its logarithm beyond the double range."""
+        error = self.error
+        return f"{error:.3g}" if math.isfinite(error) else volume_text(math.log(self.cut) + self.log_largest, 3)
 
     def describe(self) -> str:
         """The region, why it covers and how its expected volume is obtained, for a certificate."""
         how = (f"the exact sum over T = Σ_i η_i of P(T = t)·V_k(σ_ℤ²r − t²/d)^(k/2) (N_ℤ pmfs cut at tail mass "
-               f"{TRUNCATION:g} each; at most {self.error:.3g} below the exact expectation)"
-               if self.expected_volume is not None else "estimated from the exact sampler's draws")
+               f"{TRUNCATION:g} each; at most {self._error_text()} below the exact expectation)" if self.log_volume is not None else "estimated from the exact sampler's draws")
         return (f"{EXACT_LAW}: region {{θ ∈ x_⊥ + V : ‖y − θ‖² ≤ σ_ℤ² r}} on the {self.rank}-dimensional span V, "
                 f"r = {self.full.radius} ≈ {float(self.full.radius):.10g} the full-d radius; P_⊥(y − θ) = P_⊥η is "
                 "observed (the off-span component is public), so the region is a k-ball of V of radius² "
@@ -188,11 +215,11 @@ class ProjectedRegion:
 
     @property
     def volume(self) -> float:
-        return math.exp(self.log_volume)
+        return exp_or_inf(self.log_volume)
 
-    def terms(self, z: np.ndarray, project) -> np.ndarray:
+    def terms(self, z: np.ndarray, project) -> VolumeTerms:
         """Per-draw terms of the released noise draws ``z`` (P_Vη) whose mean is (at least) the volume: with the
-        exact law, volume × 1{d‖P_V z‖² ≤ u}/coverage (mean: the volume × P(U ≤ u)/coverage, above the volume by
+        exact law, volume × 1{d‖P_V z‖² ≤ u}/coverage, in units of the volume (mean: the volume × P(U ≤ u)/coverage, above the volume by
         at most the mass beyond the grid (about :data:`QUANTILE_CAP`·α) and
         :data:`~dpopt.stats.lattice_inference.FLOAT_SLACK` relatively; the draws check the coverage); else volume × ‖P_V z‖²/(k·Var N_ℤ(0, σ²)), whose mean is the volume (E‖P_Vη‖² =
         k·Var N_ℤ(0, σ²)): the volume is deterministic, so the draws check the second moment of the law its
@@ -200,9 +227,9 @@ class ProjectedRegion:
         z = np.asarray(z, dtype=float)
         squared = np.sum(project(z) ** 2, axis=1)
         if self.statistic is None:
-            return self.volume * squared / (self.rank * self.variance)
+            return VolumeTerms(self.log_volume, squared / (self.rank * self.variance))
         u = np.rint(len(self.full.sigma2s) * squared)  # an integer, up to rounding
-        return self.volume * (u <= self.statistic) / self.coverage
+        return VolumeTerms(self.log_volume, (u <= self.statistic) / self.coverage)
 
     def describe(self) -> str:
         """The region and why it covers, for a certificate."""
@@ -249,9 +276,8 @@ def span_region(full: LatticeRegion, rank: int, sum_zero: bool) -> SpanRegion:
         return region
     law, m, cut = found
     t = np.arange(-d * m, d * m + 1, dtype=float)
-    value = float(law @ region.volumes(t * t / d))
-    largest = math.exp(_log_ball(rank, region.squared_radius))
-    return SpanRegion(full, rank, value, cut * largest)
+    relative = float(law @ region.relative_volumes(t * t / d))  # Ẽ in units of the largest volume
+    return SpanRegion(full, rank, region.log_largest + math.log(relative), cut)
 
 
 def projected_statistic(sigma2: Fraction, d: int, alpha: float) -> tuple[int, float] | None:

@@ -11,7 +11,8 @@ import numpy as np
 
 from dpopt.privacy.gaussian_calibration import gaussian_sigma
 from dpopt.spec.models import ApproxTarget, Privacy
-from dpopt.stats.inference import ci_volume, power_from_noncentrality
+from dpopt.stats.inference import log_ci_volume, power_from_noncentrality
+from dpopt.stats.log_volume import exp_or_inf
 
 
 def _noisy(xi: np.ndarray) -> np.ndarray:
@@ -143,8 +144,9 @@ def volume_ratio(psi) -> float:
     return math.exp(0.5 * k * (float(np.mean(np.log(p2))) - math.log(float(p2.mean()))))
 
 
-def scaled_ci_volume(xi, sigma: float, alpha: float = 0.05) -> float:
-    r"""Eq. (6): :math:`V_r (\sigma^2 t)^{r/2}\det[\mathrm{Diag}(\xi)]^{-1/2}` over the noisy coordinates.
+def scaled_log_ci_volume(xi, sigma: float, alpha: float = 0.05) -> float:
+    r"""log of eq. (6), :math:`V_r (\sigma^2 t)^{r/2}\det[\mathrm{Diag}(\xi)]^{-1/2}` over the noisy coordinates
+    (:func:`~dpopt.stats.inference.log_ci_volume`: finite beyond the double range).
 
     Exact coordinates (ξ = ∞) add no volume (the region is a point along them); a
     coordinate not asked (ξ = 0) makes it unbounded (∞).
@@ -155,7 +157,12 @@ def scaled_ci_volume(xi, sigma: float, alpha: float = 0.05) -> float:
         return math.inf
     noisy = _noisy(xi)
     log_det = float(np.sum(2.0 * math.log(sigma) - np.log(xi[noisy])))
-    return ci_volume(int(noisy.sum()), log_det, alpha)
+    return log_ci_volume(int(noisy.sum()), log_det, alpha)
+
+
+def scaled_ci_volume(xi, sigma: float, alpha: float = 0.05) -> float:
+    """Eq. (6) itself (:func:`scaled_log_ci_volume`), +inf beyond the double range or when unbounded."""
+    return exp_or_inf(scaled_log_ci_volume(xi, sigma, alpha))
 
 
 def scaled_test_power(xi, eta, sigma: float, alpha: float = 0.05) -> float:
