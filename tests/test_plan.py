@@ -66,6 +66,19 @@ def test_targets_and_metrics_a_plan_cannot_compose_are_refused():
         solve_plan(plan)
 
 
+def test_a_volume_beyond_the_double_range_is_refused_by_name():
+    """A 600-cell histogram's 95% region lies beyond the double range: its share ρ_i ≤ 1/2 gives σ = 1/√(2ρ_i) ≥ 1,
+    the radius σ·√χ²_{600, 0.95} ≥ √600, and the 600-ball of radius √600 has log volume
+    300 log π + 300 log 600 − log Γ(301) ≈ 847 > log(1.8·10³⁰⁸) ≈ 709.8. No weighted total exists: the query is
+    named, not summed as infinity."""
+    plan = make_plan(queries=[{"query": {"kind": "count"}},
+                              {"name": "wide", "query": {"kind": "histogram", "attribute": "a"},
+                               "utility": {"metric": "ci_volume", "alpha": 0.05}}],
+                     data={"attributes": {"a": [f"l{i}" for i in range(600)]}})
+    with pytest.raises(UnsupportedSpecError, match=r"queries\[1\]\.utility: 'wide'.*double range"):
+        solve_plan(plan)
+
+
 # ------------------------------------------------------------------------ allocation
 @pytest.mark.parametrize("p", [1.0, 2.0])
 def test_closed_form_equals_the_convex_program(p):

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -87,6 +88,11 @@ def _design(plan: Plan, index: int, target: dict, share: float, family: str | No
     candidates = design_candidates(problem)
     chosen = select(candidates, spec.utility.metric)
     q = plan.queries[index]
+    if not math.isfinite(chosen.utility.value):
+        raise UnsupportedSpecError(
+            f"queries[{index}].utility", f"{q.name!r}: its {spec.utility.metric} lies beyond the double range (log "
+            f"{chosen.utility.log_value:.6g}), so the plan's weighted total of the queries' utilities is not a number; "
+            "solve that query alone (its certificate states the log-volume)")
     return QueryDesign(q.name, q.weight, share, target, problem, chosen.mechanism, chosen.utility, candidates)
 
 
