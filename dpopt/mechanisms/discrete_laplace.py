@@ -204,7 +204,6 @@ def _ceil_sqrt(x: Fraction, q: int) -> Fraction:
     return Fraction(p, q)
 
 
-
 def zcdp_scale_floor(space: SensitivitySpace, rho: float) -> float | None:
     """A floor on the scale the ρ-zCDP design of discrete Laplace noise takes (:meth:`DiscreteLaplaceMechanism.design`,
     whose argument :meth:`DiscreteLaplaceMechanism.utility_bound` states): the root of max_t KL = ρ over the move
@@ -216,6 +215,7 @@ def zcdp_scale_floor(space: SensitivitySpace, rho: float) -> float | None:
         scale = discrete_laplace_kl_scale(patterns, rho)
     scale *= 1 - 1e-9
     return scale if math.isfinite(scale) and 0 < scale <= MAX_SCALE else None
+
 
 class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
     """i.i.d. discrete Laplace noise of scale b = p/2^k on each coordinate of an integer query."""
