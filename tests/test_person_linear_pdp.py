@@ -7,7 +7,8 @@ move must be listed, not only the images of the contribution polytope's vertices
 contributions and moves by brute force over every vector in {0, …, c}^m; their norms as exact Fractions of those
 integer vectors; the discrete Gaussian's pDP level δ(v) = P[|L| > ε], L = Σ_i (2η_i v_i + v_i²)/(2σ²)
 (Canonne, Kamath & Steinke 2020: integer shifts, no normaliser term), summed over the support of
-N_ℤ(0, σ²)² with mpmath at 40 digits, the box |η_i| ≤ 20σ (its outside mass below e^{−200}).
+N_ℤ(0, σ²)² with mpmath at 40 digits, the box |η_i| ≤ 20σ (its outside mass below e^{−200}). ``auto``'s choice
+against the full comparison (every family listed, so none is skipped), and the GG's bound against its design.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import numpy as np
 import pytest
 
 import dpopt
+from dpopt.core.families import family_names
+from dpopt.design.select import design_candidates
+from dpopt.mechanisms import registry
 from dpopt.sensitivity import person
 from dpopt.sensitivity.person import contributions, count_contributions
 from dpopt.spec.models import PrivacyUnit
@@ -37,7 +41,7 @@ VISITS = Path(__file__).resolve().parents[1] / "specs" / "data" / "visits.csv"
 PDP = {"pdp": {"epsilon": 1, "delta": 1e-3}}
 
 
-def spec(adjacency: str = "add_remove", mechanism: str = "gaussian", unit: dict | None = None,
+def spec(adjacency: str = "add_remove", mechanism: str | list[str] = "gaussian", unit: dict | None = None,
          privacy: dict | None = None) -> dict:
     return {"dpopt": 1, "name": "weighted levels, person level",
             "data": {"attributes": {"a": ["x", "y", "z"]}, "privacy_unit": unit or UNIT},
@@ -203,3 +207,42 @@ def test_cli_solve_release_verify_under_pdp(build, tmp_path):
     checked = run("verify", str(tmp_path / "release"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "idealized" not in (tmp_path / "release" / "release.json").read_text()
+
+
+# ---------------------------------------------------------------- auto prunes the generalized Gaussian
+SMALL_UNIT = {"id": "pid", "max_rows": 2, "max_groups": 2, "max_rows_per_group": 1}
+ZCDP = {"zcdp": {"rho": 0.5}}
+
+
+@pytest.mark.parametrize("adjacency, privacy, winner", [("add_remove", None, "k_norm"),
+                                                        ("replace_one", None, "k_norm"),
+                                                        ("add_remove", ZCDP, "gaussian_optimal")])
+def test_auto_skips_the_generalized_gaussian_by_its_utility_bound(adjacency, privacy, winner):
+    # every move listed makes the GG's multi-coordinate convolutions its cost; its bound (the p = 1 option under
+    # pDP, the discrete Gaussian at the Rényi limit under zCDP) is already beaten, by k_norm's whole 95% interval
+    rows = {c.family: c for c in design_candidates(dpopt.compile(spec(adjacency, "auto", SMALL_UNIT, privacy)))}
+    gg = rows["generalized_gaussian"]
+    assert gg.skipped == "utility bound" and gg.beaten_by == winner, gg.reason
+    assert gg.reason.startswith("not designed: its utility bound")
+
+
+@pytest.mark.parametrize("privacy", [None, ZCDP])
+def test_the_person_level_gg_bound_never_beats_its_design(privacy):
+    problem = dpopt.compile(spec("add_remove", "generalized_gaussian", SMALL_UNIT, privacy))
+    cls = registry()["generalized_gaussian"]
+    assert cls.utility_bound(problem) <= cls.design(problem).expected_utility(problem.spec.utility).value
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adjacency, privacy", [("add_remove", None), ("replace_one", None), ("add_remove", ZCDP)])
+def test_auto_chooses_what_the_full_comparison_chooses_on_the_person_level_linear_query(adjacency, privacy):
+    # 20–40 s: the full comparison designs the GG (its multi-coordinate pDP convolutions); the fast neighbours above
+    auto = dpopt.solve(spec(adjacency, "auto", privacy=privacy))
+    gg = next(c for c in auto.candidates if c.family == "generalized_gaussian")
+    assert gg.skipped == "utility bound"
+    full = dpopt.solve(spec(adjacency, [f for f in family_names() if f in registry()], privacy=privacy))
+    designed = next(c for c in full.candidates if c.family == "generalized_gaussian")
+    bound = registry()["generalized_gaussian"].utility_bound(dpopt.compile(spec(adjacency, "auto", privacy=privacy)))
+    assert designed.feasible and designed.utility.value >= bound
+    assert auto.mechanism.family == full.mechanism.family
+    assert auto.mechanism.parameters == full.mechanism.parameters

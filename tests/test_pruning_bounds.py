@@ -146,9 +146,53 @@ def test_the_gg_bound_is_none_with_the_sums_lattice():
     assert registry()["generalized_gaussian"].utility_bound(problem) is None
 
 
-def test_the_gg_bound_is_none_under_pdp():
-    problem = dpopt.compile({**MEAN, "privacy": {"pdp": {"epsilon": 1.0, "delta": 1e-3}}, "utility": {"metric": "l2"}})
+def test_the_gg_bound_is_none_under_gdp():
+    problem = dpopt.compile({**HISTOGRAM, "privacy": {"gdp": {"mu": 1.0}}, "utility": {"metric": "l2"}})
     assert registry()["generalized_gaussian"].utility_bound(problem) is None
+
+
+# ------------------------------------- generalized Gaussian, pDP, (ε, δ), ρ-zCDP
+PDP = {"pdp": {"epsilon": 1.0, "delta": 1e-3}}
+GG_FLOORS = [
+    {**COUNT, "privacy": PDP, "utility": {"metric": "l2"}},
+    {**HISTOGRAM, "privacy": {"pdp": {"epsilon": 0.5, "delta": 0.05}}, "utility": {"metric": "l1"}},
+    {**TABLE, "privacy": {"pdp": {"epsilon": 1.0, "delta": 0.1}}, "utility": {"metric": "l2"}},
+    {**TABLE, "sampler": "floating_point", "privacy": PDP, "utility": {"metric": "max_variance"}},
+    {**SUM, "sampler": "floating_point", "privacy": PDP, "utility": {"metric": "l2"}},
+    {**COUNT, "privacy": {"zcdp": {"rho": 0.5}}, "utility": {"metric": "l2"}},
+    {**HISTOGRAM, "privacy": {"zcdp": {"rho": 0.02}}, "utility": {"metric": "usefulness", "gamma": 2.0}},
+    {**TABLE, "privacy": {"zcdp": {"rho": 2.0}}, "utility": {"metric": "l2"}},
+    {**HISTOGRAM, "privacy": {"approx": {"epsilon": 1.0, "delta": 1e-5}}, "utility": {"metric": "l2"}},
+    {**TABLE, "privacy": {"approx": {"epsilon": 0.5, "delta": 1e-6}}, "utility": {"metric": "l1"}},
+]
+GG_FLOOR_IDS = ["count-pdp-l2", "histogram-pdp-l1", "table-pdp-l2", "table-pdp-floating-max-variance",
+                "sum-pdp-floating-l2", "count-zcdp-l2", "histogram-zcdp-usefulness", "table-zcdp-l2",
+                "histogram-approx-l2", "table-approx-l1"]
+
+
+@pytest.mark.parametrize("document", GG_FLOORS, ids=GG_FLOOR_IDS)
+def test_the_gg_floor_bound_never_beats_its_design(document):
+    _never_beats("generalized_gaussian", document)
+
+
+def test_the_gg_pdp_bound_of_a_count_is_the_discrete_laplace_it_designs():
+    # ε = 1, Δ₁ = 1: the p = 1 option is the discrete Laplace of scale 1, E K² = 2r/(1 − r)², r = e^{−1}, and every
+    # p ≥ 2 option's floor is above it, so the bound is that variance exactly
+    problem = dpopt.compile({**COUNT, "mechanism": "generalized_gaussian", "privacy": PDP, "utility": {"metric": "l2"}})
+    r = math.exp(-1.0)
+    assert registry()["generalized_gaussian"].utility_bound(problem) == pytest.approx(2 * r / (1 - r) ** 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("rho", [0.5, 2.0])
+def test_the_gg_zcdp_bound_of_a_count_is_the_discrete_gaussian_at_the_renyi_limit(rho):
+    # D₂ = 1/σ² ≤ 2ρ for N_ℤ(0, σ²) under a unit shift: σ² ≥ 1/(2ρ); its variance, Σ k² e^{−k²/2σ²} / Σ e^{−k²/2σ²}
+    # summed directly, is the best option's floor (Laplace's KL floors are above it at these ρ)
+    problem = dpopt.compile({**COUNT, "mechanism": "generalized_gaussian", "privacy": {"zcdp": {"rho": rho}},
+                             "utility": {"metric": "l2"}})
+    k = np.arange(-60, 61, dtype=float)
+    w = np.exp(-k**2 * rho)
+    variance = float(np.sum(k**2 * w) / np.sum(w))
+    assert registry()["generalized_gaussian"].utility_bound(problem) == pytest.approx(variance, rel=1e-8)
 
 
 # -------------------------------------------------------------- auto end to end

@@ -3,16 +3,20 @@ not designed, and the selection is the one the full comparison makes.
 
 Oracles: the R²DP family's own LP design (the bound must not beat it; Geng & Viswanath 2016
 is the theorem behind the bound), and the full comparison (the spec's families listed
-explicitly, which are all designed).
+explicitly, which are all designed). Which designed value may beat a bound: stated rows (a
+closed form; an estimate by the worse end of its interval; the exact margin of ``select``).
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 import dpopt
+from dpopt.design.select import EXACT_MARGIN, Candidate, _beats
 from dpopt.mechanisms import registry
-from dpopt.mechanisms.base import better
+from dpopt.mechanisms.base import UtilityValue, better
 from dpopt.spec.load import load_spec
 from dpopt.core.families import family_names
 
@@ -97,3 +101,34 @@ def test_auto_prunes_laplace_under_gdp_and_selects_the_same():
     full = dpopt.solve({**spec, "mechanism": [f for f in family_names() if f in registry()]})
     assert auto.mechanism.family == full.mechanism.family
     assert auto.mechanism.parameters == full.mechanism.parameters
+
+
+# ------------------------------------------------ which designed candidate beats a bound
+def _row(family: str, value: float, exact: bool, method: str = "closed form", ci=None) -> Candidate:
+    return Candidate(family, SimpleNamespace(exact_noise=exact), UtilityValue("l2", value, method, ci))
+
+
+ORDER = ["k_norm", "generalized_gaussian", "staircase"]
+
+
+@pytest.mark.parametrize("ci, beaten", [((189.6, 191.4), True), ((180.0, 330.0), False)])
+def test_an_estimate_beats_a_bound_by_its_whole_interval(ci, beaten):
+    # k_norm's Monte Carlo value 190.5 with its 95% interval: below the bound 323.667 only if the whole interval is
+    rows = {"k_norm": _row("k_norm", 190.5, True, "Monte Carlo", ci)}
+    winner = _beats(rows, ORDER, "generalized_gaussian", 323.667, "l2")
+    assert (winner is not None) is beaten
+
+
+def test_an_estimate_without_an_interval_beats_nothing():
+    rows = {"k_norm": _row("k_norm", 1.0, True, "Monte Carlo")}
+    assert _beats(rows, ORDER, "generalized_gaussian", 323.667, "l2") is None
+
+
+@pytest.mark.parametrize("exact, gap, beaten", [(True, 1e-4, True), (False, 1e-4, False), (False, 2e-3, True)])
+def test_a_floating_point_candidate_beats_a_bound_by_more_than_the_exact_margin(exact, gap, beaten):
+    # select keeps an exact candidate within EXACT_MARGIN (0.1%) of a better floating-point one: a family whose bound
+    # is within that margin of a floating-point winner could still be chosen, so it is designed
+    rows = {"k_norm": _row("k_norm", 100.0, exact)}
+    winner = _beats(rows, ORDER, "generalized_gaussian", 100.0 * (1 + gap), "l2")
+    assert (winner is not None) is beaten
+    assert EXACT_MARGIN == 1e-3

@@ -213,20 +213,38 @@ def _beats(rows: dict[str, Candidate], order: list[str], family: str, bound: flo
            metric: str) -> Candidate | None:
     """The best designed candidate that ``family`` cannot overtake given its bound, or None.
 
-    A candidate c wins over every design of ``family`` when c's value (a closed form) is
-    better than the bound by more than :data:`TIE_TOLERANCE`, or within it and c is
-    listed first.
+    A candidate c wins over every design of ``family`` when c's value (a closed form; for an
+    estimate, the end of its confidence interval nearer the bound) is better than the bound by
+    more than :data:`TIE_TOLERANCE`, or within it and c is listed first; and, when c's noise is
+    not exact, by more than :data:`EXACT_MARGIN` too (an exact design of ``family`` within that
+    margin of the best would be selected: :func:`select`).
     """
     sign = -1.0 if better(metric) == "higher" else 1.0
     winners = []
     for c in rows.values():
-        if not c.feasible or c.utility.method != "closed form":
+        value = _proven_value(c, sign)
+        if value is None:
             continue
-        gap = sign * (bound - c.utility.value)  # > 0: c is better than the bound
-        tolerance = TIE_TOLERANCE * max(abs(bound), abs(c.utility.value))
-        if gap > tolerance or (gap >= -tolerance and order.index(c.family) < order.index(family)):
+        gap = sign * (bound - value)  # > 0: c is better than the bound
+        tolerance = TIE_TOLERANCE * max(abs(bound), abs(value))
+        if not c.mechanism.exact_noise:
+            if gap > tolerance + EXACT_MARGIN * abs(value):
+                winners.append(c)
+        elif gap > tolerance or (gap >= -tolerance and order.index(c.family) < order.index(family)):
             winners.append(c)
     return min(winners, key=lambda c: sign * c.utility.value, default=None)
+
+
+def _proven_value(c: Candidate, sign: float) -> float | None:
+    """A designed candidate's predicted value when it is a closed form, the end of its confidence interval on the
+    worse side when it is an estimate (``sign`` −1: higher is better), else None."""
+    if not c.feasible:
+        return None
+    if c.utility.method == "closed form":
+        return c.utility.value
+    if c.utility.ci is None:
+        return None
+    return max(c.utility.ci) if sign > 0 else min(c.utility.ci)
 
 
 def select(candidates: list[Candidate], metric: str) -> Candidate:

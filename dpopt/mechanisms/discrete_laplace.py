@@ -204,6 +204,19 @@ def _ceil_sqrt(x: Fraction, q: int) -> Fraction:
     return Fraction(p, q)
 
 
+def zcdp_scale_floor(space: SensitivitySpace, rho: float) -> float | None:
+    """A floor on the scale the ρ-zCDP design of discrete Laplace noise takes (:meth:`DiscreteLaplaceMechanism.design`,
+    whose argument :meth:`DiscreteLaplaceMechanism.utility_bound` states): the root of max_t KL = ρ over the move
+    patterns, or Δ₁/√(2ρ) when they are not listed, less 10⁻⁹ relative; None out of the sampler's range."""
+    patterns = move_patterns(space)
+    if patterns is None:
+        scale = float(space.l1) / math.sqrt(2.0 * rho)
+    else:
+        scale = discrete_laplace_kl_scale(patterns, rho)
+    scale *= 1 - 1e-9
+    return scale if math.isfinite(scale) and 0 < scale <= MAX_SCALE else None
+
+
 class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
     """i.i.d. discrete Laplace noise of scale b = p/2^k on each coordinate of an integer query."""
 
@@ -246,14 +259,8 @@ class DiscreteLaplaceMechanism(IntegerNoiseMechanism):
         if (spec.privacy.definition != "zcdp" or spec.utility.metric not in SCALE_MONOTONE_METRICS
                 or cls.supports(problem) is not None or space.l1 == 0):
             return None
-        rho = spec.privacy.parameters["rho"]
-        patterns = move_patterns(space)
-        if patterns is None:
-            scale = float(space.l1) / math.sqrt(2.0 * rho)
-        else:
-            scale = discrete_laplace_kl_scale(patterns, rho)
-        scale *= 1 - 1e-9
-        if not (math.isfinite(scale) and 0 < scale <= MAX_SCALE):
+        scale = zcdp_scale_floor(space, spec.privacy.parameters["rho"])
+        if scale is None:
             return None
         value = cls(Fraction(scale), space.dimension).expected_utility(spec.utility)
         return value.value if value.method == "closed form" else None

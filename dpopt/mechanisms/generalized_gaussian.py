@@ -67,6 +67,7 @@ from dpopt.errors import CalibrationError, DataError, DpoptError, UnsupportedSpe
 from dpopt.mechanisms.base import SCALE_MONOTONE_METRICS, Mechanism, better
 from dpopt.mechanisms.decimal_counts import OnDecimalLattice, decimal_reason
 from dpopt.mechanisms.gaussian import lattice_scope_check
+from dpopt.mechanisms.generalized_gaussian_bound import FLOOR_TARGETS, target_floors
 from dpopt.mechanisms.generalized_gaussian_checks import bounded_checks, lemma10_bound, pdp_check
 from dpopt.mechanisms.exact_cost import EXACT_COST_KEY, cost_text, exact_cost, stated_cost_check
 from dpopt.mechanisms.generalized_gaussian_lattice import (
@@ -248,24 +249,56 @@ class GeneralizedGaussianMechanism(Mechanism):
 
         * with the exact measurement on counts, the lattice p = 1 option (discrete Laplace), exactly.
 
-        None under pdp, for metrics other than l1, l2, max_variance and usefulness, when a
-        prediction is not a closed form, or when the truncated discrete GG on a mean's lattice box is an
-        option (its law is not the continuous one whose centre values the bound rests on).
+        Under pDP, (ε, δ) and ρ-zCDP: every unbounded option at a floor on its scale
+        (:mod:`dpopt.mechanisms.generalized_gaussian_bound`), and under pDP the p = 1 options (b = Δ₁/ε, no
+        calibration) exactly, as under pure ε.
+
+        None under μ-GDP, for metrics other than l1, l2, max_variance and usefulness, when a
+        prediction is not a closed form or the discrete law's sum, when a floor is not proven, or when the truncated
+        discrete GG on a mean's lattice box is an option (its law is not the continuous one whose centre values the
+        bound rests on).
         """
-        spec, space = problem.spec, problem.space
-        if spec.privacy.definition != "pure" or spec.utility.metric not in SCALE_MONOTONE_METRICS:
+        spec = problem.spec
+        definition = spec.privacy.definition
+        if definition not in ("pure",) + FLOOR_TARGETS or spec.utility.metric not in SCALE_MONOTONE_METRICS:
             return None
         if not isinstance(decimal_reason(problem), str):
             return OnDecimalLattice.bound(problem, cls)
-        eps = spec.privacy.parameters["epsilon"]
-        d = space.dimension
-        laplace = laplace_scale_for(eps, space.l1)
-        options = [cls(1, laplace, d, "unbounded", "laplace")]
+        options = [] if definition in ("approx", "zcdp") else cls._laplace_options(problem)
+        if definition in FLOOR_TARGETS:
+            floors = target_floors(problem)
+            if floors is None:
+                return None
+            d = problem.space.dimension
+            at_floors = [cls(p, scale, d, "unbounded", "scale_lower_bound",
+                             lattice_scale=Fraction(scale) if on_integers else None)
+                         for p, scale, on_integers in floors]
+            return cls._best_value(options + at_floors, spec.utility, unscored=at_floors)
+        box = cls._box_bound_options(problem)
+        return None if box is None else cls._best_value(options + box, spec.utility)
+
+    @classmethod
+    def _laplace_options(cls, problem: Problem) -> list[GeneralizedGaussianMechanism]:
+        """The p = 1 options under pure ε and pDP, as designed: b = Δ₁/ε, and on the lattice its dyadic ceiling."""
+        space = problem.space
+        laplace = laplace_scale_for(problem.spec.privacy.parameters["epsilon"], space.l1)
+        options = [cls(1, laplace, space.dimension, "unbounded", "laplace")]
         if lattice_refusal(problem) is None:
             try:
                 options.append(cls._lattice_option(1, laplace, problem))
             except CalibrationError:  # design keeps the continuous option, already in the list
                 pass
+        return options
+
+    @classmethod
+    def _box_bound_options(cls, problem: Problem) -> list[GeneralizedGaussianMechanism] | None:
+        """Under pure ε, the bounded options at their scale lower bounds, valued at the centre of the box
+        (:meth:`utility_bound`); None when the truncated lattice box is an option."""
+        spec, space = problem.spec, problem.space
+        eps = spec.privacy.parameters["epsilon"]
+        d = space.dimension
+        laplace = laplace_scale_for(eps, space.l1)
+        options = []
         box = answer_bounds(spec, problem.query)
         if box is not None and box_lattice_refusal(problem) is None:
             return None  # the truncated lattice box's law is not bounded by the continuous centre values
@@ -281,16 +314,26 @@ class GeneralizedGaussianMechanism(Mechanism):
                         option = cls(p, b, d, variant, "scale_lower_bound", lower, upper)
                         option._centre_only = True
                         options.append(option)
+        return options
+
+    @staticmethod
+    def _best_value(options: list[GeneralizedGaussianMechanism], utility,
+                    unscored: list[GeneralizedGaussianMechanism] = ()) -> float | None:
+        """The best predicted value among ``options`` (those design cannot score left out); None when one is not
+        its closed form (or the discrete law's sum), or when one of ``unscored`` (options at a floor, whose
+        calibrated scale design might still score) cannot be scored."""
         values = []
         for option in options:
             try:
-                value = option.expected_utility(spec.utility)
+                value = option.expected_utility(utility)
             except DpoptError:  # design cannot score this option either
+                if any(option is other for other in unscored):
+                    return None
                 continue
             if value.method != option._closed_form_method():
                 return None
             values.append(value.value)
-        best = max if better(spec.utility.metric) == "higher" else min
+        best = max if better(utility.metric) == "higher" else min
         return best(values) if values else None
 
     @classmethod
