@@ -4,7 +4,8 @@ Oracles: Mironov's closed-form Rényi divergence of Laplace noise at α = 2 (Mir
 D₂ = log((2/3)e^{t/b} + (1/3)e^{−2t/b}), E X² = 2b²); χ² and E X² of the discrete staircase (the pmf b^{L(k)}/Z with
 the level L(k) = ⌊(|k| + m − r)/m⌋ its module states) and of a one-sided geometric law, by direct summation in mpmath
 at 40 digits; the Gaussian's D₂ = t²/σ²; the floor's root solved by hand (one coordinate: ψ(t²/s) = 2ρ; the move
-(2, 7): (98/s)(1 + 4/s) = e, a quadratic); the staircase's own design (the bound must not beat it); ``auto``'s rows.
+(2, 7): (98/s)(1 + 4/s) = e, a quadratic); the staircase's and R²DP's own designs (their bounds must not beat them);
+``auto``'s rows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from test_person_linear_pdp import spec as person_spec
 import dpopt
 from dpopt.design.select import design_candidates
 from dpopt.mechanisms import registry
+from dpopt.mechanisms.iid_floor import symmetric_iid_bound
 from dpopt.privacy.iid_variance_floor import budget, d2_floor, second_moment_floor
 from dpopt.sensitivity.patterns import ShiftPattern, shift_pattern
 
@@ -124,12 +126,13 @@ BOUNDED_IDS = ["count-zcdp", "histogram-zcdp", "histogram-gdp-max-variance", "ta
                "table-replace-zcdp-continuous", "person-add-remove-zcdp", "person-replace-zcdp"]
 
 
+@pytest.mark.parametrize("family", ["staircase", "r2dp"])
 @pytest.mark.parametrize("document", BOUNDED, ids=BOUNDED_IDS)
-def test_the_staircase_bound_never_beats_its_design(document):
-    problem = dpopt.compile({**document, "mechanism": "staircase"})
-    cls = registry()["staircase"]
+def test_the_bound_never_beats_the_design(document, family):
+    problem = dpopt.compile({**document, "mechanism": family})
+    cls = registry()[family]
     bound = cls.utility_bound(problem)
-    assert bound is not None and bound > 0
+    assert bound is not None and bound >= symmetric_iid_bound(problem) > 0
     assert cls.design(problem).expected_utility(problem.spec.utility).value >= bound
 
 
@@ -138,16 +141,18 @@ def test_the_staircase_bound_never_beats_its_design(document):
     {**COUNT, "privacy": {"zcdp": {"rho": 0.5}}, "utility": {"metric": "l1"}},
     {**HISTOGRAM, "privacy": {"zcdp": {"rho": 0.5}}, "utility": {"metric": "l2", "weights": [1, 2, 3]}},
 ], ids=["approx", "l1", "weights"])
-def test_the_staircase_bound_is_none_where_it_is_not_proven(document):
-    assert registry()["staircase"].utility_bound(dpopt.compile({**document, "mechanism": "staircase"})) is None
+def test_the_floor_is_none_where_it_is_not_proven(document):
+    problem = dpopt.compile({**document, "mechanism": "staircase"})
+    assert symmetric_iid_bound(problem) is None and registry()["staircase"].utility_bound(problem) is None
 
 
-def test_auto_skips_the_staircase_on_the_person_level_query_under_zcdp():
+def test_auto_skips_the_staircase_and_r2dp_on_the_person_level_query_under_zcdp():
     # bound 2·39.686 = 79.37 against gaussian_optimal's 74.26 (closed form, floating point: beaten by more than 0.1%)
     rows = {c.family: c for c in design_candidates(dpopt.compile(person_spec("add_remove", "auto",
                                                                              privacy={"zcdp": {"rho": 0.5}})))}
-    staircase = rows["staircase"]
-    assert staircase.skipped == "utility bound" and staircase.beaten_by == "gaussian_optimal", staircase.reason
+    for family in ("staircase", "r2dp"):
+        row = rows[family]
+        assert row.skipped == "utility bound" and row.beaten_by == "gaussian_optimal", row.reason
     assert rows["gaussian_optimal"].utility.value < 79.37 / 1.001
 
 

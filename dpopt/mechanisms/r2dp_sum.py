@@ -35,6 +35,7 @@ from dpopt.core.checks import Check
 from dpopt.domain.queries import NumericQuery
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.exact_sum import _LatticeSum, _refusal
+from dpopt.mechanisms.iid_floor import symmetric_iid_bound
 from dpopt.mechanisms.r2dp import R2DPMechanism
 from dpopt.mechanisms.r2dp_counts import R2DPOnCounts, _one_atom, certify_mixture, fill_budget
 from dpopt.mechanisms.real_lattice import (
@@ -95,11 +96,15 @@ class R2DPOnSums(_LatticeSum, R2DPOnCounts):
 
     @classmethod
     def utility_bound(cls, problem: Problem) -> float | None:
-        """:meth:`R2DPOnCounts.utility_bound`; None on a sum measured on the lattice (the continuous family's
-        staircase bound is proven for noise private under every real shift, which a lattice law is not)."""
+        """The larger of :meth:`R2DPOnCounts.utility_bound` and, under ρ-zCDP and μ-GDP with every move listed,
+        :func:`~dpopt.mechanisms.iid_floor.symmetric_iid_bound` (every R²DP design, continuous or a discrete Laplace
+        mixture on ℤ or (1/D)ℤ, adds i.i.d. noise symmetric about 0); None on a sum measured on the lattice (the
+        continuous family's staircase bound is proven for noise private under every real shift, which a lattice law is
+        not, and a sum's space does not list its moves)."""
         if isinstance(problem.query, NumericQuery) and sum_reason(problem) is None:
             return None
-        return R2DPOnCounts.utility_bound(problem)
+        floor = symmetric_iid_bound(problem) if cls.supports(problem) is None else None
+        return max((b for b in (R2DPOnCounts.utility_bound(problem), floor) if b is not None), default=None)
 
     @classmethod
     def design(cls, problem: Problem) -> R2DPMechanism:

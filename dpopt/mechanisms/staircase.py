@@ -53,16 +53,15 @@ from dpopt._lazy import lazy_module
 from dpopt.core.checks import Check
 from dpopt.core.decimals import float_below
 from dpopt.core.rounding import nudge_until
-from dpopt.design.capabilities import metric_scale
 from dpopt.errors import CalibrationError, SpecError
 from dpopt.mechanisms.base import Mechanism, UtilityValue
+from dpopt.mechanisms.iid_floor import symmetric_iid_bound
 from dpopt.noise.law import ProductLaw
 from dpopt.noise.marginal import NoiseObjectMarginal
 from dpopt.noise.prior_metrics import kl_divergence, mallows_distance, renyi_divergence
 from dpopt.noise.staircase import StaircaseNoise
 from dpopt.privacy.pure_conversion import PURE_TARGETS, pure_epsilon_for, pure_privacy_check
 from dpopt.privacy.gdp_check import gdp_margin, mu_of_tradeoff
-from dpopt.privacy.iid_variance_floor import FLOOR_TARGETS, budget, second_moment_floor
 from dpopt.privacy import staircase_search as search
 from dpopt.privacy.staircase_profile import (
     LossPMFTradeOff,
@@ -333,23 +332,11 @@ class StaircaseMechanism(Mechanism):
 
     @classmethod
     def utility_bound(cls, problem: Problem) -> float | None:
-        r"""Under ρ-zCDP and μ-GDP with every move listed (where :meth:`design` searches the exact profile): the
-        second-moment floor of i.i.d. symmetric noise (:func:`~dpopt.privacy.iid_variance_floor.second_moment_floor`:
-        Hammersley–Chapman–Robbins and its two-sided form on D₂ ≤ 2ρ, summed over each move's coordinates), times d for
-        ``l2`` without a workload or weights, or alone for ``max_variance``; rounded down by 10⁻⁹ relative.
-
-        Every staircase design, continuous or on a lattice (ℤ, or (1/D)ℤ in answer units), adds i.i.d. noise symmetric
-        about 0 whose l2 is d·E X² and max_variance E X², so none meeting the target does better. None elsewhere: other
-        targets and metrics, or a space whose moves are not all listed (a sum's or mean's lattice measurement is cheap).
-        """
-        spec, space = problem.spec, problem.space
-        scale = metric_scale(problem)
-        if (scale is None or spec.privacy.definition not in FLOOR_TARGETS or cls.supports(problem) is not None
-                or exact_moves(space) is None):
-            return None
-        floor = second_moment_floor(shift_pattern(space), budget(spec.privacy.definition, spec.privacy.parameters))
-        value = scale * floor * (1 - 1e-9)
-        return value if math.isfinite(value) and value > 0 else None
+        """Under ρ-zCDP and μ-GDP with every move listed, for ``l2`` (no workload or weights) and ``max_variance``:
+        :func:`~dpopt.mechanisms.iid_floor.symmetric_iid_bound`. Every staircase design, continuous or on a lattice
+        (ℤ, or (1/D)ℤ in answer units), adds i.i.d. noise symmetric about 0, so none meeting the target does better.
+        None elsewhere (other targets and metrics; a sum's or mean's lattice measurement, whose design is cheap)."""
+        return None if cls.supports(problem) is not None else symmetric_iid_bound(problem)
 
     @classmethod
     def design(cls, problem: Problem) -> StaircaseMechanism:
