@@ -116,7 +116,9 @@ FAMILIES: tuple[Capability, ...] = (
                      "decimal lattice D·W (D the weights' common denominator, up to 2^20; every metric, ci_volume "
                      "the discrete law's region on the full span, test_power of an alternative on (1/D)ℤ; "
                      "a privacy unit; "
-                     "no invariants); pdp on counting queries with listed integer moves and on decimal weights (the discrete "
+                     "no invariants); pdp on counting queries with listed integer moves or derived move patterns (a "
+                     "person's moves on tables and marginal workloads, within an enumeration budget) and on "
+                     "decimal weights (the discrete "
                      "law's exact pDP level per move pattern of the integer shifts), and on bounded sums and means "
                      "(every integer move up to Δ_u, the worst Δ_u); the lattice's cost stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
