@@ -107,10 +107,14 @@ def spec(query: dict, adjacency: str, unit: dict, mechanism: str = "gaussian", e
             "utility": {"metric": "l2"}}
 
 
-def test_a_listed_table_space_states_the_patterns_of_its_listed_moves():
-    # 3 cells, ≤ 2 rows: the moves are listed (complete) and the stated patterns are theirs
+@pytest.mark.parametrize("pairs", [person_patterns.MAX_PARTITION_PAIRS, 3])
+def test_a_listed_table_space_states_the_patterns_of_its_listed_moves(pairs, monkeypatch):
+    # 3 cells, ≤ 2 rows: the moves are listed (complete) and the stated patterns are theirs; with a budget of 3
+    # pairs of partitions (4² are needed) none are stated and the listed moves' are read
+    monkeypatch.setattr(person_patterns, "MAX_PARTITION_PAIRS", pairs)
     space = dpopt.derive(dpopt.load_spec(spec({"kind": "histogram", "attribute": "a"}, "replace_one",
                                               {"max_rows": 2})))
+    assert (space._patterns() is None) == (pairs == 3)
     assert space.complete and move_patterns(space) == vector_patterns(space.listed())
 
 

@@ -25,7 +25,8 @@ optimal, and the norms are :math:`\max_{0 \le p \le m} N(p) \oplus N(m - p)` (su
 max for l∞), N(p) the add/remove norms on p cells (p ≤ g suffices: N(p) = N(min(p, g))).
 
 Marginal workloads (any c, including c below R: the tables cannot all concentrate at once)
-and ``linear`` queries: :mod:`dpopt.sensitivity.person_structure`.
+and ``linear`` queries: :mod:`dpopt.sensitivity.person_structure`. The move patterns of tables and marginal
+workloads (what a pDP level is summed over): :mod:`dpopt.sensitivity.person_patterns`.
 
 Bounded sum over [a, b] (one cell, R = min(k, c)): add/remove :math:`R \max(|a|, |b|)`;
 replace :math:`R(\max(b, 0) - \min(a, 0))` (a person's rows need not keep their number).
@@ -58,8 +59,8 @@ import numpy as np
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
-from dpopt.sensitivity.person_patterns import MAX_SEQUENCES, count_marginal_sequences, count_weight_tuples, \
-    marginal_patterns, table_patterns, weight_tuples
+from dpopt.sensitivity.person_patterns import MAX_PARTITION_PAIRS, MAX_SEQUENCES, count_marginal_sequences, \
+    count_weight_tuples, marginal_patterns, table_patterns, weight_tuples
 from dpopt.sensitivity.person_structure import MAX_PAIRS, MarginalStructure, contribution_vertices, \
     marginal_person_norms
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
@@ -182,7 +183,8 @@ def derive_person(spec: Spec, query: CountingQuery | NumericQuery) -> Sensitivit
     how = (f"person-level: a person keeps ≤ {rows} rows, ≤ {per_cell} per cell, in ≤ {groups} cells; "
            "greedy filling majorizes every allowed contribution"
            + ("; replace: disjoint supports" if replace else "")
-           + "; move patterns: the allowed partitions" + (" and unions of two" if replace else ""))
+           + "; move patterns: the allowed partitions"
+           + (f" and unions of two (up to {MAX_PARTITION_PAIRS:,} pairs)" if replace else ""))
 
     @functools.cache  # listed once per space: several families read them
     def listed() -> np.ndarray:
