@@ -27,7 +27,9 @@ import dpopt
 from dpopt.mechanisms.integer_noise import move_patterns, vector_patterns
 from dpopt.privacy.discrete_gaussian_pdp import pdp_level, subgaussian_level, worst_pdp_level
 from dpopt.sensitivity import person_patterns
+from dpopt.sensitivity.patterns import move_multisets, shift_pattern
 from dpopt.sensitivity.person_patterns import count_weight_tuples, marginal_patterns, table_patterns, weight_tuples
+from dpopt.sensitivity.space import SensitivitySpace
 
 VISITS = Path(__file__).resolve().parents[1] / "specs" / "data" / "visits.csv"
 ATTRIBUTES = {"a": ["x", "y", "z"], "b": ["u", "v"], "c": ["p", "q", "r"]}
@@ -188,6 +190,35 @@ def test_two_way_marginals_with_a_unit_measure_exactly(mechanism):
     certificate = json.loads(solution.certificate.to_json())
     assert "idealized" not in json.dumps(certificate) and dpopt.verify(certificate).passed
     assert "move patterns from" in certificate["sensitivity"]["method"]
+
+
+@pytest.mark.parametrize("adjacency", ["add_remove", "replace_one"])
+def test_the_per_coordinate_shifts_of_stated_patterns_are_those_of_the_brute_force_moves(adjacency):
+    space = dpopt.derive(dpopt.load_spec(spec({"kind": "marginals", "attributes": [["a"], ["b"]]}, adjacency,
+                                              {"max_rows": 2})))
+    assert not space.complete and space.stated_patterns() is not None
+    matrix = marginal_matrix((3, 2), ((0,), (1,)))
+    images = np.unique(allowed(6, 2, None, None) @ matrix.T, axis=0)
+    moves = (images[:, None, :] - images[None, :, :]).reshape(-1, 5) if adjacency == "replace_one" else \
+        np.vstack([images, -images])
+    brute = SensitivitySpace.from_vectors(moves[np.any(moves != 0, axis=1)], method="brute force",
+                                          adjacency=adjacency, complete=True)
+    mine, theirs = shift_pattern(space), shift_pattern(brute)
+    assert mine.magnitudes == theirs.magnitudes
+    assert sorted(map(tuple, mine.counts)) == sorted(map(tuple, theirs.counts))
+    assert move_multisets(space, 10**6) == move_multisets(brute, 10**6)
+
+
+@pytest.mark.parametrize("mechanism, privacy", [("staircase", {"pdp": {"epsilon": 1, "delta": 1e-3}}),
+                                                ("staircase", {"approx": {"epsilon": 1, "delta": 1e-6}}),
+                                                ("r2dp", {"pdp": {"epsilon": 1, "delta": 1e-3}})])
+def test_per_coordinate_families_read_the_stated_patterns(mechanism, privacy):
+    document = spec({"kind": "marginals", "all_of_size": 1}, "replace_one", {"max_rows": 2, "max_rows_per_group": 1},
+                    mechanism)
+    document["privacy"] = privacy
+    certificate = json.loads(dpopt.solve(document).certificate.to_json())
+    assert certificate["mechanism"]["family"] == mechanism
+    assert "idealized" not in json.dumps(certificate) and dpopt.verify(certificate).passed
 
 
 def test_a_unit_beyond_the_enumeration_budget_keeps_floating_point_with_the_reason(monkeypatch):

@@ -112,6 +112,11 @@ class SensitivitySpace:
             self._memo[key] = compute()
         return self._memo[key]
 
+    def stated_patterns(self) -> list[tuple[int, ...]] | None:
+        """The move patterns the derivation states (:attr:`_patterns`), computed once; None when it states none or
+        finds too many (they are then read from the listed vectors, where there are)."""
+        return None if self._patterns is None else self.memo("move_patterns", self._patterns)
+
     @property
     def l2(self) -> float:
         """sup ‖v‖₂ as a float (the exact value is √ :attr:`l2_squared`)."""
