@@ -201,7 +201,7 @@ FAMILIES: tuple[Capability, ...] = (
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
                exact="on counting queries (the discrete staircase on ℤ, integer steps): approx, zcdp, gdp on listed "
-                     "moves calibrated on its own exact privacy-loss distribution, else through ε-DP; on bounded sums "
+                     "moves or a person's derived move patterns calibrated on its own exact privacy-loss distribution, else through ε-DP; on bounded sums "
                      "and means every target through ε-DP (on a dyadic lattice, the step the lattice sensitivity "
                      "Δ_u); metrics l1, l2, usefulness, max_variance, and kl, renyi, mallows on counts (summed over "
                      "the discrete law); the cost against the continuous design stated "
