@@ -47,7 +47,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from dpopt.sensitivity.person_structure import _count_growth_strings, _growth_strings
+from dpopt.sensitivity.person_structure import count_growth_strings, growth_strings
 
 MAX_SEQUENCES = 1_000_000
 """(Cell sequence, weights) pairs :func:`marginal_patterns` enumerates at most."""
@@ -125,7 +125,7 @@ def count_marginal_sequences(sizes: tuple[int, ...], rows: int, per_cell: int, g
     """How many (cell sequence, weights) pairs :func:`marginal_patterns` enumerates, without listing them
     (module docstring)."""
     weights = count_weight_tuples(per_cell, rows, min(groups, rows))
-    return sum(math.prod(_count_growth_strings(q + other, n) for n in sizes) * weights[q] * weights[other]
+    return sum(math.prod(count_growth_strings(q + other, n) for n in sizes) * weights[q] * weights[other]
                for q, other in _supports(rows, groups, replace))
 
 
@@ -150,7 +150,7 @@ def _split_patterns(sizes: tuple[int, ...], blocks: tuple[tuple[int, ...], ...],
     """The patterns of A(w⁺ − w⁻) over q + q′ distinct cells (each attribute's levels over them a restricted growth
     string), w⁺ on the first q with every weight tuple of :func:`weight_tuples`, w⁻ on the other q′."""
     length = q + other
-    strings = [np.array(_growth_strings(length, n), dtype=np.int64) for n in sizes]
+    strings = [np.array(growth_strings(length, n), dtype=np.int64) for n in sizes]
     signed = np.array([w + tuple(-x for x in u) for w in weight_tuples(q, per_cell, rows)
                        for u in weight_tuples(other, per_cell, rows)], dtype=np.int64).T  # (length, K)
     earlier = np.tri(length, k=-1, dtype=bool)  # earlier[i, j]: j < i
@@ -165,9 +165,9 @@ def _split_patterns(sizes: tuple[int, ...], blocks: tuple[tuple[int, ...], ...],
         distinct = ~np.any(np.logical_and.reduce(agree, initial=True) & earlier, axis=(1, 2))
         values = []
         for block in blocks:
-            together = np.logical_and.reduce([agree[a] for a in block]) if block else everywhere
-            counts = np.abs(together[distinct].astype(np.int64) @ signed)  # table counts at each cell's table cell
-            counts[np.any(together[distinct] & earlier, axis=2)] = 0  # each table cell once
+            together = (np.logical_and.reduce([agree[a] for a in block]) if block else everywhere)[distinct]
+            counts = np.abs(together.astype(np.int64) @ signed)  # table counts at each cell's table cell
+            counts[np.any(together & earlier, axis=2)] = 0  # each table cell once
             values.append(counts)
         moves = np.concatenate(values, axis=1).transpose(0, 2, 1).reshape(-1, len(blocks) * length)
         found.update(map(bytes, _unique_rows(np.sort(moves, axis=1))))
