@@ -55,8 +55,9 @@ def _patterns(space: SensitivitySpace | np.ndarray) -> list[tuple[int, ...]]:
     lattice's D·WΔ)."""
     patterns = vector_patterns(space) if isinstance(space, np.ndarray) else move_patterns(space)
     if patterns is None:
-        raise CalibrationError("the neighbouring differences are not listed integer vectors (the lattice pDP level "
-                               "is summed per move pattern)")
+        raise CalibrationError("the neighbouring differences are not listed integer vectors, nor their move patterns "
+                               "derived (the lattice pDP level is summed per move pattern; the sensitivity method "
+                               "says how the space was derived)")
     return patterns
 
 
