@@ -110,7 +110,7 @@ def _records(path) -> Counter:
 
 
 @pytest.mark.parametrize("sampler", ["floating_point", pytest.param("exact", marks=pytest.mark.slow)])  # exact: 8 s
-def test_solve_verify_release_agree_through_the_cli(tmp_path, sampler, capsys):
+def test_solve_verify_release_agree_through_the_cli(tmp_path, sampler):
     """The exact sampler's path (the lattice cone sampler on the plain hull, 254 facets) is the slow variant; the
     floating-point one crosses the same builder choice in solve, verify and release."""
     spec = tmp_path / "spec.json"
