@@ -22,7 +22,7 @@ from dpopt.domain.kronecker import factor_rows, range_rows
 from dpopt.domain.queries import compile_query, elementary_symmetric
 from dpopt.errors import MemoryLimitError, UnsupportedSpecError
 from dpopt.sensitivity.enumerate import _replacements, enumeration_size, neighbours_per_dataset
-from dpopt.sensitivity.person_structure import _count_growth_strings, _growth_strings
+from dpopt.sensitivity.person_structure import count_growth_strings, growth_strings
 from dpopt.spec.load import MAX_SPEC_BYTES
 from dpopt.spec.models_workload import RangesFactor
 
@@ -114,9 +114,9 @@ def test_a_spec_file_above_the_limit_is_refused_unparsed(tmp_path, capsys):
 def test_growth_strings_are_counted_without_being_listed():
     for length in range(8):
         for most in range(1, 5):
-            assert _count_growth_strings(length, most) == len(_growth_strings(length, most))
+            assert count_growth_strings(length, most) == len(growth_strings(length, most))
     # partitions of 4 cells into at most 2 blocks: S(4, 1) + S(4, 2) = 1 + 7
-    assert _count_growth_strings(4, 2) == 8
+    assert count_growth_strings(4, 2) == 8
 
 
 def test_person_level_marginals_with_fifty_rows_one_per_cell_are_refused_in_seconds(monkeypatch):

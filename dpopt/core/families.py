@@ -117,7 +117,9 @@ FAMILIES: tuple[Capability, ...] = (
                      "decimal lattice D·W (D the weights' common denominator, up to 2^20; every metric, ci_volume "
                      "the discrete law's region on the full span, test_power of an alternative on (1/D)ℤ; "
                      "a privacy unit; "
-                     "no invariants); pdp on counting queries with listed integer moves and on decimal weights (the discrete "
+                     "no invariants); pdp on counting queries with listed integer moves or derived move patterns (a "
+                     "person's moves on tables and marginal workloads, within an enumeration budget) and on "
+                     "decimal weights (the discrete "
                      "law's exact pDP level per move pattern of the integer shifts), and on bounded sums and means "
                      "(every integer move up to Δ_u, the worst Δ_u); the lattice's cost stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
@@ -200,7 +202,7 @@ FAMILIES: tuple[Capability, ...] = (
                serves="generalized Gaussian noise, p chosen; truncated to a public box where one is known"),
     Capability("staircase", _M + "staircase_lattice", metrics=LOCAL_METRICS, bound="iid",
                exact="on counting queries (the discrete staircase on ℤ, integer steps): approx, zcdp, gdp on listed "
-                     "moves calibrated on its own exact privacy-loss distribution, else through ε-DP; on bounded sums "
+                     "moves or a person's derived move patterns calibrated on its own exact privacy-loss distribution, else through ε-DP; on bounded sums "
                      "and means every target through ε-DP (on a dyadic lattice, the step the lattice sensitivity "
                      "Δ_u); metrics l1, l2, usefulness, max_variance, and kl, renyi, mallows on counts (summed over "
                      "the discrete law); the cost against the continuous design stated "

@@ -81,7 +81,12 @@ def dyadic_floor(x: Fraction) -> Fraction:
 
 def move_patterns(space: SensitivitySpace) -> list[tuple[int, ...]] | None:
     """The distinct move patterns (sorted non-zero |Δ_k|, :func:`~dpopt.privacy.discrete_gaussian.move_pattern`)
-    of the neighbouring differences; None if S is not listed or a difference is not an integer vector."""
+    of the neighbouring differences: those the derivation states (:meth:`SensitivitySpace.stated_patterns`, computed
+    once per space), else those of the listed differences; None if S is not listed (and states none, or too many to find)
+    or a difference is not an integer vector."""
+    stated = space.stated_patterns()
+    if stated is not None:
+        return stated
     if not space.complete:
         return None
     vectors = space.listed()

@@ -39,7 +39,8 @@ from dpopt.core.decimals import written
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns, vector_patterns
 from dpopt.mechanisms.lattice import MAX_LATTICE_SIGMA2, MIN_LATTICE_SIGMA2
-from dpopt.privacy.discrete_gaussian_pdp import pdp_level, pdp_sigma2, shift_range_level, worst_pdp_level
+from dpopt.privacy.discrete_gaussian_pdp import pdp_level, pdp_sigma2, shift_range_level, subgaussian_level, \
+    worst_pdp_level
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
@@ -54,8 +55,9 @@ def _patterns(space: SensitivitySpace | np.ndarray) -> list[tuple[int, ...]]:
     lattice's D·WΔ)."""
     patterns = vector_patterns(space) if isinstance(space, np.ndarray) else move_patterns(space)
     if patterns is None:
-        raise CalibrationError("the neighbouring differences are not listed integer vectors (the lattice pDP level "
-                               "is summed per move pattern)")
+        raise CalibrationError("the neighbouring differences are not listed integer vectors, nor their move patterns "
+                               "derived (the lattice pDP level is summed per move pattern; the sensitivity method "
+                               "says how the space was derived)")
     return patterns
 
 
@@ -83,10 +85,10 @@ def pdp_lattice_variance(space: SensitivitySpace | np.ndarray, privacy: Privacy,
     # arb convolution)
     working = sorted(patterns, key=lambda pattern: -sum(t * t for t in pattern))[:SEARCH_PATTERNS]
     while True:
-        found = pdp_sigma2(lambda s2: worst_pdp_level(s2, working, epsilon), delta, Fraction(sigma) ** 2,
+        found = pdp_sigma2(lambda s2: worst_pdp_level(s2, working, epsilon, delta), delta, Fraction(sigma) ** 2,
                            dyadic_ceil)
-        failing = [pattern for pattern in patterns
-                   if pattern not in working and pdp_level(found, pattern, epsilon) > delta]
+        failing = [pattern for pattern in patterns if pattern not in working
+                   and subgaussian_level(found, pattern, epsilon) > delta and pdp_level(found, pattern, epsilon) > delta]
         if not failing:
             return _in_range(found)
         working += failing

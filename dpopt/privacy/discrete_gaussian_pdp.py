@@ -141,9 +141,48 @@ def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> 
         return ball_upper(level)
 
 
-def worst_pdp_level(sigma2: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction) -> Fraction:
-    """max over the move patterns of :func:`pdp_level`."""
-    return max(pdp_level(sigma2, pattern, epsilon) for pattern in patterns)
+def subgaussian_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
+    r"""A cheap upper bound on δ(v) (module docstring) from the sub-Gaussian tail of S: each η_i has
+    :math:`E e^{t\eta_i} \le e^{t^2\sigma^2/2}` (Canonne, Kamath & Steinke 2020, Corollary 9), so
+    :math:`E e^{tS} \le e^{t^2\sigma^2\|v\|^2/2}` (independence) and Chernoff's bound gives, for x ≥ 0,
+    :math:`P[S > x] \le e^{-x^2/(2\sigma^2\|v\|^2)}`:
+
+    .. math:: \delta(v) \le e^{-a^2/(2\sigma^2\|v\|^2)} + e^{-b^2/(2\sigma^2\|v\|^2)}, \qquad
+              a = \varepsilon\sigma^2 - \|v\|^2/2 \ge 0, \quad b = \varepsilon\sigma^2 + \|v\|^2/2
+
+    (1 when a < 0), the exponents exact rationals, the exponentials arb balls; an exact dyadic number ≥ δ(v)."""
+    sigma2, epsilon = Fraction(sigma2), Fraction(epsilon)
+    norm2 = sum(int(t) ** 2 for t in pattern)
+    a, b = epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2)
+    if a < 0:
+        return Fraction(1)
+    with working_precision(PRECISION):
+        bound = sum(((-flint.arb(flint.fmpq(x.numerator, x.denominator))).exp()
+                     for x in (t * t / (2 * sigma2 * norm2) for t in (a, b))), flint.arb(0))
+        return ball_upper(bound)
+
+
+def worst_pdp_level(sigma2: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction,
+                    target: Fraction | None = None) -> Fraction:
+    """An upper bound on max δ(v) over the move patterns: the largest bound of a pattern, the patterns taken by
+    decreasing ‖v‖², each bounded by its :func:`subgaussian_level` when that is at most the largest bound so far
+    (it then leaves the maximum unchanged) and by its exact :func:`pdp_level` otherwise: a person's moves on a
+    marginal workload have a hundred patterns, each exact level an arb convolution.
+
+    With a ``target`` (a search's comparison) a pattern's sub-Gaussian bound is used whenever it is at most the
+    target, and the first exact level above the target is returned at once: the value is at most ``target``
+    exactly when every pattern's bound is.
+    """
+    worst = None
+    for pattern in sorted(patterns, key=lambda p: (-sum(t * t for t in p), p)):
+        screen = worst if target is None else target
+        bound = None if screen is None else subgaussian_level(sigma2, pattern, epsilon)
+        if bound is None or bound > screen:
+            bound = pdp_level(sigma2, pattern, epsilon)
+        worst = bound if worst is None else max(worst, bound)
+        if target is not None and worst > target:
+            return worst
+    return worst
 
 
 def shift_range_level(sigma2: Fraction, shift: int, epsilon: Fraction) -> Fraction:

@@ -74,7 +74,7 @@ class ShiftPattern:
 
 def coordinatewise_reason(space: SensitivitySpace) -> str | None:
     """None when :func:`shift_pattern` can describe the space exactly, else why not."""
-    if space.dimension == 1:
+    if space.dimension == 1 or space.stated_patterns() is not None:
         return None
     if not space.complete:
         return ("per-coordinate noise is certified from every difference vector, but this sensitivity "
@@ -87,7 +87,12 @@ def coordinatewise_reason(space: SensitivitySpace) -> str | None:
 def move_multisets(space: SensitivitySpace, limit: int) -> list[tuple[Fraction, ...]] | None:
     """The distinct sorted multisets {|v_i| ≠ 0} (exact binary values) over every difference vector,
     sorted; None when the space does not list all of them (not complete, or too large to list) or
-    holds more than ``limit`` distinct ones."""
+    holds more than ``limit`` distinct ones. A derivation's stated move patterns
+    (:meth:`SensitivitySpace.stated_patterns`) are these multisets."""
+    stated = space.stated_patterns()
+    if stated is not None:
+        moves = sorted(tuple(Fraction(x) for x in pattern) for pattern in stated)
+        return moves if 0 < len(moves) <= limit else None
     if not space.complete:
         return None
     vectors = space.listed()
@@ -120,6 +125,11 @@ def _shift_pattern(space: SensitivitySpace) -> ShiftPattern:
     """:func:`shift_pattern`, computed."""
     if space.dimension == 1:
         return ShiftPattern((Fraction(space.l1),), np.array([[1]]))
+    stated = space.stated_patterns()
+    if stated is not None:  # the derivation's move patterns: the sorted non-zero |v_i| of every move
+        values = sorted({x for pattern in stated for x in pattern})
+        counts = np.unique(np.array([[pattern.count(v) for v in values] for pattern in stated]), axis=0)
+        return ShiftPattern(tuple(Fraction(v) for v in values), counts)
     magnitudes = np.abs(np.asarray(space.vectors(), dtype=float))
     values, index = np.unique(magnitudes, return_inverse=True)
     index = index.reshape(magnitudes.shape)

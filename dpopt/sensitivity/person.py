@@ -25,7 +25,8 @@ optimal, and the norms are :math:`\max_{0 \le p \le m} N(p) \oplus N(m - p)` (su
 max for l∞), N(p) the add/remove norms on p cells (p ≤ g suffices: N(p) = N(min(p, g))).
 
 Marginal workloads (any c, including c below R: the tables cannot all concentrate at once)
-and ``linear`` queries: :mod:`dpopt.sensitivity.person_structure`.
+and ``linear`` queries: :mod:`dpopt.sensitivity.person_structure`. The move patterns of tables and marginal
+workloads (what a pDP level is summed over): :mod:`dpopt.sensitivity.person_patterns`.
 
 Bounded sum over [a, b] (one cell, R = min(k, c)): add/remove :math:`R \max(|a|, |b|)`;
 replace :math:`R(\max(b, 0) - \min(a, 0))` (a person's rows need not keep their number).
@@ -58,6 +59,8 @@ import numpy as np
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
+from dpopt.sensitivity.person_patterns import MAX_PARTITION_PAIRS, MAX_SEQUENCES, count_marginal_sequences, \
+    count_weight_tuples, marginal_patterns, table_patterns, weight_tuples
 from dpopt.sensitivity.person_structure import MAX_PAIRS, MarginalStructure, contribution_vertices, \
     marginal_person_norms
 from dpopt.sensitivity.space import SensitivitySpace, exact_norms
@@ -136,7 +139,7 @@ def contributions(unit: PrivacyUnit, cells: int, limit: int) -> Iterator[tuple[i
     count = 0
     for support in range(min(groups, rows) + 1):  # each cell used holds a row at least
         for where in itertools.combinations(range(cells), support):
-            for values in _values(support, per_cell, rows):
+            for values in weight_tuples(support, per_cell, rows):
                 count += 1
                 if count > limit:
                     raise ValueError("too many contributions to list")
@@ -146,29 +149,13 @@ def contributions(unit: PrivacyUnit, cells: int, limit: int) -> Iterator[tuple[i
                 yield tuple(v)
 
 
-def _values(support: int, per_cell: int, rows: int) -> Iterator[tuple[int, ...]]:
-    """The tuples in {1, …, t}^support summing to at most R, in lexicographic order (a prefix too large for the
-    remaining cells' one row each is not extended)."""
-    if support == 0:
-        yield ()
-        return
-    for first in range(1, min(per_cell, rows - (support - 1)) + 1):
-        for rest in _values(support - 1, per_cell, rows - first):
-            yield (first, *rest)
-
-
 def count_contributions(unit: PrivacyUnit, cells: int) -> int:
     r"""How many contributions :func:`contributions` lists, without listing them:
-    :math:`\sum_{s} \binom{m}{s} N_s`, N_s the tuples in {1, …, t}^s summing to at most R (by the recursion
-    N_s(r) = Σ_{x ≤ min(t, r)} N_{s−1}(r − x) on the rows r still free, N_0(r) = 1)."""
+    :math:`\sum_{s} \binom{m}{s} N_s`, N_s the tuples in {1, …, t}^s summing to at most R
+    (:func:`~dpopt.sensitivity.person_patterns.count_weight_tuples`)."""
     rows, per_cell, groups = most_rows(unit, cells)
-    free = [1] * (rows + 1)  # N_0(r)
-    total = 0
-    for support in range(min(groups, rows) + 1):
-        if support:
-            free = [sum(free[r - x] for x in range(1, min(per_cell, r) + 1)) for r in range(rows + 1)]
-        total += math.comb(cells, support) * free[rows]
-    return total
+    most = min(groups, rows)
+    return sum(math.comb(cells, support) * n for support, n in enumerate(count_weight_tuples(per_cell, rows, most)))
 
 
 def derive_person(spec: Spec, query: CountingQuery | NumericQuery) -> SensitivitySpace:
@@ -195,7 +182,9 @@ def derive_person(spec: Spec, query: CountingQuery | NumericQuery) -> Sensitivit
     rows, per_cell, groups = most_rows(unit, m)
     how = (f"person-level: a person keeps ≤ {rows} rows, ≤ {per_cell} per cell, in ≤ {groups} cells; "
            "greedy filling majorizes every allowed contribution"
-           + ("; replace: disjoint supports" if replace else ""))
+           + ("; replace: disjoint supports" if replace else "")
+           + "; move patterns: the allowed partitions"
+           + (f" and unions of two (up to {MAX_PARTITION_PAIRS:,} pairs)" if replace else ""))
 
     @functools.cache  # listed once per space: several families read them
     def listed() -> np.ndarray:
@@ -210,7 +199,8 @@ def derive_person(spec: Spec, query: CountingQuery | NumericQuery) -> Sensitivit
         return np.unique(pairs[np.any(pairs != 0, axis=1)], axis=0)
 
     return SensitivitySpace(m, FullSpace(m), l1, l2sq, linf, how, adjacency, complete=True, _vectors=listed,
-                            _extremes=lambda: _table_extremes(unit, m, replace))
+                            _extremes=lambda: _table_extremes(unit, m, replace),
+                            _patterns=lambda: table_patterns(rows, per_cell, groups, m, replace))
 
 
 def _table_extremes(unit: PrivacyUnit, m: int, replace: bool) -> np.ndarray:
@@ -234,8 +224,11 @@ def _table_extremes(unit: PrivacyUnit, m: int, replace: bool) -> np.ndarray:
 
 
 def _marginals(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
+    """A person's moves on a marginal workload: the norms from the tables' structure
+    (:mod:`dpopt.sensitivity.person_structure`), the move patterns by the row sequences of
+    :func:`~dpopt.sensitivity.person_patterns.marginal_patterns` when they fit its budget (none listed)."""
     workload = query.workload
-    rows, per_cell, _ = most_rows(unit, query.cells)
+    rows, per_cell, groups = most_rows(unit, query.cells)
     structure = MarginalStructure(workload.algebra.sizes, workload.blocks)
     l1, l2sq, linf, fillings = marginal_person_norms(structure, rows, per_cell, replace)
 
@@ -249,8 +242,16 @@ def _marginals(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency
     how = (f"person-level: ≤ {rows} rows, ≤ {per_cell} per cell, on cells differing in one attribute of the "
            f"fewest ({structure.loss}) tables; each of {len(structure.blocks)} table(s) sums to the rows"
            + ("; replace: the other person in disjoint cells of every table" if replace else ""))
+    sizes = tuple(workload.algebra.sizes)
+    sequences = count_marginal_sequences(sizes, rows, per_cell, groups, replace)
+    patterns = None
+    if sequences <= MAX_SEQUENCES:
+        how += f"; move patterns from {sequences:,} cell sequences and weights up to relabelling the levels"
+        patterns = functools.partial(marginal_patterns, sizes, tuple(workload.blocks), rows, per_cell, groups, replace)
+    else:
+        how += f"; move patterns not derived: {sequences:,} cell sequences and weights, above {MAX_SEQUENCES:,}"
     return SensitivitySpace(query.dimension, span, l1, l2sq, linf, how, adjacency, complete=False, _vectors=None,
-                            _extremes=extremes, listable=False)
+                            _extremes=extremes, listable=False, _patterns=patterns)
 
 
 def _linear(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:

@@ -144,9 +144,9 @@ class MarginalStructure:
         the cells as a restricted growth string); None beyond :data:`MAX_PLACEMENTS` placements."""
         weights = np.array(greedy_weights(rows, per_cell), dtype=float)
         q = len(weights)
-        if math.prod(_count_growth_strings(q, n) for n in self.sizes) > MAX_PLACEMENTS:
+        if math.prod(count_growth_strings(q, n) for n in self.sizes) > MAX_PLACEMENTS:
             return None  # counted before any is listed: with q = 50 cells they would not fit in memory
-        patterns = [_growth_strings(q, n) for n in self.sizes]
+        patterns = [growth_strings(q, n) for n in self.sizes]
         best, where = -1.0, None
         for choice in itertools.product(*patterns):
             cells = list(zip(*choice))
@@ -255,8 +255,8 @@ def contribution_vertices(cells: int, rows: int, per_cell: int, groups: int) -> 
     return np.array(out)
 
 
-def _count_growth_strings(length: int, most: int) -> int:
-    r"""How many strings :func:`_growth_strings` lists: :math:`\sum_{k \le \text{most}} S(\text{length}, k)`, the
+def count_growth_strings(length: int, most: int) -> int:
+    r"""How many strings :func:`growth_strings` lists: :math:`\sum_{k \le \text{most}} S(\text{length}, k)`, the
     partitions of ``length`` cells into at most ``most`` blocks (Stirling numbers of the second kind, by
     :math:`S(n, k) = k S(n-1, k) + S(n-1, k-1)`), counted without listing them."""
     row = [1] + [0] * most  # S(0, k)
@@ -265,7 +265,7 @@ def _count_growth_strings(length: int, most: int) -> int:
     return sum(row)
 
 
-def _growth_strings(length: int, most: int) -> list[tuple[int, ...]]:
+def growth_strings(length: int, most: int) -> list[tuple[int, ...]]:
     """Every restricted growth string of ``length`` with values below ``most``: the levels of one attribute over
     the cells, up to relabelling (each new level is the next unused one)."""
     out = [()]

@@ -76,6 +76,12 @@ class SensitivitySpace:
         A complete space whose listing holds many points inside its hull (every contribution of a person to a
         ``linear`` query, :mod:`dpopt.sensitivity.person`) may state a smaller subset of it with the same convex
         hull, read by :meth:`hull_vectors` (the hull-based families); None: the listed vectors themselves.
+    _patterns : callable or None
+        The move patterns (sorted non-zero |v_k|, each tuple increasing) of every element of S, stated by a
+        derivation that finds them without listing S (a person's moves on tables and marginal workloads,
+        :mod:`dpopt.sensitivity.person_patterns`; None when they are too many to find), read by
+        :func:`dpopt.mechanisms.integer_noise.move_patterns`; None: read from the listed vectors of a
+        :attr:`complete` space.
     """
 
     dimension: int
@@ -91,6 +97,7 @@ class SensitivitySpace:
     _vectors: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
     _extremes: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
     _hull: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _patterns: Callable[[], list[tuple[int, ...]] | None] | None = field(default=None, repr=False, compare=False)
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -104,6 +111,11 @@ class SensitivitySpace:
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]
+
+    def stated_patterns(self) -> list[tuple[int, ...]] | None:
+        """The move patterns the derivation states (:attr:`_patterns`), computed once; None when it states none or
+        finds too many (they are then read from the listed vectors, where there are)."""
+        return None if self._patterns is None else self.memo("move_patterns", self._patterns)
 
     @property
     def l2(self) -> float:
