@@ -50,7 +50,8 @@ import numpy as np
 from dpopt.domain.marginal_algebra import MarginalWorkload
 
 
-def contribution_supports(cells: int, rows: int, per_cell: int, groups: int) -> Iterator[tuple[tuple[int, ...], int | None, int]]:
+def contribution_supports(cells: int, rows: int, per_cell: int,
+                          groups: int) -> Iterator[tuple[tuple[int, ...], int | None, int]]:
     """The vertices V of the module, as (full cells F, remainder cell j or None, remainder r): v = t 1_F + r e_j.
 
     ``rows``, ``per_cell``, ``groups``: R, t and g′ of :func:`dpopt.sensitivity.person.most_rows`.
