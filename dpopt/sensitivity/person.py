@@ -59,7 +59,7 @@ import numpy as np
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
-from dpopt.sensitivity.person_hull import count_contribution_vertices, marginal_hull
+from dpopt.sensitivity.person_hull import count_contribution_vertices, marginal_hull, vertex_limit
 from dpopt.sensitivity.person_patterns import MAX_PARTITION_PAIRS, MAX_SEQUENCES, count_marginal_sequences, \
     count_weight_tuples, marginal_patterns, table_patterns, weight_tuples
 from dpopt.sensitivity.person_structure import MAX_PAIRS, MarginalStructure, contribution_vertices, \
@@ -253,17 +253,16 @@ def _marginals(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency
         patterns = functools.partial(marginal_patterns, sizes, tuple(workload.blocks), rows, per_cell, groups, replace)
     else:
         how += f"; move patterns not derived: {sequences:,} cell sequences and weights, above {MAX_SEQUENCES:,}"
-    vertices = count_contribution_vertices(query.cells, rows, per_cell, groups)
-    generators = (vertices * vertices if replace else vertices) * query.dimension
+    limit = vertex_limit(query.dimension, replace, MAX_LISTED_ENTRIES)
+    vertices = count_contribution_vertices(query.cells, rows, per_cell, groups, limit)
     hull = None
-    if generators <= MAX_LISTED_ENTRIES:
+    if vertices <= limit:
         how += (f"; hull generators: the images of the {vertices:,} vertices of the contribution polytope"
                 + (" (differences of pairs)" if replace else ""))
         hull = functools.cache(functools.partial(marginal_hull, workload, rows, per_cell, groups, replace))
     else:
-        how += (f"; hull generators not stated: {vertices:,} contribution vertices"
-                + (" (squared: pairs)" if replace else "") + f" × {query.dimension} answers exceed "
-                f"{MAX_LISTED_ENTRIES:,} numbers")
+        how += (f"; hull generators not stated: more than {limit:,} contribution vertices (" + ("pairs of them " if
+                replace else "") + f"× {query.dimension} answers above {MAX_LISTED_ENTRIES:,} numbers)")
     return SensitivitySpace(query.dimension, span, l1, l2sq, linf, how, adjacency, complete=False, _vectors=None,
                             _extremes=extremes, listable=False, _hull=hull, _patterns=patterns)
 

@@ -20,7 +20,7 @@ such point is an integer point of P_S, hence allowed, so
           \{t\,1_F + r\,e_j : j \notin F,\ |F| = \lfloor R/t \rfloor < g',\ 0 < r < t\}
 
 (:func:`contribution_supports`), of :math:`|V| = \sum_{f \le F} \binom{m}{f} (1 + [0 < R - ft < t,\ f < g'](m - f))`
-points, F = min(g′, ⌊R/t⌋) (:func:`count_contribution_vertices`, counted without listing them).
+points, F = min(g′, ⌊R/t⌋) (:func:`count_contribution_vertices`, counted without listing them, up to a limit).
 
 **Moves.** A linear query A moves by ±A v (add/remove) or A(v − v′) (replace, v, v′ allowed). A linear map takes
 hulls to hulls and conv P − conv P = conv(V − V), so
@@ -34,7 +34,7 @@ max |c_k| of a linear coordinate) is attained on them.
 **Marginal workloads** (:func:`marginal_hull`). A e_j stacks one 1 per table, so A v is formed from the tables'
 cell indices of the few cells of each vertex: nothing of size m × d. The generators are stated when
 :math:`|V| \cdot d` (add/remove) or :math:`|V|^2 d` (replace) is at most
-:data:`~dpopt.sensitivity.person.MAX_LISTED_ENTRIES`, counted before any is formed; as |V| > m, this also bounds
+:data:`~dpopt.sensitivity.person.MAX_LISTED_ENTRIES` (:func:`vertex_limit`), counted before any is formed; as |V| > m, this also bounds
 the domain (m d ≤ that budget). Checked against the hull of every move by brute force in
 ``tests/test_person_hull.py``.
 """
@@ -65,14 +65,24 @@ def contribution_supports(cells: int, rows: int, per_cell: int,
                     yield chosen, j, rest
 
 
-def count_contribution_vertices(cells: int, rows: int, per_cell: int, groups: int) -> int:
-    """|V|: how many vertices :func:`contribution_supports` yields, without listing them (module docstring)."""
+def count_contribution_vertices(cells: int, rows: int, per_cell: int, groups: int, limit: int | None = None) -> int:
+    """|V|: how many vertices :func:`contribution_supports` yields, without listing them (module docstring); with a
+    ``limit``, the partial count once it exceeds it (the sum has up to R terms of huge binomials on a large domain)."""
     total = 0
     for full in range(min(groups, rows // per_cell, cells) + 1):
         rest = rows - full * per_cell
         extra = cells - full if 0 < rest < per_cell and full < groups else 0
         total += math.comb(cells, full) * (1 + extra)
+        if limit is not None and total > limit:
+            break
     return total
+
+
+def vertex_limit(dimension: int, replace: bool, entries: int) -> int:
+    """The most vertices whose generators fit ``entries`` numbers of ``dimension`` answers: |V|·d ≤ entries
+    (add/remove), |V|²·d ≤ entries (replace)."""
+    per_vertex = entries // max(dimension, 1)
+    return math.isqrt(per_vertex) if replace else per_vertex
 
 
 def marginal_hull(workload: MarginalWorkload, rows: int, per_cell: int, groups: int, replace: bool) -> np.ndarray:

@@ -239,7 +239,7 @@ def contribution_vertices(cells: int, rows: int, per_cell: int, groups: int) -> 
     UnsupportedSpecError
         More than :data:`MAX_VERTICES` of them.
     """
-    if count_contribution_vertices(cells, rows, per_cell, groups) > MAX_VERTICES:
+    if count_contribution_vertices(cells, rows, per_cell, groups, MAX_VERTICES) > MAX_VERTICES:
         raise UnsupportedSpecError("query.matrix", f"a linear query with a privacy_unit over {cells} levels "
                                                    f"has over {MAX_VERTICES} contribution vertices to list")
     out = []
