@@ -43,7 +43,8 @@ of polytopes :math:`P_S = \{0 \le v \le t \text{ on } S,\ 0 \text{ off } S,\ \su
 supports |S| ≤ g, whose vertices are the v with every coordinate 0 or t except at most one, the
 remainder R − t·#full (box and one integral budget constraint). ‖Av‖ (‖A(v − v′)‖) is convex, so
 its maximum over the set is attained at such vertices (pairs of vertices): they are listed and the
-norms evaluated exactly (:func:`dpopt.sensitivity.space.exact_norms`).
+norms evaluated exactly (:func:`dpopt.sensitivity.space.exact_norms`). The proof that they generate the hull of every
+allowed v, and their count: :mod:`dpopt.sensitivity.person_hull`.
 """
 
 from __future__ import annotations
