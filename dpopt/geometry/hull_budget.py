@@ -16,7 +16,9 @@ alone:
 * **images** — point images |G|·n a symmetric build computes before its first facet (the group's
   permutations, the linear maps M_g and their check on every point). Its later work per facet orbit (|G|
   images of the orbit's vertex set) is bounded through the ridges: every ridge of a representative is
-  crossed, and a facet of an s-dimensional polytope has at least s ridges.
+  crossed, and a facet of an s-dimensional polytope has at least s ridges. A hull whose group exceeds it is
+  built by plain gift wrapping under the other counts (:func:`dpopt.mechanisms.k_norm.hull_group`: the 2×8
+  table with both margins, |G| = 161,280 and 57 points, 254 facets).
 
 Two facet counts are known in closed form and refuse before any work (:func:`known_facets`): the root
 polytope conv{e_i − e_j : i ≠ j} of m coordinates (a replace-one histogram) has 2^m − 2 facets

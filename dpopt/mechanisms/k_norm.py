@@ -28,12 +28,14 @@ is ∫ r^{−s} 1{z/r ∈ K} p_R(r) dr / vol K = ∫_{‖z‖_K}^∞ ε^{s+1} e^
 **Fallback.** Above rank :data:`~dpopt.core.families.HULL_MAX_RANK` the hull is not attempted.
 Computing the facets of Hull(S) is practical only in moderate dimension
 (:mod:`dpopt.geometry.polytope` and :mod:`dpopt.geometry.symmetric_hull` list measured
-costs; a hull with a group of table moves is built up to it: the 4×4 table with both
-margins in seconds, the 5×5 one not at all). The enumeration runs under :data:`HULL_BUDGET`, a
-deterministic work budget (:mod:`dpopt.geometry.hull_budget`: facets listed, ridges crossed, the size
-of each facet's triangulation, a group's point images; a closed-form facet count refuses the root
-polytope of a replace-one histogram, 2^m − 2 facets, before any work), so whether K is the hull is a
-function of S alone, never of the machine's load. When the hull needs more than the budget, or S
+costs; a hull with a group of table moves is built up to it when the group's point images fit the
+budget, else by plain gift wrapping (:func:`hull_group`): the 4×4 table with both margins in seconds up
+to its group, the 2×8 one plain in half a second, the 5×5 one not at all). The enumeration runs under
+:data:`HULL_BUDGET`, a deterministic work budget (:mod:`dpopt.geometry.hull_budget`: facets listed, ridges
+crossed, the size of each facet's triangulation, a group's point images; a closed-form facet count refuses
+the root polytope of a replace-one histogram, 2^m − 2 facets, before any work), so whether K is the hull,
+and how it is triangulated, is a function of S alone, never of the machine's load (the certificate's
+``triangulation`` records the builder, and ``dpopt verify`` and a rebuild follow it). When the hull needs more than the budget, or S
 cannot be listed, K is the smallest l1, l2 or l∞ ball of 𝒮 (in an orthonormal basis B, y = Bᵀz)
 that contains S, the one with the best predicted utility. It is still an exact ε-DP K-norm mechanism, but not the optimal one;
 the certificate says so and bounds its excess cost.
@@ -129,8 +131,8 @@ SYMMETRIC_HULL_MIN_RANK = 7
 """From this rank on, a hull whose vectors have a symmetry group of table moves
 (:func:`dpopt.geometry.table_symmetries`) is built up to that group
 (:class:`dpopt.geometry.SymmetricPolytope`: the 4×4 table with both margins in about 6 s
-instead of 54–153 s). Below, plain gift wrapping takes well under a second, and the
-example certificates pin its triangulation."""
+instead of 54–153 s) when the group's point images fit the budget (:func:`hull_group`). Below, plain
+gift wrapping takes well under a second, and the example certificates pin its triangulation."""
 
 _BALL_MARGIN = 1e-9
 """Relative margin added to a fallback ball's radius: float rounding in Bᵀv is ~1e-15."""
@@ -144,6 +146,32 @@ MAX_BALL_BASIS_ENTRIES = 20_000_000
 
 
 # ---------------------------------------------------------------------------- bodies
+def hull_group(vectors: np.ndarray, rank: int, budget: HullBudget) -> bool:
+    """Whether Hull(S) is built up to its group G of table moves rather than by plain gift wrapping.
+
+    Up to G from rank :data:`SYMMETRIC_HULL_MIN_RANK` on, when a table shape keeps the vectors
+    (:func:`~dpopt.geometry.symmetric_hull.table_shape`) and the group's point images |G|·n, |G| in closed form
+    (:func:`~dpopt.geometry.symmetric_hull.table_group_order`: 2·r!·c!, ·2 when r = c), fit ``budget.images``;
+    else plain gift wrapping under the same budget's facets, ridges and facet sizes. A function of S and the budget
+    alone, decided before any work. Plain gift wrapping loses nothing the group could build: both list the same
+    facets (an orbit's members counted) and triangulate facets of the same sizes, and the group only saves ridge
+    crossings and time. The 2×8 table with both margins (|G| = 161,280, 57 points: 9.2·10⁶ images) is built plain,
+    254 facets in about 0.5 s.
+
+    Examples
+    --------
+    >>> from dpopt.geometry import UNLIMITED
+    >>> eye = np.eye(4)
+    >>> table = np.array([eye[i] - eye[j] for i in range(4) for j in range(4) if i != j])  # read as 2×2 tables
+    >>> hull_group(table, SYMMETRIC_HULL_MIN_RANK, UNLIMITED), hull_group(table, SYMMETRIC_HULL_MIN_RANK - 1, UNLIMITED)
+    (True, False)
+    """
+    if rank < SYMMETRIC_HULL_MIN_RANK:
+        return False
+    shape = table_shape(vectors)
+    return shape is not None and table_group_order(*shape) * len(vectors) <= budget.images
+
+
 class HullBody:
     """K = Hull(S), the optimal K: a polytope of span(S), sampled by cone decomposition.
 
@@ -156,13 +184,20 @@ class HullBody:
     budget : HullBudget, optional
         The work allowed to the facets (:data:`HULL_BUDGET`): a hull whose facet count is known in
         closed form (:func:`~dpopt.geometry.hull_budget.known_facets`) is refused before any work when
-        it exceeds it, and one built up to a group of table moves when the group's point images do.
+        it exceeds it; the group's point images choose the builder (:func:`hull_group`).
+    symmetric : bool, optional
+        Build K up to its group of table moves (True) or by plain gift wrapping (False); by default
+        :func:`hull_group` decides. A certificate's hull is rebuilt without a limit by the builder its
+        ``triangulation`` records, so solve, verify and release triangulate K alike.
 
     Raises
     ------
     HullBudgetExceeded
         When the hull needs more work than ``budget`` (default: no limit, as when a certificate's
-        hull is rebuilt: the group and the triangulation do not depend on the budget).
+        hull is rebuilt: the triangulation does not depend on the budget).
+    ValueError
+        When ``symmetric`` is True but no table shape keeps the vectors, or the vectors' exact and
+        numerical ranks differ.
 
     The facets, volumes and cone weights are computed on the exact pivot coordinates of 𝒮
     (:class:`~dpopt.sensitivity.subspace.PivotCoordinates`: each vector's own entries in the pivot
@@ -171,14 +206,15 @@ class HullBody:
     sampler maps its draws through the listed vectors themselves.
 
     From rank :data:`SYMMETRIC_HULL_MIN_RANK` on, when the vectors have a verified group of
-    table moves, K is built up to that group (facet orbits; same sampler law, moments and
-    gauge).
+    table moves whose point images fit the budget (:func:`hull_group`), K is built up to that
+    group (facet orbits; same sampler law, moments and gauge).
     """
 
     kind = "hull"
     optimal = True
 
-    def __init__(self, vectors: np.ndarray, basis: np.ndarray, budget: HullBudget = UNLIMITED):
+    def __init__(self, vectors: np.ndarray, basis: np.ndarray, budget: HullBudget = UNLIMITED,
+                 symmetric: bool | None = None):
         budget.check_known(vectors)
         self.vectors = vectors
         self.basis = basis
@@ -187,11 +223,12 @@ class HullBody:
         if self.coordinates.rank != self.rank:
             raise ValueError(f"the listed vectors have exact rank {self.coordinates.rank}, numerical rank {self.rank}")
         points = self.coordinates.of(vectors)
-        shape = table_shape(vectors) if self.rank >= SYMMETRIC_HULL_MIN_RANK else None
-        if shape is None:
+        group = hull_group(vectors, self.rank, budget) if symmetric is None else symmetric
+        if not group:
             self.polytope = Polytope.from_points(points, budget)
-        else:  # the group's point images are counted before it is enumerated
-            budget.check_images(table_group_order(*shape), points)
+        elif table_shape(vectors) is None:
+            raise ValueError("K is to be built up to a group of table moves, but no table shape keeps the vectors")
+        else:
             self.polytope = SymmetricPolytope.from_points(points, table_symmetries(vectors), budget)
         self.images = self.polytope.extend(vectors)
         self.volume = self.polytope.volume * self.coordinates.volume_factor
@@ -748,7 +785,7 @@ class KNormMechanism(Mechanism):
             vectors = space.hull_vectors()
             if vectors is None:
                 raise ValueError("the certificate's K is Hull(S), but S cannot be listed")
-            body = HullBody(vectors, basis)
+            body = HullBody(vectors, basis, symmetric=parameters.get("triangulation") == SymmetricPolytope.method)
             if parameters.get("sampler") == "exact":
                 lattice = LatticeKNorm.build(vectors, body.polytope.normals,
                                              Fraction(parameters["lattice_epsilon"]), recorded_bounds(parameters),
