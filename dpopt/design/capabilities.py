@@ -131,7 +131,7 @@ def iid_zcdp_bound(problem: Problem) -> float | None:
 def k_norm_ball_bound(problem: Problem) -> float | None:
     """The ``k_norm_ball`` bound of the module docstring above rank :data:`HULL_MAX_RANK`, 2sΔ₂²/ε₀² for the
     floating-point balls; up to rank :data:`CROSS_MAX_RANK` unless the spec asks for ``sampler: floating_point``
-    and S may be listed (the lattice cross-polytope may serve a counting query) max(Δ₂²/(4 sinh²(ε₀/2)), min(2sΔ₂²/ε₀², s/(2 sinh²(ε₀/2))));
+    and S may be listed or states the generators of its hull (the lattice cross-polytope may serve a counting query) max(Δ₂²/(4 sinh²(ε₀/2)), min(2sΔ₂²/ε₀², s/(2 sinh²(ε₀/2))));
     metric l2 without workload or weights; None at or below the rank (K may be the hull)."""
     utility, space = problem.spec.utility, problem.space
     if utility.metric != "l2" or utility.workload is not None or utility.weights is not None:
@@ -140,7 +140,8 @@ def k_norm_ball_bound(problem: Problem) -> float | None:
         return None
     epsilon0 = math.nextafter(pure_epsilon_for(problem.spec.privacy), math.inf)
     value = 2.0 * space.rank * float(space.l2_squared) / epsilon0**2
-    if problem.spec.sampler != "floating_point" and space.rank <= CROSS_MAX_RANK and space.listable:  # the lattice may serve
+    may_list = space.listable or space.states_hull  # the lattice may serve: its basis is read from either
+    if problem.spec.sampler != "floating_point" and space.rank <= CROSS_MAX_RANK and may_list:
         sinh2 = math.sinh(epsilon0 / 2.0) ** 2
         value = max(float(space.l2_squared) / (4.0 * sinh2), min(value, space.rank / (2.0 * sinh2)))
     value *= _ROUND_DOWN

@@ -718,8 +718,8 @@ class KNormMechanism(Mechanism):
             refusal = f"the lattice cross-polytope serves ranks up to {CROSS_MAX_RANK} (dpopt.core.families)"
         cross = None
         if refusal is None:
-            cross = (cross_lattice(vectors, lattice_epsilon(epsilon)) if vectors is not None
-                     else "the sensitivity space cannot be listed (no lattice basis)")
+            cross = (cross_lattice(vectors, lattice_epsilon(epsilon)) if vectors is not None else
+                     "the sensitivity space cannot be listed and states no generators of its hull (no lattice basis)")
             if not isinstance(cross, str) and spec.utility.metric == "ci_volume":
                 cross = cross.coverage_refusal(CrossBody.of(cross).volume, spec.utility.alpha) or cross
             refusal = cross if isinstance(cross, str) else None

@@ -384,7 +384,9 @@ class LatticeKNorm:
         return worst, Check(
             claim,
             "exact lattice K-norm: the integral reduced echelon form R of S re-derived in rationals; every listed "
-            "vector v = v[J]·R in integers (S ⊂ L); sup_{v∈S} ‖v‖_K = max G(v)/D over the rational facets and "
+            "vector (S, or the generators of Hull(S) its derivation states) v = v[J]·R in integers; S ⊂ L, every "
+            "move being an integer point of span(S) = row space of R; sup_{v∈S} ‖v‖_K = max G(v)/D over the "
+            "rational facets (convex: attained at the generators) and "
             "h(v) = Σ_k |v[J]_k|/M_k, in integers; the M_k re-derived (the plain bound M = max ‖v[J]‖₁, or "
             "M_k = s·max|v[J]_k| when ∏M_k < M^s; g(c) ≥ h(c): every acceptance probability "
             "exp(−ε′(g(c) − h(c))) is at most 1)",

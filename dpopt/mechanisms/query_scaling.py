@@ -177,9 +177,9 @@ class QueryScalingMechanism(Mechanism):
                 "the sensitivity span is not a coordinate subspace, so a diagonal scaling would add noise "
                 "to a direction that never changes (use projected_gaussian or gaussian_optimal)"
             )
-        vectors = space.hull_vectors()
+        vectors = space.listed()  # the design and its checks read the listed vectors, not only a stated hull
         if vectors is None:
-            return "the sensitivity space is too large to list the generators of its hull"
+            return "the sensitivity space is too large to list its vectors"
         changing = (np.asarray(vectors) != 0).any(axis=0)
         if int(changing.sum()) != space.rank:
             return "the listed generators do not span the sensitivity space"

@@ -59,6 +59,7 @@ import numpy as np
 from dpopt.domain.queries import CountingQuery, NumericQuery
 from dpopt.errors import UnsupportedSpecError
 from dpopt.sensitivity.marginal_span import MarginalSpan, workload_column
+from dpopt.sensitivity.person_hull import count_contribution_vertices, marginal_hull, vertex_limit
 from dpopt.sensitivity.person_patterns import MAX_PARTITION_PAIRS, MAX_SEQUENCES, count_marginal_sequences, \
     count_weight_tuples, marginal_patterns, table_patterns, weight_tuples
 from dpopt.sensitivity.person_structure import MAX_PAIRS, MarginalStructure, contribution_vertices, \
@@ -226,7 +227,9 @@ def _table_extremes(unit: PrivacyUnit, m: int, replace: bool) -> np.ndarray:
 def _marginals(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:
     """A person's moves on a marginal workload: the norms from the tables' structure
     (:mod:`dpopt.sensitivity.person_structure`), the move patterns by the row sequences of
-    :func:`~dpopt.sensitivity.person_patterns.marginal_patterns` when they fit its budget (none listed)."""
+    :func:`~dpopt.sensitivity.person_patterns.marginal_patterns` and the generators of Hull(S) by the images of the
+    contribution polytope's vertices (:func:`~dpopt.sensitivity.person_hull.marginal_hull`), each when it fits its
+    budget, counted first (no move listed)."""
     workload = query.workload
     rows, per_cell, groups = most_rows(unit, query.cells)
     structure = MarginalStructure(workload.algebra.sizes, workload.blocks)
@@ -250,8 +253,18 @@ def _marginals(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency
         patterns = functools.partial(marginal_patterns, sizes, tuple(workload.blocks), rows, per_cell, groups, replace)
     else:
         how += f"; move patterns not derived: {sequences:,} cell sequences and weights, above {MAX_SEQUENCES:,}"
+    limit = vertex_limit(query.dimension, replace, MAX_LISTED_ENTRIES)
+    vertices = count_contribution_vertices(query.cells, rows, per_cell, groups, limit)
+    hull = None
+    if vertices <= limit:
+        how += (f"; hull generators: the images of the {vertices:,} vertices of the contribution polytope"
+                + (" (differences of pairs)" if replace else ""))
+        hull = functools.cache(functools.partial(marginal_hull, workload, rows, per_cell, groups, replace))
+    else:
+        how += (f"; hull generators not stated: more than {limit:,} contribution vertices (" + ("pairs of them " if
+                replace else "") + f"× {query.dimension} answers above {MAX_LISTED_ENTRIES:,} numbers)")
     return SensitivitySpace(query.dimension, span, l1, l2sq, linf, how, adjacency, complete=False, _vectors=None,
-                            _extremes=extremes, listable=False, _patterns=patterns)
+                            _extremes=extremes, listable=False, _hull=hull, _patterns=patterns)
 
 
 def _linear(query: CountingQuery, unit: PrivacyUnit, replace: bool, adjacency: str) -> SensitivitySpace:

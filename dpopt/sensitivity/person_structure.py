@@ -43,7 +43,8 @@ of polytopes :math:`P_S = \{0 \le v \le t \text{ on } S,\ 0 \text{ off } S,\ \su
 supports |S| ≤ g, whose vertices are the v with every coordinate 0 or t except at most one, the
 remainder R − t·#full (box and one integral budget constraint). ‖Av‖ (‖A(v − v′)‖) is convex, so
 its maximum over the set is attained at such vertices (pairs of vertices): they are listed and the
-norms evaluated exactly (:func:`dpopt.sensitivity.space.exact_norms`).
+norms evaluated exactly (:func:`dpopt.sensitivity.space.exact_norms`). The proof that they generate the hull of every
+allowed v, and their count: :mod:`dpopt.sensitivity.person_hull`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpopt.errors import UnsupportedSpecError
+from dpopt.sensitivity.person_hull import contribution_supports, count_contribution_vertices
 
 MAX_VERTICES = 5_000
 """A linear query's contribution vertices are listed up to this many."""
@@ -229,29 +231,25 @@ def marginal_person_norms(structure: MarginalStructure, rows: int, per_cell: int
 
 
 def contribution_vertices(cells: int, rows: int, per_cell: int, groups: int) -> np.ndarray:
-    """The vertices of the module's polytopes P_S (with 0): ``per_cell`` in each of up to ⌊R/t⌋ cells
-    (and ``groups``), plus the remainder in one more cell when allowed.
+    """The vertices of the module's polytopes P_S (with 0), dense: ``per_cell`` in each of up to ⌊R/t⌋ cells
+    (and ``groups``), plus the remainder in one more cell when allowed
+    (:func:`~dpopt.sensitivity.person_hull.contribution_supports`).
 
     Raises
     ------
     UnsupportedSpecError
         More than :data:`MAX_VERTICES` of them.
     """
+    if count_contribution_vertices(cells, rows, per_cell, groups, MAX_VERTICES) > MAX_VERTICES:
+        raise UnsupportedSpecError("query.matrix", f"a linear query with a privacy_unit over {cells} levels "
+                                                   f"has over {MAX_VERTICES} contribution vertices to list")
     out = []
-    for full in range(min(groups, rows // per_cell, cells) + 1):
-        rest = rows - full * per_cell
-        for chosen in itertools.combinations(range(cells), full):
-            v = np.zeros(cells)
-            v[list(chosen)] = per_cell
-            out.append(v)
-            if 0 < rest < per_cell and full < groups:
-                for j in sorted(set(range(cells)) - set(chosen)):
-                    u = v.copy()
-                    u[j] = rest
-                    out.append(u)
-            if len(out) > MAX_VERTICES:
-                raise UnsupportedSpecError("query.matrix", f"a linear query with a privacy_unit over {cells} levels "
-                                                           f"has over {MAX_VERTICES} contribution vertices to list")
+    for chosen, extra, rest in contribution_supports(cells, rows, per_cell, groups):
+        v = np.zeros(cells)
+        v[list(chosen)] = per_cell
+        if extra is not None:
+            v[extra] = rest
+        out.append(v)
     return np.array(out)
 
 
