@@ -41,9 +41,9 @@ def _images(notebook) -> int:
 
 @pytest.mark.parametrize("name", sorted(SELF_CHECKING))
 def test_notebook_runs_verifies_draws_and_tabulates(name):
-    """One execution per notebook (10–45 s each), checked three ways in one test, so that no two xdist workers
-    execute the same notebook: it prints ``verified: True`` (and its markers); it shows every figure its headings
-    promise; it sets the paper's numbers against dpopt's in one table."""
+    """One execution per notebook (10–45 s each), checked three ways in one test, so that no two xdist
+    workers execute the same notebook: it prints ``verified: True`` (and its markers); it shows every figure
+    its headings promise; it sets the paper's numbers against dpopt's in one table."""
     notebook, text = execute_notebook(name)
     assert "verified: True" in text
     for marker in SELF_CHECKING[name]:
