@@ -41,6 +41,36 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
+SHARED_STATE = ('scope="module"', 'scope="session"', "@cache", "@lru_cache", "solved_specs")
+"""What marks a test module whose tests share results computed once per test process: a module- or
+session-scoped fixture, a functools cache, the example specs solved once (tests/solved_specs.py)."""
+
+
+def _keeps_shared_state(module: Path) -> bool:
+    text = module.read_text(encoding="utf-8")
+    return any(key in text for key in SHARED_STATE)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist load`` (the default run's), the tests of a module that keeps shared state
+    (:data:`SHARED_STATE`) go to one xdist worker as one unit, the other tests one by one: with tests dealt
+    out singly, both workers built each module's fixtures (the report fixtures' audits, a solved design).
+    Units are dealt largest first (xdist's loadscope order), so the big modules do not end the run."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    shared = {module.relative_to(config.rootpath).as_posix() for module in (ROOT / "tests").glob("test_*.py")
+              if _keeps_shared_state(module)}
+
+    class SharedStateScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in shared else nodeid
+
+    return SharedStateScheduling(config, log)
+
+
 def make_spec(**overrides) -> dict:
     """A valid spec dict (3×2 table, replace-one, μ = 1) with fields overridden."""
     spec = {
