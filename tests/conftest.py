@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each xdist worker (two on two cores, the default run) and what it starts use one BLAS thread: OpenBLAS's
+    # default, a thread per core, lets idle threads spin, and two workers' spinning threads took the cores from
+    # the computing ones (tests/test_lattice_inference.py's d = 4 regions: 0.3 s of CPU each with one thread,
+    # 2.6-22.6 s with two at load 5; dpopt.core.blas limits only solve, verify and report). Read when a BLAS
+    # library loads: set before any test imports numpy. A variable already set is kept.
+    for name in BLAS_THREADS:
+        os.environ.setdefault(name, "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted(p for p in (ROOT / "specs").glob("*.yaml")  # plans: tests/test_plan*.py; releases:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import importlib
 
 import numpy as np  # noqa: F401 - loads numpy's OpenBLAS, which the limit applies to
-from threadpoolctl import threadpool_info
+import scipy.linalg  # noqa: F401 - and scipy's, when it ships its own
+from threadpoolctl import threadpool_info, threadpool_limits
 
 import dpopt
 
@@ -19,26 +20,30 @@ def _blas_threads() -> set[int]:
 
 
 def test_solve_and_verify_run_with_one_blas_thread(monkeypatch):
-    solve_module = importlib.import_module("dpopt.solve")  # the package re-exports the function
-    verify_module = importlib.import_module("dpopt.certificate.verify")
-    before = _blas_threads()
-    seen = {}
-    design, certificate_schema = solve_module.design_candidates, verify_module.certificate_schema
+    """Under a caller's limit of two threads (the test run's workers have one: tests/conftest.py), so that
+    restoring it is seen; numpy's and scipy's BLAS libraries are loaded before (module imports)."""
+    with threadpool_limits(limits=2, user_api="blas"):
+        solve_module = importlib.import_module("dpopt.solve")  # the package re-exports the function
+        verify_module = importlib.import_module("dpopt.certificate.verify")
+        before = _blas_threads()
+        assert before == {2}
+        seen = {}
+        design, certificate_schema = solve_module.design_candidates, verify_module.certificate_schema
 
-    def spying_design(problem):
-        seen["solve"] = _blas_threads()
-        return design(problem)
+        def spying_design(problem):
+            seen["solve"] = _blas_threads()
+            return design(problem)
 
-    def spying_schema(data, *args, **kwargs):
-        seen["verify"] = _blas_threads()
-        return certificate_schema(data, *args, **kwargs)
+        def spying_schema(data, *args, **kwargs):
+            seen["verify"] = _blas_threads()
+            return certificate_schema(data, *args, **kwargs)
 
-    monkeypatch.setattr(solve_module, "design_candidates", spying_design)
-    monkeypatch.setattr(verify_module, "certificate_schema", spying_schema)
-    solution = dpopt.solve(COUNT)
-    assert dpopt.verify(solution.certificate).passed
-    assert seen == {"solve": {1}, "verify": {1}}
-    assert _blas_threads() == before  # restored
+        monkeypatch.setattr(solve_module, "design_candidates", spying_design)
+        monkeypatch.setattr(verify_module, "certificate_schema", spying_schema)
+        solution = dpopt.solve(COUNT)
+        assert dpopt.verify(solution.certificate).passed
+        assert seen == {"solve": {1}, "verify": {1}}
+        assert _blas_threads() == before  # restored
 
 
 LATE_LOAD = """
