@@ -10,10 +10,10 @@ import pytest
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Each xdist worker (two on two cores, the default run) and what it starts use one BLAS thread: OpenBLAS's
-    # default, a thread per core, lets idle threads spin, and two workers' spinning threads took the cores from
-    # the computing ones (tests/test_lattice_inference.py's d = 4 regions: 0.3 s of CPU each with one thread,
-    # 2.6-22.6 s with two at load 5; dpopt.core.blas limits only solve, verify and report). Read when a BLAS
-    # library loads: set before any test imports numpy. A variable already set is kept.
+    # default, a thread per core, lets idle threads spin, and two workers' spinning threads took the cores
+    # from the computing ones (tests/test_lattice_inference.py's d = 4 regions: 0.3 s of CPU each with one
+    # thread, 2.6-22.6 s with two at load 5; dpopt.core.blas limits only solve, verify and report). Read when
+    # a BLAS library loads: set before any test imports numpy. A variable already set is kept.
     for name in BLAS_THREADS:
         os.environ.setdefault(name, "1")
 
@@ -71,8 +71,8 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    shared = {module.relative_to(config.rootpath).as_posix() for module in (ROOT / "tests").glob("test_*.py")
-              if _keeps_shared_state(module)}
+    shared = {module.relative_to(config.rootpath).as_posix()
+              for module in (ROOT / "tests").glob("test_*.py") if _keeps_shared_state(module)}
 
     class SharedStateScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:

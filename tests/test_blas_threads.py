@@ -6,10 +6,10 @@ from __future__ import annotations
 import importlib
 
 import numpy as np  # noqa: F401 - loads numpy's OpenBLAS, which the limit applies to
-import scipy.linalg  # noqa: F401 - and scipy's, when it ships its own
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import dpopt
+from dpopt.core.blas import THREAD_VARIABLES
 
 COUNT = {"dpopt": 1, "name": "count", "data": {"attributes": {"a": ["x"]}}, "query": {"kind": "count"},
          "adjacency": "add_remove", "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "gaussian"}
@@ -20,8 +20,10 @@ def _blas_threads() -> set[int]:
 
 
 def test_solve_and_verify_run_with_one_blas_thread(monkeypatch):
-    """Under a caller's limit of two threads (the test run's workers have one: tests/conftest.py), so that
-    restoring it is seen; numpy's and scipy's BLAS libraries are loaded before (module imports)."""
+    """Under a caller's limit of two threads and none of the thread variables (the test run's workers set them
+    to one: tests/conftest.py), so that restoring the limit is seen."""
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     with threadpool_limits(limits=2, user_api="blas"):
         solve_module = importlib.import_module("dpopt.solve")  # the package re-exports the function
         verify_module = importlib.import_module("dpopt.certificate.verify")
