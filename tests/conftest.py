@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each xdist worker (two on two cores, the default run) and what it starts use one BLAS thread: OpenBLAS's
+    # default, a thread per core, lets idle threads spin, and two workers' spinning threads took the cores
+    # from the computing ones (tests/test_lattice_inference.py's d = 4 regions: 0.3 s of CPU each with one
+    # thread, 2.6-22.6 s with two at load 5; dpopt.core.blas limits only solve, verify and report). Read when
+    # a BLAS library loads: set before any test imports numpy. A variable already set is kept.
+    for name in BLAS_THREADS:
+        os.environ.setdefault(name, "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted(p for p in (ROOT / "specs").glob("*.yaml")  # plans: tests/test_plan*.py; releases:
@@ -39,6 +50,36 @@ def pytest_collection_modifyitems(items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if any(getattr(v, "stem", v) in SLOW_SPECS for v in params.values() if isinstance(v, (str, Path))):
             item.add_marker(pytest.mark.slow)
+
+
+SHARED_STATE = ('scope="module"', 'scope="session"', "@cache", "@lru_cache", "solved_specs")
+"""What marks a test module whose tests share results computed once per test process: a module- or
+session-scoped fixture, a functools cache, the example specs solved once (tests/solved_specs.py)."""
+
+
+def _keeps_shared_state(module: Path) -> bool:
+    text = module.read_text(encoding="utf-8")
+    return any(key in text for key in SHARED_STATE)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist load`` (the default run's), the tests of a module that keeps shared state
+    (:data:`SHARED_STATE`) go to one xdist worker as one unit, the other tests one by one: with tests dealt
+    out singly, both workers built each module's fixtures (the report fixtures' audits, a solved design).
+    Units are dealt largest first (xdist's loadscope order), so the big modules do not end the run."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    shared = {module.relative_to(config.rootpath).as_posix()
+              for module in (ROOT / "tests").glob("test_*.py") if _keeps_shared_state(module)}
+
+    class SharedStateScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in shared else nodeid
+
+    return SharedStateScheduling(config, log)
 
 
 def make_spec(**overrides) -> dict:

@@ -3,42 +3,56 @@ caller's limits are restored afterwards (threadpoolctl reports each loaded BLAS 
 
 from __future__ import annotations
 
-import importlib
+import json
+import os
+import subprocess
+import sys
 
-import numpy as np  # noqa: F401 - loads numpy's OpenBLAS, which the limit applies to
-from threadpoolctl import threadpool_info
-
-import dpopt
+from dpopt.core.blas import THREAD_VARIABLES
 
 COUNT = {"dpopt": 1, "name": "count", "data": {"attributes": {"a": ["x"]}}, "query": {"kind": "count"},
          "adjacency": "add_remove", "privacy": {"gdp": {"mu": 1.0}}, "mechanism": "gaussian"}
 
 
-def _blas_threads() -> set[int]:
-    return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+SOLVE_AND_VERIFY = """
+import importlib, json
+import numpy
+from threadpoolctl import threadpool_info
+import dpopt
+
+def threads():
+    return sorted({lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"})
+
+solve_module = importlib.import_module("dpopt.solve")  # the package re-exports the function
+verify_module = importlib.import_module("dpopt.certificate.verify")
+before, seen = threads(), {}
+design, certificate_schema = solve_module.design_candidates, verify_module.certificate_schema
+
+def spying_design(problem):
+    seen["solve"] = threads()
+    return design(problem)
+
+def spying_schema(data, *args, **kwargs):
+    seen["verify"] = threads()
+    return certificate_schema(data, *args, **kwargs)
+
+solve_module.design_candidates, verify_module.certificate_schema = spying_design, spying_schema
+solution = dpopt.solve(%r)
+seen["passed"] = dpopt.verify(solution.certificate).passed
+print(json.dumps({"before": before, "after": threads(), **seen}))
+""" % (COUNT,)
 
 
-def test_solve_and_verify_run_with_one_blas_thread(monkeypatch):
-    solve_module = importlib.import_module("dpopt.solve")  # the package re-exports the function
-    verify_module = importlib.import_module("dpopt.certificate.verify")
-    before = _blas_threads()
-    seen = {}
-    design, certificate_schema = solve_module.design_candidates, verify_module.certificate_schema
-
-    def spying_design(problem):
-        seen["solve"] = _blas_threads()
-        return design(problem)
-
-    def spying_schema(data, *args, **kwargs):
-        seen["verify"] = _blas_threads()
-        return certificate_schema(data, *args, **kwargs)
-
-    monkeypatch.setattr(solve_module, "design_candidates", spying_design)
-    monkeypatch.setattr(verify_module, "certificate_schema", spying_schema)
-    solution = dpopt.solve(COUNT)
-    assert dpopt.verify(solution.certificate).passed
-    assert seen == {"solve": {1}, "verify": {1}}
-    assert _blas_threads() == before  # restored
+def test_solve_and_verify_run_with_one_blas_thread():
+    """In a fresh interpreter without the thread variables (the test run's workers set them to one:
+    tests/conftest.py, and a library loaded at one thread cannot be raised), so that the libraries start
+    with a thread per core and restoring them is seen."""
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+    done = subprocess.run([sys.executable, "-c", SOLVE_AND_VERIFY], env=env, capture_output=True, text=True,
+                          check=True)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["passed"] and seen["solve"] == seen["verify"] == [1]
+    assert seen["before"] != [1] and seen["after"] == seen["before"]  # restored
 
 
 LATE_LOAD = """

@@ -1,26 +1,31 @@
 """Every Python and bash snippet of README.md and of the documentation pages ``docs/**/*.md`` runs as written.
 
-Snippets run in fresh processes, in a scratch folder per page where ``specs/`` and ``notebooks/`` are the
-repository's (so relative paths resolve as in a checkout), with this tree first on ``PYTHONPATH``. The bash
-blocks of the README and of ``docs/getting-started.md`` run line by line (backslash continuations joined) and
-their Python blocks whole, each a test of the default run. Every other page runs as one test: its blocks in
-the page's order (a block may read what an earlier one wrote), each bash block as one script. The how-to
-pages (``docs/howto/``: what a user copies) run in the default run, without the commands of :data:`SLOW`;
-the other pages (concepts, papers, reference), and the how-to pages whole, run under ``-m slow`` (each solves,
-verifies or releases example specs, 10–45 s on two shared cores; tests/test_specs.py solves and verifies
-every spec by default). ``console`` blocks are shown, not run; the commands in :data:`SKIPPED` are not run
-here, each for the stated reason."""
+Snippets run in a scratch folder per page where ``specs/`` and ``notebooks/`` are the repository's (so
+relative paths resolve as in a checkout), with this tree first on ``PYTHONPATH``; each bash block in ``bash``,
+each ``dpopt`` command and Python block in a process of its own, forked from a Python that imported dpopt and
+its dependencies once per test process (tests/preloaded.py: 40% of a small ``dpopt solve --out`` was imports).
+The bash blocks of the README and of ``docs/getting-started.md`` run line by line (backslash continuations
+joined) and their Python blocks whole, each a test of the default run. Every other page runs as one test: its
+blocks in the page's order (a block may read what an earlier one wrote), each bash block as one script. The
+how-to pages (``docs/howto/``: what a user copies) run in the default run, without the commands of
+:data:`SLOW`; the other pages (concepts, papers, reference), and the how-to pages whole, run under ``-m slow``
+(each solves, verifies or releases example specs, 10–45 s on two shared cores; tests/test_specs.py solves and
+verifies every spec by default). ``console`` blocks are shown, not run; the commands in :data:`SKIPPED` are
+not run here, each for the stated reason."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+import preloaded
 from conftest import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -120,7 +125,7 @@ def _folder(page: str, tmp_path_factory) -> Path:
     return folder
 
 
-def _scratch(scratches: dict, page: str, tmp_path_factory) -> Path:
+def _scratch(scratches: dict, page: str, tmp_path_factory, server: Path) -> Path:
     """The scratch folder of one :data:`QUICK` page (made once per test process), with ``out/`` as the first
     command of the getting-started page writes it, whichever snippet runs first (under xdist the order of a
     worker's tests is not the page's)."""
@@ -128,45 +133,87 @@ def _scratch(scratches: dict, page: str, tmp_path_factory) -> Path:
         scratches[page] = _folder(page, tmp_path_factory)
     folder = scratches[page]
     if not (folder / "out" / "certificate.json").exists():
-        assert _run("bash", "dpopt solve specs/table_replace_gdp.yaml --out out/", folder).returncode == 0
+        first = "dpopt solve specs/table_replace_gdp.yaml --out out/"
+        assert _run("bash", first, folder, server).returncode == 0
     return folder
 
 
-def _run(language: str, source: str, folder: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "MPLBACKEND": "Agg"}
-    command = [sys.executable, "-c", source] if language == "python" else ["bash", "-euo", "pipefail", "-c", source]
-    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600, check=False)
+def _environment(server: Path) -> dict:
+    """The snippets' environment: this tree first on ``PYTHONPATH``; on ``PATH`` the ``dpopt`` of ``server``
+    (:func:`server`), then this Python's folder."""
+    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            "PATH": os.pathsep.join([str(server / "bin"), str(Path(sys.executable).parent),
+                                     os.environ["PATH"]]),
+            "MPLBACKEND": "Agg"}
+
+
+@pytest.fixture(scope="session")
+def server():
+    """A folder with the socket of a :func:`preloaded.serve` server (one per test process) and ``bin/dpopt``,
+    its client. A Unix socket's path has at most 107 bytes: the folder is a short one of the system's."""
+    folder = Path(tempfile.mkdtemp(prefix="dpopt-snippets-"))
+    socket_path = str(folder / "socket")
+    (folder / "bin").mkdir()
+    (folder / "bin" / "dpopt").write_text(preloaded.client_script(socket_path), encoding="utf-8")
+    (folder / "bin" / "dpopt").chmod(0o755)
+    with open(folder / "server.err", "w", encoding="utf-8") as errors:
+        process = subprocess.Popen([sys.executable, "-P", preloaded.__file__, socket_path],
+                                   env=_environment(folder), stdout=subprocess.PIPE, stderr=errors, text=True)
+    try:
+        assert process.stdout.readline() == "ready\n", (folder / "server.err").read_text(encoding="utf-8")
+        yield folder
+    finally:
+        process.terminate()
+        process.wait()
+        shutil.rmtree(folder)
+
+
+def _run(language: str, source: str, folder: Path, server: Path) -> subprocess.CompletedProcess:
+    if language == "python":
+        command = preloaded.python_command(str(server / "socket"), source)
+    else:
+        command = ["bash", "-euo", "pipefail", "-c", source]
+    return subprocess.run(command, cwd=folder, env=_environment(server), capture_output=True, text=True,
+                          timeout=600, check=False)
 
 
 @pytest.mark.parametrize(("language", "source", "page"), list(_params(slow=False)))
-def test_snippet_runs(language, source, page, scratches, tmp_path_factory):
-    result = _run(language, source, _scratch(scratches, page, tmp_path_factory))
+def test_snippet_runs(language, source, page, scratches, tmp_path_factory, server):
+    result = _run(language, source, _scratch(scratches, page, tmp_path_factory, server), server)
     assert result.returncode == 0, f"{page}: {source}\n--- stderr:\n{result.stderr[-3000:]}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("language", "source", "page"), list(_params(slow=True)))
-def test_slow_snippet_runs(language, source, page, scratches, tmp_path_factory):
-    result = _run(language, source, _scratch(scratches, page, tmp_path_factory))
+def test_slow_snippet_runs(language, source, page, scratches, tmp_path_factory, server):
+    result = _run(language, source, _scratch(scratches, page, tmp_path_factory, server), server)
     assert result.returncode == 0, f"{page}: {source}\n--- stderr:\n{result.stderr[-3000:]}"
 
 
-def _run_page(page: Path, fast: bool, folder: Path) -> None:
+def _run_page(page: Path, fast: bool, folder: Path, server: Path) -> None:
     for language, source in page_blocks(page, fast):
-        result = _run(language, source, folder)
+        result = _run(language, source, folder, server)
         assert result.returncode == 0, f"{_name(page)}: {source}\n--- stderr:\n{result.stderr[-3000:]}"
 
 
 @pytest.mark.parametrize("page", list(_pages(slow=False)))
-def test_howto_page_runs(page, tmp_path_factory):
-    _run_page(page, True, _folder(_name(page), tmp_path_factory))
+def test_howto_page_runs(page, tmp_path_factory, server):
+    _run_page(page, True, _folder(_name(page), tmp_path_factory), server)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", list(_pages(slow=True)))
-def test_page_runs_whole(page, tmp_path_factory):
-    _run_page(page, False, _folder(_name(page), tmp_path_factory))
+def test_page_runs_whole(page, tmp_path_factory, server):
+    _run_page(page, False, _folder(_name(page), tmp_path_factory), server)
+
+
+def test_a_forked_command_keeps_its_exit_code_streams_and_folder(server, tmp_path):
+    """What the pages' tests rely on from tests/preloaded.py: a failing ``dpopt`` command's exit code and
+    message, a Python block's exit code, output and working folder, as a new process would give them."""
+    failed = _run("bash", "dpopt solve missing.yaml || test $? -eq 2", tmp_path, server)
+    assert failed.returncode == 0 and "missing.yaml" in failed.stderr
+    block = _run("python", "import os, sys\nprint(os.getcwd())\nsys.exit(3)\n", tmp_path, server)
+    assert (block.returncode, block.stdout) == (3, f"{tmp_path}\n")
 
 
 def test_every_skipped_or_slow_command_is_still_in_a_page():
