@@ -90,6 +90,15 @@ class Problem:
         """One label per released coordinate (table cells row-major)."""
         return tuple(self.query.labels)
 
+    @property
+    def iid_metric_scale(self) -> float | None:
+        """What the ``l2`` / ``max_variance`` metric is per unit of one coordinate's variance under i.i.d. centred
+        noise: d (E‖Z‖² = d·E X²), 1 (max_i Var Z_i = E X²), or None (another metric, a workload or weights)."""
+        utility = self.spec.utility
+        if utility.workload is not None or utility.weights is not None:
+            return None
+        return {"l2": float(self.space.dimension), "max_variance": 1.0}.get(utility.metric)
+
     def restated(self, spec: Spec) -> Problem:
         """The same problem under another privacy target, mechanism choice or utility.
 

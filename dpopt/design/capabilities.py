@@ -94,18 +94,9 @@ def screen(name: str, problem: Problem) -> str | None:
     return None
 
 
-def metric_scale(problem: Problem) -> float | None:
-    """What the l2 / max_variance metric is per unit of a coordinate's variance (i.i.d. centred noise): d, 1, or None
-    (another metric, a workload or weights)."""
-    utility = problem.spec.utility
-    if utility.workload is not None or utility.weights is not None:
-        return None
-    return {"l2": float(problem.space.dimension), "max_variance": 1.0}.get(utility.metric)
-
-
 def iid_bound(problem: Problem) -> float | None:
     """The ``iid`` bound of the module docstring: dσ² (l2) or σ² (max_variance); None elsewhere."""
-    scale = metric_scale(problem)
+    scale = problem.iid_metric_scale
     space, privacy = problem.space, problem.spec.privacy
     if scale is None or space.linf == 0:
         return None

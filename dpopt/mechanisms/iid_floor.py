@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 
-from dpopt.design.capabilities import metric_scale
 from dpopt.privacy.iid_variance_floor import FLOOR_TARGETS, budget, second_moment_floor
 from dpopt.problem import Problem
 from dpopt.sensitivity.patterns import move_multisets, shift_pattern
@@ -28,7 +27,7 @@ def symmetric_iid_bound(problem: Problem) -> float | None:
     ``max_variance``; None for other targets and metrics, or when the space does not list every move (a sum's or a
     mean's extremes only, a hull's generators) or lists more than :data:`MAX_PATTERNS` distinct multisets."""
     spec, space = problem.spec, problem.space
-    scale = metric_scale(problem)
+    scale = problem.iid_metric_scale
     if scale is None or spec.privacy.definition not in FLOOR_TARGETS or move_multisets(space, MAX_PATTERNS) is None:
         return None
     floor = second_moment_floor(shift_pattern(space), budget(spec.privacy.definition, spec.privacy.parameters))

@@ -77,7 +77,7 @@ class SensitivitySpace:
         ``linear`` query, :mod:`dpopt.sensitivity.person`) may state a smaller subset of it with the same convex
         hull, read by :meth:`hull_vectors` (the hull-based families); None: the listed vectors themselves.
     _patterns : callable or None
-        The move patterns (sorted non-zero |v_k|, each tuple increasing) of every element of S, stated by a
+        The move patterns (the sorted non-zero magnitudes of the coordinates, each tuple increasing) of every element of S, stated by a
         derivation that finds them without listing S (a person's moves on tables and marginal workloads,
         :mod:`dpopt.sensitivity.person_patterns`; None when they are too many to find), read by
         :func:`dpopt.mechanisms.integer_noise.move_patterns`; None: read from the listed vectors of a
