@@ -218,7 +218,8 @@ def float_profile_delta(p: int, scale: Fraction, patterns: list[tuple[int, ...]]
             continue
         values, probs = float_loss_law(p, scale, pattern)
         loss = values / float(Fraction(scale) ** p)
-        worst = max(worst, float(np.sum(probs * np.maximum(0.0, -np.expm1(float(epsilon) - loss)))))
+        excess = -np.expm1(np.minimum(float(epsilon) - loss, 0.0))  # (1 − e^{ε−L})₊, no overflow at large L
+        worst = max(worst, float(np.sum(probs * excess)))
     return worst
 
 
