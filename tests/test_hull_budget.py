@@ -22,11 +22,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from scipy.linalg import orth
+from scipy.spatial import ConvexHull
 
 import dpopt
 import dpopt.mechanisms.k_norm as k_norm_module
 from dpopt.geometry import UNLIMITED, HullBudgetExceeded, Polytope, SymmetricPolytope, table_symmetries
-from dpopt.geometry.hull_budget import known_facets
+from dpopt.geometry.hull_budget import KnownFaces, known_faces
 
 
 def root_points(m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -75,14 +76,79 @@ def test_symmetric_build_counts_orbit_members_and_group_images():
     assert int(K.orbit_sizes.sum()) == 254
 
 
+def cross_ridges(m: int) -> int:
+    """The (m − 2)-faces of the cross-polytope: choose m − 1 axes and a sign on each."""
+    return math.comb(m, m - 1) * 2 ** (m - 1)
+
+
 @pytest.mark.parametrize("m", [2, 5, 16])
-def test_known_facet_counts(m):
+def test_known_face_counts(m):
     eye = np.eye(m + 1)[:m]  # a zero column: the support, not the width, counts
     roots = np.array([eye[i] - eye[j] for i, j in itertools.permutations(range(m), 2)])
-    assert known_facets(np.vstack([roots, roots, np.zeros((1, m + 1))])) == (f"root polytope of {m} coordinates",
-                                                                            2**m - 2)
-    assert known_facets(np.vstack([eye, -eye])) == (f"cross-polytope of {m} coordinates", 2**m)
-    assert known_facets(roots[1:]) is None and known_facets(2 * roots) is None
+    assert known_faces(np.vstack([roots, roots, np.zeros((1, m + 1))])) == KnownFaces(
+        f"root polytope of {m} coordinates", 2**m - 2, root_ridges(m))
+    assert known_faces(np.vstack([eye, -eye])) == KnownFaces(f"cross-polytope of {m} coordinates", 2**m,
+                                                             cross_ridges(m))
+    assert known_faces(roots[1:]) is None and known_faces(2 * roots) is None
+
+
+@pytest.mark.parametrize("m", [3, 4, 6])
+def test_ridge_counts_against_qhull(m):
+    """The closed forms against qhull: the facets are the vertex sets tight at its simplices' hyperplanes, and in
+    dimension s = m − 1 (root) or m (cross) the ridges are the pairs of facets meeting in an (s − 2)-face."""
+    _, y = root_points(m)
+    cross = np.vstack([np.eye(m), -np.eye(m)])
+    for points, ridges in ((y, root_ridges(m)), (cross, cross_ridges(m))):
+        hull = ConvexHull(points)
+        tight = list({frozenset(np.flatnonzero(np.abs(points @ e[:-1] + e[-1]) < 1e-6)) for e in hull.equations})
+        s = points.shape[1]
+        shared = (points[sorted(a & b)] for a, b in itertools.combinations(tight, 2) if len(a & b) >= s - 1)
+        meets = sum(1 for face in shared if np.linalg.matrix_rank(face[1:] - face[0], tol=1e-9) == s - 2)
+        assert meets == ridges
+
+
+@pytest.mark.parametrize("rows, columns", [(2, 5), (5, 2), (3, 3)])
+def test_a_table_with_both_margins_is_known_through_a_linear_image(rows, columns):
+    """The moves of an r × c table whose margins are published exactly (Semi-DP: two records swap their columns,
+    e_il + e_kj − e_ij − e_kl, listed by brute force). For min(r, c) = 2 they are (a, −a), a ∈ {e_i − e_j}: the
+    root polytope of max(r, c) coordinates through a linear image (its facets counted by qhull); for r, c ≥ 3
+    (36 moves of rank 4 at 3 × 3, neither r(r + 1) nor 2r of them) nothing is claimed."""
+    cells = [(i, j) for i in range(rows) for j in range(columns)]
+    moves = set()
+    for (i, j), (k, l) in itertools.permutations(cells, 2):
+        if i != k and j != l:  # swap the columns of two records: (i, j), (k, l) -> (i, l), (k, j)
+            v = np.zeros((rows, columns))
+            v[i, j] -= 1
+            v[k, l] -= 1
+            v[i, l] += 1
+            v[k, j] += 1
+            moves.add(tuple(v.ravel()))
+    found = known_faces(np.array(sorted(moves)))
+    if min(rows, columns) == 2:
+        m = max(rows, columns)
+        assert found == KnownFaces(f"root polytope of {m} coordinates", 2**m - 2, root_ridges(m))
+        vectors = np.array(sorted(moves))
+        assert len(np.unique(np.round(ConvexHull(vectors @ orth(vectors.T)).equations, 9), axis=0)) == 2**m - 2
+    else:
+        assert found is None
+
+
+def test_an_11_cell_replace_one_histogram_built_plainly_is_refused_by_its_ridges(monkeypatch):
+    """2^11 − 2 = 2,046 facets fit the budget's 5,000, but its 11·2^10 − 22 = 11,242 ridges exceed the 2,500
+    crossings plain gift wrapping may make (|G| = 2·11! is too large for the symmetric build): refused before the
+    polytope is attempted, the lattice cross-polytope designed instead."""
+    def never(*args, **kwargs):
+        raise AssertionError("the hull was attempted")
+
+    monkeypatch.setattr(k_norm_module.Polytope, "from_points", never)
+    cells = [f"c{i:02d}" for i in range(11)]
+    sol = dpopt.solve({"dpopt": 1, "name": "11 cells", "data": {"attributes": {"cell": cells}, "n": 1000},
+                       "query": {"kind": "histogram", "attribute": "cell"}, "adjacency": "replace_one",
+                       "privacy": {"pure": {"epsilon": 1.0}}, "mechanism": "k_norm", "utility": "l2"})
+    params = sol.certificate["mechanism"]["parameters"]
+    assert root_ridges(11) == 11_242 > k_norm_module.HULL_BUDGET.ridges
+    assert params["norm_ball"] == "lattice_cross_polytope"
+    assert "root polytope of 11 coordinates: 11242 ridges" in params["fallback_reason"]
 
 
 def test_the_outcome_does_not_depend_on_the_clock(monkeypatch):

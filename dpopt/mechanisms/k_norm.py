@@ -84,6 +84,7 @@ from dpopt.errors import CalibrationError, UnsupportedSpecError
 from dpopt.geometry import (
     BALL_KINDS, UNLIMITED, HullBudget, HullBudgetExceeded, LpBall, Polytope, SymmetricPolytope, table_symmetries,
 )
+from dpopt.geometry.hull_budget import known_faces
 from dpopt.geometry.symmetric_hull import table_group_order, table_shape
 from dpopt.mechanisms.base import MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, Mechanism, UtilityValue, better
 from dpopt.mechanisms.gaussian import counting_query
@@ -183,8 +184,8 @@ class HullBody:
         An orthonormal basis of 𝒮 (for the noise law's residual only).
     budget : HullBudget, optional
         The work allowed to the facets (:data:`HULL_BUDGET`): a hull whose facet count is known in
-        closed form (:func:`~dpopt.geometry.hull_budget.known_facets`) is refused before any work when
-        it exceeds it; the group's point images choose the builder (:func:`hull_group`).
+        closed form (:func:`~dpopt.geometry.hull_budget.known_faces`) is refused before any work when
+        it exceeds it (its ridges too, when it is built plainly); the group's point images choose the builder (:func:`hull_group`).
     symmetric : bool, optional
         Build K up to its group of table moves (True) or by plain gift wrapping (False); by default
         :func:`hull_group` decides. A certificate's hull is rebuilt without a limit by the builder its
@@ -215,7 +216,8 @@ class HullBody:
 
     def __init__(self, vectors: np.ndarray, basis: np.ndarray, budget: HullBudget = UNLIMITED,
                  symmetric: bool | None = None):
-        budget.check_known(vectors)
+        known = known_faces(vectors)
+        budget.check_known(vectors, known)
         self.vectors = vectors
         self.basis = basis
         self.rank = basis.shape[1]
@@ -225,6 +227,7 @@ class HullBody:
         points = self.coordinates.of(vectors)
         group = hull_group(vectors, self.rank, budget) if symmetric is None else symmetric
         if not group:
+            budget.check_known(vectors, known, plain=True)
             self.polytope = Polytope.from_points(points, budget)
         elif table_shape(vectors) is None:
             raise ValueError("K is to be built up to a group of table moves, but no table shape keeps the vectors")
