@@ -12,6 +12,7 @@ listed explicitly, so none is pruned).
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -24,6 +25,7 @@ from dpopt.domain.bounds import answer_bounds
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms import registry
 from dpopt.mechanisms.base import better
+from dpopt.mechanisms.generalized_gaussian_targets import target_scales
 from dpopt.privacy.discrete_laplace import discrete_laplace_kl, discrete_laplace_renyi
 from dpopt.privacy.laplace import laplace_kl_epsilon, laplace_renyi
 from dpopt.privacy.truncated_gg import scale_lower_bound, tight_scale
@@ -193,6 +195,31 @@ def test_the_gg_zcdp_bound_of_a_count_is_the_discrete_gaussian_at_the_renyi_limi
     w = np.exp(-k**2 * rho)
     variance = float(np.sum(k**2 * w) / np.sum(w))
     assert registry()["generalized_gaussian"].utility_bound(problem) == pytest.approx(variance, rel=1e-8)
+
+
+GG_LATTICE_TARGETS = [document for document in GG_FLOORS
+                      if "pdp" not in document["privacy"] and document.get("sampler") != "floating_point"]
+
+
+@pytest.mark.parametrize("document", GG_LATTICE_TARGETS, ids=[i for d, i in zip(GG_FLOORS, GG_FLOOR_IDS)
+                                                             if d in GG_LATTICE_TARGETS])
+def test_a_lattice_shape_the_gg_design_leaves_uncalibrated_could_not_have_been_chosen(document):
+    """Under ρ-zCDP and (ε, δ) the design calibrates the discrete shapes best floor first and skips a shape whose
+    value at its scale floor is no better than an exact option calibrated; each skipped shape, calibrated here
+    anyway (as the design would have from its continuous start), is no better than the option chosen."""
+    problem = dpopt.compile({**document, "mechanism": "generalized_gaussian"})
+    cls = registry()["generalized_gaussian"]
+    utility = problem.spec.utility
+    chosen = cls.design(problem)
+    notes = " ".join(chosen._design_notes)
+    skipped = [int(p) for p in re.findall(r"p=(\d) on the lattice: at its scale floor", notes)]
+    sign = -1.0 if better(utility.metric) == "higher" else 1.0
+    starts = {p: b for p, b, _ in target_scales(problem)[0]}
+    for p in skipped:
+        calibrated = cls._lattice_option(p, starts.get(p, starts.get(2)), problem)
+        assert sign * calibrated.expected_utility(utility).value >= sign * chosen.expected_utility(utility).value
+    if document["privacy"].get("zcdp", {}).get("rho") == 0.5:  # the count at ρ = 0.5: p = 2 first, p = 1 skipped
+        assert chosen.p == 2 and skipped == [1]
 
 
 # -------------------------------------------------------------- auto end to end

@@ -140,6 +140,10 @@ CALIBRATIONS = ("laplace", "clamped_laplace", "scale_lower_bound", "certified_bo
 """How a scale b can have been obtained (see :class:`GeneralizedGaussianMechanism`)."""
 
 
+_BOUND_WORDS = {1.0: "≥", -1.0: "≤"}
+"""How a floor bounds a value: from below when lower is better (sign 1), from above when higher is."""
+
+
 class GeneralizedGaussianMechanism(Mechanism):
     """i.i.d. GG(0, b, p) noise; unbounded, truncated to the box, or boundary-inflated.
 
@@ -479,23 +483,60 @@ class GeneralizedGaussianMechanism(Mechanism):
     def _target_lattice_options(cls, problem: Problem, scales: list, skipped: list[str]) -> list:
         """The exact measurements on counts under (ε, δ), ρ-zCDP or μ-GDP: p = 1, 2 and, under (ε, δ), p = 3, 4, each
         started at the continuous scale of its shape (of p = 2 when that shape was not calibrated), or the reason in
-        ``skipped``."""
+        ``skipped``. Under (ε, δ) and ρ-zCDP, for a metric that grows with the scale, the shapes are calibrated in
+        the order of their values at the scale floors on ℤ (:func:`_lattice_floor_values`), and a shape whose floor
+        value is no better than an exact option already calibrated is not calibrated (it cannot be chosen: its
+        value is at least its floor's): a person's moves make a shape's calibration a convolution per move pattern
+        (the discrete Laplace under ρ-zCDP on ``specs/visits_person_level.yaml`` replace-one: 25 s)."""
         refusal = lattice_refusal(problem)
         if refusal is not None:
             skipped.append(f"the exact lattice measurement: {refusal}")
             return []
         starts = {p: b for p, b, _ in scales}
         shapes = PDP_SHAPES if problem.spec.privacy.definition == "approx" else PDP_SHAPES[:2]
-        out = []
-        for p in shapes:
+        utility = problem.spec.utility
+        sign = -1.0 if better(utility.metric) == "higher" else 1.0
+        floors = cls._lattice_floor_values(problem)
+        out, best = [], None
+        for p in sorted(shapes, key=lambda p: sign * floors.get(p, -sign * math.inf)):
             start = starts.get(p, starts.get(2))
             if start is None:
                 skipped.append(f"p={p} on the lattice: no continuous scale to start from")
                 continue
+            if p in floors and best is not None and sign * floors[p] >= sign * best:
+                skipped.append(f"p={p} on the lattice: at its scale floor {utility.metric} "
+                               f"{_BOUND_WORDS[sign]} {floors[p]:.6g}, no better than {best:.6g} (not calibrated)")
+                continue
             try:
-                out.append(cls._lattice_option(p, start, problem))
+                option = cls._lattice_option(p, start, problem)
             except CalibrationError as exc:
                 skipped.append(f"p={p} on the lattice: {exc}")
+                continue
+            out.append(option)
+            if p in floors:
+                value = cls._best_value([option], utility)
+                if value is not None and (best is None or sign * value < sign * best):
+                    best = value
+        return out
+
+    @classmethod
+    def _lattice_floor_values(cls, problem: Problem) -> dict[int, float]:
+        """{p: the predicted value of the discrete GG of shape p at its scale floor on ℤ}
+        (:func:`~dpopt.mechanisms.generalized_gaussian_bound.target_floors`), for a metric in
+        SCALE_MONOTONE_METRICS under (ε, δ) or ρ-zCDP; the shapes whose value is not a closed form or the discrete
+        law's sum left out (every shape when no floor is proven)."""
+        spec = problem.spec
+        if spec.privacy.definition not in ("approx", "zcdp") or spec.utility.metric not in SCALE_MONOTONE_METRICS:
+            return {}
+        floors = target_floors(problem)
+        out = {}
+        for p, scale, on_integers in floors or ():
+            if on_integers:
+                at_floor = cls(p, scale, problem.space.dimension, "unbounded", "scale_lower_bound",
+                               lattice_scale=Fraction(scale))
+                value = cls._best_value([at_floor], spec.utility)
+                if value is not None:
+                    out[p] = value
         return out
 
     @classmethod
