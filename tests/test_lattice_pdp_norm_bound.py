@@ -218,3 +218,21 @@ def test_cli_solve_release_verify_beyond_the_pattern_budget(tmp_path):
     certificate = json.loads((tmp_path / "release" / "certificate.json").read_text())
     (check,) = [c for c in certificate["checks"] if c["claim"] == "privacy"]
     assert "the move patterns not derived" in check["method"]
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "discrete_gaussian"])
+def test_a_table_whose_moves_are_neither_listed_nor_derived_is_measured_on_the_bound(mechanism, monkeypatch):
+    # a 3-cell histogram, ≤ 2 rows, replace: no partition pairs stated (budget 3 < 4²) and the listing refused (30
+    # numbers), so the bound at l2² = 8 (2² + 2²). With the budgets restored verify reads the derived patterns, whose
+    # exact levels the bound dominates.
+    document = spec({"pdp": {"epsilon": 1, "delta": 1e-3}}, mechanism, rows=2) | {
+        "query": {"kind": "histogram", "attribute": "a"}}
+    with monkeypatch.context() as patched:
+        patched.setattr(person_patterns, "MAX_PARTITION_PAIRS", 3)
+        patched.setattr(person, "MAX_LISTED_ENTRIES", 30)
+        certificate = json.loads(dpopt.solve(document).certificate.to_json())
+        (check,) = [c for c in certificate["checks"] if c["claim"] == "privacy"]
+        assert "the move patterns not derived" in check["method"] and "max ‖v‖² = 8" in check["detail"]
+        assert "idealized" not in json.dumps(certificate) and dpopt.verify(certificate).passed
+    (check,) = [c for c in dpopt.verify(certificate).checks if c.claim == "privacy"]
+    assert check.passed and "max over the move patterns" in check.method
