@@ -71,7 +71,7 @@ def brute_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -
 def formula(sigma2: Fraction, norm2: int, epsilon: Fraction) -> mpmath.mpf:
     """e^{−a²/(2σ²n)} + e^{−b²/(2σ²n)}, a = εσ² − n/2, b = εσ² + n/2 (1 when a < 0), in mpmath."""
     with mpmath.workdps(40):
-        s2, eps = mpmath.mpf(sigma2.numerator) / sigma2.denominator, mpmath.mpf(epsilon.numerator) / epsilon.denominator
+        s2, eps = as_mpf(sigma2), as_mpf(epsilon)
         a, b = eps * s2 - mpmath.mpf(norm2) / 2, eps * s2 + mpmath.mpf(norm2) / 2
         if a < 0:
             return mpmath.mpf(1)
@@ -185,9 +185,13 @@ def test_the_bound_costs_variance_against_the_exact_levels_where_both_apply(monk
     assert formula(bounded, 24, Fraction(1)) <= 1e-3  # l2² = 24: 2² per table, 3 tables, twice
 
 
-@pytest.mark.parametrize("privacy", [{"approx": {"epsilon": 1, "delta": 1e-6}}, {"zcdp": {"rho": 0.5}}])
-@pytest.mark.parametrize("mechanism", ["gaussian", "discrete_gaussian"])
-def test_approx_and_zcdp_beyond_the_pattern_budget_are_already_exact(privacy, mechanism):
+APPROX, ZCDP = {"approx": {"epsilon": 1, "delta": 1e-6}}, {"zcdp": {"rho": 0.5}}
+
+
+@pytest.mark.parametrize("privacy, mechanism", [(APPROX, "gaussian"), (APPROX, "discrete_gaussian"),
+                                                (ZCDP, "gaussian"), (ZCDP, "discrete_gaussian"),
+                                                ({"gdp": {"mu": 1}}, "gaussian")])
+def test_approx_zcdp_and_gdp_beyond_the_pattern_budget_are_already_exact(privacy, mechanism):
     # they need ‖v‖² only: the GDP slope / Δ₂²/(2σ²) (gaussian), ρ-zCDP or the CKS conversion (discrete_gaussian)
     certificate = json.loads(dpopt.solve(spec(privacy, mechanism)).certificate.to_json())
     assert "idealized" not in json.dumps(certificate) and dpopt.verify(certificate).passed
