@@ -118,7 +118,8 @@ FAMILIES: tuple[Capability, ...] = (
                      "the discrete law's region on the full span, test_power of an alternative on (1/D)ℤ; "
                      "a privacy unit; "
                      "no invariants); pdp on counting queries with listed integer moves or derived move patterns (a "
-                     "person's moves on tables and marginal workloads, within an enumeration budget) and on "
+                     "person's moves on tables and marginal workloads, within an enumeration budget; beyond it, the "
+                     "sub-Gaussian bound at the exact max ‖v‖², which bounds every move's level) and on "
                      "decimal weights (the discrete "
                      "law's exact pDP level per move pattern of the integer shifts), and on bounded sums and means "
                      "(every integer move up to Δ_u, the worst Δ_u); the lattice's cost stated (exact_cost)",

@@ -17,7 +17,9 @@ Privacy (:mod:`dpopt.privacy.discrete_gaussian`):
   in 60 digits at one order α (every α > 1 gives a valid bound), which spends more noise;
 * (ε, δ)-pDP: the exact level P[|L| > ε] of the discrete law per move pattern, maximised over the listed
   moves (:mod:`dpopt.privacy.discrete_gaussian_pdp`, arb; :mod:`dpopt.mechanisms.lattice_pdp`), σ² searched from
-  Lemma 10's continuous σ² (Liu 2019).
+  Lemma 10's continuous σ² (Liu 2019); when the moves are neither listed nor their patterns derived, the
+  sub-Gaussian bound at the exact max ‖v‖², which bounds every move's level
+  (:func:`~dpopt.privacy.discrete_gaussian_pdp.norm_pdp_level`).
 
 Sampling is exact in integer arithmetic (:mod:`dpopt.noise.discrete_gaussian`: a step envelope inverted from
 uniform words, acceptance by CKS Algorithm 1; the module also holds the law's moments); the parameter range is the
@@ -50,7 +52,7 @@ from dpopt.mechanisms.integer_noise import (
     dyadic_ceil,
     move_patterns,
 )
-from dpopt.mechanisms.lattice_pdp import lattice_pdp_check, pdp_lattice_variance
+from dpopt.mechanisms.lattice_pdp import lattice_pdp_check, pdp_lattice_sigma2
 from dpopt.noise.discrete_gaussian import (
     MAX_WIDE_SIGMA2,
     DiscreteGaussianMarginal,
@@ -218,7 +220,7 @@ class DiscreteGaussianMechanism(IntegerNoiseMechanism):
         p = spec.privacy.parameters
         if spec.privacy.definition == "pdp":
             sigma = gaussian_pdp_sigma(float_below(p["epsilon"]), float_below(p["delta"]), space.l2)
-            return cls(pdp_lattice_variance(space, spec.privacy, sigma), space.dimension)
+            return cls(pdp_lattice_sigma2(space, spec.privacy, sigma), space.dimension)
         if spec.privacy.definition == "zcdp":
             start = Fraction(space.l2_squared) / (2 * written(p["rho"]))
         else:

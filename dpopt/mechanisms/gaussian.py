@@ -15,7 +15,8 @@ it is constant over all datasets the adjacency connects.
 differ by integer vectors, so ρ = Δ₂²/(2σ_ℤ²) ≤ Δ₂²/(2σ²) (Canonne, Kamath & Steinke 2020, Theorem 14). Under
 μ-GDP and (ε, δ) targets σ is designed for the target at the effective variance (σ_ℤ² ≥ σ²(σm)², m the certified
 slope of :mod:`dpopt.privacy.discrete_gaussian_gdp`), and μ = Δ₂·m. Under (ε, δ)-pDP the isotropic design's σ_ℤ²
-is calibrated on the exact pDP level of the discrete law per move pattern (:mod:`dpopt.mechanisms.lattice_pdp`) and
+is calibrated on the exact pDP level of the discrete law per move pattern (:mod:`dpopt.mechanisms.lattice_pdp`; where the
+patterns are not derived, on the sub-Gaussian bound at the exact max ‖v‖², which bounds every move's level) and
 recorded. On the isotropic lattice ``ci_volume`` (span all of ℝ^d) and ``test_power`` (a whole-number shift) are the
 discrete law's region and test (:mod:`dpopt.stats.lattice_inference`). On a proper span V, ``ci_volume`` is the region
 of :mod:`dpopt.stats.lattice_span_regions`, of proven coverage: on the sum-zero span (at σ_ℤ² up to about 200) the
@@ -341,7 +342,8 @@ class GaussianMechanism(Mechanism):
             rho = (Fraction(space.l2_squared) if self.decimal is None else self.decimal.l2_squared) / (
                 2 * self.lattice_sigma2)
             return {"rho": float(rho), "rho_exact": str(rho),
-                    "conversion": "the pDP level is the privacy check's (exact per move pattern); ρ = Δ₂²/(2σ_ℤ²)-zCDP "
+                    "conversion": "the pDP level is the privacy check's (exact per move pattern, or the sub-Gaussian "
+                                  "bound at max ‖v‖² where the patterns are not derived); ρ = Δ₂²/(2σ_ℤ²)-zCDP "
                                   "holds as well (CKS 2020, Thm 14)"}
         if self.decimal is not None:
             return lattice_privacy_summary(self.decimal.l2_squared, self.lattice_sigma2, self.target)
@@ -359,8 +361,9 @@ class GaussianMechanism(Mechanism):
 
     def notes(self) -> list[str]:
         if self.sampler == "exact":
-            pdp = ("; the pDP target is certified by the exact level P[|L| > ε] of the discrete law per move "
-                   f"pattern, at {self.cost_ratio:.6f} times the continuous design's variance (Lemma 10)"
+            pdp = ("; the pDP target is certified by the privacy check: the exact level P[|L| > ε] of the discrete "
+                   "law per move pattern, or, where the patterns are not derived, its sub-Gaussian bound at max ‖v‖²; "
+                   f"at {self.cost_ratio:.6f} times the continuous design's variance (Lemma 10)"
                    if self.target == "pdp" else "")
             cost = [] if self.span_cost is None else ["confidence region on the span: " + cost_text(self.span_cost)]
             if self.decimal is not None:

@@ -9,6 +9,16 @@ continuous σ², and ``dpopt verify`` re-evaluates the level at the recorded σ_
 whatever its variance against the continuous design's; the mechanism states that ratio (``lattice_cost_ratio``
 and ``exact_cost``).
 
+**Moves not derived.** A person's moves on a large marginal workload may be too many to find their patterns
+(:mod:`dpopt.sensitivity.person_patterns` counts them first against its budgets), but the space still knows its exact
+l2 sensitivity n = max ‖v‖² (an integer: the moves are integer vectors of a counting query). The sub-Gaussian bound
+of :func:`~dpopt.privacy.discrete_gaussian_pdp.norm_pdp_level` (Canonne, Kamath & Steinke 2020, Cor. 9, and
+Chernoff) is increasing in ‖v‖² on ‖v‖² ≤ 2εσ², so its value at n bounds δ(v) for every move: σ_ℤ² is calibrated
+on it (:func:`pdp_norm_variance`, the same dyadic grid and search) and ``dpopt verify`` re-evaluates it whenever the
+re-derived space states no patterns. It is an upper bound of the exact level, so it usually costs variance against
+Lemma 10's σ² (17% more variance at ε = 1, δ = 10⁻⁶, max ‖v‖² = 216: the Chernoff bound lacks the Gaussian
+tail's 1/x factor); the cost is stated as above.
+
 The level is of y itself: pDP is not closed under post-processing (the loss of a function of y is not the loss of
 y in general), so the families measured this way release x + η as it is (``gaussian``, ``discrete_gaussian``) or
 its projection on the span V of the sensitivity space (``projected_gaussian``), whose loss is that of y:
@@ -39,8 +49,8 @@ from dpopt.core.decimals import written
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns, vector_patterns
 from dpopt.mechanisms.lattice import MAX_LATTICE_SIGMA2, MIN_LATTICE_SIGMA2
-from dpopt.privacy.discrete_gaussian_pdp import pdp_level, pdp_sigma2, shift_range_level, subgaussian_level, \
-    worst_pdp_level
+from dpopt.privacy.discrete_gaussian_pdp import norm_pdp_level, pdp_level, pdp_sigma2, shift_range_level, \
+    subgaussian_level, worst_pdp_level
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
 
@@ -59,6 +69,20 @@ def _patterns(space: SensitivitySpace | np.ndarray) -> list[tuple[int, ...]]:
                                "derived (the lattice pDP level is summed per move pattern; the sensitivity method "
                                "says how the space was derived)")
     return patterns
+
+
+def norm_bound(space: SensitivitySpace | np.ndarray) -> Fraction | None:
+    """n = max ‖v‖² when the pDP level is bounded on it alone (module docstring: moves not derived): a space whose
+    patterns are not derived and whose moves are not listed (too many), of integer l2 sensitivity squared (the moves
+    of a counting query, the callers' scope); None when the patterns are read (derived, or from the listed moves, or
+    the integer shift vectors of an array) or the l2 sensitivity is not an integer (listed moves that are not integer
+    vectors keep :func:`_patterns`'s refusal)."""
+    if isinstance(space, np.ndarray) or space.stated_patterns() is not None:
+        return None
+    if space.complete and space.listed() is not None:
+        return None
+    norm2 = Fraction(space.l2_squared)
+    return norm2 if norm2 > 0 and norm2.denominator == 1 else None
 
 
 def _in_range(sigma2: Fraction) -> Fraction:
@@ -92,6 +116,39 @@ def pdp_lattice_variance(space: SensitivitySpace | np.ndarray, privacy: Privacy,
         if not failing:
             return _in_range(found)
         working += failing
+
+
+def pdp_norm_variance(l2_squared: Fraction, privacy: Privacy, sigma: float) -> Fraction:
+    """The dyadic σ_ℤ² whose sub-Gaussian pDP bound at n = ``l2_squared`` = max ‖v‖²
+    (:func:`~dpopt.privacy.discrete_gaussian_pdp.norm_pdp_level`, a bound on δ(v) for every move with ‖v‖² ≤ n) is
+    at most δ, searched from the continuous design's σ² (the bound is nonincreasing in σ², so the search's grid point
+    is the smallest that passes, to its bisection's resolution).
+
+    Raises
+    ------
+    CalibrationError
+        No σ² meets the target, or σ_ℤ² is outside the sampler's range.
+    """
+    target = privacy.parameters
+    epsilon = written(target["epsilon"])
+    return _in_range(pdp_sigma2(lambda s2: norm_pdp_level(s2, l2_squared, epsilon), written(target["delta"]),
+                                Fraction(sigma) ** 2, dyadic_ceil))
+
+
+def pdp_lattice_sigma2(space: SensitivitySpace | np.ndarray, privacy: Privacy, sigma: float) -> Fraction:
+    """The pDP lattice variance of ``space``: :func:`pdp_norm_variance` at its l2 sensitivity when its moves are
+    neither listed nor their patterns derived (:func:`norm_bound`), else the exact level per move pattern
+    (:func:`pdp_lattice_variance`).
+
+    Raises
+    ------
+    CalibrationError
+        As :func:`pdp_lattice_variance` or :func:`pdp_norm_variance`.
+    """
+    bound = norm_bound(space)
+    if bound is not None:
+        return pdp_norm_variance(bound, privacy, sigma)
+    return pdp_lattice_variance(space, privacy, sigma)
 
 
 def sum_pdp_variance(shift: int, privacy: Privacy, sigma: float) -> Fraction:
@@ -134,11 +191,13 @@ def lattice_sum_pdp_check(units: SensitivitySpace, sigma2: Fraction, privacy: Pr
 
 def pdp_lattice_design(space: SensitivitySpace | np.ndarray, privacy: Privacy,
                        sigma: float) -> tuple[Fraction | None, str | None]:
-    """The lattice variance of the isotropic design N(0, σ²I) (:func:`pdp_lattice_variance`) and None, or None and
-    why there is none: no listed integer moves, or the sampler's range. Its cost, Var N_ℤ(0, σ_ℤ²)/σ² (usually
-    below 1: Lemma 10 bounds the level from above), is stated by the mechanism, never a reason to refuse."""
+    """The lattice variance of the isotropic design N(0, σ²I) (:func:`pdp_lattice_sigma2`: the exact level per move
+    pattern, or the sub-Gaussian bound at max ‖v‖² when the moves are not derived) and None, or None and why there
+    is none: listed moves that are not integer vectors, or the sampler's range. Its cost, Var N_ℤ(0, σ_ℤ²)/σ²
+    (usually below 1 on the patterns: Lemma 10 bounds the level from above; above 1 on the bound), is stated by the
+    mechanism, never a reason to refuse."""
     try:
-        return pdp_lattice_variance(space, privacy, sigma), None
+        return pdp_lattice_sigma2(space, privacy, sigma), None
     except CalibrationError as exc:
         return None, f"on the lattice: {exc}"
 
@@ -146,11 +205,15 @@ def pdp_lattice_design(space: SensitivitySpace | np.ndarray, privacy: Privacy,
 def lattice_pdp_check(space: SensitivitySpace | np.ndarray, sigma2: Fraction, privacy: Privacy,
                       projected: bool = False) -> Check:
     """The pDP check of i.i.d. N_ℤ(0, σ²) noise on integer answers: the exact level per move pattern ≤ δ (the
-    listed moves of ``space``, or the integer shift vectors of an array's rows).
+    listed moves of ``space``, or the integer shift vectors of an array's rows); when the moves are neither listed nor
+    their patterns derived (:func:`norm_bound`), the sub-Gaussian bound at max ‖v‖² ≤ δ (:func:`norm_pdp_check`).
     ``projected``: the release is P_V y, whose loss is that of y (module docstring)."""
     if privacy.definition != "pdp":
         return Check("privacy", "pDP level of the discrete Gaussian on ℤ", False,
                      f"the lattice σ² was calibrated for pDP, not {privacy.definition}")
+    bound = norm_bound(space)
+    if bound is not None:
+        return norm_pdp_check(bound, sigma2, privacy, projected)
     target = privacy.parameters
     try:
         patterns = _patterns(space)
@@ -164,8 +227,31 @@ def lattice_pdp_check(space: SensitivitySpace | np.ndarray, sigma2: Fraction, pr
         "L = (2S + ‖v‖²)/(2σ²), S = ⟨η, v⟩ (no normaliser term: integer shifts), the law of S the product of the "
         "coordinates' generating polynomials on the box |η_i| ≤ N in 128-bit arb arithmetic plus a proven tail "
         f"bound, the thresholds in exact rationals, max over the move patterns {shown}"
-        + ("; the release P_V y has the loss of y (moves Δ ∈ ℤ^d ∩ V: the fibre sums of P_V cancel, "
-           "dpopt.mechanisms.lattice_pdp)" if projected else ""),
+        + (_PROJECTED if projected else ""),
         level <= written(target["delta"]),
         f"σ_ℤ² = {sigma2}: δ(v) ≤ {float(level):.12g} vs δ = {target['delta']}",
+    )
+
+
+_PROJECTED = ("; the release P_V y has the loss of y (moves Δ ∈ ℤ^d ∩ V: the fibre sums of P_V cancel, "
+              "dpopt.mechanisms.lattice_pdp)")
+
+
+def norm_pdp_check(l2_squared: Fraction, sigma2: Fraction, privacy: Privacy, projected: bool = False) -> Check:
+    """The pDP check of i.i.d. N_ℤ(0, σ²) noise on integer answers whose moves are known only through n = max ‖v‖²
+    (``l2_squared``): the sub-Gaussian bound at n
+    (:func:`~dpopt.privacy.discrete_gaussian_pdp.norm_pdp_level`) ≤ δ."""
+    target = privacy.parameters
+    epsilon = written(target["epsilon"])
+    level = norm_pdp_level(Fraction(sigma2), l2_squared, epsilon)
+    return Check(
+        "privacy",
+        "pDP level of the discrete Gaussian on ℤ, the move patterns not derived: every integer move v has "
+        "δ(v) = P[|L| > ε] ≤ e^{−a²/(2σ²‖v‖²)} + e^{−b²/(2σ²‖v‖²)}, a = εσ² − ‖v‖²/2 ≥ 0, b = εσ² + ‖v‖²/2 "
+        "(S = ⟨η, v⟩ sub-Gaussian: E e^{tη_i} ≤ e^{t²σ²/2}, Canonne, Kamath & Steinke 2020, Cor. 9, and "
+        "Chernoff), a bound increasing in ‖v‖² on ‖v‖² ≤ 2εσ², evaluated at the exact l2 sensitivity "
+        "max ‖v‖² (exponents in exact rationals, exponentials in 128-bit arb)" + (_PROJECTED if projected else ""),
+        level <= written(target["delta"]),
+        f"σ_ℤ² = {sigma2}, max ‖v‖² = {l2_squared}: δ(v) ≤ {float(level):.12g} vs δ = {target['delta']}"
+        + ("" if l2_squared <= 2 * epsilon * Fraction(sigma2) else " (max ‖v‖² > 2εσ²: the bound is 1)"),
     )

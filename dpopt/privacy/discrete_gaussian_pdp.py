@@ -150,16 +150,9 @@ def subgaussian_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fract
     .. math:: \delta(v) \le e^{-a^2/(2\sigma^2\|v\|^2)} + e^{-b^2/(2\sigma^2\|v\|^2)}, \qquad
               a = \varepsilon\sigma^2 - \|v\|^2/2 \ge 0, \quad b = \varepsilon\sigma^2 + \|v\|^2/2
 
-    (1 when a < 0), the exponents exact rationals, the exponentials arb balls; an exact dyadic number ≥ δ(v)."""
-    sigma2, epsilon = Fraction(sigma2), Fraction(epsilon)
-    norm2 = sum(int(t) ** 2 for t in pattern)
-    a, b = epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2)
-    if a < 0:
-        return Fraction(1)
-    with working_precision(PRECISION):
-        bound = sum(((-flint.arb(flint.fmpq(x.numerator, x.denominator))).exp()
-                     for x in (t * t / (2 * sigma2 * norm2) for t in (a, b))), flint.arb(0))
-        return ball_upper(bound)
+    (1 when a < 0), the exponents exact rationals, the exponentials arb balls; an exact dyadic number ≥ δ(v).
+    It depends on v through ‖v‖² alone: :func:`norm_pdp_level` of ‖v‖²."""
+    return norm_pdp_level(sigma2, sum(int(t) ** 2 for t in pattern), epsilon)
 
 
 def worst_pdp_level(sigma2: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction,
@@ -240,3 +233,52 @@ def pdp_sigma2(level: Callable[[Fraction], Fraction], delta: Fraction, start: Fr
     if found is None:
         raise CalibrationError(f"no discrete Gaussian σ² up to 2^20 times {float(start):.6g} meets the pDP target")
     return found
+
+
+def norm_pdp_level(sigma2: Fraction, l2_squared: Fraction | int, epsilon: Fraction) -> Fraction:
+    r"""An upper bound on δ(v) = P[|L| > ε] for *every* integer move v with ‖v‖² ≤ n = ``l2_squared``: the
+    sub-Gaussian bound of :func:`subgaussian_level` evaluated at n, for a space whose moves are not listed nor their
+    patterns derived, only its exact l2 sensitivity n = max ‖v‖².
+
+    With c = εσ², the bound of a move of squared norm m is
+
+    .. math:: f(m) = e^{-g(m)/(2\sigma^2)} + e^{-h(m)/(2\sigma^2)}, \qquad
+              g(m) = \frac{(c - m/2)^2}{m} = \frac{c^2}{m} - c + \frac m4, \quad
+              h(m) = \frac{(c + m/2)^2}{m} = \frac{c^2}{m} + c + \frac m4 ,
+
+    and g'(m) = h'(m) = 1/4 − c²/m² < 0 for 0 < m < 2c: both exponents decrease, so f is increasing in m on
+    (0, 2εσ²] (where a = c − m/2 ≥ 0, the range of Chernoff's bound). Hence, when n ≤ 2εσ², every move with
+    ‖v‖² = m ≤ n has δ(v) ≤ f(m) ≤ f(n); when n > 2εσ² the bound is the trivial 1. The value is therefore a bound
+    on max_v δ(v) over any set of integer moves whose squared norms are at most n, whatever their patterns.
+
+    In σ² (n fixed) it is nonincreasing where a ≥ 0: d/dσ² of (εσ² ∓ n/2)²/(2σ²n) is
+    (εσ² − n/2)(εσ² + n/2)/(2σ⁴n) ≥ 0, so a bisection on σ² finds the smallest σ² of a grid that passes.
+
+    Parameters
+    ----------
+    sigma2 : Fraction
+        σ² > 0, in lattice units.
+    l2_squared : Fraction or int
+        n > 0, an upper bound on ‖v‖² over the moves (the space's exact l2 sensitivity squared).
+    epsilon : Fraction
+        ε, exactly.
+
+    Returns
+    -------
+    Fraction
+        An exact dyadic number ≥ max δ(v) over the integer moves with ‖v‖² ≤ n (1 when n > 2εσ²).
+
+    References
+    ----------
+    Canonne, Kamath & Steinke (2020), Corollary 9 (the sub-Gaussian moment generating function of N_ℤ(0, σ²)).
+    """
+    sigma2, epsilon, norm2 = Fraction(sigma2), Fraction(epsilon), Fraction(l2_squared)
+    if sigma2 <= 0 or norm2 <= 0:
+        raise CalibrationError(f"the pDP level needs σ² > 0 and ‖v‖² > 0 (got σ² = {sigma2}, ‖v‖² = {norm2})")
+    a, b = epsilon * sigma2 - norm2 / 2, epsilon * sigma2 + norm2 / 2
+    if a < 0:
+        return Fraction(1)
+    with working_precision(PRECISION):
+        bound = sum(((-flint.arb(flint.fmpq(x.numerator, x.denominator))).exp()
+                     for x in (t * t / (2 * sigma2 * norm2) for t in (a, b))), flint.arb(0))
+        return ball_upper(bound)
