@@ -144,8 +144,9 @@ def lattice_pdp_check(space: SensitivitySpace | np.ndarray, sigma2: Fraction, pr
         "privacy",
         "pDP level of the discrete Gaussian on ℤ: δ(v) = P[|L| > ε] = P[S > εσ² − ‖v‖²/2] + P[S > εσ² + ‖v‖²/2], "
         "L = (2S + ‖v‖²)/(2σ²), S = ⟨η, v⟩ (no normaliser term: integer shifts), the law of S the product of the "
-        "coordinates' generating polynomials on the box |η_i| ≤ N in 128-bit arb arithmetic plus a proven tail "
-        f"bound, the thresholds in exact rationals, max over the move patterns {shown}"
+        "coordinates' generating polynomials on the box |η_i| ≤ N (powers of one coordinate's, in integers on the "
+        "weights scaled by 2^128 and rounded up, every coefficient an upper bound) plus a proven tail bound, the "
+        f"thresholds in exact rationals, max over the move patterns {shown}"
         + ("; the release P_V y has the loss of y (moves Δ ∈ ℤ^d ∩ V: the fibre sums of P_V cancel, "
            "dpopt.mechanisms.lattice_pdp)" if projected else ""),
         level <= written(target["delta"]),

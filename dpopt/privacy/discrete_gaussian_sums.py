@@ -1,5 +1,6 @@
-r"""The law of S = ⟨η, v⟩ for i.i.d. discrete Gaussian noise η ~ N_ℤ(0, σ²) and an integer move v, per σ²: exactly
-on a box in arb ball arithmetic, shared across the moves, and in double precision by FFT to steer a search.
+r"""The law of S = ⟨η, v⟩ for i.i.d. discrete Gaussian noise η ~ N_ℤ(0, σ²) and an integer move v, per σ²: on a box in
+exact integer arithmetic rounded up (upper bounds), shared across the moves, and in double precision by FFT to steer
+a search.
 
 The pDP level of :mod:`dpopt.privacy.discrete_gaussian_pdp` is a sum of two tails of S. S depends on v only through
 its pattern, the multiset of the non-zero |v_i|; write it {t: c_t} (value t taken c_t times) and g = gcd of the
@@ -7,22 +8,25 @@ pattern. Then
 
 .. math:: S = g\,S', \qquad S' = \sum_t \frac{t}{g}\,U_{c_t}, \qquad U_c = \eta_1 + \dots + \eta_c ,
 
-the U independent. On the box |η_i| ≤ N (:func:`~dpopt.privacy.discrete_gaussian_pdp.box_radius`) with
+the U independent. On the box |η_i| ≤ N (:func:`box_radius`) with
 B(X) = Σ_{|k|≤N} w(k) X^{k+N}, w(k) = e^{−k²/(2σ²)}, the box law of U_c is the polynomial B(X)^c and that of S'
 the product over t of B^{c_t} inflated by t/g (X ↦ X^{t/g}): **the same box law** as the product of the m = Σ c_t
 coordinates' polynomials (the products are the same polynomial, multiplied in another order), so the level's
 bound (mass/z^m + mT/z, z the box sum, T the tail bound) is unchanged. The powers B^c are computed once per σ²
 (:class:`BoxLaws`, :func:`box_laws` keeps the last few), so that a pattern costs a product per distinct value of
 its moves beyond the first instead of one per coordinate, and S' = S/g shortens the law g-fold. The polynomials
-are arb balls (128 bits): every coefficient encloses the exact box mass, and the upper end of the final ball is a
-proven bound.
+are exact integer polynomials (FLINT ``fmpz_poly``) on the weights scaled by 2^{128} and rounded up, each product
+rounded up again (:class:`BoxLaws`): every coefficient is a proven upper bound on 2^{128} times the box mass. (The
+weights span 1 to 2^{−100}: an ``arb_poly`` product of such balls is split into blocks of similar magnitude and
+took 30 times as long.)
 
 **Double precision** (:func:`estimated_levels`, never a certificate): the law of S' on ℤ/Lℤ by FFT, the transform
 of w placed at k mod L evaluated at the multiples (t/g)·j (inflation multiplies frequencies) and raised to the
 powers c_t. The circular law equals the law of S' when |S'| < L/2; L is a power of two with
 L/2 > min(N Σ t/g, 12 σ ‖v/g‖ + 1), beyond which the (sub-Gaussian) mass is below 2e^{−72}. Its error is that of
-the transforms, about L·log₂L·2^{−53} on a tail sum (:data:`ESTIMATE_ERROR`): a search's comparisons are decided
-by the estimate only when it is farther than that from the target.
+the transforms, about L·log₂L·2^{−53} on a tail sum; the budget :func:`estimate_error` allows 2^{13} times that
+(:data:`ESTIMATE_ERROR`), and a search's comparisons are decided by an estimate only when it is farther than its
+budget from the target.
 
 References
 ----------
@@ -40,7 +44,6 @@ from functools import lru_cache
 import numpy as np
 
 from dpopt._lazy import lazy_module
-from dpopt.core.rounding import ball_upper
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, working_precision
 
 flint = lazy_module("flint")
@@ -85,6 +88,15 @@ def _weights(sigma2: Fraction, top: int) -> list[flint.arb]:
     return out
 
 
+def _scaled(end: flint.arb, up: bool) -> int:
+    """⌈2^P·x⌉ (``up``) or ⌊2^P·x⌋ of an exact arb x = man·2^exp (a ball's end), P = :data:`SCALE_BITS`."""
+    man, exp = (int(v) for v in end.man_exp())
+    shift = exp + SCALE_BITS
+    if shift >= 0:
+        return man << shift
+    return -((-man) >> -shift) if up else man >> -shift
+
+
 def _ceil_shift(poly: flint.fmpz_poly) -> flint.fmpz_poly:
     """An integer polynomial ≥ poly/2^SCALE_BITS coefficientwise (floor, plus one on every coefficient)."""
     return poly // (1 << SCALE_BITS) + flint.fmpz_poly([1] * (poly.degree() + 1))
@@ -121,8 +133,8 @@ class BoxLaws:
             half = _weights(sigma2, n + 1)
             r = (-flint.arb(flint.fmpq((n + 1) * sigma2.denominator, sigma2.numerator))).exp()
             self.tail = 2 * half[n + 1] / (1 - r)
-            upper = [math.ceil(ball_upper(w) * (1 << SCALE_BITS)) for w in half[: n + 1]]
-            lower = [math.floor(-ball_upper(-w) * (1 << SCALE_BITS)) for w in half[: n + 1]]
+            upper = [_scaled(w.upper(), up=True) for w in half[: n + 1]]
+            lower = [_scaled(w.lower(), up=False) for w in half[: n + 1]]
             self.z = flint.arb(flint.fmpq(lower[0] + 2 * sum(lower[1:]), 1 << SCALE_BITS))
         self._powers = {1: flint.fmpz_poly(upper[:0:-1] + upper)}  # k = −N .. N
         self._laws: dict[tuple[tuple[int, int], ...], flint.fmpz_poly] = {}
