@@ -119,7 +119,7 @@ def _pattern_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction
     mass = laws.tail_mass(pattern, (epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2)))
     m = len(pattern)
     with working_precision(PRECISION):
-        level = flint.arb(flint.fmpq(mass.numerator, mass.denominator)) / laws.z**m + m * laws.tail / laws.z
+        level = mass / laws.z**m + m * laws.tail / laws.z
         return ball_upper(level)
 
 

@@ -55,6 +55,9 @@ MAX_BOX_TERMS = 4_000_000
 """Largest number of coefficients of a box law an evaluation forms: 2N·Σ_i v_i/g + 1 (about 24σ·Σ_i v_i/g), so σ up
 to about 1.7·10⁵/Σ_i v_i/g."""
 
+FFT_VALUES = 1 << 22
+"""Values of the double-precision laws :func:`estimated_levels` transforms at once (32 MiB of floats)."""
+
 SCALE_BITS = 128
 """P: the box laws are integer polynomials ≥ 2^P times the masses (:class:`BoxLaws`)."""
 
@@ -88,13 +91,11 @@ def _weights(sigma2: Fraction, top: int) -> list[flint.arb]:
     return out
 
 
-def _scaled(end: flint.arb, up: bool) -> int:
-    """⌈2^P·x⌉ (``up``) or ⌊2^P·x⌋ of an exact arb x = man·2^exp (a ball's end), P = :data:`SCALE_BITS`."""
+def _scaled_up(end: flint.arb) -> int:
+    """⌈2^P·x⌉ of an exact arb x = man·2^exp (a ball's upper end), P = :data:`SCALE_BITS`."""
     man, exp = (int(v) for v in end.man_exp())
     shift = exp + SCALE_BITS
-    if shift >= 0:
-        return man << shift
-    return -((-man) >> -shift) if up else man >> -shift
+    return man << shift if shift >= 0 else -((-man) >> -shift)
 
 
 def _ceil_shift(poly: flint.fmpz_poly) -> flint.fmpz_poly:
@@ -111,7 +112,8 @@ class BoxLaws:
     coefficients) is computed exactly and then divided by 2^P, rounded up (:func:`_ceil_shift`): if F ≥ 2^P f and
     G ≥ 2^P g coefficientwise, then FG ≥ 2^{2P} fg and ⌈FG/2^P⌉ ≥ 2^P fg. Every law formed is therefore ≥ 2^P times
     the exact box law, in exact integer arithmetic; each rounding adds at most one unit 2^{−P} to a coefficient,
-    a relative 2^{−P}·(coefficients) ≤ 2^{−100} of the level here.
+    a relative 2^{−P}·(coefficients) ≤ 2^{−100} of the level here. A single coordinate (S' = η) needs no product:
+    its tails are summed from the weights' balls, and the integer weights are formed only for a product.
 
     Attributes
     ----------
@@ -120,7 +122,7 @@ class BoxLaws:
     radius : int
         N, the box |k| ≤ N.
     z : arb
-        A lower bound on Σ_{|k|≤N} w(k) (≤ the normaliser Z): Σ ⌊2^P·w(k)⌋/2^P, from the lower ends of the balls.
+        Σ_{|k|≤N} w(k) (≤ the normaliser Z), a ball.
     tail : arb
         T ≥ Σ_{|k|>N} w(k): for k ≥ N + 1, k² ≥ (N+1)² + 2(N+1)(k − N − 1), so w(k) ≤ w(N+1) r^{k−N−1} with
         r = e^{−(N+1)/σ²} and T = 2w(N+1)/(1 − r).
@@ -133,15 +135,17 @@ class BoxLaws:
             half = _weights(sigma2, n + 1)
             r = (-flint.arb(flint.fmpq((n + 1) * sigma2.denominator, sigma2.numerator))).exp()
             self.tail = 2 * half[n + 1] / (1 - r)
-            upper = [_scaled(w.upper(), up=True) for w in half[: n + 1]]
-            lower = [_scaled(w.lower(), up=False) for w in half[: n + 1]]
-            self.z = flint.arb(flint.fmpq(lower[0] + 2 * sum(lower[1:]), 1 << SCALE_BITS))
-        self._powers = {1: flint.fmpz_poly(upper[:0:-1] + upper)}  # k = −N .. N
-        self._laws: dict[tuple[tuple[int, int], ...], flint.fmpz_poly] = {}
+            self._half = half[: n + 1]  # w(0), …, w(N)
+            self.z = 2 * sum(self._half, flint.arb(0)) - 1
+        self._powers: dict[int, flint.fmpz_poly] = {}
 
     def power(self, count: int) -> flint.fmpz_poly:
         """≥ 2^P·B^count, the box law of U_count (coefficient j at U = j − count·N), from the largest cached power
         below."""
+        if not self._powers:
+            with working_precision(PRECISION):  # the balls' upper ends rounded at 128 bits, not the default 53
+                upper = [_scaled_up(w.upper()) for w in self._half]
+            self._powers[1] = flint.fmpz_poly(upper[:0:-1] + upper)  # k = −N .. N
         if count not in self._powers:
             below = max(c for c in self._powers if c < count)
             self._powers[count] = _ceil_shift(self._powers[below] * self.power(count - below))
@@ -151,24 +155,26 @@ class BoxLaws:
         """≥ 2^P times the box law of S' = S/g for a move of ``pattern``, its offset (coefficient j at
         S' = j − offset) and g."""
         g, key = reduced(pattern)
-        if key not in self._laws:
-            factors = sorted((self.power(c).inflate(t) for t, c in key), key=lambda p: p.degree())
-            product = factors[0]
-            for factor in factors[1:]:
-                product = _ceil_shift(product * factor)
-            self._laws[key] = product
-        return self._laws[key], self.radius * sum(t * c for t, c in key), g
+        factors = sorted((self.power(c).inflate(t) for t, c in key), key=lambda p: p.degree())
+        product = factors[0]
+        for factor in factors[1:]:
+            product = _ceil_shift(product * factor)
+        return product, self.radius * sum(t * c for t, c in key), g
 
-    def tail_mass(self, pattern: tuple[int, ...], thresholds: tuple[Fraction, ...]) -> Fraction:
-        """An upper bound on Σ over the thresholds x of the box mass of {S > x} (unnormalised: the weights'
-        products), an exact rational."""
-        law, offset, g = self.law(pattern)
-        total = 0
-        for x in thresholds:
-            first = math.floor(x / g) + 1 + offset  # the index of the smallest S' with gS' > x
-            if first <= law.degree():
-                total += int(law.right_shift(max(first, 0))(1))
-        return Fraction(total, 1 << SCALE_BITS)
+    def tail_mass(self, pattern: tuple[int, ...], thresholds: tuple[Fraction, ...]) -> flint.arb:
+        """A ball whose upper end bounds Σ over the thresholds x of the box mass of {S > x} (unnormalised: the
+        weights' products)."""
+        g, key = reduced(pattern)
+        firsts = [math.floor(x / g) + 1 for x in thresholds]  # the smallest S' with gS' > x
+        with working_precision(PRECISION):
+            if key == ((1, 1),):  # S' = η: Σ_{k ≥ a} w(k) on the box, by symmetry from w(0), …, w(N)
+                n, half = self.radius, self._half
+                return sum((sum(half[a:], flint.arb(0)) if a >= 0 else self.z - sum(half[1 - a:], flint.arb(0))
+                            for a in firsts if a <= n), flint.arb(0))
+            law, offset, g = self.law(pattern)
+            total = sum(int(law.right_shift(max(first + offset, 0))(1)) for first in firsts
+                        if first + offset <= law.degree())
+            return flint.arb(flint.fmpq(total, 1 << SCALE_BITS))
 
 
 @lru_cache(maxsize=4)
@@ -209,27 +215,35 @@ def estimated_levels(sigma2: Fraction, patterns: list[tuple[int, ...]], epsilon:
     groups: dict[int, list[int]] = {}
     for i in todo:
         groups.setdefault(estimate_length(sigma2, patterns[i]), []).append(i)
-    for length, members in groups.items():
+    for length, group in groups.items():
         spectrum = _transform(sigma2, length)
-        half = np.arange(length // 2 + 1)
-        powers: dict[tuple[int, int], np.ndarray] = {}
-        rows = np.ones((len(members), half.size))
-        cuts = np.zeros((len(members), 2), dtype=np.int64)
-        for row, i in enumerate(members):
-            g, counts = reduced(patterns[i])
-            for t, c in counts:
-                if (t, c) not in powers:
-                    powers[t, c] = spectrum[(t * half) % length] ** c
-                rows[row] *= powers[t, c]
-            norm2 = sum(t * t for t in patterns[i])
-            # the smallest S' counted: ⌊(εσ² ∓ ‖v‖²/2)/g⌋ + 1 = ⌊(2p ∓ ‖v‖² q)/(2qg)⌋ + 1, εσ² = p/q
-            cuts[row] = (2 * p - norm2 * q) // (2 * q * g) + 1, (2 * p + norm2 * q) // (2 * q * g) + 1
-        laws = np.fft.irfft(rows, n=length, axis=1)  # index i at S' = i mod L
-        above = np.cumsum(np.fft.fftshift(laws, axes=1)[:, ::-1], axis=1)[:, ::-1]  # [:, i]: P[S' ≥ i − L/2]
-        padded = np.concatenate([above, np.zeros((len(members), 1))], axis=1)
-        index = np.clip(cuts + length // 2, 0, length)
-        out[members] = np.take_along_axis(padded, index, axis=1).sum(axis=1)
+        for start in range(0, len(group), max(1, FFT_VALUES // length)):
+            members = group[start:start + max(1, FFT_VALUES // length)]
+            out[members] = _tails(spectrum, [patterns[i] for i in members], p, q)
     return out
+
+
+def _tails(spectrum: np.ndarray, patterns: list[tuple[int, ...]], p: int, q: int) -> np.ndarray:
+    """:func:`estimated_levels` of patterns sharing the transform ``spectrum`` (length L), εσ² = p/q."""
+    length = spectrum.size
+    half = np.arange(length // 2 + 1)
+    powers: dict[tuple[int, int], np.ndarray] = {}
+    rows = np.ones((len(patterns), half.size))
+    cuts = np.zeros((len(patterns), 2), dtype=np.int64)
+    for row, pattern in enumerate(patterns):
+        g, counts = reduced(pattern)
+        for t, c in counts:
+            if (t, c) not in powers:
+                powers[t, c] = spectrum[(t * half) % length] ** c
+            rows[row] *= powers[t, c]
+        norm2 = sum(t * t for t in pattern)
+        # the smallest S' counted: ⌊(εσ² ∓ ‖v‖²/2)/g⌋ + 1 = ⌊(2p ∓ ‖v‖² q)/(2qg)⌋ + 1, εσ² = p/q
+        cuts[row] = (2 * p - norm2 * q) // (2 * q * g) + 1, (2 * p + norm2 * q) // (2 * q * g) + 1
+    laws = np.fft.irfft(rows, n=length, axis=1)  # index i at S' = i mod L
+    above = np.cumsum(np.fft.fftshift(laws, axes=1)[:, ::-1], axis=1)[:, ::-1]  # [:, i]: P[S' ≥ i − L/2]
+    padded = np.concatenate([above, np.zeros((len(patterns), 1))], axis=1)
+    index = np.clip(cuts + length // 2, 0, length)
+    return np.take_along_axis(padded, index, axis=1).sum(axis=1)
 
 
 @lru_cache(maxsize=65536)
