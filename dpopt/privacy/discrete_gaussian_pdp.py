@@ -100,20 +100,30 @@ def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> 
         coefficients.
     """
     sigma2, epsilon = Fraction(sigma2), Fraction(epsilon)
-    pattern = tuple(sorted(abs(int(t)) for t in pattern if t))
-    if sigma2 <= 0 or not pattern:
-        raise CalibrationError(f"the pDP level needs σ² > 0 and a non-zero move (got σ² = {sigma2}, {pattern})")
+    (pattern,) = _checked(sigma2, [pattern])
     return _pattern_level(sigma2, pattern, epsilon)
+
+
+def _checked(sigma2: Fraction, patterns: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The patterns as sorted tuples of positive integers, each non-empty and with a box law of at most
+    :data:`~dpopt.privacy.discrete_gaussian_sums.MAX_BOX_TERMS` coefficients (CalibrationError otherwise)."""
+    out = []
+    for pattern in patterns:
+        pattern = tuple(sorted(abs(int(t)) for t in pattern if t))
+        if sigma2 <= 0 or not pattern:
+            raise CalibrationError(f"the pDP level needs σ² > 0 and a non-zero move (got σ² = {sigma2}, {pattern})")
+        terms = 2 * box_radius(sigma2) * sum(t * c for t, c in reduced(pattern)[1]) + 1
+        if terms > MAX_BOX_TERMS:
+            raise CalibrationError(f"the law of ⟨η, v⟩ at σ² = {float(sigma2):.6g} for the move {pattern} has "
+                                   f"{terms} terms (more than {MAX_BOX_TERMS})")
+        out.append(pattern)
+    return out
 
 
 @lru_cache(maxsize=8192)
 def _pattern_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
-    """:func:`pdp_level` of a sorted pattern, kept (a design's check re-reads the levels its search certified)."""
-    g, counts = reduced(pattern)
-    terms = 2 * box_radius(sigma2) * sum(t * c for t, c in counts) + 1
-    if terms > MAX_BOX_TERMS:
-        raise CalibrationError(f"the law of ⟨η, v⟩ at σ² = {float(sigma2):.6g} for the move {pattern} has "
-                               f"{terms} terms (more than {MAX_BOX_TERMS})")
+    """:func:`pdp_level` of a sorted pattern (:func:`_checked`), kept (a design's check re-reads the levels its
+    search certified)."""
     norm2 = sum(t * t for t in pattern)
     laws = box_laws(sigma2)
     mass = laws.tail_mass(pattern, (epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2)))
@@ -157,6 +167,7 @@ def worst_pdp_level(sigma2: Fraction, patterns: list[tuple[int, ...]], epsilon: 
     exactly when every pattern's bound is.
     """
     sigma2, epsilon = Fraction(sigma2), Fraction(epsilon)
+    patterns = _checked(sigma2, patterns)
     estimates = estimated_levels(sigma2, patterns, epsilon)
     order = sorted(range(len(patterns)), key=lambda i: (-estimates[i], -sum(t * t for t in patterns[i]), patterns[i]))
     worst = None
@@ -193,8 +204,10 @@ def pattern_pdp_sigma2(patterns: list[tuple[int, ...]], epsilon: Fraction, delta
         beyond :data:`~dpopt.privacy.discrete_gaussian_sums.MAX_BOX_TERMS`.
     """
     epsilon, delta = Fraction(epsilon), Fraction(delta)
+    patterns = _checked(Fraction(start), patterns)
 
     def passes(s2: Fraction) -> bool:
+        _checked(s2, patterns)
         margins = np.array([estimate_error(s2, pattern) for pattern in patterns])
         levels = estimated_levels(s2, patterns, epsilon, screen=float(delta) - margins.max())
         if np.any(levels > float(delta) + margins):
