@@ -24,7 +24,7 @@ the box law of S is the product of the coordinates' generating polynomials Σ_{|
 as the powers of the one-coordinate polynomial B (one per distinct |v_i|, shared by every pattern at that σ²,
 inflated by |v_i|/g, g the gcd of the pattern) in exact integer arithmetic on weights scaled by 2^{128} and
 rounded up, so that every coefficient is an upper bound on the box mass; the two thresholds decided in exact
-rationals (ε as written, σ² dyadic: S > x ⟺ S/g ≥ ⌊x/g⌋ + 1). With z a lower bound on the box sum of w and
+rationals (ε as written, σ² dyadic: S > x ⟺ S/g ≥ ⌊x/g⌋ + 1). With z the box sum of w (a ball) and
 T ≥ Σ_{|k|>N} w(k),
 
 .. math:: \delta(v) \le \frac{M}{z^m} + \frac{m\,T}{z},
