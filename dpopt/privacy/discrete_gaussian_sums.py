@@ -24,7 +24,7 @@ took 30 times as long.)
 of w placed at k mod L evaluated at the multiples (t/g)·j (inflation multiplies frequencies) and raised to the
 powers c_t. The circular law equals the law of S' when |S'| < L/2; L is a power of two with
 L/2 > min(N Σ t/g, 12 σ ‖v/g‖ + 1), beyond which the (sub-Gaussian) mass is below 2e^{−72}. Its error is that of
-the transforms, about L·log₂L·2^{−53} on a tail sum; the budget :func:`estimate_error` allows 2^{13} times that
+the transforms, about L·log₂L·2^{−53} on a tail sum; the budget :func:`estimate_error` allows 2^3 times that
 (:data:`ESTIMATE_ERROR`), and a search's comparisons are decided by an estimate only when it is farther than its
 budget from the target.
 
@@ -61,9 +61,11 @@ FFT_VALUES = 1 << 22
 SCALE_BITS = 128
 """P: the box laws are integer polynomials ≥ 2^P times the masses (:class:`BoxLaws`)."""
 
-ESTIMATE_ERROR = 2.0**-40
+ESTIMATE_ERROR = 2.0**-50
 """Factor of L·log₂L in the error budget of a double-precision tail sum of :func:`estimated_levels` (2^{−53} per
-operation of the transforms, a generous 2^{13} for the powers and products)."""
+operation of the transforms, 2^3 for the powers and products; the errors measured on person-level patterns at
+σ² ≈ 600–900 are below 10⁻¹⁵, the budget there 2·10⁻¹¹). Below δ ≈ 10⁴ times the budget, more comparisons fall
+within it and are decided by exact levels: slower, never less exact."""
 
 
 def box_radius(sigma2: Fraction) -> int:
