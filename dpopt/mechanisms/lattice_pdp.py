@@ -3,11 +3,11 @@ r"""The isotropic Gaussian on counts under (ε, δ)-pDP, measured exactly: y = x
 The continuous design's σ is Liu (2019)'s Lemma 10, a bound on P[|L| > ε]; the lattice measurement is calibrated on
 the exact level of the discrete law instead (:mod:`dpopt.privacy.discrete_gaussian_pdp`: the loss is a function of
 the integer ⟨η, v⟩, whose law is a convolution of scaled discrete Gaussians, summed in arb per move pattern and
-maximised over the listed moves). σ_ℤ² is the dyadic σ² (21 bits, the sampler's grid) found by bisection (on the
-largest moves' patterns, every pattern checked at its end) from the
-continuous σ², and ``dpopt verify`` re-evaluates the level at the recorded σ_ℤ². The lattice measurement is used
-whatever its variance against the continuous design's; the mechanism states that ratio (``lattice_cost_ratio``
-and ``exact_cost``).
+maximised over the listed moves). σ_ℤ² is the dyadic σ² (21 bits, the sampler's grid) found by bisection from
+the continuous σ² (:func:`~dpopt.privacy.discrete_gaussian_pdp.pattern_pdp_sigma2`: comparisons on double-precision
+levels, exact ones where those are too close to δ, every pattern's exact level at its end), and ``dpopt verify``
+re-evaluates the level at the recorded σ_ℤ². The lattice measurement is used whatever its variance against the
+continuous design's; the mechanism states that ratio (``lattice_cost_ratio`` and ``exact_cost``).
 
 **Moves not derived.** A person's moves on a large marginal workload may be too many to find their patterns
 (:mod:`dpopt.sensitivity.person_patterns` counts them first against its budgets), but the space still knows its exact
@@ -49,15 +49,10 @@ from dpopt.core.decimals import written
 from dpopt.errors import CalibrationError
 from dpopt.mechanisms.integer_noise import dyadic_ceil, move_patterns, vector_patterns
 from dpopt.mechanisms.lattice import MAX_LATTICE_SIGMA2, MIN_LATTICE_SIGMA2
-from dpopt.privacy.discrete_gaussian_pdp import norm_pdp_level, pdp_level, pdp_sigma2, shift_range_level, \
-    subgaussian_level, worst_pdp_level
+from dpopt.privacy.discrete_gaussian_pdp import norm_pdp_level, pattern_pdp_sigma2, pdp_sigma2, shift_range_level, \
+    worst_pdp_level
 from dpopt.sensitivity.space import SensitivitySpace
 from dpopt.spec.models import Privacy
-
-
-SEARCH_PATTERNS = 6
-"""Move patterns the σ² search of :func:`pdp_lattice_variance` evaluates at each step before the others are checked
-at its end."""
 
 
 def _patterns(space: SensitivitySpace | np.ndarray) -> list[tuple[int, ...]]:
@@ -102,20 +97,8 @@ def pdp_lattice_variance(space: SensitivitySpace | np.ndarray, privacy: Privacy,
         The moves are not listed integer vectors, no σ² meets the target, or σ_ℤ² is outside the sampler's range.
     """
     target = privacy.parameters
-    patterns, epsilon, delta = _patterns(space), written(target["epsilon"]), written(target["delta"])
-    # the bisection's levels on a working set, the largest ‖v‖² first (the continuous level grows with
-    # ‖v‖), then every pattern at its end: one that fails joins the set and the search is repeated, so the
-    # σ² returned passes every pattern (a person's moves under a linear query have dozens, each level an
-    # arb convolution)
-    working = sorted(patterns, key=lambda pattern: -sum(t * t for t in pattern))[:SEARCH_PATTERNS]
-    while True:
-        found = pdp_sigma2(lambda s2: worst_pdp_level(s2, working, epsilon, delta), delta, Fraction(sigma) ** 2,
-                           dyadic_ceil)
-        failing = [pattern for pattern in patterns if pattern not in working
-                   and subgaussian_level(found, pattern, epsilon) > delta and pdp_level(found, pattern, epsilon) > delta]
-        if not failing:
-            return _in_range(found)
-        working += failing
+    return _in_range(pattern_pdp_sigma2(_patterns(space), written(target["epsilon"]), written(target["delta"]),
+                                        Fraction(sigma) ** 2, dyadic_ceil))
 
 
 def pdp_norm_variance(l2_squared: Fraction, privacy: Privacy, sigma: float) -> Fraction:
@@ -225,8 +208,9 @@ def lattice_pdp_check(space: SensitivitySpace | np.ndarray, sigma2: Fraction, pr
         "privacy",
         "pDP level of the discrete Gaussian on ℤ: δ(v) = P[|L| > ε] = P[S > εσ² − ‖v‖²/2] + P[S > εσ² + ‖v‖²/2], "
         "L = (2S + ‖v‖²)/(2σ²), S = ⟨η, v⟩ (no normaliser term: integer shifts), the law of S the product of the "
-        "coordinates' generating polynomials on the box |η_i| ≤ N in 128-bit arb arithmetic plus a proven tail "
-        f"bound, the thresholds in exact rationals, max over the move patterns {shown}"
+        "coordinates' generating polynomials on the box |η_i| ≤ N (powers of one coordinate's, in integers on the "
+        "weights scaled by 2^128 and rounded up, every coefficient an upper bound) plus a proven tail bound, the "
+        f"thresholds in exact rationals, max over the move patterns {shown}"
         + (_PROJECTED if projected else ""),
         level <= written(target["delta"]),
         f"σ_ℤ² = {sigma2}: δ(v) ≤ {float(level):.12g} vs δ = {target['delta']}",

@@ -19,18 +19,26 @@ tails, and it depends on v only through its *move pattern*, the sorted non-zero 
 event by 2P[S > εσ² − ‖v‖²/2]; the exact level is smaller, so the lattice σ² is usually below the continuous
 design's.
 
-**Evaluation.** Each coordinate is summed over the box |k| ≤ N in arb ball arithmetic (python-flint, 128 bits):
-the generating polynomial Σ_{|k|≤N} w(k) X^{v_i(k+N)} of v_i·η_i, their product the box law of S (exact
-convolution of balls, ``arb_poly``; for one moving coordinate S = v_1η_1 and the law of η_1 serves), the two
-thresholds decided in exact rationals (ε as written, σ² dyadic:
-S > x ⟺ S ≥ ⌊x⌋ + 1). With z the box sum of w and T ≥ Σ_{|k|>N} w(k),
+**Evaluation** (:mod:`dpopt.privacy.discrete_gaussian_sums`). Each coordinate is summed over the box |k| ≤ N:
+the box law of S is the product of the coordinates' generating polynomials Σ_{|k|≤N} w(k) X^{v_i(k+N)}, formed
+as the powers of the one-coordinate polynomial B (one per distinct |v_i|, shared by every pattern at that σ²,
+inflated by |v_i|/g, g the gcd of the pattern) in exact integer arithmetic on weights scaled by 2^{128} and
+rounded up, so that every coefficient is an upper bound on the box mass; the two thresholds decided in exact
+rationals (ε as written, σ² dyadic: S > x ⟺ S/g ≥ ⌊x/g⌋ + 1). With z the box sum of w (a ball) and
+T ≥ Σ_{|k|>N} w(k),
 
 .. math:: \delta(v) \le \frac{M}{z^m} + \frac{m\,T}{z},
 
-M the box mass of the event (P[event ∩ box] = M/Z^m ≤ M/z^m) and mT/Z ≥ P[some |η_i| > N]. The tail: for
-k ≥ N + 1, k² ≥ (N+1)² + 2(N+1)(k − N − 1), so w(k) ≤ w(N+1) r^{k−N−1} with r = e^{−(N+1)/σ²} and
+M the (upper bound on the) box mass of the event (P[event ∩ box] = M/Z^m ≤ M/z^m) and mT/Z ≥ P[some |η_i| > N].
+The tail: for k ≥ N + 1, k² ≥ (N+1)² + 2(N+1)(k − N − 1), so w(k) ≤ w(N+1) r^{k−N−1} with r = e^{−(N+1)/σ²} and
 T = 2w(N+1)/(1 − r); N is chosen with w(N + 1) ≤ 2^{−100}, so T/z, the tail's share, is of that order. The
-result is the upper end of the ball, an exact dyadic rational ≥ δ(v).
+result is the upper end of a 128-bit arb ball, an exact dyadic rational ≥ δ(v).
+
+**Search** (:func:`pattern_pdp_sigma2`). The bisection on σ² compares the largest level over the patterns with δ;
+each comparison is decided on the double-precision levels of every pattern
+(:func:`~dpopt.privacy.discrete_gaussian_sums.estimated_levels`, an FFT of the same box law) when they are farther
+from δ than their error budget, and on the exact levels of the patterns within it otherwise; the σ² found is
+then certified by the exact level of every pattern (:func:`worst_pdp_level`), which ``dpopt verify`` re-derives.
 
 References
 ----------
@@ -44,44 +52,28 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 from typing import Callable
+
+import numpy as np
 
 from dpopt._lazy import lazy_module
 from dpopt.core.rounding import ball_upper
 from dpopt.core.roots import smallest_on_grid
 from dpopt.errors import CalibrationError
 from dpopt.noise.discrete_generalized_gaussian import PRECISION, working_precision
+from dpopt.privacy.discrete_gaussian_sums import MAX_BOX_TERMS, box_laws, box_radius, estimate_error, \
+    estimated_levels, reduced
 
 flint = lazy_module("flint")
 
-TAIL_BITS = 100
-"""The box |k| ≤ N stops where w(k) ≤ 2^{−100} (w(0) = 1)."""
-
-MAX_BOX_TERMS = 4_000_000
-"""Largest number of coefficients of the box law of S a level evaluation forms: 2N·Σ_i v_i + 1 (about 24σ·Σ_i v_i)
-for two or more moving coordinates, 2N + 1 for one, so σ up to about 1.7·10⁵/Σ_i v_i, or 1.7·10⁵."""
-
 SEARCH_STEPS = 24
-"""Bisection steps of :func:`pdp_sigma2` (the σ² found is within 2^{−24} relative of the switch of the
-bisection's comparisons on its bracket)."""
+"""Bisection steps of :func:`pdp_sigma2` and :func:`pattern_pdp_sigma2` (the σ² found is within 2^{−24} relative
+of the switch of the bisection's comparisons on its bracket)."""
 
-
-def box_radius(sigma2: Fraction) -> int:
-    """N = ⌈σ√(2·TAIL_BITS·ln 2)⌉ + 1: e^{−N²/(2σ²)} ≤ 2^{−TAIL_BITS} (the tail bound's T is then below it)."""
-    return math.isqrt(math.ceil(2 * TAIL_BITS * math.log(2) * float(sigma2)) + 1) + 2
-
-
-def _weights(sigma2: Fraction, top: int) -> list[flint.arb]:
-    """w(0), …, w(top), w(k) = exp(−k²/(2σ²)), as arb balls: w(k + 1) = w(k)·q^{2k+1} with q = exp(−1/(2σ²)) (the
-    exponent an exact rational) and q^{2k+1} = q^{2k−1}·q², two ball products a term instead of an exponential
-    (each product is rigorous; the relative radius grows by about 2^-128 a step, 10⁻³³ over 10⁵ terms)."""
-    q = (-flint.arb(flint.fmpq(sigma2.denominator, 2 * sigma2.numerator))).exp()
-    q2, step, w = q * q, q, flint.arb(1)
-    out = [w]
-    for _ in range(top):
-        w, step = w * step, step * q2
-        out.append(w)
-    return out
+CERTIFY_STEPS = 64
+"""Steps of 2^{−20} relative by which :func:`pattern_pdp_sigma2` raises a σ² whose exact level does not confirm the
+search (never taken when the double-precision levels keep to their error budget)."""
 
 
 def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
@@ -104,40 +96,40 @@ def pdp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> 
     Raises
     ------
     CalibrationError
-        The box law of S would have more than :data:`MAX_BOX_TERMS` coefficients.
+        The box law of S/g would have more than :data:`~dpopt.privacy.discrete_gaussian_sums.MAX_BOX_TERMS`
+        coefficients.
     """
     sigma2, epsilon = Fraction(sigma2), Fraction(epsilon)
-    pattern = tuple(abs(int(t)) for t in pattern if t)
-    if sigma2 <= 0 or not pattern:
-        raise CalibrationError(f"the pDP level needs σ² > 0 and a non-zero move (got σ² = {sigma2}, {pattern})")
-    n = box_radius(sigma2)
-    span = n * sum(pattern) if len(pattern) > 1 else n  # one coordinate: S = v·η, the law of η itself
-    if 2 * span + 1 > MAX_BOX_TERMS:
-        raise CalibrationError(f"the law of ⟨η, v⟩ at σ² = {float(sigma2):.6g} for the move {pattern} has "
-                               f"{2 * span + 1} terms (more than {MAX_BOX_TERMS})")
+    (pattern,) = _checked(sigma2, [pattern])
+    return _pattern_level(sigma2, pattern, epsilon)
+
+
+def _checked(sigma2: Fraction, patterns: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The patterns as sorted tuples of positive integers, each non-empty and with a box law of at most
+    :data:`~dpopt.privacy.discrete_gaussian_sums.MAX_BOX_TERMS` coefficients (CalibrationError otherwise)."""
+    out = []
+    for pattern in patterns:
+        pattern = tuple(sorted(abs(int(t)) for t in pattern if t))
+        if sigma2 <= 0 or not pattern:
+            raise CalibrationError(f"the pDP level needs σ² > 0 and a non-zero move (got σ² = {sigma2}, {pattern})")
+        terms = 2 * box_radius(sigma2) * sum(t * c for t, c in reduced(pattern)[1]) + 1
+        if terms > MAX_BOX_TERMS:
+            raise CalibrationError(f"the law of ⟨η, v⟩ at σ² = {float(sigma2):.6g} for the move {pattern} has "
+                                   f"{terms} terms (more than {MAX_BOX_TERMS})")
+        out.append(pattern)
+    return out
+
+
+@lru_cache(maxsize=8192)
+def _pattern_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:
+    """:func:`pdp_level` of a sorted pattern (:func:`_checked`), kept (a design's check re-reads the levels its
+    search certified)."""
     norm2 = sum(t * t for t in pattern)
-    thresholds = (epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2))
+    laws = box_laws(sigma2)
+    mass = laws.tail_mass(pattern, (epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2)))
+    m = len(pattern)
     with working_precision(PRECISION):
-        half = _weights(sigma2, n + 1)
-        row = half[n:0:-1] + half[: n + 1]  # k = −N .. N
-        z = sum(row, flint.arb(0))
-        r = (-flint.arb(flint.fmpq((n + 1) * sigma2.denominator, sigma2.numerator))).exp()
-        tail = 2 * half[n + 1] / (1 - r)
-        unit = pattern[0] if len(pattern) == 1 else 1  # S = unit·(index − span)
-        law = row
-        if len(pattern) > 1:
-            product = flint.arb_poly([1])
-            for t in pattern:
-                coefficients = [flint.arb(0)] * (2 * n * t + 1)
-                coefficients[::t] = row
-                product *= flint.arb_poly(coefficients)
-            law = [product[j] for j in range(2 * span + 1)]
-        mass = flint.arb(0)
-        for x in thresholds:
-            first = math.floor(x / unit) + 1 + span  # the index of the smallest S > x
-            mass += sum(law[max(first, 0):], flint.arb(0))
-        m = len(pattern)
-        level = mass / z**m + m * tail / z
+        level = mass / laws.z**m + m * laws.tail / laws.z
         return ball_upper(level)
 
 
@@ -158,16 +150,21 @@ def subgaussian_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fract
 def worst_pdp_level(sigma2: Fraction, patterns: list[tuple[int, ...]], epsilon: Fraction,
                     target: Fraction | None = None) -> Fraction:
     """An upper bound on max δ(v) over the move patterns: the largest bound of a pattern, the patterns taken by
-    decreasing ‖v‖², each bounded by its :func:`subgaussian_level` when that is at most the largest bound so far
-    (it then leaves the maximum unchanged) and by its exact :func:`pdp_level` otherwise: a person's moves on a
-    marginal workload have a hundred patterns, each exact level an arb convolution.
+    decreasing double-precision level (:func:`~dpopt.privacy.discrete_gaussian_sums.estimated_levels`: only the
+    order of the evaluations, so that the largest exact level comes first), each bounded by its
+    :func:`subgaussian_level` when that is at most the largest bound so far (it then leaves the maximum unchanged)
+    and by its exact :func:`pdp_level` otherwise: a person's moves on a marginal workload have hundreds of patterns.
 
     With a ``target`` (a search's comparison) a pattern's sub-Gaussian bound is used whenever it is at most the
     target, and the first exact level above the target is returned at once: the value is at most ``target``
     exactly when every pattern's bound is.
     """
+    sigma2, epsilon = Fraction(sigma2), Fraction(epsilon)
+    patterns = _checked(sigma2, patterns)
+    estimates = estimated_levels(sigma2, patterns, epsilon)
+    order = sorted(range(len(patterns)), key=lambda i: (-estimates[i], -sum(t * t for t in patterns[i]), patterns[i]))
     worst = None
-    for pattern in sorted(patterns, key=lambda p: (-sum(t * t for t in p), p)):
+    for pattern in (patterns[i] for i in order):
         screen = worst if target is None else target
         bound = None if screen is None else subgaussian_level(sigma2, pattern, epsilon)
         if bound is None or bound > screen:
@@ -176,6 +173,49 @@ def worst_pdp_level(sigma2: Fraction, patterns: list[tuple[int, ...]], epsilon: 
         if target is not None and worst > target:
             return worst
     return worst
+
+
+def pattern_pdp_sigma2(patterns: list[tuple[int, ...]], epsilon: Fraction, delta: Fraction, start: Fraction,
+                       grid) -> Fraction:
+    """A σ² on ``grid`` (a rounding up of rationals to the sampler's dyadic grid) whose pDP level on every move
+    pattern is ≤ δ, certified by :func:`worst_pdp_level`.
+
+    :func:`~dpopt.core.roots.smallest_on_grid` from ``start`` (the continuous design's σ², whose Lemma 10 bound is
+    above the exact level): each comparison "every pattern's level ≤ δ" is decided on the double-precision levels
+    of the patterns (:func:`~dpopt.privacy.discrete_gaussian_sums.estimated_levels`) where they are farther from δ
+    than their error budget (:func:`~dpopt.privacy.discrete_gaussian_sums.estimate_error`), and by the exact
+    :func:`pdp_level` of the patterns within it: the comparisons of a bisection on the exact levels of every
+    pattern, at a fraction of its cost. The bisection ends between a grid point that fails and the next one,
+    which passes; the level jumps as εσ² ± ‖v‖²/2 crosses multiples of g, so the σ² found is one that passes,
+    near the smallest. The σ² returned is certified by the exact level of every pattern; should it fail (an
+    estimate beyond its budget), it is raised by steps of 2^{−20} relative until it passes.
+
+    Raises
+    ------
+    CalibrationError
+        No σ² below 2^20·start passes, none is certified within :data:`CERTIFY_STEPS` steps, or a box law is
+        beyond :data:`~dpopt.privacy.discrete_gaussian_sums.MAX_BOX_TERMS`.
+    """
+    epsilon, delta = Fraction(epsilon), Fraction(delta)
+    patterns = _checked(Fraction(start), patterns)
+
+    def passes(s2: Fraction) -> bool:
+        _checked(s2, patterns)
+        margins = np.array([estimate_error(s2, pattern) for pattern in patterns])
+        levels = estimated_levels(s2, patterns, epsilon, screen=float(delta) - margins.max())
+        if np.any(levels > float(delta) + margins):
+            return False
+        unsure = np.flatnonzero(levels >= float(delta) - margins)
+        return all(pdp_level(s2, patterns[i], epsilon) <= delta for i in unsure)
+
+    found = smallest_on_grid(passes, start, grid, steps=SEARCH_STEPS)
+    if found is None:
+        raise CalibrationError(f"no discrete Gaussian σ² up to 2^20 times {float(start):.6g} meets the pDP target")
+    for _ in range(CERTIFY_STEPS):
+        if worst_pdp_level(found, patterns, epsilon) <= delta:
+            return found
+        found = grid(found * (1 + Fraction(1, 2**20)))
+    raise CalibrationError(f"the exact pDP level does not certify the discrete Gaussian σ² {float(found):.6g}")
 
 
 def shift_range_level(sigma2: Fraction, shift: int, epsilon: Fraction) -> Fraction:
