@@ -136,11 +136,21 @@ def pdp_lattice_design(space: SensitivitySpace | np.ndarray, privacy: Privacy,
                        sigma: float) -> tuple[Fraction | None, str | None]:
     """The lattice variance of the isotropic design N(0, σ²I) (:func:`pdp_lattice_variance`) and None, or None and
     why there is none: no listed integer moves, or the sampler's range. Its cost, Var N_ℤ(0, σ_ℤ²)/σ² (usually
-    below 1: Lemma 10 bounds the level from above), is stated by the mechanism, never a reason to refuse."""
-    try:
-        return pdp_lattice_variance(space, privacy, sigma), None
-    except CalibrationError as exc:
-        return None, f"on the lattice: {exc}"
+    below 1: Lemma 10 bounds the level from above), is stated by the mechanism, never a reason to refuse.
+    Searched once per space and target (:meth:`~dpopt.sensitivity.space.SensitivitySpace.memo`): ``gaussian`` and
+    ``projected_gaussian`` take the same isotropic σ_ℤ²."""
+
+    def design() -> tuple[Fraction | None, str | None]:
+        try:
+            return pdp_lattice_variance(space, privacy, sigma), None
+        except CalibrationError as exc:
+            return None, f"on the lattice: {exc}"
+
+    if isinstance(space, np.ndarray):
+        return design()
+    target = privacy.parameters
+    return space.memo(f"pdp lattice variance at ε = {target['epsilon']!r}, δ = {target['delta']!r}, σ = {sigma!r}",
+                      design)
 
 
 def lattice_pdp_check(space: SensitivitySpace | np.ndarray, sigma2: Fraction, privacy: Privacy,
