@@ -82,8 +82,12 @@ def test_neighbouring_person_level_answers_get_the_same_bits():
     base = np.random.default_rng(11).integers(0, 3000, size=workload.algebra.cells)
     contributions = person_contributions(workload.algebra.cells, 2)
     assert len(contributions) == 1 + 18 + 171
-    answers = np.stack([w @ (base + v) for v in contributions])
+    # plus a fixed integer vector off range(W) (answers a consistent table never has), so that the public part is
+    # not simply 0: the neighbours still differ by W v ∈ V
+    offset = np.random.default_rng(12).integers(-1000, 1000, size=workload.dimension)
+    answers = np.stack([w @ (base + v) + offset for v in contributions])
     exact = span.invariant_component(answers)
+    assert np.abs(exact[0]).max() > 1.0
     assert all(row.tobytes() == exact[0].tobytes() for row in exact)
     naive = answers - span.project(answers.astype(float))
     assert any(row.tobytes() != naive[0].tobytes() for row in naive)  # what the exact form is for
@@ -176,3 +180,23 @@ def test_person_level_marginals_release_exactly_and_verify(tmp_path, privacy, fo
     tampered = json.loads(json.dumps(certificate))
     tampered["mechanism"]["parameters"].update(forged)
     assert "privacy" in [check.claim for check in dpopt.verify(tampered).failed]
+
+
+def test_rotated_james_stein_measures_a_marginal_span_exactly():
+    """james_stein by name on the same spec: the rotated variant's public part (I − P_V)x is the span's exact one, so
+    it measures on the lattice (before: floating point, "the component off a span other than the sum-zero one"),
+    and verifies; the public parts of neighbouring answers off range(W) (one person added) agree bit for bit."""
+    import json
+
+    import dpopt
+
+    solution = dpopt.solve(PERSON_SPEC | {"privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "james_stein"})
+    mechanism = solution.mechanism
+    assert mechanism.parameters["variant"] == "rotated" and mechanism.parameters["sampler"] == "exact"
+    assert dpopt.verify(json.loads(solution.certificate.to_json())).passed
+    workload = MarginalWorkload(MarginalAlgebra((3, 2, 3)), ((0, 1), (0, 2), (1, 2)))
+    rng = np.random.default_rng(4)
+    x = dense_workload(workload) @ rng.integers(0, 50, size=18) + rng.integers(-9, 9, size=workload.dimension)
+    neighbour = x + workload_column(workload, (2, 1, 0)).astype(int)
+    public = mechanism.span.invariant_component(np.stack([x, neighbour]))
+    assert np.abs(public[0]).max() > 0 and public[0].tobytes() == public[1].tobytes()
