@@ -116,8 +116,17 @@ def test_agency_spec_every_family_answers():
     problem = dpopt.compile(AGENCY)
     rows = {c.family: c for c in design_candidates(problem)}
     projected = rows["projected_gaussian"]
-    # σ² = Δ₂²/(2ρ) = 45/2 at ρ = 1; E‖Z‖² = σ² · rank
-    assert projected.utility.value == pytest.approx(22.5 * problem.space.rank, rel=1e-12)
+    # σ² = Δ₂²/(2ρ) = 45/2 at ρ = 1, measured on the lattice (the span's public part is exact,
+    # MarginalSpan.invariant_component): σ_ℤ² is σ² rounded up to the sampler's 21-bit dyadic grid, and
+    # E‖P_V η‖² = Var N_ℤ(0, σ_ℤ²) · rank, the variance summed here from the pmf ∝ exp(−k²/2σ_ℤ²)
+    mechanism = projected.mechanism
+    assert mechanism.parameters["sampler"] == "exact"
+    s2 = float(mechanism.lattice_sigma2)
+    assert 22.5 <= s2 <= 22.5 * (1 + 2.0**-20)
+    k = np.arange(-400, 401)
+    weights = np.exp(-k**2 / (2 * s2))
+    assert projected.utility.value == pytest.approx(float(weights @ k**2 / weights.sum()) * problem.space.rank,
+                                                    rel=1e-12)
     assert all(c.feasible or c.reason for c in rows.values())
 
 

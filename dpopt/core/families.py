@@ -125,14 +125,16 @@ FAMILIES: tuple[Capability, ...] = (
                      "(every integer move up to Δ_u, the worst Δ_u); the lattice's cost stated (exact_cost)",
                serves="isotropic Gaussian noise on every coordinate"),
     Capability("projected_gaussian", _M + "gaussian", ("gdp", "zcdp", "approx", "pdp"), invariants=True,
-               exact="zcdp, gdp, approx; counting queries; sum-zero or margin-kernel spans; metrics l2, "
+               exact="zcdp, gdp, approx; counting queries; sum-zero, margin-kernel or marginal-workload spans (the "
+                     "public part (I − P_V)x in exact rationals, up to 4·10⁶ block-cell × component terms); metrics l2, "
                      "max_variance (closed form), l1, usefulness (Monte Carlo of the exact sampler), ci_volume (the "
                      "exact law of ‖P_Vη‖² on the sum-zero span at σ_ℤ² up to about 200, else the full-d region's "
-                     "radius, beyond 66 cells on a coarser grid; coverage proven, its cost stated); pdp on listed integer moves (the "
-                     "loss of P_V y is that of y)",
+                     "radius, beyond 66 cells on a coarser grid; coverage proven, its cost stated); pdp on listed integer moves or "
+                     "derived move patterns (a person's moves on marginal workloads; the loss of P_V y is that of y)",
                serves="Gaussian noise projected on the sensitivity span (invariants, rank-deficient spaces)"),
     Capability("james_stein", _M + "james_stein", GAUSSIAN_TARGETS, metrics=("l2",),
-               exact="zcdp, gdp, approx; counting queries (the measurement; shrinkage is post-processing)",
+               exact="zcdp, gdp, approx; counting queries (the measurement; shrinkage is post-processing; rotated on "
+                     "a span with an exact public part, as projected_gaussian's)",
                serves="James–Stein shrinkage of a Gaussian release (requested by name unless it gains ≥ 1%)"),
     Capability("marginal_gaussian", _M + "marginal_gaussian", GAUSSIAN_TARGETS, MARGINAL_QUERIES, ("l2",),
                workload=False, tables=True, invariants=True, privacy_unit=False,
@@ -154,7 +156,8 @@ FAMILIES: tuple[Capability, ...] = (
                serves="Kronecker strategy with Laplace noise (pure ε) for range/prefix × marginal workloads"),
     Capability("gaussian_optimal", _M + "gaussian_optimal", GAUSSIAN_TARGETS, None,
                ("l2", "max_variance", "ci_volume"), invariants=True, max_dimension=120,
-               exact="zcdp, gdp, approx; counting queries; sum-zero, margin-kernel or full spans; metrics l2, "
+               exact="zcdp, gdp, approx; counting queries; sum-zero, margin-kernel, marginal-workload or full spans; "
+                     "metrics l2, "
                      "max_variance, and ci_volume (the strategy's region, proven coverage; beyond rank 66 on a coarser "
                      "grid whose volume excess is stated); linear "
                      "queries with decimal weights on the decimal lattice D·W (D up to 2^20; l2, max_variance, "

@@ -213,9 +213,10 @@ class MarginalWorkload:
         return sum(self.algebra.multiplicity(t) for t in self.closure if t not in without)
 
     # --------------------------------------------------- released vector <-> tables
-    def tables(self, vectors: np.ndarray) -> list[np.ndarray]:
-        """The block tables of released vectors (shape (..., d)), axes in increasing attribute order."""
-        vectors = np.asarray(vectors, dtype=float)
+    def tables(self, vectors: np.ndarray, dtype: type = float) -> list[np.ndarray]:
+        """The block tables of released vectors (shape (..., d)), axes in increasing attribute order; ``dtype``
+        ``object`` keeps python integers exact."""
+        vectors = np.asarray(vectors, dtype=dtype)
         lead = vectors.shape[:-1]
         out = []
         for i, block in enumerate(self.blocks):

@@ -21,8 +21,10 @@ neighbouring difference (Lemma A.3), which a check confirms.
 :mod:`dpopt.mechanisms.lattice`): the stage measures every count exactly on the lattice, y = φ(X) + η with η
 i.i.d. N_ℤ(0, σ_ℤ²) (the isotropic lattice Gaussian of :mod:`dpopt.mechanisms.gaussian`, of the same privacy as
 N(0, σ²I)); the shrinkage, in the coordinates Bᵀy, is post-processing of those integers (measure exactly,
-post-process freely), and for ``rotated`` (sum-zero span only) the component (I − BBᵀ)φ(X) = (1ᵀφ(X)/d)·1,
-the same on every dataset the adjacency connects, is computed from the integer total. The shrinkage and the cost use the noise variance v =
+post-process freely), and for ``rotated`` the component (I − BBᵀ)φ(X) = (I − P_V)φ(X), the same on every dataset
+the adjacency connects, is :meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component` of the integer answers
+((1ᵀφ(X)/d)·1 from the integer total on the sum-zero span; exact rationals on a marginal span), on a span that has
+one. The shrinkage and the cost use the noise variance v =
 Var N_ℤ(0, σ_ℤ²) in place of σ²; the cost formula below is that of Gaussian noise, Bᵀη is Gaussian only
 approximately (its moments up to the fourth agree with N(0, vI) to e^{−2π²σ_ℤ²} for σ_ℤ² ≥ 16), so the
 certificate's ``utility.sampler`` claim checks it against the exact sampler by Monte Carlo.
@@ -100,6 +102,12 @@ def inverse_chi2_mean(k, t):
     return special.hyp1f1(1.0, k / 2.0, -np.asarray(t, dtype=float) / 2.0) / (k - 2.0)
 
 
+def _exact_complement(space: SensitivitySpace) -> bool:
+    """Whether the span's (I − P_V)x has an exact form from integer sums
+    (:meth:`~dpopt.sensitivity.subspace.Subspace.invariant_component`)."""
+    return space.span.invariant_component(np.zeros((1, space.dimension))) is not None
+
+
 def helmert_basis(p: int) -> np.ndarray:
     """U_θ: the last p − 1 columns of the Helmert matrix of order p (Lee et al. Sec. 4.1).
 
@@ -175,8 +183,9 @@ class JamesSteinMechanism(Mechanism):
         self.lattice_sigma2 = target_lattice_variance(Fraction(self.sigma) ** 2, 1, self.target) if sampler == "exact" else None
         if sampler == "exact" and self.lattice_sigma2 is None:
             raise ValueError("the lattice variance is beyond the exact sampler's range")
-        if sampler == "exact" and variant == "rotated" and not isinstance(space.span, SumZeroSpace):
-            raise ValueError("exact rotated James–Stein: the sum-zero span only (its complement is the public total)")
+        if sampler == "exact" and variant == "rotated" and not _exact_complement(space):
+            raise ValueError(f"exact rotated James–Stein: the {space.span.name} span has no exact invariant component")
+        self.span = space.span
         self.variance = discrete_variance(self.lattice_sigma2) if sampler == "exact" else self.sigma**2
         """The variance of one coordinate of the stage's noise (σ², or Var N_ℤ(0, σ_ℤ²) on the lattice)."""
         self.dimension = space.dimension
@@ -221,9 +230,9 @@ class JamesSteinMechanism(Mechanism):
         options = []
         for variant in reversed(cls._variants(space)):
             why = refusal
-            if why is None and variant == "rotated" and not isinstance(space.span, SumZeroSpace):
-                why = ("the rotated variant's component off a span other than the sum-zero one would be computed in "
-                       "floating point from the data")
+            if why is None and variant == "rotated" and not _exact_complement(space):
+                why = (f"the rotated variant's component off the {space.span.name} span would be computed in floating "
+                       "point from the data")
             options.append(cls(sigma, space, variant, n, "exact" if why is None else "floating_point",
                                spec.privacy.definition, why))
         return min(options, key=lambda m: m._expected_l2(None))
@@ -356,9 +365,9 @@ class JamesSteinMechanism(Mechanism):
             measured = (counts + noise).astype(float)
             if self.basis is None:
                 return _shrink(measured, self.variant, self.variance)
-            # (I − BBᵀ)φ = (1ᵀφ/d)·1 for the sum-zero span, computed from the integer total, the same on every
-            # dataset the adjacency connects (bit for bit: no floating-point number formed from data that moves)
-            public = np.repeat(counts.sum(axis=1, keepdims=True) / self.dimension, self.dimension, axis=1)
+            # (I − BBᵀ)φ = (I − P_V)φ from integer sums, the same on every dataset the adjacency connects (bit for
+            # bit: no floating-point number formed from data that moves)
+            public = self.span.invariant_component(counts)
             return public + _shrink(measured @ self.basis, self.variant, self.variance) @ self.basis.T
         y = values if self.basis is None else values @ self.basis
         x = y + rng.normal(0.0, self.sigma, size=y.shape)

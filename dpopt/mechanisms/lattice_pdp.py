@@ -178,11 +178,21 @@ def pdp_lattice_design(space: SensitivitySpace | np.ndarray, privacy: Privacy,
     pattern, or the sub-Gaussian bound at max ‖v‖² when the moves are not derived) and None, or None and why there
     is none: listed moves that are not integer vectors, or the sampler's range. Its cost, Var N_ℤ(0, σ_ℤ²)/σ²
     (usually below 1 on the patterns: Lemma 10 bounds the level from above; above 1 on the bound), is stated by the
-    mechanism, never a reason to refuse."""
-    try:
-        return pdp_lattice_sigma2(space, privacy, sigma), None
-    except CalibrationError as exc:
-        return None, f"on the lattice: {exc}"
+    mechanism, never a reason to refuse. Searched once per space and target
+    (:meth:`~dpopt.sensitivity.space.SensitivitySpace.memo`): ``gaussian`` and ``projected_gaussian`` take the same
+    isotropic σ_ℤ²."""
+
+    def design() -> tuple[Fraction | None, str | None]:
+        try:
+            return pdp_lattice_sigma2(space, privacy, sigma), None
+        except CalibrationError as exc:
+            return None, f"on the lattice: {exc}"
+
+    if isinstance(space, np.ndarray):
+        return design()
+    target = privacy.parameters
+    return space.memo(f"pdp lattice variance at ε = {target['epsilon']!r}, δ = {target['delta']!r}, σ = {sigma!r}",
+                      design)
 
 
 def lattice_pdp_check(space: SensitivitySpace | np.ndarray, sigma2: Fraction, privacy: Privacy,

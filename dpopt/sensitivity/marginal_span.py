@@ -20,18 +20,29 @@ its rank :math:`\sum_T m_T`, and an orthonormal basis is
 :math:`B_T (\bigotimes_{k\in T} H_{n_k}) / \sqrt{\kappa_T}` with :math:`H_n` an orthonormal
 basis of the sum-zero vectors of :math:`\mathbb{R}^n`: nothing of the domain's size
 :math:`N = \prod_k n_k` is formed.
+
+The public part :math:`(I - P_V)x` of integer answers is computed in exact rational arithmetic and
+rounded once (:meth:`MarginalSpan.invariant_component`), so that an exact lattice release
+(:class:`~dpopt.mechanisms.gaussian.ProjectedGaussianMechanism`, ``gaussian_optimal``) gives
+neighbours the same floats bit for bit.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from dpopt.core.memory import dense_bytes, require_memory
-from dpopt.domain.marginal_algebra import MarginalWorkload, Subset
+from dpopt.domain.marginal_algebra import MarginalWorkload, Subset, subsets
 from dpopt.sensitivity.margin_subspace import helmert
 from dpopt.sensitivity.subspace import Subspace
+
+MAX_EXACT_TERMS = 4_000_000
+"""Largest Σ_S 2^|S|·∏_{k∈S} n_k (a block's cells times its components, summed over the blocks) for which
+:meth:`MarginalSpan.invariant_component` computes (I − P_V)x exactly (python integers, ~1 µs each); above it, None:
+the lattice release is refused and the floating-point sampler keeps its note."""
 
 
 def workload_column(workload: MarginalWorkload, cell: tuple[int, ...]) -> np.ndarray:
@@ -83,6 +94,77 @@ class MarginalSpan(Subspace):
         kept = {t: c for t, c in self.workload.consistent_components(x).items() if t not in self.without}
         kept.setdefault((), np.zeros(x.shape[:-1]))
         return self.workload.from_components(kept)
+
+    @property
+    def exact_terms(self) -> int:
+        """Σ_S 2^|S|·∏_{k∈S} n_k over the blocks S: the big-integer operations of :meth:`invariant_component`."""
+        return sum(2 ** len(s) * self.workload.algebra.size(s) for s in self.workload.sets)
+
+    def invariant_component(self, counts: np.ndarray) -> np.ndarray | None:
+        r"""(I − P_V)x for integer answers x (rows, shape (..., d); consistent or not), exactly rounded.
+
+        With :math:`n(S) = \prod_{k\in S} n_k` and :math:`K` the kept components (:attr:`components`),
+        :meth:`MarginalWorkload.consistent_components` is, for :math:`T \in K`,
+
+        .. math:: \hat c_T = \frac1{\kappa_T}\sum_{S\supseteq T}\frac{c^{(S)}_T}{n(S\setminus T)}
+                  = \frac1{\kappa_T}\sum_{S\supseteq T}\frac{C^{(S)}_T}{n(S)},\qquad
+                  C^{(S)}_T = \bigotimes_{k\in T}(n_k I - J)\, M_{S\to T}\, x_S \in \mathbb Z^{n(T)},
+
+        (:math:`n(T)\,c^{(S)}_T = C^{(S)}_T`: centring is :math:`I - J/n_k` per attribute, and
+        :math:`n(T)\,n(S\setminus T) = n(S)`), :math:`\kappa_T = \sum_{S\supseteq T} 1/n(S\setminus T)`
+        (:meth:`~MarginalWorkload.precision`) rational. So :math:`\hat c_T = a_T/q_T` with integers
+        :math:`q_T = L_T\,\mathrm{num}(\kappa_T)`, :math:`a_T = \mathrm{den}(\kappa_T)\sum_{S\supseteq T}
+        C^{(S)}_T L_T/n(S)`, :math:`L_T = \operatorname{lcm}_{S\supseteq T} n(S)`, and block :math:`S` of the
+        result is
+
+        .. math:: x_S - \sum_{T\subseteq S,\,T\in K}\frac{\operatorname{bcast}(a_T)}{q_T\,n(S\setminus T)}
+                  = \frac{Q_S x_S - \sum_T \operatorname{bcast}(a_T)\,Q_S/(q_T\,n(S\setminus T))}{Q_S},
+                  \qquad Q_S = \operatorname{lcm}_T\, q_T\,n(S\setminus T),
+
+        a ratio of python integers that Python's true division rounds correctly (round to nearest) to
+        float64. The floats are therefore a function of the real vector (I − P_V)x alone: answers x′ whose
+        difference x′ − x lies in V (every neighbour, a person's move being one) give the same floats bit for
+        bit — unlike x − P_V x in floating point, whose rounding depends on x. Cost:
+        :attr:`exact_terms` big-integer operations per row; None above :data:`MAX_EXACT_TERMS`.
+        """
+        if self.exact_terms > MAX_EXACT_TERMS:
+            return None
+        workload, alg = self.workload, self.workload.algebra
+        counts = np.asarray(counts)
+        exact = counts.astype(np.int64).astype(object)  # python integers: no overflow
+        tables = workload.tables(exact, dtype=object)
+        lead = exact.shape[:-1]
+        kept = set(self.components)
+        lcm: dict[Subset, int] = {}
+        for s in workload.sets:
+            for t in subsets(s):
+                if t in kept:
+                    lcm[t] = math.lcm(lcm.get(t, 1), alg.size(s))
+        sums: dict[Subset, np.ndarray] = {}
+        for s, table in zip(workload.sets, tables):
+            for t in subsets(s):
+                if t not in kept:
+                    continue
+                centred = np.asarray(alg.marginal(table, s, t), dtype=object)
+                for axis in range(len(lead), len(lead) + len(t)):
+                    centred = alg.sizes[t[axis - len(lead)]] * centred - centred.sum(axis=axis, keepdims=True)
+                share = centred * (lcm[t] // alg.size(s))
+                sums[t] = share if t not in sums else sums[t] + share
+        numerators, denominators = {}, {}
+        for t, total in sums.items():
+            kappa = Fraction(workload.precision(t))
+            numerators[t] = total * kappa.denominator
+            denominators[t] = lcm[t] * kappa.numerator
+        out = []
+        for s, table in zip(workload.sets, tables):
+            parts = [(t, denominators[t] * alg.size(tuple(k for k in s if k not in t)))
+                     for t in subsets(s) if t in kept]
+            common = math.lcm(*(q for _, q in parts)) if parts else 1
+            numerator = table * common
+            for t, q in parts:
+                numerator = numerator - alg.broadcast(numerators[t], t, s) * (common // q)
+            out.append((numerator / common).astype(float))  # int / int: correctly rounded
+        return workload.vector(out) if out else np.zeros(counts.shape)
 
     def projector_diagonal(self) -> np.ndarray:
         return self.workload.projector_diagonal(self.without)
