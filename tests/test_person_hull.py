@@ -129,6 +129,24 @@ def test_replace_2way_measures_on_the_lattice_cross_polytope():
     assert not verify(certificate).failed
 
 
+def test_a_hull_whose_cones_do_not_tile_it_is_not_designed():
+    """1-way marginals under replace, ≤ 3 rows in ≤ 2 cells, ≤ 2 per cell: plain gift wrapping of the stated
+    generators leaves ridges open (its cones do not tile K: the certificate's cone-decomposition check fails, as
+    built here directly). The design never uses such a hull (before, k_norm was chosen by auto, then its
+    certification failed after an exact LP per generator, minutes): it falls back to the lattice cross-polytope,
+    naming the failed check, and that certificate verifies."""
+    from dpopt.mechanisms.k_norm import HULL_BUDGET, HullBody
+
+    document = spec("replace_one", unit={"id": "pid", "max_rows": 3, "max_groups": 2, "max_rows_per_group": 2})
+    space = dpopt.derive(dpopt.load_spec(document))
+    assert not HullBody(space.hull_vectors(), space.span.basis(), HULL_BUDGET).tiling_check().passed
+    certificate = json.loads(dpopt.solve(dpopt.load_spec(document)).certificate.to_json())
+    parameters = certificate["mechanism"]["parameters"]
+    assert parameters["norm_ball"] == "lattice_cross_polytope" and parameters["sampler"] == "exact"
+    assert parameters["fallback_reason"].startswith("the hull built does not tile K")
+    assert not verify(certificate).failed
+
+
 def test_cli_release_on_person_records(tmp_path: Path, capsys):
     rng = np.random.default_rng(5)
     path = tmp_path / "people.csv"

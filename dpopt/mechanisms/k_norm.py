@@ -711,7 +711,10 @@ class KNormMechanism(Mechanism):
             except ValueError as exc:
                 reason = f"the hull of the sensitivity space could not be built ({exc})"
             else:
-                return cls._with_lattice(epsilon, body, problem)
+                tiling = body.tiling_check()  # the certificate's check, before its sensitivity LPs: a hull whose
+                if tiling.passed:  # cones do not tile it is never designed (it would fail certification)
+                    return cls._with_lattice(epsilon, body, problem)
+                reason = f"the hull built does not tile K: {tiling.detail}"
         else:
             reason = "the sensitivity space is too large to list, so its hull cannot be built"
         images = None if vectors is None else vectors @ basis
