@@ -189,14 +189,18 @@ def test_survey_plan_total_income_is_exact_and_released_on_its_lattice(tmp_path)
 
 
 def test_a_person_level_sum_in_a_plan_is_measured_on_the_lattice(tmp_path):
+    """The sum's lattice and the release's verification are checked, not the selection: each query names the
+    family ``auto`` chooses (gaussian for the sum, gaussian_optimal for the histogram) rather than designing
+    every family twice for the allocation."""
     plan = {"dpopt": 1, "name": "visits plan",
             "data": {"attributes": {"clinic": ["north", "south", "east", "west", "central"],
                                     "age_group": ["0-17", "18-39", "40-64", "65+"],
                                     "duration": {"min": 0, "max": 120}},
                      "privacy_unit": {"id": "person_id", "max_rows": 4, "max_groups": 2, "max_rows_per_group": 3}},
-            "queries": [{"name": "minutes", "query": {"kind": "sum", "attribute": "duration"}},
-                        {"name": "clinics", "query": {"kind": "histogram", "attribute": "clinic"}}],
-            "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 0.5}}, "mechanism": "auto",
+            "queries": [{"name": "minutes", "query": {"kind": "sum", "attribute": "duration"}, "mechanism": "gaussian"},
+                        {"name": "clinics", "query": {"kind": "histogram", "attribute": "clinic"},
+                         "mechanism": "gaussian_optimal"}],
+            "adjacency": "add_remove", "privacy": {"zcdp": {"rho": 0.5}},
             "utility": {"metric": "l2"}}
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
