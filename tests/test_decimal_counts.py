@@ -16,13 +16,12 @@ import copy
 import itertools
 import json
 import math
-import subprocess
-import sys
 from fractions import Fraction
 
 import mpmath
 import numpy as np
 import pytest
+from conftest import cli_runner
 
 import dpopt
 from dpopt.audit import audit
@@ -267,12 +266,12 @@ def test_the_floating_point_option_keeps_its_note():
 
 @pytest.mark.parametrize("family", ["k_norm", pytest.param("r2dp", marks=pytest.mark.slow),
                                     pytest.param("generalized_gaussian", marks=pytest.mark.slow)])
-def test_cli_solve_release_and_verify(tmp_path, family):
+def test_cli_solve_release_and_verify(tmp_path, family, capsys):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec(family, "replace_one")))
     data = tmp_path / "data.csv"
     data.write_text("a\n" + "x\n" * 50 + "y\n" * 30 + "z\n" * 20)
-    run = lambda *args: subprocess.run([sys.executable, "-m", "dpopt.cli", *args], capture_output=True, text=True)
+    run = cli_runner(capsys)
     solved = run("solve", str(path), "--out", str(tmp_path / "out"))
     assert solved.returncode == 0, solved.stderr
     assert run("verify", str(tmp_path / "out" / "certificate.json")).returncode == 0

@@ -12,13 +12,12 @@ import copy
 import itertools
 import json
 import math
-import subprocess
-import sys
 from fractions import Fraction
 
 import mpmath
 import numpy as np
 import pytest
+from conftest import cli_runner
 
 import dpopt
 from dpopt.audit import audit
@@ -198,12 +197,12 @@ def test_a_forged_scale_or_lattice_variance_fails_verify(changes):
                                        "laplace",
                                        pytest.param("staircase", marks=pytest.mark.slow),  # 11–17 s
                                        pytest.param("query_scaling", marks=pytest.mark.slow)])  # 8–11 s
-def test_cli_solve_release_and_verify(tmp_path, mechanism):
+def test_cli_solve_release_and_verify(tmp_path, mechanism, capsys):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec("replace_one", "approx", mechanism=mechanism)))
     data = tmp_path / "data.csv"
     data.write_text("a\n" + "x\n" * 50 + "y\n" * 30 + "z\n" * 20)
-    run = lambda *args: subprocess.run([sys.executable, "-m", "dpopt.cli", *args], capture_output=True, text=True)
+    run = cli_runner(capsys)
     assert run("solve", str(path), "--out", str(tmp_path / "out")).returncode == 0
     assert run("verify", str(tmp_path / "out" / "certificate.json")).returncode == 0
     released = run("release", str(path), "--data", str(data), "--out", str(tmp_path / "rel"), "--seed", "1",

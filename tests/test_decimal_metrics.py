@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import cli_runner
 
 import dpopt
 
@@ -142,11 +141,11 @@ def test_what_is_not_mapped_keeps_floating_point_with_the_reason(family, definit
 
 @pytest.mark.parametrize("family, metric", [("staircase", "kl"),
                                             pytest.param("gaussian", "test_power", marks=pytest.mark.slow)])
-def test_cli_solve_and_verify(tmp_path, family, metric):
+def test_cli_solve_and_verify(tmp_path, family, metric, capsys):
     path = tmp_path / "spec.json"
     definition = "pure" if family == "staircase" else "zcdp"
     path.write_text(json.dumps(spec(WEIGHTS, family, definition, metric)))
-    run = lambda *args: subprocess.run([sys.executable, "-m", "dpopt.cli", *args], capture_output=True, text=True)
+    run = cli_runner(capsys)
     solved_run = run("solve", str(path), "--out", str(tmp_path / "out"))
     assert solved_run.returncode == 0, solved_run.stderr
     assert run("verify", str(tmp_path / "out" / "certificate.json")).returncode == 0

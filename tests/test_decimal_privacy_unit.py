@@ -13,12 +13,11 @@ import copy
 import itertools
 import json
 import math
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from conftest import cli_runner
 
 import dpopt
 
@@ -85,10 +84,10 @@ def test_a_record_level_or_rescaled_sensitivity_fails_verify(changes):
     assert not dpopt.verify(forged).passed
 
 
-def test_cli_release_ungrouped_and_grouped_on_the_lattice(tmp_path):
+def test_cli_release_ungrouped_and_grouped_on_the_lattice(tmp_path, capsys):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec()))
-    run = lambda *args: subprocess.run([sys.executable, "-m", "dpopt.cli", *args], capture_output=True, text=True)
+    run = cli_runner(capsys)
     for out, extra in (("rel", []), ("grouped", ["--group-by", "age_group"])):
         released = run("release", str(path), "--data", str(VISITS), "--out", str(tmp_path / out), *extra)
         assert released.returncode == 0, released.stderr

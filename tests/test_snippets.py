@@ -44,6 +44,8 @@ SLOW = {
     "bootstrap_gof(noisy, pi0, release, replicates=1000": "1000 bootstrap replicates of a private χ² test",
     "write_report(build_report(sol.certificate)": "a full report with a 50,000-draw empirical audit",
     "dpopt audit out/certificate.json": "200,000 draws per dataset and pair",
+    "dpopt audit specs/survey_plan_zcdp.yaml": "the plan solved and 200,000 draws per dataset and pair "
+                                              "(tests/test_plan_cli.py runs this command with 40,000 draws)",
     "dpopt report out/certificate.json --out report.html": "a full report with a 50,000-draw empirical audit",
     "dpopt.synthesize(": "measures, synthesizes, certifies and writes a folder (about 8 s; tests/test_synthesize_cli.py "
                          "covers the pipeline in the default run)",
