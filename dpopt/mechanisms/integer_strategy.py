@@ -47,6 +47,7 @@ import numpy as np
 
 from dpopt.mechanisms.lattice import GDP_TARGETS, discrete_variance, target_lattice_variance
 from dpopt.privacy.discrete_gaussian_gdp import MAX_SIGMA2
+from dpopt.sensitivity.subspace import CLUSTER_RTOL, canonical_basis
 
 ZCDP_SCALE = 2**13
 """c under ρ-zCDP: σ_ℤ² ≈ c²μ_Σ²/μ² = 2²⁶, well inside the sampler's 2³⁰, the rounding relative 2⁻¹³/|Σ^{+1/2}|."""
@@ -81,11 +82,26 @@ def integer_strategy(root: np.ndarray, scale: int) -> np.ndarray:
 
 def span_root(covariance: np.ndarray, rows: bool = False) -> np.ndarray:
     """Σ^{+1/2} = Q_k Λ_k^{-1/2} Q_kᵀ (symmetric, d × d), or with ``rows`` its k rows Λ_k^{-1/2} Q_kᵀ (whitening on
-    the span: k × d, the same ‖·δ‖ on every δ of the span), Λ_k the eigenvalues of Σ above 10⁻¹⁰ of the largest."""
+    the span: k × d, the same ‖·δ‖ on every δ of the span), Λ_k the eigenvalues of Σ above 10⁻¹⁰ of the largest.
+
+    The rows depend on the eigenvectors chosen within a repeated eigenvalue, which LAPACK picks differently on
+    another BLAS kernel (an isotropic Σ on the sum-zero span of a 2 × 2 table: its integer rounding cost 0.08% on
+    one machine, 0.11% on another). Within each cluster of eigenvalues closer than
+    :data:`~dpopt.sensitivity.subspace.CLUSTER_RTOL` of the largest, Q's columns are replaced by the cluster span's
+    :func:`~dpopt.sensitivity.subspace.canonical_basis` and scaled by the cluster's mean eigenvalue, so the strategy
+    is a function of Σ up to rounding (a whitening exact to that relative tolerance; the privacy and the cost are
+    computed from the rounded strategy itself)."""
     w, q = np.linalg.eigh(np.asarray(covariance, dtype=float))
     keep = w > 1e-10 * w.max()
-    scaled = q[:, keep] / np.sqrt(w[keep])
-    return scaled.T if rows else scaled @ q[:, keep].T
+    w, q = w[keep][::-1], q[:, keep][:, ::-1]
+    if rows and len(w):
+        error = 64.0 * max(q.shape) * np.finfo(float).eps / CLUSTER_RTOL  # as span_of's clusters (Wedin)
+        cuts = np.flatnonzero(np.diff(w) < -CLUSTER_RTOL * w[0]) + 1
+        blocks = list(zip([0, *cuts], [*cuts, len(w)]))
+        q = np.concatenate([canonical_basis(q[:, a:b], error) for a, b in blocks], axis=1)
+        w = np.concatenate([np.full(b - a, w[a:b].mean()) for a, b in blocks])
+    scaled = q / np.sqrt(w)
+    return scaled.T if rows else scaled @ q.T
 
 
 def strategy_sensitivity(strategy: np.ndarray, vectors: np.ndarray) -> int:
