@@ -30,26 +30,7 @@ from dpopt.privacy.discrete_gaussian_pdp import pdp_level, subgaussian_level, wo
 from dpopt.privacy.discrete_gaussian_sums import SCALE_BITS, BoxLaws, box_radius, estimate_error, \
     estimated_levels
 from dpopt.sensitivity.person_patterns import table_patterns
-
-
-def mp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> mpmath.mpf:
-    """δ(v) by a 40-digit convolution of the coordinates' laws (module docstring)."""
-    with mpmath.workdps(40):
-        s2 = mpmath.mpf(sigma2.numerator) / sigma2.denominator
-        box = int(20 * math.sqrt(sigma2)) + 1
-        weights = [mpmath.exp(-mpmath.mpf(j * j) / (2 * s2)) for j in range(-box, box + 1)]
-        total = mpmath.fsum(weights)
-        law = {0: mpmath.mpf(1)}
-        for v in pattern:
-            step: dict[int, mpmath.mpf] = {}
-            for s, p in law.items():
-                for j, w in zip(range(-box, box + 1), weights):
-                    step[s + v * j] = step.get(s + v * j, 0) + p * w / total
-            law = step
-        norm2 = sum(v * v for v in pattern)
-        return mpmath.fsum(p for s, p in law.items()
-                           for x in (epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2))
-                           if s > x)
+from pdp_brute import mp_level
 
 
 def arb_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> Fraction:

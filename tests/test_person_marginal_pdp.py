@@ -30,6 +30,7 @@ from dpopt.sensitivity import person_patterns
 from dpopt.sensitivity.patterns import move_multisets, shift_pattern
 from dpopt.sensitivity.person_patterns import count_weight_tuples, marginal_patterns, table_patterns, weight_tuples
 from dpopt.sensitivity.space import SensitivitySpace
+from pdp_brute import mp_level
 from person_brute import allowed, marginal_matrix
 
 VISITS = Path(__file__).resolve().parents[1] / "specs" / "data" / "visits.csv"
@@ -102,26 +103,6 @@ def test_a_listed_table_space_states_the_patterns_of_its_listed_moves(pairs, mon
                                               {"max_rows": 2})))
     assert (space._patterns() is None) == (pairs == 3)
     assert space.complete and move_patterns(space) == vector_patterns(space.listed())
-
-
-def mp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> mpmath.mpf:
-    """δ(v) for N_ℤ(0, σ²) noise (module docstring): the law of S = Σ v_i η_i convolved in mpmath at 40 digits."""
-    with mpmath.workdps(40):
-        s2 = mpmath.mpf(sigma2.numerator) / sigma2.denominator
-        box = int(20 * math.sqrt(sigma2)) + 1
-        weights = [mpmath.exp(-mpmath.mpf(j * j) / (2 * s2)) for j in range(-box, box + 1)]
-        total = mpmath.fsum(weights)
-        law = {0: mpmath.mpf(1)}
-        for v in pattern:
-            step: dict[int, mpmath.mpf] = {}
-            for s, p in law.items():
-                for j, w in zip(range(-box, box + 1), weights):
-                    step[s + v * j] = step.get(s + v * j, 0) + p * w / total
-            law = step
-        norm2 = sum(v * v for v in pattern)
-        return mpmath.fsum(p for s, p in law.items()
-                           for x in (epsilon * sigma2 - Fraction(norm2, 2), epsilon * sigma2 + Fraction(norm2, 2))
-                           if s > x)
 
 
 @pytest.mark.parametrize("query, adjacency, unit, sizes, blocks", [
