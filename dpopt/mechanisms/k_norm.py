@@ -185,7 +185,8 @@ class HullBody:
     budget : HullBudget, optional
         The work allowed to the facets (:data:`HULL_BUDGET`): a hull whose facet count is known in
         closed form (:func:`~dpopt.geometry.hull_budget.known_faces`) is refused before any work when
-        it exceeds it (its ridges too, when it is built plainly); the group's point images choose the builder (:func:`hull_group`).
+        it exceeds it (its ridges too, when it is built plainly); the group's point images choose the
+        builder (:func:`hull_group`).
     symmetric : bool, optional
         Build K up to its group of table moves (True) or by plain gift wrapping (False); by default
         :func:`hull_group` decides. A certificate's hull is rebuilt without a limit by the builder its
