@@ -9,12 +9,14 @@ from fractions import Fraction
 import mpmath
 
 
-def mp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> mpmath.mpf:
+def mp_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction, box: int | None = None,
+             digits: int = 40) -> mpmath.mpf:
     """δ(v) = P[S > εσ² − ‖v‖²/2] + P[S > εσ² + ‖v‖²/2] for N_ℤ(0, σ²) noise and a move of this pattern, the law of
-    S on the box |η_i| ≤ 20σ + 1 (the mass outside below 10⁻⁸⁶)."""
-    with mpmath.workdps(40):
+    S on the box |η_i| ≤ ``box`` (by default 20σ + 1: the mass outside below 10⁻⁸⁶), each coordinate's weights
+    normalised on the box, in ``digits`` digits."""
+    with mpmath.workdps(digits):
         s2 = mpmath.mpf(sigma2.numerator) / sigma2.denominator
-        box = int(20 * math.sqrt(sigma2)) + 1
+        box = int(20 * math.sqrt(sigma2)) + 1 if box is None else box
         weights = [mpmath.exp(-mpmath.mpf(j * j) / (2 * s2)) for j in range(-box, box + 1)]
         total = mpmath.fsum(weights)
         law = {0: mpmath.mpf(1)}

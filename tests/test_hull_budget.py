@@ -133,18 +133,24 @@ def test_a_table_with_both_margins_is_known_through_a_linear_image(rows, columns
         assert found is None
 
 
+def never(*args, **kwargs):
+    raise AssertionError("the hull was attempted")
+
+
+def replace_one_histogram(cells: int):
+    """``dpopt.solve`` of a replace-one histogram of ``cells`` cells under pure ε = 1, ``mechanism: k_norm``."""
+    levels = [f"c{i:02d}" for i in range(cells)]
+    return dpopt.solve({"dpopt": 1, "name": f"{cells} cells", "data": {"attributes": {"cell": levels}, "n": 1000},
+                        "query": {"kind": "histogram", "attribute": "cell"}, "adjacency": "replace_one",
+                        "privacy": {"pure": {"epsilon": 1.0}}, "mechanism": "k_norm", "utility": "l2"})
+
+
 def test_an_11_cell_replace_one_histogram_built_plainly_is_refused_by_its_ridges(monkeypatch):
     """2^11 − 2 = 2,046 facets fit the budget's 5,000, but its 11·2^10 − 22 = 11,242 ridges exceed the 2,500
     crossings plain gift wrapping may make (|G| = 2·11! is too large for the symmetric build): refused before the
     polytope is attempted, the lattice cross-polytope designed instead."""
-    def never(*args, **kwargs):
-        raise AssertionError("the hull was attempted")
-
     monkeypatch.setattr(k_norm_module.Polytope, "from_points", never)
-    cells = [f"c{i:02d}" for i in range(11)]
-    sol = dpopt.solve({"dpopt": 1, "name": "11 cells", "data": {"attributes": {"cell": cells}, "n": 1000},
-                       "query": {"kind": "histogram", "attribute": "cell"}, "adjacency": "replace_one",
-                       "privacy": {"pure": {"epsilon": 1.0}}, "mechanism": "k_norm", "utility": "l2"})
+    sol = replace_one_histogram(11)
     params = sol.certificate["mechanism"]["parameters"]
     assert root_ridges(11) == 11_242 > k_norm_module.HULL_BUDGET.ridges
     assert params["norm_ball"] == "lattice_cross_polytope"
@@ -172,16 +178,10 @@ def test_the_outcome_does_not_depend_on_the_clock(monkeypatch):
 def test_a_16_cell_replace_one_histogram_refuses_its_hull_before_any_work(monkeypatch):
     """2^16 − 2 = 65,534 facets exceed the budget's facets: the design falls back to the lattice cross-polytope without
     building a polytope or a group, and the certificate's reason states the count and the budget."""
-    def never(*args, **kwargs):
-        raise AssertionError("the hull was attempted")
-
     for name in ("table_symmetries", "table_shape"):
         monkeypatch.setattr(k_norm_module, name, never)
     monkeypatch.setattr(k_norm_module.Polytope, "from_points", never)
-    cells = [f"c{i:02d}" for i in range(16)]
-    sol = dpopt.solve({"dpopt": 1, "name": "16 cells", "data": {"attributes": {"cell": cells}, "n": 1000},
-                       "query": {"kind": "histogram", "attribute": "cell"}, "adjacency": "replace_one",
-                       "privacy": {"pure": {"epsilon": 1.0}}, "mechanism": "k_norm", "utility": "l2"})
+    sol = replace_one_histogram(16)
     params = sol.certificate["mechanism"]["parameters"]
     budget = k_norm_module.HULL_BUDGET.facets
     assert params["norm_ball"] == "lattice_cross_polytope" and params["optimal_k"] is False

@@ -27,6 +27,7 @@ from dpopt.mechanisms.integer_noise import GRID_BITS
 from dpopt.mechanisms.lattice_pdp import norm_bound
 from dpopt.privacy.discrete_gaussian_pdp import norm_pdp_level
 from dpopt.sensitivity import person, person_patterns
+from pdp_brute import mp_level
 
 ATTRIBUTES = {"a": ["a0", "a1", "a2"], "b": ["b0", "b1"], "c": ["c0", "c1", "c2"]}
 
@@ -48,24 +49,14 @@ def patterns_up_to(norm2: int, longest: int) -> list[tuple[int, ...]]:
 
 
 def brute_level(sigma2: Fraction, pattern: tuple[int, ...], epsilon: Fraction) -> mpmath.mpf:
-    """An upper estimate of δ(v) (module docstring): the box law of S in mpmath plus the outside mass."""
+    """An upper estimate of δ(v) (module docstring): the box law of S in mpmath (:func:`pdp_brute.mp_level` on
+    |η_i| ≤ 12σ + 1, normalised on the box) plus the outside mass."""
+    box = math.ceil(12 * math.sqrt(sigma2)) + 1
     with mpmath.workdps(30):
         s2 = mpmath.mpf(sigma2.numerator) / sigma2.denominator
-        box = math.ceil(12 * math.sqrt(sigma2)) + 1
-        weights = [mpmath.exp(-mpmath.mpf(j * j) / (2 * s2)) for j in range(-box, box + 1)]
-        z = mpmath.fsum(weights)
-        law = {0: mpmath.mpf(1)}
-        for t in pattern:
-            step: dict[int, mpmath.mpf] = {}
-            for s, p in law.items():
-                for j, w in zip(range(-box, box + 1), weights):
-                    step[s + t * j] = step.get(s + t * j, 0) + p * w / z
-            law = step
-        n = sum(t * t for t in pattern)
-        inside = mpmath.fsum(p for s, p in law.items()
-                             for x in (epsilon * sigma2 - Fraction(n, 2), epsilon * sigma2 + Fraction(n, 2)) if s > x)
+        z = mpmath.fsum(mpmath.exp(-mpmath.mpf(j * j) / (2 * s2)) for j in range(-box, box + 1))
         tail = 2 * mpmath.exp(-mpmath.mpf((box + 1) ** 2) / (2 * s2)) / (1 - mpmath.exp(-(box + 1) / s2))
-        return inside + len(pattern) * tail / z
+        return mp_level(sigma2, pattern, epsilon, box, digits=30) + len(pattern) * tail / z
 
 
 def formula(sigma2: Fraction, norm2: int, epsilon: Fraction) -> mpmath.mpf:
